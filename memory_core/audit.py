@@ -1,0 +1,166 @@
+"""The audit log: every change to an entry, with the text of forgotten entries kept."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+
+import aiosqlite
+
+from memory_core.clock import format_when, parse_when
+from memory_core.merge import Change, ChangeKind
+from memory_core.scope import ScopeKey
+
+AUDITED = frozenset(ChangeKind) - {ChangeKind.DECAYED}
+"""Decay touches every entry at every merge; the log keeps the events a person cares about."""
+
+
+@dataclass(frozen=True, slots=True)
+class AuditRecord:
+    id: int
+    at: datetime
+    scope: str
+    entry_id: str
+    action: str
+    old_score: float | None
+    new_score: float | None
+    source: str
+    category: str | None
+    content: str | None
+    detail: str
+
+
+@dataclass(frozen=True, slots=True)
+class ScopeEvent:
+    id: int
+    at: datetime
+    scope: str
+    kind: str
+    detail: dict[str, object]
+
+
+class AuditLog:
+    def __init__(self, conn: aiosqlite.Connection) -> None:
+        self._conn = conn
+
+    async def record(
+        self, scope: ScopeKey, changes: Iterable[Change], source: str, at: datetime
+    ) -> int:
+        rows = [
+            (
+                format_when(at),
+                scope.value,
+                c.entry_id,
+                c.kind.value,
+                c.old_score,
+                c.new_score,
+                source,
+                c.category,
+                c.content,
+                c.detail,
+            )
+            for c in changes
+            if c.kind in AUDITED
+        ]
+        if rows:
+            await self._conn.executemany(
+                "INSERT INTO audit (at, scope, entry_id, action, old_score, new_score, source,"
+                " category, content, detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                rows,
+            )
+        return len(rows)
+
+    async def history(self, scope: ScopeKey, entry_id: str) -> list[AuditRecord]:
+        return await self._select(
+            "WHERE scope = ? AND entry_id = ? ORDER BY id", scope.value, entry_id
+        )
+
+    async def recent(
+        self, scope: ScopeKey | None = None, limit: int = 100, after_id: int = 0
+    ) -> list[AuditRecord]:
+        """Newest first; `after_id` lets a live view fetch only what is new."""
+        if scope is None:
+            return await self._select("WHERE id > ? ORDER BY id DESC LIMIT ?", after_id, limit)
+        return await self._select(
+            "WHERE scope = ? AND id > ? ORDER BY id DESC LIMIT ?", scope.value, after_id, limit
+        )
+
+    async def forgotten(self, scope: ScopeKey, limit: int = 500) -> list[AuditRecord]:
+        return await self._select(
+            "WHERE scope = ? AND action = 'forget' ORDER BY id DESC LIMIT ?", scope.value, limit
+        )
+
+    async def last_id(self) -> int:
+        async with self._conn.execute("SELECT COALESCE(MAX(id), 0) FROM audit") as cur:
+            row = await cur.fetchone()
+        return int(row[0]) if row else 0
+
+    async def _select(self, where: str, *params: object) -> list[AuditRecord]:
+        sql = (
+            "SELECT id, at, scope, entry_id, action, old_score, new_score, source, category,"
+            f" content, detail FROM audit {where}"
+        )
+        async with self._conn.execute(sql, params) as cur:
+            rows = await cur.fetchall()
+        return [
+            AuditRecord(
+                id=r[0],
+                at=parse_when(r[1]),
+                scope=r[2],
+                entry_id=r[3],
+                action=r[4],
+                old_score=r[5],
+                new_score=r[6],
+                source=r[7],
+                category=r[8],
+                content=r[9],
+                detail=r[10],
+            )
+            for r in rows
+        ]
+
+    # --- sessions already merged, and scope-level events ------------------------------
+    async def seen_sessions(self, scope: ScopeKey) -> frozenset[str]:
+        async with self._conn.execute(
+            "SELECT session_id FROM extractions WHERE scope = ?", (scope.value,)
+        ) as cur:
+            return frozenset(r[0] for r in await cur.fetchall())
+
+    async def mark_session(
+        self, scope: ScopeKey, session_id: str, at: datetime, stats: dict[str, int]
+    ) -> None:
+        await self._conn.execute(
+            "INSERT OR IGNORE INTO extractions (scope, session_id, at, stats) VALUES (?, ?, ?, ?)",
+            (scope.value, session_id, format_when(at), json.dumps(stats)),
+        )
+
+    async def add_event(
+        self, scope: ScopeKey, kind: str, at: datetime, detail: dict[str, object] | None = None
+    ) -> None:
+        await self._conn.execute(
+            "INSERT INTO events (at, scope, kind, detail) VALUES (?, ?, ?, ?)",
+            (format_when(at), scope.value, kind, json.dumps(detail or {}, ensure_ascii=False)),
+        )
+
+    async def events(
+        self, scope: ScopeKey | None = None, kind: str | None = None, limit: int = 100
+    ) -> list[ScopeEvent]:
+        clauses, params = [], []
+        if scope is not None:
+            clauses.append("scope = ?")
+            params.append(scope.value)
+        if kind is not None:
+            clauses.append("kind = ?")
+            params.append(kind)
+        where = ("WHERE " + " AND ".join(clauses)) if clauses else ""
+        async with self._conn.execute(
+            f"SELECT id, at, scope, kind, detail FROM events {where} ORDER BY id DESC LIMIT ?",
+            (*params, limit),
+        ) as cur:
+            rows = await cur.fetchall()
+        return [
+            ScopeEvent(id=r[0], at=parse_when(r[1]), scope=r[2], kind=r[3], detail=json.loads(r[4]))
+            for r in rows
+        ]

@@ -1,0 +1,117 @@
+"""Daily notes: append-only `YYYY-MM-DD.md` per scope, one timestamped bullet per note.
+
+Appends go through the scope's file lock and a single O_APPEND write, so notes from many
+tasks and processes never interleave or vanish. Continuation lines of a multi-line note are
+indented, which keeps one note one Markdown list item (and one index chunk).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta
+from pathlib import Path
+
+NOTE = re.compile(r"^- (?P<time>\d{2}:\d{2}(?::\d{2})?) (?P<text>.*)$")
+
+
+@dataclass(frozen=True, slots=True)
+class DailyNote:
+    day: date
+    time: str
+    text: str
+    line_from: int
+    line_to: int
+
+
+def format_note(text: str, when: datetime) -> str:
+    lines = [line.rstrip() for line in text.strip().splitlines() if line.strip()] or [""]
+    head = f"- {when.strftime('%H:%M:%S')} {lines[0]}"
+    return "\n".join([head, *(f"  {line}" for line in lines[1:])]) + "\n"
+
+
+def append_note_blocking(path: Path, text: str, when: datetime) -> int:
+    """Append one note; returns its first line number. Caller holds the scope's file lock."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        size = os.fstat(fd).st_size
+        existing_lines = _count_lines(path) if size else 0
+        payload = format_note(text, when)
+        if size == 0:
+            payload = f"# {when.date().isoformat()}\n\n" + payload
+            first_line = 3
+        else:
+            first_line = existing_lines + 1
+        os.write(fd, payload.encode("utf-8"))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return first_line
+
+
+def _count_lines(path: Path) -> int:
+    with open(path, "rb") as handle:
+        return sum(chunk.count(b"\n") for chunk in iter(lambda: handle.read(1 << 16), b""))
+
+
+def parse_notes(text: str, day: date) -> list[DailyNote]:
+    """Notes of a daily file with their line ranges (hand-written lines become notes too)."""
+    notes: list[DailyNote] = []
+    current: list[str] = []
+    start = 0
+    time = ""
+
+    def close(end: int) -> None:
+        if current:
+            notes.append(DailyNote(day, time, "\n".join(current).strip(), start, end))
+
+    for number, line in enumerate(text.splitlines(), start=1):
+        match = NOTE.match(line)
+        if match:
+            close(number - 1)
+            current, start, time = [match.group("text")], number, match.group("time")
+        elif line.startswith("  ") and current:
+            current.append(line.strip())
+        elif line.strip() and not line.startswith("# "):
+            close(number - 1)
+            current, start, time = [line.strip().removeprefix("- ")], number, ""
+        else:
+            close(number - 1)
+            current = []
+    close(len(text.splitlines()))
+    return [n for n in notes if n.text]
+
+
+def read_recent_blocking(
+    directory: Path, today: date, max_chars: int, days: int = 2
+) -> list[tuple[date, str]]:
+    """Today's and yesterday's files, newest notes kept when the cap bites."""
+    picked: list[tuple[date, str]] = []
+    budget = max_chars
+    for offset in range(days):
+        day = today - timedelta(days=offset)
+        path = directory / f"{day.isoformat()}.md"
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (FileNotFoundError, UnicodeDecodeError):
+            continue
+        notes = parse_notes(text, day)
+        kept: list[str] = []
+        for note in reversed(notes):
+            line = f"- {note.time} {note.text}".replace(" \n", "\n").strip()
+            if len(line) + 1 > budget:
+                budget = 0
+                break
+            kept.append(line)
+            budget -= len(line) + 1
+        if kept:
+            picked.append((day, "\n".join(reversed(kept))))
+        if budget <= 0:
+            break
+    return list(reversed(picked))
+
+
+def render_recent(notes: list[tuple[date, str]]) -> str:
+    return "\n\n".join(f"## {day.isoformat()}\n{text}" for day, text in notes)

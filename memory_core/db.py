@@ -1,0 +1,81 @@
+"""Opening the workspace database: pragmas for a file shared by several processes, then
+migrations. All access goes through aiosqlite so no SQLite call runs on an event loop."""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from datetime import UTC, datetime
+from pathlib import Path
+
+import aiosqlite
+
+from memory_core.errors import IndexUnavailable
+from memory_core.migrations import MIGRATIONS
+
+log = logging.getLogger(__name__)
+
+BUSY_TIMEOUT_MS = 30_000
+
+
+async def open_database(path: Path) -> aiosqlite.Connection:
+    """Open (creating if needed) and migrate; raise IndexUnavailable for a broken file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    conn = await aiosqlite.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+    try:
+        conn.row_factory = aiosqlite.Row
+        await conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        await conn.execute("PRAGMA journal_mode = WAL")
+        await conn.execute("PRAGMA synchronous = NORMAL")
+        await conn.execute("PRAGMA foreign_keys = ON")
+        await migrate(conn)
+    except sqlite3.DatabaseError as exc:
+        await conn.close()
+        raise IndexUnavailable(f"cannot open {path}: {exc}") from exc
+    except BaseException:
+        await conn.close()
+        raise
+    return conn
+
+
+async def migrate(conn: aiosqlite.Connection) -> list[str]:
+    """Apply every migration not yet recorded; return the names applied."""
+    await conn.execute(
+        "CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)"
+    )
+    applied: list[str] = []
+    for name, sql in MIGRATIONS:
+        await conn.execute("BEGIN IMMEDIATE")
+        try:
+            async with conn.execute("SELECT 1 FROM _migrations WHERE name = ?", (name,)) as cur:
+                done = await cur.fetchone() is not None
+            if not done:
+                for statement in _statements(sql):
+                    await conn.execute(statement)
+                await conn.execute(
+                    "INSERT INTO _migrations (name, applied_at) VALUES (?, ?)",
+                    (name, datetime.now(UTC).isoformat()),
+                )
+                applied.append(name)
+            await conn.execute("COMMIT")
+        except BaseException:
+            await conn.execute("ROLLBACK")
+            raise
+    if applied:
+        log.info("applied migrations: %s", ", ".join(applied))
+    return applied
+
+
+def _statements(sql: str) -> list[str]:
+    """Split a migration into statements (executescript would commit our transaction)."""
+    parts: list[str] = []
+    buffer = ""
+    for line in sql.splitlines(keepends=True):
+        buffer += line
+        if sqlite3.complete_statement(buffer):
+            if buffer.strip():
+                parts.append(buffer.strip())
+            buffer = ""
+    if buffer.strip():
+        parts.append(buffer.strip())
+    return parts

@@ -1,0 +1,46 @@
+"""Two layers of locking for one workspace shared by a bot, the TUI and the CLI.
+
+An `asyncio.Lock` serialises tasks of one process without touching threads; a file lock
+(taken in a worker thread, because acquiring it blocks) serialises processes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from filelock import FileLock
+
+
+class LockRegistry:
+    """One asyncio lock and one file lock per lock name, created on first use."""
+
+    def __init__(self, directory: Path, timeout: float = 60.0) -> None:
+        self._directory = directory
+        self._timeout = timeout
+        self._async_locks: dict[str, asyncio.Lock] = {}
+        self._file_locks: dict[str, FileLock] = {}
+
+    def _file_lock(self, name: str) -> FileLock:
+        lock = self._file_locks.get(name)
+        if lock is None:
+            self._directory.mkdir(parents=True, exist_ok=True)
+            lock = FileLock(
+                self._directory / f"{name}.lock", timeout=self._timeout, thread_local=False
+            )
+            self._file_locks[name] = lock
+        return lock
+
+    @asynccontextmanager
+    async def hold(self, name: str) -> AsyncIterator[None]:
+        """Hold `name` against other tasks of this process and against other processes."""
+        local = self._async_locks.setdefault(name, asyncio.Lock())
+        async with local:
+            file_lock = self._file_lock(name)
+            await asyncio.to_thread(file_lock.acquire)
+            try:
+                yield
+            finally:
+                file_lock.release()

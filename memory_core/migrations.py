@@ -1,0 +1,51 @@
+"""Numbered, append-only schema migrations for `.chatmem/index.sqlite3`.
+
+Each migration runs once, inside the transaction that records it, so two processes opening
+a new workspace at the same time cannot both apply it. Never edit a released migration:
+add the next number.
+"""
+
+from __future__ import annotations
+
+MIGRATIONS: list[tuple[str, str]] = []
+
+
+def migration(name: str, sql: str) -> None:
+    MIGRATIONS.append((name, sql))
+
+
+migration(
+    "m001_audit",
+    """
+    CREATE TABLE audit (
+        id INTEGER PRIMARY KEY,
+        at TEXT NOT NULL,
+        scope TEXT NOT NULL,
+        entry_id TEXT NOT NULL,
+        action TEXT NOT NULL,
+        old_score REAL,
+        new_score REAL,
+        source TEXT NOT NULL,
+        category TEXT,
+        content TEXT,
+        detail TEXT NOT NULL DEFAULT ''
+    );
+    CREATE INDEX audit_scope_at ON audit (scope, at);
+    CREATE INDEX audit_scope_entry ON audit (scope, entry_id);
+    CREATE TABLE extractions (
+        scope TEXT NOT NULL,
+        session_id TEXT NOT NULL,
+        at TEXT NOT NULL,
+        stats TEXT NOT NULL DEFAULT '{}',
+        PRIMARY KEY (scope, session_id)
+    );
+    CREATE TABLE events (
+        id INTEGER PRIMARY KEY,
+        at TEXT NOT NULL,
+        scope TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        detail TEXT NOT NULL DEFAULT '{}'
+    );
+    CREATE INDEX events_scope_kind ON events (scope, kind, at);
+    """,
+)

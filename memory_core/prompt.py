@@ -1,0 +1,68 @@
+"""The long-term memories that ride in every system prompt.
+
+Higher ranks get richer text (category, score, date); lower ranks shrink to their content,
+then to a cut line, so the block stays under its token cap without dropping the best.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from memory_core.entries import MemoryEntry
+from memory_core.merge import sort_entries
+from memory_core.scoring import DEFAULT_POLICY, ScoringPolicy, Status, score_at, status_of
+from memory_core.text import estimate_tokens
+
+HEADER = "# 历史记忆 (long-term memory)\n\n关于用户的关键信息 / What I know about the user:"
+RICH_RANKS = 3
+PLAIN_RANKS = 10
+SHORT_CHARS = 80
+
+
+def select_prompt_entries(
+    entries: Sequence[MemoryEntry],
+    now: datetime,
+    *,
+    min_score: float = 0.5,
+    top_k: int = 20,
+    policy: ScoringPolicy = DEFAULT_POLICY,
+) -> list[MemoryEntry]:
+    """Active entries scoring at least `min_score` now, best first, at most `top_k`."""
+    current = [e.with_(score=score_at(e, now, policy), scored_at=now) for e in entries]
+    chosen = [e for e in current if status_of(e, policy) is Status.ACTIVE and e.score >= min_score]
+    return sort_entries(chosen)[:top_k]
+
+
+def _forms(entry: MemoryEntry, rank: int) -> list[str]:
+    """Candidate lines for one entry, richest first."""
+    content = " ".join(entry.content.split())
+    short = content if len(content) <= SHORT_CHARS else content[: SHORT_CHARS - 1] + "…"
+    rich = (
+        f"- [{entry.category}] {content} (score {entry.score:.2f}, {entry.last_activated.date()})"
+    )
+    if rank <= RICH_RANKS:
+        return [rich, f"- {content}", f"- {short}"]
+    if rank <= PLAIN_RANKS:
+        return [f"- {content}", f"- {short}"]
+    return [f"- {short}"]
+
+
+def render_prompt_memories(entries: Sequence[MemoryEntry], max_tokens: int = 1500) -> str:
+    """Render already-selected entries; empty string when there is nothing to say."""
+    if not entries:
+        return ""
+    budget = max_tokens - estimate_tokens(HEADER)
+    lines: list[str] = []
+    for rank, entry in enumerate(entries, start=1):
+        for form in _forms(entry, rank):
+            cost = estimate_tokens(form)
+            if cost <= budget:
+                lines.append(form)
+                budget -= cost
+                break
+        else:
+            break
+    if not lines:
+        return ""
+    return HEADER + "\n" + "\n".join(lines)

@@ -1,0 +1,126 @@
+"""MEMORY.md on disk: cached reads, and read-modify-write under the scope's locks.
+
+Every write takes the scope's lock (tasks and processes), copies the current file to
+`.bak`, writes a temp file, fsyncs and renames, so a crash at any instant leaves either
+the old or the new file. Reads are cached by (mtime, size, inode) so a bot does not
+re-parse a large file on every turn, yet sees edits made by a person or another process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import TypeVar
+
+from memory_core.atomic import backup_then_write
+from memory_core.entries import MemoryEntry
+from memory_core.errors import StoreError
+from memory_core.locks import LockRegistry
+from memory_core.memory_md import (
+    ParsedMemory,
+    QuarantinedBlock,
+    parse_memory,
+    render_memory,
+    split_sections,
+)
+from memory_core.scope import ScopeKey
+from memory_core.workspace import Workspace
+
+T = TypeVar("T")
+Stamp = tuple[int, int, int]
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """A parsed file and the stat it was parsed at."""
+
+    parsed: ParsedMemory
+    stamp: Stamp | None
+
+
+def _stamp(path: Path) -> Stamp | None:
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return (st.st_mtime_ns, st.st_size, st.st_ino)
+
+
+def read_memory_file(path: Path, archive_below: float) -> Snapshot:
+    """Blocking read + parse; callers run it in a thread."""
+    stamp = _stamp(path)
+    if stamp is None:
+        return Snapshot(ParsedMemory(), None)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise StoreError(f"{path} is not UTF-8 text: {exc}") from exc
+    return Snapshot(parse_memory(text, archive_below=archive_below), stamp)
+
+
+class LongTermStore:
+    def __init__(
+        self, workspace: Workspace, locks: LockRegistry, archive_below: float = 0.2
+    ) -> None:
+        self._ws = workspace
+        self._locks = locks
+        self._archive_below = archive_below
+        self._cache: dict[ScopeKey, Snapshot] = {}
+
+    def path(self, scope: ScopeKey) -> Path:
+        return self._ws.long_term_path(scope)
+
+    async def load(self, scope: ScopeKey) -> ParsedMemory:
+        """The scope's entries as on disk now (parsed again only when the file changed)."""
+        path = self.path(scope)
+        cached = self._cache.get(scope)
+        stamp = await asyncio.to_thread(_stamp, path)
+        if cached is not None and cached.stamp == stamp:
+            return cached.parsed
+        snapshot = await asyncio.to_thread(read_memory_file, path, self._archive_below)
+        self._cache[scope] = snapshot
+        return snapshot.parsed
+
+    def cached(self, scope: ScopeKey) -> ParsedMemory | None:
+        """What the last load saw, without touching the disk (for hot paths)."""
+        snapshot = self._cache.get(scope)
+        return snapshot.parsed if snapshot else None
+
+    async def update(
+        self,
+        scope: ScopeKey,
+        change: Callable[[ParsedMemory], tuple[list[MemoryEntry], T]],
+        now: datetime,
+    ) -> T:
+        """Apply `change` to the current file under the scope's locks and write the result.
+
+        `change` is pure: it gets what is on disk and returns the new entries plus any
+        value for the caller. Quarantined blocks are carried over untouched.
+        """
+        async with self._locks.hold(self._ws.lock_name(scope, "memory")):
+            await asyncio.to_thread(self._ws.ensure_scope, scope)
+            path = self.path(scope)
+            snapshot = await asyncio.to_thread(read_memory_file, path, self._archive_below)
+            entries, result = change(snapshot.parsed)
+            await asyncio.to_thread(self._write, scope, entries, snapshot.parsed.quarantined, now)
+            return result
+
+    def _write(
+        self,
+        scope: ScopeKey,
+        entries: list[MemoryEntry],
+        quarantined: list[QuarantinedBlock],
+        now: datetime,
+    ) -> None:
+        path = self.path(scope)
+        text = render_memory(entries, quarantined, now=now, archive_below=self._archive_below)
+        backup_then_write(path, text, self._ws.backup_path(scope))
+        # The entries we rendered are what a re-read would give (the format round-trips),
+        # so cache them against the new stat and spare the next load a parse.
+        active, archived = split_sections(entries, self._archive_below)
+        parsed = ParsedMemory(entries=active + archived, quarantined=list(quarantined))
+        self._cache[scope] = Snapshot(parsed, _stamp(path))

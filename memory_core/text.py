@@ -1,0 +1,478 @@
+"""Text analysis shared by the BM25 index, the query side and the UI.
+
+One function, :func:`tokenize`, produces the terms for both documents and queries,
+so every rule here is symmetric by construction.  The choices below were made by
+measurement with ``bench/tokenizer_bench.py`` (figures from one core, Python 3.11):
+
+* **Segmenter: rjieba, not jieba.**  Both ship the same dictionary and HMM, and on
+  the bench sample they produce identical segmentations for every chunk when given
+  the Han runs this module hands them (the only differences we could find are on
+  CJK Extension A/B characters, which rjieba keeps together with neighbouring
+  unknown ideographs while jieba splits them one by one).  rjieba loads its
+  dictionary in ~0.15 s instead of ~0.6-0.9 s (and writes no ``/tmp/jieba.cache``),
+  and segments ~10x faster, which is what lets the whole pipeline run at well over
+  the 300 k chars/s the index needs.  jieba is therefore not imported at run time
+  (the bench still uses it for the comparison); nothing of jieba's logging can leak.
+* **Search mode (``cut_for_search``) on both sides.**  It emits the precise-mode
+  word *and* the dictionary sub-words of long words (``数据库`` -> ``数据``,
+  ``据库``, ``数据库``).  Because the query goes through the same function, a short
+  query word is always among the sub-words of the longer document word, while a
+  long query word expands into sub-words that all occur in a document containing
+  the long word, so BM25 still ranks the exact compound first.  On the bench's
+  labelled retrieval set search mode wins on recall over precise mode (see bench).
+* **HMM off.**  jieba's HMM glues unknown character pairs into "new words"
+  (``我养了一只猫`` -> ``我养``), which depends on the surrounding context and
+  so breaks query/document symmetry; dictionary-only segmentation scored better
+  on the retrieval set and is faster.
+* **Single Han characters are kept** unless they are stopwords: ``猫``, ``茶``,
+  ``车`` are whole words in chat, and a one-character query would otherwise
+  produce no term at all.  Stopwords (的 了 是 我 ...) are dropped.
+* **Numbers** are kept as written; separators split them, so ``3.11`` gives
+  ``3`` and ``11`` (FTS5's unicode61 tokenizer would split it the same way, and
+  ``311`` would collide with the number 311).  Digits glued to letters stay one
+  token (``python3``, ``h264``).
+* **Latin words** are NFKC-normalised, lowercased, stripped of Latin diacritics
+  (``café`` -> ``cafe``; what FTS5's default ``remove_diacritics`` does, so the
+  terms are fixed points of every unicode61 setting) and stemmed with Snowball
+  English (Porter2) when they are pure ASCII letters.  Other scripts are only
+  lowercased; Hangul words are kept whole (Korean separates words with spaces).
+* **Kana**: katakana and hiragana runs are split from each other and from Han,
+  kept whole when at least two characters long (``データベース``); lone kana are
+  almost always particles (は が を に) and are dropped.
+
+Every term consists only of characters for which ``str.isalnum()`` is true and is
+lowercase, so joining terms with spaces and feeding them to SQLite FTS5's
+``unicode61`` tokenizer yields exactly the same terms.  The 21 letters that
+Python's newer Unicode tables call alphanumeric but SQLite's tables treat as
+separators (New Tai Lue vowel signs, two Vedic signs) are treated as separators
+here as well.
+
+The dictionary is loaded lazily (see :func:`warm_up` / :func:`ensure_loaded`),
+never at import time, so importing this module cannot stall an event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import functools
+import re
+import threading
+import unicodedata
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Protocol
+
+__all__ = [
+    "ensure_loaded",
+    "estimate_tokens",
+    "extract_keywords",
+    "has_cjk",
+    "matched_terms",
+    "tokenize",
+    "warm_up",
+]
+
+# ---------------------------------------------------------------------------
+# Character classes (regex class bodies)
+
+_HAN = "\u3005\u3007\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002fa1f\U00030000-\U000323af"
+_HIRAGANA = "\u3041-\u3096\u309d-\u309f"
+_KATAKANA = "\u30a1-\u30fa\u30fc-\u30ff\u31f0-\u31ff"
+_HANGUL = "\u1100-\u11ff\u3131-\u318e\ua960-\ua97f\uac00-\ud7a3\ud7b0-\ud7ff"
+_HALFWIDTH_KANA_HANGUL = "\uff66-\uff9f\uffa0-\uffdc"
+# CJK punctuation and full-width forms cost about one model token each, too.
+_CJK_PUNCTUATION = "\u3000-\u303f\uff00-\uffef"
+# Alphanumeric for Python (Unicode 14+) but separators for SQLite's unicode61 tables.
+_FTS5_SEPARATORS = "\u19b0-\u19c0\u19c8\u19c9\u1cf2\u1cf3"
+
+_CJK_SCRIPT = _HAN + _HIRAGANA + _KATAKANA + _HANGUL + _HALFWIDTH_KANA_HANGUL
+
+# Groups: 1 Han run, 2 hiragana run, 3 katakana run, 4 any other alphanumeric run.
+_WORD_RE = re.compile(
+    f"([{_HAN}]+)|([{_HIRAGANA}]+)|([{_KATAKANA}]+)"
+    f"|([^\\W_{_HAN}{_HIRAGANA}{_KATAKANA}{_FTS5_SEPARATORS}]+)"
+)
+_ALNUM_RUN_RE = re.compile(r"[^\W_]+")
+_HAS_CJK_RE = re.compile(f"[{_CJK_SCRIPT}]")
+_CJK_COST_RE = re.compile(f"[{_CJK_SCRIPT}{_CJK_PUNCTUATION}]")
+# Groups: 1 latin keyword, 2 Han run, 3 katakana word, 4 hangul word.
+_KEYWORD_RE = re.compile(
+    f"([a-z0-9_]{{2,}})|([{_HAN}]+)|([{_KATAKANA}]{{2,}})|([{_HANGUL}]{{2,}})"
+)
+
+_DOTTED_CAPITAL_I = "\u0130"  # the only character whose lower() is two characters
+_RECENT_MESSAGES = 5
+_STEM_MAX_LEN = 40
+
+
+@dataclass(frozen=True)
+class _Segmentation:
+    """Segmentation switches; a dataclass so the bench can compare alternatives."""
+
+    search_mode: bool = True
+    hmm: bool = False
+    keep_single_han: bool = True
+
+
+_SEGMENTATION = _Segmentation()
+
+
+class _Segmenter(Protocol):
+    def cut(self, text: str, hmm: bool = True) -> list[str]: ...
+
+    def cut_for_search(self, text: str, hmm: bool = True) -> list[str]: ...
+
+    def tokenize(
+        self, text: str, mode: str = "default", hmm: bool = True
+    ) -> list[tuple[str, int, int]]: ...
+
+
+@dataclass
+class _LoaderState:
+    """Process-wide loading state, grouped so tests can swap in a fresh one."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    future_lock: threading.Lock = field(default_factory=threading.Lock)
+    segmenter: _Segmenter | None = None
+    pending: concurrent.futures.Future[None] | None = None
+
+
+_STATE = _LoaderState()
+
+
+# ---------------------------------------------------------------------------
+# Loading
+
+
+def _load_segmenter() -> _Segmenter:
+    """Import rjieba, which builds its dictionary as a side effect of the import."""
+    import rjieba
+
+    return rjieba
+
+
+def warm_up() -> None:
+    """Load the dictionary and stopwords now, so the first real call is not slow.
+
+    Idempotent and thread-safe: concurrent callers wait for a single load.
+    """
+    if _STATE.segmenter is not None:
+        return
+    state = _STATE
+    with state.lock:
+        if state.segmenter is None:
+            _stopwords()
+            state.segmenter = _load_segmenter()
+
+
+def _warm_up_into(future: concurrent.futures.Future[None]) -> None:
+    """Run in a worker thread; resolves ``future`` even if the awaiting task is cancelled."""
+    try:
+        warm_up()
+    except BaseException as exc:
+        with _STATE.future_lock:
+            if _STATE.pending is future:
+                _STATE.pending = None  # let a later call retry
+        future.set_exception(exc)
+    else:
+        future.set_result(None)
+
+
+async def ensure_loaded() -> None:
+    """Load the dictionary off the event loop, once per process.
+
+    Concurrent first callers (even on different loops) share one worker-thread
+    load; once it has finished, calls return without awaiting anything.
+    """
+    state = _STATE
+    if state.segmenter is not None:
+        return
+    with state.future_lock:
+        future = state.pending
+        owner = future is None
+        if future is None:
+            future = concurrent.futures.Future()
+            # RUNNING futures cannot be cancelled, so a cancelled waiter below
+            # (wrap_future propagates cancellation) cannot poison the others.
+            future.set_running_or_notify_cancel()
+            state.pending = future
+    if owner:
+        await asyncio.to_thread(_warm_up_into, future)
+    await asyncio.wrap_future(future)
+
+
+def _segmenter() -> _Segmenter:
+    segmenter = _STATE.segmenter
+    if segmenter is None:
+        warm_up()
+        segmenter = _STATE.segmenter
+        assert segmenter is not None
+    return segmenter
+
+
+# ---------------------------------------------------------------------------
+# Stopwords and word normalisation
+
+
+def _read_word_list(name: str) -> frozenset[str]:
+    package = __name__.rpartition(".")[0]
+    raw = resources.files(package).joinpath("data", name).read_text(encoding="utf-8")
+    words = (unicodedata.normalize("NFKC", line.strip()).lower() for line in raw.splitlines())
+    return frozenset(word for word in words if word and not word.startswith("#"))
+
+
+@functools.cache
+def _stopwords() -> tuple[frozenset[str], frozenset[str]]:
+    """(Chinese, English) stopwords, read once; the files ship as package data."""
+    return _read_word_list("stopwords_zh.txt"), _read_word_list("stopwords_en.txt")
+
+
+def _build_latin_fold() -> dict[int, str]:
+    """Map precomposed Latin letters to their base letter (é -> e), like FTS5 does.
+
+    Only letters whose canonical decomposition is an ASCII letter plus combining
+    marks are folded; ø, ł, ß have no such decomposition and stay, as in SQLite.
+    """
+    table: dict[int, str] = {0x03C2: "\u03c3"}  # final sigma folds to sigma
+    for start, end in ((0x00C0, 0x0250), (0x1E00, 0x1F00)):
+        for code in range(start, end):
+            decomposed = unicodedata.normalize("NFD", chr(code))
+            base, marks = decomposed[0], decomposed[1:]
+            if (
+                marks
+                and base.isascii()
+                and base.isalpha()
+                and all(unicodedata.combining(mark) for mark in marks)
+            ):
+                table[code] = base.lower()
+    return table
+
+
+_LATIN_FOLD = _build_latin_fold()
+_STEM_LOCK = threading.Lock()
+
+
+class _Stemmer(Protocol):
+    def stemWord(self, word: str) -> str: ...  # noqa: N802 - snowballstemmer's name
+
+
+@functools.cache
+def _english_stemmer() -> _Stemmer:
+    import snowballstemmer
+
+    stemmer: _Stemmer = snowballstemmer.stemmer("english")
+    return stemmer
+
+
+@functools.lru_cache(maxsize=65536)
+def _word_term(word: str) -> str:
+    """Term for a lowercased non-CJK word: diacritics folded, English stemmed."""
+    if not word.isascii():
+        word = word.translate(_LATIN_FOLD)
+        if not word.isascii():
+            return word
+    if not word.isalpha() or len(word) > _STEM_MAX_LEN:
+        return word
+    with _STEM_LOCK:  # Snowball stemmers keep per-call state on the instance
+        stem = _english_stemmer().stemWord(word)
+    return stem or word
+
+
+def _normalise(text: str) -> str:
+    """NFKC + lowercase without changing the length of already-normalised text."""
+    if text.isascii():
+        return text.lower()
+    if not unicodedata.is_normalized("NFKC", text):
+        text = unicodedata.normalize("NFKC", text)
+    if _DOTTED_CAPITAL_I in text:
+        text = text.replace(_DOTTED_CAPITAL_I, "I")
+    return text.lower()
+
+
+def _han_pieces(run: str) -> Iterator[tuple[str, int]]:
+    """Split a Han-range run on unassigned code points (which are not alphanumeric)."""
+    if run.isalnum():
+        yield run, 0
+    else:
+        for match in _ALNUM_RUN_RE.finditer(run):
+            yield match.group(), match.start()
+
+
+# ---------------------------------------------------------------------------
+# Public API
+
+
+def has_cjk(text: str) -> bool:
+    """True if ``text`` contains Han, kana or Hangul characters."""
+    return _HAS_CJK_RE.search(text) is not None
+
+
+def tokenize(text: str) -> list[str]:
+    """Terms for BM25 indexing and querying (the same function serves both sides).
+
+    See the module docstring for the rules and why they were chosen.
+    """
+    if not text:
+        return []
+    segmenter = _segmenter()
+    config = _SEGMENTATION
+    cut = segmenter.cut_for_search if config.search_mode else segmenter.cut
+    hmm = config.hmm
+    min_han = 1 if config.keep_single_han else 2
+    zh_stop, en_stop = _stopwords()
+    terms: list[str] = []
+    append = terms.append
+    for han, hiragana, katakana, other in _WORD_RE.findall(_normalise(text)):
+        if other:
+            if other not in en_stop:
+                append(_word_term(other))
+        elif han:
+            for piece, _ in _han_pieces(han):
+                for word in cut(piece, hmm):
+                    if len(word) >= min_han and word not in zh_stop:
+                        append(word)
+        else:
+            kana = hiragana or katakana
+            if len(kana) >= 2:
+                append(kana)
+    return terms
+
+
+def _term_spans(normalised: str) -> Iterator[tuple[str, int, int]]:
+    """Like :func:`tokenize` on already-normalised text, with each term's span."""
+    segmenter = _segmenter()
+    config = _SEGMENTATION
+    mode = "search" if config.search_mode else "default"
+    min_han = 1 if config.keep_single_han else 2
+    zh_stop, en_stop = _stopwords()
+    for match in _WORD_RE.finditer(normalised):
+        han, hiragana, katakana, other = match.groups()
+        start, end = match.span()
+        if other:
+            if other not in en_stop:
+                yield _word_term(other), start, end
+        elif han:
+            for piece, offset in _han_pieces(han):
+                base = start + offset
+                for word, word_start, word_end in segmenter.tokenize(piece, mode, config.hmm):
+                    if len(word) >= min_han and word not in zh_stop:
+                        yield word, base + word_start, base + word_end
+        else:
+            kana = hiragana or katakana
+            if len(kana) >= 2:
+                yield kana, start, end
+
+
+def _normalise_with_origin(text: str) -> tuple[str, list[int] | None, list[int] | None]:
+    """Normalise like :func:`_normalise` and map each output character to its source.
+
+    Returns ``(normalised, starts, ends)``; ``starts``/``ends`` are None when the
+    normalisation kept every offset.  Otherwise each character cluster (a base
+    character and its combining marks) is normalised on its own so that spans
+    can be traced back; this can differ from whole-string NFKC only in exotic
+    cases (e.g. conjoining Hangul jamo), which at worst loses a highlight.
+    """
+    normalised = _normalise(text)
+    if len(normalised) == len(text) and (
+        text.isascii() or unicodedata.is_normalized("NFKC", text)
+    ):
+        return normalised, None, None
+    pieces: list[str] = []
+    starts: list[int] = []
+    ends: list[int] = []
+    index, length = 0, len(text)
+    while index < length:
+        stop = index + 1
+        while stop < length and unicodedata.combining(text[stop]):
+            stop += 1
+        chunk = _normalise(text[index:stop])
+        pieces.append(chunk)
+        starts.extend([index] * len(chunk))
+        ends.extend([stop] * len(chunk))
+        index = stop
+    return "".join(pieces), starts, ends
+
+
+def matched_terms(text: str, query: str) -> list[tuple[int, int]]:
+    """Spans ``(start, end)`` of ``text`` whose terms occur among the query's terms.
+
+    Overlapping spans (search-mode sub-words) are merged, so the result is sorted
+    and disjoint and can be highlighted directly.
+    """
+    wanted = set(tokenize(query))
+    if not wanted or not text:
+        return []
+    normalised, starts, ends = _normalise_with_origin(text)
+    spans: list[tuple[int, int]] = []
+    for term, start, end in _term_spans(normalised):
+        if term in wanted:
+            if starts is not None and ends is not None:
+                start, end = starts[start], ends[end - 1]
+            spans.append((start, end))
+    return _merge_spans(spans)
+
+
+def _merge_spans(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    merged: list[tuple[int, int]] = []
+    for start, end in sorted(spans):
+        if merged and start < merged[-1][1]:
+            if end > merged[-1][1]:
+                merged[-1] = (merged[-1][0], end)
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def _keyword_candidates(text: str) -> Iterator[str]:
+    """Raw (unstemmed, lowercase) keywords of one message, in reading order."""
+    zh_stop, en_stop = _stopwords()
+    hmm = _SEGMENTATION.hmm
+    for latin, han, katakana, hangul in _KEYWORD_RE.findall(_normalise(text)):
+        if latin:
+            if latin.strip("_") and latin not in en_stop:
+                yield latin
+        elif han:
+            segmenter = _segmenter()
+            for piece, _ in _han_pieces(han):
+                for word in segmenter.cut(piece, hmm):
+                    if len(word) >= 2 and word not in zh_stop:
+                        yield word
+        else:
+            yield katakana or hangul
+
+
+def extract_keywords(pending: str, recent: Sequence[str] = (), limit: int = 6) -> list[str]:
+    """Search keywords for recalling memories relevant to the pending message.
+
+    The pending input has priority, then the last five history messages, newest
+    first (``recent`` is given newest-last), because the closer a message is to
+    what the user is about to say, the likelier it names the topic.
+    """
+    if limit <= 0:
+        return []
+    sources = [pending, *reversed(list(recent)[-_RECENT_MESSAGES:])]
+    seen: set[str] = set()
+    keywords: list[str] = []
+    for source in sources:
+        for word in _keyword_candidates(source):
+            if word not in seen:
+                seen.add(word)
+                keywords.append(word)
+                if len(keywords) >= limit:
+                    return keywords
+    return keywords
+
+
+def estimate_tokens(text: str) -> int:
+    """Rough model-token count for prompt budgets, with no tokenizer download.
+
+    CJK characters (and CJK punctuation) cost about one token each; other text
+    about one token per four characters.
+    """
+    if not text:
+        return 0
+    cjk = len(_CJK_COST_RE.findall(text))
+    other = len(text) - cjk
+    return max(1, cjk + -(-other // 4))

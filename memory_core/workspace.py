@@ -1,0 +1,146 @@
+"""Where a scope's files live, and the one place that decides what a scope may read.
+
+Layout (docs/architecture.md §Files): the main scope keeps `MEMORY.md` and `memory/` at the
+workspace root; every other scope keeps the same roles under `memory/scopes/<slug>/`, with
+`LONG_TERM.md` in place of `MEMORY.md`.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from datetime import date
+from pathlib import Path, PurePosixPath
+
+from memory_core.errors import PathRefused, ScopeError
+from memory_core.scope import (
+    MAIN,
+    ScopeKey,
+    is_hashed_slug,
+    is_valid_slug,
+    key_from_slug,
+    scope_slug,
+)
+
+STATE_DIR = ".chatmem"
+SCOPE_KEY_FILE = ".scope"
+MAIN_LONG_TERM = "MEMORY.md"
+SCOPED_LONG_TERM = "LONG_TERM.md"
+
+
+@dataclass(frozen=True, slots=True)
+class Workspace:
+    root: Path
+
+    @classmethod
+    def at(cls, root: Path | str) -> Workspace:
+        return cls(Path(root).expanduser().absolute())
+
+    # --- shared state -----------------------------------------------------------------
+    @property
+    def state_dir(self) -> Path:
+        return self.root / STATE_DIR
+
+    @property
+    def db_path(self) -> Path:
+        return self.state_dir / "index.sqlite3"
+
+    @property
+    def locks_dir(self) -> Path:
+        return self.state_dir / "locks"
+
+    @property
+    def scopes_dir(self) -> Path:
+        return self.root / "memory" / "scopes"
+
+    # --- per scope --------------------------------------------------------------------
+    def memory_dir(self, scope: ScopeKey) -> Path:
+        """Directory of the scope's daily notes, archives and summaries."""
+        if scope.is_main:
+            return self.root / "memory"
+        return self.scopes_dir / scope_slug(scope)
+
+    def long_term_path(self, scope: ScopeKey) -> Path:
+        if scope.is_main:
+            return self.root / MAIN_LONG_TERM
+        return self.memory_dir(scope) / SCOPED_LONG_TERM
+
+    def backup_path(self, scope: ScopeKey) -> Path:
+        path = self.long_term_path(scope)
+        return path.with_name(path.name + ".bak")
+
+    def daily_path(self, scope: ScopeKey, day: date) -> Path:
+        return self.memory_dir(scope) / f"{day.isoformat()}.md"
+
+    def summary_dir(self, scope: ScopeKey) -> Path:
+        return self.memory_dir(scope) / "summary"
+
+    def lock_name(self, scope: ScopeKey, what: str) -> str:
+        return f"{scope_slug(scope)}.{what}"
+
+    def relative(self, path: Path) -> str:
+        """Workspace-relative POSIX path, the form shown to people and to the model."""
+        return path.relative_to(self.root).as_posix()
+
+    def ensure_scope(self, scope: ScopeKey) -> None:
+        """Create the scope's directory and record its key (hashed slugs cannot be decoded)."""
+        directory = self.memory_dir(scope)
+        directory.mkdir(parents=True, exist_ok=True)
+        if not scope.is_main:
+            key_file = directory / SCOPE_KEY_FILE
+            if not key_file.exists():
+                key_file.write_text(scope.value, encoding="utf-8")
+
+    def scopes(self) -> list[ScopeKey]:
+        """Every scope with a directory, main first, others sorted by key."""
+        found: list[ScopeKey] = []
+        if self.scopes_dir.is_dir():
+            for child in self.scopes_dir.iterdir():
+                key = self._scope_of_dir(child)
+                if key is not None:
+                    found.append(key)
+        return [MAIN, *sorted(found, key=lambda k: k.value)]
+
+    def _scope_of_dir(self, directory: Path) -> ScopeKey | None:
+        slug = directory.name
+        if not directory.is_dir() or directory.is_symlink() or not is_valid_slug(slug):
+            return None
+        if not is_hashed_slug(slug):
+            return key_from_slug(slug)
+        key_file = directory / SCOPE_KEY_FILE
+        try:
+            key = ScopeKey(key_file.read_text(encoding="utf-8"))
+        except (OSError, ScopeError):
+            return None
+        return key if scope_slug(key) == slug else None
+
+    # --- reading on behalf of a scope -------------------------------------------------
+    def resolve_readable(self, scope: ScopeKey, requested: str) -> Path:
+        """Resolve a path a tool asked for, refusing anything outside the scope's files.
+
+        Refused: absolute paths, `..`, NUL, backslashes, non-Markdown files, symlinks that
+        lead elsewhere, and for the main scope every other scope's directory.
+        """
+        text = requested.strip()
+        if not text or "\x00" in text or "\\" in text:
+            raise PathRefused(f"refused path {requested!r}: not a plain relative path")
+        pure = PurePosixPath(text)
+        if pure.is_absolute() or text.startswith("~") or any(p == ".." for p in pure.parts):
+            raise PathRefused(f"refused path {requested!r}: outside this scope's memory")
+        if pure.suffix != ".md":
+            raise PathRefused(f"refused path {requested!r}: only Markdown memory files")
+        if pure.as_posix() in (MAIN_LONG_TERM, SCOPED_LONG_TERM):
+            candidate = self.long_term_path(scope)
+        else:
+            candidate = self.root / pure
+        allowed_root = self.memory_dir(scope)
+        real_root = Path(os.path.realpath(self.root))
+        real = Path(os.path.realpath(candidate))
+        real_allowed = Path(os.path.realpath(allowed_root))
+        real_long_term = Path(os.path.realpath(self.long_term_path(scope)))
+        inside = real == real_long_term or real_allowed in real.parents
+        if scope.is_main and Path(os.path.realpath(self.scopes_dir)) in (real, *real.parents):
+            inside = False
+        if not inside or real_root not in real.parents:
+            raise PathRefused(f"refused path {requested!r}: outside this scope's memory")
+        return real
