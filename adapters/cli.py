@@ -62,7 +62,7 @@ class Output:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
+    common = OneLineParser(add_help=False)
     common.add_argument("--config", help="TOML config file (default ./chatmem.toml if present)")
     common.add_argument("--workspace", help="workspace directory (beats CHATMEM_WORKSPACE)")
     common.add_argument("--scope", default="main", help="scope key, e.g. main, peer:42")
@@ -81,7 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     # Importing registers the subcommands of every area.
-    from adapters import cli_commands  # noqa: F401
+    from adapters import cli_commands, cli_recall  # noqa: F401
 
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -126,3 +126,7 @@ def category_arg(value: str) -> str:
             f"bad category {value!r}; usual ones: {', '.join(CATEGORIES)}"
         )
     return value
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

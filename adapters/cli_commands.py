@@ -170,7 +170,9 @@ class Stats:
             )
         actions: dict[str, int] = {}
         if core.db is not None:
-            async with core.db.execute("SELECT action, COUNT(*) FROM audit GROUP BY action") as cur:
+            async with core.db.conn.execute(
+                "SELECT action, COUNT(*) FROM audit GROUP BY action"
+            ) as cur:
                 actions = {r[0]: r[1] for r in await cur.fetchall()}
         human = [f"workspace {core.workspace.root}"]
         for row in rows:

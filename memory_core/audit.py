@@ -7,9 +7,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
-import aiosqlite
-
 from memory_core.clock import format_when, parse_when
+from memory_core.db import Database
 from memory_core.merge import Change, ChangeKind
 from memory_core.scope import ScopeKey
 
@@ -42,8 +41,9 @@ class ScopeEvent:
 
 
 class AuditLog:
-    def __init__(self, conn: aiosqlite.Connection) -> None:
-        self._conn = conn
+    def __init__(self, db: Database) -> None:
+        self._db = db
+        self._conn = db.conn
 
     async def record(
         self, scope: ScopeKey, changes: Iterable[Change], source: str, at: datetime
@@ -65,11 +65,12 @@ class AuditLog:
             if c.kind in AUDITED
         ]
         if rows:
-            await self._conn.executemany(
-                "INSERT INTO audit (at, scope, entry_id, action, old_score, new_score, source,"
-                " category, content, detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                rows,
-            )
+            async with self._db.transaction() as conn:
+                await conn.executemany(
+                    "INSERT INTO audit (at, scope, entry_id, action, old_score, new_score,"
+                    " source, category, content, detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    rows,
+                )
         return len(rows)
 
     async def history(self, scope: ScopeKey, entry_id: str) -> list[AuditRecord]:
@@ -131,18 +132,20 @@ class AuditLog:
     async def mark_session(
         self, scope: ScopeKey, session_id: str, at: datetime, stats: dict[str, int]
     ) -> None:
-        await self._conn.execute(
-            "INSERT OR IGNORE INTO extractions (scope, session_id, at, stats) VALUES (?, ?, ?, ?)",
-            (scope.value, session_id, format_when(at), json.dumps(stats)),
-        )
+        async with self._db.transaction() as conn:
+            await conn.execute(
+                "INSERT OR IGNORE INTO extractions (scope, session_id, at, stats) VALUES (?, ?, ?, ?)",
+                (scope.value, session_id, format_when(at), json.dumps(stats)),
+            )
 
     async def add_event(
         self, scope: ScopeKey, kind: str, at: datetime, detail: dict[str, object] | None = None
     ) -> None:
-        await self._conn.execute(
-            "INSERT INTO events (at, scope, kind, detail) VALUES (?, ?, ?, ?)",
-            (format_when(at), scope.value, kind, json.dumps(detail or {}, ensure_ascii=False)),
-        )
+        async with self._db.transaction() as conn:
+            await conn.execute(
+                "INSERT INTO events (at, scope, kind, detail) VALUES (?, ?, ?, ?)",
+                (format_when(at), scope.value, kind, json.dumps(detail or {}, ensure_ascii=False)),
+            )
 
     async def events(
         self, scope: ScopeKey | None = None, kind: str | None = None, limit: int = 100

@@ -3,8 +3,11 @@ migrations. All access goes through aiosqlite so no SQLite call runs on an event
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import sqlite3
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -18,7 +21,38 @@ log = logging.getLogger(__name__)
 BUSY_TIMEOUT_MS = 30_000
 
 
-async def open_database(path: Path) -> aiosqlite.Connection:
+class Database:
+    """The shared connection plus the lock that keeps its transactions from interleaving.
+
+    Tasks share one aiosqlite connection; an explicit transaction begun by one task must
+    not swallow another task's statements, so every write goes through `transaction()`.
+    """
+
+    def __init__(self, conn: aiosqlite.Connection) -> None:
+        self.conn = conn
+        self._write_lock = asyncio.Lock()
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[aiosqlite.Connection]:
+        async with self._write_lock:
+            await self.conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self.conn
+            except BaseException:
+                await self.conn.execute("ROLLBACK")
+                raise
+            await self.conn.execute("COMMIT")
+
+    async def close(self) -> None:
+        await self.conn.close()
+
+
+async def open_database(path: Path) -> Database:
+    """Open (creating if needed) and migrate; raise IndexUnavailable for a broken file."""
+    return Database(await _open_connection(path))
+
+
+async def _open_connection(path: Path) -> aiosqlite.Connection:
     """Open (creating if needed) and migrate; raise IndexUnavailable for a broken file."""
     path.parent.mkdir(parents=True, exist_ok=True)
     conn = await aiosqlite.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sqlite3
+import time
 import zoneinfo
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import date, datetime
@@ -19,18 +21,24 @@ import aiosqlite
 
 from memory_core import daily
 from memory_core.audit import AuditLog
-from memory_core.clock import Clock, ensure_aware, system_clock
+from memory_core.chunking import Chunk, ChunkKind
+from memory_core.clock import Clock, ensure_aware, format_when, system_clock
 from memory_core.config import Config
-from memory_core.db import open_database
+from memory_core.db import Database, open_database
 from memory_core.entries import ArchiveReason, Importance, MemoryEntry
 from memory_core.errors import ChatmemError, EntryNotFound, IndexUnavailable
+from memory_core.fallback import search_files
+from memory_core.index import Hit, SearchIndex, SyncStats
 from memory_core.locks import LockRegistry
 from memory_core.memory_md import ParsedMemory, QuarantinedBlock
 from memory_core.merge import Candidate, Change, ChangeKind, MergeResult, merge
 from memory_core.prompt import render_prompt_memories, select_prompt_entries
+from memory_core.reading import MemoryRead, read_memory_path
+from memory_core.recall import Injection, build_injection
 from memory_core.scope import MAIN, ScopeKey
 from memory_core.scoring import ScoringPolicy, Status, initial_score, score_at, status_of
 from memory_core.store import LongTermStore
+from memory_core.text import ensure_loaded, extract_keywords
 from memory_core.workspace import Workspace
 
 log = logging.getLogger(__name__)
@@ -71,10 +79,11 @@ class MemoryCore:
         self._clock = clock
         self.locks = LockRegistry(self.workspace.locks_dir)
         self.store = LongTermStore(self.workspace, self.locks, self.policy.archive_below)
-        self._db: aiosqlite.Connection | None = None
+        self._db: Database | None = None
         self._audit: AuditLog | None = None
         self._listeners = _Listeners()
         self.degraded_reason: str | None = None
+        self.index: SearchIndex | None = None
 
     # --- lifecycle ------------------------------------------------------------------
     @classmethod
@@ -98,15 +107,39 @@ class MemoryCore:
             log.warning("database unavailable, running without audit log and index: %s", exc)
             return
         self._audit = AuditLog(self._db)
+        self.index = SearchIndex(
+            self._db, self.workspace, self.config.recall.sync_min_interval_seconds
+        )
+        self.add_file_listener(self._reindex_file)
+        await ensure_loaded()
+        try:
+            await self.index.sync_all()
+        except sqlite3.DatabaseError as exc:
+            self._index_failed(exc)
 
     async def close(self) -> None:
         if self._db is not None:
             await self._db.close()
             self._db = None
             self._audit = None
+            self.index = None
+
+    def _index_failed(self, exc: BaseException) -> None:
+        """Keep answering from files; `chatmem reindex` repairs the index."""
+        self.degraded_reason = f"index unusable: {exc}"
+        log.warning("search index unusable, searching files directly: %s", exc)
+        self.index = None
+
+    async def _reindex_file(self, scope: ScopeKey, path: str) -> None:
+        if self.index is None:
+            return
+        try:
+            await self.index.sync_file(scope, path)
+        except sqlite3.DatabaseError as exc:
+            self._index_failed(exc)
 
     @property
-    def db(self) -> aiosqlite.Connection | None:
+    def db(self) -> Database | None:
         return self._db
 
     @property
@@ -160,12 +193,26 @@ class MemoryCore:
             if session_id is not None and self._audit is not None
             else frozenset()
         )
+        if session_id is not None and session_id in seen:
+            # Already merged: no write at all (a rewrite would also clobber the .bak).
+            parsed = await self.store.load(scope)
+            return MergeResult(entries=list(parsed.entries), skipped=True)
+
+        if session_id is not None and session_id in seen:
+            return MergeResult(entries=await self.entries(scope), skipped=True)
+        activations = await self._pending_activations(scope)
 
         def change(parsed: ParsedMemory) -> tuple[list[MemoryEntry], MergeResult]:
-            result = merge(parsed.entries, batch, when, session_id, self.policy, seen)
-            return result.entries, result
+            entries = parsed.entries
+            changes: list[Change] = []
+            for used_in, candidates in _activation_batches(entries, activations):
+                applied = merge(entries, candidates, when, used_in, self.policy)
+                entries, changes = applied.entries, changes + applied.changes
+            result = merge(entries, batch, when, session_id, self.policy, seen)
+            return result.entries, MergeResult(result.entries, changes + result.changes)
 
         result = await self.store.update(scope, change, when)
+        await self._clear_activations(scope, activations)
         if not result.skipped:
             await self._record(scope, result.changes, source, when)
             if session_id is not None and self._audit is not None:
@@ -223,7 +270,12 @@ class MemoryCore:
             scope,
             entry_id,
             source,
-            lambda e, now: (e.with_(pinned=pinned, scored_at=now), kind, ""),
+            # Freeze (or resume decay from) the score as it is now, not as last stored.
+            lambda e, now: (
+                e.with_(pinned=pinned, score=score_at(e, now, self.policy), scored_at=now),
+                kind,
+                "",
+            ),
         )
 
     async def archive(self, scope: ScopeKey, entry_id: str, *, source: str = "user") -> MemoryEntry:
@@ -261,28 +313,6 @@ class MemoryCore:
         return await self._edit_one(
             scope, entry_id, source, lambda e, now: (e.with_(content=text), ChangeKind.EDITED, "")
         )
-
-    async def reinforce_entries(
-        self, scope: ScopeKey, entry_ids: Iterable[str], *, source: str = "recall"
-    ) -> MergeResult:
-        """Count entries as activated (used in a reply): the same rule as a re-mention."""
-        ids = set(entry_ids)
-        when = self.now()
-
-        def change(parsed: ParsedMemory) -> tuple[list[MemoryEntry], MergeResult]:
-            by_id = {e.id: e for e in parsed.entries}
-            cands = [
-                Candidate(content=by_id[i].content, category=by_id[i].category, matches=i)
-                for i in ids
-                if i in by_id
-            ]
-            result = merge(parsed.entries, cands, when, None, self.policy)
-            return result.entries, result
-
-        result = await self.store.update(scope, change, when)
-        await self._record(scope, result.changes, source, when)
-        await self._file_written(scope, self.workspace.relative(self.store.path(scope)))
-        return result
 
     EditFn = Callable[[MemoryEntry, datetime], tuple[MemoryEntry | None, ChangeKind, str]]
 
@@ -353,8 +383,19 @@ class MemoryCore:
         async with self.locks.hold(self.workspace.lock_name(scope, "daily")):
             await asyncio.to_thread(self.workspace.ensure_scope, scope)
             line = await asyncio.to_thread(daily.append_note_blocking, path, text, when)
-        relative = self.workspace.relative(path)
-        await self._file_written(scope, relative)
+            relative = self.workspace.relative(path)
+            if self.index is not None:
+                note = daily.format_note(text, when)
+                chunk = Chunk(
+                    line_from=line,
+                    line_to=line + note.count("\n") - 1,
+                    text=" ".join(note.split(" ", 2)[2:]).replace("\n  ", "\n").strip(),
+                    created_at=when,
+                )
+                try:
+                    await self.index.add_chunks(scope, relative, ChunkKind.DAILY, [chunk])
+                except sqlite3.DatabaseError as exc:
+                    self._index_failed(exc)
         return relative, line
 
     async def recent_daily(self, scope: ScopeKey, *, now: datetime | None = None) -> str:
@@ -366,6 +407,121 @@ class MemoryCore:
             self.config.prompt.daily_max_chars,
         )
         return daily.render_recent(notes)
+
+    # --- search and recall -----------------------------------------------------------
+    async def search(
+        self,
+        scope: ScopeKey,
+        query: str | Sequence[str],
+        *,
+        limit: int = 10,
+        kinds: Iterable[ChunkKind] | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        min_score: float | None = None,
+    ) -> list[Hit]:
+        """BM25 hits of the scope; from the files directly when the index is unusable."""
+        floor = self.config.recall.min_score if min_score is None else min_score
+        kind_list = list(kinds) if kinds is not None else None
+        if self.index is not None:
+            try:
+                await self.index.sync_if_stale(scope)
+                return await self.index.search(
+                    scope,
+                    query,
+                    limit=limit,
+                    kinds=kind_list,
+                    since=since,
+                    until=until,
+                    min_score=floor,
+                )
+            except sqlite3.DatabaseError as exc:
+                self._index_failed(exc)
+        log.info("degraded search in scope %s (no usable index)", scope)
+        hits = await asyncio.to_thread(
+            search_files,
+            self.workspace,
+            scope,
+            query,
+            limit=limit,
+            kinds=kind_list,
+            min_score=floor,
+        )
+        return [h for h in hits if _within(h, since, until)]
+
+    async def recall(
+        self,
+        scope: ScopeKey,
+        pending: str,
+        recent: Sequence[str] = (),
+        *,
+        now: datetime | None = None,
+    ) -> Injection:
+        """The memory block for a prompt: keywords, search, tiers, budget."""
+        settings = self.config.recall
+        keywords = extract_keywords(pending, recent, limit=settings.keywords)
+        if not keywords:
+            return Injection(keywords=[])
+        kinds = [k for k in ChunkKind if k is not ChunkKind.MESSAGE]
+        hits = await self.search(scope, keywords, limit=settings.max_hits * 4, kinds=kinds)
+        return build_injection(
+            keywords,
+            hits,
+            today=self.today(now),
+            max_hits=settings.max_hits,
+            token_budget=settings.token_budget,
+            hit_chars=settings.hit_chars,
+            recent_days=settings.recent_days,
+        )
+
+    async def note_used(self, scope: ScopeKey, entry_ids: Iterable[str], session_id: str) -> None:
+        """Long-term entries that went into a reply: reinforced at the next merge, once per
+        session, so a turn never rewrites MEMORY.md."""
+        ids = list(dict.fromkeys(entry_ids))
+        if not ids or self._db is None:
+            return
+        when = format_when(self.now())
+        async with self._db.transaction() as conn:
+            await conn.executemany(
+                "INSERT OR IGNORE INTO activations (scope, entry_id, session_id, at)"
+                " VALUES (?, ?, ?, ?)",
+                [(scope.value, entry_id, session_id, when) for entry_id in ids],
+            )
+
+    async def _pending_activations(self, scope: ScopeKey) -> list[tuple[str, str]]:
+        if self._db is None:
+            return []
+        async with self._db.conn.execute(
+            "SELECT entry_id, session_id FROM activations WHERE scope = ? ORDER BY at",
+            (scope.value,),
+        ) as cur:
+            return [(r[0], r[1]) for r in await cur.fetchall()]
+
+    async def _clear_activations(self, scope: ScopeKey, pairs: list[tuple[str, str]]) -> None:
+        if self._db is None or not pairs:
+            return
+        async with self._db.transaction() as conn:
+            await conn.executemany(
+                "DELETE FROM activations WHERE scope = ? AND entry_id = ? AND session_id = ?",
+                [(scope.value, e, s) for e, s in pairs],
+            )
+
+    async def read_memory(
+        self, scope: ScopeKey, path: str, start: int | None = None, lines: int | None = None
+    ) -> MemoryRead:
+        """memory_get: lines of one of the scope's files (or a stored message)."""
+        return await read_memory_path(self, scope, path, start, lines)
+
+    async def reindex(self, progress: Callable[[int, int], None] | None = None) -> SyncStats:
+        """Rebuild the index from files; a database SQLite cannot read is moved aside."""
+        if self.index is None:
+            await self.close()
+            await asyncio.to_thread(_move_aside, self.workspace.db_path)
+            self.degraded_reason = None
+            await self.start()
+        if self.index is None:
+            raise IndexUnavailable(self.degraded_reason or "the index cannot be opened")
+        return await self.index.rebuild(progress)
 
     # --- reports ---------------------------------------------------------------------
     async def scopes(self) -> list[ScopeKey]:
@@ -397,6 +553,36 @@ class MemoryCore:
             rel = self.workspace.relative(self.store.path(scope))
             problems.extend(ValidationProblem(scope, rel, block) for block in parsed.quarantined)
         return problems
+
+
+def _activation_batches(
+    entries: Sequence[MemoryEntry], activations: Sequence[tuple[str, str]]
+) -> list[tuple[str, list[Candidate]]]:
+    """Recorded uses of entries, as reinforcing candidates grouped by session."""
+    by_id = {e.id: e for e in entries}
+    grouped: dict[str, list[Candidate]] = {}
+    for entry_id, session_id in activations:
+        entry = by_id.get(entry_id)
+        if entry is not None:
+            grouped.setdefault(session_id, []).append(
+                Candidate(content=entry.content, category=entry.category, matches=entry_id)
+            )
+    return list(grouped.items())
+
+
+def _within(hit: Hit, since: datetime | None, until: datetime | None) -> bool:
+    if hit.created_at is None:
+        return since is None and until is None
+    return (since is None or hit.created_at >= since) and (until is None or hit.created_at < until)
+
+
+def _move_aside(path: Path) -> None:
+    if path.exists():
+        stamp = int(time.time())
+        for suffix in ("", "-wal", "-shm"):
+            part = path.with_name(path.name + suffix)
+            if part.exists():
+                part.rename(part.with_name(f"{part.name}.corrupt-{stamp}"))
 
 
 def _count_daily(directory: Path) -> int:

@@ -10,6 +10,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 from filelock import FileLock
 
@@ -39,8 +40,27 @@ class LockRegistry:
         local = self._async_locks.setdefault(name, asyncio.Lock())
         async with local:
             file_lock = self._file_lock(name)
-            await asyncio.to_thread(file_lock.acquire)
+            await _acquire(file_lock)
             try:
                 yield
             finally:
                 file_lock.release()
+
+
+async def _acquire(lock: FileLock) -> None:
+    """Take `lock` in a worker thread.
+
+    If the waiting task is cancelled, the thread still gets the lock later; it must then be
+    released, or this process would hold it (and block every other process) for good.
+    """
+    taking = asyncio.ensure_future(asyncio.to_thread(lock.acquire))
+    try:
+        await asyncio.shield(taking)
+    except asyncio.CancelledError:
+
+        def release_once_taken(done: asyncio.Future[Any]) -> None:
+            if not done.cancelled() and done.exception() is None:
+                lock.release()
+
+        taking.add_done_callback(release_once_taken)
+        raise

@@ -63,6 +63,18 @@ def unescape_line(line: str) -> str:
     return line[1:] if _ESCAPED.match(line) else line
 
 
+def split_lines(text: str) -> list[str]:
+    """Lines split at LF, CRLF and CR only (what a file read in text mode gives).
+
+    `str.splitlines` also splits at U+2028, U+0085, form feeds and the like, which may sit
+    inside content or a metadata string and must survive a save unchanged.
+    """
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return lines
+
+
 def format_score(score: float) -> str:
     return f"{score:.2f}"
 
@@ -85,7 +97,7 @@ def parse_memory(text: str, *, archive_below: float = 0.2) -> ParsedMemory:
             _take_block(block, block_start, block_section, result, seen_ids, archive_below)
         block = []
 
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, line in enumerate(split_lines(text), start=1):
         heading = _SECTION.match(line)
         if heading and not line.startswith("###"):
             flush()
@@ -144,8 +156,6 @@ def _parse_block(lines: list[str], section: str | None, archive_below: float) ->
     header = _HEADER.match(lines[0])
     if header is None:
         raise ValueError("header is not `### [id] category | score | last_activated | hits`")
-    if section not in (ACTIVE, ARCHIVED, QUARANTINED):
-        raise ValueError("block outside the Active/Archived sections")
     entry_id = header.group("id").strip()
     if not is_valid_entry_id(entry_id):
         raise ValueError(f"bad id {entry_id!r}")
@@ -166,7 +176,11 @@ def _parse_block(lines: list[str], section: str | None, archive_below: float) ->
 
     body = lines[1:]
     meta: dict[str, object] = {}
-    if body and (match := _META.match(body[0])):
+    if body and body[0].startswith("<!-- chatmem:"):
+        # Content lines like this one are escaped on write: unescaped, it is the metadata.
+        match = _META.match(body[0])
+        if match is None:
+            raise ValueError("unreadable metadata comment")
         try:
             loaded = json.loads(match.group("json"))
         except json.JSONDecodeError as exc:
@@ -191,13 +205,16 @@ def _parse_block(lines: list[str], section: str | None, archive_below: float) ->
     created_at = _when(meta.get("created_at")) or last_activated
     pinned = meta.get("pinned") is True
 
+    flag = meta.get("archived")
     archived: ArchiveReason | None = None
-    if section == ARCHIVED:
-        flag = meta.get("archived")
-        if isinstance(flag, str) and flag in ArchiveReason.__members__.values():
-            archived = ArchiveReason(flag)
-        elif score >= archive_below or pinned:
-            archived = ArchiveReason.MANUAL
+    if isinstance(flag, str) and flag in ArchiveReason.__members__.values():
+        archived = ArchiveReason(flag)
+    if section == ACTIVE:
+        # Moved to Active by hand: the section wins over the flag.
+        archived = None
+    elif section == ARCHIVED and archived is None and (score >= archive_below or pinned):
+        # Moved to Archived by hand although its score would keep it Active.
+        archived = ArchiveReason.MANUAL
     sessions = meta.get("sessions")
     confidence = meta.get("confidence")
     source = meta.get("source_session")
@@ -282,7 +299,7 @@ def _is_active(entry: MemoryEntry, archive_below: float) -> bool:
 def render_entry(entry: MemoryEntry) -> list[str]:
     header = (
         f"### [{entry.id}] {entry.category} | {format_score(entry.score)} | "
-        f"{entry.last_activated.date().isoformat()} | {entry.hits}"
+        f"{ensure_aware(entry.last_activated).date().isoformat()} | {entry.hits}"
     )
     meta: dict[str, object] = {
         "created_at": format_when(entry.created_at),
@@ -305,6 +322,6 @@ def render_entry(entry: MemoryEntry) -> list[str]:
     encoded = json.dumps(meta, ensure_ascii=False, separators=(", ", ": "))
     encoded = encoded.replace("-->", "--\\u003e")
     lines = [header, f"<!-- chatmem: {encoded} -->"]
-    lines.extend(escape_line(line) for line in entry.content.splitlines())
+    lines.extend(escape_line(line) for line in split_lines(entry.content))
     lines.append("")
     return lines

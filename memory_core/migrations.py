@@ -49,3 +49,52 @@ migration(
     CREATE INDEX events_scope_kind ON events (scope, kind, at);
     """,
 )
+
+
+migration(
+    "m002_index",
+    """
+    CREATE TABLE scopes (
+        id INTEGER PRIMARY KEY,
+        key TEXT NOT NULL UNIQUE,
+        chunk_count INTEGER NOT NULL DEFAULT 0,
+        token_count INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE TABLE files (
+        path TEXT PRIMARY KEY,
+        scope_id INTEGER NOT NULL REFERENCES scopes (id),
+        mtime_ns INTEGER NOT NULL,
+        size INTEGER NOT NULL,
+        hash TEXT NOT NULL,
+        kind TEXT NOT NULL
+    );
+    CREATE INDEX files_scope ON files (scope_id);
+    CREATE TABLE chunks (
+        id INTEGER PRIMARY KEY,
+        scope_id INTEGER NOT NULL REFERENCES scopes (id),
+        path TEXT NOT NULL,
+        line_from INTEGER NOT NULL,
+        line_to INTEGER NOT NULL,
+        kind TEXT NOT NULL,
+        created_at TEXT,
+        ref TEXT,
+        hidden INTEGER NOT NULL DEFAULT 0,
+        text TEXT NOT NULL,
+        tokens TEXT NOT NULL
+    );
+    CREATE INDEX chunks_scope_path ON chunks (scope_id, path);
+    CREATE TABLE activations (
+        scope TEXT NOT NULL,
+        entry_id TEXT NOT NULL,
+        session_id TEXT NOT NULL,
+        at TEXT NOT NULL,
+        PRIMARY KEY (scope, entry_id, session_id)
+    );
+    CREATE TABLE terms (
+        scope_id INTEGER NOT NULL,
+        term TEXT NOT NULL,
+        df INTEGER NOT NULL,
+        PRIMARY KEY (scope_id, term)
+    ) WITHOUT ROWID;
+    """,
+)

@@ -37,6 +37,10 @@ class ScopeKey:
             raise ScopeError("a scope key cannot be empty")
         if "\x00" in self.value:
             raise ScopeError("a scope key cannot contain NUL")
+        try:
+            self.value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ScopeError("a scope key must be valid Unicode (no lone surrogates)") from None
 
     def __str__(self) -> str:
         return self.value

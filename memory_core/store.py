@@ -9,6 +9,8 @@ re-parse a large file on every turn, yet sees edits made by a person or another 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import glob
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -118,9 +120,18 @@ class LongTermStore:
     ) -> None:
         path = self.path(scope)
         text = render_memory(entries, quarantined, now=now, archive_below=self._archive_below)
+        _remove_stale_temps(path)
         backup_then_write(path, text, self._ws.backup_path(scope))
         # The entries we rendered are what a re-read would give (the format round-trips),
         # so cache them against the new stat and spare the next load a parse.
         active, archived = split_sections(entries, self._archive_below)
         parsed = ParsedMemory(entries=active + archived, quarantined=list(quarantined))
         self._cache[scope] = Snapshot(parsed, _stamp(path))
+
+
+def _remove_stale_temps(path: Path) -> None:
+    """Delete temp files (`.MEMORY.md.*.tmp`, `.MEMORY.md.bak.*.tmp`) left by writers that
+    died mid-write. Only the holder of the scope's lock writes them, and we hold it."""
+    for stale in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):
+        with contextlib.suppress(OSError):
+            stale.unlink()

@@ -106,11 +106,17 @@ class Workspace:
         if not directory.is_dir() or directory.is_symlink() or not is_valid_slug(slug):
             return None
         if not is_hashed_slug(slug):
-            return key_from_slug(slug)
+            # A stray directory may decode to invalid UTF-8, NUL, or a non-canonical
+            # spelling of another scope (`~61` for `a`): none of those is a scope.
+            try:
+                key = key_from_slug(slug)
+            except ScopeError:
+                return None
+            return key if scope_slug(key) == slug and not key.is_main else None
         key_file = directory / SCOPE_KEY_FILE
         try:
             key = ScopeKey(key_file.read_text(encoding="utf-8"))
-        except (OSError, ScopeError):
+        except (OSError, UnicodeDecodeError, ScopeError):
             return None
         return key if scope_slug(key) == slug else None
 

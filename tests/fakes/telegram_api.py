@@ -34,6 +34,7 @@ JSONDict = dict[str, Any]
 FailureMode = Literal["error", "network", "disconnect", "hang"]
 
 # PTB form-encodes everything: numbers arrive as strings and structures as JSON strings.
+# fmt: off
 _INT_PARAMS = frozenset({
     "chat_id", "from_chat_id", "message_id", "message_thread_id", "reply_to_message_id",
     "user_id", "offset", "limit", "timeout", "cache_time", "max_connections",
@@ -46,6 +47,7 @@ _BOOL_PARAMS = frozenset({
     "disable_notification", "protect_content", "drop_pending_updates", "show_alert",
     "allow_sending_without_reply", "disable_web_page_preview", "is_big",
 })
+# fmt: on
 _DEFAULT_DESCRIPTIONS = {
     400: "Bad Request: chat not found",
     401: "Unauthorized",
@@ -72,11 +74,13 @@ def build_entities(text: str) -> list[JSONDict]:
     if match := _COMMAND_RE.match(text):
         entities.append({"type": "bot_command", "offset": 0, "length": utf16_len(match.group())})
     for match in _MENTION_RE.finditer(text):
-        entities.append({
-            "type": "mention",
-            "offset": utf16_len(text[: match.start()]),
-            "length": utf16_len(match.group()),
-        })
+        entities.append(
+            {
+                "type": "mention",
+                "offset": utf16_len(text[: match.start()]),
+                "length": utf16_len(match.group()),
+            }
+        )
     return entities
 
 
@@ -120,8 +124,9 @@ class _Failure:
     remaining: int
 
 
-class _ApiError(Exception):
-    """Raised by method handlers to answer ``{"ok": false, ...}`` like Telegram does."""
+class ApiError(Exception):
+    """Raise from a method handler (built-in or :meth:`FakeTelegramAPI.on`) to answer
+    ``{"ok": false, "error_code": code, "description": ...}`` like Telegram does."""
 
     def __init__(self, code: int, description: str, parameters: JSONDict | None = None) -> None:
         super().__init__(description)
@@ -179,9 +184,13 @@ class FakeTelegramAPI:
         self.bot_id = int(token.split(":", 1)[0])
         self.bot_username = bot_username
         self.bot_user: JSONDict = {
-            "id": self.bot_id, "is_bot": True, "first_name": bot_first_name,
-            "username": bot_username, "can_join_groups": True,
-            "can_read_all_group_messages": False, "supports_inline_queries": False,
+            "id": self.bot_id,
+            "is_bot": True,
+            "first_name": bot_first_name,
+            "username": bot_username,
+            "can_join_groups": True,
+            "can_read_all_group_messages": False,
+            "supports_inline_queries": False,
         }
         self._clock = clock
         self.calls: list[ApiCall] = []
@@ -213,7 +222,8 @@ class FakeTelegramAPI:
             "deletewebhook": self._delete_webhook,
             "setwebhook": self._set_webhook,
             "getwebhookinfo": lambda p: {
-                "url": self.webhook_url, "has_custom_certificate": False,
+                "url": self.webhook_url,
+                "has_custom_certificate": False,
                 "pending_update_count": len(self._pending),
             },
             "close": lambda p: True,
@@ -271,7 +281,7 @@ class FakeTelegramAPI:
         self,
         method: str,
         *,
-        error_code: int = 429,
+        error_code: int | None = None,
         description: str | None = None,
         retry_after: int | None = None,
         parameters: JSONDict | None = None,
@@ -281,17 +291,23 @@ class FakeTelegramAPI:
         """Make the next ``times`` calls of ``method`` fail. ``mode``: "error" answers
         Telegram's JSON error (429 + retry_after -> RetryAfter, 403 -> Forbidden,
         400 -> BadRequest); "network" answers a bare 502 (NetworkError); "disconnect"
-        drops the connection (NetworkError); "hang" never answers (TimedOut)."""
+        drops the connection (NetworkError); "hang" never answers (TimedOut). The failed
+        call is recorded with ``error_code`` (default 429; 502 for network/disconnect, 504
+        for hang)."""
+        if error_code is None:
+            error_code = {"error": 429, "hang": 504}.get(mode, 502)
         if error_code == 429 and retry_after is None:
             retry_after = 1
         if retry_after is not None:
             parameters = {**(parameters or {}), "retry_after": retry_after}
-        text = description or _DEFAULT_DESCRIPTIONS.get(error_code, f"Error {error_code}")
-        failure = _Failure(error_code, text.format(retry_after=retry_after), parameters, mode, times)
+        default = _DEFAULT_DESCRIPTIONS.get(error_code, f"Error {error_code}")
+        text = description or default.format(retry_after=retry_after)
+        failure = _Failure(error_code, text, parameters, mode, times)
         self._failures.setdefault(method.lower(), deque()).append(failure)
 
     def on(self, method: str, handler: Callable[[JSONDict], Any]) -> None:
-        """Answer ``method`` with ``handler(params)``; overrides the built-in behaviour."""
+        """Answer ``method`` with ``handler(params)`` (sync or async; raise :class:`ApiError`
+        to fail). Overrides the built-in behaviour, e.g. for getChatMember or sendPhoto."""
         self._custom[method.lower()] = handler
 
     def add_update(self, update: JSONDict) -> JSONDict:
@@ -321,7 +337,9 @@ class FakeTelegramAPI:
         user = self._user(user_id, first_name, username, language_code)
         chat = {k: v for k, v in user.items() if k in ("id", "first_name", "username")}
         chat["type"] = "private"
-        message = self._user_message(chat, user, text, message_id, None, False, reply_to_bot, entities)
+        message = self._user_message(
+            chat, user, text, message_id, None, False, reply_to_bot, entities
+        )
         return self.add_update({"message": message})
 
     def add_group_message(
@@ -360,8 +378,11 @@ class FakeTelegramAPI:
     ) -> JSONDict:
         """A button press on ``message`` (e.g. ``fake.sent_messages[-1].message``)."""
         query = {
-            "id": f"cq{self._last_update_id + 1}", "from": self._user(user_id, first_name, None, None),
-            "chat_instance": f"ci{message['chat']['id']}", "data": data, "message": message,
+            "id": f"cq{self._last_update_id + 1}",
+            "from": self._user(user_id, first_name, None, None),
+            "chat_instance": f"ci{message['chat']['id']}",
+            "data": data,
+            "message": message,
         }
         return self.add_update({"callback_query": query})
 
@@ -383,7 +404,7 @@ class FakeTelegramAPI:
     async def wait_for_sent(
         self,
         count: int,
-        timeout: float = 5.0,  # noqa: ASYNC109 - the brief's API; a deadline, not a cancel scope
+        timeout: float = 5.0,  # noqa: ASYNC109 - a plain deadline reads best in tests
         *,
         chat_id: int | str | None = None,
     ) -> list[SentMessage]:
@@ -393,17 +414,24 @@ class FakeTelegramAPI:
             return self.sent_messages if chat_id is None else self.sent_to(chat_id)
 
         await self._wait_until(
-            lambda: len(sent()) >= count, timeout,
-            lambda: f"expected {count} sent messages, got {len(sent())}: "
-            f"{[(m.chat_id, m.text) for m in sent()]!r}",
+            lambda: len(sent()) >= count,
+            timeout,
+            lambda: (
+                f"expected {count} sent messages, got {len(sent())}: "
+                f"{[(m.chat_id, m.text) for m in sent()]!r}"
+            ),
         )
         return list(sent())
 
     async def wait_for_calls(
-        self, method: str, count: int = 1, timeout: float = 5.0  # noqa: ASYNC109
+        self,
+        method: str,
+        count: int = 1,
+        timeout: float = 5.0,  # noqa: ASYNC109
     ) -> list[ApiCall]:
         await self._wait_until(
-            lambda: len(self.calls_to(method)) >= count, timeout,
+            lambda: len(self.calls_to(method)) >= count,
+            timeout,
             lambda: f"expected {count} {method} calls, got {self.calls_to(method)!r}",
         )
         return self.calls_to(method)
@@ -411,7 +439,9 @@ class FakeTelegramAPI:
     # ------------------------------------------------------------------ HTTP plumbing
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         if request.match_info["token"] != self._token:
-            return _json_response({"ok": False, "error_code": 401, "description": "Unauthorized"}, 401)
+            return _json_response(
+                {"ok": False, "error_code": 401, "description": "Unauthorized"}, 401
+            )
         method = request.match_info["method"]
         params = await _read_params(request)
         failure = self._take_failure(method)
@@ -423,19 +453,19 @@ class FakeTelegramAPI:
             call = ApiCall(method, params, 404)
             self._record(call)
             self.unknown_calls.append(call)
-            return self._error(_ApiError(404, "Not Found: method not found"))
+            return self._error(ApiError(404, "Not Found: method not found"))
         try:
             result = handler(params)
             if asyncio.iscoroutine(result):
                 result = await result
-        except _ApiError as exc:
+        except ApiError as exc:
             self._record(ApiCall(method, params, exc.code))
             return self._error(exc)
         self._record(ApiCall(method, params))
         return _json_response({"ok": True, "result": result})
 
     @staticmethod
-    def _error(exc: _ApiError) -> web.Response:
+    def _error(exc: ApiError) -> web.Response:
         body: JSONDict = {"ok": False, "error_code": exc.code, "description": exc.description}
         if exc.parameters:
             body["parameters"] = exc.parameters
@@ -451,7 +481,7 @@ class FakeTelegramAPI:
         if failure.mode == "hang":
             await self._wait_until(lambda: self._closing, 3600.0, str)
             return web.Response(status=504)
-        return self._error(_ApiError(failure.error_code, failure.description, failure.parameters))
+        return self._error(ApiError(failure.error_code, failure.description, failure.parameters))
 
     def _take_failure(self, method: str) -> _Failure | None:
         queue = self._failures.get(method.lower())
@@ -491,8 +521,11 @@ class FakeTelegramAPI:
     # ------------------------------------------------------------------ Bot API methods
     async def _get_updates(self, params: JSONDict) -> list[JSONDict]:
         if self.webhook_url:
-            raise _ApiError(409, "Conflict: can't use getUpdates method while webhook is active; "
-                                 "use deleteWebhook to delete the webhook first")
+            raise ApiError(
+                409,
+                "Conflict: can't use getUpdates method while webhook is active; "
+                "use deleteWebhook to delete the webhook first",
+            )
         offset = params.get("offset")
         if offset is not None:
             self._confirm(int(offset))
@@ -519,11 +552,11 @@ class FakeTelegramAPI:
     def _send_message(self, params: JSONDict) -> JSONDict:
         chat_id, text = params.get("chat_id"), params.get("text") or ""
         if chat_id in (None, ""):
-            raise _ApiError(400, "Bad Request: chat_id is empty")
+            raise ApiError(400, "Bad Request: chat_id is empty")
         if not text.strip():
-            raise _ApiError(400, "Bad Request: message text is empty")
+            raise ApiError(400, "Bad Request: message text is empty")
         if params.get("parse_mode") is None and len(text) > MAX_MESSAGE_LENGTH:
-            raise _ApiError(400, "Bad Request: message is too long")
+            raise ApiError(400, "Bad Request: message is too long")
         thread_id = params.get("message_thread_id")
         reply_to = (params.get("reply_parameters") or {}).get("message_id")
         reply_to = reply_to or params.get("reply_to_message_id")
@@ -536,17 +569,25 @@ class FakeTelegramAPI:
         if isinstance(markup, dict) and "inline_keyboard" in markup:
             message["reply_markup"] = markup
         self._remember(message)
-        self.sent_messages.append(SentMessage(
-            chat_id=chat_id, text=text, message_id=message["message_id"],
-            message_thread_id=thread_id, parse_mode=params.get("parse_mode"),
-            reply_markup=markup, reply_to_message_id=reply_to, params=params, message=message,
-        ))
+        self.sent_messages.append(
+            SentMessage(
+                chat_id=chat_id,
+                text=text,
+                message_id=message["message_id"],
+                message_thread_id=thread_id,
+                parse_mode=params.get("parse_mode"),
+                reply_markup=markup,
+                reply_to_message_id=reply_to,
+                params=params,
+                message=message,
+            )
+        )
         return message
 
     def _send_chat_action(self, params: JSONDict) -> bool:
-        self.chat_actions.append(ChatAction(
-            params["chat_id"], params["action"], params.get("message_thread_id")
-        ))
+        self.chat_actions.append(
+            ChatAction(params["chat_id"], params["action"], params.get("message_thread_id"))
+        )
         return True
 
     @staticmethod
@@ -576,12 +617,15 @@ class FakeTelegramAPI:
         key = (params.get("chat_id"), params.get("message_id"))
         original = self._messages.get(key)  # type: ignore[arg-type]
         if original is None:
-            raise _ApiError(400, "Bad Request: message to edit not found")
+            raise ApiError(400, "Bad Request: message to edit not found")
         markup = params.get("reply_markup")
         if original.get("text") == params.get("text") and original.get("reply_markup") == markup:
-            raise _ApiError(400, "Bad Request: message is not modified: specified new message "
-                                 "content and reply markup are exactly the same as a current "
-                                 "content and reply markup of the message")
+            raise ApiError(
+                400,
+                "Bad Request: message is not modified: specified new message "
+                "content and reply markup are exactly the same as a current "
+                "content and reply markup of the message",
+            )
         edited = {**original, "text": params.get("text"), "edit_date": self._now()}
         edited.pop("reply_markup", None)
         if isinstance(markup, dict):
@@ -591,7 +635,7 @@ class FakeTelegramAPI:
 
     def _delete_message(self, params: JSONDict) -> bool:
         if self._messages.pop((params.get("chat_id"), params.get("message_id")), None) is None:  # type: ignore[arg-type]
-            raise _ApiError(400, "Bad Request: message to delete not found")
+            raise ApiError(400, "Bad Request: message to delete not found")
         return True
 
     # ------------------------------------------------------------------ builders
@@ -619,23 +663,39 @@ class FakeTelegramAPI:
         return self._last_message_id[chat_id]
 
     def _new_message(
-        self, chat: JSONDict, sender: JSONDict, text: str, thread_id: int | None,
+        self,
+        chat: JSONDict,
+        sender: JSONDict,
+        text: str,
+        thread_id: int | None,
         message_id: int | None = None,
     ) -> JSONDict:
         message: JSONDict = {
             "message_id": message_id or self._next_message_id(chat["id"]),
-            "date": self._now(), "chat": chat, "from": sender, "text": text,
+            "date": self._now(),
+            "chat": chat,
+            "from": sender,
+            "text": text,
         }
         if thread_id is not None:
             message["message_thread_id"] = thread_id
         return message
 
     def _user_message(
-        self, chat: JSONDict, user: JSONDict, text: str, message_id: int | None,
-        thread_id: int | None, is_topic: bool, reply_to_bot: bool,
+        self,
+        chat: JSONDict,
+        user: JSONDict,
+        text: str,
+        message_id: int | None,
+        thread_id: int | None,
+        is_topic: bool,
+        reply_to_bot: bool,
         entities: list[JSONDict] | None,
     ) -> JSONDict:
         self._chats.setdefault(chat["id"], chat)
+        if thread_id is not None:  # messages in a thread come after its root message
+            last = self._last_message_id.get(chat["id"], 0)
+            self._last_message_id[chat["id"]] = max(last, thread_id)
         reply_to: JSONDict | None = None
         if reply_to_bot:
             reply_to = self._new_message(chat, self.bot_user, "(earlier bot reply)", thread_id)

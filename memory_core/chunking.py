@@ -1,0 +1,141 @@
+"""Pure: turn a memory file's text into search chunks with line ranges.
+
+One long-term entry is one chunk, one daily note is one chunk, and other Markdown
+(archived raw history, summaries) is cut by paragraph. The index and the file-only
+fallback both use this, so a degraded search sees the same units as the index.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, time
+from enum import StrEnum
+from pathlib import PurePosixPath
+
+from memory_core.daily import parse_notes
+from memory_core.memory_md import parse_memory
+from memory_core.workspace import MAIN_LONG_TERM, SCOPED_LONG_TERM
+
+
+class ChunkKind(StrEnum):
+    LONG_TERM = "long_term"
+    DAILY = "daily"
+    ARCHIVE_RAW = "archive_raw"
+    SUMMARY = "summary"
+    MESSAGE = "message"
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    line_from: int
+    line_to: int
+    text: str
+    created_at: datetime | None
+    ref: str | None = None
+    """For long-term chunks, the entry id (recall reinforces entries it used)."""
+
+
+_DAY_FILE = re.compile(r"^(\d{4}-\d{2}-\d{2})\.md$")
+_RAW_FILE = re.compile(r"^(\d{4}-\d{2}-\d{2})-[a-z0-9-]+\.md$")
+_MONTH_FILE = re.compile(r"^(\d{4}-\d{2})\.md$")
+_ENTRY_HEADER = re.compile(r"^### \[([^\]]*)\]")
+_STRUCTURE = re.compile(r"^#{1,3} ")
+MAX_PARAGRAPH_CHARS = 2000
+
+
+def classify(relative_path: str) -> tuple[ChunkKind, date | None] | None:
+    """Kind and date of a memory file from its workspace-relative path; None to skip."""
+    path = PurePosixPath(relative_path)
+    name = path.name
+    if name in (MAIN_LONG_TERM, SCOPED_LONG_TERM):
+        return ChunkKind.LONG_TERM, None
+    if path.parent.name == "summary":
+        if m := _DAY_FILE.match(name):
+            return ChunkKind.SUMMARY, date.fromisoformat(m.group(1))
+        if m := _MONTH_FILE.match(name):
+            return ChunkKind.SUMMARY, date.fromisoformat(m.group(1) + "-01")
+        return None
+    if m := _DAY_FILE.match(name):
+        return ChunkKind.DAILY, date.fromisoformat(m.group(1))
+    if m := _RAW_FILE.match(name):
+        return ChunkKind.ARCHIVE_RAW, date.fromisoformat(m.group(1))
+    return None
+
+
+def summary_period(relative_path: str) -> str | None:
+    """'YYYY-MM' for a monthly summary file, 'YYYY-MM-DD' for a daily one, else None."""
+    path = PurePosixPath(relative_path)
+    if path.parent.name != "summary":
+        return None
+    return path.stem
+
+
+def chunk_file(relative_path: str, text: str) -> list[Chunk]:
+    classified = classify(relative_path)
+    if classified is None:
+        return []
+    kind, day = classified
+    if kind is ChunkKind.LONG_TERM:
+        return chunk_long_term(text)
+    if kind is ChunkKind.DAILY and day is not None:
+        return [
+            Chunk(n.line_from, n.line_to, n.text, _at(day, n.time)) for n in parse_notes(text, day)
+        ]
+    return chunk_paragraphs(text, _at(day, "") if day else None)
+
+
+def _at(day: date, clock: str) -> datetime:
+    try:
+        moment = time.fromisoformat(clock) if clock else time(0, 0)
+    except ValueError:
+        moment = time(0, 0)
+    return datetime.combine(day, moment, tzinfo=UTC)
+
+
+def chunk_long_term(text: str) -> list[Chunk]:
+    """One chunk per parsed entry (active or archived), located by its header line."""
+    lines = text.splitlines()
+    starts: dict[str, int] = {}
+    boundaries: list[int] = []
+    for number, line in enumerate(lines, start=1):
+        if _STRUCTURE.match(line):
+            boundaries.append(number)
+            if m := _ENTRY_HEADER.match(line):
+                starts.setdefault(m.group(1).strip(), number)
+    boundaries.append(len(lines) + 1)
+    chunks: list[Chunk] = []
+    for entry in parse_memory(text).entries:
+        start = starts.get(entry.id, 1)
+        end = next((b - 1 for b in boundaries if b > start), len(lines))
+        while end > start and not lines[end - 1].strip():
+            end -= 1
+        chunks.append(Chunk(start, end, entry.content, entry.created_at, ref=entry.id))
+    return chunks
+
+
+def chunk_paragraphs(text: str, created_at: datetime | None) -> list[Chunk]:
+    """Blank-line separated paragraphs (headings start a new one), long ones split."""
+    chunks: list[Chunk] = []
+    buffer: list[str] = []
+    start = 0
+
+    def close(end: int) -> None:
+        body = "\n".join(buffer).strip()
+        if body:
+            chunks.append(Chunk(start, end, body[:MAX_PARAGRAPH_CHARS], created_at))
+
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip() or (_STRUCTURE.match(line) and buffer):
+            close(number - 1)
+            buffer = []
+            if not line.strip():
+                continue
+        if not buffer:
+            start = number
+        buffer.append(line)
+        if sum(len(b) for b in buffer) > MAX_PARAGRAPH_CHARS:
+            close(number)
+            buffer = []
+    close(len(text.splitlines()))
+    return chunks

@@ -1,0 +1,704 @@
+"""The SQLite search index: chunks of every memory file and message, BM25 per scope.
+
+Each scope has its own FTS5 table (`fts_<scope id>`) over pre-tokenized text, so a query
+costs what its scope holds, not what the workspace holds, and no query can reach another
+scope's postings. The `chunks` table is the FTS tables' external content and the one place
+chunk text lives. Files are the source of truth: `sync_scope` brings the index in line with
+them at one stat per unchanged file, and `rebuild` recreates everything from files.
+
+FTS5's `bm25()` is BM25 with k1 = 1.2 and b = 0.75, the parameters recall asks for.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import math
+import os
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+import aiosqlite
+
+from memory_core.chunking import Chunk, ChunkKind, chunk_file, classify, summary_period
+from memory_core.clock import format_when, parse_when
+from memory_core.db import Database
+from memory_core.scope import ScopeKey
+from memory_core.text import tokenize
+from memory_core.workspace import Workspace
+
+log = logging.getLogger(__name__)
+
+Progress = Callable[[int, int], None]
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    path: str
+    line_from: int
+    line_to: int
+    score: float
+    text: str
+    kind: ChunkKind
+    created_at: datetime | None
+    ref: str | None = None
+
+    @property
+    def location(self) -> str:
+        return f"{self.path}:{self.line_from}"
+
+
+@dataclass(slots=True)
+class SyncStats:
+    files_seen: int = 0
+    files_indexed: int = 0
+    files_removed: int = 0
+    chunks_added: int = 0
+    chunks_removed: int = 0
+
+    def add(self, other: SyncStats) -> None:
+        self.files_seen += other.files_seen
+        self.files_indexed += other.files_indexed
+        self.files_removed += other.files_removed
+        self.chunks_added += other.chunks_added
+        self.chunks_removed += other.chunks_removed
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedFile:
+    """A file read, chunked and tokenized off the event loop, ready to write."""
+
+    path: str
+    mtime_ns: int
+    size: int
+    hash: str
+    kind: ChunkKind
+    chunks: list[tuple[Chunk, str]]
+
+
+K1 = 1.2
+B = 0.75
+CANDIDATE_FACTOR = 5
+MIN_CANDIDATES = 50
+RANK_BUDGET = 3000
+"""Postings FTS5 may rank for one query before only the rarest terms pick candidates."""
+
+
+@dataclass(frozen=True, slots=True)
+class CorpusStats:
+    docs: int
+    avg_len: float
+    doc_freq: dict[str, int]
+
+
+def idf(docs: int, containing: int) -> float:
+    """BM25 idf in the form that stays positive: log(1 + (N - n + 0.5) / (n + 0.5)).
+
+    FTS5's own bm25() clamps the classic form to 1e-6 once a term is in half the
+    documents, which in a scope of one or two memories means nothing ever scores.
+    """
+    return math.log(1.0 + (docs - containing + 0.5) / (containing + 0.5))
+
+
+def bm25_score(query_terms: Sequence[str], doc_terms: Sequence[str], stats: CorpusStats) -> float:
+    """BM25 (k1 = 1.2, b = 0.75) of one document for a bag of query terms."""
+    if not doc_terms:
+        return 0.0
+    counts: dict[str, int] = {}
+    for term in doc_terms:
+        counts[term] = counts.get(term, 0) + 1
+    norm = K1 * (1.0 - B + B * len(doc_terms) / stats.avg_len)
+    score = 0.0
+    for term in dict.fromkeys(query_terms):
+        tf = counts.get(term)
+        if tf:
+            n = stats.doc_freq.get(term, 1)
+            score += idf(stats.docs, n) * tf * (K1 + 1.0) / (tf + norm)
+    return score
+
+
+def candidate_terms(terms: Sequence[str], stats: CorpusStats) -> list[str]:
+    """Terms that choose candidates: all of them when their postings fit the budget,
+    else the rarest ones that fit (at least one). Terms absent from the scope drop out."""
+    present = sorted((t for t in terms if stats.doc_freq.get(t)), key=lambda t: stats.doc_freq[t])
+    chosen: list[str] = []
+    postings = 0
+    for term in present:
+        postings += stats.doc_freq[term]
+        if chosen and postings > RANK_BUDGET:
+            break
+        chosen.append(term)
+    return chosen
+
+
+def fts_query(terms: Iterable[str]) -> str:
+    """An FTS5 MATCH string that can only mean 'any of these terms'.
+
+    Terms are alphanumeric by construction; quoting each one still makes FTS5 operators
+    (NEAR, OR, AND, NOT, *, ^, -, :) inert even if that ever changed.
+    """
+    unique = dict.fromkeys(t for t in terms if t)
+    return " OR ".join('"' + t.replace('"', '""') + '"' for t in unique)
+
+
+def scope_files(workspace: Workspace, scope: ScopeKey) -> list[Path]:
+    """Every file of the scope that the index covers (blocking: directory listing)."""
+    out: list[Path] = []
+    long_term = workspace.long_term_path(scope)
+    if long_term.is_file():
+        out.append(long_term)
+    directory = workspace.memory_dir(scope)
+    for sub in (directory, directory / "summary"):
+        if not sub.is_dir():
+            continue
+        for entry in os.scandir(sub):
+            if entry.is_file(follow_symlinks=False) and entry.name.endswith(".md"):
+                out.append(Path(entry.path))
+    return out
+
+
+def prepare_file(workspace: Workspace, path: Path) -> PreparedFile | None:
+    """Read + chunk + tokenize one file (blocking, CPU): run it in a worker thread."""
+    relative = workspace.relative(path)
+    classified = classify(relative)
+    if classified is None:
+        return None
+    try:
+        st = path.stat()
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    text = data.decode("utf-8", errors="replace")
+    chunks = chunk_file(relative, text)
+    return PreparedFile(
+        path=relative,
+        mtime_ns=st.st_mtime_ns,
+        size=st.st_size,
+        hash=hashlib.blake2b(data, digest_size=16).hexdigest(),
+        kind=classified[0],
+        chunks=[(c, " ".join(tokenize(c.text))) for c in chunks],
+    )
+
+
+class SearchIndex:
+    def __init__(self, db: Database, workspace: Workspace, sync_min_interval: float = 2.0) -> None:
+        self._db = db
+        self._conn = db.conn
+        self._ws = workspace
+        self._scope_ids: dict[str, int] = {}
+        self._scope_locks: dict[str, asyncio.Lock] = {}
+        self._last_sync: dict[str, float] = {}
+        self._sync_min_interval = sync_min_interval
+
+    # --- scopes and their FTS tables ------------------------------------------------
+    async def scope_id(self, scope: ScopeKey, *, create: bool = True) -> int | None:
+        cached = self._scope_ids.get(scope.value)
+        if cached is not None:
+            return cached
+        async with self._conn.execute("SELECT id FROM scopes WHERE key = ?", (scope.value,)) as cur:
+            row = await cur.fetchone()
+        if row is None:
+            if not create:
+                return None
+            async with self._db.transaction() as conn:
+                await conn.execute("INSERT OR IGNORE INTO scopes (key) VALUES (?)", (scope.value,))
+                async with conn.execute(
+                    "SELECT id FROM scopes WHERE key = ?", (scope.value,)
+                ) as cur:
+                    row = await cur.fetchone()
+                assert row is not None
+                for statement in _create_fts(int(row[0])):
+                    await conn.execute(statement)
+        self._scope_ids[scope.value] = int(row[0])
+        return int(row[0])
+
+    def _lock(self, scope: ScopeKey) -> asyncio.Lock:
+        return self._scope_locks.setdefault(scope.value, asyncio.Lock())
+
+    # --- syncing files --------------------------------------------------------------
+    async def sync_scope(self, scope: ScopeKey, *, force: bool = False) -> SyncStats:
+        """Bring the scope's chunks in line with its files (one stat per unchanged file)."""
+        async with self._lock(scope):
+            stats = await self._sync_scope_locked(scope, force)
+            self._last_sync[scope.value] = time.monotonic()
+            return stats
+
+    async def sync_if_stale(self, scope: ScopeKey) -> None:
+        """Before a search: pick up hand edits, at most once per min interval."""
+        last = self._last_sync.get(scope.value)
+        if last is None or time.monotonic() - last >= self._sync_min_interval:
+            await self.sync_scope(scope)
+
+    async def _sync_scope_locked(self, scope: ScopeKey, force: bool) -> SyncStats:
+        sid = await self.scope_id(scope)
+        assert sid is not None
+        stats = SyncStats()
+        async with self._conn.execute(
+            "SELECT path, mtime_ns, size, hash FROM files WHERE scope_id = ?", (sid,)
+        ) as cur:
+            known = {r[0]: (r[1], r[2], r[3]) for r in await cur.fetchall()}
+        current = await asyncio.to_thread(_stat_files, self._ws, scope)
+        stats.files_seen = len(current)
+        changed = [
+            path
+            for path, (rel, mtime, size) in current.items()
+            if force or known.get(rel, (None, None, None))[:2] != (mtime, size)
+        ]
+        if changed:
+            prepared = await asyncio.to_thread(
+                lambda: [p for p in (prepare_file(self._ws, path) for path in changed) if p]
+            )
+            for item in prepared:
+                if not force and known.get(item.path, (0, 0, ""))[2] == item.hash:
+                    async with self._db.transaction() as conn:
+                        await conn.execute(
+                            "UPDATE files SET mtime_ns = ?, size = ? WHERE path = ?",
+                            (item.mtime_ns, item.size, item.path),
+                        )
+                    continue
+                await self._write_file(sid, item, stats)
+        present = {rel for rel, _, _ in current.values()}
+        for gone in sorted(set(known) - present):
+            async with self._db.transaction() as conn:
+                stats.chunks_removed += await _delete_path(conn, sid, gone)
+                await conn.execute("DELETE FROM files WHERE path = ?", (gone,))
+            stats.files_removed += 1
+        if changed or stats.files_removed:
+            await self._update_hidden(sid)
+        return stats
+
+    async def sync_file(self, scope: ScopeKey, relative_path: str) -> None:
+        """Re-index one file the core just wrote (no directory scan)."""
+        async with self._lock(scope):
+            sid = await self.scope_id(scope)
+            assert sid is not None
+            path = self._ws.root / relative_path
+            item = await asyncio.to_thread(prepare_file, self._ws, path)
+            stats = SyncStats()
+            if item is None:
+                async with self._db.transaction() as conn:
+                    await _delete_path(conn, sid, relative_path)
+                    await conn.execute("DELETE FROM files WHERE path = ?", (relative_path,))
+            else:
+                await self._write_file(sid, item, stats)
+            if summary_period(relative_path):
+                await self._update_hidden(sid)
+
+    async def add_chunks(
+        self,
+        scope: ScopeKey,
+        relative_path: str,
+        kind: ChunkKind,
+        chunks: Sequence[Chunk],
+        *,
+        file_backed: bool = True,
+    ) -> None:
+        """Index new chunks of a file the core appended to (a daily note), or of a
+        non-file source when `file_backed` is false.
+
+        The file row takes the file's new stat, so the next sync does not re-chunk it; if
+        the file was also edited by hand in between, its size no longer matches what the
+        chunks cover and the next sync re-reads it anyway.
+        """
+        prepared = await asyncio.to_thread(_tokenize_chunks, chunks)
+        st = (
+            await asyncio.to_thread(os.stat, self._ws.root / relative_path) if file_backed else None
+        )
+        async with self._lock(scope):
+            sid = await self.scope_id(scope)
+            assert sid is not None
+            async with self._db.transaction() as conn:
+                await _insert_chunks(conn, sid, relative_path, kind, prepared)
+                if st is not None:
+                    await conn.execute(
+                        "INSERT INTO files (path, scope_id, mtime_ns, size, hash, kind)"
+                        " VALUES (?, ?, ?, ?, '', ?) ON CONFLICT (path) DO UPDATE SET"
+                        " mtime_ns = excluded.mtime_ns, size = excluded.size",
+                        (relative_path, sid, st.st_mtime_ns, st.st_size, kind.value),
+                    )
+
+    async def add_message(
+        self,
+        scope: ScopeKey,
+        session_id: str,
+        message_id: int,
+        speaker: str,
+        text: str,
+        created_at: datetime,
+    ) -> None:
+        """Index a stored session message as a `message` chunk of `sessions/<session>`."""
+        chunk = Chunk(message_id, message_id, f"{speaker}: {text}", created_at, ref=str(message_id))
+        tokens = " ".join(tokenize(text))
+        async with self._lock(scope):
+            sid = await self.scope_id(scope)
+            assert sid is not None
+            async with self._db.transaction() as conn:
+                await _insert_chunks(
+                    conn, sid, f"sessions/{session_id}", ChunkKind.MESSAGE, [(chunk, tokens)]
+                )
+
+    async def remove_messages(
+        self, scope: ScopeKey, session_id: str, message_ids: Sequence[int]
+    ) -> None:
+        sid = await self.scope_id(scope, create=False)
+        if sid is None or not message_ids:
+            return
+        async with self._lock(scope), self._db.transaction() as conn:
+            placeholders = ",".join("?" * len(message_ids))
+            async with conn.execute(
+                f"SELECT id, tokens FROM chunks WHERE scope_id = ? AND path = ?"
+                f" AND line_from IN ({placeholders})",
+                (sid, f"sessions/{session_id}", *message_ids),
+            ) as cur:
+                rows = await cur.fetchall()
+            await _delete_rows(conn, sid, rows)
+
+    async def _write_file(self, sid: int, item: PreparedFile, stats: SyncStats) -> None:
+        async with self._db.transaction() as conn:
+            stats.chunks_removed += await _delete_path(conn, sid, item.path)
+            await _insert_chunks(conn, sid, item.path, item.kind, item.chunks)
+            await conn.execute(
+                "INSERT INTO files (path, scope_id, mtime_ns, size, hash, kind)"
+                " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (path) DO UPDATE SET"
+                " mtime_ns = excluded.mtime_ns, size = excluded.size, hash = excluded.hash",
+                (item.path, sid, item.mtime_ns, item.size, item.hash, item.kind.value),
+            )
+        stats.files_indexed += 1
+        stats.chunks_added += len(item.chunks)
+
+    async def _update_hidden(self, sid: int) -> None:
+        """A monthly summary hides that month's daily summaries from recall."""
+        async with self._db.transaction() as conn:
+            await conn.execute(
+                "UPDATE chunks SET hidden = 0 WHERE scope_id = ? AND kind = 'summary'", (sid,)
+            )
+            await conn.execute(
+                """
+                UPDATE chunks SET hidden = 1
+                WHERE scope_id = ?1 AND kind = 'summary'
+                  AND path GLOB '*/summary/[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9].md'
+                  AND EXISTS (
+                    SELECT 1 FROM files m
+                    WHERE m.scope_id = ?1
+                      AND m.path = substr(chunks.path, 1, length(chunks.path) - 6) || '.md'
+                  )
+                """,
+                (sid,),
+            )
+
+    # --- whole workspace ------------------------------------------------------------
+    async def sync_all(self, progress: Progress | None = None) -> SyncStats:
+        total = SyncStats()
+        scopes = await asyncio.to_thread(self._ws.scopes)
+        for number, scope in enumerate(scopes, start=1):
+            total.add(await self.sync_scope(scope))
+            if progress:
+                progress(number, len(scopes))
+        return total
+
+    async def rebuild(self, progress: Progress | None = None) -> SyncStats:
+        """Drop every file-derived chunk and index all files again (messages are kept)."""
+        async with self._conn.execute("SELECT id, key FROM scopes") as cur:
+            rows = await cur.fetchall()
+        async with self._db.transaction() as conn:
+            await conn.execute("DELETE FROM chunks WHERE kind != 'message'")
+            await conn.execute("DELETE FROM files")
+            await conn.execute("DELETE FROM terms")
+            await conn.execute("UPDATE scopes SET chunk_count = 0, token_count = 0")
+            for sid, _ in rows:
+                await conn.execute(f"DROP TABLE IF EXISTS fts_{int(sid)}")
+                for statement in _create_fts(int(sid)):
+                    await conn.execute(statement)
+                async with conn.execute(
+                    "SELECT id, tokens FROM chunks WHERE scope_id = ?", (sid,)
+                ) as cur:
+                    kept = [(int(r[0]), str(r[1])) for r in await cur.fetchall()]
+                await _register(conn, int(sid), kept)
+        return await self._rebuild_files(progress)
+
+    async def _rebuild_files(self, progress: Progress | None) -> SyncStats:
+        scopes = await asyncio.to_thread(self._ws.scopes)
+        paths: list[tuple[ScopeKey, Path]] = []
+        for scope in scopes:
+            paths.extend((scope, p) for p in await asyncio.to_thread(scope_files, self._ws, scope))
+        total = SyncStats(files_seen=len(paths))
+        done = 0
+        batch = 64
+        for start in range(0, len(paths), batch):
+            group = paths[start : start + batch]
+            prepared = await asyncio.to_thread(self._prepare_many, group)
+            for scope, item in prepared:
+                if item is None:
+                    continue
+                sid = await self.scope_id(scope)
+                assert sid is not None
+                await self._write_file(sid, item, total)
+            done += len(group)
+            if progress:
+                progress(done, len(paths))
+        for scope in scopes:
+            sid = await self.scope_id(scope)
+            assert sid is not None
+            await self._update_hidden(sid)
+            self._last_sync[scope.value] = time.monotonic()
+        return total
+
+    def _prepare_many(
+        self, group: Sequence[tuple[ScopeKey, Path]]
+    ) -> list[tuple[ScopeKey, PreparedFile | None]]:
+        return [(scope, prepare_file(self._ws, path)) for scope, path in group]
+
+    # --- search ---------------------------------------------------------------------
+    async def search(
+        self,
+        scope: ScopeKey,
+        query: str | Sequence[str],
+        *,
+        limit: int = 10,
+        kinds: Iterable[ChunkKind] | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        min_score: float = 0.0,
+    ) -> list[Hit]:
+        """BM25 hits of one scope, best first; `query` is text or pre-made terms.
+
+        The scope is the FTS table itself (and `c.scope_id` again in the join), so no
+        other scope's chunk can be a candidate. FTS5 picks candidates, then every
+        candidate is scored with all query terms by `bm25_score`. When the terms' postings
+        exceed `RANK_BUDGET`, the rarest terms alone pick the candidates: ranking every
+        posting of a term found in thousands of chunks costs milliseconds and rarely
+        changes the top hits.
+        """
+        terms = list(
+            dict.fromkeys(
+                tokenize(query)
+                if isinstance(query, str)
+                else [t for q in query for t in tokenize(q)]
+            )
+        )
+        if not terms or limit <= 0:
+            return []
+        sid = await self.scope_id(scope, create=False)
+        if sid is None:
+            return []
+        stats = await self._corpus_stats(sid, set(terms))
+        chosen = candidate_terms(terms, stats)
+        if not chosen:
+            return []
+        filters = ["c.scope_id = ?", "c.hidden = 0"]
+        filter_params: list[object] = [sid]
+        if kinds is not None:
+            kind_list = [ChunkKind(k).value for k in kinds]
+            filters.append(f"c.kind IN ({','.join('?' * len(kind_list))})")
+            filter_params.extend(kind_list)
+        if since is not None:
+            filters.append("c.created_at >= ?")
+            filter_params.append(format_when(since))
+        if until is not None:
+            filters.append("c.created_at < ?")
+            filter_params.append(format_when(until))
+        wanted = max(limit * CANDIDATE_FACTOR, MIN_CANDIDATES)
+        columns = "c.path, c.line_from, c.line_to, c.tokens, c.text, c.kind, c.created_at, c.ref"
+        if len(filters) == 2:
+            # No filter beyond scope: let FTS5 take its top-N before the join.
+            sql = (
+                f"SELECT {columns} FROM (SELECT rowid, rank FROM fts_{sid} WHERE fts_{sid}"
+                f" MATCH ? ORDER BY rank LIMIT ?) AS f JOIN chunks AS c ON c.id = f.rowid"
+                f" WHERE {' AND '.join(filters)} ORDER BY f.rank"
+            )
+            params: list[object] = [fts_query(chosen), wanted, *filter_params]
+        else:
+            sql = (
+                f"SELECT {columns} FROM fts_{sid} AS f JOIN chunks AS c ON c.id = f.rowid"
+                f" WHERE fts_{sid} MATCH ? AND {' AND '.join(filters)} ORDER BY f.rank LIMIT ?"
+            )
+            params = [fts_query(chosen), *filter_params, wanted]
+        async with self._conn.execute(sql, params) as cur:
+            rows = await cur.fetchall()
+        scored = []
+        for r in rows:
+            score = bm25_score(terms, str(r[3]).split(), stats)
+            if score >= min_score:
+                scored.append((score, r))
+        scored.sort(key=lambda pair: -pair[0])
+        return [
+            Hit(
+                path=r[0],
+                line_from=r[1],
+                line_to=r[2],
+                score=score,
+                text=r[4],
+                kind=ChunkKind(r[5]),
+                created_at=parse_when(r[6]) if r[6] else None,
+                ref=r[7],
+            )
+            for score, r in scored[:limit]
+        ]
+
+    async def _corpus_stats(self, sid: int, terms: set[str]) -> CorpusStats:
+        async with self._conn.execute(
+            "SELECT chunk_count, token_count FROM scopes WHERE id = ?", (sid,)
+        ) as cur:
+            row = await cur.fetchone()
+        docs, tokens = (int(row[0]), int(row[1])) if row else (0, 0)
+        placeholders = ",".join("?" * len(terms))
+        async with self._conn.execute(
+            f"SELECT term, df FROM terms WHERE scope_id = ? AND term IN ({placeholders})",
+            (sid, *terms),
+        ) as cur:
+            freq = {r[0]: int(r[1]) for r in await cur.fetchall()}
+        return CorpusStats(docs=max(docs, 1), avg_len=tokens / docs if docs else 1.0, doc_freq=freq)
+
+    async def session_messages(
+        self, scope: ScopeKey, session_id: str, first_id: int, count: int
+    ) -> list[tuple[int, str]]:
+        """(message id, 'speaker: text') of one session of this scope, from `first_id` on."""
+        sid = await self.scope_id(scope, create=False)
+        if sid is None:
+            return []
+        async with self._conn.execute(
+            "SELECT line_from, text FROM chunks WHERE scope_id = ? AND path = ? AND kind = ?"
+            " AND line_from >= ? ORDER BY line_from LIMIT ?",
+            (sid, f"sessions/{session_id}", ChunkKind.MESSAGE.value, first_id, count),
+        ) as cur:
+            return [(int(r[0]), str(r[1])) for r in await cur.fetchall()]
+
+    async def counts(self, scope: ScopeKey) -> dict[str, int]:
+        sid = await self.scope_id(scope, create=False)
+        if sid is None:
+            return {}
+        async with self._conn.execute(
+            "SELECT kind, COUNT(*) FROM chunks WHERE scope_id = ? GROUP BY kind", (sid,)
+        ) as cur:
+            return {r[0]: r[1] for r in await cur.fetchall()}
+
+
+def _create_fts(sid: int) -> list[str]:
+    return [
+        f"CREATE VIRTUAL TABLE IF NOT EXISTS fts_{sid} USING fts5(tokens, content='chunks',"
+        " content_rowid='id', tokenize='unicode61 remove_diacritics 0')",
+    ]
+
+
+async def _adjust_df(
+    conn: aiosqlite.Connection, sid: int, token_strings: Iterable[str], sign: int
+) -> None:
+    """Keep per-scope document frequencies, counted once per batch, not per chunk."""
+    counts: Counter[str] = Counter()
+    for tokens in token_strings:
+        counts.update(set(tokens.split()))
+    if not counts:
+        return
+    await conn.executemany(
+        "INSERT INTO terms (scope_id, term, df) VALUES (?, ?, ?)"
+        " ON CONFLICT (scope_id, term) DO UPDATE SET df = df + excluded.df",
+        [(sid, term, sign * n) for term, n in counts.items()],
+    )
+    if sign < 0:
+        await conn.execute("DELETE FROM terms WHERE scope_id = ? AND df <= 0", (sid,))
+
+
+def _tokenize_chunks(chunks: Sequence[Chunk]) -> list[tuple[Chunk, str]]:
+    return [(chunk, " ".join(tokenize(chunk.text))) for chunk in chunks]
+
+
+def _stat_files(workspace: Workspace, scope: ScopeKey) -> dict[Path, tuple[str, int, int]]:
+    out: dict[Path, tuple[str, int, int]] = {}
+    for path in scope_files(workspace, scope):
+        try:
+            st = path.stat()
+        except FileNotFoundError:
+            continue
+        out[path] = (workspace.relative(path), st.st_mtime_ns, st.st_size)
+    return out
+
+
+async def _insert_chunks(
+    conn: aiosqlite.Connection,
+    sid: int,
+    path: str,
+    kind: ChunkKind,
+    chunks: Sequence[tuple[Chunk, str]],
+) -> None:
+    """Insert in two `executemany` calls: ids are assigned here, inside the caller's
+    write transaction, so no per-row round trip to the database thread is needed."""
+    if not chunks:
+        return
+    async with conn.execute("SELECT COALESCE(MAX(id), 0) FROM chunks") as cur:
+        row = await cur.fetchone()
+    first = int(row[0]) + 1 if row else 1
+    rows = []
+    fts_rows = []
+    for offset, (chunk, tokens) in enumerate(chunks):
+        chunk_id = first + offset
+        rows.append(
+            (
+                chunk_id,
+                sid,
+                path,
+                chunk.line_from,
+                chunk.line_to,
+                kind.value,
+                format_when(chunk.created_at) if chunk.created_at else None,
+                chunk.ref,
+                chunk.text,
+                tokens,
+            )
+        )
+        fts_rows.append((chunk_id, tokens))
+    await conn.executemany(
+        "INSERT INTO chunks (id, scope_id, path, line_from, line_to, kind, created_at, ref,"
+        " text, tokens) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        rows,
+    )
+    await _register(conn, sid, fts_rows)
+
+
+async def _register(conn: aiosqlite.Connection, sid: int, rows: Sequence[tuple[int, str]]) -> None:
+    """Add stored chunks to the scope's FTS table, document frequencies and counters."""
+    if not rows:
+        return
+    await conn.executemany(f"INSERT INTO fts_{sid} (rowid, tokens) VALUES (?, ?)", rows)
+    await _adjust_df(conn, sid, (tokens for _, tokens in rows), +1)
+    await conn.execute(
+        "UPDATE scopes SET chunk_count = chunk_count + ?, token_count = token_count + ?"
+        " WHERE id = ?",
+        (len(rows), sum(_token_count(t) for _, t in rows), sid),
+    )
+
+
+def _token_count(tokens: str) -> int:
+    return tokens.count(" ") + 1 if tokens else 0
+
+
+async def _delete_path(conn: aiosqlite.Connection, sid: int, path: str) -> int:
+    async with conn.execute(
+        "SELECT id, tokens FROM chunks WHERE scope_id = ? AND path = ?", (sid, path)
+    ) as cur:
+        rows = await cur.fetchall()
+    await _delete_rows(conn, sid, rows)
+    return len(list(rows))
+
+
+async def _delete_rows(
+    conn: aiosqlite.Connection, sid: int, rows: Iterable[Sequence[object]]
+) -> None:
+    pairs = [(r[0], str(r[1])) for r in rows]
+    if not pairs:
+        return
+    await conn.executemany(
+        f"INSERT INTO fts_{sid} (fts_{sid}, rowid, tokens) VALUES ('delete', ?, ?)", pairs
+    )
+    await conn.executemany("DELETE FROM chunks WHERE id = ?", [(p[0],) for p in pairs])
+    await _adjust_df(conn, sid, (t for _, t in pairs), -1)
+    removed_tokens = sum(_token_count(t) for _, t in pairs)
+    await conn.execute(
+        "UPDATE scopes SET chunk_count = chunk_count - ?, token_count = token_count - ?"
+        " WHERE id = ?",
+        (len(pairs), removed_tokens, sid),
+    )

@@ -1,0 +1,104 @@
+"""memory_get: read lines of a file the scope owns, or messages of one of its sessions.
+
+Paths come from a model or a person, so everything is resolved through
+`Workspace.resolve_readable` (no `..`, no absolute paths, no symlinks out, no other scope)
+and session paths are looked up with the caller's scope in the query.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from memory_core.errors import ChatmemError, PathRefused
+from memory_core.scope import ScopeKey
+
+if TYPE_CHECKING:
+    from memory_core.engine import MemoryCore
+
+DEFAULT_LINES = 40
+MAX_LINES = 300
+_WITH_LINE = re.compile(r"^(?P<path>.+?):(?P<line>\d+)(?:-\d+)?$")
+SESSIONS_PREFIX = "sessions/"
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryRead:
+    path: str
+    start: int
+    end: int
+    text: str
+    truncated: bool
+    total_lines: int
+
+
+def parse_location(requested: str, start: int | None) -> tuple[str, int]:
+    """Accept `path`, `path:line`, `[path:line]` and `[path:line] text` as search prints."""
+    text = requested.strip()
+    if text.startswith("["):
+        text = text[1:].split("]", 1)[0]
+    match = _WITH_LINE.match(text)
+    if match:
+        return match.group("path"), start if start is not None else int(match.group("line"))
+    return text, start if start is not None else 1
+
+
+async def read_memory_path(
+    core: MemoryCore,
+    scope: ScopeKey,
+    requested: str,
+    start: int | None = None,
+    lines: int | None = None,
+) -> MemoryRead:
+    path, first = parse_location(requested, start)
+    first = max(1, first)
+    count = DEFAULT_LINES if lines is None else lines
+    if count < 1:
+        raise ChatmemError("lines must be at least 1")
+    count = min(count, MAX_LINES)
+    if path.startswith(SESSIONS_PREFIX):
+        return await _read_session(core, scope, path, first, count)
+    resolved = core.workspace.resolve_readable(scope, path)
+    try:
+        content = await asyncio.to_thread(resolved.read_text, encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        raise ChatmemError(f"no such memory file: {path}") from None
+    except IsADirectoryError:
+        raise PathRefused(f"refused path {path!r}: not a file") from None
+    all_lines = content.splitlines()
+    window = all_lines[first - 1 : first - 1 + count]
+    end = first + len(window) - 1
+    return MemoryRead(
+        path=core.workspace.relative(resolved)
+        if resolved.is_relative_to(core.workspace.root)
+        else path,
+        start=first,
+        end=end,
+        text="\n".join(window),
+        truncated=end < len(all_lines),
+        total_lines=len(all_lines),
+    )
+
+
+async def _read_session(
+    core: MemoryCore, scope: ScopeKey, path: str, first: int, count: int
+) -> MemoryRead:
+    session_id = path[len(SESSIONS_PREFIX) :]
+    if not session_id or "/" in session_id or "\x00" in session_id:
+        raise PathRefused(f"refused path {path!r}: not a session of this scope")
+    if core.index is None:
+        raise ChatmemError("session messages need the index, which is unavailable")
+    messages = await core.index.session_messages(scope, session_id, first, count + 1)
+    if not messages:
+        raise ChatmemError(f"no messages at {path}:{first} in this scope")
+    shown = messages[:count]
+    return MemoryRead(
+        path=path,
+        start=shown[0][0],
+        end=shown[-1][0],
+        text="\n".join(f"[{mid}] {text}" for mid, text in shown),
+        truncated=len(messages) > count,
+        total_lines=len(shown),
+    )

@@ -1,0 +1,519 @@
+"""MemoryCore, the async facade, driven with a ManualClock (seed 002 §7.4 where it applies)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import sqlite3
+from dataclasses import replace
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from memory_core.clock import ManualClock
+from memory_core.config import Config
+from memory_core.engine import MemoryCore
+from memory_core.entries import ArchiveReason, Importance, MemoryEntry
+from memory_core.errors import ChatmemError, EntryNotFound, IndexUnavailable
+from memory_core.memory_md import parse_memory, render_memory
+from memory_core.merge import Candidate, ChangeKind
+from memory_core.prompt import HEADER
+from memory_core.scope import MAIN, ScopeKey
+from memory_core.text import estimate_tokens
+from tests.conftest import START
+
+PYTEST_PREF = "用户喜欢用 pytest 而非 unittest"
+
+
+def file_entries(core: MemoryCore, scope: ScopeKey = MAIN) -> dict[str, MemoryEntry]:
+    text = core.store.path(scope).read_text(encoding="utf-8")
+    parsed = parse_memory(text)
+    assert parsed.quarantined == []
+    return {e.id: e for e in parsed.entries}
+
+
+def distinct_text(i: int) -> str:
+    """Texts that no similarity rule confuses with one another."""
+    return f"note {hashlib.sha256(str(i).encode()).hexdigest()[:24]}"
+
+
+async def test_capture_then_status(core: MemoryCore) -> None:
+    entry, result = await core.capture(MAIN, PYTEST_PREF, category="preference")
+    assert result.count(ChangeKind.ADDED) == 1
+    assert (entry.content, entry.category, entry.score, entry.hits) == (
+        PYTEST_PREF,
+        "preference",
+        0.6,
+        0,
+    )
+    assert entry.created_at == entry.last_activated == START
+    status = await core.status(MAIN)
+    assert [e.id for e in status.active] == [entry.id]
+    assert status.archived == []
+    assert status.quarantined == []
+    assert status.path == "MEMORY.md"
+    assert file_entries(core)[entry.id].content == PYTEST_PREF
+    assert (core.workspace.root / "MEMORY.md").read_text(encoding="utf-8").startswith(
+        "# Agent Memory"
+    )
+    [record] = await core.audit.history(MAIN, entry.id)
+    assert (record.action, record.old_score, record.new_score, record.source) == (
+        "add",
+        None,
+        0.6,
+        "capture",
+    )
+
+
+async def test_capture_rejects_blank_text(core: MemoryCore) -> None:
+    with pytest.raises(ChatmemError):
+        await core.capture(MAIN, "   ")
+
+
+async def test_capture_same_text_reinforces(core: MemoryCore, clock: ManualClock) -> None:
+    first, _ = await core.capture(MAIN, PYTEST_PREF, category="preference")
+    clock.advance(timedelta(hours=2))
+    again, result = await core.capture(MAIN, PYTEST_PREF, category="preference")
+    assert result.count(ChangeKind.REINFORCED) == 1
+    assert again.id == first.id
+    assert again.hits == 1
+    assert again.score == pytest.approx(0.68)
+    assert again.last_activated == START + timedelta(hours=2)
+    assert list(file_entries(core)) == [first.id]
+    assert file_entries(core)[first.id].score == pytest.approx(0.68)
+
+
+async def test_importance_sets_initial_score(core: MemoryCore) -> None:
+    high, _ = await core.capture(MAIN, distinct_text(1), importance=Importance.HIGH)
+    low, _ = await core.capture(MAIN, distinct_text(2), importance="low")
+    assert (high.score, low.score) == (0.8, 0.4)
+
+
+async def test_consolidate_forgets_after_400_days(core: MemoryCore, clock: ManualClock) -> None:
+    entry, _ = await core.capture(MAIN, PYTEST_PREF, category="preference")
+    clock.advance(timedelta(days=400))
+    result = await core.consolidate(MAIN)
+    assert result.count(ChangeKind.FORGOTTEN) == 1
+    assert file_entries(core) == {}
+    assert (await core.status(MAIN)).active == []
+    [record] = await core.audit.forgotten(MAIN)
+    assert record.action == "forget"
+    assert record.entry_id == entry.id
+    assert record.content == PYTEST_PREF
+    assert record.category == "preference"
+    assert record.old_score == pytest.approx(0.6 * 0.99**393)
+    assert record.new_score is None
+    assert record.source == "consolidate"
+    assert record.at == START + timedelta(days=400)
+
+
+async def test_consolidate_at_150_days_archives(core: MemoryCore, clock: ManualClock) -> None:
+    entry, _ = await core.capture(MAIN, PYTEST_PREF)
+    clock.advance(timedelta(days=150))
+    result = await core.consolidate(MAIN)
+    assert result.count(ChangeKind.ARCHIVED) == 1
+    stored = file_entries(core)[entry.id]
+    assert stored.score == pytest.approx(0.6 * 0.99**143)
+    status = await core.status(MAIN)
+    assert status.active == []
+    assert [e.id for e in status.archived] == [entry.id]
+    text = core.store.path(MAIN).read_text(encoding="utf-8")
+    assert text.index("## Archived Memories") < text.index(f"### [{entry.id}]")
+    actions = [r.action for r in await core.audit.recent(MAIN)]
+    assert actions == ["archive", "add"]
+
+
+async def test_status_shows_current_scores_without_writing(
+    core: MemoryCore, clock: ManualClock
+) -> None:
+    entry, _ = await core.capture(MAIN, PYTEST_PREF)
+    before = core.store.path(MAIN).read_bytes()
+    clock.advance(timedelta(days=37))
+    status = await core.status(MAIN)
+    assert status.active[0].score == pytest.approx(0.6 * 0.99**30)
+    assert core.store.path(MAIN).read_bytes() == before
+    assert file_entries(core)[entry.id].score == 0.6
+
+
+async def audit_of(core: MemoryCore, entry_id: str) -> list[tuple[str, float | None, float | None, str]]:
+    return [
+        (r.action, r.old_score, r.new_score, r.source)
+        for r in await core.audit.history(MAIN, entry_id)
+    ]
+
+
+async def test_manual_actions_write_file_and_audit(core: MemoryCore, clock: ManualClock) -> None:
+    entry, _ = await core.capture(MAIN, PYTEST_PREF)
+    path = core.store.path(MAIN)
+
+    def stamp() -> bytes:
+        return path.read_bytes()
+
+    clock.advance(timedelta(days=1))
+    before = stamp()
+    archived = await core.archive(MAIN, entry.id, source="tui")
+    assert archived.archived is ArchiveReason.MANUAL
+    assert stamp() != before
+    assert file_entries(core)[entry.id].archived is ArchiveReason.MANUAL
+    assert [e.id for e in (await core.status(MAIN)).archived] == [entry.id]
+
+    clock.advance(timedelta(days=1))
+    restored = await core.restore(MAIN, entry.id, source="tui")
+    assert restored.archived is None
+    assert restored.score == 0.6  # still in grace: nothing decayed
+    assert file_entries(core)[entry.id].archived is None
+
+    clock.advance(timedelta(days=1))
+    pinned = await core.set_pinned(MAIN, entry.id, True, source="cli")
+    assert pinned.pinned
+    assert file_entries(core)[entry.id].pinned
+
+    clock.advance(timedelta(days=1))
+    unpinned = await core.set_pinned(MAIN, entry.id, False, source="cli")
+    assert not unpinned.pinned
+    assert not file_entries(core)[entry.id].pinned
+
+    clock.advance(timedelta(days=1))
+    edited = await core.edit(MAIN, entry.id, "用户喜欢用 pytest\n# 而非 unittest", source="tui")
+    assert edited.content == "用户喜欢用 pytest\n# 而非 unittest"
+    assert file_entries(core)[entry.id].content == "用户喜欢用 pytest\n# 而非 unittest"
+    assert edited.score == 0.6
+    assert edited.hits == 0
+
+    clock.advance(timedelta(days=1))
+    gone = await core.forget(MAIN, entry.id, source="cli")
+    assert gone.id == entry.id
+    assert file_entries(core) == {}
+
+    assert await audit_of(core, entry.id) == [
+        ("add", None, 0.6, "capture"),
+        ("archive", 0.6, 0.6, "tui"),
+        ("restore", 0.6, 0.6, "tui"),
+        ("pin", 0.6, 0.6, "cli"),
+        ("unpin", 0.6, 0.6, "cli"),
+        ("edit", 0.6, 0.6, "tui"),
+        ("forget", 0.6, None, "cli"),
+    ]
+    [forgotten] = await core.audit.forgotten(MAIN)
+    assert forgotten.content == "用户喜欢用 pytest\n# 而非 unittest"
+    # The backup holds the version before the last write.
+    assert entry.id in core.workspace.backup_path(MAIN).read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("action", ["archive", "restore", "pin", "unpin", "forget", "edit"])
+async def test_unknown_id_raises_and_writes_nothing(core: MemoryCore, action: str) -> None:
+    await core.capture(MAIN, PYTEST_PREF)
+    before = core.store.path(MAIN).read_bytes()
+    calls = {
+        "archive": lambda: core.archive(MAIN, "nope"),
+        "restore": lambda: core.restore(MAIN, "nope"),
+        "pin": lambda: core.set_pinned(MAIN, "nope", True),
+        "unpin": lambda: core.set_pinned(MAIN, "nope", False),
+        "forget": lambda: core.forget(MAIN, "nope"),
+        "edit": lambda: core.edit(MAIN, "nope", "x"),
+    }
+    with pytest.raises(EntryNotFound):
+        await calls[action]()
+    assert core.store.path(MAIN).read_bytes() == before
+    with pytest.raises(EntryNotFound):
+        await core.get_entry(MAIN, "nope")
+
+
+async def test_restore_of_decayed_entry_lifts_it_to_low_start(
+    core: MemoryCore, clock: ManualClock
+) -> None:
+    entry, _ = await core.capture(MAIN, PYTEST_PREF)
+    clock.advance(timedelta(days=150))
+    await core.consolidate(MAIN)
+    restored = await core.restore(MAIN, entry.id)
+    assert restored.score == 0.4
+    assert restored.last_activated == START + timedelta(days=150)
+    assert restored.archived is None
+    status = await core.status(MAIN)
+    assert [e.id for e in status.active] == [entry.id]
+    history = await audit_of(core, entry.id)
+    assert history[-1][0] == "restore"
+    assert history[-1][1] == pytest.approx(0.6 * 0.99**143)
+    assert history[-1][2] == 0.4
+    # It does not fall straight back: a week later it is still 0.4.
+    clock.advance(timedelta(days=7))
+    assert (await core.status(MAIN)).active[0].score == 0.4
+
+
+async def test_pinning_keeps_the_current_score(core: MemoryCore, clock: ManualClock) -> None:
+    entry, _ = await core.capture(MAIN, PYTEST_PREF)
+    clock.advance(timedelta(days=40))
+    decayed = 0.6 * 0.99**33
+    pinned = await core.set_pinned(MAIN, entry.id, True)
+    # Pinning freezes the score where it is; it does not undo the decay so far.
+    assert pinned.score == pytest.approx(decayed)
+    assert await audit_of(core, entry.id) == [
+        ("add", None, 0.6, "capture"),
+        ("pin", pytest.approx(decayed), pytest.approx(decayed), "user"),
+    ]
+    clock.advance(timedelta(days=1000))
+    await core.consolidate(MAIN)
+    assert file_entries(core)[entry.id].score == pytest.approx(decayed)
+    # Unpinned, it decays from now on, not for the years it was pinned.
+    unpinned = await core.set_pinned(MAIN, entry.id, False)
+    assert unpinned.score == pytest.approx(decayed)
+    clock.advance(timedelta(days=1))
+    assert (await core.status(MAIN)).active[0].score == pytest.approx(decayed * 0.99)
+
+
+async def test_merge_candidates_is_idempotent_per_session(
+    core: MemoryCore, clock: ManualClock
+) -> None:
+    cands = [
+        Candidate(PYTEST_PREF, "preference", Importance.MEDIUM),
+        Candidate("用户提到下周三有产品评审会议", "todo", Importance.HIGH),
+    ]
+    first = await core.merge_candidates(MAIN, cands, session_id="sess-1", source="extract")
+    assert first.stats == {"add": 2}
+    assert not first.skipped
+    clock.advance(timedelta(hours=1))
+    before = core.store.path(MAIN).read_bytes()
+    second = await core.merge_candidates(MAIN, cands, session_id="sess-1", source="extract")
+    assert second.skipped
+    assert second.changes == []
+    assert core.store.path(MAIN).read_bytes() == before
+    assert {e.hits for e in file_entries(core).values()} == {0}
+    assert await core.audit.seen_sessions(MAIN) == frozenset({"sess-1"})
+    assert await core.audit.seen_sessions(ScopeKey("peer:1")) == frozenset()
+    with contextlib.closing(sqlite3.connect(core.workspace.db_path)) as conn:
+        rows = conn.execute("SELECT scope, session_id FROM extractions").fetchall()
+    assert rows == [("main", "sess-1")]
+    # A new session reinforces.
+    third = await core.merge_candidates(MAIN, cands[:1], session_id="sess-2", source="extract")
+    assert third.stats == {"reinforce": 1}
+
+
+async def test_concurrent_captures_in_one_process_lose_nothing(core: MemoryCore) -> None:
+    texts = [distinct_text(i) for i in range(30)]
+    await asyncio.gather(*(core.capture(MAIN, t) for t in texts))
+    assert sorted(e.content for e in file_entries(core).values()) == sorted(texts)
+
+
+# --- prompt ------------------------------------------------------------------------------
+
+
+async def seed_prompt_entries(core: MemoryCore) -> list[MemoryEntry]:
+    now = core.now()
+    ranked = [
+        MemoryEntry(
+            id=f"r{i:02d}",
+            content=f"rank {i + 1} {distinct_text(i)}",
+            category="fact",
+            score=0.99 - i * 0.01,
+            created_at=now,
+            last_activated=now,
+            scored_at=now,
+        )
+        for i in range(25)
+    ]
+    extra = [
+        MemoryEntry("low", "below the prompt line", "fact", 0.45, now, now, now),
+        MemoryEntry(
+            "arch", "manually archived", "fact", 0.95, now, now, now, archived=ArchiveReason.MANUAL
+        ),
+        MemoryEntry(
+            "old",
+            "decayed since it was stored",
+            "fact",
+            0.7,
+            now - timedelta(days=60),
+            now - timedelta(days=60),
+            now - timedelta(days=60),
+        ),
+    ]
+    await core.store.update(MAIN, lambda parsed: ([*ranked, *extra], None), now)
+    return ranked
+
+
+async def test_prompt_memories_selects_active_top_20(core: MemoryCore) -> None:
+    ranked = await seed_prompt_entries(core)
+    block = await core.prompt_memories(MAIN)
+    assert block.startswith(HEADER)
+    lines = [line for line in block.splitlines() if line.startswith("- ")]
+    assert len(lines) == 20
+    for rank, (line, entry) in enumerate(zip(lines, ranked, strict=False), start=1):
+        assert entry.content in line, f"rank {rank} out of order"
+    for absent in ("below the prompt line", "manually archived", "decayed since", "rank 21 "):
+        assert absent not in block
+    # Higher ranks get the richer form.
+    assert "[fact]" in lines[0]
+    assert "(score 0.99" in lines[0]
+    assert "[fact]" not in lines[-1]
+    assert estimate_tokens(block) <= core.config.prompt.max_tokens
+
+
+async def test_prompt_memories_empty_scope(core: MemoryCore) -> None:
+    assert await core.prompt_memories(MAIN) == ""
+    await core.capture(MAIN, "a low one", importance="low")
+    assert await core.prompt_memories(MAIN) == ""
+
+
+async def test_prompt_memories_shrinks_under_a_small_cap(
+    config: Config, clock: ManualClock
+) -> None:
+    async with MemoryCore.open(config, clock=clock) as full_core:
+        ranked = await seed_prompt_entries(full_core)
+        full = await full_core.prompt_memories(MAIN)
+    cap = estimate_tokens(HEADER) + 60
+    small = replace(config, prompt=replace(config.prompt, max_tokens=cap))
+    async with MemoryCore.open(small, clock=clock) as core:
+        block = await core.prompt_memories(MAIN)
+    assert block
+    assert len(block) < len(full)
+    lines = [line for line in block.splitlines() if line.startswith("- ")]
+    assert 1 <= len(lines) < 20
+    assert ranked[0].content in lines[0]
+    assert sum(estimate_tokens(line) for line in lines) + estimate_tokens(HEADER) <= cap
+
+
+async def test_prompt_min_score_and_top_k_are_configurable(
+    config: Config, clock: ManualClock
+) -> None:
+    tuned = replace(config, prompt=replace(config.prompt, min_score=0.9, top_k=3))
+    async with MemoryCore.open(tuned, clock=clock) as core:
+        ranked = await seed_prompt_entries(core)
+        block = await core.prompt_memories(MAIN)
+    lines = [line for line in block.splitlines() if line.startswith("- ")]
+    assert len(lines) == 3
+    assert all(entry.content in line for line, entry in zip(lines, ranked, strict=False))
+
+
+# --- daily notes -------------------------------------------------------------------------
+
+
+async def test_append_daily_returns_path_and_line(core: MemoryCore, clock: ManualClock) -> None:
+    path, line = await core.append_daily(MAIN, "first note")
+    assert (path, line) == ("memory/2026-03-01.md", 3)
+    path2, line2 = await core.append_daily(MAIN, "second note\nwith a second line")
+    assert (path2, line2) == ("memory/2026-03-01.md", 4)
+    _, line3 = await core.append_daily(MAIN, "third")
+    assert line3 == 6
+    text = (core.workspace.root / path).read_text(encoding="utf-8")
+    lines = text.splitlines()
+    assert lines[0] == "# 2026-03-01"
+    assert lines[2] == "- 12:00:00 first note"
+    assert lines[3] == "- 12:00:00 second note"
+    assert lines[4] == "  with a second line"
+    assert lines[5] == "- 12:00:00 third"
+    with pytest.raises(ChatmemError):
+        await core.append_daily(MAIN, "  ")
+
+
+async def test_recent_daily_today_and_yesterday(core: MemoryCore, clock: ManualClock) -> None:
+    await core.append_daily(MAIN, "three days ago", now=START - timedelta(days=2))
+    await core.append_daily(MAIN, "yesterday note", now=START - timedelta(days=1))
+    await core.append_daily(MAIN, "today early", now=START - timedelta(hours=2))
+    await core.append_daily(MAIN, "today late")
+    recent = await core.recent_daily(MAIN)
+    assert "three days ago" not in recent
+    assert recent.index("## 2026-02-28") < recent.index("yesterday note")
+    assert recent.index("yesterday note") < recent.index("## 2026-03-01")
+    assert recent.index("today early") < recent.index("today late")
+
+
+async def test_recent_daily_cap_keeps_the_newest(config: Config, clock: ManualClock) -> None:
+    capped = replace(config, prompt=replace(config.prompt, daily_max_chars=60))
+    async with MemoryCore.open(capped, clock=clock) as core:
+        await core.append_daily(MAIN, "yesterday, should be cut", now=START - timedelta(days=1))
+        for i in range(5):
+            clock.advance(timedelta(minutes=1))
+            await core.append_daily(MAIN, f"today number {i}")
+        recent = await core.recent_daily(MAIN)
+    assert "today number 4" in recent
+    assert "today number 3" in recent
+    assert "today number 0" not in recent
+    assert "yesterday" not in recent
+    body = [line for line in recent.splitlines() if line.startswith("- ")]
+    assert sum(len(line) + 1 for line in body) <= 60
+
+
+# --- scopes ------------------------------------------------------------------------------
+
+
+async def test_scopes_are_isolated(core: MemoryCore) -> None:
+    peer1, peer2 = ScopeKey("peer:1"), ScopeKey("peer:2")
+    entry, _ = await core.capture(peer1, "peer one likes tea")
+    await core.append_daily(peer1, "peer one daily")
+    assert [e.id for e in (await core.status(peer1)).active] == [entry.id]
+    assert (await core.status(MAIN)).active == []
+    assert (await core.status(peer2)).active == []
+    assert await core.prompt_memories(peer2) == ""
+    assert await core.recent_daily(MAIN) == ""
+    assert not core.store.path(MAIN).exists()
+    long_term = core.workspace.root / "memory" / "scopes" / "peer_1" / "LONG_TERM.md"
+    assert long_term.is_file()
+    assert (await core.status(peer1)).path == "memory/scopes/peer_1/LONG_TERM.md"
+    assert (core.workspace.root / "memory" / "scopes" / "peer_1" / "2026-03-01.md").is_file()
+    assert not (core.workspace.root / "memory" / "2026-03-01.md").exists()
+    assert entry.content in long_term.read_text(encoding="utf-8")
+    # The same text in another scope is a new entry there, not a reinforcement.
+    other, result = await core.capture(peer2, "peer one likes tea")
+    assert result.count(ChangeKind.ADDED) == 1
+    assert (await core.get_entry(peer1, entry.id)).hits == 0
+    with pytest.raises(EntryNotFound):
+        await core.forget(MAIN, entry.id)
+    assert await core.scopes() == [MAIN, peer1, peer2]
+    assert {r.scope for r in await core.audit.recent()} == {"peer:1", "peer:2"}
+    assert [r.scope for r in await core.audit.recent(MAIN)] == []
+
+
+async def test_validate_reports_quarantined_blocks(core: MemoryCore) -> None:
+    await core.capture(MAIN, PYTEST_PREF)
+    assert await core.validate() == []
+    path = core.store.path(MAIN)
+    broken = "### [zz9] fact | lots | 2026-01-01 | 1\nbroken by hand"
+    path.write_text(path.read_text(encoding="utf-8") + "\n" + broken + "\n", encoding="utf-8")
+    problems = await core.validate()
+    assert len(problems) == 1
+    assert problems[0].path == "MEMORY.md"
+    assert problems[0].block.text == broken
+    assert "score" in problems[0].block.reason
+    # A write keeps the quarantined block.
+    await core.capture(MAIN, distinct_text(5))
+    assert broken in path.read_text(encoding="utf-8")
+    assert len((await core.status(MAIN)).quarantined) == 1
+
+
+async def test_hand_edit_is_seen_by_the_next_load(core: MemoryCore) -> None:
+    entry, _ = await core.capture(MAIN, PYTEST_PREF)
+    assert (await core.get_entry(MAIN, entry.id)).score == 0.6
+    path = core.store.path(MAIN)
+    text = path.read_text(encoding="utf-8").replace("| 0.60 |", "| 0.95 |")
+    path.write_text(text + "\n", encoding="utf-8")
+    assert (await core.get_entry(MAIN, entry.id)).score == 0.95
+
+
+# --- a broken database -------------------------------------------------------------------
+
+
+async def test_corrupt_index_degrades_but_files_still_work(
+    config: Config, clock: ManualClock, workspace: Path
+) -> None:
+    db_path = workspace / ".chatmem" / "index.sqlite3"
+    db_path.parent.mkdir(parents=True)
+    db_path.write_bytes(b"this is not a database \x00\xff" * 200)
+    async with MemoryCore.open(config, clock=clock) as core:
+        assert core.degraded_reason
+        assert "index.sqlite3" in core.degraded_reason
+        with pytest.raises(IndexUnavailable):
+            _ = core.audit
+        entry, _ = await core.capture(MAIN, PYTEST_PREF)
+        await core.merge_candidates(MAIN, [Candidate("x y z")], session_id="s", source="t")
+        assert file_entries(core)[entry.id].content == PYTEST_PREF
+        assert len((await core.status(MAIN)).active) == 2
+        await core.forget(MAIN, entry.id)
+        assert entry.id not in file_entries(core)
+
+
+async def test_render_of_seeded_file_matches_what_core_reads(core: MemoryCore) -> None:
+    now = core.now()
+    entries = [MemoryEntry("a1", "hello", "fact", 0.5, now, now, now)]
+    core.store.path(MAIN).write_text(render_memory(entries, now=now), encoding="utf-8")
+    assert await core.entries(MAIN) == entries
