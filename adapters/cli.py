@@ -34,7 +34,7 @@ class OneLineParser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         self.exit(
             EXIT_USER_ERROR,
-            f"chatmem: error: {message} (see chatmem {self.prog.split()[-1]} --help)\n",
+            f"chatmem: error: {message} (see {self.prog} --help)\n",
         )
 
 
@@ -61,20 +61,45 @@ class Output:
             print(human)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _common_options(with_defaults: bool) -> OneLineParser:
+    """Options accepted before and after the command. Only the top level sets defaults:
+    a subcommand's default would overwrite a value given before the command."""
+
+    def default(value: Any) -> Any:
+        return value if with_defaults else argparse.SUPPRESS
+
     common = OneLineParser(add_help=False)
-    common.add_argument("--config", help="TOML config file (default ./chatmem.toml if present)")
-    common.add_argument("--workspace", help="workspace directory (beats CHATMEM_WORKSPACE)")
-    common.add_argument("--scope", default="main", help="scope key, e.g. main, peer:42")
-    common.add_argument("--json", action="store_true", help="machine-readable output")
+    common.add_argument(
+        "--config",
+        default=default(None),
+        help="TOML config file (default ./chatmem.toml if present)",
+    )
+    common.add_argument(
+        "--workspace",
+        default=default(None),
+        help="workspace directory (beats CHATMEM_WORKSPACE)",
+    )
+    common.add_argument("--scope", default=default("main"), help="scope key, e.g. main, peer:42")
+    common.add_argument(
+        "--json", action="store_true", default=default(False), help="machine-readable output"
+    )
+    return common
+
+
+def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(
-        prog="chatmem", description="Long-term memory for chat bots.", parents=[common]
+        prog="chatmem",
+        description="Long-term memory for chat bots.",
+        parents=[_common_options(True)],
     )
     subparsers = parser.add_subparsers(
         dest="command", metavar="COMMAND", parser_class=OneLineParser
     )
+    sub_common = _common_options(False)
     for name, (help_text, arguments, _) in COMMANDS.items():
-        sub = subparsers.add_parser(name, help=help_text, description=help_text, parents=[common])
+        sub = subparsers.add_parser(
+            name, help=help_text, description=help_text, parents=[sub_common]
+        )
         arguments(sub)
     return parser
 
@@ -129,4 +154,8 @@ def category_arg(value: str) -> str:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    # Under `python -m adapters.cli` this file runs as `__main__`, but the subcommands
+    # register themselves in `adapters.cli`: run that module's main.
+    from adapters.cli import main as _main
+
+    raise SystemExit(_main())

@@ -176,6 +176,15 @@ class LLMSettings:
     context_tokens: int = field(
         default=32000, metadata=doc("Context window; sessions flush and compact near it.")
     )
+    flush_at_ratio: float = field(
+        default=0.75,
+        metadata=doc(
+            "Flush and compact a session when its history reaches this share of the window."
+        ),
+    )
+    keep_after_compaction: int = field(
+        default=6, metadata=doc("Newest messages kept verbatim when a session is compacted.")
+    )
 
 
 @dataclass(frozen=True)

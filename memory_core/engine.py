@@ -16,6 +16,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import aiosqlite
 
@@ -28,7 +29,9 @@ from memory_core.db import Database, open_database
 from memory_core.entries import ArchiveReason, Importance, MemoryEntry
 from memory_core.errors import ChatmemError, EntryNotFound, IndexUnavailable
 from memory_core.fallback import search_files
+from memory_core.history import HistoryStore
 from memory_core.index import Hit, SearchIndex, SyncStats
+from memory_core.llm import LLMClient
 from memory_core.locks import LockRegistry
 from memory_core.memory_md import ParsedMemory, QuarantinedBlock
 from memory_core.merge import Candidate, Change, ChangeKind, MergeResult, merge
@@ -40,6 +43,10 @@ from memory_core.scoring import ScoringPolicy, Status, initial_score, score_at, 
 from memory_core.store import LongTermStore
 from memory_core.text import ensure_loaded, extract_keywords
 from memory_core.workspace import Workspace
+
+if TYPE_CHECKING:
+    from memory_core.chat import NewSessionResult, TurnResult
+    from memory_core.runtime import Runtime
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +78,9 @@ class _Listeners:
 class MemoryCore:
     """Open with `async with MemoryCore.open(config) as core:`."""
 
-    def __init__(self, config: Config, *, clock: Clock = system_clock) -> None:
+    def __init__(
+        self, config: Config, *, clock: Clock = system_clock, llm: LLMClient | None = None
+    ) -> None:
         self.config = config
         self.workspace = Workspace.at(config.workspace_path)
         self.policy: ScoringPolicy = config.scoring.policy()
@@ -84,6 +93,8 @@ class MemoryCore:
         self._listeners = _Listeners()
         self.degraded_reason: str | None = None
         self.index: SearchIndex | None = None
+        self.llm = llm or LLMClient(config.llm)
+        self._runtime: Runtime | None = None
 
     # --- lifecycle ------------------------------------------------------------------
     @classmethod
@@ -118,6 +129,10 @@ class MemoryCore:
             self._index_failed(exc)
 
     async def close(self) -> None:
+        if self._runtime is not None:
+            await self._runtime.stop()
+            self._runtime = None
+        await self.llm.close()
         if self._db is not None:
             await self._db.close()
             self._db = None
@@ -159,7 +174,8 @@ class MemoryCore:
         """Called after the core writes a memory file (the index re-reads it)."""
         self._listeners.on_file_written.append(listener)
 
-    async def _file_written(self, scope: ScopeKey, path: str) -> None:
+    async def notify_file_written(self, scope: ScopeKey, path: str) -> None:
+        """Tell listeners (the index) that the core wrote `path` of `scope`."""
         for listener in self._listeners.on_file_written:
             await listener(scope, path)
 
@@ -217,7 +233,7 @@ class MemoryCore:
             await self._record(scope, result.changes, source, when)
             if session_id is not None and self._audit is not None:
                 await self._audit.mark_session(scope, session_id, when, result.stats)
-            await self._file_written(scope, self.workspace.relative(self.store.path(scope)))
+            await self.notify_file_written(scope, self.workspace.relative(self.store.path(scope)))
         return result
 
     async def capture(
@@ -345,7 +361,7 @@ class MemoryCore:
 
         entry, record = await self.store.update(scope, change, when)
         await self._record(scope, [record], source, when)
-        await self._file_written(scope, self.workspace.relative(self.store.path(scope)))
+        await self.notify_file_written(scope, self.workspace.relative(self.store.path(scope)))
         return entry
 
     async def _record(
@@ -407,6 +423,26 @@ class MemoryCore:
             self.config.prompt.daily_max_chars,
         )
         return daily.render_recent(notes)
+
+    # --- conversation --------------------------------------------------------------
+    @property
+    def runtime(self) -> Runtime:
+        """Chat engine, archive and schedules; needs the database."""
+        if self._runtime is None:
+            if self._db is None:
+                raise IndexUnavailable(self.degraded_reason or "the database is not open")
+            from memory_core.runtime import Runtime
+
+            self._runtime = Runtime(self, HistoryStore(self._db, self.config.history), self.llm)
+        return self._runtime
+
+    async def chat(self, scope: ScopeKey, text: str, *, speaker: str = "") -> TurnResult:
+        """One turn in the scope's open session (a session opens on first use)."""
+        return await self.runtime.turn(scope, text, speaker=speaker)
+
+    async def new_session(self, scope: ScopeKey, *, chinese: bool = False) -> NewSessionResult:
+        """`/new`: close the session, extract and merge its memories, open the next one."""
+        return await self.runtime.new_session(scope, chinese=chinese)
 
     # --- search and recall -----------------------------------------------------------
     async def search(

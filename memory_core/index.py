@@ -342,20 +342,22 @@ class SearchIndex:
                     conn, sid, f"sessions/{session_id}", ChunkKind.MESSAGE, [(chunk, tokens)]
                 )
 
-    async def remove_messages(
-        self, scope: ScopeKey, session_id: str, message_ids: Sequence[int]
-    ) -> None:
+    async def remove_messages(self, scope: ScopeKey, message_ids: Sequence[int]) -> None:
+        """Drop message chunks (history trimmed after archiving) from the scope's index."""
         sid = await self.scope_id(scope, create=False)
         if sid is None or not message_ids:
             return
         async with self._lock(scope), self._db.transaction() as conn:
-            placeholders = ",".join("?" * len(message_ids))
-            async with conn.execute(
-                f"SELECT id, tokens FROM chunks WHERE scope_id = ? AND path = ?"
-                f" AND line_from IN ({placeholders})",
-                (sid, f"sessions/{session_id}", *message_ids),
-            ) as cur:
-                rows = await cur.fetchall()
+            rows: list[Sequence[object]] = []
+            for start in range(0, len(message_ids), 500):
+                part = list(message_ids[start : start + 500])
+                placeholders = ",".join("?" * len(part))
+                async with conn.execute(
+                    f"SELECT id, tokens FROM chunks WHERE scope_id = ? AND kind = 'message'"
+                    f" AND line_from IN ({placeholders})",
+                    (sid, *part),
+                ) as cur:
+                    rows.extend(await cur.fetchall())
             await _delete_rows(conn, sid, rows)
 
     async def _write_file(self, sid: int, item: PreparedFile, stats: SyncStats) -> None:

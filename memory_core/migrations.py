@@ -98,3 +98,58 @@ migration(
     ) WITHOUT ROWID;
     """,
 )
+
+
+migration(
+    "m003_sessions",
+    """
+    CREATE TABLE sessions (
+        id TEXT PRIMARY KEY,
+        scope TEXT NOT NULL,
+        started_at TEXT NOT NULL,
+        last_at TEXT NOT NULL,
+        closed_at TEXT,
+        status TEXT NOT NULL DEFAULT 'open'
+            CHECK (status IN ('open', 'closed', 'extracted', 'extract_failed')),
+        extract_attempts INTEGER NOT NULL DEFAULT 0,
+        next_extract_at TEXT,
+        flushed_at TEXT,
+        stats TEXT NOT NULL DEFAULT '{}'
+    );
+    CREATE INDEX sessions_scope_status ON sessions (scope, status);
+    CREATE TABLE messages (
+        id INTEGER PRIMARY KEY,
+        scope TEXT NOT NULL,
+        session_id TEXT NOT NULL,
+        role TEXT NOT NULL,
+        speaker TEXT NOT NULL DEFAULT '',
+        content TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        bytes INTEGER NOT NULL,
+        archived TEXT NOT NULL DEFAULT 'false' CHECK (archived IN ('false', 'pending', 'true')),
+        archive_attempts INTEGER NOT NULL DEFAULT 0,
+        archive_failed_at TEXT,
+        archive_next_at TEXT,
+        compacted INTEGER NOT NULL DEFAULT 0,
+        meta TEXT NOT NULL DEFAULT '{}'
+    );
+    CREATE INDEX messages_scope ON messages (scope, id);
+    CREATE INDEX messages_session ON messages (session_id, id);
+    CREATE INDEX messages_archive ON messages (scope, archived, created_at);
+    CREATE TABLE archive_runs (
+        id INTEGER PRIMARY KEY,
+        scope TEXT NOT NULL,
+        started_at TEXT NOT NULL,
+        finished_at TEXT,
+        moved INTEGER NOT NULL DEFAULT 0,
+        summarized INTEGER NOT NULL DEFAULT 0,
+        failed INTEGER NOT NULL DEFAULT 0,
+        detail TEXT NOT NULL DEFAULT '{}'
+    );
+    CREATE INDEX archive_runs_scope ON archive_runs (scope, id);
+    CREATE TABLE schedule_state (
+        name TEXT PRIMARY KEY,
+        last_run TEXT NOT NULL
+    );
+    """,
+)

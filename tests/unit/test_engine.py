@@ -55,8 +55,8 @@ async def test_capture_then_status(core: MemoryCore) -> None:
     assert status.quarantined == []
     assert status.path == "MEMORY.md"
     assert file_entries(core)[entry.id].content == PYTEST_PREF
-    assert (core.workspace.root / "MEMORY.md").read_text(encoding="utf-8").startswith(
-        "# Agent Memory"
+    assert (
+        (core.workspace.root / "MEMORY.md").read_text(encoding="utf-8").startswith("# Agent Memory")
     )
     [record] = await core.audit.history(MAIN, entry.id)
     assert (record.action, record.old_score, record.new_score, record.source) == (
@@ -137,7 +137,9 @@ async def test_status_shows_current_scores_without_writing(
     assert file_entries(core)[entry.id].score == 0.6
 
 
-async def audit_of(core: MemoryCore, entry_id: str) -> list[tuple[str, float | None, float | None, str]]:
+async def audit_of(
+    core: MemoryCore, entry_id: str
+) -> list[tuple[str, float | None, float | None, str]]:
     return [
         (r.action, r.old_score, r.new_score, r.source)
         for r in await core.audit.history(MAIN, entry_id)
@@ -454,7 +456,7 @@ async def test_scopes_are_isolated(core: MemoryCore) -> None:
     assert not (core.workspace.root / "memory" / "2026-03-01.md").exists()
     assert entry.content in long_term.read_text(encoding="utf-8")
     # The same text in another scope is a new entry there, not a reinforcement.
-    other, result = await core.capture(peer2, "peer one likes tea")
+    _, result = await core.capture(peer2, "peer one likes tea")
     assert result.count(ChangeKind.ADDED) == 1
     assert (await core.get_entry(peer1, entry.id)).hits == 0
     with pytest.raises(EntryNotFound):

@@ -64,7 +64,9 @@ def day(text: str) -> datetime:
     return datetime.fromisoformat(text).replace(tzinfo=UTC)
 
 
-def make_entry(entry_id: str, score: float, content: str | None = None, **kw: object) -> MemoryEntry:
+def make_entry(
+    entry_id: str, score: float, content: str | None = None, **kw: object
+) -> MemoryEntry:
     when = kw.pop("when", NOW)
     assert isinstance(when, datetime)
     return MemoryEntry(
@@ -154,7 +156,9 @@ def test_empty_file_gives_no_entries(tmp_path: Path) -> None:
     assert snapshot.parsed.quarantined == []
 
 
-BROKEN_SCORE = "### [d4e5f6] fact | high | 2026-02-19 | 8\n用户的主要开发语言是 Python，常用 FastAPI 框架"
+BROKEN_SCORE = (
+    "### [d4e5f6] fact | high | 2026-02-19 | 8\n用户的主要开发语言是 Python，常用 FastAPI 框架"
+)
 
 
 @pytest.mark.parametrize(
@@ -480,12 +484,7 @@ moments = st.datetimes(
     min_value=datetime(2000, 1, 2), max_value=datetime(2100, 1, 1), timezones=zones
 ).map(lambda d: d.replace(microsecond=0))
 lines = st.one_of(st.sampled_from(TRICKY_LINES), st.text(max_size=30))
-contents = (
-    st.lists(lines, min_size=1, max_size=6)
-    .map("\n".join)
-    .map(str.strip)
-    .filter(bool)
-)
+contents = st.lists(lines, min_size=1, max_size=6).map("\n".join).map(str.strip).filter(bool)
 ids = st.text(
     alphabet=st.characters(codec="utf-8", categories=["L", "N"]) | st.sampled_from("-_"),
     min_size=1,
@@ -545,7 +544,9 @@ def test_round_trip_many_entries(items: list[MemoryEntry]) -> None:
 
 @settings(max_examples=50, deadline=None)
 @given(st.lists(entries(), min_size=1, max_size=4, unique_by=lambda e: e.id))
-def test_round_trip_through_disk(tmp_path_factory: pytest.TempPathFactory, items: list[MemoryEntry]) -> None:
+def test_round_trip_through_disk(
+    tmp_path_factory: pytest.TempPathFactory, items: list[MemoryEntry]
+) -> None:
     path = tmp_path_factory.mktemp("rt") / "MEMORY.md"
     path.write_bytes(render_memory(items, now=NOW).encode("utf-8"))
     parsed = read_memory_file(path, 0.2).parsed

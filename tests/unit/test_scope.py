@@ -175,7 +175,7 @@ def test_plain_slug_examples() -> None:
 @given(keys)
 def test_slug_is_safe_and_round_trips(key: str) -> None:
     slug = scope_slug(ScopeKey(key))
-    assert_safe(slug, Path("/srv/ws/memory/scopes"))
+    assert_safe(slug, Workspace.at("/srv/ws").scopes_dir)
     if not is_hashed_slug(slug):
         assert key_from_slug(slug) == ScopeKey(key)
 

@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from datetime import UTC, datetime, timedelta
 
@@ -135,7 +136,8 @@ def test_reinforcement_sequence_through_merge() -> None:
     assert first.count(ChangeKind.REINFORCED) == 1
     assert first.count(ChangeKind.ADDED) == 0
     change = next(c for c in first.changes if c.kind is ChangeKind.REINFORCED)
-    assert (change.old_score, change.new_score) == (0.6, pytest.approx(0.68))
+    assert change.old_score == 0.6
+    assert change.new_score == pytest.approx(0.68)
 
     t2 = T0 + days(2)
     second = merge(first.entries, [Candidate("Memory   number E1!")], t2, "s2")
@@ -262,9 +264,7 @@ def test_decayed_score_counts_only_new_days() -> None:
     last = T0
     scored = T0 + days(20)  # 13 days already applied to the stored score
     assert decayed_score(0.5, scored, last, T0 + days(20), 0.99, 7) == 0.5
-    assert decayed_score(0.5, scored, last, T0 + days(30), 0.99, 7) == pytest.approx(
-        0.5 * 0.99**10
-    )
+    assert decayed_score(0.5, scored, last, T0 + days(30), 0.99, 7) == pytest.approx(0.5 * 0.99**10)
 
 
 def test_archive_threshold() -> None:
@@ -313,7 +313,9 @@ def test_mixed_scenario() -> None:
     now = T0 + days(120)
     existing = [
         entry("fresh", 0.5, at=now - days(3)),  # in grace: unchanged
-        entry("hit", 0.6, at=now - days(17), content="用户每天早上查看股票行情"),  # decays, reinforced
+        entry(
+            "hit", 0.6, at=now - days(17), content="用户每天早上查看股票行情"
+        ),  # decays, reinforced
         entry("fade", 0.3, at=now - days(57)),  # 0.3 * 0.99**50 = 0.182 -> archived
         entry("gone", 0.1, at=now - days(107)),  # 0.1 * 0.99**100 = 0.037 -> forgotten
         entry("pin", 0.3, at=T0, pinned=True),  # never decays
@@ -562,7 +564,7 @@ def test_days_until_below_agrees_with_score_at(
     assert len(series) == horizon + 1
     for d, value in enumerate(series):
         assert value == score_at(e, when + days(d), policy)
-    assert all(b <= a for a, b in zip(series, series[1:], strict=False))
+    assert all(b <= a for a, b in itertools.pairwise(series))
 
 
 def test_days_until_below_examples() -> None:

@@ -1,0 +1,436 @@
+"""One conversational turn, `/new`, and flushing long sessions.
+
+A turn: store the user's message, assemble the prompt (prompt memories, on a session's first
+turn the last two days' notes, recall injection, the history window), run the tool loop,
+store the reply, remember which long-term entries were used, and flush + compact when the
+session nears the model's window. Every step takes the ScopeKey the adapter resolved.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from memory_core.chunking import ChunkKind
+from memory_core.errors import ChatmemError, LLMError
+from memory_core.extract import (
+    TranscriptLine,
+    explicit_request,
+    extract_with_llm,
+    heuristic_candidates,
+)
+from memory_core.history import HistoryStore, Session, StoredMessage
+from memory_core.llm import LLMClient, Message
+from memory_core.merge import ChangeKind, MergeResult
+from memory_core.prompting import (
+    COMPACT_INSTRUCTIONS,
+    FLUSH_INSTRUCTIONS,
+    NO_REPLY,
+    SUMMARY_ROLE,
+    history_tokens,
+    history_window,
+    system_prompt,
+)
+from memory_core.recall import has_recall_intent
+from memory_core.scope import ScopeKey
+from memory_core.text import has_cjk
+from memory_core.tools import MEMORY_SAVE, TOOL_SCHEMAS, ToolContext, dispatch
+
+if TYPE_CHECKING:
+    from memory_core.engine import MemoryCore
+
+log = logging.getLogger(__name__)
+
+EXTRACT_BACKOFF = (
+    timedelta(minutes=5),
+    timedelta(minutes=30),
+    timedelta(hours=2),
+    timedelta(hours=6),
+)
+CONFIRM_WORDS = frozenset(
+    {"yes", "y", "ok", "okay", "sure", "confirm", "是", "是的", "好", "好的", "确认", "对", "嗯"}
+)
+FORGET_TTL = timedelta(minutes=10)
+
+
+@dataclass(frozen=True, slots=True)
+class TurnResult:
+    reply: str
+    session_id: str
+    tool_calls: list[str] = field(default_factory=list)
+    injected: list[str] = field(default_factory=list)
+    """`path:line` of the recall hits that went into the prompt."""
+
+
+@dataclass(frozen=True, slots=True)
+class NewSessionResult:
+    reply: str
+    closed_session: str | None
+    result: MergeResult | None
+    retry_later: bool = False
+
+
+@dataclass(slots=True)
+class _PendingForget:
+    entry_id: str
+    content: str
+    asked_at: datetime
+
+
+def learned_summary(result: MergeResult, chinese: bool) -> str:
+    new, reinforced = result.count(ChangeKind.ADDED), result.count(ChangeKind.REINFORCED)
+    contradicted = result.count(ChangeKind.CONTRADICTED)
+    if chinese:
+        text = f"记住了 {new} 条新记忆，强化了 {reinforced} 条"
+        return text + (f"，修正了 {contradicted} 条" if contradicted else "") + "。"
+    text = f"{new} new, {reinforced} reinforced"
+    return text + (f", {contradicted} contradicted" if contradicted else "")
+
+
+class ChatEngine:
+    def __init__(self, core: MemoryCore, history: HistoryStore, llm: LLMClient) -> None:
+        self.core = core
+        self.history = history
+        self.llm = llm
+        self._pending_forget: dict[str, _PendingForget] = {}
+        self._session_locks: dict[str, asyncio.Lock] = {}
+        self._extracting: set[str] = set()
+
+    def lock_for(self, scope: ScopeKey) -> asyncio.Lock:
+        """One turn at a time per scope (its session); scopes run in parallel."""
+        return self._session_locks.setdefault(scope.value, asyncio.Lock())
+
+    # --- one turn -------------------------------------------------------------------
+    async def turn(self, scope: ScopeKey, text: str, *, speaker: str = "") -> TurnResult:
+        async with self.lock_for(scope):
+            return await self._turn(scope, text.strip(), speaker)
+
+    async def _turn(self, scope: ScopeKey, text: str, speaker: str) -> TurnResult:
+        if not text:
+            raise ChatmemError("empty message")
+        now = self.core.now()
+        session = await self.history.open_session(scope, now)
+        chinese = has_cjk(text)
+
+        confirmation = await self._answer_pending_forget(scope, text, chinese)
+        earlier = await self.history.session_messages(session.id)
+        await self._store(scope, session.id, "user", text, now, speaker)
+        if confirmation is not None:
+            await self._store(scope, session.id, "assistant", confirmation, self.core.now(), "")
+            return TurnResult(reply=confirmation, session_id=session.id)
+        explicit = explicit_request(text)
+        if explicit is not None:
+            reply = await self._explicit(scope, explicit, chinese)
+            await self._store(scope, session.id, "assistant", reply, self.core.now(), "")
+            return TurnResult(reply=reply, session_id=session.id)
+
+        recent = [m.content for m in earlier if m.role in ("user", "assistant")][-5:]
+        injection = await self.core.recall(scope, text, recent)
+        memories = await self.core.prompt_memories(scope)
+        first_turn = not any(m.role == "user" for m in earlier)
+        daily_notes = await self.core.recent_daily(scope) if first_turn else ""
+        intent = has_recall_intent(text)
+
+        if not self.llm.configured:
+            reply = _offline_reply(
+                chinese, [h.location + " " + " ".join(h.text.split()) for h in injection.hits]
+            )
+            await self._store(scope, session.id, "assistant", reply, self.core.now(), "")
+            return TurnResult(
+                reply=reply, session_id=session.id, injected=[h.location for h in injection.hits]
+            )
+
+        messages: list[Message] = [
+            {
+                "role": "system",
+                "content": system_prompt(
+                    now,
+                    memories=memories,
+                    daily_notes=daily_notes,
+                    injection=injection.block,
+                    recall_intent=intent,
+                ),
+            },
+            *history_window(earlier, self.core.config.history),
+            {"role": "user", "content": text},
+        ]
+        ctx = ToolContext(self.core, scope, session.id)
+        try:
+            reply, calls = await self._tool_loop(ctx, messages, force_search=intent)
+        except LLMError as exc:
+            log.warning("turn in scope %s failed at the model: %s", scope, exc)
+            reply = (
+                "抱歉，模型暂时不可用，你的消息已保存。"
+                if chinese
+                else "Sorry, the model is unavailable right now; your message is saved."
+            )
+            await self._store(
+                scope, session.id, "assistant", reply, self.core.now(), "", meta={"error": str(exc)}
+            )
+            return TurnResult(reply=reply, session_id=session.id)
+        await self._store(scope, session.id, "assistant", reply, self.core.now(), "")
+        await self.core.note_used(scope, injection.used_entry_ids, session.id)
+        await self._maybe_flush(scope, session)
+        return TurnResult(
+            reply=reply,
+            session_id=session.id,
+            tool_calls=calls,
+            injected=[h.location for h in injection.hits],
+        )
+
+    async def _tool_loop(
+        self, ctx: ToolContext, messages: list[Message], *, force_search: bool
+    ) -> tuple[str, list[str]]:
+        calls: list[str] = []
+        steps = max(1, self.core.config.llm.max_tool_steps)
+        for step in range(steps):
+            choice: Any = None
+            if force_search and step == 0:
+                choice = {"type": "function", "function": {"name": "memory_search"}}
+            answer = await self.llm.chat(messages, tools=TOOL_SCHEMAS, tool_choice=choice)
+            if not answer.tool_calls:
+                return (answer.content or "").strip(), calls
+            messages.append(answer.as_message())
+            for call in answer.tool_calls:
+                calls.append(call.name)
+                result = await dispatch(ctx, call.name, call.arguments)
+                messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
+                await self._store(
+                    ctx.scope,
+                    ctx.session_id or "",
+                    "tool",
+                    result,
+                    self.core.now(),
+                    call.name,
+                    meta={"arguments": call.arguments},
+                )
+        final = await self.llm.chat(messages)
+        return (final.content or "").strip(), calls
+
+    async def _store(
+        self,
+        scope: ScopeKey,
+        session_id: str,
+        role: str,
+        content: str,
+        now: datetime,
+        speaker: str,
+        *,
+        meta: dict[str, Any] | None = None,
+    ) -> StoredMessage:
+        message = await self.history.add_message(
+            scope, session_id, role, content, now, speaker=speaker, meta=meta
+        )
+        if role in ("user", "assistant") and self.core.index is not None:
+            await self.core.index.add_message(
+                scope, session_id, message.id, speaker or role, content, now
+            )
+        return message
+
+    # --- explicit remember / forget -------------------------------------------------
+    async def _explicit(self, scope: ScopeKey, request: tuple[str, str], chinese: bool) -> str:
+        kind, what = request
+        if kind == "remember":
+            entry, result = await self.core.capture(
+                scope, what, category="fact", importance="high", source="explicit"
+            )
+            again = result.count(ChangeKind.REINFORCED) > 0
+            if chinese:
+                return (
+                    "这条我之前就记得，已加强：" if again else "好的，我记住了："
+                ) + entry.content
+            return (
+                "I already knew that; reinforced: " if again else "Got it, I'll remember: "
+            ) + entry.content
+        hits = await self.core.search(
+            scope, what, limit=3, kinds=[ChunkKind.LONG_TERM], min_score=0.0
+        )
+        entries = {e.id: e for e in await self.core.entries(scope)}
+        target = next((entries[h.ref] for h in hits if h.ref in entries), None)
+        if target is None:
+            return (
+                f"没有找到关于「{what}」的记忆。"
+                if chinese
+                else f"I found no memory about “{what}”."
+            )
+        self._pending_forget[scope.value] = _PendingForget(
+            target.id, target.content, self.core.now()
+        )
+        if chinese:
+            return f"要忘掉这条记忆吗？[{target.id}] {target.content}\n回复「确认」以归档它。"
+        return f"Forget this memory? [{target.id}] {target.content}\nReply “yes” to archive it."
+
+    async def _answer_pending_forget(self, scope: ScopeKey, text: str, chinese: bool) -> str | None:
+        pending = self._pending_forget.pop(scope.value, None)
+        if pending is None or self.core.now() - pending.asked_at > FORGET_TTL:
+            return None
+        if text.strip().strip("!.。！").lower() not in CONFIRM_WORDS:
+            return None
+        try:
+            await self.core.archive(scope, pending.entry_id, source="explicit")
+        except ChatmemError:
+            return "那条记忆已经不在了。" if chinese else "That memory is already gone."
+        return f"已归档：{pending.content}" if chinese else f"Archived: {pending.content}"
+
+    # --- /new and extraction --------------------------------------------------------
+    async def new_session(self, scope: ScopeKey, *, chinese: bool = False) -> NewSessionResult:
+        """Close the scope's session, extract and merge its memories, open the next one."""
+        async with self.lock_for(scope):
+            session = await self.history.current_session(scope)
+            if session is None:
+                await self.history.open_session(scope, self.core.now())
+                reply = "已开始新的会话。" if chinese else "Started a new session."
+                return NewSessionResult(reply=reply, closed_session=None, result=None)
+            await self.history.close_session(session.id, self.core.now())
+            await self.history.open_session(scope, self.core.now())
+        outcome = await self.extract_session(scope, session.id)
+        if outcome is None:
+            reply = (
+                "新会话已开始；模型暂时不可用，记忆提取稍后会自动重试。"
+                if chinese
+                else "New session started; the model is unavailable, so extraction will be retried later."
+            )
+            return NewSessionResult(
+                reply=reply, closed_session=session.id, result=None, retry_later=True
+            )
+        summary = learned_summary(outcome, chinese)
+        reply = (
+            f"新会话已开始。{summary}" if chinese else f"New session started. Learned: {summary}."
+        )
+        return NewSessionResult(reply=reply, closed_session=session.id, result=outcome)
+
+    async def extract_session(self, scope: ScopeKey, session_id: str) -> MergeResult | None:
+        """Extract and merge one closed session; None (and a retry scheduled) if the model
+        failed. Idempotent: a session already merged changes nothing."""
+        if session_id in self._extracting:
+            return None
+        self._extracting.add(session_id)
+        try:
+            return await self._extract_session(scope, session_id)
+        finally:
+            self._extracting.discard(session_id)
+
+    async def _extract_session(self, scope: ScopeKey, session_id: str) -> MergeResult | None:
+        messages = await self.history.session_messages(session_id, include_compacted=True)
+        lines = [
+            TranscriptLine(m.role, m.content) for m in messages if m.role in ("user", "assistant")
+        ]
+        now = self.core.now()
+        if self.llm.configured:
+            try:
+                candidates = await extract_with_llm(
+                    self.llm, lines, await self.core.entries(scope), now, self.core.policy
+                )
+            except LLMError as exc:
+                session = await self.history.get_session(session_id)
+                attempts = session.extract_attempts if session else 0
+                delay = EXTRACT_BACKOFF[min(attempts, len(EXTRACT_BACKOFF) - 1)]
+                await self.history.mark_extract_failed(session_id, now + delay)
+                log.warning(
+                    "extraction of session %s failed (%s); retry in %s", session_id, exc, delay
+                )
+                return None
+        else:
+            candidates = heuristic_candidates(lines)
+        result = await self.core.merge_candidates(
+            scope, candidates, session_id=session_id, source="extract"
+        )
+        await self.history.mark_extracted(session_id, result.stats)
+        return result
+
+    # --- flush before compaction ----------------------------------------------------
+    async def _maybe_flush(self, scope: ScopeKey, session: Session) -> None:
+        settings = self.core.config.llm
+        messages = await self.history.session_messages(session.id)
+        if history_tokens(messages) < settings.context_tokens * settings.flush_at_ratio:
+            return
+        await self.flush(scope, session.id, messages)
+
+    async def flush(
+        self, scope: ScopeKey, session_id: str, messages: Sequence[StoredMessage] | None = None
+    ) -> bool:
+        """Let the model save what matters (daily notes), then compact old history into a
+        summary message. Returns whether the session was compacted."""
+        if not self.llm.configured:
+            return False
+        current = (
+            list(messages)
+            if messages is not None
+            else await self.history.session_messages(session_id)
+        )
+        talk = [m for m in current if m.role in ("user", "assistant", SUMMARY_ROLE)]
+        if len(talk) <= self.core.config.llm.keep_after_compaction:
+            return False
+        transcript: list[Message] = [
+            {"role": "assistant" if m.role == "assistant" else "user", "content": m.content}
+            for m in talk
+        ]
+        ctx = ToolContext(self.core, scope, session_id)
+        flush_messages: list[Message] = [
+            {"role": "system", "content": FLUSH_INSTRUCTIONS},
+            *transcript,
+        ]
+        try:
+            for _ in range(max(1, self.core.config.llm.max_tool_steps)):
+                answer = await self.llm.chat(flush_messages, tools=[MEMORY_SAVE])
+                if not answer.tool_calls:
+                    if (answer.content or "").strip() not in ("", NO_REPLY):
+                        log.info("flush answered with text instead of NO_REPLY; ignored")
+                    break
+                flush_messages.append(answer.as_message())
+                for call in answer.tool_calls:
+                    result = await dispatch(ctx, call.name, call.arguments)
+                    flush_messages.append(
+                        {"role": "tool", "tool_call_id": call.id, "content": result}
+                    )
+            keep = self.core.config.llm.keep_after_compaction
+            old = talk[:-keep]
+            summary = await self.llm.chat(
+                [{"role": "system", "content": COMPACT_INSTRUCTIONS}, *transcript[: len(old)]]
+            )
+        except LLMError as exc:
+            log.warning("flush of session %s failed: %s", session_id, exc)
+            return False
+        await self.history.add_message(
+            scope, session_id, SUMMARY_ROLE, (summary.content or "").strip(), self.core.now()
+        )
+        await self.history.mark_compacted([m.id for m in current if m.id in {o.id for o in old}])
+        await self.history.mark_flushed(session_id, self.core.now())
+        return True
+
+    # --- scheduled work -------------------------------------------------------------
+    async def close_idle_sessions(self) -> int:
+        """Extract sessions idle past the configured minutes, and retry failed ones."""
+        now = self.core.now()
+        idle_before = now - timedelta(minutes=self.core.config.history.idle_minutes)
+        done = 0
+        for session in await self.history.sessions_due(now, idle_before):
+            scope = ScopeKey(session.scope)
+            if session.status == "open":
+                async with self.lock_for(scope):
+                    current = await self.history.get_session(session.id)
+                    if (
+                        current is None
+                        or current.status != "open"
+                        or current.last_at >= idle_before
+                    ):
+                        continue
+                    await self.history.close_session(session.id, now)
+            if await self.extract_session(scope, session.id) is not None:
+                done += 1
+        return done
+
+
+def _offline_reply(chinese: bool, hits: list[str]) -> str:
+    if chinese:
+        head = "（离线模式）还没有配置语言模型，我记下了你的消息。可以用「记住…」保存记忆，发送 /new 整理本次会话。"
+        return head + ("\n相关记忆：\n" + "\n".join(hits) if hits else "")
+    head = (
+        "(offline) No language model is configured, so I can't chat yet; your message is saved. "
+        "Say “remember that …” to store a memory, or send /new to extract this session."
+    )
+    return head + ("\nRelated memories:\n" + "\n".join(hits) if hits else "")

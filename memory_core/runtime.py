@@ -1,0 +1,179 @@
+"""What a running bot needs around the core: the chat engine, archive passes, schedules
+and a graceful stop.
+
+Schedules run in-process and remember their last run in SQLite, so a restart neither
+skips nor repeats a day's job: quiet-period consolidation (20 minutes without messages,
+once a day), the daily 04:00 archive, the 6-hour archive check, idle-session extraction.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Coroutine
+from datetime import datetime, time, timedelta
+from typing import TYPE_CHECKING
+
+from memory_core.archiver import Archiver, ArchiveReport
+from memory_core.chat import ChatEngine, NewSessionResult, TurnResult
+from memory_core.clock import format_when, parse_when
+from memory_core.history import HistoryStore
+from memory_core.llm import LLMClient
+from memory_core.scope import ScopeKey
+
+if TYPE_CHECKING:
+    from memory_core.engine import MemoryCore
+
+log = logging.getLogger(__name__)
+
+TICK_SECONDS = 60.0
+
+
+class Runtime:
+    def __init__(self, core: MemoryCore, history: HistoryStore, llm: LLMClient) -> None:
+        self.core = core
+        self.history = history
+        self.llm = llm
+        self.chat = ChatEngine(core, history, llm)
+        self.archiver = Archiver(core, history, llm)
+        self._inflight: set[asyncio.Task[TurnResult]] = set()
+        self._background: set[asyncio.Task[object]] = set()
+        self._ticker: asyncio.Task[None] | None = None
+        self._stopping = False
+
+    # --- turns ----------------------------------------------------------------------
+    async def turn(self, scope: ScopeKey, text: str, *, speaker: str = "") -> TurnResult:
+        if self._stopping:
+            raise RuntimeError("shutting down")
+        task: asyncio.Task[TurnResult] = asyncio.ensure_future(
+            self.chat.turn(scope, text, speaker=speaker)
+        )
+        self._inflight.add(task)
+        try:
+            result = await asyncio.shield(task)
+        finally:
+            self._inflight.discard(task)
+        self._spawn(self.after_turn(scope))
+        return result
+
+    async def new_session(self, scope: ScopeKey, *, chinese: bool = False) -> NewSessionResult:
+        return await self.chat.new_session(scope, chinese=chinese)
+
+    async def after_turn(self, scope: ScopeKey) -> None:
+        """Caps, then an archive pass when one is due (or forced by overflow)."""
+        caps = await self.history.enforce_caps(scope)
+        if caps.removed and self.core.index is not None:
+            await self.core.index.remove_messages(scope, caps.removed)
+        if caps.overflow:
+            await self.core.audit.add_event(
+                scope, "history_overflow", self.core.now(), {"note": "forcing archive"}
+            )
+        if caps.overflow or caps.over_soft or await self.archiver.due(scope, self.core.now()):
+            await self.archive(scope)
+
+    async def archive(self, scope: ScopeKey) -> ArchiveReport:
+        return await self.archiver.run(scope)
+
+    def _spawn(self, coro: Coroutine[object, object, object]) -> None:
+        task: asyncio.Task[object] = asyncio.ensure_future(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background_done)
+
+    def _background_done(self, task: asyncio.Task[object]) -> None:
+        self._background.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("background memory work failed", exc_info=task.exception())
+
+    # --- schedules ------------------------------------------------------------------
+    def start(self) -> None:
+        if self._ticker is None:
+            self._ticker = asyncio.ensure_future(self._tick_forever())
+
+    async def _tick_forever(self) -> None:
+        while True:
+            try:
+                await self.tick()
+            except Exception:
+                log.exception("scheduled memory work failed; will try again")
+            await asyncio.sleep(TICK_SECONDS)
+
+    async def tick(self, now: datetime | None = None) -> list[str]:
+        """Run whatever is due now; returns the names of the jobs that ran."""
+        when = now or self.core.now()
+        ran: list[str] = []
+        if await self.chat.close_idle_sessions():
+            ran.append("idle-extraction")
+        for scope in await self._scopes_with_unarchived():
+            if await self.archiver.due(scope, when):
+                await self.archive(scope)
+                ran.append(f"archive:{scope}")
+        local = when.astimezone(self.core.tz)
+        hh, mm = (int(x) for x in self.core.config.schedule.daily_archive_at.split(":"))
+        today = local.date().isoformat()
+        if local.time() >= time(hh, mm) and await self._last("daily-archive") != today:
+            for scope in await self._scopes_with_unarchived():
+                await self.archive(scope)
+            await self._mark("daily-archive", today)
+            ran.append("daily-archive")
+        quiet = timedelta(minutes=self.core.config.schedule.quiet_minutes)
+        last_message = await self._last_message_at()
+        if (last_message is None or when - last_message >= quiet) and await self._last(
+            "quiet-consolidation"
+        ) != today:
+            for scope in await self.core.scopes():
+                await self.core.consolidate(scope, now=when)
+            await self._mark("quiet-consolidation", today)
+            ran.append("quiet-consolidation")
+        return ran
+
+    async def _scopes_with_unarchived(self) -> list[ScopeKey]:
+        assert self.core.db is not None
+        async with self.core.db.conn.execute(
+            "SELECT DISTINCT scope FROM messages WHERE archived = 'false'"
+        ) as cur:
+            return [ScopeKey(r[0]) for r in await cur.fetchall()]
+
+    async def _last_message_at(self) -> datetime | None:
+        assert self.core.db is not None
+        async with self.core.db.conn.execute("SELECT MAX(created_at) FROM messages") as cur:
+            row = await cur.fetchone()
+        return parse_when(row[0]) if row and row[0] else None
+
+    async def _last(self, name: str) -> str | None:
+        assert self.core.db is not None
+        async with self.core.db.conn.execute(
+            "SELECT last_run FROM schedule_state WHERE name = ?", (name,)
+        ) as cur:
+            row = await cur.fetchone()
+        return str(row[0]) if row else None
+
+    async def _mark(self, name: str, value: str) -> None:
+        assert self.core.db is not None
+        async with self.core.db.transaction() as conn:
+            await conn.execute(
+                "INSERT INTO schedule_state (name, last_run) VALUES (?, ?) ON CONFLICT (name)"
+                " DO UPDATE SET last_run = excluded.last_run",
+                (name, value),
+            )
+
+    # --- stopping -------------------------------------------------------------------
+    async def stop(self) -> None:
+        """Finish in-flight turns, flush active sessions, stop the schedules."""
+        self._stopping = True
+        if self._inflight:
+            await asyncio.gather(*self._inflight, return_exceptions=True)
+        if self._background:
+            await asyncio.gather(*self._background, return_exceptions=True)
+        if self._ticker is not None:
+            self._ticker.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._ticker
+            self._ticker = None
+        for session in await self.history.open_sessions():
+            try:
+                await self.chat.flush(ScopeKey(session.scope), session.id)
+            except Exception:
+                log.exception("shutdown flush of session %s failed", session.id)
+        await self.llm.close()
+        log.info("memory runtime stopped at %s", format_when(self.core.now()))

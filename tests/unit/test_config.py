@@ -1,0 +1,310 @@
+"""Typed settings: defaults, file values, errors naming key and file, env overrides."""
+
+from __future__ import annotations
+
+from dataclasses import fields, is_dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from platformdirs import user_data_dir
+
+from memory_core.config import Config, env_bindings, load_config, render_example
+from memory_core.errors import ConfigError
+from memory_core.scope import DmScope
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE = REPO / "config.example.toml"
+
+
+@pytest.fixture(autouse=True)
+def _away_from_chatmem_toml(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """load_config(None) reads ./chatmem.toml when present: run where there is none."""
+    run_dir = tmp_path / "cwd"
+    run_dir.mkdir()
+    monkeypatch.chdir(run_dir)
+
+
+def write(tmp_path: Path, text: str, name: str = "chatmem.toml") -> Path:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_defaults_without_a_file() -> None:
+    config = load_config(None, env={})
+    assert config == Config()
+    assert config.workspace == ""
+    assert config.workspace_path == Path(user_data_dir("chatmem", appauthor=False))
+    assert config.dm_scope == "main"
+    assert config.dm_scope_mode is DmScope.MAIN
+    assert config.timezone == "UTC"
+    assert config.scoring.archive_below == 0.2
+    assert config.scoring.forget_below == 0.05
+    assert config.scoring.daily_decay == 0.99
+    assert config.scoring.grace_days == 7
+    assert config.prompt.min_score == 0.5
+    assert config.prompt.top_k == 20
+    assert config.recall.k1 == 1.2
+    assert config.recall.b == 0.75
+    assert config.recall.token_budget == 2048
+    assert config.history.token_budget == 4096
+    assert config.telegram.allowed_users == []
+    policy = config.scoring.policy()
+    assert (policy.reinforce_rate, policy.contradict_factor) == (0.2, 0.5)
+
+
+def test_default_file_in_cwd_is_read(tmp_path: Path) -> None:
+    Path("chatmem.toml").write_text('timezone = "Asia/Shanghai"\n', encoding="utf-8")
+    assert load_config(None, env={}).timezone == "Asia/Shanghai"
+
+
+def test_file_values(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        """
+workspace = "/srv/chatmem"
+dm_scope = "per-channel-peer"
+topic_scope = true
+timezone = "Europe/Berlin"
+
+[scoring]
+daily_decay = 0.98
+grace_days = 3
+category_decay = { todo = 0.9, fact = 1 }
+
+[prompt]
+max_tokens = 800
+
+[telegram]
+allowed_users = [1, 2]
+mode = "webhook"
+
+[archive]
+backoff_minutes = [5, 10]
+""",
+    )
+    config = load_config(path, env={})
+    assert config.workspace_path == Path("/srv/chatmem")
+    assert config.dm_scope_mode is DmScope.PER_CHANNEL_PEER
+    assert config.topic_scope is True
+    assert config.timezone == "Europe/Berlin"
+    assert config.scoring.daily_decay == 0.98
+    assert config.scoring.grace_days == 3
+    assert config.scoring.category_decay == {"todo": 0.9, "fact": 1.0}
+    assert isinstance(config.scoring.category_decay["fact"], float)
+    assert config.scoring.policy().decay_rate("todo") == 0.9
+    assert config.prompt.max_tokens == 800
+    assert config.prompt.top_k == 20  # untouched keys keep their defaults
+    assert config.telegram.allowed_users == [1, 2]
+    assert config.telegram.mode == "webhook"
+    assert config.archive.backoff_minutes == [5, 10]
+
+
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        ("colour = 1\n", "'colour'"),
+        ("[scoring]\ndecay = 0.5\n", "'scoring.decay'"),
+        ("[telegram]\nbot_tokn = 'x'\n", "'telegram.bot_tokn'"),
+        ("[nonsense]\nx = 1\n", "'nonsense'"),
+    ],
+)
+def test_unknown_key_names_key_and_file(tmp_path: Path, text: str, key: str) -> None:
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError) as err:
+        load_config(path, env={})
+    message = str(err.value)
+    assert str(path) in message
+    assert key in message
+    assert "unknown key" in message
+
+
+@pytest.mark.parametrize(
+    ("text", "key", "words"),
+    [
+        ('[prompt]\ntop_k = "20"\n', "'prompt.top_k'", "whole number"),
+        ("[prompt]\ntop_k = 2.5\n", "'prompt.top_k'", "whole number"),
+        ("[prompt]\ntop_k = true\n", "'prompt.top_k'", "whole number"),
+        ("topic_scope = 1\n", "'topic_scope'", "true or false"),
+        (
+            '[telegram]\ngroup_requires_mention = "yes"\n',
+            "'telegram.group_requires_mention'",
+            "true or false",
+        ),
+        ('dm_scope = "per-user"\n', "'dm_scope'", "must be one of"),
+        ("timezone = 5\n", "'timezone'", "string"),
+        ('[scoring]\ndaily_decay = "fast"\n', "'scoring.daily_decay'", "number"),
+        ('[telegram]\nallowed_users = ["1"]\n', "'telegram.allowed_users[]'", "whole number"),
+        ("[telegram]\nallowed_users = 1\n", "'telegram.allowed_users'", "list"),
+        ("scoring = 1\n", "'scoring'", "table"),
+        ('[scoring]\ncategory_decay = { todo = "x" }\n', "'scoring.category_decay.todo'", "number"),
+    ],
+)
+def test_wrong_type_names_key_and_file(tmp_path: Path, text: str, key: str, words: str) -> None:
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError) as err:
+        load_config(path, env={})
+    message = str(err.value)
+    assert str(path) in message
+    assert key in message
+    assert words in message
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ("[scoring]\narchive_below = 0.01\n", "thresholds"),
+        ("[scoring]\ndaily_decay = 1.5\n", "daily_decay"),
+        ('timezone = "Mars/Olympus"\n', "timezone"),
+        ('[schedule]\ndaily_archive_at = "25:00"\n', "daily_archive_at"),
+        ("[history]\nmin_messages = 30\n", "min_messages"),
+    ],
+)
+def test_invalid_values_name_the_file(tmp_path: Path, text: str, words: str) -> None:
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError) as err:
+        load_config(path, env={})
+    assert str(path) in str(err.value)
+    assert words in str(err.value)
+
+
+def test_missing_and_broken_files(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="not found"):
+        load_config(tmp_path / "nope.toml", env={})
+    broken = write(tmp_path, "a = [\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(broken, env={})
+    assert str(broken) in str(err.value)
+    assert "TOML" in str(err.value)
+
+
+ENV_CASES: list[tuple[str, str, Any]] = [
+    ("CHATMEM_WORKSPACE", "/data/ws", ("workspace", "/data/ws")),
+    ("CHATMEM_DM_SCOPE", "per-peer", ("dm_scope", "per-peer")),
+    ("CHATMEM_MODEL", "gpt-test", ("llm.model", "gpt-test")),
+    ("OPENAI_API_KEY", "sk-secret", ("llm.api_key", "sk-secret")),
+    ("OPENAI_BASE_URL", "http://127.0.0.1:9/v1", ("llm.base_url", "http://127.0.0.1:9/v1")),
+    ("TELEGRAM_BOT_TOKEN", "123:abc", ("telegram.bot_token", "123:abc")),
+    (
+        "TELEGRAM_API_BASE_URL",
+        "http://127.0.0.1:8081/bot",
+        ("telegram.api_base_url", "http://127.0.0.1:8081/bot"),
+    ),
+    ("CHATMEM_TELEGRAM_ALLOWED_USERS", "1, 2,3", ("telegram.allowed_users", [1, 2, 3])),
+    ("DINGTALK_APP_KEY", "ding-key", ("dingtalk.app_key", "ding-key")),
+    ("DINGTALK_APP_SECRET", "ding-secret", ("dingtalk.app_secret", "ding-secret")),
+]
+
+
+def get(config: Config, dotted: str) -> Any:
+    value: Any = config
+    for part in dotted.split("."):
+        value = getattr(value, part)
+    return value
+
+
+@pytest.mark.parametrize(("name", "value", "expected"), ENV_CASES)
+def test_env_overrides(tmp_path: Path, name: str, value: str, expected: tuple[str, Any]) -> None:
+    dotted, result = expected
+    assert get(load_config(None, env={name: value}), dotted) == result
+    # Env beats the file.
+    section, _, key = dotted.rpartition(".")
+    other = "[1]" if isinstance(result, list) else '"from-file"'
+    if name == "CHATMEM_DM_SCOPE":
+        other = '"per-channel-peer"'
+    toml = f"[{section}]\n{key} = {other}\n" if section else f"{key} = {other}\n"
+    path = write(tmp_path, toml)
+    assert get(load_config(path, env={}), dotted) != result
+    assert get(load_config(path, env={name: value}), dotted) == result
+
+
+def test_env_binding_list_is_the_documented_contract() -> None:
+    assert {name for name, _ in env_bindings()} == {name for name, _, _ in ENV_CASES}
+
+
+def test_empty_env_values_are_ignored(tmp_path: Path) -> None:
+    path = write(tmp_path, 'dm_scope = "per-peer"\n')
+    assert load_config(path, env={"CHATMEM_DM_SCOPE": ""}).dm_scope == "per-peer"
+
+
+def test_bad_allowed_users_env_names_the_variable() -> None:
+    with pytest.raises(ConfigError) as err:
+        load_config(None, env={"CHATMEM_TELEGRAM_ALLOWED_USERS": "x"})
+    assert "CHATMEM_TELEGRAM_ALLOWED_USERS" in str(err.value)
+    with pytest.raises(ConfigError, match="CHATMEM_TELEGRAM_ALLOWED_USERS"):
+        load_config(None, env={"CHATMEM_TELEGRAM_ALLOWED_USERS": "1,two"})
+
+
+def test_bad_dm_scope_env_names_the_variable() -> None:
+    with pytest.raises(ConfigError) as err:
+        load_config(None, env={"CHATMEM_DM_SCOPE": "per-user"})
+    assert "CHATMEM_DM_SCOPE" in str(err.value)
+    assert "dm_scope" in str(err.value)
+
+
+def test_workspace_precedence(tmp_path: Path) -> None:
+    path = write(tmp_path, 'workspace = "/from/file"\n')
+    env = {"CHATMEM_WORKSPACE": "/from/env"}
+    assert load_config(path, env={}).workspace_path == Path("/from/file")
+    assert load_config(path, env=env).workspace_path == Path("/from/env")
+    assert load_config(path, env=env, workspace="/from/arg").workspace_path == Path("/from/arg")
+    assert load_config(None, env={}, workspace=tmp_path).workspace_path == tmp_path
+
+
+def test_real_environment_is_the_default_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CHATMEM_MODEL", "from-os-environ")
+    assert load_config(None).llm.model == "from-os-environ"
+
+
+def test_secrets_are_not_in_repr(tmp_path: Path) -> None:
+    path = write(tmp_path, '[telegram]\nwebhook_secret = "hook-secret-value"\n')
+    env = {
+        "OPENAI_API_KEY": "sk-very-secret",
+        "TELEGRAM_BOT_TOKEN": "123456:bot-secret",
+        "DINGTALK_APP_SECRET": "ding-very-secret",
+    }
+    config = load_config(path, env=env)
+    assert config.llm.api_key == "sk-very-secret"
+    text = repr(config) + str(config) + repr(config.llm) + repr(config.telegram)
+    text += repr(config.dingtalk)
+    for secret in (*env.values(), "hook-secret-value"):
+        assert secret not in text
+    assert "webhook_port=8443" in text  # the rest still shows
+
+
+def test_every_secret_field_is_hidden_from_repr() -> None:
+    config = Config()
+    secrets = []
+    for section_field in fields(Config):
+        section = getattr(config, section_field.name)
+        if not is_dataclass(section):
+            continue
+        for f in fields(section):
+            if f.metadata.get("secret"):
+                secrets.append(f.name)
+                assert f.repr is False, f"{f.name} is secret but shown in repr"
+    assert {"api_key", "bot_token", "webhook_secret", "app_secret"} <= set(secrets)
+
+
+# --- the generated example ---------------------------------------------------------------
+
+
+def test_example_file_matches_the_code() -> None:
+    if not EXAMPLE.exists():  # first run: generate it (commit the result)
+        EXAMPLE.write_text(render_example(), encoding="utf-8")
+    assert EXAMPLE.read_text(encoding="utf-8") == render_example(), (
+        "config.example.toml is stale: regenerate it with "
+        "python -c 'from memory_core.config import render_example; "
+        'print(render_example(), end="")\' > config.example.toml'
+    )
+
+
+def test_example_loads_back_to_the_defaults(tmp_path: Path) -> None:
+    path = write(tmp_path, render_example(), name="example.toml")
+    assert load_config(path, env={}) == Config()
+    text = render_example()
+    for name, dotted in env_bindings():
+        assert f"Env: {name}." in text, dotted
+    assert "[scoring]" in text
+    assert "[telegram]" in text
