@@ -934,13 +934,20 @@ class Slots:
 GLUE: dict[str, tuple[str, ...]] = {
     "like": ("喜欢", "爱", "偏爱", "迷上了", "挺喜欢", "特别爱"),
     "dislike": ("不喜欢", "讨厌", "受不了", "不太喜欢", "不爱"),
-    "say": ("说", "提到", "讲", "告诉我", "提过", "强调"),
+    "say": ("说", "提到", "讲", "告诉我", "提过", "强调", "吐槽", "抱怨", "透露", "聊到"),
     "plan": ("打算", "准备", "计划", "想", "决定"),
     "remind": ("提醒", "记得", "别忘了", "记一下", "待办"),
     "think": ("觉得", "认为", "感觉", "担心", "发现"),
     "go": ("去", "回", "飞", "出差去", "搬去", "路过"),
     "buy": ("买了", "订了", "入手了", "下单了", "退了"),
     "recent": ("最近", "这阵子", "上周", "昨天", "今天", "刚才", "前几天"),
+    "event": ("生日", "婚礼", "面试", "体检", "考试", "答辩", "年会", "聚会", "复诊", "家长会"),
+    "react": ("过敏", "上瘾", "没兴趣", "着迷", "有意见", "不放心", "很满意", "好奇"),
+    "use": ("用", "改用", "试了", "换了", "装了", "在学", "入坑"),
+    "migrate": ("迁移到", "换成", "切到", "升级成", "替换为"),
+    "inside": ("里的", "中的", "下面的", "里面的", "开头的"),
+    "fixed": ("修了", "改了", "补上了", "回滚了", "重构了"),
+    "track": ("跟进", "排查", "处理", "盯着", "复现"),
     "en_say": ("said", "mentioned", "told me", "thinks", "noted", "asked"),
     "en_need": ("need to", "want to", "should", "have to", "plan to", "promised to"),
     "en_like": ("likes", "loves", "prefers", "hates", "can't stand", "is into"),
@@ -962,10 +969,10 @@ ZH_FRAMES = [
     "{ns}的{n}{a}",
     "{who}{plan}{v}{n}",
     "{who}{plan}{t}{go}{ns}",
-    "{who}对{n}过敏",
+    "{who}对{n}{react}",
     "{who}{like}{n}",
     "{who}{dislike}{n}",
-    "{nr}的生日是{date}",
+    "{nr}的{event}是{date}",
     "{date}{v}{n}",
     "{wd}{clock}{v}{n}",
     "{who}{buy}{n}，{price}",
@@ -973,7 +980,7 @@ ZH_FRAMES = [
     "{n}的{n}{v}了",
     "{who}{recent}{v}{n}",
     "{who}每天{v}{num}分钟{n}",
-    "{nr}{say}{n}不错",
+    "{nr}{like}{n}",
     "{remind}{v}{n}",
     "{who}在{v}{n}的{n}",
     "{n}和{n}都{a}",
@@ -984,7 +991,7 @@ ZH_FRAMES = [
     "{who}{recent}{a}地{v}了{n}",
     "{t}的{n}{v}",
     "关于{n}，{nr}{say}要{v}",
-    "{who}用{product}{v}{n}",
+    "{who}{use}{product}{v}{n}",
     "{num}个{n}{v}了",
     "{who}被{n}{v}了",
     "{recent}在{ns}{v}{n}",
@@ -994,7 +1001,7 @@ ZH_FRAMES = [
     "{nr}{plan}{v}{n}",
     "{who}{recent}{buy}{product}",
     "{n}{a}，{n}{a}",
-    "{nt}的{nr}{say}{n}{v}了",
+    "{nt}的{nr}{v}了{n}",
     "{who}{think}{nr}{a}",
     "{who}{go}{ns}{v}{n}",
     "{remind}{who}{date}{v}{n}",
@@ -1039,18 +1046,18 @@ EN_FRAMES = [
 
 MIXED_FRAMES = [
     "{nr}{say} {tech} 的{n}有点{a}",
-    "用 {tech} 做{n}，{ident} 要改",
+    "{use} {tech} 做{n}，{ident} 要改",
     "{who}在{ns}{buy} {product}",
-    "PR {pr} {v}了{n}，{nr} review 过了",
+    "PR {pr} {fixed}{n}，{nr} review 过了",
     "{date} {nr} {say} {w} {w}",
-    "{t}把 {path} 里的 {w} 改成 {w}",
-    "{ticket} 还没关，{nr}在跟进{n}",
+    "{t}把 {path} {inside} {w} 改成 {w}",
+    "{ticket} 还没关，{nr}在{track}{n}",
     "升级到 {tech} {version} 之后{n}{v}了",
     "{who}的 GitHub 是 {handle}",
-    "{n}从 {tech} 迁移到 {tech}，{date}完成",
-    "{nr} 用 {product} 记{n}",
+    "{n}从 {tech} {migrate} {tech}",
+    "{nr} {use} {product} 记{n}",
     "{wd}的 {w} meeting 挪到{clock}",
-    "{who}{like}用 {tech}",
+    "{who}{like} {tech}",
     "{name} 下{wd}来{ns}，要安排{n}",
     "commit {sha} 引入了{n}",
     "{who}{plan}学 {tech}，{v}{n}",
@@ -1059,9 +1066,17 @@ MIXED_FRAMES = [
     "{product} 的{n}{v}了",
     "{who}的 {w} {w} 在{ns}",
     "{tech} {w} 的{n}{a}",
-    "{ident} 里的{n}要{v}",
+    "{ident} {inside}{n}要{v}",
     "{remind}给 {name} 发{n}",
     "{who}{recent}在看 {W} {w}",
+    "{nr}的 {event} 在 {date_en}",
+    "{who}{react} {w}",
+    "{handle} {say}{n}{a}",
+    "{tech} 的 {ident} {fixed}",
+    "{version} 版本{fixed}{n}",
+    "{who}{recent}{track} {ticket}",
+    "{product} {usd}，{who}{plan}买",
+    "{W} {w} 和{n}",
 ]
 
 _SLOT_RE = re.compile(r"\{(\w+)\}")
@@ -1102,9 +1117,9 @@ class Generator:
             if roll < 0.75
             else (self.mixed, "；", "")
         )
-        target = _lognormal_int(rng, 45, 0.45, MIN_CHARS, MAX_CHARS)
+        target = _lognormal_int(rng, 40, 0.45, MIN_CHARS, MAX_CHARS)
         text = _render(rng.choice(frames), rng)
-        for _ in range(4):
+        for _ in range(3):
             if len(text) >= target:
                 break
             extra = _render(rng.choice(frames), rng)

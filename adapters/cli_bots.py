@@ -1,0 +1,83 @@
+"""Subcommands that talk: chat (console), telegram, dingtalk."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import signal
+from collections.abc import Awaitable, Callable
+
+from adapters.cli import command
+from memory_core.engine import MemoryCore
+
+
+def _setup_logging(core: MemoryCore) -> None:
+    logging.basicConfig(
+        level=getattr(logging, core.config.log_level.upper(), logging.INFO),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    # httpx logs every request URL, and a Telegram URL contains the bot token.
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    logging.getLogger("httpx2").setLevel(logging.WARNING)
+
+
+async def serve_until_signal(serve: Callable[[asyncio.Event], Awaitable[None]]) -> int:
+    """Run a bot until SIGINT/SIGTERM; the core is closed (sessions flushed) by the caller."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, stop.set)
+    await serve(stop)
+    return 0
+
+
+@command("chat", "chat with the memory bot in this terminal (no token needed)")
+class Chat:
+    @staticmethod
+    def arguments(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--as", dest="user", default="me", help="who is talking (default: me)")
+        parser.add_argument("--group", help="talk in this group chat id instead of a direct chat")
+
+    @staticmethod
+    async def run(core: MemoryCore, args: argparse.Namespace) -> int:
+        from adapters.console import run_console
+
+        logging.basicConfig(level=logging.WARNING)
+        return await run_console(core, user=args.user, group=args.group)
+
+
+@command("telegram", "run the Telegram bot (TELEGRAM_BOT_TOKEN)")
+class Telegram:
+    @staticmethod
+    def arguments(parser: argparse.ArgumentParser) -> None:
+        pass
+
+    @staticmethod
+    async def run(core: MemoryCore, args: argparse.Namespace) -> int:
+        from adapters.telegram_bot import run_telegram
+
+        _setup_logging(core)
+        settings = core.config.telegram
+        return await serve_until_signal(lambda stop: run_telegram(core, settings, stop))
+
+
+@command("dingtalk", "run the DingTalk robot (callback or stream mode)")
+class DingTalk:
+    @staticmethod
+    def arguments(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument(
+            "--mode", choices=["callback", "stream"], help="overrides dingtalk.mode"
+        )
+
+    @staticmethod
+    async def run(core: MemoryCore, args: argparse.Namespace) -> int:
+        from adapters.dingtalk_bot import run_dingtalk_callback, run_dingtalk_stream
+
+        _setup_logging(core)
+        settings = core.config.dingtalk
+        mode = args.mode or settings.mode
+        runner = run_dingtalk_stream if mode == "stream" else run_dingtalk_callback
+        return await serve_until_signal(lambda stop: runner(core, settings, stop))

@@ -1,0 +1,144 @@
+"""The command router every adapter shares: commands, chat turns, dedupe, one scope.
+
+Adapters only translate their platform's updates into `InboundMessage` and send back the
+text this returns; which scope a message belongs to is decided here, once.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from adapters.inbound import InboundMessage
+from memory_core.engine import MemoryCore
+from memory_core.scope import ScopeKey
+from memory_core.text import has_cjk
+
+log = logging.getLogger(__name__)
+
+DEDUPE_WINDOW = 10_000
+
+COMMANDS: list[tuple[str, str]] = [
+    ("new", "close this session and learn from it"),
+    ("remember", "remember something: /remember TEXT"),
+    ("forget", "forget a memory: /forget WHAT"),
+    ("memory", "what I remember in this chat"),
+    ("search", "search this chat's memories: /search WORDS"),
+    ("scope", "which memory scope this chat uses"),
+    ("help", "list commands"),
+]
+
+HELP_TEXT = "\n".join(
+    ["I remember what matters in this chat. 我会记住这个对话里重要的事。", ""]
+    + [f"/{name} — {text}" for name, text in COMMANDS]
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    text: str
+    scope: ScopeKey
+
+
+def parse_command(text: str, bot_username: str | None = None) -> tuple[str, str] | None:
+    """('new', '') for '/new', '/new@botname'; None for plain text or another bot's command."""
+    stripped = text.strip()
+    if not stripped.startswith("/"):
+        return None
+    head, _, rest = stripped[1:].partition(" ")
+    name, _, target = head.partition("@")
+    if target and bot_username and target.lower() != bot_username.lower():
+        return None
+    return name.lower(), rest.strip()
+
+
+class MessageRouter:
+    def __init__(self, core: MemoryCore, *, bot_username: str | None = None) -> None:
+        self.core = core
+        self.bot_username = bot_username
+        self._seen: OrderedDict[tuple[str, str, str], None] = OrderedDict()
+
+    def scope_of(self, message: InboundMessage) -> ScopeKey:
+        config = self.core.config
+        return message.scope(config.dm_scope_mode, topic_scope=config.topic_scope)
+
+    def is_duplicate(self, message: InboundMessage) -> bool:
+        """Platforms redeliver (DingTalk retries, Telegram after a restart): answer once."""
+        key = (message.channel, message.chat_id, message.message_id)
+        if key in self._seen:
+            return True
+        self._seen[key] = None
+        if len(self._seen) > DEDUPE_WINDOW:
+            self._seen.popitem(last=False)
+        return False
+
+    async def handle(self, message: InboundMessage) -> Reply | None:
+        """The reply for one inbound message, or None (duplicate or empty)."""
+        if self.is_duplicate(message) or not message.text.strip():
+            return None
+        scope = self.scope_of(message)
+        command = parse_command(message.text, self.bot_username)
+        if command is not None:
+            name, argument = command
+            handler = self._handlers().get(name)
+            if handler is not None:
+                return Reply(await handler(scope, argument, message), scope)
+        result = await self.core.chat(scope, message.text, speaker=message.sender_name)
+        return Reply(result.reply, scope)
+
+    def _handlers(self) -> dict[str, Callable[[ScopeKey, str, InboundMessage], Awaitable[str]]]:
+        return {
+            "new": self._new,
+            "start": self._help,
+            "help": self._help,
+            "remember": self._remember,
+            "forget": self._forget,
+            "memory": self._memory,
+            "search": self._search,
+            "scope": self._scope,
+        }
+
+    async def _new(self, scope: ScopeKey, argument: str, message: InboundMessage) -> str:
+        result = await self.core.new_session(scope, chinese=has_cjk(argument))
+        return result.reply
+
+    async def _help(self, scope: ScopeKey, argument: str, message: InboundMessage) -> str:
+        return HELP_TEXT
+
+    async def _remember(self, scope: ScopeKey, argument: str, message: InboundMessage) -> str:
+        if not argument:
+            return "Usage: /remember TEXT"
+        prefix = "记住：" if has_cjk(argument) else "remember that "
+        return (await self.core.chat(scope, prefix + argument, speaker=message.sender_name)).reply
+
+    async def _forget(self, scope: ScopeKey, argument: str, message: InboundMessage) -> str:
+        if not argument:
+            return "Usage: /forget WHAT"
+        prefix = "忘掉：" if has_cjk(argument) else "forget "
+        return (await self.core.chat(scope, prefix + argument, speaker=message.sender_name)).reply
+
+    async def _memory(self, scope: ScopeKey, argument: str, message: InboundMessage) -> str:
+        status = await self.core.status(scope)
+        if not status.active:
+            return "I don't remember anything in this chat yet. 这个对话里我还没有记住任何事。"
+        lines = [f"{len(status.active)} memories, best first:"]
+        for rank, entry in enumerate(status.active[:10], start=1):
+            lines.append(
+                f"{rank}. [{entry.category}] {' '.join(entry.content.split())} ({entry.score:.2f})"
+            )
+        return "\n".join(lines)
+
+    async def _search(self, scope: ScopeKey, argument: str, message: InboundMessage) -> str:
+        if not argument:
+            return "Usage: /search WORDS"
+        hits = await self.core.search(scope, argument, limit=5)
+        if not hits:
+            return "Nothing found. 没有找到。"
+        return "\n".join(
+            f"{h.score:.2f} {h.location}: {' '.join(h.text.split())[:200]}" for h in hits
+        )
+
+    async def _scope(self, scope: ScopeKey, argument: str, message: InboundMessage) -> str:
+        return f"scope: {scope} (dm_scope = {self.core.config.dm_scope})"

@@ -1,0 +1,245 @@
+"""Telegram front end (python-telegram-bot 22): updates in, replies out, nothing else.
+
+Long polling by default, webhook by config. Private chats, groups, supergroups and forum
+topics (replies stay in their topic). Only allowlisted users and chats are served: anyone
+else gets one polite line and nothing of theirs is stored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+from collections.abc import AsyncIterator
+from datetime import timedelta
+from typing import Any
+
+# python-telegram-bot 22 warns on every RetryAfter unless durations are timedeltas.
+os.environ.setdefault("PTB_TIMEDELTA", "1")
+
+from telegram import BotCommand, Message, MessageEntity, Update
+from telegram.constants import ChatAction, ChatType
+from telegram.error import Forbidden, NetworkError, RetryAfter, TelegramError
+from telegram.ext import Application, ContextTypes, MessageHandler, filters
+
+from adapters.inbound import InboundMessage
+from adapters.router import COMMANDS, MessageRouter
+from memory_core.config import TelegramSettings
+from memory_core.engine import MemoryCore
+
+log = logging.getLogger(__name__)
+
+MAX_MESSAGE = 4096
+SEND_ATTEMPTS = 5
+TYPING_EVERY = 4.0
+REFUSAL = "Sorry, this bot is private. 抱歉，这是一个私人机器人。"
+
+
+def split_message(text: str, limit: int = MAX_MESSAGE) -> list[str]:
+    """Pieces ≤ limit, cut at paragraph breaks, then lines, then spaces, then anywhere."""
+    text = text.strip() or "…"
+    pieces: list[str] = []
+    while len(text) > limit:
+        window = text[:limit]
+        cut = max(window.rfind("\n\n"), 0)
+        for separator in ("\n\n", "\n", " "):
+            position = window.rfind(separator)
+            if position > limit // 2:
+                cut = position
+                break
+        else:
+            cut = limit
+        pieces.append(text[:cut].rstrip())
+        text = text[cut:].lstrip()
+    pieces.append(text)
+    return [p for p in pieces if p]
+
+
+def retry_seconds(exc: RetryAfter) -> float:
+    value: Any = exc.retry_after
+    return value.total_seconds() if isinstance(value, timedelta) else float(value)
+
+
+class TelegramFrontEnd:
+    """Holds the router and the settings; PTB calls `on_message` for every text update."""
+
+    def __init__(self, core: MemoryCore, settings: TelegramSettings) -> None:
+        self.core = core
+        self.settings = settings
+        self.router = MessageRouter(core)
+
+    def allowed(self, user_id: int | None, chat_id: int) -> bool:
+        if user_id is not None and user_id in self.settings.allowed_users:
+            return True
+        return chat_id in self.settings.allowed_chats
+
+    def addressed(self, message: Message, bot_id: int, bot_username: str) -> bool:
+        """In groups: a command, an @mention of the bot, or a reply to one of its messages."""
+        text = message.text or ""
+        if text.startswith("/"):
+            return True
+        for entity, value in message.parse_entities([MessageEntity.MENTION]).items():
+            del entity
+            if value.lower() == f"@{bot_username}".lower():
+                return True
+        for entity in message.entities:
+            if (
+                entity.type == MessageEntity.TEXT_MENTION
+                and entity.user
+                and entity.user.id == bot_id
+            ):
+                return True
+        reply = message.reply_to_message
+        # A topic message's reply_to points at the topic's first message, not a real reply.
+        is_topic_root = message.is_topic_message and reply is not None and reply.forum_topic_created
+        return bool(
+            reply and not is_topic_root and reply.from_user and reply.from_user.id == bot_id
+        )
+
+    async def on_message(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        message = update.effective_message
+        user = update.effective_user
+        chat = update.effective_chat
+        if message is None or chat is None or not message.text:
+            return
+        if not self.allowed(user.id if user else None, chat.id):
+            log.warning(
+                "refused telegram message from user %s in chat %s (not on the allowlist)",
+                user.id if user else "?",
+                chat.id,
+            )
+            if chat.type == ChatType.PRIVATE:
+                await self._send(context, chat.id, REFUSAL, None)
+            return
+        bot = context.bot
+        group = chat.type != ChatType.PRIVATE
+        mentioned = True if not group else self.addressed(message, bot.id, bot.username)
+        if group and self.settings.group_requires_mention and not mentioned:
+            return
+        thread = message.message_thread_id if message.is_topic_message else None
+        self.router.bot_username = bot.username
+        inbound = InboundMessage(
+            channel="telegram",
+            account_id=str(bot.id),
+            sender_id=str(user.id) if user else str(chat.id),
+            sender_name=(user.full_name if user else chat.title) or "",
+            chat_type="group" if group else "direct",
+            chat_id=str(chat.id),
+            text=_without_mention(message.text, bot.username),
+            message_id=str(message.message_id),
+            timestamp=message.date,
+            thread_id=str(thread) if thread is not None else None,
+            mentioned=mentioned,
+        )
+        async with self._typing(context, chat.id, thread):
+            reply = await self.router.handle(inbound)
+        if reply is None:
+            return
+        for piece in split_message(reply.text):
+            await self._send(context, chat.id, piece, thread)
+
+    @contextlib.asynccontextmanager
+    async def _typing(
+        self, context: ContextTypes.DEFAULT_TYPE, chat_id: int, thread: int | None
+    ) -> AsyncIterator[None]:
+        async def keep_typing() -> None:
+            while True:
+                with contextlib.suppress(TelegramError):
+                    await context.bot.send_chat_action(
+                        chat_id, ChatAction.TYPING, message_thread_id=thread
+                    )
+                await asyncio.sleep(TYPING_EVERY)
+
+        task = asyncio.ensure_future(keep_typing())
+        try:
+            yield
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def _send(
+        self, context: ContextTypes.DEFAULT_TYPE, chat_id: int, text: str, thread: int | None
+    ) -> None:
+        """Send with retries; the user's message is already stored whatever happens here."""
+        for attempt in range(1, SEND_ATTEMPTS + 1):
+            try:
+                await context.bot.send_message(chat_id, text, message_thread_id=thread)
+                return
+            except RetryAfter as exc:
+                wait = retry_seconds(exc)
+                log.warning("telegram rate limit; retrying in %.1fs", wait)
+                await asyncio.sleep(wait)
+            except Forbidden as exc:
+                log.warning("telegram refused a message to chat %s: %s", chat_id, exc)
+                return
+            except NetworkError as exc:
+                log.warning("telegram network error (attempt %d): %s", attempt, exc)
+                await asyncio.sleep(min(2.0**attempt * 0.25, 10.0))
+        log.error("gave up sending a reply to chat %s after %d attempts", chat_id, SEND_ATTEMPTS)
+
+
+def _without_mention(text: str, username: str | None) -> str:
+    if username:
+        for form in (f"@{username}", f"@{username.lower()}"):
+            text = text.replace(form, " ")
+    return " ".join(text.split()) if text.strip() else text
+
+
+async def _error_handler(update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
+    log.error("telegram update failed", exc_info=context.error)
+
+
+def build_telegram_app(
+    core: MemoryCore, settings: TelegramSettings
+) -> Application[Any, Any, Any, Any, Any, Any]:
+    """The one factory the CLI and the tests use."""
+    if not settings.bot_token:
+        from memory_core.errors import ConfigError
+
+        raise ConfigError("telegram.bot_token is not set (use TELEGRAM_BOT_TOKEN)")
+    front = TelegramFrontEnd(core, settings)
+
+    async def post_init(app: Application[Any, Any, Any, Any, Any, Any]) -> None:
+        await app.bot.set_my_commands([BotCommand(name, text) for name, text in COMMANDS])
+
+    builder = (
+        Application.builder().token(settings.bot_token).concurrent_updates(8).post_init(post_init)
+    )
+    if settings.api_base_url:
+        base = settings.api_base_url.rstrip("/")
+        builder = builder.base_url(base if base.endswith("/bot") else base + "/bot")
+        builder = builder.base_file_url(base.removesuffix("/bot") + "/file/bot")
+    app = builder.build()
+    app.add_handler(MessageHandler(filters.TEXT, front.on_message))
+    app.add_error_handler(_error_handler)
+    app.bot_data["front"] = front
+    if not settings.allowed_users and not settings.allowed_chats:
+        log.warning("telegram allowlist is empty: every message will be refused")
+    return app
+
+
+async def run_telegram(core: MemoryCore, settings: TelegramSettings, stop: asyncio.Event) -> None:
+    """Serve until `stop` is set, then stop cleanly (the caller closes the core, which
+    flushes active sessions)."""
+    app = build_telegram_app(core, settings)
+    core.runtime.start()
+    async with app:
+        await app.start()
+        assert app.updater is not None
+        if settings.mode == "webhook":
+            await app.updater.start_webhook(
+                listen=settings.webhook_listen,
+                port=settings.webhook_port,
+                url_path="telegram",
+                webhook_url=settings.webhook_url,
+                secret_token=settings.webhook_secret or None,
+            )
+        else:
+            await app.updater.start_polling()
+        log.info("telegram bot @%s is running (%s)", app.bot.username, settings.mode)
+        await stop.wait()
+        with contextlib.suppress(TelegramError):
+            await app.updater.stop()
+        await app.stop()

@@ -1,0 +1,353 @@
+"""Memory-core benchmark: capture, merge + decay, MEMORY.md load and save.
+
+Run ``python bench/core_bench.py [--quick]``.  Not a test: it prints figures and never
+asserts on wall-clock time.  Everything runs in a temporary workspace that is removed at
+the end; entries and texts come from ``bench/corpus.py`` with fixed seeds.
+
+What is measured:
+
+* ``MemoryCore.capture`` of one entry into a scope holding a small file, and into one
+  holding 1 000 entries (p50 / p95 over >= 200 captures in full mode), plus where the
+  time of one capture goes at each size (parse, merge, render, atomic writes, re-index);
+* the pure ``memory_core.merge.merge`` (5 candidates) and ``decay_all`` over 100, 1 000
+  and 10 000 entries (median of >= 5 runs);
+* MEMORY.md load (read + parse) and save (render + atomic write, and the store's
+  backup-then-write) at 1 000 and 10 000 entries.
+
+The machine is shared, so every figure is a median over rounds or a percentile over many
+samples; compare medians, not single runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import os
+import random
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from corpus import memory_entries, percentile, sentences, table
+
+from memory_core import text as mtext
+from memory_core.atomic import atomic_write_text, backup_then_write
+from memory_core.config import load_config
+from memory_core.engine import MemoryCore
+from memory_core.entries import CATEGORIES, MemoryEntry
+from memory_core.index import prepare_file
+from memory_core.memory_md import parse_memory, render_memory
+from memory_core.merge import Candidate, decay_all, merge
+from memory_core.scope import ScopeKey
+from memory_core.scoring import DEFAULT_POLICY
+from memory_core.store import read_memory_file
+
+SEED = 20260602
+CAPTURE_TARGET_MS = 2.0
+MERGE_TARGET_MS = 100.0
+REFERENCE = "reference design: 39 ms per add, 43 ms to decay 100 entries"
+
+
+@dataclass
+class Row:
+    what: str
+    size: str
+    samples: int
+    median: float
+    p50: float
+    p95: float
+    note: str = ""
+
+
+def ms(seconds: float) -> str:
+    value = seconds * 1000
+    if value >= 100:
+        return f"{value:,.0f} ms"
+    if value >= 10:
+        return f"{value:.1f} ms"
+    return f"{value:.2f} ms"
+
+
+def row(what: str, size: str, rounds: Sequence[Sequence[float]], note: str = "") -> Row:
+    """median = median of the rounds' medians; p50 / p95 over every sample pooled."""
+    pooled = [s for r in rounds for s in r]
+    median = statistics.median(statistics.median(r) for r in rounds if r)
+    return Row(
+        what,
+        size,
+        len(pooled),
+        median,
+        percentile(pooled, 50),
+        percentile(pooled, 95),
+        note,
+    )
+
+
+def runs(func: Callable[[], object], repeats: int) -> list[float]:
+    """Wall time of `repeats` calls (one warm-up call first)."""
+    func()
+    out = []
+    for _ in range(repeats):
+        gc.collect()
+        start = time.perf_counter()
+        func()
+        out.append(time.perf_counter() - start)
+    return out
+
+
+# ---------------------------------------------------------------------------
+# capture
+
+
+def _candidates(entries: Sequence[MemoryEntry], rng: random.Random) -> list[Candidate]:
+    """~5 candidates as one extraction proposes: one restates an entry word for word, one
+    nearly (case and punctuation changed), three are new."""
+    fresh = sentences(3, rng.randrange(1 << 30))
+    same, near = rng.sample(list(entries), 2)
+    return [
+        Candidate(content=same.content, category=same.category),
+        Candidate(content=near.content.upper().replace("，", ", ") + "!", category=near.category),
+        *(Candidate(content=t, category=rng.choice(CATEGORIES)) for t in fresh),
+    ]
+
+
+async def capture_round(
+    workspace: Path, existing: int, samples: int, seed: int
+) -> tuple[list[float], dict[str, list[float]]]:
+    """Captures into a fresh scope holding `existing` entries; then one breakdown."""
+    config = load_config(None, env={}, workspace=workspace)
+    rng = random.Random(seed)
+    async with MemoryCore.open(config) as core:
+        assert core.index is not None
+        scope = ScopeKey(f"peer:core-{existing}-{seed}")
+        now = core.now()
+        entries = memory_entries(existing, seed, now=now - timedelta(days=1))
+        await core.store.update(scope, lambda parsed: (list(entries), None), now)
+        await core.index.sync_scope(scope)
+        texts = sentences(samples, seed + 1)
+        timings = []
+        for content in texts:
+            category = rng.choice(CATEGORIES)
+            start = time.perf_counter()
+            await core.capture(scope, content, category=category)
+            timings.append(time.perf_counter() - start)
+        breakdown = await capture_breakdown(core, scope, rng)
+    return timings, breakdown
+
+
+async def capture_breakdown(
+    core: MemoryCore, scope: ScopeKey, rng: random.Random, repeats: int = 7
+) -> dict[str, list[float]]:
+    """The steps of one capture, timed one by one on the scope as it is now."""
+    assert core.index is not None
+    path = core.store.path(scope)
+    relative = core.workspace.relative(path)
+    policy = core.policy
+    now = core.now()
+    parsed = read_memory_file(path, policy.archive_below).parsed
+    entries = parsed.entries
+    cand = [Candidate(content=sentences(1, rng.randrange(1 << 30))[0], category="fact")]
+    rendered = render_memory(entries, now=now, archive_below=policy.archive_below)
+    scratch = path.with_name("scratch.md")
+    out: dict[str, list[float]] = {}
+    out["read + parse MEMORY.md"] = runs(
+        lambda: read_memory_file(path, policy.archive_below), repeats
+    )
+    out["merge (1 candidate)"] = runs(lambda: merge(entries, cand, now, None, policy), repeats)
+    out["render_memory"] = runs(
+        lambda: render_memory(entries, now=now, archive_below=policy.archive_below), repeats
+    )
+    out["backup_then_write (2 atomic writes)"] = runs(
+        lambda: backup_then_write(scratch, rendered, scratch.with_name("scratch.md.bak")), repeats
+    )
+    out["atomic write of 1 KB (fsync floor)"] = runs(
+        lambda: atomic_write_text(scratch.with_name("small.md"), "x" * 1024), repeats
+    )
+    timings = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        await core.index.sync_file(scope, relative)
+        timings.append(time.perf_counter() - start)
+    out["index.sync_file (re-chunk, re-tokenize, replace all)"] = timings
+    # What sync_file spends outside SQLite: chunking (a second parse) and tokenizing.
+    out["  of which prepare_file (parse + tokenize)"] = runs(
+        lambda: prepare_file(core.workspace, path), repeats
+    )
+    for name in ("scratch.md", "scratch.md.bak", "small.md"):
+        path.with_name(name).unlink(missing_ok=True)
+    return out
+
+
+async def bench_capture(root: Path, quick: bool) -> tuple[list[Row], list[Row]]:
+    rows: list[Row] = []
+    parts: list[Row] = []
+    rounds = 1 if quick else 3
+    plan = [(20, 200 if quick else 200), (1000, 60 if quick else 200)]
+    for existing, samples in plan:
+        all_rounds: list[list[float]] = []
+        breakdowns: list[dict[str, list[float]]] = []
+        for index in range(rounds):
+            workspace = root / f"capture-{existing}-{index}"
+            timings, breakdown = await capture_round(
+                workspace, existing, samples, SEED + 100 * index + existing
+            )
+            all_rounds.append(timings)
+            breakdowns.append(breakdown)
+            shutil.rmtree(workspace, ignore_errors=True)
+        size = f"{existing:,} -> {existing + samples:,} entries"
+        note = f"target <= {CAPTURE_TARGET_MS:g} ms; ref 39 ms"
+        rows.append(row("MemoryCore.capture (one entry)", size, all_rounds, note))
+        for step in breakdowns[0]:
+            step_rounds = [b[step] for b in breakdowns]
+            parts.append(row(step, f"~{existing + samples:,} entries", step_rounds))
+    return rows, parts
+
+
+# ---------------------------------------------------------------------------
+# merge + decay, load + save
+
+
+def bench_merge(quick: bool) -> list[Row]:
+    rows: list[Row] = []
+    repeats = 5 if quick else 9
+    for size in (100, 1000, 10_000):
+        written = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
+        entries = memory_entries(size, SEED + size, now=written)
+        later = written + timedelta(days=30)
+        rng = random.Random(SEED + size)
+        cands = _candidates(entries, rng)
+        result = merge(entries, cands, later, "bench-session", DEFAULT_POLICY)
+        kinds = ", ".join(f"{k} {v}" for k, v in result.stats.items())
+        rows.append(
+            row(
+                "merge (5 candidates) incl. decay",
+                f"{size:,} entries",
+                [runs(lambda: merge(entries, cands, later, "bench-session"), repeats)],
+                f"target <= {MERGE_TARGET_MS:g} ms at 10 000 ({kinds})"
+                if size == 10_000
+                else kinds,
+            )
+        )
+        rows.append(
+            row(
+                "decay_all",
+                f"{size:,} entries",
+                [runs(lambda: decay_all(entries, later), repeats)],
+                "ref 43 ms for 100" if size == 100 else "",
+            )
+        )
+    return rows
+
+
+def bench_file(root: Path, quick: bool) -> list[Row]:
+    rows: list[Row] = []
+    repeats = 5 if quick else 7
+    now = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
+    for size in (1000, 10_000):
+        entries = memory_entries(size, SEED + 7 * size, now=now)
+        path = root / f"file-{size}" / "MEMORY.md"
+        path.parent.mkdir(parents=True)
+        text = render_memory(entries, now=now)
+        atomic_write_text(path, text)
+        kb = os.path.getsize(path) / 1024
+        size_label = f"{size:,} entries, {kb:,.0f} KB"
+        rows.append(
+            row(
+                "load: read + parse (store.load, cold)",
+                size_label,
+                [runs(lambda: read_memory_file(path, 0.2), repeats)],
+            )
+        )
+        rows.append(
+            row(
+                "  parse_memory only",
+                size_label,
+                [runs(lambda: parse_memory(text), repeats)],
+            )
+        )
+        rows.append(
+            row(
+                "save: render + atomic write",
+                size_label,
+                [runs(lambda: atomic_write_text(path, render_memory(entries, now=now)), repeats)],
+            )
+        )
+        rows.append(
+            row(
+                "  render_memory only",
+                size_label,
+                [runs(lambda: render_memory(entries, now=now), repeats)],
+            )
+        )
+        backup = path.with_name("MEMORY.md.bak")
+        rows.append(
+            row(
+                "save as the store does (render + backup + write)",
+                size_label,
+                [
+                    runs(
+                        lambda: backup_then_write(path, render_memory(entries, now=now), backup),
+                        repeats,
+                    )
+                ],
+            )
+        )
+    return rows
+
+
+# ---------------------------------------------------------------------------
+
+
+def print_rows(title: str, rows: Sequence[Row]) -> None:
+    print(title)
+    print(
+        table(
+            ["measurement", "size", "samples", "median", "p50", "p95", "target / reference"],
+            [(r.what, r.size, r.samples, ms(r.median), ms(r.p50), ms(r.p95), r.note) for r in rows],
+        )
+    )
+    print()
+
+
+async def main_async(quick: bool) -> None:
+    mtext.warm_up()
+    sentences(1)  # load the vocabularies before any timing
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="chatmem-core-bench-") as tmp:
+        root = Path(tmp)
+        print(f"workspace under {root} ({'quick' if quick else 'full'} mode)", flush=True)
+        capture_rows, capture_parts = await bench_capture(root, quick)
+        print("capture done", flush=True)
+        merge_rows = bench_merge(quick)
+        print("merge done", flush=True)
+        file_rows = bench_file(root, quick)
+        print("file done", flush=True)
+    print()
+    print(f"core bench, {'quick' if quick else 'full'} mode, {time.perf_counter() - started:.0f} s")
+    print(f"python {sys.version.split()[0]}, {os.cpu_count()} cpus; {REFERENCE}")
+    print()
+    print_rows("capture (MemoryCore.capture, default config, system clock)", capture_rows)
+    print_rows("where one capture goes (steps timed separately after the captures)", capture_parts)
+    print_rows("merge + decay (pure functions, entries decayed 30 days ahead)", merge_rows)
+    print_rows("MEMORY.md load and save", file_rows)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="smoke run, under a minute")
+    args = parser.parse_args()
+    asyncio.run(main_async(args.quick))
+
+
+if __name__ == "__main__":
+    main()
