@@ -27,6 +27,9 @@ log = logging.getLogger(__name__)
 
 SUMMARY_ENTRIES = 50
 CONVERSATION_TOKENS = 8000
+MIN_USER_CHARS = 4
+"""Below this many non-space characters from the user ("ok", "嗯", "谢谢") nothing is
+worth a model call (the heuristic skips sentences this short too)."""
 
 EXTRACT_PROMPT = """请分析以下对话记录，提取值得长期记忆的信息。Extract what is worth remembering long-term.
 
@@ -153,8 +156,10 @@ async def extract_with_llm(
     now: datetime,
     policy: ScoringPolicy = DEFAULT_POLICY,
 ) -> list[Candidate]:
-    """One model call; raises LLMError when the model cannot be reached (caller retries)."""
-    if not any(line.role == "user" and line.text.strip() for line in lines):
+    """One model call; raises LLMError when the model cannot be reached (caller retries).
+    An empty or very short conversation (the user said almost nothing) costs no call."""
+    said = "".join("".join(line.text.split()) for line in lines if line.role == "user")
+    if len(said) < MIN_USER_CHARS:
         return []
     data = await llm.complete_json(build_extraction_messages(lines, entries, now, policy))
     return candidates_from_json(data, (e.id for e in entries))
@@ -254,12 +259,21 @@ EXPLICIT_FORGET = re.compile(
 )
 
 
+_ASKS_IF_REMEMBERED = re.compile(
+    r"^了|了(?:吗|么|没有?)[?？!！。.\s]*$|^(?:when|what|where|who|whom|how|why|which|if|whether)\b.*[?？]\s*$",
+    re.IGNORECASE | re.DOTALL,
+)
+"""'记住了吗？', 'remember when we met?': questions about memory, not something to save."""
+
+
 def explicit_request(text: str) -> tuple[str, str] | None:
     """('remember'|'forget', what) for explicit memory requests, else None."""
     for kind, pattern in (("remember", EXPLICIT_REMEMBER), ("forget", EXPLICIT_FORGET)):
         match = pattern.match(text)
         if match:
             what = (match.group("zh") or match.group("en") or "").strip()
+            if kind == "remember" and _ASKS_IF_REMEMBERED.search(what):
+                return None
             if what:
                 return kind, what
     return None

@@ -34,6 +34,7 @@ _HEADER = re.compile(
 _META = re.compile(r"^<!-- chatmem: (?P<json>\{.*\}) -->\s*$")
 _SECTION = re.compile(r"^## (?P<name>.+?)\s*$")
 _STRUCTURE = re.compile(r"^#{1,3} ")
+_DELIMITER = re.compile(r"^<!-- quarantined(?::.*)? -->\s*$")
 _FILE_COMMENT = re.compile(r"^<!-- (Last updated|Total entries):.*-->\s*$")
 _ESCAPED = re.compile(r"^\\(\\*)(#|<!-- chatmem:)")
 _NEEDS_ESCAPE = re.compile(r"^\\*(#|<!-- chatmem:)")
@@ -98,6 +99,11 @@ def parse_memory(text: str, *, archive_below: float = 0.2) -> ParsedMemory:
         block = []
 
     for number, line in enumerate(split_lines(text), start=1):
+        if section == QUARANTINED and _DELIMITER.match(line):
+            # Each quarantined block is introduced by its own delimiter, so stray text
+            # never merges into the block before it.
+            flush()
+            continue
         heading = _SECTION.match(line)
         if heading and not line.startswith("###"):
             flush()
@@ -277,7 +283,8 @@ def render_memory(
     if quarantined:
         out.extend([f"## {QUARANTINED}", "", QUARANTINE_NOTE, ""])
         for block in quarantined:
-            out.extend([block.text, ""])
+            reason = " ".join(block.reason.replace("--", "- -").split()) or "unreadable"
+            out.extend([f"<!-- quarantined: {reason} -->", block.text, ""])
     return "\n".join(out).rstrip("\n") + "\n"
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import glob
+import logging
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -31,6 +32,8 @@ from memory_core.memory_md import (
 )
 from memory_core.scope import ScopeKey
 from memory_core.workspace import Workspace
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 Stamp = tuple[int, int, int]
@@ -61,7 +64,15 @@ def read_memory_file(path: Path, archive_below: float) -> Snapshot:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
         raise StoreError(f"{path} is not UTF-8 text: {exc}") from exc
-    return Snapshot(parse_memory(text, archive_below=archive_below), stamp)
+    parsed = parse_memory(text, archive_below=archive_below)
+    for block in parsed.quarantined:
+        log.warning(
+            "%s:%d: block quarantined (%s); it is kept verbatim, run `chatmem validate`",
+            path,
+            block.line,
+            block.reason,
+        )
+    return Snapshot(parsed, stamp)
 
 
 class LongTermStore:
