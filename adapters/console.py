@@ -1,7 +1,8 @@
 """`chatmem chat`: the same core in a terminal, for trying chatmem without any token.
 
 `--as USER` and `--group ID` play several people and chats. When stdin is not a terminal
-it reads one message per line, prints each reply, and exits at end of input.
+it reads one message per line, prints each reply on one line (a newline inside a reply is
+written as `\\n`, a backslash as `\\\\`), and exits at end of input.
 """
 
 from __future__ import annotations
@@ -52,8 +53,13 @@ async def run_console(core: MemoryCore, *, user: str = "me", group: str | None =
             break
         reply = await router.handle(console_message(text, user, group, next(numbers)))
         if reply is not None:
-            print(f"bot> {reply.text}" if interactive else reply.text, flush=True)
+            print(f"bot> {reply.text}" if interactive else one_line(reply.text), flush=True)
     return 0
+
+
+def one_line(text: str) -> str:
+    """A reply as exactly one line, reversibly: scripts pair replies with input lines."""
+    return text.replace("\\", "\\\\").replace("\r", "\\r").replace("\n", "\\n")
 
 
 def _read_line(prompt: str) -> str | None:

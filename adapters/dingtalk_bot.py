@@ -18,6 +18,7 @@ import json
 import logging
 import threading
 import time
+import weakref
 from datetime import UTC, datetime
 from typing import Any
 
@@ -47,7 +48,12 @@ def verify_signature(timestamp: str | None, sign: str | None, app_secret: str, n
         return False
     if abs(now_ms - int(timestamp)) > MAX_SKEW_MS:
         return False
-    return hmac.compare_digest(expected_sign(timestamp, app_secret), sign)
+    # As bytes: compare_digest raises TypeError for a str with non-ASCII characters, and a
+    # forged header must be refused (403), not crash the handler (500).
+    return hmac.compare_digest(
+        expected_sign(timestamp, app_secret).encode("ascii"),
+        sign.encode("utf-8", "surrogateescape"),
+    )
 
 
 def parse_payload(
@@ -105,6 +111,11 @@ class DingTalkCallbackServer:
         self.router = MessageRouter(core)
         self._tasks: set[asyncio.Task[None]] = set()
         self._session: aiohttp.ClientSession | None = None
+        # Callbacks run as concurrent tasks: one conversation's messages are handled and
+        # answered one at a time, in arrival order.
+        self._conversation_locks: weakref.WeakValueDictionary[str, asyncio.Lock] = (
+            weakref.WeakValueDictionary()
+        )
 
     def app(self) -> web.Application:
         app = web.Application()
@@ -142,6 +153,13 @@ class DingTalkCallbackServer:
         return web.json_response({})
 
     async def _process(
+        self, message: InboundMessage, webhook: str | None, expires: int | None
+    ) -> None:
+        lock = self._conversation_locks.setdefault(message.chat_id, asyncio.Lock())
+        async with lock:
+            await self._process_in_order(message, webhook, expires)
+
+    async def _process_in_order(
         self, message: InboundMessage, webhook: str | None, expires: int | None
     ) -> None:
         try:

@@ -65,7 +65,10 @@ class MessageRouter:
         return message.scope(config.dm_scope_mode, topic_scope=config.topic_scope)
 
     def is_duplicate(self, message: InboundMessage) -> bool:
-        """Platforms redeliver (DingTalk retries, Telegram after a restart): answer once."""
+        """Platforms redeliver (DingTalk retries, Telegram after a restart): answer once.
+        A message without an id cannot be recognised again, so it is never a duplicate."""
+        if not message.message_id:
+            return False
         key = (message.channel, message.chat_id, message.message_id)
         if key in self._seen:
             return True
@@ -80,6 +83,8 @@ class MessageRouter:
             return None
         scope = self.scope_of(message)
         command = parse_command(message.text, self.bot_username)
+        if command is None and message.text.strip().startswith("/"):
+            return None  # "/new@otherbot": another bot's command, not a message to us
         if command is not None:
             name, argument = command
             handler = self._handlers().get(name)

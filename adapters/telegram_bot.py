@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import weakref
 from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import Any
@@ -24,7 +25,7 @@ from telegram.error import Forbidden, NetworkError, RetryAfter, TelegramError
 from telegram.ext import Application, ContextTypes, MessageHandler, filters
 
 from adapters.inbound import InboundMessage
-from adapters.router import COMMANDS, MessageRouter
+from adapters.router import COMMANDS, MessageRouter, parse_command
 from memory_core.config import TelegramSettings
 from memory_core.engine import MemoryCore
 
@@ -68,6 +69,11 @@ class TelegramFrontEnd:
         self.core = core
         self.settings = settings
         self.router = MessageRouter(core)
+        # PTB runs updates concurrently: one chat's messages are handled (and answered)
+        # one at a time, in arrival order, so "/remember X" then "/memory" sees X.
+        self._chat_locks: weakref.WeakValueDictionary[tuple[int, int | None], asyncio.Lock] = (
+            weakref.WeakValueDictionary()
+        )
 
     def allowed(self, user_id: int | None, chat_id: int) -> bool:
         if user_id is not None and user_id in self.settings.allowed_users:
@@ -78,7 +84,8 @@ class TelegramFrontEnd:
         """In groups: a command, an @mention of the bot, or a reply to one of its messages."""
         text = message.text or ""
         if text.startswith("/"):
-            return True
+            # "/new@otherbot" is addressed to another bot in the group, not to us.
+            return parse_command(text, bot_username) is not None
         for entity, value in message.parse_entities([MessageEntity.MENTION]).items():
             del entity
             if value.lower() == f"@{bot_username}".lower():
@@ -132,12 +139,14 @@ class TelegramFrontEnd:
             thread_id=str(thread) if thread is not None else None,
             mentioned=mentioned,
         )
-        async with self._typing(context, chat.id, thread):
-            reply = await self.router.handle(inbound)
-        if reply is None:
-            return
-        for piece in split_message(reply.text):
-            await self._send(context, chat.id, piece, thread)
+        lock = self._chat_locks.setdefault((chat.id, thread), asyncio.Lock())
+        async with lock:
+            async with self._typing(context, chat.id, thread):
+                reply = await self.router.handle(inbound)
+            if reply is None:
+                return
+            for piece in split_message(reply.text):
+                await self._send(context, chat.id, piece, thread)
 
     @contextlib.asynccontextmanager
     async def _typing(
@@ -191,6 +200,12 @@ async def _error_handler(update: object, context: ContextTypes.DEFAULT_TYPE) -> 
     log.error("telegram update failed", exc_info=context.error)
 
 
+async def set_commands(app: Application[Any, Any, Any, Any, Any, Any]) -> None:
+    """The command menu. PTB runs `post_init` only inside run_polling()/run_webhook(), so
+    `run_telegram`, which drives the application itself, calls this too."""
+    await app.bot.set_my_commands([BotCommand(name, text) for name, text in COMMANDS])
+
+
 def build_telegram_app(
     core: MemoryCore, settings: TelegramSettings
 ) -> Application[Any, Any, Any, Any, Any, Any]:
@@ -200,12 +215,11 @@ def build_telegram_app(
 
         raise ConfigError("telegram.bot_token is not set (use TELEGRAM_BOT_TOKEN)")
     front = TelegramFrontEnd(core, settings)
-
-    async def post_init(app: Application[Any, Any, Any, Any, Any, Any]) -> None:
-        await app.bot.set_my_commands([BotCommand(name, text) for name, text in COMMANDS])
-
     builder = (
-        Application.builder().token(settings.bot_token).concurrent_updates(8).post_init(post_init)
+        Application.builder()
+        .token(settings.bot_token)
+        .concurrent_updates(8)
+        .post_init(set_commands)
     )
     if settings.api_base_url:
         base = settings.api_base_url.rstrip("/")
@@ -226,6 +240,10 @@ async def run_telegram(core: MemoryCore, settings: TelegramSettings, stop: async
     app = build_telegram_app(core, settings)
     core.runtime.start()
     async with app:
+        try:
+            await set_commands(app)
+        except TelegramError as exc:
+            log.warning("could not set the bot's command menu: %s", exc)
         await app.start()
         assert app.updater is not None
         if settings.mode == "webhook":

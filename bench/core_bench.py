@@ -33,6 +33,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -49,7 +50,6 @@ from memory_core.index import prepare_file
 from memory_core.memory_md import parse_memory, render_memory
 from memory_core.merge import Candidate, decay_all, merge
 from memory_core.scope import ScopeKey
-from memory_core.scoring import DEFAULT_POLICY
 from memory_core.store import read_memory_file
 
 SEED = 20260602
@@ -192,7 +192,7 @@ async def bench_capture(root: Path, quick: bool) -> tuple[list[Row], list[Row]]:
     rows: list[Row] = []
     parts: list[Row] = []
     rounds = 1 if quick else 3
-    plan = [(20, 200 if quick else 200), (1000, 60 if quick else 200)]
+    plan = [(20, 100 if quick else 200), (1000, 30 if quick else 200)]
     for existing, samples in plan:
         all_rounds: list[list[float]] = []
         breakdowns: list[dict[str, list[float]]] = []
@@ -219,39 +219,36 @@ async def bench_capture(root: Path, quick: bool) -> tuple[list[Row], list[Row]]:
 
 def bench_merge(quick: bool) -> list[Row]:
     rows: list[Row] = []
-    repeats = 5 if quick else 9
+    repeats = 3 if quick else 9
     for size in (100, 1000, 10_000):
         written = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
         entries = memory_entries(size, SEED + size, now=written)
         later = written + timedelta(days=30)
-        rng = random.Random(SEED + size)
-        cands = _candidates(entries, rng)
-        result = merge(entries, cands, later, "bench-session", DEFAULT_POLICY)
-        kinds = ", ".join(f"{k} {v}" for k, v in result.stats.items())
+        cands = _candidates(entries, random.Random(SEED + size))
+        merged = partial(merge, entries, cands, later, "bench-session")
+        kinds = ", ".join(f"{k} {v}" for k, v in merged().stats.items())
+        target = f"target <= {MERGE_TARGET_MS:g} ms; " if size == 10_000 else ""
+        label = f"{size:,} entries"
         rows.append(
-            row(
-                "merge (5 candidates) incl. decay",
-                f"{size:,} entries",
-                [runs(lambda: merge(entries, cands, later, "bench-session"), repeats)],
-                f"target <= {MERGE_TARGET_MS:g} ms at 10 000 ({kinds})"
-                if size == 10_000
-                else kinds,
-            )
+            row("merge (5 candidates) incl. decay", label, [runs(merged, repeats)], target + kinds)
         )
-        rows.append(
-            row(
-                "decay_all",
-                f"{size:,} entries",
-                [runs(lambda: decay_all(entries, later), repeats)],
-                "ref 43 ms for 100" if size == 100 else "",
-            )
-        )
+        decayed = partial(decay_all, entries, later)
+        note = "ref 43 ms for 100" if size == 100 else ""
+        rows.append(row("decay_all (no candidates)", label, [runs(decayed, repeats)], note))
     return rows
+
+
+def _save(path: Path, entries: Sequence[MemoryEntry], now: datetime) -> None:
+    atomic_write_text(path, render_memory(entries, now=now))
+
+
+def _save_like_store(path: Path, entries: Sequence[MemoryEntry], now: datetime) -> None:
+    backup_then_write(path, render_memory(entries, now=now), path.with_name(path.name + ".bak"))
 
 
 def bench_file(root: Path, quick: bool) -> list[Row]:
     rows: list[Row] = []
-    repeats = 5 if quick else 7
+    repeats = 3 if quick else 7
     now = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
     for size in (1000, 10_000):
         entries = memory_entries(size, SEED + 7 * size, now=now)
@@ -260,48 +257,16 @@ def bench_file(root: Path, quick: bool) -> list[Row]:
         text = render_memory(entries, now=now)
         atomic_write_text(path, text)
         kb = os.path.getsize(path) / 1024
-        size_label = f"{size:,} entries, {kb:,.0f} KB"
-        rows.append(
-            row(
-                "load: read + parse (store.load, cold)",
-                size_label,
-                [runs(lambda: read_memory_file(path, 0.2), repeats)],
-            )
-        )
-        rows.append(
-            row(
-                "  parse_memory only",
-                size_label,
-                [runs(lambda: parse_memory(text), repeats)],
-            )
-        )
-        rows.append(
-            row(
-                "save: render + atomic write",
-                size_label,
-                [runs(lambda: atomic_write_text(path, render_memory(entries, now=now)), repeats)],
-            )
-        )
-        rows.append(
-            row(
-                "  render_memory only",
-                size_label,
-                [runs(lambda: render_memory(entries, now=now), repeats)],
-            )
-        )
-        backup = path.with_name("MEMORY.md.bak")
-        rows.append(
-            row(
-                "save as the store does (render + backup + write)",
-                size_label,
-                [
-                    runs(
-                        lambda: backup_then_write(path, render_memory(entries, now=now), backup),
-                        repeats,
-                    )
-                ],
-            )
-        )
+        label = f"{size:,} entries, {kb:,.0f} KB"
+        measured: list[tuple[str, Callable[[], object]]] = [
+            ("load: read + parse (cold store.load)", partial(read_memory_file, path, 0.2)),
+            ("  parse_memory only", partial(parse_memory, text)),
+            ("save: render + atomic write", partial(_save, path, entries, now)),
+            ("  render_memory only", partial(render_memory, entries, now=now)),
+            ("save as the store does (+ .bak copy)", partial(_save_like_store, path, entries, now)),
+        ]
+        for what, func in measured:
+            rows.append(row(what, label, [runs(func, repeats)]))
     return rows
 
 

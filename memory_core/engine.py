@@ -95,6 +95,7 @@ class MemoryCore:
         self.index: SearchIndex | None = None
         self.llm = llm or LLMClient(config.llm)
         self._runtime: Runtime | None = None
+        self._ranked_cache: dict[ScopeKey, tuple[ParsedMemory, list[MemoryEntry]]] = {}
 
     # --- lifecycle ------------------------------------------------------------------
     @classmethod
@@ -379,13 +380,24 @@ class MemoryCore:
         when = now or self.now()
         settings = self.config.prompt
         chosen = select_prompt_entries(
-            await self.entries(scope),
+            await self._ranked_entries(scope),
             when,
             min_score=settings.min_score,
             top_k=settings.top_k,
             policy=self.policy,
+            ranked=True,
         )
         return render_prompt_memories(chosen, settings.max_tokens)
+
+    async def _ranked_entries(self, scope: ScopeKey) -> list[MemoryEntry]:
+        """Entries by stored score, highest first, sorted once per version of the file."""
+        parsed = await self.store.load(scope)
+        cached = self._ranked_cache.get(scope)
+        if cached is not None and cached[0] is parsed:
+            return cached[1]
+        ranked = sorted(parsed.entries, key=lambda e: -e.score)
+        self._ranked_cache[scope] = (parsed, ranked)
+        return ranked
 
     # --- daily notes -----------------------------------------------------------------
     async def append_daily(

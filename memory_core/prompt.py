@@ -6,6 +6,7 @@ then to a cut line, so the block stays under its token cap without dropping the 
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Sequence
 from datetime import datetime
 
@@ -27,11 +28,29 @@ def select_prompt_entries(
     min_score: float = 0.5,
     top_k: int = 20,
     policy: ScoringPolicy = DEFAULT_POLICY,
+    ranked: bool = False,
 ) -> list[MemoryEntry]:
-    """Active entries scoring at least `min_score` now, best first, at most `top_k`."""
-    current = [e.with_(score=score_at(e, now, policy), scored_at=now) for e in entries]
-    chosen = [e for e in current if status_of(e, policy) is Status.ACTIVE and e.score >= min_score]
-    return sort_entries(chosen)[:top_k]
+    """Active entries scoring at least `min_score` now, best first, at most `top_k`.
+
+    Decay only lowers a stored score, so walking entries by stored score can stop as soon as
+    a stored score is below the k-th best current one: with 100 000 entries a prompt costs a
+    few dozen score computations, not 100 000. Pass `ranked=True` when `entries` is already
+    ordered by stored score, highest first.
+    """
+    order = entries if ranked else sorted(entries, key=lambda e: -e.score)
+    best: list[tuple[float, int, MemoryEntry]] = []
+    for position, entry in enumerate(order):
+        if entry.score < min_score or (len(best) == top_k and entry.score <= best[0][0]):
+            break
+        current = entry.with_(score=score_at(entry, now, policy), scored_at=now)
+        if current.score < min_score or status_of(current, policy) is not Status.ACTIVE:
+            continue
+        item = (current.score, -position, current)
+        if len(best) < top_k:
+            heapq.heappush(best, item)
+        elif item[:2] > best[0][:2]:
+            heapq.heapreplace(best, item)
+    return sort_entries(e for _, _, e in best)
 
 
 def _forms(entry: MemoryEntry, rank: int) -> list[str]:

@@ -20,7 +20,7 @@ from memory_core.engine import MemoryCore
 from memory_core.errors import LLMError
 from memory_core.llm import ChatReply, LLMClient, ToolCallRequest, parse_json_tolerant
 from memory_core.scope import MAIN, ScopeKey
-from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
+from tests.fakes.openai_server import FakeOpenAI, ToolCall
 
 pytestmark = pytest.mark.timeout(60)
 
