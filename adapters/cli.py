@@ -106,7 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     # Importing registers the subcommands of every area.
-    from adapters import cli_bots, cli_commands, cli_recall  # noqa: F401
+    from adapters import cli_bots, cli_commands, cli_recall, cli_tui  # noqa: F401
 
     parser = build_parser()
     args = parser.parse_args(argv)

@@ -39,7 +39,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from corpus import memory_entries, percentile, sentences, table
+from corpus import machine_load, memory_entries, percentile, sentences, table
 
 from memory_core import text as mtext
 from memory_core.atomic import atomic_write_text, backup_then_write
@@ -122,7 +122,7 @@ def _candidates(entries: Sequence[MemoryEntry], rng: random.Random) -> list[Cand
 
 
 async def capture_round(
-    workspace: Path, existing: int, samples: int, seed: int
+    workspace: Path, existing: int, samples: int, seed: int, repeats: int
 ) -> tuple[list[float], dict[str, list[float]]]:
     """Captures into a fresh scope holding `existing` entries; then one breakdown."""
     config = load_config(None, env={}, workspace=workspace)
@@ -141,12 +141,12 @@ async def capture_round(
             start = time.perf_counter()
             await core.capture(scope, content, category=category)
             timings.append(time.perf_counter() - start)
-        breakdown = await capture_breakdown(core, scope, rng)
+        breakdown = await capture_breakdown(core, scope, rng, repeats)
     return timings, breakdown
 
 
 async def capture_breakdown(
-    core: MemoryCore, scope: ScopeKey, rng: random.Random, repeats: int = 7
+    core: MemoryCore, scope: ScopeKey, rng: random.Random, repeats: int
 ) -> dict[str, list[float]]:
     """The steps of one capture, timed one by one on the scope as it is now."""
     assert core.index is not None
@@ -191,7 +191,7 @@ async def capture_breakdown(
 async def bench_capture(root: Path, quick: bool) -> tuple[list[Row], list[Row]]:
     rows: list[Row] = []
     parts: list[Row] = []
-    rounds = 1 if quick else 3
+    rounds = 1 if quick else 2
     plan = [(20, 100 if quick else 200), (1000, 30 if quick else 200)]
     for existing, samples in plan:
         all_rounds: list[list[float]] = []
@@ -199,7 +199,7 @@ async def bench_capture(root: Path, quick: bool) -> tuple[list[Row], list[Row]]:
         for index in range(rounds):
             workspace = root / f"capture-{existing}-{index}"
             timings, breakdown = await capture_round(
-                workspace, existing, samples, SEED + 100 * index + existing
+                workspace, existing, samples, SEED + 100 * index + existing, 3 if quick else 5
             )
             all_rounds.append(timings)
             breakdowns.append(breakdown)
@@ -291,6 +291,7 @@ async def main_async(quick: bool) -> None:
     with tempfile.TemporaryDirectory(prefix="chatmem-core-bench-") as tmp:
         root = Path(tmp)
         print(f"workspace under {root} ({'quick' if quick else 'full'} mode)", flush=True)
+        load_before = machine_load()
         capture_rows, capture_parts = await bench_capture(root, quick)
         print("capture done", flush=True)
         merge_rows = bench_merge(quick)
@@ -300,6 +301,7 @@ async def main_async(quick: bool) -> None:
     print()
     print(f"core bench, {'quick' if quick else 'full'} mode, {time.perf_counter() - started:.0f} s")
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} cpus; {REFERENCE}")
+    print(f"machine: at start {load_before}; at end {machine_load()}")
     print()
     print_rows("capture (MemoryCore.capture, default config, system clock)", capture_rows)
     print_rows("where one capture goes (steps timed separately after the captures)", capture_parts)

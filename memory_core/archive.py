@@ -124,10 +124,11 @@ def make_slug(texts: Sequence[str], short_id: str, taken: set[str]) -> str:
 
 
 def backoff_delay(attempts: int, schedule_minutes: Sequence[int], max_attempts: int) -> timedelta:
-    """Wait after the `attempts`-th failure; past `max_attempts` the last wait doubles."""
+    """Wait after the `attempts`-th failure; past `max_attempts` the last wait doubles
+    (10m, 30m, 2h, 6h, 12h for failures 1-5, then 24h)."""
     index = min(max(attempts, 1), len(schedule_minutes)) - 1
     minutes = schedule_minutes[index]
-    if attempts >= max_attempts:
+    if attempts > max_attempts:
         minutes *= 2
     return timedelta(minutes=minutes)
 

@@ -98,6 +98,12 @@ class Archiver:
                 (scope.value, format_when(now)),
             )
             run_id = int(cursor.lastrowid or 0)
+            # We hold the scope's archive lock: 'pending' rows are orphans of a run that
+            # died mid-way, and would otherwise never be archived nor trimmed.
+            await conn.execute(
+                "UPDATE messages SET archived = 'false' WHERE scope = ? AND archived = 'pending'",
+                (scope.value,),
+            )
             async with conn.execute(
                 "SELECT id FROM messages WHERE scope = ? AND archived = 'false'"
                 " AND (archive_next_at IS NULL OR archive_next_at <= ?) ORDER BY id",

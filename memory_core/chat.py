@@ -117,7 +117,12 @@ class ChatEngine:
         chinese = has_cjk(text)
 
         confirmation = await self._answer_pending_forget(scope, text, chinese)
-        earlier = await self.history.session_messages(session.id)
+        window = self.core.config.history.max_messages * 3
+        earlier = await self.history.latest_session_messages(session.id, window)
+        if earlier and not any(m.role == SUMMARY_ROLE for m in earlier):
+            summary = await self.history.latest_of_role(session.id, SUMMARY_ROLE)
+            if summary is not None:
+                earlier.insert(0, summary)
         await self._store(scope, session.id, "user", text, now, speaker)
         if confirmation is not None:
             await self._store(scope, session.id, "assistant", confirmation, self.core.now(), "")
@@ -315,6 +320,12 @@ class ChatEngine:
             self._extracting.discard(session_id)
 
     async def _extract_session(self, scope: ScopeKey, session_id: str) -> MergeResult | None:
+        if session_id in await self.core.audit.seen_sessions(scope):
+            # Already merged: no model call and no write (the merge would skip it anyway).
+            session = await self.history.get_session(session_id)
+            if session is not None and session.status != "extracted":
+                await self.history.mark_extracted(session_id, {})
+            return MergeResult(entries=await self.core.entries(scope), skipped=True)
         messages = await self.history.session_messages(session_id, include_compacted=True)
         lines = [
             TranscriptLine(m.role, m.content) for m in messages if m.role in ("user", "assistant")
@@ -345,8 +356,12 @@ class ChatEngine:
     # --- flush before compaction ----------------------------------------------------
     async def _maybe_flush(self, scope: ScopeKey, session: Session) -> None:
         settings = self.core.config.llm
+        threshold = settings.context_tokens * settings.flush_at_ratio
+        # Tokens never exceed characters (+4 per message), so most turns stop here.
+        if await self.history.session_chars(session.id) < threshold * 0.8:
+            return
         messages = await self.history.session_messages(session.id)
-        if history_tokens(messages) < settings.context_tokens * settings.flush_at_ratio:
+        if history_tokens(messages) < threshold:
             return
         await self.flush(scope, session.id, messages)
 
@@ -363,7 +378,10 @@ class ChatEngine:
             else await self.history.session_messages(session_id)
         )
         talk = [m for m in current if m.role in ("user", "assistant", SUMMARY_ROLE)]
-        if len(talk) <= self.core.config.llm.keep_after_compaction:
+        said = [m for m in talk if m.role != SUMMARY_ROLE]
+        if len(said) <= self.core.config.llm.keep_after_compaction:
+            # Nothing said since the last compaction beyond what it keeps: a summary of a
+            # summary would cost two model calls (at every stop) and change nothing.
             return False
         transcript: list[Message] = [
             {"role": "assistant" if m.role == "assistant" else "user", "content": m.content}
@@ -388,7 +406,7 @@ class ChatEngine:
                         {"role": "tool", "tool_call_id": call.id, "content": result}
                     )
             keep = self.core.config.llm.keep_after_compaction
-            old = talk[:-keep]
+            old = talk[: len(talk) - keep]
             summary = await self.llm.chat(
                 [{"role": "system", "content": COMPACT_INSTRUCTIONS}, *transcript[: len(old)]]
             )
@@ -398,7 +416,10 @@ class ChatEngine:
         await self.history.add_message(
             scope, session_id, SUMMARY_ROLE, (summary.content or "").strip(), self.core.now()
         )
-        await self.history.mark_compacted([m.id for m in current if m.id in {o.id for o in old}])
+        # Everything up to the last summarised message goes, tool results included: left
+        # behind, they would keep the session over the line and flush it on every turn.
+        cutoff = old[-1].id
+        await self.history.mark_compacted([m.id for m in current if m.id <= cutoff])
         await self.history.mark_flushed(session_id, self.core.now())
         return True
 

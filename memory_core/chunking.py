@@ -52,15 +52,24 @@ def classify(relative_path: str) -> tuple[ChunkKind, date | None] | None:
         return ChunkKind.LONG_TERM, None
     if path.parent.name == "summary":
         if m := _DAY_FILE.match(name):
-            return ChunkKind.SUMMARY, date.fromisoformat(m.group(1))
+            return _dated(ChunkKind.SUMMARY, m.group(1))
         if m := _MONTH_FILE.match(name):
-            return ChunkKind.SUMMARY, date.fromisoformat(m.group(1) + "-01")
+            return _dated(ChunkKind.SUMMARY, m.group(1) + "-01")
         return None
     if m := _DAY_FILE.match(name):
-        return ChunkKind.DAILY, date.fromisoformat(m.group(1))
+        return _dated(ChunkKind.DAILY, m.group(1))
     if m := _RAW_FILE.match(name):
-        return ChunkKind.ARCHIVE_RAW, date.fromisoformat(m.group(1))
+        return _dated(ChunkKind.ARCHIVE_RAW, m.group(1))
     return None
+
+
+def _dated(kind: ChunkKind, iso: str) -> tuple[ChunkKind, date | None] | None:
+    """A date-shaped name that is no date (`2026-02-30.md`, made by hand) is not a memory
+    file: raising here would stop every sync of the scope, and the core's start."""
+    try:
+        return kind, date.fromisoformat(iso)
+    except ValueError:
+        return None
 
 
 def summary_period(relative_path: str) -> str | None:
@@ -122,8 +131,12 @@ def chunk_paragraphs(text: str, created_at: datetime | None) -> list[Chunk]:
 
     def close(end: int) -> None:
         body = "\n".join(buffer).strip()
-        if body:
-            chunks.append(Chunk(start, end, body[:MAX_PARAGRAPH_CHARS], created_at))
+        # A paragraph closes once it passes the limit, so it may end past it (one long
+        # line can be far past it): cut it into pieces rather than drop its tail.
+        while body:
+            piece = _piece(body)
+            chunks.append(Chunk(start, end, piece, created_at))
+            body = body[len(piece) :].lstrip()
 
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip() or (_STRUCTURE.match(line) and buffer):
@@ -139,3 +152,13 @@ def chunk_paragraphs(text: str, created_at: datetime | None) -> list[Chunk]:
             buffer = []
     close(len(text.splitlines()))
     return chunks
+
+
+def _piece(body: str) -> str:
+    """The first at most MAX_PARAGRAPH_CHARS characters of `body`, ending at a space or
+    line break when one falls in the second half, so words are rarely cut."""
+    if len(body) <= MAX_PARAGRAPH_CHARS:
+        return body
+    head = body[:MAX_PARAGRAPH_CHARS]
+    cut = max(head.rfind(" "), head.rfind("\n"))
+    return head[:cut] if cut > MAX_PARAGRAPH_CHARS // 2 else head

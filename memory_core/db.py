@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import sqlite3
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -113,3 +113,9 @@ def _statements(sql: str) -> list[str]:
     if buffer.strip():
         parts.append(buffer.strip())
     return parts
+
+
+def first(rows: Iterable[aiosqlite.Row]) -> aiosqlite.Row | None:
+    """The first row of an `execute_fetchall` result (one round trip to the database
+    thread instead of three for execute + fetch + close)."""
+    return next(iter(rows), None)

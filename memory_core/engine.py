@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import sqlite3
+import sys
 import time
 import zoneinfo
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
@@ -49,6 +50,9 @@ if TYPE_CHECKING:
     from memory_core.runtime import Runtime
 
 log = logging.getLogger(__name__)
+
+HOT_PATH_MAX_AGE = 1.0
+"""Seconds a chat turn may reuse the last check that MEMORY.md is unchanged on disk."""
 
 FileListener = Callable[[ScopeKey, str], Awaitable[None]]
 
@@ -101,9 +105,9 @@ class MemoryCore:
     @classmethod
     @asynccontextmanager
     async def open(
-        cls, config: Config, *, clock: Clock = system_clock
+        cls, config: Config, *, clock: Clock = system_clock, llm: LLMClient | None = None
     ) -> AsyncIterator[MemoryCore]:
-        core = cls(config, clock=clock)
+        core = cls(config, clock=clock, llm=llm)
         await core.start()
         try:
             yield core
@@ -391,7 +395,7 @@ class MemoryCore:
 
     async def _ranked_entries(self, scope: ScopeKey) -> list[MemoryEntry]:
         """Entries by stored score, highest first, sorted once per version of the file."""
-        parsed = await self.store.load(scope)
+        parsed = await self.store.load(scope, max_age=HOT_PATH_MAX_AGE)
         cached = self._ranked_cache.get(scope)
         if cached is not None and cached[0] is parsed:
             return cached[1]
@@ -410,6 +414,7 @@ class MemoryCore:
         path = self.workspace.daily_path(scope, when.date())
         async with self.locks.hold(self.workspace.lock_name(scope, "daily")):
             await asyncio.to_thread(self.workspace.ensure_scope, scope)
+            before = await asyncio.to_thread(_stat_pair, path)
             line = await asyncio.to_thread(daily.append_note_blocking, path, text, when)
             relative = self.workspace.relative(path)
             if self.index is not None:
@@ -421,7 +426,9 @@ class MemoryCore:
                     created_at=when,
                 )
                 try:
-                    await self.index.add_chunks(scope, relative, ChunkKind.DAILY, [chunk])
+                    await self.index.add_chunks(
+                        scope, relative, ChunkKind.DAILY, [chunk], previous=before
+                    )
                 except sqlite3.DatabaseError as exc:
                     self._index_failed(exc)
         return relative, line
@@ -486,16 +493,18 @@ class MemoryCore:
             except sqlite3.DatabaseError as exc:
                 self._index_failed(exc)
         log.info("degraded search in scope %s (no usable index)", scope)
+        dated = since is not None or until is not None
         hits = await asyncio.to_thread(
             search_files,
             self.workspace,
             scope,
             query,
-            limit=limit,
+            # The time window is applied here, so it must see every hit, not the top few.
+            limit=sys.maxsize if dated else limit,
             kinds=kind_list,
             min_score=floor,
         )
-        return [h for h in hits if _within(h, since, until)]
+        return [h for h in hits if _within(h, since, until)][: max(limit, 0)]
 
     async def recall(
         self,
@@ -622,6 +631,15 @@ def _within(hit: Hit, since: datetime | None, until: datetime | None) -> bool:
     if hit.created_at is None:
         return since is None and until is None
     return (since is None or hit.created_at >= since) and (until is None or hit.created_at < until)
+
+
+def _stat_pair(path: Path) -> tuple[int, int]:
+    """(mtime_ns, size) of a file, (0, 0) when it does not exist."""
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return 0, 0
+    return st.st_mtime_ns, st.st_size
 
 
 def _move_aside(path: Path) -> None:

@@ -28,19 +28,28 @@ class ScopeBM25(BM25Okapi):  # type: ignore[misc]
         self.idf = {word: idf(self.corpus_size, freq) for word, freq in nd.items()}
 
 
-def load_scope_chunks(workspace: Workspace, scope: ScopeKey) -> list[PreparedFile]:
-    """Every indexed-kind file of the scope, chunked and tokenized (blocking)."""
+def load_scope_chunks(
+    workspace: Workspace, scope: ScopeKey, *, include_hidden: bool = False
+) -> list[PreparedFile]:
+    """Every indexed-kind file of the scope, chunked and tokenized (blocking); without
+    `include_hidden`, daily summaries hidden by their month's summary are left out."""
     prepared = [prepare_file(workspace, path) for path in scope_files(workspace, scope)]
     files = [p for p in prepared if p is not None]
+    if include_hidden:
+        return files
+    hidden = _hidden_paths(files)
+    return [f for f in files if f.path not in hidden]
+
+
+def _hidden_paths(files: Sequence[PreparedFile]) -> set[str]:
+    """A monthly summary hides that month's daily summaries, as in the index."""
     months = {summary_period(f.path) for f in files if f.kind is ChunkKind.SUMMARY}
-    visible = []
+    hidden: set[str] = set()
     for f in files:
         period = summary_period(f.path)
-        # A monthly summary hides that month's daily summaries, as in the index.
-        if period and len(period) == 10 and period[:7] in months:
-            continue
-        visible.append(f)
-    return visible
+        if f.kind is ChunkKind.SUMMARY and period and len(period) == 10 and period[:7] in months:
+            hidden.add(f.path)
+    return hidden
 
 
 def search_files(
@@ -57,11 +66,14 @@ def search_files(
     if not terms:
         return []
     wanted = {ChunkKind(k) for k in kinds} if kinds is not None else None
+    # The corpus statistics (N, average length, document frequencies) are the whole
+    # scope's, hidden daily summaries and unwanted kinds included, as in the index, which
+    # keeps them per scope; those chunks are scored but never returned.
+    files = load_scope_chunks(workspace, scope, include_hidden=True)
+    hidden = _hidden_paths(files)
     docs: list[tuple[PreparedFile, int]] = []
     corpus: list[list[str]] = []
-    for prepared in load_scope_chunks(workspace, scope):
-        if wanted is not None and prepared.kind not in wanted:
-            continue
+    for prepared in files:
         for index, (_, tokens) in enumerate(prepared.chunks):
             docs.append((prepared, index))
             corpus.append(tokens.split())
@@ -69,9 +81,16 @@ def search_files(
         return []
     bm25 = ScopeBM25(corpus, k1=K1, b=B)
     scores = bm25.get_scores(list(dict.fromkeys(terms)))
-    ranked = sorted(range(len(docs)), key=lambda i: -scores[i])
+    ranked = sorted(
+        (
+            i
+            for i, (prepared, _) in enumerate(docs)
+            if prepared.path not in hidden and (wanted is None or prepared.kind in wanted)
+        ),
+        key=lambda i: -scores[i],
+    )
     hits: list[Hit] = []
-    for i in ranked[:limit]:
+    for i in ranked[: max(limit, 0)]:
         score = float(scores[i])
         if score <= 0 or score < min_score:
             break

@@ -19,7 +19,7 @@ import aiosqlite
 
 from memory_core.clock import format_when, parse_when
 from memory_core.config import HistorySettings
-from memory_core.db import Database
+from memory_core.db import Database, first
 from memory_core.scope import ScopeKey
 
 
@@ -129,12 +129,12 @@ class HistoryStore:
         return session
 
     async def current_session(self, scope: ScopeKey) -> Session | None:
-        async with self._conn.execute(
+        rows = await self._conn.execute_fetchall(
             f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE scope = ? AND status = 'open'"
             " ORDER BY started_at DESC LIMIT 1",
             (scope.value,),
-        ) as cur:
-            row = await cur.fetchone()
+        )
+        row = first(rows)
         return _session(row) if row else None
 
     async def get_session(self, session_id: str) -> Session | None:
@@ -245,6 +245,37 @@ class HistoryStore:
             (session_id,),
         ) as cur:
             return [_message(r) for r in await cur.fetchall()]
+
+    async def latest_session_messages(self, session_id: str, limit: int) -> list[StoredMessage]:
+        """The session's newest `limit` messages that are not compacted, oldest first; a
+        turn needs only the tail, not a history that grows with every message."""
+        rows = await self._conn.execute_fetchall(
+            f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE session_id = ? AND compacted = 0"
+            " ORDER BY id DESC LIMIT ?",
+            (session_id, limit),
+        )
+        return [_message(r) for r in reversed(list(rows))]
+
+    async def latest_of_role(self, session_id: str, role: str) -> StoredMessage | None:
+        async with self._conn.execute(
+            f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE session_id = ? AND role = ?"
+            " ORDER BY id DESC LIMIT 1",
+            (session_id, role),
+        ) as cur:
+            row = await cur.fetchone()
+        return _message(row) if row else None
+
+    async def session_chars(self, session_id: str) -> int:
+        """Characters of the session's live (uncompacted) messages: an upper bound of its
+        tokens, cheap enough to check after every turn."""
+        row = first(
+            await self._conn.execute_fetchall(
+                "SELECT COALESCE(SUM(LENGTH(content)), 0) FROM messages WHERE session_id = ?"
+                " AND compacted = 0",
+                (session_id,),
+            )
+        )
+        return int(row[0]) if row else 0
 
     async def recent_messages(self, scope: ScopeKey, limit: int) -> list[StoredMessage]:
         """The scope's newest messages (any session), oldest first."""

@@ -158,7 +158,10 @@ def scope_files(workspace: Workspace, scope: ScopeKey) -> list[Path]:
             continue
         for entry in os.scandir(sub):
             if entry.is_file(follow_symlinks=False) and entry.name.endswith(".md"):
-                out.append(Path(entry.path))
+                path = Path(entry.path)
+                # A scope's LONG_TERM.md sits in its own directory: list it once.
+                if path != long_term:
+                    out.append(path)
     return out
 
 
@@ -178,7 +181,9 @@ def prepare_file(workspace: Workspace, path: Path) -> PreparedFile | None:
     return PreparedFile(
         path=relative,
         mtime_ns=st.st_mtime_ns,
-        size=st.st_size,
+        # The size of what was read: a note appended between the stat and the read then
+        # leaves a (time, size) pair no later stat matches, so nothing trusts it.
+        size=len(data),
         hash=hashlib.blake2b(data, digest_size=16).hexdigest(),
         kind=classified[0],
         chunks=[(c, " ".join(tokenize(c.text))) for c in chunks],
@@ -297,30 +302,51 @@ class SearchIndex:
         chunks: Sequence[Chunk],
         *,
         file_backed: bool = True,
+        previous: tuple[int, int] | None = None,
     ) -> None:
         """Index new chunks of a file the core appended to (a daily note), or of a
         non-file source when `file_backed` is false.
 
-        The file row takes the file's new stat, so the next sync does not re-chunk it; if
-        the file was also edited by hand in between, its size no longer matches what the
-        chunks cover and the next sync re-reads it anyway.
+        The file row takes the file's new stat, so the next sync does not re-chunk it.
+        `previous` is the file's (mtime_ns, size) before the append, (0, 0) if it did not
+        exist: the chunks are only added when the index holds the file exactly as it was
+        then. Otherwise the index does not hold what precedes them (a hand edit it has
+        not synced) or already holds them (a sync that read the file after the append),
+        and the whole file is read again instead.
         """
         prepared = await asyncio.to_thread(_tokenize_chunks, chunks)
-        st = (
-            await asyncio.to_thread(os.stat, self._ws.root / relative_path) if file_backed else None
-        )
+        path = self._ws.root / relative_path
         async with self._lock(scope):
+            st = await asyncio.to_thread(os.stat, path) if file_backed else None
             sid = await self.scope_id(scope)
             assert sid is not None
+            skip = reread = False
             async with self._db.transaction() as conn:
-                await _insert_chunks(conn, sid, relative_path, kind, prepared)
-                if st is not None:
-                    await conn.execute(
-                        "INSERT INTO files (path, scope_id, mtime_ns, size, hash, kind)"
-                        " VALUES (?, ?, ?, ?, '', ?) ON CONFLICT (path) DO UPDATE SET"
-                        " mtime_ns = excluded.mtime_ns, size = excluded.size",
-                        (relative_path, sid, st.st_mtime_ns, st.st_size, kind.value),
-                    )
+                if st is not None and previous is not None:
+                    async with conn.execute(
+                        "SELECT mtime_ns, size FROM files WHERE path = ?", (relative_path,)
+                    ) as cur:
+                        row = await cur.fetchone()
+                    known = (int(row[0]), int(row[1])) if row else (0, 0)
+                    if known != previous:
+                        skip = True
+                        reread = known != (st.st_mtime_ns, st.st_size)
+                if not skip:
+                    await _insert_chunks(conn, sid, relative_path, kind, prepared)
+                    if st is not None:
+                        await conn.execute(
+                            "INSERT INTO files (path, scope_id, mtime_ns, size, hash, kind)"
+                            " VALUES (?, ?, ?, ?, '', ?) ON CONFLICT (path) DO UPDATE SET"
+                            # The old hash no longer describes the file: forget it, or a
+                            # hand edit that removes the appended note would look unchanged.
+                            " mtime_ns = excluded.mtime_ns, size = excluded.size,"
+                            " hash = excluded.hash",
+                            (relative_path, sid, st.st_mtime_ns, st.st_size, kind.value),
+                        )
+            if reread:
+                item = await asyncio.to_thread(prepare_file, self._ws, path)
+                if item is not None:
+                    await self._write_file(sid, item, SyncStats())
 
     async def add_message(
         self,
@@ -520,8 +546,7 @@ class SearchIndex:
                 f" WHERE fts_{sid} MATCH ? AND {' AND '.join(filters)} ORDER BY f.rank LIMIT ?"
             )
             params = [fts_query(chosen), *filter_params, wanted]
-        async with self._conn.execute(sql, params) as cur:
-            rows = await cur.fetchall()
+        rows = await self._conn.execute_fetchall(sql, params)
         scored = []
         for r in rows:
             score = bm25_score(terms, str(r[3]).split(), stats)
@@ -543,17 +568,20 @@ class SearchIndex:
         ]
 
     async def _corpus_stats(self, sid: int, terms: set[str]) -> CorpusStats:
-        async with self._conn.execute(
-            "SELECT chunk_count, token_count FROM scopes WHERE id = ?", (sid,)
-        ) as cur:
-            row = await cur.fetchone()
-        docs, tokens = (int(row[0]), int(row[1])) if row else (0, 0)
+        """N, average length and document frequencies in one round trip."""
         placeholders = ",".join("?" * len(terms))
-        async with self._conn.execute(
-            f"SELECT term, df FROM terms WHERE scope_id = ? AND term IN ({placeholders})",
+        rows = await self._conn.execute_fetchall(
+            "SELECT NULL, chunk_count, token_count FROM scopes WHERE id = ?1 UNION ALL"
+            f" SELECT term, df, 0 FROM terms WHERE scope_id = ?1 AND term IN ({placeholders})",
             (sid, *terms),
-        ) as cur:
-            freq = {r[0]: int(r[1]) for r in await cur.fetchall()}
+        )
+        docs = tokens = 0
+        freq: dict[str, int] = {}
+        for term, count, total in rows:
+            if term is None:
+                docs, tokens = int(count), int(total)
+            else:
+                freq[str(term)] = int(count)
         return CorpusStats(docs=max(docs, 1), avg_len=tokens / docs if docs else 1.0, doc_freq=freq)
 
     async def session_messages(

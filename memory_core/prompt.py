@@ -12,7 +12,7 @@ from datetime import datetime
 
 from memory_core.entries import MemoryEntry
 from memory_core.merge import sort_entries
-from memory_core.scoring import DEFAULT_POLICY, ScoringPolicy, Status, score_at, status_of
+from memory_core.scoring import DEFAULT_POLICY, ScoringPolicy, score_at
 from memory_core.text import estimate_tokens
 
 HEADER = "# 历史记忆 (long-term memory)\n\n关于用户的关键信息 / What I know about the user:"
@@ -42,15 +42,17 @@ def select_prompt_entries(
     for position, entry in enumerate(order):
         if entry.score < min_score or (len(best) == top_k and entry.score <= best[0][0]):
             break
-        current = entry.with_(score=score_at(entry, now, policy), scored_at=now)
-        if current.score < min_score or status_of(current, policy) is not Status.ACTIVE:
+        if entry.archived is not None:
             continue
-        item = (current.score, -position, current)
+        score = score_at(entry, now, policy)
+        if score < min_score or (not entry.pinned and score < policy.archive_below):
+            continue
+        item = (score, -position, entry)
         if len(best) < top_k:
             heapq.heappush(best, item)
         elif item[:2] > best[0][:2]:
             heapq.heapreplace(best, item)
-    return sort_entries(e for _, _, e in best)
+    return sort_entries(e.with_(score=score, scored_at=now) for score, _, e in best)
 
 
 def _forms(entry: MemoryEntry, rank: int) -> list[str]:

@@ -67,6 +67,10 @@ async def read_memory_path(
         raise ChatmemError(f"no such memory file: {path}") from None
     except IsADirectoryError:
         raise PathRefused(f"refused path {path!r}: not a file") from None
+    except OSError as exc:
+        # A name too long, a file used as a directory, no permission: the caller's input,
+        # so an error the model can read rather than an exception that ends the turn.
+        raise ChatmemError(f"cannot read {path!r}: {exc.strerror or exc}") from None
     all_lines = content.splitlines()
     window = all_lines[first - 1 : first - 1 + count]
     end = first + len(window) - 1

@@ -111,7 +111,8 @@ def build_injection(
         if len(used) >= max_hits:
             break
         line = hit_line(hit, hit_chars)
-        cost = estimate_tokens(line)
+        # Each line is joined to the block with a line break, which costs too.
+        cost = estimate_tokens("\n" + line)
         if cost > budget:
             continue
         lines.append(line)

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 TICK_SECONDS = 60.0
+CHECK_EVERY_TURNS = 10
 
 
 class Runtime:
@@ -41,6 +42,7 @@ class Runtime:
         self._background: set[asyncio.Task[object]] = set()
         self._ticker: asyncio.Task[None] | None = None
         self._stopping = False
+        self._turns: dict[str, int] = {}
 
     # --- turns ----------------------------------------------------------------------
     async def turn(self, scope: ScopeKey, text: str, *, speaker: str = "") -> TurnResult:
@@ -54,8 +56,16 @@ class Runtime:
             result = await asyncio.shield(task)
         finally:
             self._inflight.discard(task)
-        self._spawn(self.after_turn(scope))
+        if self._due_for_checks(scope):
+            self._spawn(self.after_turn(scope))
         return result
+
+    def _due_for_checks(self, scope: ScopeKey) -> bool:
+        """Caps and archive triggers every `CHECK_EVERY_TURNS` turns of a scope (and on its
+        first): the thresholds are 100+ messages, so checking every turn buys nothing."""
+        count = self._turns.get(scope.value, 0)
+        self._turns[scope.value] = count + 1
+        return count % CHECK_EVERY_TURNS == 0
 
     async def new_session(self, scope: ScopeKey, *, chinese: bool = False) -> NewSessionResult:
         return await self.chat.new_session(scope, chinese=chinese)

@@ -13,6 +13,7 @@ import contextlib
 import glob
 import logging
 import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -83,15 +84,24 @@ class LongTermStore:
         self._locks = locks
         self._archive_below = archive_below
         self._cache: dict[ScopeKey, Snapshot] = {}
+        self._checked_at: dict[ScopeKey, float] = {}
 
     def path(self, scope: ScopeKey) -> Path:
         return self._ws.long_term_path(scope)
 
-    async def load(self, scope: ScopeKey) -> ParsedMemory:
-        """The scope's entries as on disk now (parsed again only when the file changed)."""
+    async def load(self, scope: ScopeKey, *, max_age: float = 0.0) -> ParsedMemory:
+        """The scope's entries as on disk (parsed again only when the file changed).
+
+        `max_age` lets a hot path (a chat turn) reuse a check made less than that many
+        seconds ago instead of a stat per call; writes by this process are always seen.
+        """
         path = self.path(scope)
         cached = self._cache.get(scope)
+        checked = self._checked_at.get(scope)
+        if cached is not None and checked is not None and time.monotonic() - checked < max_age:
+            return cached.parsed
         stamp = await asyncio.to_thread(_stamp, path)
+        self._checked_at[scope] = time.monotonic()
         if cached is not None and cached.stamp == stamp:
             return cached.parsed
         snapshot = await asyncio.to_thread(read_memory_file, path, self._archive_below)

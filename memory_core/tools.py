@@ -164,7 +164,10 @@ async def memory_get(
     if not isinstance(path, str):
         raise ChatmemError("path must be a string")
     read = await ctx.core.read_memory(
-        ctx.scope, path, int(start) if start is not None else None, int(lines) if lines else None
+        ctx.scope,
+        path,
+        int(start) if start is not None else None,
+        int(lines) if lines is not None else None,
     )
     return {
         "path": read.path,

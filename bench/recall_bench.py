@@ -1,0 +1,606 @@
+"""Search benchmark: the SQLite FTS5 index against an in-memory rank-bm25 baseline.
+
+Run ``python bench/recall_bench.py [--quick]``.  Not a test: it prints figures and never
+asserts on wall-clock time.  One temporary workspace (removed at the end) holds:
+
+* bench scopes of 1 000, 10 000 and 100 000 chunks (``peer:bench`` is the largest),
+  written as real daily-note files (``# YYYY-MM-DD`` then ``- HH:MM:SS text`` lines,
+  ~100 notes a file) and indexed from those files, so ``MemoryCore.reindex()`` can be
+  timed as a full reindex;
+* 900 000 more chunks in 900 other scopes, bulk-inserted through
+  ``SearchIndex.add_chunks(..., file_backed=False)`` *after* the reindex figure (a
+  rebuild drops non-file chunks), so every query runs against a 1.1 M-chunk database;
+* a stress scope of 100 000 chunks from ``bench/tokenizer_bench.py``'s template
+  generator, whose tiny vocabulary puts every word in several % of the chunks.
+
+``--quick`` scales every size down 10x.  Text and queries come from ``bench/corpus.py``
+(fixed seeds).  For each size: build time, tokenization throughput, query latency of
+``MemoryCore.search`` and ``SearchIndex.search`` and of the baseline (``ScopeBM25``, rank-bm25's
+BM25Okapi with the index's idf, k1 = 1.2, b = 0.75, over the same ``tokenize`` terms:
+``get_scores`` + top 5), add-one-note latency through ``MemoryCore.append_daily``, and
+recall@5 of each query's source sentence for both, plus the overlap of the two top-5s.
+Latencies are pooled over several passes; "median" is the median of the passes' medians.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import os
+import random
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from corpus import machine_load, percentile, query_targets, sentences, table
+from tokenizer_bench import generate_sentences
+
+from memory_core import text as mtext
+from memory_core.chunking import Chunk, ChunkKind
+from memory_core.config import load_config
+from memory_core.engine import MemoryCore
+from memory_core.fallback import ScopeBM25
+from memory_core.index import K1, B, SearchIndex
+from memory_core.scope import ScopeKey
+from memory_core.workspace import Workspace
+
+SEED = 20260603
+NOTES_PER_FILE = 100
+QUERIES = 200
+FIRST_DAY = date(2023, 1, 1)
+TARGETS = {
+    "query_p50": 5.0,
+    "query_p95": 20.0,
+    "add_p50": 2.0,
+    "reindex_chunks_s": 15_000,
+}
+
+
+# ---------------------------------------------------------------------------
+# Corpora and their files
+
+
+@dataclass
+class Corpus:
+    """Chunk texts of one scope and where each one lives."""
+
+    name: str
+    scope: ScopeKey
+    texts: list[str]
+    keys: list[tuple[str, int]] = field(default_factory=list)
+    """(workspace-relative path, first line) of each chunk, as search hits report them."""
+    tokens: list[list[str]] = field(default_factory=list)
+
+
+def note_time(rng: random.Random, count: int) -> list[str]:
+    seconds = sorted(rng.randrange(7 * 3600, 23 * 3600) for _ in range(count))
+    return [f"{s // 3600:02d}:{s // 60 % 60:02d}:{s % 60:02d}" for s in seconds]
+
+
+def write_daily_files(ws: Workspace, corpus: Corpus, seed: int) -> int:
+    """Daily-note files as `memory_core.daily` writes them; returns the file count."""
+    ws.ensure_scope(corpus.scope)
+    rng = random.Random(seed)
+    files = 0
+    for start in range(0, len(corpus.texts), NOTES_PER_FILE):
+        batch = corpus.texts[start : start + NOTES_PER_FILE]
+        day = FIRST_DAY + timedelta(days=start // NOTES_PER_FILE)
+        path = ws.daily_path(corpus.scope, day)
+        relative = ws.relative(path)
+        lines = [f"# {day.isoformat()}", ""]
+        for text, clock in zip(batch, note_time(rng, len(batch)), strict=True):
+            corpus.keys.append((relative, len(lines) + 1))
+            lines.append(f"- {clock} {text}")
+        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        files += 1
+    return files
+
+
+def bulk_chunks(texts: Sequence[str], day: date, seed: int) -> list[Chunk]:
+    rng = random.Random(seed)
+    out = []
+    for line, (text, clock) in enumerate(zip(texts, note_time(rng, len(texts)), strict=True)):
+        hh, mm, ss = (int(x) for x in clock.split(":"))
+        when = datetime(day.year, day.month, day.day, hh, mm, ss, tzinfo=UTC)
+        out.append(Chunk(line_from=line + 3, line_to=line + 3, text=text, created_at=when))
+    return out
+
+
+async def bulk_insert(
+    index: SearchIndex, ws: Workspace, corpus: Corpus, kind: ChunkKind, seed: int
+) -> None:
+    """`add_chunks(file_backed=False)` per would-be daily file of NOTES_PER_FILE notes."""
+    for start in range(0, len(corpus.texts), NOTES_PER_FILE):
+        batch = corpus.texts[start : start + NOTES_PER_FILE]
+        day = FIRST_DAY + timedelta(days=start // NOTES_PER_FILE)
+        relative = ws.relative(ws.daily_path(corpus.scope, day))
+        chunks = bulk_chunks(batch, day, seed + start)
+        corpus.keys.extend((relative, c.line_from) for c in chunks)
+        await index.add_chunks(corpus.scope, relative, kind, chunks, file_backed=False)
+
+
+# ---------------------------------------------------------------------------
+# Measurements
+
+
+def pct(values: Sequence[float], q: float) -> float:
+    return percentile(values, q) if values else float("nan")
+
+
+@dataclass
+class Latency:
+    """Samples of several passes (seconds)."""
+
+    passes: list[list[float]] = field(default_factory=list)
+
+    @property
+    def pooled(self) -> list[float]:
+        return [s for p in self.passes for s in p]
+
+    @property
+    def median(self) -> float:
+        return statistics.median(statistics.median(p) for p in self.passes)
+
+    def p(self, q: float) -> float:
+        return pct(self.pooled, q)
+
+    def cells(self) -> tuple[str, str, str, str]:
+        return ms(self.median), ms(self.p(50)), ms(self.p(95)), ms(max(self.pooled))
+
+
+def ms(seconds: float) -> str:
+    value = seconds * 1000
+    if value >= 100:
+        return f"{value:,.0f}"
+    if value >= 10:
+        return f"{value:.1f}"
+    return f"{value:.2f}"
+
+
+def rate(count: float, seconds: float) -> str:
+    return f"{count / seconds:,.0f}" if seconds > 0 else "-"
+
+
+async def timed_async(func: Callable[[], Awaitable[object]]) -> float:
+    start = time.perf_counter()
+    await func()
+    return time.perf_counter() - start
+
+
+@dataclass
+class SizeResult:
+    name: str
+    chunks: int
+    chars: int
+    files: int
+    build_s: float = 0.0
+    tokenize_s: float = 0.0
+    baseline_build_s: float = 0.0
+    core_search: Latency = field(default_factory=Latency)
+    index_search: Latency = field(default_factory=Latency)
+    baseline: Latency = field(default_factory=Latency)
+    append: Latency = field(default_factory=Latency)
+    recall_ours: float = 0.0
+    recall_base: float = 0.0
+    overlap: float = 0.0
+    same_top1: float = 0.0
+    stress: bool = False
+
+
+class Baseline:
+    """rank-bm25 over the same terms, scoring like the index (`ScopeBM25`)."""
+
+    def __init__(self, tokens: list[list[str]]) -> None:
+        self.bm25 = ScopeBM25(tokens, k1=K1, b=B)
+
+    def top(self, query: str, limit: int = 5) -> list[int]:
+        terms = list(dict.fromkeys(mtext.tokenize(query)))
+        if not terms:
+            return []
+        scores = self.bm25.get_scores(terms)
+        if len(scores) > limit:
+            best = np.argpartition(-scores, limit)[:limit]
+        else:
+            best = np.arange(len(scores))
+        ranked = sorted(best.tolist(), key=lambda i: (-scores[i], i))
+        return [i for i in ranked if scores[i] > 0][:limit]
+
+
+async def measure_queries(
+    core: MemoryCore,
+    corpus: Corpus,
+    result: SizeResult,
+    passes: int,
+    baseline_passes: int,
+    seed: int,
+) -> None:
+    index = core.index
+    assert index is not None
+    pairs = query_targets(corpus.texts, QUERIES, seed)
+    queries = [q for _, q in pairs]
+
+    start = time.perf_counter()
+    corpus.tokens = [mtext.tokenize(t) for t in corpus.texts]
+    result.tokenize_s = time.perf_counter() - start
+    start = time.perf_counter()
+    baseline = Baseline(corpus.tokens)
+    result.baseline_build_s = time.perf_counter() - start
+
+    for query in queries[:10]:  # warm-up: statement cache, page cache, lru caches
+        await core.search(corpus.scope, query, limit=5)
+        baseline.top(query)
+    for _ in range(passes):
+        gc.collect()
+        samples = []
+        for query in queries:
+            start = time.perf_counter()
+            await core.search(corpus.scope, query, limit=5)
+            samples.append(time.perf_counter() - start)
+        result.core_search.passes.append(samples)
+        samples = []
+        for query in queries:
+            start = time.perf_counter()
+            await index.search(corpus.scope, query, limit=5)
+            samples.append(time.perf_counter() - start)
+        result.index_search.passes.append(samples)
+    base_tops: list[list[int]] = []
+    for number in range(baseline_passes):
+        gc.collect()
+        samples = []
+        for query in queries:
+            start = time.perf_counter()
+            top = baseline.top(query)
+            samples.append(time.perf_counter() - start)
+            if number == 0:
+                base_tops.append(top)
+        result.baseline.passes.append(samples)
+
+    # Quality: is the query's source sentence in each top 5, and do the top 5s agree?
+    key_of = {key: i for i, key in enumerate(corpus.keys)}
+    found_ours = found_base = 0
+    overlap = same_top1 = 0.0
+    for (target, query), base_top in zip(pairs, base_tops, strict=True):
+        hits = await index.search(corpus.scope, query, limit=5)
+        ours = [key_of.get((h.path, h.line_from), -1) for h in hits]
+        wanted = corpus.texts[target]
+        found_ours += any(corpus.texts[i] == wanted for i in ours if i >= 0)
+        found_base += any(corpus.texts[i] == wanted for i in base_top)
+        if base_top or ours:
+            overlap += len(set(ours) & set(base_top)) / max(len(base_top), len(ours))
+            same_top1 += bool(ours and base_top and ours[0] == base_top[0])
+        else:
+            overlap += 1.0
+            same_top1 += 1.0
+    result.recall_ours = found_ours / len(pairs)
+    result.recall_base = found_base / len(pairs)
+    result.overlap = overlap / len(pairs)
+    result.same_top1 = same_top1 / len(pairs)
+
+
+async def measure_appends(
+    core: MemoryCore, corpus: Corpus, result: SizeResult, samples: int, seed: int
+) -> None:
+    texts = sentences(samples + 5, seed)
+    for text in texts[:5]:
+        await core.append_daily(corpus.scope, text)
+    timings = []
+    for text in texts[5:]:
+        start = time.perf_counter()
+        await core.append_daily(corpus.scope, text)
+        timings.append(time.perf_counter() - start)
+    result.append.passes.append(timings)
+
+
+def db_size(ws: Workspace) -> int:
+    total = 0
+    for suffix in ("", "-wal"):
+        path = ws.db_path.with_name(ws.db_path.name + suffix)
+        if path.exists():
+            total += path.stat().st_size
+    return total
+
+
+async def checkpoint(core: MemoryCore) -> None:
+    assert core.db is not None
+    await core.db.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+
+# ---------------------------------------------------------------------------
+# The run
+
+
+@dataclass
+class WorkspaceFigures:
+    reindex: list[tuple[float, int]] = field(default_factory=list)
+    bulk_s: float = 0.0
+    bulk_chunks: int = 0
+    bulk_scopes: int = 0
+    stale_check: list[float] = field(default_factory=list)
+    stale_files: int = 0
+    reopen: list[float] = field(default_factory=list)
+    db_after_bench: int = 0
+    db_after_all: int = 0
+    total_chunks: int = 0
+
+
+async def run(root: Path, quick: bool) -> tuple[list[SizeResult], WorkspaceFigures]:
+    scale = 10 if quick else 1
+    sizes = [1_000 // scale, 10_000 // scale, 100_000 // scale]
+    other_scopes, per_other = 900 // scale, 1_000
+    passes, baseline_passes = (2, 1) if quick else (3, 2)
+    appends = 50 if quick else 200
+    reindex_repeats = 3
+
+    config = load_config(None, env={}, workspace=root)
+    ws = Workspace.at(root)
+    figures = WorkspaceFigures()
+    corpora: list[Corpus] = []
+    results: list[SizeResult] = []
+    log(f"generating {sum(sizes):,} bench chunks")
+    for number, size in enumerate(sizes):
+        largest = number == len(sizes) - 1
+        scope = ScopeKey("peer:bench" if largest else f"peer:bench-{size}")
+        corpora.append(Corpus(f"{size:,}", scope, sentences(size, SEED + size)))
+
+    async with MemoryCore.open(config) as core:
+        index = core.index
+        assert index is not None
+        # 1. The bench scopes from files: first index of each, then full reindexes.
+        for number, corpus in enumerate(corpora):
+            files = write_daily_files(ws, corpus, SEED + number)
+            chars = sum(len(t) for t in corpus.texts)
+            result = SizeResult(corpus.name, len(corpus.texts), chars, files)
+            log(f"indexing {corpus.name} chunks from {files} files")
+            result.build_s = await timed_async(lambda c=corpus: index.sync_scope(c.scope))
+            results.append(result)
+        for _ in range(reindex_repeats):
+            gc.collect()
+            start = time.perf_counter()
+            stats = await core.reindex()
+            figures.reindex.append((time.perf_counter() - start, stats.chunks_added))
+            log(f"reindex: {stats.chunks_added:,} chunks in {figures.reindex[-1][0]:.1f} s")
+        await checkpoint(core)
+        figures.db_after_bench = db_size(ws)
+
+        # 2. Everyone else's memories, straight into the index.
+        log(f"bulk-inserting {other_scopes * per_other:,} chunks in {other_scopes} scopes")
+        start = time.perf_counter()
+        for number in range(other_scopes):
+            scope = ScopeKey(f"peer:other-{number:04d}")
+            other = Corpus("other", scope, sentences(per_other, SEED + 10_000 + number))
+            kind = ChunkKind.DAILY if number % 4 else ChunkKind.ARCHIVE_RAW
+            await bulk_insert(index, ws, other, kind, SEED + number)
+            figures.bulk_chunks += per_other
+        figures.bulk_s = time.perf_counter() - start
+        figures.bulk_scopes = other_scopes
+        log(f"bulk insert: {figures.bulk_s:.1f} s (sentence generation included)")
+
+        # 3. The stress corpus: same scope size as the largest, a tiny vocabulary.
+        stress = Corpus(
+            f"{sizes[-1]:,} tiny-vocab", ScopeKey("peer:stress"), generate_sentences(sizes[-1])
+        )
+        stress_result = SizeResult(
+            stress.name, len(stress.texts), sum(len(t) for t in stress.texts), 0, stress=True
+        )
+        start = time.perf_counter()
+        await bulk_insert(index, ws, stress, ChunkKind.DAILY, SEED)
+        stress_result.build_s = time.perf_counter() - start
+        await checkpoint(core)
+        figures.db_after_all = db_size(ws)
+        figures.total_chunks = sum(sizes) + figures.bulk_chunks + len(stress.texts)
+
+        # 4. Queries and quality, then add-one-note latency, per size.
+        for number, (corpus, result) in enumerate(zip(corpora, results, strict=True)):
+            log(f"queries on {corpus.name} chunks")
+            await measure_queries(core, corpus, result, passes, baseline_passes, SEED + number)
+        log("queries on the stress corpus")
+        await measure_queries(core, stress, stress_result, passes, baseline_passes, SEED + 99)
+        results.append(stress_result)
+        for number, (corpus, result) in enumerate(
+            zip(corpora, results[: len(corpora)], strict=True)
+        ):
+            log(f"appends to {corpus.name} chunks")
+            await measure_appends(core, corpus, result, appends, SEED + 500 + number)
+
+        # 5. What a search pays when its scope is due for a hand-edit check.
+        largest = corpora[-1].scope
+        figures.stale_files = len(await asyncio.to_thread(_files_of, ws, largest))
+        for _ in range(5):
+            figures.stale_check.append(await timed_async(lambda: index.sync_scope(largest)))
+
+    # 6. Opening the workspace again (schema of ~1 000 FTS tables, stat of every file).
+    for _ in range(3):
+        start = time.perf_counter()
+        async with MemoryCore.open(config) as core:
+            figures.reopen.append(time.perf_counter() - start)
+    return results, figures
+
+
+def _files_of(ws: Workspace, scope: ScopeKey) -> list[Path]:
+    from memory_core.index import scope_files
+
+    return scope_files(ws, scope)
+
+
+def log(message: str) -> None:
+    print(f"  [{time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+# ---------------------------------------------------------------------------
+# Report
+
+
+def report(results: list[SizeResult], figures: WorkspaceFigures) -> None:
+    largest = max(r.chunks for r in results if not r.stress)
+
+    def mark(r: SizeResult, text: str, target: str) -> str:
+        return f"{text}  (target {target})" if r.chunks == largest and not r.stress else text
+
+    print("build and tokenization (same run; ours = first index of the scope from its files)")
+    rows = []
+    for r in results:
+        rows.append(
+            (
+                r.name,
+                f"{r.chars / r.chunks:.0f}",
+                r.files or "-",
+                f"{r.build_s:.2f} s" + (" (add_chunks)" if r.stress else ""),
+                rate(r.chunks, r.build_s),
+                f"{r.tokenize_s + r.baseline_build_s:.2f} s",
+                rate(r.chunks, r.tokenize_s),
+                rate(r.chars, r.tokenize_s),
+            )
+        )
+    print(
+        table(
+            [
+                "chunks",
+                "chars/chunk",
+                "files",
+                "ours: build",
+                "ours: chunks/s",
+                "baseline: tokenize + BM25Okapi",
+                "tokenize chunks/s",
+                "tokenize chars/s",
+            ],
+            rows,
+        )
+    )
+    print()
+
+    print(
+        f"query latency in ms over {QUERIES} queries x passes (limit 5; median = median of"
+        " the passes' medians; p50/p95/max pooled)"
+    )
+    rows = []
+    for r in results:
+        for label, lat in (
+            ("MemoryCore.search", r.core_search),
+            ("SearchIndex.search", r.index_search),
+            ("baseline get_scores+top5", r.baseline),
+        ):
+            median, p50, p95, worst = lat.cells()
+            target = ""
+            if r.chunks == largest and not r.stress and label != "baseline get_scores+top5":
+                target = (
+                    f"p50 <= {TARGETS['query_p50']:g}, p95 <= {TARGETS['query_p95']:g}"
+                    + ("  MET" if lat.p(50) * 1000 <= TARGETS["query_p50"] else "  MISSED")
+                    + ("/MET" if lat.p(95) * 1000 <= TARGETS["query_p95"] else "/MISSED")
+                )
+            name = r.name + (" (stress: tiny vocabulary)" if r.stress else "")
+            rows.append((name, label, len(lat.pooled), median, p50, p95, worst, target))
+    print(table(["chunks", "what", "samples", "median", "p50", "p95", "max", "target"], rows))
+    print()
+
+    print("add one note: MemoryCore.append_daily (file append + fsync, tokenize, index, commit)")
+    rows = []
+    for r in results:
+        if not r.append.passes:
+            continue
+        median, p50, p95, worst = r.append.cells()
+        target = ""
+        if r.chunks == largest:
+            met = "MET" if r.append.p(50) * 1000 <= TARGETS["add_p50"] else "MISSED"
+            target = f"p50 <= {TARGETS['add_p50']:g} ms  {met}"
+        rows.append((r.name, len(r.append.pooled), median, p50, p95, worst, target))
+    print(table(["chunks", "samples", "median ms", "p50 ms", "p95 ms", "max ms", "target"], rows))
+    print()
+
+    print("quality over the same queries (ours = SearchIndex.search, min_score 0)")
+    rows = [
+        (
+            r.name + (" (stress)" if r.stress else ""),
+            f"{r.recall_ours:.1%}",
+            f"{r.recall_base:.1%}",
+            f"{r.overlap:.1%}",
+            f"{r.same_top1:.1%}",
+        )
+        for r in results
+    ]
+    print(
+        table(
+            ["chunks", "recall@5 ours", "recall@5 baseline", "top-5 overlap", "same top-1"],
+            rows,
+        )
+    )
+    print()
+
+    print("workspace")
+    reindex_s = statistics.median(s for s, _ in figures.reindex)
+    reindex_chunks = figures.reindex[0][1]
+    per_s = reindex_chunks / reindex_s
+    met = "MET" if per_s >= TARGETS["reindex_chunks_s"] else "MISSED"
+    rows = [
+        (
+            f"full reindex (MemoryCore.reindex, {reindex_chunks:,} chunks in files)",
+            f"median {reindex_s:.2f} s of {len(figures.reindex)}: {per_s:,.0f} chunks/s",
+            f"target >= {TARGETS['reindex_chunks_s']:,} chunks/s  {met}",
+        ),
+        (
+            f"bulk add_chunks ({figures.bulk_chunks:,} chunks, {figures.bulk_scopes} scopes)",
+            f"{figures.bulk_s:.1f} s: {figures.bulk_chunks / figures.bulk_s:,.0f} chunks/s",
+            "includes generating the text",
+        ),
+        (
+            f"staleness check before a search ({figures.stale_files} files, no change)",
+            f"median {ms(statistics.median(figures.stale_check))} ms",
+            "paid by a search at most every sync_min_interval (2 s)",
+        ),
+        (
+            "MemoryCore.open on the full workspace",
+            f"median {statistics.median(figures.reopen):.2f} s",
+            "",
+        ),
+        (
+            f"database after the bench scopes ({sum(r.chunks for r in results if not r.stress):,})",
+            f"{figures.db_after_bench / 2**20:,.1f} MiB",
+            "",
+        ),
+        (
+            f"database with everything ({figures.total_chunks:,} chunks)",
+            f"{figures.db_after_all / 2**20:,.1f} MiB",
+            f"{figures.db_after_all / figures.total_chunks:,.0f} bytes/chunk",
+        ),
+    ]
+    print(table(["what", "figure", "note"], rows))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="every size / 10, under a minute")
+    args = parser.parse_args()
+    mtext.warm_up()
+    sentences(1)  # vocabularies load before anything is timed
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="chatmem-recall-bench-") as tmp:
+        print(f"workspace {tmp} ({'quick' if args.quick else 'full'} mode)", flush=True)
+        load_before = machine_load()
+        results, figures = asyncio.run(run(Path(tmp), args.quick))
+    print()
+    mode = "quick (sizes / 10)" if args.quick else "full"
+    print(f"recall bench, {mode} mode, {time.perf_counter() - started:.0f} s;", end=" ")
+    print(f"python {sys.version.split()[0]}, {os.cpu_count()} cpus, SQLite {_sqlite()}")
+    print(f"machine: at start {load_before}; at end {machine_load()}")
+    print()
+    report(results, figures)
+
+
+def _sqlite() -> str:
+    import sqlite3
+
+    return sqlite3.sqlite_version
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,279 @@
+"""The shared command router: command parsing, every command's output, dedupe, scopes."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import replace
+from datetime import UTC, datetime
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, cast
+
+import pytest
+
+import adapters.router as router_module
+from adapters.inbound import InboundMessage
+from adapters.router import COMMANDS, HELP_TEXT, MessageRouter, parse_command
+from memory_core.config import Config, load_config
+from memory_core.engine import MemoryCore
+from memory_core.scope import MAIN, ScopeKey
+
+_ids = itertools.count(1)
+
+
+def msg(
+    text: str,
+    *,
+    channel: str = "telegram",
+    account: str = "bot1",
+    sender: str = "u1",
+    chat_type: str = "direct",
+    chat: str | None = None,
+    thread: str | None = None,
+    message_id: str | None = None,
+) -> InboundMessage:
+    return InboundMessage(
+        channel=channel,
+        account_id=account,
+        sender_id=sender,
+        sender_name=sender.title(),
+        chat_type=chat_type,  # type: ignore[arg-type]
+        chat_id=chat or sender,
+        text=text,
+        message_id=str(next(_ids)) if message_id is None else message_id,
+        timestamp=datetime(2026, 3, 1, 12, 0, tzinfo=UTC),
+        thread_id=thread,
+        mentioned=True,
+    )
+
+
+async def say(router: MessageRouter, text: str, **kw: Any) -> str:
+    reply = await router.handle(msg(text, **kw))
+    assert reply is not None, text
+    return reply.text
+
+
+@pytest.fixture
+def router(core: MemoryCore) -> MessageRouter:
+    return MessageRouter(core, bot_username="chatmem_bot")
+
+
+# --- parse_command ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "bot", "expected"),
+    [
+        ("/new", "chatmem_bot", ("new", "")),
+        ("  /new  ", "chatmem_bot", ("new", "")),
+        ("/new@chatmem_bot", "chatmem_bot", ("new", "")),
+        ("/NEW@ChatMem_Bot", "chatmem_bot", ("new", "")),
+        ("/new@otherbot", "chatmem_bot", None),
+        ("/remember@otherbot I like tea", "chatmem_bot", None),
+        ("/new@otherbot", None, ("new", "")),  # our name unknown: cannot tell, take it
+        ("/remember I like tea", None, ("remember", "I like tea")),
+        ("/search@chatmem_bot   two words  ", "chatmem_bot", ("search", "two words")),
+        ("/记住 中文", None, ("记住", "中文")),
+        ("hello /new", "chatmem_bot", None),
+        ("new", "chatmem_bot", None),
+        ("", "chatmem_bot", None),
+    ],
+)
+def test_parse_command(text: str, bot: str | None, expected: tuple[str, str] | None) -> None:
+    assert parse_command(text, bot) == expected
+
+
+# --- each command -------------------------------------------------------------------------
+
+
+async def test_help_and_start_list_every_command(router: MessageRouter) -> None:
+    assert await say(router, "/help") == HELP_TEXT
+    assert await say(router, "/start") == HELP_TEXT
+    assert await say(router, "/help@chatmem_bot") == HELP_TEXT
+    for name, text in COMMANDS:
+        assert f"/{name} — {text}" in HELP_TEXT
+
+
+async def test_remember(router: MessageRouter, core: MemoryCore) -> None:
+    assert await say(router, "/remember") == "Usage: /remember TEXT"
+    assert await say(router, "/remember I like oolong tea") == (
+        "Got it, I'll remember: I like oolong tea"
+    )
+    assert await say(router, "/remember I like oolong tea") == (
+        "I already knew that; reinforced: I like oolong tea"
+    )
+    assert await say(router, "/remember 我喜欢乌龙茶") == "好的，我记住了：我喜欢乌龙茶"
+    contents = sorted(e.content for e in await core.entries(MAIN))
+    assert contents == ["I like oolong tea", "我喜欢乌龙茶"]
+
+
+async def test_forget_asks_then_archives(router: MessageRouter, core: MemoryCore) -> None:
+    assert await say(router, "/forget") == "Usage: /forget WHAT"
+    assert await say(router, "/forget unicorns") == "I found no memory about “unicorns”."
+    await say(router, "/remember the wifi password is hunter2")
+    [entry] = await core.entries(MAIN)
+    question = await say(router, "/forget wifi password")
+    assert question == (
+        f"Forget this memory? [{entry.id}] the wifi password is hunter2\nReply “yes” to archive it."
+    )
+    assert await say(router, "yes") == "Archived: the wifi password is hunter2"
+    assert (await say(router, "/memory")).startswith("I don't remember anything")
+    assert [e.content for e in (await core.status(MAIN)).archived] == [
+        "the wifi password is hunter2"
+    ]
+    assert await say(router, "/forget 不存在的东西") == "没有找到关于「不存在的东西」的记忆。"
+
+
+async def test_memory_lists_best_first(router: MessageRouter, core: MemoryCore) -> None:
+    assert await say(router, "/memory") == (
+        "I don't remember anything in this chat yet. 这个对话里我还没有记住任何事。"
+    )
+    await core.capture(MAIN, "low note  with\nspaces", importance="low")
+    await core.capture(MAIN, "high note", importance="high")
+    assert await say(router, "/memory") == (
+        "2 memories, best first:\n1. [fact] high note (0.80)\n2. [fact] low note with spaces (0.40)"
+    )
+
+
+async def test_memory_shows_at_most_ten(router: MessageRouter, core: MemoryCore) -> None:
+    topics = [
+        "apples", "boats", "clouds", "dogs", "engines", "ferns",
+        "guitars", "harbours", "islands", "jackets", "kites", "lamps",
+    ]  # fmt: skip
+    for topic in topics:
+        await core.capture(MAIN, f"Alice collects {topic} {topic} {topic}")
+    reply = await say(router, "/memory")
+    lines = reply.splitlines()
+    assert lines[0] == "12 memories, best first:"
+    assert len(lines) == 11
+
+
+async def test_search(router: MessageRouter, core: MemoryCore) -> None:
+    assert await say(router, "/search") == "Usage: /search WORDS"
+    assert await say(router, "/search anything") == "Nothing found. 没有找到。"
+    await core.capture(MAIN, "Alice prefers pytest over unittest for testing")
+    await core.capture(MAIN, "the quarterly report is due in April")
+    reply = await say(router, "/search pytest unittest")
+    [line] = reply.splitlines()
+    score, location, text = line.split(" ", 2)
+    assert float(score) > 0
+    assert location.startswith("MEMORY.md:")
+    assert text == "Alice prefers pytest over unittest for testing"
+
+
+async def test_scope(router: MessageRouter) -> None:
+    assert await say(router, "/scope") == "scope: main (dm_scope = main)"
+    assert await say(router, "/scope", chat_type="group", chat="-5") == (
+        "scope: group:telegram:-5 (dm_scope = main)"
+    )
+
+
+async def test_new(router: MessageRouter, core: MemoryCore) -> None:
+    assert await say(router, "/new") == "Started a new session."
+    await say(router, "I prefer tabs over spaces")
+    assert await say(router, "/new") == "New session started. Learned: 1 new, 0 reinforced."
+    await say(router, "I prefer tabs over spaces")
+    assert await say(router, "/new 好") == "新会话已开始。记住了 0 条新记忆，强化了 1 条。"
+    [entry] = await core.entries(MAIN)
+    assert (entry.content, entry.category) == ("I prefer tabs over spaces", "preference")
+
+
+async def test_plain_text_and_unknown_commands_are_chat_turns(router: MessageRouter) -> None:
+    reply = await say(router, "hello there")
+    assert reply.startswith("(offline) No language model is configured")
+    assert (await say(router, "/frobnicate now")).startswith("(offline)")
+    assert (await say(router, "你好")).startswith("（离线模式）")
+
+
+async def test_other_bots_commands_and_empty_text_get_no_reply(router: MessageRouter) -> None:
+    assert await router.handle(msg("/new@some_other_bot")) is None
+    assert await router.handle(msg("/memory@some_other_bot extra")) is None
+    assert await router.handle(msg("   ")) is None
+    assert await router.handle(msg("")) is None
+
+
+# --- dedupe -------------------------------------------------------------------------------
+
+
+async def test_dedupe(router: MessageRouter) -> None:
+    first = msg("/scope", message_id="7", chat="c1")
+    assert await router.handle(first) is not None
+    assert await router.handle(first) is None
+    assert await router.handle(replace(first, text="/help")) is None  # same id, edited text
+    assert await router.handle(replace(first, chat_id="c2")) is not None
+    assert await router.handle(replace(first, channel="dingtalk")) is not None
+    # Without an id a message cannot be recognised again: never dropped as a duplicate.
+    no_id = msg("/scope", message_id="", chat="c1")
+    assert await router.handle(no_id) is not None
+    assert await router.handle(no_id) is not None
+
+
+async def test_dedupe_window_is_bounded(
+    router: MessageRouter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(router_module, "DEDUPE_WINDOW", 3)
+    old = msg("/scope", message_id="old")
+    assert await router.handle(old) is not None
+    for i in range(3):
+        assert await router.handle(msg("/scope", message_id=f"new{i}")) is not None
+    assert len(router._seen) == 3
+    assert await router.handle(old) is not None  # forgotten: the window moved on
+
+
+# --- scope resolution ----------------------------------------------------------------------
+
+
+def stub_router(dm_scope: str, topic_scope: bool = False) -> MessageRouter:
+    config = replace(load_config(None, env={}), dm_scope=dm_scope, topic_scope=topic_scope)
+    return MessageRouter(cast(MemoryCore, SimpleNamespace(config=config)))
+
+
+@pytest.mark.parametrize(
+    ("dm_scope", "direct"),
+    [
+        ("main", "main"),
+        ("per-peer", "peer:u1"),
+        ("per-channel-peer", "telegram:peer:u1"),
+        ("per-account-channel-peer", "telegram:bot1:peer:u1"),
+    ],
+)
+@pytest.mark.parametrize("topic_scope", [False, True])
+def test_scope_resolution(dm_scope: str, direct: str, topic_scope: bool) -> None:
+    router = stub_router(dm_scope, topic_scope)
+    assert router.scope_of(msg("x")) == ScopeKey(direct)
+    # A DM never has topics: a thread id changes nothing.
+    assert router.scope_of(msg("x", thread="3")) == ScopeKey(direct)
+    # The same person elsewhere.
+    other_channel = router.scope_of(msg("x", channel="dingtalk"))
+    other_account = router.scope_of(msg("x", account="bot2"))
+    assert (other_channel == ScopeKey(direct)) == (dm_scope in ("main", "per-peer"))
+    assert (other_account == ScopeKey(direct)) == (dm_scope != "per-account-channel-peer")
+    # Groups are per group whatever dm_scope says; topics only with topic_scope.
+    group = msg("x", chat_type="group", chat="-100")
+    assert router.scope_of(group) == ScopeKey("group:telegram:-100")
+    assert router.scope_of(replace(group, sender_id="u2")) == ScopeKey("group:telegram:-100")
+    topic = replace(group, thread_id="7")
+    expected_topic = "group:telegram:-100:topic:7" if topic_scope else "group:telegram:-100"
+    assert router.scope_of(topic) == ScopeKey(expected_topic)
+    assert router.scope_of(msg("x", channel="dingtalk", chat_type="group", chat="cidX")) == (
+        ScopeKey("group:dingtalk:cidX")
+    )
+
+
+@pytest.mark.parametrize("dm_scope", ["main", "per-peer", "per-account-channel-peer"])
+async def test_commands_act_on_the_resolved_scope(tmp_path: Path, dm_scope: str) -> None:
+    config: Config = load_config(
+        None, env={"CHATMEM_DM_SCOPE": dm_scope}, workspace=tmp_path / "ws"
+    )
+    async with MemoryCore.open(config) as core:
+        router = MessageRouter(core)
+        await say(router, "/remember u1 plays the cello", sender="u1")
+        await say(router, "/remember the group rehearses on mondays", chat_type="group", chat="g")
+        u2_memory = await say(router, "/memory", sender="u2")
+        group_memory = await say(router, "/memory", chat_type="group", chat="g")
+        u1_scope = router.scope_of(msg("x", sender="u1"))
+        u1_entries = [e.content for e in await core.entries(u1_scope)]
+    assert u1_entries == ["u1 plays the cello"]
+    assert ("cello" in u2_memory) == (dm_scope == "main")
+    assert "rehearses" not in u2_memory
+    assert "rehearses on mondays" in group_memory and "cello" not in group_memory

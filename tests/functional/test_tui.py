@@ -1,0 +1,663 @@
+"""The TUI driven by Pilot over a demo workspace: what every pane holds, what every action
+writes, and that changes made by another process show up by themselves."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import itertools
+import os
+import random
+import shutil
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from rich.text import Text
+from textual.message import Message
+from textual.pilot import Pilot
+from textual.widgets import DataTable, Input, Select, Static, TextArea
+from textual.worker import WorkerState
+
+from memory_core.clock import ManualClock
+from memory_core.config import Config, env_bindings
+from memory_core.demo import ALICE, LI_LEI, build_demo
+from memory_core.engine import MemoryCore
+from memory_core.entries import ArchiveReason, MemoryEntry
+from memory_core.memory_md import parse_memory, render_memory
+from memory_core.merge import decay_all
+from memory_core.scope import MAIN, ScopeKey
+from memory_core.scoring import DEFAULT_POLICY, Status, status_of
+from tui import ChatmemApp, make_app
+from tui.commands import app_commands
+from tui.messages import ArchiveLoaded, RankingsReady, ScopesLoaded
+from tui.model import COLUMNS, RankingModel, what_if
+from tui.screens.confirm import ConfirmScreen
+from tui.screens.edit import EditScreen
+from tui.widgets.detail import DetailPane
+
+NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+SIZE = (140, 40)
+CHATMEM = Path(sys.executable).with_name("chatmem")
+
+
+@contextmanager
+def fixed_entry_ids() -> Iterator[None]:
+    """Entry ids are random in the core; screens compared across runs need them fixed."""
+    counter = itertools.count(1)
+
+    def next_id(taken: set[str] | frozenset[str] = frozenset()) -> str:
+        while True:
+            candidate = hashlib.sha256(str(next(counter)).encode()).hexdigest()[:8]
+            if candidate not in taken:
+                return candidate
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("memory_core.merge.new_entry_id", next_id)
+        yield
+
+
+_TEMPLATES: dict[Path, Path] = {}
+
+
+def make_template(factory: pytest.TempPathFactory) -> Path:
+    """The demo workspace at NOW with fixed ids, built once per test session."""
+    base = factory.getbasetemp()
+    if base not in _TEMPLATES:
+        path = factory.mktemp("template") / "demo"
+        with fixed_entry_ids():
+            asyncio.run(build_demo(path, now=NOW))
+        _TEMPLATES[base] = path
+    return _TEMPLATES[base]
+
+
+def copy_template(template: Path, tmp_path: Path) -> Path:
+    target = tmp_path / "demo"
+    shutil.copytree(template, target)
+    return target
+
+
+@pytest.fixture(scope="session")
+def demo_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_template(tmp_path_factory)
+
+
+@pytest.fixture
+def demo_ws(tmp_path: Path, demo_template: Path) -> Path:
+    return copy_template(demo_template, tmp_path)
+
+
+async def settle(pilot: Pilot[None], limit: float = 15.0) -> None:
+    """Wait until every load has finished and its results are drawn."""
+    app = pilot.app
+    assert isinstance(app, ChatmemApp)
+    deadline = time.monotonic() + limit
+    quiet = 0
+    while time.monotonic() < deadline:
+        await pilot.pause(0.03)
+        busy = [
+            w
+            for w in app.workers
+            if w.group != "watch" and w.state in (WorkerState.PENDING, WorkerState.RUNNING)
+        ]
+        ready = app.view is not None and app.view.complete
+        quiet = quiet + 1 if not busy and ready else 0
+        if quiet >= 3:
+            return
+    raise AssertionError("the app did not settle")
+
+
+@dataclass
+class Running:
+    pilot: Pilot[None]
+    app: ChatmemApp
+    core: MemoryCore
+    clock: ManualClock
+    messages: list[Message] = field(default_factory=list)
+
+    async def settle(self) -> None:
+        await settle(self.pilot)
+
+    def table(self, selector: str) -> DataTable[object]:
+        return self.app.query_one(selector, DataTable)
+
+    def rows(self, selector: str) -> list[list[str]]:
+        table = self.table(selector)
+        return [[str(c) for c in table.get_row_at(i)] for i in range(table.row_count)]
+
+    def column(self, selector: str, title: str) -> list[str]:
+        table = self.table(selector)
+        index = [str(c.label).split(" ")[0] for c in table.ordered_columns].index(title)
+        return [row[index] for row in self.rows(selector)]
+
+    def text(self, selector: str) -> str:
+        content = self.app.query_one(selector, Static).content
+        return content.plain if isinstance(content, Text) else str(content)
+
+    async def highlight(self, content_part: str) -> str:
+        """Put the rankings cursor on the entry whose content contains `content_part`."""
+        view = self.app.view
+        assert view is not None
+        ids = [r.entry.id for r in view.rows if content_part in r.entry.content]
+        assert ids, content_part
+        self.table("#rankings").move_cursor(row=[r.entry.id for r in view.rows].index(ids[0]))
+        await self.pilot.pause(0.05)
+        assert self.app.current_id == ids[0]
+        return ids[0]
+
+    async def choose_scope(self, scope: ScopeKey) -> None:
+        table = self.table("#scopes")
+        table.focus()
+        table.move_cursor(row=table.get_row_index(scope.value))
+        await self.pilot.press("enter")
+        await self.settle()
+        assert self.app.scope == scope
+
+
+@asynccontextmanager
+async def running(ws: Path, *, scope: ScopeKey | None = None) -> AsyncIterator[Running]:
+    clock = ManualClock(NOW)
+    async with MemoryCore.open(Config(workspace=str(ws)), clock=clock) as core:
+        messages: list[Message] = []
+        app = make_app(core, clock=clock, scope=scope)
+        async with app.run_test(size=SIZE, message_hook=messages.append) as pilot:
+            run = Running(pilot, app, core, clock, messages)
+            await run.settle()
+            yield run
+
+
+def meta_of(text: str, entry_id: str) -> str:
+    lines = text.splitlines()
+    index = next(i for i, line in enumerate(lines) if line.startswith(f"### [{entry_id}]"))
+    return lines[index + 1]
+
+
+# --- the first screen and the scopes ---------------------------------------------------
+
+
+async def test_first_screen_is_main_ranked_by_score_with_archive_summary(demo_ws: Path) -> None:
+    async with running(demo_ws) as run:
+        app = run.app
+        assert app.scope == MAIN
+        assert {type(m) for m in run.messages} >= {ScopesLoaded, RankingsReady, ArchiveLoaded}
+        scores = [float(cell.split()[0]) for cell in run.column("#rankings", "score")]
+        assert scores == sorted(scores, reverse=True) and len(scores) == 13
+        assert run.column("#rankings", "#") == [str(n) for n in range(1, 14)]
+        assert "对花生过敏" in run.rows("#rankings")[0][-1]
+        # every scope, with active / archived / daily notes / unarchived / pending
+        scopes = {row[0].strip("▶ ").strip(): row[1:] for row in run.rows("#scopes")}
+        assert len(scopes) == 4
+        assert scopes["main"] == ["10", "3", "3", "2", "0"]
+        assert scopes["telegram:peer:20010001"] == ["4", "1", "1", "0", "2"]
+        assert scopes["telegram:peer:20010002"] == ["4", "0", "0", "4", "0"]
+        summary = run.text("#archive-summary")
+        assert "2 unarchived · 0 pending · 8 archived" in summary
+        assert "last run 2026-03-01 00:00" in summary
+        assert "summaries 1 days, 1 months" in summary
+        assert "3 archived · 2 forgotten" in summary
+        assert "scope main" in app.sub_title
+
+
+async def test_choosing_a_scope_filters_every_pane(demo_ws: Path) -> None:
+    async with running(demo_ws) as run:
+        await run.choose_scope(LI_LEI)
+        contents = run.column("#rankings", "content")
+        assert len(contents) == 4 and all(
+            any("\u4e00" <= ch <= "\u9fff" for ch in c) for c in contents
+        )
+        summary = run.text("#archive-summary")
+        assert "4 unarchived" in summary and "failing 4 msg, 5 attempts" in summary
+        assert "archive_backlog since" in summary
+        assert run.rows("#activity")
+        assert all(r.scope == LI_LEI.value for r in run.app.activity)
+        assert "周末在咖啡店兼职做咖啡师" in run.column("#activity", "content")
+        assert "scope telegram:peer:20010002" in run.app.sub_title
+        assert run.rows("#scopes")[3][0].startswith("▶")
+
+
+# --- rankings: sorting and filtering ---------------------------------------------------
+
+
+async def test_rankings_sort_by_every_column_and_reverse(demo_ws: Path) -> None:
+    async with running(demo_ws) as run:
+        model = run.app.model
+        assert model is not None
+        for column in COLUMNS:
+            run.app.sort_by(column.key)
+            await run.settle()
+            view = run.app.view
+            assert view is not None and view.sort.key == column.key
+            keys = model.column(column.key)
+            index = {e.id: i for i, e in enumerate(model.entries)}
+            shown = [keys[index[r.entry.id]] for r in view.rows]
+            assert shown == sorted(shown, reverse=view.sort.descending), column.key
+        # s cycles to the next column, r reverses
+        run.app.sort_by("score")
+        await run.settle()
+        await run.pilot.press("s")
+        await run.settle()
+        assert run.app.sort.key == "score_7"
+        before = run.column("#rankings", "id")
+        await run.pilot.press("r")
+        await run.settle()
+        assert run.app.sort.descending is False
+        assert "▲" in str(run.table("#rankings").ordered_columns[4].label)
+        assert run.column("#rankings", "id") != before
+
+
+async def test_clicking_a_header_sorts_by_it(demo_ws: Path) -> None:
+    async with running(demo_ws) as run:
+        table = run.table("#rankings")
+        x = sum(c.get_render_width(table) for c in table.ordered_columns[:8]) + 2
+        await run.pilot.click("#rankings", offset=(x, 0))
+        await run.settle()
+        assert run.app.sort.key == "hits" and run.app.sort.descending
+        hits = [int(h) for h in run.column("#rankings", "hits")]
+        assert hits == sorted(hits, reverse=True) and hits[0] == 5
+
+
+async def test_rankings_filter_by_text_and_category(demo_ws: Path) -> None:
+    async with running(demo_ws) as run:
+        await run.pilot.press("slash")
+        assert isinstance(run.app.focused, Input)
+        await run.pilot.press(*"咖啡")
+        await run.settle()
+        assert [c for c in run.column("#rankings", "content")] == [
+            "喜欢喝手冲咖啡，不加糖，偏爱深烘"
+        ]
+        assert "matching (of 13)" in run.text("#rank-status")
+        run.app.query_one("#rank-filter", Input).value = ""
+        run.app.query_one("#rank-category", Select).value = "preference"
+        await run.settle()
+        categories = run.column("#rankings", "category")
+        assert categories and set(categories) == {"preference"} and len(categories) == 4
+
+
+# --- decay what-if -----------------------------------------------------------------------
+
+
+async def test_what_if_shows_the_future_without_writing(demo_ws: Path) -> None:
+    memory = demo_ws / "MEMORY.md"
+    before = (memory.read_bytes(), memory.stat().st_mtime_ns)
+    async with running(demo_ws) as run:
+        audit_before = await run.core.audit.last_id()
+        rust = await run.highlight("Rust")
+        assert run.app.model.row_for(rust).status is Status.ACTIVE  # type: ignore[union-attr]
+        await run.pilot.press("greater_than_sign")
+        await run.settle()
+        view = run.app.view
+        assert view is not None and view.offset_days == 30
+        assert "WHAT-IF now +30 d = 2026-03-31" in run.text("#rank-when")
+        statuses = dict(
+            zip(run.column("#rankings", "id"), run.column("#rankings", "status"), strict=True)
+        )
+        assert statuses[rust] == "archived"
+        assert "at +30 d:" in run.text("#rank-counts") and "archived (+" in run.text("#rank-counts")
+        for _ in range(5):
+            await run.pilot.press("greater_than_sign")
+        await run.settle()
+        assert run.app.view is not None and run.app.view.offset_days == 180
+        assert run.app.view.counts.forgotten >= 3
+        assert "forgotten" in run.column("#rankings", "status")
+        await run.pilot.press("minus", "0")
+        await run.settle()
+        assert run.app.view is not None and run.app.view.offset_days == 0
+        assert "now 2026-03-01 12:00" in run.text("#rank-when")
+        assert await run.core.audit.last_id() == audit_before
+    assert (memory.read_bytes(), memory.stat().st_mtime_ns) == before
+
+
+def test_what_if_agrees_with_consolidation() -> None:
+    """The TUI's per-entry rule gives what `decay_all` (a real consolidation) would."""
+    rng = random.Random(7)
+    entries = []
+    for n in range(400):
+        last = NOW - timedelta(days=rng.randint(0, 400), hours=rng.randint(0, 23))
+        entries.append(
+            MemoryEntry(
+                id=f"e{n}",
+                content=f"memory {n}",
+                category=rng.choice(["fact", "todo", "preference"]),
+                score=rng.uniform(0.01, 1.0),
+                created_at=last,
+                last_activated=last,
+                scored_at=last + timedelta(days=rng.randint(0, 30)),
+                pinned=rng.random() < 0.1,
+                archived=rng.choice([None, None, None, ArchiveReason.MANUAL]),
+                expires_at=NOW + timedelta(days=rng.randint(-30, 60))
+                if rng.random() < 0.3
+                else None,
+            )
+        )
+    for days in (0, 7, 45, 200):
+        when = NOW + timedelta(days=days)
+        result = decay_all(entries, when, DEFAULT_POLICY)
+        expected = {e.id: (e.score, status_of(e)) for e in result.entries}
+        expected |= {
+            c.entry_id: (c.old_score, Status.FORGOTTEN)
+            for c in result.changes
+            if c.kind == "forget"
+        }
+        for entry in entries:
+            score, status = what_if(entry, when, DEFAULT_POLICY)
+            assert status is expected[entry.id][1], (entry, days)
+            assert score == pytest.approx(expected[entry.id][0])
+        model = RankingModel(entries, NOW, days)
+        assert model.counts().forgotten == sum(
+            1 for v in expected.values() if v[1] is Status.FORGOTTEN
+        )
+
+
+# --- entry detail ------------------------------------------------------------------------
+
+
+async def test_entry_detail_shows_content_history_and_projection_plot(demo_ws: Path) -> None:
+    async with running(demo_ws) as run:
+        name = await run.highlight("王小明")
+        await run.pilot.press("enter")
+        await run.settle()
+        tabs = run.app.query_one("#tabs")
+        assert tabs.active == "tab-entry"  # type: ignore[attr-defined]
+        meta = run.text("#detail-meta")
+        assert f"[{name}] fact" in meta and "用户叫王小明，在上海做后端开发" in meta
+        assert "pinned" in meta and "never" in meta
+        actions = run.column("#detail-history", "action")
+        assert actions[0] == "add" and actions.count("reinforce") == 5 and "pin" in actions
+        pane = run.app.query_one(DetailPane)
+        assert len(pane.projection) == 181 and len(set(pane.projection)) == 1  # pinned: flat
+        plot = run.app.query_one("#detail-plot").render()
+        assert "archive 0.2" in str(plot) and "forget 0.05" in str(plot)
+        await run.pilot.press("1")
+        decaying = await run.highlight("Rust")
+        await run.pilot.press("2")
+        await run.settle()
+        assert pane.entry_id == decaying
+        assert pane.projection[0] > pane.projection[-1] and pane.projection[-1] < 0.2
+
+
+# --- archive state, recall, activity --------------------------------------------------
+
+
+async def test_archive_pane_shows_history_states_failures_and_summaries(demo_ws: Path) -> None:
+    async with running(demo_ws) as run:
+        await run.pilot.press("3")
+        head = run.text("#archive-head")
+        assert "summaries 1 days, 1 months · 1 raw archive files" in head
+        summaries = run.text("#archive-summaries")
+        assert "days: 2026-02-17" in summaries and "months: 2025-12" in summaries
+        why = dict(
+            zip(
+                run.column("#archive-entries", "content"),
+                run.column("#archive-entries", "why"),
+                strict=True,
+            )
+        )
+        assert why["Reads technical books on a Kindle Paperwhite"] == "manual"
+        assert why["Renew the passport before the trip to Japan"] == "expired"
+        assert why["Deploys the side project on a Hetzner VPS with Docker Compo…"] == (
+            "score below archive line"
+        )
+        forgotten = run.column("#archive-forgotten", "content")
+        assert "Old phone number 138-0000-0000" in forgotten and any("年糕" in c for c in forgotten)
+        sessions = {r[0]: r[3:] for r in run.rows("#archive-sessions")}
+        assert sessions["main-0004"] == ["2", "0", "0"] and sessions["main-0001"] == ["0", "0", "4"]
+
+        await run.choose_scope(LI_LEI)
+        failures = run.rows("#archive-failures")
+        assert failures == [["lilei-0001", "4", "5", "2026-03-01 10:40", "2026-03-01 22:40"]]
+        backlog = run.text("#archive-backlog")
+        assert "2026-03-01 10:40" in backlog and '"attempts": 5' in backlog
+
+        await run.choose_scope(ALICE)
+        assert {r[0]: r[3:] for r in run.rows("#archive-sessions")}["alice-0002"] == ["0", "2", "0"]
+
+
+async def test_recall_shows_hits_highlights_and_the_injection_block(demo_ws: Path) -> None:
+    async with running(demo_ws) as run:
+        await run.pilot.press("4")
+        run.app.query_one("#recall-query", Input).focus()
+        await run.pilot.press(*"Hetzner docker", "enter")
+        await run.settle()
+        await run.pilot.pause(0.2)
+        table = run.table("#recall-hits")
+        assert table.row_count >= 1
+        score, where, _kind, text = table.get_row_at(0)
+        assert float(str(score)) > 0 and ":" in str(where)
+        assert isinstance(text, Text)
+        marked = {text.plain[s.start : s.end].lower() for s in text.spans}
+        assert "hetzner" in marked and "docker" in marked
+        injection = await run.core.recall(MAIN, "Hetzner docker", now=NOW)
+        assert injection.block and run.text("#recall-block") == injection.block
+        assert f"{injection.tokens} / 2048 tokens" in run.text("#recall-budget")
+
+
+async def test_activity_feed_lists_audit_events_with_their_source(demo_ws: Path) -> None:
+    async with running(demo_ws) as run:
+        await run.pilot.press("5")
+        sources = run.column("#activity", "source")
+        actions = run.column("#activity", "action")
+        assert "extract (/new)" in sources and "user" in sources
+        assert {"add", "reinforce", "archive", "forget", "pin"} <= set(actions)
+        at = run.column("#activity", "at")
+        assert at == sorted(at, reverse=True)
+
+
+# --- actions -----------------------------------------------------------------------------
+
+
+async def confirm(run: Running, key: str, answer: str = "y") -> None:
+    await run.pilot.press(key)
+    await run.pilot.pause(0.05)
+    assert isinstance(run.app.screen, ConfirmScreen)
+    await run.pilot.press(answer)
+    await run.settle()
+
+
+async def test_pin_writes_pinned_into_the_meta_line(demo_ws: Path) -> None:
+    async with running(demo_ws) as run:
+        rust = await run.highlight("Rust")
+        await confirm(run, "p")
+        assert '"pinned": true' in meta_of((demo_ws / "MEMORY.md").read_text(), rust)
+        history = await run.core.audit.history(MAIN, rust)
+        assert history[-1].action == "pin" and history[-1].source == "tui"
+        assert run.app.model is not None and run.app.model.row_for(rust).entry.pinned  # type: ignore[union-attr]
+        await confirm(run, "p")
+        assert '"pinned"' not in meta_of((demo_ws / "MEMORY.md").read_text(), rust)
+
+
+async def test_cancelled_action_writes_nothing(demo_ws: Path) -> None:
+    before = (demo_ws / "MEMORY.md").read_bytes()
+    async with running(demo_ws) as run:
+        await run.highlight("Rust")
+        await confirm(run, "x", "n")
+        await confirm(run, "C", "escape")
+        assert not isinstance(run.app.screen, ConfirmScreen)
+    assert (demo_ws / "MEMORY.md").read_bytes() == before
+
+
+async def test_forget_removes_the_block_and_audits_it(demo_ws: Path) -> None:
+    async with running(demo_ws) as run:
+        swim = await run.highlight("游泳")
+        await confirm(run, "x")
+        text = (demo_ws / "MEMORY.md").read_text()
+        assert f"[{swim}]" not in text and "游泳" not in text
+        record = (await run.core.audit.forgotten(MAIN))[0]
+        assert (record.entry_id, record.source, record.content) == (
+            swim,
+            "tui",
+            "每周三晚上去游泳，一次 1500 米",
+        )
+        assert swim not in run.column("#rankings", "id")
+        assert "每周三晚上去游泳，一次 1500 米" in run.column("#archive-forgotten", "content")
+
+
+async def test_archive_then_restore(demo_ws: Path) -> None:
+    async with running(demo_ws) as run:
+        hike = await run.highlight("佘山")
+        await confirm(run, "a")
+        parsed = parse_memory((demo_ws / "MEMORY.md").read_text())
+        assert next(e for e in parsed.entries if e.id == hike).archived is ArchiveReason.MANUAL
+        assert "archived" in run.text("#detail-meta")
+        await run.highlight("佘山")
+        await confirm(run, "a")
+        parsed = parse_memory((demo_ws / "MEMORY.md").read_text())
+        assert next(e for e in parsed.entries if e.id == hike).archived is None
+        actions = [r.action for r in await run.core.audit.history(MAIN, hike)]
+        assert actions[-2:] == ["archive", "restore"]
+
+
+async def test_edit_content(demo_ws: Path) -> None:
+    async with running(demo_ws) as run:
+        entry_id = await run.highlight("changelog")
+        await run.pilot.press("e")
+        await run.pilot.pause(0.05)
+        assert isinstance(run.app.screen, EditScreen)
+        run.app.screen.query_one(TextArea).text = "Workflow: changelog, then tag, then announce"
+        await run.pilot.press("ctrl+s")
+        await run.settle()
+        entry = next(
+            e for e in parse_memory((demo_ws / "MEMORY.md").read_text()).entries if e.id == entry_id
+        )
+        assert entry.content == "Workflow: changelog, then tag, then announce"
+        assert (await run.core.audit.history(MAIN, entry_id))[-1].action == "edit"
+        assert "then announce" in run.text("#detail-meta")
+
+
+async def test_consolidation_now_changes_scores(demo_ws: Path) -> None:
+    before = {e.id: e.score for e in parse_memory((demo_ws / "MEMORY.md").read_text()).entries}
+    async with running(demo_ws) as run:
+        run.clock.advance(timedelta(days=40))
+        await confirm(run, "C")
+        after = {e.id: e.score for e in parse_memory((demo_ws / "MEMORY.md").read_text()).entries}
+        changed = [i for i in after if after[i] < before[i]]
+        assert len(changed) >= 8
+        recent = await run.core.audit.recent(MAIN, limit=20)
+        assert any(r.source == "consolidate" and r.action in ("archive", "forget") for r in recent)
+        scores = dict(
+            zip(run.column("#rankings", "id"), run.column("#rankings", "score"), strict=True)
+        )
+        assert all(
+            float(scores[i].split()[0]) == pytest.approx(after[i], abs=0.006) for i in scores
+        )
+
+
+async def test_command_palette_offers_every_action(demo_ws: Path) -> None:
+    async with running(demo_ws) as run:
+        titles = [title for title, _, _ in app_commands(run.app)]
+        for word in (
+            "Pin",
+            "Archive",
+            "Forget",
+            "Edit",
+            "consolidation",
+            "What-if",
+            "Sort rankings by hits",
+        ):
+            assert any(word in t for t in titles), word
+        assert "Scope: telegram:peer:20010002" in titles
+        await run.highlight("Rust")
+        await run.pilot.press("ctrl+p")
+        await run.pilot.pause(0.1)
+        await run.pilot.press(*"Forget the highlighted")
+        await run.pilot.pause(0.3)
+        await run.pilot.press("enter")
+        await run.pilot.pause(0.2)
+        assert isinstance(run.app.screen, ConfirmScreen)
+        assert "Forget [" in str(run.app.screen.question)
+        await run.pilot.press("n")
+
+
+# --- live --------------------------------------------------------------------------------
+
+
+async def test_a_capture_by_another_process_appears_within_two_seconds(
+    demo_ws: Path, tmp_path: Path
+) -> None:
+    env = {k: v for k, v in os.environ.items() if k not in {name for name, _ in env_bindings()}}
+    async with running(demo_ws) as run:
+        process = await asyncio.create_subprocess_exec(
+            str(CHATMEM),
+            "capture",
+            "Moved the VPS to Falkenstein",
+            "--category",
+            "fact",
+            "--importance",
+            "high",
+            "--workspace",
+            str(demo_ws),
+            cwd=tmp_path,
+            env=env,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        _, err = await process.communicate()
+        assert process.returncode == 0, err.decode()
+        deadline = time.monotonic() + 2.0
+        while time.monotonic() < deadline:
+            if "Moved the VPS to Falkenstein" in run.column("#rankings", "content"):
+                break
+            await run.pilot.pause(0.05)
+        else:
+            raise AssertionError("the captured memory did not appear within 2 s")
+        waited = 2.0 - (deadline - time.monotonic())
+        while time.monotonic() < deadline + 2.0 and not any(
+            "Falkenstein" in c for c in run.column("#activity", "content")
+        ):
+            await run.pilot.pause(0.05)
+        assert any("Falkenstein" in c for c in run.column("#activity", "content"))
+        assert waited < 2.0
+        # the other process decayed everything to its own (real) clock; the panes agree
+        model = run.app.model
+        assert model is not None and len(model) == 11
+        await run.settle()
+        assert run.rows("#scopes")[0][1] == str(model.counts().active)
+
+
+# --- large files -------------------------------------------------------------------------
+
+
+def big_memory(n: int) -> str:
+    rng = random.Random(n)
+    entries = []
+    for i in range(n):
+        last = NOW - timedelta(days=rng.randint(0, 200), seconds=rng.randint(0, 86_399))
+        entries.append(
+            MemoryEntry(
+                id=f"{i:08x}",
+                content=f"memory {i} about topic {rng.randint(0, 999)}",
+                category=rng.choice(["fact", "preference", "todo", "workflow"]),
+                score=rng.uniform(0.05, 1.0),
+                created_at=last,
+                last_activated=last,
+                scored_at=last,
+                hits=rng.randint(0, 9),
+            )
+        )
+    return render_memory(entries, now=NOW)
+
+
+async def test_a_large_file_shows_its_head_first_then_everything(tmp_path: Path) -> None:
+    ws = tmp_path / "big"
+    ws.mkdir()
+    (ws / "MEMORY.md").write_text(big_memory(3000), encoding="utf-8")
+    clock = ManualClock(NOW)
+    async with MemoryCore.open(Config(workspace=str(ws)), clock=clock) as core:
+        seen: list[Message] = []
+        app = make_app(core, clock=clock, head_bytes=64 * 1024)
+        async with app.run_test(size=SIZE, message_hook=seen.append) as pilot:
+            run = Running(pilot, app, core, clock, seen)
+            await run.settle()
+            views = [m.view for m in seen if isinstance(m, RankingsReady)]
+            assert not views[0].complete and views[0].rows and views[0].expected_total == 3000
+            assert views[-1].complete and views[-1].total == 3000
+            assert "rows 1–200 of 3,000" in run.text("#rank-status")
+            scores = [r.score for r in views[-1].rows]
+            assert scores == sorted(scores, reverse=True)
+            await pilot.press("right_square_bracket")
+            await run.settle()
+            assert run.column("#rankings", "#")[0] == "201"

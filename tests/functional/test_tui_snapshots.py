@@ -1,0 +1,97 @@
+"""SVG snapshots of the main screens of the demo workspace at a fixed clock and size.
+
+Regenerate after a deliberate change with `pytest tests/functional/test_tui_snapshots.py
+--snapshot-update` and look at the report before committing the new SVGs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from textual.pilot import Pilot
+from textual.widgets import DataTable, Input
+
+from memory_core.clock import ManualClock
+from memory_core.config import Config
+from memory_core.demo import LI_LEI
+from memory_core.engine import MemoryCore
+from memory_core.scope import ScopeKey
+from tests.functional.test_tui import NOW, SIZE, copy_template, make_template, settle
+from tui import ChatmemApp, make_app
+
+
+@pytest.fixture
+def ws(tmp_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return copy_template(make_template(tmp_path_factory), tmp_path)
+
+
+def demo_app(ws: Path, scope: ScopeKey | None = None) -> ChatmemApp:
+    """The app owns its core here: the snapshot runner starts its own event loop."""
+    clock = ManualClock(NOW)
+    core = MemoryCore(Config(workspace=str(ws)), clock=clock)
+    return make_app(core, clock=clock, scope=scope, manage_core=True)
+
+
+async def highlight(pilot: Pilot[None], content_part: str) -> None:
+    app = pilot.app
+    assert isinstance(app, ChatmemApp) and app.view is not None
+    contents = [row.entry.content for row in app.view.rows]
+    row = next(i for i, c in enumerate(contents) if content_part in c)
+    app.query_one("#rankings", DataTable).move_cursor(row=row)
+    await settle(pilot)
+
+
+def test_rankings_first_screen(ws: Path, snap_compare) -> None:  # type: ignore[no-untyped-def]
+    assert snap_compare(demo_app(ws), terminal_size=SIZE, run_before=settle)
+
+
+def test_entry_detail_with_projection(ws: Path, snap_compare) -> None:  # type: ignore[no-untyped-def]
+    async def open_entry(pilot: Pilot[None]) -> None:
+        await settle(pilot)
+        await highlight(pilot, "Rust")
+        await pilot.press("enter")
+        await settle(pilot)
+
+    assert snap_compare(demo_app(ws), terminal_size=SIZE, run_before=open_entry)
+
+
+def test_what_if_ninety_days(ws: Path, snap_compare) -> None:  # type: ignore[no-untyped-def]
+    async def later(pilot: Pilot[None]) -> None:
+        await settle(pilot)
+        await pilot.press("greater_than_sign", "greater_than_sign", "greater_than_sign")
+        await settle(pilot)
+
+    assert snap_compare(demo_app(ws), terminal_size=SIZE, run_before=later)
+
+
+def test_archive_state_of_a_failing_scope(ws: Path, snap_compare) -> None:  # type: ignore[no-untyped-def]
+    async def archive_tab(pilot: Pilot[None]) -> None:
+        await settle(pilot)
+        await pilot.press("3")
+        await settle(pilot)
+
+    assert snap_compare(demo_app(ws, LI_LEI), terminal_size=SIZE, run_before=archive_tab)
+
+
+def test_recall_hits_and_injection(ws: Path, snap_compare) -> None:  # type: ignore[no-untyped-def]
+    async def recall(pilot: Pilot[None]) -> None:
+        await settle(pilot)
+        await pilot.press("4")
+        pilot.app.query_one("#recall-query", Input).focus()
+        await pilot.press(*"Hetzner docker", "enter")
+        await settle(pilot)
+        pilot.app.query_one("#recall-hits", DataTable).focus()
+        await settle(pilot)
+
+    assert snap_compare(demo_app(ws), terminal_size=SIZE, run_before=recall)
+
+
+def test_confirmation_modal(ws: Path, snap_compare) -> None:  # type: ignore[no-untyped-def]
+    async def ask(pilot: Pilot[None]) -> None:
+        await settle(pilot)
+        await highlight(pilot, "游泳")
+        await pilot.press("x")
+        await pilot.pause(0.2)
+
+    assert snap_compare(demo_app(ws), terminal_size=SIZE, run_before=ask)

@@ -1,0 +1,803 @@
+"""The chat engine end to end through the fake OpenAI server (seed 002 §3, §5, §7.4, §7.5):
+what the model sees in a turn, recall intent, the tool loop, failures, offline mode,
+explicit remember/forget, `/new` extraction and its retries, accumulation over sessions,
+the full lifecycle, and flush before compaction."""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import re
+from collections.abc import AsyncIterator
+from dataclasses import replace
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memory_core.clock import ManualClock
+from memory_core.config import Config, load_config
+from memory_core.engine import MemoryCore
+from memory_core.entries import ArchiveReason, Importance
+from memory_core.history import StoredMessage
+from memory_core.memory_md import parse_memory
+from memory_core.merge import Candidate, ChangeKind
+from memory_core.prompting import COMPACT_INSTRUCTIONS, FLUSH_INSTRUCTIONS, RECALL_PREFLIGHT
+from memory_core.scope import MAIN, ScopeKey
+from memory_core.tools import MEMORY_SAVE, TOOL_SCHEMAS
+from tests.conftest import START
+from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
+
+pytestmark = pytest.mark.timeout(60)
+
+ALICE = ScopeKey("peer:alice")
+BOB = ScopeKey("peer:bob")
+FORCED = {"type": "function", "function": {"name": "memory_search"}}
+
+
+# --- fixtures and helpers ----------------------------------------------------------------------
+
+
+@pytest.fixture
+async def fake() -> AsyncIterator[FakeOpenAI]:
+    async with FakeOpenAI() as server:
+        yield server
+
+
+def model_config(fake: FakeOpenAI, workspace: Path, **llm: Any) -> Config:
+    config = load_config(
+        None,
+        env={
+            "CHATMEM_MODEL": "gpt-fake",
+            "OPENAI_BASE_URL": fake.base_url,
+            "OPENAI_API_KEY": "sk-test-123",
+        },
+        workspace=workspace,
+    )
+    llm.setdefault("max_retries", 0)
+    llm.setdefault("timeout_seconds", 2.0)
+    return replace(config, llm=replace(config.llm, **llm))
+
+
+@pytest.fixture
+async def mcore(fake: FakeOpenAI, workspace: Path, clock: ManualClock) -> AsyncIterator[MemoryCore]:
+    """A core whose model is the fake server."""
+    async with MemoryCore.open(model_config(fake, workspace), clock=clock) as opened:
+        yield opened
+
+
+def turn_requests(fake: FakeOpenAI) -> list[dict[str, Any]]:
+    """Requests of chat turns (they offer all three memory tools)."""
+    return [b for b in fake.chat_requests() if b.get("tools") == TOOL_SCHEMAS]
+
+
+def system_of(body: dict[str, Any]) -> str:
+    first = body["messages"][0]
+    assert first["role"] == "system"
+    return str(first["content"])
+
+
+def history_of(body: dict[str, Any]) -> list[dict[str, Any]]:
+    """The history window: everything between the system prompt and the new user message."""
+    return list(body["messages"][1:-1])
+
+
+def everything(body: dict[str, Any]) -> str:
+    return json.dumps(body["messages"], ensure_ascii=False)
+
+
+def distinct(i: int, prefix: str = "note") -> str:
+    """Texts no similarity rule confuses with one another."""
+    return f"{prefix} {hashlib.sha256(str(i).encode()).hexdigest()[:20]}"
+
+
+async def session_messages(core: MemoryCore, session_id: str) -> list[StoredMessage]:
+    return await core.runtime.history.session_messages(session_id, include_compacted=True)
+
+
+def numbered_replies(fake: FakeOpenAI) -> None:
+    counter = iter(range(1, 10_000))
+    fake.set_responder(lambda body: f"reply {next(counter)}")
+
+
+# --- what the model sees ----------------------------------------------------------------------
+
+
+async def test_prompt_memories_top_twenty_and_no_archived(
+    mcore: MemoryCore, fake: FakeOpenAI
+) -> None:
+    # Decayed below the archive line by the time of the chat (0.8 * 0.99 ** 193 ≈ 0.11).
+    await mcore.merge_candidates(
+        ALICE,
+        [Candidate("decayed walrus fact", importance=Importance.HIGH)],
+        session_id=None,
+        source="test",
+        now=START - timedelta(days=200),
+    )
+    high = [distinct(i, "high") for i in range(20)]
+    medium = [distinct(i, "medium") for i in range(3)]
+    low = [distinct(i, "low") for i in range(2)]
+    for text in high:
+        await mcore.capture(ALICE, text, importance="high")
+    for text in medium:
+        await mcore.capture(ALICE, text, importance="medium")
+    for text in low:
+        await mcore.capture(ALICE, text, importance="low")
+    hidden, _ = await mcore.capture(ALICE, "archived zebra fact", importance="high")
+    await mcore.archive(ALICE, hidden.id)
+
+    await mcore.chat(ALICE, "你好呀")
+    system = system_of(turn_requests(fake)[0])
+    assert "# 历史记忆" in system
+    for text in high:
+        assert text in system
+    for text in medium + low:  # medium: past the top 20; low: 0.4 < 0.5
+        assert text not in system
+    assert "zebra" not in everything(fake.chat_requests()[0])
+    assert "walrus" not in everything(fake.chat_requests()[0])
+    status = await mcore.status(ALICE)
+    assert {e.content for e in status.archived} == {"archived zebra fact", "decayed walrus fact"}
+    # Higher ranks carry more detail than lower ones.
+    assert "[fact]" in system and "score 0.80" in system
+
+
+async def test_daily_notes_on_first_turn_only(
+    mcore: MemoryCore, fake: FakeOpenAI, clock: ManualClock
+) -> None:
+    await mcore.append_daily(ALICE, "前天的笔记 alpha", now=START - timedelta(days=2))
+    await mcore.append_daily(ALICE, "昨天的笔记 bravo", now=START - timedelta(days=1))
+    await mcore.append_daily(ALICE, "今天的笔记 charlie")
+    await mcore.append_daily(BOB, "鲍勃的笔记 delta")
+
+    await mcore.chat(ALICE, "早上好")
+    clock.advance(timedelta(minutes=1))
+    await mcore.chat(ALICE, "再来一句")
+    first, second = (system_of(b) for b in turn_requests(fake))
+    assert "近两日笔记" in first
+    assert "昨天的笔记 bravo" in first and "今天的笔记 charlie" in first
+    assert first.index("bravo") < first.index("charlie")
+    assert "alpha" not in first and "delta" not in first
+    assert "近两日笔记" not in second and "charlie" not in second
+
+    await mcore.new_session(ALICE)
+    await mcore.chat(ALICE, "新会话开始")
+    assert "今天的笔记 charlie" in system_of(turn_requests(fake)[-1])
+
+
+async def test_recall_injection_comes_from_the_right_scope(
+    mcore: MemoryCore, fake: FakeOpenAI
+) -> None:
+    # Low importance: below the prompt line, so only recall can bring them in.
+    await mcore.capture(ALICE, "alice deploys with kubernetes on fridays", importance="low")
+    await mcore.capture(BOB, "bob deploys with nomad on mondays", importance="low")
+    await mcore.append_daily(BOB, "bob deploys again, kubernetes is banned")
+
+    result = await mcore.chat(ALICE, "how should I deploy kubernetes this week?")
+    system = system_of(turn_requests(fake)[0])
+    assert "## Memory" in system
+    block = system[system.index("## Memory") :]
+    assert "alice deploys with kubernetes on fridays" in block
+    assert "nomad" not in everything(turn_requests(fake)[0])
+    assert "banned" not in everything(turn_requests(fake)[0])
+    assert result.injected and all(
+        loc.startswith(mcore.workspace.relative(mcore.store.path(ALICE))) for loc in result.injected
+    )
+
+
+async def test_history_window_is_capped_at_twenty(mcore: MemoryCore, fake: FakeOpenAI) -> None:
+    numbered_replies(fake)
+    for i in range(15):
+        await mcore.chat(ALICE, f"message number {i}")
+    await mcore.chat(ALICE, "the last one")
+    body = turn_requests(fake)[-1]
+    history = history_of(body)
+    assert len(history) == 20
+    assert history[0] == {"role": "user", "content": "message number 5"}
+    assert history[-1] == {"role": "assistant", "content": "reply 15"}
+    assert body["messages"][-1] == {"role": "user", "content": "the last one"}
+
+
+async def test_history_window_cuts_long_messages_and_dedupes(
+    mcore: MemoryCore, fake: FakeOpenAI, clock: ManualClock
+) -> None:
+    numbered_replies(fake)
+    long_text = "长" * 1200
+    await mcore.chat(ALICE, long_text)
+    clock.advance(timedelta(seconds=30))
+    await mcore.chat(ALICE, "重复的问题")
+    await mcore.chat(ALICE, "重复的问题")  # same instant, same text: one history line
+    clock.advance(timedelta(seconds=30))
+    await mcore.chat(ALICE, "最后一句")
+    history = history_of(turn_requests(fake)[-1])
+    contents = [m["content"] for m in history]
+    assert contents[0] == "长" * 500 + "…[truncated]"
+    assert contents.count("重复的问题") == 1
+    assert contents == ["长" * 500 + "…[truncated]", "reply 1", "重复的问题", "reply 2", "reply 3"]
+    assert all(len(c) <= 500 + len("…[truncated]") for c in contents)
+
+
+# --- recall intent and the tool loop ----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "intent"),
+    [
+        ("我们之前聊过什么？", True),
+        ("上次那个方案叫什么来着", True),
+        ("昨天我说了什么", True),
+        ("你还记得吗", True),
+        ("do you remember my editor?", True),
+        ("what did we decide last time?", True),
+        ("what did I say yesterday", True),
+        ("帮我写一首诗", False),
+        ("what is the capital of France", False),
+    ],
+)
+async def test_recall_intent_forces_memory_search(
+    mcore: MemoryCore, fake: FakeOpenAI, text: str, intent: bool
+) -> None:
+    await mcore.chat(ALICE, text)
+    [body] = turn_requests(fake)
+    if intent:
+        assert body["tool_choice"] == FORCED
+        assert RECALL_PREFLIGHT in system_of(body)
+    else:
+        assert "tool_choice" not in body
+        assert RECALL_PREFLIGHT not in system_of(body)
+
+
+async def test_forced_search_runs_in_the_scope_then_answers(
+    mcore: MemoryCore, fake: FakeOpenAI
+) -> None:
+    await mcore.capture(ALICE, "alice edits code with neovim", category="preference")
+    await mcore.capture(BOB, "bob edits code with emacs", category="preference")
+    fake.reply_tool_calls([("memory_search", {"query": "edits code neovim emacs"})])
+    fake.reply_text("You use neovim.")
+    result = await mcore.chat(ALICE, "do you remember which editor I use?")
+    assert result.reply == "You use neovim."
+    assert result.tool_calls == ["memory_search"]
+    first, second = turn_requests(fake)
+    assert first["tool_choice"] == FORCED
+    assert "tool_choice" not in second  # only the first round is forced
+    tool_message = second["messages"][-1]
+    assert tool_message["role"] == "tool"
+    found = json.loads(tool_message["content"])
+    texts = [r["text"] for r in found["results"]]
+    assert "alice edits code with neovim" in texts
+    assert not any("emacs" in t for t in texts)
+    assert second["messages"][-2]["tool_calls"][0]["function"]["name"] == "memory_search"
+
+
+async def test_tool_loop_get_and_save_stay_in_scope(
+    mcore: MemoryCore, fake: FakeOpenAI, clock: ManualClock
+) -> None:
+    await mcore.capture(ALICE, "alice's locker code is 4711")
+    await mcore.capture(BOB, "bob's locker code is 9999")
+    alice_file = mcore.workspace.relative(mcore.store.path(ALICE))
+    bob_file = mcore.workspace.relative(mcore.store.path(BOB))
+    bob_before = mcore.store.path(BOB).read_text(encoding="utf-8")
+    fake.reply_tool_calls(
+        [("memory_get", {"path": alice_file}), ("memory_get", {"path": bob_file})]
+    )
+    fake.reply_tool_calls(
+        [
+            ("memory_save", {"content": "alice prefers dark themes", "target": "long-term"}),
+            ("memory_save", {"content": "alice asked about lockers", "target": "daily"}),
+        ]
+    )
+    fake.reply_text("Your code is 4711.")
+    result = await mcore.chat(ALICE, "what's my locker code")
+    assert result.reply == "Your code is 4711."
+    assert result.tool_calls == ["memory_get", "memory_get", "memory_save", "memory_save"]
+
+    second = turn_requests(fake)[1]
+    own, other = (json.loads(m["content"]) for m in second["messages"][-2:])
+    assert "4711" in own["text"]
+    assert "error" in other and "9999" not in json.dumps(other)
+
+    contents = {e.content for e in await mcore.entries(ALICE)}
+    assert "alice prefers dark themes" in contents
+    assert "alice prefers dark themes" not in {e.content for e in await mcore.entries(BOB)}
+    assert mcore.store.path(BOB).read_text(encoding="utf-8") == bob_before
+    daily = mcore.workspace.daily_path(ALICE, START.date()).read_text(encoding="utf-8")
+    assert "alice asked about lockers" in daily
+    assert not mcore.workspace.daily_path(BOB, START.date()).exists()
+    records = await mcore.audit.recent(ALICE)
+    assert any(r.source == "memory_save" and r.action == "add" for r in records)
+    # Tool results are kept in the session, with the call's arguments.
+    stored = await session_messages(mcore, result.session_id)
+    tools = [m for m in stored if m.role == "tool"]
+    assert [m.speaker for m in tools] == ["memory_get", "memory_get", "memory_save", "memory_save"]
+    assert json.loads(tools[0].meta["arguments"]) == {"path": alice_file}
+
+
+async def test_tool_loop_stops_after_max_tool_steps(
+    fake: FakeOpenAI, workspace: Path, clock: ManualClock
+) -> None:
+    config = model_config(fake, workspace, max_tool_steps=2)
+
+    def responder(body: dict[str, Any]) -> Reply:
+        if body.get("tools"):
+            return Reply(tool_calls=(ToolCall("memory_search", {"query": "loop"}),))
+        return Reply(text="giving up on tools")
+
+    fake.set_responder(responder)
+    async with MemoryCore.open(config, clock=clock) as core:
+        result = await core.chat(ALICE, "search forever please")
+    bodies = fake.chat_requests()
+    assert len(bodies) == 3
+    assert [bool(b.get("tools")) for b in bodies] == [True, True, False]
+    assert result.reply == "giving up on tools"
+    assert result.tool_calls == ["memory_search", "memory_search"]
+    assert sum(1 for m in bodies[-1]["messages"] if m["role"] == "tool") == 2
+
+
+async def test_unknown_tool_and_bad_arguments_do_not_end_the_turn(
+    mcore: MemoryCore, fake: FakeOpenAI
+) -> None:
+    fake.reply_tool_calls([("launch_rockets", {}), ("memory_search", '{"query": ')])
+    fake.reply_text("sorry")
+    result = await mcore.chat(ALICE, "hmm")
+    assert result.reply == "sorry"
+    results = [json.loads(m["content"]) for m in turn_requests(fake)[1]["messages"][-2:]]
+    assert all("error" in r for r in results)
+
+
+# --- failures and offline mode -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "polite"), [("今天天气怎么样", "抱歉"), ("how is the weather", "Sorry")]
+)
+async def test_model_failure_keeps_the_message_and_replies_politely(
+    mcore: MemoryCore, fake: FakeOpenAI, text: str, polite: str
+) -> None:
+    fake.fail(500, times=1, retry_after=0)
+    result = await mcore.chat(ALICE, text)
+    assert result.reply.startswith(polite)
+    stored = await session_messages(mcore, result.session_id)
+    assert (stored[0].role, stored[0].content) == ("user", text)
+    assert stored[-1].role == "assistant" and "HTTP 500" in stored[-1].meta["error"]
+    # The next turn works and still sees the message.
+    fake.reply_text("sunny")
+    again = await mcore.chat(ALICE, "再试一次 / try again")
+    assert again.reply == "sunny"
+    assert {"role": "user", "content": text} in history_of(turn_requests(fake)[-1])
+
+
+async def test_offline_turn_says_no_model_and_stores(core: MemoryCore) -> None:
+    assert not core.llm.configured
+    result = await core.chat(ALICE, "hello, anyone there?")
+    assert "No language model is configured" in result.reply
+    zh = await core.chat(ALICE, "有人吗？")
+    assert "还没有配置语言模型" in zh.reply
+    stored = await session_messages(core, result.session_id)
+    assert [m.role for m in stored] == ["user", "assistant", "user", "assistant"]
+    assert stored[0].content == "hello, anyone there?"
+
+
+async def test_offline_remember_and_forget_flow(core: MemoryCore, clock: ManualClock) -> None:
+    saved = await core.chat(ALICE, "记住我对花生过敏")
+    assert saved.reply == "好的，我记住了：我对花生过敏"
+    [entry] = await core.entries(ALICE)
+    assert (entry.content, entry.score) == ("我对花生过敏", 0.8)
+    [record] = await core.audit.history(ALICE, entry.id)
+    assert (record.action, record.source) == ("add", "explicit")
+    again = await core.chat(ALICE, "请记住：我对花生过敏")
+    assert again.reply.startswith("这条我之前就记得")
+
+    # A reply that is not a confirmation cancels the pending forget.
+    asked = await core.chat(ALICE, "忘掉 花生")
+    assert "要忘掉这条记忆吗" in asked.reply and entry.id in asked.reply
+    await core.chat(ALICE, "算了，不用了")
+    await core.chat(ALICE, "确认")
+    assert (await core.get_entry(ALICE, entry.id)).archived is None
+
+    # A confirmation after the question expired does nothing either.
+    await core.chat(ALICE, "忘掉 花生")
+    clock.advance(timedelta(minutes=11))
+    await core.chat(ALICE, "确认")
+    assert (await core.get_entry(ALICE, entry.id)).archived is None
+
+    await core.chat(ALICE, "忘掉花生过敏")
+    done = await core.chat(ALICE, "确认")
+    assert done.reply == "已归档：我对花生过敏"
+    archived = await core.get_entry(ALICE, entry.id)
+    assert archived.archived is ArchiveReason.MANUAL
+    text = core.store.path(ALICE).read_text(encoding="utf-8")
+    assert text.index("## Archived Memories") < text.index("我对花生过敏")
+    assert [r.action for r in await core.audit.history(ALICE, entry.id)][-1] == "archive"
+    assert (await core.chat(ALICE, "忘掉 火星基地")).reply == "没有找到关于「火星基地」的记忆。"
+
+
+async def test_offline_english_remember_and_forget(core: MemoryCore) -> None:
+    assert (await core.chat(MAIN, "remember that I use zsh")).reply == (
+        "Got it, I'll remember: I use zsh"
+    )
+    asked = await core.chat(MAIN, "forget zsh")
+    assert asked.reply.startswith("Forget this memory?")
+    assert (await core.chat(MAIN, "yes")).reply == "Archived: I use zsh"
+    [entry] = await core.entries(MAIN)
+    assert entry.archived is ArchiveReason.MANUAL
+
+
+async def test_offline_new_uses_the_heuristic(core: MemoryCore) -> None:
+    await core.chat(ALICE, "我喜欢用 vim 写代码。我们决定用 FastAPI 而不是 Flask")
+    await core.chat(ALICE, "你觉得今天会下雨吗？")
+    done = await core.new_session(ALICE)
+    assert done.reply == "New session started. Learned: 2 new, 0 reinforced."
+    assert done.result is not None and done.result.count(ChangeKind.ADDED) == 2
+    entries = {e.content: e for e in await core.entries(ALICE)}
+    assert entries["我喜欢用 vim 写代码"].category == "preference"
+    assert entries["我们决定用 FastAPI 而不是 Flask"].category == "decision"
+    assert entries["我们决定用 FastAPI 而不是 Flask"].score == 0.8
+    assert {r.source for r in await core.audit.recent(ALICE)} == {"extract"}
+    zh = await core.new_session(ALICE, chinese=True)
+    assert zh.reply == "新会话已开始。记住了 0 条新记忆，强化了 0 条。"
+
+
+# --- /new with the model ---------------------------------------------------------------------
+
+
+async def test_new_extracts_merges_audits_and_counts(
+    mcore: MemoryCore, fake: FakeOpenAI, clock: ManualClock
+) -> None:
+    pytest_pref, _ = await mcore.capture(ALICE, "用户喜欢用 pytest 写测试", category="preference")
+    city, _ = await mcore.capture(ALICE, "用户住在杭州西湖区", category="fact")
+    clock.advance(timedelta(hours=1))
+    first = await mcore.chat(ALICE, "我还是用 pytest 写测试")
+    await mcore.chat(ALICE, "我搬到了杭州西湖区附近，也开始学日语和吉他")
+    clock.advance(timedelta(minutes=5))
+    fake.reply_json(
+        [
+            {"content": "用户在学日语", "category": "fact", "importance": "medium"},
+            {"content": "用户在学吉他", "category": "skill_usage", "importance": "low"},
+            {"content": "用户下周三要交季度报告", "category": "todo", "importance": "high"},
+            {
+                "content": "用户喜欢用 pytest 写测试",
+                "category": "preference",
+                "matches": pytest_pref.id,
+            },
+            {"content": "用户住在杭州", "category": "fact", "matches": city.id},
+        ]
+    )
+    done = await mcore.new_session(ALICE)
+    assert done.closed_session == first.session_id
+    assert done.result is not None
+    assert done.reply == "New session started. Learned: 3 new, 2 reinforced."
+    assert (done.result.count(ChangeKind.ADDED), done.result.count(ChangeKind.REINFORCED)) == (3, 2)
+
+    parsed = parse_memory(mcore.store.path(ALICE).read_text(encoding="utf-8"))
+    assert parsed.quarantined == []
+    by_content = {e.content: e for e in parsed.entries}
+    assert len(by_content) == 5
+    # Used in the session and confirmed by the model: reinforced once, not twice.
+    assert by_content["用户喜欢用 pytest 写测试"].hits == 1
+    assert by_content["用户喜欢用 pytest 写测试"].score == pytest.approx(0.68)
+    assert by_content["用户住在杭州西湖区"].hits == 1
+    assert by_content["用户下周三要交季度报告"].score == 0.8
+    assert by_content["用户在学吉他"].score == 0.4
+    assert by_content["用户在学日语"].source_session == first.session_id
+
+    records = [r for r in await mcore.audit.recent(ALICE) if r.at == mcore.now()]
+    assert sorted(r.action for r in records) == ["add"] * 3 + ["reinforce"] * 2
+    assert {r.source for r in records} == {"extract"}
+    session = await mcore.runtime.history.get_session(first.session_id)
+    assert session is not None and session.status == "extracted"
+    # The model saw the conversation and the existing memories with their ids.
+    prompt = everything(fake.chat_requests()[-1])
+    assert "我还是用 pytest 写测试" in prompt and f"[{pytest_pref.id}]" in prompt
+    # A new session is open for the next message.
+    nxt = await mcore.chat(ALICE, "新的一天")
+    assert nxt.session_id != first.session_id
+
+
+async def test_new_reply_in_chinese(mcore: MemoryCore, fake: FakeOpenAI) -> None:
+    await mcore.chat(ALICE, "我喜欢喝乌龙茶，不加糖")
+    fake.reply_json([{"content": "用户喜欢喝不加糖的乌龙茶", "category": "preference"}])
+    done = await mcore.new_session(ALICE, chinese=True)
+    assert done.reply == "新会话已开始。记住了 1 条新记忆，强化了 0 条。"
+
+
+async def test_extraction_is_idempotent_per_session(mcore: MemoryCore, fake: FakeOpenAI) -> None:
+    first = await mcore.chat(ALICE, "我喜欢喝乌龙茶，不加糖")
+    fake.reply_json([{"content": "用户喜欢喝不加糖的乌龙茶", "category": "preference"}])
+    await mcore.new_session(ALICE)
+    path = mcore.store.path(ALICE)
+    text, backup = path.read_text(encoding="utf-8"), mcore.workspace.backup_path(ALICE)
+    backup_text = backup.read_text(encoding="utf-8") if backup.exists() else None
+    calls = len(fake.chat_requests())
+    audit_before = len(await mcore.audit.recent(ALICE))
+
+    fake.reply_json([{"content": "用户喜欢喝不加糖的乌龙茶", "category": "preference"}])
+    again = await mcore.runtime.chat.extract_session(ALICE, first.session_id)
+    assert again is not None and again.skipped and again.changes == []
+    assert len(fake.chat_requests()) == calls  # not even a model call
+    assert path.read_text(encoding="utf-8") == text
+    assert (backup.read_text(encoding="utf-8") if backup.exists() else None) == backup_text
+    assert len(await mcore.audit.recent(ALICE)) == audit_before
+    [entry] = await mcore.entries(ALICE)
+    assert entry.hits == 0
+
+
+async def test_failed_extraction_is_retried_later(
+    mcore: MemoryCore, fake: FakeOpenAI, clock: ManualClock
+) -> None:
+    first = await mcore.chat(ALICE, "我喜欢喝乌龙茶，不加糖")
+    fake.fail(500, times=1, retry_after=0)
+    done = await mcore.new_session(ALICE)
+    assert done.retry_later and done.result is None
+    assert "retried later" in done.reply
+    history = mcore.runtime.history
+    session = await history.get_session(first.session_id)
+    assert session is not None and session.status == "extract_failed"
+    assert session.extract_attempts == 1
+    assert session.next_extract_at is not None and session.next_extract_at > mcore.now()
+    assert session.next_extract_at == mcore.now() + timedelta(minutes=5)
+    assert await mcore.entries(ALICE) == []
+
+    calls = len(fake.chat_requests())
+    assert await mcore.runtime.chat.close_idle_sessions() == 0  # not due yet
+    assert len(fake.chat_requests()) == calls
+
+    clock.advance(timedelta(minutes=6))
+    fake.fail(503, times=1, retry_after=0)
+    assert await mcore.runtime.chat.close_idle_sessions() == 0
+    session = await history.get_session(first.session_id)
+    assert session is not None and session.extract_attempts == 2
+    assert session.next_extract_at == mcore.now() + timedelta(minutes=30)
+
+    clock.advance(timedelta(minutes=31))
+    fake.reply_json([{"content": "用户喜欢喝不加糖的乌龙茶", "category": "preference"}])
+    assert await mcore.runtime.chat.close_idle_sessions() == 1
+    session = await history.get_session(first.session_id)
+    assert session is not None and session.status == "extracted"
+    assert session.next_extract_at is None
+    assert [e.content for e in await mcore.entries(ALICE)] == ["用户喜欢喝不加糖的乌龙茶"]
+    assert await mcore.runtime.chat.close_idle_sessions() == 0  # nothing left to do
+
+
+async def test_idle_session_is_closed_and_extracted(
+    mcore: MemoryCore, fake: FakeOpenAI, clock: ManualClock
+) -> None:
+    first = await mcore.chat(ALICE, "我决定下个月开始学游泳")
+    clock.advance(timedelta(minutes=119))
+    assert await mcore.runtime.chat.close_idle_sessions() == 0
+    session = await mcore.runtime.history.get_session(first.session_id)
+    assert session is not None and session.status == "open"
+
+    clock.advance(timedelta(minutes=2))
+    fake.reply_json([{"content": "用户决定下个月开始学游泳", "category": "decision"}])
+    assert await mcore.runtime.chat.close_idle_sessions() == 1
+    session = await mcore.runtime.history.get_session(first.session_id)
+    assert session is not None and session.status == "extracted"
+    assert [e.content for e in await mcore.entries(ALICE)] == ["用户决定下个月开始学游泳"]
+    nxt = await mcore.chat(ALICE, "新的话题")
+    assert nxt.session_id != first.session_id
+
+
+def matching_responder(content: str, extra: list[str]) -> Any:
+    """An extraction model that restates `content` (naming its id once it exists) and adds one
+    new memory per call, taken from `extra`."""
+    queue = list(extra)
+
+    def respond(body: dict[str, Any]) -> str:
+        prompt = body["messages"][-1]["content"]
+        if "Output only a JSON array" not in prompt:
+            return "ok"
+        item: dict[str, Any] = {"content": content, "category": "preference"}
+        found = re.search(r"^\[(\w+)\] " + re.escape(content) + "$", prompt, re.MULTILINE)
+        if found:
+            item["matches"] = found.group(1)
+        return json.dumps([item, {"content": queue.pop(0), "category": "fact"}], ensure_ascii=False)
+
+    return respond
+
+
+async def test_memory_mentioned_in_three_sessions_accumulates(
+    mcore: MemoryCore, fake: FakeOpenAI, clock: ManualClock
+) -> None:
+    content = "用户偏好用 pytest 写测试"
+    fake.set_responder(matching_responder(content, ["用户养猫", "用户会弹钢琴", "用户住在苏州"]))
+    scores, counts = [], []
+    for _ in range(3):
+        await mcore.chat(ALICE, "我写测试一直用 pytest")
+        await mcore.new_session(ALICE)
+        entries = {e.content: e for e in await mcore.entries(ALICE)}
+        scores.append(entries[content].score)
+        counts.append(len(entries))
+        clock.advance(timedelta(days=1))
+    assert counts == [2, 3, 4]
+    assert scores[0] == 0.6
+    assert scores[1] > scores[0] and scores[2] > scores[1]
+    assert scores[2] == pytest.approx(0.744)
+    final = {e.content: e for e in await mcore.entries(ALICE)}[content]
+    assert final.hits >= 2
+
+
+async def test_full_lifecycle(mcore: MemoryCore, fake: FakeOpenAI, clock: ManualClock) -> None:
+    await mcore.chat(ALICE, "我写 Python 测试都用 pytest")
+    fake.reply_json([{"content": "用户写 Python 测试都用 pytest", "category": "preference"}])
+    await mcore.new_session(ALICE)
+    [entry] = await mcore.entries(ALICE)
+    assert "用户写 Python 测试都用 pytest" in mcore.store.path(ALICE).read_text(encoding="utf-8")
+
+    clock.advance(timedelta(hours=1))
+    await mcore.chat(ALICE, "早上好")
+    assert "用户写 Python 测试都用 pytest" in system_of(turn_requests(fake)[-1])
+
+    clock.advance(timedelta(days=400))
+    result = await mcore.consolidate(ALICE)
+    assert result.count(ChangeKind.FORGOTTEN) == 1
+    assert await mcore.entries(ALICE) == []
+    await mcore.new_session(ALICE)
+    await mcore.chat(ALICE, "早上好，今天做什么")
+    assert "pytest" not in everything(turn_requests(fake)[-1])
+    [forgotten] = await mcore.audit.forgotten(ALICE)
+    assert (forgotten.entry_id, forgotten.content) == (entry.id, "用户写 Python 测试都用 pytest")
+    assert forgotten.source == "consolidate"
+    assert forgotten.new_score is None
+
+
+# --- flush before compaction ----------------------------------------------------------------------
+
+
+def flush_responder(saved: str, summary: str, calls: dict[str, int]) -> Any:
+    def respond(body: dict[str, Any]) -> Reply | str:
+        names = [t["function"]["name"] for t in body.get("tools") or []]
+        system = str(body["messages"][0]["content"])
+        if names == ["memory_save"]:
+            calls["flush"] += 1
+            if body["messages"][-1]["role"] == "tool":
+                return "NO_REPLY"
+            return Reply(
+                tool_calls=(ToolCall("memory_save", {"content": saved, "target": "daily"}),)
+            )
+        if system == COMPACT_INSTRUCTIONS:
+            calls["compact"] += 1
+            return summary
+        return "ok"
+
+    return respond
+
+
+async def test_flush_before_compaction(
+    fake: FakeOpenAI, workspace: Path, clock: ManualClock
+) -> None:
+    config = model_config(fake, workspace, context_tokens=400, keep_after_compaction=4)
+    calls = {"flush": 0, "compact": 0}
+    summary = "- 用户在计划云南旅行，预算一万元"
+    fake.set_responder(flush_responder("用户计划十月去云南旅行", summary, calls))
+    async with MemoryCore.open(config, clock=clock) as core:
+        replies = []
+        session_id = ""
+        turns = 0
+        while calls["compact"] == 0 and turns < 20:
+            result = await core.chat(
+                ALICE, f"第{turns}轮：我们继续讨论云南旅行的行程安排和住宿细节"
+            )
+            replies.append(result.reply)
+            session_id = result.session_id
+            clock.advance(timedelta(minutes=1))
+            turns += 1
+        assert calls == {"flush": 2, "compact": 1}, "no flush happened"
+        assert 3 <= turns < 20
+        assert set(replies) == {"ok"}  # NO_REPLY never reaches the user
+
+        flushes = [b for b in fake.chat_requests() if b.get("tools") == [MEMORY_SAVE]]
+        assert len(flushes) == 2
+        assert flushes[0]["messages"][0] == {"role": "system", "content": FLUSH_INSTRUCTIONS}
+        daily = core.workspace.daily_path(ALICE, core.today()).read_text(encoding="utf-8")
+        assert "用户计划十月去云南旅行" in daily
+
+        stored = await session_messages(core, session_id)
+        summaries = [m for m in stored if m.role == "summary"]
+        assert [m.content for m in summaries] == [summary]
+        talk = [m for m in stored if m.role in ("user", "assistant")]
+        assert all(m.compacted for m in talk[:-4])
+        assert not any(m.compacted for m in talk[-4:])
+        session = await core.runtime.history.get_session(session_id)
+        assert session is not None and session.flushed_at is not None
+
+        await core.chat(ALICE, "那住宿订好了吗")
+        body = turn_requests(fake)[-1]
+        history = history_of(body)
+        assert history[0] == {
+            "role": "system",
+            "content": "Earlier in this conversation:\n" + summary,
+        }
+        assert len(history) == 1 + 4
+        assert "第0轮" not in everything(body)
+
+
+async def test_compaction_retires_old_tool_results(
+    fake: FakeOpenAI, workspace: Path, clock: ManualClock
+) -> None:
+    """Every turn searches memory (big tool results in the session). Once compacted, the
+    session is back under the line: the next turns do not flush again and again."""
+    config = model_config(fake, workspace, context_tokens=1500, keep_after_compaction=4)
+    calls = {"flush": 0, "compact": 0}
+
+    def respond(body: dict[str, Any]) -> Reply | str:
+        names = [t["function"]["name"] for t in body.get("tools") or []]
+        if names == ["memory_save"]:
+            calls["flush"] += 1
+            return "NO_REPLY"
+        if body["messages"][0]["content"] == COMPACT_INSTRUCTIONS:
+            calls["compact"] += 1
+            return "- 用户在问云南旅行"
+        if body["messages"][-1]["role"] == "tool":
+            return "ok"
+        return Reply(tool_calls=(ToolCall("memory_search", {"query": "云南 旅行"}),))
+
+    fake.set_responder(respond)
+    async with MemoryCore.open(config, clock=clock) as core:
+        for i in range(30):
+            await core.capture(
+                ALICE, f"云南旅行 第{i}个细节 " + "很长的内容" * 10, importance="low"
+            )
+        flushed_at: list[int] = []
+        for turn in range(10):
+            before = calls["compact"]
+            await core.chat(ALICE, f"第{turn}轮：云南旅行")
+            if calls["compact"] > before:
+                flushed_at.append(turn)
+            clock.advance(timedelta(minutes=1))
+        assert flushed_at, "the session never flushed"
+        first = flushed_at[0]
+        # After a compaction, several turns pass before the next one.
+        assert all(b - a >= 3 for a, b in itertools.pairwise(flushed_at))
+        assert first + 1 not in flushed_at
+        assert calls["flush"] == calls["compact"] == len(flushed_at)
+
+
+async def test_compaction_with_nothing_kept(
+    fake: FakeOpenAI, workspace: Path, clock: ManualClock
+) -> None:
+    config = model_config(fake, workspace, keep_after_compaction=0)
+    fake.set_responder(
+        lambda body: "- 摘要" if body["messages"][0]["content"] == COMPACT_INSTRUCTIONS else "ok"
+    )
+    async with MemoryCore.open(config, clock=clock) as core:
+        result = await core.chat(ALICE, "第一句")
+        await core.chat(ALICE, "第二句")
+        assert await core.runtime.chat.flush(ALICE, result.session_id)
+        stored = await session_messages(core, result.session_id)
+        assert all(m.compacted for m in stored if m.role != "summary")
+        assert [m.content for m in stored if not m.compacted] == ["- 摘要"]
+
+
+async def test_forced_search_finds_yesterdays_messages_with_context(
+    mcore: MemoryCore, fake: FakeOpenAI, clock: ManualClock
+) -> None:
+    fake.reply_text("我们把发布日期定在四月十八日，周五上线")
+    await mcore.chat(ALICE, "发布日期怎么定？")
+    await mcore.chat(ALICE, "好的，就这么定")
+    await mcore.new_session(ALICE)
+    clock.advance(timedelta(days=1))
+    fake.reply_tool_calls([("memory_search", {"query": "发布日期"})])
+    fake.reply_text("四月十八日")
+    result = await mcore.chat(ALICE, "昨天我们定的发布日期是哪天？")
+    assert result.tool_calls == ["memory_search"]
+    found = json.loads(turn_requests(fake)[-1]["messages"][-1]["content"])
+    assert "四月十八日" in json.dumps(found, ensure_ascii=False)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="recall intent does not widen the injected block to the session messages of the "
+    "time window it names (ARCHITECTURE §6): core.recall never searches message chunks, "
+    "so only a memory_search call by the model can find yesterday's unarchived talk",
+)
+async def test_recall_intent_injects_messages_of_the_named_day(
+    mcore: MemoryCore, fake: FakeOpenAI, clock: ManualClock
+) -> None:
+    fake.reply_text("我们把发布日期定在四月十八日，周五上线")
+    await mcore.chat(ALICE, "发布日期怎么定？")
+    await mcore.chat(ALICE, "好的，就这么定")
+    await mcore.new_session(ALICE)
+    clock.advance(timedelta(days=1))
+    await mcore.chat(ALICE, "昨天我们定的发布日期是哪天？")
+    assert "四月十八日" in system_of(turn_requests(fake)[-1])

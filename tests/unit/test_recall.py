@@ -1,0 +1,436 @@
+"""Recall: the labelled bilingual set (index and degraded path), recall intent, the
+injected block (tiers, caps, budget), `MemoryCore.recall` end to end, and reinforcement of
+the long-term entries a reply used."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memory_core import fallback
+from memory_core.chunking import ChunkKind
+from memory_core.clock import ManualClock
+from memory_core.config import Config, load_config
+from memory_core.engine import MemoryCore
+from memory_core.index import Hit
+from memory_core.recall import (
+    BLOCK_HEADER,
+    TRUNCATED,
+    build_injection,
+    has_recall_intent,
+    hit_line,
+)
+from memory_core.scope import MAIN
+from memory_core.text import estimate_tokens
+from tests.conftest import START
+
+DATA = Path(__file__).resolve().parent.parent / "data" / "recall_bilingual.json"
+RECALL_FLOOR = 0.9
+TODAY = START.date()
+
+
+# --- the labelled bilingual set ---------------------------------------------------------
+
+
+def load_set() -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(DATA.read_text(encoding="utf-8"))
+    return data
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.split())
+
+
+async def fill_workspace(core: MemoryCore, memories: Sequence[dict[str, Any]]) -> None:
+    """Long-term entries through `capture`, daily notes through `append_daily`."""
+    for number, memory in enumerate(memories):
+        if memory["as"] == "long_term":
+            await core.capture(MAIN, memory["text"], category=memory["category"])
+        else:
+            day = date.fromisoformat(memory["day"])
+            when = datetime(day.year, day.month, day.day, 9, tzinfo=UTC)
+            await core.append_daily(MAIN, memory["text"], now=when + timedelta(minutes=number))
+
+
+@pytest.fixture(scope="module")
+def bilingual_workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One workspace holding the labelled memories, built once for the module."""
+    root = tmp_path_factory.mktemp("bilingual")
+    config = load_config(None, env={}, workspace=root)
+
+    async def build() -> None:
+        async with MemoryCore.open(config, clock=ManualClock(START)) as core:
+            await fill_workspace(core, load_set()["memories"])
+
+    asyncio.run(build())
+    return root
+
+
+def recall_at_5(
+    queries: Sequence[dict[str, Any]],
+    search: Callable[[str], Sequence[Hit]],
+    ids_by_text: dict[str, str],
+) -> tuple[float, list[str]]:
+    """Mean fraction of each query's relevant memories found in its top 5, and misses."""
+    total = 0.0
+    misses: list[str] = []
+    for query in queries:
+        found = [ids_by_text.get(_norm(hit.text), "?") for hit in search(query["q"])[:5]]
+        relevant = set(query["relevant"])
+        share = len(relevant & set(found)) / len(relevant)
+        total += share
+        if share < 1:
+            misses.append(f"{query['q']!r}: wanted {sorted(relevant)}, got {found}")
+    return total / len(queries), misses
+
+
+async def test_bilingual_recall_at_5(
+    bilingual_workspace: Path, record_property: Callable[[str, object], None]
+) -> None:
+    data = load_set()
+    assert len(data["memories"]) >= 40 and len(data["queries"]) >= 40
+    ids_by_text = {_norm(m["text"]): m["id"] for m in data["memories"]}
+    assert len(ids_by_text) == len(data["memories"])
+    known = set(ids_by_text.values())
+    assert all(set(q["relevant"]) <= known for q in data["queries"])
+    config = load_config(None, env={}, workspace=bilingual_workspace)
+    async with MemoryCore.open(config, clock=ManualClock(START)) as core:
+        assert core.degraded_reason is None
+        # Every labelled memory became exactly one chunk.
+        counts = await core.index.counts(MAIN) if core.index else {}
+        assert sum(counts.values()) == len(data["memories"])
+        results: dict[str, list[Hit]] = {}
+        for query in data["queries"]:
+            results[query["q"]] = await core.search(MAIN, query["q"], limit=5)
+        floor = config.recall.min_score
+
+        def degraded(q: str) -> list[Hit]:
+            return fallback.search_files(core.workspace, MAIN, q, limit=5, min_score=floor)
+
+        fts, fts_misses = recall_at_5(data["queries"], results.__getitem__, ids_by_text)
+        files, file_misses = recall_at_5(data["queries"], degraded, ids_by_text)
+    n = len(data["queries"])
+    report = (
+        f"recall@5 = {fts:.3f} over {n} queries (FTS5 index); "
+        f"recall@5 = {files:.3f} over {n} queries (file fallback)"
+    )
+    print(f"\nrecall@5 = {fts:.3f} over {n} queries (FTS5 index)")
+    print(f"recall@5 = {files:.3f} over {n} queries (file fallback, rank-bm25)")
+    for miss in fts_misses:
+        print("  index miss:", miss)
+    for miss in file_misses:
+        print("  fallback miss:", miss)
+    record_property("recall_at_5_index", round(fts, 4))
+    record_property("recall_at_5_fallback", round(files, 4))
+    assert fts >= RECALL_FLOOR, f"{report}; misses: {fts_misses}"
+    assert files >= RECALL_FLOOR, f"{report}; misses: {file_misses}"
+
+
+# --- recall intent ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "我们之前讨论的那个方案怎么样了",
+        "上次你推荐的那家餐厅叫什么",
+        "昨天说的会议改到几点了",
+        "你还记得吗，我女儿对什么过敏",
+        "你还记得我喜欢喝什么咖啡吗",
+        "Do you remember my daughter's name?",
+        "What did we decide last time about the database?",
+        "What did I say yesterday about the trip?",
+        "LAST TIME you told me something else",
+    ],
+)
+def test_recall_intent_detected(text: str) -> None:
+    assert has_recall_intent(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "今天天气不错",
+        "帮我写一个快速排序",
+        "明天下午三点提醒我开会",
+        "Write a haiku about the sea.",
+        "What's the capital of France?",
+        "Please translate this paragraph into English.",
+        "",
+    ],
+)
+def test_no_recall_intent_in_ordinary_sentences(text: str) -> None:
+    assert not has_recall_intent(text)
+
+
+# --- the injected block -----------------------------------------------------------------
+
+
+def hit(
+    text: str,
+    kind: ChunkKind,
+    score: float,
+    *,
+    days_ago: int | None = 0,
+    path: str | None = None,
+    line: int = 3,
+    ref: str | None = None,
+) -> Hit:
+    created = (
+        datetime.combine(TODAY - timedelta(days=days_ago), datetime.min.time(), tzinfo=UTC)
+        if days_ago is not None
+        else None
+    )
+    default_path = {
+        ChunkKind.LONG_TERM: "MEMORY.md",
+        ChunkKind.SUMMARY: "memory/summary/2026-01.md",
+    }.get(kind, f"memory/{(created or START).date().isoformat()}.md")
+    return Hit(path or default_path, line, line, score, text, kind, created, ref)
+
+
+def test_tiers_long_term_first_then_recent_files_then_summaries_then_older() -> None:
+    hits = [
+        hit("old daily note about tea", ChunkKind.DAILY, 9.0, days_ago=30),
+        hit("monthly summary mentions tea", ChunkKind.SUMMARY, 8.0, days_ago=40),
+        hit("yesterday's note about tea", ChunkKind.DAILY, 7.0, days_ago=1),
+        hit("user likes green tea", ChunkKind.LONG_TERM, 0.5, ref="aaaa1111"),
+        hit("note five days ago about tea", ChunkKind.DAILY, 6.5, days_ago=5),
+        hit("raw archive from two days ago about tea", ChunkKind.ARCHIVE_RAW, 6.0, days_ago=2),
+    ]
+    injection = build_injection(["tea"], hits, today=TODAY)
+    order = [h.text for h in injection.hits]
+    assert order == [
+        "user likes green tea",  # long-term first although it scores lowest
+        "yesterday's note about tea",  # files of the last 5 days, by score
+        "note five days ago about tea",
+        "raw archive from two days ago about tea",
+        "monthly summary mentions tea",  # then summaries
+    ]  # the 30-day-old note (best score) is 6th of 6 and falls off: 5 hits at most
+    assert injection.used_entry_ids == ["aaaa1111"]
+    lines = injection.block.splitlines()
+    assert lines[0] == BLOCK_HEADER
+    assert lines[1] == "[MEMORY.md:3] user likes green tea"
+    assert lines[2].startswith(f"[memory/{(TODAY - timedelta(days=1)).isoformat()}.md:3] (")
+    assert len(lines) == 6
+
+
+def test_older_files_come_last_and_ties_keep_order() -> None:
+    hits = [
+        hit("older note", ChunkKind.DAILY, 5.0, days_ago=6),
+        hit("summary", ChunkKind.SUMMARY, 1.0, days_ago=20),
+        hit("recent a", ChunkKind.DAILY, 2.0, days_ago=0),
+        hit("recent b", ChunkKind.DAILY, 2.0, days_ago=0, line=9),
+    ]
+    injection = build_injection(["x"], hits, today=TODAY)
+    assert [h.text for h in injection.hits] == ["recent a", "recent b", "summary", "older note"]
+
+
+def test_at_most_five_hits() -> None:
+    hits = [hit(f"note {i}", ChunkKind.DAILY, 10.0 - i, line=i + 1) for i in range(12)]
+    injection = build_injection(["note"], hits, today=TODAY)
+    assert len(injection.hits) == 5
+    assert [h.text for h in injection.hits] == [f"note {i}" for i in range(5)]
+    assert injection.block.count("\n") == 5
+    assert len(build_injection(["note"], hits, today=TODAY, max_hits=2).hits) == 2
+
+
+def test_long_hit_cut_at_300_chars_with_mark() -> None:
+    long_text = "咖啡" * 100 + "word " * 100  # 200 CJK + 500 latin characters
+    short_text = "x" * 300
+    injection = build_injection(
+        ["x"],
+        [
+            hit(long_text, ChunkKind.LONG_TERM, 1.0),
+            hit(short_text, ChunkKind.LONG_TERM, 0.5, line=9),
+        ],
+        today=TODAY,
+    )
+    first, second = injection.block.splitlines()[1:]
+    body = first.split("] ", 1)[1]
+    assert body.endswith(TRUNCATED)
+    assert body[: -len(TRUNCATED)] == " ".join(long_text.split())[:300]
+    assert len(body) == 300 + len(TRUNCATED)
+    # Exactly 300 characters is not cut.
+    assert second == "[MEMORY.md:9] " + short_text
+    assert TRUNCATED not in second
+    assert hit_line(hit("a  b\n c", ChunkKind.LONG_TERM, 1.0), 300) == "[MEMORY.md:3] a b c"
+
+
+def test_token_budget_respected_and_small_budget_drops_hits() -> None:
+    hits = [hit("记忆" * 140, ChunkKind.DAILY, 10.0 - i, line=i + 1) for i in range(5)]
+    full = build_injection(["记忆"], hits, today=TODAY)
+    assert len(full.hits) == 5
+    assert full.tokens == estimate_tokens(full.block) <= 2048
+    one_line = estimate_tokens(hit_line(hits[0], 300))
+    small_budget = estimate_tokens(BLOCK_HEADER) + 2 * one_line + 5
+    small = build_injection(["记忆"], hits, today=TODAY, token_budget=small_budget)
+    assert len(small.hits) == 2
+    assert small.tokens <= small_budget
+    # A budget too small for any hit gives no block at all.
+    assert build_injection(["记忆"], hits, today=TODAY, token_budget=20).block == ""
+
+
+def test_token_budget_holds_for_any_mix_of_lines() -> None:
+    """The block, line breaks included, never costs more than the budget."""
+    import random
+
+    rng = random.Random(7)
+    alphabet = ["a", "bc ", "中", "文", "x", "．", " "]
+    for _ in range(400):
+        hits = [
+            hit(
+                "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 350))),
+                rng.choice([ChunkKind.LONG_TERM, ChunkKind.DAILY, ChunkKind.SUMMARY]),
+                rng.random(),
+                line=i + 1,
+            )
+            for i in range(rng.randint(1, 8))
+        ]
+        budget = rng.randint(5, 700)
+        injection = build_injection(["k"], hits, today=TODAY, token_budget=budget)
+        assert injection.tokens <= budget
+        assert injection.tokens == estimate_tokens(injection.block)
+
+
+def test_budget_is_exact_for_lines_with_no_rounding_slack() -> None:
+    """Lines whose length is a multiple of 4 have no rounding slack, so the line breaks
+    joining them must be paid for (they used to push the block one token over)."""
+    hits = []
+    for i in range(5):
+        probe = hit("x", ChunkKind.LONG_TERM, 1.0 - i / 10, line=10 + i)
+        pad = (-len(hit_line(probe, 300))) % 4
+        hits.append(hit("x" * (1 + pad), ChunkKind.LONG_TERM, 1.0 - i / 10, line=10 + i))
+    naive = estimate_tokens(BLOCK_HEADER) + sum(estimate_tokens(hit_line(h, 300)) for h in hits)
+    injection = build_injection(["x"], hits, today=TODAY, token_budget=naive)
+    assert injection.tokens <= naive
+    assert 1 <= len(injection.hits) < 5
+
+
+def test_no_block_without_hits() -> None:
+    injection = build_injection(["nothing"], [], today=TODAY)
+    assert injection.block == "" and injection.hits == [] and injection.tokens == 0
+    assert injection.keywords == ["nothing"]
+    assert injection.used_entry_ids == []
+
+
+# --- MemoryCore.recall end to end -------------------------------------------------------
+
+
+async def test_core_recall_end_to_end(core: MemoryCore) -> None:
+    entry, _ = await core.capture(MAIN, "咖啡只喝美式，不加糖也不加奶", category="preference")
+    await core.append_daily(MAIN, "今天和 Alice 在星巴克喝了一杯美式咖啡")
+    await core.append_daily(
+        MAIN, "old note: tried a latte in January", now=START - timedelta(days=40)
+    )
+    injection = await core.recall(MAIN, "你还记得我喝咖啡有什么习惯吗？")
+    assert "喝咖啡" in injection.keywords  # jieba's precise cut; search splits it again
+    assert injection.block.startswith(BLOCK_HEADER + "\n")
+    lines = injection.block.splitlines()[1:]
+    assert lines[0].startswith("[MEMORY.md:")
+    assert "咖啡只喝美式" in lines[0]
+    assert any("星巴克" in line and "(2026-03-01)" in line for line in lines)
+    assert injection.used_entry_ids == [entry.id]
+    # The location in the block opens the entry with memory_get.
+    location = lines[0].split("]", 1)[0] + "]"
+    read = await core.read_memory(MAIN, location, lines=3)
+    assert read.text.startswith(f"### [{entry.id}]")
+    # Keywords from recent messages count when the pending input has none.
+    later = await core.recall(MAIN, "嗯嗯", ["我们聊聊 Alice 吧"])
+    assert "alice" in later.keywords
+    assert any("Alice" in h.text for h in later.hits)
+
+
+async def test_core_recall_empty_when_nothing_scores(core: MemoryCore) -> None:
+    await core.capture(MAIN, "I prefer dark mode in every editor")
+    for pending in ("completely unrelated question about volcanoes", "", "   ", "的了吗"):
+        injection = await core.recall(MAIN, pending)
+        assert injection.block == "" and injection.hits == []
+
+
+async def test_core_recall_respects_configured_caps(config: Config, clock: ManualClock) -> None:
+    small = replace(config, recall=replace(config.recall, max_hits=2, hit_chars=20))
+    async with MemoryCore.open(small, clock=clock) as core:
+        for i in range(12):
+            await core.append_daily(MAIN, f"unrelated chore number {i}: water the plants")
+        for i in range(6):
+            await core.append_daily(MAIN, f"kubernetes upgrade step {i} " + "detail " * 20)
+        injection = await core.recall(MAIN, "kubernetes upgrade")
+    assert len(injection.hits) == 2
+    for line in injection.block.splitlines()[1:]:
+        assert line.endswith(TRUNCATED)
+        assert len(line.split(") ", 1)[1]) == 20 + len(TRUNCATED)
+
+
+async def test_recall_never_crosses_scopes(core: MemoryCore) -> None:
+    from memory_core.scope import ScopeKey
+
+    other = ScopeKey("peer:7")
+    await core.capture(other, "peer seven keeps a pet iguana named Zorro")
+    await core.capture(MAIN, "main scope has a dog")
+    assert (await core.recall(MAIN, "do you remember my iguana Zorro?")).block == ""
+    assert "Zorro" in (await core.recall(other, "do you remember my iguana Zorro?")).block
+
+
+# --- reinforcement of used entries ------------------------------------------------------
+
+
+async def test_note_used_reinforces_once_per_session(core: MemoryCore, clock: ManualClock) -> None:
+    used, _ = await core.capture(MAIN, "user's cat is called Mochi", category="fact")
+    other, _ = await core.capture(MAIN, "user lives in Hangzhou", category="fact")
+    start_score = used.score
+    clock.advance(timedelta(hours=1))
+
+    await core.note_used(MAIN, [used.id], "session-1")
+    await core.note_used(MAIN, [used.id, used.id], "session-1")  # same session again
+    result = await core.consolidate(MAIN)
+    after = await core.get_entry(MAIN, used.id)
+    assert after.hits == 1
+    assert after.score == pytest.approx(start_score + (1 - start_score) * 0.2)
+    assert after.last_activated == clock()
+    assert [c.entry_id for c in result.changes if c.kind.value == "reinforce"] == [used.id]
+    assert (await core.get_entry(MAIN, other.id)).hits == 0
+
+    # Nothing pending: a second consolidation reinforces nothing.
+    await core.consolidate(MAIN)
+    assert (await core.get_entry(MAIN, used.id)).hits == 1
+
+    # The same session noted again after its reinforcement: still once per session.
+    await core.note_used(MAIN, [used.id], "session-1")
+    await core.consolidate(MAIN)
+    assert (await core.get_entry(MAIN, used.id)).hits == 1
+
+    # Two different sessions: two reinforcements.
+    await core.note_used(MAIN, [used.id], "session-2")
+    await core.note_used(MAIN, [used.id], "session-3")
+    await core.consolidate(MAIN)
+    assert (await core.get_entry(MAIN, used.id)).hits == 3
+
+
+async def test_note_used_is_per_scope_and_ignores_unknown_ids(core: MemoryCore) -> None:
+    from memory_core.scope import ScopeKey
+
+    peer = ScopeKey("peer:1")
+    mine, _ = await core.capture(MAIN, "main memory about tea")
+    theirs, _ = await core.capture(peer, "peer memory about coffee")
+    await core.note_used(MAIN, [theirs.id, "deadbeef"], "s1")  # not main's entries
+    await core.note_used(MAIN, [], "s1")
+    await core.consolidate(MAIN)
+    await core.consolidate(peer)
+    assert (await core.get_entry(MAIN, mine.id)).hits == 0
+    assert (await core.get_entry(peer, theirs.id)).hits == 0
+
+
+async def test_recall_then_note_used_round_trip(core: MemoryCore) -> None:
+    entry, _ = await core.capture(MAIN, "My daughter Emma is allergic to peanuts")
+    injection = await core.recall(MAIN, "Do you remember what Emma is allergic to?")
+    assert injection.used_entry_ids == [entry.id]
+    await core.note_used(MAIN, injection.used_entry_ids, "chat-42")
+    await core.consolidate(MAIN)
+    assert (await core.get_entry(MAIN, entry.id)).hits == 1

@@ -1,0 +1,207 @@
+"""The runtime around the chat engine: scheduled jobs (quiet-period consolidation, the
+daily 04:00 archive) that run once per day even across restarts, and a graceful stop."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memory_core.clock import ManualClock
+from memory_core.config import Config, load_config
+from memory_core.engine import MemoryCore
+from memory_core.prompting import COMPACT_INSTRUCTIONS
+from memory_core.scope import ScopeKey
+from tests.conftest import START
+from tests.fakes.openai_server import FakeOpenAI
+
+pytestmark = pytest.mark.timeout(60)
+
+ALICE = ScopeKey("peer:alice")
+
+
+@pytest.fixture
+async def fake() -> AsyncIterator[FakeOpenAI]:
+    async with FakeOpenAI() as server:
+        yield server
+
+
+def offline_config(workspace: Path, **top: Any) -> Config:
+    return replace(load_config(None, env={}, workspace=workspace), **top)
+
+
+async def schedule_state(core: MemoryCore) -> dict[str, str]:
+    assert core.db is not None
+    async with core.db.conn.execute("SELECT name, last_run FROM schedule_state") as cur:
+        return {r[0]: r[1] for r in await cur.fetchall()}
+
+
+async def archive_runs(core: MemoryCore) -> int:
+    assert core.db is not None
+    async with core.db.conn.execute("SELECT COUNT(*) FROM archive_runs") as cur:
+        row = await cur.fetchone()
+    return int(row[0]) if row else 0
+
+
+# --- quiet-period consolidation ----------------------------------------------------------------
+
+
+async def test_quiet_consolidation_once_per_day(core: MemoryCore, clock: ManualClock) -> None:
+    old, _ = await core.capture(ALICE, "a memory nobody mentions again")
+    clock.advance(timedelta(days=400))
+    ran = await core.runtime.tick()
+    assert "quiet-consolidation" in ran
+    # It really consolidated: the stale entry was forgotten, and the audit log says why.
+    assert await core.entries(ALICE) == []
+    [record] = await core.audit.forgotten(ALICE)
+    assert (record.entry_id, record.source) == (old.id, "consolidate")
+
+    clock.advance(timedelta(hours=3))
+    assert "quiet-consolidation" not in await core.runtime.tick()
+    clock.advance(timedelta(days=1))
+    assert "quiet-consolidation" in await core.runtime.tick()
+
+
+async def test_no_consolidation_within_twenty_minutes_of_a_message(
+    core: MemoryCore, clock: ManualClock
+) -> None:
+    assert "quiet-consolidation" in await core.runtime.tick()
+    clock.advance(timedelta(days=1))
+    await core.chat(ALICE, "still talking")
+    clock.advance(timedelta(minutes=10))
+    assert "quiet-consolidation" not in await core.runtime.tick()
+    clock.advance(timedelta(minutes=9))
+    assert "quiet-consolidation" not in await core.runtime.tick()
+    clock.advance(timedelta(minutes=2))
+    assert "quiet-consolidation" in await core.runtime.tick()
+    assert (await schedule_state(core))["quiet-consolidation"] == "2026-03-02"
+
+
+# --- the daily archive -------------------------------------------------------------------------
+
+
+async def test_daily_archive_at_four_local_time_once_per_day(workspace: Path) -> None:
+    # 04:00 in Shanghai is 20:00 UTC the day before.
+    config = offline_config(workspace, timezone="Asia/Shanghai")
+    clock = ManualClock(datetime(2026, 3, 1, 19, 0, tzinfo=UTC))  # 03:00 local, 2 March
+    async with MemoryCore.open(config, clock=clock) as core:
+        await core.chat(ALICE, "a message that waits for the archive")
+        ran = await core.runtime.tick()
+        assert "daily-archive" not in ran
+        assert await archive_runs(core) == 0
+
+        clock.advance(timedelta(hours=1, minutes=1))  # 04:01 local
+        assert "daily-archive" in await core.runtime.tick()
+        assert await archive_runs(core) == 1
+        assert (await core.runtime.history.counts(ALICE))["false"] == 0
+        assert (await schedule_state(core))["daily-archive"] == "2026-03-02"
+
+        clock.advance(timedelta(hours=1))
+        await core.chat(ALICE, "another message")
+        clock.advance(timedelta(hours=1))
+        assert "daily-archive" not in await core.runtime.tick()
+        assert await archive_runs(core) == 1
+
+        clock.advance(timedelta(hours=20))  # 02:01 local on 3 March
+        ran = await core.runtime.tick()
+        assert "daily-archive" not in ran
+        clock.advance(timedelta(hours=2))  # 04:01 local
+        assert "daily-archive" in await core.runtime.tick()
+        assert (await schedule_state(core))["daily-archive"] == "2026-03-03"
+
+
+async def test_jobs_do_not_rerun_after_a_restart(workspace: Path) -> None:
+    config = offline_config(workspace)
+    clock = ManualClock(START)  # 12:00 UTC
+    async with MemoryCore.open(config, clock=clock) as core:
+        await core.chat(ALICE, "hello")
+        clock.advance(timedelta(minutes=30))
+        ran = await core.runtime.tick()
+        assert {"daily-archive", "quiet-consolidation"} <= set(ran)
+        runs = await archive_runs(core)
+
+    clock.advance(timedelta(hours=1))
+    async with MemoryCore.open(config, clock=clock) as again:
+        await again.chat(ALICE, "back again")
+        clock.advance(timedelta(minutes=30))
+        ran = await again.runtime.tick()
+        assert "daily-archive" not in ran and "quiet-consolidation" not in ran
+        assert await archive_runs(again) == runs
+
+    clock.advance(timedelta(days=1))
+    async with MemoryCore.open(config, clock=clock) as third:
+        ran = await third.runtime.tick()
+        assert {"daily-archive", "quiet-consolidation"} <= set(ran)
+
+
+async def test_start_runs_a_tick_and_stop_cancels_it(core: MemoryCore) -> None:
+    runtime = core.runtime
+    runtime.start()
+    for _ in range(100):
+        if "quiet-consolidation" in await schedule_state(core):
+            break
+        await asyncio.sleep(0.02)
+    assert "quiet-consolidation" in await schedule_state(core)
+    await runtime.stop()
+    assert runtime._ticker is None
+    with pytest.raises(RuntimeError, match="shutting down"):
+        await runtime.turn(ALICE, "too late")
+
+
+# --- stopping ------------------------------------------------------------------------------
+
+
+async def test_stop_waits_for_the_turn_then_flushes(
+    fake: FakeOpenAI, workspace: Path, clock: ManualClock
+) -> None:
+    config = load_config(
+        None,
+        env={"CHATMEM_MODEL": "gpt-fake", "OPENAI_BASE_URL": fake.base_url},
+        workspace=workspace,
+    )
+    config = replace(config, llm=replace(config.llm, max_retries=0, timeout_seconds=5.0))
+    compactions: list[int] = []
+
+    def respond(body: dict[str, Any]) -> str:
+        names = [t["function"]["name"] for t in body.get("tools") or []]
+        if names == ["memory_save"]:
+            return "NO_REPLY"
+        if body["messages"][0]["content"] == COMPACT_INSTRUCTIONS:
+            compactions.append(len(fake.requests))
+            return "- 摘要：用户聊了很多"
+        return "ok"
+
+    fake.set_responder(respond)
+    async with MemoryCore.open(config, clock=clock) as core:
+        for i in range(4):
+            await core.chat(ALICE, f"第 {i} 句话")
+        fake.delay(0.5, text="slow answer")
+        turn = asyncio.ensure_future(core.chat(ALICE, "a slow question"))
+        for _ in range(200):
+            if len(fake.chat_requests()) == 5:
+                break
+            await asyncio.sleep(0.01)
+        assert len(fake.chat_requests()) == 5, "the slow turn never reached the model"
+        slow_request = len(fake.requests)
+        assert not turn.done()
+
+        await core.runtime.stop()
+        assert turn.done()
+        result = turn.result()  # finished, not cancelled
+        assert result.reply == "slow answer"
+        stored = await core.runtime.history.session_messages(
+            result.session_id, include_compacted=True
+        )
+        assert [m.content for m in stored if m.role == "assistant"][-1] == "slow answer"
+        # The flush came after the slow turn's request, and compacted the session.
+        assert len(compactions) == 1 and compactions[0] > slow_request
+        assert [m.content for m in stored if m.role == "summary"] == ["- 摘要：用户聊了很多"]
+        requests_after_stop = len(fake.requests)
+    # Closing the core stops the runtime again: nothing new to flush, no model call.
+    assert len(fake.requests) == requests_after_stop
+    assert len(compactions) == 1

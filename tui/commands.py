@@ -1,0 +1,61 @@
+"""Command palette entries (ctrl+p): every action, what-if step, sort, scope and tab."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
+from typing import TYPE_CHECKING, cast
+
+from textual.command import DiscoveryHit, Hit, Hits, Provider
+
+from tui.model import COLUMNS
+
+if TYPE_CHECKING:
+    from tui.app import ChatmemApp
+
+Command = tuple[str, Callable[[], object], str]
+
+
+def app_commands(app: ChatmemApp) -> list[Command]:
+    commands: list[Command] = [
+        ("Pin / unpin the highlighted entry", app.action_toggle_pin, "p"),
+        ("Archive / restore the highlighted entry", app.action_toggle_archive, "a"),
+        ("Forget the highlighted entry", app.action_forget, "x: deleted from the file"),
+        ("Edit the highlighted entry's content", app.action_edit, "e"),
+        ("Run consolidation now", app.action_consolidate, "C: decay, archive, forget"),
+        ("What-if: one day later", lambda: app.action_what_if(1), "+"),
+        ("What-if: one day earlier", lambda: app.action_what_if(-1), "-"),
+        ("What-if: 30 days later", lambda: app.action_what_if(30), ">"),
+        ("What-if: 180 days later", lambda: app.action_what_if(180), ""),
+        ("What-if: back to now", app.action_what_if_reset, "0"),
+        ("Refresh everything", app.action_refresh, "ctrl+r"),
+    ]
+    for column in COLUMNS:
+        commands.append(
+            (f"Sort rankings by {column.title}", partial(app.sort_by, column.key), "again reverses")
+        )
+    for tab, title in app.TABS:
+        commands.append((f"Show {title}", partial(app.show_tab, tab), ""))
+    for scope in app.known_scopes:
+        commands.append((f"Scope: {scope.value}", partial(app.choose_scope, scope), ""))
+    return commands
+
+
+class ChatmemCommands(Provider):
+    def _commands(self) -> list[Command]:
+        from tui.app import ChatmemApp
+
+        return app_commands(cast(ChatmemApp, self.app))
+
+    async def discover(self) -> Hits:
+        for title, callback, help_text in self._commands():
+            yield DiscoveryHit(title, callback, help=help_text or None)
+
+    async def search(self, query: str) -> Hits:
+        matcher = self.matcher(query)
+        for title, callback, help_text in self._commands():
+            score = matcher.match(title)
+            if score > 0:
+                yield Hit(
+                    score, matcher.highlight(title), callback, text=title, help=help_text or None
+                )

@@ -1,0 +1,92 @@
+"""Small pure formatters from values to Rich `Text` (bars, days, dates, highlights)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, tzinfo
+
+from rich.text import Text
+
+from memory_core.scoring import DEFAULT_POLICY, ScoringPolicy, Status
+
+BAR_WIDTH = 10
+STATUS_STYLE = {
+    Status.ACTIVE: "green",
+    Status.ARCHIVED: "yellow",
+    Status.FORGOTTEN: "red",
+}
+HIGHLIGHT = "bold reverse"
+
+
+def score_style(score: float, policy: ScoringPolicy = DEFAULT_POLICY) -> str:
+    if score < policy.forget_below:
+        return "red"
+    if score < policy.archive_below:
+        return "yellow"
+    return "green"
+
+
+def score_bar(score: float, policy: ScoringPolicy = DEFAULT_POLICY, width: int = BAR_WIDTH) -> Text:
+    """`0.62 ██████░░░░`, coloured by the line the score sits above."""
+    filled = max(0, min(width, round(score * width)))
+    text = Text(f"{score:.2f} ", style="bold")
+    text.append("█" * filled, style=score_style(score, policy))
+    text.append("░" * (width - filled), style="dim")
+    return text
+
+
+def score_cell(score: float, policy: ScoringPolicy = DEFAULT_POLICY) -> Text:
+    return Text(f"{score:.2f}", style=score_style(score, policy), justify="right")
+
+
+def days_cell(days: int | None) -> Text:
+    """Days until a line is crossed: `now` (already below), `never` (pinned), or `12d`."""
+    if days is None:
+        return Text("never", style="dim", justify="right")
+    if days == 0:
+        return Text("now", style="bold red", justify="right")
+    return Text(f"{days}d", justify="right")
+
+
+def status_cell(status: Status) -> Text:
+    return Text(status.value, style=STATUS_STYLE[status])
+
+
+def date_text(when: datetime | None, zone: tzinfo) -> str:
+    return "—" if when is None else when.astimezone(zone).strftime("%Y-%m-%d")
+
+
+def time_text(when: datetime | None, zone: tzinfo) -> str:
+    return "—" if when is None else when.astimezone(zone).strftime("%Y-%m-%d %H:%M")
+
+
+def one_line(text: str, width: int) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def highlight(text: str, spans: Sequence[tuple[int, int]], style: str = HIGHLIGHT) -> Text:
+    """`text` with each `(start, end)` span styled (spans from `text.matched_terms`)."""
+    out = Text(text)
+    for start, end in spans:
+        out.stylize(style, start, end)
+    return out
+
+
+def token_meter(tokens: int, budget: int, width: int = 30) -> Text:
+    filled = 0 if budget <= 0 else max(0, min(width, round(width * tokens / budget)))
+    style = "green" if tokens <= budget else "red"
+    text = Text(f"{tokens} / {budget} tokens ", style="bold")
+    text.append("█" * filled, style=style)
+    text.append("░" * (width - filled), style="dim")
+    return text
+
+
+def short_scope(name: str, width: int = 24) -> str:
+    """Long scope keys keep their last part (the peer or chat id): `group:tele…:-1009988776655`."""
+    if len(name) <= width:
+        return name
+    head, _, tail = name.rpartition(":")
+    if head and len(tail) + 3 <= width:
+        return name[: width - len(tail) - 2] + "…:" + tail
+    return name[: width - 1] + "…"

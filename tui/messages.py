@@ -1,0 +1,77 @@
+"""Messages workers post to the app; only message handlers touch widgets."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from textual.message import Message
+
+from memory_core.audit import AuditRecord
+from memory_core.index import Hit
+from memory_core.recall import Injection
+from memory_core.scope import ScopeKey
+from tui.loading import EntriesSnapshot
+from tui.model import RankingModel, RankingView, RankRow
+from tui.overview import ArchiveState, ScopeCounts
+from tui.watch import Changes
+
+
+@dataclass
+class ScopesLoaded(Message):
+    counts: list[ScopeCounts]
+
+
+@dataclass
+class EntriesLoaded(Message):
+    snapshot: EntriesSnapshot
+
+
+@dataclass
+class RankingsReady(Message):
+    model: RankingModel
+    view: RankingView
+    generation: int
+
+    def can_replace(self, message: Message) -> bool:
+        """A burst of refreshes only needs its newest result drawn."""
+        return isinstance(message, RankingsReady)
+
+
+@dataclass
+class DetailLoaded(Message):
+    scope: ScopeKey
+    row: RankRow
+    history: list[AuditRecord]
+    projection: list[float]
+    when: datetime
+
+
+@dataclass
+class ArchiveLoaded(Message):
+    state: ArchiveState
+
+
+@dataclass
+class ActivityLoaded(Message):
+    scope: ScopeKey
+    records: list[AuditRecord]
+
+
+@dataclass
+class RecallDone(Message):
+    scope: ScopeKey
+    query: str
+    hits: list[Hit]
+    injection: Injection
+    budget: int
+
+
+@dataclass
+class ActionDone(Message):
+    summary: str
+
+
+@dataclass
+class WorkspaceChanged(Message):
+    changes: Changes

@@ -1,0 +1,56 @@
+"""A live feed of the audit log: newest first, by whom (source) and what changed."""
+
+from __future__ import annotations
+
+from datetime import tzinfo
+
+from rich.text import Text
+from textual.widgets import DataTable
+
+from memory_core.audit import AuditRecord
+from tui.format import one_line, time_text
+
+FEED_LIMIT = 300
+ACTION_STYLE = {
+    "add": "green",
+    "reinforce": "cyan",
+    "archive": "yellow",
+    "forget": "red",
+    "restore": "green",
+    "pin": "bold cyan",
+    "unpin": "cyan",
+    "edit": "magenta",
+    "contradict": "red",
+}
+SOURCE_NOTE = {"extract": "extract (/new)"}
+
+
+def activity_cells(record: AuditRecord, zone: tzinfo) -> list[str | Text]:
+    old = "" if record.old_score is None else f"{record.old_score:.2f}"
+    new = "gone" if record.new_score is None else f"{record.new_score:.2f}"
+    change = f"{old} → {new}" if old else new
+    return [
+        time_text(record.at, zone),
+        Text(record.action, style=ACTION_STYLE.get(record.action, "")),
+        record.entry_id,
+        change,
+        SOURCE_NOTE.get(record.source, record.source),
+        one_line(record.content or "", 60),
+    ]
+
+
+class ActivityFeed(DataTable[str | Text]):
+    def __init__(self, zone: tzinfo, *, id: str | None = None) -> None:
+        super().__init__(id=id, cursor_type="row", zebra_stripes=True)
+        self.zone = zone
+        self.records: list[AuditRecord] = []
+
+    def on_mount(self) -> None:
+        self.add_columns("at", "action", "id", "score", "source", "content")
+
+    def show(self, records: list[AuditRecord]) -> None:
+        """Replace the feed (records newest first)."""
+        self.records = records[:FEED_LIMIT]
+        self.clear()
+        for record in self.records:
+            self.add_row(*activity_cells(record, self.zone), key=str(record.id))

@@ -1,0 +1,83 @@
+"""Recall as the bot sees it: BM25 hits with matched terms, and the injected block."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.containers import Vertical, VerticalScroll
+from textual.message import Message
+from textual.widgets import DataTable, Input, Static
+
+from memory_core.index import Hit
+from memory_core.recall import Injection
+from memory_core.text import matched_terms
+from tui.format import highlight, one_line, token_meter
+
+HIT_TEXT = 90
+
+
+def hit_text(hit: Hit, query: str) -> Text:
+    """The hit's text on one line, query terms highlighted."""
+    flat = one_line(hit.text, HIT_TEXT)
+    return highlight(flat, matched_terms(flat, query))
+
+
+def injection_text(injection: Injection, query: str) -> Text:
+    if not injection.block:
+        keywords = ", ".join(injection.keywords) or "none"
+        return Text(
+            f"(no block: nothing matched keywords [{keywords}], the bot adds nothing)", style="dim"
+        )
+    return highlight(
+        injection.block, matched_terms(injection.block, " ".join(injection.keywords) or query)
+    )
+
+
+class RecallPane(Vertical):
+    @dataclass
+    class QuerySubmitted(Message):
+        query: str
+
+    def compose(self) -> ComposeResult:
+        yield Input(placeholder="recall query, e.g. 咖啡 or pytest  (Enter)", id="recall-query")
+        yield Static("Type a query and press Enter.", id="recall-status")
+        table: DataTable[str | Text] = DataTable(
+            id="recall-hits", cursor_type="row", zebra_stripes=True
+        )
+        yield table
+        yield Static(id="recall-budget")
+        with VerticalScroll(id="recall-block-scroll"):
+            yield Static(id="recall-block")
+
+    def on_mount(self) -> None:
+        self.query_one("#recall-hits", DataTable).add_columns("score", "where", "kind", "text")
+
+    @on(Input.Submitted, "#recall-query")
+    def _submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        if event.value.strip():
+            self.post_message(self.QuerySubmitted(event.value.strip()))
+
+    def show(self, query: str, hits: list[Hit], injection: Injection, budget: int) -> None:
+        table = self.query_one("#recall-hits", DataTable)
+        table.clear()
+        for number, hit in enumerate(hits):
+            table.add_row(
+                Text(f"{hit.score:.3f}", justify="right"),
+                hit.location,
+                hit.kind.value,
+                hit_text(hit, query),
+                key=f"{number}:{hit.location}",
+            )
+        keywords = ", ".join(injection.keywords) or "none"
+        self.query_one("#recall-status", Static).update(
+            Text(f"{len(hits)} hit(s) for {query!r} · keywords: {keywords}")
+        )
+        meter = Text("injection block ", style="bold")
+        meter.append_text(token_meter(injection.tokens, budget))
+        meter.append(f" · {len(injection.hits)} hit(s) injected")
+        self.query_one("#recall-budget", Static).update(meter)
+        self.query_one("#recall-block", Static).update(injection_text(injection, query))

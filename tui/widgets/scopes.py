@@ -1,0 +1,41 @@
+"""Every scope of the workspace with its counts; choosing one scopes every other pane."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.widgets import DataTable
+
+from memory_core.scope import ScopeKey
+from tui.format import short_scope
+from tui.overview import ScopeCounts
+
+SCOPE_COLUMNS = ("scope", "act", "arc", "day", "unarc", "pend")
+
+
+class ScopesTable(DataTable[str | Text]):
+    """Rows keyed by scope key; Enter (or a click) chooses the highlighted scope."""
+
+    def on_mount(self) -> None:
+        self.cursor_type = "row"
+        self.zebra_stripes = True
+        self.add_columns(*SCOPE_COLUMNS)
+
+    def show(self, counts: list[ScopeCounts], selected: ScopeKey) -> None:
+        self.clear()
+        for row in counts:
+            marker = "▶ " if row.scope == selected else "  "
+            style = "bold" if row.scope == selected else ""
+            self.add_row(
+                Text(marker + short_scope(row.scope.value), style=style),
+                Text(str(row.active), justify="right"),
+                Text(str(row.archived), justify="right"),
+                Text(str(row.daily_notes), justify="right"),
+                Text(
+                    str(row.unarchived), justify="right", style="yellow" if row.unarchived else ""
+                ),
+                Text(str(row.pending), justify="right", style="yellow" if row.pending else ""),
+                key=row.scope.value,
+            )
+        keys = [row.scope for row in counts]
+        if selected in keys:
+            self.move_cursor(row=keys.index(selected), animate=False)
