@@ -14,7 +14,7 @@ import time
 import zoneinfo
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import date, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -38,7 +38,13 @@ from memory_core.memory_md import ParsedMemory, QuarantinedBlock
 from memory_core.merge import Candidate, Change, ChangeKind, MergeResult, merge
 from memory_core.prompt import render_prompt_memories, select_prompt_entries
 from memory_core.reading import MemoryRead, read_memory_path
-from memory_core.recall import Injection, build_injection
+from memory_core.recall import (
+    Injection,
+    build_injection,
+    day_bounds,
+    has_recall_intent,
+    recall_window,
+)
 from memory_core.scope import MAIN, ScopeKey
 from memory_core.scoring import ScoringPolicy, Status, initial_score, score_at, status_of
 from memory_core.store import LongTermStore
@@ -51,6 +57,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+MESSAGE_CONTEXT_CHARS = 90
+"""Each neighbouring message shown with a recalled message is cut to this length."""
 HOT_PATH_MAX_AGE = 1.0
 """Seconds a chat turn may reuse the last check that MEMORY.md is unchanged on disk."""
 
@@ -521,6 +529,8 @@ class MemoryCore:
             return Injection(keywords=[])
         kinds = [k for k in ChunkKind if k is not ChunkKind.MESSAGE]
         hits = await self.search(scope, keywords, limit=settings.max_hits * 4, kinds=kinds)
+        if has_recall_intent(pending):
+            hits += await self._recalled_messages(scope, pending, keywords, now)
         return build_injection(
             keywords,
             hits,
@@ -530,6 +540,32 @@ class MemoryCore:
             hit_chars=settings.hit_chars,
             recent_days=settings.recent_days,
         )
+
+    async def _recalled_messages(
+        self, scope: ScopeKey, pending: str, keywords: Sequence[str], now: datetime | None
+    ) -> list[Hit]:
+        """'What did we decide yesterday?': session messages of the day(s) the question
+        names (any day when it names none), each with the messages around it, because the
+        answer usually sits in the reply next to the matching line."""
+        window = recall_window(pending, self.today(now))
+        since, until = day_bounds(*window, self.tz) if window else (None, None)
+        hits = await self.search(
+            scope,
+            keywords,
+            limit=self.config.recall.max_hits,
+            kinds=[ChunkKind.MESSAGE],
+            since=since,
+            until=until,
+        )
+        if self.index is None:
+            return hits
+        widened: list[Hit] = []
+        for hit in hits:
+            session_id = hit.path.removeprefix("sessions/")
+            around = await self.index.message_context(scope, session_id, hit.line_from)
+            text = " / ".join(_clip(t, MESSAGE_CONTEXT_CHARS) for _, t in around) or hit.text
+            widened.append(replace(hit, text=text))
+        return widened
 
     async def note_used(self, scope: ScopeKey, entry_ids: Iterable[str], session_id: str) -> None:
         """Long-term entries that went into a reply: reinforced at the next merge, once per
@@ -625,6 +661,11 @@ def _activation_batches(
                 Candidate(content=entry.content, category=entry.category, matches=entry_id)
             )
     return list(grouped.items())
+
+
+def _clip(text: str, limit: int) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
 def _within(hit: Hit, since: datetime | None, until: datetime | None) -> bool:

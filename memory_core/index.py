@@ -598,6 +598,24 @@ class SearchIndex:
         ) as cur:
             return [(int(r[0]), str(r[1])) for r in await cur.fetchall()]
 
+    async def message_context(
+        self, scope: ScopeKey, session_id: str, message_id: int, before: int = 1, after: int = 2
+    ) -> list[tuple[int, str]]:
+        """The message and its neighbours in the session, oldest first."""
+        sid = await self.scope_id(scope, create=False)
+        if sid is None:
+            return []
+        path = f"sessions/{session_id}"
+        rows = await self._conn.execute_fetchall(
+            "SELECT line_from, text FROM (SELECT line_from, text FROM chunks WHERE scope_id = ?1"
+            " AND path = ?2 AND kind = 'message' AND line_from < ?3 ORDER BY line_from DESC"
+            " LIMIT ?4) UNION ALL SELECT line_from, text FROM (SELECT line_from, text FROM chunks"
+            " WHERE scope_id = ?1 AND path = ?2 AND kind = 'message' AND line_from >= ?3"
+            " ORDER BY line_from LIMIT ?5) ORDER BY line_from",
+            (sid, path, message_id, before, after + 1),
+        )
+        return [(int(r[0]), str(r[1])) for r in rows]
+
     async def counts(self, scope: ScopeKey) -> dict[str, int]:
         sid = await self.scope_id(scope, create=False)
         if sid is None:

@@ -18,7 +18,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.css.query import NoMatches
 from textual.widget import Widget
-from textual.widgets import DataTable, Footer, Header, Input, Static, TabbedContent, TabPane
+from textual.widgets import Footer, Header, Input, Static, TabbedContent, TabPane
 from textual.worker import Worker, WorkerState
 
 from memory_core.audit import AuditRecord
@@ -42,7 +42,6 @@ from tui.messages import (
 )
 from tui.model import (
     COLUMNS,
-    PAGE_SIZE,
     ColumnKey,
     RankingModel,
     RankingView,
@@ -55,10 +54,11 @@ from tui.overview import ScopeCounts, archive_state, scope_counts
 from tui.screens.confirm import ConfirmScreen
 from tui.screens.edit import EditScreen
 from tui.watch import compare, take_stamp
-from tui.widgets.activity import FEED_LIMIT, ActivityFeed
+from tui.widgets.activity import FEED_LIMIT, ActivityFeed, recent_text
 from tui.widgets.archive import ArchivePane, ArchiveSummary
 from tui.widgets.detail import PROJECTION_DAYS, DetailPane
 from tui.widgets.rankings import RankingsPane
+from tui.widgets.ranktable import RankTable
 from tui.widgets.recall import RecallPane
 from tui.widgets.scopes import ScopesTable
 
@@ -92,8 +92,6 @@ class ChatmemApp(App[None]):
         Binding("x", "forget", "Forget"),
         Binding("e", "edit", "Edit"),
         Binding("C", "consolidate", "Consolidate"),
-        Binding("left_square_bracket", "page(-1)", "Prev page", show=False),
-        Binding("right_square_bracket", "page(1)", "Next page", show=False),
         Binding("ctrl+r", "refresh", "Refresh", show=False),
         *[
             Binding(str(n), f"show_tab('{tab}')", title, show=False)
@@ -124,7 +122,6 @@ class ChatmemApp(App[None]):
         self.offset_days = 0
         self.sort = SortSpec()
         self.row_filter = RowFilter()
-        self.page_offset = 0
         self.snapshot: EntriesSnapshot | None = None
         self.model: RankingModel | None = None
         self.view: RankingView | None = None
@@ -142,6 +139,8 @@ class ChatmemApp(App[None]):
                 yield ScopesTable(id="scopes")
                 yield Static("Archive state", classes="pane-title")
                 yield ArchiveSummary(id="archive-summary")
+                yield Static("Recent activity  (5: all)", classes="pane-title")
+                yield Static(id="recent-activity")
             with TabbedContent(id="tabs", initial="tab-rankings"):
                 with TabPane("Rankings", id="tab-rankings"):
                     yield RankingsPane(self.core.policy, id="rankings-pane")
@@ -161,7 +160,7 @@ class ChatmemApp(App[None]):
         self._update_title()
         self.reload_all()
         self.watch_workspace()
-        self.query_one("#rankings", DataTable).focus()
+        self.query_one(RankTable).focus()
 
     async def on_unmount(self) -> None:
         if self.manage_core:
@@ -220,7 +219,7 @@ class ChatmemApp(App[None]):
         if self.snapshot is None:
             return
         self._generation += 1
-        params = (self.sort, self.row_filter, self.page_offset)
+        params = (self.sort, self.row_filter)
         if rebuild or self.model is None or self._building:
             self._building = True
             self.build_model(self.snapshot, self.offset_days, params, self._generation)
@@ -232,7 +231,7 @@ class ChatmemApp(App[None]):
         self,
         snapshot: EntriesSnapshot,
         offset_days: int,
-        params: tuple[SortSpec, RowFilter, int],
+        params: tuple[SortSpec, RowFilter],
         generation: int,
     ) -> None:
         base, policy = self.now(), self.core.policy
@@ -257,7 +256,7 @@ class ChatmemApp(App[None]):
 
     @work(group="rankings", exclusive=True, exit_on_error=False)
     async def refresh_view(
-        self, model: RankingModel, params: tuple[SortSpec, RowFilter, int], generation: int
+        self, model: RankingModel, params: tuple[SortSpec, RowFilter], generation: int
     ) -> None:
         view = await asyncio.to_thread(model.view, *params)
         self.post_message(RankingsReady(model, view, generation))
@@ -306,9 +305,10 @@ class ChatmemApp(App[None]):
             return
         self._building = False
         self.model, self.view = message.model, message.view
-        ids = [row.entry.id for row in message.view.rows]
-        if self.current_id not in ids and ids:
-            self.current_id = ids[0]
+        position = None if self.current_id is None else self.model.index_of(self.current_id)
+        if position is None or position not in set(message.view.indices):
+            first = message.view.ids(1)
+            self.current_id = first[0] if first else None
         if pane := self.pane(RankingsPane):
             pane.show(message.view, str(self.zone), self.current_id)
             self._load_current_detail()
@@ -333,6 +333,7 @@ class ChatmemApp(App[None]):
         self.activity = sorted(merged, key=lambda r: -r.id)[:FEED_LIMIT]
         if feed := self.pane(ActivityFeed):
             feed.show(self.activity)
+            self.query_one("#recent-activity", Static).update(recent_text(self.activity, self.zone))
 
     def on_recall_done(self, message: RecallDone) -> None:
         pane = self.pane(RecallPane)
@@ -373,7 +374,6 @@ class ChatmemApp(App[None]):
     @on(RankingsPane.FilterChanged)
     def _filter_changed(self, message: RankingsPane.FilterChanged) -> None:
         self.row_filter = message.filter
-        self.page_offset = 0
         self.request_rankings()
 
     @on(RankingsPane.EntryHighlighted)
@@ -409,7 +409,6 @@ class ChatmemApp(App[None]):
         self.scope = scope
         self.snapshot = self.model = self.view = None
         self.current_id = None
-        self.page_offset = 0
         self.activity = []
         self._update_title()
         self.query_one(ScopesTable).show(self.scope_rows, scope)
@@ -422,7 +421,6 @@ class ChatmemApp(App[None]):
 
     def sort_by(self, key: ColumnKey) -> None:
         self.sort = self.sort.toggled(key)
-        self.page_offset = 0
         self.request_rankings()
 
     def action_show_tab(self, tab: str) -> None:
@@ -438,16 +436,7 @@ class ChatmemApp(App[None]):
 
     def action_sort_reverse(self) -> None:
         self.sort = SortSpec(self.sort.key, not self.sort.descending)
-        self.page_offset = 0
         self.request_rankings()
-
-    def action_page(self, step: int) -> None:
-        if self.view is None:
-            return
-        target = self.view.offset + step * PAGE_SIZE
-        if 0 <= target < self.view.matching:
-            self.page_offset = target
-            self.request_rankings()
 
     def action_what_if(self, days: int) -> None:
         self.offset_days = max(0, self.offset_days + days)

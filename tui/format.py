@@ -5,11 +5,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime, tzinfo
 
+from rich.cells import cell_len
 from rich.text import Text
 
 from memory_core.scoring import DEFAULT_POLICY, ScoringPolicy, Status
 
-BAR_WIDTH = 10
+BAR_WIDTH = 8
 STATUS_STYLE = {
     Status.ACTIVE: "green",
     Status.ARCHIVED: "yellow",
@@ -61,8 +62,13 @@ def time_text(when: datetime | None, zone: tzinfo) -> str:
 
 
 def one_line(text: str, width: int) -> str:
+    """Whitespace folded, cut to `width` terminal cells (a CJK character takes two)."""
     flat = " ".join(text.split())
-    return flat if len(flat) <= width else flat[: width - 1] + "…"
+    if cell_len(flat) <= width:
+        return flat
+    cut = Text(flat)
+    cut.truncate(width, overflow="ellipsis")
+    return cut.plain
 
 
 def highlight(text: str, spans: Sequence[tuple[int, int]], style: str = HIGHLIGHT) -> Text:

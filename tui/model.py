@@ -41,7 +41,6 @@ ColumnKey = Literal[
     "content",
 ]
 SortValue = float | str
-PAGE_SIZE = 200
 NEVER = float("inf")
 
 
@@ -63,7 +62,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("to_archive", "→arch", False),
     Column("to_forget", "→forget", False),
     Column("hits", "hits", True),
-    Column("last_activated", "last activated", True),
+    Column("last_activated", "last act.", True),
     Column("pinned", "pin", True),
     Column("status", "status", False),
     Column("content", "content", False),
@@ -136,12 +135,13 @@ class StatusCounts:
 
 @dataclass(frozen=True, slots=True)
 class RankingView:
-    """What the rankings pane shows: one page of rows plus the numbers around it."""
+    """What the rankings pane shows: the matching entries in order, and the numbers
+    around them. Rows are made on demand (`row(i)`), only for what is on screen."""
 
-    rows: list[RankRow]
+    model: RankingModel
+    indices: list[int]
+    """Entry indices of the model, sorted and filtered."""
     total: int
-    matching: int
-    offset: int
     sort: SortSpec
     filter: RowFilter
     when: datetime
@@ -154,6 +154,20 @@ class RankingView:
     complete: bool
     """False while only the head of a large file is parsed."""
     expected_total: int | None = None
+
+    @property
+    def matching(self) -> int:
+        return len(self.indices)
+
+    def row(self, position: int) -> RankRow:
+        return self.model.row(self.indices[position])
+
+    def ids(self, limit: int | None = None) -> list[str]:
+        entries = self.model.entries
+        return [entries[i].id for i in self.indices[:limit]]
+
+    def first_rows(self, limit: int = 50) -> list[RankRow]:
+        return [self.row(i) for i in range(min(limit, len(self.indices)))]
 
 
 @dataclass(slots=True)
@@ -168,6 +182,8 @@ class RankingModel:
     expected_total: int | None = None
     baseline: StatusCounts | None = None
     """Statuses at `base` (offset 0), when this model is a what-if."""
+    warmed: bool = False
+    """True once every column's sort keys are computed."""
     _scores: list[float] = field(default_factory=list)
     _statuses: list[Status] = field(default_factory=list)
     _rank_order: list[int] = field(default_factory=list)
@@ -175,6 +191,9 @@ class RankingModel:
     _columns: dict[str, list[SortValue]] = field(default_factory=dict)
     _orders: dict[SortSpec, list[int]] = field(default_factory=dict)
     _folded: list[str] = field(default_factory=list)
+    _positions: dict[str, int] = field(default_factory=dict)
+    _counts: StatusCounts | None = None
+    _categories: list[str] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
@@ -200,17 +219,22 @@ class RankingModel:
         return len(self.entries)
 
     def counts(self) -> StatusCounts:
-        tally = Counter(self._statuses)
-        return StatusCounts(tally[Status.ACTIVE], tally[Status.ARCHIVED], tally[Status.FORGOTTEN])
+        if self._counts is None:
+            tally = Counter(self._statuses)
+            self._counts = StatusCounts(
+                tally[Status.ACTIVE], tally[Status.ARCHIVED], tally[Status.FORGOTTEN]
+            )
+        return self._counts
 
     def categories(self) -> list[str]:
-        return sorted({e.category for e in self.entries})
+        if not self._categories:
+            self._categories = sorted({e.category for e in self.entries})
+        return self._categories
 
     def index_of(self, entry_id: str) -> int | None:
-        for index, entry in enumerate(self.entries):
-            if entry.id == entry_id:
-                return index
-        return None
+        if not self._positions:
+            self._positions = {e.id: i for i, e in enumerate(self.entries)}
+        return self._positions.get(entry_id)
 
     def row(self, index: int) -> RankRow:
         entry = self.entries[index]
@@ -244,6 +268,7 @@ class RankingModel:
         """Compute every column now (in a worker), so any re-sort is only a sort."""
         for column in COLUMNS:
             self.column(column.key)
+        self.warmed = True
 
     def _compute(self, key: ColumnKey) -> list[SortValue]:
         when, policy, entries = self.when, self.policy, self.entries
@@ -298,23 +323,12 @@ class RankingModel:
             and (not needle or needle in folded[i])
         ]
 
-    def view(
-        self,
-        sort: SortSpec = SortSpec(),
-        row_filter: RowFilter = RowFilter(),
-        offset: int = 0,
-        limit: int = PAGE_SIZE,
-    ) -> RankingView:
-        chosen = self.matching(self.order(sort), row_filter)
-        start = max(0, min(offset, max(0, len(chosen) - 1)))
-        start -= start % limit
-        page = chosen[start : start + limit]
+    def view(self, sort: SortSpec = SortSpec(), row_filter: RowFilter = RowFilter()) -> RankingView:
         counts = self.counts()
         return RankingView(
-            rows=[self.row(i) for i in page],
+            model=self,
+            indices=self.matching(self.order(sort), row_filter),
             total=len(self.entries),
-            matching=len(chosen),
-            offset=start,
             sort=sort,
             filter=row_filter,
             when=self.when,

@@ -133,7 +133,7 @@ async def test_hundred_chats_twenty_messages_each(
             lambda: len(fake_tg.sent_messages) >= len(chats), "the markers", timeout=60
         )
         expected_total = len(chats) * MESSAGES_PER_CHAT
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.process_time()
         for message in range(1, MESSAGES_PER_CHAT):
             for index in chats:
                 tok = token(index, message)
@@ -143,10 +143,10 @@ async def test_hundred_chats_twenty_messages_each(
             lambda: len(fake_tg.sent_messages) >= expected_total, "every reply", timeout=250
         )
         elapsed = time.perf_counter() - started
+        cpu = time.process_time() - cpu_started
         turn_requests = list(fake_llm.chat_requests())
-    # Closing the core flushed and compacted every open session: more model calls.
+    # Closing the core flushes the open sessions (more model calls): also one chat each.
     all_requests = fake_llm.chat_requests()
-    assert len(all_requests) > len(turn_requests)
 
     # Every message answered exactly once, in its own chat, naming that chat.
     assert len(fake_tg.sent_messages) == expected_total
@@ -178,13 +178,14 @@ async def test_hundred_chats_twenty_messages_each(
         "messages": expected_total,
         "model turns": len(turn_requests),
         "messages/s (model turns, end to end)": len(turn_requests) / elapsed,
-        "end-to-end p50 ms": 1000 * statistics.median(end_to_end),
-        "end-to-end p95 ms": 1000 * percentile(end_to_end, 0.95),
+        "injection to reply p50 ms (queueing included)": 1000 * statistics.median(end_to_end),
+        "injection to reply p95 ms (queueing included)": 1000 * percentile(end_to_end, 0.95),
         "core.chat p50 ms": 1000 * statistics.median(turn_seconds),
         "core.chat p95 ms": 1000 * percentile(turn_seconds, 0.95),
         "core.chat excl. LLM p50 ms": 1000 * statistics.median(core_seconds),
         "core.chat excl. LLM p95 ms": 1000 * percentile(core_seconds, 0.95),
         "wall s (model turns)": elapsed,
+        "process CPU s (model turns)": cpu,
     }
     report = "\n".join(f"  {name}: {value:.1f}" for name, value in figures.items())
     print(f"\nload: {len(chats)} chats x {MESSAGES_PER_CHAT} messages\n{report}")

@@ -42,7 +42,7 @@ from tui.screens.edit import EditScreen
 from tui.widgets.detail import DetailPane
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
-SIZE = (140, 40)
+SIZE = (160, 42)
 CHATMEM = Path(sys.executable).with_name("chatmem")
 
 
@@ -197,7 +197,7 @@ async def test_first_screen_is_main_ranked_by_score_with_archive_summary(demo_ws
         assert scopes["telegram:peer:20010002"] == ["4", "0", "0", "4", "0"]
         summary = run.text("#archive-summary")
         assert "2 unarchived · 0 pending · 8 archived" in summary
-        assert "last run 2026-03-01 00:00" in summary
+        assert "last run 03-01 00:00: 2 moved, 6 summarised, 0 failed" in summary
         assert "summaries 1 days, 1 months" in summary
         assert "3 archived · 2 forgotten" in summary
         assert "scope main" in app.sub_title

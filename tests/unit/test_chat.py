@@ -785,12 +785,6 @@ async def test_forced_search_finds_yesterdays_messages_with_context(
     assert "四月十八日" in json.dumps(found, ensure_ascii=False)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="recall intent does not widen the injected block to the session messages of the "
-    "time window it names (ARCHITECTURE §6): core.recall never searches message chunks, "
-    "so only a memory_search call by the model can find yesterday's unarchived talk",
-)
 async def test_recall_intent_injects_messages_of_the_named_day(
     mcore: MemoryCore, fake: FakeOpenAI, clock: ManualClock
 ) -> None:

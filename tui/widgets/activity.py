@@ -39,6 +39,18 @@ def activity_cells(record: AuditRecord, zone: tzinfo) -> list[str | Text]:
     ]
 
 
+def recent_text(records: list[AuditRecord], zone: tzinfo, limit: int = 10, width: int = 52) -> Text:
+    """The sidebar's few newest events, one line each."""
+    text = Text()
+    for record in records[:limit]:
+        text.append(record.at.astimezone(zone).strftime("%m-%d %H:%M "), style="dim")
+        text.append(f"{record.action:<9}", style=ACTION_STYLE.get(record.action, ""))
+        text.append(f" {one_line(record.content or record.entry_id, width - 22)}\n")
+    if not records:
+        text.append("no changes yet", style="dim")
+    return text
+
+
 class ActivityFeed(DataTable[str | Text]):
     def __init__(self, zone: tzinfo, *, id: str | None = None) -> None:
         super().__init__(id=id, cursor_type="row", zebra_stripes=True)

@@ -40,8 +40,9 @@ def summary_text(state: ArchiveState, zone: tzinfo, *, compact: bool = False) ->
     if run is None:
         text.append("never\n")
     else:
+        started = run.started_at.astimezone(zone).strftime("%m-%d %H:%M")
         text.append(
-            f"{time_text(run.started_at, zone)}: {run.moved} moved, "
+            f"{started if compact else time_text(run.started_at, zone)}: {run.moved} moved, "
             f"{run.summarized} summarised, {run.failed} failed\n"
         )
     text.append("summaries ", style="bold")

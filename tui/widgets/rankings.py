@@ -1,4 +1,4 @@
-"""The rankings table with its filter bar and the line that says what is shown."""
+"""The rankings: a filter bar, what instant they are computed at, and the ranked table."""
 
 from __future__ import annotations
 
@@ -9,32 +9,13 @@ from textual import on
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
-from textual.widgets import DataTable, Input, Select, Static
+from textual.widgets import Input, Select, Static
 
 from memory_core.scoring import DEFAULT_POLICY, ScoringPolicy
-from tui.format import days_cell, one_line, score_bar, score_cell, status_cell
-from tui.model import COLUMNS, ColumnKey, RankingView, RankRow, RowFilter, SortSpec
+from tui.model import COLUMN_BY_KEY, ColumnKey, RankingView, RowFilter
+from tui.widgets.ranktable import RankTable
 
 ALL_CATEGORIES = "*"
-
-
-def row_cells(row: RankRow, policy: ScoringPolicy) -> list[str | Text]:
-    entry = row.entry
-    return [
-        Text(str(row.rank), justify="right"),
-        entry.id,
-        entry.category,
-        score_bar(row.score, policy),
-        score_cell(row.score_7, policy),
-        score_cell(row.score_30, policy),
-        days_cell(row.to_archive),
-        days_cell(row.to_forget),
-        Text(str(entry.hits), justify="right"),
-        entry.last_activated.strftime("%Y-%m-%d"),
-        Text("pin", style="bold cyan") if entry.pinned else "",
-        status_cell(row.status),
-        one_line(entry.content, 48),
-    ]
 
 
 def _delta(now: int, then: int) -> str:
@@ -42,15 +23,11 @@ def _delta(now: int, then: int) -> str:
 
 
 def status_line(view: RankingView) -> Text:
-    shown = f"{view.offset + 1}–{view.offset + len(view.rows)}" if view.rows else "0"
-    text = Text(f"rows {shown} of {view.matching:,}")
+    text = Text(f"{view.matching:,} entries")
     if view.filter.active:
         text.append(f" matching (of {view.total:,})")
     arrow = "▼" if view.sort.descending else "▲"
-    title = next(c.title for c in COLUMNS if c.key == view.sort.key)
-    text.append(f" · sorted by {title} {arrow}")
-    if view.matching > view.offset + len(view.rows) or view.offset:
-        text.append(" · [ ] page", style="dim")
+    text.append(f" · sorted by {COLUMN_BY_KEY[view.sort.key].title} {arrow}")
     if not view.complete:
         expected = f" of {view.expected_total:,}" if view.expected_total else ""
         text.append(f" · loading all entries{expected}…", style="bold yellow")
@@ -68,7 +45,7 @@ def counts_line(view: RankingView) -> Text:
     )
     text.append(" · ")
     text.append(
-        f"{counts.forgotten} to forget{_delta(counts.forgotten, base.forgotten)}", style="red"
+        f"{counts.forgotten} forgotten{_delta(counts.forgotten, base.forgotten)}", style="red"
     )
     return text
 
@@ -105,8 +82,6 @@ class RankingsPane(Vertical):
         super().__init__(id=id)
         self.policy = policy
         self._categories: list[str] = []
-        self._sort: SortSpec | None = None
-        self.row_ids: list[str] = []
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="rank-toolbar"):
@@ -115,11 +90,11 @@ class RankingsPane(Vertical):
             yield Static(id="rank-when")
         yield Static(id="rank-counts")
         yield Static(id="rank-status")
-        yield DataTable[str | Text](id="rankings", cursor_type="row", zebra_stripes=True)
+        yield RankTable(self.policy, id="rankings")
 
     @property
-    def table(self) -> DataTable[str | Text]:
-        return self.query_one("#rankings", DataTable)
+    def table(self) -> RankTable:
+        return self.query_one(RankTable)
 
     def current_filter(self) -> RowFilter:
         text = self.query_one("#rank-filter", Input).value
@@ -128,31 +103,14 @@ class RankingsPane(Vertical):
         return RowFilter(text=text, category=category)
 
     def show(self, view: RankingView, zone_name: str, keep_id: str | None) -> None:
-        table = self.table
-        if self._sort != view.sort:
-            self._sort = view.sort
-            table.clear(columns=True)
-            for column in COLUMNS:
-                title = column.title
-                if column.key == view.sort.key:
-                    title += " ▼" if view.sort.descending else " ▲"
-                table.add_column(title, key=column.key)
-        else:
-            table.clear()
-        for row in view.rows:
-            table.add_row(*row_cells(row, self.policy), key=row.entry.id)
-        keys = [row.entry.id for row in view.rows]
-        self.row_ids = keys
-        if keep_id in keys:
-            table.move_cursor(row=keys.index(keep_id), animate=False)
+        self.table.show(view.model, view.indices, view.sort, keep_id)
         self.query_one("#rank-when", Static).update(what_if_label(view, zone_name))
         self.query_one("#rank-counts", Static).update(counts_line(view))
         self.query_one("#rank-status", Static).update(status_line(view))
         self._update_categories(view.categories)
 
     def highlighted_id(self) -> str | None:
-        row = self.table.cursor_row
-        return self.row_ids[row] if 0 <= row < len(self.row_ids) else None
+        return self.table.entry_id_at(self.table.cursor_row)
 
     def _update_categories(self, categories: list[str]) -> None:
         if categories == self._categories:
@@ -172,21 +130,17 @@ class RankingsPane(Vertical):
         event.stop()
         self.post_message(self.FilterChanged(self.current_filter()))
 
-    @on(DataTable.HeaderSelected, "#rankings")
-    def _header(self, event: DataTable.HeaderSelected) -> None:
+    @on(RankTable.HeaderClicked)
+    def _header(self, event: RankTable.HeaderClicked) -> None:
         event.stop()
-        self.post_message(self.SortRequested(str(event.column_key.value)))  # type: ignore[arg-type]
+        self.post_message(self.SortRequested(event.key))
 
-    @on(DataTable.RowHighlighted, "#rankings")
-    def _highlighted(self, event: DataTable.RowHighlighted) -> None:
+    @on(RankTable.Highlighted)
+    def _highlighted(self, event: RankTable.Highlighted) -> None:
         event.stop()
-        entry_id = self.highlighted_id()
-        if entry_id is not None:
-            self.post_message(self.EntryHighlighted(entry_id))
+        self.post_message(self.EntryHighlighted(event.entry_id))
 
-    @on(DataTable.RowSelected, "#rankings")
-    def _selected(self, event: DataTable.RowSelected) -> None:
+    @on(RankTable.Selected)
+    def _selected(self, event: RankTable.Selected) -> None:
         event.stop()
-        entry_id = self.highlighted_id()
-        if entry_id is not None:
-            self.post_message(self.EntryChosen(entry_id))
+        self.post_message(self.EntryChosen(event.entry_id))
