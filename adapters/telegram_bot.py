@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import re
 import weakref
 from collections.abc import AsyncIterator
 from datetime import timedelta
@@ -191,8 +192,8 @@ class TelegramFrontEnd:
 
 def _without_mention(text: str, username: str | None) -> str:
     if username:
-        for form in (f"@{username}", f"@{username.lower()}"):
-            text = text.replace(form, " ")
+        # Usernames are case-insensitive; "@chatmem_botty" is someone else.
+        text = re.sub(rf"@{re.escape(username)}(?!\w)", " ", text, flags=re.IGNORECASE)
     return " ".join(text.split()) if text.strip() else text
 
 

@@ -35,14 +35,16 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from corpus import machine_load, memory_entries
-from textual.widgets import DataTable, Input
+from textual.widgets import Input
 
 from memory_core.clock import ManualClock
 from memory_core.config import Config
 from memory_core.engine import MemoryCore
 from memory_core.memory_md import render_memory
 from tui import ChatmemApp, make_app
+from tui.capture import screen_text
 from tui.model import ColumnKey
+from tui.widgets.ranktable import RankTable
 
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 SIZE = (160, 42)
@@ -59,12 +61,21 @@ async def until(check: Callable[[], bool], limit: float = 120.0, step: float = 0
     return time.perf_counter() - start
 
 
-def table_rows(app: ChatmemApp) -> int:
-    return app.query_one("#rankings", DataTable).row_count
+def table(app: ChatmemApp) -> RankTable:
+    return app.query_one(RankTable)
 
 
-def first_row_shown(app: ChatmemApp) -> bool:
-    return app.view is not None and bool(app.view.rows) and table_rows(app) > 0
+def frame(app: ChatmemApp) -> float:
+    """Seconds to render the whole screen once: what the next refresh has to paint."""
+    start = time.perf_counter()
+    screen_text(app)
+    return time.perf_counter() - start
+
+
+async def timed(start: float, check: Callable[[], bool], app: ChatmemApp) -> float:
+    """Seconds from `start` until `check()` holds and one frame is painted."""
+    await until(check)
+    return time.perf_counter() - start + frame(app)
 
 
 async def measure(ws: Path, n: int, rounds: int) -> dict[str, float]:
@@ -76,55 +87,46 @@ async def measure(ws: Path, n: int, rounds: int) -> dict[str, float]:
         app = make_app(core, clock=clock)
         t0 = time.perf_counter()
         async with app.run_test(size=SIZE) as pilot:
-            figures["first render"] = (
-                time.perf_counter() - t0 + await until(lambda: first_row_shown(app))
+            view = lambda: app.view  # noqa: E731
+            figures["first render"] = await timed(
+                t0,
+                lambda: (v := view()) is not None and v.matching > 0 and table(app).row_count > 0,
+                app,
             )
-            figures["full load"] = (
-                time.perf_counter()
-                - t0
-                + await until(
-                    lambda: app.view is not None and app.view.complete and app.view.total == n
-                )
+            figures["full load"] = await timed(
+                t0, lambda: (v := view()) is not None and v.complete and v.total == n, app
             )
-            figures["warm"] = (
-                time.perf_counter()
-                - t0
-                + await until(lambda: app.model is not None and app.model.warmed)
+            figures["warm"] = await timed(
+                t0, lambda: app.model is not None and app.model.warmed, app
             )
             await pilot.pause(0.2)
             for key in SORTS:
                 samples = []
-                for _ in range(rounds):
-                    for direction in (0, 1):
-                        target = app.sort.toggled(key)
-                        t = time.perf_counter()
-                        app.sort_by(key)
-                        samples.append(
-                            time.perf_counter()
-                            - t
-                            + await until(
-                                lambda target=target: (
-                                    app.view is not None
-                                    and app.view.sort == target
-                                    and table_rows(app) == len(app.view.rows)
-                                )
-                            )
+                for _ in range(rounds * 2):  # each column both ways
+                    target = app.sort.toggled(key)
+                    start = time.perf_counter()
+                    app.sort_by(key)
+                    samples.append(
+                        await timed(
+                            start,
+                            lambda target=target: (
+                                (v := view()) is not None
+                                and v.sort == target
+                                and table(app).sort == target
+                            ),
+                            app,
                         )
-                        del direction
+                    )
                 figures[f"re-sort by {key}"] = statistics.median(samples)
-            t = time.perf_counter()
+            start = time.perf_counter()
             app.query_one("#rank-filter", Input).value = "coffee"
-            figures["filter 'coffee'"] = (
-                time.perf_counter()
-                - t
-                + await until(lambda: app.view is not None and app.view.filter.text == "coffee")
+            figures["filter 'coffee'"] = await timed(
+                start, lambda: (v := view()) is not None and v.filter.text == "coffee", app
             )
-            t = time.perf_counter()
+            start = time.perf_counter()
             await pilot.press("greater_than_sign")
-            figures["what-if +30 d"] = (
-                time.perf_counter()
-                - t
-                + await until(lambda: app.view is not None and app.view.offset_days == 30)
+            figures["what-if +30 d"] = await timed(
+                start, lambda: (v := view()) is not None and v.offset_days == 30, app
             )
     return figures
 

@@ -412,9 +412,13 @@ class _Builder:
         for number, (speaker, text) in enumerate(talk.lines):
             role = "assistant" if speaker == "bot" else "user"
             when = start + timedelta(minutes=number)
-            await self.history.add_message(
+            message = await self.history.add_message(
                 talk.scope, talk.session, role, text, when, speaker=speaker
             )
+            if self.core.index is not None:  # as the chat engine does, so recall finds it
+                await self.core.index.add_message(
+                    talk.scope, talk.session, message.id, speaker, text, when
+                )
 
     async def _archive(self, run: tuple[ScopeKey, bool]) -> None:
         scope, failing = run

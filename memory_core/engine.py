@@ -226,9 +226,6 @@ class MemoryCore:
             # Already merged: no write at all (a rewrite would also clobber the .bak).
             parsed = await self.store.load(scope)
             return MergeResult(entries=list(parsed.entries), skipped=True)
-
-        if session_id is not None and session_id in seen:
-            return MergeResult(entries=await self.entries(scope), skipped=True)
         activations = await self._pending_activations(scope)
 
         def change(parsed: ParsedMemory) -> tuple[list[MemoryEntry], MergeResult]:
@@ -481,10 +478,14 @@ class MemoryCore:
         kinds: Iterable[ChunkKind] | None = None,
         since: datetime | None = None,
         until: datetime | None = None,
-        min_score: float | None = None,
+        min_score: float = 0.0,
     ) -> list[Hit]:
-        """BM25 hits of the scope; from the files directly when the index is unusable."""
-        floor = self.config.recall.min_score if min_score is None else min_score
+        """BM25 hits of the scope; from the files directly when the index is unusable.
+
+        Explicit searches (a person, the memory_search tool) show every match; automatic
+        recall passes `recall.min_score` so weak matches stay out of the prompt.
+        """
+        floor = min_score
         kind_list = list(kinds) if kinds is not None else None
         if self.index is not None:
             try:
@@ -528,7 +529,9 @@ class MemoryCore:
         if not keywords:
             return Injection(keywords=[])
         kinds = [k for k in ChunkKind if k is not ChunkKind.MESSAGE]
-        hits = await self.search(scope, keywords, limit=settings.max_hits * 4, kinds=kinds)
+        hits = await self.search(
+            scope, keywords, limit=settings.max_hits * 4, kinds=kinds, min_score=settings.min_score
+        )
         if has_recall_intent(pending):
             hits += await self._recalled_messages(scope, pending, keywords, now)
         return build_injection(
@@ -556,6 +559,7 @@ class MemoryCore:
             kinds=[ChunkKind.MESSAGE],
             since=since,
             until=until,
+            min_score=self.config.recall.min_score,
         )
         if self.index is None:
             return hits

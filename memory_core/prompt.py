@@ -38,21 +38,22 @@ def select_prompt_entries(
     ordered by stored score, highest first.
     """
     order = entries if ranked else sorted(entries, key=lambda e: -e.score)
-    best: list[tuple[float, int, MemoryEntry]] = []
-    for position, entry in enumerate(order):
-        if entry.score < min_score or (len(best) == top_k and entry.score <= best[0][0]):
+    kth_best: list[float] = []  # min-heap of the top_k current scores so far
+    candidates: list[MemoryEntry] = []
+    for entry in order:
+        if entry.score < min_score or (len(kth_best) == top_k and entry.score < kth_best[0]):
             break
         if entry.archived is not None:
             continue
         score = score_at(entry, now, policy)
         if score < min_score or (not entry.pinned and score < policy.archive_below):
             continue
-        item = (score, -position, entry)
-        if len(best) < top_k:
-            heapq.heappush(best, item)
-        elif item[:2] > best[0][:2]:
-            heapq.heapreplace(best, item)
-    return sort_entries(e.with_(score=score, scored_at=now) for score, _, e in best)
+        candidates.append(entry.with_(score=score, scored_at=now))
+        if len(kth_best) < top_k:
+            heapq.heappush(kth_best, score)
+        elif score > kth_best[0]:
+            heapq.heapreplace(kth_best, score)
+    return sort_entries(candidates)[:top_k]
 
 
 def _forms(entry: MemoryEntry, rank: int) -> list[str]:

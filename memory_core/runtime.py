@@ -29,6 +29,8 @@ log = logging.getLogger(__name__)
 
 TICK_SECONDS = 60.0
 CHECK_EVERY_TURNS = 10
+SHUTDOWN_FLUSH_CONCURRENCY = 8
+SHUTDOWN_FLUSH_SECONDS = 45.0
 
 
 class Runtime:
@@ -167,6 +169,30 @@ class Runtime:
                 (name, value),
             )
 
+    async def _flush_open_sessions(self) -> None:
+        """Flush open sessions, a few at a time, within a time budget: a service manager
+        kills a process that takes too long to stop, and the messages are safe in SQLite
+        anyway; the flush only saves the model's notes about them."""
+        sessions = await self.history.open_sessions()
+        if not sessions or not self.llm.configured:
+            return
+        gate = asyncio.Semaphore(SHUTDOWN_FLUSH_CONCURRENCY)
+
+        async def flush_one(session_id: str, scope: str) -> None:
+            async with gate:
+                try:
+                    await self.chat.flush(ScopeKey(scope), session_id)
+                except Exception:
+                    log.exception("shutdown flush of session %s failed", session_id)
+
+        tasks = [asyncio.ensure_future(flush_one(s.id, s.scope)) for s in sessions]
+        _, pending = await asyncio.wait(tasks, timeout=SHUTDOWN_FLUSH_SECONDS)
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.gather(*pending, return_exceptions=True)
+            log.warning("shutdown flush: %d session(s) not flushed in time", len(pending))
+
     # --- stopping -------------------------------------------------------------------
     async def stop(self) -> None:
         """Finish in-flight turns, flush active sessions, stop the schedules."""
@@ -180,10 +206,6 @@ class Runtime:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._ticker
             self._ticker = None
-        for session in await self.history.open_sessions():
-            try:
-                await self.chat.flush(ScopeKey(session.scope), session.id)
-            except Exception:
-                log.exception("shutdown flush of session %s failed", session.id)
+        await self._flush_open_sessions()
         await self.llm.close()
         log.info("memory runtime stopped at %s", format_when(self.core.now()))

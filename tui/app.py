@@ -8,7 +8,7 @@ post messages; message handlers hand the results to the panes. Writes happen onl
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import ClassVar, TypeVar
 
@@ -24,6 +24,7 @@ from textual.worker import Worker, WorkerState
 from memory_core.audit import AuditRecord
 from memory_core.clock import Clock, ensure_aware
 from memory_core.engine import MemoryCore
+from memory_core.entries import MemoryEntry
 from memory_core.scope import MAIN, ScopeKey
 from memory_core.scoring import Status, projection
 from tui.actions import Action, Kind, perform
@@ -48,6 +49,7 @@ from tui.model import (
     RankRow,
     RowFilter,
     SortSpec,
+    StatusCounts,
     counts_at,
 )
 from tui.overview import ScopeCounts, archive_state, scope_counts
@@ -129,6 +131,10 @@ class ChatmemApp(App[None]):
         self.activity: list[AuditRecord] = []
         self._generation = 0
         self._building = False
+        self._others_started = False
+        self._whole_requested = False
+        self._baseline: tuple[Sequence[MemoryEntry], StatusCounts, datetime] | None = None
+        """Counts at offset 0 of the current entries (what a what-if is compared with)."""
 
     # --- layout ---------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -158,7 +164,9 @@ class ChatmemApp(App[None]):
         if self.manage_core:
             await self.core.start()
         self._update_title()
-        self.reload_all()
+        # Rankings first: the other panes load once the first rankings are on screen, so
+        # a large scope's first page is not slowed down by work nobody is looking at yet.
+        self.load_entries(self.scope)
         self.watch_workspace()
         self.query_one(RankTable).focus()
 
@@ -175,34 +183,46 @@ class ChatmemApp(App[None]):
 
     # --- loading --------------------------------------------------------------------
     def reload_all(self) -> None:
-        self.load_scopes()
         self.load_entries(self.scope)
+        self.load_others()
+
+    def load_others(self) -> None:
+        self._others_started = True
+        self.load_scopes()
         self.load_archive(self.scope)
         self.load_activity(self.scope, 0)
 
-    @work(group="scopes", exclusive=True, exit_on_error=False)
+    @work(group="scopes", exclusive=True, exit_on_error=False, description="scope counts")
     async def load_scopes(self) -> None:
         self.post_message(ScopesLoaded(await scope_counts(self.core, self.loader, self.now())))
 
-    @work(group="entries", exclusive=True, exit_on_error=False)
-    async def load_entries(self, scope: ScopeKey) -> None:
-        async for snapshot in self.loader.stream(scope):
-            self.post_message(EntriesLoaded(snapshot))
+    @work(group="entries", exclusive=True, exit_on_error=False, description="entries")
+    async def load_entries(self, scope: ScopeKey, *, whole: bool = False) -> None:
+        """The head of a large file first; the whole file when asked (after the head is
+        drawn) or when the file is small."""
+        if not whole:
+            self._whole_requested = False
+            head = await self.loader.head(scope)
+            if head is not None:
+                self.post_message(EntriesLoaded(head))
+                return
+        entries = await self.loader.load(scope)
+        self.post_message(EntriesLoaded(EntriesSnapshot(scope, entries, True)))
 
-    @work(group="archive", exclusive=True, exit_on_error=False)
+    @work(group="archive", exclusive=True, exit_on_error=False, description="archive state")
     async def load_archive(self, scope: ScopeKey) -> None:
         self.post_message(
             ArchiveLoaded(await archive_state(self.core, self.loader, scope, self.now()))
         )
 
-    @work(group="activity", exclusive=True, exit_on_error=False)
+    @work(group="activity", exclusive=True, exit_on_error=False, description="activity")
     async def load_activity(self, scope: ScopeKey, after_id: int) -> None:
         if self.core.db is None:
             return
         records = await self.core.audit.recent(scope, limit=FEED_LIMIT, after_id=after_id)
         self.post_message(ActivityLoaded(scope, records))
 
-    @work(group="watch", exclusive=True, exit_on_error=False)
+    @work(group="watch", exclusive=True, exit_on_error=False, description="watch")
     async def watch_workspace(self) -> None:
         """Poll for changes by other processes; never touches a widget."""
         previous = await take_stamp(self.core)
@@ -226,7 +246,7 @@ class ChatmemApp(App[None]):
         else:
             self.refresh_view(self.model, params, self._generation)
 
-    @work(group="rankings", exclusive=True, exit_on_error=False)
+    @work(group="rankings", exclusive=True, exit_on_error=False, description="rankings model")
     async def build_model(
         self,
         snapshot: EntriesSnapshot,
@@ -235,6 +255,8 @@ class ChatmemApp(App[None]):
         generation: int,
     ) -> None:
         base, policy = self.now(), self.core.policy
+        known = self._baseline
+        baseline = known[1] if known and known[0] is snapshot.entries and known[2] == base else None
 
         def build() -> tuple[RankingModel, RankingView]:
             model = RankingModel(
@@ -246,7 +268,7 @@ class ChatmemApp(App[None]):
                 expected_total=snapshot.expected_total,
             )
             if offset_days:
-                model.baseline = counts_at(snapshot.entries, base, policy)
+                model.baseline = baseline or counts_at(snapshot.entries, base, policy)
             return model, model.view(*params)
 
         model, view = await asyncio.to_thread(build)
@@ -254,14 +276,14 @@ class ChatmemApp(App[None]):
         if snapshot.complete:
             await asyncio.to_thread(model.warm)
 
-    @work(group="rankings", exclusive=True, exit_on_error=False)
+    @work(group="rankings", exclusive=True, exit_on_error=False, description="rankings view")
     async def refresh_view(
         self, model: RankingModel, params: tuple[SortSpec, RowFilter], generation: int
     ) -> None:
         view = await asyncio.to_thread(model.view, *params)
         self.post_message(RankingsReady(model, view, generation))
 
-    @work(group="detail", exclusive=True, exit_on_error=False)
+    @work(group="detail", exclusive=True, exit_on_error=False, description="entry detail")
     async def load_detail(self, scope: ScopeKey, row: RankRow, when: datetime) -> None:
         history: list[AuditRecord] = []
         if self.core.db is not None:
@@ -269,14 +291,14 @@ class ChatmemApp(App[None]):
         points = projection(row.entry, when, PROJECTION_DAYS, self.core.policy)
         self.post_message(DetailLoaded(scope, row, history, points, when))
 
-    @work(group="recall", exclusive=True, exit_on_error=False)
+    @work(group="recall", exclusive=True, exit_on_error=False, description="recall")
     async def run_recall(self, scope: ScopeKey, query: str) -> None:
         hits = await self.core.search(scope, query, limit=10)
         injection = await self.core.recall(scope, query, now=self.now())
         budget = self.core.config.recall.token_budget
         self.post_message(RecallDone(scope, query, hits, injection, budget))
 
-    @work(group="action", exit_on_error=False)
+    @work(group="action", exit_on_error=False, description="action")
     async def apply_action(self, action: Action) -> None:
         self.post_message(ActionDone(await perform(self.core, action)))
 
@@ -305,6 +327,8 @@ class ChatmemApp(App[None]):
             return
         self._building = False
         self.model, self.view = message.model, message.view
+        counts = message.model.baseline or message.model.counts()
+        self._baseline = (message.model.entries, counts, message.model.base)
         position = None if self.current_id is None else self.model.index_of(self.current_id)
         if position is None or position not in set(message.view.indices):
             first = message.view.ids(1)
@@ -312,6 +336,11 @@ class ChatmemApp(App[None]):
         if pane := self.pane(RankingsPane):
             pane.show(message.view, str(self.zone), self.current_id)
             self._load_current_detail()
+        if not message.view.complete and not self._whole_requested:
+            self._whole_requested = True
+            self.call_after_refresh(self.load_entries, self.scope, whole=True)
+        if not self._others_started:
+            self.call_after_refresh(self.load_others)
 
     def on_detail_loaded(self, message: DetailLoaded) -> None:
         pane = self.pane(DetailPane)
@@ -360,6 +389,8 @@ class ChatmemApp(App[None]):
             self.notify(f"{type(error).__name__}: {error}", title="error", severity="error")
             if event.worker.group == "rankings":
                 self._building = False
+            if not self._others_started:
+                self.load_others()
 
     # --- pane requests --------------------------------------------------------------
     @on(ScopesTable.RowSelected, "#scopes")

@@ -11,8 +11,7 @@ from __future__ import annotations
 import asyncio
 import os
 import re
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from memory_core.engine import MemoryCore
@@ -29,12 +28,14 @@ _BLOCK = b"\n### "
 @dataclass(frozen=True, slots=True)
 class EntriesSnapshot:
     scope: ScopeKey
-    entries: list[MemoryEntry]
+    entries: list[MemoryEntry] = field(repr=False)
     complete: bool
     expected_total: int | None = None
 
 
-def read_head(path: Path, archive_below: float, max_bytes: int) -> EntriesSnapshot | None:
+def read_head(
+    path: Path, archive_below: float, max_bytes: int
+) -> tuple[list[MemoryEntry], int | None] | None:
     """The first whole blocks of a large file; None when the file is small (read it all)."""
     try:
         if os.stat(path).st_size <= max_bytes:
@@ -48,12 +49,7 @@ def read_head(path: Path, archive_below: float, max_bytes: int) -> EntriesSnapsh
         return None
     total = _TOTAL.search(data)
     parsed = parse_memory(data[: cut + 1].decode("utf-8", "replace"), archive_below=archive_below)
-    return EntriesSnapshot(
-        scope=ScopeKey("main"),
-        entries=list(parsed.entries),
-        complete=False,
-        expected_total=int(total.group(1)) if total else None,
-    )
+    return list(parsed.entries), int(total.group(1)) if total else None
 
 
 class EntryLoader:
@@ -68,14 +64,12 @@ class EntryLoader:
         async with self._locks.setdefault(scope, asyncio.Lock()):
             return await self.core.entries(scope)
 
-    async def stream(self, scope: ScopeKey) -> AsyncIterator[EntriesSnapshot]:
-        """The head of a large file first (if any), then every entry."""
+    async def head(self, scope: ScopeKey) -> EntriesSnapshot | None:
+        """The first entries of a large file (None for a small one: load it whole)."""
         head = await asyncio.to_thread(
-            read_head,
-            self.core.store.path(scope),
-            self.core.policy.archive_below,
-            self.head_bytes,
+            read_head, self.core.store.path(scope), self.core.policy.archive_below, self.head_bytes
         )
-        if head is not None:
-            yield EntriesSnapshot(scope, head.entries, False, head.expected_total)
-        yield EntriesSnapshot(scope, await self.load(scope), True)
+        if head is None:
+            return None
+        entries, expected = head
+        return EntriesSnapshot(scope, entries, False, expected)

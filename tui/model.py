@@ -138,8 +138,8 @@ class RankingView:
     """What the rankings pane shows: the matching entries in order, and the numbers
     around them. Rows are made on demand (`row(i)`), only for what is on screen."""
 
-    model: RankingModel
-    indices: list[int]
+    model: RankingModel = field(repr=False)
+    indices: list[int] = field(repr=False)
     """Entry indices of the model, sorted and filtered."""
     total: int
     sort: SortSpec
@@ -174,7 +174,7 @@ class RankingView:
 class RankingModel:
     """Entries of one scope at one instant (`base + offset_days`)."""
 
-    entries: Sequence[MemoryEntry]
+    entries: Sequence[MemoryEntry] = field(repr=False)
     base: datetime
     offset_days: int = 0
     policy: ScoringPolicy = DEFAULT_POLICY

@@ -32,13 +32,16 @@ STRANGER = 666
 GROUP = -1001000
 FORUM = -1002000
 
+REPLY_TIMEOUT = 10.0
+"""Seconds a test waits for a reply: generous, for a busy CI machine."""
+
 AnyApp = Application[Any, Any, Any, Any, Any, Any]
 
 
 @pytest.fixture(autouse=True)
 def _adapter_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    """PTB durations as timedeltas (no deprecation warnings), no proxy for the fakes, and
-    none of the developer's chatmem / OpenAI / Telegram settings leaking into a test."""
+    """PTB durations as timedeltas (no deprecation warnings) and no proxy for the fakes.
+    (Configs are built from an explicit env by `make_config`, never the process's.)"""
     monkeypatch.setenv("PTB_TIMEDELTA", "1")
     monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
     monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
@@ -52,8 +55,12 @@ def make_config(
     dingtalk: Mapping[str, Any] | None = None,
     **top: Any,
 ) -> Config:
-    """`load_config` from an explicit env (never the process's), then field overrides."""
-    config = load_config(None, env=dict(env or {}), workspace=workspace)
+    """`load_config` from an explicit env (never the process's) and an empty file (never a
+    ./chatmem.toml of whoever runs the tests), then field overrides."""
+    empty = workspace.parent / "empty-chatmem.toml"
+    empty.parent.mkdir(parents=True, exist_ok=True)
+    empty.touch()
+    config = load_config(empty, env=dict(env or {}), workspace=workspace)
     if telegram:
         config = replace(config, telegram=replace(config.telegram, **telegram))
     if dingtalk:
@@ -113,7 +120,7 @@ class TelegramBot:
         """Send a private message and wait for `expect` new messages in that chat."""
         before = len(self.fake.sent_to(user))
         self.fake.add_private_message(user, text, first_name=first_name, **kw)
-        sent = await self.fake.wait_for_sent(before + expect, chat_id=user)
+        sent = await self.fake.wait_for_sent(before + expect, timeout=REPLY_TIMEOUT, chat_id=user)
         return sent[before:]
 
     async def group(
@@ -137,7 +144,9 @@ class TelegramBot:
 
         before = len(mine())
         self.fake.add_group_message(chat, user, text, thread_id=thread_id, **kw)
-        await wait_until(lambda: len(mine()) >= before + expect, f"{expect} replies in {chat}")
+        await wait_until(
+            lambda: len(mine()) >= before + expect, f"{expect} replies in {chat}", REPLY_TIMEOUT
+        )
         return mine()[before:]
 
 

@@ -4,7 +4,7 @@ local sessionWebhook sink, memories in a real workspace."""
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -120,29 +120,28 @@ async def test_signed_private_message_is_answered_in_its_webhook(
     assert first.msgtype == "markdown"  # the default reply format
 
 
-@pytest.mark.parametrize(
-    "headers",
-    [
-        pytest.param({"timestamp": str(int(time.time() * 1000)), "sign": "Zm9yZ2Vk"}, id="forged"),
-        pytest.param(signed_headers("another-apps-secret"), id="other-secret"),
-        pytest.param(
-            signed_headers(SECRET, now_ms=int(time.time() * 1000) - HOUR_MS - 60_000),
-            id="expired",
-        ),
-        pytest.param(
-            signed_headers(SECRET, now_ms=int(time.time() * 1000) + HOUR_MS + 60_000),
-            id="future",
-        ),
-        pytest.param({"sign": sign("1", SECRET)}, id="no-timestamp"),
-        pytest.param({"timestamp": str(int(time.time() * 1000))}, id="no-sign"),
-        pytest.param(
-            {"timestamp": str(int(time.time() * 1000)), "sign": "ünïcode"}, id="non-ascii"
-        ),
-    ],
-)
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+# Built when the test runs, not at collection: a suite can run for minutes before it.
+BAD_HEADERS: dict[str, Callable[[], dict[str, str]]] = {
+    "forged": lambda: {"timestamp": str(now_ms()), "sign": "Zm9yZ2Vk"},
+    "other-secret": lambda: signed_headers("another-apps-secret"),
+    "expired": lambda: signed_headers(SECRET, now_ms=now_ms() - HOUR_MS - 60_000),
+    "future": lambda: signed_headers(SECRET, now_ms=now_ms() + HOUR_MS + 60_000),
+    "no-timestamp": lambda: {"sign": sign(str(now_ms()), SECRET)},
+    "no-sign": lambda: {"timestamp": str(now_ms())},
+    "non-digit-timestamp": lambda: {"timestamp": "1e12", "sign": sign("1e12", SECRET)},
+    "non-ascii": lambda: {"timestamp": str(now_ms()), "sign": "ünïcode"},
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_HEADERS))
 async def test_bad_signature_is_refused_and_nothing_stored(
-    tmp_path: Path, sink: WebhookSink, headers: dict[str, str]
+    tmp_path: Path, sink: WebhookSink, case: str
 ) -> None:
+    headers = BAD_HEADERS[case]()
     async with robot(tmp_path, sink) as bot:
         files_before = workspace_files(tmp_path / "ws")
         status, body = await bot.post(dm("记住：伪造的消息", sink), headers)

@@ -188,10 +188,9 @@ async def test_hundred_chats_twenty_messages_each(
         "process CPU s (model turns)": cpu,
     }
     report = "\n".join(f"  {name}: {value:.1f}" for name, value in figures.items())
-    print(f"\nload: {len(chats)} chats x {MESSAGES_PER_CHAT} messages\n{report}")
-    with capsys.disabled():
+    with capsys.disabled():  # in the CI log, not only under -s
         print(f"\nload: {len(chats)} chats x {MESSAGES_PER_CHAT} messages\n{report}")
-    scopes = defaultdict(int)
+    scopes: defaultdict[str, int] = defaultdict(int)
     for path in (tmp_path / "ws" / "memory" / "scopes").iterdir():
         scopes[path.name.split("_")[0]] += 1
     assert dict(scopes) == {"peer": PRIVATE_CHATS, "group": GROUP_CHATS}

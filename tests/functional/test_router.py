@@ -14,9 +14,10 @@ import pytest
 import adapters.router as router_module
 from adapters.inbound import InboundMessage
 from adapters.router import COMMANDS, HELP_TEXT, MessageRouter, parse_command
-from memory_core.config import Config, load_config
+from memory_core.config import Config
 from memory_core.engine import MemoryCore
 from memory_core.scope import MAIN, ScopeKey
+from tests.functional.conftest import make_config
 
 _ids = itertools.count(1)
 
@@ -224,7 +225,7 @@ async def test_dedupe_window_is_bounded(
 
 
 def stub_router(dm_scope: str, topic_scope: bool = False) -> MessageRouter:
-    config = replace(load_config(None, env={}), dm_scope=dm_scope, topic_scope=topic_scope)
+    config = replace(Config(), dm_scope=dm_scope, topic_scope=topic_scope)
     return MessageRouter(cast(MemoryCore, SimpleNamespace(config=config)))
 
 
@@ -262,9 +263,7 @@ def test_scope_resolution(dm_scope: str, direct: str, topic_scope: bool) -> None
 
 @pytest.mark.parametrize("dm_scope", ["main", "per-peer", "per-account-channel-peer"])
 async def test_commands_act_on_the_resolved_scope(tmp_path: Path, dm_scope: str) -> None:
-    config: Config = load_config(
-        None, env={"CHATMEM_DM_SCOPE": dm_scope}, workspace=tmp_path / "ws"
-    )
+    config = make_config(tmp_path / "ws", env={"CHATMEM_DM_SCOPE": dm_scope})
     async with MemoryCore.open(config) as core:
         router = MessageRouter(core)
         await say(router, "/remember u1 plays the cello", sender="u1")

@@ -317,6 +317,7 @@ async def test_group_answers_only_when_addressed(
             "we should order pizza-ignored-1",
             "/memory@some_other_bot",
             "remember that pizza-ignored-2",
+            "ask @chatmem_botty about pizza-ignored-4",  # another bot, our name as prefix
         ]
         for text in ignored:
             fake_tg.add_group_message(GROUP, ALICE, text)
@@ -326,7 +327,7 @@ async def test_group_answers_only_when_addressed(
         [command] = await bot.group(GROUP, ALICE, "/remember@chatmem_bot lunch is at noon")
         assert command.text == "Got it, I'll remember: lunch is at noon"
         fake_llm.reply_text("mentioned answer")
-        [mentioned] = await bot.group(GROUP, ALICE, f"{MENTION} what is for lunch?")
+        [mentioned] = await bot.group(GROUP, ALICE, "@ChatMem_Bot what is for lunch?")
         assert mentioned.text == "mentioned answer"
         fake_llm.reply_text("reply answer")
         [replied] = await bot.group(GROUP, ALICE, "and dessert?", reply_to_bot=True)
@@ -345,7 +346,7 @@ async def test_group_answers_only_when_addressed(
         rows = await message_rows(bot.core, "content LIKE '%pizza%'")
         assert rows == []
         assert not any("pizza" in p for p in turn_prompts(fake_llm))
-        # The mention itself is not part of what was stored.
+        # The mention itself (any letter case) is not part of what was stored.
         stored = await message_rows(bot.core, "role = 'user' AND content LIKE '%lunch?%'")
         assert [r[3] for r in stored] == ["what is for lunch?"]
 

@@ -19,6 +19,7 @@ from memory_core.engine import MemoryCore
 from memory_core.scope import ScopeKey
 from tests.functional.test_tui import NOW, SIZE, copy_template, make_template, settle
 from tui import ChatmemApp, make_app
+from tui.widgets.ranktable import RankTable
 
 
 @pytest.fixture
@@ -36,9 +37,9 @@ def demo_app(ws: Path, scope: ScopeKey | None = None) -> ChatmemApp:
 async def highlight(pilot: Pilot[None], content_part: str) -> None:
     app = pilot.app
     assert isinstance(app, ChatmemApp) and app.view is not None
-    contents = [row.entry.content for row in app.view.rows]
+    contents = [row.entry.content for row in app.view.first_rows(100)]
     row = next(i for i, c in enumerate(contents) if content_part in c)
-    app.query_one("#rankings", DataTable).move_cursor(row=row)
+    app.query_one(RankTable).move_cursor(row)
     await settle(pilot)
 
 
@@ -79,7 +80,7 @@ def test_recall_hits_and_injection(ws: Path, snap_compare) -> None:  # type: ign
         await settle(pilot)
         await pilot.press("4")
         pilot.app.query_one("#recall-query", Input).focus()
-        await pilot.press(*"Hetzner docker", "enter")
+        await pilot.press(*"花生 Rust", "enter")
         await settle(pilot)
         pilot.app.query_one("#recall-hits", DataTable).focus()
         await settle(pilot)

@@ -54,7 +54,7 @@ def what_if_label(view: RankingView, zone_name: str) -> Text:
     if view.offset_days == 0:
         return Text(f"now {view.when.strftime('%Y-%m-%d %H:%M')} {zone_name}", style="bold")
     return Text(
-        f"WHAT-IF now +{view.offset_days} d = {view.when.strftime('%Y-%m-%d')} (nothing written)",
+        f"WHAT-IF +{view.offset_days} d: {view.when.strftime('%Y-%m-%d')} (read-only)",
         style="bold black on yellow",
     )
 

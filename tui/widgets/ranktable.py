@@ -43,7 +43,7 @@ WIDTHS: dict[ColumnKey, int] = {
     "content": CONTENT_WIDTH,
 }
 RIGHT = frozenset({"rank", "score_7", "score_30", "to_archive", "to_forget", "hits"})
-GAP = 2
+GAP = 1
 ROW_CACHE = 512
 
 
