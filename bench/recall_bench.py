@@ -362,9 +362,9 @@ async def run(root: Path, quick: bool) -> tuple[list[SizeResult], WorkspaceFigur
     scale = 10 if quick else 1
     sizes = [1_000 // scale, 10_000 // scale, 100_000 // scale]
     other_scopes, per_other = 900 // scale, 1_000
-    passes, baseline_passes = (2, 1) if quick else (3, 2)
+    passes, baseline_passes = (1, 1) if quick else (3, 2)
     appends = 50 if quick else 200
-    reindex_repeats = 3
+    reindex_repeats = 2 if quick else 3
 
     config = load_config(None, env={}, workspace=root)
     ws = Workspace.at(root)

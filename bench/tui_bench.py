@@ -103,7 +103,7 @@ async def measure(ws: Path, n: int, rounds: int) -> dict[str, float]:
             for key in SORTS:
                 samples = []
                 for _ in range(rounds * 2):  # each column both ways
-                    target = app.sort.toggled(key)
+                    target = app.rankings.sort.toggled(key)
                     start = time.perf_counter()
                     app.sort_by(key)
                     samples.append(

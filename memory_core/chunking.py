@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, time
+from datetime import UTC, date, datetime, time, tzinfo
 from enum import StrEnum
 from pathlib import PurePosixPath
 
@@ -80,7 +80,9 @@ def summary_period(relative_path: str) -> str | None:
     return path.stem
 
 
-def chunk_file(relative_path: str, text: str) -> list[Chunk]:
+def chunk_file(relative_path: str, text: str, zone: tzinfo = UTC) -> list[Chunk]:
+    """Chunks of one file; `zone` is the workspace's time zone, in which daily notes and
+    archive file names give their local dates and times."""
     classified = classify(relative_path)
     if classified is None:
         return []
@@ -89,17 +91,18 @@ def chunk_file(relative_path: str, text: str) -> list[Chunk]:
         return chunk_long_term(text)
     if kind is ChunkKind.DAILY and day is not None:
         return [
-            Chunk(n.line_from, n.line_to, n.text, _at(day, n.time)) for n in parse_notes(text, day)
+            Chunk(n.line_from, n.line_to, n.text, _at(day, n.time, zone))
+            for n in parse_notes(text, day)
         ]
-    return chunk_paragraphs(text, _at(day, "") if day else None)
+    return chunk_paragraphs(text, _at(day, "", zone) if day else None)
 
 
-def _at(day: date, clock: str) -> datetime:
+def _at(day: date, clock: str, zone: tzinfo = UTC) -> datetime:
     try:
         moment = time.fromisoformat(clock) if clock else time(0, 0)
     except ValueError:
         moment = time(0, 0)
-    return datetime.combine(day, moment, tzinfo=UTC)
+    return datetime.combine(day, moment, tzinfo=zone).astimezone(UTC)
 
 
 def chunk_long_term(text: str) -> list[Chunk]:

@@ -116,7 +116,13 @@ class MemoryCore:
         cls, config: Config, *, clock: Clock = system_clock, llm: LLMClient | None = None
     ) -> AsyncIterator[MemoryCore]:
         core = cls(config, clock=clock, llm=llm)
-        await core.start()
+        try:
+            await core.start()
+        except BaseException:
+            # A half-started core still owns a database thread; leaving it open would keep
+            # the process from exiting.
+            await core.close()
+            raise
         try:
             yield core
         finally:
@@ -132,7 +138,7 @@ class MemoryCore:
             return
         self._audit = AuditLog(self._db)
         self.index = SearchIndex(
-            self._db, self.workspace, self.config.recall.sync_min_interval_seconds
+            self._db, self.workspace, self.config.recall.sync_min_interval_seconds, self.tz
         )
         self.add_file_listener(self._reindex_file)
         await ensure_loaded()
@@ -512,6 +518,7 @@ class MemoryCore:
             limit=sys.maxsize if dated else limit,
             kinds=kind_list,
             min_score=floor,
+            zone=self.tz,
         )
         return [h for h in hits if _within(h, since, until)][: max(limit, 0)]
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Sequence
+from datetime import UTC, tzinfo
 
 from rank_bm25 import BM25Okapi
 
@@ -29,11 +30,11 @@ class ScopeBM25(BM25Okapi):  # type: ignore[misc]
 
 
 def load_scope_chunks(
-    workspace: Workspace, scope: ScopeKey, *, include_hidden: bool = False
+    workspace: Workspace, scope: ScopeKey, *, include_hidden: bool = False, zone: tzinfo = UTC
 ) -> list[PreparedFile]:
     """Every indexed-kind file of the scope, chunked and tokenized (blocking); without
     `include_hidden`, daily summaries hidden by their month's summary are left out."""
-    prepared = [prepare_file(workspace, path) for path in scope_files(workspace, scope)]
+    prepared = [prepare_file(workspace, path, zone) for path in scope_files(workspace, scope)]
     files = [p for p in prepared if p is not None]
     if include_hidden:
         return files
@@ -60,6 +61,7 @@ def search_files(
     limit: int = 10,
     kinds: Iterable[ChunkKind] | None = None,
     min_score: float = 0.0,
+    zone: tzinfo = UTC,
 ) -> list[Hit]:
     """rank-bm25 over the scope's chunks (blocking: run in a thread)."""
     terms = tokenize(query) if isinstance(query, str) else [t for q in query for t in tokenize(q)]
@@ -69,7 +71,7 @@ def search_files(
     # The corpus statistics (N, average length, document frequencies) are the whole
     # scope's, hidden daily summaries and unwanted kinds included, as in the index, which
     # keeps them per scope; those chunks are scored but never returned.
-    files = load_scope_chunks(workspace, scope, include_hidden=True)
+    files = load_scope_chunks(workspace, scope, include_hidden=True, zone=zone)
     hidden = _hidden_paths(files)
     docs: list[tuple[PreparedFile, int]] = []
     corpus: list[list[str]] = []

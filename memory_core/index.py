@@ -20,7 +20,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, tzinfo
 from pathlib import Path
 
 import aiosqlite
@@ -165,7 +165,7 @@ def scope_files(workspace: Workspace, scope: ScopeKey) -> list[Path]:
     return out
 
 
-def prepare_file(workspace: Workspace, path: Path) -> PreparedFile | None:
+def prepare_file(workspace: Workspace, path: Path, zone: tzinfo = UTC) -> PreparedFile | None:
     """Read + chunk + tokenize one file (blocking, CPU): run it in a worker thread."""
     relative = workspace.relative(path)
     classified = classify(relative)
@@ -177,7 +177,7 @@ def prepare_file(workspace: Workspace, path: Path) -> PreparedFile | None:
     except FileNotFoundError:
         return None
     text = data.decode("utf-8", errors="replace")
-    chunks = chunk_file(relative, text)
+    chunks = chunk_file(relative, text, zone)
     return PreparedFile(
         path=relative,
         mtime_ns=st.st_mtime_ns,
@@ -191,7 +191,14 @@ def prepare_file(workspace: Workspace, path: Path) -> PreparedFile | None:
 
 
 class SearchIndex:
-    def __init__(self, db: Database, workspace: Workspace, sync_min_interval: float = 2.0) -> None:
+    def __init__(
+        self,
+        db: Database,
+        workspace: Workspace,
+        sync_min_interval: float = 2.0,
+        zone: tzinfo = UTC,
+    ) -> None:
+        self._zone = zone
         self._db = db
         self._conn = db.conn
         self._ws = workspace
@@ -256,7 +263,9 @@ class SearchIndex:
         ]
         if changed:
             prepared = await asyncio.to_thread(
-                lambda: [p for p in (prepare_file(self._ws, path) for path in changed) if p]
+                lambda: [
+                    p for p in (prepare_file(self._ws, path, self._zone) for path in changed) if p
+                ]
             )
             for item in prepared:
                 if not force and known.get(item.path, (0, 0, ""))[2] == item.hash:
@@ -283,7 +292,7 @@ class SearchIndex:
             sid = await self.scope_id(scope)
             assert sid is not None
             path = self._ws.root / relative_path
-            item = await asyncio.to_thread(prepare_file, self._ws, path)
+            item = await asyncio.to_thread(prepare_file, self._ws, path, self._zone)
             stats = SyncStats()
             if item is None:
                 async with self._db.transaction() as conn:
@@ -344,7 +353,7 @@ class SearchIndex:
                             (relative_path, sid, st.st_mtime_ns, st.st_size, kind.value),
                         )
             if reread:
-                item = await asyncio.to_thread(prepare_file, self._ws, path)
+                item = await asyncio.to_thread(prepare_file, self._ws, path, self._zone)
                 if item is not None:
                     await self._write_file(sid, item, SyncStats())
 
@@ -479,7 +488,7 @@ class SearchIndex:
     def _prepare_many(
         self, group: Sequence[tuple[ScopeKey, Path]]
     ) -> list[tuple[ScopeKey, PreparedFile | None]]:
-        return [(scope, prepare_file(self._ws, path)) for scope, path in group]
+        return [(scope, prepare_file(self._ws, path, self._zone)) for scope, path in group]
 
     # --- search ---------------------------------------------------------------------
     async def search(

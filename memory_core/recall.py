@@ -22,7 +22,8 @@ TRUNCATED = "……[truncated]"
 
 RECALL_INTENT = re.compile(
     r"之前|上次|以前|昨天|前天|刚才|还记得|记不记得|聊过|问过|说过|"
-    r"\bremember\b|\brecall\b|last time|yesterday|earlier|before|previously|did (?:i|we) (?:say|talk|mention)",
+    r"\bremember\b|\brecall\b|last time|yesterday|earlier today|previously|"
+    r"did (?:i|we) (?:say|talk|mention|decide)|we (?:talked|spoke) about|you said",
     re.IGNORECASE,
 )
 

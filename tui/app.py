@@ -1,18 +1,17 @@
 """The chatmem TUI: live inspection of a workspace a bot may be using at the same time.
 
 State lives here (scope, what-if offset, sort, filter); workers read through the core and
-post messages; message handlers hand the results to the panes. Writes happen only in
-`run_action`, through the core's methods, after a confirmation modal.
+post messages; message handlers hand the results to the panes. The rankings pipeline is in
+`app_rankings`, the writes (confirmed, through the core's methods) in `app_actions`.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import ClassVar, TypeVar
 
-from textual import on, work
+from textual import events, on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
@@ -24,10 +23,11 @@ from textual.worker import Worker, WorkerState
 from memory_core.audit import AuditRecord
 from memory_core.clock import Clock, ensure_aware
 from memory_core.engine import MemoryCore
-from memory_core.entries import MemoryEntry
 from memory_core.scope import MAIN, ScopeKey
-from memory_core.scoring import Status, projection
-from tui.actions import Action, Kind, perform
+from memory_core.scoring import projection
+from tui import app_actions
+from tui.actions import Action, Kind
+from tui.app_rankings import Rankings
 from tui.commands import ChatmemCommands
 from tui.loading import HEAD_BYTES, EntriesSnapshot, EntryLoader
 from tui.messages import (
@@ -42,19 +42,12 @@ from tui.messages import (
     WorkspaceChanged,
 )
 from tui.model import (
-    COLUMNS,
     ColumnKey,
     RankingModel,
     RankingView,
     RankRow,
-    RowFilter,
-    SortSpec,
-    StatusCounts,
-    counts_at,
 )
 from tui.overview import ScopeCounts, archive_state, scope_counts
-from tui.screens.confirm import ConfirmScreen
-from tui.screens.edit import EditScreen
 from tui.watch import compare, take_stamp
 from tui.widgets.activity import FEED_LIMIT, ActivityFeed, recent_text
 from tui.widgets.archive import ArchivePane, ArchiveSummary
@@ -65,6 +58,8 @@ from tui.widgets.recall import RecallPane
 from tui.widgets.scopes import ScopesTable
 
 POLL_SECONDS = 0.5
+NARROW = 130
+"""Below this many columns the sidebar takes a share of the width instead of its own."""
 PaneT = TypeVar("PaneT", bound=Widget)
 
 
@@ -95,6 +90,7 @@ class ChatmemApp(App[None]):
         Binding("e", "edit", "Edit"),
         Binding("C", "consolidate", "Consolidate"),
         Binding("ctrl+r", "refresh", "Refresh", show=False),
+        Binding("b", "toggle_sidebar", "Sidebar", show=False),
         *[
             Binding(str(n), f"show_tab('{tab}')", title, show=False)
             for n, (tab, title) in enumerate(TABS, start=1)
@@ -121,20 +117,11 @@ class ChatmemApp(App[None]):
         self.scope: ScopeKey = scope or MAIN
         self.known_scopes: list[ScopeKey] = [self.scope]
         self.scope_rows: list[ScopeCounts] = []
-        self.offset_days = 0
-        self.sort = SortSpec()
-        self.row_filter = RowFilter()
-        self.snapshot: EntriesSnapshot | None = None
-        self.model: RankingModel | None = None
-        self.view: RankingView | None = None
+        self.rankings = Rankings(self)
         self.current_id: str | None = None
         self.activity: list[AuditRecord] = []
-        self._generation = 0
-        self._building = False
         self._others_started = False
         self._whole_requested = False
-        self._baseline: tuple[Sequence[MemoryEntry], StatusCounts, datetime] | None = None
-        """Counts at offset 0 of the current entries (what a what-if is compared with)."""
 
     # --- layout ---------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -145,8 +132,8 @@ class ChatmemApp(App[None]):
                 yield ScopesTable(id="scopes")
                 yield Static("Archive state", classes="pane-title")
                 yield ArchiveSummary(id="archive-summary")
-                yield Static("Recent activity  (5: all)", classes="pane-title")
-                yield Static(id="recent-activity")
+                yield Static("Recent activity  (5: all)", classes="pane-title recent")
+                yield Static(id="recent-activity", classes="recent")
             with TabbedContent(id="tabs", initial="tab-rankings"):
                 with TabPane("Rankings", id="tab-rankings"):
                     yield RankingsPane(self.core.policy, id="rankings-pane")
@@ -173,6 +160,13 @@ class ChatmemApp(App[None]):
     async def on_unmount(self) -> None:
         if self.manage_core:
             await self.core.close()
+
+    def on_resize(self, event: events.Resize) -> None:
+        self.set_class(event.size.width < NARROW, "-narrow")
+
+    def action_toggle_sidebar(self) -> None:
+        sidebar = self.query_one("#sidebar")
+        sidebar.display = not sidebar.display
 
     def now(self) -> datetime:
         return ensure_aware((self.clock or self.core.now)()).replace(microsecond=0)
@@ -234,55 +228,6 @@ class ChatmemApp(App[None]):
             if changes:
                 self.post_message(WorkspaceChanged(changes))
 
-    def request_rankings(self, *, rebuild: bool = False) -> None:
-        """Recompute the rankings view; a rebuild (new entries, new instant) wins over a re-sort."""
-        if self.snapshot is None:
-            return
-        self._generation += 1
-        params = (self.sort, self.row_filter)
-        if rebuild or self.model is None or self._building:
-            self._building = True
-            self.build_model(self.snapshot, self.offset_days, params, self._generation)
-        else:
-            self.refresh_view(self.model, params, self._generation)
-
-    @work(group="rankings", exclusive=True, exit_on_error=False, description="rankings model")
-    async def build_model(
-        self,
-        snapshot: EntriesSnapshot,
-        offset_days: int,
-        params: tuple[SortSpec, RowFilter],
-        generation: int,
-    ) -> None:
-        base, policy = self.now(), self.core.policy
-        known = self._baseline
-        baseline = known[1] if known and known[0] is snapshot.entries and known[2] == base else None
-
-        def build() -> tuple[RankingModel, RankingView]:
-            model = RankingModel(
-                snapshot.entries,
-                base,
-                offset_days,
-                policy,
-                complete=snapshot.complete,
-                expected_total=snapshot.expected_total,
-            )
-            if offset_days:
-                model.baseline = baseline or counts_at(snapshot.entries, base, policy)
-            return model, model.view(*params)
-
-        model, view = await asyncio.to_thread(build)
-        self.post_message(RankingsReady(model, view, generation))
-        if snapshot.complete:
-            await asyncio.to_thread(model.warm)
-
-    @work(group="rankings", exclusive=True, exit_on_error=False, description="rankings view")
-    async def refresh_view(
-        self, model: RankingModel, params: tuple[SortSpec, RowFilter], generation: int
-    ) -> None:
-        view = await asyncio.to_thread(model.view, *params)
-        self.post_message(RankingsReady(model, view, generation))
-
     @work(group="detail", exclusive=True, exit_on_error=False, description="entry detail")
     async def load_detail(self, scope: ScopeKey, row: RankRow, when: datetime) -> None:
         history: list[AuditRecord] = []
@@ -297,10 +242,6 @@ class ChatmemApp(App[None]):
         injection = await self.core.recall(scope, query, now=self.now())
         budget = self.core.config.recall.token_budget
         self.post_message(RecallDone(scope, query, hits, injection, budget))
-
-    @work(group="action", exit_on_error=False, description="action")
-    async def apply_action(self, action: Action) -> None:
-        self.post_message(ActionDone(await perform(self.core, action)))
 
     # --- results --------------------------------------------------------------------
     def pane(self, kind: type[PaneT]) -> PaneT | None:
@@ -319,24 +260,20 @@ class ChatmemApp(App[None]):
     def on_entries_loaded(self, message: EntriesLoaded) -> None:
         if message.snapshot.scope != self.scope:
             return
-        self.snapshot = message.snapshot
-        self.request_rankings(rebuild=True)
+        self.rankings.entries_loaded(message.snapshot)
 
     def on_rankings_ready(self, message: RankingsReady) -> None:
-        if message.generation != self._generation:
+        if not self.rankings.accept(message):
             return
-        self._building = False
-        self.model, self.view = message.model, message.view
-        counts = message.model.baseline or message.model.counts()
-        self._baseline = (message.model.entries, counts, message.model.base)
-        position = None if self.current_id is None else self.model.index_of(self.current_id)
-        if position is None or position not in set(message.view.indices):
-            first = message.view.ids(1)
+        view = message.view
+        position = None if self.current_id is None else message.model.index_of(self.current_id)
+        if position is None or position not in set(view.indices):
+            first = view.ids(1)
             self.current_id = first[0] if first else None
         if pane := self.pane(RankingsPane):
-            pane.show(message.view, str(self.zone), self.current_id)
+            pane.show(view, str(self.zone), self.current_id)
             self._load_current_detail()
-        if not message.view.complete and not self._whole_requested:
+        if not view.complete and not self._whole_requested:
             self._whole_requested = True
             self.call_after_refresh(self.load_entries, self.scope, whole=True)
         if not self._others_started:
@@ -369,10 +306,6 @@ class ChatmemApp(App[None]):
         if pane and message.scope == self.scope:
             pane.show(message.query, message.hits, message.injection, message.budget)
 
-    def on_action_done(self, message: ActionDone) -> None:
-        self.notify(message.summary, title="done")
-        self.reload_all()
-
     def on_workspace_changed(self, message: WorkspaceChanged) -> None:
         changes = message.changes
         if changes.long_term or changes.files or changes.database:
@@ -388,7 +321,7 @@ class ChatmemApp(App[None]):
             error = event.worker.error
             self.notify(f"{type(error).__name__}: {error}", title="error", severity="error")
             if event.worker.group == "rankings":
-                self._building = False
+                self.rankings.failed()
             if not self._others_started:
                 self.load_others()
 
@@ -400,12 +333,11 @@ class ChatmemApp(App[None]):
 
     @on(RankingsPane.SortRequested)
     def _sort_requested(self, message: RankingsPane.SortRequested) -> None:
-        self.sort_by(message.key)
+        self.rankings.sort_by(message.key)
 
     @on(RankingsPane.FilterChanged)
     def _filter_changed(self, message: RankingsPane.FilterChanged) -> None:
-        self.row_filter = message.filter
-        self.request_rankings()
+        self.rankings.filter_by(message.filter)
 
     @on(RankingsPane.EntryHighlighted)
     def _entry_highlighted(self, message: RankingsPane.EntryHighlighted) -> None:
@@ -433,12 +365,20 @@ class ChatmemApp(App[None]):
             return None
         return self.model.row_for(self.current_id)
 
+    @property
+    def model(self) -> RankingModel | None:
+        return self.rankings.model
+
+    @property
+    def view(self) -> RankingView | None:
+        return self.rankings.view
+
     # --- navigation -----------------------------------------------------------------
     def choose_scope(self, scope: ScopeKey) -> None:
         if scope == self.scope:
             return
         self.scope = scope
-        self.snapshot = self.model = self.view = None
+        self.rankings.reset()
         self.current_id = None
         self.activity = []
         self._update_title()
@@ -450,10 +390,6 @@ class ChatmemApp(App[None]):
     def show_tab(self, tab: str) -> None:
         self.query_one(TabbedContent).active = tab
 
-    def sort_by(self, key: ColumnKey) -> None:
-        self.sort = self.sort.toggled(key)
-        self.request_rankings()
-
     def action_show_tab(self, tab: str) -> None:
         self.show_tab(tab)
 
@@ -461,72 +397,44 @@ class ChatmemApp(App[None]):
         self.show_tab("tab-rankings")
         self.query_one("#rank-filter", Input).focus()
 
-    def action_sort_next(self) -> None:
-        keys = [c.key for c in COLUMNS]
-        self.sort_by(keys[(keys.index(self.sort.key) + 1) % len(keys)])
-
-    def action_sort_reverse(self) -> None:
-        self.sort = SortSpec(self.sort.key, not self.sort.descending)
-        self.request_rankings()
-
-    def action_what_if(self, days: int) -> None:
-        self.offset_days = max(0, self.offset_days + days)
-        self.request_rankings(rebuild=True)
-
-    def action_what_if_reset(self) -> None:
-        self.offset_days = 0
-        self.request_rankings(rebuild=True)
-
     def action_refresh(self) -> None:
         self.reload_all()
 
-    # --- actions (confirmed, then through the core) ---------------------------------
-    def _confirm(self, action: Action) -> None:
-        def answered(confirmed: bool | None) -> None:
-            if confirmed:
-                self.apply_action(action)
+    # --- rankings and what-if (nothing written) -------------------------------------
+    def sort_by(self, key: ColumnKey) -> None:
+        self.rankings.sort_by(key)
 
-        self.push_screen(
-            ConfirmScreen(action.question(), action.detail(), danger=action.danger), answered
-        )
+    def action_sort_next(self) -> None:
+        self.rankings.sort_next()
 
-    def _entry_action(self, choose: Callable[[RankRow], Kind]) -> None:
-        row = self.current_row()
-        if row is None:
-            self.notify("highlight an entry in Rankings first", severity="warning")
-            return
-        self._confirm(Action(choose(row), self.scope, row.entry.id, row.entry.content))
+    def action_sort_reverse(self) -> None:
+        self.rankings.reverse()
 
+    def action_what_if(self, days: int) -> None:
+        self.rankings.what_if(days)
+
+    def action_what_if_reset(self) -> None:
+        self.rankings.what_if(None)
+
+    # --- writes: confirmed in a modal, then through the core ------------------------
     def action_toggle_pin(self) -> None:
-        self._entry_action(lambda row: Kind.UNPIN if row.entry.pinned else Kind.PIN)
+        app_actions.entry_action(self, app_actions.toggle_pin)
 
     def action_toggle_archive(self) -> None:
-        self._entry_action(
-            lambda row: (
-                Kind.RESTORE
-                if row.entry.archived or row.status is not Status.ACTIVE
-                else Kind.ARCHIVE
-            )
-        )
+        app_actions.entry_action(self, app_actions.toggle_archive)
 
     def action_forget(self) -> None:
-        self._entry_action(lambda row: Kind.FORGET)
-
-    def action_consolidate(self) -> None:
-        self._confirm(Action(Kind.CONSOLIDATE, self.scope))
+        app_actions.entry_action(self, app_actions.forget)
 
     def action_edit(self) -> None:
-        row = self.current_row()
-        if row is None:
-            self.notify("highlight an entry in Rankings first", severity="warning")
-            return
-        entry = row.entry
+        app_actions.edit(self)
 
-        def edited(content: str | None) -> None:
-            if content:
-                self.apply_action(Action(Kind.EDIT, self.scope, entry.id, entry.content, content))
+    def action_consolidate(self) -> None:
+        app_actions.confirm(self, Action(Kind.CONSOLIDATE, self.scope))
 
-        self.push_screen(EditScreen(entry.id, entry.content), edited)
+    def on_action_done(self, message: ActionDone) -> None:
+        self.notify(message.summary, title="done")
+        self.reload_all()
 
 
 def make_app(

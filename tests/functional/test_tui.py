@@ -9,9 +9,10 @@ import itertools
 import os
 import random
 import shutil
+import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -124,6 +125,12 @@ class Running:
     async def settle(self) -> None:
         await settle(self.pilot)
 
+    async def until(self, check: Callable[[], bool], limit: float = 5.0) -> None:
+        deadline = time.monotonic() + limit
+        while not check():
+            assert time.monotonic() < deadline, "condition not reached"
+            await self.pilot.pause(0.01)
+
     def table(self, selector: str) -> DataTable[object]:
         return self.app.query_one(selector, DataTable)
 
@@ -235,26 +242,26 @@ async def test_rankings_sort_by_every_column_and_reverse(demo_ws: Path) -> None:
     async with running(demo_ws) as run:
         model = run.app.model
         assert model is not None
+        table = run.app.query_one(RankTable)
         for column in COLUMNS:
             run.app.sort_by(column.key)
-            await run.settle()
+            await run.until(lambda key=column.key: table.sort.key == key)
             view = run.app.view
             assert view is not None and view.sort.key == column.key
             keys = model.column(column.key)
             shown = [keys[i] for i in view.indices]
             assert shown == sorted(shown, reverse=view.sort.descending), column.key
-            table = run.app.query_one(RankTable)
             assert table.cells_at(0)[1].plain == view.row(0).entry.id
         # s cycles to the next column, r reverses
         run.app.sort_by("score")
         await run.settle()
         await run.pilot.press("s")
         await run.settle()
-        assert run.app.sort.key == "score_7"
+        assert run.app.rankings.sort.key == "score_7"
         before = run.column("#rankings", "id")
         await run.pilot.press("r")
         await run.settle()
-        assert run.app.sort.descending is False
+        assert run.app.rankings.sort.descending is False
         assert run.app.query_one(RankTable).header_cells()[4].plain == "+7d ▲"
         assert run.column("#rankings", "id") != before
 
@@ -264,7 +271,7 @@ async def test_clicking_a_header_sorts_by_it(demo_ws: Path) -> None:
         x = sum(WIDTHS[c.key] + GAP for c in COLUMNS[:8]) + 1
         await run.pilot.click("#rankings", offset=(x, 0))
         await run.settle()
-        assert run.app.sort.key == "hits" and run.app.sort.descending
+        assert run.app.rankings.sort.key == "hits" and run.app.rankings.sort.descending
         hits = [int(h) for h in run.column("#rankings", "hits")]
         assert hits == sorted(hits, reverse=True) and hits[0] == 5
 
@@ -673,3 +680,16 @@ async def test_a_large_file_shows_its_head_first_then_everything(tmp_path: Path)
             assert table.cursor_row == 2999 and table.cells_at(2999)[0].plain == "3000"
             # only what was on screen was ever turned into cells
             assert len(table._rows) < 100
+
+
+def test_the_tui_imports_only_the_core() -> None:
+    """No adapter (bot) code is needed to inspect a workspace."""
+    probe = (
+        "import importlib, pkgutil, sys, tui\n"
+        "for info in pkgutil.walk_packages(tui.__path__, 'tui.'):\n"
+        "    importlib.import_module(info.name)\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+        "{'adapters', 'telegram', 'dingtalk_stream', 'openai_server'}))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

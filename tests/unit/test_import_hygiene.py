@@ -26,4 +26,3 @@ def test_memory_core_imports_no_front_end() -> None:
         check=True,
     )
     assert out.stdout.strip() == "", f"memory_core imported front-end modules: {out.stdout}"
-

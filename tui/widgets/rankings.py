@@ -86,7 +86,7 @@ class RankingsPane(Vertical):
     def compose(self) -> ComposeResult:
         with Horizontal(id="rank-toolbar"):
             yield Input(placeholder="filter text or id  (/)", id="rank-filter")
-            yield Select[str]([], prompt="all categories", allow_blank=True, id="rank-category")
+            yield Select[str]([], prompt="category: all", allow_blank=True, id="rank-category")
             yield Static(id="rank-when")
         yield Static(id="rank-counts")
         yield Static(id="rank-status")

@@ -1,0 +1,73 @@
+"""The app's writes: each is confirmed in a modal, then done by the core's own method
+(which takes the scope's locks, writes atomically and audits with source 'tui')."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from memory_core.scoring import Status
+from tui.actions import Action, Kind, perform
+from tui.messages import ActionDone
+from tui.model import RankRow
+from tui.screens.confirm import ConfirmScreen
+from tui.screens.edit import EditScreen
+
+if TYPE_CHECKING:
+    from tui.app import ChatmemApp
+
+
+def toggle_pin(row: RankRow) -> Kind:
+    return Kind.UNPIN if row.entry.pinned else Kind.PIN
+
+
+def toggle_archive(row: RankRow) -> Kind:
+    archived = row.entry.archived is not None or row.status is not Status.ACTIVE
+    return Kind.RESTORE if archived else Kind.ARCHIVE
+
+
+def forget(row: RankRow) -> Kind:
+    return Kind.FORGET
+
+
+def run(app: ChatmemApp, action: Action) -> None:
+    async def work() -> None:
+        app.post_message(ActionDone(await perform(app.core, action)))
+
+    app.run_worker(work(), group="action", exit_on_error=False, description=action.kind.value)
+
+
+def confirm(app: ChatmemApp, action: Action) -> None:
+    """Ask first; do it only on yes."""
+
+    def answered(confirmed: bool | None) -> None:
+        if confirmed:
+            run(app, action)
+
+    app.push_screen(
+        ConfirmScreen(action.question(), action.detail(), danger=action.danger), answered
+    )
+
+
+def entry_action(app: ChatmemApp, choose: Callable[[RankRow], Kind]) -> None:
+    """Confirm, then apply `choose(row)` to the highlighted entry."""
+    row = app.current_row()
+    if row is None:
+        app.notify("highlight an entry in Rankings first", severity="warning")
+        return
+    confirm(app, Action(choose(row), app.scope, row.entry.id, row.entry.content))
+
+
+def edit(app: ChatmemApp) -> None:
+    """The edit modal is the confirmation: Save writes, Escape does nothing."""
+    row = app.current_row()
+    if row is None:
+        app.notify("highlight an entry in Rankings first", severity="warning")
+        return
+    entry = row.entry
+
+    def edited(content: str | None) -> None:
+        if content:
+            run(app, Action(Kind.EDIT, app.scope, entry.id, entry.content, content))
+
+    app.push_screen(EditScreen(entry.id, entry.content), edited)
