@@ -39,13 +39,18 @@ class OneLineParser(argparse.ArgumentParser):
 
 
 def command(name: str, help_text: str) -> Callable[[Any], Any]:
-    """Register a subcommand: the decorated class has `arguments(parser)` and `run(core, args)`."""
+    """Register a subcommand: a class with `run(core, args)` and, when it takes its own
+    options, `arguments(parser)`."""
 
     def register(cls: Any) -> Any:
-        COMMANDS[name] = (help_text, cls.arguments, cls.run)
+        COMMANDS[name] = (help_text, getattr(cls, "arguments", _no_arguments), cls.run)
         return cls
 
     return register
+
+
+def _no_arguments(parser: argparse.ArgumentParser) -> None:
+    """Subcommands that take only the common options need not declare `arguments`."""
 
 
 @dataclass(frozen=True)

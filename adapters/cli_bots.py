@@ -52,10 +52,6 @@ class Chat:
 @command("telegram", "run the Telegram bot (TELEGRAM_BOT_TOKEN)")
 class Telegram:
     @staticmethod
-    def arguments(parser: argparse.ArgumentParser) -> None:
-        pass
-
-    @staticmethod
     async def run(core: MemoryCore, args: argparse.Namespace) -> int:
         from adapters.telegram_bot import run_telegram
 

@@ -63,10 +63,6 @@ def merge_summary(result: MergeResult) -> str:
 @command("init", "create a workspace (idempotent)")
 class Init:
     @staticmethod
-    def arguments(parser: argparse.ArgumentParser) -> None:
-        pass
-
-    @staticmethod
     async def run(core: MemoryCore, args: argparse.Namespace) -> int:
         scope = args.scope_key
         path = core.store.path(scope)
@@ -147,10 +143,6 @@ class Status:
 @command("stats", "counts across every scope of the workspace")
 class Stats:
     @staticmethod
-    def arguments(parser: argparse.ArgumentParser) -> None:
-        pass
-
-    @staticmethod
     async def run(core: MemoryCore, args: argparse.Namespace) -> int:
         rows = []
         for scope in await core.scopes():
@@ -225,10 +217,6 @@ class Consolidate:
 @command("validate", "check every memory file; non-zero exit if blocks are quarantined")
 class Validate:
     @staticmethod
-    def arguments(parser: argparse.ArgumentParser) -> None:
-        pass
-
-    @staticmethod
     async def run(core: MemoryCore, args: argparse.Namespace) -> int:
         problems = await core.validate()
         data = [
@@ -254,10 +242,6 @@ class Validate:
 
 @command("scopes", "list the workspace's scopes")
 class Scopes:
-    @staticmethod
-    def arguments(parser: argparse.ArgumentParser) -> None:
-        pass
-
     @staticmethod
     async def run(core: MemoryCore, args: argparse.Namespace) -> int:
         rows = []

@@ -79,10 +79,6 @@ class Get:
 @command("reindex", "rebuild the search index from the files")
 class Reindex:
     @staticmethod
-    def arguments(parser: argparse.ArgumentParser) -> None:
-        pass
-
-    @staticmethod
     async def run(core: MemoryCore, args: argparse.Namespace) -> int:
         started = time.perf_counter()
         show = not args.json and sys.stderr.isatty()

@@ -23,10 +23,6 @@ async def run_tui(core: MemoryCore, scope: ScopeKey | None = None) -> int:
 @command("tui", "inspect the workspace live: rankings, decay what-if, archive, recall")
 class Tui:
     @staticmethod
-    def arguments(parser: argparse.ArgumentParser) -> None:
-        pass
-
-    @staticmethod
     async def run(core: MemoryCore, args: argparse.Namespace) -> int:
         return await run_tui(core, args.scope_key)
 
