@@ -10,7 +10,7 @@ import argparse
 import asyncio
 import json
 import sys
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
@@ -24,7 +24,10 @@ from memory_core.scope import ScopeKey
 EXIT_USER_ERROR = 2
 EXIT_PROBLEMS = 1
 
-Handler = Callable[[MemoryCore, argparse.Namespace], Awaitable[int]]
+Handler = Callable[[MemoryCore, argparse.Namespace], Coroutine[Any, Any, int]]
+ConfigHandler = Callable[[Config, argparse.Namespace], Coroutine[Any, Any, int]]
+OWN_CORE: set[str] = set()
+"""Subcommands whose `run` takes the config and opens (or not) a core of its own."""
 COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Handler]] = {}
 
 
@@ -38,12 +41,15 @@ class OneLineParser(argparse.ArgumentParser):
         )
 
 
-def command(name: str, help_text: str) -> Callable[[Any], Any]:
+def command(name: str, help_text: str, *, opens_core: bool = True) -> Callable[[Any], Any]:
     """Register a subcommand: a class with `run(core, args)` and, when it takes its own
-    options, `arguments(parser)`."""
+    options, `arguments(parser)`. With `opens_core=False`, `run(config, args)` gets the
+    config instead: for commands that must not touch the configured workspace."""
 
     def register(cls: Any) -> Any:
         COMMANDS[name] = (help_text, getattr(cls, "arguments", _no_arguments), cls.run)
+        if not opens_core:
+            OWN_CORE.add(name)
         return cls
 
     return register
@@ -123,6 +129,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         scope = ScopeKey(args.scope)
         args.scope_key = scope
         handler = COMMANDS[args.command][2]
+        if args.command in OWN_CORE:
+            own: ConfigHandler = handler  # type: ignore[assignment]
+            return asyncio.run(own(config, args))
         return asyncio.run(_run(config, handler, args))
     except ChatmemError as exc:
         print(f"chatmem: error: {exc}", file=sys.stderr)

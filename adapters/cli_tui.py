@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 
 from adapters.cli import Output, command, parse_time_arg
+from memory_core.config import Config
 from memory_core.demo import DEFAULT_DIR, build_demo
 from memory_core.engine import MemoryCore
 from memory_core.scope import ScopeKey
@@ -27,7 +28,11 @@ class Tui:
         return await run_tui(core, args.scope_key)
 
 
-@command("demo", f"build a demo workspace (default ./{DEFAULT_DIR}) and open the TUI on it")
+@command(
+    "demo",
+    f"build a demo workspace (default ./{DEFAULT_DIR}) and open the TUI on it",
+    opens_core=False,
+)
 class Demo:
     @staticmethod
     def arguments(parser: argparse.ArgumentParser) -> None:
@@ -39,9 +44,9 @@ class Demo:
         )
 
     @staticmethod
-    async def run(core: MemoryCore, args: argparse.Namespace) -> int:
+    async def run(config: Config, args: argparse.Namespace) -> int:
         # Without --workspace the demo goes to ./chatmem-demo, never into the configured
-        # workspace; the core the CLI opened is then not the demo's.
+        # workspace, which is not even opened.
         target = args.workspace or DEFAULT_DIR
         result = await build_demo(target, now=args.now)
         verb = "built" if result.built else "already built"
@@ -52,7 +57,5 @@ class Demo:
         )
         if args.no_tui:
             return 0
-        if args.workspace:
-            return await run_tui(core)
-        async with MemoryCore.open(core.config.with_workspace(result.path)) as demo_core:
+        async with MemoryCore.open(config.with_workspace(result.path)) as demo_core:
             return await run_tui(demo_core)

@@ -109,7 +109,9 @@ def main() -> None:
     texts = sentences(turns + 20, seed=7)
     rows = [asyncio.run(run(n, turns, texts)) for n in sizes]
     print(f"chat turn overhead excluding the model ({turns} turns, fake server answering at once)")
-    print(f"{'memories':>9} {'MEMORY.md':>10} {'p50 ms':>8} {'p95 ms':>8} {'turn p50 ms':>12}  target")
+    print(
+        f"{'memories':>9} {'MEMORY.md':>10} {'p50 ms':>8} {'p95 ms':>8} {'turn p50 ms':>12}  target"
+    )
     for row in rows:
         target = f"p50 <= {TARGET_P50_MS:g} ms" if row["memories"] >= 100_000 else ""
         print(

@@ -7,6 +7,7 @@ fallback both use this, so a degraded search sees the same units as the index.
 
 from __future__ import annotations
 
+import bisect
 import re
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, tzinfo
@@ -119,7 +120,8 @@ def chunk_long_term(text: str) -> list[Chunk]:
     chunks: list[Chunk] = []
     for entry in parse_memory(text).entries:
         start = starts.get(entry.id, 1)
-        end = next((b - 1 for b in boundaries if b > start), len(lines))
+        following = bisect.bisect_right(boundaries, start)
+        end = boundaries[following] - 1 if following < len(boundaries) else len(lines)
         while end > start and not lines[end - 1].strip():
             end -= 1
         chunks.append(Chunk(start, end, entry.content, entry.created_at, ref=entry.id))

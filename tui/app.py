@@ -8,6 +8,8 @@ post messages; message handlers hand the results to the panes. The rankings pipe
 from __future__ import annotations
 
 import asyncio
+import logging
+import sqlite3
 from datetime import datetime
 from typing import ClassVar, TypeVar
 
@@ -48,7 +50,7 @@ from tui.model import (
     RankRow,
 )
 from tui.overview import ScopeCounts, archive_state, scope_counts
-from tui.watch import compare, take_stamp
+from tui.watch import Stamp, compare, take_stamp
 from tui.widgets.activity import FEED_LIMIT, ActivityFeed, recent_text
 from tui.widgets.archive import ArchivePane, ArchiveSummary
 from tui.widgets.detail import PROJECTION_DAYS, DetailPane
@@ -56,6 +58,8 @@ from tui.widgets.rankings import RankingsPane
 from tui.widgets.ranktable import RankTable
 from tui.widgets.recall import RecallPane
 from tui.widgets.scopes import ScopesTable
+
+log = logging.getLogger(__name__)
 
 POLL_SECONDS = 0.5
 NARROW = 130
@@ -218,15 +222,20 @@ class ChatmemApp(App[None]):
 
     @work(group="watch", exclusive=True, exit_on_error=False, description="watch")
     async def watch_workspace(self) -> None:
-        """Poll for changes by other processes; never touches a widget."""
-        previous = await take_stamp(self.core)
+        """Poll for changes by other processes; never touches a widget. A failed poll (a
+        directory removed mid-scan, a busy database) is tried again at the next tick."""
+        previous: Stamp | None = None
         while True:
+            try:
+                current = await take_stamp(self.core)
+            except (OSError, sqlite3.Error) as exc:
+                log.warning("change poll failed, trying again: %s", exc)
+            else:
+                changes = None if previous is None else compare(previous, current)
+                previous = current
+                if changes:
+                    self.post_message(WorkspaceChanged(changes))
             await asyncio.sleep(self.poll_seconds)
-            current = await take_stamp(self.core)
-            changes = compare(previous, current)
-            previous = current
-            if changes:
-                self.post_message(WorkspaceChanged(changes))
 
     @work(group="detail", exclusive=True, exit_on_error=False, description="entry detail")
     async def load_detail(self, scope: ScopeKey, row: RankRow, when: datetime) -> None:

@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from textual.worker import Worker
+
 from memory_core.scoring import Status
 from tui.actions import Action, Kind, perform
 from tui.messages import ActionDone
@@ -30,11 +32,14 @@ def forget(row: RankRow) -> Kind:
     return Kind.FORGET
 
 
-def run(app: ChatmemApp, action: Action) -> None:
+def run(app: ChatmemApp, action: Action) -> Worker[None]:
     async def work() -> None:
         app.post_message(ActionDone(await perform(app.core, action)))
 
-    app.run_worker(work(), group="action", exit_on_error=False, description=action.kind.value)
+    worker: Worker[None] = app.run_worker(
+        work, group="action", exit_on_error=False, description=action.kind.value
+    )
+    return worker
 
 
 def confirm(app: ChatmemApp, action: Action) -> None:

@@ -9,9 +9,12 @@ Workers run on the app and post `RankingsReady`; the app draws it.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from datetime import datetime
+from functools import partial
 from typing import TYPE_CHECKING
+
+from textual.worker import Worker
 
 from memory_core.entries import MemoryEntry
 from tui.loading import EntriesSnapshot
@@ -76,21 +79,24 @@ class Rankings:
         self.offset_days = 0 if days is None else max(0, self.offset_days + days)
         self.request(rebuild=True)
 
-    def request(self, *, rebuild: bool = False) -> None:
+    def request(self, *, rebuild: bool = False) -> Worker[None] | None:
         if self.snapshot is None:
-            return
+            return None
         self._generation += 1
         params = (self.sort, self.row_filter)
+        # A callable, not a coroutine: a worker cancelled before it starts awaits nothing.
+        work: Callable[[], Coroutine[None, None, None]]
         if rebuild or self.model is None or self._building:
             self._building = True
-            work = self._build(self.snapshot, self.offset_days, params, self._generation)
+            work = partial(self._build, self.snapshot, self.offset_days, params, self._generation)
             description = "rankings model"
         else:
-            work = self._refresh(self.model, params, self._generation)
+            work = partial(self._refresh, self.model, params, self._generation)
             description = "rankings view"
-        self.app.run_worker(
+        worker: Worker[None] = self.app.run_worker(
             work, group="rankings", exclusive=True, exit_on_error=False, description=description
         )
+        return worker
 
     def failed(self) -> None:
         self._building = False

@@ -53,10 +53,6 @@ def status_cell(status: Status) -> Text:
     return Text(status.value, style=STATUS_STYLE[status])
 
 
-def date_text(when: datetime | None, zone: tzinfo) -> str:
-    return "—" if when is None else when.astimezone(zone).strftime("%Y-%m-%d")
-
-
 def time_text(when: datetime | None, zone: tzinfo) -> str:
     return "—" if when is None else when.astimezone(zone).strftime("%Y-%m-%d %H:%M")
 

@@ -106,12 +106,6 @@ async def last_archive_run(db: Database, scope: ScopeKey) -> ArchiveRun | None:
     return ArchiveRun(parse_when(row[0]), _when(row[1]), int(row[2]), int(row[3]), int(row[4]))
 
 
-async def message_scopes(db: Database) -> list[str]:
-    """Scopes that have session history (a scope may have messages before any file)."""
-    async with db.conn.execute("SELECT DISTINCT scope FROM messages") as cur:
-        return [r[0] for r in await cur.fetchall()]
-
-
 async def change_marks(db: Database) -> tuple[int, int]:
     """(PRAGMA data_version, max audit id): the first moves when another connection
     commits, the second when anyone (this process included) audits a change."""
