@@ -52,7 +52,21 @@ def _mode_for(path: Path) -> int:
 
 
 def backup_then_write(path: Path, text: str, backup: Path) -> None:
-    """Keep the previous version as `backup` (itself replaced atomically), then write."""
+    """Keep the previous version as `backup`, then write.
+
+    The backup is a hard link to the old file, swapped in by rename: no copy, no second
+    fsync, and `backup` is always a whole file. Where links are not possible it falls back
+    to an atomic copy.
+    """
     if path.exists():
-        atomic_write_bytes(backup, path.read_bytes())
+        link = backup.with_name(f".{backup.name}.{os.getpid()}.link.tmp")
+        try:
+            with contextlib.suppress(FileNotFoundError):
+                link.unlink()
+            os.link(path, link)
+            os.replace(link, backup)
+        except OSError:
+            with contextlib.suppress(OSError):
+                link.unlink()
+            atomic_write_bytes(backup, path.read_bytes())
     atomic_write_text(path, text)

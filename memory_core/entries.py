@@ -60,6 +60,26 @@ class MemoryEntry:
     def with_(self, **changes: object) -> MemoryEntry:
         return replace(self, **changes)  # type: ignore[arg-type]
 
+    def rescored(self, score: float, when: datetime) -> MemoryEntry:
+        """`with_(score=..., scored_at=...)` without `dataclasses.replace`'s introspection:
+        decay rescores every entry at every merge, so this is the hot path."""
+        return MemoryEntry(
+            self.id,
+            self.content,
+            self.category,
+            score,
+            self.created_at,
+            self.last_activated,
+            when,
+            self.hits,
+            self.source_session,
+            self.confidence,
+            self.expires_at,
+            self.pinned,
+            self.archived,
+            self.sessions,
+        )
+
 
 def new_entry_id(taken: set[str] | frozenset[str] = frozenset()) -> str:
     """Short random hex id like the seed's `a1b2c3`, widened to 8 digits, never reused."""

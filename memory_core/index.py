@@ -19,6 +19,7 @@ import os
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, tzinfo
 from pathlib import Path
@@ -85,6 +86,8 @@ K1 = 1.2
 B = 0.75
 CANDIDATE_FACTOR = 5
 MIN_CANDIDATES = 50
+REBUILD_GROUP = 64
+"""Files read, tokenized and written together during a rebuild."""
 RANK_BUDGET = 3000
 """Postings FTS5 may rank for one query before only the rarest terms pick candidates."""
 
@@ -459,31 +462,97 @@ class SearchIndex:
         return await self._rebuild_files(progress)
 
     async def _rebuild_files(self, progress: Progress | None) -> SyncStats:
+        """Index every file again, fast: groups of files are read and tokenized in worker
+        processes (tokenizing holds the GIL) while this process writes the previous group,
+        one transaction per group, and document frequencies come from FTS5's own
+        vocabulary at the end instead of being counted row by row."""
         scopes = await asyncio.to_thread(self._ws.scopes)
         paths: list[tuple[ScopeKey, Path]] = []
         for scope in scopes:
             paths.extend((scope, p) for p in await asyncio.to_thread(scope_files, self._ws, scope))
         total = SyncStats(files_seen=len(paths))
+        groups = [paths[i : i + REBUILD_GROUP] for i in range(0, len(paths), REBUILD_GROUP)]
+        loop = asyncio.get_running_loop()
+        workers = min(os.cpu_count() or 1, 4) if len(groups) > 2 else 0
+        pool = ProcessPoolExecutor(max_workers=workers) if workers else None
+        ahead = max(workers, 1) + 1
+        pending: list[asyncio.Future[list[tuple[ScopeKey, PreparedFile | None]]]] = []
+
+        def submit(index: int) -> None:
+            if index >= len(groups):
+                return
+            if pool is not None:
+                pending.append(
+                    loop.run_in_executor(pool, _prepare_group, self._ws, groups[index], self._zone)
+                )
+            else:
+                pending.append(
+                    asyncio.ensure_future(asyncio.to_thread(self._prepare_many, groups[index]))
+                )
+
         done = 0
-        batch = 64
-        for start in range(0, len(paths), batch):
-            group = paths[start : start + batch]
-            prepared = await asyncio.to_thread(self._prepare_many, group)
-            for scope, item in prepared:
-                if item is None:
-                    continue
-                sid = await self.scope_id(scope)
-                assert sid is not None
-                await self._write_file(sid, item, total)
-            done += len(group)
-            if progress:
-                progress(done, len(paths))
+        try:
+            for index in range(ahead):
+                submit(index)
+            for number, group in enumerate(groups):
+                prepared = await pending.pop(0)
+                submit(number + ahead)
+                await self._write_group(prepared, total)
+                done += len(group)
+                if progress:
+                    progress(done, len(paths))
+        finally:
+            for future in pending:
+                future.cancel()
+            if pool is not None:
+                pool.shutdown(wait=False, cancel_futures=True)
         for scope in scopes:
             sid = await self.scope_id(scope)
             assert sid is not None
+            await self._recount(sid)
             await self._update_hidden(sid)
             self._last_sync[scope.value] = time.monotonic()
         return total
+
+    async def _write_group(
+        self, prepared: list[tuple[ScopeKey, PreparedFile | None]], total: SyncStats
+    ) -> None:
+        """One transaction for a group of prepared files (rebuild only)."""
+        ids = {scope.value: await self.scope_id(scope) for scope, _ in prepared}
+        async with self._db.transaction() as conn:
+            for scope, item in prepared:
+                if item is None:
+                    continue
+                sid = ids[scope.value]
+                assert sid is not None
+                await _insert_chunks(conn, sid, item.path, item.kind, item.chunks, bulk=True)
+                await conn.execute(
+                    "INSERT INTO files (path, scope_id, mtime_ns, size, hash, kind)"
+                    " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (path) DO UPDATE SET"
+                    " mtime_ns = excluded.mtime_ns, size = excluded.size, hash = excluded.hash",
+                    (item.path, sid, item.mtime_ns, item.size, item.hash, item.kind.value),
+                )
+                total.files_indexed += 1
+                total.chunks_added += len(item.chunks)
+
+    async def _recount(self, sid: int) -> None:
+        """Counters and document frequencies of a scope, recomputed from what is stored."""
+        async with self._db.transaction() as conn:
+            await conn.execute(
+                "UPDATE scopes SET chunk_count = (SELECT COUNT(*) FROM chunks WHERE scope_id = ?1),"
+                " token_count = (SELECT COALESCE(SUM(length(tokens) - length(replace(tokens,"
+                " ' ', '')) + (tokens != '')), 0) FROM chunks WHERE scope_id = ?1) WHERE id = ?1",
+                (sid,),
+            )
+            await conn.execute("DELETE FROM terms WHERE scope_id = ?", (sid,))
+            await conn.execute(
+                f"CREATE VIRTUAL TABLE temp.vocab_{sid} USING fts5vocab(main, fts_{sid}, row)"
+            )
+            await conn.execute(
+                f"INSERT INTO terms (scope_id, term, df) SELECT ?, term, doc FROM temp.vocab_{sid}",
+                (sid,),
+            )
+            await conn.execute(f"DROP TABLE temp.vocab_{sid}")
 
     def _prepare_many(
         self, group: Sequence[tuple[ScopeKey, Path]]
@@ -660,6 +729,13 @@ async def _adjust_df(
         await conn.execute("DELETE FROM terms WHERE scope_id = ? AND df <= 0", (sid,))
 
 
+def _prepare_group(
+    workspace: Workspace, group: Sequence[tuple[ScopeKey, Path]], zone: tzinfo
+) -> list[tuple[ScopeKey, PreparedFile | None]]:
+    """Worker-process entry point of a rebuild (module level, so it pickles)."""
+    return [(scope, prepare_file(workspace, path, zone)) for scope, path in group]
+
+
 def _tokenize_chunks(chunks: Sequence[Chunk]) -> list[tuple[Chunk, str]]:
     return [(chunk, " ".join(tokenize(chunk.text))) for chunk in chunks]
 
@@ -681,6 +757,8 @@ async def _insert_chunks(
     path: str,
     kind: ChunkKind,
     chunks: Sequence[tuple[Chunk, str]],
+    *,
+    bulk: bool = False,
 ) -> None:
     """Insert in two `executemany` calls: ids are assigned here, inside the caller's
     write transaction, so no per-row round trip to the database thread is needed."""
@@ -713,6 +791,10 @@ async def _insert_chunks(
         " text, tokens) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         rows,
     )
+    if bulk:
+        # A rebuild recounts frequencies and counters once per scope at the end.
+        await conn.executemany(f"INSERT INTO fts_{sid} (rowid, tokens) VALUES (?, ?)", fts_rows)
+        return
     await _register(conn, sid, fts_rows)
 
 

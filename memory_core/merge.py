@@ -7,6 +7,7 @@ and report without recomputing anything.
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from collections.abc import Iterable, Sequence
@@ -90,13 +91,15 @@ class MergeResult:
 _NOISE = re.compile(r"[\s\W_]+", re.UNICODE)
 
 
+@functools.lru_cache(maxsize=1 << 18)
 def normalize_content(text: str) -> str:
     """Key for 'the same memory': case, width, spaces and punctuation do not matter."""
     return _NOISE.sub("", unicodedata.normalize("NFKC", text).casefold())
 
 
-def _bigrams(text: str) -> set[str]:
-    return {text[i : i + 2] for i in range(len(text) - 1)} or {text}
+@functools.lru_cache(maxsize=1 << 16)
+def _bigrams(text: str) -> frozenset[str]:
+    return frozenset({text[i : i + 2] for i in range(len(text) - 1)} or {text})
 
 
 def _similar(a: str, b: str, threshold: float = 0.85) -> bool:
@@ -143,11 +146,13 @@ def merge(
     for entry in existing:
         by_id[entry.id] = _decayed(entry, now, policy, changes)
 
+    batch = list(candidates)
     by_norm: dict[str, str] = {}
-    for entry in by_id.values():
-        by_norm.setdefault(normalize_content(entry.content), entry.id)
+    if batch:
+        for entry in by_id.values():
+            by_norm.setdefault(normalize_content(entry.content), entry.id)
 
-    for cand in candidates:
+    for cand in batch:
         content = cand.content.strip()
         if not content:
             continue
@@ -232,7 +237,7 @@ def _decayed(
     score = score_at(entry, now, policy)
     result = entry
     if score != entry.score:
-        result = entry.with_(score=score, scored_at=now)
+        result = entry.rescored(score, now)
         changes.append(
             Change(ChangeKind.DECAYED, entry.id, entry.score, score, entry.content, entry.category)
         )

@@ -127,10 +127,17 @@ class LongTermStore:
         async with self._locks.hold(self._ws.lock_name(scope, "memory")):
             await asyncio.to_thread(self._ws.ensure_scope, scope)
             path = self.path(scope)
-            snapshot = await asyncio.to_thread(read_memory_file, path, self._archive_below)
+            snapshot = await asyncio.to_thread(self._current, scope, path)
             entries, result = change(snapshot.parsed)
             await asyncio.to_thread(self._write, scope, entries, snapshot.parsed.quarantined, now)
             return result
+
+    def _current(self, scope: ScopeKey, path: Path) -> Snapshot:
+        """Under the lock: the cached parse if the file is still the one we cached."""
+        cached = self._cache.get(scope)
+        if cached is not None and cached.stamp is not None and cached.stamp == _stamp(path):
+            return cached
+        return read_memory_file(path, self._archive_below)
 
     def _write(
         self,

@@ -93,7 +93,9 @@ async def test_new_file_is_0644_and_existing_mode_is_kept(tmp_path: Path) -> Non
     path.chmod(0o600)
     await store.update(MAIN, replace_all([entry("a", "y")]), NOW)
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
-    assert stat.S_IMODE(ws.backup_path(MAIN).stat().st_mode) == 0o644
+    # The backup is the previous file itself (a hard link), so it keeps that file's
+    # restricted mode rather than widening it.
+    assert stat.S_IMODE(ws.backup_path(MAIN).stat().st_mode) == 0o600
 
 
 async def test_stale_temp_files_are_removed_by_the_next_write(tmp_path: Path) -> None:
