@@ -193,6 +193,19 @@ class MemoryCore:
         """Called after the core writes a memory file (the index re-reads it)."""
         self._listeners.on_file_written.append(listener)
 
+    async def _long_term_written(self, scope: ScopeKey) -> None:
+        """Index what the last long-term write changed: only added, edited and removed
+        entries are (re)tokenized, not the whole file."""
+        record = self.store.last_write.get(scope)
+        if self.index is None or record is None:
+            return
+        try:
+            await self.index.update_long_term(
+                scope, self.workspace.relative(self.store.path(scope)), record
+            )
+        except sqlite3.DatabaseError as exc:
+            self._index_failed(exc)
+
     async def notify_file_written(self, scope: ScopeKey, path: str) -> None:
         """Tell listeners (the index) that the core wrote `path` of `scope`."""
         for listener in self._listeners.on_file_written:
@@ -249,7 +262,7 @@ class MemoryCore:
             await self._record(scope, result.changes, source, when)
             if session_id is not None and self._audit is not None:
                 await self._audit.mark_session(scope, session_id, when, result.stats)
-            await self.notify_file_written(scope, self.workspace.relative(self.store.path(scope)))
+            await self._long_term_written(scope)
         return result
 
     async def capture(
@@ -377,7 +390,7 @@ class MemoryCore:
 
         entry, record = await self.store.update(scope, change, when)
         await self._record(scope, [record], source, when)
-        await self.notify_file_written(scope, self.workspace.relative(self.store.path(scope)))
+        await self._long_term_written(scope)
         return entry
 
     async def _record(
@@ -496,7 +509,7 @@ class MemoryCore:
         if self.index is not None:
             try:
                 await self.index.sync_if_stale(scope)
-                return await self.index.search(
+                found = await self.index.search(
                     scope,
                     query,
                     limit=limit,
@@ -505,6 +518,7 @@ class MemoryCore:
                     until=until,
                     min_score=floor,
                 )
+                return await self._current_lines(scope, found)
             except sqlite3.DatabaseError as exc:
                 self._index_failed(exc)
         log.info("degraded search in scope %s (no usable index)", scope)
@@ -550,6 +564,18 @@ class MemoryCore:
             hit_chars=settings.hit_chars,
             recent_days=settings.recent_days,
         )
+
+    async def _current_lines(self, scope: ScopeKey, hits: list[Hit]) -> list[Hit]:
+        """Long-term chunks are indexed by entry, not re-numbered on every write: their
+        `path:line` comes from where the entry sits in the file now."""
+        if not any(h.kind is ChunkKind.LONG_TERM for h in hits):
+            return hits
+        lines = (await self.store.load(scope, max_age=HOT_PATH_MAX_AGE)).lines
+        fixed: list[Hit] = []
+        for hit in hits:
+            where = lines.get(hit.ref or "") if hit.kind is ChunkKind.LONG_TERM else None
+            fixed.append(replace(hit, line_from=where[0], line_to=where[1]) if where else hit)
+        return fixed
 
     async def _recalled_messages(
         self, scope: ScopeKey, pending: str, keywords: Sequence[str], now: datetime | None

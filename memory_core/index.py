@@ -30,6 +30,7 @@ from memory_core.chunking import Chunk, ChunkKind, chunk_file, classify, summary
 from memory_core.clock import format_when, parse_when
 from memory_core.db import Database
 from memory_core.scope import ScopeKey
+from memory_core.store import WriteRecord
 from memory_core.text import tokenize
 from memory_core.workspace import Workspace
 
@@ -359,6 +360,59 @@ class SearchIndex:
                 item = await asyncio.to_thread(prepare_file, self._ws, path, self._zone)
                 if item is not None:
                     await self._write_file(sid, item, SyncStats())
+
+    async def update_long_term(
+        self, scope: ScopeKey, relative_path: str, record: WriteRecord
+    ) -> None:
+        """Apply one write of the scope's long-term file by difference.
+
+        Only when the index holds exactly the version that was replaced; otherwise (a hand
+        edit not yet synced, a first write) the file is simply indexed again.
+        """
+        before = {e.id: e for e in record.before}
+        after = {e.id: e for e in record.after.entries}
+        stale = [i for i, e in before.items() if i not in after or after[i].content != e.content]
+        fresh = [e for i, e in after.items() if i not in before or before[i].content != e.content]
+        prepared = await asyncio.to_thread(
+            _tokenize_chunks,
+            [
+                Chunk(*record.after.lines.get(e.id, (0, 0)), e.content, e.created_at, ref=e.id)
+                for e in fresh
+            ],
+        )
+        async with self._lock(scope):
+            sid = await self.scope_id(scope)
+            assert sid is not None
+            rows = await self._conn.execute_fetchall(
+                "SELECT mtime_ns, size FROM files WHERE path = ?", (relative_path,)
+            )
+            known = next(iter(rows), None)
+            in_step = (
+                record.before_stamp is not None
+                and known is not None
+                and (int(known[0]), int(known[1])) == record.before_stamp[:2]
+            )
+            if not in_step or record.after_stamp is None:
+                item = await asyncio.to_thread(
+                    prepare_file, self._ws, self._ws.root / relative_path, self._zone
+                )
+                if item is not None:
+                    await self._write_file(sid, item, SyncStats())
+                return
+            async with self._db.transaction() as conn:
+                for start in range(0, len(stale), 500):
+                    part = stale[start : start + 500]
+                    old = await conn.execute_fetchall(
+                        f"SELECT id, tokens FROM chunks WHERE scope_id = ? AND path = ?"
+                        f" AND ref IN ({','.join('?' * len(part))})",
+                        (sid, relative_path, *part),
+                    )
+                    await _delete_rows(conn, sid, list(old))
+                await _insert_chunks(conn, sid, relative_path, ChunkKind.LONG_TERM, prepared)
+                await conn.execute(
+                    "UPDATE files SET mtime_ns = ?, size = ?, hash = '' WHERE path = ?",
+                    (record.after_stamp[0], record.after_stamp[1], relative_path),
+                )
 
     async def add_message(
         self,

@@ -54,6 +54,8 @@ class QuarantinedBlock:
 class ParsedMemory:
     entries: list[MemoryEntry] = field(default_factory=list)
     quarantined: list[QuarantinedBlock] = field(default_factory=list)
+    lines: dict[str, tuple[int, int]] = field(default_factory=dict, compare=False)
+    """Entry id → (first, last) line of its block in the file, for `path:line` answers."""
 
 
 def escape_line(line: str) -> str:
@@ -156,6 +158,8 @@ def _take_block(
         return
     seen_ids.add(entry.id)
     result.entries.append(entry)
+    last = max((i for i, line in enumerate(lines) if line.strip()), default=0)
+    result.lines[entry.id] = (start, start + last)
 
 
 def _parse_block(lines: list[str], section: str | None, archive_below: float) -> MemoryEntry:
@@ -264,6 +268,18 @@ def render_memory(
     archive_below: float = 0.2,
 ) -> str:
     """The whole file, regenerated: sections sorted by score, bad blocks kept verbatim."""
+    return render_memory_lines(entries, quarantined, now=now, archive_below=archive_below)[0]
+
+
+def render_memory_lines(
+    entries: Sequence[MemoryEntry],
+    quarantined: Sequence[QuarantinedBlock] = (),
+    *,
+    now: datetime | None = None,
+    archive_below: float = 0.2,
+) -> tuple[str, dict[str, tuple[int, int]]]:
+    """`render_memory`, plus where each entry's block landed (first and last line)."""
+    positions: dict[str, tuple[int, int]] = {}
     active, archived = split_sections(entries, archive_below)
     stamp = format_when(now or datetime.now(UTC))
     out = [
@@ -276,16 +292,20 @@ def render_memory(
         "",
     ]
     for entry in active:
-        out.extend(render_entry(entry))
+        block = render_entry(entry)
+        positions[entry.id] = (len(out) + 1, len(out) + len(block) - 1)
+        out.extend(block)
     out.extend([f"## {ARCHIVED}", ""])
     for entry in archived:
-        out.extend(render_entry(entry))
+        block = render_entry(entry)
+        positions[entry.id] = (len(out) + 1, len(out) + len(block) - 1)
+        out.extend(block)
     if quarantined:
         out.extend([f"## {QUARANTINED}", "", QUARANTINE_NOTE, ""])
-        for block in quarantined:
-            reason = " ".join(block.reason.replace("--", "- -").split()) or "unreadable"
-            out.extend([f"<!-- quarantined: {reason} -->", block.text, ""])
-    return "\n".join(out).rstrip("\n") + "\n"
+        for kept in quarantined:
+            reason = " ".join(kept.reason.replace("--", "- -").split()) or "unreadable"
+            out.extend([f"<!-- quarantined: {reason} -->", kept.text, ""])
+    return "\n".join(out).rstrip("\n") + "\n", positions
 
 
 def split_sections(

@@ -28,7 +28,7 @@ from memory_core.memory_md import (
     ParsedMemory,
     QuarantinedBlock,
     parse_memory,
-    render_memory,
+    render_memory_lines,
     split_sections,
 )
 from memory_core.scope import ScopeKey
@@ -76,6 +76,17 @@ def read_memory_file(path: Path, archive_below: float) -> Snapshot:
     return Snapshot(parsed, stamp)
 
 
+@dataclass(frozen=True, slots=True)
+class WriteRecord:
+    """What the last write of a scope replaced and produced: enough for the index to update
+    only the entries that changed, and to know whether it was in step with the old file."""
+
+    before: list[MemoryEntry]
+    after: ParsedMemory
+    before_stamp: Stamp | None
+    after_stamp: Stamp | None
+
+
 class LongTermStore:
     def __init__(
         self, workspace: Workspace, locks: LockRegistry, archive_below: float = 0.2
@@ -85,6 +96,7 @@ class LongTermStore:
         self._archive_below = archive_below
         self._cache: dict[ScopeKey, Snapshot] = {}
         self._checked_at: dict[ScopeKey, float] = {}
+        self.last_write: dict[ScopeKey, WriteRecord] = {}
 
     def path(self, scope: ScopeKey) -> Path:
         return self._ws.long_term_path(scope)
@@ -129,7 +141,15 @@ class LongTermStore:
             path = self.path(scope)
             snapshot = await asyncio.to_thread(self._current, scope, path)
             entries, result = change(snapshot.parsed)
-            await asyncio.to_thread(self._write, scope, entries, snapshot.parsed.quarantined, now)
+            after = await asyncio.to_thread(
+                self._write, scope, entries, snapshot.parsed.quarantined, now
+            )
+            self.last_write[scope] = WriteRecord(
+                before=snapshot.parsed.entries,
+                after=after.parsed,
+                before_stamp=snapshot.stamp,
+                after_stamp=after.stamp,
+            )
             return result
 
     def _current(self, scope: ScopeKey, path: Path) -> Snapshot:
@@ -145,16 +165,20 @@ class LongTermStore:
         entries: list[MemoryEntry],
         quarantined: list[QuarantinedBlock],
         now: datetime,
-    ) -> None:
+    ) -> Snapshot:
         path = self.path(scope)
-        text = render_memory(entries, quarantined, now=now, archive_below=self._archive_below)
+        text, lines = render_memory_lines(
+            entries, quarantined, now=now, archive_below=self._archive_below
+        )
         _remove_stale_temps(path)
         backup_then_write(path, text, self._ws.backup_path(scope))
         # The entries we rendered are what a re-read would give (the format round-trips),
         # so cache them against the new stat and spare the next load a parse.
         active, archived = split_sections(entries, self._archive_below)
-        parsed = ParsedMemory(entries=active + archived, quarantined=list(quarantined))
-        self._cache[scope] = Snapshot(parsed, _stamp(path))
+        parsed = ParsedMemory(entries=active + archived, quarantined=list(quarantined), lines=lines)
+        snapshot = Snapshot(parsed, _stamp(path))
+        self._cache[scope] = snapshot
+        return snapshot
 
 
 def _remove_stale_temps(path: Path) -> None:

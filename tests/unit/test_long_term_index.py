@@ -1,0 +1,58 @@
+"""Long-term writes update the index by difference, and `path:line` stays true."""
+
+from __future__ import annotations
+
+from memory_core.chunking import ChunkKind
+from memory_core.engine import MemoryCore
+from memory_core.scope import MAIN
+
+
+async def long_term_chunks(core: MemoryCore) -> list[tuple[str, str]]:
+    assert core.db is not None
+    rows = await core.db.conn.execute_fetchall(
+        "SELECT ref, text FROM chunks WHERE kind = 'long_term' ORDER BY ref"
+    )
+    return [(str(r[0]), str(r[1])) for r in rows]
+
+
+def header_line(core: MemoryCore, entry_id: str) -> int:
+    lines = core.workspace.long_term_path(MAIN).read_text(encoding="utf-8").splitlines()
+    return next(n for n, line in enumerate(lines, 1) if line.startswith(f"### [{entry_id}]"))
+
+
+async def test_captures_index_only_what_changed_and_lines_follow_the_file(
+    core: MemoryCore,
+) -> None:
+    first, _ = await core.capture(MAIN, "喜欢喝乌龙茶 oolong tea", importance="low")
+    second, _ = await core.capture(MAIN, "works on the billing service", importance="high")
+    third, _ = await core.capture(MAIN, "住在杭州西湖边", importance="medium")
+    entries = {e.id: e.content for e in await core.entries(MAIN)}
+    assert dict(await long_term_chunks(core)) == entries
+    # The low-importance entry moved down as better ones arrived; its hit says where it is now.
+    [hit] = await core.search(MAIN, "oolong", kinds=[ChunkKind.LONG_TERM])
+    assert hit.ref == first.id
+    assert hit.line_from == header_line(core, first.id)
+    await core.edit(MAIN, second.id, "works on the payments service")
+    await core.forget(MAIN, third.id)
+    assert dict(await long_term_chunks(core)) == {
+        first.id: first.content,
+        second.id: "works on the payments service",
+    }
+    assert await core.search(MAIN, "billing") == []
+    assert [h.ref for h in await core.search(MAIN, "payments")] == [second.id]
+    assert await core.search(MAIN, "杭州") == []
+
+
+async def test_a_hand_edit_before_a_write_is_not_lost(core: MemoryCore) -> None:
+    entry, _ = await core.capture(MAIN, "likes hiking in the alps")
+    path = core.workspace.long_term_path(MAIN)
+    path.write_text(
+        path.read_text(encoding="utf-8").replace("hiking in the alps", "sailing on the lake"),
+        encoding="utf-8",
+    )
+    # The next write starts from the hand-edited file, which the index has not seen yet.
+    await core.capture(MAIN, "drinks coffee black")
+    texts = dict(await long_term_chunks(core))
+    assert texts[entry.id] == "likes sailing on the lake"
+    assert [h.ref for h in await core.search(MAIN, "sailing")] == [entry.id]
+    assert await core.search(MAIN, "alps") == []
