@@ -455,15 +455,7 @@ class SearchIndex:
     async def _write_file(self, sid: int, item: PreparedFile, stats: SyncStats) -> None:
         async with self._db.transaction() as conn:
             stats.chunks_removed += await _delete_path(conn, sid, item.path)
-            await _insert_chunks(conn, sid, item.path, item.kind, item.chunks)
-            await conn.execute(
-                "INSERT INTO files (path, scope_id, mtime_ns, size, hash, kind)"
-                " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (path) DO UPDATE SET"
-                " mtime_ns = excluded.mtime_ns, size = excluded.size, hash = excluded.hash",
-                (item.path, sid, item.mtime_ns, item.size, item.hash, item.kind.value),
-            )
-        stats.files_indexed += 1
-        stats.chunks_added += len(item.chunks)
+            await _store_file(conn, sid, item, stats)
 
     async def _update_hidden(self, sid: int) -> None:
         """A monthly summary hides that month's daily summaries from recall."""
@@ -579,15 +571,7 @@ class SearchIndex:
                     continue
                 sid = ids[scope.value]
                 assert sid is not None
-                await _insert_chunks(conn, sid, item.path, item.kind, item.chunks, bulk=True)
-                await conn.execute(
-                    "INSERT INTO files (path, scope_id, mtime_ns, size, hash, kind)"
-                    " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (path) DO UPDATE SET"
-                    " mtime_ns = excluded.mtime_ns, size = excluded.size, hash = excluded.hash",
-                    (item.path, sid, item.mtime_ns, item.size, item.hash, item.kind.value),
-                )
-                total.files_indexed += 1
-                total.chunks_added += len(item.chunks)
+                await _store_file(conn, sid, item, total, bulk=True)
 
     async def _recount(self, sid: int) -> None:
         """Counters and document frequencies of a scope, recomputed from what is stored."""
@@ -803,6 +787,26 @@ def _stat_files(workspace: Workspace, scope: ScopeKey) -> dict[Path, tuple[str, 
             continue
         out[path] = (workspace.relative(path), st.st_mtime_ns, st.st_size)
     return out
+
+
+async def _store_file(
+    conn: aiosqlite.Connection,
+    sid: int,
+    item: PreparedFile,
+    stats: SyncStats,
+    *,
+    bulk: bool = False,
+) -> None:
+    """A prepared file's chunks and its row in `files` (the stamp the next sync compares)."""
+    await _insert_chunks(conn, sid, item.path, item.kind, item.chunks, bulk=bulk)
+    await conn.execute(
+        "INSERT INTO files (path, scope_id, mtime_ns, size, hash, kind)"
+        " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (path) DO UPDATE SET"
+        " mtime_ns = excluded.mtime_ns, size = excluded.size, hash = excluded.hash",
+        (item.path, sid, item.mtime_ns, item.size, item.hash, item.kind.value),
+    )
+    stats.files_indexed += 1
+    stats.chunks_added += len(item.chunks)
 
 
 async def _insert_chunks(
