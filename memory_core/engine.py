@@ -509,7 +509,7 @@ class MemoryCore:
         if self.index is not None:
             try:
                 await self.index.sync_if_stale(scope)
-                found = await self.index.search(
+                return await self.index.search(
                     scope,
                     query,
                     limit=limit,
@@ -518,7 +518,6 @@ class MemoryCore:
                     until=until,
                     min_score=floor,
                 )
-                return await self._current_lines(scope, found)
             except sqlite3.DatabaseError as exc:
                 self._index_failed(exc)
         log.info("degraded search in scope %s (no usable index)", scope)
@@ -564,18 +563,6 @@ class MemoryCore:
             hit_chars=settings.hit_chars,
             recent_days=settings.recent_days,
         )
-
-    async def _current_lines(self, scope: ScopeKey, hits: list[Hit]) -> list[Hit]:
-        """Long-term chunks are indexed by entry, not re-numbered on every write: their
-        `path:line` comes from where the entry sits in the file now."""
-        if not any(h.kind is ChunkKind.LONG_TERM for h in hits):
-            return hits
-        lines = (await self.store.load(scope, max_age=HOT_PATH_MAX_AGE)).lines
-        fixed: list[Hit] = []
-        for hit in hits:
-            where = lines.get(hit.ref or "") if hit.kind is ChunkKind.LONG_TERM else None
-            fixed.append(replace(hit, line_from=where[0], line_to=where[1]) if where else hit)
-        return fixed
 
     async def _recalled_messages(
         self, scope: ScopeKey, pending: str, keywords: Sequence[str], now: datetime | None

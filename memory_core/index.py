@@ -364,7 +364,8 @@ class SearchIndex:
     async def update_long_term(
         self, scope: ScopeKey, relative_path: str, record: WriteRecord
     ) -> None:
-        """Apply one write of the scope's long-term file by difference.
+        """Apply one write of the scope's long-term file by difference: added, edited and
+        removed entries are (re)tokenized, the others only get their new line numbers.
 
         Only when the index holds exactly the version that was replaced; otherwise (a hand
         edit not yet synced, a first write) the file is simply indexed again.
@@ -409,6 +410,22 @@ class SearchIndex:
                     )
                     await _delete_rows(conn, sid, list(old))
                 await _insert_chunks(conn, sid, relative_path, ChunkKind.LONG_TERM, prepared)
+                # Entries shift when others are added or re-sorted: keep every line true.
+                placed = await conn.execute_fetchall(
+                    "SELECT id, ref, line_from, line_to FROM chunks WHERE scope_id = ?"
+                    " AND path = ?",
+                    (sid, relative_path),
+                )
+                moves = [
+                    (*record.after.lines[str(ref)], chunk_id)
+                    for chunk_id, ref, line_from, line_to in placed
+                    if str(ref) in record.after.lines
+                    and record.after.lines[str(ref)] != (line_from, line_to)
+                ]
+                if moves:
+                    await conn.executemany(
+                        "UPDATE chunks SET line_from = ?, line_to = ? WHERE id = ?", moves
+                    )
                 await conn.execute(
                     "UPDATE files SET mtime_ns = ?, size = ?, hash = '' WHERE path = ?",
                     (record.after_stamp[0], record.after_stamp[1], relative_path),
