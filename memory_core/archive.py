@@ -189,7 +189,3 @@ def render_summary(
 ) -> str:
     source = "model summary" if by_model else "extractive summary (no model configured)"
     return f"## {kind} {period} — {source}, {generated_at.date().isoformat()}\n\n{body.strip()}\n"
-
-
-def group_count(plan: ArchivePlan) -> int:
-    return sum(len(v) for v in (*plan.raw.values(), *plan.daily.values(), *plan.monthly.values()))

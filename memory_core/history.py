@@ -286,16 +286,6 @@ class HistoryStore:
             rows = list(await cur.fetchall())
         return [_message(r) for r in reversed(rows)]
 
-    async def messages_between(
-        self, scope: ScopeKey, since: datetime, until: datetime, limit: int = 50
-    ) -> list[StoredMessage]:
-        async with self._conn.execute(
-            f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE scope = ? AND created_at >= ?"
-            " AND created_at < ? AND role IN ('user', 'assistant') ORDER BY id LIMIT ?",
-            (scope.value, format_when(since), format_when(until), limit),
-        ) as cur:
-            return [_message(r) for r in await cur.fetchall()]
-
     async def mark_compacted(self, message_ids: list[int]) -> None:
         if not message_ids:
             return

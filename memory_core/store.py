@@ -120,11 +120,6 @@ class LongTermStore:
         self._cache[scope] = snapshot
         return snapshot.parsed
 
-    def cached(self, scope: ScopeKey) -> ParsedMemory | None:
-        """What the last load saw, without touching the disk (for hot paths)."""
-        snapshot = self._cache.get(scope)
-        return snapshot.parsed if snapshot else None
-
     async def update(
         self,
         scope: ScopeKey,
