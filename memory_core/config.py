@@ -67,6 +67,27 @@ class ScoringSettings:
 
 
 @dataclass(frozen=True)
+class LongTermSettings:
+    """How captures reach MEMORY.md."""
+
+    write_delay_seconds: float = field(
+        default=0.05,
+        metadata=doc(
+            "A capture returns once journalled; MEMORY.md is rewritten this long after the "
+            "first unwritten one, with every capture made meanwhile (any read or other "
+            "write of the scope writes them first)."
+        ),
+    )
+    journal: bool = field(
+        default=True,
+        metadata=doc(
+            "Journal captures and write MEMORY.md in groups; false writes the file on every "
+            "capture before it returns."
+        ),
+    )
+
+
+@dataclass(frozen=True)
 class PromptSettings:
     """What of long-term memory rides in every system prompt."""
 
@@ -274,6 +295,7 @@ class Config:
     )
     log_level: str = field(default="INFO", metadata=doc("Logging level."))
     scoring: ScoringSettings = field(default_factory=ScoringSettings)
+    long_term: LongTermSettings = field(default_factory=LongTermSettings)
     prompt: PromptSettings = field(default_factory=PromptSettings)
     recall: RecallSettings = field(default_factory=RecallSettings)
     history: HistorySettings = field(default_factory=HistorySettings)
@@ -432,6 +454,10 @@ def _validate(config: Config, source: str) -> None:
             "scoring thresholds must satisfy 0 <= forget_below <= archive_below <= 1",
         ),
         (0 < s.reinforce_rate < 1, "scoring.reinforce_rate must be in (0, 1)"),
+        (
+            0 <= config.long_term.write_delay_seconds <= 60,
+            "long_term.write_delay_seconds must be in [0, 60]",
+        ),
         (0 < s.contradict_factor < 1, "scoring.contradict_factor must be in (0, 1)"),
         (s.grace_days >= 0, "scoring.grace_days must be >= 0"),
         (

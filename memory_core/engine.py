@@ -32,6 +32,7 @@ from memory_core.errors import ChatmemError, EntryNotFound, IndexUnavailable
 from memory_core.fallback import search_files
 from memory_core.history import HistoryStore
 from memory_core.index import Hit, SearchIndex, SyncStats
+from memory_core.journal import CaptureJournal
 from memory_core.llm import LLMClient
 from memory_core.locks import LockRegistry
 from memory_core.memory_md import ParsedMemory, QuarantinedBlock
@@ -47,6 +48,7 @@ from memory_core.recall import (
 )
 from memory_core.scope import MAIN, ScopeKey
 from memory_core.scoring import ScoringPolicy, Status, initial_score, score_at, status_of
+from memory_core.staging import Applied, Staging
 from memory_core.store import LongTermStore
 from memory_core.text import ensure_loaded, extract_keywords
 from memory_core.workspace import Workspace
@@ -108,6 +110,7 @@ class MemoryCore:
         self.llm = llm or LLMClient(config.llm)
         self._runtime: Runtime | None = None
         self._ranked_cache: dict[ScopeKey, tuple[ParsedMemory, list[MemoryEntry]]] = {}
+        self._staging: Staging | None = None
 
     # --- lifecycle ------------------------------------------------------------------
     @classmethod
@@ -135,23 +138,70 @@ class MemoryCore:
         except IndexUnavailable as exc:
             self.degraded_reason = str(exc)
             log.warning("database unavailable, running without audit log and index: %s", exc)
+        else:
+            self._audit = AuditLog(self._db)
+            self.index = SearchIndex(
+                self._db, self.workspace, self.config.recall.sync_min_interval_seconds, self.tz
+            )
+            self.add_file_listener(self._reindex_file)
+        if self.config.long_term.journal:
+            await self._open_staging()
+        if self.index is None:
             return
-        self._audit = AuditLog(self._db)
-        self.index = SearchIndex(
-            self._db, self.workspace, self.config.recall.sync_min_interval_seconds, self.tz
-        )
-        self.add_file_listener(self._reindex_file)
         await ensure_loaded()
         try:
             await self.index.sync_all()
         except sqlite3.DatabaseError as exc:
             self._index_failed(exc)
 
+    async def _open_staging(self) -> None:
+        """Journalled captures; without a journal every capture writes MEMORY.md itself."""
+        state = self.workspace.state_dir
+        try:
+            journal = await CaptureJournal.open(state / "journal.sqlite3", state / "owners")
+        except (IndexUnavailable, OSError) as exc:
+            log.warning("capture journal unavailable, captures write MEMORY.md directly: %s", exc)
+            return
+        staging = Staging(
+            self.store,
+            journal,
+            self.policy,
+            self.config.long_term.write_delay_seconds,
+            self.now,
+            self._staged_written,
+            view_max_age=HOT_PATH_MAX_AGE,
+        )
+        self._staging = staging
+        await staging.recover()
+        self.store.settle = staging.settle
+
+    async def _staged_written(
+        self, scope: ScopeKey, applied: list[Applied], decayed: list[Change], when: datetime
+    ) -> None:
+        for capture in applied:
+            await self._record(scope, capture.changes, capture.source, capture.when)
+        await self._record(scope, decayed, applied[-1].source if applied else "capture", when)
+        await self._long_term_written(scope)
+
+    async def flush(self, scope: ScopeKey | None = None) -> None:
+        """Write staged captures to MEMORY.md now (of one scope, or of all)."""
+        if self._staging is None:
+            return
+        if scope is None:
+            await self._staging.settle_all()
+        else:
+            await self._staging.settle(scope)
+
     async def close(self) -> None:
         if self._runtime is not None:
             await self._runtime.stop()
             self._runtime = None
         await self.llm.close()
+        if self._staging is not None:
+            self.store.settle = None
+            await self._staging.close()
+            await self._staging.journal.close()
+            self._staging = None
         if self._db is not None:
             await self._db.close()
             self._db = None
@@ -285,11 +335,14 @@ class MemoryCore:
             importance=Importance(importance),
             expires_at=expires_at,
         )
-        result = await self.merge_candidates(scope, [cand], session_id=None, source=source)
+        if self._staging is not None:
+            result = await self._staging.capture(scope, cand, source, self.now())
+        else:
+            result = await self.merge_candidates(scope, [cand], session_id=None, source=source)
         touched = [c for c in result.changes if c.kind in (ChangeKind.ADDED, ChangeKind.REINFORCED)]
         if not touched:
             raise ChatmemError("the memory was not stored (already expired?)")
-        entry = next(e for e in result.entries if e.id == touched[-1].entry_id)
+        entry = next(e for e in reversed(result.entries) if e.id == touched[-1].entry_id)
         return entry, result
 
     async def consolidate(self, scope: ScopeKey, *, now: datetime | None = None) -> MergeResult:
@@ -506,6 +559,7 @@ class MemoryCore:
         """
         floor = min_score
         kind_list = list(kinds) if kinds is not None else None
+        await self.flush(scope)
         if self.index is not None:
             try:
                 await self.index.sync_if_stale(scope)
@@ -627,6 +681,7 @@ class MemoryCore:
         self, scope: ScopeKey, path: str, start: int | None = None, lines: int | None = None
     ) -> MemoryRead:
         """memory_get: lines of one of the scope's files (or a stored message)."""
+        await self.flush(scope)
         return await read_memory_path(self, scope, path, start, lines)
 
     async def reindex(self, progress: Callable[[int, int], None] | None = None) -> SyncStats:
@@ -642,6 +697,7 @@ class MemoryCore:
 
     # --- reports ---------------------------------------------------------------------
     async def scopes(self) -> list[ScopeKey]:
+        await self.flush()  # a scope's first capture creates its directory
         return await asyncio.to_thread(self.workspace.scopes)
 
     async def status(self, scope: ScopeKey, *, now: datetime | None = None) -> ScopeStatus:
@@ -664,6 +720,7 @@ class MemoryCore:
 
     async def validate(self) -> list[ValidationProblem]:
         """Every quarantined block in every scope's long-term file."""
+        await self.flush()
         problems: list[ValidationProblem] = []
         for scope in await self.scopes():
             parsed = await self.store.load(scope)

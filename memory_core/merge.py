@@ -60,6 +60,9 @@ class Candidate:
     contradicts: tuple[str, ...] = ()
     expires_at: datetime | None = None
     confidence: float | None = None
+    new_id: str | None = None
+    """Id for the entry if the candidate is added: a staged capture fixes it up front so
+    replaying the capture (after a crash, or onto a file edited meanwhile) keeps it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,7 +105,11 @@ def _bigrams(text: str) -> frozenset[str]:
     return frozenset({text[i : i + 2] for i in range(len(text) - 1)} or {text})
 
 
-def _similar(a: str, b: str, threshold: float = 0.85) -> bool:
+SIMILAR = 0.85
+"""Two contents at least this alike (length ratio, then bigram Jaccard) are one memory."""
+
+
+def _similar(a: str, b: str, threshold: float = SIMILAR) -> bool:
     if not a or not b:
         return False
     shorter, longer = sorted((len(a), len(b)))
@@ -164,7 +171,7 @@ def merge(
             _reinforce(by_id, match_id, now, session_id, policy, changes)
             continue
         entry = MemoryEntry(
-            id=new_entry_id(set(by_id)),
+            id=_fresh_id(cand, by_id),
             content=content,
             category=cand.category,
             score=initial_score(cand.importance),
@@ -301,3 +308,147 @@ def _contradict(
     changes.append(
         Change(ChangeKind.CONTRADICTED, entry_id, entry.score, score, entry.content, entry.category)
     )
+
+
+def _fresh_id(cand: Candidate, by_id: dict[str, MemoryEntry]) -> str:
+    if cand.new_id is not None and cand.new_id not in by_id:
+        return cand.new_id
+    return new_entry_id(set(by_id))
+
+
+@dataclass(slots=True)
+class EntryView:
+    """Entries by id, and the id of each normalised content: all that matching a candidate
+    needs. Kept up to date in place, so a capture costs a few lookups, not a pass over
+    every entry of a large file."""
+
+    by_id: dict[str, MemoryEntry]
+    by_norm: dict[str, str]
+    by_length: dict[int, list[str]]
+    """Ids by the length of their normalised content: a fuzzy match needs lengths within
+    15% of each other, so only a few lengths are worth comparing."""
+    position: dict[str, int]
+
+    @classmethod
+    def of(cls, entries: Iterable[MemoryEntry]) -> EntryView:
+        view = cls({}, {}, {}, {})
+        for entry in entries:
+            view.add(entry)
+        return view
+
+    def add(self, entry: MemoryEntry) -> None:
+        norm = normalize_content(entry.content)
+        self.by_id[entry.id] = entry
+        self.by_norm.setdefault(norm, entry.id)
+        self.by_length.setdefault(len(norm), []).append(entry.id)
+        self.position.setdefault(entry.id, len(self.position))
+
+    def entries(self) -> list[MemoryEntry]:
+        return list(self.by_id.values())
+
+    def find(self, cand: Candidate, norm: str) -> str | None:
+        """What `_find_match` finds, looking only at entries of a compatible length."""
+        if cand.matches and cand.matches in self.by_id:
+            return cand.matches
+        if norm in self.by_norm:
+            return self.by_norm[norm]
+        size = len(norm)
+        # One length of slack either side of the bounds: `_similar` decides exactly.
+        lowest, highest = int(size * SIMILAR) - 1, int(size / SIMILAR) + 1
+        nearby = sorted(
+            (i for n in range(max(lowest, 1), highest + 1) for i in self.by_length.get(n, ())),
+            key=self.position.__getitem__,
+        )
+        for entry_id in nearby:
+            entry = self.by_id[entry_id]
+            if entry.category == cand.category and _similar(normalize_content(entry.content), norm):
+                return entry_id
+        return None
+
+
+def add_candidates(
+    existing: Sequence[MemoryEntry],
+    candidates: Iterable[Candidate],
+    now: datetime,
+    policy: ScoringPolicy = DEFAULT_POLICY,
+) -> MergeResult:
+    """`apply_candidates` on a copy: the pure form."""
+    view = EntryView.of(existing)
+    changes = apply_candidates(view, candidates, now, policy)
+    return MergeResult(entries=view.entries(), changes=changes)
+
+
+def apply_candidates(
+    view: EntryView,
+    candidates: Iterable[Candidate],
+    now: datetime,
+    policy: ScoringPolicy = DEFAULT_POLICY,
+) -> list[Change]:
+    """Add or reinforce candidates in `view` without decaying everything else: a capture's
+    fast path. Returns the changes.
+
+    Only the entries a candidate touches are decayed to `now` (before being reinforced or
+    contradicted). Decay counts forward from each entry's `scored_at`, so a later
+    `decay_all` of the result gives what `merge` would have given now. New entries come
+    last; the writer sorts.
+    """
+    changes: list[Change] = []
+    by_id = view.by_id
+    for cand in candidates:
+        content = cand.content.strip()
+        if not content:
+            continue
+        for target in cand.contradicts:
+            if target in by_id:
+                _touch(by_id, target, now, policy, changes)
+                _contradict(by_id, target, now, policy, changes)
+        norm = normalize_content(content)
+        match_id = view.find(cand, norm)
+        if match_id is not None:
+            before = status_of(_touch(by_id, match_id, now, policy, changes), policy)
+            _reinforce(by_id, match_id, now, None, policy, changes)
+            entry = by_id[match_id]
+            if before is Status.ARCHIVED and status_of(entry, policy) is Status.ACTIVE:
+                changes.append(
+                    Change(
+                        ChangeKind.RESTORED,
+                        entry.id,
+                        entry.score,
+                        entry.score,
+                        entry.content,
+                        entry.category,
+                        "score back above archive line",
+                    )
+                )
+            continue
+        entry = MemoryEntry(
+            id=_fresh_id(cand, by_id),
+            content=content,
+            category=cand.category,
+            score=initial_score(cand.importance),
+            created_at=now,
+            last_activated=now,
+            scored_at=now,
+            confidence=cand.confidence,
+            expires_at=cand.expires_at,
+        )
+        if is_expired(entry, now):
+            continue
+        view.add(entry)
+        changes.append(
+            Change(ChangeKind.ADDED, entry.id, None, entry.score, content, entry.category)
+        )
+    return changes
+
+
+def _touch(
+    by_id: dict[str, MemoryEntry],
+    entry_id: str,
+    now: datetime,
+    policy: ScoringPolicy,
+    changes: list[Change],
+) -> MemoryEntry:
+    """Decay one entry to `now` in place; the decayed entry."""
+    entry = _decayed(by_id[entry_id], now, policy, changes)
+    by_id[entry_id] = entry
+    return entry

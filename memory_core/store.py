@@ -14,7 +14,7 @@ import glob
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -97,6 +97,9 @@ class LongTermStore:
         self._cache: dict[ScopeKey, Snapshot] = {}
         self._checked_at: dict[ScopeKey, float] = {}
         self.last_write: dict[ScopeKey, WriteRecord] = {}
+        self.settle: Callable[[ScopeKey], Awaitable[None]] | None = None
+        """Writes the scope's staged captures (`staging.py`) before any read or write, so
+        readers see them and writes stay in order."""
 
     def path(self, scope: ScopeKey) -> Path:
         return self._ws.long_term_path(scope)
@@ -107,6 +110,12 @@ class LongTermStore:
         `max_age` lets a hot path (a chat turn) reuse a check made less than that many
         seconds ago instead of a stat per call; writes by this process are always seen.
         """
+        if self.settle is not None:
+            await self.settle(scope)
+        return await self.load_unsettled(scope, max_age=max_age)
+
+    async def load_unsettled(self, scope: ScopeKey, *, max_age: float = 0.0) -> ParsedMemory:
+        """`load` without writing staged captures first (the staging's own reads)."""
         path = self.path(scope)
         cached = self._cache.get(scope)
         checked = self._checked_at.get(scope)
@@ -131,21 +140,40 @@ class LongTermStore:
         `change` is pure: it gets what is on disk and returns the new entries plus any
         value for the caller. Quarantined blocks are carried over untouched.
         """
+        if self.settle is not None:
+            await self.settle(scope)
+        return await self.update_unsettled(scope, change, now)
+
+    async def update_unsettled(
+        self,
+        scope: ScopeKey,
+        change: Callable[[ParsedMemory], tuple[list[MemoryEntry], T]],
+        now: datetime,
+    ) -> T:
+        """`update` without writing staged captures first (the staging's own write)."""
         async with self._locks.hold(self._ws.lock_name(scope, "memory")):
-            await asyncio.to_thread(self._ws.ensure_scope, scope)
-            path = self.path(scope)
-            snapshot = await asyncio.to_thread(self._current, scope, path)
-            entries, result = change(snapshot.parsed)
-            after = await asyncio.to_thread(
-                self._write, scope, entries, snapshot.parsed.quarantined, now
-            )
+            # One worker call for the whole read-change-write: `change` is pure, and every
+            # hop to a thread costs more than the small file's own I/O.
+            before, after, result = await asyncio.to_thread(self._apply, scope, change, now)
             self.last_write[scope] = WriteRecord(
-                before=snapshot.parsed.entries,
+                before=before.parsed.entries,
                 after=after.parsed,
-                before_stamp=snapshot.stamp,
+                before_stamp=before.stamp,
                 after_stamp=after.stamp,
             )
             return result
+
+    def _apply(
+        self,
+        scope: ScopeKey,
+        change: Callable[[ParsedMemory], tuple[list[MemoryEntry], T]],
+        now: datetime,
+    ) -> tuple[Snapshot, Snapshot, T]:
+        self._ws.ensure_scope(scope)
+        snapshot = self._current(scope, self.path(scope))
+        entries, result = change(snapshot.parsed)
+        after = self._write(scope, entries, snapshot.parsed.quarantined, now)
+        return snapshot, after, result
 
     def _current(self, scope: ScopeKey, path: Path) -> Snapshot:
         """Under the lock: the cached parse if the file is still the one we cached."""

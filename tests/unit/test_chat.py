@@ -275,6 +275,7 @@ async def test_tool_loop_get_and_save_stay_in_scope(
 ) -> None:
     await mcore.capture(ALICE, "alice's locker code is 4711")
     await mcore.capture(BOB, "bob's locker code is 9999")
+    await mcore.flush()
     alice_file = mcore.workspace.relative(mcore.store.path(ALICE))
     bob_file = mcore.workspace.relative(mcore.store.path(BOB))
     bob_before = mcore.store.path(BOB).read_text(encoding="utf-8")

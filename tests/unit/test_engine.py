@@ -27,7 +27,9 @@ from tests.conftest import START
 PYTEST_PREF = "用户喜欢用 pytest 而非 unittest"
 
 
-def file_entries(core: MemoryCore, scope: ScopeKey = MAIN) -> dict[str, MemoryEntry]:
+async def file_entries(core: MemoryCore, scope: ScopeKey = MAIN) -> dict[str, MemoryEntry]:
+    """What MEMORY.md holds once staged captures are written."""
+    await core.flush(scope)
     text = core.store.path(scope).read_text(encoding="utf-8")
     parsed = parse_memory(text)
     assert parsed.quarantined == []
@@ -54,7 +56,7 @@ async def test_capture_then_status(core: MemoryCore) -> None:
     assert status.archived == []
     assert status.quarantined == []
     assert status.path == "MEMORY.md"
-    assert file_entries(core)[entry.id].content == PYTEST_PREF
+    assert (await file_entries(core))[entry.id].content == PYTEST_PREF
     assert (
         (core.workspace.root / "MEMORY.md").read_text(encoding="utf-8").startswith("# Agent Memory")
     )
@@ -81,8 +83,8 @@ async def test_capture_same_text_reinforces(core: MemoryCore, clock: ManualClock
     assert again.hits == 1
     assert again.score == pytest.approx(0.68)
     assert again.last_activated == START + timedelta(hours=2)
-    assert list(file_entries(core)) == [first.id]
-    assert file_entries(core)[first.id].score == pytest.approx(0.68)
+    assert list(await file_entries(core)) == [first.id]
+    assert (await file_entries(core))[first.id].score == pytest.approx(0.68)
 
 
 async def test_importance_sets_initial_score(core: MemoryCore) -> None:
@@ -96,7 +98,7 @@ async def test_consolidate_forgets_after_400_days(core: MemoryCore, clock: Manua
     clock.advance(timedelta(days=400))
     result = await core.consolidate(MAIN)
     assert result.count(ChangeKind.FORGOTTEN) == 1
-    assert file_entries(core) == {}
+    assert await file_entries(core) == {}
     assert (await core.status(MAIN)).active == []
     [record] = await core.audit.forgotten(MAIN)
     assert record.action == "forget"
@@ -114,7 +116,7 @@ async def test_consolidate_at_150_days_archives(core: MemoryCore, clock: ManualC
     clock.advance(timedelta(days=150))
     result = await core.consolidate(MAIN)
     assert result.count(ChangeKind.ARCHIVED) == 1
-    stored = file_entries(core)[entry.id]
+    stored = (await file_entries(core))[entry.id]
     assert stored.score == pytest.approx(0.6 * 0.99**143)
     status = await core.status(MAIN)
     assert status.active == []
@@ -129,12 +131,13 @@ async def test_status_shows_current_scores_without_writing(
     core: MemoryCore, clock: ManualClock
 ) -> None:
     entry, _ = await core.capture(MAIN, PYTEST_PREF)
+    await core.flush()
     before = core.store.path(MAIN).read_bytes()
     clock.advance(timedelta(days=37))
     status = await core.status(MAIN)
     assert status.active[0].score == pytest.approx(0.6 * 0.99**30)
     assert core.store.path(MAIN).read_bytes() == before
-    assert file_entries(core)[entry.id].score == 0.6
+    assert (await file_entries(core))[entry.id].score == 0.6
 
 
 async def audit_of(
@@ -148,6 +151,7 @@ async def audit_of(
 
 async def test_manual_actions_write_file_and_audit(core: MemoryCore, clock: ManualClock) -> None:
     entry, _ = await core.capture(MAIN, PYTEST_PREF)
+    await core.flush()
     path = core.store.path(MAIN)
 
     def stamp() -> bytes:
@@ -158,36 +162,36 @@ async def test_manual_actions_write_file_and_audit(core: MemoryCore, clock: Manu
     archived = await core.archive(MAIN, entry.id, source="tui")
     assert archived.archived is ArchiveReason.MANUAL
     assert stamp() != before
-    assert file_entries(core)[entry.id].archived is ArchiveReason.MANUAL
+    assert (await file_entries(core))[entry.id].archived is ArchiveReason.MANUAL
     assert [e.id for e in (await core.status(MAIN)).archived] == [entry.id]
 
     clock.advance(timedelta(days=1))
     restored = await core.restore(MAIN, entry.id, source="tui")
     assert restored.archived is None
     assert restored.score == 0.6  # still in grace: nothing decayed
-    assert file_entries(core)[entry.id].archived is None
+    assert (await file_entries(core))[entry.id].archived is None
 
     clock.advance(timedelta(days=1))
     pinned = await core.set_pinned(MAIN, entry.id, True, source="cli")
     assert pinned.pinned
-    assert file_entries(core)[entry.id].pinned
+    assert (await file_entries(core))[entry.id].pinned
 
     clock.advance(timedelta(days=1))
     unpinned = await core.set_pinned(MAIN, entry.id, False, source="cli")
     assert not unpinned.pinned
-    assert not file_entries(core)[entry.id].pinned
+    assert not (await file_entries(core))[entry.id].pinned
 
     clock.advance(timedelta(days=1))
     edited = await core.edit(MAIN, entry.id, "用户喜欢用 pytest\n# 而非 unittest", source="tui")
     assert edited.content == "用户喜欢用 pytest\n# 而非 unittest"
-    assert file_entries(core)[entry.id].content == "用户喜欢用 pytest\n# 而非 unittest"
+    assert (await file_entries(core))[entry.id].content == "用户喜欢用 pytest\n# 而非 unittest"
     assert edited.score == 0.6
     assert edited.hits == 0
 
     clock.advance(timedelta(days=1))
     gone = await core.forget(MAIN, entry.id, source="cli")
     assert gone.id == entry.id
-    assert file_entries(core) == {}
+    assert await file_entries(core) == {}
 
     assert await audit_of(core, entry.id) == [
         ("add", None, 0.6, "capture"),
@@ -207,6 +211,7 @@ async def test_manual_actions_write_file_and_audit(core: MemoryCore, clock: Manu
 @pytest.mark.parametrize("action", ["archive", "restore", "pin", "unpin", "forget", "edit"])
 async def test_unknown_id_raises_and_writes_nothing(core: MemoryCore, action: str) -> None:
     await core.capture(MAIN, PYTEST_PREF)
+    await core.flush()
     before = core.store.path(MAIN).read_bytes()
     calls = {
         "archive": lambda: core.archive(MAIN, "nope"),
@@ -257,7 +262,7 @@ async def test_pinning_keeps_the_current_score(core: MemoryCore, clock: ManualCl
     ]
     clock.advance(timedelta(days=1000))
     await core.consolidate(MAIN)
-    assert file_entries(core)[entry.id].score == pytest.approx(decayed)
+    assert (await file_entries(core))[entry.id].score == pytest.approx(decayed)
     # Unpinned, it decays from now on, not for the years it was pinned.
     unpinned = await core.set_pinned(MAIN, entry.id, False)
     assert unpinned.score == pytest.approx(decayed)
@@ -281,7 +286,7 @@ async def test_merge_candidates_is_idempotent_per_session(
     assert second.skipped
     assert second.changes == []
     assert core.store.path(MAIN).read_bytes() == before
-    assert {e.hits for e in file_entries(core).values()} == {0}
+    assert {e.hits for e in (await file_entries(core)).values()} == {0}
     assert await core.audit.seen_sessions(MAIN) == frozenset({"sess-1"})
     assert await core.audit.seen_sessions(ScopeKey("peer:1")) == frozenset()
     with contextlib.closing(sqlite3.connect(core.workspace.db_path)) as conn:
@@ -295,7 +300,7 @@ async def test_merge_candidates_is_idempotent_per_session(
 async def test_concurrent_captures_in_one_process_lose_nothing(core: MemoryCore) -> None:
     texts = [distinct_text(i) for i in range(30)]
     await asyncio.gather(*(core.capture(MAIN, t) for t in texts))
-    assert sorted(e.content for e in file_entries(core).values()) == sorted(texts)
+    assert sorted(e.content for e in (await file_entries(core)).values()) == sorted(texts)
 
 
 # --- prompt ------------------------------------------------------------------------------
@@ -479,6 +484,8 @@ async def test_validate_reports_quarantined_blocks(core: MemoryCore) -> None:
     assert "score" in problems[0].block.reason
     # A write keeps the quarantined block.
     await core.capture(MAIN, distinct_text(5))
+    await core.flush()
+    assert distinct_text(5) in path.read_text(encoding="utf-8")
     assert broken in path.read_text(encoding="utf-8")
     assert len((await core.status(MAIN)).quarantined) == 1
 
@@ -508,10 +515,10 @@ async def test_corrupt_index_degrades_but_files_still_work(
             _ = core.audit
         entry, _ = await core.capture(MAIN, PYTEST_PREF)
         await core.merge_candidates(MAIN, [Candidate("x y z")], session_id="s", source="t")
-        assert file_entries(core)[entry.id].content == PYTEST_PREF
+        assert (await file_entries(core))[entry.id].content == PYTEST_PREF
         assert len((await core.status(MAIN)).active) == 2
         await core.forget(MAIN, entry.id)
-        assert entry.id not in file_entries(core)
+        assert entry.id not in await file_entries(core)
 
 
 async def test_render_of_seeded_file_matches_what_core_reads(core: MemoryCore) -> None:

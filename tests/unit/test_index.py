@@ -134,6 +134,7 @@ async def test_unchanged_files_are_not_read(
     index = index_of(core)
     await core.append_daily(MAIN, "a note")
     await core.capture(MAIN, "a memory")
+    await core.flush()
     write(core, "memory/summary/2026-02.md", "# 2026-02\n\nmonth\n")
     await index.sync_scope(MAIN)
     reads: list[Path] = []
@@ -287,6 +288,7 @@ async def test_line_ranges_point_into_the_files(core: MemoryCore) -> None:
 
     first, _ = await core.capture(MAIN, "user's dog is called Biscuit")
     second, _ = await core.capture(MAIN, "user works at a bakery\nsince 2019, night shifts")
+    await core.flush()
     long_term = (core.workspace.root / "MEMORY.md").read_text(encoding="utf-8").splitlines()
     for entry in (first, second):
         [hit] = await core.search(MAIN, entry.content.split()[-1])
@@ -760,6 +762,7 @@ async def test_index_and_file_fallback_agree_on_a_real_workspace(core: MemoryCor
     write(core, "memory/summary/2026-02-03.md", "# 2026-02-03\n\n数据库连接池排查，Lisbon 机票\n")
     write(core, "memory/summary/2026-02.md", "# 2026-02\n\n二月：数据库、出差、Lisbon\n")
     write(core, "memory/summary/2026-01-20.md", "# 2026-01-20\n\nPython 升级讨论\n")
+    await core.flush()
     await index_of(core).sync_scope(MAIN)
 
     def same(a: list[Hit], b: list[Hit], label: str) -> None:

@@ -294,7 +294,9 @@ HOSTILE_PATHS = [
 async def test_memory_get_refuses_hostile_paths(core: MemoryCore) -> None:
     await core.append_daily(MAIN, "a note")
     await core.capture(MAIN, "a memory")
-    await core.capture(MAIN, "another memory")  # the second write leaves MEMORY.md.bak
+    await core.flush()
+    await core.capture(MAIN, "another memory")
+    await core.flush()  # the second write leaves MEMORY.md.bak
     assert core.workspace.backup_path(MAIN).exists()
     (core.workspace.root / "memory" / "notes.txt").write_text("plain text", encoding="utf-8")
     (core.workspace.root / "memory" / "dir.md").mkdir()

@@ -45,6 +45,7 @@ async def test_captures_index_only_what_changed_and_lines_follow_the_file(
 
 async def test_a_hand_edit_before_a_write_is_not_lost(core: MemoryCore) -> None:
     entry, _ = await core.capture(MAIN, "likes hiking in the alps")
+    await core.flush()
     path = core.workspace.long_term_path(MAIN)
     path.write_text(
         path.read_text(encoding="utf-8").replace("hiking in the alps", "sailing on the lake"),
@@ -52,6 +53,7 @@ async def test_a_hand_edit_before_a_write_is_not_lost(core: MemoryCore) -> None:
     )
     # The next write starts from the hand-edited file, which the index has not seen yet.
     await core.capture(MAIN, "drinks coffee black")
+    await core.flush()
     texts = dict(await long_term_chunks(core))
     assert texts[entry.id] == "likes sailing on the lake"
     assert [h.ref for h in await core.search(MAIN, "sailing")] == [entry.id]

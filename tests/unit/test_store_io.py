@@ -75,8 +75,10 @@ async def test_backup_holds_the_previous_version(tmp_path: Path, scope: ScopeKey
 
 async def test_backup_through_the_core(core: MemoryCore) -> None:
     await core.capture(MAIN, "用户喜欢用 pytest 而非 unittest")
+    await core.flush()
     first = core.store.path(MAIN).read_bytes()
     await core.capture(MAIN, "another memory entirely")
+    await core.flush()
     assert core.workspace.backup_path(MAIN).read_bytes() == first
 
 

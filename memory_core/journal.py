@@ -1,0 +1,180 @@
+"""The capture journal: captures acknowledged before MEMORY.md is rewritten.
+
+A capture returns once its row is committed here; MEMORY.md follows a moment later
+(`staging.py`). The journal is its own SQLite file with `synchronous = FULL`, so a commit
+is on disk when `append` returns (one WAL fsync, about half a millisecond), and it never
+waits behind a long index transaction on the main database.
+
+Several processes (a bot, the TUI, the CLI) may share a workspace. Each journal holds a
+lock file named after its owner id for its whole life; rows whose owner's lock can be
+taken belong to a process that died before writing them, and the next process to start
+adopts and replays them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import sqlite3
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiosqlite
+from filelock import FileLock, Timeout
+
+from memory_core.db import BUSY_TIMEOUT_MS
+from memory_core.errors import IndexUnavailable
+
+log = logging.getLogger(__name__)
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS captures (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    owner TEXT NOT NULL,
+    scope TEXT NOT NULL,
+    payload TEXT NOT NULL
+)
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class JournalRow:
+    seq: int
+    scope: str
+    payload: dict[str, Any]
+
+
+class CaptureJournal:
+    """Open with `await CaptureJournal.open(path, owners_dir)`; close when done."""
+
+    def __init__(self, conn: aiosqlite.Connection, owner: str, owner_lock: FileLock) -> None:
+        self._conn = conn
+        self.owner = owner
+        self._owner_lock = owner_lock
+        self._owners_dir = Path(owner_lock.lock_file).parent
+        self._lock = asyncio.Lock()
+
+    @classmethod
+    async def open(cls, path: Path, owners_dir: Path) -> CaptureJournal:
+        owner = uuid.uuid4().hex
+        owner_lock = await asyncio.to_thread(_take_owner_lock, owners_dir, owner)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            conn = await aiosqlite.connect(
+                path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None
+            )
+        except BaseException:
+            await asyncio.to_thread(_drop_owner_lock, owner_lock)
+            raise
+        try:
+            await conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            await conn.execute("PRAGMA journal_mode = WAL")
+            # The point of the journal: a committed row survives a power cut.
+            await conn.execute("PRAGMA synchronous = FULL")
+            await conn.execute(SCHEMA)
+        except sqlite3.DatabaseError as exc:
+            await conn.close()
+            await asyncio.to_thread(_drop_owner_lock, owner_lock)
+            raise IndexUnavailable(f"cannot open capture journal {path}: {exc}") from exc
+        except BaseException:
+            await conn.close()
+            await asyncio.to_thread(_drop_owner_lock, owner_lock)
+            raise
+        return cls(conn, owner, owner_lock)
+
+    async def append(self, scope: str, payload: dict[str, Any]) -> int:
+        """Commit one capture; its sequence number once on disk."""
+        data = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
+        async with self._lock:
+            cursor = await self._conn.execute(
+                "INSERT INTO captures (owner, scope, payload) VALUES (?, ?, ?)",
+                (self.owner, scope, data),
+            )
+            seq = cursor.lastrowid
+            await cursor.close()
+        if seq is None:  # pragma: no cover - sqlite always sets it after an INSERT
+            raise IndexUnavailable("the capture journal did not number a row")
+        return seq
+
+    async def remove(self, seqs: list[int]) -> None:
+        """Forget rows whose captures are in MEMORY.md now."""
+        if not seqs:
+            return
+        async with self._lock:
+            await self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                await self._conn.executemany(
+                    "DELETE FROM captures WHERE seq = ?", [(s,) for s in seqs]
+                )
+            except BaseException:
+                await self._conn.execute("ROLLBACK")
+                raise
+            await self._conn.execute("COMMIT")
+
+    async def adopt_orphans(self) -> list[JournalRow]:
+        """Rows left by owners that are gone (their lock is free), now owned by us."""
+        async with self._lock:
+            rows = await self._conn.execute_fetchall(
+                "SELECT DISTINCT owner FROM captures WHERE owner != ?", (self.owner,)
+            )
+            dead = [
+                str(r[0])
+                for r in rows
+                if await asyncio.to_thread(_owner_is_gone, self._owners_dir, str(r[0]))
+            ]
+            for owner in dead:
+                await self._conn.execute(
+                    "UPDATE captures SET owner = ? WHERE owner = ?", (self.owner, owner)
+                )
+            found = await self._conn.execute_fetchall(
+                "SELECT seq, scope, payload FROM captures WHERE owner = ? ORDER BY seq",
+                (self.owner,),
+            )
+        adopted: list[JournalRow] = []
+        for seq, scope, payload in found:
+            try:
+                adopted.append(JournalRow(int(seq), str(scope), json.loads(payload)))
+            except json.JSONDecodeError:
+                log.error("capture journal row %s is not JSON; left in place: %r", seq, payload)
+        return adopted
+
+    async def pending(self) -> int:
+        """Rows of this owner not yet written to a memory file."""
+        rows = await self._conn.execute_fetchall(
+            "SELECT count(*) FROM captures WHERE owner = ?", (self.owner,)
+        )
+        return int(next(iter(rows))[0])
+
+    async def close(self) -> None:
+        await self._conn.close()
+        await asyncio.to_thread(_drop_owner_lock, self._owner_lock)
+
+
+def _take_owner_lock(owners_dir: Path, owner: str) -> FileLock:
+    owners_dir.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(owners_dir / f"{owner}.lock", timeout=0, thread_local=False)
+    lock.acquire()
+    return lock
+
+
+def _drop_owner_lock(lock: FileLock) -> None:
+    lock.release()
+    with contextlib.suppress(OSError):
+        Path(lock.lock_file).unlink()
+
+
+def _owner_is_gone(owners_dir: Path, owner: str) -> bool:
+    """True when no live process holds `owner`'s lock (taking it proves that)."""
+    if not owner.isalnum():
+        return False
+    lock = FileLock(owners_dir / f"{owner}.lock", timeout=0, thread_local=False)
+    try:
+        lock.acquire()
+    except Timeout:
+        return False
+    _drop_owner_lock(lock)
+    return True

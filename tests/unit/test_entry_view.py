@@ -1,0 +1,106 @@
+"""The capture fast path (`apply_candidates` on an `EntryView`) against the full `merge`.
+
+A staged capture touches only the entry it adds or reinforces; the write decays the rest.
+These properties pin that this gives the same entries as merging the capture directly.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from memory_core.entries import CATEGORIES, MemoryEntry
+from memory_core.merge import (
+    Candidate,
+    ChangeKind,
+    EntryView,
+    _find_match,
+    add_candidates,
+    apply_candidates,
+    decay_all,
+    merge,
+    normalize_content,
+)
+
+START = datetime(2026, 1, 1, 12, tzinfo=UTC)
+WORDS = ["tea", "coffee", "green", "black", "likes", "hates", "drinks", "morning", "用户", "喜欢"]
+
+texts = st.lists(st.sampled_from(WORDS), min_size=1, max_size=6).map(" ".join)
+
+
+@st.composite
+def entries(draw: st.DrawFn) -> list[MemoryEntry]:
+    made: list[MemoryEntry] = []
+    for number, text in enumerate(draw(st.lists(texts, max_size=25))):
+        activated = START + timedelta(days=draw(st.integers(0, 60)))
+        made.append(
+            MemoryEntry(
+                id=f"e{number:04d}",
+                content=text,
+                category=draw(st.sampled_from(CATEGORIES[:3])),
+                score=draw(st.floats(0.06, 1.0)),
+                created_at=START,
+                last_activated=activated,
+                scored_at=activated,
+                hits=draw(st.integers(0, 3)),
+            )
+        )
+    return made
+
+
+def as_rows(found: list[MemoryEntry]) -> list[tuple[object, ...]]:
+    return sorted(
+        (e.id, e.content, e.category, round(e.score, 9), e.hits, e.scored_at, e.archived)
+        for e in found
+    )
+
+
+@settings(max_examples=150, deadline=None)
+@given(entries(), texts, st.sampled_from(CATEGORIES[:3]))
+def test_find_agrees_with_the_full_scan(existing: list[MemoryEntry], text: str, cat: str) -> None:
+    view = EntryView.of(existing)
+    cand = Candidate(text, cat)
+    norm = normalize_content(text)
+    by_norm: dict[str, str] = {}
+    for entry in existing:
+        by_norm.setdefault(normalize_content(entry.content), entry.id)
+    assert view.find(cand, norm) == _find_match(dict(view.by_id), by_norm, cand, norm)
+
+
+@settings(max_examples=150, deadline=None)
+@given(entries(), st.lists(st.tuples(texts, st.sampled_from(CATEGORIES[:3])), max_size=4))
+def test_staged_then_decayed_equals_merged(
+    existing: list[MemoryEntry], proposed: list[tuple[str, str]]
+) -> None:
+    now = START + timedelta(days=90)
+    cands = [Candidate(t, c, new_id=f"n{i}") for i, (t, c) in enumerate(proposed)]
+    merged = merge(existing, cands, now, None)
+    staged = add_candidates(existing, cands, now)
+    written = decay_all(staged.entries, now)
+    assert as_rows(written.entries) == as_rows(merged.entries)
+    kinds = [ChangeKind.ADDED, ChangeKind.REINFORCED]
+    assert [c.entry_id for c in staged.changes if c.kind in kinds] == [
+        c.entry_id for c in merged.changes if c.kind in kinds
+    ]
+
+
+def test_the_view_is_updated_in_place() -> None:
+    view = EntryView.of([])
+    [added] = apply_candidates(view, [Candidate("likes green tea")], START)
+    assert added.kind is ChangeKind.ADDED
+    [again] = apply_candidates(view, [Candidate("Likes green tea!")], START + timedelta(days=1))
+    assert (again.kind, again.entry_id) == (ChangeKind.REINFORCED, added.entry_id)
+    assert view.by_id[added.entry_id].hits == 1
+    assert view.entries() == [view.by_id[added.entry_id]]
+
+
+def test_a_reinforced_entry_is_decayed_first() -> None:
+    old = MemoryEntry("a", "likes green tea", "fact", 0.6, START, START, START)
+    later = START + timedelta(days=37)  # 30 days of decay after the 7 days of grace
+    result = add_candidates([old], [Candidate("likes green tea")], later)
+    decayed = 0.6 * 0.99**30
+    assert result.entries[0].score == pytest.approx(decayed + (1 - decayed) * 0.2)
+    assert [c.kind for c in result.changes] == [ChangeKind.DECAYED, ChangeKind.REINFORCED]

@@ -1,0 +1,294 @@
+"""Journalled captures: acknowledged before MEMORY.md is written, never lost, never doubled.
+
+Crashes are real here: a child process captures and dies with `os._exit`, and the next
+core to open the workspace must replay what it journalled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import subprocess
+import sys
+import textwrap
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from memory_core import atomic, store
+from memory_core.clock import ManualClock
+from memory_core.config import Config
+from memory_core.engine import MemoryCore
+from memory_core.memory_md import parse_memory
+from memory_core.merge import ChangeKind
+from memory_core.scope import MAIN, ScopeKey
+
+REPO = Path(__file__).resolve().parents[2]
+BURST = ["apples", "bread", "cheese", "dates", "eggs", "figs", "grapes", "honey", "ice cream"]
+
+
+def slow_writes(config: Config, delay: float = 60.0) -> Config:
+    """Staged captures stay staged until something settles them."""
+    return dataclasses.replace(
+        config, long_term=dataclasses.replace(config.long_term, write_delay_seconds=delay)
+    )
+
+
+@pytest.fixture
+async def held(config: Config, clock: ManualClock) -> AsyncIterator[MemoryCore]:
+    async with MemoryCore.open(slow_writes(config), clock=clock) as opened:
+        yield opened
+
+
+def on_disk(core: MemoryCore, scope: ScopeKey = MAIN) -> dict[str, str]:
+    path = core.store.path(scope)
+    if not path.exists():
+        return {}
+    return {e.id: e.content for e in parse_memory(path.read_text(encoding="utf-8")).entries}
+
+
+async def test_capture_is_acknowledged_before_the_file_is_written(held: MemoryCore) -> None:
+    entry, result = await held.capture(MAIN, "likes green tea")
+    assert result.count(ChangeKind.ADDED) == 1
+    assert on_disk(held) == {}
+    assert held.store.path(MAIN).exists() is False
+    # Any read through the core writes it first.
+    assert [e.id for e in await held.entries(MAIN)] == [entry.id]
+    assert on_disk(held) == {entry.id: "likes green tea"}
+    assert [r.action for r in await held.audit.recent(MAIN)] == ["add"]
+
+
+async def test_search_sees_a_capture_made_a_moment_ago(held: MemoryCore) -> None:
+    entry, _ = await held.capture(MAIN, "the wifi password is hunter2")
+    hits = await held.search(MAIN, "wifi password")
+    assert [h.ref for h in hits] == [entry.id]
+
+
+async def test_a_burst_of_captures_is_one_write(
+    held: MemoryCore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    writes: list[Path] = []
+    real = atomic.backup_then_write
+
+    def counting(path: Path, text: str, backup: Path) -> None:
+        writes.append(path)
+        real(path, text, backup)
+
+    monkeypatch.setattr(store, "backup_then_write", counting)
+    texts = [f"{word} is on the list" for word in BURST]
+    entries = [(await held.capture(MAIN, text))[0] for text in texts]
+    again, result = await held.capture(MAIN, texts[3])
+    assert again.id == entries[3].id and result.count(ChangeKind.REINFORCED) == 1
+    await held.flush()
+    assert len(writes) == 1
+    assert set(on_disk(held)) == {e.id for e in entries}
+    actions = [r.action for r in await held.audit.recent(MAIN, limit=50)]
+    assert actions.count("add") == len(BURST) and actions.count("reinforce") == 1
+
+
+async def test_the_write_follows_on_its_own(config: Config, clock: ManualClock) -> None:
+    async with MemoryCore.open(slow_writes(config, 0.01), clock=clock) as core:
+        entry, _ = await core.capture(MAIN, "walks the dog at seven")
+        for _ in range(200):
+            if on_disk(core):
+                break
+            await asyncio.sleep(0.01)
+        assert on_disk(core) == {entry.id: "walks the dog at seven"}
+
+
+async def test_close_writes_what_is_staged(config: Config, clock: ManualClock) -> None:
+    async with MemoryCore.open(slow_writes(config), clock=clock) as core:
+        entry, _ = await core.capture(ScopeKey("peer:7"), "plays the cello")
+        path = core.store.path(ScopeKey("peer:7"))
+        assert not path.exists()
+    assert entry.id in path.read_text(encoding="utf-8")
+
+
+async def test_a_hand_edit_meanwhile_is_kept_and_the_id_too(held: MemoryCore) -> None:
+    first, _ = await held.capture(MAIN, "likes hiking in the alps")
+    await held.flush()
+    path = held.store.path(MAIN)
+    second, _ = await held.capture(MAIN, "drinks coffee black")
+    # A person edits the file while the second capture is staged.
+    path.write_text(
+        path.read_text(encoding="utf-8").replace("hiking in the alps", "sailing on the lake"),
+        encoding="utf-8",
+    )
+    await held.flush()
+    assert on_disk(held) == {
+        first.id: "likes sailing on the lake",
+        second.id: "drinks coffee black",
+    }
+
+
+async def test_a_failed_write_keeps_the_captures_and_retries(
+    config: Config, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    failures = [OSError("disk full")]
+    real = atomic.backup_then_write
+
+    def flaky(path: Path, text: str, backup: Path) -> None:
+        if failures:
+            raise failures.pop()
+        real(path, text, backup)
+
+    monkeypatch.setattr(store, "backup_then_write", flaky)
+    monkeypatch.setattr("memory_core.staging.RETRY_FIRST_SECONDS", 0.01)
+    async with MemoryCore.open(slow_writes(config, 0.0), clock=clock) as core:
+        entry, _ = await core.capture(MAIN, "allergic to peanuts")
+        for _ in range(300):
+            if on_disk(core):
+                break
+            await asyncio.sleep(0.01)
+        assert failures == []
+        assert on_disk(core) == {entry.id: "allergic to peanuts"}
+
+
+async def test_flush_reports_a_failing_write(
+    held: MemoryCore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    entry, _ = await held.capture(MAIN, "allergic to peanuts")
+
+    def broken(path: Path, text: str, backup: Path) -> None:
+        raise OSError("read-only file system")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(store, "backup_then_write", broken)
+        with pytest.raises(OSError, match="read-only"):
+            await held.flush()
+    await held.flush()
+    assert on_disk(held) == {entry.id: "allergic to peanuts"}
+
+
+async def test_without_the_journal_a_capture_writes_at_once(
+    config: Config, clock: ManualClock
+) -> None:
+    direct = dataclasses.replace(
+        config, long_term=dataclasses.replace(config.long_term, journal=False)
+    )
+    async with MemoryCore.open(direct, clock=clock) as core:
+        entry, _ = await core.capture(MAIN, "likes green tea")
+        assert on_disk(core) == {entry.id: "likes green tea"}
+
+
+async def test_concurrent_captures_in_many_scopes_land_in_their_own_files(
+    held: MemoryCore,
+) -> None:
+    scopes = [ScopeKey(f"peer:{n}") for n in range(6)]
+
+    async def chat(scope: ScopeKey) -> list[str]:
+        return [(await held.capture(scope, f"{scope} fact {n}"))[0].id for n in range(8)]
+
+    ids = await asyncio.gather(*(chat(s) for s in scopes))
+    await held.flush()
+    for scope, scope_ids in zip(scopes, ids, strict=True):
+        stored = on_disk(held, scope)
+        assert set(stored) == set(scope_ids)
+        assert all(text.startswith(f"{scope} fact") for text in stored.values())
+
+
+# --- crashes -------------------------------------------------------------------------------
+
+CHILD = """
+import asyncio, dataclasses, os, sys
+from memory_core.config import load_config
+from memory_core.engine import MemoryCore
+from memory_core.scope import ScopeKey
+
+async def main() -> None:
+    config = load_config(None, env={{}}, workspace={workspace!r})
+    config = dataclasses.replace(
+        config, long_term=dataclasses.replace(config.long_term, write_delay_seconds=60.0)
+    )
+    core = MemoryCore(config)
+    await core.start()
+    scope = ScopeKey({scope!r})
+    for text in {texts!r}:
+        entry, _ = await core.capture(scope, text)
+        print(entry.id, flush=True)
+{then}
+    os._exit(0)
+
+asyncio.run(main())
+"""
+
+
+def run_child(workspace: Path, scope: str, texts: list[str], then: str = "") -> list[str]:
+    script = CHILD.format(
+        workspace=str(workspace), scope=scope, texts=texts, then=textwrap.indent(then, "    ")
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    return done.stdout.split()
+
+
+async def test_captures_of_a_process_that_died_are_replayed(
+    config: Config, workspace: Path
+) -> None:
+    texts = ["keeps bees", "speaks portuguese", "keeps bees"]
+    ids = await asyncio.to_thread(run_child, workspace, "peer:9", texts)
+    assert ids[0] == ids[2]
+    scope = ScopeKey("peer:9")
+    async with MemoryCore.open(config) as core:
+        # Replayed while the core opened: the file holds them before any read.
+        assert set(on_disk(core, scope)) == set(ids)
+        stored = {e.id: e for e in await core.entries(scope)}
+        assert {i: stored[i].content for i in ids} == {
+            ids[0]: "keeps bees",
+            ids[1]: "speaks portuguese",
+        }
+        assert stored[ids[0]].hits == 1
+        hits = await core.search(scope, "portuguese")
+        assert [h.ref for h in hits] == [ids[1]]
+    async with MemoryCore.open(config) as core:  # replayed once, not at every start
+        assert (await core.get_entry(scope, ids[0])).hits == 1
+
+
+async def test_a_crash_after_the_write_does_not_apply_twice(
+    config: Config, workspace: Path
+) -> None:
+    # The file is written, then the process dies before the journal rows are removed.
+    then = "core._staging.journal.remove = lambda seqs: os._exit(0)\nawait core.flush()\n"
+    ids = await asyncio.to_thread(run_child, workspace, "main", ["keeps bees"], then)
+    async with MemoryCore.open(config) as core:
+        [entry] = await core.entries(MAIN)
+        assert (entry.id, entry.hits) == (ids[0], 0)
+
+
+async def test_a_live_process_keeps_its_journal(config: Config, clock: ManualClock) -> None:
+    async with MemoryCore.open(slow_writes(config), clock=clock) as first:
+        entry, _ = await first.capture(MAIN, "keeps bees")
+        async with MemoryCore.open(slow_writes(config), clock=clock) as second:
+            # `second` must not replay `first`'s capture: first is alive and will write it.
+            assert on_disk(second) == {}
+        await first.flush()
+        assert on_disk(first) == {entry.id: "keeps bees"}
+    async with MemoryCore.open(config, clock=clock) as third:
+        [only] = await third.entries(MAIN)
+        assert (only.id, only.hits) == (entry.id, 0)
+
+
+async def test_an_unreadable_journal_row_is_kept_not_dropped(
+    config: Config, workspace: Path
+) -> None:
+    import sqlite3
+
+    journal = workspace / ".chatmem" / "journal.sqlite3"
+    async with MemoryCore.open(config):
+        pass
+    with sqlite3.connect(journal) as conn:
+        conn.execute(
+            "INSERT INTO captures (owner, scope, payload) VALUES ('dead0', 'main', '{\"x\": 1}')"
+        )
+    async with MemoryCore.open(config) as core:
+        assert await core.entries(MAIN) == []
+    with sqlite3.connect(journal) as conn:
+        assert conn.execute("SELECT count(*) FROM captures").fetchone() == (1,)
+    assert not (workspace / ".chatmem" / "owners" / "dead0.lock").exists()
