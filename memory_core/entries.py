@@ -167,7 +167,13 @@ def new_entry_id(taken: Container[str] = frozenset()) -> str:
 
 
 def is_valid_entry_id(value: str) -> bool:
-    return 1 <= len(value) <= 32 and all(c.isalnum() or c in "-_" for c in value)
+    """1 to 32 characters, each alphanumeric or `-`/`_`.
+
+    `str.isalnum` on the whole id answers the usual hex id in one call; only ids that
+    contain something else are checked a character at a time."""
+    return 1 <= len(value) <= 32 and (
+        value.isalnum() or all(c.isalnum() or c in "-_" for c in value)
+    )
 
 
 SESSION_MEMORY = 8
