@@ -16,7 +16,8 @@ What is measured:
 * the pure ``memory_core.merge.merge`` (5 candidates) and ``decay_all`` over 100, 1 000
   and 10 000 entries (median of >= 5 runs);
 * MEMORY.md load (read + parse) and save (render + atomic write, and the store's
-  backup-then-write) at 1 000 and 10 000 entries.
+  backup-then-write) at 1 000 and 10 000 entries; parse and render both with their
+  per-block memos cleared before each call and warm.
 
 The machine is shared, so every figure is a median over rounds or a percentile over many
 samples; compare medians, not single runs.
@@ -52,7 +53,12 @@ from memory_core.engine import MemoryCore
 from memory_core.entries import CATEGORIES, MemoryEntry
 from memory_core.index import prepare_file
 from memory_core.journal import CaptureJournal
-from memory_core.memory_md import parse_memory, render_memory
+from memory_core.memory_md import (
+    clear_parse_cache,
+    clear_render_cache,
+    parse_memory,
+    render_memory,
+)
 from memory_core.merge import Candidate, EntryView, apply_candidates, decay_all, merge
 from memory_core.scope import ScopeKey
 from memory_core.store import read_memory_file
@@ -98,11 +104,15 @@ def row(what: str, size: str, rounds: Sequence[Sequence[float]], note: str = "")
     )
 
 
-def runs(func: Callable[[], object], repeats: int) -> list[float]:
-    """Wall time of `repeats` calls (one warm-up call first)."""
+def runs(
+    func: Callable[[], object], repeats: int, setup: Callable[[], object] | None = None
+) -> list[float]:
+    """Wall time of `repeats` calls (one warm-up call first); `setup`, untimed, before each."""
     func()
     out = []
     for _ in range(repeats):
+        if setup is not None:
+            setup()
         gc.collect()
         start = time.perf_counter()
         func()
@@ -302,15 +312,33 @@ def bench_file(root: Path, quick: bool) -> list[Row]:
         atomic_write_text(path, text)
         kb = os.path.getsize(path) / 1024
         label = f"{size:,} entries, {kb:,.0f} KB"
-        measured: list[tuple[str, Callable[[], object]]] = [
-            ("load: read + parse (cold store.load)", partial(read_memory_file, path, 0.2)),
-            ("  parse_memory only", partial(parse_memory, text)),
-            ("save: render + atomic write", partial(_save, path, entries, now)),
-            ("  render_memory only", partial(render_memory, entries, now=now)),
-            ("save as the store does (+ .bak copy)", partial(_save_like_store, path, entries, now)),
+        # parse_memory remembers blocks it parsed and render_memory blocks it rendered
+        # (the same file is read and written again and again with few blocks changed).
+        # "nothing remembered" rows clear those memos before every call, untimed: the cost
+        # of a file seen for the first time; the others run warm, as repeated calls do.
+        measured: list[tuple[str, Callable[[], object], Callable[[], object] | None]] = [
+            (
+                "load: read + parse (cold store.load)",
+                partial(read_memory_file, path, 0.2),
+                clear_parse_cache,
+            ),
+            ("  parse_memory, nothing remembered", partial(parse_memory, text), clear_parse_cache),
+            ("  parse_memory, blocks remembered", partial(parse_memory, text), None),
+            ("save: render + atomic write", partial(_save, path, entries, now), None),
+            (
+                "  render_memory, nothing remembered",
+                partial(render_memory, entries, now=now),
+                clear_render_cache,
+            ),
+            ("  render_memory, blocks remembered", partial(render_memory, entries, now=now), None),
+            (
+                "save as the store does (+ .bak copy)",
+                partial(_save_like_store, path, entries, now),
+                None,
+            ),
         ]
-        for what, func in measured:
-            rows.append(row(what, label, [runs(func, repeats)]))
+        for what, func, setup in measured:
+            rows.append(row(what, label, [runs(func, repeats, setup)]))
     return rows
 
 

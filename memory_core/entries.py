@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import secrets
+from collections.abc import Container
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from enum import StrEnum
@@ -63,7 +64,7 @@ class MemoryEntry:
     def rescored(self, score: float, when: datetime) -> MemoryEntry:
         """`with_(score=..., scored_at=...)` without `dataclasses.replace`'s introspection:
         decay rescores every entry at every merge, so this is the hot path."""
-        return MemoryEntry(
+        return build_entry(
             self.id,
             self.content,
             self.category,
@@ -81,8 +82,84 @@ class MemoryEntry:
         )
 
 
-def new_entry_id(taken: set[str] | frozenset[str] = frozenset()) -> str:
-    """Short random hex id like the seed's `a1b2c3`, widened to 8 digits, never reused."""
+class _EntrySlots:
+    """`MemoryEntry`'s memory layout without its frozen `__setattr__`.
+
+    A frozen dataclass's `__init__` stores every field through `object.__setattr__`, a
+    slow call per field (about 3 us per entry here), and decay builds one entry per
+    decayed entry at every merge. An instance of this class is filled with plain
+    attribute stores and then turned into a real `MemoryEntry` by assigning `__class__`,
+    which CPython allows because both classes have exactly the same slots. The result is
+    indistinguishable from one made by `MemoryEntry(...)`: same type, fields, equality and
+    hash, still frozen. Its slots are MemoryEntry's own, so the layouts cannot drift apart;
+    the annotations below only tell mypy the types.
+    """
+
+    __slots__ = MemoryEntry.__slots__
+    id: str
+    content: str
+    category: str
+    score: float
+    created_at: datetime
+    last_activated: datetime
+    scored_at: datetime
+    hits: int
+    source_session: str | None
+    confidence: float | None
+    expires_at: datetime | None
+    pinned: bool
+    archived: ArchiveReason | None
+    sessions: tuple[str, ...]
+
+
+_new_object = object.__new__
+_set_attribute = object.__setattr__
+
+
+def build_entry(
+    id: str,
+    content: str,
+    category: str,
+    score: float,
+    created_at: datetime,
+    last_activated: datetime,
+    scored_at: datetime,
+    hits: int,
+    source_session: str | None,
+    confidence: float | None,
+    expires_at: datetime | None,
+    pinned: bool,
+    archived: ArchiveReason | None,
+    sessions: tuple[str, ...],
+) -> MemoryEntry:
+    """`MemoryEntry(...)` with every field given positionally, about three times faster.
+
+    For the hot paths only (decay at every merge, parsing every block of MEMORY.md); see
+    `_EntrySlots` for how, and why the result is an ordinary frozen `MemoryEntry`.
+    """
+    entry = _new_object(_EntrySlots)
+    entry.id = id
+    entry.content = content
+    entry.category = category
+    entry.score = score
+    entry.created_at = created_at
+    entry.last_activated = last_activated
+    entry.scored_at = scored_at
+    entry.hits = hits
+    entry.source_session = source_session
+    entry.confidence = confidence
+    entry.expires_at = expires_at
+    entry.pinned = pinned
+    entry.archived = archived
+    entry.sessions = sessions
+    _set_attribute(entry, "__class__", MemoryEntry)
+    return entry  # type: ignore[return-value]
+
+
+def new_entry_id(taken: Container[str] = frozenset()) -> str:
+    """Short random hex id like the seed's `a1b2c3`, widened to 8 digits, never reused.
+
+    `taken` only needs `in`: merge passes its dict's keys rather than copying them."""
     while True:
         candidate = secrets.token_hex(4)
         if candidate not in taken:
@@ -90,7 +167,13 @@ def new_entry_id(taken: set[str] | frozenset[str] = frozenset()) -> str:
 
 
 def is_valid_entry_id(value: str) -> bool:
-    return 1 <= len(value) <= 32 and all(c.isalnum() or c in "-_" for c in value)
+    """1 to 32 characters, each alphanumeric or `-`/`_`.
+
+    `str.isalnum` on the whole id answers the usual hex id in one call; only ids that
+    contain something else are checked a character at a time."""
+    return 1 <= len(value) <= 32 and (
+        value.isalnum() or all(c.isalnum() or c in "-_" for c in value)
+    )
 
 
 SESSION_MEMORY = 8
