@@ -29,7 +29,7 @@ import aiosqlite
 
 from memory_core.chunking import Chunk, ChunkKind, chunk_file, classify, summary_period
 from memory_core.clock import format_when, parse_when
-from memory_core.db import Database
+from memory_core.db import Database, on_db_thread
 from memory_core.scope import ScopeKey
 from memory_core.store import WriteRecord
 from memory_core.text import tokenize
@@ -728,10 +728,6 @@ class SearchIndex:
         sid = await self.scope_id(scope, create=False)
         if sid is None:
             return []
-        stats = await self._corpus_stats(sid, set(terms))
-        chosen = candidate_terms(terms, stats)
-        if not chosen:
-            return []
         filters = ["c.scope_id = ?", "c.hidden = 0"]
         filter_params: list[object] = [sid]
         if kinds is not None:
@@ -746,21 +742,33 @@ class SearchIndex:
             filter_params.append(format_when(until))
         wanted = max(limit * CANDIDATE_FACTOR, MIN_CANDIDATES)
         columns = "c.path, c.line_from, c.line_to, c.tokens, c.text, c.kind, c.created_at, c.ref"
-        if len(filters) == 2:
-            # No filter beyond scope: let FTS5 take its top-N before the join.
-            sql = (
-                f"SELECT {columns} FROM (SELECT rowid, rank FROM fts_{sid} WHERE fts_{sid}"
-                f" MATCH ? ORDER BY rank LIMIT ?) AS f JOIN chunks AS c ON c.id = f.rowid"
-                f" WHERE {' AND '.join(filters)} ORDER BY f.rank"
-            )
-            params: list[object] = [fts_query(chosen), wanted, *filter_params]
-        else:
-            sql = (
-                f"SELECT {columns} FROM fts_{sid} AS f JOIN chunks AS c ON c.id = f.rowid"
-                f" WHERE fts_{sid} MATCH ? AND {' AND '.join(filters)} ORDER BY f.rank LIMIT ?"
-            )
-            params = [fts_query(chosen), *filter_params, wanted]
-        rows = await self._conn.execute_fetchall(sql, params)
+
+        def fetch(conn: sqlite3.Connection) -> tuple[CorpusStats, list[sqlite3.Row]]:
+            """Statistics, then candidates: one call on the database thread, not two."""
+            stats = _corpus_stats_blocking(conn, sid, set(terms))
+            chosen = candidate_terms(terms, stats)
+            if not chosen:
+                return stats, []
+            if len(filters) == 2:
+                # No filter beyond scope: let FTS5 take its top-N before the join.
+                sql = (
+                    f"SELECT {columns} FROM (SELECT rowid, rank FROM fts_{sid} WHERE fts_{sid}"
+                    f" MATCH ? ORDER BY rank LIMIT ?) AS f JOIN chunks AS c ON c.id = f.rowid"
+                    f" WHERE {' AND '.join(filters)} ORDER BY f.rank"
+                )
+                params: list[object] = [fts_query(chosen), wanted, *filter_params]
+            else:
+                sql = (
+                    f"SELECT {columns} FROM fts_{sid} AS f JOIN chunks AS c ON c.id = f.rowid"
+                    f" WHERE fts_{sid} MATCH ? AND {' AND '.join(filters)}"
+                    " ORDER BY f.rank LIMIT ?"
+                )
+                params = [fts_query(chosen), *filter_params, wanted]
+            return stats, conn.execute(sql, params).fetchall()
+
+        stats, rows = await on_db_thread(self._conn, fetch)
+        if not rows:
+            return []
         score_of = bm25_scorer(terms, stats)
         scored = []
         for r in rows:
@@ -784,20 +792,7 @@ class SearchIndex:
 
     async def _corpus_stats(self, sid: int, terms: set[str]) -> CorpusStats:
         """N, average length and document frequencies in one round trip."""
-        placeholders = ",".join("?" * len(terms))
-        rows = await self._conn.execute_fetchall(
-            "SELECT NULL, chunk_count, token_count FROM scopes WHERE id = ?1 UNION ALL"
-            f" SELECT term, df, 0 FROM terms WHERE scope_id = ?1 AND term IN ({placeholders})",
-            (sid, *terms),
-        )
-        docs = tokens = 0
-        freq: dict[str, int] = {}
-        for term, count, total in rows:
-            if term is None:
-                docs, tokens = int(count), int(total)
-            else:
-                freq[str(term)] = int(count)
-        return CorpusStats(docs=max(docs, 1), avg_len=tokens / docs if docs else 1.0, doc_freq=freq)
+        return await on_db_thread(self._conn, lambda conn: _corpus_stats_blocking(conn, sid, terms))
 
     async def session_messages(
         self, scope: ScopeKey, session_id: str, first_id: int, count: int
@@ -839,6 +834,24 @@ class SearchIndex:
             "SELECT kind, COUNT(*) FROM chunks WHERE scope_id = ? GROUP BY kind", (sid,)
         ) as cur:
             return {r[0]: r[1] for r in await cur.fetchall()}
+
+
+def _corpus_stats_blocking(conn: sqlite3.Connection, sid: int, terms: set[str]) -> CorpusStats:
+    """N, average length and document frequencies of a scope (on the database thread)."""
+    placeholders = ",".join("?" * len(terms))
+    rows = conn.execute(
+        "SELECT NULL, chunk_count, token_count FROM scopes WHERE id = ?1 UNION ALL"
+        f" SELECT term, df, 0 FROM terms WHERE scope_id = ?1 AND term IN ({placeholders})",
+        (sid, *terms),
+    ).fetchall()
+    docs = tokens = 0
+    freq: dict[str, int] = {}
+    for term, count, total in rows:
+        if term is None:
+            docs, tokens = int(count), int(total)
+        else:
+            freq[str(term)] = int(count)
+    return CorpusStats(docs=max(docs, 1), avg_len=tokens / docs if docs else 1.0, doc_freq=freq)
 
 
 def _create_fts(sid: int) -> list[str]:
