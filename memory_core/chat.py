@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -23,7 +24,7 @@ from memory_core.extract import (
     extract_with_llm,
     heuristic_candidates,
 )
-from memory_core.history import HistoryStore, Session, StoredMessage
+from memory_core.history import HistoryStore, Session, StoredMessage, sql_length
 from memory_core.llm import LLMClient, Message
 from memory_core.merge import ChangeKind, MergeResult
 from memory_core.prompting import (
@@ -35,7 +36,7 @@ from memory_core.prompting import (
     history_window,
     system_prompt,
 )
-from memory_core.recall import has_recall_intent
+from memory_core.recall import Injection, has_recall_intent
 from memory_core.scope import ScopeKey
 from memory_core.text import has_cjk
 from memory_core.tools import MEMORY_SAVE, TOOL_SCHEMAS, ToolContext, dispatch
@@ -118,11 +119,11 @@ class ChatEngine:
 
         confirmation = await self._answer_pending_forget(scope, text, chinese)
         window = self.core.config.history.max_messages * 3
-        earlier = await self.history.latest_session_messages(session.id, window)
-        if earlier and not any(m.role == SUMMARY_ROLE for m in earlier):
-            summary = await self.history.latest_of_role(session.id, SUMMARY_ROLE)
-            if summary is not None:
-                earlier.insert(0, summary)
+        context = await self.history.turn_context(session.id, window)
+        earlier = context.messages
+        # Live characters of the session, kept up to date with what this turn stores so
+        # the flush check after the reply needs no query of its own.
+        chars = context.chars + sql_length(text)
         await self._store(scope, session.id, "user", text, now, speaker)
         if confirmation is not None:
             await self._store(scope, session.id, "assistant", confirmation, self.core.now(), "")
@@ -165,7 +166,7 @@ class ChatEngine:
         ]
         ctx = ToolContext(self.core, scope, session.id)
         try:
-            reply, calls = await self._tool_loop(ctx, messages, force_search=intent)
+            reply, calls, stored = await self._tool_loop(ctx, messages, force_search=intent)
         except LLMError as exc:
             log.warning("turn in scope %s failed at the model: %s", scope, exc)
             reply = (
@@ -177,9 +178,10 @@ class ChatEngine:
                 scope, session.id, "assistant", reply, self.core.now(), "", meta={"error": str(exc)}
             )
             return TurnResult(reply=reply, session_id=session.id)
-        await self._store(scope, session.id, "assistant", reply, self.core.now(), "")
-        await self.core.note_used(scope, injection.used_entry_ids, session.id)
-        await self._maybe_flush(scope, session)
+        await self._store(
+            scope, session.id, "assistant", reply, self.core.now(), "", used=injection
+        )
+        await self._maybe_flush(scope, session, chars + stored + sql_length(reply))
         return TurnResult(
             reply=reply,
             session_id=session.id,
@@ -189,8 +191,10 @@ class ChatEngine:
 
     async def _tool_loop(
         self, ctx: ToolContext, messages: list[Message], *, force_search: bool
-    ) -> tuple[str, list[str]]:
+    ) -> tuple[str, list[str], int]:
+        """The reply, the tools called, and the characters of the tool results stored."""
         calls: list[str] = []
+        stored = 0
         steps = max(1, self.core.config.llm.max_tool_steps)
         for step in range(steps):
             choice: Any = None
@@ -198,7 +202,7 @@ class ChatEngine:
                 choice = {"type": "function", "function": {"name": "memory_search"}}
             answer = await self.llm.chat(messages, tools=TOOL_SCHEMAS, tool_choice=choice)
             if not answer.tool_calls:
-                return (answer.content or "").strip(), calls
+                return (answer.content or "").strip(), calls, stored
             messages.append(answer.as_message())
             for call in answer.tool_calls:
                 calls.append(call.name)
@@ -213,8 +217,9 @@ class ChatEngine:
                     call.name,
                     meta={"arguments": call.arguments},
                 )
+                stored += sql_length(result)
         final = await self.llm.chat(messages)
-        return (final.content or "").strip(), calls
+        return (final.content or "").strip(), calls, stored
 
     async def _store(
         self,
@@ -226,15 +231,35 @@ class ChatEngine:
         speaker: str,
         *,
         meta: dict[str, Any] | None = None,
+        used: Injection | None = None,
     ) -> StoredMessage:
-        message = await self.history.add_message(
-            scope, session_id, role, content, now, speaker=speaker, meta=meta
+        """Store a message, its index row and (for a reply) the long-term entries its
+        prompt used, in one transaction: one commit per message instead of two or three.
+
+        The index lock is not taken: message chunks belong to no file, so no sync touches
+        them, and the transaction alone orders this write against every other one (taking
+        the lock inside it would invert the sync's lock-then-transaction order).
+        """
+        index = self.core.index if role in ("user", "assistant") else None
+        sid = await index.scope_id(scope) if index is not None else None
+        entry_ids = used.used_entry_ids if used is not None else []
+
+        index_row = (
+            index.add_message_in(sid, session_id, speaker or role, content, now)
+            if index is not None and sid is not None
+            else None
         )
-        if role in ("user", "assistant") and self.core.index is not None:
-            await self.core.index.add_message(
-                scope, session_id, message.id, speaker or role, content, now
-            )
-        return message
+        activations = self.core.note_used_in(scope, entry_ids, session_id) if entry_ids else None
+
+        def then(conn: sqlite3.Connection, message_id: int) -> None:
+            if index_row is not None:
+                index_row(conn, message_id)
+            if activations is not None:
+                activations(conn)
+
+        return await self.history.add_message(
+            scope, session_id, role, content, now, speaker=speaker, meta=meta, then=then
+        )
 
     # --- explicit remember / forget -------------------------------------------------
     async def _explicit(self, scope: ScopeKey, request: tuple[str, str], chinese: bool) -> str:
@@ -354,11 +379,13 @@ class ChatEngine:
         return result
 
     # --- flush before compaction ----------------------------------------------------
-    async def _maybe_flush(self, scope: ScopeKey, session: Session) -> None:
+    async def _maybe_flush(self, scope: ScopeKey, session: Session, chars: int) -> None:
+        """`chars`: the session's live characters (`HistoryStore.session_chars`), counted
+        at the start of the turn plus what the turn stored."""
         settings = self.core.config.llm
         threshold = settings.context_tokens * settings.flush_at_ratio
         # Tokens never exceed characters (+4 per message), so most turns stop here.
-        if await self.history.session_chars(session.id) < threshold * 0.8:
+        if chars < threshold * 0.8:
             return
         messages = await self.history.session_messages(session.id)
         if history_tokens(messages) < threshold:

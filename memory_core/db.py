@@ -6,10 +6,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import sqlite3
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TypeVar, cast
 
 import aiosqlite
 
@@ -43,8 +44,45 @@ class Database:
                 raise
             await self.conn.execute("COMMIT")
 
+    async def run_transaction(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """`transaction()` for a write that needs no awaiting in between: BEGIN IMMEDIATE,
+        `fn` with the plain sqlite3 connection, COMMIT (ROLLBACK if `fn` raises), all in one
+        call on aiosqlite's thread. A chat turn stores each message this way: one round
+        trip between the event loop and that thread (~0.1-0.4 ms each under load) instead
+        of one per statement. Once started it runs to the end even if the awaiting task
+        is cancelled (it commits or rolls back on its own)."""
+        async with self._write_lock:
+            return await on_db_thread(self.conn, lambda raw: _transact(raw, fn))
+
     async def close(self) -> None:
         await self.conn.close()
+
+
+T = TypeVar("T")
+
+
+def _transact(raw: sqlite3.Connection, fn: Callable[[sqlite3.Connection], T]) -> T:
+    raw.execute("BEGIN IMMEDIATE")
+    try:
+        result = fn(raw)
+    except BaseException:
+        raw.execute("ROLLBACK")
+        raise
+    raw.execute("COMMIT")
+    return result
+
+
+async def on_db_thread(conn: aiosqlite.Connection, fn: Callable[[sqlite3.Connection], T]) -> T:
+    """Run `fn` with the plain sqlite3 connection on aiosqlite's own thread, so several
+    statements cost one round trip instead of one each.
+
+    aiosqlite has no public call for this; `_execute` is what all its own methods use.
+    (Queuing several `conn.execute` calls at once with asyncio.gather was measured slower:
+    the tasks' wake-ups compete with the database thread for the GIL.)
+    """
+    raw: sqlite3.Connection = conn._conn
+    result = await conn._execute(fn, raw)  # type: ignore[no-untyped-call]
+    return cast(T, result)
 
 
 async def open_database(path: Path) -> Database:

@@ -37,7 +37,7 @@ from memory_core.llm import LLMClient
 from memory_core.locks import LockRegistry
 from memory_core.memory_md import ParsedMemory, QuarantinedBlock
 from memory_core.merge import Candidate, Change, ChangeKind, MergeResult, merge
-from memory_core.prompt import render_prompt_memories, select_prompt_entries
+from memory_core.prompt import render_prompt_memories, select_prompt_entries_until
 from memory_core.reading import MemoryRead, read_memory_path
 from memory_core.recall import (
     Injection,
@@ -111,6 +111,9 @@ class MemoryCore:
         self._runtime: Runtime | None = None
         self._ranked_cache: dict[ScopeKey, tuple[ParsedMemory, list[MemoryEntry]]] = {}
         self._staging: Staging | None = None
+        # Per scope: the ranked entries a prompt block was made from, the instants it holds
+        # for (from, until) and the block itself.
+        self._prompt_cache: dict[ScopeKey, tuple[list[MemoryEntry], datetime, datetime, str]] = {}
 
     # --- lifecycle ------------------------------------------------------------------
     @classmethod
@@ -458,17 +461,25 @@ class MemoryCore:
 
     # --- prompt ----------------------------------------------------------------------
     async def prompt_memories(self, scope: ScopeKey, *, now: datetime | None = None) -> str:
+        """The prompt's memory block, rendered once per version of the long-term file and
+        reused until a score it depends on can change (a day boundary of an entry)."""
         when = now or self.now()
         settings = self.config.prompt
-        chosen = select_prompt_entries(
-            await self._ranked_entries(scope),
+        ranked = await self._ranked_entries(scope)
+        cached = self._prompt_cache.get(scope)
+        if cached is not None and cached[0] is ranked and cached[1] <= when < cached[2]:
+            return cached[3]
+        chosen, until = select_prompt_entries_until(
+            ranked,
             when,
             min_score=settings.min_score,
             top_k=settings.top_k,
             policy=self.policy,
             ranked=True,
         )
-        return render_prompt_memories(chosen, settings.max_tokens)
+        block = render_prompt_memories(chosen, settings.max_tokens)
+        self._prompt_cache[scope] = (ranked, when, until, block)
+        return block
 
     async def _ranked_entries(self, scope: ScopeKey) -> list[MemoryEntry]:
         """Entries by stored score, highest first, sorted once per version of the file."""
@@ -651,13 +662,26 @@ class MemoryCore:
         ids = list(dict.fromkeys(entry_ids))
         if not ids or self._db is None:
             return
+        await self._db.run_transaction(self.note_used_in(scope, ids, session_id))
+
+    def note_used_in(
+        self, scope: ScopeKey, entry_ids: Iterable[str], session_id: str
+    ) -> Callable[[sqlite3.Connection], None]:
+        """`note_used` as a step of the caller's write transaction on the database thread
+        (`Database.run_transaction`): a chat turn records the entries its reply used in the
+        same commit as the reply."""
+        ids = list(dict.fromkeys(entry_ids))
         when = format_when(self.now())
-        async with self._db.transaction() as conn:
-            await conn.executemany(
-                "INSERT OR IGNORE INTO activations (scope, entry_id, session_id, at)"
-                " VALUES (?, ?, ?, ?)",
-                [(scope.value, entry_id, session_id, when) for entry_id in ids],
-            )
+
+        def write(conn: sqlite3.Connection) -> None:
+            if ids:
+                conn.executemany(
+                    "INSERT OR IGNORE INTO activations (scope, entry_id, session_id, at)"
+                    " VALUES (?, ?, ?, ?)",
+                    [(scope.value, entry_id, session_id, when) for entry_id in ids],
+                )
+
+        return write
 
     async def _pending_activations(self, scope: ScopeKey) -> list[tuple[str, str]]:
         if self._db is None:

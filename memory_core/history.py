@@ -8,8 +8,11 @@ plus a `history_overflow` event.
 
 from __future__ import annotations
 
+import functools
 import json
 import secrets
+import sqlite3
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
@@ -71,7 +74,17 @@ _MESSAGE_COLUMNS = (
 )
 
 
+_ARCHIVE_STATES = {state.value: state for state in ArchiveState}
+
+
+@functools.lru_cache(maxsize=4096)
+def _when(text: str) -> datetime:
+    """`parse_when`, remembered: every turn re-reads the same few dozen message times."""
+    return parse_when(text)
+
+
 def _message(row: aiosqlite.Row) -> StoredMessage:
+    meta = row[11]
     return StoredMessage(
         id=int(row[0]),
         scope=row[1],
@@ -79,12 +92,12 @@ def _message(row: aiosqlite.Row) -> StoredMessage:
         role=row[3],
         speaker=row[4],
         content=row[5],
-        created_at=parse_when(row[6]),
-        archived=ArchiveState(row[7]),
+        created_at=_when(row[6]),
+        archived=_ARCHIVE_STATES.get(row[7]) or ArchiveState(row[7]),
         archive_attempts=int(row[8]),
-        archive_next_at=parse_when(row[9]) if row[9] else None,
+        archive_next_at=_when(row[9]) if row[9] else None,
         compacted=bool(row[10]),
-        meta=json.loads(row[11] or "{}"),
+        meta=json.loads(meta) if meta and meta != "{}" else {},
     )
 
 
@@ -99,6 +112,27 @@ def _session(row: aiosqlite.Row) -> Session:
         next_extract_at=parse_when(row[6]) if row[6] else None,
         flushed_at=parse_when(row[7]) if row[7] else None,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class TurnContext:
+    messages: list[StoredMessage]
+    """Newest live messages of the session, oldest first, its summary in front."""
+    chars: int
+    """Characters of the session's live messages (SQLite `LENGTH`), as `session_chars`."""
+
+
+AfterInsert = Callable[[sqlite3.Connection, int], None]
+"""A step of a message's insert transaction, given the new message id; it runs on the
+database thread (`Database.run_transaction`), so it must not touch the event loop."""
+
+SUMMARY_ROLE = "summary"
+"""The role of a compaction summary (prompting.SUMMARY_ROLE; prompting imports this module)."""
+
+
+def sql_length(text: str) -> int:
+    """What SQLite's `LENGTH` gives for a text value: characters before the first NUL."""
+    return len(text.partition("\x00")[0])
 
 
 _SESSION_COLUMNS = (
@@ -200,27 +234,43 @@ class HistoryStore:
         *,
         speaker: str = "",
         meta: dict[str, Any] | None = None,
+        then: AfterInsert | None = None,
     ) -> StoredMessage:
+        """Store one message and touch its session.
+
+        The transaction runs in one call on the database thread (`run_transaction`), and
+        `then` adds to the same transaction (see `AfterInsert`): a chat turn indexes the
+        message (and records used entries) there, so one commit and one round trip cover
+        what took two or three commits and a dozen round trips, and the message is never
+        stored without its index row.
+        """
         encoded = json.dumps(meta or {}, ensure_ascii=False)
-        async with self._db.transaction() as conn:
-            cursor = await conn.execute(
+        row = (
+            scope.value,
+            session_id,
+            role,
+            speaker,
+            content,
+            format_when(now),
+            len(content.encode("utf-8")) + len(encoded),
+            encoded,
+        )
+
+        def write(conn: sqlite3.Connection) -> int:
+            cursor = conn.execute(
                 "INSERT INTO messages (scope, session_id, role, speaker, content, created_at,"
                 " bytes, meta) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    scope.value,
-                    session_id,
-                    role,
-                    speaker,
-                    content,
-                    format_when(now),
-                    len(content.encode("utf-8")) + len(encoded),
-                    encoded,
-                ),
+                row,
             )
             message_id = int(cursor.lastrowid or 0)
-            await conn.execute(
+            conn.execute(
                 "UPDATE sessions SET last_at = ? WHERE id = ?", (format_when(now), session_id)
             )
+            if then is not None:
+                then(conn, message_id)
+            return message_id
+
+        message_id = await self._db.run_transaction(write)
         return StoredMessage(
             id=message_id,
             scope=scope.value,
@@ -255,6 +305,39 @@ class HistoryStore:
             (session_id, limit),
         )
         return [_message(r) for r in reversed(list(rows))]
+
+    async def turn_context(self, session_id: str, limit: int) -> TurnContext:
+        """What a chat turn reads from the history, in one round trip instead of three.
+
+        The session's newest `limit` live messages (oldest first), preceded by its latest
+        summary when none of them is one (`latest_session_messages` + `latest_of_role`),
+        and the characters of its live messages (`session_chars`) before the turn.
+        """
+        rows = await self._conn.execute_fetchall(
+            f"SELECT * FROM (SELECT {_MESSAGE_COLUMNS}, 0 FROM messages WHERE session_id = ?1"
+            " AND compacted = 0 ORDER BY id DESC LIMIT ?2)"
+            f" UNION ALL SELECT * FROM (SELECT {_MESSAGE_COLUMNS}, 1 FROM messages"
+            " WHERE session_id = ?1 AND role = ?3 ORDER BY id DESC LIMIT 1)"
+            " UNION ALL SELECT COALESCE(SUM(LENGTH(content)), 0), NULL, NULL, NULL, NULL, NULL,"
+            " NULL, NULL, NULL, NULL, NULL, NULL, 2 FROM messages WHERE session_id = ?1"
+            " AND compacted = 0",
+            (session_id, limit, SUMMARY_ROLE),
+        )
+        latest: list[StoredMessage] = []
+        summary: StoredMessage | None = None
+        chars = 0
+        for row in rows:
+            part = row[12]
+            if part == 0:
+                latest.append(_message(row))
+            elif part == 1:
+                summary = _message(row)
+            else:
+                chars = int(row[0])
+        latest.reverse()
+        if latest and summary is not None and not any(m.role == SUMMARY_ROLE for m in latest):
+            latest.insert(0, summary)
+        return TurnContext(latest, chars)
 
     async def latest_of_role(self, session_id: str, role: str) -> StoredMessage | None:
         async with self._conn.execute(

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 
 from memory_core.entries import MemoryEntry
 from memory_core.merge import sort_entries
@@ -37,14 +37,39 @@ def select_prompt_entries(
     few dozen score computations, not 100 000. Pass `ranked=True` when `entries` is already
     ordered by stored score, highest first.
     """
+    return select_prompt_entries_until(
+        entries, now, min_score=min_score, top_k=top_k, policy=policy, ranked=ranked
+    )[0]
+
+
+def select_prompt_entries_until(
+    entries: Sequence[MemoryEntry],
+    now: datetime,
+    *,
+    min_score: float = 0.5,
+    top_k: int = 20,
+    policy: ScoringPolicy = DEFAULT_POLICY,
+    ranked: bool = False,
+) -> tuple[list[MemoryEntry], datetime]:
+    """`select_prompt_entries`, plus the instant until which its answer stays the same.
+
+    A current score changes only when an entry's whole days since `last_activated` tick
+    over, and only the entries walked here can change the answer (the walk stops at the
+    same place while their scores stand), so the answer holds for every instant from
+    `now` up to the earliest such tick: a caller may reuse it until then.
+    """
     order = entries if ranked else sorted(entries, key=lambda e: -e.score)
     kth_best: list[float] = []  # min-heap of the top_k current scores so far
     candidates: list[MemoryEntry] = []
+    until = datetime.max.replace(tzinfo=UTC)
     for entry in order:
         if entry.score < min_score or (len(kth_best) == top_k and entry.score < kth_best[0]):
             break
         if entry.archived is not None:
             continue
+        if not entry.pinned:
+            tick = entry.last_activated + timedelta(days=(now - entry.last_activated).days + 1)
+            until = min(until, tick)
         score = score_at(entry, now, policy)
         if score < min_score or (not entry.pinned and score < policy.archive_below):
             continue
@@ -53,7 +78,7 @@ def select_prompt_entries(
             heapq.heappush(kth_best, score)
         elif score > kth_best[0]:
             heapq.heapreplace(kth_best, score)
-    return sort_entries(candidates)[:top_k]
+    return sort_entries(candidates)[:top_k], until
 
 
 def _forms(entry: MemoryEntry, rank: int) -> list[str]:

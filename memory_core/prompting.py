@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from datetime import datetime
 
 from memory_core.config import HistorySettings
+
+# SUMMARY_ROLE lives in history.py (which cannot import this module) and is re-exported.
+from memory_core.history import SUMMARY_ROLE as SUMMARY_ROLE
 from memory_core.history import StoredMessage
 from memory_core.llm import Message
 from memory_core.text import estimate_tokens
@@ -36,7 +40,6 @@ later reference: facts, decisions, open questions, the user's requests. Use the 
 language. Reply with the summary only."""
 
 NO_REPLY = "NO_REPLY"
-SUMMARY_ROLE = "summary"
 
 
 def system_prompt(
@@ -60,6 +63,13 @@ def system_prompt(
     if offline_note:
         parts.append(offline_note)
     return "\n\n".join(parts)
+
+
+@functools.lru_cache(maxsize=1024)
+def _message_cost(text: str) -> int:
+    """Tokens of one history message plus its framing; remembered, because every turn
+    measures mostly the same messages as the turn before."""
+    return estimate_tokens(text) + 4
 
 
 def history_window(messages: Sequence[StoredMessage], settings: HistorySettings) -> list[Message]:
@@ -88,7 +98,7 @@ def history_window(messages: Sequence[StoredMessage], settings: HistorySettings)
         text = message.content
         if len(text) > settings.message_chars:
             text = text[: settings.message_chars] + "…[truncated]"
-        cost = estimate_tokens(text) + 4
+        cost = _message_cost(text)
         if cost > budget and len(picked) >= settings.min_messages:
             break
         budget -= cost

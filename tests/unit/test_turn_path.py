@@ -1,0 +1,239 @@
+"""The shortcuts of a chat turn give what the long way gives: one history query for three,
+the message and its index row in one transaction, the prompt block cached until
+a score can change, and the per-query BM25 scorer."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import sqlite3
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from memory_core.atomic import atomic_write_text
+from memory_core.clock import ManualClock
+from memory_core.engine import HOT_PATH_MAX_AGE, MemoryCore
+from memory_core.entries import MemoryEntry
+from memory_core.history import SUMMARY_ROLE, HistoryStore, sql_length
+from memory_core.index import CorpusStats, bm25_score, bm25_scorer
+from memory_core.memory_md import render_memory
+from memory_core.prompt import (
+    render_prompt_memories,
+    select_prompt_entries,
+    select_prompt_entries_until,
+)
+from memory_core.scope import MAIN, ScopeKey
+from memory_core.scoring import DEFAULT_POLICY
+from tests.conftest import START
+
+T0 = datetime(2026, 3, 1, 12, tzinfo=UTC)
+
+
+def history_of(core: MemoryCore) -> HistoryStore:
+    return core.runtime.history
+
+
+# --- one history query instead of three ---------------------------------------------------
+
+
+@pytest.mark.parametrize("summary_at", [None, 0, 5, 40])
+@pytest.mark.parametrize("limit", [1, 7, 60])
+async def test_turn_context_is_the_three_queries_it_replaces(
+    core: MemoryCore, summary_at: int | None, limit: int
+) -> None:
+    history = history_of(core)
+    session = await history.open_session(MAIN, START)
+    ids = []
+    for number in range(50):
+        role = SUMMARY_ROLE if number == summary_at else ("user", "assistant", "tool")[number % 3]
+        text = f"message {number} " + "x\x00y" * (number % 4) + "字" * number
+        message = await history.add_message(MAIN, session.id, role, text, START)
+        ids.append(message.id)
+    await history.mark_compacted(ids[:10])
+
+    context = await history.turn_context(session.id, limit)
+
+    expected = await history.latest_session_messages(session.id, limit)
+    if expected and not any(m.role == SUMMARY_ROLE for m in expected):
+        summary = await history.latest_of_role(session.id, SUMMARY_ROLE)
+        if summary is not None:
+            expected.insert(0, summary)
+    assert context.messages == expected
+    assert context.chars == await history.session_chars(session.id)
+
+
+def test_sql_length_is_sqlites_length() -> None:
+    conn = sqlite3.connect(":memory:")
+    for text in ["", "abc", "字字", "a\x00b", "\x00", "é🙂"]:
+        assert sql_length(text) == conn.execute("SELECT LENGTH(?)", (text,)).fetchone()[0]
+
+
+# --- a message and its index row in one transaction ----------------------------------------
+
+
+async def test_chat_turn_index_rows_match_a_full_recount(core: MemoryCore) -> None:
+    """Messages stored by turns (one transaction each) leave chunks, FTS rows, document
+    frequencies and counters exactly as a recount from the stored chunks gives them."""
+    scope = ScopeKey("peer:carol")
+    for text in ["我喜欢喝绿茶 green tea", "the gym locker is 4512", "绿茶 again", "ok"]:
+        await core.chat(scope, text)
+    assert core.index is not None and core.db is not None
+    sid = await core.index.scope_id(scope)
+    conn = core.db.conn
+    rows = await conn.execute_fetchall(
+        "SELECT c.id, c.line_from, c.line_to, c.ref, c.text, c.tokens, m.role, m.content"
+        " FROM chunks c JOIN messages m ON m.id = c.line_from WHERE c.scope_id = ?"
+        " AND c.kind = 'message' ORDER BY c.id",
+        (sid,),
+    )
+    assert len(rows) == 8  # four questions, four offline replies
+    for _, line_from, line_to, ref, text, _tokens, role, content in rows:
+        assert line_to == line_from and ref == str(line_from)
+        assert text == f"{role}: {content}"
+    terms = await conn.execute_fetchall(
+        "SELECT term, df FROM terms WHERE scope_id = ? AND df > 0", (sid,)
+    )
+    recount: Counter[str] = Counter()
+    for row in rows:
+        recount.update(set(str(row[5]).split()))
+    assert dict((str(t), int(n)) for t, n in terms) == dict(recount)
+    counters = await conn.execute_fetchall(
+        "SELECT chunk_count, token_count FROM scopes WHERE id = ?", (sid,)
+    )
+    assert tuple(next(iter(counters))) == (
+        len(rows),
+        sum(len(str(r[5]).split()) for r in rows),
+    )
+    for row in rows:
+        matched = await conn.execute_fetchall(
+            f"SELECT rowid FROM fts_{sid} WHERE fts_{sid} MATCH ?",
+            ('"' + str(row[5]).split()[0] + '"',),
+        )
+        assert row[0] in {r[0] for r in matched}
+    hits = await core.index.search(scope, "locker 4512", limit=3)
+    assert hits and "4512" in hits[0].text
+
+
+async def test_a_failing_statement_rolls_the_whole_message_back(core: MemoryCore) -> None:
+    history = history_of(core)
+    session = await history.open_session(MAIN, START)
+
+    def then(conn: sqlite3.Connection, message_id: int) -> None:
+        conn.execute("INSERT INTO no_such_table VALUES (?)", (message_id,))
+
+    with pytest.raises(sqlite3.OperationalError):
+        await history.add_message(MAIN, session.id, "user", "lost", START, then=then)
+    assert await history.session_messages(session.id) == []
+    kept = await history.add_message(MAIN, session.id, "user", "kept", START)
+    assert [m.id for m in await history.session_messages(session.id)] == [kept.id]
+
+
+# --- prompt memories cached until a score can change -----------------------------------------
+
+entry_strategy = st.builds(
+    lambda i, score, age, hours, pinned: MemoryEntry(
+        id=f"e{i}",
+        content=f"memory {i}",
+        category="fact",
+        score=score,
+        created_at=T0 - timedelta(days=age + 1),
+        last_activated=T0 - timedelta(days=age, hours=hours),
+        scored_at=T0 - timedelta(days=age, hours=hours),
+        pinned=pinned,
+    ),
+    st.integers(0, 10_000),
+    st.floats(0.05, 1.0),
+    st.integers(0, 60),
+    st.integers(0, 23),
+    st.booleans(),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(entry_strategy, max_size=40, unique_by=lambda e: e.id),
+    st.integers(0, 30 * 24),
+    st.floats(0.0, 1.0),
+    st.integers(1, 25),
+)
+def test_prompt_selection_holds_until_the_instant_it_reports(
+    entries: list[MemoryEntry], hours: int, fraction: float, top_k: int
+) -> None:
+    now = T0 + timedelta(hours=hours)
+    chosen, until = select_prompt_entries_until(entries, now, top_k=top_k, policy=DEFAULT_POLICY)
+    assert chosen == select_prompt_entries(entries, now, top_k=top_k)
+    assert until > now
+    later = now + (min(until, now + timedelta(days=3)) - now) * fraction
+    if later >= until:
+        later = now
+    again = select_prompt_entries(entries, later, top_k=top_k)
+    # Only `scored_at` (the instant asked about) differs; the block is made of the rest.
+    assert [(e.id, e.score) for e in again] == [(e.id, e.score) for e in chosen]
+    assert render_prompt_memories(again) == render_prompt_memories(chosen)
+
+
+async def test_prompt_memories_cache_follows_the_file_and_the_clock(
+    core: MemoryCore, clock: ManualClock
+) -> None:
+    def fresh(entries: list[MemoryEntry], when: datetime) -> str:
+        settings_ = core.config.prompt
+        return render_prompt_memories(
+            select_prompt_entries(
+                entries,
+                when,
+                min_score=settings_.min_score,
+                top_k=settings_.top_k,
+                policy=core.policy,
+            ),
+            settings_.max_tokens,
+        )
+
+    await core.capture(MAIN, "I drink green tea every morning", importance="high")
+    first = await core.prompt_memories(MAIN)
+    assert "green tea" in first
+    assert await core.prompt_memories(MAIN) == first
+
+    await core.capture(MAIN, "My daughter is allergic to peanuts", importance="high")
+    second = await core.prompt_memories(MAIN)
+    assert "peanuts" in second and second == fresh(await core.entries(MAIN), clock())
+
+    # A hand edit: seen once the hot path's stat interval has passed.
+    entries = await core.entries(MAIN)
+    edited = [
+        e.with_(content="I drink black coffee every morning") if "tea" in e.content else e
+        for e in entries
+    ]
+    atomic_write_text(core.store.path(MAIN), render_memory(edited, now=clock()))
+    clock.advance(timedelta(seconds=5))
+    await asyncio.sleep(HOT_PATH_MAX_AGE + 0.05)  # the hot path re-stats at most this often
+    third = await core.prompt_memories(MAIN, now=clock() + timedelta(seconds=5))
+    assert "black coffee" in third and "green tea" not in third
+
+    # Days later the scores have decayed: the cached block is not reused.
+    for days in (3, 8, 9, 30, 120):
+        when = clock() + timedelta(days=days)
+        assert await core.prompt_memories(MAIN, now=when) == fresh(await core.entries(MAIN), when)
+
+
+# --- the per-query scorer ---------------------------------------------------------------------
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 2**32 - 1))
+def test_bm25_scorer_is_bm25_score(seed: int) -> None:
+    rng = random.Random(seed)
+    vocab = [f"w{i}" for i in range(rng.randint(1, 30))]
+    docs = [[rng.choice(vocab) for _ in range(rng.randint(0, 25))] for _ in range(8)]
+    stats = CorpusStats(
+        docs=rng.randint(1, 5000),
+        avg_len=rng.uniform(0.5, 30.0),
+        doc_freq={v: rng.randint(1, 100) for v in vocab if rng.random() < 0.8},
+    )
+    query = [rng.choice([*vocab, "absent"]) for _ in range(rng.randint(1, 8))]
+    score = bm25_scorer(query, stats)
+    for doc in docs:
+        assert score(" ".join(doc)) == bm25_score(query, doc, stats)
