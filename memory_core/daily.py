@@ -77,10 +77,17 @@ def append_note_blocking(path: Path, text: str, when: datetime) -> AppendedNote:
     return AppendedNote(
         line_from=first_line,
         line_to=first_line + note.count("\n") - 1,
-        text=" ".join(note.split(" ", 2)[2:]).replace("\n  ", "\n").strip(),
+        text=_note_text(note, when.date()),
         before=before,
         after=(st.st_mtime_ns, st.st_size),
     )
+
+
+def _note_text(note: str, day: date) -> str:
+    """The text a later read of the file gives this note (`parse_notes`: continuation
+    lines stripped), so an appended note's chunk equals the one a full sync makes."""
+    parsed = parse_notes(note, day)
+    return parsed[0].text if len(parsed) == 1 else note.split(" ", 2)[-1].strip()
 
 
 def _count_lines(path: Path) -> int:

@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequen
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 from datetime import date, datetime
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -433,21 +434,29 @@ class MemoryCore:
     ) -> tuple[str, int]:
         """Append a note to the scope's file for today; returns (path, first line).
 
-        Three round trips: the file lock, one worker call that writes and fsyncs the note
-        and tokenizes it, one database call that indexes it. The file is written first: if
-        the index write fails, the file row keeps its old stamp and the next sync reads
-        the file again.
+        Two round trips: one worker call that takes the file lock, writes and fsyncs the
+        note and tokenizes it, and one database call that indexes it. The file is written
+        first: if the index write fails, the file row keeps its old stamp and the next
+        sync reads the file again.
         """
         if not text.strip():
             raise ChatmemError("a note needs some text")
         when = (now or self.now()).astimezone(self.tz)
         path = self.workspace.daily_path(scope, when.date())
         relative = self.workspace.relative(path)
-        async with self.locks.hold(self.workspace.lock_name(scope, "daily")):
+        async with self.locks.hold_running(
+            self.workspace.lock_name(scope, "daily"),
+            partial(
+                _append_daily_blocking,
+                self.workspace,
+                scope,
+                path,
+                text,
+                when,
+                self.index is not None,
+            ),
+        ) as (note, tokens):
             index = self.index
-            note, tokens = await asyncio.to_thread(
-                _append_daily_blocking, self.workspace, scope, path, text, when, index is not None
-            )
             if index is not None and tokens is not None:
                 chunk = Chunk(note.line_from, note.line_to, note.text, when)
                 try:
