@@ -31,24 +31,63 @@ def format_note(text: str, when: datetime) -> str:
     return "\n".join([head, *(f"  {line}" for line in lines[1:])]) + "\n"
 
 
-def append_note_blocking(path: Path, text: str, when: datetime) -> int:
-    """Append one note; returns its first line number. Caller holds the scope's file lock."""
+@dataclass(frozen=True, slots=True)
+class AppendedNote:
+    """Where an appended note landed, and the file's stamps around the write."""
+
+    line_from: int
+    line_to: int
+    text: str
+    """The note as `parse_notes` reads it back: what the index stores as its chunk."""
+    before: tuple[int, int]
+    """(mtime_ns, size) before the write; (0, 0) when the file did not exist."""
+    after: tuple[int, int]
+    """(mtime_ns, size) right after the write, from the descriptor that wrote it."""
+
+
+def append_note_blocking(path: Path, text: str, when: datetime) -> AppendedNote:
+    """Append one note. Caller holds the scope's file lock.
+
+    The stamps come from the same call as the write, so the index can tell whether it
+    holds the file exactly as it was before (then adding just this note is enough) and
+    record exactly this write, not a hand edit that might follow it.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        st = os.stat(path)
+        before = (st.st_mtime_ns, st.st_size)
+    except FileNotFoundError:
+        before = (0, 0)
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         size = os.fstat(fd).st_size
         existing_lines = _count_lines(path) if size else 0
-        payload = format_note(text, when)
+        note = format_note(text, when)
+        payload = note
         if size == 0:
-            payload = f"# {when.date().isoformat()}\n\n" + payload
+            payload = f"# {when.date().isoformat()}\n\n" + note
             first_line = 3
         else:
             first_line = existing_lines + 1
         os.write(fd, payload.encode("utf-8"))
         os.fsync(fd)
+        st = os.fstat(fd)
     finally:
         os.close(fd)
-    return first_line
+    return AppendedNote(
+        line_from=first_line,
+        line_to=first_line + note.count("\n") - 1,
+        text=_note_text(note, when.date()),
+        before=before,
+        after=(st.st_mtime_ns, st.st_size),
+    )
+
+
+def _note_text(note: str, day: date) -> str:
+    """The text a later read of the file gives this note (`parse_notes`: continuation
+    lines stripped), so an appended note's chunk equals the one a full sync makes."""
+    parsed = parse_notes(note, day)
+    return parsed[0].text if len(parsed) == 1 else note.split(" ", 2)[-1].strip()
 
 
 def _count_lines(path: Path) -> int:

@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TypeVar, cast
+from typing import Any, TypeVar, cast
 
 import aiosqlite
 
@@ -20,6 +20,7 @@ from memory_core.migrations import MIGRATIONS
 log = logging.getLogger(__name__)
 
 BUSY_TIMEOUT_MS = 30_000
+T = TypeVar("T")
 
 
 class Database:
@@ -44,27 +45,27 @@ class Database:
                 raise
             await self.conn.execute("COMMIT")
 
-    async def run_transaction(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        """`transaction()` for a write that needs no awaiting in between: BEGIN IMMEDIATE,
-        `fn` with the plain sqlite3 connection, COMMIT (ROLLBACK if `fn` raises), all in one
-        call on aiosqlite's thread. A chat turn stores each message this way: one round
-        trip between the event loop and that thread (~0.1-0.4 ms each under load) instead
-        of one per statement. Once started it runs to the end even if the awaiting task
-        is cancelled (it commits or rolls back on its own)."""
+    async def run(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """Run `work` inside one IMMEDIATE transaction on the database thread.
+
+        Every `await conn.execute(...)` is a round trip to aiosqlite's thread (~0.1-0.3 ms
+        each, more on a loaded machine); a write of a few statements, such as indexing one
+        note, costs less as one trip than as ten. `work` runs on that thread and must only
+        do SQLite calls and light Python: it holds the GIL and the write lock throughout.
+        Any exception rolls the transaction back and is raised here.
+        """
         async with self._write_lock:
-            return await on_db_thread(self.conn, lambda raw: _transact(raw, fn))
+            return await _on_thread(self.conn, _in_transaction, self.conn, work)
 
     async def close(self) -> None:
         await self.conn.close()
 
 
-T = TypeVar("T")
-
-
-def _transact(raw: sqlite3.Connection, fn: Callable[[sqlite3.Connection], T]) -> T:
+def _in_transaction(conn: aiosqlite.Connection, work: Callable[[sqlite3.Connection], T]) -> T:
+    raw = _raw(conn)
     raw.execute("BEGIN IMMEDIATE")
     try:
-        result = fn(raw)
+        result = work(raw)
     except BaseException:
         raw.execute("ROLLBACK")
         raise
@@ -72,17 +73,31 @@ def _transact(raw: sqlite3.Connection, fn: Callable[[sqlite3.Connection], T]) ->
     return result
 
 
-async def on_db_thread(conn: aiosqlite.Connection, fn: Callable[[sqlite3.Connection], T]) -> T:
-    """Run `fn` with the plain sqlite3 connection on aiosqlite's own thread, so several
-    statements cost one round trip instead of one each.
+def _raw(conn: aiosqlite.Connection) -> sqlite3.Connection:
+    """The sqlite3 connection behind aiosqlite; only valid on aiosqlite's own thread."""
+    return conn._conn
 
-    aiosqlite has no public call for this; `_execute` is what all its own methods use.
-    (Queuing several `conn.execute` calls at once with asyncio.gather was measured slower:
-    the tasks' wake-ups compete with the database thread for the GIL.)
+
+async def _on_thread(conn: aiosqlite.Connection, fn: Callable[..., T], *args: Any) -> T:
+    """Queue `fn(*args)` on aiosqlite's thread, after any statement already queued.
+
+    aiosqlite has no public call for this; `_execute` is what its own `execute` uses (the
+    same in 0.20 to 0.22). Statements of other tasks stay in order around it, since the
+    thread runs its queue one item at a time.
     """
-    raw: sqlite3.Connection = conn._conn
-    result = await conn._execute(fn, raw)  # type: ignore[no-untyped-call]
-    return cast(T, result)
+    execute = cast(Callable[..., Any], conn._execute)
+    return cast(T, await execute(fn, *args))
+
+
+async def on_db_thread(conn: aiosqlite.Connection, work: Callable[[sqlite3.Connection], T]) -> T:
+    """Run `work(sqlite3 connection)` on aiosqlite's thread in one round trip, inside
+    whatever transaction the caller holds (`Database.transaction`): several statements
+    for the price of one `await`."""
+    return await _on_thread(conn, _call_raw, conn, work)
+
+
+def _call_raw(conn: aiosqlite.Connection, work: Callable[[sqlite3.Connection], T]) -> T:
+    return work(_raw(conn))
 
 
 async def open_database(path: Path) -> Database:

@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequen
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 from datetime import date, datetime
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -50,7 +51,7 @@ from memory_core.scope import MAIN, ScopeKey
 from memory_core.scoring import ScoringPolicy, Status, initial_score, score_at, status_of
 from memory_core.staging import Applied, Staging
 from memory_core.store import LongTermStore
-from memory_core.text import ensure_loaded, extract_keywords
+from memory_core.text import ensure_loaded, extract_keywords, tokenize
 from memory_core.workspace import Workspace
 
 if TYPE_CHECKING:
@@ -495,31 +496,45 @@ class MemoryCore:
     async def append_daily(
         self, scope: ScopeKey, text: str, *, now: datetime | None = None
     ) -> tuple[str, int]:
-        """Append a note to the scope's file for today; returns (path, first line)."""
+        """Append a note to the scope's file for today; returns (path, first line).
+
+        Two round trips: one worker call that takes the file lock, writes and fsyncs the
+        note and tokenizes it, and one database call that indexes it. The file is written
+        first: if the index write fails, the file row keeps its old stamp and the next
+        sync reads the file again.
+        """
         if not text.strip():
             raise ChatmemError("a note needs some text")
         when = (now or self.now()).astimezone(self.tz)
         path = self.workspace.daily_path(scope, when.date())
-        async with self.locks.hold(self.workspace.lock_name(scope, "daily")):
-            await asyncio.to_thread(self.workspace.ensure_scope, scope)
-            before = await asyncio.to_thread(_stat_pair, path)
-            line = await asyncio.to_thread(daily.append_note_blocking, path, text, when)
-            relative = self.workspace.relative(path)
-            if self.index is not None:
-                note = daily.format_note(text, when)
-                chunk = Chunk(
-                    line_from=line,
-                    line_to=line + note.count("\n") - 1,
-                    text=" ".join(note.split(" ", 2)[2:]).replace("\n  ", "\n").strip(),
-                    created_at=when,
-                )
+        relative = self.workspace.relative(path)
+        async with self.locks.hold_running(
+            self.workspace.lock_name(scope, "daily"),
+            partial(
+                _append_daily_blocking,
+                self.workspace,
+                scope,
+                path,
+                text,
+                when,
+                self.index is not None,
+            ),
+        ) as (note, tokens):
+            index = self.index
+            if index is not None and tokens is not None:
+                chunk = Chunk(note.line_from, note.line_to, note.text, when)
                 try:
-                    await self.index.add_chunks(
-                        scope, relative, ChunkKind.DAILY, [chunk], previous=before
+                    await index.add_prepared(
+                        scope,
+                        relative,
+                        ChunkKind.DAILY,
+                        [(chunk, tokens)],
+                        stamp=note.after,
+                        previous=note.before,
                     )
                 except sqlite3.DatabaseError as exc:
                     self._index_failed(exc)
-        return relative, line
+        return relative, note.line_from
 
     async def recent_daily(self, scope: ScopeKey, *, now: datetime | None = None) -> str:
         """Today's and yesterday's notes under the configured character cap."""
@@ -662,13 +677,13 @@ class MemoryCore:
         ids = list(dict.fromkeys(entry_ids))
         if not ids or self._db is None:
             return
-        await self._db.run_transaction(self.note_used_in(scope, ids, session_id))
+        await self._db.run(self.note_used_in(scope, ids, session_id))
 
     def note_used_in(
         self, scope: ScopeKey, entry_ids: Iterable[str], session_id: str
     ) -> Callable[[sqlite3.Connection], None]:
         """`note_used` as a step of the caller's write transaction on the database thread
-        (`Database.run_transaction`): a chat turn records the entries its reply used in the
+        (`Database.run`): a chat turn records the entries its reply used in the
         same commit as the reply."""
         ids = list(dict.fromkeys(entry_ids))
         when = format_when(self.now())
@@ -779,13 +794,19 @@ def _within(hit: Hit, since: datetime | None, until: datetime | None) -> bool:
     return (since is None or hit.created_at >= since) and (until is None or hit.created_at < until)
 
 
-def _stat_pair(path: Path) -> tuple[int, int]:
-    """(mtime_ns, size) of a file, (0, 0) when it does not exist."""
-    try:
-        st = path.stat()
-    except FileNotFoundError:
-        return 0, 0
-    return st.st_mtime_ns, st.st_size
+def _append_daily_blocking(
+    workspace: Workspace,
+    scope: ScopeKey,
+    path: Path,
+    text: str,
+    when: datetime,
+    indexed: bool,
+) -> tuple[daily.AppendedNote, str | None]:
+    """`append_daily`'s blocking work in one worker-thread call: the scope's directory,
+    the append, and the note's terms when an index will take them."""
+    workspace.ensure_scope(scope)
+    note = daily.append_note_blocking(path, text, when)
+    return note, " ".join(tokenize(note.text)) if indexed else None
 
 
 def _move_aside(path: Path) -> None:

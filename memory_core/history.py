@@ -124,7 +124,7 @@ class TurnContext:
 
 AfterInsert = Callable[[sqlite3.Connection, int], None]
 """A step of a message's insert transaction, given the new message id; it runs on the
-database thread (`Database.run_transaction`), so it must not touch the event loop."""
+database thread (`Database.run`), so it must not touch the event loop."""
 
 SUMMARY_ROLE = "summary"
 """The role of a compaction summary (prompting.SUMMARY_ROLE; prompting imports this module)."""
@@ -238,7 +238,7 @@ class HistoryStore:
     ) -> StoredMessage:
         """Store one message and touch its session.
 
-        The transaction runs in one call on the database thread (`run_transaction`), and
+        The transaction runs in one call on the database thread (`run`), and
         `then` adds to the same transaction (see `AfterInsert`): a chat turn indexes the
         message (and records used entries) there, so one commit and one round trip cover
         what took two or three commits and a dozen round trips, and the message is never
@@ -270,7 +270,7 @@ class HistoryStore:
                 then(conn, message_id)
             return message_id
 
-        message_id = await self._db.run_transaction(write)
+        message_id = await self._db.run(write)
         return StoredMessage(
             id=message_id,
             scope=scope.value,

@@ -11,11 +11,12 @@ import logging
 import math
 import os
 import random
+import sqlite3
 import sys
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,7 @@ from adapters import cli
 from memory_core import fallback
 from memory_core import index as index_module
 from memory_core.chunking import ChunkKind
-from memory_core.clock import ManualClock
+from memory_core.clock import ManualClock, format_when
 from memory_core.config import Config, load_config
 from memory_core.engine import MemoryCore
 from memory_core.errors import ChatmemError
@@ -252,9 +253,162 @@ async def test_appends_index_like_a_full_sync(core: MemoryCore) -> None:
         incremental = await chunk_rows(core, scope)
         stats = await index_of(core).sync_scope(scope, force=True)
         assert stats.files_indexed == 2
-        assert [r[:4] + r[5:] for r in await chunk_rows(core, scope)] == [
-            r[:4] + r[5:] for r in incremental
-        ]
+        # Text too: an appended note's chunk reads like the file's (continuation lines
+        # stripped).
+        assert await chunk_rows(core, scope) == incremental
+
+
+REBUILD_QUERIES = ["apples", "kayak", "locker code", "杭州 出差", "jazz vinyl", "note", "plan"]
+
+
+async def index_state(core: MemoryCore, scopes: list[ScopeKey]) -> dict[str, Any]:
+    """Everything a search depends on, per scope, without ids or content hashes (an
+    append forgets the hash; a rebuild computes it)."""
+    assert core.db is not None
+    index = index_of(core)
+    state: dict[str, Any] = {}
+    for scope in scopes:
+        sid = await index.scope_id(scope)
+        rows = await core.db.conn.execute_fetchall(
+            "SELECT path, line_from, line_to, kind, created_at, ref, hidden, text, tokens"
+            " FROM chunks WHERE scope_id = ? ORDER BY path, line_from, text",
+            (sid,),
+        )
+        terms = await core.db.conn.execute_fetchall(
+            "SELECT term, df FROM terms WHERE scope_id = ? ORDER BY term", (sid,)
+        )
+        counts = await core.db.conn.execute_fetchall(
+            "SELECT chunk_count, token_count FROM scopes WHERE id = ?", (sid,)
+        )
+        hits = {}
+        for query in REBUILD_QUERIES:
+            found_hits = await index.search(scope, query, limit=50)
+            hits[query] = sorted(
+                (round(-h.score, 9), h.path, h.line_from, h.text) for h in found_hits
+            )
+        state[scope.value] = {
+            "chunks": [tuple(r) for r in rows],
+            "terms": [tuple(r) for r in terms],
+            "counts": [tuple(r) for r in counts],
+            "hits": hits,
+        }
+    files = await core.db.conn.execute_fetchall(
+        "SELECT path, mtime_ns, size, kind FROM files ORDER BY path"
+    )
+    state["files"] = [tuple(r) for r in files]
+    return state
+
+
+@pytest.mark.parametrize("group", [64, 2], ids=["threads", "processes"])
+async def test_rebuild_equals_the_incremental_index(
+    core: MemoryCore, monkeypatch: pytest.MonkeyPatch, group: int
+) -> None:
+    """A rebuild (in worker processes when there are enough groups of files) leaves
+    exactly the chunks, frequencies, counters and search results that appends, long-term
+    writes, syncs and messages built one by one."""
+    index = index_of(core)
+    peer, talk_only = ScopeKey("peer:9"), ScopeKey("peer:talk-only")
+    for scope in (MAIN, peer):
+        await core.append_daily(scope, "first note about apples")
+        await core.append_daily(scope, "multi line note\nsecond line\n\n  third line indented")
+        await core.append_daily(scope, "中文笔记：明天去杭州出差")
+        for days in range(1, 6):
+            await core.append_daily(
+                scope, f"note {days} days ago: plan", now=START - timedelta(days=days)
+            )
+        await core.capture(scope, "user likes jazz music on vinyl")
+    write(core, "memory/summary/2026-02-03.md", "# 2026-02-03\n\nkayak lesson at the lake\n")
+    write(core, "memory/summary/2026-02.md", "# 2026-02\n\nFebruary: kayak and paddling\n")
+    write(core, "memory/2026-02-01-chat-export.md", "# export\n\nkayak tax refund\n\nmore plan\n")
+    await index.sync_scope(MAIN)
+    when = START - timedelta(hours=2)
+    await index.add_message(MAIN, "sess-1", 7, "user", "my locker code is 4512", when)
+    await index.add_message(
+        talk_only, "sess-2", 3, "user", "locker code of a scope without files", when
+    )
+    scopes = [MAIN, peer, talk_only]
+    incremental = await index_state(core, scopes)
+    assert incremental[MAIN.value]["hits"]["kayak"]  # the comparison is not vacuous
+
+    monkeypatch.setattr(index_module, "REBUILD_GROUP", group)
+    progress: list[tuple[int, int]] = []
+    stats = await index.rebuild(lambda done, total: progress.append((done, total)))
+    files = len(incremental["files"])
+    assert (stats.files_seen, stats.files_indexed) == (files, files)
+    assert stats.chunks_added == sum(
+        1 for s in (MAIN, peer) for r in incremental[s.value]["chunks"] if r[3] != "message"
+    )
+    assert progress[-1] == (files, files)
+    assert await index_state(core, scopes) == incremental
+    assert core.db is not None
+    for scope in scopes:
+        sid = await index.scope_id(scope)
+        # FTS5's own consistency check of its index (not against the content table,
+        # which every scope's FTS table shares).
+        await core.db.conn.execute(f"INSERT INTO fts_{sid} (fts_{sid}) VALUES ('integrity-check')")
+    # A second rebuild of the rebuilt index changes nothing either.
+    await index.rebuild()
+    assert await index_state(core, scopes) == incremental
+
+
+async def test_failed_index_write_of_an_append_is_picked_up_by_the_next_sync(
+    core: MemoryCore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The note is in the file before the index is written; when that write fails, none
+    of it stays, and the file's old stamp makes the next sync read the file again."""
+    index = index_of(core)
+    assert core.db is not None
+    conn = core.db.conn
+
+    async def rows_of(index: SearchIndex) -> list[tuple[Any, ...]]:
+        sid = await index.scope_id(MAIN)
+        rows = await conn.execute_fetchall(
+            "SELECT path, line_from, line_to, kind, text, tokens FROM chunks"
+            " WHERE scope_id = ? ORDER BY path, line_from",
+            (sid,),
+        )
+        return [tuple(r) for r in rows]
+
+    await core.append_daily(MAIN, "first note about apples")
+    real = index_module._insert_chunks_raw
+
+    def failing(*args: Any) -> None:
+        real(*args)  # the rows are written, then the transaction fails
+        raise sqlite3.OperationalError("disk I/O error")
+
+    monkeypatch.setattr(index_module, "_insert_chunks_raw", failing)
+    assert await core.append_daily(MAIN, "second note about cherries") == (DAY, 4)
+    monkeypatch.undo()
+    assert core.index is None  # degraded: searches read the files
+    assert "second note about cherries" in (core.workspace.root / DAY).read_text()
+    assert texts(await core.search(MAIN, "cherries")) == ["second note about cherries"]
+    assert await index.search(MAIN, "cherries") == []  # rolled back
+    assert [r[4] for r in await rows_of(index)] == ["first note about apples"]
+
+    stats = await index.sync_scope(MAIN)
+    assert (stats.files_indexed, stats.chunks_added) == (1, 2)
+    assert texts(await index.search(MAIN, "cherries")) == ["second note about cherries"]
+    counts = await conn.execute_fetchall(
+        "SELECT chunk_count FROM scopes WHERE key = ?", (MAIN.value,)
+    )
+    assert [tuple(r) for r in counts] == [(2,)]
+    synced = await rows_of(index)
+    assert [r[4] for r in synced] == ["first note about apples", "second note about cherries"]
+    await index.sync_scope(MAIN, force=True)
+    assert await rows_of(index) == synced
+
+
+def test_rebuild_formats_times_like_format_when() -> None:
+    """The rebuild's quick timestamp text must equal `format_when` for every input."""
+    zone = timezone(timedelta(hours=8))
+    for when in (
+        datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC),
+        datetime(999, 1, 2, 3, 4, 5, tzinfo=UTC),
+        datetime(2026, 3, 1, 12, 0, 0, 250_000, tzinfo=UTC),
+        datetime(2026, 3, 1, 12, 0, 0, tzinfo=zone),
+        datetime(2026, 3, 1, 12, 0, 0),
+    ):
+        assert index_module._when_text(when) == format_when(when), when
 
 
 # --- line ranges ------------------------------------------------------------------------

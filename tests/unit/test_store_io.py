@@ -154,6 +154,42 @@ async def test_cancelled_lock_wait_does_not_leak_the_file_lock(tmp_path: Path) -
         pass
 
 
+async def test_hold_running_does_not_leak_the_file_lock(tmp_path: Path) -> None:
+    """The locked job runs in the thread that takes the lock: cancelled while it waits
+    for another process, or failing, it must leave the lock free all the same."""
+    other_process = LockRegistry(tmp_path)
+    this_process = LockRegistry(tmp_path)
+    ran: list[str] = []
+
+    async def locked_job() -> None:
+        async with this_process.hold_running("main.daily", lambda: ran.append("job")) as value:
+            ran.append(f"inside {value}")
+
+    async with other_process.hold("main.daily"):
+        waiter = asyncio.create_task(locked_job())
+        await asyncio.sleep(0.2)  # now blocked in the worker thread
+        waiter.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiter
+    await asyncio.sleep(0.3)  # the orphaned worker thread takes the lock and runs the job
+    assert ran == ["job"]
+
+    def failing() -> None:
+        raise OSError("disk full")
+
+    with pytest.raises(OSError, match="disk full"):
+        async with this_process.hold_running("main.daily", failing):
+            pytest.fail("the block must not run when the job failed")
+    third = LockRegistry(tmp_path, timeout=3)
+    try:
+        async with asyncio.timeout(10), third.hold("main.daily"):
+            pass
+    except Timeout:
+        pytest.fail("a cancelled or failed job kept the file lock")
+    async with asyncio.timeout(10), this_process.hold_running("main.daily", lambda: 7) as got:
+        assert got == 7
+
+
 # --- crash safety ------------------------------------------------------------------------
 
 ZYGOTE = """
