@@ -45,12 +45,15 @@ class AppendedNote:
     """(mtime_ns, size) right after the write, from the descriptor that wrote it."""
 
 
-def append_note_blocking(path: Path, text: str, when: datetime) -> AppendedNote:
+def append_note_blocking(
+    path: Path, text: str, when: datetime, *, durable: bool = True
+) -> AppendedNote:
     """Append one note. Caller holds the scope's file lock.
 
     The stamps come from the same call as the write, so the index can tell whether it
     holds the file exactly as it was before (then adding just this note is enough) and
-    record exactly this write, not a hand edit that might follow it.
+    record exactly this write, not a hand edit that might follow it. With `durable`
+    false the caller fsyncs (`fsync_path`) itself, e.g. while the index write runs.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
@@ -70,7 +73,8 @@ def append_note_blocking(path: Path, text: str, when: datetime) -> AppendedNote:
         else:
             first_line = existing_lines + 1
         os.write(fd, payload.encode("utf-8"))
-        os.fsync(fd)
+        if durable:
+            os.fsync(fd)
         st = os.fstat(fd)
     finally:
         os.close(fd)
@@ -81,6 +85,16 @@ def append_note_blocking(path: Path, text: str, when: datetime) -> AppendedNote:
         before=before,
         after=(st.st_mtime_ns, st.st_size),
     )
+
+
+def fsync_path(path: Path) -> None:
+    """Flush a file written through another descriptor (fsync is per file, not per
+    descriptor)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _note_text(note: str, day: date) -> str:

@@ -498,10 +498,11 @@ class MemoryCore:
     ) -> tuple[str, int]:
         """Append a note to the scope's file for today; returns (path, first line).
 
-        Two round trips: one worker call that takes the file lock, writes and fsyncs the
-        note and tokenizes it, and one database call that indexes it. The file is written
-        first: if the index write fails, the file row keeps its old stamp and the next
-        sync reads the file again.
+        One worker call takes the file lock, writes the note and tokenizes it; then the
+        fsync and the database call that indexes the note run side by side, and the call
+        returns (and the lock is released) once both are done. The file is written first:
+        if the index write fails, the file row keeps its old stamp and the next sync reads
+        the file again.
         """
         if not text.strip():
             raise ChatmemError("a note needs some text")
@@ -520,20 +521,24 @@ class MemoryCore:
                 self.index is not None,
             ),
         ) as (note, tokens):
-            index = self.index
-            if index is not None and tokens is not None:
-                chunk = Chunk(note.line_from, note.line_to, note.text, when)
-                try:
-                    await index.add_prepared(
-                        scope,
-                        relative,
-                        ChunkKind.DAILY,
-                        [(chunk, tokens)],
-                        stamp=note.after,
-                        previous=note.before,
-                    )
-                except sqlite3.DatabaseError as exc:
-                    self._index_failed(exc)
+            syncing = asyncio.ensure_future(asyncio.to_thread(daily.fsync_path, path))
+            try:
+                index = self.index
+                if index is not None and tokens is not None:
+                    chunk = Chunk(note.line_from, note.line_to, note.text, when)
+                    try:
+                        await index.add_prepared(
+                            scope,
+                            relative,
+                            ChunkKind.DAILY,
+                            [(chunk, tokens)],
+                            stamp=note.after,
+                            previous=note.before,
+                        )
+                    except sqlite3.DatabaseError as exc:
+                        self._index_failed(exc)
+            finally:
+                await asyncio.shield(syncing)
         return relative, note.line_from
 
     async def recent_daily(self, scope: ScopeKey, *, now: datetime | None = None) -> str:
@@ -805,7 +810,7 @@ def _append_daily_blocking(
     """`append_daily`'s blocking work in one worker-thread call: the scope's directory,
     the append, and the note's terms when an index will take them."""
     workspace.ensure_scope(scope)
-    note = daily.append_note_blocking(path, text, when)
+    note = daily.append_note_blocking(path, text, when, durable=False)
     return note, " ".join(tokenize(note.text)) if indexed else None
 
 

@@ -317,6 +317,7 @@ async def test_rebuild_equals_the_incremental_index(
                 scope, f"note {days} days ago: plan", now=START - timedelta(days=days)
             )
         await core.capture(scope, "user likes jazz music on vinyl")
+    await core.flush()
     write(core, "memory/summary/2026-02-03.md", "# 2026-02-03\n\nkayak lesson at the lake\n")
     write(core, "memory/summary/2026-02.md", "# 2026-02\n\nFebruary: kayak and paddling\n")
     write(core, "memory/2026-02-01-chat-export.md", "# export\n\nkayak tax refund\n\nmore plan\n")
