@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from pathlib import Path
@@ -85,6 +86,16 @@ def append_note_blocking(
         before=before,
         after=(st.st_mtime_ns, st.st_size),
     )
+
+
+_SYNCING = ThreadPoolExecutor(max_workers=2, thread_name_prefix="chatmem-fsync")
+
+
+def fsync_soon(path: Path) -> Future[None]:
+    """`fsync_path` on a worker thread, started now: a caller on another thread (the
+    database's) overlaps it with its own work and waits for the future before it says the
+    note is stored."""
+    return _SYNCING.submit(fsync_path, path)
 
 
 def fsync_path(path: Path) -> None:

@@ -13,6 +13,7 @@ import sys
 import time
 import zoneinfo
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from concurrent.futures import Future
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 from datetime import date, datetime
@@ -32,10 +33,10 @@ from memory_core.entries import ArchiveReason, Importance, MemoryEntry
 from memory_core.errors import ChatmemError, EntryNotFound, IndexUnavailable
 from memory_core.fallback import search_files
 from memory_core.history import HistoryStore
-from memory_core.index import Hit, SearchIndex, SyncStats
+from memory_core.index import Appended, Hit, SearchIndex, SyncStats
 from memory_core.journal import CaptureJournal
 from memory_core.llm import LLMClient
-from memory_core.locks import LockRegistry
+from memory_core.locks import LockRegistry, try_take
 from memory_core.memory_md import ParsedMemory, QuarantinedBlock
 from memory_core.merge import Candidate, Change, ChangeKind, MergeResult, merge
 from memory_core.prompt import render_prompt_memories, select_prompt_entries_until
@@ -498,17 +499,57 @@ class MemoryCore:
     ) -> tuple[str, int]:
         """Append a note to the scope's file for today; returns (path, first line).
 
-        One worker call takes the file lock, writes the note and tokenizes it; then the
-        fsync and the database call that indexes the note run side by side, and the call
-        returns (and the lock is released) once both are done. The file is written first:
-        if the index write fails, the file row keeps its old stamp and the next sync reads
-        the file again.
+        With an index, one round trip: on the database thread, take the file lock without
+        waiting, append and tokenize the note, then index it in one transaction while a
+        worker thread fsyncs the file; the call returns once both are done.
+        If another process holds the file lock, the slow path waits for it in a worker
+        thread instead. The file is always written first: if the index write fails, the
+        note stays in the file and the next sync indexes it.
         """
         if not text.strip():
             raise ChatmemError("a note needs some text")
         when = (now or self.now()).astimezone(self.tz)
         path = self.workspace.daily_path(scope, when.date())
         relative = self.workspace.relative(path)
+        name = self.workspace.lock_name(scope, "daily")
+        index = self.index
+        if index is not None:
+            written: list[tuple[daily.AppendedNote, Future[None]]] = []
+            async with self.locks.hold_local(name) as file_lock:
+
+                def append() -> Appended | None:
+                    if not try_take(file_lock):
+                        return None
+                    try:
+                        note, tokens = _append_daily_blocking(
+                            self.workspace, scope, path, text, when, indexed=True, durable=False
+                        )
+                    finally:
+                        file_lock.release()
+                    # The fsync runs while the index write does; both end before we return.
+                    written.append((note, daily.fsync_soon(path)))
+                    chunk = Chunk(note.line_from, note.line_to, note.text, when)
+                    return Appended([(chunk, tokens or "")], note.after, note.before)
+
+                try:
+                    await index.add_appended(scope, relative, ChunkKind.DAILY, append)
+                except sqlite3.DatabaseError as exc:
+                    if not written:
+                        raise
+                    self._index_failed(exc)
+                finally:
+                    if written:
+                        await asyncio.shield(asyncio.wrap_future(written[0][1]))
+                if written:
+                    return relative, written[0][0].line_from
+        return await self._append_daily_waiting(scope, path, relative, text, when)
+
+    async def _append_daily_waiting(
+        self, scope: ScopeKey, path: Path, relative: str, text: str, when: datetime
+    ) -> tuple[str, int]:
+        """`append_daily` when the file lock must be waited for (or there is no index):
+        the append in a worker thread under the lock, then the index write beside the
+        fsync."""
         async with self.locks.hold_running(
             self.workspace.lock_name(scope, "daily"),
             partial(
@@ -518,7 +559,8 @@ class MemoryCore:
                 path,
                 text,
                 when,
-                self.index is not None,
+                indexed=self.index is not None,
+                durable=False,
             ),
         ) as (note, tokens):
             syncing = asyncio.ensure_future(asyncio.to_thread(daily.fsync_path, path))
@@ -805,12 +847,14 @@ def _append_daily_blocking(
     path: Path,
     text: str,
     when: datetime,
+    *,
     indexed: bool,
+    durable: bool,
 ) -> tuple[daily.AppendedNote, str | None]:
-    """`append_daily`'s blocking work in one worker-thread call: the scope's directory,
-    the append, and the note's terms when an index will take them."""
+    """`append_daily`'s blocking work in one call: the scope's directory, the append, and
+    the note's terms when an index will take them."""
     workspace.ensure_scope(scope)
-    note = daily.append_note_blocking(path, text, when, durable=False)
+    note = daily.append_note_blocking(path, text, when, durable=durable)
     return note, " ".join(tokenize(note.text)) if indexed else None
 
 

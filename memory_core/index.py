@@ -43,6 +43,16 @@ Progress = Callable[[int, int], None]
 
 
 @dataclass(frozen=True, slots=True)
+class Appended:
+    """Tokenized chunks just appended to a file, with the file's stamps around the
+    append (see `SearchIndex.add_prepared`)."""
+
+    prepared: list[tuple[Chunk, str]]
+    stamp: tuple[int, int]
+    previous: tuple[int, int]
+
+
+@dataclass(frozen=True, slots=True)
 class Hit:
     path: str
     line_from: int
@@ -387,10 +397,46 @@ class SearchIndex:
                 lambda raw: _add_raw(raw, sid, relative_path, kind, prepared, stamp, previous)
             )
             if reread:
-                path = self._ws.root / relative_path
-                item = await asyncio.to_thread(prepare_file, self._ws, path, self._zone)
-                if item is not None:
-                    await self._write_file(sid, item, SyncStats())
+                await self._reread(sid, relative_path)
+
+    async def add_appended(
+        self,
+        scope: ScopeKey,
+        relative_path: str,
+        kind: ChunkKind,
+        append: Callable[[], Appended | None],
+    ) -> Appended | None:
+        """`add_prepared` for a note that `append` writes to its file on the database
+        thread, right before the index write and in the same round trip: one hop from the
+        event loop for the whole note. `append` returns None when it cannot write now (the
+        file is locked by another process); nothing is indexed then and None comes back.
+
+        The file is written before the transaction's statements run, so if they fail the
+        note stays in the file (the exception says so) and the next sync indexes it.
+        """
+        async with self._lock(scope):
+            sid = await self.scope_id(scope)
+            assert sid is not None
+
+            def work(raw: sqlite3.Connection) -> tuple[Appended | None, bool]:
+                done = append()
+                if done is None:
+                    return None, False
+                reread = _add_raw(
+                    raw, sid, relative_path, kind, done.prepared, done.stamp, done.previous
+                )
+                return done, reread
+
+            done, reread = await self._db.run(work)
+            if reread:
+                await self._reread(sid, relative_path)
+            return done
+
+    async def _reread(self, sid: int, relative_path: str) -> None:
+        path = self._ws.root / relative_path
+        item = await asyncio.to_thread(prepare_file, self._ws, path, self._zone)
+        if item is not None:
+            await self._write_file(sid, item, SyncStats())
 
     async def update_long_term(
         self, scope: ScopeKey, relative_path: str, record: WriteRecord

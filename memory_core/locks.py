@@ -12,7 +12,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
-from filelock import FileLock
+from filelock import FileLock, Timeout
 
 T = TypeVar("T")
 
@@ -35,6 +35,13 @@ class LockRegistry:
             )
             self._file_locks[name] = lock
         return lock
+
+    @asynccontextmanager
+    async def hold_local(self, name: str) -> AsyncIterator[FileLock]:
+        """Only the in-process layer of `name`; yields its file lock for a caller that
+        takes it itself without blocking (`try_take`) on a thread of its choosing."""
+        async with self._async_locks.setdefault(name, asyncio.Lock()):
+            yield self._file_lock(name)
 
     @asynccontextmanager
     async def hold(self, name: str) -> AsyncIterator[None]:
@@ -71,6 +78,15 @@ class LockRegistry:
                 yield result
             finally:
                 file_lock.release()
+
+
+def try_take(lock: FileLock) -> bool:
+    """Take `lock` if no other process holds it, without waiting (blocking call)."""
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        return False
+    return True
 
 
 async def _acquire(lock: FileLock) -> None:

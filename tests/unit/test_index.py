@@ -352,6 +352,26 @@ async def test_rebuild_equals_the_incremental_index(
     assert await index_state(core, scopes) == incremental
 
 
+async def test_an_append_waits_for_another_process_holding_the_file(core: MemoryCore) -> None:
+    """While another process holds the daily file's lock, the one-trip append backs off
+    (nothing written, nothing indexed) and waits for the lock in a worker thread."""
+    from filelock import FileLock
+
+    await core.append_daily(MAIN, "first note about apples")
+    name = core.workspace.lock_name(MAIN, "daily")
+    other = FileLock(core.workspace.locks_dir / f"{name}.lock", thread_local=False)
+    await asyncio.to_thread(other.acquire)
+    appending = asyncio.ensure_future(core.append_daily(MAIN, "second note about cherries"))
+    await asyncio.sleep(0.3)
+    assert not appending.done()
+    assert "cherries" not in (core.workspace.root / DAY).read_text(encoding="utf-8")
+    await asyncio.to_thread(other.release)
+    assert await appending == (DAY, 4)
+    assert texts(await index_of(core).search(MAIN, "cherries")) == ["second note about cherries"]
+    stats = await index_of(core).sync_scope(MAIN)
+    assert stats.files_indexed == 0  # the waiting path indexed it as a sync would
+
+
 async def test_failed_index_write_of_an_append_is_picked_up_by_the_next_sync(
     core: MemoryCore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
