@@ -36,7 +36,7 @@ from memory_core.history import HistoryStore
 from memory_core.index import Appended, Hit, SearchIndex, SyncStats
 from memory_core.journal import CaptureJournal
 from memory_core.llm import LLMClient
-from memory_core.locks import LockRegistry, try_take
+from memory_core.locks import LockRegistry, try_lock_file, unlock_file
 from memory_core.memory_md import ParsedMemory, QuarantinedBlock
 from memory_core.merge import Candidate, Change, ChangeKind, MergeResult, merge
 from memory_core.prompt import render_prompt_memories, select_prompt_entries_until
@@ -515,17 +515,18 @@ class MemoryCore:
         index = self.index
         if index is not None:
             written: list[tuple[daily.AppendedNote, Future[None]]] = []
-            async with self.locks.hold_local(name) as file_lock:
+            async with self.locks.hold_local(name) as lock_path:
 
                 def append() -> Appended | None:
-                    if not try_take(file_lock):
+                    held = try_lock_file(lock_path)
+                    if held is None:
                         return None
                     try:
                         note, tokens = _append_daily_blocking(
                             self.workspace, scope, path, text, when, indexed=True, durable=False
                         )
                     finally:
-                        file_lock.release()
+                        unlock_file(held)
                     # The fsync runs while the index write does; both end before we return.
                     written.append((note, daily.fsync_soon(path)))
                     chunk = Chunk(note.line_from, note.line_to, note.text, when)
