@@ -111,6 +111,14 @@ class RecallSettings:
     k1: float = field(default=1.2, metadata=doc("BM25 term-frequency saturation."))
     b: float = field(default=0.75, metadata=doc("BM25 length normalisation."))
     min_score: float = field(default=0.2, metadata=doc("Hits scoring below this are dropped."))
+    rank_budget: int = field(
+        default=1500,
+        metadata=doc(
+            "Postings FTS5 may rank for the recall of one chat turn before only the rarest "
+            "terms pick candidates (explicit searches allow 3000): lower is faster in "
+            "very large scopes and a little less exact."
+        ),
+    )
     max_hits: int = field(default=5, metadata=doc("At most this many hits are injected."))
     token_budget: int = field(default=2048, metadata=doc("Token budget of the injected block."))
     hit_chars: int = field(default=300, metadata=doc("Each injected hit is cut at this length."))
@@ -449,6 +457,7 @@ def _validate(config: Config, source: str) -> None:
     s = config.scoring
     checks: list[tuple[bool, str]] = [
         (0 < s.daily_decay <= 1, "scoring.daily_decay must be in (0, 1]"),
+        (config.recall.rank_budget >= 1, "recall.rank_budget must be >= 1"),
         (
             0 <= s.forget_below <= s.archive_below <= 1,
             "scoring thresholds must satisfy 0 <= forget_below <= archive_below <= 1",

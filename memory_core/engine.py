@@ -33,7 +33,7 @@ from memory_core.entries import ArchiveReason, Importance, MemoryEntry
 from memory_core.errors import ChatmemError, EntryNotFound, IndexUnavailable
 from memory_core.fallback import search_files
 from memory_core.history import HistoryStore
-from memory_core.index import Appended, Hit, SearchIndex, SyncStats
+from memory_core.index import RANK_BUDGET, Appended, Hit, SearchIndex, SyncStats
 from memory_core.journal import CaptureJournal
 from memory_core.llm import LLMClient
 from memory_core.locks import LockRegistry, try_lock_file, unlock_file
@@ -625,6 +625,7 @@ class MemoryCore:
         since: datetime | None = None,
         until: datetime | None = None,
         min_score: float = 0.0,
+        rank_budget: int = RANK_BUDGET,
     ) -> list[Hit]:
         """BM25 hits of the scope; from the files directly when the index is unusable.
 
@@ -645,6 +646,7 @@ class MemoryCore:
                     since=since,
                     until=until,
                     min_score=floor,
+                    rank_budget=rank_budget,
                 )
             except sqlite3.DatabaseError as exc:
                 self._index_failed(exc)
@@ -678,7 +680,12 @@ class MemoryCore:
             return Injection(keywords=[])
         kinds = [k for k in ChunkKind if k is not ChunkKind.MESSAGE]
         hits = await self.search(
-            scope, keywords, limit=settings.max_hits * 4, kinds=kinds, min_score=settings.min_score
+            scope,
+            keywords,
+            limit=settings.max_hits * 4,
+            kinds=kinds,
+            min_score=settings.min_score,
+            rank_budget=settings.rank_budget,
         )
         if has_recall_intent(pending):
             hits += await self._recalled_messages(scope, pending, keywords, now)
@@ -708,6 +715,7 @@ class MemoryCore:
             since=since,
             until=until,
             min_score=self.config.recall.min_score,
+            rank_budget=self.config.recall.rank_budget,
         )
         if self.index is None:
             return hits

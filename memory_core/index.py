@@ -102,14 +102,13 @@ CANDIDATE_FACTOR = 5
 MIN_CANDIDATES = 50
 REBUILD_GROUP = 64
 """Files read, tokenized and written together during a rebuild."""
-RANK_BUDGET = 1500
-"""Postings FTS5 may rank for one query before only the rarest terms pick candidates.
-
-FTS5 ranks ~0.4 M postings/s here, so this bounds a query's ranking at a few ms. 1 500
-instead of 3 000 halves recall's cost in a 100 000-memory scope (chat turn p50 ~16 ->
-~12 ms); over that scope's bench queries recall@5 of the source sentence moved 0.66 ->
-0.64 and agreement with exact BM25's top 5 0.91 -> 0.85 (bench/recall_bench.py; the
-labelled bilingual set is unaffected: its scope is far below the budget)."""
+RANK_BUDGET = 3000
+"""Postings FTS5 may rank for one explicit search before only the rarest terms pick
+candidates. FTS5 ranks ~0.4 M postings/s here, so this bounds a query's ranking at a few
+ms. Automatic recall in a chat turn uses `recall.rank_budget` (1 500) instead: that saves
+~2 ms of a turn in a 100 000-memory scope, but over that scope's bench queries recall@5 of
+the source sentence falls from 71.5% to 65.0% (bench/recall_bench.py), a price for the
+per-turn block, not for a search a person or the model asked for."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,7 +167,9 @@ def bm25_scorer(query_terms: Sequence[str], stats: CorpusStats) -> Callable[[str
     return score
 
 
-def candidate_terms(terms: Sequence[str], stats: CorpusStats) -> list[str]:
+def candidate_terms(
+    terms: Sequence[str], stats: CorpusStats, budget: int = RANK_BUDGET
+) -> list[str]:
     """Terms that choose candidates: all of them when their postings fit the budget,
     else the rarest ones that fit (at least one). Terms absent from the scope drop out."""
     present = sorted((t for t in terms if stats.doc_freq.get(t)), key=lambda t: stats.doc_freq[t])
@@ -176,7 +177,7 @@ def candidate_terms(terms: Sequence[str], stats: CorpusStats) -> list[str]:
     postings = 0
     for term in present:
         postings += stats.doc_freq[term]
-        if chosen and postings > RANK_BUDGET:
+        if chosen and postings > budget:
             break
         chosen.append(term)
     return chosen
@@ -699,13 +700,14 @@ class SearchIndex:
         since: datetime | None = None,
         until: datetime | None = None,
         min_score: float = 0.0,
+        rank_budget: int = RANK_BUDGET,
     ) -> list[Hit]:
         """BM25 hits of one scope, best first; `query` is text or pre-made terms.
 
         The scope is the FTS table itself (and `c.scope_id` again in the join), so no
         other scope's chunk can be a candidate. FTS5 picks candidates, then every
         candidate is scored with all query terms by `bm25_score`. When the terms' postings
-        exceed `RANK_BUDGET`, the rarest terms alone pick the candidates: ranking every
+        exceed `rank_budget`, the rarest terms alone pick the candidates: ranking every
         posting of a term found in thousands of chunks costs milliseconds and rarely
         changes the top hits.
         """
@@ -739,7 +741,7 @@ class SearchIndex:
         def fetch(conn: sqlite3.Connection) -> tuple[CorpusStats, list[sqlite3.Row]]:
             """Statistics, then candidates: one call on the database thread, not two."""
             stats = _corpus_stats_blocking(conn, sid, set(terms))
-            chosen = candidate_terms(terms, stats)
+            chosen = candidate_terms(terms, stats, rank_budget)
             if not chosen:
                 return stats, []
             if len(filters) == 2:
