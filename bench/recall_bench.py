@@ -191,6 +191,7 @@ class SizeResult:
     index_search: Latency = field(default_factory=Latency)
     baseline: Latency = field(default_factory=Latency)
     append: Latency = field(default_factory=Latency)
+    index_note: Latency = field(default_factory=Latency)
     recall_ours: float = 0.0
     recall_base: float = 0.0
     overlap: float = 0.0
@@ -324,6 +325,21 @@ async def measure_appends(
         await core.append_daily(corpus.scope, text)
         timings.append(time.perf_counter() - start)
     result.append.passes.append(timings)
+    # The same kind of note without the file: tokenize, then index and commit it.
+    index = core.index
+    assert index is not None
+    relative = f"memory/bench-index-only-{corpus.scope.value.replace(':', '-')}.md"
+    when = datetime.now(UTC).replace(microsecond=0)
+    timings = []
+    for number, text in enumerate(sentences(samples, seed + 1)):
+        chunk = Chunk(line_from=number + 3, line_to=number + 3, text=text, created_at=when)
+        start = time.perf_counter()
+        tokens = " ".join(mtext.tokenize(text))
+        await index.add_prepared(
+            corpus.scope, relative, ChunkKind.DAILY, [(chunk, tokens)], stamp=None
+        )
+        timings.append(time.perf_counter() - start)
+    result.index_note.passes.append(timings)
 
 
 def db_size(ws: Workspace) -> int:
@@ -539,6 +555,13 @@ def report(results: list[SizeResult], figures: WorkspaceFigures) -> None:
             target = f"p50 <= {TARGETS['add_p50']:g} ms  {met}"
         rows.append((r.name, len(r.append.pooled), median, p50, p95, worst, target))
     print(table(["chunks", "samples", "median ms", "p50 ms", "p95 ms", "max ms", "target"], rows))
+    print()
+    print("  of which tokenize + index + commit (SearchIndex.add_prepared of one note, no file)")
+    rows = []
+    for r in results:
+        if r.index_note.passes:
+            rows.append((r.name, len(r.index_note.pooled), *r.index_note.cells()))
+    print(table(["chunks", "samples", "median ms", "p50 ms", "p95 ms", "max ms"], rows))
     print()
 
     print(
