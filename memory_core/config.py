@@ -115,7 +115,7 @@ class RecallSettings:
         default=1500,
         metadata=doc(
             "Postings FTS5 may rank for the recall of one chat turn before only the rarest "
-            "terms pick candidates (explicit searches allow 3000): lower is faster in "
+            "terms pick candidates (explicit searches allow 2000): lower is faster in "
             "very large scopes and a little less exact."
         ),
     )
