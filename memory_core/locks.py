@@ -11,7 +11,7 @@ import os
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from filelock import FileLock
 
@@ -118,22 +118,8 @@ def unlock_file(fd: int) -> None:
 
 
 async def _acquire(lock: FileLock) -> None:
-    """Take `lock` in a worker thread.
-
-    If the waiting task is cancelled, the thread still gets the lock later; it must then be
-    released, or this process would hold it (and block every other process) for good.
-    """
-    taking = asyncio.ensure_future(asyncio.to_thread(lock.acquire))
-    try:
-        await asyncio.shield(taking)
-    except asyncio.CancelledError:
-
-        def release_once_taken(done: asyncio.Future[Any]) -> None:
-            if not done.cancelled() and done.exception() is None:
-                lock.release()
-
-        taking.add_done_callback(release_once_taken)
-        raise
+    """Take `lock` in a worker thread (cancellation-safe, see `_run_holding`)."""
+    await _run_holding(lock, lock.acquire)
 
 
 async def _run_holding(lock: FileLock, locked: Callable[[], T]) -> T:
