@@ -164,9 +164,10 @@ class Staging:
         queue.base, queue.view = None, view
 
     async def settle(self, scope: ScopeKey) -> None:
-        """Write the scope's staged captures now, if any (errors reach the caller)."""
+        """Write the scope's staged captures now, if any, or wait for the write that has
+        them in hand (errors reach the caller)."""
         queue = self._queues.get(scope)
-        if queue is not None and queue.staged:
+        if queue is not None and (queue.staged or queue.writing.locked()):
             await self._write(scope, queue)
 
     async def settle_all(self) -> None:
@@ -216,7 +217,9 @@ class Staging:
         wait = RETRY_FIRST_SECONDS
         while queue.staged and not self._closed:
             try:
-                await self._write(scope, queue)
+                # Shielded: `close` cancels this task, but a write under way must finish
+                # (its thread would go on writing after the file lock was let go).
+                await asyncio.shield(self._write(scope, queue))
             except Exception as exc:  # retried; the captures stay journalled
                 log.warning("writing staged captures of %s failed (%s); retrying", scope, exc)
                 await asyncio.sleep(wait)

@@ -11,6 +11,7 @@ import dataclasses
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -94,6 +95,24 @@ async def test_the_write_follows_on_its_own(config: Config, clock: ManualClock) 
             if on_disk(core):
                 break
             await asyncio.sleep(0.01)
+        assert on_disk(core) == {entry.id: "walks the dog at seven"}
+
+
+async def test_a_read_waits_for_the_write_in_progress(
+    config: Config, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = atomic.backup_then_write
+
+    def slow(path: Path, text: str, backup: Path) -> None:
+        time.sleep(0.3)
+        real(path, text, backup)
+
+    monkeypatch.setattr(store, "backup_then_write", slow)
+    async with MemoryCore.open(slow_writes(config, 0.0), clock=clock) as core:
+        entry, _ = await core.capture(MAIN, "walks the dog at seven")
+        await asyncio.sleep(0.1)  # the background write has the capture in hand now
+        assert on_disk(core) == {}
+        await core.flush()
         assert on_disk(core) == {entry.id: "walks the dog at seven"}
 
 
