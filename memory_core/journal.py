@@ -142,13 +142,6 @@ class CaptureJournal:
                 log.error("capture journal row %s is not JSON; left in place: %r", seq, payload)
         return adopted
 
-    async def pending(self) -> int:
-        """Rows of this owner not yet written to a memory file."""
-        rows = await self._conn.execute_fetchall(
-            "SELECT count(*) FROM captures WHERE owner = ?", (self.owner,)
-        )
-        return int(next(iter(rows))[0])
-
     async def close(self) -> None:
         await self._conn.close()
         await asyncio.to_thread(_drop_owner_lock, self._owner_lock)

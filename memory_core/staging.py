@@ -118,10 +118,6 @@ class Staging:
         self._queues: dict[ScopeKey, _Queue] = {}
         self._closed = False
 
-    def pending(self, scope: ScopeKey) -> int:
-        queue = self._queues.get(scope)
-        return len(queue.staged) if queue is not None else 0
-
     async def capture(
         self, scope: ScopeKey, candidate: Candidate, source: str, when: datetime
     ) -> MergeResult:
