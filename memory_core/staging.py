@@ -25,7 +25,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -138,7 +138,7 @@ class Staging:
             staged.added = changes[-1].kind is ChangeKind.ADDED
             staged.hits_after = view.by_id[staged.touched].hits
             # A replay must give an added entry the id its caller was given now.
-            staged.candidate = _with_id(candidate, staged.touched)
+            staged.candidate = replace(candidate, new_id=staged.touched)
             try:
                 staged.seq = await self.journal.append(scope.value, _payload(staged))
             except BaseException:
@@ -279,19 +279,6 @@ class Staging:
         applied, decay_changes = await self._store.update_unsettled(scope, change, when)
         await self._on_written(scope, applied, decay_changes, when)
         return self._store.last_write[scope].after
-
-
-def _with_id(candidate: Candidate, entry_id: str) -> Candidate:
-    return Candidate(
-        content=candidate.content,
-        category=candidate.category,
-        importance=candidate.importance,
-        matches=candidate.matches,
-        contradicts=candidate.contradicts,
-        expires_at=candidate.expires_at,
-        confidence=candidate.confidence,
-        new_id=entry_id,
-    )
 
 
 def _payload(staged: _Staged) -> dict[str, Any]:
