@@ -65,13 +65,11 @@ class Init:
     @staticmethod
     async def run(core: MemoryCore, args: argparse.Namespace) -> int:
         scope = args.scope_key
-        path = core.store.path(scope)
-        if not path.exists():
-            await core.store.update(scope, lambda parsed: (parsed.entries, None), core.now())
+        relative = await core.init_scope(scope)
+        root = core.workspace.root
         Output(args.json).emit(
-            {"workspace": str(core.workspace.root), "scope": scope.value, "path": str(path)},
-            f"workspace ready at {core.workspace.root}\nlong-term memory of scope "
-            f"{scope}: {core.workspace.relative(path)}",
+            {"workspace": str(root), "scope": scope.value, "path": str(root / relative)},
+            f"workspace ready at {root}\nlong-term memory of scope {scope}: {relative}",
         )
         return 0
 
@@ -160,12 +158,7 @@ class Stats:
                     "categories": dict(categories),
                 }
             )
-        actions: dict[str, int] = {}
-        if core.db is not None:
-            async with core.db.conn.execute(
-                "SELECT action, COUNT(*) FROM audit GROUP BY action"
-            ) as cur:
-                actions = {r[0]: r[1] for r in await cur.fetchall()}
+        actions = await core.audit_counts()
         human = [f"workspace {core.workspace.root}"]
         for row in rows:
             human.append(

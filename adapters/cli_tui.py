@@ -8,8 +8,8 @@ from __future__ import annotations
 import argparse
 
 from adapters.cli import Output, command, parse_time_arg
+from adapters.demo import DEFAULT_DIR, build_demo
 from memory_core.config import Config
-from memory_core.demo import DEFAULT_DIR, build_demo
 from memory_core.engine import MemoryCore
 from memory_core.scope import ScopeKey
 

@@ -215,7 +215,7 @@ async def run_dingtalk_callback(
     await runner.setup()
     site = web.TCPSite(runner, settings.listen_host, settings.listen_port)
     await site.start()
-    core.runtime.start()
+    core.start_schedules()
     log.info(
         "dingtalk callback listening on http://%s:%d%s",
         settings.listen_host,
@@ -263,7 +263,7 @@ async def run_dingtalk_stream(
     credential = dingtalk_stream.Credential(settings.app_key, settings.app_secret)
     client = dingtalk_stream.DingTalkStreamClient(credential)
     client.register_callback_handler(dingtalk_stream.ChatbotMessage.TOPIC, Handler())
-    core.runtime.start()
+    core.start_schedules()
     # The client loops forever on its own event loop and has no stop(); a daemon thread
     # lets the process exit once our loop is done.
     threading.Thread(target=client.start_forever, name="dingtalk-stream", daemon=True).start()

@@ -14,16 +14,15 @@ import os
 import re
 import weakref
 from collections.abc import AsyncIterator
-from datetime import timedelta
 from typing import Any
 
 # python-telegram-bot 22 warns on every RetryAfter unless durations are timedeltas.
 os.environ.setdefault("PTB_TIMEDELTA", "1")
 
-from telegram import BotCommand, Message, MessageEntity, Update
-from telegram.constants import ChatAction, ChatType
-from telegram.error import Forbidden, NetworkError, RetryAfter, TelegramError
-from telegram.ext import Application, ContextTypes, MessageHandler, filters
+from telegram import Bot, BotCommand, Message, MessageEntity, Update
+from telegram.constants import ChatAction, ChatType, FloodLimit
+from telegram.error import Forbidden, TelegramError
+from telegram.ext import AIORateLimiter, Application, ContextTypes, MessageHandler, filters
 
 from adapters.inbound import InboundMessage
 from adapters.router import COMMANDS, MessageRouter, parse_command
@@ -33,7 +32,9 @@ from memory_core.engine import MemoryCore
 log = logging.getLogger(__name__)
 
 MAX_MESSAGE = 4096
-SEND_ATTEMPTS = 5
+FLOOD_RETRIES = 4
+"""How often PTB's rate limiter retries a request Telegram answered with 429 (waiting
+retry_after each time) before the RetryAfter reaches `_send`, which logs it."""
 TYPING_EVERY = 4.0
 REFUSAL = "Sorry, this bot is private. 抱歉，这是一个私人机器人。"
 
@@ -58,11 +59,6 @@ def split_message(text: str, limit: int = MAX_MESSAGE) -> list[str]:
     return [p for p in pieces if p]
 
 
-def retry_seconds(exc: RetryAfter) -> float:
-    value: Any = exc.retry_after
-    return value.total_seconds() if isinstance(value, timedelta) else float(value)
-
-
 class TelegramFrontEnd:
     """Holds the router and the settings; PTB calls `on_message` for every text update."""
 
@@ -75,6 +71,17 @@ class TelegramFrontEnd:
         self._chat_locks: weakref.WeakValueDictionary[tuple[int, int | None], asyncio.Lock] = (
             weakref.WeakValueDictionary()
         )
+        # The bot's own id and @username (mentions, commands), set once by `post_init`.
+        self.bot_id: int | None = None
+        self.bot_username: str | None = None
+
+    def learn_identity(self, bot: Bot) -> tuple[int, str]:
+        """The bot's id and username: read once from the getMe that `Application.initialize`
+        made, then kept (`post_init` calls this at start; later calls reuse the result)."""
+        if self.bot_id is None or self.bot_username is None:
+            self.bot_id, self.bot_username = bot.id, bot.username
+            self.router.bot_username = bot.username
+        return self.bot_id, self.bot_username
 
     def allowed(self, user_id: int | None, chat_id: int) -> bool:
         if user_id is not None and user_id in self.settings.allowed_users:
@@ -120,21 +127,22 @@ class TelegramFrontEnd:
             if chat.type == ChatType.PRIVATE:
                 await self._send(context, chat.id, REFUSAL, None)
             return
-        bot = context.bot
+        # Normally set by post_init; an application driven without run_polling()/run_webhook()
+        # (no post_init) learns it here, on its first message.
+        bot_id, bot_username = self.learn_identity(context.bot)
         group = chat.type != ChatType.PRIVATE
-        mentioned = True if not group else self.addressed(message, bot.id, bot.username)
+        mentioned = True if not group else self.addressed(message, bot_id, bot_username)
         if group and self.settings.group_requires_mention and not mentioned:
             return
         thread = message.message_thread_id if message.is_topic_message else None
-        self.router.bot_username = bot.username
         inbound = InboundMessage(
             channel="telegram",
-            account_id=str(bot.id),
+            account_id=str(bot_id),
             sender_id=str(user.id) if user else str(chat.id),
             sender_name=(user.full_name if user else chat.title) or "",
             chat_type="group" if group else "direct",
             chat_id=str(chat.id),
-            text=_without_mention(message.text, bot.username),
+            text=_without_mention(message.text, bot_username),
             message_id=str(message.message_id),
             timestamp=message.date,
             thread_id=str(thread) if thread is not None else None,
@@ -172,22 +180,15 @@ class TelegramFrontEnd:
     async def _send(
         self, context: ContextTypes.DEFAULT_TYPE, chat_id: int, text: str, thread: int | None
     ) -> None:
-        """Send with retries; the user's message is already stored whatever happens here."""
-        for attempt in range(1, SEND_ATTEMPTS + 1):
-            try:
-                await context.bot.send_message(chat_id, text, message_thread_id=thread)
-                return
-            except RetryAfter as exc:
-                wait = retry_seconds(exc)
-                log.warning("telegram rate limit; retrying in %.1fs", wait)
-                await asyncio.sleep(wait)
-            except Forbidden as exc:
-                log.warning("telegram refused a message to chat %s: %s", chat_id, exc)
-                return
-            except NetworkError as exc:
-                log.warning("telegram network error (attempt %d): %s", attempt, exc)
-                await asyncio.sleep(min(2.0**attempt * 0.25, 10.0))
-        log.error("gave up sending a reply to chat %s after %d attempts", chat_id, SEND_ATTEMPTS)
+        """One message. Flood control (429) is waited out and retried by PTB's AIORateLimiter
+        (see `build_telegram_app`); what still fails is logged, never raised: the user's
+        message is already stored whatever happens here."""
+        try:
+            await context.bot.send_message(chat_id, text, message_thread_id=thread)
+        except Forbidden as exc:
+            log.warning("telegram refused a message to chat %s: %s", chat_id, exc)
+        except TelegramError as exc:
+            log.error("could not send a reply to chat %s: %s", chat_id, exc)
 
 
 def _without_mention(text: str, username: str | None) -> str:
@@ -202,9 +203,20 @@ async def _error_handler(update: object, context: ContextTypes.DEFAULT_TYPE) -> 
 
 
 async def set_commands(app: Application[Any, Any, Any, Any, Any, Any]) -> None:
-    """The command menu. PTB runs `post_init` only inside run_polling()/run_webhook(), so
-    `run_telegram`, which drives the application itself, calls this too."""
+    """The command menu."""
     await app.bot.set_my_commands([BotCommand(name, text) for name, text in COMMANDS])
+
+
+async def post_init(app: Application[Any, Any, Any, Any, Any, Any]) -> None:
+    """Once at start, after `initialize` (which fetched getMe): the bot's identity for the
+    front end, then the command menu. PTB runs `post_init` only inside run_polling()/
+    run_webhook(), so `run_telegram`, which drives the application itself, calls this too."""
+    front: TelegramFrontEnd = app.bot_data["front"]
+    front.learn_identity(app.bot)
+    try:
+        await set_commands(app)
+    except TelegramError as exc:
+        log.warning("could not set the bot's command menu: %s", exc)
 
 
 def build_telegram_app(
@@ -216,11 +228,21 @@ def build_telegram_app(
 
         raise ConfigError("telegram.bot_token is not set (use TELEGRAM_BOT_TOKEN)")
     front = TelegramFrontEnd(core, settings)
+    # Every request goes through PTB's rate limiter: Telegram's flood limits are kept
+    # (overall and per group), and a 429 is waited out (retry_after) and retried.
+    limiter = AIORateLimiter(
+        overall_max_rate=FloodLimit.MESSAGES_PER_SECOND,
+        overall_time_period=1,
+        group_max_rate=FloodLimit.MESSAGES_PER_MINUTE_PER_GROUP,
+        group_time_period=60,
+        max_retries=FLOOD_RETRIES,
+    )
     builder = (
         Application.builder()
         .token(settings.bot_token)
         .concurrent_updates(8)
-        .post_init(set_commands)
+        .rate_limiter(limiter)
+        .post_init(post_init)
     )
     if settings.api_base_url:
         base = settings.api_base_url.rstrip("/")
@@ -239,12 +261,9 @@ async def run_telegram(core: MemoryCore, settings: TelegramSettings, stop: async
     """Serve until `stop` is set, then stop cleanly (the caller closes the core, which
     flushes active sessions)."""
     app = build_telegram_app(core, settings)
-    core.runtime.start()
+    core.start_schedules()
     async with app:
-        try:
-            await set_commands(app)
-        except TelegramError as exc:
-            log.warning("could not set the bot's command menu: %s", exc)
+        await post_init(app)
         await app.start()
         assert app.updater is not None
         if settings.mode == "webhook":

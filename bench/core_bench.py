@@ -36,7 +36,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import partial
 from pathlib import Path
@@ -154,15 +154,17 @@ async def capture_round(
     """
     config = load_config(None, env={}, workspace=workspace)
     if mode == "direct":
-        config = replace(config, long_term=replace(config.long_term, journal=False))
+        config = config.model_copy(
+            update={"long_term": config.long_term.model_copy(update={"journal": False})}
+        )
     rng = random.Random(seed)
     async with MemoryCore.open(config) as core:
-        assert core.index is not None
+        assert core.memory.guard.index is not None
         scope = ScopeKey(f"peer:core-{existing}-{seed}")
         now = core.now()
         entries = memory_entries(existing, seed, now=now - timedelta(days=1))
-        await core.store.update(scope, lambda parsed: (list(entries), None), now)
-        await core.index.sync_scope(scope)
+        await core.memory.long_term.store.update(scope, lambda parsed: (list(entries), None), now)
+        await core.memory.guard.index.sync_scope(scope)
         texts = sentences(samples, seed + 1)
         timings = []
         for content in texts:
@@ -183,8 +185,8 @@ async def capture_breakdown(
     core: MemoryCore, scope: ScopeKey, rng: random.Random, repeats: int
 ) -> dict[str, list[float]]:
     """The steps of one capture, timed one by one on the scope as it is now."""
-    assert core.index is not None
-    path = core.store.path(scope)
+    assert core.memory.guard.index is not None
+    path = core.memory.long_term.store.path(scope)
     relative = core.workspace.relative(path)
     policy = core.policy
     now = core.now()
@@ -223,7 +225,7 @@ async def capture_breakdown(
     timings = []
     for _ in range(repeats):
         start = time.perf_counter()
-        await core.index.sync_file(scope, relative)
+        await core.memory.guard.index.sync_file(scope, relative)
         timings.append(time.perf_counter() - start)
     out["index.sync_file (re-chunk, re-tokenize, replace all)"] = timings
     # What sync_file spends outside SQLite: chunking (a second parse) and tokenizing.

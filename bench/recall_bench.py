@@ -8,7 +8,7 @@ asserts on wall-clock time.  One temporary workspace (removed at the end) holds:
   ~100 notes a file) and indexed from those files, so ``MemoryCore.reindex()`` can be
   timed as a full reindex;
 * 900 000 more chunks in 900 other scopes, bulk-inserted through
-  ``SearchIndex.add_chunks(..., file_backed=False)`` *after* the reindex figure (a
+  ``SearchIndex.add_prepared(..., stamp=None)`` *after* the reindex figure (a
   rebuild drops non-file chunks), so every query runs against a 1.1 M-chunk database;
 * a stress scope of 100 000 chunks from ``bench/tokenizer_bench.py``'s template
   generator, whose tiny vocabulary puts every word in several % of the chunks.
@@ -27,9 +27,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import gc
 import os
 import random
+import sqlite3
 import statistics
 import sys
 import tempfile
@@ -53,6 +55,7 @@ from memory_core.config import load_config
 from memory_core.engine import MemoryCore
 from memory_core.fallback import ScopeBM25
 from memory_core.index import K1, B, SearchIndex
+from memory_core.index.files import tokenize_chunks
 from memory_core.scope import ScopeKey
 from memory_core.workspace import Workspace
 
@@ -121,14 +124,16 @@ def bulk_chunks(texts: Sequence[str], day: date, seed: int) -> list[Chunk]:
 async def bulk_insert(
     index: SearchIndex, ws: Workspace, corpus: Corpus, kind: ChunkKind, seed: int
 ) -> None:
-    """`add_chunks(file_backed=False)` per would-be daily file of NOTES_PER_FILE notes."""
+    """Tokenized chunks without a file (`add_prepared(stamp=None)`) per would-be daily
+    file of NOTES_PER_FILE notes."""
     for start in range(0, len(corpus.texts), NOTES_PER_FILE):
         batch = corpus.texts[start : start + NOTES_PER_FILE]
         day = FIRST_DAY + timedelta(days=start // NOTES_PER_FILE)
         relative = ws.relative(ws.daily_path(corpus.scope, day))
         chunks = bulk_chunks(batch, day, seed + start)
         corpus.keys.extend((relative, c.line_from) for c in chunks)
-        await index.add_chunks(corpus.scope, relative, kind, chunks, file_backed=False)
+        prepared = await asyncio.to_thread(tokenize_chunks, chunks)
+        await index.add_prepared(corpus.scope, relative, kind, prepared, stamp=None)
 
 
 # ---------------------------------------------------------------------------
@@ -260,7 +265,7 @@ async def measure_queries(
     baseline_passes: int,
     seed: int,
 ) -> None:
-    index = core.index
+    index = core.memory.guard.index
     assert index is not None
     pairs = query_targets(corpus.texts, QUERIES, seed)
     queries = [q for _, q in pairs]
@@ -327,7 +332,7 @@ async def measure_appends(
         timings.append(time.perf_counter() - start)
     result.append.passes.append(timings)
     # The same kind of note without the file: tokenize, then index and commit it.
-    index = core.index
+    index = core.memory.guard.index
     assert index is not None
     relative = f"memory/bench-index-only-{corpus.scope.value.replace(':', '-')}.md"
     when = datetime.now(UTC).replace(microsecond=0)
@@ -353,8 +358,11 @@ def db_size(ws: Workspace) -> int:
 
 
 async def checkpoint(core: MemoryCore) -> None:
-    assert core.db is not None
-    await core.db.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    def truncate() -> None:
+        with contextlib.closing(sqlite3.connect(core.workspace.db_path)) as conn:
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+    await asyncio.to_thread(truncate)
 
 
 # ---------------------------------------------------------------------------
@@ -395,7 +403,7 @@ async def run(root: Path, quick: bool) -> tuple[list[SizeResult], WorkspaceFigur
         corpora.append(Corpus(f"{size:,}", scope, sentences(size, SEED + size)))
 
     async with MemoryCore.open(config) as core:
-        index = core.index
+        index = core.memory.guard.index
         assert index is not None
         # 1. The bench scopes from files: first index of each, then full reindexes.
         for number, corpus in enumerate(corpora):
@@ -496,7 +504,7 @@ def report(results: list[SizeResult], figures: WorkspaceFigures) -> None:
                 r.name,
                 f"{r.chars / r.chunks:.0f}",
                 r.files or "-",
-                f"{r.build_s:.2f} s" + (" (add_chunks)" if r.stress else ""),
+                f"{r.build_s:.2f} s" + (" (add_prepared)" if r.stress else ""),
                 rate(r.chunks, r.build_s),
                 f"{r.tokenize_s + r.baseline_build_s:.2f} s",
                 rate(r.chunks, r.tokenize_s),
@@ -617,7 +625,7 @@ def report(results: list[SizeResult], figures: WorkspaceFigures) -> None:
             f"target >= {TARGETS['reindex_chunks_s']:,} chunks/s  {met}",
         ),
         (
-            f"bulk add_chunks ({figures.bulk_chunks:,} chunks, {figures.bulk_scopes} scopes)",
+            f"bulk add_prepared ({figures.bulk_chunks:,} chunks, {figures.bulk_scopes} scopes)",
             f"{figures.bulk_s:.1f} s: {figures.bulk_chunks / figures.bulk_s:,.0f} chunks/s",
             "includes generating the text",
         ),

@@ -4,46 +4,22 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from memory_core.clock import format_when, parse_when
 from memory_core.db import Database
 from memory_core.merge import Change, ChangeKind
+from memory_core.records import AuditRecord, ScopeEvent
 from memory_core.scope import ScopeKey
 
 AUDITED = frozenset(ChangeKind) - {ChangeKind.DECAYED}
 """Decay touches every entry at every merge; the log keeps the events a person cares about."""
 
 
-@dataclass(frozen=True, slots=True)
-class AuditRecord:
-    id: int
-    at: datetime
-    scope: str
-    entry_id: str
-    action: str
-    old_score: float | None
-    new_score: float | None
-    source: str
-    category: str | None
-    content: str | None
-    detail: str
-
-
-@dataclass(frozen=True, slots=True)
-class ScopeEvent:
-    id: int
-    at: datetime
-    scope: str
-    kind: str
-    detail: dict[str, object]
-
-
 class AuditLog:
     def __init__(self, db: Database) -> None:
         self._db = db
-        self._conn = db.conn
 
     async def record(
         self, scope: ScopeKey, changes: Iterable[Change], source: str, at: datetime
@@ -65,12 +41,13 @@ class AuditLog:
             if c.kind in AUDITED
         ]
         if rows:
-            async with self._db.transaction() as conn:
-                await conn.executemany(
+            await self._db.run(
+                lambda conn: conn.executemany(
                     "INSERT INTO audit (at, scope, entry_id, action, old_score, new_score,"
                     " source, category, content, detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     rows,
                 )
+            )
         return len(rows)
 
     async def history(self, scope: ScopeKey, entry_id: str) -> list[AuditRecord]:
@@ -94,17 +71,25 @@ class AuditLog:
         )
 
     async def last_id(self) -> int:
-        async with self._conn.execute("SELECT COALESCE(MAX(id), 0) FROM audit") as cur:
-            row = await cur.fetchone()
-        return int(row[0]) if row else 0
+        return int(await self._scalar("SELECT COALESCE(MAX(id), 0) FROM audit"))
+
+    async def action_counts(self) -> dict[str, int]:
+        """How many audit rows each action has, over the whole workspace."""
+        rows = await self._fetch("SELECT action, COUNT(*) FROM audit GROUP BY action")
+        return {str(r[0]): int(r[1]) for r in rows}
+
+    async def _fetch(self, sql: str, *params: object) -> list[Any]:
+        return await self._db.call(lambda conn: conn.execute(sql, params).fetchall())
+
+    async def _scalar(self, sql: str, *params: object) -> Any:
+        rows = await self._fetch(sql, *params)
+        return rows[0][0] if rows else None
 
     async def _select(self, where: str, *params: object) -> list[AuditRecord]:
         sql = (
             "SELECT id, at, scope, entry_id, action, old_score, new_score, source, category,"
             f" content, detail FROM audit {where}"
         )
-        async with self._conn.execute(sql, params) as cur:
-            rows = await cur.fetchall()
         return [
             AuditRecord(
                 id=r[0],
@@ -119,33 +104,33 @@ class AuditLog:
                 content=r[9],
                 detail=r[10],
             )
-            for r in rows
+            for r in await self._fetch(sql, *params)
         ]
 
     # --- sessions already merged, and scope-level events ------------------------------
     async def seen_sessions(self, scope: ScopeKey) -> frozenset[str]:
-        async with self._conn.execute(
-            "SELECT session_id FROM extractions WHERE scope = ?", (scope.value,)
-        ) as cur:
-            return frozenset(r[0] for r in await cur.fetchall())
+        rows = await self._fetch("SELECT session_id FROM extractions WHERE scope = ?", scope.value)
+        return frozenset(r[0] for r in rows)
 
     async def mark_session(
         self, scope: ScopeKey, session_id: str, at: datetime, stats: dict[str, int]
     ) -> None:
-        async with self._db.transaction() as conn:
-            await conn.execute(
+        await self._db.call(
+            lambda conn: conn.execute(
                 "INSERT OR IGNORE INTO extractions (scope, session_id, at, stats) VALUES (?, ?, ?, ?)",
                 (scope.value, session_id, format_when(at), json.dumps(stats)),
             )
+        )
 
     async def add_event(
         self, scope: ScopeKey, kind: str, at: datetime, detail: dict[str, object] | None = None
     ) -> None:
-        async with self._db.transaction() as conn:
-            await conn.execute(
+        await self._db.call(
+            lambda conn: conn.execute(
                 "INSERT INTO events (at, scope, kind, detail) VALUES (?, ?, ?, ?)",
                 (format_when(at), scope.value, kind, json.dumps(detail or {}, ensure_ascii=False)),
             )
+        )
 
     async def events(
         self, scope: ScopeKey | None = None, kind: str | None = None, limit: int = 100
@@ -158,11 +143,11 @@ class AuditLog:
             clauses.append("kind = ?")
             params.append(kind)
         where = ("WHERE " + " AND ".join(clauses)) if clauses else ""
-        async with self._conn.execute(
+        rows = await self._fetch(
             f"SELECT id, at, scope, kind, detail FROM events {where} ORDER BY id DESC LIMIT ?",
-            (*params, limit),
-        ) as cur:
-            rows = await cur.fetchall()
+            *params,
+            limit,
+        )
         return [
             ScopeEvent(id=r[0], at=parse_when(r[1]), scope=r[2], kind=r[3], detail=json.loads(r[4]))
             for r in rows

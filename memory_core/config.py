@@ -1,317 +1,265 @@
-"""Typed settings from one TOML file plus environment overrides.
+"""Typed settings from one TOML file plus environment overrides, on pydantic-settings.
 
 Every field carries its documentation, and `config.example.toml` is generated from these
-classes (a test keeps them equal), so the example can never fall behind the code. Unknown
-keys and wrong types are errors that name the key and the file: a typo must not silently
-fall back to a default.
+classes (a test keeps them equal), so the example can never fall behind the code. Validation
+is strict and unknown keys are forbidden: a typo or a quoted number must not silently fall
+back to a default or be coerced. Errors are one line naming the key and the file (or the
+environment variable), not pydantic's multi-line report.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import tomllib
-import types
 import typing
-from collections.abc import Mapping
-from dataclasses import dataclass, field, fields, is_dataclass, replace
+from collections.abc import Iterator, Mapping
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Literal
 
 from platformdirs import user_data_dir
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic.fields import FieldInfo
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
 
 from memory_core.errors import ConfigError
 from memory_core.scope import DmScope
 from memory_core.scoring import ScoringPolicy
 
 
-def doc(text: str, *, secret: bool = False, env: str | None = None) -> dict[str, Any]:
-    return {"doc": text, "secret": secret, "env": env}
+def _field(default: Any, doc: str, *, env: str | None = None, secret: bool = False) -> Any:
+    """A documented field (the docs also make config.example.toml). `env` names the variable
+    that overrides it; a secret stays out of repr, so a logged config never leaks it.
+    (Field descriptions, not attribute docstrings: those cost ~50 ms of source parsing at
+    import. Mutable defaults are fine: pydantic copies them per instance.)"""
+    extra: dict[str, Any] = {"env": env} if env else {}
+    if secret:
+        extra["secret"] = True
+    return Field(default, description=doc, repr=not secret, json_schema_extra=extra)
 
 
-@dataclass(frozen=True)
-class ScoringSettings:
+class _Section(BaseModel):
+    # defer_build: schemas are built on first use, so `chatmem --help` does not pay for them.
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True, defer_build=True)
+
+
+class ScoringSettings(_Section):
     """Lifecycle of long-term memories."""
 
-    reinforce_rate: float = field(
-        default=0.2, metadata=doc("Reinforcement gain: score + (1 - score) * rate.")
+    reinforce_rate: float = _field(0.2, "Reinforcement gain: score + (1 - score) * rate.")
+    contradict_factor: float = _field(0.5, "A contradicted entry's score is multiplied by this.")
+    daily_decay: float = _field(0.99, "Daily decay factor after the grace period.")
+    grace_days: int = _field(7, "Days after an activation with no decay.")
+    archive_below: float = _field(0.2, "Entries scoring below this move to Archived (recall only).")
+    forget_below: float = _field(
+        0.05, "Entries scoring below this are forgotten (audit log keeps them)."
     )
-    contradict_factor: float = field(
-        default=0.5, metadata=doc("A contradicted entry's score is multiplied by this.")
-    )
-    daily_decay: float = field(
-        default=0.99, metadata=doc("Daily decay factor after the grace period.")
-    )
-    grace_days: int = field(default=7, metadata=doc("Days after an activation with no decay."))
-    archive_below: float = field(
-        default=0.2, metadata=doc("Entries scoring below this move to Archived (recall only).")
-    )
-    forget_below: float = field(
-        default=0.05,
-        metadata=doc("Entries scoring below this are forgotten (audit log keeps them)."),
-    )
-    category_decay: dict[str, float] = field(
-        default_factory=dict,
-        metadata=doc("Per-category daily decay factors overriding daily_decay, e.g. todo = 0.97."),
+    category_decay: dict[str, float] = _field(
+        {}, "Per-category daily decay factors overriding daily_decay, e.g. todo = 0.97."
     )
 
     def policy(self) -> ScoringPolicy:
-        return ScoringPolicy(
-            reinforce_rate=self.reinforce_rate,
-            contradict_factor=self.contradict_factor,
-            daily_decay=self.daily_decay,
-            grace_days=self.grace_days,
-            archive_below=self.archive_below,
-            forget_below=self.forget_below,
-            category_decay=dict(self.category_decay),
-        )
+        return ScoringPolicy(**self.model_dump())  # same names; the dump copies category_decay
 
 
-@dataclass(frozen=True)
-class LongTermSettings:
+class LongTermSettings(_Section):
     """How captures reach MEMORY.md."""
 
-    write_delay_seconds: float = field(
-        default=0.05,
-        metadata=doc(
-            "A capture returns once journalled; MEMORY.md is rewritten this long after the "
-            "first unwritten one, with every capture made meanwhile (any read or other "
-            "write of the scope writes them first)."
-        ),
+    write_delay_seconds: float = _field(
+        0.05,
+        "A capture returns once journalled; MEMORY.md is rewritten this long after the first "
+        "unwritten one, with every capture made meanwhile (any read or other write of the "
+        "scope writes them first).",
     )
-    journal: bool = field(
-        default=True,
-        metadata=doc(
-            "Journal captures and write MEMORY.md in groups; false writes the file on every "
-            "capture before it returns."
-        ),
+    journal: bool = _field(
+        True,
+        "Journal captures and write MEMORY.md in groups; false writes the file on every "
+        "capture before it returns.",
     )
 
 
-@dataclass(frozen=True)
-class PromptSettings:
+class PromptSettings(_Section):
     """What of long-term memory rides in every system prompt."""
 
-    min_score: float = field(default=0.5, metadata=doc("Only Active entries at or above this."))
-    top_k: int = field(default=20, metadata=doc("At most this many entries."))
-    max_tokens: int = field(
-        default=1500, metadata=doc("Token cap of the memory block; lower ranks shrink first.")
-    )
-    daily_max_chars: int = field(
-        default=4000,
-        metadata=doc(
-            "Cap on today's + yesterday's daily notes injected on a session's first turn."
-        ),
+    min_score: float = _field(0.5, "Only Active entries at or above this.")
+    top_k: int = _field(20, "At most this many entries.")
+    max_tokens: int = _field(1500, "Token cap of the memory block; lower ranks shrink first.")
+    daily_max_chars: int = _field(
+        4000, "Cap on today's + yesterday's daily notes injected on a session's first turn."
     )
 
 
-@dataclass(frozen=True)
-class RecallSettings:
+class RecallSettings(_Section):
     """Keyword recall over the scope's files and messages."""
 
-    k1: float = field(default=1.2, metadata=doc("BM25 term-frequency saturation."))
-    b: float = field(default=0.75, metadata=doc("BM25 length normalisation."))
-    min_score: float = field(default=0.2, metadata=doc("Hits scoring below this are dropped."))
-    rank_budget: int = field(
-        default=1500,
-        metadata=doc(
-            "Postings FTS5 may rank for the recall of one chat turn before only the rarest "
-            "terms pick candidates (explicit searches allow 2000): lower is faster in "
-            "very large scopes and a little less exact."
-        ),
+    k1: float = _field(1.2, "BM25 term-frequency saturation.")
+    b: float = _field(0.75, "BM25 length normalisation.")
+    min_score: float = _field(0.2, "Hits scoring below this are dropped.")
+    rank_budget: int = _field(
+        1500,
+        "Postings FTS5 may rank for the recall of one chat turn before only the rarest terms "
+        "pick candidates (explicit searches allow 2000): lower is faster in very large "
+        "scopes and a little less exact.",
     )
-    max_hits: int = field(default=5, metadata=doc("At most this many hits are injected."))
-    token_budget: int = field(default=2048, metadata=doc("Token budget of the injected block."))
-    hit_chars: int = field(default=300, metadata=doc("Each injected hit is cut at this length."))
-    keywords: int = field(default=6, metadata=doc("Keywords taken from input and recent messages."))
-    recent_days: int = field(
-        default=5, metadata=doc("Files this many days old or newer rank above summaries.")
-    )
-    sync_min_interval_seconds: float = field(
-        default=2.0,
-        metadata=doc("Minimum seconds between checks for hand-edited files before a search."),
+    max_hits: int = _field(5, "At most this many hits are injected.")
+    token_budget: int = _field(2048, "Token budget of the injected block.")
+    hit_chars: int = _field(300, "Each injected hit is cut at this length.")
+    keywords: int = _field(6, "Keywords taken from input and recent messages.")
+    recent_days: int = _field(5, "Files this many days old or newer rank above summaries.")
+    sync_min_interval_seconds: float = _field(
+        2.0, "Minimum seconds between checks for hand-edited files before a search."
     )
 
 
-@dataclass(frozen=True)
-class HistorySettings:
+class HistorySettings(_Section):
     """Session history kept in SQLite and injected into prompts."""
 
-    token_budget: int = field(default=4096, metadata=doc("Token budget of injected history."))
-    min_messages: int = field(default=5, metadata=doc("Inject at least this many messages."))
-    max_messages: int = field(default=20, metadata=doc("Inject at most this many messages."))
-    message_chars: int = field(default=500, metadata=doc("Each injected message is cut here."))
-    soft_cap: int = field(default=200, metadata=doc("Messages kept per scope before trimming."))
-    hard_cap: int = field(default=300, metadata=doc("Hard cap on messages per scope."))
-    hard_cap_bytes: int = field(
-        default=10 * 1024 * 1024, metadata=doc("Hard cap on stored message bytes per scope.")
-    )
-    idle_minutes: int = field(
-        default=120, metadata=doc("A session idle this long is closed and extracted.")
-    )
+    token_budget: int = _field(4096, "Token budget of injected history.")
+    min_messages: int = _field(5, "Inject at least this many messages.")
+    max_messages: int = _field(20, "Inject at most this many messages.")
+    message_chars: int = _field(500, "Each injected message is cut here.")
+    soft_cap: int = _field(200, "Messages kept per scope before trimming.")
+    hard_cap: int = _field(300, "Hard cap on messages per scope.")
+    hard_cap_bytes: int = _field(10 * 1024 * 1024, "Hard cap on stored message bytes per scope.")
+    idle_minutes: int = _field(120, "A session idle this long is closed and extracted.")
 
 
-@dataclass(frozen=True)
-class ArchiveSettings:
+class ArchiveSettings(_Section):
     """Moving old session history into files and summaries."""
 
-    trigger_unarchived: int = field(
-        default=100, metadata=doc("Archive when more unarchived messages than this.")
+    trigger_unarchived: int = _field(100, "Archive when more unarchived messages than this.")
+    interval_hours: float = _field(6.0, "Archive at least this often.")
+    raw_days: int = _field(5, "Messages this young are copied verbatim.")
+    backoff_minutes: list[int] = _field(
+        [10, 30, 120, 360, 720], "Retry delays after failed summaries."
     )
-    interval_hours: float = field(default=6.0, metadata=doc("Archive at least this often."))
-    raw_days: int = field(default=5, metadata=doc("Messages this young are copied verbatim."))
-    backoff_minutes: list[int] = field(
-        default_factory=lambda: [10, 30, 120, 360, 720],
-        metadata=doc("Retry delays after failed summaries."),
-    )
-    max_attempts: int = field(
-        default=5, metadata=doc("After this many failures an archive_backlog event is recorded.")
-    )
+    max_attempts: int = _field(5, "After this many failures an archive_backlog event is recorded.")
 
 
-@dataclass(frozen=True)
-class ScheduleSettings:
+class ScheduleSettings(_Section):
     """In-process schedules of a running bot."""
 
-    quiet_minutes: int = field(
-        default=20, metadata=doc("Consolidate after this many minutes without messages (daily).")
-    )
-    daily_archive_at: str = field(
-        default="04:00", metadata=doc("Local time (HH:MM) of the daily archive job.")
-    )
+    quiet_minutes: int = _field(20, "Consolidate after this many minutes without messages (daily).")
+    daily_archive_at: str = _field("04:00", "Local time (HH:MM) of the daily archive job.")
 
 
-@dataclass(frozen=True)
-class LLMSettings:
+class LLMSettings(_Section):
     """Any OpenAI-compatible chat completions server."""
 
-    model: str = field(
-        default="", metadata=doc("Model name; empty runs offline.", env="CHATMEM_MODEL")
+    model: str = _field("", "Model name; empty runs offline.", env="CHATMEM_MODEL")
+    base_url: str = _field(
+        "", "Server base URL; empty means the openai default.", env="OPENAI_BASE_URL"
     )
-    base_url: str = field(
-        default="",
-        metadata=doc("Server base URL; empty means the openai default.", env="OPENAI_BASE_URL"),
+    api_key: str = _field(
+        "", "API key. Prefer the environment variable.", env="OPENAI_API_KEY", secret=True
     )
-    api_key: str = field(
-        default="",
-        repr=False,
-        metadata=doc(
-            "API key. Prefer the environment variable.", secret=True, env="OPENAI_API_KEY"
-        ),
+    timeout_seconds: float = _field(60.0, "Per-request timeout.")
+    max_retries: int = _field(3, "Retries on rate limits and 5xx.")
+    max_tool_steps: int = _field(4, "Tool-call rounds per turn.")
+    temperature: float = _field(0.3, "Sampling temperature.")
+    context_tokens: int = _field(32000, "Context window; sessions flush and compact near it.")
+    flush_at_ratio: float = _field(
+        0.75, "Flush and compact a session when its history reaches this share of the window."
     )
-    timeout_seconds: float = field(default=60.0, metadata=doc("Per-request timeout."))
-    max_retries: int = field(default=3, metadata=doc("Retries on rate limits and 5xx."))
-    max_tool_steps: int = field(default=4, metadata=doc("Tool-call rounds per turn."))
-    temperature: float = field(default=0.3, metadata=doc("Sampling temperature."))
-    context_tokens: int = field(
-        default=32000, metadata=doc("Context window; sessions flush and compact near it.")
-    )
-    flush_at_ratio: float = field(
-        default=0.75,
-        metadata=doc(
-            "Flush and compact a session when its history reaches this share of the window."
-        ),
-    )
-    keep_after_compaction: int = field(
-        default=6, metadata=doc("Newest messages kept verbatim when a session is compacted.")
+    keep_after_compaction: int = _field(
+        6, "Newest messages kept verbatim when a session is compacted."
     )
 
 
-@dataclass(frozen=True)
-class TelegramSettings:
+class TelegramSettings(_Section):
     """The Telegram bot (python-telegram-bot)."""
 
-    bot_token: str = field(
-        default="",
-        repr=False,
-        metadata=doc("Bot token from @BotFather.", secret=True, env="TELEGRAM_BOT_TOKEN"),
+    bot_token: str = _field("", "Bot token from @BotFather.", env="TELEGRAM_BOT_TOKEN", secret=True)
+    api_base_url: str = _field(
+        "",
+        "Bot API base URL for a self-hosted server, e.g. http://127.0.0.1:8081/bot.",
+        env="TELEGRAM_API_BASE_URL",
     )
-    api_base_url: str = field(
-        default="",
-        metadata=doc(
-            "Bot API base URL for a self-hosted server, e.g. http://127.0.0.1:8081/bot.",
-            env="TELEGRAM_API_BASE_URL",
-        ),
+    allowed_users: list[int] = _field(
+        [],
+        "User ids allowed to talk to the bot; nobody else is.",
+        env="CHATMEM_TELEGRAM_ALLOWED_USERS",
     )
-    allowed_users: list[int] = field(
-        default_factory=list,
-        metadata=doc(
-            "User ids allowed to talk to the bot; nobody else is.",
-            env="CHATMEM_TELEGRAM_ALLOWED_USERS",
-        ),
-    )
-    allowed_chats: list[int] = field(
-        default_factory=list, metadata=doc("Group chat ids where anyone may talk to the bot.")
-    )
-    mode: Literal["polling", "webhook"] = field(
-        default="polling", metadata=doc("polling or webhook.")
-    )
-    webhook_url: str = field(default="", metadata=doc("Public URL Telegram posts updates to."))
-    webhook_listen: str = field(default="127.0.0.1", metadata=doc("Address the webhook binds."))
-    webhook_port: int = field(default=8443, metadata=doc("Port the webhook binds."))
-    webhook_secret: str = field(
-        default="", repr=False, metadata=doc("Secret token Telegram echoes back.", secret=True)
-    )
-    group_requires_mention: bool = field(
-        default=True,
-        metadata=doc("In groups, answer only when mentioned, replied to or commanded."),
+    allowed_chats: list[int] = _field([], "Group chat ids where anyone may talk to the bot.")
+    mode: Literal["polling", "webhook"] = _field("polling", "polling or webhook.")
+    webhook_url: str = _field("", "Public URL Telegram posts updates to.")
+    webhook_listen: str = _field("127.0.0.1", "Address the webhook binds.")
+    webhook_port: int = _field(8443, "Port the webhook binds.")
+    webhook_secret: str = _field("", "Secret token Telegram echoes back.", secret=True)
+    group_requires_mention: bool = _field(
+        True, "In groups, answer only when mentioned, replied to or commanded."
     )
 
 
-@dataclass(frozen=True)
-class DingTalkSettings:
+class DingTalkSettings(_Section):
     """The DingTalk robot (HTTP callback or Stream mode)."""
 
-    app_key: str = field(default="", metadata=doc("Robot AppKey.", env="DINGTALK_APP_KEY"))
-    app_secret: str = field(
-        default="",
-        repr=False,
-        metadata=doc("Robot AppSecret; signs callbacks.", secret=True, env="DINGTALK_APP_SECRET"),
+    app_key: str = _field("", "Robot AppKey.", env="DINGTALK_APP_KEY")
+    app_secret: str = _field(
+        "", "Robot AppSecret; signs callbacks.", env="DINGTALK_APP_SECRET", secret=True
     )
-    mode: Literal["callback", "stream"] = field(
-        default="callback", metadata=doc("callback or stream.")
+    mode: Literal["callback", "stream"] = _field("callback", "callback or stream.")
+    listen_host: str = _field("127.0.0.1", "Callback server address.")
+    listen_port: int = _field(8090, "Callback server port.")
+    callback_path: str = _field("/dingtalk/callback", "Callback URL path.")
+    group_requires_mention: bool = _field(
+        True, "In groups, answer only when the robot is @-mentioned."
     )
-    listen_host: str = field(default="127.0.0.1", metadata=doc("Callback server address."))
-    listen_port: int = field(default=8090, metadata=doc("Callback server port."))
-    callback_path: str = field(default="/dingtalk/callback", metadata=doc("Callback URL path."))
-    group_requires_mention: bool = field(
-        default=True, metadata=doc("In groups, answer only when the robot is @-mentioned.")
-    )
-    reply_format: Literal["text", "markdown"] = field(
-        default="markdown", metadata=doc("Reply message type.")
-    )
+    reply_format: Literal["text", "markdown"] = _field("markdown", "Reply message type.")
 
 
-@dataclass(frozen=True)
-class Config:
+# The sources of the `load_config` call under way: pydantic-settings has no way to hand a
+# run-time file path or environment mapping to `Config()` itself.
+_LOADING: ContextVar[tuple[PydanticBaseSettingsSource, ...]] = ContextVar("_LOADING", default=())
+
+
+class Config(BaseSettings):
     """Everything chatmem reads from `chatmem.toml` and the environment."""
 
-    workspace: str = field(
-        default="",
-        metadata=doc(
-            "Workspace directory; empty means the platform's user data directory.",
-            env="CHATMEM_WORKSPACE",
-        ),
+    model_config = SettingsConfigDict(
+        frozen=True, extra="forbid", strict=True, case_sensitive=True, defer_build=True
     )
-    dm_scope: Literal["main", "per-peer", "per-channel-peer", "per-account-channel-peer"] = field(
-        default="main", metadata=doc("How direct chats are separated.", env="CHATMEM_DM_SCOPE")
+
+    workspace: str = _field(
+        "",
+        "Workspace directory; empty means the platform's user data directory.",
+        env="CHATMEM_WORKSPACE",
     )
-    topic_scope: bool = field(
-        default=False, metadata=doc("Give each forum topic of a group its own scope.")
+    dm_scope: Literal["main", "per-peer", "per-channel-peer", "per-account-channel-peer"] = _field(
+        "main", "How direct chats are separated.", env="CHATMEM_DM_SCOPE"
     )
-    timezone: str = field(
-        default="UTC", metadata=doc("IANA time zone for daily-note dates and schedules.")
-    )
-    log_level: str = field(default="INFO", metadata=doc("Logging level."))
-    scoring: ScoringSettings = field(default_factory=ScoringSettings)
-    long_term: LongTermSettings = field(default_factory=LongTermSettings)
-    prompt: PromptSettings = field(default_factory=PromptSettings)
-    recall: RecallSettings = field(default_factory=RecallSettings)
-    history: HistorySettings = field(default_factory=HistorySettings)
-    archive: ArchiveSettings = field(default_factory=ArchiveSettings)
-    schedule: ScheduleSettings = field(default_factory=ScheduleSettings)
-    llm: LLMSettings = field(default_factory=LLMSettings)
-    telegram: TelegramSettings = field(default_factory=TelegramSettings)
-    dingtalk: DingTalkSettings = field(default_factory=DingTalkSettings)
+    topic_scope: bool = _field(False, "Give each forum topic of a group its own scope.")
+    timezone: str = _field("UTC", "IANA time zone for daily-note dates and schedules.")
+    log_level: str = _field("INFO", "Logging level.")
+    scoring: ScoringSettings = Field(default_factory=ScoringSettings)
+    long_term: LongTermSettings = Field(default_factory=LongTermSettings)
+    prompt: PromptSettings = Field(default_factory=PromptSettings)
+    recall: RecallSettings = Field(default_factory=RecallSettings)
+    history: HistorySettings = Field(default_factory=HistorySettings)
+    archive: ArchiveSettings = Field(default_factory=ArchiveSettings)
+    schedule: ScheduleSettings = Field(default_factory=ScheduleSettings)
+    llm: LLMSettings = Field(default_factory=LLMSettings)
+    telegram: TelegramSettings = Field(default_factory=TelegramSettings)
+    dingtalk: DingTalkSettings = Field(default_factory=DingTalkSettings)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """`Config()` is the defaults, never the process environment or a .env file: only
+        `load_config` adds sources, and only ours (today's variable names)."""
+        return (init_settings, *_LOADING.get())
 
     @property
     def workspace_path(self) -> Path:
@@ -322,7 +270,7 @@ class Config:
         return DmScope(self.dm_scope)
 
     def with_workspace(self, path: Path | str) -> Config:
-        return replace(self, workspace=str(path))
+        return self.model_copy(update={"workspace": str(path)})
 
 
 DEFAULT_CONFIG_NAME = "chatmem.toml"
@@ -336,125 +284,110 @@ def load_config(
 ) -> Config:
     """File (explicit, else ./chatmem.toml when present), then env, then `workspace` arg."""
     env = os.environ if env is None else env
-    source = "defaults"
-    data: dict[str, Any] = {}
     if path is None and Path(DEFAULT_CONFIG_NAME).is_file():
         path = DEFAULT_CONFIG_NAME
+    source = "defaults" if path is None else str(path)
+    sources: list[PydanticBaseSettingsSource] = [_EnvSource(env)]  # the first wins
     if path is not None:
-        source = str(path)
+        if not Path(path).is_file():
+            raise ConfigError(f"{source}: config file not found")
         try:
-            with open(path, "rb") as handle:
-                data = tomllib.load(handle)
-        except FileNotFoundError:
-            raise ConfigError(f"{source}: config file not found") from None
+            sources.append(file := TomlConfigSettingsSource(Config, toml_file=path))
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"{source}: not valid TOML: {exc}") from None
-    config = _build(Config, data, "", source)
-    config = _apply_env(config, env)
+        try:  # alone first: a bad value is an error even where the environment overrides it
+            Config.model_validate(file())
+        except ValidationError as exc:
+            raise _config_error(exc, source, {}) from None
+    token = _LOADING.set(tuple(sources))
+    try:
+        config = Config()
+    except ValidationError as exc:
+        raise _config_error(exc, source, env) from None
+    finally:
+        _LOADING.reset(token)
     if workspace is not None:
         config = config.with_workspace(workspace)
     _validate(config, source)
     return config
 
 
-# --- generic typed loading --------------------------------------------------------------
-
-
-def _build(cls: type[Any], data: Mapping[str, Any], prefix: str, source: str) -> Any:
-    if not isinstance(data, Mapping):
-        raise ConfigError(f"{source}: '{prefix.rstrip('.')}' must be a table")
-    hints = typing.get_type_hints(cls)
-    known = {f.name: f for f in fields(cls)}
-    values: dict[str, Any] = {}
-    for key, raw in data.items():
-        if key not in known:
-            raise ConfigError(f"{source}: unknown key '{prefix}{key}'")
-        hint = hints[key]
-        if is_dataclass(hint):
-            values[key] = _build(typing.cast(type[Any], hint), raw, f"{prefix}{key}.", source)
+def _leaves(cls: type[BaseModel] = Config, prefix: str = "") -> Iterator[tuple[str, FieldInfo]]:
+    for name, info in cls.model_fields.items():
+        if isinstance(info.annotation, type) and issubclass(info.annotation, BaseModel):
+            yield from _leaves(info.annotation, f"{prefix}{name}.")
         else:
-            values[key] = _coerce(hint, raw, f"{prefix}{key}", source)
-    return cls(**values)
+            yield f"{prefix}{name}", info
 
 
-def _coerce(hint: Any, raw: Any, key: str, source: str) -> Any:
-    origin = typing.get_origin(hint)
-    args = typing.get_args(hint)
-    if origin is Literal:
-        if raw not in args:
-            allowed = ", ".join(repr(a) for a in args)
-            raise ConfigError(f"{source}: '{key}' must be one of {allowed}, not {raw!r}")
-        return raw
-    if origin is list:
-        if not isinstance(raw, list):
-            raise ConfigError(f"{source}: '{key}' must be a list")
-        return [_coerce(args[0], item, f"{key}[]", source) for item in raw]
-    if origin is dict:
-        if not isinstance(raw, Mapping):
-            raise ConfigError(f"{source}: '{key}' must be a table")
-        return {str(k): _coerce(args[1], v, f"{key}.{k}", source) for k, v in raw.items()}
-    if origin in (types.UnionType, typing.Union):
-        raise ConfigError(f"{source}: '{key}' has an unsupported type")
-    if hint is bool:
-        if not isinstance(raw, bool):
-            raise ConfigError(f"{source}: '{key}' must be true or false, not {raw!r}")
-        return raw
-    if hint is int:
-        if isinstance(raw, bool) or not isinstance(raw, int):
-            raise ConfigError(f"{source}: '{key}' must be a whole number, not {raw!r}")
-        return raw
-    if hint is float:
-        if isinstance(raw, bool) or not isinstance(raw, int | float):
-            raise ConfigError(f"{source}: '{key}' must be a number, not {raw!r}")
-        return float(raw)
-    if hint is str:
-        if not isinstance(raw, str):
-            raise ConfigError(f"{source}: '{key}' must be a string, not {raw!r}")
-        return raw
-    raise ConfigError(f"{source}: '{key}' has an unsupported type")
+def _extra(info: FieldInfo) -> Mapping[str, Any]:
+    return info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
 
 
 def env_bindings() -> list[tuple[str, str]]:
     """(ENV_NAME, dotted key) pairs: the public environment contract."""
-    pairs: list[tuple[str, str]] = []
-
-    def walk(cls: type[Any], prefix: str) -> None:
-        hints = typing.get_type_hints(cls)
-        for f in fields(cls):
-            if is_dataclass(hints[f.name]):
-                walk(hints[f.name], f"{prefix}{f.name}.")
-            elif f.metadata.get("env"):
-                pairs.append((f.metadata["env"], f"{prefix}{f.name}"))
-
-    walk(Config, "")
-    return pairs
+    return [(_extra(info)["env"], dotted) for dotted, info in _leaves() if "env" in _extra(info)]
 
 
-def _apply_env(config: Config, env: Mapping[str, str]) -> Config:
+class _EnvSource(PydanticBaseSettingsSource):
+    """Today's variable names (not pydantic-settings' prefix scheme), read from the mapping
+    given to `load_config`; an empty value counts as unset."""
+
+    def __init__(self, env: Mapping[str, str]) -> None:
+        super().__init__(Config)
+        self.env = env
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        raise NotImplementedError  # __call__ reads every binding at once
+
+    def __call__(self) -> dict[str, Any]:
+        data: dict[str, Any] = {}
+        for dotted, info in _leaves():
+            name = _extra(info).get("env")
+            if not name or not (value := self.env.get(name)):
+                continue
+            parsed: Any = value
+            if typing.get_origin(info.annotation) is list:
+                try:
+                    parsed = [int(part) for part in value.replace(" ", "").split(",") if part]
+                except ValueError:
+                    raise ConfigError(
+                        f"environment variable {name}: must be comma-separated whole numbers"
+                    ) from None
+            section, _, key = dotted.rpartition(".")
+            (data.setdefault(section, {}) if section else data)[key] = parsed
+        return data
+
+
+_EXPECTED = {
+    "bool_type": "true or false",
+    "int_type": "a whole number",
+    "float_type": "a number",
+    "string_type": "a string",
+    "list_type": "a list",
+    "dict_type": "a table",
+    "model_type": "a table",
+}
+
+
+def _config_error(exc: ValidationError, source: str, env: Mapping[str, str]) -> ConfigError:
+    """Pydantic's first error as today's one line: the key, and the file or the variable."""
+    error = exc.errors()[0]
+    key = "".join("[]" if isinstance(p, int) else f".{p}" for p in error["loc"]).lstrip(".")
     for name, dotted in env_bindings():
-        value = env.get(name)
-        if value is None or value == "":
-            continue
-        source = f"environment variable {name}"
-        section, _, key = dotted.rpartition(".")
-        target = getattr(config, section) if section else config
-        hint = typing.get_type_hints(type(target))[key]
-        parsed: Any = value
-        if typing.get_origin(hint) is list:
-            try:
-                parsed = [int(part) for part in value.replace(" ", "").split(",") if part]
-            except ValueError:
-                raise ConfigError(f"{source}: must be comma-separated whole numbers") from None
-        coerced = _coerce(hint, parsed, dotted, source)
-        updates: dict[str, Any] = (
-            {section: replace(target, **{key: coerced})} if section else {key: coerced}
-        )
-        config = replace(config, **updates)
-    return config
+        if env.get(name) and key.partition("[")[0] == dotted:
+            source = f"environment variable {name}"
+    if error["type"] == "extra_forbidden":
+        return ConfigError(f"{source}: unknown key '{key}'")
+    if error["type"] == "literal_error":
+        expected = f"one of {error['ctx']['expected']}"
+    elif not (expected := _EXPECTED.get(error["type"], "")):
+        return ConfigError(f"{source}: '{key}': {error['msg']}")
+    return ConfigError(f"{source}: '{key}' must be {expected}, not {error['input']!r}")
 
 
 def _validate(config: Config, source: str) -> None:
-    s = config.scoring
+    s, h, lt = config.scoring, config.history, config.long_term
     checks: list[tuple[bool, str]] = [
         (0 < s.daily_decay <= 1, "scoring.daily_decay must be in (0, 1]"),
         (config.recall.rank_budget >= 1, "recall.rank_budget must be >= 1"),
@@ -463,24 +396,15 @@ def _validate(config: Config, source: str) -> None:
             "scoring thresholds must satisfy 0 <= forget_below <= archive_below <= 1",
         ),
         (0 < s.reinforce_rate < 1, "scoring.reinforce_rate must be in (0, 1)"),
-        (
-            0 <= config.long_term.write_delay_seconds <= 60,
-            "long_term.write_delay_seconds must be in [0, 60]",
-        ),
+        (0 <= lt.write_delay_seconds <= 60, "long_term.write_delay_seconds must be in [0, 60]"),
         (0 < s.contradict_factor < 1, "scoring.contradict_factor must be in (0, 1)"),
         (s.grace_days >= 0, "scoring.grace_days must be >= 0"),
         (
             all(0 < v <= 1 for v in s.category_decay.values()),
             "scoring.category_decay values must be in (0, 1]",
         ),
-        (
-            config.history.min_messages <= config.history.max_messages,
-            "history.min_messages must be <= history.max_messages",
-        ),
-        (
-            config.history.soft_cap <= config.history.hard_cap,
-            "history.soft_cap must be <= history.hard_cap",
-        ),
+        (h.min_messages <= h.max_messages, "history.min_messages must be <= history.max_messages"),
+        (h.soft_cap <= h.hard_cap, "history.soft_cap must be <= history.hard_cap"),
         (bool(config.archive.backoff_minutes), "archive.backoff_minutes must not be empty"),
     ]
     for ok, message in checks:
@@ -510,44 +434,32 @@ def render_example() -> str:
         "# Secrets belong in the environment, not in this file.",
         "",
     ]
-    _example_section(Config, Config(), "", lines)
+    _example_section(Config(), "", lines)
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
-def _example_section(cls: type[Any], value: Any, name: str, lines: list[str]) -> None:
-    hints = typing.get_type_hints(cls)
-    nested: list[tuple[str, Any, Any]] = []
+def _example_section(value: BaseModel, name: str, lines: list[str]) -> None:
+    nested: list[tuple[str, BaseModel]] = []
     if name:
         lines.append(f"[{name}]")
-        if cls.__doc__:
-            lines.append(f"# {cls.__doc__.strip().splitlines()[0]}")
-    for f in fields(cls):
-        hint = hints[f.name]
-        current = getattr(value, f.name)
-        if is_dataclass(hint):
-            nested.append((f"{name}.{f.name}" if name else f.name, hint, current))
+        if value.__doc__:
+            lines.append(f"# {value.__doc__.strip().splitlines()[0]}")
+    for key, info in type(value).model_fields.items():
+        current = getattr(value, key)
+        if isinstance(current, BaseModel):
+            nested.append((f"{name}.{key}" if name else key, current))
             continue
-        meta = f.metadata
-        comment = meta.get("doc", "")
-        if meta.get("env"):
-            comment += f" Env: {meta['env']}."
-        lines.append(f"# {comment}")
-        lines.append(f"{f.name} = {_toml_value(current)}")
+        env = _extra(info).get("env")
+        lines.append(f"# {info.description}" + (f" Env: {env}." if env else ""))
+        lines.append(f"{key} = {_toml_value(current)}")
     lines.append("")
-    for sub_name, sub_cls, sub_value in nested:
-        _example_section(sub_cls, sub_value, sub_name, lines)
+    for sub_name, sub_value in nested:
+        _example_section(sub_value, sub_name, lines)
 
 
 def _toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return repr(value)
-    if isinstance(value, str):
-        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    if isinstance(value, list):
-        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    """JSON spells our scalars and lists as TOML does; tables are written inline."""
     if isinstance(value, dict):
         inner = ", ".join(f"{k} = {_toml_value(v)}" for k, v in value.items())
         return "{ " + inner + " }" if inner else "{}"
-    raise TypeError(type(value))
+    return json.dumps(value)

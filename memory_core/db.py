@@ -1,18 +1,22 @@
-"""Opening the workspace database: pragmas for a file shared by several processes, then
-migrations. All access goes through aiosqlite so no SQLite call runs on an event loop."""
+"""A SQLite database owned by one worker thread, reached by whole functions.
+
+Every call hands the thread a function that runs to its end there: a read (`read`) or a
+write transaction (`run`). Nothing stays open between two calls, so no statement of one
+task can hold a read snapshot while another task's `BEGIN IMMEDIATE` waits for it, and
+one call costs one hop from the event loop however many statements it runs. Only the
+standard library's public `sqlite3` API is used.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import sqlite3
-from collections.abc import AsyncIterator, Callable, Iterable
-from contextlib import asynccontextmanager
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar, cast
-
-import aiosqlite
+from typing import TypeVar
 
 from memory_core.errors import IndexUnavailable
 from memory_core.migrations import MIGRATIONS
@@ -21,135 +25,148 @@ log = logging.getLogger(__name__)
 
 BUSY_TIMEOUT_MS = 30_000
 T = TypeVar("T")
+Work = Callable[[sqlite3.Connection], T]
 
 
 class Database:
-    """The shared connection plus the lock that keeps its transactions from interleaving.
+    """Open with `await Database.open(path)`; `close()` when done.
 
-    Tasks share one aiosqlite connection; an explicit transaction begun by one task must
-    not swallow another task's statements, so every write goes through `transaction()`.
+    The connection is made and used only on the database thread. Its queue runs one
+    function at a time, so transactions of different tasks never interleave and need no
+    lock of their own.
     """
 
-    def __init__(self, conn: aiosqlite.Connection) -> None:
-        self.conn = conn
-        self._write_lock = asyncio.Lock()
+    def __init__(self, conn: sqlite3.Connection, thread: ThreadPoolExecutor) -> None:
+        self._connection = conn
+        self._thread = thread
+        self._closed = False
 
-    @asynccontextmanager
-    async def transaction(self) -> AsyncIterator[aiosqlite.Connection]:
-        async with self._write_lock:
-            await self.conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield self.conn
-            except BaseException:
-                await self.conn.execute("ROLLBACK")
-                raise
-            await self.conn.execute("COMMIT")
+    @classmethod
+    async def open(
+        cls,
+        path: Path,
+        *,
+        synchronous: str = "NORMAL",
+        migrations: Sequence[tuple[str, str]] = MIGRATIONS,
+        schema: str = "",
+    ) -> Database:
+        """Open (creating if needed), set the pragmas, migrate; IndexUnavailable for a file
+        SQLite cannot use."""
+        thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="chatmem-db")
+        try:
+            conn = await asyncio.wrap_future(
+                thread.submit(_connect, path, synchronous, migrations, schema)
+            )
+        except BaseException:
+            thread.shutdown(wait=False)
+            raise
+        return cls(conn, thread)
 
-    async def run(self, work: Callable[[sqlite3.Connection], T]) -> T:
-        """Run `work` inside one IMMEDIATE transaction on the database thread.
+    async def run(self, work: Work[T]) -> T:
+        """`work` inside one IMMEDIATE transaction on the database thread; any exception
+        rolls it back and is raised here.
 
-        Every `await conn.execute(...)` is a round trip to aiosqlite's thread (~0.1-0.3 ms
-        each, more on a loaded machine); a write of a few statements, such as indexing one
-        note, costs less as one trip than as ten. `work` runs on that thread and must only
-        do SQLite calls and light Python: it holds the GIL and the write lock throughout.
-        Any exception rolls the transaction back and is raised here.
+        `work` runs on that thread: only SQLite calls and light Python (it holds the GIL
+        and the database throughout).
         """
-        async with self._write_lock:
-            return await _on_thread(self.conn, _in_transaction, self.conn, work)
+        return await self._submit(_in_transaction, work)
+
+    async def call(self, work: Work[T]) -> T:
+        """`work` on the database thread outside any explicit transaction: reads (each
+        statement sees a snapshot of its own; WAL readers never block writers), or one
+        statement that commits by itself. Fetch everything inside `work`: a cursor must
+        not leave it."""
+        return await self._submit(_call, work)
+
+    async def data_version(self) -> int:
+        """SQLite's `PRAGMA data_version`: it moves when another connection commits."""
+        return int(await self.call(lambda conn: conn.execute("PRAGMA data_version").fetchone()[0]))
+
+    async def _submit(self, runner: Callable[[sqlite3.Connection, Work[T]], T], work: Work[T]) -> T:
+        if self._closed:
+            raise IndexUnavailable("the database is closed")
+        return await asyncio.wrap_future(self._thread.submit(runner, self._connection, work))
 
     async def close(self) -> None:
-        await self.conn.close()
+        """Finish what is queued, then close the connection on its own thread."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            await asyncio.wrap_future(self._thread.submit(self._connection.close))
+        finally:
+            self._thread.shutdown(wait=False)
 
 
-def _in_transaction(conn: aiosqlite.Connection, work: Callable[[sqlite3.Connection], T]) -> T:
-    raw = _raw(conn)
-    raw.execute("BEGIN IMMEDIATE")
+def _in_transaction(conn: sqlite3.Connection, work: Work[T]) -> T:
+    conn.execute("BEGIN IMMEDIATE")
     try:
-        result = work(raw)
+        result = work(conn)
     except BaseException:
-        raw.execute("ROLLBACK")
+        conn.execute("ROLLBACK")
         raise
-    raw.execute("COMMIT")
+    conn.execute("COMMIT")
     return result
 
 
-def _raw(conn: aiosqlite.Connection) -> sqlite3.Connection:
-    """The sqlite3 connection behind aiosqlite; only valid on aiosqlite's own thread."""
-    return conn._conn
+def _call(conn: sqlite3.Connection, work: Work[T]) -> T:
+    return work(conn)
 
 
-async def _on_thread(conn: aiosqlite.Connection, fn: Callable[..., T], *args: Any) -> T:
-    """Queue `fn(*args)` on aiosqlite's thread, after any statement already queued.
-
-    aiosqlite has no public call for this; `_execute` is what its own `execute` uses (the
-    same in 0.20 to 0.22). Statements of other tasks stay in order around it, since the
-    thread runs its queue one item at a time.
-    """
-    execute = cast(Callable[..., Any], conn._execute)
-    return cast(T, await execute(fn, *args))
-
-
-async def on_db_thread(conn: aiosqlite.Connection, work: Callable[[sqlite3.Connection], T]) -> T:
-    """Run `work(sqlite3 connection)` on aiosqlite's thread in one round trip, inside
-    whatever transaction the caller holds (`Database.transaction`): several statements
-    for the price of one `await`."""
-    return await _on_thread(conn, _call_raw, conn, work)
-
-
-def _call_raw(conn: aiosqlite.Connection, work: Callable[[sqlite3.Connection], T]) -> T:
-    return work(_raw(conn))
-
-
-async def open_database(path: Path) -> Database:
-    """Open (creating if needed) and migrate; raise IndexUnavailable for a broken file."""
-    return Database(await _open_connection(path))
-
-
-async def _open_connection(path: Path) -> aiosqlite.Connection:
-    """Open (creating if needed) and migrate; raise IndexUnavailable for a broken file."""
+def _connect(
+    path: Path, synchronous: str, migrations: Sequence[tuple[str, str]], schema: str
+) -> sqlite3.Connection:
     path.parent.mkdir(parents=True, exist_ok=True)
-    conn = await aiosqlite.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
     try:
-        conn.row_factory = aiosqlite.Row
-        await conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-        await conn.execute("PRAGMA journal_mode = WAL")
-        await conn.execute("PRAGMA synchronous = NORMAL")
-        await conn.execute("PRAGMA foreign_keys = ON")
-        await migrate(conn)
+        conn = sqlite3.connect(
+            path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
+        )
+    except sqlite3.Error as exc:
+        raise IndexUnavailable(f"cannot open {path}: {exc}") from exc
+    try:
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute(f"PRAGMA synchronous = {synchronous}")
+        conn.execute("PRAGMA foreign_keys = ON")
+        if schema:
+            conn.execute(schema)
+        applied = migrate(conn, migrations)
     except sqlite3.DatabaseError as exc:
-        await conn.close()
+        conn.close()
         raise IndexUnavailable(f"cannot open {path}: {exc}") from exc
     except BaseException:
-        await conn.close()
+        conn.close()
         raise
+    if applied:
+        log.info("applied migrations: %s", ", ".join(applied))
     return conn
 
 
-async def migrate(conn: aiosqlite.Connection) -> list[str]:
-    """Apply every migration not yet recorded; return the names applied."""
-    await conn.execute(
+def migrate(
+    conn: sqlite3.Connection, migrations: Sequence[tuple[str, str]] = MIGRATIONS
+) -> list[str]:
+    """Apply every migration not yet recorded, each in its own transaction; return the
+    names applied."""
+    if not migrations:
+        return []
+    conn.execute(
         "CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)"
     )
     applied: list[str] = []
-    for name, sql in MIGRATIONS:
-        await conn.execute("BEGIN IMMEDIATE")
-        try:
-            async with conn.execute("SELECT 1 FROM _migrations WHERE name = ?", (name,)) as cur:
-                done = await cur.fetchone() is not None
-            if not done:
-                for statement in _statements(sql):
-                    await conn.execute(statement)
-                await conn.execute(
-                    "INSERT INTO _migrations (name, applied_at) VALUES (?, ?)",
-                    (name, datetime.now(UTC).isoformat()),
-                )
-                applied.append(name)
-            await conn.execute("COMMIT")
-        except BaseException:
-            await conn.execute("ROLLBACK")
-            raise
-    if applied:
-        log.info("applied migrations: %s", ", ".join(applied))
+    for name, sql in migrations:
+
+        def step(conn: sqlite3.Connection, name: str = name, sql: str = sql) -> None:
+            if conn.execute("SELECT 1 FROM _migrations WHERE name = ?", (name,)).fetchone():
+                return
+            for statement in _statements(sql):
+                conn.execute(statement)
+            conn.execute(
+                "INSERT INTO _migrations (name, applied_at) VALUES (?, ?)",
+                (name, datetime.now(UTC).isoformat()),
+            )
+            applied.append(name)
+
+        _in_transaction(conn, step)
     return applied
 
 
@@ -166,9 +183,3 @@ def _statements(sql: str) -> list[str]:
     if buffer.strip():
         parts.append(buffer.strip())
     return parts
-
-
-def first(rows: Iterable[aiosqlite.Row]) -> aiosqlite.Row | None:
-    """The first row of an `execute_fetchall` result (one round trip to the database
-    thread instead of three for execute + fetch + close)."""
-    return next(iter(rows), None)

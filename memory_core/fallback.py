@@ -1,6 +1,6 @@
 """Search straight from the files when the index cannot be used.
 
-Same chunks, same tokens and BM25 (k1 = 1.2, b = 0.75) through rank-bm25, so a corrupt or
+Same chunks, same tokens and BM25 (`recall.k1`, `recall.b`) through rank-bm25, so a corrupt or
 locked database degrades speed, not answers. Only this scope's files are read.
 """
 
@@ -62,6 +62,8 @@ def search_files(
     kinds: Iterable[ChunkKind] | None = None,
     min_score: float = 0.0,
     zone: tzinfo = UTC,
+    k1: float = K1,
+    b: float = B,
 ) -> list[Hit]:
     """rank-bm25 over the scope's chunks (blocking: run in a thread)."""
     terms = tokenize(query) if isinstance(query, str) else [t for q in query for t in tokenize(q)]
@@ -81,7 +83,7 @@ def search_files(
             corpus.append(tokens.split())
     if not corpus:
         return []
-    bm25 = ScopeBM25(corpus, k1=K1, b=B)
+    bm25 = ScopeBM25(corpus, k1=k1, b=b)
     scores = bm25.get_scores(list(dict.fromkeys(terms)))
     ranked = sorted(
         (

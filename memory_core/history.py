@@ -12,17 +12,17 @@ import functools
 import json
 import secrets
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, Protocol
 
-import aiosqlite
-
+from memory_core.activations import record_step
 from memory_core.clock import format_when, parse_when
 from memory_core.config import HistorySettings
-from memory_core.db import Database, first
+from memory_core.db import Database
+from memory_core.records import ArchiveRun, FailedArchive, SessionArchive
 from memory_core.scope import ScopeKey
 
 
@@ -68,7 +68,7 @@ class CapReport:
     """True when the hard cap is still exceeded by unarchived messages: archive now."""
 
 
-_MESSAGE_COLUMNS = (
+MESSAGE_COLUMNS = (
     "id, scope, session_id, role, speaker, content, created_at, archived, archive_attempts,"
     " archive_next_at, compacted, meta"
 )
@@ -83,7 +83,7 @@ def _when(text: str) -> datetime:
     return parse_when(text)
 
 
-def _message(row: aiosqlite.Row) -> StoredMessage:
+def message_from_row(row: Sequence[Any]) -> StoredMessage:
     meta = row[11]
     return StoredMessage(
         id=int(row[0]),
@@ -101,7 +101,7 @@ def _message(row: aiosqlite.Row) -> StoredMessage:
     )
 
 
-def _session(row: aiosqlite.Row) -> Session:
+def _session(row: Sequence[Any]) -> Session:
     return Session(
         id=row[0],
         scope=row[1],
@@ -119,12 +119,22 @@ class TurnContext:
     messages: list[StoredMessage]
     """Newest live messages of the session, oldest first, its summary in front."""
     chars: int
-    """Characters of the session's live messages (SQLite `LENGTH`), as `session_chars`."""
+    """Characters of the session's live messages (SQLite `LENGTH`)."""
 
 
 AfterInsert = Callable[[sqlite3.Connection, int], None]
 """A step of a message's insert transaction, given the new message id; it runs on the
 database thread (`Database.run`), so it must not touch the event loop."""
+
+
+class MessageIndexer(Protocol):
+    """What the history needs of the search index: the insert of a message's chunk as a
+    step of the message's own transaction, so a message is never stored without it."""
+
+    def message_step(
+        self, scope: ScopeKey, session_id: str, speaker: str, text: str, created_at: datetime
+    ) -> Awaitable[AfterInsert | None]: ...
+
 
 SUMMARY_ROLE = "summary"
 """The role of a compaction summary (prompting.SUMMARY_ROLE; prompting imports this module)."""
@@ -140,11 +150,40 @@ _SESSION_COLUMNS = (
 )
 
 
+def _maybe_when(value: object) -> datetime | None:
+    return parse_when(value) if isinstance(value, str) and value else None
+
+
+Rows = list[Any]
+
+
 class HistoryStore:
-    def __init__(self, db: Database, settings: HistorySettings) -> None:
+    """Sessions, messages and archive runs: the only module that touches those tables.
+
+    Every method is one call on the database thread (`Database.call` for reads and
+    single statements, `Database.run` for a transaction of several).
+    """
+
+    def __init__(
+        self,
+        db: Database,
+        settings: HistorySettings,
+        indexer: MessageIndexer | None = None,
+    ) -> None:
         self._db = db
-        self._conn = db.conn
         self.settings = settings
+        self._indexer = indexer
+
+    async def _fetch(self, sql: str, *params: object) -> Rows:
+        return await self._db.call(lambda conn: conn.execute(sql, params).fetchall())
+
+    async def _write_one(self, sql: str, *params: object) -> None:
+        await self._db.call(lambda conn: conn.execute(sql, params))
+
+    async def _execute_many(self, sql: str, rows: Iterable[Sequence[object]]) -> None:
+        batch = list(rows)
+        if batch:
+            await self._db.run(lambda conn: conn.executemany(sql, batch))
 
     # --- sessions -------------------------------------------------------------------
     async def open_session(self, scope: ScopeKey, now: datetime) -> Session:
@@ -153,75 +192,81 @@ class HistoryStore:
         if current is not None:
             return current
         session_id = f"{now.strftime('%Y%m%d%H%M%S')}-{secrets.token_hex(4)}"
-        async with self._db.transaction() as conn:
-            await conn.execute(
-                "INSERT INTO sessions (id, scope, started_at, last_at) VALUES (?, ?, ?, ?)",
-                (session_id, scope.value, format_when(now), format_when(now)),
-            )
+        await self.add_session(scope, session_id, now)
         session = await self.get_session(session_id)
         assert session is not None
         return session
 
+    async def add_session(
+        self, scope: ScopeKey, session_id: str, started_at: datetime, status: str = "open"
+    ) -> None:
+        """A session with a known id (a conversation recorded elsewhere, or a new one)."""
+        when = format_when(started_at)
+        await self._write_one(
+            "INSERT INTO sessions (id, scope, started_at, last_at, status) VALUES (?, ?, ?, ?, ?)",
+            session_id,
+            scope.value,
+            when,
+            when,
+            status,
+        )
+
     async def current_session(self, scope: ScopeKey) -> Session | None:
-        rows = await self._conn.execute_fetchall(
+        rows = await self._fetch(
             f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE scope = ? AND status = 'open'"
             " ORDER BY started_at DESC LIMIT 1",
-            (scope.value,),
+            scope.value,
         )
-        row = first(rows)
-        return _session(row) if row else None
+        return _session(rows[0]) if rows else None
 
     async def get_session(self, session_id: str) -> Session | None:
-        async with self._conn.execute(
-            f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE id = ?", (session_id,)
-        ) as cur:
-            row = await cur.fetchone()
-        return _session(row) if row else None
+        rows = await self._fetch(
+            f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE id = ?", session_id
+        )
+        return _session(rows[0]) if rows else None
 
     async def close_session(self, session_id: str, now: datetime) -> None:
-        async with self._db.transaction() as conn:
-            await conn.execute(
-                "UPDATE sessions SET status = 'closed', closed_at = ? WHERE id = ? AND status = 'open'",
-                (format_when(now), session_id),
-            )
+        await self._write_one(
+            "UPDATE sessions SET status = 'closed', closed_at = ? WHERE id = ? AND status = 'open'",
+            format_when(now),
+            session_id,
+        )
 
     async def mark_extracted(self, session_id: str, stats: dict[str, int]) -> None:
-        async with self._db.transaction() as conn:
-            await conn.execute(
-                "UPDATE sessions SET status = 'extracted', next_extract_at = NULL, stats = ?"
-                " WHERE id = ?",
-                (json.dumps(stats), session_id),
-            )
+        await self._write_one(
+            "UPDATE sessions SET status = 'extracted', next_extract_at = NULL, stats = ?"
+            " WHERE id = ?",
+            json.dumps(stats),
+            session_id,
+        )
 
     async def mark_extract_failed(self, session_id: str, next_at: datetime) -> None:
-        async with self._db.transaction() as conn:
-            await conn.execute(
-                "UPDATE sessions SET status = 'extract_failed', extract_attempts ="
-                " extract_attempts + 1, next_extract_at = ? WHERE id = ?",
-                (format_when(next_at), session_id),
-            )
+        await self._write_one(
+            "UPDATE sessions SET status = 'extract_failed', extract_attempts ="
+            " extract_attempts + 1, next_extract_at = ? WHERE id = ?",
+            format_when(next_at),
+            session_id,
+        )
 
     async def mark_flushed(self, session_id: str, now: datetime) -> None:
-        async with self._db.transaction() as conn:
-            await conn.execute(
-                "UPDATE sessions SET flushed_at = ? WHERE id = ?", (format_when(now), session_id)
-            )
+        await self._write_one(
+            "UPDATE sessions SET flushed_at = ? WHERE id = ?", format_when(now), session_id
+        )
 
     async def sessions_due(self, now: datetime, idle_before: datetime) -> list[Session]:
         """Open sessions idle since `idle_before`, and failed extractions due for a retry."""
-        async with self._conn.execute(
+        rows = await self._fetch(
             f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE (status = 'open' AND last_at < ?)"
             " OR (status IN ('closed', 'extract_failed') AND (next_extract_at IS NULL"
             " OR next_extract_at <= ?)) ORDER BY last_at",
-            (format_when(idle_before), format_when(now)),
-        ) as cur:
-            return [_session(r) for r in await cur.fetchall()]
+            format_when(idle_before),
+            format_when(now),
+        )
+        return [_session(r) for r in rows]
 
     async def open_sessions(self) -> list[Session]:
-        async with self._conn.execute(
-            f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE status = 'open'"
-        ) as cur:
-            return [_session(r) for r in await cur.fetchall()]
+        rows = await self._fetch(f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE status = 'open'")
+        return [_session(r) for r in rows]
 
     # --- messages -------------------------------------------------------------------
     async def add_message(
@@ -234,15 +279,16 @@ class HistoryStore:
         *,
         speaker: str = "",
         meta: dict[str, Any] | None = None,
-        then: AfterInsert | None = None,
+        indexed: bool = False,
+        used_entry_ids: Sequence[str] = (),
+        archived: ArchiveState = ArchiveState.FALSE,
     ) -> StoredMessage:
-        """Store one message and touch its session.
+        """Store one message and touch its session, in one transaction and one call on
+        the database thread.
 
-        The transaction runs in one call on the database thread (`run`), and
-        `then` adds to the same transaction (see `AfterInsert`): a chat turn indexes the
-        message (and records used entries) there, so one commit and one round trip cover
-        what took two or three commits and a dozen round trips, and the message is never
-        stored without its index row.
+        `indexed` adds the message's search chunk and `used_entry_ids` records the
+        long-term entries its prompt used (`activations`) in the same commit: one commit
+        instead of two or three, and a message is never stored without its index row.
         """
         encoded = json.dumps(meta or {}, ensure_ascii=False)
         row = (
@@ -254,20 +300,33 @@ class HistoryStore:
             format_when(now),
             len(content.encode("utf-8")) + len(encoded),
             encoded,
+            archived.value,
+        )
+        index_step = (
+            await self._indexer.message_step(scope, session_id, speaker or role, content, now)
+            if indexed and self._indexer is not None
+            else None
+        )
+        used_step = (
+            record_step(scope, used_entry_ids, session_id, format_when(now))
+            if used_entry_ids
+            else None
         )
 
         def write(conn: sqlite3.Connection) -> int:
             cursor = conn.execute(
                 "INSERT INTO messages (scope, session_id, role, speaker, content, created_at,"
-                " bytes, meta) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                " bytes, meta, archived) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 row,
             )
             message_id = int(cursor.lastrowid or 0)
             conn.execute(
                 "UPDATE sessions SET last_at = ? WHERE id = ?", (format_when(now), session_id)
             )
-            if then is not None:
-                then(conn, message_id)
+            if index_step is not None:
+                index_step(conn, message_id)
+            if used_step is not None:
+                used_step(conn)
             return message_id
 
         message_id = await self._db.run(write)
@@ -279,7 +338,7 @@ class HistoryStore:
             speaker=speaker,
             content=content,
             created_at=now,
-            archived=ArchiveState.FALSE,
+            archived=archived,
             archive_attempts=0,
             archive_next_at=None,
             compacted=False,
@@ -290,38 +349,45 @@ class HistoryStore:
         self, session_id: str, *, include_compacted: bool = False
     ) -> list[StoredMessage]:
         extra = "" if include_compacted else " AND compacted = 0"
-        async with self._conn.execute(
-            f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE session_id = ?{extra} ORDER BY id",
-            (session_id,),
-        ) as cur:
-            return [_message(r) for r in await cur.fetchall()]
-
-    async def latest_session_messages(self, session_id: str, limit: int) -> list[StoredMessage]:
-        """The session's newest `limit` messages that are not compacted, oldest first; a
-        turn needs only the tail, not a history that grows with every message."""
-        rows = await self._conn.execute_fetchall(
-            f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE session_id = ? AND compacted = 0"
-            " ORDER BY id DESC LIMIT ?",
-            (session_id, limit),
+        rows = await self._fetch(
+            f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = ?{extra} ORDER BY id",
+            session_id,
         )
-        return [_message(r) for r in reversed(list(rows))]
+        return [message_from_row(r) for r in rows]
+
+    async def messages_by_id(self, ids: Sequence[int]) -> list[StoredMessage]:
+        """The messages with these ids (compacted ones too), oldest first."""
+
+        def fetch(conn: sqlite3.Connection) -> Rows:
+            rows: Rows = []
+            for start in range(0, len(ids), 500):
+                part = list(ids[start : start + 500])
+                rows += conn.execute(
+                    f"SELECT {MESSAGE_COLUMNS} FROM messages"
+                    f" WHERE id IN ({','.join('?' * len(part))})",
+                    part,
+                ).fetchall()
+            return rows
+
+        rows = await self._db.call(fetch) if ids else []
+        return sorted((message_from_row(r) for r in rows), key=lambda m: m.id)
 
     async def turn_context(self, session_id: str, limit: int) -> TurnContext:
-        """What a chat turn reads from the history, in one round trip instead of three.
-
-        The session's newest `limit` live messages (oldest first), preceded by its latest
-        summary when none of them is one (`latest_session_messages` + `latest_of_role`),
-        and the characters of its live messages (`session_chars`) before the turn.
-        """
-        rows = await self._conn.execute_fetchall(
-            f"SELECT * FROM (SELECT {_MESSAGE_COLUMNS}, 0 FROM messages WHERE session_id = ?1"
+        """What a chat turn reads from the history, in one round trip instead of three:
+        the session's newest `limit` live messages (oldest first), preceded by its latest
+        summary when none of them is one, and the characters of its live messages before
+        the turn (SQLite `LENGTH`: an upper bound of their tokens, for the flush check)."""
+        rows = await self._fetch(
+            f"SELECT * FROM (SELECT {MESSAGE_COLUMNS}, 0 FROM messages WHERE session_id = ?1"
             " AND compacted = 0 ORDER BY id DESC LIMIT ?2)"
-            f" UNION ALL SELECT * FROM (SELECT {_MESSAGE_COLUMNS}, 1 FROM messages"
+            f" UNION ALL SELECT * FROM (SELECT {MESSAGE_COLUMNS}, 1 FROM messages"
             " WHERE session_id = ?1 AND role = ?3 ORDER BY id DESC LIMIT 1)"
             " UNION ALL SELECT COALESCE(SUM(LENGTH(content)), 0), NULL, NULL, NULL, NULL, NULL,"
             " NULL, NULL, NULL, NULL, NULL, NULL, 2 FROM messages WHERE session_id = ?1"
             " AND compacted = 0",
-            (session_id, limit, SUMMARY_ROLE),
+            session_id,
+            limit,
+            SUMMARY_ROLE,
         )
         latest: list[StoredMessage] = []
         summary: StoredMessage | None = None
@@ -329,9 +395,9 @@ class HistoryStore:
         for row in rows:
             part = row[12]
             if part == 0:
-                latest.append(_message(row))
+                latest.append(message_from_row(row))
             elif part == 1:
-                summary = _message(row)
+                summary = message_from_row(row)
             else:
                 chars = int(row[0])
         latest.reverse()
@@ -339,83 +405,188 @@ class HistoryStore:
             latest.insert(0, summary)
         return TurnContext(latest, chars)
 
-    async def latest_of_role(self, session_id: str, role: str) -> StoredMessage | None:
-        async with self._conn.execute(
-            f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE session_id = ? AND role = ?"
-            " ORDER BY id DESC LIMIT 1",
-            (session_id, role),
-        ) as cur:
-            row = await cur.fetchone()
-        return _message(row) if row else None
-
-    async def session_chars(self, session_id: str) -> int:
-        """Characters of the session's live (uncompacted) messages: an upper bound of its
-        tokens, cheap enough to check after every turn."""
-        row = first(
-            await self._conn.execute_fetchall(
-                "SELECT COALESCE(SUM(LENGTH(content)), 0) FROM messages WHERE session_id = ?"
-                " AND compacted = 0",
-                (session_id,),
-            )
-        )
-        return int(row[0]) if row else 0
-
-    async def recent_messages(self, scope: ScopeKey, limit: int) -> list[StoredMessage]:
-        """The scope's newest messages (any session), oldest first."""
-        async with self._conn.execute(
-            f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE scope = ? ORDER BY id DESC LIMIT ?",
-            (scope.value, limit),
-        ) as cur:
-            rows = list(await cur.fetchall())
-        return [_message(r) for r in reversed(rows)]
+    async def last_message_at(self) -> datetime | None:
+        """When the newest message of the workspace was stored (the quiet-period clock)."""
+        rows = await self._fetch("SELECT MAX(created_at) FROM messages")
+        return _maybe_when(rows[0][0]) if rows else None
 
     async def mark_compacted(self, message_ids: list[int]) -> None:
-        if not message_ids:
-            return
-        async with self._db.transaction() as conn:
-            await conn.executemany(
-                "UPDATE messages SET compacted = 1 WHERE id = ?", [(i,) for i in message_ids]
-            )
+        await self._execute_many(
+            "UPDATE messages SET compacted = 1 WHERE id = ?", [(i,) for i in message_ids]
+        )
 
+    # --- archive state --------------------------------------------------------------
     async def counts(self, scope: ScopeKey) -> dict[str, int]:
-        async with self._conn.execute(
-            "SELECT archived, COUNT(*) FROM messages WHERE scope = ? GROUP BY archived",
-            (scope.value,),
-        ) as cur:
-            rows = await cur.fetchall()
-        counts = {state.value: 0 for state in ArchiveState}
-        counts.update({r[0]: int(r[1]) for r in rows})
+        """The scope's messages by archive state."""
+        return (await self.counts_by_scope(scope)).get(scope.value, _empty_counts())
+
+    async def counts_by_scope(self, scope: ScopeKey | None = None) -> dict[str, dict[str, int]]:
+        """{scope: {'false': n, 'pending': n, 'true': n}} in one query."""
+        where = "WHERE scope = ?" if scope is not None else ""
+        rows = await self._fetch(
+            f"SELECT scope, archived, COUNT(*) FROM messages {where} GROUP BY scope, archived",
+            *([scope.value] if scope is not None else []),
+        )
+        counts: dict[str, dict[str, int]] = {}
+        for key, state, count in rows:
+            counts.setdefault(str(key), _empty_counts())[str(state)] = int(count)
         return counts
+
+    async def scopes_with_unarchived(self) -> list[ScopeKey]:
+        rows = await self._fetch("SELECT DISTINCT scope FROM messages WHERE archived = 'false'")
+        return [ScopeKey(r[0]) for r in rows]
+
+    async def oldest_unarchived(self, scope: ScopeKey) -> datetime | None:
+        rows = await self._fetch(
+            "SELECT MIN(created_at) FROM messages WHERE scope = ? AND archived = 'false'",
+            scope.value,
+        )
+        return _maybe_when(rows[0][0]) if rows else None
+
+    async def begin_archive_run(self, scope: ScopeKey, now: datetime) -> tuple[int, list[int]]:
+        """Record a run and take the messages due (false → pending); (run id, their ids).
+
+        The caller holds the scope's archive lock: 'pending' rows are orphans of a run that
+        died mid-way, and would otherwise never be archived nor trimmed, so they are put
+        back first.
+        """
+        when = format_when(now)
+
+        def begin(conn: sqlite3.Connection) -> tuple[int, list[int]]:
+            cursor = conn.execute(
+                "INSERT INTO archive_runs (scope, started_at) VALUES (?, ?)", (scope.value, when)
+            )
+            conn.execute(
+                "UPDATE messages SET archived = 'false' WHERE scope = ? AND archived = 'pending'",
+                (scope.value,),
+            )
+            ids = [
+                int(r[0])
+                for r in conn.execute(
+                    "SELECT id FROM messages WHERE scope = ? AND archived = 'false'"
+                    " AND (archive_next_at IS NULL OR archive_next_at <= ?) ORDER BY id",
+                    (scope.value, when),
+                )
+            ]
+            conn.executemany(
+                "UPDATE messages SET archived = 'pending' WHERE id = ?", [(i,) for i in ids]
+            )
+            return int(cursor.lastrowid or 0), ids
+
+        return await self._db.run(begin)
+
+    async def finish_archive_run(
+        self, run_id: int, now: datetime, moved: int, summarized: int, failed: int
+    ) -> None:
+        await self._write_one(
+            "UPDATE archive_runs SET finished_at = ?, moved = ?, summarized = ?, failed = ?"
+            " WHERE id = ?",
+            format_when(now),
+            moved,
+            summarized,
+            failed,
+            run_id,
+        )
+
+    async def mark_archived(self, ids: Sequence[int]) -> None:
+        """pending → true: the archive file answers recall for them now."""
+        await self._execute_many(
+            "UPDATE messages SET archived = 'true', archive_next_at = NULL WHERE id = ?",
+            [(i,) for i in ids],
+        )
+
+    async def mark_archive_failed(
+        self, ids: Sequence[int], now: datetime, next_at: datetime
+    ) -> None:
+        """pending → false, with the attempt counted and the time of the next one."""
+        await self._execute_many(
+            "UPDATE messages SET archived = 'false', archive_attempts = archive_attempts + 1,"
+            " archive_failed_at = ?, archive_next_at = ? WHERE id = ?",
+            [(format_when(now), format_when(next_at), i) for i in ids],
+        )
+
+    async def mark_pending(self, session_id: str) -> None:
+        """Every message of the session → pending, as a run that died half-way leaves them
+        (the next run of the scope puts them back)."""
+        await self._write_one(
+            "UPDATE messages SET archived = 'pending' WHERE session_id = ?", session_id
+        )
+
+    async def last_archive_run(self, scope: ScopeKey) -> ArchiveRun | None:
+        rows = await self._fetch(
+            "SELECT started_at, finished_at, moved, summarized, failed FROM archive_runs"
+            " WHERE scope = ? ORDER BY id DESC LIMIT 1",
+            scope.value,
+        )
+        if not rows:
+            return None
+        row = rows[0]
+        return ArchiveRun(
+            parse_when(row[0]), _maybe_when(row[1]), int(row[2]), int(row[3]), int(row[4])
+        )
+
+    async def sessions_by_state(self, scope: ScopeKey, limit: int = 100) -> list[SessionArchive]:
+        rows = await self._fetch(
+            "SELECT m.session_id, MIN(m.created_at), COALESCE(s.status, '?'),"
+            " SUM(m.archived = 'false'), SUM(m.archived = 'pending'), SUM(m.archived = 'true')"
+            " FROM messages m LEFT JOIN sessions s ON s.id = m.session_id"
+            " WHERE m.scope = ? GROUP BY m.session_id ORDER BY MIN(m.created_at) DESC LIMIT ?",
+            scope.value,
+            limit,
+        )
+        return [
+            SessionArchive(r[0], parse_when(r[1]), r[2], int(r[3]), int(r[4]), int(r[5]))
+            for r in rows
+        ]
+
+    async def failed_archives(self, scope: ScopeKey) -> list[FailedArchive]:
+        rows = await self._fetch(
+            "SELECT session_id, COUNT(*), MAX(archive_attempts), MIN(created_at),"
+            " MAX(archive_failed_at), MIN(archive_next_at) FROM messages"
+            " WHERE scope = ? AND archived = 'false' AND archive_attempts > 0"
+            " GROUP BY session_id ORDER BY MIN(archive_next_at)",
+            scope.value,
+        )
+        return [
+            FailedArchive(
+                r[0], int(r[1]), int(r[2]), parse_when(r[3]), _maybe_when(r[4]), _maybe_when(r[5])
+            )
+            for r in rows
+        ]
 
     # --- caps -----------------------------------------------------------------------
     async def enforce_caps(self, scope: ScopeKey) -> CapReport:
         """Drop the oldest archived messages past the caps; never an unarchived one."""
         s = self.settings
-        async with self._conn.execute(
-            "SELECT COUNT(*), COALESCE(SUM(bytes), 0) FROM messages WHERE scope = ?",
-            (scope.value,),
-        ) as cur:
-            row = await cur.fetchone()
-        count, size = (int(row[0]), int(row[1])) if row else (0, 0)
-        if count <= s.soft_cap and size <= s.hard_cap_bytes:
-            return CapReport(removed=[], over_soft=False, overflow=False)
-        async with self._conn.execute(
-            "SELECT id, bytes FROM messages WHERE scope = ? AND archived = 'true' ORDER BY id",
-            (scope.value,),
-        ) as cur:
-            archived = [(int(r[0]), int(r[1])) for r in await cur.fetchall()]
-        removed: list[int] = []
-        for message_id, nbytes in archived:
+
+        def enforce(conn: sqlite3.Connection) -> CapReport:
+            row = conn.execute(
+                "SELECT COUNT(*), COALESCE(SUM(bytes), 0) FROM messages WHERE scope = ?",
+                (scope.value,),
+            ).fetchone()
+            count, size = (int(row[0]), int(row[1])) if row else (0, 0)
             if count <= s.soft_cap and size <= s.hard_cap_bytes:
-                break
-            removed.append(message_id)
-            count -= 1
-            size -= nbytes
-        if removed:
-            async with self._db.transaction() as conn:
-                await conn.executemany("DELETE FROM messages WHERE id = ?", [(i,) for i in removed])
-        return CapReport(
-            removed=removed,
-            over_soft=count > s.soft_cap,
-            overflow=count > s.hard_cap or size > s.hard_cap_bytes,
-        )
+                return CapReport(removed=[], over_soft=False, overflow=False)
+            archived = conn.execute(
+                "SELECT id, bytes FROM messages WHERE scope = ? AND archived = 'true' ORDER BY id",
+                (scope.value,),
+            ).fetchall()
+            removed: list[int] = []
+            for message_id, nbytes in archived:
+                if count <= s.soft_cap and size <= s.hard_cap_bytes:
+                    break
+                removed.append(int(message_id))
+                count -= 1
+                size -= int(nbytes)
+            conn.executemany("DELETE FROM messages WHERE id = ?", [(i,) for i in removed])
+            return CapReport(
+                removed=removed,
+                over_soft=count > s.soft_cap,
+                overflow=count > s.hard_cap or size > s.hard_cap_bytes,
+            )
+
+        return await self._db.run(enforce)
+
+
+def _empty_counts() -> dict[str, int]:
+    return {state.value: 0 for state in ArchiveState}

@@ -23,10 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import aiosqlite
 from filelock import FileLock, Timeout
 
-from memory_core.db import BUSY_TIMEOUT_MS
+from memory_core.db import Database
 from memory_core.errors import IndexUnavailable
 
 log = logging.getLogger(__name__)
@@ -51,89 +50,74 @@ class JournalRow:
 class CaptureJournal:
     """Open with `await CaptureJournal.open(path, owners_dir)`; close when done."""
 
-    def __init__(self, conn: aiosqlite.Connection, owner: str, owner_lock: FileLock) -> None:
-        self._conn = conn
+    def __init__(self, db: Database, owner: str, owner_lock: FileLock) -> None:
+        self._db = db
         self.owner = owner
         self._owner_lock = owner_lock
         self._owners_dir = Path(owner_lock.lock_file).parent
-        self._lock = asyncio.Lock()
 
     @classmethod
     async def open(cls, path: Path, owners_dir: Path) -> CaptureJournal:
         owner = uuid.uuid4().hex
         owner_lock = await asyncio.to_thread(_take_owner_lock, owners_dir, owner)
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            conn = await aiosqlite.connect(
-                path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None
-            )
-        except BaseException:
-            await asyncio.to_thread(_drop_owner_lock, owner_lock)
-            raise
-        try:
-            await conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            await conn.execute("PRAGMA journal_mode = WAL")
             # The point of the journal: a committed row survives a power cut.
-            await conn.execute("PRAGMA synchronous = FULL")
-            await conn.execute(SCHEMA)
-        except sqlite3.DatabaseError as exc:
-            await conn.close()
+            db = await Database.open(path, synchronous="FULL", migrations=(), schema=SCHEMA)
+        except IndexUnavailable as exc:
             await asyncio.to_thread(_drop_owner_lock, owner_lock)
-            raise IndexUnavailable(f"cannot open capture journal {path}: {exc}") from exc
+            raise IndexUnavailable(f"cannot open capture journal: {exc}") from exc
         except BaseException:
-            await conn.close()
             await asyncio.to_thread(_drop_owner_lock, owner_lock)
             raise
-        return cls(conn, owner, owner_lock)
+        return cls(db, owner, owner_lock)
 
     async def append(self, scope: str, payload: dict[str, Any]) -> int:
         """Commit one capture; its sequence number once on disk."""
         data = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
-        async with self._lock:
-            cursor = await self._conn.execute(
-                "INSERT INTO captures (owner, scope, payload) VALUES (?, ?, ?)",
-                (self.owner, scope, data),
+        seq = await self._db.call(
+            lambda conn: (
+                conn.execute(
+                    "INSERT INTO captures (owner, scope, payload) VALUES (?, ?, ?)",
+                    (self.owner, scope, data),
+                ).lastrowid
             )
-            seq = cursor.lastrowid
-            await cursor.close()
+        )
         if seq is None:  # pragma: no cover - sqlite always sets it after an INSERT
             raise IndexUnavailable("the capture journal did not number a row")
         return seq
 
     async def remove(self, seqs: list[int]) -> None:
         """Forget rows whose captures are in MEMORY.md now."""
-        if not seqs:
-            return
-        async with self._lock:
-            await self._conn.execute("BEGIN IMMEDIATE")
-            try:
-                await self._conn.executemany(
+        if seqs:
+            await self._db.run(
+                lambda conn: conn.executemany(
                     "DELETE FROM captures WHERE seq = ?", [(s,) for s in seqs]
                 )
-            except BaseException:
-                await self._conn.execute("ROLLBACK")
-                raise
-            await self._conn.execute("COMMIT")
+            )
 
     async def adopt_orphans(self) -> list[JournalRow]:
         """Rows left by owners that are gone (their lock is free), now owned by us."""
-        async with self._lock:
-            rows = await self._conn.execute_fetchall(
+        owners = await self._db.call(
+            lambda conn: conn.execute(
                 "SELECT DISTINCT owner FROM captures WHERE owner != ?", (self.owner,)
+            ).fetchall()
+        )
+        dead = [
+            str(r[0])
+            for r in owners
+            if await asyncio.to_thread(_owner_is_gone, self._owners_dir, str(r[0]))
+        ]
+
+        def adopt(conn: sqlite3.Connection) -> list[Any]:
+            conn.executemany(
+                "UPDATE captures SET owner = ? WHERE owner = ?", [(self.owner, o) for o in dead]
             )
-            dead = [
-                str(r[0])
-                for r in rows
-                if await asyncio.to_thread(_owner_is_gone, self._owners_dir, str(r[0]))
-            ]
-            for owner in dead:
-                await self._conn.execute(
-                    "UPDATE captures SET owner = ? WHERE owner = ?", (self.owner, owner)
-                )
-            found = await self._conn.execute_fetchall(
+            return conn.execute(
                 "SELECT seq, scope, payload FROM captures WHERE owner = ? ORDER BY seq",
                 (self.owner,),
-            )
+            ).fetchall()
+
+        found = await self._db.run(adopt)
         adopted: list[JournalRow] = []
         for seq, scope, payload in found:
             try:
@@ -143,7 +127,7 @@ class CaptureJournal:
         return adopted
 
     async def close(self) -> None:
-        await self._conn.close()
+        await self._db.close()
         await asyncio.to_thread(_drop_owner_lock, self._owner_lock)
 
 

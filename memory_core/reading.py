@@ -10,13 +10,11 @@ from __future__ import annotations
 import asyncio
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from memory_core.errors import ChatmemError, PathRefused
 from memory_core.scope import ScopeKey
-
-if TYPE_CHECKING:
-    from memory_core.engine import MemoryCore
+from memory_core.storage import IndexBackend
+from memory_core.workspace import Workspace
 
 DEFAULT_LINES = 40
 MAX_LINES = 300
@@ -46,7 +44,8 @@ def parse_location(requested: str, start: int | None) -> tuple[str, int]:
 
 
 async def read_memory_path(
-    core: MemoryCore,
+    workspace: Workspace,
+    index: IndexBackend | None,
     scope: ScopeKey,
     requested: str,
     start: int | None = None,
@@ -59,8 +58,8 @@ async def read_memory_path(
         raise ChatmemError("lines must be at least 1")
     count = min(count, MAX_LINES)
     if path.startswith(SESSIONS_PREFIX):
-        return await _read_session(core, scope, path, first, count)
-    resolved = core.workspace.resolve_readable(scope, path)
+        return await _read_session(index, scope, path, first, count)
+    resolved = workspace.resolve_readable(scope, path)
     try:
         content = await asyncio.to_thread(resolved.read_text, encoding="utf-8", errors="replace")
     except FileNotFoundError:
@@ -75,9 +74,7 @@ async def read_memory_path(
     window = all_lines[first - 1 : first - 1 + count]
     end = first + len(window) - 1
     return MemoryRead(
-        path=core.workspace.relative(resolved)
-        if resolved.is_relative_to(core.workspace.root)
-        else path,
+        path=workspace.relative(resolved) if resolved.is_relative_to(workspace.root) else path,
         start=first,
         end=end,
         text="\n".join(window),
@@ -87,14 +84,14 @@ async def read_memory_path(
 
 
 async def _read_session(
-    core: MemoryCore, scope: ScopeKey, path: str, first: int, count: int
+    index: IndexBackend | None, scope: ScopeKey, path: str, first: int, count: int
 ) -> MemoryRead:
     session_id = path[len(SESSIONS_PREFIX) :]
     if not session_id or "/" in session_id or "\x00" in session_id:
         raise PathRefused(f"refused path {path!r}: not a session of this scope")
-    if core.index is None:
+    if index is None:
         raise ChatmemError("session messages need the index, which is unavailable")
-    messages = await core.index.session_messages(scope, session_id, first, count + 1)
+    messages = await index.session_messages(scope, session_id, first, count + 1)
     if not messages:
         raise ChatmemError(f"no messages at {path}:{first} in this scope")
     shown = messages[:count]

@@ -13,6 +13,7 @@ import contextlib
 import glob
 import logging
 import os
+import re
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -210,3 +211,26 @@ def _remove_stale_temps(path: Path) -> None:
     for stale in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):
         with contextlib.suppress(OSError):
             stale.unlink()
+
+
+_TOTAL = re.compile(rb"<!-- Total entries: (\d+) -->")
+_BLOCK = b"\n### "
+
+
+def read_head(
+    path: Path, archive_below: float, max_bytes: int
+) -> tuple[list[MemoryEntry], int | None] | None:
+    """The first whole blocks of a large file; None when the file is small (read it all)."""
+    try:
+        if os.stat(path).st_size <= max_bytes:
+            return None
+        with open(path, "rb") as handle:
+            data = handle.read(max_bytes)
+    except FileNotFoundError:
+        return None
+    cut = data.rfind(_BLOCK)
+    if cut <= 0:
+        return None
+    total = _TOTAL.search(data)
+    parsed = parse_memory(data[: cut + 1].decode("utf-8", "replace"), archive_below=archive_below)
+    return list(parsed.entries), int(total.group(1)) if total else None

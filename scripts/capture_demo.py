@@ -20,10 +20,10 @@ from pathlib import Path
 
 from textual.worker import WorkerState
 
+from adapters.demo import build_demo
 from memory_core import merge
 from memory_core.clock import ManualClock, parse_when
 from memory_core.config import Config
-from memory_core.demo import build_demo
 from memory_core.engine import MemoryCore
 from memory_core.scope import ScopeKey
 from tui import ChatmemApp, make_app

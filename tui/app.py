@@ -22,9 +22,9 @@ from textual.widget import Widget
 from textual.widgets import Footer, Header, Input, Static, TabbedContent, TabPane
 from textual.worker import Worker, WorkerState
 
-from memory_core.audit import AuditRecord
 from memory_core.clock import Clock, ensure_aware
 from memory_core.engine import MemoryCore
+from memory_core.records import AuditRecord
 from memory_core.scope import MAIN, ScopeKey
 from memory_core.scoring import projection
 from tui import app_actions
@@ -215,9 +215,9 @@ class ChatmemApp(App[None]):
 
     @work(group="activity", exclusive=True, exit_on_error=False, description="activity")
     async def load_activity(self, scope: ScopeKey, after_id: int) -> None:
-        if self.core.db is None:
+        if not self.core.has_database:
             return
-        records = await self.core.audit.recent(scope, limit=FEED_LIMIT, after_id=after_id)
+        records = await self.core.activity(scope, limit=FEED_LIMIT, after_id=after_id)
         self.post_message(ActivityLoaded(scope, records))
 
     @work(group="watch", exclusive=True, exit_on_error=False, description="watch")
@@ -240,8 +240,8 @@ class ChatmemApp(App[None]):
     @work(group="detail", exclusive=True, exit_on_error=False, description="entry detail")
     async def load_detail(self, scope: ScopeKey, row: RankRow, when: datetime) -> None:
         history: list[AuditRecord] = []
-        if self.core.db is not None:
-            history = await self.core.audit.history(scope, row.entry.id)
+        if self.core.has_database:
+            history = await self.core.entry_history(scope, row.entry.id)
         points = projection(row.entry, when, PROJECTION_DAYS, self.core.policy)
         self.post_message(DetailLoaded(scope, row, history, points, when))
 

@@ -2,27 +2,21 @@
 
 MEMORY.md is written sorted by score, so its first blocks are the top of the rankings. For a
 large file the TUI parses only its head first (a first screen in milliseconds), then the
-whole file through the core (`MemoryCore.load`, which caches by file stamp). Reads never take
+whole file through the core (`MemoryCore.entries`, cached by file stamp). Reads never take
 the scope's lock: the core writes by atomic rename, so a read sees the old or the new file.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
-import re
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from memory_core.engine import MemoryCore
 from memory_core.entries import MemoryEntry
-from memory_core.memory_md import parse_memory
 from memory_core.scope import ScopeKey
 
 HEAD_BYTES = 192 * 1024
 """Files larger than this are shown from their head first (about 700 entries)."""
-_TOTAL = re.compile(rb"<!-- Total entries: (\d+) -->")
-_BLOCK = b"\n### "
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,25 +25,6 @@ class EntriesSnapshot:
     entries: list[MemoryEntry] = field(repr=False)
     complete: bool
     expected_total: int | None = None
-
-
-def read_head(
-    path: Path, archive_below: float, max_bytes: int
-) -> tuple[list[MemoryEntry], int | None] | None:
-    """The first whole blocks of a large file; None when the file is small (read it all)."""
-    try:
-        if os.stat(path).st_size <= max_bytes:
-            return None
-        with open(path, "rb") as handle:
-            data = handle.read(max_bytes)
-    except FileNotFoundError:
-        return None
-    cut = data.rfind(_BLOCK)
-    if cut <= 0:
-        return None
-    total = _TOTAL.search(data)
-    parsed = parse_memory(data[: cut + 1].decode("utf-8", "replace"), archive_below=archive_below)
-    return list(parsed.entries), int(total.group(1)) if total else None
 
 
 class EntryLoader:
@@ -66,9 +41,7 @@ class EntryLoader:
 
     async def head(self, scope: ScopeKey) -> EntriesSnapshot | None:
         """The first entries of a large file (None for a small one: load it whole)."""
-        head = await asyncio.to_thread(
-            read_head, self.core.store.path(scope), self.core.policy.archive_below, self.head_bytes
-        )
+        head = await self.core.entries_head(scope, self.head_bytes)
         if head is None:
             return None
         entries, expected = head

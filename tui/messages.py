@@ -7,9 +7,8 @@ from datetime import datetime
 
 from textual.message import Message
 
-from memory_core.audit import AuditRecord
-from memory_core.index import Hit
 from memory_core.recall import Injection
+from memory_core.records import AuditRecord, Hit
 from memory_core.scope import ScopeKey
 from tui.loading import EntriesSnapshot
 from tui.model import RankingModel, RankingView, RankRow

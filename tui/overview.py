@@ -10,13 +10,18 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 
-from memory_core.audit import AuditRecord, ScopeEvent
 from memory_core.engine import MemoryCore
 from memory_core.entries import MemoryEntry
 from memory_core.errors import IndexUnavailable
+from memory_core.records import (
+    ArchiveRun,
+    AuditRecord,
+    FailedArchive,
+    ScopeEvent,
+    SessionArchive,
+)
 from memory_core.scope import ScopeKey
 from memory_core.scoring import ScoringPolicy, Status
-from tui import queries
 from tui.loading import EntryLoader
 from tui.model import what_if
 
@@ -52,10 +57,10 @@ class ArchiveState:
     archived_total: int = 0
     forgotten: list[AuditRecord] = field(default_factory=list)
     messages: dict[str, int] = field(default_factory=lambda: {"false": 0, "pending": 0, "true": 0})
-    sessions: list[queries.SessionArchive] = field(default_factory=list)
-    failures: list[queries.FailedArchive] = field(default_factory=list)
+    sessions: list[SessionArchive] = field(default_factory=list)
+    failures: list[FailedArchive] = field(default_factory=list)
     backlog: list[ScopeEvent] = field(default_factory=list)
-    last_run: queries.ArchiveRun | None = None
+    last_run: ArchiveRun | None = None
     summary_days: list[str] = field(default_factory=list)
     summary_months: list[str] = field(default_factory=list)
     raw_files: list[str] = field(default_factory=list)
@@ -78,8 +83,8 @@ def status_tally(
 async def scope_counts(core: MemoryCore, loader: EntryLoader, when: datetime) -> list[ScopeCounts]:
     scopes = await core.scopes()
     messages: dict[str, dict[str, int]] = {}
-    if core.db is not None:
-        messages = await queries.message_counts(core.db)
+    if core.has_database:
+        messages = await core.message_counts()
         known = {s.value for s in scopes}
         scopes += [ScopeKey(s) for s in sorted(messages) if s not in known]
 
@@ -135,22 +140,22 @@ async def archive_state(
         summary_days=[n[:-3] for n in summaries if _DAILY.match(n)],
         summary_months=[n[:-3] for n in summaries if _MONTH.match(n)],
         raw_files=[n for n in files if _RAW.match(n)],
-        database=core.db is not None,
+        database=core.has_database,
     )
-    if core.db is None:
+    if not core.has_database:
         return base
     try:
-        forgotten = await core.audit.forgotten(scope, limit=ARCHIVED_LIMIT)
-        backlog = await core.audit.events(scope, kind="archive_backlog", limit=20)
+        forgotten = await core.forgotten(scope, limit=ARCHIVED_LIMIT)
+        backlog = await core.events(scope, kind="archive_backlog", limit=20)
     except IndexUnavailable:
         forgotten, backlog = [], []
-    counts = (await queries.message_counts(core.db)).get(scope.value, {})
+    counts = (await core.message_counts()).get(scope.value, {})
     return replace(
         base,
         forgotten=forgotten,
         messages={k: counts.get(k, 0) for k in ("false", "pending", "true")},
-        sessions=await queries.sessions_by_state(core.db, scope),
-        failures=await queries.failed_archives(core.db, scope),
+        sessions=await core.archive_sessions(scope),
+        failures=await core.failed_archives(scope),
         backlog=backlog,
-        last_run=await queries.last_archive_run(core.db, scope),
+        last_run=await core.last_archive_run(scope),
     )

@@ -15,7 +15,6 @@ from pathlib import Path
 
 from memory_core.engine import MemoryCore
 from memory_core.workspace import Workspace
-from tui import queries
 
 FileMark = tuple[int, int, int]
 
@@ -77,9 +76,7 @@ def file_stamp(
 
 async def take_stamp(core: MemoryCore) -> Stamp:
     long_term, files = await asyncio.to_thread(file_stamp, core.workspace)
-    version, audit_id = (0, 0)
-    if core.db is not None:
-        version, audit_id = await queries.change_marks(core.db)
+    version, audit_id = await core.change_marks()
     return Stamp(long_term, files, version, audit_id)
 
 

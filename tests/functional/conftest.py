@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -23,6 +23,7 @@ from memory_core.config import Config, load_config
 from memory_core.engine import MemoryCore
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.telegram_api import FakeTelegramAPI, SentMessage
+from tests.support import sql
 
 TOKEN = "123456:TEST-token-for-the-fake"
 BOT_USERNAME = "chatmem_bot"
@@ -62,10 +63,10 @@ def make_config(
     empty.touch()
     config = load_config(empty, env=dict(env or {}), workspace=workspace)
     if telegram:
-        config = replace(config, telegram=replace(config.telegram, **telegram))
+        config = config.model_copy(update={"telegram": config.telegram.model_copy(update=telegram)})
     if dingtalk:
-        config = replace(config, dingtalk=replace(config.dingtalk, **dingtalk))
-    return replace(config, **top) if top else config
+        config = config.model_copy(update={"dingtalk": config.dingtalk.model_copy(update=dingtalk)})
+    return config.model_copy(update=top) if top else config
 
 
 def llm_env(fake: FakeOpenAI) -> dict[str, str]:
@@ -188,11 +189,10 @@ async def telegram_bot(
 
 async def message_rows(core: MemoryCore, where: str = "1", *args: Any) -> list[tuple[Any, ...]]:
     """(scope, role, speaker, content) of stored messages matching `where`."""
-    assert core.db is not None
-    async with core.db.conn.execute(
-        f"SELECT scope, role, speaker, content FROM messages WHERE {where} ORDER BY id", args
-    ) as cur:
-        return [tuple(r) for r in await cur.fetchall()]
+    rows = await sql(
+        core, f"SELECT scope, role, speaker, content FROM messages WHERE {where} ORDER BY id", *args
+    )
+    return [tuple(r) for r in rows]
 
 
 def workspace_files(root: Path) -> dict[str, bytes]:

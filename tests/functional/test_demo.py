@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 
 from adapters.cli import main
+from adapters.demo import ALICE, LI_LEI, SCOPES, TEAM, build_demo
 from memory_core.clock import ManualClock
 from memory_core.config import Config, env_bindings
-from memory_core.demo import ALICE, LI_LEI, SCOPES, TEAM, build_demo
 from memory_core.engine import MemoryCore
 from memory_core.entries import ArchiveReason
-from memory_core.history import HistoryStore
 from memory_core.scope import MAIN
+from tests.support import recent_messages
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 
@@ -51,23 +51,20 @@ async def test_demo_has_fresh_fading_archived_and_forgotten_memories(tmp_path: P
         assert any("对花生过敏" in e.content for e in fresh)
         for scope in (ALICE, LI_LEI, TEAM):
             assert (await core.status(scope)).active
-        forgotten = {r.detail for scope in SCOPES for r in await core.audit.forgotten(scope)}
+        forgotten = {r.detail for scope in SCOPES for r in await core.memory.long_term.audit.forgotten(scope)}
         assert {"score below forget line", "forgotten by request"} <= forgotten
-        sources = {r.source for r in await core.audit.recent(limit=500)}
+        sources = {r.source for r in await core.memory.long_term.audit.recent(limit=500)}
         assert {"capture", "extract", "consolidate", "user"} <= sources
-        actions = {r.action for r in await core.audit.recent(limit=500)}
+        actions = {r.action for r in await core.memory.long_term.audit.recent(limit=500)}
         assert {"add", "reinforce", "archive", "forget", "pin"} <= actions
 
-        assert core.db is not None
-        history = HistoryStore(core.db, core.config.history)
-        assert (await history.counts(MAIN))["false"] == 2 and (await history.counts(MAIN))[
-            "true"
-        ] == 8
-        assert (await history.counts(ALICE))["pending"] == 2
-        failing = await history.recent_messages(LI_LEI, 10)
+        counts = await core.message_counts()
+        assert counts[MAIN.value]["false"] == 2 and counts[MAIN.value]["true"] == 8
+        assert counts[ALICE.value]["pending"] == 2
+        failing = await recent_messages(core, LI_LEI, 10)
         assert failing and all(m.archived == "false" and m.archive_attempts >= 1 for m in failing)
         assert all(m.archive_next_at is not None and m.archive_next_at > NOW for m in failing)
-        backlog = await core.audit.events(LI_LEI, kind="archive_backlog")
+        backlog = await core.memory.long_term.audit.events(LI_LEI, kind="archive_backlog")
         assert len(backlog) == 1 and backlog[0].detail["attempts"] == 5
 
     summaries = ws / "memory" / "summary"

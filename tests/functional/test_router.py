@@ -225,7 +225,7 @@ async def test_dedupe_window_is_bounded(
 
 
 def stub_router(dm_scope: str, topic_scope: bool = False) -> MessageRouter:
-    config = replace(Config(), dm_scope=dm_scope, topic_scope=topic_scope)
+    config = Config().model_copy(update={"dm_scope": dm_scope, "topic_scope": topic_scope})
     return MessageRouter(cast(MemoryCore, SimpleNamespace(config=config)))
 
 

@@ -11,9 +11,18 @@ import logging
 from pathlib import Path
 
 import pytest
+from telegram.ext import AIORateLimiter
 
+import adapters.telegram_bot as telegram_adapter
 from adapters.router import COMMANDS
-from adapters.telegram_bot import MAX_MESSAGE, REFUSAL, run_telegram
+from adapters.telegram_bot import (
+    MAX_MESSAGE,
+    REFUSAL,
+    TelegramFrontEnd,
+    build_telegram_app,
+    post_init,
+    run_telegram,
+)
 from memory_core.engine import MemoryCore
 from memory_core.scope import MAIN
 from tests.fakes.openai_server import FakeOpenAI
@@ -21,6 +30,7 @@ from tests.fakes.telegram_api import FakeTelegramAPI
 from tests.functional.conftest import (
     ALICE,
     BOB,
+    BOT_USERNAME,
     FORUM,
     GROUP,
     STRANGER,
@@ -76,6 +86,59 @@ async def test_run_telegram_sets_commands_at_start_and_answers(
     # setMyCommands came before the first getUpdates: the menu is there from the start.
     methods = [c.method.lower() for c in fake_tg.calls]
     assert methods.index("setmycommands") < methods.index("getupdates")
+
+
+async def test_get_me_is_called_once_at_start_not_per_message(
+    tmp_path: Path, fake_tg: FakeTelegramAPI
+) -> None:
+    """The production entry point learns the bot's @username once at start; group messages
+    that @mention it are recognised with it, without asking Telegram again."""
+    config = make_config(
+        tmp_path / "ws",
+        telegram={
+            "bot_token": fake_tg.token,
+            "api_base_url": fake_tg.base_url,
+            "allowed_users": [ALICE],
+        },
+    )
+    notes = [f"note {i} is kept" for i in range(5)]
+    stop = asyncio.Event()
+    async with MemoryCore.open(config) as core:
+        task = asyncio.create_task(run_telegram(core, config.telegram, stop))
+        try:
+            await fake_tg.wait_for_calls("setMyCommands", timeout=10)
+            assert len(fake_tg.calls_to("getMe")) == 1
+            for note in notes:
+                fake_tg.add_group_message(GROUP, ALICE, f"{MENTION} remember that {note}")
+            sent = await fake_tg.wait_for_sent(len(notes), chat_id=GROUP, timeout=10)
+        finally:
+            stop.set()
+            await asyncio.wait_for(task, 15)
+    assert task.exception() is None
+    assert [m.text for m in sent] == [f"Got it, I'll remember: {note}" for note in notes]
+    assert len(fake_tg.calls_to("getMe")) == 1
+
+
+async def test_post_init_learns_the_bot_identity_once(
+    tmp_path: Path, fake_tg: FakeTelegramAPI
+) -> None:
+    """`post_init` (run by run_polling()/run_webhook(), and by `run_telegram`) takes the
+    bot's id and username from the getMe of `initialize` and sets the command menu."""
+    config = make_config(
+        tmp_path / "ws",
+        telegram={"bot_token": fake_tg.token, "api_base_url": fake_tg.base_url},
+    )
+    async with MemoryCore.open(config) as core:
+        app = build_telegram_app(core, config.telegram)
+        assert app.post_init is post_init
+        front: TelegramFrontEnd = app.bot_data["front"]
+        async with app:
+            assert (front.bot_id, front.bot_username) == (None, None)
+            await post_init(app)
+            assert (front.bot_id, front.bot_username) == (fake_tg.bot_id, BOT_USERNAME)
+            assert front.router.bot_username == BOT_USERNAME
+    assert len(fake_tg.calls_to("getMe")) == 1
+    assert [(c["command"], c["description"]) for c in fake_tg.commands] == COMMANDS
 
 
 # --- remembering and recalling in one DM ------------------------------------------------
@@ -383,6 +446,56 @@ async def test_retry_after_is_retried_and_delivered_once(
     assert [c.error_code for c in attempts] == [429, None]
     assert attempts[0].params["text"] == attempts[1].params["text"]
     assert waited >= 0.9  # the retry_after was honoured
+
+
+async def test_flood_control_is_waited_out_by_ptb_rate_limiter(
+    tmp_path: Path, fake_tg: FakeTelegramAPI, caplog: pytest.LogCaptureFixture
+) -> None:
+    """429s are retried after their retry_after by python-telegram-bot's AIORateLimiter,
+    for a reply as for any other request of the application's bot; each lands once."""
+    caplog.set_level(logging.INFO, logger="telegram.ext")
+    async with telegram_bot(tmp_path, fake_tg) as bot:
+        assert isinstance(bot.app.bot.rate_limiter, AIORateLimiter)
+        fake_tg.fail_next("sendMessage", error_code=429, retry_after=1, times=2)
+        [reply] = await bot.group(GROUP, ALICE, "/remember@chatmem_bot floods pass")
+        assert reply.text == "Got it, I'll remember: floods pass"
+        # Not only the adapter's replies: every request of the bot goes through the limiter.
+        fake_tg.fail_next("sendMessage", error_code=429, retry_after=1)
+        direct = await bot.app.bot.send_message(ALICE, "sent directly")
+        assert direct.text == "sent directly"
+        await asyncio.sleep(0.2)
+        assert [m.text for m in fake_tg.sent_to(GROUP)] == [reply.text]
+        assert [m.text for m in fake_tg.sent_to(ALICE)] == ["sent directly"]
+    attempts = fake_tg.calls_to("sendMessage")
+    assert [c.error_code for c in attempts] == [429, 429, None, 429, None]
+    retried = [
+        r
+        for r in caplog.records
+        if r.name == "telegram.ext.AIORateLimiter" and "Retrying after" in r.getMessage()
+    ]
+    assert len(retried) == 3
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+
+
+async def test_flood_control_beyond_the_retries_is_logged_and_serving_goes_on(
+    tmp_path: Path,
+    fake_tg: FakeTelegramAPI,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(telegram_adapter, "FLOOD_RETRIES", 1)
+    caplog.set_level(logging.WARNING)
+    async with telegram_bot(tmp_path, fake_tg) as bot:
+        fake_tg.fail_next("sendMessage", error_code=429, retry_after=1, times=2)
+        fake_tg.add_private_message(ALICE, "/remember floods can win")
+        await fake_tg.wait_for_calls("sendMessage", 2)
+        # The message was stored all the same, and the next one is answered normally.
+        [reply] = await bot.dm(ALICE, "/memory")
+        assert "floods can win" in reply.text
+    assert [c.error_code for c in fake_tg.calls_to("sendMessage")] == [429, 429, None]
+    messages = [r.getMessage() for r in caplog.records]
+    assert any("could not send a reply to chat 42: Flood control" in m for m in messages)
+    assert not any("telegram update failed" in m for m in messages)
 
 
 async def test_typing_is_sent_while_working(

@@ -25,9 +25,9 @@ from textual.pilot import Pilot
 from textual.widgets import DataTable, Input, Select, Static, TextArea
 from textual.worker import WorkerState
 
+from adapters.demo import ALICE, LI_LEI, build_demo
 from memory_core.clock import ManualClock
 from memory_core.config import Config, env_bindings
-from memory_core.demo import ALICE, LI_LEI, build_demo
 from memory_core.engine import MemoryCore
 from memory_core.entries import ArchiveReason, MemoryEntry
 from memory_core.memory_md import parse_memory, render_memory
@@ -300,7 +300,7 @@ async def test_what_if_shows_the_future_without_writing(demo_ws: Path) -> None:
     memory = demo_ws / "MEMORY.md"
     before = (memory.read_bytes(), memory.stat().st_mtime_ns)
     async with running(demo_ws) as run:
-        audit_before = await run.core.audit.last_id()
+        audit_before = await run.core.memory.long_term.audit.last_id()
         rust = await run.highlight("Rust")
         assert run.app.model.row_for(rust).status is Status.ACTIVE  # type: ignore[union-attr]
         await run.pilot.press("greater_than_sign")
@@ -323,7 +323,7 @@ async def test_what_if_shows_the_future_without_writing(demo_ws: Path) -> None:
         await run.settle()
         assert run.app.view is not None and run.app.view.offset_days == 0
         assert "now 2026-03-01 12:00" in run.text("#rank-when")
-        assert await run.core.audit.last_id() == audit_before
+        assert await run.core.memory.long_term.audit.last_id() == audit_before
     assert (memory.read_bytes(), memory.stat().st_mtime_ns) == before
 
 
@@ -478,7 +478,7 @@ async def test_pin_writes_pinned_into_the_meta_line(demo_ws: Path) -> None:
         rust = await run.highlight("Rust")
         await confirm(run, "p")
         assert '"pinned": true' in meta_of((demo_ws / "MEMORY.md").read_text(), rust)
-        history = await run.core.audit.history(MAIN, rust)
+        history = await run.core.memory.long_term.audit.history(MAIN, rust)
         assert history[-1].action == "pin" and history[-1].source == "tui"
         assert run.app.model is not None and run.app.model.row_for(rust).entry.pinned  # type: ignore[union-attr]
         await confirm(run, "p")
@@ -501,7 +501,7 @@ async def test_forget_removes_the_block_and_audits_it(demo_ws: Path) -> None:
         await confirm(run, "x")
         text = (demo_ws / "MEMORY.md").read_text()
         assert f"[{swim}]" not in text and "游泳" not in text
-        record = (await run.core.audit.forgotten(MAIN))[0]
+        record = (await run.core.memory.long_term.audit.forgotten(MAIN))[0]
         assert (record.entry_id, record.source, record.content) == (
             swim,
             "tui",
@@ -522,7 +522,7 @@ async def test_archive_then_restore(demo_ws: Path) -> None:
         await confirm(run, "a")
         parsed = parse_memory((demo_ws / "MEMORY.md").read_text())
         assert next(e for e in parsed.entries if e.id == hike).archived is None
-        actions = [r.action for r in await run.core.audit.history(MAIN, hike)]
+        actions = [r.action for r in await run.core.memory.long_term.audit.history(MAIN, hike)]
         assert actions[-2:] == ["archive", "restore"]
 
 
@@ -539,7 +539,7 @@ async def test_edit_content(demo_ws: Path) -> None:
             e for e in parse_memory((demo_ws / "MEMORY.md").read_text()).entries if e.id == entry_id
         )
         assert entry.content == "Workflow: changelog, then tag, then announce"
-        assert (await run.core.audit.history(MAIN, entry_id))[-1].action == "edit"
+        assert (await run.core.memory.long_term.audit.history(MAIN, entry_id))[-1].action == "edit"
         assert "then announce" in run.text("#detail-meta")
 
 
@@ -551,7 +551,7 @@ async def test_consolidation_now_changes_scores(demo_ws: Path) -> None:
         after = {e.id: e.score for e in parse_memory((demo_ws / "MEMORY.md").read_text()).entries}
         changed = [i for i in after if after[i] < before[i]]
         assert len(changed) >= 8
-        recent = await run.core.audit.recent(MAIN, limit=20)
+        recent = await run.core.memory.long_term.audit.recent(MAIN, limit=20)
         assert any(r.source == "consolidate" and r.action in ("archive", "forget") for r in recent)
         scores = dict(
             zip(run.column("#rankings", "id"), run.column("#rankings", "score"), strict=True)

@@ -7,26 +7,26 @@ from __future__ import annotations
 import re
 import zoneinfo
 from collections.abc import AsyncIterator
-from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from memory_core.archive import (
+from memory_core.chunking import ChunkKind
+from memory_core.clock import ManualClock, parse_when
+from memory_core.config import Config, load_config
+from memory_core.conversation.archive import (
     SLUG_MAX,
     backoff_delay,
     make_slug,
     plan_archive,
 )
-from memory_core.chunking import ChunkKind
-from memory_core.clock import ManualClock, parse_when
-from memory_core.config import Config, load_config
 from memory_core.engine import MemoryCore
 from memory_core.history import ArchiveState, StoredMessage
 from memory_core.scope import MAIN, ScopeKey
 from tests.fakes.openai_server import FakeOpenAI, Reply
+from tests.support import sql, sql_write
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -82,7 +82,9 @@ async def online(
         env={"CHATMEM_MODEL": "gpt-fake", "OPENAI_BASE_URL": fake.base_url},
         workspace=workspace,
     )
-    config = replace(config, llm=replace(config.llm, max_retries=0, timeout_seconds=2.0))
+    config = config.model_copy(
+        update={"llm": config.llm.model_copy(update={"max_retries": 0, "timeout_seconds": 2.0})}
+    )
     async with MemoryCore.open(config, clock=jan31) as core:
         yield core
 
@@ -96,14 +98,12 @@ async def add(
 
 
 async def message_row(core: MemoryCore, message_id: int) -> dict[str, Any]:
-    assert core.db is not None
-    async with core.db.conn.execute(
+    [row] = await sql(
+        core,
         "SELECT archived, archive_attempts, archive_failed_at, archive_next_at FROM messages"
         " WHERE id = ?",
-        (message_id,),
-    ) as cur:
-        row = await cur.fetchone()
-    assert row is not None
+        message_id,
+    )
     return {
         "archived": row[0],
         "attempts": row[1],
@@ -318,7 +318,7 @@ async def test_failed_summaries_back_off_then_backlog(
             "failed_at": failed_at,
             "next_at": failed_at + wait,
         }, f"after failure {attempt}"
-        backlog = await online.audit.events(MAIN, "archive_backlog")
+        backlog = await online.memory.long_term.audit.events(MAIN, "archive_backlog")
         assert len(backlog) == max(0, attempt - 4)
         assert report.backlog is (attempt >= 5)
         # Not due before its time: a run in between does not touch it.
@@ -327,7 +327,7 @@ async def test_failed_summaries_back_off_then_backlog(
         await archiver.run(MAIN)
         assert len(fake.chat_requests()) == calls
         jan31.advance(timedelta(minutes=1))
-    [latest, *_] = await online.audit.events(MAIN, "archive_backlog")
+    [latest, *_] = await online.memory.long_term.audit.events(MAIN, "archive_backlog")
     assert latest.detail["attempts"] == 6
 
     fake.set_responder(lambda body: "- 一月十日的要点")
@@ -424,9 +424,7 @@ async def test_pending_left_by_a_crashed_run_is_archived_next_time(offline: Memo
     """A run that died between marking and finishing leaves 'pending' rows; the next run
     (which holds the scope's archive lock, so no other run is alive) takes them over."""
     message = await add(offline, ALICE, at(2026, 1, 30), "stranded by a crash")
-    assert offline.db is not None
-    async with offline.db.transaction() as conn:
-        await conn.execute("UPDATE messages SET archived = 'pending' WHERE id = ?", (message.id,))
+    await sql_write(offline, ("UPDATE messages SET archived = 'pending' WHERE id = ?", (message.id,)))
     report = await offline.runtime.archive(ALICE)
     assert report.moved == 1
     assert (await message_row(offline, message.id))["archived"] == "true"

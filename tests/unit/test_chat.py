@@ -10,7 +10,6 @@ import itertools
 import json
 import re
 from collections.abc import AsyncIterator
-from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -19,14 +18,18 @@ import pytest
 
 from memory_core.clock import ManualClock
 from memory_core.config import Config, load_config
+from memory_core.conversation.prompting import (
+    COMPACT_INSTRUCTIONS,
+    FLUSH_INSTRUCTIONS,
+    RECALL_PREFLIGHT,
+)
+from memory_core.conversation.tools import MEMORY_SAVE, TOOL_SCHEMAS
 from memory_core.engine import MemoryCore
 from memory_core.entries import ArchiveReason, Importance
 from memory_core.history import StoredMessage
 from memory_core.memory_md import parse_memory
 from memory_core.merge import Candidate, ChangeKind
-from memory_core.prompting import COMPACT_INSTRUCTIONS, FLUSH_INSTRUCTIONS, RECALL_PREFLIGHT
 from memory_core.scope import MAIN, ScopeKey
-from memory_core.tools import MEMORY_SAVE, TOOL_SCHEMAS
 from tests.conftest import START
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
 
@@ -58,7 +61,7 @@ def model_config(fake: FakeOpenAI, workspace: Path, **llm: Any) -> Config:
     )
     llm.setdefault("max_retries", 0)
     llm.setdefault("timeout_seconds", 2.0)
-    return replace(config, llm=replace(config.llm, **llm))
+    return config.model_copy(update={"llm": config.llm.model_copy(update=llm)})
 
 
 @pytest.fixture
@@ -182,7 +185,7 @@ async def test_recall_injection_comes_from_the_right_scope(
     assert "nomad" not in everything(turn_requests(fake)[0])
     assert "banned" not in everything(turn_requests(fake)[0])
     assert result.injected and all(
-        loc.startswith(mcore.workspace.relative(mcore.store.path(ALICE))) for loc in result.injected
+        loc.startswith(mcore.workspace.relative(mcore.memory.long_term.store.path(ALICE))) for loc in result.injected
     )
 
 
@@ -276,9 +279,9 @@ async def test_tool_loop_get_and_save_stay_in_scope(
     await mcore.capture(ALICE, "alice's locker code is 4711")
     await mcore.capture(BOB, "bob's locker code is 9999")
     await mcore.flush()
-    alice_file = mcore.workspace.relative(mcore.store.path(ALICE))
-    bob_file = mcore.workspace.relative(mcore.store.path(BOB))
-    bob_before = mcore.store.path(BOB).read_text(encoding="utf-8")
+    alice_file = mcore.workspace.relative(mcore.memory.long_term.store.path(ALICE))
+    bob_file = mcore.workspace.relative(mcore.memory.long_term.store.path(BOB))
+    bob_before = mcore.memory.long_term.store.path(BOB).read_text(encoding="utf-8")
     fake.reply_tool_calls(
         [("memory_get", {"path": alice_file}), ("memory_get", {"path": bob_file})]
     )
@@ -301,11 +304,11 @@ async def test_tool_loop_get_and_save_stay_in_scope(
     contents = {e.content for e in await mcore.entries(ALICE)}
     assert "alice prefers dark themes" in contents
     assert "alice prefers dark themes" not in {e.content for e in await mcore.entries(BOB)}
-    assert mcore.store.path(BOB).read_text(encoding="utf-8") == bob_before
+    assert mcore.memory.long_term.store.path(BOB).read_text(encoding="utf-8") == bob_before
     daily = mcore.workspace.daily_path(ALICE, START.date()).read_text(encoding="utf-8")
     assert "alice asked about lockers" in daily
     assert not mcore.workspace.daily_path(BOB, START.date()).exists()
-    records = await mcore.audit.recent(ALICE)
+    records = await mcore.memory.long_term.audit.recent(ALICE)
     assert any(r.source == "memory_save" and r.action == "add" for r in records)
     # Tool results are kept in the session, with the call's arguments.
     stored = await session_messages(mcore, result.session_id)
@@ -384,7 +387,7 @@ async def test_offline_remember_and_forget_flow(core: MemoryCore, clock: ManualC
     assert saved.reply == "好的，我记住了：我对花生过敏"
     [entry] = await core.entries(ALICE)
     assert (entry.content, entry.score) == ("我对花生过敏", 0.8)
-    [record] = await core.audit.history(ALICE, entry.id)
+    [record] = await core.memory.long_term.audit.history(ALICE, entry.id)
     assert (record.action, record.source) == ("add", "explicit")
     again = await core.chat(ALICE, "请记住：我对花生过敏")
     assert again.reply.startswith("这条我之前就记得")
@@ -407,9 +410,9 @@ async def test_offline_remember_and_forget_flow(core: MemoryCore, clock: ManualC
     assert done.reply == "已归档：我对花生过敏"
     archived = await core.get_entry(ALICE, entry.id)
     assert archived.archived is ArchiveReason.MANUAL
-    text = core.store.path(ALICE).read_text(encoding="utf-8")
+    text = core.memory.long_term.store.path(ALICE).read_text(encoding="utf-8")
     assert text.index("## Archived Memories") < text.index("我对花生过敏")
-    assert [r.action for r in await core.audit.history(ALICE, entry.id)][-1] == "archive"
+    assert [r.action for r in await core.memory.long_term.audit.history(ALICE, entry.id)][-1] == "archive"
     assert (await core.chat(ALICE, "忘掉 火星基地")).reply == "没有找到关于「火星基地」的记忆。"
 
 
@@ -434,7 +437,7 @@ async def test_offline_new_uses_the_heuristic(core: MemoryCore) -> None:
     assert entries["我喜欢用 vim 写代码"].category == "preference"
     assert entries["我们决定用 FastAPI 而不是 Flask"].category == "decision"
     assert entries["我们决定用 FastAPI 而不是 Flask"].score == 0.8
-    assert {r.source for r in await core.audit.recent(ALICE)} == {"extract"}
+    assert {r.source for r in await core.memory.long_term.audit.recent(ALICE)} == {"extract"}
     zh = await core.new_session(ALICE, chinese=True)
     assert zh.reply == "新会话已开始。记住了 0 条新记忆，强化了 0 条。"
 
@@ -470,7 +473,7 @@ async def test_new_extracts_merges_audits_and_counts(
     assert done.reply == "New session started. Learned: 3 new, 2 reinforced."
     assert (done.result.count(ChangeKind.ADDED), done.result.count(ChangeKind.REINFORCED)) == (3, 2)
 
-    parsed = parse_memory(mcore.store.path(ALICE).read_text(encoding="utf-8"))
+    parsed = parse_memory(mcore.memory.long_term.store.path(ALICE).read_text(encoding="utf-8"))
     assert parsed.quarantined == []
     by_content = {e.content: e for e in parsed.entries}
     assert len(by_content) == 5
@@ -482,7 +485,7 @@ async def test_new_extracts_merges_audits_and_counts(
     assert by_content["用户在学吉他"].score == 0.4
     assert by_content["用户在学日语"].source_session == first.session_id
 
-    records = [r for r in await mcore.audit.recent(ALICE) if r.at == mcore.now()]
+    records = [r for r in await mcore.memory.long_term.audit.recent(ALICE) if r.at == mcore.now()]
     assert sorted(r.action for r in records) == ["add"] * 3 + ["reinforce"] * 2
     assert {r.source for r in records} == {"extract"}
     session = await mcore.runtime.history.get_session(first.session_id)
@@ -506,11 +509,11 @@ async def test_extraction_is_idempotent_per_session(mcore: MemoryCore, fake: Fak
     first = await mcore.chat(ALICE, "我喜欢喝乌龙茶，不加糖")
     fake.reply_json([{"content": "用户喜欢喝不加糖的乌龙茶", "category": "preference"}])
     await mcore.new_session(ALICE)
-    path = mcore.store.path(ALICE)
+    path = mcore.memory.long_term.store.path(ALICE)
     text, backup = path.read_text(encoding="utf-8"), mcore.workspace.backup_path(ALICE)
     backup_text = backup.read_text(encoding="utf-8") if backup.exists() else None
     calls = len(fake.chat_requests())
-    audit_before = len(await mcore.audit.recent(ALICE))
+    audit_before = len(await mcore.memory.long_term.audit.recent(ALICE))
 
     fake.reply_json([{"content": "用户喜欢喝不加糖的乌龙茶", "category": "preference"}])
     again = await mcore.runtime.chat.extract_session(ALICE, first.session_id)
@@ -518,7 +521,7 @@ async def test_extraction_is_idempotent_per_session(mcore: MemoryCore, fake: Fak
     assert len(fake.chat_requests()) == calls  # not even a model call
     assert path.read_text(encoding="utf-8") == text
     assert (backup.read_text(encoding="utf-8") if backup.exists() else None) == backup_text
-    assert len(await mcore.audit.recent(ALICE)) == audit_before
+    assert len(await mcore.memory.long_term.audit.recent(ALICE)) == audit_before
     [entry] = await mcore.entries(ALICE)
     assert entry.hits == 0
 
@@ -623,7 +626,7 @@ async def test_full_lifecycle(mcore: MemoryCore, fake: FakeOpenAI, clock: Manual
     fake.reply_json([{"content": "用户写 Python 测试都用 pytest", "category": "preference"}])
     await mcore.new_session(ALICE)
     [entry] = await mcore.entries(ALICE)
-    assert "用户写 Python 测试都用 pytest" in mcore.store.path(ALICE).read_text(encoding="utf-8")
+    assert "用户写 Python 测试都用 pytest" in mcore.memory.long_term.store.path(ALICE).read_text(encoding="utf-8")
 
     clock.advance(timedelta(hours=1))
     await mcore.chat(ALICE, "早上好")
@@ -636,7 +639,7 @@ async def test_full_lifecycle(mcore: MemoryCore, fake: FakeOpenAI, clock: Manual
     await mcore.new_session(ALICE)
     await mcore.chat(ALICE, "早上好，今天做什么")
     assert "pytest" not in everything(turn_requests(fake)[-1])
-    [forgotten] = await mcore.audit.forgotten(ALICE)
+    [forgotten] = await mcore.memory.long_term.audit.forgotten(ALICE)
     assert (forgotten.entry_id, forgotten.content) == (entry.id, "用户写 Python 测试都用 pytest")
     assert forgotten.source == "consolidate"
     assert forgotten.new_score is None

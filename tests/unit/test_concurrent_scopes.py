@@ -7,7 +7,6 @@ import asyncio
 import json
 import re
 import time
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,7 @@ from memory_core.engine import MemoryCore
 from memory_core.scope import ScopeKey
 from tests.conftest import START
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
+from tests.support import recent_messages
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -81,7 +81,11 @@ async def test_fifty_concurrent_turns_never_cross_scopes(tmp_path: Path) -> None
             env={"CHATMEM_MODEL": "gpt-fake", "OPENAI_BASE_URL": fake.base_url},
             workspace=tmp_path / "ws",
         )
-        config = replace(config, llm=replace(config.llm, max_retries=0, timeout_seconds=10.0))
+        config = config.model_copy(
+            update={
+                "llm": config.llm.model_copy(update={"max_retries": 0, "timeout_seconds": 10.0})
+            }
+        )
         clock = ManualClock(START)
         async with MemoryCore.open(config, clock=clock) as core:
             for scope, secret in SECRETS.items():
@@ -127,7 +131,7 @@ async def test_fifty_concurrent_turns_never_cross_scopes(tmp_path: Path) -> None
             # And each scope's stored history holds only its own turns.
             for scope in (ALICE, BOB):
                 name = scope.value.split(":")[1]
-                recent = await core.runtime.history.recent_messages(scope, 500)
+                recent = await recent_messages(core, scope, 500)
                 users = [m.content for m in recent if m.role == "user"]
                 assert len(users) == 26
                 assert all(f"[{name}-" in u for u in users)

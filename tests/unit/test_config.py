@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import fields, is_dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 from platformdirs import user_data_dir
+from pydantic import BaseModel
 
 from memory_core.config import Config, env_bindings, load_config, render_example
 from memory_core.errors import ConfigError
@@ -274,16 +274,15 @@ def test_secrets_are_not_in_repr(tmp_path: Path) -> None:
 
 
 def test_every_secret_field_is_hidden_from_repr() -> None:
-    config = Config()
     secrets = []
-    for section_field in fields(Config):
-        section = getattr(config, section_field.name)
-        if not is_dataclass(section):
+    for section_field in Config.model_fields.values():
+        section = section_field.annotation
+        if not (isinstance(section, type) and issubclass(section, BaseModel)):
             continue
-        for f in fields(section):
-            if f.metadata.get("secret"):
-                secrets.append(f.name)
-                assert f.repr is False, f"{f.name} is secret but shown in repr"
+        for name, f in section.model_fields.items():
+            if isinstance(f.json_schema_extra, dict) and f.json_schema_extra.get("secret"):
+                secrets.append(name)
+                assert f.repr is False, f"{name} is secret but shown in repr"
     assert {"api_key", "bot_token", "webhook_secret", "app_secret"} <= set(secrets)
 
 

@@ -6,7 +6,6 @@ import asyncio
 import contextlib
 import hashlib
 import sqlite3
-from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
@@ -30,7 +29,7 @@ PYTEST_PREF = "用户喜欢用 pytest 而非 unittest"
 async def file_entries(core: MemoryCore, scope: ScopeKey = MAIN) -> dict[str, MemoryEntry]:
     """What MEMORY.md holds once staged captures are written."""
     await core.flush(scope)
-    text = core.store.path(scope).read_text(encoding="utf-8")
+    text = core.memory.long_term.store.path(scope).read_text(encoding="utf-8")
     parsed = parse_memory(text)
     assert parsed.quarantined == []
     return {e.id: e for e in parsed.entries}
@@ -60,7 +59,7 @@ async def test_capture_then_status(core: MemoryCore) -> None:
     assert (
         (core.workspace.root / "MEMORY.md").read_text(encoding="utf-8").startswith("# Agent Memory")
     )
-    [record] = await core.audit.history(MAIN, entry.id)
+    [record] = await core.memory.long_term.audit.history(MAIN, entry.id)
     assert (record.action, record.old_score, record.new_score, record.source) == (
         "add",
         None,
@@ -100,7 +99,7 @@ async def test_consolidate_forgets_after_400_days(core: MemoryCore, clock: Manua
     assert result.count(ChangeKind.FORGOTTEN) == 1
     assert await file_entries(core) == {}
     assert (await core.status(MAIN)).active == []
-    [record] = await core.audit.forgotten(MAIN)
+    [record] = await core.memory.long_term.audit.forgotten(MAIN)
     assert record.action == "forget"
     assert record.entry_id == entry.id
     assert record.content == PYTEST_PREF
@@ -121,9 +120,9 @@ async def test_consolidate_at_150_days_archives(core: MemoryCore, clock: ManualC
     status = await core.status(MAIN)
     assert status.active == []
     assert [e.id for e in status.archived] == [entry.id]
-    text = core.store.path(MAIN).read_text(encoding="utf-8")
+    text = core.memory.long_term.store.path(MAIN).read_text(encoding="utf-8")
     assert text.index("## Archived Memories") < text.index(f"### [{entry.id}]")
-    actions = [r.action for r in await core.audit.recent(MAIN)]
+    actions = [r.action for r in await core.memory.long_term.audit.recent(MAIN)]
     assert actions == ["archive", "add"]
 
 
@@ -132,11 +131,11 @@ async def test_status_shows_current_scores_without_writing(
 ) -> None:
     entry, _ = await core.capture(MAIN, PYTEST_PREF)
     await core.flush()
-    before = core.store.path(MAIN).read_bytes()
+    before = core.memory.long_term.store.path(MAIN).read_bytes()
     clock.advance(timedelta(days=37))
     status = await core.status(MAIN)
     assert status.active[0].score == pytest.approx(0.6 * 0.99**30)
-    assert core.store.path(MAIN).read_bytes() == before
+    assert core.memory.long_term.store.path(MAIN).read_bytes() == before
     assert (await file_entries(core))[entry.id].score == 0.6
 
 
@@ -145,14 +144,14 @@ async def audit_of(
 ) -> list[tuple[str, float | None, float | None, str]]:
     return [
         (r.action, r.old_score, r.new_score, r.source)
-        for r in await core.audit.history(MAIN, entry_id)
+        for r in await core.memory.long_term.audit.history(MAIN, entry_id)
     ]
 
 
 async def test_manual_actions_write_file_and_audit(core: MemoryCore, clock: ManualClock) -> None:
     entry, _ = await core.capture(MAIN, PYTEST_PREF)
     await core.flush()
-    path = core.store.path(MAIN)
+    path = core.memory.long_term.store.path(MAIN)
 
     def stamp() -> bytes:
         return path.read_bytes()
@@ -202,7 +201,7 @@ async def test_manual_actions_write_file_and_audit(core: MemoryCore, clock: Manu
         ("edit", 0.6, 0.6, "tui"),
         ("forget", 0.6, None, "cli"),
     ]
-    [forgotten] = await core.audit.forgotten(MAIN)
+    [forgotten] = await core.memory.long_term.audit.forgotten(MAIN)
     assert forgotten.content == "用户喜欢用 pytest\n# 而非 unittest"
     # The backup holds the version before the last write.
     assert entry.id in core.workspace.backup_path(MAIN).read_text(encoding="utf-8")
@@ -212,7 +211,7 @@ async def test_manual_actions_write_file_and_audit(core: MemoryCore, clock: Manu
 async def test_unknown_id_raises_and_writes_nothing(core: MemoryCore, action: str) -> None:
     await core.capture(MAIN, PYTEST_PREF)
     await core.flush()
-    before = core.store.path(MAIN).read_bytes()
+    before = core.memory.long_term.store.path(MAIN).read_bytes()
     calls = {
         "archive": lambda: core.archive(MAIN, "nope"),
         "restore": lambda: core.restore(MAIN, "nope"),
@@ -223,7 +222,7 @@ async def test_unknown_id_raises_and_writes_nothing(core: MemoryCore, action: st
     }
     with pytest.raises(EntryNotFound):
         await calls[action]()
-    assert core.store.path(MAIN).read_bytes() == before
+    assert core.memory.long_term.store.path(MAIN).read_bytes() == before
     with pytest.raises(EntryNotFound):
         await core.get_entry(MAIN, "nope")
 
@@ -281,14 +280,14 @@ async def test_merge_candidates_is_idempotent_per_session(
     assert first.stats == {"add": 2}
     assert not first.skipped
     clock.advance(timedelta(hours=1))
-    before = core.store.path(MAIN).read_bytes()
+    before = core.memory.long_term.store.path(MAIN).read_bytes()
     second = await core.merge_candidates(MAIN, cands, session_id="sess-1", source="extract")
     assert second.skipped
     assert second.changes == []
-    assert core.store.path(MAIN).read_bytes() == before
+    assert core.memory.long_term.store.path(MAIN).read_bytes() == before
     assert {e.hits for e in (await file_entries(core)).values()} == {0}
-    assert await core.audit.seen_sessions(MAIN) == frozenset({"sess-1"})
-    assert await core.audit.seen_sessions(ScopeKey("peer:1")) == frozenset()
+    assert await core.memory.long_term.audit.seen_sessions(MAIN) == frozenset({"sess-1"})
+    assert await core.memory.long_term.audit.seen_sessions(ScopeKey("peer:1")) == frozenset()
     with contextlib.closing(sqlite3.connect(core.workspace.db_path)) as conn:
         rows = conn.execute("SELECT scope, session_id FROM extractions").fetchall()
     assert rows == [("main", "sess-1")]
@@ -335,7 +334,7 @@ async def seed_prompt_entries(core: MemoryCore) -> list[MemoryEntry]:
             now - timedelta(days=60),
         ),
     ]
-    await core.store.update(MAIN, lambda parsed: ([*ranked, *extra], None), now)
+    await core.memory.long_term.store.update(MAIN, lambda parsed: ([*ranked, *extra], None), now)
     return ranked
 
 
@@ -369,7 +368,9 @@ async def test_prompt_memories_shrinks_under_a_small_cap(
         ranked = await seed_prompt_entries(full_core)
         full = await full_core.prompt_memories(MAIN)
     cap = estimate_tokens(HEADER) + 60
-    small = replace(config, prompt=replace(config.prompt, max_tokens=cap))
+    small = config.model_copy(
+        update={"prompt": config.prompt.model_copy(update={"max_tokens": cap})}
+    )
     async with MemoryCore.open(small, clock=clock) as core:
         block = await core.prompt_memories(MAIN)
     assert block
@@ -383,7 +384,9 @@ async def test_prompt_memories_shrinks_under_a_small_cap(
 async def test_prompt_min_score_and_top_k_are_configurable(
     config: Config, clock: ManualClock
 ) -> None:
-    tuned = replace(config, prompt=replace(config.prompt, min_score=0.9, top_k=3))
+    tuned = config.model_copy(
+        update={"prompt": config.prompt.model_copy(update={"min_score": 0.9, "top_k": 3})}
+    )
     async with MemoryCore.open(tuned, clock=clock) as core:
         ranked = await seed_prompt_entries(core)
         block = await core.prompt_memories(MAIN)
@@ -426,7 +429,9 @@ async def test_recent_daily_today_and_yesterday(core: MemoryCore, clock: ManualC
 
 
 async def test_recent_daily_cap_keeps_the_newest(config: Config, clock: ManualClock) -> None:
-    capped = replace(config, prompt=replace(config.prompt, daily_max_chars=60))
+    capped = config.model_copy(
+        update={"prompt": config.prompt.model_copy(update={"daily_max_chars": 60})}
+    )
     async with MemoryCore.open(capped, clock=clock) as core:
         await core.append_daily(MAIN, "yesterday, should be cut", now=START - timedelta(days=1))
         for i in range(5):
@@ -453,7 +458,7 @@ async def test_scopes_are_isolated(core: MemoryCore) -> None:
     assert (await core.status(peer2)).active == []
     assert await core.prompt_memories(peer2) == ""
     assert await core.recent_daily(MAIN) == ""
-    assert not core.store.path(MAIN).exists()
+    assert not core.memory.long_term.store.path(MAIN).exists()
     long_term = core.workspace.root / "memory" / "scopes" / "peer_1" / "LONG_TERM.md"
     assert long_term.is_file()
     assert (await core.status(peer1)).path == "memory/scopes/peer_1/LONG_TERM.md"
@@ -467,14 +472,14 @@ async def test_scopes_are_isolated(core: MemoryCore) -> None:
     with pytest.raises(EntryNotFound):
         await core.forget(MAIN, entry.id)
     assert await core.scopes() == [MAIN, peer1, peer2]
-    assert {r.scope for r in await core.audit.recent()} == {"peer:1", "peer:2"}
-    assert [r.scope for r in await core.audit.recent(MAIN)] == []
+    assert {r.scope for r in await core.memory.long_term.audit.recent()} == {"peer:1", "peer:2"}
+    assert [r.scope for r in await core.memory.long_term.audit.recent(MAIN)] == []
 
 
 async def test_validate_reports_quarantined_blocks(core: MemoryCore) -> None:
     await core.capture(MAIN, PYTEST_PREF)
     assert await core.validate() == []
-    path = core.store.path(MAIN)
+    path = core.memory.long_term.store.path(MAIN)
     broken = "### [zz9] fact | lots | 2026-01-01 | 1\nbroken by hand"
     path.write_text(path.read_text(encoding="utf-8") + "\n" + broken + "\n", encoding="utf-8")
     problems = await core.validate()
@@ -493,7 +498,7 @@ async def test_validate_reports_quarantined_blocks(core: MemoryCore) -> None:
 async def test_hand_edit_is_seen_by_the_next_load(core: MemoryCore) -> None:
     entry, _ = await core.capture(MAIN, PYTEST_PREF)
     assert (await core.get_entry(MAIN, entry.id)).score == 0.6
-    path = core.store.path(MAIN)
+    path = core.memory.long_term.store.path(MAIN)
     text = path.read_text(encoding="utf-8").replace("| 0.60 |", "| 0.95 |")
     path.write_text(text + "\n", encoding="utf-8")
     assert (await core.get_entry(MAIN, entry.id)).score == 0.95
@@ -512,7 +517,7 @@ async def test_corrupt_index_degrades_but_files_still_work(
         assert core.degraded_reason
         assert "index.sqlite3" in core.degraded_reason
         with pytest.raises(IndexUnavailable):
-            _ = core.audit
+            await core.activity(MAIN)
         entry, _ = await core.capture(MAIN, PYTEST_PREF)
         await core.merge_candidates(MAIN, [Candidate("x y z")], session_id="s", source="t")
         assert (await file_entries(core))[entry.id].content == PYTEST_PREF
@@ -524,5 +529,5 @@ async def test_corrupt_index_degrades_but_files_still_work(
 async def test_render_of_seeded_file_matches_what_core_reads(core: MemoryCore) -> None:
     now = core.now()
     entries = [MemoryEntry("a1", "hello", "fact", 0.5, now, now, now)]
-    core.store.path(MAIN).write_text(render_memory(entries, now=now), encoding="utf-8")
+    core.memory.long_term.store.path(MAIN).write_text(render_memory(entries, now=now), encoding="utf-8")
     assert await core.entries(MAIN) == entries

@@ -6,7 +6,6 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import AsyncIterator
-from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -15,9 +14,7 @@ import pytest
 
 from memory_core.clock import ManualClock
 from memory_core.config import LLMSettings, load_config
-from memory_core.engine import MemoryCore
-from memory_core.entries import ArchiveReason, Importance, MemoryEntry
-from memory_core.extract import (
+from memory_core.conversation.extract import (
     SUMMARY_ENTRIES,
     TranscriptLine,
     build_extraction_messages,
@@ -28,6 +25,8 @@ from memory_core.extract import (
     heuristic_candidates,
     render_conversation,
 )
+from memory_core.engine import MemoryCore
+from memory_core.entries import ArchiveReason, Importance, MemoryEntry
 from memory_core.llm import LLMClient
 from memory_core.merge import Candidate, ChangeKind
 from memory_core.scope import ScopeKey
@@ -305,7 +304,9 @@ async def test_restated_memory_reinforces_instead_of_duplicating(
         env={"CHATMEM_MODEL": "gpt-fake", "OPENAI_BASE_URL": fake.base_url},
         workspace=tmp_path / "ws",
     )
-    config = replace(config, llm=replace(config.llm, max_retries=0, timeout_seconds=2.0))
+    config = config.model_copy(
+        update={"llm": config.llm.model_copy(update={"max_retries": 0, "timeout_seconds": 2.0})}
+    )
     clock = ManualClock(NOW)
     scope = ScopeKey("peer:alice")
     async with MemoryCore.open(config, clock=clock) as core:

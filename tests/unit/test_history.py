@@ -6,7 +6,6 @@ forced."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 from datetime import timedelta
 
 import pytest
@@ -17,6 +16,7 @@ from memory_core.engine import MemoryCore
 from memory_core.history import ArchiveState, HistoryStore, StoredMessage
 from memory_core.scope import ScopeKey
 from tests.conftest import START
+from tests.support import sql, sql_write
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -49,23 +49,18 @@ async def fill(
 async def set_state(
     core: MemoryCore, messages: Sequence[StoredMessage], state: ArchiveState
 ) -> None:
-    assert core.db is not None
-    async with core.db.transaction() as conn:
-        await conn.executemany(
-            "UPDATE messages SET archived = ? WHERE id = ?", [(state.value, m.id) for m in messages]
-        )
+    await sql_write(
+        core, *[("UPDATE messages SET archived = ? WHERE id = ?", (state.value, m.id)) for m in messages]
+    )
 
 
 async def remaining(core: MemoryCore, scope: ScopeKey) -> dict[int, str]:
-    assert core.db is not None
-    async with core.db.conn.execute(
-        "SELECT id, archived FROM messages WHERE scope = ? ORDER BY id", (scope.value,)
-    ) as cur:
-        return {int(r[0]): str(r[1]) for r in await cur.fetchall()}
+    rows = await sql(core, "SELECT id, archived FROM messages WHERE scope = ? ORDER BY id", scope.value)
+    return {int(r[0]): str(r[1]) for r in rows}
 
 
 async def events(core: MemoryCore, scope: ScopeKey, kind: str) -> int:
-    return len(await core.audit.events(scope, kind))
+    return len(await core.memory.long_term.audit.events(scope, kind))
 
 
 # --- the soft cap ---------------------------------------------------------------------------------
@@ -142,7 +137,9 @@ async def test_hard_cap_by_count_reports_overflow(core: MemoryCore) -> None:
 
 @pytest.fixture
 def small_bytes_config(config: Config) -> Config:
-    return replace(config, history=replace(config.history, hard_cap_bytes=20_000))
+    return config.model_copy(
+        update={"history": config.history.model_copy(update={"hard_cap_bytes": 20_000})}
+    )
 
 
 async def test_hard_cap_by_bytes_removes_archived_first(

@@ -15,7 +15,6 @@ import sqlite3
 import sys
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
-from dataclasses import replace
 from datetime import UTC, date, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -30,10 +29,13 @@ from memory_core.clock import ManualClock, format_when
 from memory_core.config import Config, load_config
 from memory_core.engine import MemoryCore
 from memory_core.errors import ChatmemError
-from memory_core.index import K1, B, CorpusStats, Hit, SearchIndex, bm25_score, idf
+from memory_core.index import K1, B, CorpusStats, Hit, SearchIndex, bm25_score, idf, sqlite_index
+from memory_core.index import rebuild as index_rebuild
+from memory_core.index import writes as index_writes
 from memory_core.scope import MAIN, ScopeKey
 from memory_core.text import tokenize
 from tests.conftest import START
+from tests.support import chunk_counts, index_message, index_of, sql, sql_write
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "recall_bilingual.json"
@@ -43,18 +45,15 @@ DAY = "memory/2026-03-01.md"
 @pytest.fixture
 def eager_config(config: Config) -> Config:
     """Search re-checks files on every call."""
-    return replace(config, recall=replace(config.recall, sync_min_interval_seconds=0.0))
+    return config.model_copy(
+        update={"recall": config.recall.model_copy(update={"sync_min_interval_seconds": 0.0})}
+    )
 
 
 @pytest.fixture
 async def eager(eager_config: Config, clock: ManualClock) -> AsyncIterator[MemoryCore]:
     async with MemoryCore.open(eager_config, clock=clock) as core:
         yield core
-
-
-def index_of(core: MemoryCore) -> SearchIndex:
-    assert core.index is not None, core.degraded_reason
-    return core.index
 
 
 def texts(hits: list[Hit]) -> list[str]:
@@ -66,14 +65,14 @@ async def found(core: MemoryCore, query: str, scope: ScopeKey = MAIN, **kw: Any)
 
 
 async def chunk_rows(core: MemoryCore, scope: ScopeKey = MAIN) -> list[tuple[Any, ...]]:
-    assert core.db is not None
     sid = await index_of(core).scope_id(scope)
-    async with core.db.conn.execute(
+    rows = await sql(
+        core,
         "SELECT path, line_from, line_to, kind, text, tokens, hidden FROM chunks"
         " WHERE scope_id = ? ORDER BY path, line_from, text",
-        (sid,),
-    ) as cur:
-        return [tuple(r) for r in await cur.fetchall()]
+        sid,
+    )
+    return [tuple(r) for r in rows]
 
 
 def write(core: MemoryCore, relative: str, text: str) -> Path:
@@ -139,13 +138,13 @@ async def test_unchanged_files_are_not_read(
     write(core, "memory/summary/2026-02.md", "# 2026-02\n\nmonth\n")
     await index.sync_scope(MAIN)
     reads: list[Path] = []
-    real = index_module.prepare_file
+    real = sqlite_index.prepare_file
 
     def counting(workspace: Any, path: Path, *rest: Any) -> Any:
         reads.append(path)
         return real(workspace, path, *rest)
 
-    monkeypatch.setattr(index_module, "prepare_file", counting)
+    monkeypatch.setattr(sqlite_index, "prepare_file", counting)
     stats = await index.sync_scope(MAIN)
     assert (stats.files_seen, stats.files_indexed) == (3, 0)
     assert reads == []
@@ -170,7 +169,9 @@ async def test_search_itself_picks_up_edits(eager: MemoryCore) -> None:
 
 async def test_search_waits_for_the_sync_interval(config: Config, clock: ManualClock) -> None:
     assert config.recall.sync_min_interval_seconds == 2.0  # the default
-    lazy = replace(config, recall=replace(config.recall, sync_min_interval_seconds=3600.0))
+    lazy = config.model_copy(
+        update={"recall": config.recall.model_copy(update={"sync_min_interval_seconds": 3600.0})}
+    )
     async with MemoryCore.open(lazy, clock=clock) as core:
         await core.append_daily(MAIN, "ordered a blue bicycle")
         await core.search(MAIN, "bicycle")  # syncs now, then at most once per interval
@@ -196,7 +197,7 @@ async def test_deletes_and_renames(eager: MemoryCore) -> None:
     stats = await index.sync_scope(MAIN)
     assert (stats.files_removed, stats.chunks_removed) == (1, 1)
     assert await found(core, "plumber") == []
-    assert (await index.counts(MAIN)).get("daily") is None
+    assert (await chunk_counts(core, MAIN)).get("daily") is None
 
     old = core.workspace.root / "memory/summary/2026-02-10.md"
     old.rename(old.with_name("2026-02-11.md"))
@@ -264,22 +265,18 @@ REBUILD_QUERIES = ["apples", "kayak", "locker code", "杭州 出差", "jazz viny
 async def index_state(core: MemoryCore, scopes: list[ScopeKey]) -> dict[str, Any]:
     """Everything a search depends on, per scope, without ids or content hashes (an
     append forgets the hash; a rebuild computes it)."""
-    assert core.db is not None
     index = index_of(core)
     state: dict[str, Any] = {}
     for scope in scopes:
         sid = await index.scope_id(scope)
-        rows = await core.db.conn.execute_fetchall(
+        rows = await sql(
+            core,
             "SELECT path, line_from, line_to, kind, created_at, ref, hidden, text, tokens"
             " FROM chunks WHERE scope_id = ? ORDER BY path, line_from, text",
-            (sid,),
+            sid,
         )
-        terms = await core.db.conn.execute_fetchall(
-            "SELECT term, df FROM terms WHERE scope_id = ? ORDER BY term", (sid,)
-        )
-        counts = await core.db.conn.execute_fetchall(
-            "SELECT chunk_count, token_count FROM scopes WHERE id = ?", (sid,)
-        )
+        terms = await sql(core, "SELECT term, df FROM terms WHERE scope_id = ? ORDER BY term", sid)
+        counts = await sql(core, "SELECT chunk_count, token_count FROM scopes WHERE id = ?", sid)
         hits = {}
         for query in REBUILD_QUERIES:
             found_hits = await index.search(scope, query, limit=50)
@@ -292,9 +289,7 @@ async def index_state(core: MemoryCore, scopes: list[ScopeKey]) -> dict[str, Any
             "counts": [tuple(r) for r in counts],
             "hits": hits,
         }
-    files = await core.db.conn.execute_fetchall(
-        "SELECT path, mtime_ns, size, kind FROM files ORDER BY path"
-    )
+    files = await sql(core, "SELECT path, mtime_ns, size, kind FROM files ORDER BY path")
     state["files"] = [tuple(r) for r in files]
     return state
 
@@ -323,15 +318,15 @@ async def test_rebuild_equals_the_incremental_index(
     write(core, "memory/2026-02-01-chat-export.md", "# export\n\nkayak tax refund\n\nmore plan\n")
     await index.sync_scope(MAIN)
     when = START - timedelta(hours=2)
-    await index.add_message(MAIN, "sess-1", 7, "user", "my locker code is 4512", when)
-    await index.add_message(
-        talk_only, "sess-2", 3, "user", "locker code of a scope without files", when
+    await index_message(core, MAIN, "sess-1", 7, "user", "my locker code is 4512", when)
+    await index_message(
+        core, talk_only, "sess-2", 3, "user", "locker code of a scope without files", when
     )
     scopes = [MAIN, peer, talk_only]
     incremental = await index_state(core, scopes)
     assert incremental[MAIN.value]["hits"]["kayak"]  # the comparison is not vacuous
 
-    monkeypatch.setattr(index_module, "REBUILD_GROUP", group)
+    monkeypatch.setattr(index_rebuild, "REBUILD_GROUP", group)
     progress: list[tuple[int, int]] = []
     stats = await index.rebuild(lambda done, total: progress.append((done, total)))
     files = len(incremental["files"])
@@ -341,12 +336,11 @@ async def test_rebuild_equals_the_incremental_index(
     )
     assert progress[-1] == (files, files)
     assert await index_state(core, scopes) == incremental
-    assert core.db is not None
     for scope in scopes:
         sid = await index.scope_id(scope)
         # FTS5's own consistency check of its index (not against the content table,
         # which every scope's FTS table shares).
-        await core.db.conn.execute(f"INSERT INTO fts_{sid} (fts_{sid}) VALUES ('integrity-check')")
+        await sql(core, f"INSERT INTO fts_{sid} (fts_{sid}) VALUES ('integrity-check')")
     # A second rebuild of the rebuilt index changes nothing either.
     await index.rebuild()
     assert await index_state(core, scopes) == incremental
@@ -378,29 +372,28 @@ async def test_failed_index_write_of_an_append_is_picked_up_by_the_next_sync(
     """The note is in the file before the index is written; when that write fails, none
     of it stays, and the file's old stamp makes the next sync read the file again."""
     index = index_of(core)
-    assert core.db is not None
-    conn = core.db.conn
 
     async def rows_of(index: SearchIndex) -> list[tuple[Any, ...]]:
         sid = await index.scope_id(MAIN)
-        rows = await conn.execute_fetchall(
+        rows = await sql(
+            core,
             "SELECT path, line_from, line_to, kind, text, tokens FROM chunks"
             " WHERE scope_id = ? ORDER BY path, line_from",
-            (sid,),
+            sid,
         )
         return [tuple(r) for r in rows]
 
     await core.append_daily(MAIN, "first note about apples")
-    real = index_module._insert_chunks_raw
+    real = index_writes.insert_chunks
 
     def failing(*args: Any) -> None:
         real(*args)  # the rows are written, then the transaction fails
         raise sqlite3.OperationalError("disk I/O error")
 
-    monkeypatch.setattr(index_module, "_insert_chunks_raw", failing)
+    monkeypatch.setattr(index_writes, "insert_chunks", failing)
     assert await core.append_daily(MAIN, "second note about cherries") == (DAY, 4)
     monkeypatch.undo()
-    assert core.index is None  # degraded: searches read the files
+    assert core.memory.guard.index is None  # degraded: searches read the files
     assert "second note about cherries" in (core.workspace.root / DAY).read_text()
     assert texts(await core.search(MAIN, "cherries")) == ["second note about cherries"]
     assert await index.search(MAIN, "cherries") == []  # rolled back
@@ -409,9 +402,7 @@ async def test_failed_index_write_of_an_append_is_picked_up_by_the_next_sync(
     stats = await index.sync_scope(MAIN)
     assert (stats.files_indexed, stats.chunks_added) == (1, 2)
     assert texts(await index.search(MAIN, "cherries")) == ["second note about cherries"]
-    counts = await conn.execute_fetchall(
-        "SELECT chunk_count FROM scopes WHERE key = ?", (MAIN.value,)
-    )
+    counts = await sql(core, "SELECT chunk_count FROM scopes WHERE key = ?", MAIN.value)
     assert [tuple(r) for r in counts] == [(2,)]
     synced = await rows_of(index)
     assert [r[4] for r in synced] == ["first note about apples", "second note about cherries"]
@@ -429,7 +420,7 @@ def test_rebuild_formats_times_like_format_when() -> None:
         datetime(2026, 3, 1, 12, 0, 0, tzinfo=zone),
         datetime(2026, 3, 1, 12, 0, 0),
     ):
-        assert index_module._when_text(when) == format_when(when), when
+        assert index_rebuild.when_text(when) == format_when(when), when
 
 
 # --- line ranges ------------------------------------------------------------------------
@@ -571,9 +562,9 @@ async def test_message_chunks_searchable_and_readable_in_their_scope(core: Memor
     index = index_of(core)
     peer = ScopeKey("peer:8")
     when = START - timedelta(hours=2)
-    await index.add_message(MAIN, "sess-1", 7, "user", "my locker code is 4512 at the gym", when)
-    await index.add_message(MAIN, "sess-1", 8, "assistant", "Noted, locker 4512.", when)
-    await index.add_message(peer, "sess-1", 7, "user", "peer talks about swimming", when)
+    await index_message(core, MAIN, "sess-1", 7, "user", "my locker code is 4512 at the gym", when)
+    await index_message(core, MAIN, "sess-1", 8, "assistant", "Noted, locker 4512.", when)
+    await index_message(core, peer, "sess-1", 7, "user", "peer talks about swimming", when)
     await core.append_daily(MAIN, "went to the gym")
 
     [hit] = await core.search(MAIN, "code", kinds=[ChunkKind.MESSAGE])
@@ -687,7 +678,7 @@ async def test_degraded_time_window_sees_past_the_top_hits(core: MemoryCore) -> 
     since = START - timedelta(days=6, hours=12)
     healthy = await core.search(MAIN, "postgres", limit=2, since=since, min_score=0.0)
     assert sorted(texts(healthy)) == ["postgres note 5", "postgres note 6"]
-    core.index = None
+    core.memory.guard.index = None
     degraded = await core.search(MAIN, "postgres", limit=2, since=since, min_score=0.0)
     assert sorted((h.path, h.line_from, h.score) for h in degraded) == sorted(
         (h.path, h.line_from, h.score) for h in healthy
@@ -700,7 +691,7 @@ async def test_degraded_time_window_sees_past_the_top_hits(core: MemoryCore) -> 
 async def test_daily_note_time_survives_a_resync_in_another_time_zone(
     config: Config, clock: ManualClock
 ) -> None:
-    zoned = replace(config, timezone="Asia/Shanghai")
+    zoned = config.model_copy(update={"timezone": "Asia/Shanghai"})
     async with MemoryCore.open(zoned, clock=clock) as core:
         await core.append_daily(MAIN, "lantern festival dumplings")  # 20:00 in Shanghai
         window = {"since": START - timedelta(minutes=1), "until": START + timedelta(minutes=1)}
@@ -748,7 +739,7 @@ async def test_corrupt_index_degrades_to_files_and_reindex_repairs(
     caplog.set_level(logging.INFO, logger="memory_core")
     async with MemoryCore.open(config, clock=clock) as core:
         assert core.degraded_reason is not None and "index.sqlite3" in core.degraded_reason
-        assert core.index is None
+        assert core.memory.guard.index is None
         warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
         assert any("database unavailable" in r.getMessage() for r in warnings)
         caplog.clear()
@@ -770,7 +761,7 @@ async def test_corrupt_index_degrades_to_files_and_reindex_repairs(
         assert (await core.read_memory(MAIN, DAY)).text.count("sourdough") == 1
 
         stats = await core.reindex()
-        assert core.degraded_reason is None and core.index is not None
+        assert core.degraded_reason is None and core.memory.guard.index is not None
         assert stats.files_indexed == 4
         aside = list(db.parent.glob("index.sqlite3.corrupt-*"))
         assert aside and aside[0].read_bytes() == random.Random(5).randbytes(16384)
@@ -780,7 +771,7 @@ async def test_corrupt_index_degrades_to_files_and_reindex_repairs(
         assert texts(await core.search(MAIN, "sourdough")) == [
             "note written while degraded: sourdough"
         ]
-        assert (await core.index.sync_scope(MAIN)).files_indexed == 0
+        assert (await core.memory.guard.index.sync_scope(MAIN)).files_indexed == 0
     async with MemoryCore.open(config, clock=clock) as core:
         assert core.degraded_reason is None
         assert texts(await core.search(MAIN, "kayak", min_score=0.0)) == ["kayak trip, ramen tour"]
@@ -789,12 +780,10 @@ async def test_corrupt_index_degrades_to_files_and_reindex_repairs(
 async def test_index_failure_at_search_time_falls_back(core: MemoryCore) -> None:
     await build_small_workspace(core)
     expected = await core.search(MAIN, "postgres billing")
-    assert core.db is not None
     sid = await index_of(core).scope_id(MAIN)
-    async with core.db.transaction() as conn:
-        await conn.execute(f"DROP TABLE fts_{sid}")
+    await sql_write(core, (f"DROP TABLE fts_{sid}", ()))
     hits = await core.search(MAIN, "postgres billing")
-    assert core.index is None and core.degraded_reason is not None
+    assert core.memory.guard.index is None and core.degraded_reason is not None
     assert texts(hits) == texts(expected)
 
 
@@ -986,7 +975,7 @@ async def test_recall_ranks_within_its_own_budget(
         seen.append(budget)
         return real(terms, stats, budget)
 
-    monkeypatch.setattr(index_module, "candidate_terms", spy)
+    monkeypatch.setattr(sqlite_index, "candidate_terms", spy)
     await core.append_daily(MAIN, "ordered a blue bicycle for the commute")
     await core.recall(MAIN, "what did I order yesterday? the bicycle?")
     await core.search(MAIN, "bicycle")

@@ -8,7 +8,6 @@ import itertools
 import json
 import shutil
 from collections.abc import AsyncIterator
-from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
@@ -16,13 +15,14 @@ import pytest
 
 from memory_core.clock import ManualClock
 from memory_core.config import Config, load_config
+from memory_core.conversation.tools import ToolContext, dispatch
 from memory_core.engine import MemoryCore
 from memory_core.errors import ChatmemError, PathRefused
 from memory_core.index import Hit
 from memory_core.scope import MAIN, ScopeKey, scope_slug
 from memory_core.text import tokenize
-from memory_core.tools import ToolContext, dispatch
 from tests.conftest import START
+from tests.support import chunk_counts, index_message, sql
 
 SCOPES = [
     MAIN,
@@ -101,7 +101,7 @@ def assert_own(core: MemoryCore, scope: ScopeKey, hits: list[Hit], query: object
 
 async def populate(core: MemoryCore) -> None:
     """Every scope gets a long-term entry, two daily notes, a summary and a message."""
-    assert core.index is not None
+    assert core.memory.guard.index is not None
     for number, scope in enumerate(SCOPES):
         word = marker(scope)
         await core.capture(scope, f"secret long-term fact {word} of scope {number}")
@@ -112,8 +112,8 @@ async def populate(core: MemoryCore) -> None:
         (summary / "2026-02.md").write_text(
             f"# 2026-02\n\nFebruary summary {word}\n", encoding="utf-8"
         )
-        await core.index.add_message(scope, SESSION, 1, "user", f"message {word}", START)
-    await core.index.sync_all()
+        await index_message(core, scope, SESSION, 1, "user", f"message {word}", START)
+    await core.memory.guard.index.sync_all()
 
 
 @pytest.fixture(scope="module")
@@ -156,19 +156,18 @@ async def test_every_scope_finds_its_own_marker(populated: MemoryCore) -> None:
         assert len(hits) == 5
         assert_own(core, scope, hits, marker(scope))
     # One FTS table per scope: the index is partitioned, not filtered.
-    assert core.db is not None
-    async with core.db.conn.execute(
-        "SELECT name FROM sqlite_master WHERE name GLOB 'fts_[0-9]*' AND type = 'table'"
-    ) as cur:
-        tables = {r[0] for r in await cur.fetchall()}
-    async with core.db.conn.execute("SELECT id, key FROM scopes") as cur:
-        rows = {r[1]: r[0] for r in await cur.fetchall()}
+    tables = {
+        r[0]
+        for r in await sql(
+            core, "SELECT name FROM sqlite_master WHERE name GLOB 'fts_[0-9]*' AND type = 'table'"
+        )
+    }
+    rows = {r[1]: r[0] for r in await sql(core, "SELECT id, key FROM scopes")}
     assert {s.value for s in SCOPES} <= set(rows)
     assert {f"fts_{rows[s.value]}" for s in SCOPES} <= tables
     # The crafted key did nothing to the tables it names.
-    async with core.db.conn.execute("SELECT COUNT(*) FROM chunks") as cur:
-        row = await cur.fetchone()
-    assert row is not None and row[0] >= 5 * len(SCOPES)
+    [row] = await sql(core, "SELECT COUNT(*) FROM chunks")
+    assert row[0] >= 5 * len(SCOPES)
 
 
 async def test_no_scope_sees_another_scopes_marker(populated: MemoryCore) -> None:
@@ -214,7 +213,7 @@ async def test_fts_syntax_queries_never_raise_or_leak(populated: MemoryCore) -> 
 
 async def test_degraded_search_is_isolated_too(populated: MemoryCore) -> None:
     core = populated
-    core.index = None  # as after an index failure: answers come from files
+    core.memory.guard.index = None  # as after an index failure: answers come from files
     for reader, owner in itertools.permutations(SCOPES[:6], 2):
         hits = await core.search(reader, marker(owner), limit=50, min_score=0.0)
         assert hits == []
@@ -232,7 +231,7 @@ async def test_degraded_search_is_isolated_too(populated: MemoryCore) -> None:
 async def refused(core: MemoryCore, scope: ScopeKey, path: str) -> None:
     with pytest.raises(ChatmemError):
         await core.read_memory(scope, path)
-    result = json.loads(await dispatch(ToolContext(core, scope), "memory_get", {"path": path}))
+    result = json.loads(await dispatch(ToolContext(core.memory, scope), "memory_get", {"path": path}))
     assert set(result) == {"error"}, (scope, path, result)
 
 
@@ -403,7 +402,7 @@ async def test_memory_get_accepted_forms(core: MemoryCore) -> None:
     assert read.text == f"### [{entry.id}] fact | 0.60 | 2026-03-01 | 0"
 
     # Through the tool: `from` is the first line, `lines` is capped at 300.
-    ctx = ToolContext(core, MAIN)
+    ctx = ToolContext(core.memory, MAIN)
     result = json.loads(await dispatch(ctx, "memory_get", {"path": day, "from": 5, "lines": 1000}))
     assert (result["from"], result["to"], result["truncated"]) == (5, 304, True)
     result = json.loads(await dispatch(ctx, "memory_get", {"path": f"[{day}:7]"}))
@@ -431,7 +430,9 @@ async def test_memory_get_peer_reads_its_own_files(populated: MemoryCore) -> Non
 async def test_concurrent_chats_only_see_their_own_notes(
     config: Config, clock: ManualClock
 ) -> None:
-    eager = replace(config, recall=replace(config.recall, sync_min_interval_seconds=0.0))
+    eager = config.model_copy(
+        update={"recall": config.recall.model_copy(update={"sync_min_interval_seconds": 0.0})}
+    )
     alice, bob = ScopeKey("peer:alice"), ScopeKey("peer:bob")
     async with MemoryCore.open(eager, clock=clock) as core:
         seen: dict[ScopeKey, set[str]] = {alice: set(), bob: set()}
@@ -455,10 +456,10 @@ async def test_concurrent_chats_only_see_their_own_notes(
             # Every note indexed exactly once: no note lost, none doubled by a sync racing
             # the append.
             assert sorted(h.text for h in hits) == sorted(f"{tag} note n{n}x" for n in range(50))
-            assert core.index is not None
-            assert await core.index.counts(scope) == {"daily": 50}
+            assert core.memory.guard.index is not None
+            assert await chunk_counts(core, scope) == {"daily": 50}
             path = core.workspace.daily_path(scope, START.date())
             assert path.read_text(encoding="utf-8").count(tag) == 50
         # A fresh sync of the files finds nothing the incremental path missed.
-        stats = await core.index.sync_scope(alice, force=True)
+        stats = await core.memory.guard.index.sync_scope(alice, force=True)
         assert stats.chunks_added == stats.chunks_removed == 50

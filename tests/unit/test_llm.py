@@ -7,7 +7,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import AsyncIterator
-from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -42,7 +41,7 @@ def settings(fake: FakeOpenAI, **overrides: Any) -> LLMSettings:
         max_retries=0,
         timeout_seconds=2.0,
     )
-    return replace(base, **overrides)
+    return base.model_copy(update=overrides)
 
 
 @pytest.fixture
@@ -66,7 +65,7 @@ def model_config(fake: FakeOpenAI, tmp_path: Path, **llm: Any) -> Config:
     )
     llm.setdefault("max_retries", 0)
     llm.setdefault("timeout_seconds", 2.0)
-    return replace(config, llm=replace(config.llm, **llm))
+    return config.model_copy(update={"llm": config.llm.model_copy(update=llm)})
 
 
 # --- replies ------------------------------------------------------------------------------

@@ -5,13 +5,11 @@ from __future__ import annotations
 from memory_core.chunking import ChunkKind
 from memory_core.engine import MemoryCore
 from memory_core.scope import MAIN
+from tests.support import sql
 
 
 async def long_term_chunks(core: MemoryCore) -> list[tuple[str, str]]:
-    assert core.db is not None
-    rows = await core.db.conn.execute_fetchall(
-        "SELECT ref, text FROM chunks WHERE kind = 'long_term' ORDER BY ref"
-    )
+    rows = await sql(core, "SELECT ref, text FROM chunks WHERE kind = 'long_term' ORDER BY ref")
     return [(str(r[0]), str(r[1])) for r in rows]
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -30,6 +29,7 @@ from memory_core.recall import (
 from memory_core.scope import MAIN
 from memory_core.text import estimate_tokens
 from tests.conftest import START
+from tests.support import chunk_counts, note_used
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "recall_bilingual.json"
 RECALL_FLOOR = 0.9
@@ -104,7 +104,7 @@ async def test_bilingual_recall_at_5(
     async with MemoryCore.open(config, clock=ManualClock(START)) as core:
         assert core.degraded_reason is None
         # Every labelled memory became exactly one chunk.
-        counts = await core.index.counts(MAIN) if core.index else {}
+        counts = await chunk_counts(core, MAIN)
         assert sum(counts.values()) == len(data["memories"])
         results: dict[str, list[Hit]] = {}
         for query in data["queries"]:
@@ -355,7 +355,9 @@ async def test_core_recall_empty_when_nothing_scores(core: MemoryCore) -> None:
 
 
 async def test_core_recall_respects_configured_caps(config: Config, clock: ManualClock) -> None:
-    small = replace(config, recall=replace(config.recall, max_hits=2, hit_chars=20))
+    small = config.model_copy(
+        update={"recall": config.recall.model_copy(update={"max_hits": 2, "hit_chars": 20})}
+    )
     async with MemoryCore.open(small, clock=clock) as core:
         for i in range(12):
             await core.append_daily(MAIN, f"unrelated chore number {i}: water the plants")
@@ -387,8 +389,8 @@ async def test_note_used_reinforces_once_per_session(core: MemoryCore, clock: Ma
     start_score = used.score
     clock.advance(timedelta(hours=1))
 
-    await core.note_used(MAIN, [used.id], "session-1")
-    await core.note_used(MAIN, [used.id, used.id], "session-1")  # same session again
+    await note_used(core, MAIN, [used.id], "session-1")
+    await note_used(core, MAIN, [used.id, used.id], "session-1")  # same session again
     result = await core.consolidate(MAIN)
     after = await core.get_entry(MAIN, used.id)
     assert after.hits == 1
@@ -402,13 +404,13 @@ async def test_note_used_reinforces_once_per_session(core: MemoryCore, clock: Ma
     assert (await core.get_entry(MAIN, used.id)).hits == 1
 
     # The same session noted again after its reinforcement: still once per session.
-    await core.note_used(MAIN, [used.id], "session-1")
+    await note_used(core, MAIN, [used.id], "session-1")
     await core.consolidate(MAIN)
     assert (await core.get_entry(MAIN, used.id)).hits == 1
 
     # Two different sessions: two reinforcements.
-    await core.note_used(MAIN, [used.id], "session-2")
-    await core.note_used(MAIN, [used.id], "session-3")
+    await note_used(core, MAIN, [used.id], "session-2")
+    await note_used(core, MAIN, [used.id], "session-3")
     await core.consolidate(MAIN)
     assert (await core.get_entry(MAIN, used.id)).hits == 3
 
@@ -419,8 +421,8 @@ async def test_note_used_is_per_scope_and_ignores_unknown_ids(core: MemoryCore) 
     peer = ScopeKey("peer:1")
     mine, _ = await core.capture(MAIN, "main memory about tea")
     theirs, _ = await core.capture(peer, "peer memory about coffee")
-    await core.note_used(MAIN, [theirs.id, "deadbeef"], "s1")  # not main's entries
-    await core.note_used(MAIN, [], "s1")
+    await note_used(core, MAIN, [theirs.id, "deadbeef"], "s1")  # not main's entries
+    await note_used(core, MAIN, [], "s1")
     await core.consolidate(MAIN)
     await core.consolidate(peer)
     assert (await core.get_entry(MAIN, mine.id)).hits == 0
@@ -431,6 +433,6 @@ async def test_recall_then_note_used_round_trip(core: MemoryCore) -> None:
     entry, _ = await core.capture(MAIN, "My daughter Emma is allergic to peanuts")
     injection = await core.recall(MAIN, "Do you remember what Emma is allergic to?")
     assert injection.used_entry_ids == [entry.id]
-    await core.note_used(MAIN, injection.used_entry_ids, "chat-42")
+    await note_used(core, MAIN, injection.used_entry_ids, "chat-42")
     await core.consolidate(MAIN)
     assert (await core.get_entry(MAIN, entry.id)).hits == 1

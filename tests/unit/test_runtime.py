@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -14,11 +13,12 @@ import pytest
 
 from memory_core.clock import ManualClock
 from memory_core.config import Config, load_config
+from memory_core.conversation.prompting import COMPACT_INSTRUCTIONS
 from memory_core.engine import MemoryCore
-from memory_core.prompting import COMPACT_INSTRUCTIONS
 from memory_core.scope import ScopeKey
 from tests.conftest import START
 from tests.fakes.openai_server import FakeOpenAI
+from tests.support import sql
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -32,20 +32,16 @@ async def fake() -> AsyncIterator[FakeOpenAI]:
 
 
 def offline_config(workspace: Path, **top: Any) -> Config:
-    return replace(load_config(None, env={}, workspace=workspace), **top)
+    return load_config(None, env={}, workspace=workspace).model_copy(update=top)
 
 
 async def schedule_state(core: MemoryCore) -> dict[str, str]:
-    assert core.db is not None
-    async with core.db.conn.execute("SELECT name, last_run FROM schedule_state") as cur:
-        return {r[0]: r[1] for r in await cur.fetchall()}
+    return {r[0]: r[1] for r in await sql(core, "SELECT name, last_run FROM schedule_state")}
 
 
 async def archive_runs(core: MemoryCore) -> int:
-    assert core.db is not None
-    async with core.db.conn.execute("SELECT COUNT(*) FROM archive_runs") as cur:
-        row = await cur.fetchone()
-    return int(row[0]) if row else 0
+    [row] = await sql(core, "SELECT COUNT(*) FROM archive_runs")
+    return int(row[0])
 
 
 # --- quiet-period consolidation ----------------------------------------------------------------
@@ -58,7 +54,7 @@ async def test_quiet_consolidation_once_per_day(core: MemoryCore, clock: ManualC
     assert "quiet-consolidation" in ran
     # It really consolidated: the stale entry was forgotten, and the audit log says why.
     assert await core.entries(ALICE) == []
-    [record] = await core.audit.forgotten(ALICE)
+    [record] = await core.memory.long_term.audit.forgotten(ALICE)
     assert (record.entry_id, record.source) == (old.id, "consolidate")
 
     clock.advance(timedelta(hours=3))
@@ -164,7 +160,9 @@ async def test_stop_waits_for_the_turn_then_flushes(
         env={"CHATMEM_MODEL": "gpt-fake", "OPENAI_BASE_URL": fake.base_url},
         workspace=workspace,
     )
-    config = replace(config, llm=replace(config.llm, max_retries=0, timeout_seconds=5.0))
+    config = config.model_copy(
+        update={"llm": config.llm.model_copy(update={"max_retries": 0, "timeout_seconds": 5.0})}
+    )
     compactions: list[int] = []
 
     def respond(body: dict[str, Any]) -> str:

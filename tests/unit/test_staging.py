@@ -7,7 +7,6 @@ core to open the workspace must replay what it journalled.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import subprocess
 import sys
 import textwrap
@@ -31,8 +30,8 @@ BURST = ["apples", "bread", "cheese", "dates", "eggs", "figs", "grapes", "honey"
 
 def slow_writes(config: Config, delay: float = 60.0) -> Config:
     """Staged captures stay staged until something settles them."""
-    return dataclasses.replace(
-        config, long_term=dataclasses.replace(config.long_term, write_delay_seconds=delay)
+    return config.model_copy(
+        update={"long_term": config.long_term.model_copy(update={"write_delay_seconds": delay})}
     )
 
 
@@ -43,7 +42,7 @@ async def held(config: Config, clock: ManualClock) -> AsyncIterator[MemoryCore]:
 
 
 def on_disk(core: MemoryCore, scope: ScopeKey = MAIN) -> dict[str, str]:
-    path = core.store.path(scope)
+    path = core.memory.long_term.store.path(scope)
     if not path.exists():
         return {}
     return {e.id: e.content for e in parse_memory(path.read_text(encoding="utf-8")).entries}
@@ -53,11 +52,11 @@ async def test_capture_is_acknowledged_before_the_file_is_written(held: MemoryCo
     entry, result = await held.capture(MAIN, "likes green tea")
     assert result.count(ChangeKind.ADDED) == 1
     assert on_disk(held) == {}
-    assert held.store.path(MAIN).exists() is False
+    assert held.memory.long_term.store.path(MAIN).exists() is False
     # Any read through the core writes it first.
     assert [e.id for e in await held.entries(MAIN)] == [entry.id]
     assert on_disk(held) == {entry.id: "likes green tea"}
-    assert [r.action for r in await held.audit.recent(MAIN)] == ["add"]
+    assert [r.action for r in await held.memory.long_term.audit.recent(MAIN)] == ["add"]
 
 
 async def test_search_sees_a_capture_made_a_moment_ago(held: MemoryCore) -> None:
@@ -84,7 +83,7 @@ async def test_a_burst_of_captures_is_one_write(
     await held.flush()
     assert len(writes) == 1
     assert set(on_disk(held)) == {e.id for e in entries}
-    actions = [r.action for r in await held.audit.recent(MAIN, limit=50)]
+    actions = [r.action for r in await held.memory.long_term.audit.recent(MAIN, limit=50)]
     assert actions.count("add") == len(BURST) and actions.count("reinforce") == 1
 
 
@@ -119,7 +118,7 @@ async def test_a_read_waits_for_the_write_in_progress(
 async def test_close_writes_what_is_staged(config: Config, clock: ManualClock) -> None:
     async with MemoryCore.open(slow_writes(config), clock=clock) as core:
         entry, _ = await core.capture(ScopeKey("peer:7"), "plays the cello")
-        path = core.store.path(ScopeKey("peer:7"))
+        path = core.memory.long_term.store.path(ScopeKey("peer:7"))
         assert not path.exists()
     assert entry.id in path.read_text(encoding="utf-8")
 
@@ -127,7 +126,7 @@ async def test_close_writes_what_is_staged(config: Config, clock: ManualClock) -
 async def test_a_hand_edit_meanwhile_is_kept_and_the_id_too(held: MemoryCore) -> None:
     first, _ = await held.capture(MAIN, "likes hiking in the alps")
     await held.flush()
-    path = held.store.path(MAIN)
+    path = held.memory.long_term.store.path(MAIN)
     second, _ = await held.capture(MAIN, "drinks coffee black")
     # A person edits the file while the second capture is staged.
     path.write_text(
@@ -183,8 +182,8 @@ async def test_flush_reports_a_failing_write(
 async def test_without_the_journal_a_capture_writes_at_once(
     config: Config, clock: ManualClock
 ) -> None:
-    direct = dataclasses.replace(
-        config, long_term=dataclasses.replace(config.long_term, journal=False)
+    direct = config.model_copy(
+        update={"long_term": config.long_term.model_copy(update={"journal": False})}
     )
     async with MemoryCore.open(direct, clock=clock) as core:
         entry, _ = await core.capture(MAIN, "likes green tea")
@@ -210,15 +209,15 @@ async def test_concurrent_captures_in_many_scopes_land_in_their_own_files(
 # --- crashes -------------------------------------------------------------------------------
 
 CHILD = """
-import asyncio, dataclasses, os, sys
+import asyncio, os, sys
 from memory_core.config import load_config
 from memory_core.engine import MemoryCore
 from memory_core.scope import ScopeKey
 
 async def main() -> None:
     config = load_config(None, env={{}}, workspace={workspace!r})
-    config = dataclasses.replace(
-        config, long_term=dataclasses.replace(config.long_term, write_delay_seconds=60.0)
+    config = config.model_copy(
+        update={{"long_term": config.long_term.model_copy(update={{"write_delay_seconds": 60.0}})}}
     )
     core = MemoryCore(config)
     await core.start()
@@ -274,7 +273,7 @@ async def test_a_crash_after_the_write_does_not_apply_twice(
     config: Config, workspace: Path
 ) -> None:
     # The file is written, then the process dies before the journal rows are removed.
-    then = "core._staging.journal.remove = lambda seqs: os._exit(0)\nawait core.flush()\n"
+    then = "core.memory.long_term.staging.journal.remove = lambda seqs: os._exit(0)\nawait core.flush()\n"
     ids = await asyncio.to_thread(run_child, workspace, "main", ["keeps bees"], then)
     async with MemoryCore.open(config) as core:
         [entry] = await core.entries(MAIN)

@@ -76,7 +76,7 @@ async def test_backup_holds_the_previous_version(tmp_path: Path, scope: ScopeKey
 async def test_backup_through_the_core(core: MemoryCore) -> None:
     await core.capture(MAIN, "用户喜欢用 pytest 而非 unittest")
     await core.flush()
-    first = core.store.path(MAIN).read_bytes()
+    first = core.memory.long_term.store.path(MAIN).read_bytes()
     await core.capture(MAIN, "another memory entirely")
     await core.flush()
     assert core.workspace.backup_path(MAIN).read_bytes() == first
@@ -471,7 +471,7 @@ def test_concurrent_captures_from_two_processes_lose_nothing(
 
     async def audited() -> int:
         async with MemoryCore.open(config, clock=ManualClock(NOW)) as core:
-            return sum(1 for r in await core.audit.recent(scope, limit=1000) if r.action == "add")
+            return sum(1 for r in await core.memory.long_term.audit.recent(scope, limit=1000) if r.action == "add")
 
     assert asyncio.run(audited()) == 40
     assert temp_files(ws.long_term_path(scope).parent) == []

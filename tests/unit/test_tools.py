@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from memory_core.chunking import ChunkKind
+from memory_core.conversation.tools import TOOL_SCHEMAS, ToolContext, dispatch
 from memory_core.engine import MemoryCore
 from memory_core.entries import CATEGORIES, Importance
 from memory_core.scope import MAIN, ScopeKey
-from memory_core.tools import TOOL_SCHEMAS, ToolContext, dispatch
 
 PEER = ScopeKey("peer:42")
 JSON_TYPES = {"string", "integer", "number", "boolean", "object", "array", "null"}
@@ -74,7 +74,7 @@ def test_schemas_accept_what_dispatch_accepts() -> None:
     """Every property a schema declares is one dispatch takes, and no other."""
     import inspect
 
-    from memory_core import tools
+    from memory_core.conversation import tools
 
     for tool in TOOL_SCHEMAS:
         name = tool["function"]["name"]
@@ -90,7 +90,7 @@ def test_schemas_accept_what_dispatch_accepts() -> None:
 
 
 async def call(core: MemoryCore, name: str, args: Any, scope: ScopeKey = MAIN) -> Any:
-    raw = await dispatch(ToolContext(core, scope, "sess"), name, args)
+    raw = await dispatch(ToolContext(core.memory, scope, "sess"), name, args)
     assert isinstance(raw, str)
     return json.loads(raw)
 

@@ -16,10 +16,12 @@ from hypothesis import strategies as st
 
 from memory_core.atomic import atomic_write_text
 from memory_core.clock import ManualClock
-from memory_core.engine import HOT_PATH_MAX_AGE, MemoryCore
+from memory_core.engine import MemoryCore
 from memory_core.entries import MemoryEntry
 from memory_core.history import SUMMARY_ROLE, HistoryStore, sql_length
 from memory_core.index import CorpusStats, bm25_score, bm25_scorer
+from memory_core.index import writes as index_writes
+from memory_core.memory.long_term import HOT_PATH_MAX_AGE
 from memory_core.memory_md import render_memory
 from memory_core.prompt import (
     render_prompt_memories,
@@ -29,6 +31,7 @@ from memory_core.prompt import (
 from memory_core.scope import MAIN, ScopeKey
 from memory_core.scoring import DEFAULT_POLICY
 from tests.conftest import START
+from tests.support import index_of, sql
 
 T0 = datetime(2026, 3, 1, 12, tzinfo=UTC)
 
@@ -57,13 +60,25 @@ async def test_turn_context_is_the_three_queries_it_replaces(
 
     context = await history.turn_context(session.id, limit)
 
-    expected = await history.latest_session_messages(session.id, limit)
+    # The long way: three plain queries.
+    live = [m for m in await history.session_messages(session.id)]
+    expected = live[-limit:] if limit > 0 else []
     if expected and not any(m.role == SUMMARY_ROLE for m in expected):
-        summary = await history.latest_of_role(session.id, SUMMARY_ROLE)
-        if summary is not None:
-            expected.insert(0, summary)
+        summaries = [
+            m
+            for m in await history.session_messages(session.id, include_compacted=True)
+            if m.role == SUMMARY_ROLE
+        ]
+        if summaries:
+            expected.insert(0, summaries[-1])
     assert context.messages == expected
-    assert context.chars == await history.session_chars(session.id)
+    [(chars,)] = await sql(
+        core,
+        "SELECT COALESCE(SUM(LENGTH(content)), 0) FROM messages WHERE session_id = ?"
+        " AND compacted = 0",
+        session.id,
+    )
+    assert context.chars == chars
 
 
 def test_sql_length_is_sqlites_length() -> None:
@@ -81,52 +96,54 @@ async def test_chat_turn_index_rows_match_a_full_recount(core: MemoryCore) -> No
     scope = ScopeKey("peer:carol")
     for text in ["我喜欢喝绿茶 green tea", "the gym locker is 4512", "绿茶 again", "ok"]:
         await core.chat(scope, text)
-    assert core.index is not None and core.db is not None
-    sid = await core.index.scope_id(scope)
-    conn = core.db.conn
-    rows = await conn.execute_fetchall(
+    sid = await index_of(core).scope_id(scope)
+    rows = await sql(
+        core,
         "SELECT c.id, c.line_from, c.line_to, c.ref, c.text, c.tokens, m.role, m.content"
         " FROM chunks c JOIN messages m ON m.id = c.line_from WHERE c.scope_id = ?"
         " AND c.kind = 'message' ORDER BY c.id",
-        (sid,),
+        sid,
     )
     assert len(rows) == 8  # four questions, four offline replies
     for _, line_from, line_to, ref, text, _tokens, role, content in rows:
         assert line_to == line_from and ref == str(line_from)
         assert text == f"{role}: {content}"
-    terms = await conn.execute_fetchall(
-        "SELECT term, df FROM terms WHERE scope_id = ? AND df > 0", (sid,)
-    )
+    terms = await sql(core, "SELECT term, df FROM terms WHERE scope_id = ? AND df > 0", sid)
     recount: Counter[str] = Counter()
     for row in rows:
         recount.update(set(str(row[5]).split()))
     assert dict((str(t), int(n)) for t, n in terms) == dict(recount)
-    counters = await conn.execute_fetchall(
-        "SELECT chunk_count, token_count FROM scopes WHERE id = ?", (sid,)
-    )
+    counters = await sql(core, "SELECT chunk_count, token_count FROM scopes WHERE id = ?", sid)
     assert tuple(next(iter(counters))) == (
         len(rows),
         sum(len(str(r[5]).split()) for r in rows),
     )
     for row in rows:
-        matched = await conn.execute_fetchall(
+        matched = await sql(
+            core,
             f"SELECT rowid FROM fts_{sid} WHERE fts_{sid} MATCH ?",
-            ('"' + str(row[5]).split()[0] + '"',),
+            '"' + str(row[5]).split()[0] + '"',
         )
         assert row[0] in {r[0] for r in matched}
-    hits = await core.index.search(scope, "locker 4512", limit=3)
+    hits = await core.memory.guard.index.search(scope, "locker 4512", limit=3)
     assert hits and "4512" in hits[0].text
 
 
-async def test_a_failing_statement_rolls_the_whole_message_back(core: MemoryCore) -> None:
+async def test_a_failing_statement_rolls_the_whole_message_back(
+    core: MemoryCore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The index row is a step of the message's transaction: when it fails, the message
+    is not stored either."""
     history = history_of(core)
     session = await history.open_session(MAIN, START)
 
-    def then(conn: sqlite3.Connection, message_id: int) -> None:
-        conn.execute("INSERT INTO no_such_table VALUES (?)", (message_id,))
+    def failing(conn: sqlite3.Connection, *args: object) -> None:
+        conn.execute("INSERT INTO no_such_table VALUES (1)")
 
+    monkeypatch.setattr(index_writes, "insert_chunks", failing)
     with pytest.raises(sqlite3.OperationalError):
-        await history.add_message(MAIN, session.id, "user", "lost", START, then=then)
+        await history.add_message(MAIN, session.id, "user", "lost", START, indexed=True)
+    monkeypatch.undo()
     assert await history.session_messages(session.id) == []
     kept = await history.add_message(MAIN, session.id, "user", "kept", START)
     assert [m.id for m in await history.session_messages(session.id)] == [kept.id]
@@ -207,7 +224,7 @@ async def test_prompt_memories_cache_follows_the_file_and_the_clock(
         e.with_(content="I drink black coffee every morning") if "tea" in e.content else e
         for e in entries
     ]
-    atomic_write_text(core.store.path(MAIN), render_memory(edited, now=clock()))
+    atomic_write_text(core.memory.long_term.store.path(MAIN), render_memory(edited, now=clock()))
     clock.advance(timedelta(seconds=5))
     await asyncio.sleep(HOT_PATH_MAX_AGE + 0.05)  # the hot path re-stats at most this often
     third = await core.prompt_memories(MAIN, now=clock() + timedelta(seconds=5))

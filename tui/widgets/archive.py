@@ -3,6 +3,7 @@ failed archive attempts, backlog events, the last run and which periods have sum
 
 from __future__ import annotations
 
+import json
 from datetime import tzinfo
 
 from rich.text import Text
@@ -12,7 +13,6 @@ from textual.widgets import DataTable, Static
 
 from tui.format import one_line, time_text
 from tui.overview import ArchiveState
-from tui.queries import event_detail
 
 
 def summary_text(state: ArchiveState, zone: tzinfo, *, compact: bool = False) -> Text:
@@ -155,3 +155,7 @@ class ArchivePane(VerticalScroll):
                 one_line(record.content or "", 60),
                 key=str(record.id),
             )
+
+
+def event_detail(detail: dict[str, object]) -> str:
+    return json.dumps(detail, ensure_ascii=False, sort_keys=True)

@@ -10,7 +10,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import DataTable, Static
 from textual_plotext import PlotextPlot
 
-from memory_core.audit import AuditRecord
+from memory_core.records import AuditRecord
 from memory_core.scoring import DEFAULT_POLICY, ScoringPolicy
 from tui.format import days_cell, score_bar, status_cell, time_text
 from tui.model import RankRow

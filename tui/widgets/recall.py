@@ -11,8 +11,8 @@ from textual.containers import Vertical, VerticalScroll
 from textual.message import Message
 from textual.widgets import DataTable, Input, Static
 
-from memory_core.index import Hit
 from memory_core.recall import Injection
+from memory_core.records import Hit
 from memory_core.text import matched_terms
 from tui.format import highlight, one_line, token_meter
 

@@ -13,17 +13,16 @@ import contextlib
 import logging
 from collections.abc import Coroutine
 from datetime import datetime, time, timedelta
-from typing import TYPE_CHECKING
 
-from memory_core.archiver import Archiver, ArchiveReport
-from memory_core.chat import ChatEngine, NewSessionResult, TurnResult
-from memory_core.clock import format_when, parse_when
-from memory_core.history import HistoryStore
+from memory_core.clock import format_when
+from memory_core.config import Config
+from memory_core.conversation.archiver import Archiver, ArchiveReport
+from memory_core.conversation.chat import ChatEngine, NewSessionResult, TurnResult
 from memory_core.llm import LLMClient
+from memory_core.locks import LockRegistry
+from memory_core.memory import MemoryService
 from memory_core.scope import ScopeKey
-
-if TYPE_CHECKING:
-    from memory_core.engine import MemoryCore
+from memory_core.storage import AuditBackend, HistoryBackend, ScheduleBackend
 
 log = logging.getLogger(__name__)
 
@@ -34,12 +33,24 @@ SHUTDOWN_FLUSH_SECONDS = 45.0
 
 
 class Runtime:
-    def __init__(self, core: MemoryCore, history: HistoryStore, llm: LLMClient) -> None:
-        self.core = core
+    def __init__(
+        self,
+        memory: MemoryService,
+        history: HistoryBackend,
+        llm: LLMClient,
+        config: Config,
+        audit: AuditBackend,
+        locks: LockRegistry,
+        schedules: ScheduleBackend,
+    ) -> None:
+        self.memory = memory
         self.history = history
         self.llm = llm
-        self.chat = ChatEngine(core, history, llm)
-        self.archiver = Archiver(core, history, llm)
+        self.config = config
+        self.audit = audit
+        self.schedules = schedules
+        self.chat = ChatEngine(memory, history, llm, config, audit)
+        self.archiver = Archiver(memory, history, llm, config.archive, audit, locks)
         self._inflight: set[asyncio.Task[TurnResult]] = set()
         self._background: set[asyncio.Task[object]] = set()
         self._ticker: asyncio.Task[None] | None = None
@@ -75,13 +86,12 @@ class Runtime:
     async def after_turn(self, scope: ScopeKey) -> None:
         """Caps, then an archive pass when one is due (or forced by overflow)."""
         caps = await self.history.enforce_caps(scope)
-        if caps.removed and self.core.index is not None:
-            await self.core.index.remove_messages(scope, caps.removed)
+        await self.memory.guard.remove_messages(scope, caps.removed)
         if caps.overflow:
-            await self.core.audit.add_event(
-                scope, "history_overflow", self.core.now(), {"note": "forcing archive"}
+            await self.audit.add_event(
+                scope, "history_overflow", self.memory.now(), {"note": "forcing archive"}
             )
-        if caps.overflow or caps.over_soft or await self.archiver.due(scope, self.core.now()):
+        if caps.overflow or caps.over_soft or await self.archiver.due(scope, self.memory.now()):
             await self.archive(scope)
 
     async def archive(self, scope: ScopeKey) -> ArchiveReport:
@@ -112,62 +122,32 @@ class Runtime:
 
     async def tick(self, now: datetime | None = None) -> list[str]:
         """Run whatever is due now; returns the names of the jobs that ran."""
-        when = now or self.core.now()
+        when = now or self.memory.now()
         ran: list[str] = []
         if await self.chat.close_idle_sessions():
             ran.append("idle-extraction")
-        for scope in await self._scopes_with_unarchived():
+        for scope in await self.history.scopes_with_unarchived():
             if await self.archiver.due(scope, when):
                 await self.archive(scope)
                 ran.append(f"archive:{scope}")
-        local = when.astimezone(self.core.tz)
-        hh, mm = (int(x) for x in self.core.config.schedule.daily_archive_at.split(":"))
+        local = when.astimezone(self.memory.notes.zone)
+        hh, mm = (int(x) for x in self.config.schedule.daily_archive_at.split(":"))
         today = local.date().isoformat()
-        if local.time() >= time(hh, mm) and await self._last("daily-archive") != today:
-            for scope in await self._scopes_with_unarchived():
+        if local.time() >= time(hh, mm) and await self.schedules.last("daily-archive") != today:
+            for scope in await self.history.scopes_with_unarchived():
                 await self.archive(scope)
-            await self._mark("daily-archive", today)
+            await self.schedules.mark("daily-archive", today)
             ran.append("daily-archive")
-        quiet = timedelta(minutes=self.core.config.schedule.quiet_minutes)
-        last_message = await self._last_message_at()
-        if (last_message is None or when - last_message >= quiet) and await self._last(
+        quiet = timedelta(minutes=self.config.schedule.quiet_minutes)
+        last_message = await self.history.last_message_at()
+        if (last_message is None or when - last_message >= quiet) and await self.schedules.last(
             "quiet-consolidation"
         ) != today:
-            for scope in await self.core.scopes():
-                await self.core.consolidate(scope, now=when)
-            await self._mark("quiet-consolidation", today)
+            for scope in await self.memory.long_term.scopes():
+                await self.memory.long_term.consolidate(scope, now=when)
+            await self.schedules.mark("quiet-consolidation", today)
             ran.append("quiet-consolidation")
         return ran
-
-    async def _scopes_with_unarchived(self) -> list[ScopeKey]:
-        assert self.core.db is not None
-        async with self.core.db.conn.execute(
-            "SELECT DISTINCT scope FROM messages WHERE archived = 'false'"
-        ) as cur:
-            return [ScopeKey(r[0]) for r in await cur.fetchall()]
-
-    async def _last_message_at(self) -> datetime | None:
-        assert self.core.db is not None
-        async with self.core.db.conn.execute("SELECT MAX(created_at) FROM messages") as cur:
-            row = await cur.fetchone()
-        return parse_when(row[0]) if row and row[0] else None
-
-    async def _last(self, name: str) -> str | None:
-        assert self.core.db is not None
-        async with self.core.db.conn.execute(
-            "SELECT last_run FROM schedule_state WHERE name = ?", (name,)
-        ) as cur:
-            row = await cur.fetchone()
-        return str(row[0]) if row else None
-
-    async def _mark(self, name: str, value: str) -> None:
-        assert self.core.db is not None
-        async with self.core.db.transaction() as conn:
-            await conn.execute(
-                "INSERT INTO schedule_state (name, last_run) VALUES (?, ?) ON CONFLICT (name)"
-                " DO UPDATE SET last_run = excluded.last_run",
-                (name, value),
-            )
 
     async def _flush_open_sessions(self) -> None:
         """Flush open sessions, a few at a time, within a time budget: a service manager
@@ -208,4 +188,4 @@ class Runtime:
             self._ticker = None
         await self._flush_open_sessions()
         await self.llm.close()
-        log.info("memory runtime stopped at %s", format_when(self.core.now()))
+        log.info("memory runtime stopped at %s", format_when(self.memory.now()))

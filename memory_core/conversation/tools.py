@@ -12,9 +12,9 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from memory_core.engine import MemoryCore
 from memory_core.entries import CATEGORIES, Importance
 from memory_core.errors import ChatmemError
+from memory_core.memory import MemoryService
 from memory_core.reading import DEFAULT_LINES, MAX_LINES
 from memory_core.scope import ScopeKey
 
@@ -104,7 +104,7 @@ TOOL_SCHEMAS: list[dict[str, Any]] = [MEMORY_SEARCH, MEMORY_GET, MEMORY_SAVE]
 
 @dataclass(frozen=True, slots=True)
 class ToolContext:
-    core: MemoryCore
+    memory: MemoryService
     scope: ScopeKey
     session_id: str | None = None
 
@@ -142,7 +142,7 @@ async def memory_search(ctx: ToolContext, query: str, max_results: int = 5) -> d
     if not isinstance(query, str) or not query.strip():
         raise ChatmemError("query must be a non-empty string")
     limit = max(1, min(int(max_results), MAX_RESULTS))
-    hits = await ctx.core.search(ctx.scope, query, limit=limit)
+    hits = await ctx.memory.finder.search(ctx.scope, query, limit=limit)
     return {
         "results": [
             {
@@ -163,7 +163,7 @@ async def memory_get(
 ) -> dict[str, Any]:
     if not isinstance(path, str):
         raise ChatmemError("path must be a string")
-    read = await ctx.core.read_memory(
+    read = await ctx.memory.finder.read(
         ctx.scope,
         path,
         int(start) if start is not None else None,
@@ -188,10 +188,10 @@ async def memory_save(
     if not isinstance(content, str) or not content.strip():
         raise ChatmemError("content must be a non-empty string")
     if target == "daily":
-        path, line = await ctx.core.append_daily(ctx.scope, content)
+        path, line = await ctx.memory.notes.append(ctx.scope, content)
         return {"saved": "daily", "path": f"{path}:{line}"}
     if target in ("long-term", "long_term", "longterm"):
-        entry, _ = await ctx.core.capture(
+        entry, _ = await ctx.memory.long_term.capture(
             ctx.scope,
             content,
             category=category if category in CATEGORIES else "fact",

@@ -4,8 +4,8 @@ Everything is made through the core's own API with a `ManualClock` walked forwar
 eight months, so scores really decayed, entries really were archived and forgotten by
 consolidation (and appear in the audit log), archive runs really wrote raw copies and
 daily/monthly summaries, and one scope's summariser really failed five times (backoff,
-`archive_backlog`). Only two things use plain SQL: sessions get fixed ids (reproducible
-screens), and one session is left `pending`, as a crashed archive run would leave it.
+`archive_backlog`). Conversations are recorded with fixed session ids (reproducible
+screens), and one is recorded `pending`, as a crashed archive run would leave it.
 
 No model, token or server is involved: the failing summariser is a stand-in that raises.
 Building twice does nothing the second time (a marker file records the build).
@@ -22,15 +22,14 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from memory_core.archiver import Archiver
 from memory_core.clock import ManualClock, format_when
 from memory_core.config import Config, LLMSettings
 from memory_core.engine import MemoryCore
 from memory_core.entries import Importance
 from memory_core.errors import ChatmemError, LLMError
-from memory_core.history import HistoryStore
 from memory_core.llm import ChatReply, LLMClient, Message
 from memory_core.merge import Candidate, MergeResult
+from memory_core.records import RecordedMessage
 from memory_core.scope import MAIN, ScopeKey
 
 MARKER = "demo.json"
@@ -256,15 +255,25 @@ ARCHIVE_RUNS: tuple[tuple[float, tuple[ScopeKey, bool]], ...] = (
 )
 """(days ago, (scope, summariser fails)) of each archive run."""
 
+CRASHED = frozenset({"alice-0002"})
+"""Sessions recorded as a crashed archive run leaves them: every message `pending` (no
+archive run of their scope comes after them)."""
+
 CONSOLIDATIONS = (180.0, 120.0, 60.0, 20.0, 0.1)
 """Days ago when every scope was consolidated (a bot does it in a quiet hour each day)."""
 
 
-class _OfflineSummariser(LLMClient):
-    """A summariser whose endpoint is down: every call fails, nothing leaves the machine."""
+class _DemoModel(LLMClient):
+    """No model at all (summaries are extractive), except while `down`: then a summariser
+    whose endpoint fails every call. Nothing leaves the machine either way."""
 
     def __init__(self) -> None:
-        super().__init__(LLMSettings(model="demo-summariser"))
+        super().__init__(LLMSettings(model=""))
+        self.down = False
+
+    @property
+    def configured(self) -> bool:
+        return self.down
 
     async def chat(self, messages: Sequence[Message], **_: Any) -> ChatReply:
         raise LLMError("demo: the summary endpoint is unreachable")
@@ -308,20 +317,21 @@ async def build_demo(path: Path | str, *, now: datetime | None = None) -> DemoRe
         return DemoResult(root, built=False)
     end = (now or datetime.now(UTC)).astimezone(UTC).replace(second=0, microsecond=0)
     clock = ManualClock(end - timedelta(days=260))
-    async with MemoryCore.open(Config(workspace=str(root)), clock=clock) as core:
-        await _Builder(core, clock, end).run()
+    model = _DemoModel()
+    async with MemoryCore.open(Config(workspace=str(root)), clock=clock, llm=model) as core:
+        await _Builder(core, model, clock, end).run()
     await asyncio.to_thread(_write_marker, root, end)
     return DemoResult(root, built=True)
 
 
 class _Builder:
-    def __init__(self, core: MemoryCore, clock: ManualClock, end: datetime) -> None:
+    def __init__(
+        self, core: MemoryCore, model: _DemoModel, clock: ManualClock, end: datetime
+    ) -> None:
         self.core = core
+        self.model = model
         self.clock = clock
         self.end = end
-        assert core.db is not None, "the demo needs the workspace database"
-        self.db = core.db
-        self.history = HistoryStore(core.db, core.config.history)
         self.ids: dict[str, str] = {}
 
     def at(self, days_ago: float) -> datetime:
@@ -340,7 +350,6 @@ class _Builder:
             (self.at(c.days_ago), 700 + i, ("talk", c)) for i, c in enumerate(CONVERSATIONS)
         )
         steps.extend((self.at(days), 950, ("archive", run)) for days, run in ARCHIVE_RUNS)
-        steps.append((self.at(0.09), 960, ("crash", "alice-0002")))
         for when, _, (kind, payload) in sorted(steps, key=lambda s: (s[0], s[1])):
             self.clock.set(when)
             await getattr(self, f"_{kind}")(payload)
@@ -398,44 +407,30 @@ class _Builder:
 
     async def _talk(self, talk: Conversation) -> None:
         start = self.at(talk.days_ago)
-        async with self.db.transaction() as conn:
-            await conn.execute(
-                "INSERT INTO sessions (id, scope, started_at, last_at, status) VALUES (?, ?, ?, ?, ?)",
-                (
-                    talk.session,
-                    talk.scope.value,
-                    format_when(start),
-                    format_when(start),
-                    "open" if talk.days_ago < 1 else "extracted",
-                ),
+        messages = [
+            RecordedMessage(
+                role="assistant" if speaker == "bot" else "user",
+                speaker=speaker,
+                content=text,
+                at=start + timedelta(minutes=number),
+                archived="pending" if talk.session in CRASHED else "false",
             )
-        for number, (speaker, text) in enumerate(talk.lines):
-            role = "assistant" if speaker == "bot" else "user"
-            when = start + timedelta(minutes=number)
-            message = await self.history.add_message(
-                talk.scope, talk.session, role, text, when, speaker=speaker
-            )
-            if self.core.index is not None:  # as the chat engine does, so recall finds it
-                await self.core.index.add_message(
-                    talk.scope, talk.session, message.id, speaker, text, when
-                )
+            for number, (speaker, text) in enumerate(talk.lines)
+        ]
+        status = "open" if talk.days_ago < 1 else "extracted"
+        await self.core.record_session(talk.scope, talk.session, start, messages, status=status)
 
     async def _archive(self, run: tuple[ScopeKey, bool]) -> None:
         scope, failing = run
         if not failing:
-            await Archiver(self.core, self.history, self.core.llm).run(scope)
+            await self.core.archive_history(scope)
             return
-        quiet = logging.getLogger("memory_core.archiver")
+        quiet = logging.getLogger("memory_core.conversation.archiver")
         level = quiet.level
         quiet.setLevel(logging.ERROR)  # the failures are the point; no warnings on stderr
+        self.model.down = True
         try:
-            await Archiver(self.core, self.history, _OfflineSummariser()).run(scope)
+            await self.core.archive_history(scope)
         finally:
+            self.model.down = False
             quiet.setLevel(level)
-
-    async def _crash(self, session: str) -> None:
-        """An archive run that died half-way leaves its messages pending."""
-        async with self.db.transaction() as conn:
-            await conn.execute(
-                "UPDATE messages SET archived = 'pending' WHERE session_id = ?", (session,)
-            )

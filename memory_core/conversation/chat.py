@@ -10,24 +10,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from memory_core.chunking import ChunkKind
-from memory_core.errors import ChatmemError, LLMError
-from memory_core.extract import (
+from memory_core.config import Config
+from memory_core.conversation.extract import (
     TranscriptLine,
     explicit_request,
     extract_with_llm,
     heuristic_candidates,
 )
-from memory_core.history import HistoryStore, Session, StoredMessage, sql_length
-from memory_core.llm import LLMClient, Message
-from memory_core.merge import ChangeKind, MergeResult
-from memory_core.prompting import (
+from memory_core.conversation.prompting import (
     COMPACT_INSTRUCTIONS,
     FLUSH_INSTRUCTIONS,
     NO_REPLY,
@@ -36,13 +32,16 @@ from memory_core.prompting import (
     history_window,
     system_prompt,
 )
+from memory_core.conversation.tools import MEMORY_SAVE, TOOL_SCHEMAS, ToolContext, dispatch
+from memory_core.errors import ChatmemError, LLMError
+from memory_core.history import Session, StoredMessage, sql_length
+from memory_core.llm import LLMClient, Message
+from memory_core.memory import MemoryService
+from memory_core.merge import ChangeKind, MergeResult
 from memory_core.recall import Injection, has_recall_intent
 from memory_core.scope import ScopeKey
+from memory_core.storage import AuditBackend, HistoryBackend
 from memory_core.text import has_cjk
-from memory_core.tools import MEMORY_SAVE, TOOL_SCHEMAS, ToolContext, dispatch
-
-if TYPE_CHECKING:
-    from memory_core.engine import MemoryCore
 
 log = logging.getLogger(__name__)
 
@@ -93,10 +92,19 @@ def learned_summary(result: MergeResult, chinese: bool) -> str:
 
 
 class ChatEngine:
-    def __init__(self, core: MemoryCore, history: HistoryStore, llm: LLMClient) -> None:
-        self.core = core
+    def __init__(
+        self,
+        memory: MemoryService,
+        history: HistoryBackend,
+        llm: LLMClient,
+        config: Config,
+        audit: AuditBackend,
+    ) -> None:
+        self.memory = memory
         self.history = history
         self.llm = llm
+        self.config = config
+        self.audit = audit
         self._pending_forget: dict[str, _PendingForget] = {}
         self._session_locks: dict[str, asyncio.Lock] = {}
         self._extracting: set[str] = set()
@@ -113,12 +121,12 @@ class ChatEngine:
     async def _turn(self, scope: ScopeKey, text: str, speaker: str) -> TurnResult:
         if not text:
             raise ChatmemError("empty message")
-        now = self.core.now()
+        now = self.memory.now()
         session = await self.history.open_session(scope, now)
         chinese = has_cjk(text)
 
         confirmation = await self._answer_pending_forget(scope, text, chinese)
-        window = self.core.config.history.max_messages * 3
+        window = self.config.history.max_messages * 3
         context = await self.history.turn_context(session.id, window)
         earlier = context.messages
         # Live characters of the session, kept up to date with what this turn stores so
@@ -126,26 +134,26 @@ class ChatEngine:
         chars = context.chars + sql_length(text)
         await self._store(scope, session.id, "user", text, now, speaker)
         if confirmation is not None:
-            await self._store(scope, session.id, "assistant", confirmation, self.core.now(), "")
+            await self._store(scope, session.id, "assistant", confirmation, self.memory.now(), "")
             return TurnResult(reply=confirmation, session_id=session.id)
         explicit = explicit_request(text)
         if explicit is not None:
             reply = await self._explicit(scope, explicit, chinese)
-            await self._store(scope, session.id, "assistant", reply, self.core.now(), "")
+            await self._store(scope, session.id, "assistant", reply, self.memory.now(), "")
             return TurnResult(reply=reply, session_id=session.id)
 
         recent = [m.content for m in earlier if m.role in ("user", "assistant")][-5:]
-        injection = await self.core.recall(scope, text, recent)
-        memories = await self.core.prompt_memories(scope)
+        injection = await self.memory.finder.recall(scope, text, recent)
+        memories = await self.memory.long_term.prompt_memories(scope)
         first_turn = not any(m.role == "user" for m in earlier)
-        daily_notes = await self.core.recent_daily(scope) if first_turn else ""
+        daily_notes = await self.memory.notes.recent(scope) if first_turn else ""
         intent = has_recall_intent(text)
 
         if not self.llm.configured:
             reply = _offline_reply(
                 chinese, [h.location + " " + " ".join(h.text.split()) for h in injection.hits]
             )
-            await self._store(scope, session.id, "assistant", reply, self.core.now(), "")
+            await self._store(scope, session.id, "assistant", reply, self.memory.now(), "")
             return TurnResult(
                 reply=reply, session_id=session.id, injected=[h.location for h in injection.hits]
             )
@@ -161,10 +169,10 @@ class ChatEngine:
                     recall_intent=intent,
                 ),
             },
-            *history_window(earlier, self.core.config.history),
+            *history_window(earlier, self.config.history),
             {"role": "user", "content": text},
         ]
-        ctx = ToolContext(self.core, scope, session.id)
+        ctx = ToolContext(self.memory, scope, session.id)
         try:
             reply, calls, stored = await self._tool_loop(ctx, messages, force_search=intent)
         except LLMError as exc:
@@ -175,11 +183,17 @@ class ChatEngine:
                 else "Sorry, the model is unavailable right now; your message is saved."
             )
             await self._store(
-                scope, session.id, "assistant", reply, self.core.now(), "", meta={"error": str(exc)}
+                scope,
+                session.id,
+                "assistant",
+                reply,
+                self.memory.now(),
+                "",
+                meta={"error": str(exc)},
             )
             return TurnResult(reply=reply, session_id=session.id)
         await self._store(
-            scope, session.id, "assistant", reply, self.core.now(), "", used=injection
+            scope, session.id, "assistant", reply, self.memory.now(), "", used=injection
         )
         await self._maybe_flush(scope, session, chars + stored + sql_length(reply))
         return TurnResult(
@@ -195,7 +209,7 @@ class ChatEngine:
         """The reply, the tools called, and the characters of the tool results stored."""
         calls: list[str] = []
         stored = 0
-        steps = max(1, self.core.config.llm.max_tool_steps)
+        steps = max(1, self.config.llm.max_tool_steps)
         for step in range(steps):
             choice: Any = None
             if force_search and step == 0:
@@ -213,7 +227,7 @@ class ChatEngine:
                     ctx.session_id or "",
                     "tool",
                     result,
-                    self.core.now(),
+                    self.memory.now(),
                     call.name,
                     meta={"arguments": call.arguments},
                 )
@@ -234,38 +248,24 @@ class ChatEngine:
         used: Injection | None = None,
     ) -> StoredMessage:
         """Store a message, its index row and (for a reply) the long-term entries its
-        prompt used, in one transaction: one commit per message instead of two or three.
-
-        The index lock is not taken: message chunks belong to no file, so no sync touches
-        them, and the transaction alone orders this write against every other one (taking
-        the lock inside it would invert the sync's lock-then-transaction order).
-        """
-        index = self.core.index if role in ("user", "assistant") else None
-        sid = await index.scope_id(scope) if index is not None else None
-        entry_ids = used.used_entry_ids if used is not None else []
-
-        index_row = (
-            index.add_message_in(sid, session_id, speaker or role, content, now)
-            if index is not None and sid is not None
-            else None
-        )
-        activations = self.core.note_used_in(scope, entry_ids, session_id) if entry_ids else None
-
-        def then(conn: sqlite3.Connection, message_id: int) -> None:
-            if index_row is not None:
-                index_row(conn, message_id)
-            if activations is not None:
-                activations(conn)
-
+        prompt used, in one transaction: one commit per message instead of two or three."""
         return await self.history.add_message(
-            scope, session_id, role, content, now, speaker=speaker, meta=meta, then=then
+            scope,
+            session_id,
+            role,
+            content,
+            now,
+            speaker=speaker,
+            meta=meta,
+            indexed=role in ("user", "assistant") and self.memory.indexed,
+            used_entry_ids=used.used_entry_ids if used is not None else (),
         )
 
     # --- explicit remember / forget -------------------------------------------------
     async def _explicit(self, scope: ScopeKey, request: tuple[str, str], chinese: bool) -> str:
         kind, what = request
         if kind == "remember":
-            entry, result = await self.core.capture(
+            entry, result = await self.memory.long_term.capture(
                 scope, what, category="fact", importance="high", source="explicit"
             )
             again = result.count(ChangeKind.REINFORCED) > 0
@@ -276,10 +276,10 @@ class ChatEngine:
             return (
                 "I already knew that; reinforced: " if again else "Got it, I'll remember: "
             ) + entry.content
-        hits = await self.core.search(
+        hits = await self.memory.finder.search(
             scope, what, limit=3, kinds=[ChunkKind.LONG_TERM], min_score=0.0
         )
-        entries = {e.id: e for e in await self.core.entries(scope)}
+        entries = {e.id: e for e in await self.memory.long_term.entries(scope)}
         target = next((entries[h.ref] for h in hits if h.ref in entries), None)
         if target is None:
             return (
@@ -288,7 +288,7 @@ class ChatEngine:
                 else f"I found no memory about “{what}”."
             )
         self._pending_forget[scope.value] = _PendingForget(
-            target.id, target.content, self.core.now()
+            target.id, target.content, self.memory.now()
         )
         if chinese:
             return f"要忘掉这条记忆吗？[{target.id}] {target.content}\n回复「确认」以归档它。"
@@ -296,12 +296,12 @@ class ChatEngine:
 
     async def _answer_pending_forget(self, scope: ScopeKey, text: str, chinese: bool) -> str | None:
         pending = self._pending_forget.pop(scope.value, None)
-        if pending is None or self.core.now() - pending.asked_at > FORGET_TTL:
+        if pending is None or self.memory.now() - pending.asked_at > FORGET_TTL:
             return None
         if text.strip().strip("!.。！").lower() not in CONFIRM_WORDS:
             return None
         try:
-            await self.core.archive(scope, pending.entry_id, source="explicit")
+            await self.memory.long_term.archive(scope, pending.entry_id, source="explicit")
         except ChatmemError:
             return "那条记忆已经不在了。" if chinese else "That memory is already gone."
         return f"已归档：{pending.content}" if chinese else f"Archived: {pending.content}"
@@ -312,11 +312,11 @@ class ChatEngine:
         async with self.lock_for(scope):
             session = await self.history.current_session(scope)
             if session is None:
-                await self.history.open_session(scope, self.core.now())
+                await self.history.open_session(scope, self.memory.now())
                 reply = "已开始新的会话。" if chinese else "Started a new session."
                 return NewSessionResult(reply=reply, closed_session=None, result=None)
-            await self.history.close_session(session.id, self.core.now())
-            await self.history.open_session(scope, self.core.now())
+            await self.history.close_session(session.id, self.memory.now())
+            await self.history.open_session(scope, self.memory.now())
         outcome = await self.extract_session(scope, session.id)
         if outcome is None:
             reply = (
@@ -345,21 +345,25 @@ class ChatEngine:
             self._extracting.discard(session_id)
 
     async def _extract_session(self, scope: ScopeKey, session_id: str) -> MergeResult | None:
-        if session_id in await self.core.audit.seen_sessions(scope):
+        if session_id in await self.audit.seen_sessions(scope):
             # Already merged: no model call and no write (the merge would skip it anyway).
             session = await self.history.get_session(session_id)
             if session is not None and session.status != "extracted":
                 await self.history.mark_extracted(session_id, {})
-            return MergeResult(entries=await self.core.entries(scope), skipped=True)
+            return MergeResult(entries=await self.memory.long_term.entries(scope), skipped=True)
         messages = await self.history.session_messages(session_id, include_compacted=True)
         lines = [
             TranscriptLine(m.role, m.content) for m in messages if m.role in ("user", "assistant")
         ]
-        now = self.core.now()
+        now = self.memory.now()
         if self.llm.configured:
             try:
                 candidates = await extract_with_llm(
-                    self.llm, lines, await self.core.entries(scope), now, self.core.policy
+                    self.llm,
+                    lines,
+                    await self.memory.long_term.entries(scope),
+                    now,
+                    self.memory.long_term.policy,
                 )
             except LLMError as exc:
                 session = await self.history.get_session(session_id)
@@ -372,7 +376,7 @@ class ChatEngine:
                 return None
         else:
             candidates = heuristic_candidates(lines)
-        result = await self.core.merge_candidates(
+        result = await self.memory.long_term.merge_candidates(
             scope, candidates, session_id=session_id, source="extract"
         )
         await self.history.mark_extracted(session_id, result.stats)
@@ -380,9 +384,9 @@ class ChatEngine:
 
     # --- flush before compaction ----------------------------------------------------
     async def _maybe_flush(self, scope: ScopeKey, session: Session, chars: int) -> None:
-        """`chars`: the session's live characters (`HistoryStore.session_chars`), counted
+        """`chars`: the session's live characters (`HistoryStore.turn_context`), counted
         at the start of the turn plus what the turn stored."""
-        settings = self.core.config.llm
+        settings = self.config.llm
         threshold = settings.context_tokens * settings.flush_at_ratio
         # Tokens never exceed characters (+4 per message), so most turns stop here.
         if chars < threshold * 0.8:
@@ -406,7 +410,7 @@ class ChatEngine:
         )
         talk = [m for m in current if m.role in ("user", "assistant", SUMMARY_ROLE)]
         said = [m for m in talk if m.role != SUMMARY_ROLE]
-        if len(said) <= self.core.config.llm.keep_after_compaction:
+        if len(said) <= self.config.llm.keep_after_compaction:
             # Nothing said since the last compaction beyond what it keeps: a summary of a
             # summary would cost two model calls (at every stop) and change nothing.
             return False
@@ -414,13 +418,13 @@ class ChatEngine:
             {"role": "assistant" if m.role == "assistant" else "user", "content": m.content}
             for m in talk
         ]
-        ctx = ToolContext(self.core, scope, session_id)
+        ctx = ToolContext(self.memory, scope, session_id)
         flush_messages: list[Message] = [
             {"role": "system", "content": FLUSH_INSTRUCTIONS},
             *transcript,
         ]
         try:
-            for _ in range(max(1, self.core.config.llm.max_tool_steps)):
+            for _ in range(max(1, self.config.llm.max_tool_steps)):
                 answer = await self.llm.chat(flush_messages, tools=[MEMORY_SAVE])
                 if not answer.tool_calls:
                     if (answer.content or "").strip() not in ("", NO_REPLY):
@@ -432,7 +436,7 @@ class ChatEngine:
                     flush_messages.append(
                         {"role": "tool", "tool_call_id": call.id, "content": result}
                     )
-            keep = self.core.config.llm.keep_after_compaction
+            keep = self.config.llm.keep_after_compaction
             old = talk[: len(talk) - keep]
             summary = await self.llm.chat(
                 [{"role": "system", "content": COMPACT_INSTRUCTIONS}, *transcript[: len(old)]]
@@ -441,20 +445,20 @@ class ChatEngine:
             log.warning("flush of session %s failed: %s", session_id, exc)
             return False
         await self.history.add_message(
-            scope, session_id, SUMMARY_ROLE, (summary.content or "").strip(), self.core.now()
+            scope, session_id, SUMMARY_ROLE, (summary.content or "").strip(), self.memory.now()
         )
         # Everything up to the last summarised message goes, tool results included: left
         # behind, they would keep the session over the line and flush it on every turn.
         cutoff = old[-1].id
         await self.history.mark_compacted([m.id for m in current if m.id <= cutoff])
-        await self.history.mark_flushed(session_id, self.core.now())
+        await self.history.mark_flushed(session_id, self.memory.now())
         return True
 
     # --- scheduled work -------------------------------------------------------------
     async def close_idle_sessions(self) -> int:
         """Extract sessions idle past the configured minutes, and retry failed ones."""
-        now = self.core.now()
-        idle_before = now - timedelta(minutes=self.core.config.history.idle_minutes)
+        now = self.memory.now()
+        idle_before = now - timedelta(minutes=self.config.history.idle_minutes)
         done = 0
         for session in await self.history.sessions_due(now, idle_before):
             scope = ScopeKey(session.scope)

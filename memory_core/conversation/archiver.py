@@ -1,0 +1,193 @@
+"""Running archive passes over a scope's session history (rules in `archive.py`)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from memory_core.atomic import atomic_write_text
+from memory_core.clock import format_when
+from memory_core.config import ArchiveSettings
+from memory_core.conversation.archive import (
+    DAILY_PROMPT,
+    MONTHLY_PROMPT,
+    backoff_delay,
+    extractive_summary,
+    make_slug,
+    plan_archive,
+    render_raw,
+    render_summary,
+    transcript,
+)
+from memory_core.errors import LLMError
+from memory_core.history import StoredMessage
+from memory_core.llm import LLMClient
+from memory_core.locks import LockRegistry
+from memory_core.memory import MemoryService
+from memory_core.scope import ScopeKey
+from memory_core.storage import AuditBackend, HistoryBackend
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class ArchiveReport:
+    scope: str
+    moved: int = 0
+    summarized: int = 0
+    failed: int = 0
+    files: list[str] = field(default_factory=list)
+    backlog: bool = False
+
+
+class Archiver:
+    def __init__(
+        self,
+        memory: MemoryService,
+        history: HistoryBackend,
+        llm: LLMClient,
+        settings: ArchiveSettings,
+        audit: AuditBackend,
+        locks: LockRegistry,
+    ) -> None:
+        self.memory = memory
+        self.history = history
+        self.llm = llm
+        self.settings = settings
+        self.audit = audit
+        self.locks = locks
+        self.workspace = memory.long_term.workspace
+        self.zone = memory.notes.zone
+
+    async def due(self, scope: ScopeKey, now: datetime) -> bool:
+        """More than N unarchived messages, or the interval passed since the last run."""
+        settings = self.settings
+        counts = await self.history.counts(scope)
+        if counts["false"] == 0:
+            return False
+        if counts["false"] > settings.trigger_unarchived:
+            return True
+        since = await self.last_run(scope) or await self.history.oldest_unarchived(scope)
+        return since is not None and now - since >= timedelta(hours=settings.interval_hours)
+
+    async def last_run(self, scope: ScopeKey) -> datetime | None:
+        run = await self.history.last_archive_run(scope)
+        return run.started_at if run is not None else None
+
+    async def run(self, scope: ScopeKey, *, now: datetime | None = None) -> ArchiveReport:
+        """One pass; never two at once for a scope (file lock across processes too)."""
+        async with self.locks.hold(self.workspace.lock_name(scope, "archive")):
+            return await self._run(scope, now or self.memory.now())
+
+    async def _run(self, scope: ScopeKey, now: datetime) -> ArchiveReport:
+        report = ArchiveReport(scope=scope.value)
+        run_id, ids = await self.history.begin_archive_run(scope, now)
+        messages = await self.history.messages_by_id(ids)
+        talk = [m for m in messages if m.role in ("user", "assistant")]
+        silent = [m.id for m in messages if m.role not in ("user", "assistant")]
+        await self._finish(silent)
+        plan = plan_archive(talk, now, self.zone, self.settings.raw_days)
+        await asyncio.to_thread(self.workspace.ensure_scope, scope)
+
+        for day, group in sorted(plan.raw.items()):
+            path = await self._write_raw(scope, day.isoformat(), group)
+            report.files.append(path)
+            report.moved += len(group)
+            await self._finish([m.id for m in group], scope)
+        for day, group in sorted(plan.daily.items()):
+            await self._summarise(scope, report, day.isoformat(), group, daily=True, now=now)
+        for month, group in sorted(plan.monthly.items()):
+            await self._summarise(scope, report, month, group, daily=False, now=now)
+
+        for path in report.files:
+            await self.memory.guard.file_written(scope, path)
+        caps = await self.history.enforce_caps(scope)
+        await self.memory.guard.remove_messages(scope, caps.removed)
+        await self.history.finish_archive_run(
+            run_id, self.memory.now(), report.moved, report.summarized, report.failed
+        )
+        return report
+
+    async def _write_raw(self, scope: ScopeKey, day: str, group: list[StoredMessage]) -> str:
+        directory = self.workspace.memory_dir(scope)
+        taken = {
+            p.stem[len(day) + 1 :]
+            for p in await asyncio.to_thread(lambda: list(directory.glob(f"{day}-*.md")))
+        }
+        slug = make_slug([m.content for m in group], f"{group[0].session_id[-8:]}", taken)
+        path = directory / f"{day}-{slug}.md"
+        text = render_raw(group[0].created_at.astimezone(self.zone).date(), group, self.zone)
+        await asyncio.to_thread(atomic_write_text, path, text)
+        return self.workspace.relative(path)
+
+    async def _summarise(
+        self,
+        scope: ScopeKey,
+        report: ArchiveReport,
+        period: str,
+        group: list[StoredMessage],
+        *,
+        daily: bool,
+        now: datetime,
+    ) -> None:
+        body: str
+        by_model = self.llm.configured
+        if by_model:
+            prompt = (DAILY_PROMPT if daily else MONTHLY_PROMPT).format(
+                period=period, transcript=transcript(group, self.zone)
+            )
+            try:
+                answer = await self.llm.chat([{"role": "user", "content": prompt}], temperature=0.2)
+                body = (answer.content or "").strip()
+                if not body:
+                    raise LLMError("empty summary")
+            except LLMError as exc:
+                log.warning("summary of %s in scope %s failed: %s", period, scope, exc)
+                await self._failed(scope, group, now, report)
+                return
+        else:
+            body = extractive_summary(group)
+        directory = self.workspace.summary_dir(scope)
+        path = directory / f"{period}.md"
+        section = render_summary(
+            period, body, kind="Day" if daily else "Month", generated_at=now, by_model=by_model
+        )
+        await asyncio.to_thread(_append_section, path, section)
+        report.files.append(self.workspace.relative(path))
+        report.summarized += len(group)
+        await self._finish([m.id for m in group], scope)
+
+    async def _finish(self, ids: Sequence[int], scope: ScopeKey | None = None) -> None:
+        """pending → true; the archive file now answers recall, so the message chunks go."""
+        if not ids:
+            return
+        await self.history.mark_archived(ids)
+        if scope is not None:
+            await self.memory.guard.remove_messages(scope, ids)
+
+    async def _failed(
+        self, scope: ScopeKey, group: list[StoredMessage], now: datetime, report: ArchiveReport
+    ) -> None:
+        settings = self.settings
+        attempts = max(m.archive_attempts for m in group) + 1
+        next_at = now + backoff_delay(attempts, settings.backoff_minutes, settings.max_attempts)
+        await self.history.mark_archive_failed([m.id for m in group], now, next_at)
+        report.failed += len(group)
+        if attempts >= settings.max_attempts:
+            report.backlog = True
+            await self.audit.add_event(
+                scope,
+                "archive_backlog",
+                now,
+                {"attempts": attempts, "messages": len(group), "next_at": format_when(next_at)},
+            )
+
+
+def _append_section(path: Path, section: str) -> None:
+    existing = path.read_text(encoding="utf-8") if path.exists() else ""
+    text = (existing.rstrip() + "\n\n" + section) if existing.strip() else section
+    atomic_write_text(path, text)

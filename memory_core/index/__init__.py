@@ -1,0 +1,38 @@
+"""The search index: chunks of every memory file and message, BM25 per scope.
+
+`SearchIndex` (sqlite_index.py) is the SQLite implementation; its jobs are split by
+module: schema and writes (writes.py), search reads (search.py) and BM25 scoring
+(ranking.py), the full rebuild (rebuild.py), reading files into chunks (files.py).
+"""
+
+from memory_core.index.files import prepare_file, scope_files
+from memory_core.index.model import Appended, Hit, PreparedFile, SyncStats
+from memory_core.index.ranking import (
+    K1,
+    RANK_BUDGET,
+    B,
+    CorpusStats,
+    bm25_score,
+    bm25_scorer,
+    candidate_terms,
+    idf,
+)
+from memory_core.index.sqlite_index import SearchIndex
+
+__all__ = [
+    "K1",
+    "RANK_BUDGET",
+    "Appended",
+    "B",
+    "CorpusStats",
+    "Hit",
+    "PreparedFile",
+    "SearchIndex",
+    "SyncStats",
+    "bm25_score",
+    "bm25_scorer",
+    "candidate_terms",
+    "idf",
+    "prepare_file",
+    "scope_files",
+]

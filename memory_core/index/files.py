@@ -1,0 +1,74 @@
+"""Reading a scope's files into chunks and tokens (blocking: run in worker threads)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Sequence
+from datetime import UTC, tzinfo
+from pathlib import Path
+
+from memory_core.chunking import Chunk, chunk_file, classify
+from memory_core.index.model import PreparedFile
+from memory_core.scope import ScopeKey
+from memory_core.text import tokenize
+from memory_core.workspace import Workspace
+
+
+def scope_files(workspace: Workspace, scope: ScopeKey) -> list[Path]:
+    """Every file of the scope that the index covers (blocking: directory listing)."""
+    out: list[Path] = []
+    long_term = workspace.long_term_path(scope)
+    if long_term.is_file():
+        out.append(long_term)
+    directory = workspace.memory_dir(scope)
+    for sub in (directory, directory / "summary"):
+        if not sub.is_dir():
+            continue
+        for entry in os.scandir(sub):
+            if entry.is_file(follow_symlinks=False) and entry.name.endswith(".md"):
+                path = Path(entry.path)
+                # A scope's LONG_TERM.md sits in its own directory: list it once.
+                if path != long_term:
+                    out.append(path)
+    return out
+
+
+def prepare_file(workspace: Workspace, path: Path, zone: tzinfo = UTC) -> PreparedFile | None:
+    """Read + chunk + tokenize one file (blocking, CPU): run it in a worker thread."""
+    relative = workspace.relative(path)
+    classified = classify(relative)
+    if classified is None:
+        return None
+    try:
+        st = path.stat()
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    text = data.decode("utf-8", errors="replace")
+    chunks = chunk_file(relative, text, zone)
+    return PreparedFile(
+        path=relative,
+        mtime_ns=st.st_mtime_ns,
+        # The size of what was read: a note appended between the stat and the read then
+        # leaves a (time, size) pair no later stat matches, so nothing trusts it.
+        size=len(data),
+        hash=hashlib.blake2b(data, digest_size=16).hexdigest(),
+        kind=classified[0],
+        chunks=[(c, " ".join(tokenize(c.text))) for c in chunks],
+    )
+
+
+def tokenize_chunks(chunks: Sequence[Chunk]) -> list[tuple[Chunk, str]]:
+    return [(chunk, " ".join(tokenize(chunk.text))) for chunk in chunks]
+
+
+def stat_files(workspace: Workspace, scope: ScopeKey) -> dict[Path, tuple[str, int, int]]:
+    out: dict[Path, tuple[str, int, int]] = {}
+    for path in scope_files(workspace, scope):
+        try:
+            st = path.stat()
+        except FileNotFoundError:
+            continue
+        out[path] = (workspace.relative(path), st.st_mtime_ns, st.st_size)
+    return out

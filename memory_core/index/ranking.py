@@ -1,0 +1,115 @@
+"""BM25 over pre-tokenized chunks: pure functions, the same for every storage backend.
+
+*Why not FTS5's bm25() scores directly:* it clamps idf to 1e-6 once a term is in half the
+documents, so in a scope of one or two memories nothing would ever pass a minimum score.
+FTS5 only picks candidates; these functions score them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+K1 = 1.2
+B = 0.75
+"""BM25's defaults (`recall.k1`, `recall.b` override them)."""
+CANDIDATE_FACTOR = 5
+MIN_CANDIDATES = 50
+RANK_BUDGET = 2000
+"""Postings FTS5 may rank for one explicit search before only the rarest terms pick
+candidates. FTS5 ranks ~0.4 M postings/s here, so this bounds a query's ranking at a few
+ms. Measured over the bench's 100 000-chunk scope (bench/recall_bench.py, same machine):
+budget 3 000: query p50 5.1 ms, recall@5 of the source sentence 71.5%; 2 000: 3.0 ms,
+67.0%; 1 500: 2.8 ms, 65.0%. Automatic recall in a chat turn uses `recall.rank_budget`
+(1 500): it runs on every turn."""
+
+
+@dataclass(frozen=True, slots=True)
+class CorpusStats:
+    docs: int
+    avg_len: float
+    doc_freq: dict[str, int]
+
+
+def idf(docs: int, containing: int) -> float:
+    """BM25 idf in the form that stays positive: log(1 + (N - n + 0.5) / (n + 0.5)).
+
+    FTS5's own bm25() clamps the classic form to 1e-6 once a term is in half the
+    documents, which in a scope of one or two memories means nothing ever scores.
+    """
+    return math.log(1.0 + (docs - containing + 0.5) / (containing + 0.5))
+
+
+def bm25_score(
+    query_terms: Sequence[str],
+    doc_terms: Sequence[str],
+    stats: CorpusStats,
+    k1: float = K1,
+    b: float = B,
+) -> float:
+    """BM25 of one document for a bag of query terms (`recall.k1`, `recall.b`)."""
+    if not doc_terms:
+        return 0.0
+    counts: dict[str, int] = {}
+    for term in doc_terms:
+        counts[term] = counts.get(term, 0) + 1
+    norm = k1 * (1.0 - b + b * len(doc_terms) / stats.avg_len)
+    score = 0.0
+    for term in dict.fromkeys(query_terms):
+        tf = counts.get(term)
+        if tf:
+            n = stats.doc_freq.get(term, 1)
+            score += idf(stats.docs, n) * tf * (k1 + 1.0) / (tf + norm)
+    return score
+
+
+def bm25_scorer(
+    query_terms: Sequence[str], stats: CorpusStats, k1: float = K1, b: float = B
+) -> Callable[[str], float]:
+    """`bm25_score` for many documents of one query, taking a stored `tokens` string:
+    each term's idf is computed once per query instead of once per document, and term
+    frequencies are counted for the query's terms only. The arithmetic is the same, in
+    the same order, so the scores are identical."""
+    weights = [(t, idf(stats.docs, stats.doc_freq.get(t, 1))) for t in dict.fromkeys(query_terms)]
+    avg_len = stats.avg_len
+
+    def score(tokens: str) -> float:
+        doc = tokens.split()
+        if not doc:
+            return 0.0
+        norm = k1 * (1.0 - b + b * len(doc) / avg_len)
+        total = 0.0
+        for term, weight in weights:
+            tf = doc.count(term)
+            if tf:
+                total += weight * tf * (k1 + 1.0) / (tf + norm)
+        return total
+
+    return score
+
+
+def candidate_terms(
+    terms: Sequence[str], stats: CorpusStats, budget: int = RANK_BUDGET
+) -> list[str]:
+    """Terms that choose candidates: all of them when their postings fit the budget,
+    else the rarest ones that fit (at least one). Terms absent from the scope drop out."""
+    present = sorted((t for t in terms if stats.doc_freq.get(t)), key=lambda t: stats.doc_freq[t])
+    chosen: list[str] = []
+    postings = 0
+    for term in present:
+        postings += stats.doc_freq[term]
+        if chosen and postings > budget:
+            break
+        chosen.append(term)
+    return chosen
+
+
+def fts_query(terms: Iterable[str]) -> str:
+    """An FTS5 MATCH string that can only mean 'any of these terms'.
+
+    Terms are alphanumeric by construction; quoting each one still makes FTS5 operators
+    (NEAR, OR, AND, NOT, *, ^, -, :) inert even if that ever changed.
+    """
+    unique = dict.fromkeys(t for t in terms if t)
+    return " OR ".join('"' + t.replace('"', '""') + '"' for t in unique)

@@ -1,0 +1,102 @@
+"""Search reads, as functions run on the database thread."""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+from memory_core.index.ranking import CorpusStats
+
+
+def corpus_stats(conn: sqlite3.Connection, sid: int, terms: set[str]) -> CorpusStats:
+    """N, average length and document frequencies of a scope (on the database thread)."""
+    placeholders = ",".join("?" * len(terms))
+    rows = conn.execute(
+        "SELECT NULL, chunk_count, token_count FROM scopes WHERE id = ?1 UNION ALL"
+        f" SELECT term, df, 0 FROM terms WHERE scope_id = ?1 AND term IN ({placeholders})",
+        (sid, *terms),
+    ).fetchall()
+    docs = tokens = 0
+    freq: dict[str, int] = {}
+    for term, count, total in rows:
+        if term is None:
+            docs, tokens = int(count), int(total)
+        else:
+            freq[str(term)] = int(count)
+    return CorpusStats(docs=max(docs, 1), avg_len=tokens / docs if docs else 1.0, doc_freq=freq)
+
+
+def find_scope(conn: sqlite3.Connection, key: str) -> int | None:
+    row = conn.execute("SELECT id FROM scopes WHERE key = ?", (key,)).fetchone()
+    return int(row[0]) if row else None
+
+
+CANDIDATE_COLUMNS = "c.path, c.line_from, c.line_to, c.tokens, c.text, c.kind, c.created_at, c.ref"
+"""What `candidates` returns of each chunk, in this order."""
+
+
+def candidates(
+    conn: sqlite3.Connection,
+    sid: int,
+    match: str,
+    filters: list[str],
+    params: list[object],
+    wanted: int,
+) -> list[Any]:
+    """The scope's chunks FTS5 matches, best `wanted` by FTS5's rank.
+
+    The scope is the FTS table itself (and `c.scope_id` again in the join), so no other
+    scope's chunk can be a candidate. With no filter beyond the scope, FTS5 takes its
+    top-N before the join.
+    """
+    where = " AND ".join(["c.scope_id = ?", "c.hidden = 0", *filters])
+    if not filters:
+        sql = (
+            f"SELECT {CANDIDATE_COLUMNS} FROM (SELECT rowid, rank FROM fts_{sid} WHERE fts_{sid}"
+            f" MATCH ? ORDER BY rank LIMIT ?) AS f JOIN chunks AS c ON c.id = f.rowid"
+            f" WHERE {where} ORDER BY f.rank"
+        )
+        return conn.execute(sql, [match, wanted, sid, *params]).fetchall()
+    sql = (
+        f"SELECT {CANDIDATE_COLUMNS} FROM fts_{sid} AS f JOIN chunks AS c ON c.id = f.rowid"
+        f" WHERE fts_{sid} MATCH ? AND {where} ORDER BY f.rank LIMIT ?"
+    )
+    return conn.execute(sql, [match, sid, *params, wanted]).fetchall()
+
+
+def session_messages(
+    conn: sqlite3.Connection, sid: int, session_id: str, first_id: int, count: int
+) -> list[tuple[int, str]]:
+    rows = conn.execute(
+        "SELECT line_from, text FROM chunks WHERE scope_id = ? AND path = ? AND kind = 'message'"
+        " AND line_from >= ? ORDER BY line_from LIMIT ?",
+        (sid, f"sessions/{session_id}", first_id, count),
+    ).fetchall()
+    return [(int(r[0]), str(r[1])) for r in rows]
+
+
+def message_context(
+    conn: sqlite3.Connection, sid: int, session_id: str, message_id: int, before: int, after: int
+) -> list[tuple[int, str]]:
+    rows = conn.execute(
+        "SELECT line_from, text FROM (SELECT line_from, text FROM chunks WHERE scope_id = ?1"
+        " AND path = ?2 AND kind = 'message' AND line_from < ?3 ORDER BY line_from DESC"
+        " LIMIT ?4) UNION ALL SELECT line_from, text FROM (SELECT line_from, text FROM chunks"
+        " WHERE scope_id = ?1 AND path = ?2 AND kind = 'message' AND line_from >= ?3"
+        " ORDER BY line_from LIMIT ?5) ORDER BY line_from",
+        (sid, f"sessions/{session_id}", message_id, before, after + 1),
+    ).fetchall()
+    return [(int(r[0]), str(r[1])) for r in rows]
+
+
+def file_stamps(conn: sqlite3.Connection, sid: int) -> dict[str, tuple[int, int, str]]:
+    """(mtime_ns, size, hash) of every file the index holds for the scope."""
+    rows = conn.execute(
+        "SELECT path, mtime_ns, size, hash FROM files WHERE scope_id = ?", (sid,)
+    ).fetchall()
+    return {str(r[0]): (int(r[1]), int(r[2]), str(r[3])) for r in rows}
+
+
+def file_stamp(conn: sqlite3.Connection, path: str) -> tuple[int, int] | None:
+    row = conn.execute("SELECT mtime_ns, size FROM files WHERE path = ?", (path,)).fetchone()
+    return (int(row[0]), int(row[1])) if row else None

@@ -1,0 +1,419 @@
+"""The SQLite search index: chunks of every memory file and message, BM25 per scope.
+
+Each scope has its own FTS5 table (`fts_<scope id>`) over pre-tokenized text, so a query
+costs what its scope holds, not what the workspace holds, and no query can reach another
+scope's postings. The `chunks` table is the FTS tables' external content and the one place
+chunk text lives. Files are the source of truth: `sync_scope` brings the index in line with
+them at one stat per unchanged file, and `rebuild` recreates everything from files.
+
+This class orders the work (per-scope locks, worker threads for files and tokens); the SQL
+lives in `writes.py`, `search.py` and `rebuild.py`, each function one call on the database
+thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import time
+from collections.abc import Callable, Iterable, Sequence
+from datetime import UTC, datetime, tzinfo
+from functools import partial
+from typing import Any
+
+import memory_core.index.rebuild as rebuilding
+import memory_core.index.search as reads
+import memory_core.index.writes as writes
+from memory_core.chunking import Chunk, ChunkKind, summary_period
+from memory_core.clock import format_when, parse_when
+from memory_core.db import Database
+from memory_core.index.files import prepare_file, stat_files, tokenize_chunks
+from memory_core.index.model import Appended, Hit, PreparedFile, Progress, SyncStats
+from memory_core.index.ranking import (
+    CANDIDATE_FACTOR,
+    K1,
+    MIN_CANDIDATES,
+    RANK_BUDGET,
+    B,
+    CorpusStats,
+    bm25_scorer,
+    candidate_terms,
+    fts_query,
+)
+from memory_core.scope import ScopeKey
+from memory_core.store import WriteRecord
+from memory_core.text import tokenize
+from memory_core.workspace import Workspace
+
+AfterInsert = Callable[[sqlite3.Connection, int], None]
+
+
+class SearchIndex:
+    def __init__(
+        self,
+        db: Database,
+        workspace: Workspace,
+        sync_min_interval: float = 2.0,
+        zone: tzinfo = UTC,
+        *,
+        k1: float = K1,
+        b: float = B,
+    ) -> None:
+        self._zone = zone
+        self._db = db
+        self._ws = workspace
+        self._k1 = k1
+        self._b = b
+        self._scope_ids: dict[str, int] = {}
+        self._scope_locks: dict[str, asyncio.Lock] = {}
+        self._last_sync: dict[str, float] = {}
+        self._sync_min_interval = sync_min_interval
+
+    # --- scopes and their FTS tables ------------------------------------------------
+    async def scope_id(self, scope: ScopeKey, *, create: bool = True) -> int | None:
+        cached = self._scope_ids.get(scope.value)
+        if cached is not None:
+            return cached
+        sid = await self._db.call(lambda conn: reads.find_scope(conn, scope.value))
+        if sid is None:
+            if not create:
+                return None
+            sid = await self._db.run(lambda conn: writes.ensure_scope(conn, scope.value))
+        self._scope_ids[scope.value] = sid
+        return sid
+
+    async def _sid(self, scope: ScopeKey) -> int:
+        sid = await self.scope_id(scope)
+        assert sid is not None
+        return sid
+
+    def _lock(self, scope: ScopeKey) -> asyncio.Lock:
+        return self._scope_locks.setdefault(scope.value, asyncio.Lock())
+
+    # --- syncing files --------------------------------------------------------------
+    async def sync_scope(self, scope: ScopeKey, *, force: bool = False) -> SyncStats:
+        """Bring the scope's chunks in line with its files (one stat per unchanged file)."""
+        async with self._lock(scope):
+            stats = await self._sync_scope_locked(scope, force)
+            self._last_sync[scope.value] = time.monotonic()
+            return stats
+
+    async def sync_if_stale(self, scope: ScopeKey) -> None:
+        """Before a search: pick up hand edits, at most once per min interval."""
+        last = self._last_sync.get(scope.value)
+        if last is None or time.monotonic() - last >= self._sync_min_interval:
+            await self.sync_scope(scope)
+
+    async def _sync_scope_locked(self, scope: ScopeKey, force: bool) -> SyncStats:
+        sid = await self._sid(scope)
+        stats = SyncStats()
+        known = await self._db.call(lambda conn: reads.file_stamps(conn, sid))
+        current = await asyncio.to_thread(stat_files, self._ws, scope)
+        stats.files_seen = len(current)
+        changed = [
+            path
+            for path, (rel, mtime, size) in current.items()
+            if force or known.get(rel, (None, None, None))[:2] != (mtime, size)
+        ]
+        if changed:
+            prepared = await asyncio.to_thread(
+                lambda: [
+                    p for p in (prepare_file(self._ws, path, self._zone) for path in changed) if p
+                ]
+            )
+            for item in prepared:
+                if not force and known.get(item.path, (0, 0, ""))[2] == item.hash:
+                    await self._db.call(
+                        partial(
+                            writes.restamp_file,
+                            path=item.path,
+                            mtime_ns=item.mtime_ns,
+                            size=item.size,
+                        )
+                    )
+                    continue
+                await self._write_file(sid, item, stats)
+        present = {rel for rel, _, _ in current.values()}
+        for gone in sorted(set(known) - present):
+            stats.chunks_removed += await self._db.run(
+                partial(writes.remove_file, sid=sid, path=gone)
+            )
+            stats.files_removed += 1
+        if changed or stats.files_removed:
+            await self._db.run(partial(writes.update_hidden, sid=sid))
+        return stats
+
+    async def sync_file(self, scope: ScopeKey, relative_path: str) -> None:
+        """Re-index one file the core just wrote (no directory scan)."""
+        async with self._lock(scope):
+            sid = await self._sid(scope)
+            item = await asyncio.to_thread(
+                prepare_file, self._ws, self._ws.root / relative_path, self._zone
+            )
+            if item is None:
+                await self._db.run(partial(writes.remove_file, sid=sid, path=relative_path))
+            else:
+                await self._write_file(sid, item, SyncStats())
+            if summary_period(relative_path):
+                await self._db.run(partial(writes.update_hidden, sid=sid))
+
+    async def add_prepared(
+        self,
+        scope: ScopeKey,
+        relative_path: str,
+        kind: ChunkKind,
+        prepared: Sequence[tuple[Chunk, str]],
+        *,
+        stamp: tuple[int, int] | None,
+        previous: tuple[int, int] | None = None,
+    ) -> None:
+        """Index tokenized chunks appended to a file (a daily note) in one transaction
+        and one round trip to the database thread.
+
+        `stamp` is the file's (mtime_ns, size) right after the append, None for a
+        non-file source; the file row takes it, so the next sync does not re-chunk the
+        file. `previous` is the file's stamp before the append, (0, 0) if it did not
+        exist: the chunks are only added when the index holds the file exactly as it was
+        then. Otherwise the index does not hold what precedes them (a hand edit it has not
+        synced) or already holds them (a sync that read the file after the append), and
+        the whole file is read again instead. If this write fails, the file row keeps the
+        old stamp, so the next sync reads the file again and the note is not lost.
+        """
+        async with self._lock(scope):
+            sid = await self._sid(scope)
+            reread = await self._db.run(
+                lambda conn: writes.add_appended_rows(
+                    conn, sid, relative_path, kind, prepared, stamp, previous
+                )
+            )
+            if reread:
+                await self._reread(sid, relative_path)
+
+    async def add_appended(
+        self,
+        scope: ScopeKey,
+        relative_path: str,
+        kind: ChunkKind,
+        append: Callable[[], Appended | None],
+    ) -> Appended | None:
+        """`add_prepared` for a note that `append` writes to its file on the database
+        thread, right before the index write and in the same round trip: one hop from the
+        event loop for the whole note. `append` returns None when it cannot write now (the
+        file is locked by another process); nothing is indexed then and None comes back.
+
+        The file is written before the transaction's statements run, so if they fail the
+        note stays in the file (the exception says so) and the next sync indexes it.
+        """
+        async with self._lock(scope):
+            sid = await self._sid(scope)
+
+            def work(conn: sqlite3.Connection) -> tuple[Appended | None, bool]:
+                done = append()
+                if done is None:
+                    return None, False
+                reread = writes.add_appended_rows(
+                    conn, sid, relative_path, kind, done.prepared, done.stamp, done.previous
+                )
+                return done, reread
+
+            done, reread = await self._db.run(work)
+            if reread:
+                await self._reread(sid, relative_path)
+            return done
+
+    async def _reread(self, sid: int, relative_path: str) -> None:
+        path = self._ws.root / relative_path
+        item = await asyncio.to_thread(prepare_file, self._ws, path, self._zone)
+        if item is not None:
+            await self._write_file(sid, item, SyncStats())
+
+    async def update_long_term(
+        self, scope: ScopeKey, relative_path: str, record: WriteRecord
+    ) -> None:
+        """Apply one write of the scope's long-term file by difference: added, edited and
+        removed entries are (re)tokenized, the others only get their new line numbers.
+
+        Only when the index holds exactly the version that was replaced; otherwise (a hand
+        edit not yet synced, a first write) the file is simply indexed again.
+        """
+        before = {e.id: e for e in record.before}
+        after = {e.id: e for e in record.after.entries}
+        stale = [i for i, e in before.items() if i not in after or after[i].content != e.content]
+        fresh = [e for i, e in after.items() if i not in before or before[i].content != e.content]
+        prepared = await asyncio.to_thread(
+            tokenize_chunks,
+            [
+                Chunk(*record.after.lines.get(e.id, (0, 0)), e.content, e.created_at, ref=e.id)
+                for e in fresh
+            ],
+        )
+        async with self._lock(scope):
+            sid = await self._sid(scope)
+            known = await self._db.call(lambda conn: reads.file_stamp(conn, relative_path))
+            in_step = record.before_stamp is not None and known == record.before_stamp[:2]
+            stamp = record.after_stamp
+            if not in_step or stamp is None:
+                await self._reread(sid, relative_path)
+                return
+            await self._db.run(
+                lambda conn: writes.apply_long_term(
+                    conn, sid, relative_path, stale, prepared, record.after.lines, stamp[:2]
+                )
+            )
+
+    async def message_step(
+        self, scope: ScopeKey, session_id: str, speaker: str, text: str, created_at: datetime
+    ) -> AfterInsert:
+        """The chunk of a session message as a step of the message's own transaction
+        (`HistoryStore.add_message`), given the message id there: a message and its index
+        row are one commit. The text is tokenized here, before.
+
+        The scope lock is not taken: message chunks belong to no file, so no sync touches
+        them, and the transaction alone orders this write against every other one (taking
+        the lock inside it would invert the sync's lock-then-transaction order).
+        """
+        sid = await self._sid(scope)
+        tokens = " ".join(tokenize(text))
+        path = f"sessions/{session_id}"
+        line = f"{speaker}: {text}"
+
+        def write(conn: sqlite3.Connection, message_id: int) -> None:
+            chunk = Chunk(message_id, message_id, line, created_at, ref=str(message_id))
+            writes.insert_chunks(conn, sid, path, ChunkKind.MESSAGE, [(chunk, tokens)])
+
+        return write
+
+    async def remove_messages(self, scope: ScopeKey, message_ids: Sequence[int]) -> None:
+        """Drop message chunks (history trimmed after archiving) from the scope's index."""
+        sid = await self.scope_id(scope, create=False)
+        if sid is None or not message_ids:
+            return
+        async with self._lock(scope):
+            await self._db.run(lambda conn: writes.remove_messages(conn, sid, message_ids))
+
+    async def _write_file(self, sid: int, item: PreparedFile, stats: SyncStats) -> None:
+        await self._db.run(lambda conn: writes.replace_file(conn, sid, item, stats))
+
+    # --- whole workspace ------------------------------------------------------------
+    async def sync_all(self, progress: Progress | None = None) -> SyncStats:
+        total = SyncStats()
+        scopes = await asyncio.to_thread(self._ws.scopes)
+        for number, scope in enumerate(scopes, start=1):
+            total.add(await self.sync_scope(scope))
+            if progress:
+                progress(number, len(scopes))
+        return total
+
+    async def rebuild(self, progress: Progress | None = None) -> SyncStats:
+        """Drop every file-derived chunk and index all files again (messages are kept);
+        see `rebuild.rebuild`."""
+        scopes, listed = await asyncio.to_thread(rebuilding.list_workspace, self._ws)
+        sids = {scope.value: await self._sid(scope) for scope in scopes}
+        paths = [(sids[scope.value], path) for scope, path in listed]
+        total = await rebuilding.rebuild(
+            self._db, self._ws, self._zone, paths, set(sids.values()), progress
+        )
+        now = time.monotonic()
+        for scope in scopes:
+            self._last_sync[scope.value] = now
+        return total
+
+    # --- search ---------------------------------------------------------------------
+    async def search(
+        self,
+        scope: ScopeKey,
+        query: str | Sequence[str],
+        *,
+        limit: int = 10,
+        kinds: Iterable[ChunkKind] | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        min_score: float = 0.0,
+        rank_budget: int = RANK_BUDGET,
+    ) -> list[Hit]:
+        """BM25 hits of one scope, best first; `query` is text or pre-made terms.
+
+        FTS5 picks candidates, then every candidate is scored with all query terms by
+        BM25. When the terms' postings exceed `rank_budget`, the rarest terms alone pick
+        the candidates: ranking every posting of a term found in thousands of chunks
+        costs milliseconds and rarely changes the top hits.
+        """
+        terms = list(
+            dict.fromkeys(
+                tokenize(query)
+                if isinstance(query, str)
+                else [t for q in query for t in tokenize(q)]
+            )
+        )
+        if not terms or limit <= 0:
+            return []
+        sid = await self.scope_id(scope, create=False)
+        if sid is None:
+            return []
+        filters: list[str] = []
+        params: list[object] = []
+        if kinds is not None:
+            kind_list = [ChunkKind(k).value for k in kinds]
+            filters.append(f"c.kind IN ({','.join('?' * len(kind_list))})")
+            params.extend(kind_list)
+        if since is not None:
+            filters.append("c.created_at >= ?")
+            params.append(format_when(since))
+        if until is not None:
+            filters.append("c.created_at < ?")
+            params.append(format_when(until))
+        wanted = max(limit * CANDIDATE_FACTOR, MIN_CANDIDATES)
+
+        def fetch(conn: sqlite3.Connection) -> tuple[CorpusStats, list[Any]]:
+            """Statistics, then candidates: one call on the database thread, not two."""
+            stats = reads.corpus_stats(conn, sid, set(terms))
+            chosen = candidate_terms(terms, stats, rank_budget)
+            if not chosen:
+                return stats, []
+            return stats, reads.candidates(conn, sid, fts_query(chosen), filters, params, wanted)
+
+        stats, rows = await self._db.call(fetch)
+        if not rows:
+            return []
+        score_of = bm25_scorer(terms, stats, self._k1, self._b)
+        scored = []
+        for r in rows:
+            score = score_of(str(r[3]))
+            if score >= min_score:
+                scored.append((score, r))
+        scored.sort(key=lambda pair: -pair[0])
+        return [
+            Hit(
+                path=r[0],
+                line_from=r[1],
+                line_to=r[2],
+                score=score,
+                text=r[4],
+                kind=ChunkKind(r[5]),
+                created_at=parse_when(r[6]) if r[6] else None,
+                ref=r[7],
+            )
+            for score, r in scored[:limit]
+        ]
+
+    async def session_messages(
+        self, scope: ScopeKey, session_id: str, first_id: int, count: int
+    ) -> list[tuple[int, str]]:
+        """(message id, 'speaker: text') of one session of this scope, from `first_id` on."""
+        sid = await self.scope_id(scope, create=False)
+        if sid is None:
+            return []
+        return await self._db.call(
+            lambda conn: reads.session_messages(conn, sid, session_id, first_id, count)
+        )
+
+    async def message_context(
+        self, scope: ScopeKey, session_id: str, message_id: int, before: int = 1, after: int = 2
+    ) -> list[tuple[int, str]]:
+        """The message and its neighbours in the session, oldest first."""
+        sid = await self.scope_id(scope, create=False)
+        if sid is None:
+            return []
+        return await self._db.call(
+            lambda conn: reads.message_context(conn, sid, session_id, message_id, before, after)
+        )

@@ -1,0 +1,242 @@
+"""The index's schema and writes, as functions run on the database thread.
+
+Each takes the sqlite3 connection inside the caller's transaction (`Database.run`), so a
+write of several statements costs one round trip from the event loop, not one each.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections import Counter
+from collections.abc import Iterable, Sequence
+
+from memory_core.chunking import Chunk, ChunkKind
+from memory_core.clock import format_when
+from memory_core.index.model import PreparedFile, SyncStats
+
+
+def create_fts(sid: int) -> list[str]:
+    return [
+        f"CREATE VIRTUAL TABLE IF NOT EXISTS fts_{sid} USING fts5(tokens, content='chunks',"
+        " content_rowid='id', tokenize='unicode61 remove_diacritics 0')",
+    ]
+
+
+UPSERT_FILE = (
+    "INSERT INTO files (path, scope_id, mtime_ns, size, hash, kind) VALUES (?, ?, ?, ?, ?, ?)"
+    " ON CONFLICT (path) DO UPDATE SET mtime_ns = excluded.mtime_ns, size = excluded.size,"
+    " hash = excluded.hash"
+)
+
+
+def adjust_df(raw: sqlite3.Connection, sid: int, token_strings: Iterable[str], sign: int) -> None:
+    """Keep per-scope document frequencies, counted once per batch, not per chunk."""
+    counts: Counter[str] = Counter()
+    for tokens in token_strings:
+        counts.update(set(tokens.split()))
+    if not counts:
+        return
+    raw.executemany(
+        "INSERT INTO terms (scope_id, term, df) VALUES (?, ?, ?)"
+        " ON CONFLICT (scope_id, term) DO UPDATE SET df = df + excluded.df",
+        [(sid, term, sign * n) for term, n in counts.items()],
+    )
+    if sign < 0:
+        raw.execute("DELETE FROM terms WHERE scope_id = ? AND df <= 0", (sid,))
+
+
+def insert_chunks(
+    raw: sqlite3.Connection,
+    sid: int,
+    path: str,
+    kind: ChunkKind,
+    chunks: Sequence[tuple[Chunk, str]],
+) -> None:
+    """Store chunks and register them with the scope's FTS table, document frequencies
+    and counters. Ids are assigned here, inside the caller's write transaction."""
+    if not chunks:
+        return
+    row = raw.execute("SELECT COALESCE(MAX(id), 0) FROM chunks").fetchone()
+    first = int(row[0]) + 1
+    rows = []
+    fts_rows = []
+    for offset, (chunk, tokens) in enumerate(chunks):
+        chunk_id = first + offset
+        rows.append(
+            (
+                chunk_id,
+                sid,
+                path,
+                chunk.line_from,
+                chunk.line_to,
+                kind.value,
+                format_when(chunk.created_at) if chunk.created_at else None,
+                chunk.ref,
+                chunk.text,
+                tokens,
+            )
+        )
+        fts_rows.append((chunk_id, tokens))
+    raw.executemany(
+        "INSERT INTO chunks (id, scope_id, path, line_from, line_to, kind, created_at, ref,"
+        " text, tokens) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        rows,
+    )
+    raw.executemany(f"INSERT INTO fts_{sid} (rowid, tokens) VALUES (?, ?)", fts_rows)
+    adjust_df(raw, sid, (tokens for _, tokens in fts_rows), +1)
+    raw.execute(
+        "UPDATE scopes SET chunk_count = chunk_count + ?, token_count = token_count + ?"
+        " WHERE id = ?",
+        (len(fts_rows), sum(token_count(t) for _, t in fts_rows), sid),
+    )
+
+
+def token_count(tokens: str) -> int:
+    return tokens.count(" ") + 1 if tokens else 0
+
+
+def delete_path(raw: sqlite3.Connection, sid: int, path: str) -> int:
+    rows = raw.execute(
+        "SELECT id, tokens FROM chunks WHERE scope_id = ? AND path = ?", (sid, path)
+    ).fetchall()
+    delete_rows(raw, sid, rows)
+    return len(rows)
+
+
+def delete_rows(raw: sqlite3.Connection, sid: int, rows: Iterable[Sequence[object]]) -> None:
+    pairs = [(r[0], str(r[1])) for r in rows]
+    if not pairs:
+        return
+    raw.executemany(
+        f"INSERT INTO fts_{sid} (fts_{sid}, rowid, tokens) VALUES ('delete', ?, ?)", pairs
+    )
+    raw.executemany("DELETE FROM chunks WHERE id = ?", [(p[0],) for p in pairs])
+    adjust_df(raw, sid, (t for _, t in pairs), -1)
+    raw.execute(
+        "UPDATE scopes SET chunk_count = chunk_count - ?, token_count = token_count - ?"
+        " WHERE id = ?",
+        (len(pairs), sum(token_count(t) for _, t in pairs), sid),
+    )
+
+
+def replace_file(raw: sqlite3.Connection, sid: int, item: PreparedFile, stats: SyncStats) -> None:
+    """A prepared file's chunks instead of the stored ones, and its row in `files` (the
+    stamp the next sync compares)."""
+    stats.chunks_removed += delete_path(raw, sid, item.path)
+    insert_chunks(raw, sid, item.path, item.kind, item.chunks)
+    raw.execute(UPSERT_FILE, (item.path, sid, item.mtime_ns, item.size, item.hash, item.kind.value))
+    stats.files_indexed += 1
+    stats.chunks_added += len(item.chunks)
+
+
+def add_appended_rows(
+    raw: sqlite3.Connection,
+    sid: int,
+    path: str,
+    kind: ChunkKind,
+    prepared: Sequence[tuple[Chunk, str]],
+    stamp: tuple[int, int] | None,
+    previous: tuple[int, int] | None,
+) -> bool:
+    """The write of `SearchIndex.add_prepared`; true when the file must be read again."""
+    if stamp is not None and previous is not None:
+        row = raw.execute("SELECT mtime_ns, size FROM files WHERE path = ?", (path,)).fetchone()
+        known = (int(row[0]), int(row[1])) if row else (0, 0)
+        if known != previous:
+            return known != stamp
+    insert_chunks(raw, sid, path, kind, prepared)
+    if stamp is not None:
+        # The old hash no longer describes the file: forget it, or a hand edit that
+        # removes the appended note would look unchanged.
+        raw.execute(UPSERT_FILE, (path, sid, stamp[0], stamp[1], "", kind.value))
+    return False
+
+
+def update_hidden(raw: sqlite3.Connection, sid: int) -> None:
+    """A monthly summary hides that month's daily summaries from recall."""
+    raw.execute("UPDATE chunks SET hidden = 0 WHERE scope_id = ? AND kind = 'summary'", (sid,))
+    raw.execute(
+        """
+        UPDATE chunks SET hidden = 1
+        WHERE scope_id = ?1 AND kind = 'summary'
+          AND path GLOB '*/summary/[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9].md'
+          AND EXISTS (
+            SELECT 1 FROM files m
+            WHERE m.scope_id = ?1
+              AND m.path = substr(chunks.path, 1, length(chunks.path) - 6) || '.md'
+          )
+        """,
+        (sid,),
+    )
+
+
+def ensure_scope(conn: sqlite3.Connection, key: str) -> int:
+    """The scope's id, its row and FTS table made on first use."""
+    conn.execute("INSERT OR IGNORE INTO scopes (key) VALUES (?)", (key,))
+    row = conn.execute("SELECT id FROM scopes WHERE key = ?", (key,)).fetchone()
+    sid = int(row[0])
+    for statement in create_fts(sid):
+        conn.execute(statement)
+    return sid
+
+
+def restamp_file(conn: sqlite3.Connection, path: str, mtime_ns: int, size: int) -> None:
+    """A file whose content is unchanged (same hash) under a new stamp."""
+    conn.execute("UPDATE files SET mtime_ns = ?, size = ? WHERE path = ?", (mtime_ns, size, path))
+
+
+def remove_file(conn: sqlite3.Connection, sid: int, path: str) -> int:
+    """A file gone from disk: its chunks and its row; returns the chunks removed."""
+    removed = delete_path(conn, sid, path)
+    conn.execute("DELETE FROM files WHERE path = ?", (path,))
+    return removed
+
+
+def remove_messages(conn: sqlite3.Connection, sid: int, message_ids: Sequence[int]) -> None:
+    """Message chunks of history trimmed after archiving."""
+    rows: list[Sequence[object]] = []
+    for start in range(0, len(message_ids), 500):
+        part = list(message_ids[start : start + 500])
+        rows += conn.execute(
+            f"SELECT id, tokens FROM chunks WHERE scope_id = ? AND kind = 'message'"
+            f" AND line_from IN ({','.join('?' * len(part))})",
+            (sid, *part),
+        ).fetchall()
+    delete_rows(conn, sid, rows)
+
+
+def apply_long_term(
+    conn: sqlite3.Connection,
+    sid: int,
+    path: str,
+    stale: Sequence[str],
+    fresh: Sequence[tuple[Chunk, str]],
+    lines: dict[str, tuple[int, int]],
+    stamp: tuple[int, int],
+) -> None:
+    """One long-term write by difference: chunks of removed and edited entries out, of
+    added and edited ones in, every other entry moved to its new lines, the file row
+    stamped (its hash forgotten: it no longer describes the file)."""
+    for start in range(0, len(stale), 500):
+        part = list(stale[start : start + 500])
+        old = conn.execute(
+            f"SELECT id, tokens FROM chunks WHERE scope_id = ? AND path = ?"
+            f" AND ref IN ({','.join('?' * len(part))})",
+            (sid, path, *part),
+        ).fetchall()
+        delete_rows(conn, sid, old)
+    insert_chunks(conn, sid, path, ChunkKind.LONG_TERM, fresh)
+    placed = conn.execute(
+        "SELECT id, ref, line_from, line_to FROM chunks WHERE scope_id = ? AND path = ?",
+        (sid, path),
+    ).fetchall()
+    moves = [
+        (*lines[str(ref)], chunk_id)
+        for chunk_id, ref, line_from, line_to in placed
+        if str(ref) in lines and lines[str(ref)] != (line_from, line_to)
+    ]
+    if moves:
+        conn.executemany("UPDATE chunks SET line_from = ?, line_to = ? WHERE id = ?", moves)
+    conn.execute(
+        "UPDATE files SET mtime_ns = ?, size = ?, hash = '' WHERE path = ?", (*stamp, path)
+    )

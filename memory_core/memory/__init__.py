@@ -1,0 +1,69 @@
+"""The memory service: long-term entries, captures, daily notes, search, recall and
+memory_get. It knows nothing of sessions or the model; the conversation layer is built
+on it."""
+
+from __future__ import annotations
+
+import zoneinfo
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import date, datetime
+
+from memory_core.config import Config
+from memory_core.locks import LockRegistry
+from memory_core.memory.finder import Finder
+from memory_core.memory.guard import IndexGuard
+from memory_core.memory.long_term import LongTermMemory, ScopeStatus, ValidationProblem
+from memory_core.memory.notes import DailyNotes
+from memory_core.store import LongTermStore
+from memory_core.workspace import Workspace
+
+__all__ = [
+    "DailyNotes",
+    "Finder",
+    "IndexGuard",
+    "LongTermMemory",
+    "MemoryService",
+    "ScopeStatus",
+    "ValidationProblem",
+    "build_memory_service",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryService:
+    long_term: LongTermMemory
+    notes: DailyNotes
+    finder: Finder
+    guard: IndexGuard
+    now: Callable[[], datetime]
+
+    def today(self, when: datetime | None = None) -> date:
+        return self.notes.today(when)
+
+    @property
+    def indexed(self) -> bool:
+        """Whether the search index is usable now (messages get index rows)."""
+        return self.guard.index is not None
+
+
+def build_memory_service(
+    config: Config,
+    workspace: Workspace,
+    locks: LockRegistry,
+    now: Callable[[], datetime],
+    guard: IndexGuard | None = None,
+) -> MemoryService:
+    """The service over a workspace; without a guard holding an index it searches files.
+
+    The audit log, activations and staged captures are attached by whoever opens the
+    database and journal (`MemoryCore.start`); without them the service still reads and
+    writes every memory file.
+    """
+    guard = guard or IndexGuard()
+    zone = zoneinfo.ZoneInfo(config.timezone)
+    store = LongTermStore(workspace, locks, config.scoring.archive_below)
+    long_term = LongTermMemory(config, workspace, store, guard, now)
+    notes = DailyNotes(workspace, locks, guard, zone, now, config.prompt.daily_max_chars)
+    finder = Finder(workspace, guard, config.recall, zone, notes.today, long_term.flush)
+    return MemoryService(long_term, notes, finder, guard, now)

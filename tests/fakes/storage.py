@@ -1,0 +1,273 @@
+"""In-memory storage backends: enough of the storage interfaces (memory_core.storage)
+to build the conversation layer without a database, and to show that nothing above the
+interfaces depends on SQLite."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
+from datetime import datetime
+from typing import Any
+
+from memory_core.history import ArchiveState, CapReport, Session, StoredMessage, TurnContext
+from memory_core.merge import Change
+from memory_core.records import ArchiveRun, AuditRecord, ScopeEvent
+from memory_core.scope import ScopeKey
+
+
+class MemoryHistory:
+    """Sessions and messages in lists; archive runs counted."""
+
+    def __init__(self) -> None:
+        self.sessions: dict[str, Session] = {}
+        self.messages: list[StoredMessage] = []
+        self.runs: list[tuple[str, datetime, datetime | None, tuple[int, int, int]]] = []
+        self.indexed: list[int] = []
+
+    async def open_session(self, scope: ScopeKey, now: datetime) -> Session:
+        current = await self.current_session(scope)
+        if current is not None:
+            return current
+        await self.add_session(scope, f"s{len(self.sessions) + 1}", now)
+        return self.sessions[f"s{len(self.sessions)}"]
+
+    async def add_session(
+        self, scope: ScopeKey, session_id: str, started_at: datetime, status: str = "open"
+    ) -> None:
+        self.sessions[session_id] = Session(
+            session_id, scope.value, started_at, started_at, status, 0, None, None
+        )
+
+    async def current_session(self, scope: ScopeKey) -> Session | None:
+        return next(
+            (s for s in self.sessions.values() if s.scope == scope.value and s.status == "open"),
+            None,
+        )
+
+    async def get_session(self, session_id: str) -> Session | None:
+        return self.sessions.get(session_id)
+
+    async def close_session(self, session_id: str, now: datetime) -> None:
+        self._set(session_id, status="closed")
+
+    async def mark_extracted(self, session_id: str, stats: dict[str, int]) -> None:
+        self._set(session_id, status="extracted")
+
+    async def mark_extract_failed(self, session_id: str, next_at: datetime) -> None:
+        self._set(session_id, status="extract_failed", next_extract_at=next_at)
+
+    async def mark_flushed(self, session_id: str, now: datetime) -> None:
+        self._set(session_id, flushed_at=now)
+
+    def _set(self, session_id: str, **changes: Any) -> None:
+        self.sessions[session_id] = replace(self.sessions[session_id], **changes)
+
+    async def sessions_due(self, now: datetime, idle_before: datetime) -> list[Session]:
+        return [s for s in self.sessions.values() if s.status == "open" and s.last_at < idle_before]
+
+    async def open_sessions(self) -> list[Session]:
+        return [s for s in self.sessions.values() if s.status == "open"]
+
+    async def add_message(
+        self,
+        scope: ScopeKey,
+        session_id: str,
+        role: str,
+        content: str,
+        now: datetime,
+        *,
+        speaker: str = "",
+        meta: dict[str, Any] | None = None,
+        indexed: bool = False,
+        used_entry_ids: Sequence[str] = (),
+        archived: ArchiveState = ArchiveState.FALSE,
+    ) -> StoredMessage:
+        message = StoredMessage(
+            len(self.messages) + 1,
+            scope.value,
+            session_id,
+            role,
+            speaker,
+            content,
+            now,
+            archived,
+            0,
+            None,
+            False,
+            meta or {},
+        )
+        self.messages.append(message)
+        if indexed:
+            self.indexed.append(message.id)
+        self._set(session_id, last_at=now)
+        return message
+
+    async def session_messages(
+        self, session_id: str, *, include_compacted: bool = False
+    ) -> list[StoredMessage]:
+        return [
+            m
+            for m in self.messages
+            if m.session_id == session_id and (include_compacted or not m.compacted)
+        ]
+
+    async def messages_by_id(self, ids: Sequence[int]) -> list[StoredMessage]:
+        wanted = set(ids)
+        return [m for m in self.messages if m.id in wanted]
+
+    async def turn_context(self, session_id: str, limit: int) -> TurnContext:
+        live = await self.session_messages(session_id)
+        return TurnContext(live[-limit:], sum(len(m.content) for m in live))
+
+    async def last_message_at(self) -> datetime | None:
+        return max((m.created_at for m in self.messages), default=None)
+
+    async def mark_compacted(self, message_ids: list[int]) -> None:
+        self._update(message_ids, compacted=True)
+
+    def _update(self, ids: Iterable[int], **changes: Any) -> None:
+        wanted = set(ids)
+        self.messages = [replace(m, **changes) if m.id in wanted else m for m in self.messages]
+
+    async def counts(self, scope: ScopeKey) -> dict[str, int]:
+        counts = {state.value: 0 for state in ArchiveState}
+        for m in self.messages:
+            if m.scope == scope.value:
+                counts[m.archived.value] += 1
+        return counts
+
+    async def counts_by_scope(self, scope: ScopeKey | None = None) -> dict[str, dict[str, int]]:
+        scopes = {m.scope for m in self.messages} if scope is None else {scope.value}
+        return {s: await self.counts(ScopeKey(s)) for s in scopes}
+
+    async def scopes_with_unarchived(self) -> list[ScopeKey]:
+        return sorted(
+            {ScopeKey(m.scope) for m in self.messages if m.archived is ArchiveState.FALSE},
+            key=lambda s: s.value,
+        )
+
+    async def oldest_unarchived(self, scope: ScopeKey) -> datetime | None:
+        return min(
+            (
+                m.created_at
+                for m in self.messages
+                if m.scope == scope.value and m.archived is ArchiveState.FALSE
+            ),
+            default=None,
+        )
+
+    async def begin_archive_run(self, scope: ScopeKey, now: datetime) -> tuple[int, list[int]]:
+        self.runs.append((scope.value, now, None, (0, 0, 0)))
+        ids = [
+            m.id
+            for m in self.messages
+            if m.scope == scope.value and m.archived is not ArchiveState.TRUE
+        ]
+        self._update(ids, archived=ArchiveState.PENDING)
+        return len(self.runs), ids
+
+    async def finish_archive_run(
+        self, run_id: int, now: datetime, moved: int, summarized: int, failed: int
+    ) -> None:
+        scope, started, _, _ = self.runs[run_id - 1]
+        self.runs[run_id - 1] = (scope, started, now, (moved, summarized, failed))
+
+    async def mark_archived(self, ids: Sequence[int]) -> None:
+        self._update(ids, archived=ArchiveState.TRUE)
+
+    async def mark_archive_failed(
+        self, ids: Sequence[int], now: datetime, next_at: datetime
+    ) -> None:
+        self._update(ids, archived=ArchiveState.FALSE, archive_next_at=next_at)
+
+    async def last_archive_run(self, scope: ScopeKey) -> ArchiveRun | None:
+        runs = [r for r in self.runs if r[0] == scope.value]
+        if not runs:
+            return None
+        _, started, finished, (moved, summarized, failed) = runs[-1]
+        return ArchiveRun(started, finished, moved, summarized, failed)
+
+    async def sessions_by_state(self, scope: ScopeKey, limit: int = 100) -> list[Any]:
+        return []
+
+    async def failed_archives(self, scope: ScopeKey) -> list[Any]:
+        return []
+
+    async def enforce_caps(self, scope: ScopeKey) -> CapReport:
+        return CapReport(removed=[], over_soft=False, overflow=False)
+
+
+class MemoryAudit:
+    """Changes and events in lists."""
+
+    def __init__(self) -> None:
+        self.records: list[AuditRecord] = []
+        self.sessions: dict[str, set[str]] = {}
+        self.event_log: list[ScopeEvent] = []
+
+    async def record(
+        self, scope: ScopeKey, changes: Iterable[Change], source: str, at: datetime
+    ) -> int:
+        before = len(self.records)
+        for c in changes:
+            self.records.append(
+                AuditRecord(
+                    len(self.records) + 1,
+                    at,
+                    scope.value,
+                    c.entry_id,
+                    c.kind.value,
+                    c.old_score,
+                    c.new_score,
+                    source,
+                    c.category,
+                    c.content,
+                    c.detail,
+                )
+            )
+        return len(self.records) - before
+
+    async def history(self, scope: ScopeKey, entry_id: str) -> list[AuditRecord]:
+        return [r for r in self.records if r.scope == scope.value and r.entry_id == entry_id]
+
+    async def recent(
+        self, scope: ScopeKey | None = None, limit: int = 100, after_id: int = 0
+    ) -> list[AuditRecord]:
+        rows = [r for r in self.records if scope is None or r.scope == scope.value]
+        return [r for r in reversed(rows) if r.id > after_id][:limit]
+
+    async def forgotten(self, scope: ScopeKey, limit: int = 500) -> list[AuditRecord]:
+        return [r for r in await self.recent(scope, limit) if r.action == "forget"]
+
+    async def last_id(self) -> int:
+        return len(self.records)
+
+    async def action_counts(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for r in self.records:
+            counts[r.action] = counts.get(r.action, 0) + 1
+        return counts
+
+    async def seen_sessions(self, scope: ScopeKey) -> frozenset[str]:
+        return frozenset(self.sessions.get(scope.value, set()))
+
+    async def mark_session(
+        self, scope: ScopeKey, session_id: str, at: datetime, stats: dict[str, int]
+    ) -> None:
+        self.sessions.setdefault(scope.value, set()).add(session_id)
+
+    async def add_event(
+        self, scope: ScopeKey, kind: str, at: datetime, detail: dict[str, object] | None = None
+    ) -> None:
+        self.event_log.append(
+            ScopeEvent(len(self.event_log) + 1, at, scope.value, kind, detail or {})
+        )
+
+    async def events(
+        self, scope: ScopeKey | None = None, kind: str | None = None, limit: int = 100
+    ) -> list[ScopeEvent]:
+        return [
+            e
+            for e in reversed(self.event_log)
+            if (scope is None or e.scope == scope.value) and (kind is None or e.kind == kind)
+        ][:limit]

@@ -1,0 +1,89 @@
+"""Test-only access to what the product keeps inside the core: its database (raw SQL to
+check or damage what the index and history hold) and index rows made without a history
+row. The product's front ends reach none of this."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from memory_core.clock import format_when
+from memory_core.db import Database
+from memory_core.engine import MemoryCore
+from memory_core.history import MESSAGE_COLUMNS, StoredMessage, message_from_row
+from memory_core.index import SearchIndex
+from memory_core.scope import ScopeKey
+
+
+def database(core: MemoryCore) -> Database:
+    db = core._db
+    assert db is not None, core.degraded_reason
+    return db
+
+
+def index_of(core: MemoryCore) -> SearchIndex:
+    index = core.memory.guard.index
+    assert index is not None, core.degraded_reason
+    return index
+
+
+async def sql(core: MemoryCore, query: str, *params: Any) -> list[Any]:
+    """Rows of one statement on the core's own connection (outside any transaction)."""
+    return await database(core).call(lambda conn: conn.execute(query, params).fetchall())
+
+
+async def sql_write(core: MemoryCore, *statements: tuple[str, Sequence[Any]]) -> None:
+    """Statements in one transaction on the core's own connection."""
+
+    def write(conn: sqlite3.Connection) -> None:
+        for statement, params in statements:
+            conn.execute(statement, params)
+
+    await database(core).run(write)
+
+
+async def index_message(
+    core: MemoryCore,
+    scope: ScopeKey,
+    session_id: str,
+    message_id: int,
+    speaker: str,
+    text: str,
+    created_at: datetime,
+) -> None:
+    """A `message` chunk of `sessions/<session_id>` without a history row."""
+    step = await index_of(core).message_step(scope, session_id, speaker, text, created_at)
+    await database(core).run(lambda conn: step(conn, message_id))
+
+
+async def chunk_counts(core: MemoryCore, scope: ScopeKey) -> dict[str, int]:
+    """Chunks of the scope by kind."""
+    rows = await sql(
+        core,
+        "SELECT c.kind, COUNT(*) FROM chunks c JOIN scopes s ON s.id = c.scope_id"
+        " WHERE s.key = ? GROUP BY c.kind",
+        scope.value,
+    )
+    return {str(kind): int(n) for kind, n in rows}
+
+
+async def note_used(
+    core: MemoryCore, scope: ScopeKey, entry_ids: Sequence[str], session_id: str
+) -> None:
+    """What a chat turn records for the entries its reply used."""
+    activations = core.memory.long_term.activations
+    assert activations is not None
+    await activations.record(scope, entry_ids, session_id, format_when(core.now()))
+
+
+async def recent_messages(core: MemoryCore, scope: ScopeKey, limit: int) -> list[StoredMessage]:
+    """The scope's newest messages (any session), oldest first."""
+    rows = await sql(
+        core,
+        f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE scope = ? ORDER BY id DESC LIMIT ?",
+        scope.value,
+        limit,
+    )
+    return [message_from_row(r) for r in reversed(rows)]
