@@ -20,7 +20,7 @@ from typing import Any
 os.environ.setdefault("PTB_TIMEDELTA", "1")
 
 from telegram import Bot, BotCommand, Message, MessageEntity, Update
-from telegram.constants import ChatAction, ChatType, FloodLimit
+from telegram.constants import ChatAction, ChatType
 from telegram.error import Forbidden, TelegramError
 from telegram.ext import AIORateLimiter, Application, ContextTypes, MessageHandler, filters
 
@@ -231,9 +231,9 @@ def build_telegram_app(
     # Every request goes through PTB's rate limiter: Telegram's flood limits are kept
     # (overall and per group), and a 429 is waited out (retry_after) and retried.
     limiter = AIORateLimiter(
-        overall_max_rate=FloodLimit.MESSAGES_PER_SECOND,
+        overall_max_rate=settings.max_requests_per_second,
         overall_time_period=1,
-        group_max_rate=FloodLimit.MESSAGES_PER_MINUTE_PER_GROUP,
+        group_max_rate=settings.max_messages_per_minute_per_group,
         group_time_period=60,
         max_retries=FLOOD_RETRIES,
     )

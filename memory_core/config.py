@@ -195,6 +195,14 @@ class TelegramSettings(_Section):
     group_requires_mention: bool = _field(
         True, "In groups, answer only when mentioned, replied to or commanded."
     )
+    max_requests_per_second: int = _field(
+        30,
+        "Requests per second to the Bot API over all chats (Telegram's flood limit); "
+        "0 = no overall limit, e.g. for a local Bot API server.",
+    )
+    max_messages_per_minute_per_group: int = _field(
+        20, "Messages per minute into one group (Telegram's limit); 0 = no per-group limit."
+    )
 
 
 class DingTalkSettings(_Section):

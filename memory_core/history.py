@@ -505,13 +505,6 @@ class HistoryStore:
             [(format_when(now), format_when(next_at), i) for i in ids],
         )
 
-    async def mark_pending(self, session_id: str) -> None:
-        """Every message of the session → pending, as a run that died half-way leaves them
-        (the next run of the scope puts them back)."""
-        await self._write_one(
-            "UPDATE messages SET archived = 'pending' WHERE session_id = ?", session_id
-        )
-
     async def last_archive_run(self, scope: ScopeKey) -> ArchiveRun | None:
         rows = await self._fetch(
             "SELECT started_at, finished_at, moved, summarized, failed FROM archive_runs"

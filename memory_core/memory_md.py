@@ -66,10 +66,6 @@ def escape_line(line: str) -> str:
     return "\\" + line if _NEEDS_ESCAPE.match(line) else line
 
 
-def unescape_line(line: str) -> str:
-    return line[1:] if _ESCAPED.match(line) else line
-
-
 def split_lines(text: str) -> list[str]:
     """Lines split at LF, CRLF and CR only (what a file read in text mode gives).
 

@@ -51,7 +51,9 @@ async def test_demo_has_fresh_fading_archived_and_forgotten_memories(tmp_path: P
         assert any("对花生过敏" in e.content for e in fresh)
         for scope in (ALICE, LI_LEI, TEAM):
             assert (await core.status(scope)).active
-        forgotten = {r.detail for scope in SCOPES for r in await core.memory.long_term.audit.forgotten(scope)}
+        forgotten = {
+            r.detail for scope in SCOPES for r in await core.memory.long_term.audit.forgotten(scope)
+        }
         assert {"score below forget line", "forgotten by request"} <= forgotten
         sources = {r.source for r in await core.memory.long_term.audit.recent(limit=500)}
         assert {"capture", "extract", "consolidate", "user"} <= sources

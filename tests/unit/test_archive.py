@@ -424,7 +424,9 @@ async def test_pending_left_by_a_crashed_run_is_archived_next_time(offline: Memo
     """A run that died between marking and finishing leaves 'pending' rows; the next run
     (which holds the scope's archive lock, so no other run is alive) takes them over."""
     message = await add(offline, ALICE, at(2026, 1, 30), "stranded by a crash")
-    await sql_write(offline, ("UPDATE messages SET archived = 'pending' WHERE id = ?", (message.id,)))
+    await sql_write(
+        offline, ("UPDATE messages SET archived = 'pending' WHERE id = ?", (message.id,))
+    )
     report = await offline.runtime.archive(ALICE)
     assert report.moved == 1
     assert (await message_row(offline, message.id))["archived"] == "true"

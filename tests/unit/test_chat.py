@@ -185,7 +185,8 @@ async def test_recall_injection_comes_from_the_right_scope(
     assert "nomad" not in everything(turn_requests(fake)[0])
     assert "banned" not in everything(turn_requests(fake)[0])
     assert result.injected and all(
-        loc.startswith(mcore.workspace.relative(mcore.memory.long_term.store.path(ALICE))) for loc in result.injected
+        loc.startswith(mcore.workspace.relative(mcore.memory.long_term.store.path(ALICE)))
+        for loc in result.injected
     )
 
 
@@ -412,7 +413,9 @@ async def test_offline_remember_and_forget_flow(core: MemoryCore, clock: ManualC
     assert archived.archived is ArchiveReason.MANUAL
     text = core.memory.long_term.store.path(ALICE).read_text(encoding="utf-8")
     assert text.index("## Archived Memories") < text.index("我对花生过敏")
-    assert [r.action for r in await core.memory.long_term.audit.history(ALICE, entry.id)][-1] == "archive"
+    assert [r.action for r in await core.memory.long_term.audit.history(ALICE, entry.id)][
+        -1
+    ] == "archive"
     assert (await core.chat(ALICE, "忘掉 火星基地")).reply == "没有找到关于「火星基地」的记忆。"
 
 
@@ -626,7 +629,9 @@ async def test_full_lifecycle(mcore: MemoryCore, fake: FakeOpenAI, clock: Manual
     fake.reply_json([{"content": "用户写 Python 测试都用 pytest", "category": "preference"}])
     await mcore.new_session(ALICE)
     [entry] = await mcore.entries(ALICE)
-    assert "用户写 Python 测试都用 pytest" in mcore.memory.long_term.store.path(ALICE).read_text(encoding="utf-8")
+    assert "用户写 Python 测试都用 pytest" in mcore.memory.long_term.store.path(ALICE).read_text(
+        encoding="utf-8"
+    )
 
     clock.advance(timedelta(hours=1))
     await mcore.chat(ALICE, "早上好")

@@ -529,5 +529,7 @@ async def test_corrupt_index_degrades_but_files_still_work(
 async def test_render_of_seeded_file_matches_what_core_reads(core: MemoryCore) -> None:
     now = core.now()
     entries = [MemoryEntry("a1", "hello", "fact", 0.5, now, now, now)]
-    core.memory.long_term.store.path(MAIN).write_text(render_memory(entries, now=now), encoding="utf-8")
+    core.memory.long_term.store.path(MAIN).write_text(
+        render_memory(entries, now=now), encoding="utf-8"
+    )
     assert await core.entries(MAIN) == entries

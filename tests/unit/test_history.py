@@ -50,12 +50,15 @@ async def set_state(
     core: MemoryCore, messages: Sequence[StoredMessage], state: ArchiveState
 ) -> None:
     await sql_write(
-        core, *[("UPDATE messages SET archived = ? WHERE id = ?", (state.value, m.id)) for m in messages]
+        core,
+        *[("UPDATE messages SET archived = ? WHERE id = ?", (state.value, m.id)) for m in messages],
     )
 
 
 async def remaining(core: MemoryCore, scope: ScopeKey) -> dict[int, str]:
-    rows = await sql(core, "SELECT id, archived FROM messages WHERE scope = ? ORDER BY id", scope.value)
+    rows = await sql(
+        core, "SELECT id, archived FROM messages WHERE scope = ? ORDER BY id", scope.value
+    )
     return {int(r[0]): str(r[1]) for r in rows}
 
 

@@ -982,3 +982,23 @@ async def test_recall_ranks_within_its_own_budget(
     assert seen[:-1] and set(seen[:-1]) == {core.config.recall.rank_budget}
     assert seen[-1] == index_module.RANK_BUDGET
     assert core.config.recall.rank_budget < index_module.RANK_BUDGET
+
+
+async def test_recall_k1_and_b_are_the_ranking_parameters(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """`recall.k1` and `recall.b` rank both the index and the file fallback."""
+    scores: dict[tuple[float, float], list[float]] = {}
+    for k1, b in ((1.2, 0.75), (2.0, 0.3)):
+        base = load_config(None, env={}, workspace=tmp_path / f"ws-{k1}")
+        recall = base.recall.model_copy(update={"k1": k1, "b": b})
+        async with MemoryCore.open(base.model_copy(update={"recall": recall}), clock=clock) as core:
+            for note in ("tea tea tea and cake", "tea", "coffee and a long walk by the river"):
+                await core.append_daily(MAIN, note)
+            indexed = await core.search(MAIN, "tea", limit=5)
+            core.memory.guard.failed(RuntimeError("test: search the files"))
+            from_files = await core.search(MAIN, "tea", limit=5)
+        assert [h.text for h in indexed] == [h.text for h in from_files]
+        assert [h.score for h in indexed] == pytest.approx([h.score for h in from_files])
+        scores[(k1, b)] = [h.score for h in indexed]
+    assert scores[(1.2, 0.75)] != pytest.approx(scores[(2.0, 0.3)])

@@ -231,7 +231,9 @@ async def test_degraded_search_is_isolated_too(populated: MemoryCore) -> None:
 async def refused(core: MemoryCore, scope: ScopeKey, path: str) -> None:
     with pytest.raises(ChatmemError):
         await core.read_memory(scope, path)
-    result = json.loads(await dispatch(ToolContext(core.memory, scope), "memory_get", {"path": path}))
+    result = json.loads(
+        await dispatch(ToolContext(core.memory, scope), "memory_get", {"path": path})
+    )
     assert set(result) == {"error"}, (scope, path, result)
 
 

@@ -471,7 +471,11 @@ def test_concurrent_captures_from_two_processes_lose_nothing(
 
     async def audited() -> int:
         async with MemoryCore.open(config, clock=ManualClock(NOW)) as core:
-            return sum(1 for r in await core.memory.long_term.audit.recent(scope, limit=1000) if r.action == "add")
+            return sum(
+                1
+                for r in await core.memory.long_term.audit.recent(scope, limit=1000)
+                if r.action == "add"
+            )
 
     assert asyncio.run(audited()) == 40
     assert temp_files(ws.long_term_path(scope).parent) == []
