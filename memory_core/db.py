@@ -10,13 +10,15 @@ standard library's public `sqlite3` API is used.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import queue
 import sqlite3
+import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from memory_core.errors import IndexUnavailable
 from memory_core.migrations import MIGRATIONS
@@ -28,6 +30,54 @@ T = TypeVar("T")
 Work = Callable[[sqlite3.Connection], T]
 
 
+class _Thread:
+    """One worker thread and its queue: each item runs to its end, in order.
+
+    Leaner than a `ThreadPoolExecutor` + `wrap_future` (about half the cost per call
+    here, measured): a turn makes several calls, each a hop from the event loop.
+    """
+
+    def __init__(self) -> None:
+        self._queue: queue.SimpleQueue[
+            tuple[
+                asyncio.AbstractEventLoop, asyncio.Future[Any], Callable[..., Any], tuple[Any, ...]
+            ]
+            | None
+        ] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._serve, name="chatmem-db", daemon=True)
+        self._thread.start()
+
+    def submit(self, fn: Callable[..., T], *args: Any) -> asyncio.Future[T]:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[T] = loop.create_future()
+        self._queue.put((loop, future, fn, args))
+        return future
+
+    def stop(self) -> None:
+        """Let the thread end once what is queued has run."""
+        self._queue.put(None)
+
+    def _serve(self) -> None:
+        while (item := self._queue.get()) is not None:
+            loop, future, fn, args = item
+            try:
+                result, error = fn(*args), None
+            except BaseException as exc:  # handed to the waiting task
+                result, error = None, exc
+            # A closed loop (RuntimeError) has nobody waiting any more.
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(_settle, future, result, error)
+
+
+def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
+    if future.cancelled():
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(result)
+
+
 class Database:
     """Open with `await Database.open(path)`; `close()` when done.
 
@@ -36,7 +86,7 @@ class Database:
     lock of their own.
     """
 
-    def __init__(self, conn: sqlite3.Connection, thread: ThreadPoolExecutor) -> None:
+    def __init__(self, conn: sqlite3.Connection, thread: _Thread) -> None:
         self._connection = conn
         self._thread = thread
         self._closed = False
@@ -52,13 +102,11 @@ class Database:
     ) -> Database:
         """Open (creating if needed), set the pragmas, migrate; IndexUnavailable for a file
         SQLite cannot use."""
-        thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="chatmem-db")
+        thread = _Thread()
         try:
-            conn = await asyncio.wrap_future(
-                thread.submit(_connect, path, synchronous, migrations, schema)
-            )
+            conn = await thread.submit(_connect, path, synchronous, migrations, schema)
         except BaseException:
-            thread.shutdown(wait=False)
+            thread.stop()
             raise
         return cls(conn, thread)
 
@@ -85,7 +133,7 @@ class Database:
     async def _submit(self, runner: Callable[[sqlite3.Connection, Work[T]], T], work: Work[T]) -> T:
         if self._closed:
             raise IndexUnavailable("the database is closed")
-        return await asyncio.wrap_future(self._thread.submit(runner, self._connection, work))
+        return await self._thread.submit(runner, self._connection, work)
 
     async def close(self) -> None:
         """Finish what is queued, then close the connection on its own thread."""
@@ -93,9 +141,9 @@ class Database:
             return
         self._closed = True
         try:
-            await asyncio.wrap_future(self._thread.submit(self._connection.close))
+            await self._thread.submit(self._connection.close)
         finally:
-            self._thread.shutdown(wait=False)
+            self._thread.stop()
 
 
 def _in_transaction(conn: sqlite3.Connection, work: Work[T]) -> T:

@@ -114,31 +114,27 @@ def test_front_ends_import_only_the_public_api() -> None:
     assert offenders == []
 
 
+def lines_matching(pattern: re.Pattern[str], folders: tuple[str, ...]) -> list[str]:
+    return [
+        f"{path.relative_to(ROOT)}:{number}: {line.strip()}"
+        for folder in folders
+        for path in sorted((ROOT / folder).rglob("*.py"))
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if pattern.search(line)
+    ]
+
+
 def test_front_ends_reach_no_part_of_the_core() -> None:
     """`MemoryCore` hands out no store, index, database or service: front ends use its
     methods."""
     inside = re.compile(r"\bcore\.(store|index|db|_db|audit|locks|_\w+|memory|runtime)\b")
-    offenders = [
-        f"{path.relative_to(ROOT)}:{number}: {line.strip()}"
-        for folder in ("adapters", "tui", "scripts")
-        for path in sorted((ROOT / folder).rglob("*.py"))
-        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
-        if inside.search(line)
-    ]
-    assert offenders == []
+    assert lines_matching(inside, ("adapters", "tui", "scripts")) == []
 
 
 def test_no_private_api_of_a_library() -> None:
     """aiosqlite's `_conn`/`_execute` (or any library's) are not part of the product."""
     private = re.compile(r"\._(conn|execute)\b")
-    offenders = [
-        f"{path.relative_to(ROOT)}:{number}"
-        for folder in ("memory_core", "adapters", "tui")
-        for path in sorted((ROOT / folder).rglob("*.py"))
-        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
-        if private.search(line)
-    ]
-    assert offenders == []
+    assert lines_matching(private, ("memory_core", "adapters", "tui")) == []
 
 
 def test_the_public_api_list_lives_in_the_package() -> None:
