@@ -1,33 +1,49 @@
 """The `chatmem` command line: one parser, one handler per subcommand.
 
-User errors (bad arguments, bad config, unknown ids) print one line and exit 2; only bugs
-show a traceback.
+User errors (bad arguments, bad config, unknown ids, a missing workspace) print one line
+and exit 2 (with --json, that line is a JSON object); only bugs show a traceback.
+
+Only `init`, the bots (`chat`, `telegram`, `dingtalk`) and `demo` create a workspace; every
+other command on a missing one says so and exits 2. A command says on stderr which
+workspace it uses when the command line did not name it.
+
+`chatmem --help` must answer at once, so this module and the subcommand modules import
+nothing heavy at the top: the config (pydantic), the engine (SQLite, the model client)
+and Textual are imported by the code that runs a command (bench/cli_bench.py measures).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import io
 import json
+import os
 import sys
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 from memory_core.clock import parse_when
-from memory_core.config import Config, load_config
-from memory_core.engine import MemoryCore
 from memory_core.entries import CATEGORIES, Importance
 from memory_core.errors import ChatmemError
 from memory_core.scope import ScopeKey
 
+if TYPE_CHECKING:
+    from memory_core.config import Config
+    from memory_core.engine import MemoryCore
+
 EXIT_USER_ERROR = 2
 EXIT_PROBLEMS = 1
+ERROR_PREFIX = "chatmem: error: "
 
-Handler = Callable[[MemoryCore, argparse.Namespace], Coroutine[Any, Any, int]]
-ConfigHandler = Callable[[Config, argparse.Namespace], Coroutine[Any, Any, int]]
+Handler = Callable[["MemoryCore", argparse.Namespace], Coroutine[Any, Any, int]]
+ConfigHandler = Callable[["Config", argparse.Namespace], Coroutine[Any, Any, int]]
 OWN_CORE: set[str] = set()
 """Subcommands whose `run` takes the config and opens (or not) a core of its own."""
+CREATES: set[str] = set()
+"""Subcommands that create the workspace when it does not exist (the others refuse)."""
 COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Handler]] = {}
 
 
@@ -41,15 +57,21 @@ class OneLineParser(argparse.ArgumentParser):
         )
 
 
-def command(name: str, help_text: str, *, opens_core: bool = True) -> Callable[[Any], Any]:
+def command(
+    name: str, help_text: str, *, opens_core: bool = True, creates: bool = False
+) -> Callable[[Any], Any]:
     """Register a subcommand: a class with `run(core, args)` and, when it takes its own
     options, `arguments(parser)`. With `opens_core=False`, `run(config, args)` gets the
-    config instead: for commands that must not touch the configured workspace."""
+    config instead: for commands that must not touch the configured workspace. With
+    `creates=True` a missing workspace is created (with a line on stderr) instead of
+    refused."""
 
     def register(cls: Any) -> Any:
         COMMANDS[name] = (help_text, getattr(cls, "arguments", _no_arguments), cls.run)
         if not opens_core:
             OWN_CORE.add(name)
+        if creates:
+            CREATES.add(name)
         return cls
 
     return register
@@ -82,17 +104,29 @@ def _common_options(with_defaults: bool) -> OneLineParser:
     common = OneLineParser(add_help=False)
     common.add_argument(
         "--config",
+        metavar="FILE",
         default=default(None),
-        help="TOML config file (default ./chatmem.toml if present)",
+        help="TOML config file (default: ./chatmem.toml when present)",
     )
     common.add_argument(
         "--workspace",
+        metavar="DIR",
         default=default(None),
-        help="workspace directory (beats CHATMEM_WORKSPACE)",
+        help="workspace directory; beats CHATMEM_WORKSPACE and the config file (default: "
+        "the platform's data directory, e.g. ~/.local/share/chatmem)",
     )
-    common.add_argument("--scope", default=default("main"), help="scope key, e.g. main, peer:42")
     common.add_argument(
-        "--json", action="store_true", default=default(False), help="machine-readable output"
+        "--scope",
+        metavar="KEY",
+        default=default("main"),
+        help="scope key: main (default), peer:ID, CHANNEL:peer:ID, "
+        "CHANNEL:ACCOUNT:peer:ID or group:CHANNEL:CHAT_ID",
+    )
+    common.add_argument(
+        "--json",
+        action="store_true",
+        default=default(False),
+        help="machine-readable output; errors too, as one JSON object on stderr",
     )
     return common
 
@@ -116,6 +150,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if "--json" in argv and not isinstance(sys.stderr, JsonErrors):
+        with errors_as_json():
+            return main(argv)
     # Importing registers the subcommands of every area.
     from adapters import cli_bots, cli_commands, cli_recall, cli_tui  # noqa: F401
 
@@ -125,13 +163,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return EXIT_USER_ERROR
     try:
+        from memory_core.config import load_config
+
         config = load_config(args.config, workspace=args.workspace)
-        scope = ScopeKey(args.scope)
+        scope = ScopeKey.parse(args.scope)
         args.scope_key = scope
         handler = COMMANDS[args.command][2]
         if args.command in OWN_CORE:
             own: ConfigHandler = handler  # type: ignore[assignment]
             return asyncio.run(own(config, args))
+        announce_workspace(config, args)
         return asyncio.run(_run(config, handler, args))
     except ChatmemError as exc:
         print(f"chatmem: error: {exc}", file=sys.stderr)
@@ -141,8 +182,78 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 async def _run(config: Config, handler: Handler, args: argparse.Namespace) -> int:
-    async with MemoryCore.open(config) as core:
+    from memory_core.engine import MemoryCore
+
+    async with MemoryCore.open(config, create=args.command in CREATES) as core:
         return await handler(core, args)
+
+
+def announce_workspace(config: Config, args: argparse.Namespace) -> None:
+    """On stderr: which workspace a command uses when the command line did not name it,
+    and that a command is about to create one (a mistyped path shows at once)."""
+    from memory_core.engine import MemoryCore
+
+    root = config.workspace_path
+    if args.workspace is None:
+        if os.environ.get("CHATMEM_WORKSPACE"):
+            origin = "from CHATMEM_WORKSPACE"
+        elif config.workspace:
+            origin = "from the config file"
+        else:
+            origin = "the default; --workspace DIR chooses another"
+        print(f"chatmem: using workspace {root} ({origin})", file=sys.stderr)
+    if args.command in CREATES and not MemoryCore.workspace_exists(root):
+        print(f"chatmem: creating workspace at {root}", file=sys.stderr)
+
+
+class JsonErrors(io.TextIOBase):
+    """stderr under --json: every `chatmem: error: …` line becomes `{"error": "…"}`.
+
+    Every error path ends in such a line on stderr (argparse's, the handlers', the error
+    mapping in `main`), so rewriting them where they all pass makes no path able to forget
+    the JSON form. Other lines (log records, notices) pass through unchanged.
+    """
+
+    def __init__(self, target: TextIO) -> None:
+        super().__init__()
+        self._target = target
+        self._pending = ""
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        self._pending += text
+        while "\n" in self._pending:
+            line, self._pending = self._pending.split("\n", 1)
+            self._target.write(self._converted(line) + "\n")
+        return len(text)
+
+    def flush(self) -> None:
+        self._target.flush()
+
+    def finish(self) -> None:
+        """Write what is left of an unfinished line."""
+        if self._pending:
+            self._target.write(self._converted(self._pending))
+            self._pending = ""
+        self._target.flush()
+
+    @staticmethod
+    def _converted(line: str) -> str:
+        if not line.startswith(ERROR_PREFIX):
+            return line
+        return json.dumps({"error": line.removeprefix(ERROR_PREFIX)}, ensure_ascii=False)
+
+
+@contextlib.contextmanager
+def errors_as_json() -> Iterator[None]:
+    stream = JsonErrors(sys.stderr)
+    with contextlib.redirect_stderr(stream):  # type: ignore[type-var]
+        try:
+            yield
+        finally:
+            stream.finish()
 
 
 def parse_time_arg(value: str) -> Any:
@@ -160,11 +271,31 @@ def importance_arg(value: str) -> Importance:
 
 
 def category_arg(value: str) -> str:
-    if not value.replace("_", "").replace("-", "").isalnum() or len(value) > 40:
+    if value not in CATEGORIES:
         raise argparse.ArgumentTypeError(
-            f"bad category {value!r}; usual ones: {', '.join(CATEGORIES)}"
+            f"unknown category {value!r}; one of: {', '.join(CATEGORIES)}"
         )
     return value
+
+
+def positive_int(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive whole number, not {value!r}")
+    return number
+
+
+def days_arg(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        number = -1
+    if number < 0:
+        raise argparse.ArgumentTypeError(f"expected a number of days (0 or more), not {value!r}")
+    return number
 
 
 if __name__ == "__main__":

@@ -8,9 +8,12 @@ import contextlib
 import logging
 import signal
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 from adapters.cli import command
-from memory_core.engine import MemoryCore
+
+if TYPE_CHECKING:
+    from memory_core.engine import MemoryCore
 
 
 def _setup_logging(core: MemoryCore) -> None:
@@ -34,12 +37,18 @@ async def serve_until_signal(serve: Callable[[asyncio.Event], Awaitable[None]]) 
     return 0
 
 
-@command("chat", "chat with the memory bot in this terminal (no token needed)")
+@command("chat", "chat with the memory bot in this terminal (no token needed)", creates=True)
 class Chat:
     @staticmethod
     def arguments(parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--as", dest="user", default="me", help="who is talking (default: me)")
-        parser.add_argument("--group", help="talk in this group chat id instead of a direct chat")
+        parser.add_argument(
+            "--as", dest="user", default="me", metavar="NAME", help="who is talking (default: me)"
+        )
+        parser.add_argument(
+            "--group",
+            metavar="CHAT_ID",
+            help="talk in this group chat (scope group:console:CHAT_ID) instead of a direct chat",
+        )
 
     @staticmethod
     async def run(core: MemoryCore, args: argparse.Namespace) -> int:
@@ -49,7 +58,7 @@ class Chat:
         return await run_console(core, user=args.user, group=args.group)
 
 
-@command("telegram", "run the Telegram bot (TELEGRAM_BOT_TOKEN)")
+@command("telegram", "run the Telegram bot (TELEGRAM_BOT_TOKEN)", creates=True)
 class Telegram:
     @staticmethod
     async def run(core: MemoryCore, args: argparse.Namespace) -> int:
@@ -60,12 +69,14 @@ class Telegram:
         return await serve_until_signal(lambda stop: run_telegram(core, settings, stop))
 
 
-@command("dingtalk", "run the DingTalk robot (callback or stream mode)")
+@command("dingtalk", "run the DingTalk robot (callback or stream mode)", creates=True)
 class DingTalk:
     @staticmethod
     def arguments(parser: argparse.ArgumentParser) -> None:
         parser.add_argument(
-            "--mode", choices=["callback", "stream"], help="overrides dingtalk.mode"
+            "--mode",
+            choices=["callback", "stream"],
+            help="callback or stream (default: dingtalk.mode of the config, callback)",
         )
 
     @staticmethod

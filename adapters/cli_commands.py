@@ -1,24 +1,33 @@
 """Subcommands over the long-term store: init, capture, status, stats, consolidate,
-validate, scopes, forget, pin/unpin, archive/restore."""
+validate, scopes, forget, pin/unpin, archive/restore, purge."""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import sys
 from collections import Counter
-from datetime import datetime
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 from adapters.cli import (
     EXIT_PROBLEMS,
     Output,
     category_arg,
     command,
+    days_arg,
     importance_arg,
     parse_time_arg,
+    positive_int,
 )
 from memory_core.clock import format_when
-from memory_core.engine import MemoryCore
-from memory_core.entries import MemoryEntry
+from memory_core.entries import CATEGORIES, MemoryEntry
+from memory_core.errors import ChatmemError
 from memory_core.merge import ChangeKind, MergeResult
+from memory_core.scoring import Status, score_at, status_of
+
+if TYPE_CHECKING:
+    from memory_core.engine import MemoryCore
 
 
 def entry_json(entry: MemoryEntry) -> dict[str, object]:
@@ -60,7 +69,7 @@ def merge_summary(result: MergeResult) -> str:
     return ", ".join(parts) or "no changes"
 
 
-@command("init", "create a workspace (idempotent)")
+@command("init", "create a workspace (idempotent)", creates=True)
 class Init:
     @staticmethod
     async def run(core: MemoryCore, args: argparse.Namespace) -> int:
@@ -78,16 +87,38 @@ class Init:
 class Capture:
     @staticmethod
     def arguments(parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("text", help="what to remember")
-        parser.add_argument("--category", type=category_arg, default="fact")
-        parser.add_argument("--importance", type=importance_arg, default="medium")
-        parser.add_argument("--expires", type=parse_time_arg, help="expiry (todos), ISO-8601")
+        parser.add_argument(
+            "text",
+            help="what to remember, or - to read it from stdin (at most "
+            "long_term.max_capture_bytes, 4 MiB by default)",
+        )
+        parser.add_argument(
+            "--category",
+            type=category_arg,
+            default="fact",
+            help=f"one of: {', '.join(CATEGORIES)} (default: fact)",
+        )
+        parser.add_argument(
+            "--importance",
+            type=importance_arg,
+            default="medium",
+            help="high, medium or low: a starting score of 0.8, 0.6 or 0.4 (default: medium)",
+        )
+        parser.add_argument(
+            "--expires",
+            type=parse_time_arg,
+            metavar="WHEN",
+            help="when a todo expires: an ISO-8601 date or time, e.g. 2026-06-01",
+        )
 
     @staticmethod
     async def run(core: MemoryCore, args: argparse.Namespace) -> int:
+        text = args.text
+        if text == "-":
+            text = await asyncio.to_thread(_read_stdin, core.config.long_term.max_capture_bytes)
         entry, result = await core.capture(
             args.scope_key,
-            args.text,
+            text,
             category=args.category,
             importance=args.importance,
             source="cli",
@@ -101,20 +132,51 @@ class Capture:
         return 0
 
 
+def _read_stdin(limit: int) -> str:
+    """stdin as the text of one memory (blocking: run in a thread): at most `limit` bytes
+    are read, so a huge input is refused without being held whole."""
+    data = sys.stdin.buffer.read(limit + 1)
+    if len(data) > limit:
+        raise ChatmemError(
+            f"the text on stdin is over the limit of {limit} bytes (long_term.max_capture_bytes)"
+        )
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ChatmemError(f"the text on stdin is not UTF-8 (byte {exc.start})") from None
+
+
+def forgotten_json(entry: MemoryEntry, keep_days: int) -> dict[str, object]:
+    return {
+        **entry_json(entry),
+        "forgotten_at": format_when(entry.scored_at),
+        "kept_until": format_when(entry.scored_at + timedelta(days=keep_days)),
+    }
+
+
 @command("status", "show the scope's memories, best first")
-class Status:
+class ScopeStatusCommand:
     @staticmethod
     def arguments(parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--limit", type=int, default=50, help="entries shown per section")
+        parser.add_argument(
+            "--limit",
+            type=positive_int,
+            default=50,
+            metavar="N",
+            help="entries shown per section, a positive number (default: 50)",
+        )
 
     @staticmethod
     async def run(core: MemoryCore, args: argparse.Namespace) -> int:
         status = await core.status(args.scope_key)
+        forgotten = await core.restorable(args.scope_key)
+        keep_days = core.config.long_term.forgotten_keep_days
         data = {
             "scope": status.scope.value,
             "path": status.path,
             "active": [entry_json(e) for e in status.active],
             "archived": [entry_json(e) for e in status.archived],
+            "forgotten": [forgotten_json(e, keep_days) for e in forgotten],
             "quarantined": len(status.quarantined),
             "daily_files": status.daily_files,
         }
@@ -134,6 +196,16 @@ class Status:
         lines += [entry_line(i, e) for i, e in enumerate(status.archived[: args.limit], 1)] or [
             "  (none)"
         ]
+        if forgotten:
+            lines.append(
+                f"Forgotten (kept {keep_days} days; `chatmem restore ID` brings one back):"
+            )
+            lines += [
+                f"{i:>3}. [{e.id}] {e.category:<11} forgotten {e.scored_at.date()}, kept until "
+                f"{(e.scored_at + timedelta(days=keep_days)).date()}\n     "
+                + " ".join(e.content.split())
+                for i, e in enumerate(forgotten[: args.limit], 1)
+            ]
         Output(args.json).emit(data, "\n".join(lines))
         return 0
 
@@ -161,9 +233,11 @@ class Stats:
         actions = await core.audit_counts()
         human = [f"workspace {core.workspace.root}"]
         for row in rows:
+            mean = row["mean_active_score"]
             human.append(
                 f"  {row['scope']}: {row['active']} active, {row['archived']} archived, "
-                f"{row['daily_files']} daily files, mean score {row['mean_active_score']}"
+                f"{row['daily_files']} daily files"
+                + (f", mean score {mean}" if mean is not None else "")
             )
         human.append(
             "audit: " + (", ".join(f"{k} {v}" for k, v in sorted(actions.items())) or "empty")
@@ -172,16 +246,43 @@ class Stats:
         return 0
 
 
-@command("consolidate", "decay, archive and forget as of now (or --now)")
+@command(
+    "consolidate",
+    "decay, archive and forget as of now; a future --now only previews unless --apply",
+)
 class Consolidate:
     @staticmethod
     def arguments(parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--now", type=parse_time_arg, help="pretend it is this ISO-8601 time")
+        parser.add_argument(
+            "--now",
+            type=parse_time_arg,
+            metavar="WHEN",
+            help="as of this ISO-8601 date or time instead of now; a time in the future "
+            "previews what would happen and writes nothing unless --apply",
+        )
+        mode = parser.add_mutually_exclusive_group()
+        mode.add_argument(
+            "--dry-run",
+            action="store_true",
+            help="show what would decay, archive and forget; write nothing",
+        )
+        mode.add_argument(
+            "--apply",
+            action="store_true",
+            help="write the result of a future --now too (forgotten entries stay "
+            "restorable for long_term.forgotten_keep_days days)",
+        )
 
     @staticmethod
     async def run(core: MemoryCore, args: argparse.Namespace) -> int:
-        when: datetime = args.now.replace(microsecond=0) if args.now else core.now()
-        result = await core.consolidate(args.scope_key, now=when)
+        real_now = core.now()
+        when: datetime = args.now.replace(microsecond=0) if args.now else real_now
+        future = when > real_now
+        preview = args.dry_run or (future and not args.apply)
+        if preview:
+            result = await core.preview_consolidate(args.scope_key, now=when)
+        else:
+            result = await core.consolidate(args.scope_key, now=when)
         changes = [
             {
                 "kind": c.kind.value,
@@ -192,17 +293,32 @@ class Consolidate:
             }
             for c in result.changes
         ]
+        what = "preview of consolidating" if preview else "consolidated"
         lines = [
-            f"consolidated scope {args.scope_key} as of {format_when(when)}: {merge_summary(result)}"
+            f"{what} scope {args.scope_key} as of {format_when(when)}: {merge_summary(result)}"
         ]
         for c in result.changes:
             if c.kind is not ChangeKind.DECAYED:
                 scores = f"{c.old_score or 0:.3f} -> " + (
-                    f"{c.new_score:.3f}" if c.new_score is not None else "gone"
+                    f"{c.new_score:.3f}" if c.new_score is not None else "forgotten"
                 )
                 lines.append(f"  {c.kind.value:<8} [{c.entry_id}] {scores}  {c.content}")
+        keep_days = core.config.long_term.forgotten_keep_days
+        if preview:
+            hint = "; add --apply to write it" if future and not args.dry_run else ""
+            lines.append(f"nothing was written{hint}")
+        elif result.count(ChangeKind.FORGOTTEN) and keep_days:
+            lines.append(
+                f"forgotten entries can be brought back for {keep_days} days: chatmem restore ID"
+            )
         Output(args.json).emit(
-            {"now": format_when(when), "stats": result.stats, "changes": changes}, "\n".join(lines)
+            {
+                "now": format_when(when),
+                "applied": not preview,
+                "stats": result.stats,
+                "changes": changes,
+            },
+            "\n".join(lines),
         )
         return 0
 
@@ -256,17 +372,56 @@ class Scopes:
         return 0
 
 
+ID_HELP = "entry id as `chatmem status` shows it, or a prefix of it that names one entry"
+
+
+def _already(name: str, entry: MemoryEntry | None, core: MemoryCore) -> str | None:
+    """What to say when the action would change nothing (`entry` None: not a live entry,
+    so a kept forgotten one); None when it would."""
+    if entry is None:
+        return "already forgotten" if name == "forget" else None
+    if name == "pin" and entry.pinned:
+        return "already pinned"
+    if name == "unpin" and not entry.pinned:
+        return "not pinned"
+    if name == "archive" and entry.archived is not None:
+        return "already archived"
+    if name == "restore":
+        now = core.now()
+        current = entry.with_(score=score_at(entry, now, core.policy), scored_at=now)
+        if status_of(current, core.policy) is Status.ACTIVE:
+            return "already active"
+    return None
+
+
 def _entry_action(name: str, verb: str, help_text: str) -> None:
     """forget / pin / unpin / archive / restore share one shape: an id in, an entry out."""
 
     class EntryAction:
         @staticmethod
         def arguments(parser: argparse.ArgumentParser) -> None:
-            parser.add_argument("id", help="entry id, as shown by `chatmem status`")
+            parser.add_argument("id", help=ID_HELP)
 
         @staticmethod
         async def run(core: MemoryCore, args: argparse.Namespace) -> int:
-            scope, entry_id = args.scope_key, args.id
+            scope = args.scope_key
+            entry_id = await core.match_entry_id(scope, args.id)
+            live = {e.id: e for e in await core.entries(scope)}
+            if entry_id not in live and name not in ("forget", "restore"):
+                raise ChatmemError(
+                    f"entry {entry_id!r} of scope {scope} is forgotten: bring it back first"
+                    f" (chatmem restore {entry_id})"
+                )
+            already = _already(name, live.get(entry_id), core)
+            if already is not None:
+                entry = live.get(entry_id) or next(
+                    e for e in await core.restorable(scope) if e.id == entry_id
+                )
+                Output(args.json).emit(
+                    {"action": name, "already": True, "entry": entry_json(entry)},
+                    f"{already} [{entry.id}] {entry.content}",
+                )
+                return 0
             if name == "forget":
                 entry = await core.forget(scope, entry_id, source="cli")
             elif name in ("pin", "unpin"):
@@ -275,16 +430,90 @@ def _entry_action(name: str, verb: str, help_text: str) -> None:
                 entry = await core.archive(scope, entry_id, source="cli")
             else:
                 entry = await core.restore(scope, entry_id, source="cli")
+            human = f"{verb} [{entry.id}] {entry.content}"
+            keep_days = core.config.long_term.forgotten_keep_days
+            if name == "forget" and keep_days:
+                human += f"\n(restorable for {keep_days} days: chatmem restore {entry.id})"
             Output(args.json).emit(
-                {"action": name, "entry": entry_json(entry)}, f"{verb} [{entry.id}] {entry.content}"
+                {"action": name, "already": False, "entry": entry_json(entry)}, human
             )
             return 0
 
     command(name, help_text)(EntryAction)
 
 
-_entry_action("forget", "forgot", "delete an entry (the audit log keeps its text)")
+_entry_action(
+    "forget",
+    "forgot",
+    "delete an entry; restorable for long_term.forgotten_keep_days (see purge)",
+)
 _entry_action("pin", "pinned", "pin an entry: it never decays")
 _entry_action("unpin", "unpinned", "unpin an entry")
 _entry_action("archive", "archived", "move an entry to Archived")
-_entry_action("restore", "restored", "move an archived entry back to Active")
+_entry_action("restore", "restored", "move an archived or forgotten entry back to Active")
+
+
+@command("purge", "erase forgotten entries for good, their text in the audit log included")
+class Purge:
+    @staticmethod
+    def arguments(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument(
+            "id",
+            nargs="?",
+            help="id (or unique prefix) of a forgotten entry; a live entry must be forgotten first",
+        )
+        parser.add_argument(
+            "--older-than",
+            type=days_arg,
+            metavar="DAYS",
+            help="every forgotten entry forgotten more than DAYS days ago (needs --yes)",
+        )
+        parser.add_argument(
+            "--all", action="store_true", help="every forgotten entry of the scope (needs --yes)"
+        )
+        parser.add_argument(
+            "--yes",
+            action="store_true",
+            help="confirm --older-than or --all; without it they only list what would be erased",
+        )
+
+    @staticmethod
+    async def run(core: MemoryCore, args: argparse.Namespace) -> int:
+        scope = args.scope_key
+        chosen_ways = [args.id is not None, args.older_than is not None, args.all]
+        if sum(chosen_ways) != 1:
+            raise ChatmemError("purge takes one of: an ID, --older-than DAYS or --all")
+        out = Output(args.json)
+        if args.id is not None:
+            ids = [await core.match_entry_id(scope, args.id)]
+        else:
+            kept = await core.restorable(scope)
+            if args.older_than is not None:
+                cutoff = core.now() - timedelta(days=args.older_than)
+                kept = [e for e in kept if e.scored_at <= cutoff]
+            if not args.yes:
+                lines = [
+                    f"would erase {len(kept)} forgotten entr{'y' if len(kept) == 1 else 'ies'}"
+                    f" of scope {scope} for good:"
+                ]
+                lines += [_purge_line(e) for e in kept]
+                lines.append("nothing was erased: add --yes to erase them")
+                out.emit(
+                    {"purged": [], "would_purge": [entry_json(e) for e in kept]},
+                    "\n".join(lines),
+                )
+                return 0
+            ids = [e.id for e in kept]
+        purged = await core.purge(scope, ids, source="cli") if ids else []
+        lines = [
+            f"erased {len(purged)} forgotten entr{'y' if len(purged) == 1 else 'ies'} of scope {scope}"
+        ]
+        lines += [_purge_line(e) for e in purged]
+        out.emit({"purged": [e.id for e in purged]}, "\n".join(lines))
+        return 0
+
+
+def _purge_line(entry: MemoryEntry) -> str:
+    content = " ".join(entry.content.split())
+    short = content if len(content) <= 60 else content[:59] + "…"
+    return f"  [{entry.id}] forgotten {entry.scored_at.date()}  {short}"

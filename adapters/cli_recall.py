@@ -3,32 +3,54 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
+import re
 import sys
 import time
+from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
 
-from adapters.cli import Output, command
+from adapters.cli import ERROR_PREFIX, EXIT_PROBLEMS, Output, command, positive_int
 from memory_core.chunking import ChunkKind
-from memory_core.engine import MemoryCore
+from memory_core.errors import ChatmemError, PathRefused
+
+if TYPE_CHECKING:
+    from memory_core.engine import MemoryCore
+
+KINDS = ", ".join(k.value for k in ChunkKind)
+_LINE_SUFFIX = re.compile(r":\d+(?:-\d+)?$")
 
 
 def kind_arg(value: str) -> ChunkKind:
     try:
         return ChunkKind(value)
     except ValueError:
-        kinds = ", ".join(k.value for k in ChunkKind)
-        raise argparse.ArgumentTypeError(f"kind must be one of {kinds}") from None
+        raise argparse.ArgumentTypeError(f"kind must be one of {KINDS}") from None
 
 
 @command("search", "BM25 search of the scope's memories")
 class Search:
     @staticmethod
     def arguments(parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("query", help="keywords, Chinese or English")
-        parser.add_argument("--limit", type=int, default=10)
-        parser.add_argument("--kind", type=kind_arg, action="append", help="only this kind")
+        parser.add_argument("query", help="keywords, Chinese or English (not empty)")
+        parser.add_argument(
+            "--limit",
+            type=positive_int,
+            default=10,
+            metavar="N",
+            help="most hits shown, a positive number (default: 10)",
+        )
+        parser.add_argument(
+            "--kind",
+            type=kind_arg,
+            action="append",
+            help=f"only hits of this kind: {KINDS}; repeat for several (default: all)",
+        )
 
     @staticmethod
     async def run(core: MemoryCore, args: argparse.Namespace) -> int:
+        if not args.query.strip():
+            raise ChatmemError("search needs some words to look for")
         hits = await core.search(args.scope_key, args.query, limit=args.limit, kinds=args.kind)
         data = [
             {
@@ -57,13 +79,42 @@ class Search:
 class Get:
     @staticmethod
     def arguments(parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("path", help="workspace-relative path, or path:line")
-        parser.add_argument("--from", dest="start", type=int, help="first line (1-based)")
-        parser.add_argument("--lines", type=int, help="how many lines (default 40, max 300)")
+        parser.add_argument(
+            "path",
+            help="workspace-relative path as `chatmem search` shows it, optionally with "
+            ":LINE, e.g. MEMORY.md:12 or memory/2026-03-01.md",
+        )
+        parser.add_argument(
+            "--from",
+            dest="start",
+            type=positive_int,
+            metavar="LINE",
+            help="first line, 1-based (default: the path's :LINE, else 1)",
+        )
+        parser.add_argument(
+            "--lines",
+            type=positive_int,
+            metavar="N",
+            help="how many lines, 1 to 300 (default: 40)",
+        )
 
     @staticmethod
     async def run(core: MemoryCore, args: argparse.Namespace) -> int:
-        read = await core.read_memory(args.scope_key, args.path, args.start, args.lines)
+        try:
+            read = await core.read_memory(args.scope_key, args.path, args.start, args.lines)
+        except PathRefused:
+            # Refused because it lies outside the scope's files, or because it is nowhere:
+            # for a path that names no file at all, say that.
+            if await asyncio.to_thread(_names_no_file, core.workspace.root, args.path):
+                raise ChatmemError(f"no such file: {args.path}") from None
+            raise
+        if read.start > max(read.total_lines, 1):
+            print(
+                f"{ERROR_PREFIX}{read.path} has {read.total_lines} line(s); line {read.start}"
+                " is past its end",
+                file=sys.stderr,
+            )
+            return EXIT_PROBLEMS
         data = {
             "path": read.path,
             "from": read.start,
@@ -74,6 +125,16 @@ class Get:
         human = read.text + (f"\n… (more after line {read.end})" if read.truncated else "")
         Output(args.json).emit(data, human)
         return 0
+
+
+def _names_no_file(root: Path, requested: str) -> bool:
+    """True when `requested` (a plain relative path, maybe with :LINE) is no file in the
+    workspace (blocking: a stat)."""
+    text = _LINE_SUFFIX.sub("", requested.strip().strip("[]"))
+    path = PurePosixPath(text)
+    if not text or path.is_absolute() or ".." in path.parts or "\\" in text:
+        return False
+    return not (root / path).exists()
 
 
 @command("reindex", "rebuild the search index from the files")
@@ -110,7 +171,7 @@ class Reindex:
 class Append:
     @staticmethod
     def arguments(parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("text", help="the note")
+        parser.add_argument("text", help="the note (one line or several)")
 
     @staticmethod
     async def run(core: MemoryCore, args: argparse.Namespace) -> int:

@@ -1,17 +1,26 @@
 """Subcommands with a screen: `tui` (inspect a workspace) and `demo` (build one, then inspect).
 
-Textual is imported only when one of them runs, so the other commands start fast.
+Textual, the demo builder and the engine are imported only when one of them runs, so the
+other commands (and `--help`) start fast.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import shutil
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from adapters.cli import Output, command, parse_time_arg
-from adapters.demo import DEFAULT_DIR, build_demo
-from memory_core.config import Config
-from memory_core.engine import MemoryCore
-from memory_core.scope import ScopeKey
+
+if TYPE_CHECKING:
+    from memory_core.config import Config
+    from memory_core.engine import MemoryCore
+    from memory_core.scope import ScopeKey
+
+DEMO_DIR = "chatmem-demo"
+"""`adapters.demo.DEFAULT_DIR`, spelled here so the help text needs no import of the demo."""
 
 
 async def run_tui(core: MemoryCore, scope: ScopeKey | None = None) -> int:
@@ -30,7 +39,7 @@ class Tui:
 
 @command(
     "demo",
-    f"build a demo workspace (default ./{DEFAULT_DIR}) and open the TUI on it",
+    f"build a demo workspace (default ./{DEMO_DIR}) and open the TUI on it",
     opens_core=False,
 )
 class Demo:
@@ -40,14 +49,27 @@ class Demo:
             "--no-tui", action="store_true", help="only build the workspace, do not open the TUI"
         )
         parser.add_argument(
-            "--now", type=parse_time_arg, help="build the demo as of this ISO-8601 time"
+            "--now",
+            type=parse_time_arg,
+            metavar="WHEN",
+            help="build the demo as of this ISO-8601 date or time (default: now)",
+        )
+        parser.add_argument(
+            "--reset",
+            action="store_true",
+            help="delete the demo workspace (only one `chatmem demo` built) and build it again",
         )
 
     @staticmethod
     async def run(config: Config, args: argparse.Namespace) -> int:
+        from adapters.demo import DEFAULT_DIR, build_demo
+        from memory_core.engine import MemoryCore
+
         # Without --workspace the demo goes to ./chatmem-demo, never into the configured
         # workspace, which is not even opened.
         target = args.workspace or DEFAULT_DIR
+        if args.reset:
+            await asyncio.to_thread(_remove_demo, target)
         result = await build_demo(target, now=args.now)
         verb = "built" if result.built else "already built"
         Output(args.json).emit(
@@ -59,3 +81,14 @@ class Demo:
             return 0
         async with MemoryCore.open(config.with_workspace(result.path)) as demo_core:
             return await run_tui(demo_core)
+
+
+def _remove_demo(target: str) -> None:
+    """Delete a demo workspace so it can be built again (blocking). Only a directory the
+    demo builder marked as its own is ever deleted; anything else is left for `build_demo`
+    to judge (it refuses a workspace that holds memories)."""
+    from adapters.demo import is_demo
+
+    root = Path(target).expanduser().absolute()
+    if is_demo(root):
+        shutil.rmtree(root)

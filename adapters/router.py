@@ -23,17 +23,15 @@ DEDUPE_WINDOW = 10_000
 COMMANDS: list[tuple[str, str]] = [
     ("new", "close this session and learn from it"),
     ("remember", "remember something: /remember TEXT"),
-    ("forget", "forget a memory: /forget WHAT"),
+    ("forget", "forget memories about something: /forget WHAT (asks first)"),
     ("memory", "what I remember in this chat"),
     ("search", "search this chat's memories: /search WORDS"),
     ("scope", "which memory scope this chat uses"),
     ("help", "list commands"),
 ]
 
-HELP_TEXT = "\n".join(
-    ["I remember what matters in this chat. 我会记住这个对话里重要的事。", ""]
-    + [f"/{name} — {text}" for name, text in COMMANDS]
-)
+COMMAND_LIST = "\n".join(f"/{name} — {text}" for name, text in COMMANDS)
+HELP_TEXT = "I remember what matters in this chat. 我会记住这个对话里重要的事。\n\n" + COMMAND_LIST
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,16 +40,33 @@ class Reply:
     scope: ScopeKey
 
 
+def unknown_command(name: str) -> str:
+    return f"Unknown command /{name}. 未知命令。Commands:\n{COMMAND_LIST}"
+
+
+def split_command(text: str) -> tuple[str, str, str] | None:
+    """(name, @target, argument) of a command; None for plain text, including text that
+    merely starts with a slash ('/usr/bin is slow', '/ hi', '//'): a command's name has
+    no slash in it."""
+    stripped = text.strip()
+    if not stripped.startswith("/") or not stripped[1:2].strip():
+        return None
+    head, *rest = stripped[1:].split(None, 1)
+    name, _, target = head.partition("@")
+    if not name or "/" in name:
+        return None
+    return name.lower(), target, rest[0].strip() if rest else ""
+
+
 def parse_command(text: str, bot_username: str | None = None) -> tuple[str, str] | None:
     """('new', '') for '/new', '/new@botname'; None for plain text or another bot's command."""
-    stripped = text.strip()
-    if not stripped.startswith("/"):
+    parts = split_command(text)
+    if parts is None:
         return None
-    head, _, rest = stripped[1:].partition(" ")
-    name, _, target = head.partition("@")
+    name, target, argument = parts
     if target and bot_username and target.lower() != bot_username.lower():
         return None
-    return name.lower(), rest.strip()
+    return name, argument
 
 
 class MessageRouter:
@@ -82,16 +97,22 @@ class MessageRouter:
         if self.is_duplicate(message) or not message.text.strip():
             return None
         scope = self.scope_of(message)
-        command = parse_command(message.text, self.bot_username)
-        if command is None and message.text.strip().startswith("/"):
+        parts = split_command(message.text)
+        if parts is None:
+            result = await self.core.chat(scope, message.text, speaker=message.sender_name)
+            return Reply(result.reply, scope)
+        # A command is answered, never stored as a message (or indexed as one).
+        name, target, argument = parts
+        ours = not (target and self.bot_username) or target.lower() == self.bot_username.lower()
+        if not ours:
             return None  # "/new@otherbot": another bot's command, not a message to us
-        if command is not None:
-            name, argument = command
-            handler = self._handlers().get(name)
-            if handler is not None:
-                return Reply(await handler(scope, argument, message), scope)
-        result = await self.core.chat(scope, message.text, speaker=message.sender_name)
-        return Reply(result.reply, scope)
+        handler = self._handlers().get(name)
+        if handler is not None:
+            return Reply(await handler(scope, argument, message), scope)
+        if message.chat_type == "group" and not target and self.bot_username:
+            # Every bot of a Telegram group sees a bare "/cmd": it may be another bot's.
+            return None
+        return Reply(unknown_command(name), scope)
 
     def _handlers(self) -> dict[str, Callable[[ScopeKey, str, InboundMessage], Awaitable[str]]]:
         return {
@@ -115,14 +136,12 @@ class MessageRouter:
     async def _remember(self, scope: ScopeKey, argument: str, message: InboundMessage) -> str:
         if not argument:
             return "Usage: /remember TEXT"
-        prefix = "记住：" if has_cjk(argument) else "remember that "
-        return (await self.core.chat(scope, prefix + argument, speaker=message.sender_name)).reply
+        return await self.core.remember(scope, argument)
 
     async def _forget(self, scope: ScopeKey, argument: str, message: InboundMessage) -> str:
         if not argument:
             return "Usage: /forget WHAT"
-        prefix = "忘掉：" if has_cjk(argument) else "forget "
-        return (await self.core.chat(scope, prefix + argument, speaker=message.sender_name)).reply
+        return await self.core.ask_forget(scope, argument)
 
     async def _memory(self, scope: ScopeKey, argument: str, message: InboundMessage) -> str:
         status = await self.core.status(scope)

@@ -1,9 +1,11 @@
-"""The audit log: every change to an entry, with the text of forgotten entries kept."""
+"""The audit log: every change to an entry, with the text of forgotten entries kept until
+a purge erases it."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+import sqlite3
+from collections.abc import Collection, Iterable
 from datetime import datetime
 from typing import Any
 
@@ -69,6 +71,42 @@ class AuditLog:
         return await self._select(
             "WHERE scope = ? AND action = 'forget' ORDER BY id DESC LIMIT ?", scope.value, limit
         )
+
+    async def purge(
+        self, scope: ScopeKey, entry_ids: Collection[str], source: str, at: datetime
+    ) -> None:
+        """Erase the text of these entries from the log, for a person who wants it gone:
+        their rows keep what happened and when, with the content emptied, and one `purge`
+        row per entry records the erasure. See `vacuum` for the bytes SQLite keeps."""
+        ids = sorted(set(entry_ids))
+        when = format_when(at)
+
+        def erase(conn: sqlite3.Connection) -> None:
+            conn.executemany(
+                "UPDATE audit SET content = NULL WHERE scope = ? AND entry_id = ?",
+                [(scope.value, entry_id) for entry_id in ids],
+            )
+            conn.executemany(
+                "INSERT INTO audit (at, scope, entry_id, action, old_score, new_score,"
+                " source, category, content, detail)"
+                " VALUES (?, ?, ?, 'purge', NULL, NULL, ?, NULL, NULL, 'purged by request')",
+                [(when, scope.value, entry_id, source) for entry_id in ids],
+            )
+
+        if ids:
+            await self._db.run(erase)
+
+    async def vacuum(self) -> bool:
+        """Rewrite the database file without free space, then empty its WAL: the last step
+        of a purge. SQLite leaves deleted and overwritten text in free parts of its pages
+        (unless built with secure_delete), and the old pages in the WAL. False when
+        another process's open read kept the WAL from being emptied (its frames are
+        overwritten by later writes)."""
+        await self._db.call(lambda conn: conn.execute("VACUUM"))
+        row = await self._db.call(
+            lambda conn: conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        )
+        return not row[0]
 
     async def last_id(self) -> int:
         return int(await self._scalar("SELECT COALESCE(MAX(id), 0) FROM audit"))

@@ -17,10 +17,12 @@ from collections.abc import Iterator, Mapping
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from platformdirs import user_data_dir
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic.fields import FieldInfo
+from pydantic_core import PydanticCustomError
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -58,7 +60,9 @@ class ScoringSettings(_Section):
     grace_days: int = _field(7, "Days after an activation with no decay.")
     archive_below: float = _field(0.2, "Entries scoring below this move to Archived (recall only).")
     forget_below: float = _field(
-        0.05, "Entries scoring below this are forgotten (audit log keeps them)."
+        0.05,
+        "Entries scoring below this are forgotten (restorable for "
+        "long_term.forgotten_keep_days; the audit log keeps their text).",
     )
     category_decay: dict[str, float] = _field(
         {}, "Per-category daily decay factors overriding daily_decay, e.g. todo = 0.97."
@@ -69,7 +73,7 @@ class ScoringSettings(_Section):
 
 
 class LongTermSettings(_Section):
-    """How captures reach MEMORY.md."""
+    """How captures reach MEMORY.md, and how long forgotten entries stay restorable."""
 
     write_delay_seconds: float = _field(
         0.05,
@@ -81,6 +85,17 @@ class LongTermSettings(_Section):
         True,
         "Journal captures and write MEMORY.md in groups; false writes the file on every "
         "capture before it returns.",
+    )
+    forgotten_keep_days: int = _field(
+        30,
+        "Days a forgotten entry (by request or by decay) is kept, outside search and "
+        "prompts, so `chatmem restore ID` can bring it back; 0 erases it from the memory "
+        "files at once (the audit log keeps its text until `chatmem purge`).",
+    )
+    max_capture_bytes: int = _field(
+        4 * 1024 * 1024,
+        "Largest memory one capture or edit may hold (UTF-8 bytes), e.g. "
+        "`chatmem capture -` reading stdin.",
     )
 
 
@@ -220,6 +235,65 @@ class DingTalkSettings(_Section):
         True, "In groups, answer only when the robot is @-mentioned."
     )
     reply_format: Literal["text", "markdown"] = _field("markdown", "Reply message type.")
+    webhook_hosts: list[str] = _field(
+        ["oapi.dingtalk.com", "api.dingtalk.com"],
+        "Where replies may go: a callback whose sessionWebhook is not https on one of these "
+        "hosts is refused (400). An entry spelled as an origin, e.g. 'http://127.0.0.1:8091', "
+        "allows exactly that scheme, host and port (a local proxy or a test).",
+    )
+    max_body_bytes: int = _field(
+        256 * 1024, "Largest callback body read (bytes); a larger one is refused with 413."
+    )
+
+    @field_validator("webhook_hosts")
+    @classmethod
+    def _check_webhook_hosts(cls, value: list[str]) -> list[str]:
+        for entry in value:
+            try:
+                webhook_origin(entry)
+            except ValueError as exc:
+                raise PydanticCustomError(
+                    "webhook_host", "{problem}", {"problem": str(exc)}
+                ) from None
+        return value
+
+    @field_validator("max_body_bytes")
+    @classmethod
+    def _check_max_body_bytes(cls, value: int) -> int:
+        if value < 1024:
+            raise PydanticCustomError("too_small", "must be at least 1024")
+        return value
+
+    def webhook_origins(self) -> frozenset[tuple[str, str, int]]:
+        """`webhook_hosts` as (scheme, host, port), the form a webhook URL is compared in.
+        Checked again here: a settings object copied with new values skips validation."""
+        try:
+            return frozenset(webhook_origin(entry) for entry in self.webhook_hosts)
+        except ValueError as exc:
+            raise ConfigError(f"dingtalk.webhook_hosts: {exc}") from None
+
+
+def webhook_origin(entry: str) -> tuple[str, str, int]:
+    """A bare host means https on port 443; an entry with a scheme is that one origin.
+    Nothing is guessed: a path, query, user or other scheme in an entry is an error rather
+    than an allowlist silently wider or narrower than written."""
+    text = entry.strip().lower()
+    if "://" not in text:
+        if not text or any(c in text for c in "/:@?#[] \t"):
+            raise ValueError(f"entry {entry!r} is not a host name")
+        return ("https", text, 443)
+    try:
+        parts = urlsplit(text)
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        raise ValueError(f"entry {entry!r} has a bad port") from None
+    if parts.scheme not in ("http", "https"):
+        raise ValueError(f"entry {entry!r} must be http or https")
+    if not parts.hostname or parts.username is not None:
+        raise ValueError(f"entry {entry!r} needs a host and no user")
+    if parts.path not in ("", "/") or parts.query or parts.fragment:
+        raise ValueError(f"entry {entry!r} must be an origin (no path or query)")
+    return (parts.scheme, parts.hostname, port)
 
 
 # The sources of the `load_config` call under way: pydantic-settings has no way to hand a
@@ -405,6 +479,8 @@ def _validate(config: Config, source: str) -> None:
         ),
         (0 < s.reinforce_rate < 1, "scoring.reinforce_rate must be in (0, 1)"),
         (0 <= lt.write_delay_seconds <= 60, "long_term.write_delay_seconds must be in [0, 60]"),
+        (lt.forgotten_keep_days >= 0, "long_term.forgotten_keep_days must be >= 0"),
+        (lt.max_capture_bytes >= 1, "long_term.max_capture_bytes must be >= 1"),
         (0 < s.contradict_factor < 1, "scoring.contradict_factor must be in (0, 1)"),
         (s.grace_days >= 0, "scoring.grace_days must be >= 0"),
         (

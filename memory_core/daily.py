@@ -7,12 +7,16 @@ indented, which keeps one note one Markdown list item (and one index chunk).
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from pathlib import Path
+
+from memory_core.atomic import describe, write_error
+from memory_core.errors import StoreError
 
 NOTE = re.compile(r"^- (?P<time>\d{2}:\d{2}(?::\d{2})?) (?P<text>.*)$")
 
@@ -55,28 +59,47 @@ def append_note_blocking(
     holds the file exactly as it was before (then adding just this note is enough) and
     record exactly this write, not a hand edit that might follow it. With `durable`
     false the caller fsyncs (`fsync_path`) itself, e.g. while the index write runs.
+
+    A note is written whole or not at all: a write the disk cannot take (full, over the
+    file size limit, read-only) is cut back to the old length and raised as StoreError,
+    so no caller is told a torn note was saved.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
     try:
-        st = os.stat(path)
-        before = (st.st_mtime_ns, st.st_size)
-    except FileNotFoundError:
-        before = (0, 0)
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            st = os.stat(path)
+            before = (st.st_mtime_ns, st.st_size)
+        except FileNotFoundError:
+            before = (0, 0)
+        # Read and write: the last byte says whether the file ends its last line.
+        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise write_error("note not saved", path, exc) from exc
     try:
-        size = os.fstat(fd).st_size
-        existing_lines = _count_lines(path) if size else 0
+        try:
+            size = os.fstat(fd).st_size
+            existing_lines, ends_line = _scan(fd, size)
+        except OSError as exc:
+            raise write_error("note not saved", path, exc) from exc
         note = format_note(text, when)
-        payload = note
         if size == 0:
             payload = f"# {when.date().isoformat()}\n\n" + note
             first_line = 3
-        else:
+        elif ends_line:
+            payload = note
             first_line = existing_lines + 1
-        os.write(fd, payload.encode("utf-8"))
-        if durable:
-            os.fsync(fd)
-        st = os.fstat(fd)
+        else:
+            # A hand edit (or an older torn write) left the last line open: a note glued
+            # to it would become part of that line.
+            payload = "\n" + note
+            first_line = existing_lines + 2
+        _write_whole(fd, payload.encode("utf-8"), size, path)
+        try:
+            if durable:
+                os.fsync(fd)
+            st = os.fstat(fd)
+        except OSError as exc:
+            raise write_error("note may not be saved", path, exc) from exc
     finally:
         os.close(fd)
     return AppendedNote(
@@ -86,6 +109,30 @@ def append_note_blocking(
         before=before,
         after=(st.st_mtime_ns, st.st_size),
     )
+
+
+def _write_whole(fd: int, data: bytes, old_size: int, path: Path) -> None:
+    """All of `data`, or the file cut back to `old_size` and StoreError.
+
+    `os.write` may write less than asked (a disk that fills, a file size limit) and only
+    the next call fails; the bytes already written would be a torn note.
+    """
+    view = memoryview(data)
+    try:
+        while view:
+            written = os.write(fd, view)
+            if written <= 0:  # a regular file never does this; never loop on it
+                raise OSError(errno.EIO, "write made no progress")
+            view = view[written:]
+    except OSError as exc:
+        try:
+            os.ftruncate(fd, old_size)
+        except OSError as undo:
+            raise StoreError(
+                f"note not saved: cannot write {path}: {describe(exc)}; cutting the partial"
+                f" note off failed too ({describe(undo)}), so its last line may be torn"
+            ) from exc
+        raise write_error("note not saved", path, exc) from exc
 
 
 _SYNCING = ThreadPoolExecutor(max_workers=2, thread_name_prefix="chatmem-fsync")
@@ -100,12 +147,15 @@ def fsync_soon(path: Path) -> Future[None]:
 
 def fsync_path(path: Path) -> None:
     """Flush a file written through another descriptor (fsync is per file, not per
-    descriptor)."""
-    fd = os.open(path, os.O_RDONLY)
+    descriptor). Some file systems report a full disk only here (NFS, some FUSE)."""
     try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        raise write_error("note may not be saved", path, exc) from exc
 
 
 def _note_text(note: str, day: date) -> str:
@@ -115,9 +165,20 @@ def _note_text(note: str, day: date) -> str:
     return parsed[0].text if len(parsed) == 1 else note.split(" ", 2)[-1].strip()
 
 
-def _count_lines(path: Path) -> int:
-    with open(path, "rb") as handle:
-        return sum(chunk.count(b"\n") for chunk in iter(lambda: handle.read(1 << 16), b""))
+def _scan(fd: int, size: int) -> tuple[int, bool]:
+    """The first `size` bytes of the file: how many lines they end, and whether the last
+    byte ends a line (true for an empty file)."""
+    lines = 0
+    last = b"\n"
+    offset = 0
+    while offset < size:
+        chunk = os.pread(fd, min(1 << 16, size - offset), offset)
+        if not chunk:
+            break
+        lines += chunk.count(b"\n")
+        last = chunk[-1:]
+        offset += len(chunk)
+    return lines, last == b"\n"
 
 
 def parse_notes(text: str, day: date) -> list[DailyNote]:

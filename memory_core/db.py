@@ -1,10 +1,16 @@
 """A SQLite database owned by one worker thread, reached by whole functions.
 
-Every call hands the thread a function that runs to its end there: a read (`read`) or a
+Every call hands the thread a function that runs to its end there: a read (`call`) or a
 write transaction (`run`). Nothing stays open between two calls, so no statement of one
 task can hold a read snapshot while another task's `BEGIN IMMEDIATE` waits for it, and
 one call costs one hop from the event loop however many statements it runs. Only the
 standard library's public `sqlite3` API is used.
+
+Another process (a bot, the TUI, the CLI) may hold the write lock for a while. SQLite
+waits `BUSY_TIMEOUT_MS` for it inside one attempt; after that the attempt is given up and
+tried again from the event loop, with backoff, for up to `BUSY_RETRY_SECONDS` in all, so
+the database thread is free for other tasks' reads meanwhile. A lock held longer than
+that is a `DatabaseBusy` for the caller: one clear line, and never taken for damage.
 """
 
 from __future__ import annotations
@@ -15,19 +21,52 @@ import logging
 import queue
 import sqlite3
 import threading
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-from memory_core.errors import IndexUnavailable
+from memory_core.errors import DatabaseBusy, DatabaseUnwritable, IndexUnavailable
 from memory_core.migrations import MIGRATIONS
 
 log = logging.getLogger(__name__)
 
-BUSY_TIMEOUT_MS = 30_000
+BUSY_TIMEOUT_MS = 2_000
+"""How long SQLite itself waits for a lock within one attempt."""
+BUSY_RETRY_SECONDS = 60.0
+"""How long a call keeps trying a locked database before it gives up (DatabaseBusy)."""
+BUSY_FIRST_WAIT = 0.02
+BUSY_MAX_WAIT = 1.0
+_BUSY_CODES = frozenset({sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED})
+_UNWRITABLE_CODES = frozenset(
+    {sqlite3.SQLITE_FULL, sqlite3.SQLITE_READONLY, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_PERM}
+)
+"""Primary result codes of a disk that refuses writes: `DatabaseUnwritable`."""
 T = TypeVar("T")
 Work = Callable[[sqlite3.Connection], T]
+
+
+def is_busy(exc: BaseException) -> bool:
+    """True for "another connection holds the lock" (SQLITE_BUSY / SQLITE_LOCKED and their
+    extended codes): a reason to wait and try again, never a sign of damage."""
+    if isinstance(exc, DatabaseBusy):
+        return True
+    if not isinstance(exc, sqlite3.OperationalError):
+        return False
+    code = getattr(exc, "sqlite_errorcode", None)
+    if isinstance(code, int) and (code & 0xFF) in _BUSY_CODES:
+        return True
+    return " is locked" in str(exc)
+
+
+class _Retry(Exception):
+    """Raised on the database thread when an attempt met a lock before it changed
+    anything, so the whole function may run again."""
+
+    def __init__(self, cause: sqlite3.DatabaseError) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
 
 
 class _Thread:
@@ -104,7 +143,10 @@ class Database:
         SQLite cannot use."""
         thread = _Thread()
         try:
-            conn = await thread.submit(_connect, path, synchronous, migrations, schema)
+            conn = await _retrying(
+                lambda: thread.submit(_connect, path, synchronous, migrations, schema),
+                f"opening {path.name}",
+            )
         except BaseException:
             thread.stop()
             raise
@@ -115,7 +157,9 @@ class Database:
         rolls it back and is raised here.
 
         `work` runs on that thread: only SQLite calls and light Python (it holds the GIL
-        and the database throughout).
+        and the database throughout). A lock met at `BEGIN` (before `work` ran) is waited
+        out and the call tried again; one met later is a `DatabaseBusy` at once, since
+        `work` may have done something besides SQL (a daily note is appended in it).
         """
         return await self._submit(_in_transaction, work)
 
@@ -123,7 +167,8 @@ class Database:
         """`work` on the database thread outside any explicit transaction: reads (each
         statement sees a snapshot of its own; WAL readers never block writers), or one
         statement that commits by itself. Fetch everything inside `work`: a cursor must
-        not leave it."""
+        not leave it. A locked database is waited out and `work` run again, which is
+        safe for a read or a single statement (a locked statement changed nothing)."""
         return await self._submit(_call, work)
 
     async def data_version(self) -> int:
@@ -131,9 +176,23 @@ class Database:
         return int(await self.call(lambda conn: conn.execute("PRAGMA data_version").fetchone()[0]))
 
     async def _submit(self, runner: Callable[[sqlite3.Connection, Work[T]], T], work: Work[T]) -> T:
-        if self._closed:
-            raise IndexUnavailable("the database is closed")
-        return await self._thread.submit(runner, self._connection, work)
+        def attempt() -> asyncio.Future[T]:
+            if self._closed:
+                raise IndexUnavailable("the database is closed")
+            return self._thread.submit(runner, self._connection, work)
+
+        try:
+            return await _retrying(attempt, "waiting for another process's write")
+        except sqlite3.OperationalError as exc:
+            # A disk that refuses (full, read-only, size limit) is the person's to fix:
+            # one line for them, not a traceback (issue 11, item 8).
+            code = getattr(exc, "sqlite_errorcode", None)
+            if isinstance(exc, DatabaseBusy) or not isinstance(code, int):
+                raise
+            if code & 0xFF not in _UNWRITABLE_CODES:
+                raise
+            name = getattr(exc, "sqlite_errorname", "")
+            raise DatabaseUnwritable(f"the database cannot write: {exc} ({name})") from exc
 
     async def close(self) -> None:
         """Finish what is queued, then close the connection on its own thread."""
@@ -146,19 +205,56 @@ class Database:
             self._thread.stop()
 
 
+async def _retrying(attempt: Callable[[], Awaitable[T]], doing: str) -> T:
+    """`attempt()` until it does not meet a lock, waiting from the event loop in between
+    (the database thread serves other calls meanwhile); DatabaseBusy after
+    `BUSY_RETRY_SECONDS`."""
+    deadline = time.monotonic() + BUSY_RETRY_SECONDS
+    wait = BUSY_FIRST_WAIT
+    while True:
+        try:
+            return await attempt()
+        except _Retry as busy:
+            if time.monotonic() + wait > deadline:
+                raise DatabaseBusy(
+                    f"the database stayed locked by another process for"
+                    f" {BUSY_RETRY_SECONDS:.0f} s ({busy.cause}); try again later"
+                ) from busy.cause
+            log.debug("database locked (%s) while %s; trying again in %.2f s", busy, doing, wait)
+        await asyncio.sleep(wait)
+        wait = min(wait * 2, BUSY_MAX_WAIT)
+
+
 def _in_transaction(conn: sqlite3.Connection, work: Work[T]) -> T:
-    conn.execute("BEGIN IMMEDIATE")
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+    except sqlite3.OperationalError as exc:
+        if is_busy(exc):
+            raise _Retry(exc) from exc
+        raise
     try:
         result = work(conn)
-    except BaseException:
-        conn.execute("ROLLBACK")
+        conn.execute("COMMIT")
+    except BaseException as exc:
+        # A failed COMMIT leaves the transaction open: end it, or the next BEGIN fails.
+        if conn.in_transaction:
+            try:
+                conn.execute("ROLLBACK")
+            except sqlite3.Error as rollback:
+                log.error("rollback failed after %r: %s", exc, rollback)
+        if is_busy(exc) and not isinstance(exc, DatabaseBusy):
+            raise DatabaseBusy(f"the database was locked in the middle of a write: {exc}") from exc
         raise
-    conn.execute("COMMIT")
     return result
 
 
 def _call(conn: sqlite3.Connection, work: Work[T]) -> T:
-    return work(conn)
+    try:
+        return work(conn)
+    except sqlite3.OperationalError as exc:
+        if is_busy(exc):
+            raise _Retry(exc) from exc
+        raise
 
 
 def _connect(
@@ -181,6 +277,8 @@ def _connect(
         applied = migrate(conn, migrations)
     except sqlite3.DatabaseError as exc:
         conn.close()
+        if is_busy(exc):
+            raise _Retry(exc) from exc  # opened again from the start; migrations are idempotent
         raise IndexUnavailable(f"cannot open {path}: {exc}") from exc
     except BaseException:
         conn.close()

@@ -32,7 +32,7 @@ from memory_core.conversation.chat import NewSessionResult, TurnResult
 from memory_core.conversation.runtime import Runtime
 from memory_core.db import Database
 from memory_core.entries import Importance, MemoryEntry
-from memory_core.errors import IndexUnavailable
+from memory_core.errors import IndexUnavailable, WorkspaceMissing
 from memory_core.history import ArchiveState, HistoryStore
 from memory_core.index import RANK_BUDGET, SearchIndex, SyncStats
 from memory_core.journal import CaptureJournal
@@ -102,8 +102,21 @@ class MemoryCore:
     @classmethod
     @asynccontextmanager
     async def open(
-        cls, config: Config, *, clock: Clock = system_clock, llm: LLMClient | None = None
+        cls,
+        config: Config,
+        *,
+        clock: Clock = system_clock,
+        llm: LLMClient | None = None,
+        create: bool = True,
     ) -> AsyncIterator[MemoryCore]:
+        """With `create=False` a workspace that does not exist (`workspace_exists`) is a
+        `WorkspaceMissing` error instead of a new, empty one: what a person's command wants
+        (a mistyped path), where a bot or a test wants its workspace made."""
+        root = config.workspace_path
+        if not await asyncio.to_thread(cls.workspace_exists, root):
+            if not create:
+                raise WorkspaceMissing(f"no workspace at {root} (run chatmem init)")
+            log.info("creating workspace at %s", root)
         core = cls(config, clock=clock, llm=llm)
         try:
             await core.start()
@@ -198,6 +211,15 @@ class MemoryCore:
         """Whether the workspace database (audit log, history, index) is open."""
         return self._db is not None
 
+    @staticmethod
+    def workspace_exists(root: Path) -> bool:
+        """A workspace exists when its MEMORY.md or its `.chatmem` directory does (blocking:
+        a stat or two). Either is enough: a person may start one by writing MEMORY.md by
+        hand, and one whose main scope is still empty has the database. Any other
+        directory, even one full of files, is not a workspace."""
+        workspace = Workspace.at(root)
+        return workspace.long_term_path(MAIN).is_file() or workspace.state_dir.is_dir()
+
     def now(self) -> datetime:
         """Clock time at second precision: what files can store is what we compute with."""
         return ensure_aware(self._clock()).replace(microsecond=0)
@@ -285,7 +307,8 @@ class MemoryCore:
         return await self.memory.long_term.consolidate(scope, now=now)
 
     async def forget(self, scope: ScopeKey, entry_id: str, *, source: str = "user") -> MemoryEntry:
-        """Delete an entry from the file; the audit log keeps its last text."""
+        """Delete an entry from the file; it stays restorable for
+        `long_term.forgotten_keep_days` and the audit log keeps its text (see `purge`)."""
         return await self.memory.long_term.forget(scope, entry_id, source=source)
 
     async def set_pinned(
@@ -297,7 +320,8 @@ class MemoryCore:
         return await self.memory.long_term.archive(scope, entry_id, source=source)
 
     async def restore(self, scope: ScopeKey, entry_id: str, *, source: str = "user") -> MemoryEntry:
-        """Back to Active (a decayed entry is lifted to the low-importance start score)."""
+        """Back to Active from the archive or from the kept forgotten entries (a decayed
+        entry is lifted to the low-importance start score)."""
         return await self.memory.long_term.restore(scope, entry_id, source=source)
 
     async def edit(
@@ -308,6 +332,50 @@ class MemoryCore:
     async def prompt_memories(self, scope: ScopeKey, *, now: datetime | None = None) -> str:
         """The prompt's memory block (Active, top by score, token-capped)."""
         return await self.memory.long_term.prompt_memories(scope, now=now)
+
+    async def preview_consolidate(
+        self, scope: ScopeKey, *, now: datetime | None = None
+    ) -> MergeResult:
+        """What `consolidate` would do as of `now`, without writing anything."""
+        return await self.memory.long_term.preview_consolidate(scope, now=now)
+
+    async def restorable(self, scope: ScopeKey) -> list[MemoryEntry]:
+        """Forgotten entries `restore` can still bring back, newest first (each one's
+        `scored_at` is when it was forgotten, its score the score it had then)."""
+        return await self.memory.long_term.restorable(scope)
+
+    async def match_entry_id(self, scope: ScopeKey, text: str) -> str:
+        """The id `text` names among the scope's entries and kept forgotten ones: the whole
+        id or a unique prefix (an ambiguous one is an EntryNotFound listing candidates)."""
+        return await self.memory.long_term.match_id(scope, text)
+
+    async def purge(
+        self, scope: ScopeKey, entry_ids: Sequence[str], *, source: str = "user"
+    ) -> list[MemoryEntry]:
+        """Erase forgotten entries for good, for a person who wants a text gone: from the
+        forgotten file, the long-term file's backup, the audit log (rows kept, text
+        emptied) and the database file. Only forgotten entries: a live one must be
+        forgotten first. Needs the database, since the audit log holds the text too.
+
+        The index is rebuilt: FTS5 keeps the words of a deleted chunk in its segments
+        (and its delete markers) until they happen to be merged. Then the database file
+        is vacuumed. So a purge costs what `reindex` costs.
+        """
+        audit = self._require_audit()
+        long_term = self.memory.long_term
+        entries = await long_term.forgotten_entries(scope, entry_ids)
+        ids = [e.id for e in entries]
+        if not ids:
+            return entries
+        # The log first: if the files fail after it, the entries are still there to purge
+        # again; the other way round the text could stay in the log with no entry to name.
+        await audit.purge(scope, ids, source, self.now())
+        await long_term.erase_forgotten(scope, ids)
+        if self._guard.index is not None:
+            await self._guard.index.rebuild()
+        if not await audit.vacuum():
+            log.warning("purge: another process kept the database's WAL from being emptied")
+        return entries
 
     # --- daily notes ----------------------------------------------------------------
     async def append_daily(
@@ -433,6 +501,21 @@ class MemoryCore:
                 indexed=message.role in ("user", "assistant") and self.memory.indexed,
                 archived=ArchiveState(message.archived),
             )
+
+    async def remember(self, scope: ScopeKey, text: str) -> str:
+        """`/remember TEXT`: keep `text` as a memory the person asked for; the reply to
+        show. No message is stored: a command is not part of the conversation."""
+        return await self.runtime.chat.remember(scope, text)
+
+    async def ask_forget(self, scope: ScopeKey, what: str) -> str:
+        """`/forget WHAT`: the question listing every memory about `what` and its
+        duplicates; the scope's next `chat` turn answers it ("yes", or the numbers)."""
+        return await self.runtime.chat.ask_forget(scope, what)
+
+    def interrupt(self, scope: ScopeKey) -> int:
+        """Cancel the scope's turns, memory requests and `/new` under way (a person pressed
+        Ctrl-C mid-answer); how many there were. Their callers get CancelledError."""
+        return self._runtime.chat.interrupt(scope) if self._runtime is not None else 0
 
     # --- reports --------------------------------------------------------------------
     async def scopes(self) -> list[ScopeKey]:

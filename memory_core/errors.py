@@ -1,6 +1,8 @@
 """One root error with a subclass per area, so front ends can print one clear line for
 anything the user can fix and keep tracebacks for real bugs."""
 
+import sqlite3
+
 
 class ChatmemError(Exception):
     """Root of every error a user can cause or fix (bad input, bad config, bad files)."""
@@ -22,6 +24,11 @@ class EntryNotFound(ChatmemError):
     """No entry with that id exists in the scope."""
 
 
+class WorkspaceMissing(ChatmemError):
+    """The workspace asked for does not exist, and the caller did not ask to create it: a
+    mistyped path must not silently become a new, empty workspace."""
+
+
 class PathRefused(ChatmemError):
     """A path asked for lies outside what the caller's scope may read."""
 
@@ -30,5 +37,27 @@ class IndexUnavailable(ChatmemError):
     """The SQLite index cannot be opened or is corrupt; callers fall back to files."""
 
 
+class DatabaseBusy(ChatmemError, sqlite3.OperationalError):
+    """Another connection kept the database locked through every retry (about a minute).
+
+    Also an `OperationalError`, so code that survives a failed database write (the file
+    is the memory) survives this one the same way; `IndexGuard` knows it is no damage and
+    never degrades on it.
+    """
+
+
+class DatabaseUnwritable(ChatmemError, sqlite3.OperationalError):
+    """SQLite could not write its files: a full disk, a read-only file system, a file size
+    limit (which SQLite reports as a disk I/O error). One line instead of a traceback;
+    also an `OperationalError`, so code that survives a failed database write (the file
+    is the memory) survives this one the same way.
+    """
+
+
 class LLMError(ChatmemError):
     """The language model could not be reached or answered unusably."""
+
+
+class InboundRejected(ChatmemError):
+    """A platform's update is malformed or unsafe to act on (a DingTalk callback with a
+    wrong field or a foreign sessionWebhook): refused at the edge, nothing stored."""

@@ -26,7 +26,7 @@ from typing import Any
 from filelock import FileLock, Timeout
 
 from memory_core.db import Database
-from memory_core.errors import IndexUnavailable
+from memory_core.errors import ChatmemError, DatabaseBusy, IndexUnavailable, StoreError
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +63,9 @@ class CaptureJournal:
         try:
             # The point of the journal: a committed row survives a power cut.
             db = await Database.open(path, synchronous="FULL", migrations=(), schema=SCHEMA)
-        except IndexUnavailable as exc:
+        except (IndexUnavailable, DatabaseBusy) as exc:
+            # Locked for a minute by another process, or unusable: either way this process
+            # writes its captures to MEMORY.md directly instead of failing to start.
             await asyncio.to_thread(_drop_owner_lock, owner_lock)
             raise IndexUnavailable(f"cannot open capture journal: {exc}") from exc
         except BaseException:
@@ -74,14 +76,20 @@ class CaptureJournal:
     async def append(self, scope: str, payload: dict[str, Any]) -> int:
         """Commit one capture; its sequence number once on disk."""
         data = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
-        seq = await self._db.call(
-            lambda conn: (
-                conn.execute(
-                    "INSERT INTO captures (owner, scope, payload) VALUES (?, ?, ?)",
-                    (self.owner, scope, data),
-                ).lastrowid
+        try:
+            seq = await self._db.call(
+                lambda conn: (
+                    conn.execute(
+                        "INSERT INTO captures (owner, scope, payload) VALUES (?, ?, ?)",
+                        (self.owner, scope, data),
+                    ).lastrowid
+                )
             )
-        )
+        except sqlite3.DatabaseError as exc:
+            if isinstance(exc, ChatmemError):
+                raise
+            # The caller's capture is not acknowledged: it must hear so in one line.
+            raise StoreError(f"capture not saved: the capture journal failed: {exc}") from exc
         if seq is None:  # pragma: no cover - sqlite always sets it after an INSERT
             raise IndexUnavailable("the capture journal did not number a row")
         return seq

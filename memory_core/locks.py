@@ -10,10 +10,13 @@ import asyncio
 import os
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from functools import partial
 from pathlib import Path
 from typing import TypeVar
 
-from filelock import FileLock
+from filelock import FileLock, Timeout
+
+from memory_core.atomic import write_error
 
 try:
     import fcntl
@@ -74,7 +77,7 @@ class LockRegistry:
             file_lock = self._file_lock(name)
 
             def locked() -> T:
-                file_lock.acquire()
+                _take(file_lock)
                 try:
                     return work()
                 except BaseException:
@@ -119,7 +122,19 @@ def unlock_file(fd: int) -> None:
 
 async def _acquire(lock: FileLock) -> None:
     """Take `lock` in a worker thread (cancellation-safe, see `_run_holding`)."""
-    await _run_holding(lock, lock.acquire)
+    await _run_holding(lock, partial(_take, lock))
+
+
+def _take(lock: FileLock) -> None:
+    """`lock.acquire`; a lock file that cannot be made or opened (a read-only or full
+    workspace) is a StoreError line: every write takes its lock first, so this is where
+    such a workspace shows, before any data is touched."""
+    try:
+        lock.acquire()
+    except Timeout:
+        raise
+    except OSError as exc:
+        raise write_error("nothing changed", lock.lock_file, exc) from exc
 
 
 async def _run_holding(lock: FileLock, locked: Callable[[], T]) -> T:

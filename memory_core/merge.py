@@ -168,6 +168,15 @@ def _similar(a: str, b: str, threshold: float = SIMILAR) -> bool:
     return shared / (large + small - shared) >= threshold  # len(ga | gb), without the set
 
 
+def same_memory(a: MemoryEntry, b: MemoryEntry) -> bool:
+    """Whether a merge would take either entry's text for a restatement of the other (the
+    rules of `_find_match`: the same normalized text in any category, or a `_similar` one
+    in the same category). Whoever acts on "this fact and its duplicates" (a person's
+    forget request) must find exactly the entries a merge would have folded together."""
+    na, nb = normalize_content(a.content), normalize_content(b.content)
+    return na == nb or (a.category == b.category and _similar(na, nb))
+
+
 _by_score = attrgetter("score")
 
 

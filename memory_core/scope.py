@@ -49,6 +49,20 @@ class ScopeKey:
     def is_main(self) -> bool:
         return self.value == "main"
 
+    @classmethod
+    def parse(cls, text: str) -> ScopeKey:
+        """A scope key as a person types it (`--scope`): spaces around it and around its
+        `:`-parts are dropped (`main ` is `main`, `peer: 42` is `peer:42`), and an empty
+        part (`peer:`, `group::1`) is refused. Only here: the constructor takes every key an
+        adapter builds from a platform's ids unchanged, whatever they hold, so that the
+        mapping from chats to scopes stays injective."""
+        parts = [part.strip() for part in text.split(":")]
+        if not any(parts):
+            raise ScopeError("a scope key cannot be empty")
+        if not all(parts):
+            raise ScopeError(f"scope key {text!r} has an empty part (e.g. peer:42, main)")
+        return cls(":".join(parts))
+
 
 MAIN = ScopeKey("main")
 

@@ -17,6 +17,9 @@ Consistency rules:
   so a replayed capture keeps the id its caller was given.
 * A write that fails keeps its captures staged (and journalled) and is retried with
   backoff; a crash leaves them in the journal, replayed by the next process to start.
+* A replay is per scope: a scope whose file cannot be read or written (a bad byte, a
+  directory where the file should be) keeps its rows in the journal and is tried again
+  when the scope is next used; every other scope is served meanwhile.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -97,6 +101,15 @@ class _Queue:
     task: asyncio.Task[None] | None = None
 
 
+@dataclass(slots=True)
+class _Kept:
+    """Journalled captures of a scope whose replay failed, and when to try again."""
+
+    staged: list[_Staged]
+    retry_at: float
+    wait: float
+
+
 class Staging:
     def __init__(
         self,
@@ -116,6 +129,7 @@ class Staging:
         self._on_written = on_written
         self._view_max_age = view_max_age
         self._queues: dict[ScopeKey, _Queue] = {}
+        self._kept: dict[ScopeKey, _Kept] = {}
         self._closed = False
 
     async def capture(
@@ -124,6 +138,7 @@ class Staging:
         """Apply `candidate` to the view and journal it; the file follows shortly."""
         if self._closed:
             raise ChatmemError("the memory core is closing")
+        await self._replay_kept(scope)  # older captures first
         queue = self._queues.setdefault(scope, _Queue())
         async with queue.mutex:
             if queue.view is None:
@@ -162,6 +177,7 @@ class Staging:
     async def settle(self, scope: ScopeKey) -> None:
         """Write the scope's staged captures now, if any, or wait for the write that has
         them in hand (errors reach the caller)."""
+        await self._replay_kept(scope)
         queue = self._queues.get(scope)
         if queue is not None and (queue.staged or queue.writing.locked()):
             await self._write(scope, queue)
@@ -185,7 +201,11 @@ class Staging:
                 log.error("staged captures of %s not written (%s); kept in the journal", scope, exc)
 
     async def recover(self) -> int:
-        """Replay captures journalled by processes that died before writing them."""
+        """Replay captures journalled by processes that died before writing them.
+
+        Scope by scope: one that fails is logged and keeps its rows (`_kept`, tried again
+        when the scope is used), and the others are replayed and served regardless.
+        """
         rows = await self.journal.adopt_orphans()
         by_scope: dict[str, list[JournalRow]] = {}
         for row in rows:
@@ -200,12 +220,43 @@ class Staging:
             except ChatmemError as exc:
                 log.error("capture journal names a bad scope %r (%s); rows kept", scope_value, exc)
                 continue
-            await self._write_staged(scope, staged, base=None, view=None)
-            await self.journal.remove([s.seq for s in staged if s.seq is not None])
-            replayed += len(staged)
+            replayed += await self._replay(scope, staged, RETRY_FIRST_SECONDS)
         if replayed:
             log.info("replayed %d journalled captures", replayed)
         return replayed
+
+    async def _replay(self, scope: ScopeKey, staged: list[_Staged], wait: float) -> int:
+        """Write `staged` (journalled by a dead process) to the scope's file; how many were
+        replayed, 0 when the write failed and they were kept for a later try."""
+        try:
+            await self._write_staged(scope, staged, base=None, view=None)
+        except Exception as exc:  # this scope only: the others must still be served
+            log.error(
+                "%d journalled captures of scope %s cannot be written (%s); they stay in"
+                " the journal and are tried again when the scope is used",
+                len(staged),
+                scope,
+                exc,
+            )
+            self._kept[scope] = _Kept(
+                staged, time.monotonic() + wait, min(wait * 2, RETRY_MAX_SECONDS)
+            )
+            return 0
+        try:
+            await self.journal.remove([s.seq for s in staged if s.seq is not None])
+        except Exception as exc:  # in the file now; a second replay would skip them
+            log.error("replayed captures of scope %s left in the journal (%s)", scope, exc)
+        log.info("replayed %d journalled captures of scope %s", len(staged), scope)
+        return len(staged)
+
+    async def _replay_kept(self, scope: ScopeKey) -> None:
+        """Try the scope's kept captures again once their wait is over (a person may have
+        fixed the file); a failure is logged, not raised: reads of the scope may work."""
+        kept = self._kept.get(scope)
+        if kept is None or time.monotonic() < kept.retry_at:
+            return
+        del self._kept[scope]  # one task replays; others go on meanwhile
+        await self._replay(scope, kept.staged, kept.wait)
 
     # --- writing -----------------------------------------------------------------------
     async def _write_later(self, scope: ScopeKey, queue: _Queue) -> None:
@@ -243,7 +294,12 @@ class Staging:
                     queue.base, queue.view = written, view
                 else:
                     queue.base = queue.view = None
-            await self.journal.remove([s.seq for s in staged if s.seq is not None])
+            try:
+                await self.journal.remove([s.seq for s in staged if s.seq is not None])
+            except Exception as exc:
+                # The captures are in the file: left in the journal, a replay finds them
+                # there and skips them. Failing the write now would make callers retry it.
+                log.error("written captures of %s left in the journal (%s)", scope, exc)
 
     async def _write_staged(
         self,

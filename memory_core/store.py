@@ -4,6 +4,17 @@ Every write takes the scope's lock (tasks and processes), copies the current fil
 `.bak`, writes a temp file, fsyncs and renames, so a crash at any instant leaves either
 the old or the new file. Reads are cached by (mtime, size, inode) so a bot does not
 re-parse a large file on every turn, yet sees edits made by a person or another process.
+
+Where mtimes are coarse (kernels before 6.13 stamp files with the timer tick; some
+filesystems keep seconds or two), an editor can rewrite a file in place with the same
+size within one tick, and the stamp does not move. So a snapshot taken within
+`RACY_NS` of its file's mtime ("racy", as git calls it) is confirmed by a hash of the
+file before it is trusted again; once its mtime is older than that, the stamp alone
+vouches for it, and the hot path stays one stat.
+
+A file that is not all UTF-8 is served, not refused: its bytes are copied once beside it
+(`MEMORY.md.undecodable-<hash>`), the blocks holding undecodable bytes are quarantined
+with those bytes shown as `\\xNN`, and the rest is read as usual.
 """
 
 from __future__ import annotations
@@ -11,17 +22,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import glob
+import hashlib
 import logging
 import os
 import re
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 from typing import TypeVar
 
-from memory_core.atomic import backup_then_write
+from memory_core.atomic import atomic_write_bytes, backup_then_write
 from memory_core.entries import MemoryEntry
 from memory_core.errors import StoreError
 from memory_core.locks import LockRegistry
@@ -40,6 +52,10 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 Stamp = tuple[int, int, int]
 
+RACY_NS = 2_000_000_000
+"""The coarsest mtime granularity we allow for (FAT keeps two seconds): a file read this
+close to its mtime may still change without its stamp changing."""
+
 
 @dataclass(frozen=True, slots=True)
 class Snapshot:
@@ -47,6 +63,11 @@ class Snapshot:
 
     parsed: ParsedMemory
     stamp: Stamp | None
+    digest: bytes | None = None
+    """Hash of the bytes parsed (None for a missing file)."""
+    racy: bool = False
+    """Read within `RACY_NS` of the file's mtime: an equal stamp does not prove the same
+    bytes, so the next check compares `digest` too."""
 
 
 def _stamp(path: Path) -> Stamp | None:
@@ -57,16 +78,27 @@ def _stamp(path: Path) -> Stamp | None:
     return (st.st_mtime_ns, st.st_size, st.st_ino)
 
 
+def _digest(data: bytes) -> bytes:
+    return hashlib.blake2b(data, digest_size=16).digest()
+
+
+def _racy(stamp: Stamp | None, read_at_ns: int) -> bool:
+    return stamp is not None and read_at_ns - stamp[0] < RACY_NS
+
+
 def read_memory_file(path: Path, archive_below: float) -> Snapshot:
     """Blocking read + parse; callers run it in a thread."""
+    read_at = time.time_ns()  # before the stat: a write after it makes the read racy
     stamp = _stamp(path)
     if stamp is None:
         return Snapshot(ParsedMemory(), None)
     try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise StoreError(f"{path} is not UTF-8 text: {exc}") from exc
-    parsed = parse_memory(text, archive_below=archive_below)
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return Snapshot(ParsedMemory(), None)
+    except OSError as exc:
+        raise StoreError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    parsed = _parse_bytes(path, data, archive_below)
     for block in parsed.quarantined:
         log.warning(
             "%s:%d: block quarantined (%s); it is kept verbatim, run `chatmem validate`",
@@ -74,7 +106,102 @@ def read_memory_file(path: Path, archive_below: float) -> Snapshot:
             block.line,
             block.reason,
         )
-    return Snapshot(parsed, stamp)
+    return Snapshot(parsed, stamp, _digest(data), _racy(stamp, read_at))
+
+
+def _refresh(path: Path, cached: Snapshot | None, archive_below: float) -> Snapshot:
+    """Blocking: `cached` while the file is still the one it was parsed from (the same
+    object, so callers can compare parses by identity), else the file read again."""
+    if cached is not None and _stamp(path) == cached.stamp:
+        if not cached.racy:
+            return cached
+        read_at = time.time_ns()
+        try:
+            data = path.read_bytes()
+        except OSError:
+            data = None  # gone or unreadable since the stat: read_memory_file says which
+        if data is not None and _digest(data) == cached.digest:
+            # Past the racy window now, the stamp alone will vouch for these bytes.
+            return replace(cached, racy=_racy(cached.stamp, read_at))
+    return read_memory_file(path, archive_below)
+
+
+# --- files that are not all UTF-8 -------------------------------------------------------
+
+
+def undecodable_copy_path(path: Path, data: bytes) -> Path:
+    """Where the bytes of a file that is not all UTF-8 are kept: named by their hash, so
+    each version of the file is copied once however often it is read."""
+    return path.with_name(f"{path.name}.undecodable-{_digest(data).hex()[:16]}")
+
+
+def _parse_bytes(path: Path, data: bytes, archive_below: float) -> ParsedMemory:
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return _parse_undecodable(path, data, archive_below)
+    return parse_memory(text, archive_below=archive_below)
+
+
+def _parse_undecodable(path: Path, data: bytes, archive_below: float) -> ParsedMemory:
+    """Serve what decodes; quarantine each block holding bytes that do not, shown as
+    `\\xNN` (the copy beside the file keeps them as they were)."""
+    copy = undecodable_copy_path(path, data)
+    if not copy.exists():
+        try:
+            atomic_write_bytes(copy, data)
+        except OSError as exc:
+            # Without the copy, the next write would lose the bytes: refuse instead.
+            raise StoreError(
+                f"{path} is not all UTF-8 and its bytes cannot be kept in {copy.name}:"
+                f" {exc.strerror or exc}"
+            ) from exc
+    # The parser splits at CRLF, CR and LF; so do we, so line numbers agree.
+    raw_lines = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n")
+    lines: list[str] = []
+    bad: list[int] = []
+    for number, raw in enumerate(raw_lines, start=1):
+        try:
+            lines.append(raw.decode("utf-8"))
+        except UnicodeDecodeError:
+            lines.append(raw.decode("utf-8", "backslashreplace"))
+            bad.append(number)
+    parsed = parse_memory("\n".join(lines), archive_below=archive_below)
+    reason = (
+        f"bytes that are not UTF-8, shown as \\xNN (the file as it was: {copy.name});"
+        " fix them and delete the \\ before ###"
+    )
+
+    def touches(first: int, last: int) -> bool:
+        return any(first <= n <= last for n in bad)
+
+    kept: list[MemoryEntry] = []
+    quarantined: list[QuarantinedBlock] = []
+    for entry in parsed.entries:
+        first, last = parsed.lines[entry.id]
+        if touches(first, last):
+            # Escaped as the format escapes a content line starting with `#`: with its
+            # bytes shown as `\\xNN` the block would parse, and the next read would take
+            # the escapes for the text. It stays quarantined until a person fixes it.
+            text = "\\" + "\n".join(lines[first - 1 : last])
+            quarantined.append(QuarantinedBlock(text, first, reason))
+            del parsed.lines[entry.id]
+        else:
+            kept.append(entry)
+    for block in parsed.quarantined:
+        if touches(block.line, block.line + block.text.count("\n")):
+            block = QuarantinedBlock(block.text, block.line, f"{block.reason}; {reason}")
+        quarantined.append(block)
+    parsed.entries = kept
+    parsed.quarantined = sorted(quarantined, key=lambda b: b.line)
+    log.warning(
+        "%s is not all UTF-8 (lines %s); its blocks there are quarantined, the file as it"
+        " was is kept in %s",
+        path,
+        ", ".join(map(str, bad[:10])) + (" …" if len(bad) > 10 else ""),
+        copy.name,
+    )
+    return parsed
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,11 +249,8 @@ class LongTermStore:
         checked = self._checked_at.get(scope)
         if cached is not None and checked is not None and time.monotonic() - checked < max_age:
             return cached.parsed
-        stamp = await asyncio.to_thread(_stamp, path)
+        snapshot = await asyncio.to_thread(_refresh, path, cached, self._archive_below)
         self._checked_at[scope] = time.monotonic()
-        if cached is not None and cached.stamp == stamp:
-            return cached.parsed
-        snapshot = await asyncio.to_thread(read_memory_file, path, self._archive_below)
         self._cache[scope] = snapshot
         return snapshot.parsed
 
@@ -178,10 +302,7 @@ class LongTermStore:
 
     def _current(self, scope: ScopeKey, path: Path) -> Snapshot:
         """Under the lock: the cached parse if the file is still the one we cached."""
-        cached = self._cache.get(scope)
-        if cached is not None and cached.stamp is not None and cached.stamp == _stamp(path):
-            return cached
-        return read_memory_file(path, self._archive_below)
+        return _refresh(path, self._cache.get(scope), self._archive_below)
 
     def _write(
         self,
@@ -195,12 +316,14 @@ class LongTermStore:
             entries, quarantined, now=now, archive_below=self._archive_below
         )
         _remove_stale_temps(path)
+        written_at = time.time_ns()
         backup_then_write(path, text, self._ws.backup_path(scope))
         # The entries we rendered are what a re-read would give (the format round-trips),
         # so cache them against the new stat and spare the next load a parse.
         active, archived = split_sections(entries, self._archive_below)
         parsed = ParsedMemory(entries=active + archived, quarantined=list(quarantined), lines=lines)
-        snapshot = Snapshot(parsed, _stamp(path))
+        stamp = _stamp(path)
+        snapshot = Snapshot(parsed, stamp, _digest(text.encode("utf-8")), _racy(stamp, written_at))
         self._cache[scope] = snapshot
         return snapshot
 

@@ -3,16 +3,24 @@
 Layout (docs/architecture.md §Files): the main scope keeps `MEMORY.md` and `memory/` at the
 workspace root; every other scope keeps the same roles under `memory/scopes/<slug>/`, with
 `LONG_TERM.md` in place of `MEMORY.md`.
+
+A scope whose key is too long for a directory name gets a hashed name, which cannot be
+decoded: its key lives in the directory's `.scope` file, and a second copy in
+`.chatmem/scope-keys/<slug>`. Both are written atomically, and each repairs the other
+when it is empty or wrong (at every `ensure_scope`, and when scopes are listed), so a
+torn or emptied `.scope` no longer hides the scope and its memories.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path, PurePosixPath
 
-from memory_core.errors import PathRefused, ScopeError
+from memory_core.atomic import atomic_write_text
+from memory_core.errors import ChatmemError, PathRefused, ScopeError
 from memory_core.scope import (
     MAIN,
     ScopeKey,
@@ -22,8 +30,12 @@ from memory_core.scope import (
     scope_slug,
 )
 
+log = logging.getLogger(__name__)
+
 STATE_DIR = ".chatmem"
 SCOPE_KEY_FILE = ".scope"
+SCOPE_KEYS_DIR = "scope-keys"
+_UNLISTED: set[str] = set()
 MAIN_LONG_TERM = "MEMORY.md"
 SCOPED_LONG_TERM = "LONG_TERM.md"
 
@@ -52,6 +64,11 @@ class Workspace:
     @property
     def scopes_dir(self) -> Path:
         return self.root / "memory" / "scopes"
+
+    @property
+    def scope_keys_dir(self) -> Path:
+        """Second copies of the keys of hashed scope directories."""
+        return self.state_dir / SCOPE_KEYS_DIR
 
     # --- per scope --------------------------------------------------------------------
     def memory_dir(self, scope: ScopeKey) -> Path:
@@ -83,13 +100,18 @@ class Workspace:
         return path.relative_to(self.root).as_posix()
 
     def ensure_scope(self, scope: ScopeKey) -> None:
-        """Create the scope's directory and record its key (hashed slugs cannot be decoded)."""
+        """Create the scope's directory and record its key (hashed slugs cannot be decoded:
+        their key files are checked and repaired on every call, a read of two tiny files)."""
         directory = self.memory_dir(scope)
         directory.mkdir(parents=True, exist_ok=True)
-        if not scope.is_main:
-            key_file = directory / SCOPE_KEY_FILE
-            if not key_file.exists():
-                key_file.write_text(scope.value, encoding="utf-8")
+        if scope.is_main:
+            return
+        key_file = directory / SCOPE_KEY_FILE
+        if is_hashed_slug(directory.name):
+            _keep_key(key_file, scope)
+            _keep_key(self.scope_keys_dir / directory.name, scope)
+        elif not key_file.exists():
+            atomic_write_text(key_file, scope.value)
 
     def scopes(self) -> list[ScopeKey]:
         """Every scope with a directory, main first, others sorted by key."""
@@ -114,11 +136,20 @@ class Workspace:
                 return None
             return key if scope_slug(key) == slug and not key.is_main else None
         key_file = directory / SCOPE_KEY_FILE
-        try:
-            key = ScopeKey(key_file.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, ScopeError):
-            return None
-        return key if scope_slug(key) == slug else None
+        copy = self.scope_keys_dir / slug
+        recorded = _read_key(key_file, slug)
+        if recorded is None:
+            # Empty, torn or wrong: the second copy tells, and puts it right.
+            recorded = _read_key(copy, slug)
+            if recorded is None:
+                if slug not in _UNLISTED:  # once per process: listings are polled
+                    _UNLISTED.add(slug)
+                    log.warning("scope directory %s has no readable key file: not listed", slug)
+                return None
+            _repair_quietly(key_file, recorded)
+        elif _read_key(copy, slug) != recorded:
+            _repair_quietly(copy, recorded)  # a workspace from before the copies existed
+        return recorded
 
     # --- reading on behalf of a scope -------------------------------------------------
     def resolve_readable(self, scope: ScopeKey, requested: str) -> Path:
@@ -150,3 +181,35 @@ class Workspace:
         if not inside or real_root not in real.parents:
             raise PathRefused(f"refused path {requested!r}: outside this scope's memory")
         return real
+
+
+def _read_key(path: Path, slug: str) -> ScopeKey | None:
+    """The key recorded at `path` if it is one and names the directory `slug`."""
+    try:
+        key = ScopeKey(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ScopeError):
+        return None
+    return key if scope_slug(key) == slug else None
+
+
+def _keep_key(path: Path, scope: ScopeKey) -> None:
+    """Make `path` hold exactly `scope`'s key (written atomically: never torn)."""
+    try:
+        current: bytes | None = path.read_bytes()
+    except OSError:
+        current = None
+    if current == scope.value.encode("utf-8"):
+        return
+    if current is not None:
+        log.warning("%s did not hold the scope's key; repaired", path)
+    atomic_write_text(path, scope.value)
+
+
+def _repair_quietly(path: Path, key: ScopeKey) -> None:
+    """A repair made while listing: a failure leaves the listing right, and is logged."""
+    try:
+        atomic_write_text(path, key.value)
+    except (OSError, ChatmemError) as exc:
+        log.warning("could not repair %s: %s", path, exc)
+    else:
+        log.warning("repaired %s (scope %s)", path, key)

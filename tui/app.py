@@ -19,7 +19,16 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.css.query import NoMatches
 from textual.widget import Widget
-from textual.widgets import Footer, Header, Input, Static, TabbedContent, TabPane
+from textual.widgets import (
+    Footer,
+    Header,
+    Input,
+    Select,
+    Static,
+    TabbedContent,
+    TabPane,
+    Tabs,
+)
 from textual.worker import Worker, WorkerState
 
 from memory_core.clock import Clock, ensure_aware
@@ -50,6 +59,9 @@ from tui.model import (
     RankRow,
 )
 from tui.overview import ScopeCounts, archive_state, scope_counts
+from tui.screens.confirm import ConfirmScreen
+from tui.screens.edit import EditScreen
+from tui.screens.help import HelpScreen, Section, binding_lines
 from tui.watch import Stamp, compare, take_stamp
 from tui.widgets.activity import FEED_LIMIT, ActivityFeed, recent_text
 from tui.widgets.archive import ArchivePane, ArchiveSummary
@@ -64,7 +76,11 @@ log = logging.getLogger(__name__)
 POLL_SECONDS = 0.5
 NARROW = 130
 """Below this many columns the sidebar takes a share of the width instead of its own."""
+COMPACT = 100
+"""Below this many columns the sidebar starts hidden (`b` shows it), so that the rankings
+keep room for what each memory says."""
 PaneT = TypeVar("PaneT", bound=Widget)
+WHAT_IF_HELP = "back to now; until then the view is read-only (actions refuse)"
 
 
 class ChatmemApp(App[None]):
@@ -79,27 +95,48 @@ class ChatmemApp(App[None]):
         ("tab-activity", "Activity"),
     )
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("q", "quit", "Quit"),
-        Binding("slash", "focus_filter", "Filter"),
-        Binding("s", "sort_next", "Sort"),
-        Binding("r", "sort_reverse", "Reverse"),
-        Binding("plus,equals_sign", "what_if(1)", "+1d"),
-        Binding("minus", "what_if(-1)", "-1d"),
-        Binding("greater_than_sign", "what_if(30)", "+30d"),
-        Binding("less_than_sign", "what_if(-30)", "-30d", show=False),
-        Binding("0", "what_if_reset", "Now", show=False),
-        Binding("p", "toggle_pin", "Pin"),
-        Binding("a", "toggle_archive", "Archive"),
-        Binding("x", "forget", "Forget"),
-        Binding("e", "edit", "Edit"),
-        Binding("C", "consolidate", "Consolidate"),
-        Binding("ctrl+r", "refresh", "Refresh", show=False),
-        Binding("b", "toggle_sidebar", "Sidebar", show=False),
+        # In footer order: at 80 columns the first few are all that fits, so Help leads.
+        Binding("question_mark,f1", "help", "Help", tooltip="this list of every key"),
+        Binding("q", "quit", "Quit", tooltip="leave the TUI"),
+        Binding("slash", "focus_filter", "Filter", tooltip="type in the rankings filter box"),
+        Binding("f", "focus_recall", "Recall", tooltip="type in the Recall query box"),
+        Binding("b", "toggle_sidebar", "Sidebar", tooltip="show or hide scopes and archive state"),
+        Binding("s", "sort_next", "Sort", tooltip="sort the rankings by the next column"),
+        Binding("r", "sort_reverse", "Reverse", tooltip="reverse the rankings' order"),
+        Binding("plus,equals_sign", "what_if(1)", "+1d", tooltip="what-if: one day later"),
+        Binding("minus", "what_if(-1)", "-1d", tooltip="what-if: one day earlier"),
+        Binding("greater_than_sign", "what_if(30)", "+30d", tooltip="what-if: 30 days later"),
+        Binding(
+            "less_than_sign", "what_if(-30)", "-30d", show=False, tooltip="what-if: 30 days earlier"
+        ),
+        Binding("0", "what_if_reset", "Now", show=False, tooltip="what-if: back to now"),
+        Binding("p", "toggle_pin", "Pin", tooltip="pin or unpin the highlighted entry"),
+        Binding(
+            "a", "toggle_archive", "Archive", tooltip="archive or restore the highlighted entry"
+        ),
+        Binding("x", "forget", "Forget", tooltip="forget the highlighted entry (asks first)"),
+        Binding("e", "edit", "Edit", tooltip="edit the highlighted entry's content"),
+        Binding(
+            "C", "consolidate", "Consolidate", tooltip="decay, archive and forget now (asks first)"
+        ),
+        Binding("ctrl+r", "refresh", "Refresh", show=False, tooltip="reload every pane"),
+        Binding("escape", "leave_box", "Leave box", show=False, tooltip="leave a text box or menu"),
         *[
-            Binding(str(n), f"show_tab('{tab}')", title, show=False)
+            Binding(
+                str(n), f"show_tab('{tab}')", title, show=False, tooltip=f"show the {title} tab"
+            )
             for n, (tab, title) in enumerate(TABS, start=1)
         ],
     ]
+    MAIN_WIDGETS: ClassVar[dict[str, str]] = {
+        "tab-rankings": "#rankings",
+        "tab-entry": "#detail-meta-scroll",
+        "tab-archive": "#archive-pane",
+        "tab-recall": "#recall-hits",
+        "tab-activity": "#activity",
+    }
+    """What a tab focuses when shown: never a text box, so a number key pressed next
+    switches tabs again instead of typing into one."""
 
     def __init__(
         self,
@@ -124,6 +161,11 @@ class ChatmemApp(App[None]):
         self.rankings = Rankings(self)
         self.current_id: str | None = None
         self.activity: list[AuditRecord] = []
+        self.recall_query: str | None = None
+        """The last Recall query: run again when the scope changes."""
+        self._sidebar_wanted: bool | None = None
+        """Shown or hidden by `b`; None: by the terminal's width."""
+        self._quarantine_told: dict[ScopeKey, int] = {}
         self._others_started = False
         self._whole_requested = False
 
@@ -167,10 +209,19 @@ class ChatmemApp(App[None]):
 
     def on_resize(self, event: events.Resize) -> None:
         self.set_class(event.size.width < NARROW, "-narrow")
+        self._place_sidebar()
+
+    def _place_sidebar(self) -> None:
+        wanted = self._sidebar_wanted
+        try:
+            sidebar = self.query_one("#sidebar")
+        except NoMatches:  # shutting down
+            return
+        sidebar.display = wanted if wanted is not None else self.size.width >= COMPACT
 
     def action_toggle_sidebar(self) -> None:
-        sidebar = self.query_one("#sidebar")
-        sidebar.display = not sidebar.display
+        self._sidebar_wanted = not self.query_one("#sidebar").display
+        self._place_sidebar()
 
     def now(self) -> datetime:
         return ensure_aware((self.clock or self.core.now)()).replace(microsecond=0)
@@ -299,6 +350,23 @@ class ChatmemApp(App[None]):
         if (summary := self.pane(ArchiveSummary)) and (pane := self.pane(ArchivePane)):
             summary.show(message.state, self.zone)
             pane.show(message.state)
+        self._tell_quarantine(
+            message.state.scope, len(message.state.quarantined), message.state.path
+        )
+
+    def _tell_quarantine(self, scope: ScopeKey, count: int, path: str) -> None:
+        """Say once (per scope and count) that part of a file could not be read: the
+        sidebar that counts it may be hidden on a narrow terminal, and a person who
+        thinks a memory vanished should learn that its text is kept."""
+        if count and self._quarantine_told.get(scope) != count:
+            self.notify(
+                f"{count} block(s) of {path} could not be read; they are kept verbatim in the "
+                "file (Archive tab, key 3)",
+                title=f"quarantined in scope {scope}",
+                severity="warning",
+                markup=False,
+            )
+        self._quarantine_told[scope] = count
 
     def on_activity_loaded(self, message: ActivityLoaded) -> None:
         if message.scope != self.scope:
@@ -313,7 +381,7 @@ class ChatmemApp(App[None]):
     def on_recall_done(self, message: RecallDone) -> None:
         pane = self.pane(RecallPane)
         if pane and message.scope == self.scope:
-            pane.show(message.query, message.hits, message.injection, message.budget)
+            pane.show(message.query, message.hits, message.injection, message.budget, message.scope)
 
     def on_workspace_changed(self, message: WorkspaceChanged) -> None:
         changes = message.changes
@@ -362,6 +430,7 @@ class ChatmemApp(App[None]):
 
     @on(RecallPane.QuerySubmitted)
     def _recall(self, message: RecallPane.QuerySubmitted) -> None:
+        self.recall_query = message.query
         self.run_recall(self.scope, message.query)
 
     def _load_current_detail(self) -> None:
@@ -395,9 +464,27 @@ class ChatmemApp(App[None]):
         self.load_entries(scope)
         self.load_archive(scope)
         self.load_activity(scope, 0)
+        if self.recall_query is not None:
+            # The hits on screen belong to the old scope: never leave them standing.
+            self.query_one(RecallPane).rerunning(self.recall_query, scope)
+            self.run_recall(scope, self.recall_query)
 
     def show_tab(self, tab: str) -> None:
         self.query_one(TabbedContent).active = tab
+        self.focus_tab_widget(tab)
+
+    def focus_tab_widget(self, tab: str) -> None:
+        self.query_one(self.MAIN_WIDGETS[tab]).focus()
+
+    @on(TabbedContent.TabActivated)
+    def _tab_activated(self, event: TabbedContent.TabActivated) -> None:
+        """A tab chosen with the mouse: focus its main widget unless the user is moving
+        along the tab bar (the widget that had focus is hidden now)."""
+        tab, focused = event.pane.id, self.focused
+        if tab not in self.MAIN_WIDGETS or isinstance(focused, Tabs):
+            return
+        if focused is None or event.pane not in focused.ancestors:
+            self.focus_tab_widget(tab)
 
     def action_show_tab(self, tab: str) -> None:
         self.show_tab(tab)
@@ -405,6 +492,52 @@ class ChatmemApp(App[None]):
     def action_focus_filter(self) -> None:
         self.show_tab("tab-rankings")
         self.query_one("#rank-filter", Input).focus()
+
+    def action_focus_recall(self) -> None:
+        self.show_tab("tab-recall")
+        self.query_one("#recall-query", Input).focus()
+
+    def action_leave_box(self) -> None:
+        """Escape: out of a text box or menu, back to the tab's main widget."""
+        if isinstance(self.focused, Input | Select | Tabs):
+            self.focus_tab_widget(self.query_one(TabbedContent).active)
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen(self.help_sections()))
+
+    def help_sections(self) -> list[Section]:
+        def key(name: str) -> str:
+            return self.get_key_display(Binding(name, ""))
+
+        return [
+            (
+                "Everywhere",
+                [
+                    *binding_lines(self.get_key_display, self.BINDINGS),
+                    (key("ctrl+p"), "command palette: any action, sort, tab or scope by name"),
+                    (key("ctrl+q"), "quit"),
+                ],
+            ),
+            (
+                "Rankings table",
+                [
+                    *binding_lines(self.get_key_display, RankTable.BINDINGS),
+                    ("click", "a column title: sort by it (again: reverse)"),
+                ],
+            ),
+            (
+                "Filter and Recall boxes",
+                [
+                    (key("enter"), "filter: back to the table; Recall: run the query"),
+                    (key("escape"), "leave the box (number keys switch tabs again)"),
+                ],
+            ),
+            ("Scopes (sidebar)", [(key("enter"), "show the highlighted scope in every tab")]),
+            ("What-if view (+ - > <)", [("0", WHAT_IF_HELP)]),
+            ("Confirmation", binding_lines(self.get_key_display, ConfirmScreen.BINDINGS)),
+            ("Editing", binding_lines(self.get_key_display, EditScreen.BINDINGS)),
+            ("This help", binding_lines(self.get_key_display, HelpScreen.BINDINGS)),
+        ]
 
     def action_refresh(self) -> None:
         self.reload_all()

@@ -42,8 +42,27 @@ def run(app: ChatmemApp, action: Action) -> Worker[None]:
     return worker
 
 
+def refuses(app: ChatmemApp) -> bool:
+    """True (and says why) while the rankings show a what-if instant.
+
+    The screen then shows scores, statuses and even which action a key would take
+    (archive or restore) as of a day that has not come; writing now from that picture
+    would do something else than what it shows, so the view stays read-only."""
+    days = app.rankings.offset_days
+    if not days:
+        return False
+    app.notify(
+        f"the what-if view (+{days} d) is read-only: press 0 to go back to now first",
+        title="nothing changed",
+        severity="warning",
+    )
+    return True
+
+
 def confirm(app: ChatmemApp, action: Action) -> None:
     """Ask first; do it only on yes."""
+    if refuses(app):
+        return
 
     def answered(confirmed: bool | None) -> None:
         if confirmed:
@@ -56,6 +75,8 @@ def confirm(app: ChatmemApp, action: Action) -> None:
 
 def entry_action(app: ChatmemApp, choose: Callable[[RankRow], Kind]) -> None:
     """Confirm, then apply `choose(row)` to the highlighted entry."""
+    if refuses(app):
+        return
     row = app.current_row()
     if row is None:
         app.notify("highlight an entry in Rankings first", severity="warning")
@@ -65,6 +86,8 @@ def entry_action(app: ChatmemApp, choose: Callable[[RankRow], Kind]) -> None:
 
 def edit(app: ChatmemApp) -> None:
     """The edit modal is the confirmation: Save writes, Escape does nothing."""
+    if refuses(app):
+        return
     row = app.current_row()
     if row is None:
         app.notify("highlight an entry in Rankings first", severity="warning")

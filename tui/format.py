@@ -16,6 +16,13 @@ STATUS_STYLE = {
     Status.ARCHIVED: "yellow",
     Status.FORGOTTEN: "red",
 }
+STATUS_LABEL = {
+    Status.ACTIVE: "active",
+    Status.ARCHIVED: "archived",
+    Status.FORGOTTEN: "to forget",
+}
+"""An entry below the forget line is still in the file: the next consolidation deletes it.
+"Forgotten" on screen only ever means deleted (the audit log keeps the text)."""
 HIGHLIGHT = "bold reverse"
 
 
@@ -50,7 +57,7 @@ def days_cell(days: int | None) -> Text:
 
 
 def status_cell(status: Status) -> Text:
-    return Text(status.value, style=STATUS_STYLE[status])
+    return Text(STATUS_LABEL[status], style=STATUS_STYLE[status])
 
 
 def time_text(when: datetime | None, zone: tzinfo) -> str:

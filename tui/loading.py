@@ -27,6 +27,16 @@ class EntriesSnapshot:
     expected_total: int | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class Quarantined:
+    """A block of the long-term file the parser could not read: kept verbatim in the
+    file (never lost), shown so a person can fix it."""
+
+    line: int
+    reason: str
+    text: str
+
+
 class EntryLoader:
     """Loads through the core, one load per scope at a time so concurrent panes share it."""
 
@@ -38,6 +48,12 @@ class EntryLoader:
     async def load(self, scope: ScopeKey) -> list[MemoryEntry]:
         async with self._locks.setdefault(scope, asyncio.Lock()):
             return await self.core.entries(scope)
+
+    async def quarantined(self, scope: ScopeKey) -> list[Quarantined]:
+        """The scope's quarantined blocks (the same cached parse `load` reads)."""
+        async with self._locks.setdefault(scope, asyncio.Lock()):
+            parsed = await self.core.load(scope)
+        return [Quarantined(b.line, b.reason, b.text) for b in parsed.quarantined]
 
     async def head(self, scope: ScopeKey) -> EntriesSnapshot | None:
         """The first entries of a large file (None for a small one: load it whole)."""

@@ -22,7 +22,7 @@ from memory_core.records import (
 )
 from memory_core.scope import ScopeKey
 from memory_core.scoring import ScoringPolicy, Status
-from tui.loading import EntryLoader
+from tui.loading import EntryLoader, Quarantined
 from tui.model import what_if
 
 _DAILY = re.compile(r"^\d{4}-\d{2}-\d{2}\.md$")
@@ -40,6 +40,7 @@ class ScopeCounts:
     unarchived: int
     pending: int
     archived_messages: int
+    quarantined: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +48,7 @@ class ArchivedEntry:
     entry: MemoryEntry
     score: float
     reason: str
+    status: Status = Status.ARCHIVED
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +57,12 @@ class ArchiveState:
     when: datetime
     archived: list[ArchivedEntry] = field(default_factory=list)
     archived_total: int = 0
+    """Entries that are not active (still in the file), as the scopes pane counts them."""
+    to_forget: int = 0
+    """Of those, the ones below the forget line: the next consolidation deletes them."""
+    quarantined: list[Quarantined] = field(default_factory=list)
+    path: str = ""
+    """The long-term file, relative to the workspace."""
     forgotten: list[AuditRecord] = field(default_factory=list)
     messages: dict[str, int] = field(default_factory=lambda: {"false": 0, "pending": 0, "true": 0})
     sessions: list[SessionArchive] = field(default_factory=list)
@@ -90,6 +98,7 @@ async def scope_counts(core: MemoryCore, loader: EntryLoader, when: datetime) ->
 
     async def one(scope: ScopeKey) -> ScopeCounts:
         entries = await loader.load(scope)
+        quarantined = await loader.quarantined(scope)
         tally = await asyncio.to_thread(status_tally, entries, when, core.policy)
         files = await asyncio.to_thread(list_files, core.workspace.memory_dir(scope))
         counts = messages.get(scope.value, {})
@@ -101,6 +110,7 @@ async def scope_counts(core: MemoryCore, loader: EntryLoader, when: datetime) ->
             unarchived=counts.get("false", 0),
             pending=counts.get("pending", 0),
             archived_messages=counts.get("true", 0),
+            quarantined=len(quarantined),
         )
 
     return list(await asyncio.gather(*(one(scope) for scope in scopes)))
@@ -120,7 +130,7 @@ def _archived_entries(
             reason = "below forget line (next consolidation)"
         else:
             reason = "score below archive line"
-        found.append(ArchivedEntry(entry, score, reason))
+        found.append(ArchivedEntry(entry, score, reason, status))
     return sorted(found, key=lambda a: -a.score)
 
 
@@ -128,6 +138,7 @@ async def archive_state(
     core: MemoryCore, loader: EntryLoader, scope: ScopeKey, when: datetime
 ) -> ArchiveState:
     entries = await loader.load(scope)
+    quarantined = await loader.quarantined(scope)
     archived = await asyncio.to_thread(_archived_entries, entries, when, core.policy)
     directory = core.workspace.memory_dir(scope)
     summaries = await asyncio.to_thread(list_files, core.workspace.summary_dir(scope))
@@ -137,6 +148,9 @@ async def archive_state(
         when=when,
         archived=archived[:ARCHIVED_LIMIT],
         archived_total=len(archived),
+        to_forget=sum(1 for a in archived if a.status is Status.FORGOTTEN),
+        quarantined=quarantined,
+        path=core.workspace.long_term_path(scope).relative_to(core.workspace.root).as_posix(),
         summary_days=[n[:-3] for n in summaries if _DAILY.match(n)],
         summary_months=[n[:-3] for n in summaries if _MONTH.match(n)],
         raw_files=[n for n in files if _RAW.match(n)],

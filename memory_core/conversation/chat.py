@@ -1,16 +1,26 @@
-"""One conversational turn, `/new`, and flushing long sessions.
+"""One conversational turn, `/new`, memory requests, and flushing long sessions.
 
 A turn: store the user's message, assemble the prompt (prompt memories, on a session's first
 turn the last two days' notes, recall injection, the history window), run the tool loop,
 store the reply, remember which long-term entries were used, and flush + compact when the
 session nears the model's window. Every step takes the ScopeKey the adapter resolved.
+
+What is not stored as a message: commands (`/remember`, `/forget` come here as
+`remember` / `ask_forget`), forget requests with their question and answer (stored, the
+question kept the very text a person asked to forget indexed and archived), and the
+offline notice (stored, it was indexed and came back as a "related memory" of later
+turns). A "remember that …" said in the chat is stored like any message (what a person
+says is kept), but the extractor leaves it out, since it was captured when it was said:
+the heuristic used to keep "我喜欢乌龙茶，请记住" beside the "我喜欢乌龙茶" it had saved.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+import re
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -33,15 +43,17 @@ from memory_core.conversation.prompting import (
     system_prompt,
 )
 from memory_core.conversation.tools import MEMORY_SAVE, TOOL_SCHEMAS, ToolContext, dispatch
-from memory_core.errors import ChatmemError, LLMError
+from memory_core.entries import MemoryEntry
+from memory_core.errors import ChatmemError, EntryNotFound, LLMError
 from memory_core.history import Session, StoredMessage, sql_length
 from memory_core.llm import LLMClient, Message
 from memory_core.memory import MemoryService
-from memory_core.merge import ChangeKind, MergeResult
+from memory_core.merge import ChangeKind, MergeResult, same_memory
 from memory_core.recall import Injection, has_recall_intent
+from memory_core.records import Hit
 from memory_core.scope import ScopeKey
 from memory_core.storage import AuditBackend, HistoryBackend
-from memory_core.text import has_cjk
+from memory_core.text import has_cjk, tokenize
 
 log = logging.getLogger(__name__)
 
@@ -52,9 +64,21 @@ EXTRACT_BACKOFF = (
     timedelta(hours=6),
 )
 CONFIRM_WORDS = frozenset(
-    {"yes", "y", "ok", "okay", "sure", "confirm", "是", "是的", "好", "好的", "确认", "对", "嗯"}
-)
+    {
+        "yes", "y", "ok", "okay", "sure", "confirm", "all",
+        "是", "是的", "好", "好的", "确认", "对", "嗯", "全部",
+    }
+)  # fmt: skip
 FORGET_TTL = timedelta(minutes=10)
+FORGET_SEARCH_LIMIT = 10
+"""Long-term hits a forget request looks at; every duplicate of a picked one joins it."""
+_NUMBERS = re.compile(r"^\s*\d+(?:\s*(?:[,，、;；\s]|and|和)\s*\d+)*\s*$", re.IGNORECASE)
+OFFLINE_NOTICES = (
+    "(offline) No language model is configured",
+    "（离线模式）还没有配置语言模型",
+)
+"""How the offline notice starts: older sessions stored it as a reply, and the extractor
+must still leave those out."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,8 +100,8 @@ class NewSessionResult:
 
 @dataclass(slots=True)
 class _PendingForget:
-    entry_id: str
-    content: str
+    entries: list[tuple[str, str]]
+    """(id, content) of each entry the question listed, in its numbering."""
     asked_at: datetime
 
 
@@ -108,15 +132,45 @@ class ChatEngine:
         self._pending_forget: dict[str, _PendingForget] = {}
         self._session_locks: dict[str, asyncio.Lock] = {}
         self._extracting: set[str] = set()
+        self._working: dict[str, set[asyncio.Task[Any]]] = {}
 
     def lock_for(self, scope: ScopeKey) -> asyncio.Lock:
         """One turn at a time per scope (its session); scopes run in parallel."""
         return self._session_locks.setdefault(scope.value, asyncio.Lock())
 
+    @contextmanager
+    def _working_on(self, scope: ScopeKey) -> Iterator[None]:
+        """Note the task doing a turn, request or `/new` of the scope, for `interrupt`."""
+        task = asyncio.current_task()
+        if task is None:  # pragma: no cover - always called from a task
+            yield
+            return
+        tasks = self._working.setdefault(scope.value, set())
+        tasks.add(task)
+        try:
+            yield
+        finally:
+            tasks.discard(task)
+            if not tasks:
+                self._working.pop(scope.value, None)
+
+    def interrupt(self, scope: ScopeKey) -> int:
+        """Cancel the scope's turns, requests and `/new` under way; how many there were.
+
+        For a person who pressed Ctrl-C while the model was answering: the front end stops
+        waiting, and the work stops too instead of running on into a core being closed.
+        What was stored stays consistent: each message is one transaction, and a reply
+        that was not stored was never shown."""
+        tasks = list(self._working.get(scope.value, ()))
+        for task in tasks:
+            task.cancel()
+        return len(tasks)
+
     # --- one turn -------------------------------------------------------------------
     async def turn(self, scope: ScopeKey, text: str, *, speaker: str = "") -> TurnResult:
-        async with self.lock_for(scope):
-            return await self._turn(scope, text.strip(), speaker)
+        with self._working_on(scope):
+            async with self.lock_for(scope):
+                return await self._turn(scope, text.strip(), speaker)
 
     async def _turn(self, scope: ScopeKey, text: str, speaker: str) -> TurnResult:
         if not text:
@@ -125,7 +179,15 @@ class ChatEngine:
         session = await self.history.open_session(scope, now)
         chinese = has_cjk(text)
 
+        # Forgetting is answered and not stored (the module's docstring says why).
         confirmation = await self._answer_pending_forget(scope, text, chinese)
+        if confirmation is not None:
+            return TurnResult(reply=confirmation, session_id=session.id)
+        explicit = explicit_request(text)
+        if explicit is not None and explicit[0] == "forget":
+            reply = await self._ask_forget(scope, explicit[1], chinese)
+            return TurnResult(reply=reply, session_id=session.id)
+
         window = self.config.history.max_messages * 3
         context = await self.history.turn_context(session.id, window)
         earlier = context.messages
@@ -133,12 +195,8 @@ class ChatEngine:
         # the flush check after the reply needs no query of its own.
         chars = context.chars + sql_length(text)
         await self._store(scope, session.id, "user", text, now, speaker)
-        if confirmation is not None:
-            await self._store(scope, session.id, "assistant", confirmation, self.memory.now(), "")
-            return TurnResult(reply=confirmation, session_id=session.id)
-        explicit = explicit_request(text)
         if explicit is not None:
-            reply = await self._explicit(scope, explicit, chinese)
+            reply = await self._remember(scope, explicit[1], chinese)
             await self._store(scope, session.id, "assistant", reply, self.memory.now(), "")
             return TurnResult(reply=reply, session_id=session.id)
 
@@ -150,12 +208,14 @@ class ChatEngine:
         intent = has_recall_intent(text)
 
         if not self.llm.configured:
+            # Not stored: a canned notice is no part of the conversation, and stored it was
+            # indexed and came back as a "related memory" of later turns.
+            related = [h for h in injection.hits if not _said_in(h, session.id)]
             reply = _offline_reply(
-                chinese, [h.location + " " + " ".join(h.text.split()) for h in injection.hits]
+                chinese, [h.location + " " + " ".join(h.text.split()) for h in related]
             )
-            await self._store(scope, session.id, "assistant", reply, self.memory.now(), "")
             return TurnResult(
-                reply=reply, session_id=session.id, injected=[h.location for h in injection.hits]
+                reply=reply, session_id=session.id, injected=[h.location for h in related]
             )
 
         messages: list[Message] = [
@@ -261,54 +321,104 @@ class ChatEngine:
             used_entry_ids=used.used_entry_ids if used is not None else (),
         )
 
-    # --- explicit remember / forget -------------------------------------------------
-    async def _explicit(self, scope: ScopeKey, request: tuple[str, str], chinese: bool) -> str:
-        kind, what = request
-        if kind == "remember":
-            entry, result = await self.memory.long_term.capture(
-                scope, what, category="fact", importance="high", source="explicit"
-            )
-            again = result.count(ChangeKind.REINFORCED) > 0
-            if chinese:
-                return (
-                    "这条我之前就记得，已加强：" if again else "好的，我记住了："
-                ) + entry.content
-            return (
-                "I already knew that; reinforced: " if again else "Got it, I'll remember: "
-            ) + entry.content
-        hits = await self.memory.finder.search(
-            scope, what, limit=3, kinds=[ChunkKind.LONG_TERM], min_score=0.0
+    # --- memory requests ------------------------------------------------------------
+    async def remember(self, scope: ScopeKey, text: str) -> str:
+        """`/remember TEXT`: keep `text` as a memory the person asked for; the reply."""
+        with self._working_on(scope):
+            async with self.lock_for(scope):
+                return await self._remember(scope, text.strip(), has_cjk(text))
+
+    async def ask_forget(self, scope: ScopeKey, what: str) -> str:
+        """`/forget WHAT`: the question listing the memories about `what`; the scope's next
+        turn answers it (`_answer_pending_forget`)."""
+        with self._working_on(scope):
+            async with self.lock_for(scope):
+                return await self._ask_forget(scope, what.strip(), has_cjk(what))
+
+    async def _remember(self, scope: ScopeKey, what: str, chinese: bool) -> str:
+        entry, result = await self.memory.long_term.capture(
+            scope, what, category="fact", importance="high", source="explicit"
         )
-        entries = {e.id: e for e in await self.memory.long_term.entries(scope)}
-        target = next((entries[h.ref] for h in hits if h.ref in entries), None)
-        if target is None:
+        again = result.count(ChangeKind.REINFORCED) > 0
+        if chinese:
+            return ("这条我之前就记得，已加强：" if again else "好的，我记住了：") + entry.content
+        return (
+            "I already knew that; reinforced: " if again else "Got it, I'll remember: "
+        ) + entry.content
+
+    async def _ask_forget(self, scope: ScopeKey, what: str, chinese: bool) -> str:
+        if not what:
+            raise ChatmemError("say what to forget")
+        hits = await self.memory.finder.search(
+            scope, what, limit=FORGET_SEARCH_LIMIT, kinds=[ChunkKind.LONG_TERM], min_score=0.0
+        )
+        entries = await self.memory.long_term.entries(scope)
+        # Comparing every entry with the picked ones is CPU work that grows with the scope.
+        targets = await asyncio.to_thread(forget_targets, what, hits, entries)
+        if not targets:
             return (
                 f"没有找到关于「{what}」的记忆。"
                 if chinese
                 else f"I found no memory about “{what}”."
             )
         self._pending_forget[scope.value] = _PendingForget(
-            target.id, target.content, self.memory.now()
+            [(e.id, e.content) for e in targets], self.memory.now()
         )
+        if len(targets) == 1:
+            [only] = targets
+            if chinese:
+                return f"要忘掉这条记忆吗？[{only.id}] {only.content}\n回复「确认」忘掉它。"
+            return f"Forget this memory? [{only.id}] {only.content}\nReply “yes” to forget it."
+        listed = "\n".join(f"{n}. [{e.id}] {e.content}" for n, e in enumerate(targets, start=1))
         if chinese:
-            return f"要忘掉这条记忆吗？[{target.id}] {target.content}\n回复「确认」以归档它。"
-        return f"Forget this memory? [{target.id}] {target.content}\nReply “yes” to archive it."
+            return (
+                f"要忘掉这 {len(targets)} 条记忆吗？\n{listed}\n"
+                "回复「确认」全部忘掉，或回复要忘掉的编号（如「1 3」）。"
+            )
+        return (
+            f"Forget these {len(targets)} memories?\n{listed}\n"
+            "Reply “yes” to forget them all, or the numbers of the ones to forget (e.g. “1 3”)."
+        )
 
     async def _answer_pending_forget(self, scope: ScopeKey, text: str, chinese: bool) -> str | None:
+        """The reply to a forget question, or None: any other answer (or a late one)
+        drops the question and is an ordinary turn."""
         pending = self._pending_forget.pop(scope.value, None)
         if pending is None or self.memory.now() - pending.asked_at > FORGET_TTL:
             return None
-        if text.strip().strip("!.。！").lower() not in CONFIRM_WORDS:
+        answer = text.strip().strip("!.。！").lower()
+        if answer in CONFIRM_WORDS:
+            chosen = pending.entries
+        elif _NUMBERS.match(answer):
+            numbers = {int(n) for n in re.findall(r"\d+", answer)}
+            chosen = [e for n, e in enumerate(pending.entries, start=1) if n in numbers]
+            if not chosen:
+                return None
+        else:
             return None
-        try:
-            await self.memory.long_term.archive(scope, pending.entry_id, source="explicit")
-        except ChatmemError:
+        forgotten: list[str] = []
+        for entry_id, content in chosen:
+            try:
+                await self.memory.long_term.forget(scope, entry_id, source="explicit")
+            except EntryNotFound:
+                continue  # forgotten meanwhile (another chat, a person, decay)
+            forgotten.append(content)
+        if not forgotten:
             return "那条记忆已经不在了。" if chinese else "That memory is already gone."
-        return f"已归档：{pending.content}" if chinese else f"Archived: {pending.content}"
+        if len(forgotten) == 1:
+            return f"已忘掉：{forgotten[0]}" if chinese else f"Forgotten: {forgotten[0]}"
+        listed = "\n".join(f"- {content}" for content in forgotten)
+        if chinese:
+            return f"已忘掉 {len(forgotten)} 条记忆：\n{listed}"
+        return f"Forgot {len(forgotten)} memories:\n{listed}"
 
     # --- /new and extraction --------------------------------------------------------
     async def new_session(self, scope: ScopeKey, *, chinese: bool = False) -> NewSessionResult:
         """Close the scope's session, extract and merge its memories, open the next one."""
+        with self._working_on(scope):
+            return await self._new_session(scope, chinese)
+
+    async def _new_session(self, scope: ScopeKey, chinese: bool) -> NewSessionResult:
         async with self.lock_for(scope):
             session = await self.history.current_session(scope)
             if session is None:
@@ -352,9 +462,7 @@ class ChatEngine:
                 await self.history.mark_extracted(session_id, {})
             return MergeResult(entries=await self.memory.long_term.entries(scope), skipped=True)
         messages = await self.history.session_messages(session_id, include_compacted=True)
-        lines = [
-            TranscriptLine(m.role, m.content) for m in messages if m.role in ("user", "assistant")
-        ]
+        lines = conversation_lines(messages)
         now = self.memory.now()
         if self.llm.configured:
             try:
@@ -475,6 +583,50 @@ class ChatEngine:
             if await self.extract_session(scope, session.id) is not None:
                 done += 1
         return done
+
+
+def forget_targets(
+    what: str, hits: Sequence[Hit], entries: Sequence[MemoryEntry]
+) -> list[MemoryEntry]:
+    """The entries a forget request means, in hit order, then the duplicates of each.
+
+    The hits that hold every word of the request (a request names its memory, "forget my
+    old phone number"); if none does, the best hit alone (the question shows it, so a
+    loose match costs a "no"). Then every entry a merge would fold into one of those
+    (`same_memory`): forgetting a fact and keeping its copy would forget nothing.
+    """
+    by_id = {e.id: e for e in entries}
+    found = list({h.ref: by_id[h.ref] for h in hits if h.ref in by_id}.values())
+    words = set(tokenize(what))
+    picked = [e for e in found if words <= set(tokenize(e.content))] or found[:1]
+    chosen = {e.id for e in picked}
+    duplicates = [
+        e for e in entries if e.id not in chosen and any(same_memory(e, p) for p in picked)
+    ]
+    return picked + duplicates
+
+
+def conversation_lines(messages: Sequence[StoredMessage]) -> list[TranscriptLine]:
+    """What the extractor may learn from: the user's and the assistant's messages, without
+    "remember …" requests (captured when they were said: left in, the heuristic kept
+    "我喜欢乌龙茶，请记住" beside the "我喜欢乌龙茶" it had saved), nor the commands, forget
+    requests and offline notices that older versions stored; nor the replies to them."""
+    lines: list[TranscriptLine] = []
+    skipping = False
+    for m in messages:
+        if m.role == "user":
+            text = m.content.strip()
+            skipping = text.startswith("/") or explicit_request(text) is not None
+            if not skipping:
+                lines.append(TranscriptLine(m.role, m.content))
+        elif m.role == "assistant" and not skipping and not m.content.startswith(OFFLINE_NOTICES):
+            lines.append(TranscriptLine(m.role, m.content))
+    return lines
+
+
+def _said_in(hit: Hit, session_id: str) -> bool:
+    """A hit on a message of this session: what the person just said, not a memory."""
+    return hit.kind is ChunkKind.MESSAGE and hit.path == f"sessions/{session_id}"
 
 
 def _offline_reply(chinese: bool, hits: list[str]) -> str:

@@ -249,31 +249,68 @@ def heuristic_candidates(lines: Sequence[TranscriptLine]) -> list[Candidate]:
     return out
 
 
-EXPLICIT_REMEMBER = re.compile(
-    r"^\s*(?:请|帮我)?(?:记住|记一下|记下)[:：,，\s]*(?P<zh>.+)$|^\s*(?:please\s+)?remember(?:\s+that)?[:,\s]+(?P<en>.+)$",
+_ZH_REMEMBER = r"(?:请你?|帮我|麻烦你?|你?(?:一定)?要)?(?:记住|记一下|记下来?|别忘了)"
+_EN_REMEMBER = r"(?:please\s+)?(?:remember|don['’]?t\s+forget)"
+_CLAUSE_MARKS = ",，。.;；!！:：~～—\n"
+# Every repeat below is bounded by a single character class that cannot run into the next
+# one (a separator is one character, then only blanks), so a search stays linear even on
+# a megabyte of commas: nested or adjacent greedy runs would make it quadratic.
+_REMEMBER_THEN_WHAT = re.compile(
+    rf"(?:^|[{_CLAUSE_MARKS}])[ \t]*"
+    r"(?:(?:and|also|oh|ok|okay|btw|by the way|对了|另外|还有|顺便)[,，]?[ \t]*)?"
+    rf"(?:{_ZH_REMEMBER}[:：,，]?|\b{_EN_REMEMBER}(?:[ \t]+(?:that|this))?(?<!forget)[:,]?(?=\s))"
+    r"\s*(?P<what>\S.*)$",
     re.IGNORECASE | re.DOTALL,
 )
+"""'记住：…', '请记住…', 'please remember …', 'Oh, and remember that …': the memory follows."""
+_REMEMBER_AT_END = re.compile(
+    rf"(?:[{_CLAUSE_MARKS}]|(?=请|帮我|麻烦))[ \t]*"
+    rf"(?:{_ZH_REMEMBER}(?:这一?(?:个|点|件事|条))?(?:哦|啊|吧|呀|哈)?"
+    rf"|{_EN_REMEMBER}(?:[ \t]+(?:that|this|it))?(?:,?[ \t]*please)?)"
+    r"[ \t。.!！~～]*$",
+    re.IGNORECASE,
+)
+"""'…，请记住', '…, remember that', '… Please remember.': the memory comes first."""
 EXPLICIT_FORGET = re.compile(
     r"^\s*(?:请|帮我)?(?:忘掉|忘记|删掉|别记)[:：,，\s]*(?P<zh>.+)$|^\s*(?:please\s+)?forget(?:\s+that|\s+about)?[:,\s]+(?P<en>.+)$",
     re.IGNORECASE | re.DOTALL,
 )
 
 
-_ASKS_IF_REMEMBERED = re.compile(
-    r"^了|了(?:吗|么|没有?)[?？!！。.\s]*$|^(?:when|what|where|who|whom|how|why|which|if|whether)\b.*[?？]\s*$",
-    re.IGNORECASE | re.DOTALL,
-)
-"""'记住了吗？', 'remember when we met?': questions about memory, not something to save."""
+_QUESTION_ENDS = ("?", "？", "吗", "了么", "了没", "了没有")
+"""'记住了吗？', 'remember when we met?', 'X, remember that?': questions about memory, not
+something to save."""
+_TRAILING = " \t\r\n。.!！~～,，;；"
 
 
 def explicit_request(text: str) -> tuple[str, str] | None:
-    """('remember'|'forget', what) for explicit memory requests, else None."""
-    for kind, pattern in (("remember", EXPLICIT_REMEMBER), ("forget", EXPLICIT_FORGET)):
-        match = pattern.match(text)
-        if match:
-            what = (match.group("zh") or match.group("en") or "").strip()
-            if kind == "remember" and _ASKS_IF_REMEMBERED.search(what):
-                return None
-            if what:
-                return kind, what
+    """('remember'|'forget', what) for explicit memory requests, else None.
+
+    "Remember" is found wherever a clause asks for it: first ('记住：…', 'please remember
+    …', '…; also remember that …') or last ('…，请记住', '…, remember that'), since people
+    say it both ways and a request missed here would end up in the heuristic extractor as
+    a raw line with the request still in it. Forget is taken only at the start: a stray
+    'forget' in a sentence ('I will never forget this') must not delete anything.
+    """
+    stripped = text.strip()
+    if not stripped:
+        return None
+    remember: str | None = None
+    at_end = _REMEMBER_AT_END.search(stripped)
+    if at_end is not None and at_end.start() > 0:
+        remember = stripped[: at_end.start()]
+    elif (first := _REMEMBER_THEN_WHAT.search(stripped)) is not None:
+        remember = first.group("what")
+    if remember is not None:
+        what = remember.rstrip(_TRAILING)
+        asks = stripped.rstrip(_TRAILING).endswith(_QUESTION_ENDS)
+        # '好的，记住了' is "got it": an answer, not something to keep.
+        if not what or what.startswith("了") or asks:
+            return None
+        return "remember", what
+    forget = EXPLICIT_FORGET.match(stripped)
+    if forget is not None:
+        what = (forget.group("zh") or forget.group("en") or "").strip()
+        if what:
+            return "forget", what
     return None

@@ -64,11 +64,11 @@ class Runtime:
         task: asyncio.Task[TurnResult] = asyncio.ensure_future(
             self.chat.turn(scope, text, speaker=speaker)
         )
+        # The task leaves the in-flight set when it ends, not when this caller stops
+        # waiting: `stop()` must still wait for a turn whose caller was cancelled.
         self._inflight.add(task)
-        try:
-            result = await asyncio.shield(task)
-        finally:
-            self._inflight.discard(task)
+        task.add_done_callback(self._inflight.discard)
+        result = await asyncio.shield(task)
         if self._due_for_checks(scope):
             self._spawn(self.after_turn(scope))
         return result

@@ -2,13 +2,16 @@
 
 Every call runs with the scope of the chat it serves (`ToolContext`); the model can name
 paths and queries but never a scope. Errors come back as JSON the model can read, not
-exceptions that end the turn.
+exceptions that end the turn: a bad call says what was wrong with it, and a failure of
+the storage under it (the database, the disk) says so in one line, so the model can tell
+the user instead of the turn ending in a traceback.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
@@ -127,8 +130,22 @@ async def dispatch(ctx: ToolContext, name: str, arguments: str | dict[str, Any])
             raise ChatmemError(f"unknown tool {name!r}")
     except (ChatmemError, ValueError, TypeError) as exc:
         log.info("tool %s refused: %s", name, exc)
-        result = {"error": str(exc)}
+        result = {"error": _one_line(str(exc))}
+    except sqlite3.Error as exc:
+        log.warning("tool %s failed in the database: %s", name, exc)
+        result = {"error": _one_line(f"memory storage failed (database): {exc}")}
+    except OSError as exc:
+        log.warning("tool %s failed on the disk: %s", name, exc)
+        reason = exc.strerror or str(exc) or type(exc).__name__
+        result = {"error": _one_line(f"memory storage failed (disk): {reason}")}
     return json.dumps(result, ensure_ascii=False)
+
+
+def _one_line(text: str) -> str:
+    """What the model reads: the first line, short (a path or SQL in a message may be
+    long, and the model needs the gist)."""
+    line = text.strip().splitlines()[0] if text.strip() else "failed"
+    return line if len(line) <= 300 else line[:299] + "…"
 
 
 def _pick(args: dict[str, Any], *names: str) -> dict[str, Any]:

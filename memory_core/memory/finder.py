@@ -1,7 +1,9 @@
 """Finding memories: explicit search, the automatic recall of a prompt, memory_get.
 
 Every read first writes the scope's staged captures (`flush`), so a caller always finds
-what it just saved.
+what it just saved. The index may turn unusable during any await (another task's failed
+call degrades it), so a method reads `guard.index` once and keeps what it read: a
+degraded index is answered by the files, never by an AttributeError.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from datetime import date, datetime, tzinfo
 
 from memory_core.chunking import ChunkKind
 from memory_core.config import RecallSettings
+from memory_core.errors import ChatmemError, IndexUnavailable
 from memory_core.fallback import search_files
 from memory_core.index import RANK_BUDGET, Hit
 from memory_core.memory.guard import IndexGuard
@@ -75,7 +78,7 @@ class Finder:
         """
         kind_list = list(kinds) if kinds is not None else None
         await self.flush(scope)
-        index = self.guard.index
+        index = await self.guard.revive(scope)
         if index is not None:
             try:
                 await index.sync_if_stale(scope)
@@ -90,6 +93,8 @@ class Finder:
                     rank_budget=rank_budget,
                 )
             except sqlite3.DatabaseError as exc:
+                # Damage degrades; a lock that outlasted every retry does not, but this
+                # one search is still answered, from the files.
                 self.guard.failed(exc)
         log.info("degraded search in scope %s (no usable index)", scope)
         dated = since is not None or until is not None
@@ -166,7 +171,11 @@ class Finder:
         widened: list[Hit] = []
         for hit in hits:
             session_id = hit.path.removeprefix("sessions/")
-            around = await index.message_context(scope, session_id, hit.line_from)
+            try:
+                around = await index.message_context(scope, session_id, hit.line_from)
+            except sqlite3.DatabaseError as exc:
+                self.guard.failed(exc)
+                around = []  # the hit alone still answers
             text = " / ".join(_clip(t, MESSAGE_CONTEXT_CHARS) for _, t in around) or hit.text
             widened.append(replace(hit, text=text))
         return widened
@@ -176,7 +185,15 @@ class Finder:
     ) -> MemoryRead:
         """memory_get: lines of one of the scope's files (or a stored message)."""
         await self.flush(scope)
-        return await read_memory_path(self.workspace, self.guard.index, scope, path, start, lines)
+        try:
+            return await read_memory_path(
+                self.workspace, self.guard.index, scope, path, start, lines
+            )
+        except sqlite3.DatabaseError as exc:  # session messages live in the index only
+            if isinstance(exc, ChatmemError):
+                raise
+            self.guard.failed(exc)
+            raise IndexUnavailable(f"cannot read {path}: the index failed: {exc}") from exc
 
 
 def _clip(text: str, limit: int) -> str:

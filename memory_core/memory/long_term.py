@@ -4,6 +4,12 @@ MEMORY.md is the truth; this class orders reads and writes of it (the store's lo
 staged captures written first), records each change in the audit log and tells the index
 what changed. It knows nothing of sessions or the model: a merge takes a session id only
 to stay idempotent.
+
+An entry that leaves the file by being forgotten (by request, or by decay in any write) is
+kept in the scope's forgotten file (`forgotten.py`) right after the write that dropped it,
+under the scope's `forgotten` lock. That lock is never held across a write of the
+long-term file (which may first wait for a staged write, whose follow-up keeps what it
+forgot under that very lock): each step takes it for its own read-change-write only.
 """
 
 from __future__ import annotations
@@ -11,7 +17,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import sqlite3
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Iterable, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -20,6 +27,8 @@ from memory_core.activations import Activation
 from memory_core.config import Config
 from memory_core.entries import ArchiveReason, Importance, MemoryEntry
 from memory_core.errors import ChatmemError, EntryNotFound
+from memory_core.forgotten import ForgottenFile
+from memory_core.locks import LockRegistry
 from memory_core.memory.guard import IndexGuard
 from memory_core.memory_md import ParsedMemory, QuarantinedBlock
 from memory_core.merge import Candidate, Change, ChangeKind, MergeResult, merge
@@ -37,6 +46,12 @@ HOT_PATH_MAX_AGE = 1.0
 """Seconds a chat turn may reuse the last check that MEMORY.md is unchanged on disk."""
 
 EditFn = Callable[[MemoryEntry, datetime], tuple[MemoryEntry | None, ChangeKind, str]]
+"""An edit of one entry: the entry after it (None: forgotten), the change and its detail.
+Returning the very entry it was given means "nothing to do": no write, no audit row."""
+
+
+class _Unchanged(Exception):
+    """Raised inside a store update to leave the file as it is (nothing is written)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +92,12 @@ class LongTermMemory:
         self.audit = audit
         self.activations = activations
         self.staging: Staging | None = None
+        self.forgotten = ForgottenFile(
+            workspace, config.long_term.forgotten_keep_days, self.policy.archive_below
+        )
+        # Its own registry: the lock names differ from the store's, and file locks of one
+        # name exclude each other across registries and processes alike.
+        self._locks = LockRegistry(workspace.locks_dir)
         self._ranked_cache: dict[ScopeKey, tuple[ParsedMemory, list[MemoryEntry]]] = {}
         # Per scope: the ranked entries a prompt block was made from, the instants it holds
         # for (from, until) and the block itself.
@@ -91,7 +112,12 @@ class LongTermMemory:
     async def staged_written(
         self, scope: ScopeKey, applied: list[Applied], decayed: list[Change], when: datetime
     ) -> None:
-        """What follows the background write of staged captures: audit rows and index."""
+        """What follows the background write of staged captures: forgotten entries kept,
+        audit rows and index."""
+        # Read before any await: the next write of the scope replaces the record.
+        written = self.store.last_write.get(scope)
+        if written is not None:
+            await self._keep_forgotten(scope, _forgotten_entries(written.before, decayed, when))
         for capture in applied:
             await self._record(scope, capture.changes, capture.source, capture.when)
         await self._record(scope, decayed, applied[-1].source if applied else "capture", when)
@@ -154,18 +180,19 @@ class LongTermMemory:
             return MergeResult(entries=list(parsed.entries), skipped=True)
         activations = await self.activations.pending(scope) if self.activations else []
 
-        def change(parsed: ParsedMemory) -> tuple[list[MemoryEntry], MergeResult]:
-            entries = parsed.entries
-            changes: list[Change] = []
-            for used_in, candidates in _activation_batches(entries, activations):
-                applied = merge(entries, candidates, when, used_in, self.policy)
-                entries, changes = applied.entries, changes + applied.changes
-            result = merge(entries, batch, when, session_id, self.policy, seen)
-            return result.entries, MergeResult(result.entries, changes + result.changes)
+        def change(
+            parsed: ParsedMemory,
+        ) -> tuple[list[MemoryEntry], tuple[MergeResult, list[MemoryEntry]]]:
+            result = _merged(
+                parsed.entries, activations, batch, when, session_id, seen, self.policy
+            )
+            forgotten = _forgotten_entries(parsed.entries, result.changes, when)
+            return result.entries, (result, forgotten)
 
-        result = await self.store.update(scope, change, when)
+        result, forgotten = await self.store.update(scope, change, when)
         if self.activations is not None:
             await self.activations.clear(scope, activations)
+        await self._keep_forgotten(scope, forgotten)
         if not result.skipped:
             await self._record(scope, result.changes, source, when)
             if session_id is not None and self.audit is not None:
@@ -184,9 +211,7 @@ class LongTermMemory:
         expires_at: datetime | None = None,
     ) -> tuple[MemoryEntry, MergeResult]:
         """Save one memory now (a repeat of an existing one reinforces it)."""
-        text = content.strip()
-        if not text:
-            raise ChatmemError("a memory needs some content")
+        text = self._checked_content(content)
         cand = Candidate(
             content=text,
             category=category,
@@ -209,8 +234,19 @@ class LongTermMemory:
             scope, (), session_id=None, source="consolidate", now=now
         )
 
+    async def preview_consolidate(
+        self, scope: ScopeKey, *, now: datetime | None = None
+    ) -> MergeResult:
+        """What `consolidate` would do as of `now`, computed on the loaded entries with the
+        same pure merge (pending uses in replies included); nothing is written."""
+        when = now or self.now()
+        parsed = await self.store.load(scope)
+        activations = await self.activations.pending(scope) if self.activations else []
+        return _merged(parsed.entries, activations, (), when, None, frozenset(), self.policy)
+
     async def forget(self, scope: ScopeKey, entry_id: str, *, source: str = "user") -> MemoryEntry:
-        """Delete an entry from the file; the audit log keeps its last text."""
+        """Delete an entry from the file; it is kept in the scope's forgotten file for
+        `long_term.forgotten_keep_days` (restorable) and the audit log keeps its text."""
         return await self._edit_one(
             scope,
             entry_id,
@@ -222,20 +258,20 @@ class LongTermMemory:
         self, scope: ScopeKey, entry_id: str, pinned: bool, *, source: str = "user"
     ) -> MemoryEntry:
         kind = ChangeKind.PINNED if pinned else ChangeKind.UNPINNED
-        return await self._edit_one(
-            scope,
-            entry_id,
-            source,
+
+        def change(e: MemoryEntry, now: datetime) -> tuple[MemoryEntry, ChangeKind, str]:
+            if e.pinned == pinned:
+                return e, kind, ""  # already so
             # Freeze (or resume decay from) the score as it is now, not as last stored.
-            lambda e, now: (
-                e.with_(pinned=pinned, score=score_at(e, now, self.policy), scored_at=now),
-                kind,
-                "",
-            ),
-        )
+            current = score_at(e, now, self.policy)
+            return e.with_(pinned=pinned, score=current, scored_at=now), kind, ""
+
+        return await self._edit_one(scope, entry_id, source, change)
 
     async def archive(self, scope: ScopeKey, entry_id: str, *, source: str = "user") -> MemoryEntry:
         def change(e: MemoryEntry, now: datetime) -> tuple[MemoryEntry, ChangeKind, str]:
+            if e.archived is not None:
+                return e, ChangeKind.ARCHIVED, ""  # already archived by request or expiry
             current = score_at(e, now, self.policy)
             return (
                 e.with_(archived=ArchiveReason.MANUAL, score=current, scored_at=now),
@@ -246,26 +282,68 @@ class LongTermMemory:
         return await self._edit_one(scope, entry_id, source, change)
 
     async def restore(self, scope: ScopeKey, entry_id: str, *, source: str = "user") -> MemoryEntry:
-        """Back to Active; a decayed entry is lifted to the low-importance start score and
-        counted as activated now, or it would fall straight back into the archive."""
+        """Back to Active, from the archive or from the scope's forgotten entries; a decayed
+        entry is lifted to the low-importance start score and counted as activated now, or
+        it would fall straight back into the archive."""
 
         def change(e: MemoryEntry, now: datetime) -> tuple[MemoryEntry, ChangeKind, str]:
-            current = score_at(e, now, self.policy)
-            floor = initial_score(Importance.LOW)
-            if current < self.policy.archive_below:
-                restored = e.with_(archived=None, score=floor, scored_at=now, last_activated=now)
-            else:
-                restored = e.with_(archived=None, score=current, scored_at=now)
-            return restored, ChangeKind.RESTORED, "restored by request"
+            if e.archived is None and score_at(e, now, self.policy) >= self.policy.archive_below:
+                return e, ChangeKind.RESTORED, ""  # already Active
+            return self._revived(e, now), ChangeKind.RESTORED, "restored by request"
 
-        return await self._edit_one(scope, entry_id, source, change)
+        try:
+            entry = await self._edit_one(scope, entry_id, source, change)
+        except EntryNotFound:
+            return await self._restore_forgotten(scope, entry_id, source)
+        await self._drop_kept(scope, entry.id)
+        return entry
+
+    def _revived(self, entry: MemoryEntry, now: datetime) -> MemoryEntry:
+        current = score_at(entry, now, self.policy)
+        if current < self.policy.archive_below:
+            floor = initial_score(Importance.LOW)
+            return entry.with_(archived=None, score=floor, scored_at=now, last_activated=now)
+        return entry.with_(archived=None, score=current, scored_at=now)
+
+    async def _restore_forgotten(self, scope: ScopeKey, entry_id: str, source: str) -> MemoryEntry:
+        """Put a kept forgotten entry back into the long-term file, then drop it from the
+        forgotten file: a crash in between leaves it in both (the live one wins, and the
+        next restore drops the copy), never in neither."""
+        when = self.now()
+        kept = await asyncio.to_thread(self.forgotten.live, scope, when)
+        entry = next((e for e in kept if e.id == entry_id), None)
+        if entry is None:
+            raise EntryNotFound(f"no entry {entry_id!r} in scope {scope}")
+        revived = self._revived(entry, when)
+
+        def change(parsed: ParsedMemory) -> tuple[list[MemoryEntry], None]:
+            if any(e.id == entry_id for e in parsed.entries):
+                raise _Unchanged  # restored meanwhile (another task or process)
+            return [*parsed.entries, revived], None
+
+        try:
+            await self.store.update(scope, change, when)
+        except _Unchanged:
+            await self._drop_kept(scope, entry_id)
+            return await self.get_entry(scope, entry_id)
+        await self._drop_kept(scope, entry_id)
+        record = Change(
+            ChangeKind.RESTORED,
+            entry_id,
+            entry.score,
+            revived.score,
+            revived.content,
+            revived.category,
+            "restored from forgotten",
+        )
+        await self._record(scope, [record], source, when)
+        await self._written(scope)
+        return revived
 
     async def edit(
         self, scope: ScopeKey, entry_id: str, content: str, *, source: str = "user"
     ) -> MemoryEntry:
-        text = content.strip()
-        if not text:
-            raise ChatmemError("a memory needs some content")
+        text = self._checked_content(content)
         return await self._edit_one(
             scope, entry_id, source, lambda e, now: (e.with_(content=text), ChangeKind.EDITED, "")
         )
@@ -281,11 +359,15 @@ class LongTermMemory:
         self, scope: ScopeKey, entry_id: str, source: str, fn: EditFn
     ) -> MemoryEntry:
         when = self.now()
+        unchanged: list[MemoryEntry] = []
 
         def change(parsed: ParsedMemory) -> tuple[list[MemoryEntry], tuple[MemoryEntry, Change]]:
             for index, entry in enumerate(parsed.entries):
                 if entry.id == entry_id:
                     updated, kind, detail = fn(entry, when)
+                    if updated is entry:
+                        unchanged.append(entry)
+                        raise _Unchanged
                     entries = list(parsed.entries)
                     if updated is None:
                         del entries[index]
@@ -304,10 +386,107 @@ class LongTermMemory:
                     return entries, (after, record)
             raise EntryNotFound(f"no entry {entry_id!r} in scope {scope}")
 
-        entry, record = await self.store.update(scope, change, when)
+        try:
+            entry, record = await self.store.update(scope, change, when)
+        except _Unchanged:
+            return unchanged[0]
+        if record.kind is ChangeKind.FORGOTTEN:
+            # `entry` is the one removed, as it was: kept with its score as of now.
+            await self._keep_forgotten(scope, _forgotten_entries([entry], [record], when))
         await self._record(scope, [record], source, when)
         await self._written(scope)
         return entry
+
+    def _checked_content(self, content: str) -> str:
+        text = content.strip()
+        if not text:
+            raise ChatmemError("a memory needs some content")
+        limit = self.config.long_term.max_capture_bytes
+        size = len(text.encode("utf-8", "surrogatepass"))
+        if size > limit:
+            raise ChatmemError(
+                f"a memory of {size} bytes is over the limit of {limit} bytes"
+                " (long_term.max_capture_bytes)"
+            )
+        return text
+
+    # --- forgotten entries ----------------------------------------------------------
+    @asynccontextmanager
+    async def _forgotten_lock(self, scope: ScopeKey) -> AsyncIterator[None]:
+        async with self._locks.hold(self.workspace.lock_name(scope, "forgotten")):
+            yield
+
+    async def _keep_forgotten(self, scope: ScopeKey, entries: list[MemoryEntry]) -> None:
+        """Keep entries a write just dropped, and drop kept ones past their days. Nothing
+        to do (no lock, no write) when nothing was forgotten and no file is kept."""
+        if not entries and not await asyncio.to_thread(self.forgotten.path(scope).exists):
+            return
+        async with self._forgotten_lock(scope):
+            await asyncio.to_thread(self.forgotten.keep, scope, entries, self.now())
+
+    async def _drop_kept(self, scope: ScopeKey, entry_id: str) -> None:
+        """Drop a live entry's copy from the forgotten file: what a crash between the two
+        writes of a restore leaves (a stat when there is no file)."""
+        if not await asyncio.to_thread(self.forgotten.path(scope).exists):
+            return
+        async with self._forgotten_lock(scope):
+            await asyncio.to_thread(self.forgotten.take, scope, {entry_id}, self.now())
+
+    async def restorable(self, scope: ScopeKey) -> list[MemoryEntry]:
+        """The scope's forgotten entries that `restore` can still bring back, newest first;
+        each one's `scored_at` is when it was forgotten."""
+        kept = await asyncio.to_thread(self.forgotten.live, scope, self.now())
+        if not kept:
+            return kept
+        live = {e.id for e in await self.entries(scope)}
+        return [e for e in kept if e.id not in live]
+
+    async def forgotten_entries(self, scope: ScopeKey, ids: Collection[str]) -> list[MemoryEntry]:
+        """The kept forgotten entries with these ids; EntryNotFound names the first id that
+        is not one (and says so when it is a live entry, which must be forgotten first)."""
+        kept = {e.id: e for e in await self.restorable(scope)}
+        for entry_id in ids:
+            if entry_id not in kept:
+                if any(e.id == entry_id for e in await self.entries(scope)):
+                    raise EntryNotFound(
+                        f"entry {entry_id!r} of scope {scope} is not forgotten:"
+                        f" forget it first (chatmem forget {entry_id})"
+                    )
+                raise EntryNotFound(f"no forgotten entry {entry_id!r} in scope {scope}")
+        return [kept[entry_id] for entry_id in dict.fromkeys(ids)]
+
+    async def erase_forgotten(self, scope: ScopeKey, ids: Collection[str]) -> list[MemoryEntry]:
+        """Remove kept forgotten entries for good from the memory files: the forgotten file,
+        and the long-term file's `.bak` (the previous version, which may still hold one).
+        The audit log is the caller's part (`MemoryCore.purge`)."""
+        async with self._forgotten_lock(scope):
+            taken = await asyncio.to_thread(self.forgotten.take, scope, set(ids), self.now())
+        if not taken:
+            return taken
+        if await asyncio.to_thread(self.workspace.backup_path(scope).exists):
+            # Rewriting the file unchanged makes the current version (which holds no
+            # forgotten entry) the backup, in place of the one that may hold the text.
+            await self.store.update(scope, lambda parsed: (parsed.entries, None), self.now())
+            await self._written(scope)
+        return taken
+
+    async def match_id(self, scope: ScopeKey, text: str) -> str:
+        """The id of the entry (live or kept forgotten) that `text` names: the whole id, or
+        a prefix of exactly one. An ambiguous prefix is an error listing the candidates."""
+        wanted = text.strip()
+        ids = [e.id for e in await self.entries(scope)]
+        ids += [e.id for e in await self.restorable(scope) if e.id not in ids]
+        if wanted in ids:
+            return wanted
+        matches = [i for i in ids if wanted and i.startswith(wanted)]
+        if len(matches) == 1:
+            return matches[0]
+        if not matches:
+            raise EntryNotFound(f"no entry {text!r} in scope {scope}")
+        shown = ", ".join(matches[:10]) + (", …" if len(matches) > 10 else "")
+        raise EntryNotFound(
+            f"id prefix {text!r} matches {len(matches)} entries of scope {scope}: {shown}"
+        )
 
     async def _record(
         self, scope: ScopeKey, changes: list[Change], source: str, when: datetime
@@ -382,6 +561,46 @@ class LongTermMemory:
             rel = self.relative_path(scope)
             problems.extend(ValidationProblem(scope, rel, block) for block in parsed.quarantined)
         return problems
+
+
+def _merged(
+    entries: Sequence[MemoryEntry],
+    activations: Sequence[Activation],
+    batch: Sequence[Candidate],
+    when: datetime,
+    session_id: str | None,
+    seen: frozenset[str],
+    policy: ScoringPolicy,
+) -> MergeResult:
+    """A merge as `merge_candidates` writes it: recorded uses first (a merge per session
+    that used entries), then the candidates. Pure, so a preview computes the same."""
+    changes: list[Change] = []
+    for used_in, candidates in _activation_batches(entries, activations):
+        applied = merge(entries, candidates, when, used_in, policy)
+        entries, changes = applied.entries, changes + applied.changes
+    result = merge(entries, batch, when, session_id, policy, seen)
+    return MergeResult(result.entries, changes + result.changes)
+
+
+def _forgotten_entries(
+    before: Sequence[MemoryEntry], changes: Iterable[Change], when: datetime
+) -> list[MemoryEntry]:
+    """The entries `changes` forgot, as they were in `before` with the score they had when
+    forgotten and `scored_at` = that time (the forgotten file's convention). One that is
+    not in `before` (added by a staged capture and forgotten in the same write: only a
+    clock that jumps does that) is made from its change."""
+    gone = {c.entry_id: c for c in changes if c.kind is ChangeKind.FORGOTTEN}
+    if not gone:
+        return []
+    found = {e.id: e for e in before if e.id in gone}
+    kept = []
+    for entry_id, c in gone.items():
+        score = max(0.0, min(1.0, c.old_score or 0.0))
+        entry = found.get(entry_id)
+        if entry is None:
+            entry = MemoryEntry(entry_id, c.content, c.category, score, when, when, when)
+        kept.append(entry.with_(score=score, scored_at=when))
+    return kept
 
 
 def _activation_batches(

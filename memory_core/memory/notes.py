@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import sqlite3
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -11,6 +12,7 @@ from functools import partial
 from pathlib import Path
 
 from memory_core import daily
+from memory_core.atomic import write_error
 from memory_core.chunking import Chunk, ChunkKind
 from memory_core.errors import ChatmemError
 from memory_core.index import Appended
@@ -19,6 +21,8 @@ from memory_core.memory.guard import IndexGuard
 from memory_core.scope import ScopeKey
 from memory_core.text import tokenize
 from memory_core.workspace import Workspace
+
+log = logging.getLogger(__name__)
 
 
 class DailyNotes:
@@ -51,46 +55,65 @@ class DailyNotes:
         worker thread fsyncs the file; the call returns once both are done.
         If another process holds the file lock, the slow path waits for it in a worker
         thread instead. The file is always written first: if the index write fails, the
-        note stays in the file and the next sync indexes it.
+        note stays in the file and the next sync indexes it; if the database fails before
+        the note was written, the slow path writes it (the file is the memory, the index
+        only finds it). What the disk refuses is one StoreError line, and the file is
+        left as it was: no caller is told a torn note was saved.
         """
         if not text.strip():
             raise ChatmemError("a note needs some text")
         when = (now or self.now()).astimezone(self.zone)
         path = self.workspace.daily_path(scope, when.date())
         relative = self.workspace.relative(path)
-        name = self.workspace.lock_name(scope, "daily")
+        try:
+            done = await self._append_now(scope, path, relative, text, when)
+            if done is not None:
+                return done
+            return await self._append_waiting(scope, path, relative, text, when)
+        except OSError as exc:  # taking the lock (its directory): the note was not written
+            where = exc.filename if isinstance(exc.filename, str) else path
+            raise write_error("note not saved", where, exc) from exc
+
+    async def _append_now(
+        self, scope: ScopeKey, path: Path, relative: str, text: str, when: datetime
+    ) -> tuple[str, int] | None:
+        """`append`'s one round trip; None when it did not write the note (no index, the
+        file lock held by another process, the database failing before the write)."""
         index = self.guard.index
-        if index is not None:
-            written: list[tuple[daily.AppendedNote, Future[None]]] = []
-            async with self.locks.hold_local(name) as lock_path:
+        if index is None:
+            return None
+        written: list[tuple[daily.AppendedNote, Future[None]]] = []
+        async with self.locks.hold_local(self.workspace.lock_name(scope, "daily")) as lock_path:
 
-                def append() -> Appended | None:
-                    held = try_lock_file(lock_path)
-                    if held is None:
-                        return None
-                    try:
-                        note, tokens = _append_blocking(
-                            self.workspace, scope, path, text, when, indexed=True
-                        )
-                    finally:
-                        unlock_file(held)
-                    # The fsync runs while the index write does; both end before we return.
-                    written.append((note, daily.fsync_soon(path)))
-                    chunk = Chunk(note.line_from, note.line_to, note.text, when)
-                    return Appended([(chunk, tokens or "")], note.after, note.before)
-
+            def append() -> Appended | None:
+                held = try_lock_file(lock_path)
+                if held is None:
+                    return None
                 try:
-                    await index.add_appended(scope, relative, ChunkKind.DAILY, append)
-                except sqlite3.DatabaseError as exc:
-                    if not written:
-                        raise
-                    self.guard.failed(exc)
+                    note, tokens = _append_blocking(
+                        self.workspace, scope, path, text, when, indexed=True
+                    )
                 finally:
-                    if written:
-                        await asyncio.shield(asyncio.wrap_future(written[0][1]))
+                    unlock_file(held)
+                # The fsync runs while the index write does; both end before we return.
+                written.append((note, daily.fsync_soon(path)))
+                chunk = Chunk(note.line_from, note.line_to, note.text, when)
+                return Appended([(chunk, tokens or "")], note.after, note.before)
+
+            try:
+                await index.add_appended(scope, relative, ChunkKind.DAILY, append)
+            except sqlite3.DatabaseError as exc:
+                # Before the write (a full or read-only database, a lock held too long) or
+                # after it: either way the note must not depend on the index.
+                self.guard.failed(exc)
+            except OSError as exc:
+                if not written:  # the lock file: the note was not written
+                    raise write_error("note not saved", lock_path, exc) from exc
+                _not_indexed(relative, exc)
+            finally:
                 if written:
-                    return relative, written[0][0].line_from
-        return await self._append_waiting(scope, path, relative, text, when)
+                    await asyncio.shield(asyncio.wrap_future(written[0][1]))
+        return (relative, written[0][0].line_from) if written else None
 
     async def _append_waiting(
         self, scope: ScopeKey, path: Path, relative: str, text: str, when: datetime
@@ -125,6 +148,8 @@ class DailyNotes:
                         )
                     except sqlite3.DatabaseError as exc:
                         self.guard.failed(exc)
+                    except OSError as exc:
+                        _not_indexed(relative, exc)
             finally:
                 await asyncio.shield(syncing)
         return relative, note.line_from
@@ -140,6 +165,12 @@ class DailyNotes:
         return daily.render_recent(notes)
 
 
+def _not_indexed(relative: str, exc: OSError) -> None:
+    """The note is in its file, but reading the file again for the index failed: the
+    note is saved all the same, and the file row's old stamp makes the next sync retry."""
+    log.warning("note saved in %s but not indexed yet: %s", relative, exc)
+
+
 def _append_blocking(
     workspace: Workspace,
     scope: ScopeKey,
@@ -151,6 +182,9 @@ def _append_blocking(
 ) -> tuple[daily.AppendedNote, str | None]:
     """`append`'s blocking work in one call: the scope's directory, the append (its fsync
     runs beside the index write), and the note's terms when an index will take them."""
-    workspace.ensure_scope(scope)
+    try:
+        workspace.ensure_scope(scope)
+    except OSError as exc:
+        raise write_error("note not saved", path.parent, exc) from exc
     note = daily.append_note_blocking(path, text, when, durable=False)
     return note, " ".join(tokenize(note.text)) if indexed else None

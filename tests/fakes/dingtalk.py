@@ -9,6 +9,10 @@ POSTed to. Tests therefore need three things, all here:
 * :func:`private_message` / :func:`group_message` - realistic callback payloads;
 * :class:`WebhookSink` - a local stand-in for the ``sessionWebhook`` endpoint, one distinct
   URL per conversation so a test can prove a reply landed in the right conversation.
+  It is plain HTTP on 127.0.0.1, which the robot's default ``webhook_hosts`` (DingTalk's
+  own hosts, https only) refuses: a test allows it with ``webhook_hosts=[sink.base_url]``.
+
+:func:`post_raw` sends exact bytes, for bodies no JSON encoder would write.
 
 Example::
 
@@ -30,7 +34,7 @@ import hmac
 import itertools
 import json
 import time
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
 from typing import Any, Self
 from urllib.parse import quote
@@ -204,6 +208,29 @@ async def post_callback(
             return response.status, text
 
 
+async def post_raw(
+    url: str, body: bytes, headers: dict[str, str] | None = None, *, chunked: bool = False
+) -> tuple[int, Any]:
+    """POST exact bytes (a body no JSON encoder would write); ``chunked`` sends them with
+    ``Transfer-Encoding: chunked`` and no ``Content-Length``, so a size limit cannot be
+    checked before reading. Returns (status, parsed JSON or raw text)."""
+
+    async def pieces() -> AsyncIterator[bytes]:
+        for start in range(0, len(body), 16 * 1024):
+            yield body[start : start + 16 * 1024]
+
+    all_headers = {"Content-Type": "application/json", **(headers or {})}
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(url, data=pieces() if chunked else body, headers=all_headers) as response,
+    ):
+        text = await response.text()
+        try:
+            return response.status, json.loads(text)
+        except ValueError:
+            return response.status, text
+
+
 @dataclass(frozen=True)
 class WebhookPost:
     """One POST that reached the sink; ``session`` is the name given to ``webhook_url``."""
@@ -233,6 +260,7 @@ class _SinkFailure:
     errcode: int | None
     errmsg: str
     remaining: int
+    location: str | None = None
 
 
 class WebhookSink:
@@ -294,6 +322,11 @@ class WebhookSink:
         ``errcode``) the way DingTalk reports e.g. rate limiting (130101) in a 200 body."""
         self._failures.append(_SinkFailure(status, errcode, errmsg, times))
 
+    def redirect_next(self, location: str, status: int = 307) -> None:
+        """Answer the next post with a redirect to ``location`` (307 and 308 keep the POST
+        and its body), as a hostile or misconfigured endpoint could."""
+        self._failures.append(_SinkFailure(status, None, "redirect", 1, location))
+
     async def wait_for(
         self,
         count: int,
@@ -340,7 +373,9 @@ class WebhookSink:
                     self._failures.pop(0)
                 errcode = -1 if failure.errcode is None else failure.errcode
                 return web.json_response(
-                    {"errcode": errcode, "errmsg": failure.errmsg}, status=failure.status
+                    {"errcode": errcode, "errmsg": failure.errmsg},
+                    status=failure.status,
+                    headers={"Location": failure.location} if failure.location else None,
                 )
             if not _valid_message(body):
                 return web.json_response({"errcode": 40035, "errmsg": "缺少参数 json"})

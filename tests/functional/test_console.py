@@ -1,17 +1,26 @@
-"""`chatmem chat` as a real process with stdin not a terminal: one reply per input line,
-exit 0 at end of input, scopes per `--as` / `--group` like the bots."""
+"""`chatmem chat` as a real process: with stdin not a terminal one reply per input line,
+exit 0 at end of input, scopes per `--as` / `--group` like the bots; on a pseudo-terminal
+as a person runs it (Ctrl-C); commands, memory requests and the offline notice."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import pty
+import select
 import shutil
+import signal
+import sqlite3
 import subprocess
 import sys
+import time
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
-from tests.fakes.openai_server import FakeOpenAI
+from adapters.router import COMMANDS
+from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.functional.conftest import llm_env
 
 RUN_TIMEOUT = 60
@@ -162,3 +171,215 @@ async def test_model_replies_are_one_line_each(tmp_path: Path, fake_llm: FakeOpe
         "tell me something",
         "and briefly?",
     ]
+
+
+# --- Ctrl-C ---------------------------------------------------------------------------------
+
+
+def closed_cleanly(workspace: Path) -> None:
+    """What a core's `close()` leaves: no SQLite write-ahead log (the last connection
+    checkpoints and removes it) and no owner lock of a live capture journal."""
+    state = workspace / ".chatmem"
+    assert not list(state.glob("*-wal")), sorted(p.name for p in state.iterdir())
+    assert not list((state / "owners").iterdir())
+
+
+class Terminal:
+    """`chatmem chat` on a pseudo-terminal, as a person runs it (stdin is a tty)."""
+
+    def __init__(self, tmp_path: Path, env: Mapping[str, str] | None = None) -> None:
+        self.master, slave = pty.openpty()
+        self.process = subprocess.Popen(
+            [chatmem_executable(), "chat", "--workspace", str(tmp_path / "ws")],
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            cwd=tmp_path,
+            env=clean_env(env),
+            start_new_session=True,
+        )
+        os.close(slave)
+        self.output = b""
+
+    def read_until(self, token: str, times: int = 1) -> None:
+        """Read the terminal until `token` has appeared `times` times in all."""
+        deadline = time.monotonic() + RUN_TIMEOUT  # a guard against a hang, not a figure
+        while self.output.count(token.encode()) < times:
+            left = deadline - time.monotonic()
+            assert left > 0, f"waited for {token!r}; the terminal shows {self.output!r}"
+            ready, _, _ = select.select([self.master], [], [], left)
+            if ready:
+                self.output += self._read()
+
+    def type(self, line: str) -> None:
+        os.write(self.master, line.encode() + b"\n")
+
+    def interrupt(self) -> int:
+        """Ctrl-C (the terminal sends SIGINT to the program); its exit status."""
+        self.process.send_signal(signal.SIGINT)
+        status = self.process.wait(RUN_TIMEOUT)
+        while chunk := self._read():
+            self.output += chunk
+        return status
+
+    def _read(self) -> bytes:
+        try:
+            return os.read(self.master, 4096)
+        except OSError:  # EIO: the program has ended and closed the terminal
+            return b""
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+        os.close(self.master)
+
+
+def test_ctrl_c_at_the_prompt_quits_at_once(tmp_path: Path) -> None:
+    """The read of the next line ran in asyncio's default executor, which `asyncio.run`
+    waits for: after Ctrl-C the program hung until Enter was pressed."""
+    terminal = Terminal(tmp_path)
+    try:
+        terminal.read_until("you> ")
+        terminal.type("remember that the spare key is under the flowerpot")
+        terminal.read_until("you> ", times=2)
+        status = terminal.interrupt()
+    finally:
+        terminal.close()
+    screen = terminal.output.decode("utf-8", "replace")
+    assert "Got it, I'll remember: the spare key is under the flowerpot" in screen
+    assert status == 130, screen
+    assert "Traceback" not in screen and "Error" not in screen, screen
+    workspace = tmp_path / "ws"
+    assert "the spare key is under the flowerpot" in (workspace / "MEMORY.md").read_text("utf-8")
+    closed_cleanly(workspace)
+
+
+async def test_ctrl_c_while_the_model_answers_quits_at_once(
+    tmp_path: Path, fake_llm: FakeOpenAI
+) -> None:
+    """The turn is stopped through the core (`MemoryCore.interrupt`), not left running
+    into a core that closes under it: no reply is stored for it, nothing is torn."""
+    asked = asyncio.Event()
+
+    async def never(body: dict[str, Any]) -> Reply:
+        asked.set()
+        return Reply(text="far too late", delay=3600)
+
+    fake_llm.set_responder(never)
+    process = await asyncio.create_subprocess_exec(
+        chatmem_executable(),
+        "chat",
+        "--workspace",
+        str(tmp_path / "ws"),
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        cwd=tmp_path,
+        env=clean_env(llm_env(fake_llm)),
+    )
+    assert process.stdin is not None
+    process.stdin.write(b"remember that the boiler is serviced in May\ntell me a long story\n")
+    await process.stdin.drain()
+    await asyncio.wait_for(asked.wait(), RUN_TIMEOUT)
+    process.send_signal(signal.SIGINT)
+    stdout, stderr = await asyncio.wait_for(process.communicate(), RUN_TIMEOUT)
+    assert process.returncode == 130, stderr.decode()
+    assert "Traceback" not in stderr.decode() and "never retrieved" not in stderr.decode()
+    assert stdout.decode().splitlines() == ["Got it, I'll remember: the boiler is serviced in May"]
+    workspace = tmp_path / "ws"
+    assert "the boiler is serviced in May" in (workspace / "MEMORY.md").read_text("utf-8")
+    closed_cleanly(workspace)
+    with contextlib.closing(sqlite3.connect(workspace / ".chatmem" / "index.sqlite3")) as db:
+        stored = db.execute("SELECT role, content FROM messages ORDER BY id").fetchall()
+    assert stored[-1] == ("user", "tell me a long story")  # and no reply after it
+
+
+# --- commands and memory requests -----------------------------------------------------------
+
+
+def test_unknown_commands_get_the_list_of_commands(tmp_path: Path) -> None:
+    out = chat(tmp_path, ["/frobnicate now", "/usr/local/bin is on my PATH", "/search PATH"])
+    assert out[0].startswith("Unknown command /frobnicate. 未知命令。Commands:")
+    for name, text in COMMANDS:
+        assert f"/{name} — {text}" in out[0]
+    # Text that merely starts with a slash is a message like any other.
+    assert out[1].startswith("(offline) No language model is configured")
+    assert "frobnicate" not in out[2]  # the unknown command was not stored as a message
+
+
+def test_remember_anywhere_and_new_learns_only_real_statements(tmp_path: Path) -> None:
+    out = chat(
+        tmp_path,
+        [
+            "我喜欢乌龙茶，请记住",
+            "I prefer jasmine tea, remember that",
+            "记住：我下周三要出差",
+            "please remember my badge number is 7788",
+            "/remember I prefer tabs over spaces",
+            "/search tea",
+            "I like hiking in the Alps",
+            "/new",
+            "/memory",
+        ],
+    )
+    assert out[:5] == [
+        "好的，我记住了：我喜欢乌龙茶",
+        "Got it, I'll remember: I prefer jasmine tea",
+        "好的，我记住了：我下周三要出差",
+        "Got it, I'll remember: my badge number is 7788",
+        "Got it, I'll remember: I prefer tabs over spaces",
+    ]
+    # /new offline learns the one real statement: not the requests it already captured
+    # (with "请记住" still in them), not the commands.
+    assert out[7] == "New session started. Learned: 1 new, 0 reinforced."
+    memory = out[8].split(r"\n")
+    assert memory[0] == "6 memories, best first:"
+    contents = sorted(line.split("] ", 1)[1].rsplit(" (", 1)[0] for line in memory[1:])
+    assert contents == [
+        "I like hiking in the Alps",
+        "I prefer jasmine tea",
+        "I prefer tabs over spaces",
+        "my badge number is 7788",
+        "我下周三要出差",
+        "我喜欢乌龙茶",
+    ]
+
+
+def test_forget_forgets_every_match_and_the_request_is_not_indexed(tmp_path: Path) -> None:
+    out = chat(
+        tmp_path,
+        [
+            "/remember the office wifi password is hunter2",
+            "/remember the home wifi password is swordfish",
+            "/remember the printer is on floor two",
+            "/forget wifi password",
+            "yes",
+            "/memory",
+            "/search wifi password hunter2 swordfish",
+        ],
+    )
+    question = out[3].split(r"\n")
+    assert question[0] == "Forget these 2 memories?"
+    assert question[-1].startswith("Reply “yes” to forget them all")
+    assert out[4].startswith("Forgot 2 memories:")
+    assert out[5] == r"1 memories, best first:\n1. [fact] the printer is on floor two (0.80)"
+    # Forgotten, not archived (that would still be found), and neither the commands, the
+    # question naming the memories nor the answer was indexed as a message.
+    assert out[6] == "Nothing found. 没有找到。"
+    text = (tmp_path / "ws" / "MEMORY.md").read_text("utf-8")
+    assert "hunter2" not in text and "swordfish" not in text
+
+
+def test_offline_notice_is_not_echoed_as_a_related_memory(tmp_path: Path) -> None:
+    out = chat(
+        tmp_path,
+        [
+            "which language model should be configured",
+            "can a language model remember this session",
+            "/search language model configured session",
+        ],
+    )
+    assert out[0].startswith("(offline) No language model is configured")
+    assert "Related memories" not in out[1], out[1]
+    assert "offline" not in out[2]

@@ -1,12 +1,18 @@
 """Load: 100 chats x 20 messages through the fake Bot API, the real PTB client, the real
 core and the fake model; every message answered once, in its own chat, with nothing of
-another chat in any prompt. Prints throughput and turn latencies."""
+another chat in any prompt.
+
+The test asserts and prints nothing: its figures (throughput, turn latencies) are the
+bench's, `python bench/load_bench.py`, which runs the same driver (`run_load`).
+"""
 
 from __future__ import annotations
 
 import contextvars
 import re
 import statistics
+import subprocess
+import sys
 import time
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -29,10 +35,6 @@ TOKEN = re.compile(r"tok-c(\d{3})-m(\d{2})")
 MARKER = re.compile(r"mk-c(\d{3})-zq")
 
 _llm_seconds: contextvars.ContextVar[list[float]] = contextvars.ContextVar("llm_seconds")
-
-
-def chat_id(index: int) -> int:
-    return USER_BASE + index if index < PRIVATE_CHATS else GROUP_BASE - index
 
 
 def marker(index: int) -> str:
@@ -60,19 +62,23 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-@pytest.mark.load
-@pytest.mark.slow
-async def test_hundred_chats_twenty_messages_each(
+async def run_load(
     tmp_path: Path,
     fake_tg: FakeTelegramAPI,
     fake_llm: FakeOpenAI,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
-) -> None:
+    *,
+    private_chats: int = PRIVATE_CHATS,
+    group_chats: int = GROUP_CHATS,
+    messages_per_chat: int = MESSAGES_PER_CHAT,
+) -> dict[str, float]:
+    """Drive the load and assert every promise of it; the figures, for the bench."""
     fake_llm.set_responder(echo)
-    chats = range(PRIVATE_CHATS + GROUP_CHATS)
+    chats = range(private_chats + group_chats)
     injected: dict[str, float] = {}
     delivered: dict[str, float] = {}
+
+    def chat_id(index: int) -> int:
+        return USER_BASE + index if index < private_chats else GROUP_BASE - index
 
     def send_message(params: dict[str, Any]) -> Any:
         found = TOKEN.search(str(params.get("text") or ""))
@@ -88,8 +94,8 @@ async def test_hundred_chats_twenty_messages_each(
         llm=fake_llm,
         env={"CHATMEM_DM_SCOPE": "per-peer"},
         telegram={
-            "allowed_users": [chat_id(i) for i in range(PRIVATE_CHATS)],
-            "allowed_chats": [chat_id(i) for i in range(PRIVATE_CHATS, len(chats))],
+            "allowed_users": [chat_id(i) for i in range(private_chats)],
+            "allowed_chats": [chat_id(i) for i in range(private_chats, len(chats))],
             # A local Bot API: the load is on the core, not on Telegram's flood limits
             # (test_telegram.py checks those are kept by default).
             "max_requests_per_second": 0,
@@ -119,11 +125,12 @@ async def test_hundred_chats_twenty_messages_each(
             core_seconds.append(total - llm[0])
             return result
 
-        monkeypatch.setattr(core, "chat", timed_chat)
-        monkeypatch.setattr(core.llm, "chat", timed_llm)
+        # Instance attributes over the methods, for this core only (closed below).
+        core.chat = timed_chat  # type: ignore[method-assign]
+        core.llm.chat = timed_llm  # type: ignore[method-assign]
 
         def add(index: int, text: str) -> None:
-            if index < PRIVATE_CHATS:
+            if index < private_chats:
                 fake_tg.add_private_message(chat_id(index), text, first_name=f"User{index}")
             else:
                 fake_tg.add_group_message(
@@ -136,9 +143,9 @@ async def test_hundred_chats_twenty_messages_each(
         await wait_until(
             lambda: len(fake_tg.sent_messages) >= len(chats), "the markers", timeout=60
         )
-        expected_total = len(chats) * MESSAGES_PER_CHAT
+        expected_total = len(chats) * messages_per_chat
         started, cpu_started = time.perf_counter(), time.process_time()
-        for message in range(1, MESSAGES_PER_CHAT):
+        for message in range(1, messages_per_chat):
             for index in chats:
                 tok = token(index, message)
                 injected[tok] = time.perf_counter()
@@ -156,29 +163,34 @@ async def test_hundred_chats_twenty_messages_each(
     assert len(fake_tg.sent_messages) == expected_total
     for index in chats:
         sent = fake_tg.sent_to(chat_id(index))
-        assert len(sent) == MESSAGES_PER_CHAT, (index, [m.text for m in sent])
+        assert len(sent) == messages_per_chat, (index, [m.text for m in sent])
         assert sent[0].text == (
             f"Got it, I'll remember: the marker of this chat is {marker(index)}"
         )
         echoed = [m.text.removeprefix("echo ") for m in sent[1:]]
-        assert sorted(echoed) == [token(index, m) for m in range(1, MESSAGES_PER_CHAT)]
+        assert sorted(echoed) == [token(index, m) for m in range(1, messages_per_chat)]
     assert all(c.error_code is None for c in fake_tg.calls_to("sendMessage"))
 
     # Each turn's prompt carries its own chat's marker and nothing of any other chat.
-    assert len(turn_requests) == len(chats) * (MESSAGES_PER_CHAT - 1)
+    assert len(turn_requests) == len(chats) * (messages_per_chat - 1)
     per_chat: Counter[int] = Counter()
     for body in turn_requests:
         owner = int(TOKEN.search(last_user_text(body)).group(1))  # type: ignore[union-attr]
         per_chat[owner] += 1
         assert chats_named(body) == {owner}
         assert marker(owner) in str(body["messages"][0]["content"])
-    assert set(per_chat.values()) == {MESSAGES_PER_CHAT - 1}
+    assert set(per_chat.values()) == {messages_per_chat - 1}
     # The shutdown flushes too: every request is about exactly one chat.
     for body in all_requests[len(turn_requests) :]:
         assert len(chats_named(body)) == 1
 
+    scopes: defaultdict[str, int] = defaultdict(int)
+    for path in (tmp_path / "ws" / "memory" / "scopes").iterdir():
+        scopes[path.name.split("_")[0]] += 1
+    assert dict(scopes) == {"peer": private_chats, "group": group_chats}
+
     end_to_end = [delivered[t] - injected[t] for t in injected]
-    figures = {
+    return {
         "messages": expected_total,
         "model turns": len(turn_requests),
         "messages/s (model turns, end to end)": len(turn_requests) / elapsed,
@@ -191,10 +203,45 @@ async def test_hundred_chats_twenty_messages_each(
         "wall s (model turns)": elapsed,
         "process CPU s (model turns)": cpu,
     }
-    report = "\n".join(f"  {name}: {value:.1f}" for name, value in figures.items())
-    with capsys.disabled():  # in the CI log, not only under -s
-        print(f"\nload: {len(chats)} chats x {MESSAGES_PER_CHAT} messages\n{report}")
-    scopes: defaultdict[str, int] = defaultdict(int)
-    for path in (tmp_path / "ws" / "memory" / "scopes").iterdir():
-        scopes[path.name.split("_")[0]] += 1
-    assert dict(scopes) == {"peer": PRIVATE_CHATS, "group": GROUP_CHATS}
+
+
+@pytest.mark.load
+@pytest.mark.slow
+async def test_hundred_chats_twenty_messages_each(
+    tmp_path: Path, fake_tg: FakeTelegramAPI, fake_llm: FakeOpenAI
+) -> None:
+    figures = await run_load(tmp_path, fake_tg, fake_llm)
+    assert figures["model turns"] == (PRIVATE_CHATS + GROUP_CHATS) * (MESSAGES_PER_CHAT - 1)
+
+
+async def test_a_small_load_end_to_end(
+    tmp_path: Path, fake_tg: FakeTelegramAPI, fake_llm: FakeOpenAI
+) -> None:
+    """The same driver at a size every run affords: 3 direct + 3 group chats x 4 messages."""
+    figures = await run_load(
+        tmp_path, fake_tg, fake_llm, private_chats=3, group_chats=3, messages_per_chat=4
+    )
+    assert figures["model turns"] == 6 * 3
+
+
+def test_the_load_tests_print_nothing_in_a_quiet_run() -> None:
+    """`pytest -q` of a load test shows a dot and a summary, not figures: those are the
+    bench's. (The small test here; the slow one runs the same driver.)"""
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            f"{Path(__file__).resolve()}::test_a_small_load_end_to_end",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).resolve().parents[2],
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert " ms" not in done.stdout and "messages/s" not in done.stdout, done.stdout

@@ -75,7 +75,13 @@ def router(core: MemoryCore) -> MessageRouter:
         ("/remember I like tea", None, ("remember", "I like tea")),
         ("/search@chatmem_bot   two words  ", "chatmem_bot", ("search", "two words")),
         ("/记住 中文", None, ("记住", "中文")),
+        ("/remember\nI like tea", None, ("remember", "I like tea")),
         ("hello /new", "chatmem_bot", None),
+        # A slash that starts plain text: a command's name has no slash and no space.
+        ("/usr/local/bin is on my PATH", "chatmem_bot", None),
+        ("/ hi", "chatmem_bot", None),
+        ("//", "chatmem_bot", None),
+        ("/", "chatmem_bot", None),
         ("new", "chatmem_bot", None),
         ("", "chatmem_bot", None),
     ],
@@ -108,21 +114,91 @@ async def test_remember(router: MessageRouter, core: MemoryCore) -> None:
     assert contents == ["I like oolong tea", "我喜欢乌龙茶"]
 
 
-async def test_forget_asks_then_archives(router: MessageRouter, core: MemoryCore) -> None:
+async def test_forget_asks_then_forgets(router: MessageRouter, core: MemoryCore) -> None:
     assert await say(router, "/forget") == "Usage: /forget WHAT"
     assert await say(router, "/forget unicorns") == "I found no memory about “unicorns”."
     await say(router, "/remember the wifi password is hunter2")
     [entry] = await core.entries(MAIN)
     question = await say(router, "/forget wifi password")
     assert question == (
-        f"Forget this memory? [{entry.id}] the wifi password is hunter2\nReply “yes” to archive it."
+        f"Forget this memory? [{entry.id}] the wifi password is hunter2\nReply “yes” to forget it."
     )
-    assert await say(router, "yes") == "Archived: the wifi password is hunter2"
+    assert await say(router, "yes") == "Forgotten: the wifi password is hunter2"
     assert (await say(router, "/memory")).startswith("I don't remember anything")
-    assert [e.content for e in (await core.status(MAIN)).archived] == [
-        "the wifi password is hunter2"
-    ]
+    # Forgotten, as the question said: not archived (archived memories are still recalled).
+    status = await core.status(MAIN)
+    assert status.active == [] and status.archived == []
+    assert await core.search(MAIN, "wifi password hunter2") == []
     assert await say(router, "/forget 不存在的东西") == "没有找到关于「不存在的东西」的记忆。"
+
+
+async def test_forget_takes_every_match_and_its_duplicates(
+    router: MessageRouter, core: MemoryCore
+) -> None:
+    office, _ = await core.capture(MAIN, "the office wifi password is hunter2")
+    home, _ = await core.capture(MAIN, "the home wifi password is swordfish")
+    kept, _ = await core.capture(MAIN, "the office printer is on floor two")
+    # A copy with a typo (a hand edit): a merge takes it for the same memory, and so must
+    # forget, although it lacks the word "password".
+    copy, _ = await core.capture(MAIN, "placeholder to be edited")
+    await core.edit(MAIN, copy.id, "the office wifi pasword is hunter2")
+    question = await say(router, "/forget wifi password")
+    lines = question.splitlines()
+    assert lines[0] == "Forget these 3 memories?"
+    listed = {line.split(". ", 1)[1] for line in lines[1:4]}
+    assert [line.split(". ", 1)[0] for line in lines[1:4]] == ["1", "2", "3"]
+    assert listed == {
+        f"[{office.id}] the office wifi password is hunter2",
+        f"[{home.id}] the home wifi password is swordfish",
+        f"[{copy.id}] the office wifi pasword is hunter2",
+    }
+    assert lines[4].startswith("Reply “yes” to forget them all, or the numbers")
+    reply = await say(router, "yes")
+    assert reply.startswith("Forgot 3 memories:")
+    assert [e.id for e in await core.entries(MAIN)] == [kept.id]
+
+
+async def test_forget_by_numbers_and_cancel(router: MessageRouter, core: MemoryCore) -> None:
+    await core.capture(MAIN, "Alice drinks green tea every morning")
+    await core.capture(MAIN, "Bob drinks green tea after lunch")
+    question = await say(router, "/forget drinks green tea")
+    numbered = {
+        line.split("] ", 1)[1]: line.split(".", 1)[0] for line in question.splitlines()[1:3]
+    }
+    assert await say(router, numbered["Bob drinks green tea after lunch"]) == (
+        "Forgotten: Bob drinks green tea after lunch"
+    )
+    assert [e.content for e in await core.entries(MAIN)] == ["Alice drinks green tea every morning"]
+    # Any other answer drops the question: it is an ordinary message, nothing is forgotten.
+    await say(router, "/forget green tea")
+    assert (await say(router, "no, keep it")).startswith("(offline)")
+    assert (await say(router, "yes")).startswith("(offline)")
+    assert len(await core.entries(MAIN)) == 1
+
+
+async def test_commands_and_forget_requests_are_not_stored(
+    router: MessageRouter, core: MemoryCore
+) -> None:
+    """Commands, forget requests and their answers are not messages: stored, they were
+    indexed, and a forgotten text stayed findable in the question that named it."""
+    for text in [
+        "/remember the door code is 4711",
+        "/search door code",
+        "/memory",
+        "/scope",
+        "/help",
+        "/frobnicate",
+        "/forget door code",
+        "yes",
+        "forget the door code",
+        "/new",
+    ]:
+        await say(router, text)
+    assert (await core.message_counts()).get("main", {}) in ({}, {"false": 0})
+    assert not [h for h in await core.search(MAIN, "door code 4711") if "4711" in h.text]
+    # A request said in the chat is a message like any other (what people say is kept).
+    await say(router, "remember that the safe code is 0815")
+    assert (await core.message_counts())["main"]["false"] == 2
 
 
 async def test_memory_lists_best_first(router: MessageRouter, core: MemoryCore) -> None:
@@ -179,11 +255,26 @@ async def test_new(router: MessageRouter, core: MemoryCore) -> None:
     assert (entry.content, entry.category) == ("I prefer tabs over spaces", "preference")
 
 
-async def test_plain_text_and_unknown_commands_are_chat_turns(router: MessageRouter) -> None:
+async def test_plain_text_is_a_chat_turn(router: MessageRouter) -> None:
     reply = await say(router, "hello there")
     assert reply.startswith("(offline) No language model is configured")
-    assert (await say(router, "/frobnicate now")).startswith("(offline)")
     assert (await say(router, "你好")).startswith("（离线模式）")
+    assert (await say(router, "/usr/local/bin is on my PATH")).startswith("(offline)")
+
+
+async def test_unknown_commands_get_the_list(router: MessageRouter, core: MemoryCore) -> None:
+    reply = await say(router, "/frobnicate now")
+    assert reply.startswith("Unknown command /frobnicate. 未知命令。")
+    for name, text in COMMANDS:
+        assert f"/{name} — {text}" in reply
+    assert (await say(router, "/记住 中文")).startswith("Unknown command /记住.")
+    assert (await say(router, "/Frobnicate@chatmem_bot")).startswith("Unknown command /frobnicate.")
+    # In a Telegram group every bot sees a bare "/cmd": one we do not know may be another
+    # bot's, so it gets no answer; addressed to us by name, it does.
+    group = {"chat_type": "group", "chat": "-100"}
+    assert await router.handle(msg("/frobnicate", **group)) is None  # type: ignore[arg-type]
+    assert (await say(router, "/frobnicate@chatmem_bot", **group)).startswith("Unknown command")
+    assert (await core.message_counts()).get("main", {}) in ({}, {"false": 0})
 
 
 async def test_other_bots_commands_and_empty_text_get_no_reply(router: MessageRouter) -> None:

@@ -542,6 +542,7 @@ async def test_duplicate_update_is_answered_once(tmp_path: Path, fake_tg: FakeTe
     async with telegram_bot(tmp_path, fake_tg) as bot:
         fake_tg.add_private_message(ALICE, "remember that duplicates are dropped", message_id=500)
         fake_tg.add_private_message(ALICE, "remember that duplicates are dropped", message_id=500)
+        await fake_tg.wait_for_sent(1, chat_id=ALICE, timeout=10)
         # The same message id in another chat is another message.
         [other] = await bot.dm(BOB, "/remember bob has a message 500 too", message_id=500)
         assert other.text.startswith("Got it")
@@ -559,7 +560,8 @@ async def test_forbidden_on_send_is_logged_not_crashing(
     caplog.set_level(logging.WARNING)
     async with telegram_bot(tmp_path, fake_tg) as bot:
         fake_tg.fail_next("sendMessage", error_code=403)
-        fake_tg.add_private_message(ALICE, "/remember blocked users still get remembered")
+        # Plain text: a command is answered but never stored as a message.
+        fake_tg.add_private_message(ALICE, "remember that blocked users still get remembered")
         await fake_tg.wait_for_calls("sendMessage")
         # The bot keeps serving: the next message is answered normally.
         [reply] = await bot.dm(ALICE, "/memory")

@@ -19,10 +19,14 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from rich.cells import cell_len
 from rich.text import Text
+from textual.binding import Binding
 from textual.message import Message
+from textual.notifications import Notify
 from textual.pilot import Pilot
-from textual.widgets import DataTable, Input, Select, Static, TextArea
+from textual.widget import Widget
+from textual.widgets import DataTable, Input, Select, Static, TabbedContent, TextArea
 from textual.worker import WorkerState
 
 from adapters.demo import ALICE, LI_LEI, build_demo
@@ -35,13 +39,15 @@ from memory_core.merge import decay_all
 from memory_core.scope import MAIN, ScopeKey
 from memory_core.scoring import DEFAULT_POLICY, Status, status_of
 from tui import ChatmemApp, make_app
+from tui.capture import screen_text
 from tui.commands import app_commands
 from tui.messages import ArchiveLoaded, RankingsReady, ScopesLoaded
 from tui.model import COLUMNS, RankingModel, what_if
 from tui.screens.confirm import ConfirmScreen
 from tui.screens.edit import EditScreen
+from tui.screens.help import HelpScreen
 from tui.widgets.detail import DetailPane
-from tui.widgets.ranktable import GAP, WIDTHS, RankTable
+from tui.widgets.ranktable import GAP, RankTable
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 SIZE = (160, 42)
@@ -151,7 +157,12 @@ class Running:
         return [row[index] for row in self.rows(selector)]
 
     def text(self, selector: str) -> str:
-        content = self.app.query_one(selector, Static).content
+        return self.text_of(self.app.query_one(selector, Static))
+
+    @staticmethod
+    def text_of(widget: Widget) -> str:
+        assert isinstance(widget, Static)
+        content = widget.content
         return content.plain if isinstance(content, Text) else str(content)
 
     async def highlight(self, content_part: str) -> str:
@@ -175,12 +186,14 @@ class Running:
 
 
 @asynccontextmanager
-async def running(ws: Path, *, scope: ScopeKey | None = None) -> AsyncIterator[Running]:
+async def running(
+    ws: Path, *, scope: ScopeKey | None = None, size: tuple[int, int] = SIZE
+) -> AsyncIterator[Running]:
     clock = ManualClock(NOW)
     async with MemoryCore.open(Config(workspace=str(ws)), clock=clock) as core:
         messages: list[Message] = []
         app = make_app(core, clock=clock, scope=scope)
-        async with app.run_test(size=SIZE, message_hook=messages.append) as pilot:
+        async with app.run_test(size=size, message_hook=messages.append) as pilot:
             run = Running(pilot, app, core, clock, messages)
             await run.settle()
             yield run
@@ -268,12 +281,14 @@ async def test_rankings_sort_by_every_column_and_reverse(demo_ws: Path) -> None:
 
 async def test_clicking_a_header_sorts_by_it(demo_ws: Path) -> None:
     async with running(demo_ws) as run:
-        x = sum(WIDTHS[c.key] + GAP for c in COLUMNS[:8]) + 1
+        columns = run.app.query_one(RankTable).columns()
+        keys = [column.key for column, _ in columns]
+        x = sum(width + GAP for _, width in columns[: keys.index("score_30")]) + 1
         await run.pilot.click("#rankings", offset=(x, 0))
         await run.settle()
-        assert run.app.rankings.sort.key == "hits" and run.app.rankings.sort.descending
-        hits = [int(h) for h in run.column("#rankings", "hits")]
-        assert hits == sorted(hits, reverse=True) and hits[0] == 5
+        assert run.app.rankings.sort.key == "score_30" and run.app.rankings.sort.descending
+        later = [float(s) for s in run.column("#rankings", "+30d")]
+        assert later == sorted(later, reverse=True) and later[0] == 0.62
 
 
 async def test_rankings_filter_by_text_and_category(demo_ws: Path) -> None:
@@ -318,7 +333,7 @@ async def test_what_if_shows_the_future_without_writing(demo_ws: Path) -> None:
         await run.settle()
         assert run.app.view is not None and run.app.view.offset_days == 180
         assert run.app.view.counts.forgotten >= 3
-        assert "forgotten" in run.column("#rankings", "status")
+        assert "to forget" in run.column("#rankings", "status")
         await run.pilot.press("minus", "0")
         await run.settle()
         assert run.app.view is not None and run.app.view.offset_days == 0
@@ -584,6 +599,251 @@ async def test_command_palette_offers_every_action(demo_ws: Path) -> None:
         await run.pilot.pause(0.2)
         assert isinstance(run.app.screen, ConfirmScreen)
         assert "Forget [" in str(run.app.screen.question)
+        await run.pilot.press("n")
+
+
+# --- a new user's first hour (issue 11, item 14) ----------------------------------------
+
+BROKEN_BLOCK = (
+    "### [0badb10c] fact | 0.50 | 2026-02-01 | zero\n"
+    '<!-- chatmem: {"score": 0.5} -->\n'
+    "The office moved to 虹桥 in February\n\n"
+)
+
+
+def notices(run: Running) -> list[str]:
+    return [str(m.notification.message) for m in run.messages if isinstance(m, Notify)]
+
+
+async def test_quarantined_blocks_are_counted_in_the_sidebar_and_shown_verbatim(
+    demo_ws: Path,
+) -> None:
+    memory = demo_ws / "MEMORY.md"
+    text = memory.read_text(encoding="utf-8")
+    cut = text.index("## Archived")
+    memory.write_text(text[:cut] + BROKEN_BLOCK + text[cut:], encoding="utf-8")
+    line = text[:cut].count("\n") + 1
+    async with running(demo_ws) as run:
+        assert "quarantined 1 block (Archive tab)" in run.text("#archive-summary")
+        scopes = [row[0] for row in run.rows("#scopes")]
+        assert scopes[0] == "▶ main !1" and not any("!" in s for s in scopes[1:])
+        await run.pilot.press("3")
+        shown = run.text("#archive-quarantine")
+        assert "1 in MEMORY.md, kept verbatim" in shown
+        assert f"line {line}: hits 'zero' is not a whole number" in shown
+        assert BROKEN_BLOCK.strip() in shown
+        # the rankings still show every readable entry
+        assert len(run.column("#rankings", "id")) == 13
+        told = [n for n in notices(run) if "could not be read" in n]
+        assert told == [
+            "1 block(s) of MEMORY.md could not be read; they are kept verbatim in the file "
+            "(Archive tab, key 3)"
+        ]
+        await run.choose_scope(LI_LEI)
+        assert "quarantined" not in run.text("#archive-summary")
+        assert run.text("#archive-quarantine") == "Quarantined blocks  none"
+    assert BROKEN_BLOCK.strip() in memory.read_text(encoding="utf-8")
+
+
+async def test_escape_and_enter_leave_the_filter_box(demo_ws: Path) -> None:
+    async with running(demo_ws) as run:
+        table = run.app.query_one(RankTable)
+        box = run.app.query_one("#rank-filter", Input)
+        await run.pilot.press("slash", *"咖啡", "enter")
+        await run.settle()
+        assert run.app.focused is table and box.value == "咖啡"
+        assert run.column("#rankings", "content") == ["喜欢喝手冲咖啡，不加糖，偏爱深烘"]
+        await run.pilot.press("slash")
+        assert run.app.focused is box
+        await run.pilot.press("escape")
+        assert run.app.focused is table
+        await run.pilot.press("3")
+        assert run.app.query_one(TabbedContent).active == "tab-archive"
+        assert box.value == "咖啡"
+
+
+async def test_number_keys_switch_tabs_and_never_type_into_a_box(demo_ws: Path) -> None:
+    async with running(demo_ws) as run:
+        app = run.app
+        tabs = app.query_one(TabbedContent)
+        boxes = list(app.query(Input))
+
+        def typed() -> list[str]:
+            return [box.value for box in boxes if box.value]
+
+        # from the table to every tab and back: focus lands on each tab's own widget
+        for key, tab, widget in (
+            ("2", "tab-entry", "#detail-meta-scroll"),
+            ("3", "tab-archive", "#archive-pane"),
+            ("4", "tab-recall", "#recall-hits"),
+            ("5", "tab-activity", "#activity"),
+            ("1", "tab-rankings", "#rankings"),
+        ):
+            await run.pilot.press(key)
+            assert tabs.active == tab
+            assert app.focused is app.query_one(widget), tab
+        # the category menu does not take digits either
+        app.query_one("#rank-category", Select).focus()
+        await run.pilot.press("3")
+        assert tabs.active == "tab-archive" and not isinstance(app.focused, Input)
+        await run.pilot.press("1")
+        assert tabs.active == "tab-rankings" and app.focused is app.query_one(RankTable)
+        assert typed() == []
+        # a box that wants digits gets them; Escape leaves it and digits switch tabs again
+        await run.pilot.press("f", *"2026")
+        assert app.query_one("#recall-query", Input).value == "2026"
+        await run.pilot.press("escape", "1")
+        assert tabs.active == "tab-rankings" and typed() == ["2026"]
+
+
+async def test_question_mark_and_f1_show_every_key(demo_ws: Path) -> None:
+    async with running(demo_ws) as run:
+        app = run.app
+        shown = ""
+        for key in ("question_mark", "f1"):
+            await run.pilot.press(key)
+            await run.pilot.pause(0.05)
+            assert isinstance(app.screen, HelpScreen), key
+            shown = run.text_of(app.screen.query_one("#help-text"))
+            await run.pilot.press(key)
+            await run.pilot.pause(0.05)
+            assert not isinstance(app.screen, HelpScreen), key
+        app_bindings = list(Binding.make_bindings(ChatmemApp.BINDINGS))
+        assert app_bindings[0].key == "question_mark"  # first in the footer
+        missing = []
+        for owner in (ChatmemApp, RankTable, ConfirmScreen, EditScreen, HelpScreen):
+            for binding in Binding.make_bindings(owner.BINDINGS):
+                display = app.get_key_display(binding)
+                what = binding.tooltip or binding.description
+                if not any(display in line and what in line for line in shown.splitlines()):
+                    missing.append(f"{owner.__name__}: {binding.key} ({what})")
+        assert missing == []
+
+
+async def test_f_focuses_the_recall_query(demo_ws: Path) -> None:
+    async with running(demo_ws) as run:
+        app = run.app
+        await run.pilot.press("f")
+        assert app.query_one(TabbedContent).active == "tab-recall"
+        assert app.focused is app.query_one("#recall-query", Input)
+        await run.pilot.press(*"喜欢", "enter")
+        await run.settle()
+        assert app.focused is app.query_one("#recall-hits") and run.rows("#recall-hits")
+
+
+async def test_the_recall_tab_reruns_for_a_new_scope(demo_ws: Path) -> None:
+    async with running(demo_ws) as run:
+        await run.pilot.press("4")
+        run.app.query_one("#recall-query", Input).focus()
+        await run.pilot.press(*"喜欢", "enter")
+        await run.settle()
+        main_hits = run.column("#recall-hits", "where")
+        assert main_hits and all(not w.startswith("memory/scopes/") for w in main_hits)
+        expected = [h.location for h in await run.core.search(LI_LEI, "喜欢", limit=10)]
+        assert expected and all(w.startswith("memory/scopes/") for w in expected)
+        await run.choose_scope(LI_LEI)
+        await run.until(lambda: run.column("#recall-hits", "where") == expected)
+        injection = await run.core.recall(LI_LEI, "喜欢", now=NOW)
+        assert injection.block and run.text("#recall-block") == injection.block
+        assert "in scope telegram:peer:20010002" in run.text("#recall-status")
+
+
+async def test_what_if_is_read_only(demo_ws: Path) -> None:
+    memory = demo_ws / "MEMORY.md"
+    before = memory.read_bytes()
+    async with running(demo_ws) as run:
+        await run.highlight("Rust")
+        await run.pilot.press("greater_than_sign")
+        await run.settle()
+        for key in ("p", "a", "x", "e", "C"):
+            await run.pilot.press(key)
+            await run.pilot.pause(0.05)
+            assert not isinstance(run.app.screen, ConfirmScreen | EditScreen), key
+        refusals = [n for n in notices(run) if "read-only" in n]
+        assert len(refusals) == 5 and "press 0 to go back to now" in refusals[0]
+        # the palette's entries run the same actions
+        run.app.action_forget()
+        await run.pilot.pause(0.05)
+        assert not isinstance(run.app.screen, ConfirmScreen)
+        await run.settle()
+        assert memory.read_bytes() == before
+        # back at now, actions ask again
+        await run.pilot.press("0")
+        await run.settle()
+        await run.pilot.press("p")
+        await run.pilot.pause(0.05)
+        assert isinstance(run.app.screen, ConfirmScreen)
+        await run.pilot.press("n")
+    assert memory.read_bytes() == before
+
+
+def below_the_forget_line(ws: Path, content_part: str) -> None:
+    """Rewrite one entry of MEMORY.md with a score under 0.05 as of NOW (not yet
+    consolidated: still in the file)."""
+    memory = ws / "MEMORY.md"
+    parsed = parse_memory(memory.read_text(encoding="utf-8"))
+    entries = [
+        e.with_(score=0.03, scored_at=NOW, last_activated=NOW) if content_part in e.content else e
+        for e in parsed.entries
+    ]
+    memory.write_text(render_memory(entries, now=NOW), encoding="utf-8")
+
+
+async def test_header_and_sidebar_counts_agree(demo_ws: Path) -> None:
+    below_the_forget_line(demo_ws, "Rust")
+    async with running(demo_ws) as run:
+        header = run.text("#rank-counts")
+        assert header == "now: 9 active · 4 archived, 1 to forget"
+        assert run.rows("#scopes")[0][1:3] == ["9", "4"]
+        summary = run.text("#archive-summary")
+        assert "memories 4 archived (1 to forget) · 2 forgotten" in summary
+        statuses = run.column("#rankings", "status")
+        assert statuses.count("active") == 9 and statuses.count("to forget") == 1
+        # "forgotten" means deleted wherever it is shown: never in the rankings
+        assert "forgotten" not in header and "forgotten" not in statuses
+
+
+async def test_headers_are_not_cut_by_the_sort_arrow(demo_ws: Path) -> None:
+    async with running(demo_ws) as run:
+        table = run.app.query_one(RankTable)
+        for column in COLUMNS:
+            for _ in range(2):
+                run.app.sort_by(column.key)
+                await run.until(lambda key=column.key: table.sort.key == key)
+                arrow = "▼" if table.sort.descending else "▲"
+                header = table.render_line(0).text
+                assert f"{column.title} {arrow}" in header, header
+
+
+async def test_usable_at_80_by_24(demo_ws: Path) -> None:
+    async with running(demo_ws, size=(80, 24)) as run:
+        app = run.app
+        screen = screen_text(app)
+        lines = screen.splitlines()
+        assert len(lines) == 24 and max(cell_len(line) for line in lines) <= 80
+        # the rankings show what each memory says, without scrolling sideways
+        table = app.query_one(RankTable)
+        assert table.line_width <= table.scrollable_content_region.width
+        assert {"rank", "id", "score", "status", "content"} <= set(table.visible_keys())
+        assert "对花生过敏，点外卖时要提醒" in screen and "now: 10 active · 3 archived" in screen
+        assert "? Help" in lines[-1] and "/ Filter" in lines[-1]
+        # the sidebar makes room, and comes back with b
+        assert not app.query_one("#sidebar").display
+        await run.pilot.press("b")
+        await run.settle()
+        assert app.query_one("#sidebar").display and "Archive state" in screen_text(app)
+        await run.pilot.press("b")
+        # the help fits
+        await run.pilot.press("question_mark")
+        await run.pilot.pause(0.1)
+        box = app.screen.query_one("#help-box")
+        assert box.region.right <= 80 and box.region.bottom <= 24
+        await run.pilot.press("escape")
+        # so does a confirmation
+        await run.highlight("Rust")
+        await run.pilot.press("p")
+        await run.pilot.pause(0.1)
+        assert app.screen.query_one("#confirm-box").region.right <= 80
         await run.pilot.press("n")
 
 

@@ -88,6 +88,21 @@ def test_recall_hits_and_injection(ws: Path, snap_compare) -> None:  # type: ign
     assert snap_compare(demo_app(ws), terminal_size=SIZE, run_before=recall)
 
 
+def test_first_screen_at_80_by_24(ws: Path, snap_compare) -> None:  # type: ignore[no-untyped-def]
+    """A new user's default terminal: the rankings keep the content, the sidebar waits
+    behind `b`, and the footer starts with `? Help`."""
+    assert snap_compare(demo_app(ws), terminal_size=(80, 24), run_before=settle)
+
+
+def test_key_help_at_80_by_24(ws: Path, snap_compare) -> None:  # type: ignore[no-untyped-def]
+    async def help_screen(pilot: Pilot[None]) -> None:
+        await settle(pilot)
+        await pilot.press("question_mark")
+        await pilot.pause(0.2)
+
+    assert snap_compare(demo_app(ws), terminal_size=(80, 24), run_before=help_screen)
+
+
 def test_confirmation_modal(ws: Path, snap_compare) -> None:  # type: ignore[no-untyped-def]
     async def ask(pilot: Pilot[None]) -> None:
         await settle(pilot)

@@ -5,6 +5,7 @@ the full lifecycle, and flush before compaction."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import itertools
 import json
@@ -16,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from memory_core.chunking import ChunkKind
 from memory_core.clock import ManualClock
 from memory_core.config import Config, load_config
 from memory_core.conversation.prompting import (
@@ -25,10 +27,11 @@ from memory_core.conversation.prompting import (
 )
 from memory_core.conversation.tools import MEMORY_SAVE, TOOL_SCHEMAS
 from memory_core.engine import MemoryCore
-from memory_core.entries import ArchiveReason, Importance
+from memory_core.entries import Importance
 from memory_core.history import StoredMessage
 from memory_core.memory_md import parse_memory
 from memory_core.merge import Candidate, ChangeKind
+from memory_core.records import RecordedMessage
 from memory_core.scope import MAIN, ScopeKey
 from tests.conftest import START
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
@@ -353,6 +356,37 @@ async def test_unknown_tool_and_bad_arguments_do_not_end_the_turn(
 # --- failures and offline mode -----------------------------------------------------------------
 
 
+async def test_interrupt_cancels_a_turn_waiting_for_the_model(
+    mcore: MemoryCore, fake: FakeOpenAI
+) -> None:
+    """Ctrl-C in `chatmem chat` mid-answer: the turn stops instead of running on into a
+    core being closed. The message stays stored; no reply was stored (none was shown)."""
+    asked = asyncio.Event()
+
+    async def slow(body: dict[str, Any]) -> Reply:
+        asked.set()
+        return Reply(text="far too late", delay=3600)
+
+    fake.set_responder(slow)
+    turn = asyncio.ensure_future(mcore.chat(ALICE, "tell me a long story"))
+    await asked.wait()
+    fake.set_responder(None)
+    assert mcore.interrupt(BOB) == 0  # another scope's work is not touched
+    assert mcore.interrupt(ALICE) == 1
+    with pytest.raises(asyncio.CancelledError):
+        await turn
+    assert mcore.interrupt(ALICE) == 0
+    fake.reply_text("Once upon a time.")
+    again = await mcore.chat(ALICE, "briefly, then")
+    assert again.reply == "Once upon a time."
+    stored = await session_messages(mcore, again.session_id)
+    assert [(m.role, m.content) for m in stored] == [
+        ("user", "tell me a long story"),
+        ("user", "briefly, then"),
+        ("assistant", "Once upon a time."),
+    ]
+
+
 @pytest.mark.parametrize(
     ("text", "polite"), [("今天天气怎么样", "抱歉"), ("how is the weather", "Sorry")]
 )
@@ -372,15 +406,35 @@ async def test_model_failure_keeps_the_message_and_replies_politely(
     assert {"role": "user", "content": text} in history_of(turn_requests(fake)[-1])
 
 
-async def test_offline_turn_says_no_model_and_stores(core: MemoryCore) -> None:
+async def test_offline_turn_says_no_model_and_stores_the_message(core: MemoryCore) -> None:
     assert not core.llm.configured
     result = await core.chat(ALICE, "hello, anyone there?")
     assert "No language model is configured" in result.reply
     zh = await core.chat(ALICE, "有人吗？")
     assert "还没有配置语言模型" in zh.reply
+    # The person's messages are kept; the canned notice is no part of the conversation.
     stored = await session_messages(core, result.session_id)
-    assert [m.role for m in stored] == ["user", "assistant", "user", "assistant"]
-    assert stored[0].content == "hello, anyone there?"
+    assert [(m.role, m.content) for m in stored] == [
+        ("user", "hello, anyone there?"),
+        ("user", "有人吗？"),
+    ]
+
+
+async def test_offline_notice_is_not_indexed_or_echoed_as_a_memory(core: MemoryCore) -> None:
+    """Stored and indexed, the notice came back under "Related memories" of the next turns
+    whose words it shares (language, model, remember, session)."""
+    await core.capture(ALICE, "Alice runs a language model on her laptop")
+    first = await core.chat(ALICE, "which language model should be configured")
+    second = await core.chat(ALICE, "can a language model remember a session")
+    third = await core.chat(ALICE, "is a language model configured for this session yet")
+    for result in (first, second, third):
+        related = result.reply.partition("Related memories:")[2]
+        assert "(offline)" not in related and "No language model" not in related
+        # What the person said in this very session is no memory to show them either.
+        assert "sessions/" not in related
+    assert "LONG_TERM.md:8 Alice runs a language model" in first.reply  # a real memory
+    hits = await core.search(ALICE, "language model configured remember session")
+    assert hits and not [h for h in hits if "offline" in h.text or "离线" in h.text]
 
 
 async def test_offline_remember_and_forget_flow(core: MemoryCore, clock: ManualClock) -> None:
@@ -408,15 +462,28 @@ async def test_offline_remember_and_forget_flow(core: MemoryCore, clock: ManualC
 
     await core.chat(ALICE, "忘掉花生过敏")
     done = await core.chat(ALICE, "确认")
-    assert done.reply == "已归档：我对花生过敏"
-    archived = await core.get_entry(ALICE, entry.id)
-    assert archived.archived is ArchiveReason.MANUAL
+    # Forgotten as asked (archived entries are still recalled on demand).
+    assert done.reply == "已忘掉：我对花生过敏"
+    assert await core.entries(ALICE) == []
     text = core.memory.long_term.store.path(ALICE).read_text(encoding="utf-8")
-    assert text.index("## Archived Memories") < text.index("我对花生过敏")
+    assert "我对花生过敏" not in text
     assert [r.action for r in await core.memory.long_term.audit.history(ALICE, entry.id)][
         -1
-    ] == "archive"
+    ] == "forget"
+    # Gone from memory: only the chat lines that asked to remember it still mention it.
+    assert {h.kind for h in await core.search(ALICE, "花生过敏")} == {ChunkKind.MESSAGE}
     assert (await core.chat(ALICE, "忘掉 火星基地")).reply == "没有找到关于「火星基地」的记忆。"
+    # What the person said is kept, but forget requests, questions and answers are not
+    # (the question named the very text to forget); a late "确认" was an ordinary message.
+    stored = await session_messages(core, saved.session_id)
+    assert [m.content for m in stored if m.role == "user"] == [
+        "记住我对花生过敏",
+        "请记住：我对花生过敏",
+        "算了，不用了",
+        "确认",
+        "确认",
+    ]
+    assert not [m for m in stored if "忘掉" in m.content]
 
 
 async def test_offline_english_remember_and_forget(core: MemoryCore) -> None:
@@ -425,9 +492,76 @@ async def test_offline_english_remember_and_forget(core: MemoryCore) -> None:
     )
     asked = await core.chat(MAIN, "forget zsh")
     assert asked.reply.startswith("Forget this memory?")
-    assert (await core.chat(MAIN, "yes")).reply == "Archived: I use zsh"
+    assert (await core.chat(MAIN, "yes")).reply == "Forgotten: I use zsh"
+    assert await core.entries(MAIN) == []
+
+
+@pytest.mark.parametrize(
+    ("text", "reply"),
+    [
+        ("我喜欢乌龙茶，请记住", "好的，我记住了：我喜欢乌龙茶"),
+        ("I prefer jasmine tea, remember that", "Got it, I'll remember: I prefer jasmine tea"),
+        ("记住：我下周三要出差", "好的，我记住了：我下周三要出差"),
+        (
+            "please remember my badge number is 7788",
+            "Got it, I'll remember: my badge number is 7788",
+        ),
+        ("Oh, and remember that standup is at nine.", "Got it, I'll remember: standup is at nine"),
+    ],
+)
+async def test_offline_remember_anywhere_in_the_message(
+    core: MemoryCore, text: str, reply: str
+) -> None:
+    assert (await core.chat(MAIN, text)).reply == reply
     [entry] = await core.entries(MAIN)
-    assert entry.archived is ArchiveReason.MANUAL
+    assert reply.endswith(entry.content)
+
+
+async def test_offline_new_learns_only_real_statements(core: MemoryCore) -> None:
+    """The heuristic extractor gets the person's real statements, not the requests it has
+    already captured (with "请记住" still in them) or commands."""
+    for text in [
+        "我喜欢乌龙茶，请记住",
+        "I prefer jasmine tea, remember that",
+        "please remember I prefer tabs over spaces",
+        "I like hiking in the Alps",
+    ]:
+        await core.chat(ALICE, text)
+    done = await core.new_session(ALICE)
+    assert done.result is not None and done.result.count(ChangeKind.ADDED) == 1
+    assert sorted(e.content for e in await core.entries(ALICE)) == [
+        "I like hiking in the Alps",
+        "I prefer jasmine tea",
+        "I prefer tabs over spaces",
+        "我喜欢乌龙茶",
+    ]
+
+
+async def test_extraction_skips_requests_and_notices_stored_by_older_versions(
+    core: MemoryCore,
+) -> None:
+    """Sessions stored before requests and notices stopped being stored still hold them."""
+    at = START
+    notice = "(offline) No language model is configured, so I can't chat yet; ..."
+    said = [
+        ("user", "我喜欢乌龙茶，请记住"),
+        ("assistant", "好的，我记住了：我喜欢乌龙茶"),
+        ("user", "/frobnicate I prefer vim"),
+        ("assistant", notice),
+        ("user", "remember that I prefer tabs over spaces"),
+        ("assistant", "Got it, I'll remember: I prefer tabs over spaces"),
+        ("user", "I like hiking in the Alps"),
+        ("assistant", notice),
+    ]
+    await core.record_session(
+        ALICE,
+        "legacy-session",
+        at,
+        [RecordedMessage(role, "alice", text, at) for role, text in said],
+    )
+    result = await core.runtime.chat.extract_session(ALICE, "legacy-session")
+    assert result is not None
+    assert [e.content for e in await core.entries(ALICE)] == ["I like hiking in the Alps"]
 
 
 async def test_offline_new_uses_the_heuristic(core: MemoryCore) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+import io
 import json
 import os
 import subprocess
@@ -13,8 +15,10 @@ from typing import Any
 import pytest
 
 from adapters.cli import main
+from memory_core.chunking import ChunkKind
 from memory_core.clock import format_when
 from memory_core.config import env_bindings
+from memory_core.entries import CATEGORIES
 from memory_core.memory_md import parse_memory
 
 PYTEST_PREF = "用户喜欢用 pytest 而非 unittest"
@@ -61,7 +65,17 @@ class Run:
 
 @pytest.fixture
 def cli(capsys: pytest.CaptureFixture[str], ws: Path) -> Run:
-    return Run(capsys, ws)
+    """Commands on a workspace made by `chatmem init` (only init and the bots make one)."""
+    run = Run(capsys, ws)
+    code, _, err = run("init")
+    assert code == 0, err
+    return run
+
+
+@pytest.fixture
+def no_ws(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> Run:
+    """Commands on a workspace path where nothing exists."""
+    return Run(capsys, tmp_path / "no-such-ws")
 
 
 def one_line_error(code: int, out: str, err: str, expected_code: int = 2) -> str:
@@ -158,6 +172,8 @@ def test_capture_status_json(cli: Run) -> None:
 def test_options_before_the_command_are_honoured(
     capsys: pytest.CaptureFixture[str], ws: Path
 ) -> None:
+    assert main(["--workspace", str(ws), "--scope", "peer:5", "init"]) == 0
+    capsys.readouterr()
     code = main(["--workspace", str(ws), "--scope", "peer:5", "--json", "capture", "before"])
     assert code == 0
     assert json.loads(capsys.readouterr().out)["entry"]["content"] == "before"
@@ -168,18 +184,20 @@ def test_options_before_the_command_are_honoured(
 def test_consolidate_forgets_after_400_days(cli: Run) -> None:
     entry_id = cli.capture(PYTEST_PREF, "--category", "preference", "--importance", "medium")
     # 0.6 * 0.99**393 = 0.0116 < 0.05
-    code, out, _ = cli("consolidate", "--now", days_from_now(400))
+    code, out, _ = cli("consolidate", "--now", days_from_now(400), "--apply")
     assert code == 0
     assert "1 forgotten" in out
     assert entry_id in out
-    assert "gone" in out
+    assert "-> forgotten" in out
+    assert "chatmem restore" in out
     assert cli.json("status")["active"] == []
     assert cli.json("status")["archived"] == []
 
 
 def test_consolidate_archives_after_150_days_then_forgets(cli: Run) -> None:
     entry_id = cli.capture(PYTEST_PREF, "--category", "preference")
-    data = cli.json("consolidate", "--now", days_from_now(150))
+    data = cli.json("consolidate", "--now", days_from_now(150), "--apply")
+    assert data["applied"] is True
     assert data["stats"] == {"decay": 1, "archive": 1}
     [archived] = [c for c in data["changes"] if c["kind"] == "archive"]
     assert archived["id"] == entry_id
@@ -187,7 +205,7 @@ def test_consolidate_archives_after_150_days_then_forgets(cli: Run) -> None:
     status = cli.json("status")
     assert status["active"] == []
     assert [e["id"] for e in status["archived"]] == [entry_id]
-    data = cli.json("consolidate", "--now", days_from_now(400))
+    data = cli.json("consolidate", "--now", days_from_now(400), "--apply")
     assert data["stats"] == {"decay": 1, "forget": 1}
     [forgotten] = [c for c in data["changes"] if c["kind"] == "forget"]
     assert forgotten["content"] == PYTEST_PREF
@@ -206,6 +224,12 @@ def test_consolidate_without_now_changes_nothing_fresh(cli: Run) -> None:
     [
         ["capture", "x", "--importance", "huge"],
         ["capture", "x", "--category", "not a category!"],
+        ["capture", "x", "--category", "hobby"],
+        ["search", "x", "--limit", "0"],
+        ["search", "x", "--limit", "-3"],
+        ["status", "--limit", "0"],
+        ["get", "MEMORY.md", "--lines", "0"],
+        ["consolidate", "--dry-run", "--apply"],
         ["frobnicate"],
         ["consolidate", "--now", "next tuesday"],
         ["capture", "x", "--expires", "soon"],
@@ -304,7 +328,7 @@ def test_entry_actions(cli: Run, ws: Path) -> None:
         return {e.id: e for e in parsed.entries}
 
     data = cli.json("pin", entry_id)
-    assert data == {"action": "pin", "entry": data["entry"]}
+    assert data == {"action": "pin", "already": False, "entry": data["entry"]}
     assert data["entry"]["pinned"] is True
     assert stored()[entry_id].pinned
     code, out, _ = cli("status")
@@ -326,6 +350,7 @@ def test_entry_actions(cli: Run, ws: Path) -> None:
     code, out, _ = cli("forget", other_id)
     assert code == 0
     assert out.startswith(f"forgot [{other_id}]")
+    assert f"chatmem restore {other_id}" in out
     assert list(stored()) == [entry_id]
 
     stats = cli.json("stats")
@@ -361,3 +386,444 @@ def test_scopes_and_scoped_commands(cli: Run, ws: Path) -> None:
     status = cli.json("status", "--scope", "peer:42")
     assert [e["content"] for e in status["active"]] == ["peer memory"]
     assert [e["content"] for e in cli.json("status")["active"]] == ["main memory"]
+
+
+# --- item 11: consolidate previews; forgetting is reversible, purging is for good -------
+
+
+def test_consolidate_with_a_future_now_only_previews(cli: Run, ws: Path) -> None:
+    entry_id = cli.capture(PYTEST_PREF, "--category", "preference")
+    before = (ws / "MEMORY.md").read_bytes()
+    code, out, _ = cli("consolidate", "--now", days_from_now(400))
+    assert code == 0
+    assert out.startswith("preview of consolidating scope main")
+    assert "1 forgotten" in out and entry_id in out
+    assert "nothing was written; add --apply to write it" in out
+    assert (ws / "MEMORY.md").read_bytes() == before
+    assert [e["id"] for e in cli.json("status")["active"]] == [entry_id]
+    data = cli.json("consolidate", "--now", days_from_now(400))
+    assert data["applied"] is False
+    assert data["stats"] == {"decay": 1, "forget": 1}
+
+
+def test_consolidate_dry_run_writes_nothing(cli: Run, ws: Path) -> None:
+    entry_id = cli.capture(PYTEST_PREF, "--category", "preference")
+    files = {p: p.read_bytes() for p in ws.rglob("*.md")}
+    data = cli.json("consolidate", "--dry-run", "--now", days_from_now(150))
+    assert data["applied"] is False
+    assert data["stats"] == {"decay": 1, "archive": 1}
+    [archived] = [c for c in data["changes"] if c["kind"] == "archive"]
+    assert archived["id"] == entry_id
+    # The same merge as a real run: the preview's scores are what --apply writes.
+    assert archived["new_score"] == pytest.approx(0.6 * 0.99**143)
+    assert {p: p.read_bytes() for p in ws.rglob("*.md")} == files
+    assert cli.json("stats")["audit"] == {"add": 1}
+    code, out, _ = cli("consolidate", "--dry-run")
+    assert code == 0
+    assert "no changes" in out and "nothing was written" in out
+
+
+def test_forgotten_by_decay_is_kept_and_restored(cli: Run, ws: Path) -> None:
+    entry_id = cli.capture(PYTEST_PREF, "--category", "preference")
+    cli.json("consolidate", "--now", days_from_now(400), "--apply")
+    assert PYTEST_PREF not in (ws / "MEMORY.md").read_text(encoding="utf-8")
+    status = cli.json("status")
+    [kept] = status["forgotten"]
+    assert kept["id"] == entry_id and kept["content"] == PYTEST_PREF
+    assert kept["category"] == "preference"
+    # Forgotten means out of search, and out of memory_get (the model's tool) too.
+    assert cli.json("search", "pytest unittest") == []
+    kept_file = ws / ".chatmem" / "forgotten" / "main.md"
+    assert PYTEST_PREF in kept_file.read_text(encoding="utf-8")
+    code, out, err = cli("get", ".chatmem/forgotten/main.md")
+    assert code == 2 and "refused" in err
+    # A unique prefix names it.
+    code, out, _ = cli("restore", entry_id[:4])
+    assert code == 0
+    assert out.startswith(f"restored [{entry_id}]")
+    [back] = cli.json("status")["active"]
+    assert back["id"] == entry_id
+    assert back["score"] == pytest.approx(0.4)  # lifted to the low start, as from the archive
+    assert cli.json("status")["forgotten"] == []
+    assert [h["text"] for h in cli.json("search", "pytest unittest")] == [PYTEST_PREF]
+    assert not kept_file.exists()
+
+
+def test_forget_by_request_is_restorable_in_any_scope(cli: Run, ws: Path) -> None:
+    scoped = ("--scope", "peer:7")
+    entry_id = cli.capture("peer seven likes rooibos", *scoped)
+    code, out, _ = cli("forget", entry_id, *scoped)
+    assert code == 0
+    assert cli.json("search", "rooibos", *scoped) == []
+    [kept] = cli.json("status", *scoped)["forgotten"]
+    assert kept["score"] == pytest.approx(0.6)  # the score it had when it was forgotten
+    assert cli.json("status")["forgotten"] == []  # not another scope's
+    # No Markdown file under the scope's directory holds it: memory_get reads those.
+    scope_dir = ws / "memory" / "scopes" / "peer_7"
+    assert all("rooibos" not in p.read_text("utf-8") for p in scope_dir.rglob("*.md"))
+    code, out, _ = cli("forget", entry_id, *scoped)
+    assert code == 0 and out.startswith(f"already forgotten [{entry_id}]")
+    assert cli.json("restore", entry_id, *scoped)["entry"]["score"] == pytest.approx(0.6)
+    assert [h["text"] for h in cli.json("search", "rooibos", *scoped)] == [
+        "peer seven likes rooibos"
+    ]
+
+
+def workspace_bytes(root: Path) -> dict[str, bytes]:
+    """Every file of the workspace, SQLite files included, as bytes."""
+    return {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+
+
+def test_purge_erases_the_text_everywhere(cli: Run, ws: Path) -> None:
+    secret = "my bank PIN is 4921-quokka-vellum"
+    keep = "the office wifi is called heron-lantern"
+    secret_id = cli.capture(secret)
+    cli.capture(keep)
+    code, _, err = cli("purge", secret_id)
+    assert code == 2 and "not forgotten: forget it first" in err  # a live entry: no
+    cli("forget", secret_id)
+    assert cli.json("restore", secret_id)["entry"]["content"] == secret  # there and back
+    cli("forget", secret_id)
+    assert any(secret.encode() in data for data in workspace_bytes(ws).values())
+    code, out, _ = cli("purge", secret_id[:5])
+    assert code == 0
+    assert out.startswith("erased 1 forgotten entry of scope main")
+    for name, data in workspace_bytes(ws).items():
+        assert secret.encode() not in data, name
+        for word in (b"quokka", b"vellum"):  # not even as the index's words
+            assert word not in data, (name, word)
+    assert any(b"heron-lantern" in data for data in workspace_bytes(ws).values())
+    assert [h["text"] for h in cli.json("search", "heron lantern")] == [keep]
+    assert cli.json("stats")["audit"]["purge"] == 1
+    code, _, err = cli("restore", secret_id)
+    assert code == 2 and secret_id in err
+    code, _, err = cli("purge", secret_id)
+    assert code == 2
+
+
+def test_purge_many_needs_yes(cli: Run, ws: Path) -> None:
+    notes = ["old note about tulips", "a reminder on taxes", "lunch with Priya on Friday"]
+    ids = [cli.capture(note) for note in notes]
+    for entry_id in ids:
+        cli("forget", entry_id)
+    code, out, _ = cli("purge", "--all")
+    assert code == 0
+    assert "would erase 3 forgotten entries" in out and "add --yes" in out
+    assert len(cli.json("status")["forgotten"]) == 3
+    data = cli.json("purge", "--older-than", "1", "--yes")
+    assert data == {"purged": []}  # forgotten today: not older than a day
+    assert len(cli.json("status")["forgotten"]) == 3
+    data = cli.json("purge", "--older-than", "0", "--yes")
+    assert sorted(data["purged"]) == sorted(ids)
+    assert cli.json("status")["forgotten"] == []
+    assert all(b"tulips" not in d and b"Priya" not in d for d in workspace_bytes(ws).values())
+    code, out, err = cli("purge")
+    one_line_error(code, out, err)
+    code, out, err = cli("purge", ids[0], "--all")
+    one_line_error(code, out, err)
+
+
+def test_forgotten_entries_are_kept_only_the_configured_days(cli: Run, tmp_path: Path) -> None:
+    config = tmp_path / "keep.toml"
+    config.write_text("[long_term]\nforgotten_keep_days = 0\n", encoding="utf-8")
+    entry_id = cli.capture(PYTEST_PREF)
+    code, out, _ = cli("forget", entry_id, "--config", str(config))
+    assert code == 0 and "restorable" not in out
+    assert cli.json("status", "--config", str(config))["forgotten"] == []
+    code, _, err = cli("restore", entry_id, "--config", str(config))
+    assert code == 2 and entry_id in err
+
+
+# --- item 12: only init (and the bots, and demo) create a workspace ----------------------
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["status"],
+        ["search", "pytest"],
+        ["stats"],
+        ["tui"],
+        ["capture", "x"],
+        ["scopes"],
+        ["validate"],
+        ["consolidate"],
+        ["reindex"],
+        ["get", "MEMORY.md"],
+        ["append", "a note"],
+        ["forget", "abc"],
+        ["purge", "--all"],
+    ],
+)
+def test_commands_on_a_missing_workspace_exit_2_and_create_nothing(
+    no_ws: Run, argv: list[str]
+) -> None:
+    code, out, err = no_ws(*argv)
+    one_line_error(code, out, err)
+    assert f"no workspace at {no_ws.ws} (run chatmem init)" in err
+    assert not no_ws.ws.exists()
+
+
+def test_a_directory_that_is_no_workspace_is_refused(no_ws: Run) -> None:
+    no_ws.ws.mkdir()
+    (no_ws.ws / "notes.txt").write_text("someone's files\n", encoding="utf-8")
+    code, out, err = no_ws("status")
+    one_line_error(code, out, err)
+    assert sorted(p.name for p in no_ws.ws.iterdir()) == ["notes.txt"]
+    # A MEMORY.md written by hand is a workspace.
+    (no_ws.ws / "MEMORY.md").write_text("# Agent Memory\n", encoding="utf-8")
+    code, out, _ = no_ws("status")
+    assert code == 0 and "0 active" in out
+
+
+def test_the_default_workspace_is_named_and_only_init_creates_it(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    default = tmp_path / "data" / "chatmem"
+    code = main(["status"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert f"chatmem: using workspace {default} (the default" in err
+    assert f"no workspace at {default} (run chatmem init)" in err
+    assert not default.exists()
+    assert main(["init"]) == 0
+    captured = capsys.readouterr()
+    assert f"using workspace {default}" in captured.err
+    assert f"creating workspace at {default}" in captured.err
+    assert (default / "MEMORY.md").is_file()
+    assert main(["status"]) == 0
+    captured = capsys.readouterr()
+    assert "0 active" in captured.out
+    assert f"using workspace {default}" in captured.err
+    assert "creating" not in captured.err
+
+
+def test_the_workspace_of_the_environment_is_named(
+    capsys: pytest.CaptureFixture[str], ws: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CHATMEM_WORKSPACE", str(ws))
+    assert main(["init"]) == 0
+    assert f"using workspace {ws} (from CHATMEM_WORKSPACE)" in capsys.readouterr().err
+    # Named on the command line: nothing to say.
+    assert main(["status", "--workspace", str(ws)]) == 0
+    assert capsys.readouterr().err == ""
+
+
+# --- item 15: CLI details -----------------------------------------------------------------
+
+
+def test_stats_of_an_empty_scope_prints_no_none(cli: Run) -> None:
+    code, out, _ = cli("stats")
+    assert code == 0
+    assert "main: 0 active" in out
+    assert "None" not in out
+
+
+def test_get_past_the_end_and_of_a_missing_file(cli: Run) -> None:
+    cli.capture("one memory")
+    code, out, err = cli("get", "MEMORY.md:999")
+    assert code == 1
+    assert out == ""
+    assert "MEMORY.md has" in err and "line 999 is past its end" in err
+    code, out, err = cli("get", "notes.md")
+    one_line_error(code, out, err)
+    assert "no such file: notes.md" in err and "refused" not in err
+    code, out, err = cli("get", "memory/2020-01-01.md")
+    one_line_error(code, out, err)
+    assert "no such" in err and "refused" not in err
+    code, out, err = cli("get", "../outside.md")  # still refused, not "no such file"
+    one_line_error(code, out, err)
+    assert "refused" in err
+
+
+def test_search_needs_words(cli: Run) -> None:
+    for query in ("", "   "):
+        code, out, err = cli("search", query)
+        one_line_error(code, out, err)
+        assert "search needs some words" in err
+
+
+def test_capture_reads_stdin_within_the_limit(
+    cli: Run, ws: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def stdin(data: bytes) -> None:
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data), encoding="utf-8"))
+
+    big = ("长文本 long text line " * 40 + "\n") * 1300  # about 1.1 MB
+    assert len(big.encode()) > 1_000_000
+    stdin(big.encode())
+    data = cli.json("capture", "-", "--category", "experience")
+    assert data["action"] == "saved"
+    assert data["entry"]["content"] == big.strip()
+    assert big.strip() in (ws / "MEMORY.md").read_text(encoding="utf-8")
+
+    small = tmp_path / "small.toml"
+    small.write_text("[long_term]\nmax_capture_bytes = 1000\n", encoding="utf-8")
+    stdin(b"x" * 1001)
+    code, out, err = cli("capture", "-", "--config", str(small))
+    one_line_error(code, out, err)
+    assert "over the limit of 1000 bytes (long_term.max_capture_bytes)" in err
+    code, out, err = cli("capture", "y" * 1001, "--config", str(small))
+    one_line_error(code, out, err)
+    assert "long_term.max_capture_bytes" in err
+    stdin(b"\xff\xfe not utf-8")
+    code, out, err = cli("capture", "-")
+    one_line_error(code, out, err)
+    assert "not UTF-8" in err
+    assert len(cli.json("status")["active"]) == 1
+
+
+def test_unknown_category_is_refused_with_the_list(cli: Run) -> None:
+    code, out, err = cli("capture", "x", "--category", "hobby")
+    one_line_error(code, out, err)
+    assert "unknown category 'hobby'" in err
+    for name in CATEGORIES:
+        assert name in err
+
+
+def test_every_option_has_help_naming_its_values() -> None:
+    from adapters import cli_bots, cli_commands, cli_recall, cli_tui  # noqa: F401
+    from adapters.cli import build_parser
+
+    parser = build_parser()
+    [subparsers] = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    parsers = {"chatmem": parser, **subparsers.choices}
+    helps: dict[tuple[str, str], str] = {}
+    for name, sub in parsers.items():
+        for action in sub._actions:
+            if isinstance(action, argparse._HelpAction | argparse._SubParsersAction):
+                continue
+            option = action.option_strings[0] if action.option_strings else action.dest
+            assert action.help, f"{name} {option} has no help"
+            helps[(name, option)] = action.help
+            for choice in action.choices or ():
+                assert str(choice) in action.help, (name, option, choice)
+    assert all(c in helps[("capture", "--category")] for c in CATEGORIES)
+    assert all(v in helps[("capture", "--importance")] for v in ("high", "medium", "low"))
+    assert all(k.value in helps[("search", "--kind")] for k in ChunkKind)
+    assert "main" in helps[("status", "--scope")] and "peer:" in helps[("status", "--scope")]
+    assert "positive" in helps[("search", "--limit")]
+
+
+def test_json_errors_are_json(no_ws: Run, cli: Run) -> None:
+    def json_error(run: Run, *argv: str) -> str:
+        code, out, err = run(*argv, "--json")
+        assert code == 2 and out == ""
+        assert err.count("\n") == 1, err
+        message = json.loads(err)["error"]
+        assert isinstance(message, str) and message
+        return message
+
+    assert "no workspace at" in json_error(no_ws, "status")
+    assert "importance must be" in json_error(cli, "capture", "x", "--importance", "huge")
+    assert "deadbeef" in json_error(cli, "pin", "deadbeef")
+    assert "empty part" in json_error(cli, "status", "--scope", "peer:")
+    assert "search needs" in json_error(cli, "search", "")
+
+
+def test_repeating_an_action_says_already(cli: Run, ws: Path) -> None:
+    entry_id = cli.capture(PYTEST_PREF)
+    for action, first, again in [
+        ("pin", "pinned", "already pinned"),
+        ("unpin", "unpinned", "not pinned"),
+        ("archive", "archived", "already archived"),
+        ("restore", "restored", "already active"),
+    ]:
+        code, out, _ = cli(action, entry_id)
+        assert code == 0 and out.startswith(f"{first} [{entry_id}]"), out
+        written = (ws / "MEMORY.md").read_bytes()
+        code, out, _ = cli(action, entry_id)
+        assert code == 0 and out.startswith(f"{again} [{entry_id}]"), out
+        assert cli.json(action, entry_id)["already"] is True
+        assert (ws / "MEMORY.md").read_bytes() == written  # nothing rewritten
+    assert cli.json("stats")["audit"] == {
+        "add": 1,
+        "pin": 1,
+        "unpin": 1,
+        "archive": 1,
+        "restore": 1,
+    }
+
+
+def test_scope_names_are_trimmed_and_checked(cli: Run, ws: Path) -> None:
+    cli.capture("in main", "--scope", "main ")
+    cli.capture("in peer 42", "--scope", " peer : 42 ")
+    assert [e["content"] for e in cli.json("status")["active"]] == ["in main"]
+    assert [e["content"] for e in cli.json("status", "--scope", "peer:42")["active"]] == [
+        "in peer 42"
+    ]
+    assert [r["scope"] for r in cli.json("scopes")] == ["main", "peer:42"]
+    for bad in ("peer:", ":42", "group::1", " ", "a: :b"):
+        code, out, err = cli("status", "--scope", bad)
+        one_line_error(code, out, err)
+
+
+def test_ids_match_by_unique_prefix(cli: Run, ws: Path) -> None:
+    now = format_when(datetime.now(UTC))
+    blocks = "".join(
+        f"### [{i}] fact | 0.60 | {now[:10]} | 0\n{text}\n\n"
+        for i, text in [("aa11", "first"), ("aa22", "second"), ("b333", "third")]
+    )
+    (ws / "MEMORY.md").write_text(f"# Agent Memory\n\n## Active Memories\n\n{blocks}")
+    code, out, err = cli("pin", "aa")
+    one_line_error(code, out, err)
+    assert "id prefix 'aa' matches 2 entries" in err and "aa11" in err and "aa22" in err
+    assert cli.json("pin", "aa2")["entry"]["id"] == "aa22"
+    assert cli.json("archive", "b")["entry"]["id"] == "b333"
+    assert cli.json("forget", "aa1")["entry"]["id"] == "aa11"
+    assert cli.json("restore", "aa1")["entry"]["id"] == "aa11"  # a forgotten one too
+    code, out, err = cli("pin", "c")
+    one_line_error(code, out, err)
+
+
+def test_demo_reset_rebuilds_the_demo(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    demo = tmp_path / "demo"
+    argv = ["demo", "--no-tui", "--workspace", str(demo), "--now", "2026-03-01T12:00:00Z"]
+    assert main(argv) == 0
+    assert "demo workspace built" in capsys.readouterr().out
+
+    def contents() -> list[str]:
+        return sorted(
+            e.content for e in parse_memory((demo / "MEMORY.md").read_text("utf-8")).entries
+        )
+
+    built = contents()
+    assert built
+    (demo / "MEMORY.md").write_text("# Agent Memory\n", encoding="utf-8")  # played with
+    (demo / "memory" / "stray.md").write_text("left over\n", encoding="utf-8")
+    assert main(argv) == 0
+    assert "already built" in capsys.readouterr().out
+    assert main([*argv, "--reset"]) == 0
+    assert "demo workspace built" in capsys.readouterr().out
+    assert contents() == built
+    assert not (demo / "memory" / "stray.md").exists()
+    # --reset deletes only what the demo builder made.
+    real = tmp_path / "real"
+    real.mkdir()
+    (real / "MEMORY.md").write_text("# Agent Memory\n", encoding="utf-8")
+    assert main(["demo", "--no-tui", "--reset", "--workspace", str(real)]) == 2
+    assert (real / "MEMORY.md").read_text(encoding="utf-8") == "# Agent Memory\n"
+
+
+def test_help_imports_nothing_heavy() -> None:
+    """`chatmem --help` answers at once: the config (pydantic), the engine (SQLite, the
+    model client) and Textual are imported only to run a command. Times are the bench's
+    (bench/cli_bench.py); this checks the cause."""
+    probe = (
+        "import sys\n"
+        "from adapters.cli import main\n"
+        "try:\n"
+        "    main(['--help'])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "heavy = ('openai', 'pydantic', 'textual', 'telegram', 'memory_core.engine',"
+        " 'memory_core.config', 'rjieba')\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy or m in heavy),"
+        " file=sys.stderr)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert "COMMAND" in done.stdout
+    assert done.stderr.strip() == "[]"

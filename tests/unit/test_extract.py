@@ -422,6 +422,25 @@ def test_heuristic_reads_only_the_user_and_splits_sentences() -> None:
         ("forget about the Tokyo trip", ("forget", "the Tokyo trip")),
         ("Forget that I like tea", ("forget", "I like tea")),
         ("please forget: my old phone number", ("forget", "my old phone number")),
+        # "Remember" anywhere a clause asks for it: last, or first after other words.
+        ("我喜欢乌龙茶，请记住", ("remember", "我喜欢乌龙茶")),
+        ("我对花生过敏，请记住这一点。", ("remember", "我对花生过敏")),
+        ("我对花生过敏请记住", ("remember", "我对花生过敏")),
+        ("我不吃辣，别忘了", ("remember", "我不吃辣")),
+        ("别忘了我不吃辣", ("remember", "我不吃辣")),
+        ("对了，记住我下周二出差", ("remember", "我下周二出差")),
+        ("了解。记住：周五交周报。", ("remember", "周五交周报")),
+        ("I prefer jasmine tea, remember that", ("remember", "I prefer jasmine tea")),
+        ("I prefer jasmine tea. Please remember.", ("remember", "I prefer jasmine tea")),
+        ("I'm vegan, don't forget", ("remember", "I'm vegan")),
+        ("don't forget that I'm vegan", ("remember", "I'm vegan")),
+        ("please remember my badge number is 7788", ("remember", "my badge number is 7788")),
+        ("Oh, and remember that standup is at nine.", ("remember", "standup is at nine")),
+        ("By the way, please remember that I'm vegan", ("remember", "I'm vegan")),
+        (
+            "I moved. Remember that my address is 5 Main St.",
+            ("remember", "my address is 5 Main St"),
+        ),
     ],
 )
 def test_explicit_requests(text: str, expected: tuple[str, str]) -> None:
@@ -443,7 +462,34 @@ def test_explicit_requests(text: str, expected: tuple[str, str]) -> None:
         "remember when we went to Paris?",
         "remember what I told you yesterday?",
         "我喜欢咖啡",
+        "好的，记住了",  # "got it"
+        "我对花生过敏，记住了吗？",
+        "ok, remember that?",
+        "I can't remember that",  # no clause asks for it
+        "You should remember that",
+        "这个你一定要记住",
+        "我永远记住",
+        "Don't forget to call mom",  # a reminder to act, not a fact to keep
+        "I always forget to remember that",
     ],
 )
 def test_not_explicit_requests(text: str) -> None:
+    assert explicit_request(text) is None
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "，" * 200_000 + "x",
+        "。 " * 100_000,
+        "\n" * 200_000 + "记住",
+        "记住" * 100_000 + "？",
+        "remember " * 50_000 + "?",
+    ],
+    ids=["commas", "full-stops", "newlines", "remember-zh", "remember-en"],
+)
+def test_explicit_request_on_huge_input_ends(text: str) -> None:
+    """Long runs of separators made nested repeats of the "anywhere" patterns quadratic
+    (minutes for a megabyte); each repeat is now bounded by one character class. No time
+    is asserted: a quadratic search would not finish within the test's timeout."""
     assert explicit_request(text) is None

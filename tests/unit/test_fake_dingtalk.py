@@ -18,6 +18,7 @@ from tests.fakes.dingtalk import (
     WebhookSink,
     group_message,
     post_callback,
+    post_raw,
     private_message,
     sign,
     signed_headers,
@@ -144,6 +145,46 @@ async def test_fail_next(sink: WebhookSink) -> None:
     )
     assert await post_callback(sink.webhook_url("G"), text) == (200, {"errcode": 0, "errmsg": "ok"})
     assert len(sink.attempts) == 3 and len(sink.received) == 1
+
+
+async def test_redirect_next(sink: WebhookSink) -> None:
+    text = {"msgtype": "text", "text": {"content": "x"}}
+    sink.redirect_next("http://127.0.0.1:9/elsewhere")
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(sink.webhook_url("G"), json=text, allow_redirects=False) as response,
+    ):
+        assert (response.status, response.headers["Location"]) == (
+            307,
+            "http://127.0.0.1:9/elsewhere",
+        )
+    assert await post_callback(sink.webhook_url("G"), text) == (200, {"errcode": 0, "errmsg": "ok"})
+    assert len(sink.attempts) == 2 and len(sink.received) == 1
+
+
+async def test_post_raw_sends_exact_bytes_with_or_without_a_length() -> None:
+    seen: list[tuple[bytes, str | None, str | None]] = []
+
+    async def echo(request: web.Request) -> web.Response:
+        body = await request.read()
+        seen.append(
+            (body, request.headers.get("Content-Length"), request.headers.get("Transfer-Encoding"))
+        )
+        return web.json_response({"n": len(body)})
+
+    app = web.Application()
+    app.router.add_post("/raw", echo)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    url = f"http://127.0.0.1:{runner.addresses[0][1]}/raw"
+    body = b'{"a": "\xff' + b" " * 40_000
+    try:
+        assert await post_raw(url, body, {"sign": "s"}) == (200, {"n": len(body)})
+        assert await post_raw(url, body, chunked=True) == (200, {"n": len(body)})
+    finally:
+        await runner.cleanup()
+    assert seen == [(body, str(len(body)), None), (body, None, "chunked")]
 
 
 async def test_malformed_messages_are_rejected(sink: WebhookSink) -> None:

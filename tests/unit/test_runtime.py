@@ -15,7 +15,7 @@ from memory_core.clock import ManualClock
 from memory_core.config import Config, load_config
 from memory_core.conversation.prompting import COMPACT_INSTRUCTIONS
 from memory_core.engine import MemoryCore
-from memory_core.scope import ScopeKey
+from memory_core.scope import MAIN, ScopeKey
 from tests.conftest import START
 from tests.fakes.openai_server import FakeOpenAI
 from tests.support import sql
@@ -203,3 +203,34 @@ async def test_stop_waits_for_the_turn_then_flushes(
     # Closing the core stops the runtime again: nothing new to flush, no model call.
     assert len(fake.requests) == requests_after_stop
     assert len(compactions) == 1
+
+
+async def test_stop_waits_for_a_turn_whose_caller_stopped_waiting(core: MemoryCore) -> None:
+    """A caller cancelled while its turn runs (a front end that gave up) leaves the turn
+    running under the runtime's shield; `stop()` still waits for it, so the reply is
+    stored before the database closes."""
+    runtime = core.runtime
+    entered = asyncio.Event()
+    release = asyncio.Event()
+    real_turn = runtime.chat.turn
+
+    async def slow_turn(scope: ScopeKey, text: str, *, speaker: str = "") -> Any:
+        entered.set()
+        await release.wait()
+        return await real_turn(scope, text, speaker=speaker)
+
+    runtime.chat.turn = slow_turn  # type: ignore[method-assign]
+    waiting = asyncio.ensure_future(runtime.turn(MAIN, "hello there"))
+    await entered.wait()
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    stopping = asyncio.ensure_future(runtime.stop())
+    await asyncio.sleep(0.05)
+    assert not stopping.done()  # the turn is still in flight
+    release.set()
+    await stopping
+    history = runtime.history
+    session = await history.current_session(MAIN)
+    assert session is not None
+    assert [m.content for m in await history.session_messages(session.id)][:1] == ["hello there"]

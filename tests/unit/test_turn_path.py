@@ -104,7 +104,7 @@ async def test_chat_turn_index_rows_match_a_full_recount(core: MemoryCore) -> No
         " AND c.kind = 'message' ORDER BY c.id",
         sid,
     )
-    assert len(rows) == 8  # four questions, four offline replies
+    assert len(rows) == 4  # four questions (the offline notices are not stored)
     for _, line_from, line_to, ref, text, _tokens, role, content in rows:
         assert line_to == line_from and ref == str(line_from)
         assert text == f"{role}: {content}"

@@ -12,7 +12,7 @@ from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Static
 
 from tui.format import one_line, time_text
-from tui.overview import ArchiveState
+from tui.overview import ARCHIVED_LIMIT, ArchiveState
 
 
 def summary_text(state: ArchiveState, zone: tzinfo, *, compact: bool = False) -> Text:
@@ -51,7 +51,17 @@ def summary_text(state: ArchiveState, zone: tzinfo, *, compact: bool = False) ->
         text.append(f" · {len(state.raw_files)} raw archive files")
     text.append("\n")
     text.append("memories ", style="bold")
-    text.append(f"{state.archived_total} archived · {len(state.forgotten)} forgotten")
+    text.append(f"{state.archived_total} archived")
+    if state.to_forget:
+        text.append(f" ({state.to_forget} to forget)", style="red")
+    more = "+" if len(state.forgotten) >= ARCHIVED_LIMIT else ""
+    text.append(f" · {len(state.forgotten)}{more} forgotten")
+    if state.quarantined:
+        count = len(state.quarantined)
+        text.append(
+            f"\nquarantined {count} block{'s' if count > 1 else ''} (Archive tab)",
+            style="bold red",
+        )
     if not state.database:
         text.append("\n(no database: history and audit unavailable)", style="red")
     return text
@@ -77,6 +87,7 @@ class ArchivePane(VerticalScroll):
 
     def compose(self) -> ComposeResult:
         yield Static(id="archive-head")
+        yield Static(id="archive-quarantine")
         yield Static("Sessions by archive state (false / pending / true)", classes="section")
         yield _table(
             "archive-sessions", "session", "first message", "status", "false", "pending", "true"
@@ -95,6 +106,7 @@ class ArchivePane(VerticalScroll):
     def show(self, state: ArchiveState) -> None:
         zone = self.zone
         self.query_one("#archive-head", Static).update(summary_text(state, zone))
+        self.query_one("#archive-quarantine", Static).update(quarantine_text(state))
         sessions = self.query_one("#archive-sessions", DataTable)
         sessions.clear()
         for s in state.sessions:
@@ -155,6 +167,24 @@ class ArchivePane(VerticalScroll):
                 one_line(record.content or "", 60),
                 key=str(record.id),
             )
+
+
+def quarantine_text(state: ArchiveState) -> Text:
+    """Every block the parser could not read, verbatim: the file keeps it, and this is
+    where a person sees what to fix (then `chatmem validate`)."""
+    text = Text("Quarantined blocks  ", style="bold")
+    if not state.quarantined:
+        text.append("none", style="dim")
+        return text
+    text.append(
+        f"{len(state.quarantined)} in {state.path}, kept verbatim: fix them in the file, "
+        "then run chatmem validate",
+        style="bold red",
+    )
+    for block in state.quarantined:
+        text.append(f"\nline {block.line}: {block.reason}\n", style="red")
+        text.append(block.text + "\n")
+    return text
 
 
 def event_detail(detail: dict[str, object]) -> str:

@@ -35,18 +35,21 @@ def status_line(view: RankingView) -> Text:
 
 
 def counts_line(view: RankingView) -> Text:
+    """Active and archived entries at the view's instant, as the sidebar counts them:
+    "archived" is every entry that is not active (still in the file), and those below
+    the forget line are a part of it ("to forget"), never "forgotten" (deleted)."""
     counts, base = view.counts, view.baseline
     label = "now" if view.offset_days == 0 else f"at +{view.offset_days} d"
+    archived, archived_then = counts.archived + counts.forgotten, base.archived + base.forgotten
     text = Text(f"{label}: ", style="bold")
     text.append(f"{counts.active} active{_delta(counts.active, base.active)}", style="green")
     text.append(" · ")
-    text.append(
-        f"{counts.archived} archived{_delta(counts.archived, base.archived)}", style="yellow"
-    )
-    text.append(" · ")
-    text.append(
-        f"{counts.forgotten} forgotten{_delta(counts.forgotten, base.forgotten)}", style="red"
-    )
+    text.append(f"{archived} archived{_delta(archived, archived_then)}", style="yellow")
+    if counts.forgotten or base.forgotten:
+        text.append(
+            f", {counts.forgotten} to forget{_delta(counts.forgotten, base.forgotten)}",
+            style="red",
+        )
     return text
 
 
@@ -129,6 +132,12 @@ class RankingsPane(Vertical):
     def _filter_changed(self, event: Message) -> None:
         event.stop()
         self.post_message(self.FilterChanged(self.current_filter()))
+
+    @on(Input.Submitted, "#rank-filter")
+    def _filter_done(self, event: Input.Submitted) -> None:
+        """Enter: the filter is typed, back to the table (Escape does the same)."""
+        event.stop()
+        self.table.focus()
 
     @on(RankTable.HeaderClicked)
     def _header(self, event: RankTable.HeaderClicked) -> None:

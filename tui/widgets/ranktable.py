@@ -8,7 +8,7 @@ re-sorting and filtering cost the same at 100 entries and at 100 000.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -24,27 +24,43 @@ from textual.strip import Strip
 
 from memory_core.scoring import DEFAULT_POLICY, ScoringPolicy
 from tui.format import days_cell, one_line, score_bar, score_cell, status_cell
-from tui.model import COLUMNS, ColumnKey, RankingModel, RankRow, SortSpec
+from tui.model import COLUMNS, Column, ColumnKey, RankingModel, RankRow, SortSpec
 
-CONTENT_WIDTH = 60
+CONTENT_WIDTH = 200
+"""Characters of content a row keeps; the screen shows what its width allows."""
+CONTENT_MIN = 32
+"""Columns are left out before the content gets narrower than this."""
 WIDTHS: dict[ColumnKey, int] = {
     "rank": 6,
     "id": 8,
     "category": 11,
     "score": 13,
     "score_7": 5,
-    "score_30": 5,
-    "to_archive": 6,
-    "to_forget": 7,
-    "hits": 5,
-    "last_activated": 10,
-    "pinned": 3,
+    "score_30": 6,
+    "to_archive": 7,
+    "to_forget": 9,
+    "hits": 6,
+    "last_activated": 11,
+    "pinned": 5,
     "status": 9,
-    "content": CONTENT_WIDTH,
+    "content": CONTENT_MIN,
 }
+"""Each wide enough for its values and for its title followed by the sort arrow."""
 RIGHT = frozenset({"rank", "score_7", "score_30", "to_archive", "to_forget", "hits"})
+DROP_ORDER: tuple[ColumnKey, ...] = (
+    "last_activated",
+    "score_7",
+    "pinned",
+    "hits",
+    "to_forget",
+    "category",
+    "score_30",
+    "to_archive",
+)
+"""Columns left out, first to last, when the table is too narrow for all of them."""
 GAP = 1
 ROW_CACHE = 512
+_POSITION: dict[ColumnKey, int] = {c.key: n for n, c in enumerate(COLUMNS)}
 
 
 def row_cells(row: RankRow, policy: ScoringPolicy) -> list[Text]:
@@ -66,6 +82,29 @@ def row_cells(row: RankRow, policy: ScoringPolicy) -> list[Text]:
     ]
 
 
+def layout(width: int, sort_key: ColumnKey) -> list[tuple[Column, int]]:
+    """The columns shown in `width` cells, with their widths.
+
+    Every column when all fit; otherwise the least telling go first (never the sorted
+    one, so a sort is always visible), and the content takes whatever is left: at 80
+    columns a row still shows what the memory says."""
+    shown = {c.key for c in COLUMNS}
+    for key in DROP_ORDER:
+        if _need(shown) <= width:
+            break
+        if key != sort_key:
+            shown.discard(key)
+    columns = [c for c in COLUMNS if c.key in shown]
+    fixed = _need(c.key for c in columns if c.key != "content") + GAP
+    content = max(CONTENT_MIN, width - fixed)
+    return [(c, content if c.key == "content" else WIDTHS[c.key]) for c in columns]
+
+
+def _need(keys: Iterable[ColumnKey]) -> int:
+    widths = [WIDTHS[k] for k in keys]
+    return sum(widths) + GAP * (len(widths) - 1)
+
+
 def _fit(cell: Text, width: int, right: bool) -> Text:
     fitted = cell.copy()
     fitted.truncate(width, overflow="ellipsis")
@@ -82,13 +121,13 @@ class RankTable(ScrollView, can_focus=True):
     """Rows are the model's entries in `indices` order; the header line stays on top."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("up", "cursor(-1)", "Up", show=False),
-        Binding("down", "cursor(1)", "Down", show=False),
-        Binding("pageup", "page(-1)", "Page up", show=False),
-        Binding("pagedown", "page(1)", "Page down", show=False),
-        Binding("home", "jump(0)", "First", show=False),
-        Binding("end", "jump(-1)", "Last", show=False),
-        Binding("enter", "select", "Open entry", show=False),
+        Binding("up", "cursor(-1)", "Up", show=False, tooltip="previous entry"),
+        Binding("down", "cursor(1)", "Down", show=False, tooltip="next entry"),
+        Binding("pageup", "page(-1)", "Page up", show=False, tooltip="a page up"),
+        Binding("pagedown", "page(1)", "Page down", show=False, tooltip="a page down"),
+        Binding("home", "jump(0)", "First", show=False, tooltip="first entry"),
+        Binding("end", "jump(-1)", "Last", show=False, tooltip="last entry"),
+        Binding("enter", "select", "Open entry", show=False, tooltip="open it in the Entry tab"),
     ]
     COMPONENT_CLASSES: ClassVar[set[str]] = {
         "ranktable--header",
@@ -117,7 +156,31 @@ class RankTable(ScrollView, can_focus=True):
         self.indices: Sequence[int] = ()
         self.sort = SortSpec()
         self._rows: dict[int, list[Text]] = {}
-        self.line_width = sum(WIDTHS.values()) + GAP * (len(WIDTHS) - 1)
+        self._layout: tuple[int, ColumnKey, list[tuple[Column, int]]] | None = None
+
+    # --- columns ----------------------------------------------------------------------
+    def columns(self) -> list[tuple[Column, int]]:
+        """The columns on screen now and their widths (see `layout`)."""
+        width = self.scrollable_content_region.width or self.size.width
+        cached = self._layout
+        if cached is None or cached[:2] != (width, self.sort.key):
+            cached = (width, self.sort.key, layout(width, self.sort.key))
+            self._layout = cached
+        return cached[2]
+
+    def visible_keys(self) -> list[ColumnKey]:
+        return [column.key for column, _ in self.columns()]
+
+    @property
+    def line_width(self) -> int:
+        columns = self.columns()
+        return sum(width for _, width in columns) + GAP * (len(columns) - 1)
+
+    def on_resize(self) -> None:
+        self._update_virtual_size()
+
+    def _update_virtual_size(self) -> None:
+        self.virtual_size = Size(self.line_width, len(self.indices) + 1)
 
     # --- data -------------------------------------------------------------------------
     @property
@@ -129,7 +192,7 @@ class RankTable(ScrollView, can_focus=True):
     ) -> None:
         self.model, self.indices, self.sort = model, indices, sort
         self._rows.clear()
-        self.virtual_size = Size(self.line_width, len(indices) + 1)
+        self._update_virtual_size()
         row = 0
         if keep_id is not None:
             position = model.index_of(keep_id)
@@ -173,10 +236,10 @@ class RankTable(ScrollView, can_focus=True):
     # --- rendering --------------------------------------------------------------------
     def _line(self, cells: list[Text]) -> Text:
         line = Text(no_wrap=True, end="")
-        for number, (column, cell) in enumerate(zip(COLUMNS, cells, strict=True)):
+        for number, (column, width) in enumerate(self.columns()):
             if number:
                 line.append(" " * GAP)
-            line.append_text(_fit(cell, WIDTHS[column.key], column.key in RIGHT))
+            line.append_text(_fit(cells[_POSITION[column.key]], width, column.key in RIGHT))
         return line
 
     def render_line(self, y: int) -> Strip:
@@ -239,8 +302,8 @@ class RankTable(ScrollView, can_focus=True):
 
     def column_at(self, x: int) -> ColumnKey | None:
         edge = 0
-        for column in COLUMNS:
-            edge += WIDTHS[column.key] + GAP
+        for column, width in self.columns():
+            edge += width + GAP
             if x < edge:
                 return column.key
         return None

@@ -13,6 +13,7 @@ from textual.widgets import DataTable, Input, Static
 
 from memory_core.recall import Injection
 from memory_core.records import Hit
+from memory_core.scope import ScopeKey
 from memory_core.text import matched_terms
 from tui.format import highlight, one_line, token_meter
 
@@ -42,8 +43,10 @@ class RecallPane(Vertical):
         query: str
 
     def compose(self) -> ComposeResult:
-        yield Input(placeholder="recall query, e.g. 咖啡 or pytest  (Enter)", id="recall-query")
-        yield Static("Type a query and press Enter.", id="recall-status")
+        yield Input(placeholder="recall query, e.g. 咖啡 or pytest  (f, Enter)", id="recall-query")
+        yield Static(
+            "Press f (or click the box), type a query and press Enter.", id="recall-status"
+        )
         table: DataTable[str | Text] = DataTable(
             id="recall-hits", cursor_type="row", zebra_stripes=True
         )
@@ -57,11 +60,24 @@ class RecallPane(Vertical):
 
     @on(Input.Submitted, "#recall-query")
     def _submitted(self, event: Input.Submitted) -> None:
+        """Enter runs the query and leaves the box for the hits (f comes back to it)."""
         event.stop()
         if event.value.strip():
             self.post_message(self.QuerySubmitted(event.value.strip()))
+            self.query_one("#recall-hits", DataTable).focus()
 
-    def show(self, query: str, hits: list[Hit], injection: Injection, budget: int) -> None:
+    def rerunning(self, query: str, scope: ScopeKey) -> None:
+        """The scope changed: the hits shown were the old scope's, so clear them now."""
+        self.query_one("#recall-hits", DataTable).clear()
+        self.query_one("#recall-budget", Static).update("")
+        self.query_one("#recall-block", Static).update("")
+        self.query_one("#recall-status", Static).update(
+            Text(f"running {query!r} again in scope {scope}…", style="dim")
+        )
+
+    def show(
+        self, query: str, hits: list[Hit], injection: Injection, budget: int, scope: ScopeKey
+    ) -> None:
         table = self.query_one("#recall-hits", DataTable)
         table.clear()
         for number, hit in enumerate(hits):
@@ -74,7 +90,7 @@ class RecallPane(Vertical):
             )
         keywords = ", ".join(injection.keywords) or "none"
         self.query_one("#recall-status", Static).update(
-            Text(f"{len(hits)} hit(s) for {query!r} · keywords: {keywords}")
+            Text(f"{len(hits)} hit(s) for {query!r} in scope {scope} · keywords: {keywords}")
         )
         meter = Text("injection block ", style="bold")
         meter.append_text(token_meter(injection.tokens, budget))

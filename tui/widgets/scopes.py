@@ -10,6 +10,20 @@ from tui.format import short_scope
 from tui.overview import ScopeCounts
 
 SCOPE_COLUMNS = ("scope", "act", "arc", "day", "unarc", "pend")
+SCOPE_WIDTH = 24
+
+
+def scope_cell(row: ScopeCounts, selected: ScopeKey) -> Text:
+    """The scope's name, marked when chosen, and `!N` when N blocks of its long-term file
+    are quarantined (the Archive tab shows them)."""
+    flag = f" !{row.quarantined}" if row.quarantined else ""
+    chosen = row.scope == selected
+    text = Text("▶ " if chosen else "  ", style="bold" if chosen else "")
+    text.append(
+        short_scope(row.scope.value, SCOPE_WIDTH - len(flag)), style="bold" if chosen else ""
+    )
+    text.append(flag, style="bold red")
+    return text
 
 
 class ScopesTable(DataTable[str | Text]):
@@ -23,10 +37,8 @@ class ScopesTable(DataTable[str | Text]):
     def show(self, counts: list[ScopeCounts], selected: ScopeKey) -> None:
         self.clear()
         for row in counts:
-            marker = "▶ " if row.scope == selected else "  "
-            style = "bold" if row.scope == selected else ""
             self.add_row(
-                Text(marker + short_scope(row.scope.value), style=style),
+                scope_cell(row, selected),
                 Text(str(row.active), justify="right"),
                 Text(str(row.archived), justify="right"),
                 Text(str(row.daily_notes), justify="right"),
