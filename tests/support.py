@@ -4,6 +4,7 @@ row. The product's front ends reach none of this."""
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from collections.abc import Sequence
 from datetime import datetime
@@ -87,3 +88,13 @@ async def recent_messages(core: MemoryCore, scope: ScopeKey, limit: int) -> list
         limit,
     )
     return [message_from_row(r) for r in reversed(rows)]
+
+
+def is_daily_note_fd(fd: int) -> bool:
+    """Whether an open descriptor is a memory file under `memory/` (where fault injection
+    into `os.write` aims: the notes, never SQLite's files)."""
+    try:
+        target = os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return False
+    return target.endswith(".md") and "/memory/" in target

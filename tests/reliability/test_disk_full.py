@@ -30,7 +30,7 @@ from memory_core.engine import MemoryCore
 from memory_core.errors import ChatmemError, StoreError
 from memory_core.records import RecordedMessage
 from memory_core.scope import ScopeKey
-from tests.support import database, sql
+from tests.support import database, is_daily_note_fd, sql
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -162,7 +162,7 @@ async def refusing_disk(
 
     def write(fd: int, data: bytes | memoryview) -> int:
         budget = _INJECTED.get("room")
-        if budget is None or not _is_daily_file(fd):
+        if budget is None or not is_daily_note_fd(fd):
             return real_write(fd, data)
         if budget <= 0:
             raise OSError(28, os.strerror(28))  # ENOSPC
@@ -180,14 +180,6 @@ async def refusing_disk(
 
 
 _INJECTED: dict[str, int] = {}
-
-
-def _is_daily_file(fd: int) -> bool:
-    try:
-        target = os.readlink(f"/proc/self/fd/{fd}")
-    except OSError:
-        return False
-    return target.endswith(".md") and "/memory/" in target
 
 
 async def test_daily_notes_on_a_full_disk(

@@ -21,18 +21,10 @@ from memory_core.engine import MemoryCore
 from memory_core.errors import ChatmemError, StoreError
 from memory_core.memory import notes as notes_module
 from memory_core.scope import ScopeKey
-from tests.support import database, sql
+from tests.support import database, is_daily_note_fd, sql
 
 MAIN = ScopeKey("main")
 DAILY = "memory/2026-03-01.md"
-
-
-def _is_daily_file(fd: int) -> bool:
-    try:
-        target = os.readlink(f"/proc/self/fd/{fd}")
-    except OSError:
-        return False
-    return target.endswith(".md") and "/memory/" in target
 
 
 @pytest.fixture
@@ -45,7 +37,7 @@ def disk(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[int, int | None]
 
     def write(fd: int, data: bytes | memoryview) -> int:
         per_call, room = state["per_call"], state["room"]
-        if per_call is None or not _is_daily_file(fd):
+        if per_call is None or not is_daily_note_fd(fd):
             return real_write(fd, data)
         size = min(len(data), per_call)
         if room is not None:
@@ -149,7 +141,7 @@ async def test_a_file_size_limit_is_one_clear_line(
     real_write = os.write
 
     def over_the_limit(fd: int, data: bytes | memoryview) -> int:
-        if _is_daily_file(fd):
+        if is_daily_note_fd(fd):
             raise OSError(errno.EFBIG, os.strerror(errno.EFBIG))
         return real_write(fd, data)
 
