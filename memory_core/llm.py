@@ -12,12 +12,13 @@ import logging
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
-
-import openai
+from typing import TYPE_CHECKING, Any
 
 from memory_core.config import LLMSettings
 from memory_core.errors import LLMError
+
+if TYPE_CHECKING:
+    import openai
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +68,10 @@ class LLMClient:
         return bool(self.settings.model)
 
     def _get(self) -> openai.AsyncOpenAI:
+        # Imported on first use: the openai package takes most of a second to import,
+        # which every `chatmem` command without a model (status, search, …) would pay.
+        import openai
+
         if self._client is None:
             self._client = openai.AsyncOpenAI(
                 base_url=self.settings.base_url or None,
@@ -93,6 +98,8 @@ class LLMClient:
     ) -> ChatReply:
         if not self.configured:
             raise LLMError("no model is configured (set llm.model or CHATMEM_MODEL)")
+        import openai
+
         kwargs: dict[str, Any] = {
             "model": self.settings.model,
             "messages": list(messages),
