@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import sqlite3
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 from memory_core.db import is_busy
 from memory_core.scope import ScopeKey
@@ -97,45 +97,33 @@ class IndexGuard:
             log.warning("search index usable again")
         return self._index
 
-    async def file_written(self, scope: ScopeKey, path: str) -> None:
-        """The core wrote `path` of `scope`: index it again."""
+    async def _use(self, work: Callable[[IndexBackend], Awaitable[object]]) -> None:
+        """`work` on the usable index (nothing while degraded); a database error turns it
+        off through `failed`, never to the caller: the file written is the truth."""
         index = self._index
         if index is None:
             return
         try:
-            await index.sync_file(scope, path)
+            await work(index)
         except sqlite3.DatabaseError as exc:
-            # Busy or broken, the file row keeps its old stamp: the next sync reads it.
             self.failed(exc)
+
+    async def file_written(self, scope: ScopeKey, path: str) -> None:
+        """The core wrote `path` of `scope`: index it again. Busy or broken, the file row
+        keeps its old stamp, so the next sync reads it."""
+        await self._use(lambda index: index.sync_file(scope, path))
 
     async def long_term_written(self, scope: ScopeKey, path: str, record: WriteRecord) -> None:
         """Index what a long-term write changed: only added, edited and removed entries
         are (re)tokenized, not the whole file."""
-        index = self._index
-        if index is None:
-            return
-        try:
-            await index.update_long_term(scope, path, record)
-        except sqlite3.DatabaseError as exc:
-            self.failed(exc)
+        await self._use(lambda index: index.update_long_term(scope, path, record))
 
     async def sync_all(self) -> None:
-        index = self._index
-        if index is None:
-            return
-        try:
-            await index.sync_all()
-        except sqlite3.DatabaseError as exc:
-            self.failed(exc)
+        await self._use(lambda index: index.sync_all())
 
     async def remove_messages(self, scope: ScopeKey, message_ids: Sequence[int]) -> None:
-        """Message chunks of history the archive moved to files or the caps trimmed."""
-        index = self._index
-        if index is None or not message_ids:
-            return
-        try:
-            await index.remove_messages(scope, message_ids)
-        except sqlite3.DatabaseError as exc:
-            # Busy: the chunks stay until a rebuild, findable twice (they are also in the
-            # archive file); failing the archive run over that would help nobody.
-            self.failed(exc)
+        """Message chunks of history the archive moved to files or the caps trimmed. If
+        busy, the chunks stay until a rebuild, findable twice (they are also in the archive
+        file); failing the archive run over that would help nobody."""
+        if message_ids:
+            await self._use(lambda index: index.remove_messages(scope, message_ids))
