@@ -2,7 +2,9 @@
 
 Long polling by default, webhook by config. Private chats, groups, supergroups and forum
 topics (replies stay in their topic). Only allowlisted users and chats are served: anyone
-else gets one polite line and nothing of theirs is stored.
+else gets one polite line and nothing of theirs is stored. Text, photos and files are
+served: a photo or file becomes one text message saying what it was (adapters/media.py),
+with a model's description of a photo when `llm.vision_model` is set.
 """
 
 from __future__ import annotations
@@ -14,20 +16,23 @@ import os
 import re
 import weakref
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from typing import Any
 
 # python-telegram-bot 22 warns on every RetryAfter unless durations are timedeltas.
 os.environ.setdefault("PTB_TIMEDELTA", "1")
 
-from telegram import Bot, BotCommand, Message, MessageEntity, Update
+from telegram import Bot, BotCommand, Document, Message, MessageEntity, PhotoSize, Update
 from telegram.constants import ChatAction, ChatType
 from telegram.error import Forbidden, TelegramError
 from telegram.ext import AIORateLimiter, Application, ContextTypes, MessageHandler, filters
 
 from adapters.inbound import InboundMessage
+from adapters.media import Attachment, MediaKind, describe_image, media_text
 from adapters.router import COMMANDS, MessageRouter, parse_command
 from memory_core.config import TelegramSettings
 from memory_core.engine import MemoryCore
+from memory_core.errors import LLMError
 
 log = logging.getLogger(__name__)
 
@@ -59,8 +64,31 @@ def split_message(text: str, limit: int = MAX_MESSAGE) -> list[str]:
     return [p for p in pieces if p]
 
 
+def attachment_of(message: Message) -> Attachment | None:
+    """A photo or a file (with its caption, if any); None for anything else."""
+    caption = message.caption or ""
+    if message.photo:
+        return Attachment("photo", caption)
+    document = message.document
+    if document is None:
+        return None
+    mime = (document.mime_type or "").lower()
+    kind: MediaKind = "image" if mime.startswith("image/") else "file"
+    return Attachment(kind, caption, document.file_name or "", mime)
+
+
+def pick_photo(sizes: tuple[PhotoSize, ...], max_bytes: int) -> PhotoSize | None:
+    """The largest size Telegram offers that fits the cap (sizes come smallest first); a
+    size of unknown weight is taken, the download itself is checked again."""
+    for size in reversed(sizes):
+        if size.file_size is None or size.file_size <= max_bytes:
+            return size
+    return None
+
+
 class TelegramFrontEnd:
-    """Holds the router and the settings; PTB calls `on_message` for every text update."""
+    """Holds the router and the settings; PTB calls `on_message` for every text, photo and
+    file update."""
 
     def __init__(self, core: MemoryCore, settings: TelegramSettings) -> None:
         self.core = core
@@ -89,16 +117,20 @@ class TelegramFrontEnd:
         return chat_id in self.settings.allowed_chats
 
     def addressed(self, message: Message, bot_id: int, bot_username: str) -> bool:
-        """In groups: a command, an @mention of the bot, or a reply to one of its messages."""
+        """In groups: a command, an @mention of the bot (in a text or a caption), or a
+        reply to one of its messages."""
         text = message.text or ""
         if text.startswith("/"):
             # "/new@otherbot" is addressed to another bot in the group, not to us.
             return parse_command(text, bot_username) is not None
-        for entity, value in message.parse_entities([MessageEntity.MENTION]).items():
-            del entity
-            if value.lower() == f"@{bot_username}".lower():
-                return True
-        for entity in message.entities:
+        mentions = (
+            message.parse_entities([MessageEntity.MENTION])
+            if message.text is not None
+            else message.parse_caption_entities([MessageEntity.MENTION])
+        )
+        if any(value.lower() == f"@{bot_username}".lower() for value in mentions.values()):
+            return True
+        for entity in (*message.entities, *message.caption_entities):
             if (
                 entity.type == MessageEntity.TEXT_MENTION
                 and entity.user
@@ -116,7 +148,10 @@ class TelegramFrontEnd:
         message = update.effective_message
         user = update.effective_user
         chat = update.effective_chat
-        if message is None or chat is None or not message.text:
+        if message is None or chat is None:
+            return
+        attachment = attachment_of(message)
+        if not message.text and attachment is None:
             return
         if not self.allowed(user.id if user else None, chat.id):
             log.warning(
@@ -135,27 +170,93 @@ class TelegramFrontEnd:
         if group and self.settings.group_requires_mention and not mentioned:
             return
         thread = message.message_thread_id if message.is_topic_message else None
-        inbound = InboundMessage(
-            channel="telegram",
-            account_id=str(bot_id),
-            sender_id=str(user.id) if user else str(chat.id),
-            sender_name=(user.full_name if user else chat.title) or "",
-            chat_type="group" if group else "direct",
-            chat_id=str(chat.id),
-            text=_without_mention(message.text, bot_username),
-            message_id=str(message.message_id),
-            timestamp=message.date,
-            thread_id=str(thread) if thread is not None else None,
-            mentioned=mentioned,
-        )
         lock = self._chat_locks.setdefault((chat.id, thread), asyncio.Lock())
         async with lock:
             async with self._typing(context, chat.id, thread):
+                if attachment is None:
+                    text = _without_mention(message.text or "", bot_username)
+                else:
+                    # Inside the chat's lock: a photo being described keeps its place
+                    # before the messages sent after it.
+                    text = await self._attachment_text(message, attachment, bot_username)
+                inbound = InboundMessage(
+                    channel="telegram",
+                    account_id=str(bot_id),
+                    sender_id=str(user.id) if user else str(chat.id),
+                    sender_name=(user.full_name if user else chat.title) or "",
+                    chat_type="group" if group else "direct",
+                    chat_id=str(chat.id),
+                    text=text,
+                    message_id=str(message.message_id),
+                    timestamp=message.date,
+                    thread_id=str(thread) if thread is not None else None,
+                    mentioned=mentioned,
+                )
                 reply = await self.router.handle(inbound)
             if reply is None:
                 return
             for piece in split_message(reply.text):
                 await self._send(context, chat.id, piece, thread)
+
+    async def _attachment_text(
+        self, message: Message, attachment: Attachment, bot_username: str
+    ) -> str:
+        attachment = replace(attachment, caption=_without_mention(attachment.caption, bot_username))
+        description = await self._describe(message, attachment)
+        return media_text(attachment, description)
+
+    async def _describe(self, message: Message, attachment: Attachment) -> str:
+        """The vision model's sentence about a photo, or '' (off, too big, failed, slow):
+        a description only adds to the message, so nothing here may lose it."""
+        vision_model = self.core.config.llm.vision_model
+        if not (self.settings.describe_photos and vision_model and attachment.describable):
+            return ""
+        limit = self.settings.max_photo_bytes
+        source: PhotoSize | Document | None = (
+            pick_photo(message.photo, limit) if message.photo else message.document
+        )
+        if source is None or (source.file_size or 0) > limit:
+            log.info(
+                "not describing a photo in chat %s: larger than %d bytes", message.chat_id, limit
+            )
+            return ""
+        timeout = self.settings.describe_timeout_seconds
+        try:
+            async with asyncio.timeout(timeout):
+                file = await source.get_file()
+                if (file.file_size or 0) > limit:
+                    return ""
+                image = await file.download_as_bytearray()
+                if len(image) > limit:
+                    return ""
+                return await describe_image(
+                    self.core.config.llm,
+                    vision_model,
+                    image,
+                    attachment.image_type,
+                    attachment.caption,
+                    request_timeout=timeout,
+                )
+        except TimeoutError:
+            log.warning(
+                "photo description in chat %s took over %gs; stored without it",
+                message.chat_id,
+                timeout,
+            )
+        except (TelegramError, LLMError, OSError, RuntimeError) as exc:
+            # The download URL holds the bot token and error texts may quote it.
+            detail = (
+                str(exc).replace(self.settings.bot_token, "<token>")
+                if self.settings.bot_token
+                else str(exc)
+            )
+            log.warning(
+                "could not describe a photo in chat %s (%s: %s); stored without a description",
+                message.chat_id,
+                type(exc).__name__,
+                detail,
+            )
+        return ""
 
     @contextlib.asynccontextmanager
     async def _typing(
@@ -249,7 +350,9 @@ def build_telegram_app(
         builder = builder.base_url(base if base.endswith("/bot") else base + "/bot")
         builder = builder.base_file_url(base.removesuffix("/bot") + "/file/bot")
     app = builder.build()
-    app.add_handler(MessageHandler(filters.TEXT, front.on_message))
+    app.add_handler(
+        MessageHandler(filters.TEXT | filters.PHOTO | filters.Document.ALL, front.on_message)
+    )
     app.add_error_handler(_error_handler)
     app.bot_data["front"] = front
     if not settings.allowed_users and not settings.allowed_chats:

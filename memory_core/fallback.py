@@ -8,14 +8,17 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Sequence
-from datetime import UTC, tzinfo
+from datetime import UTC, date, datetime, tzinfo
 
 from rank_bm25 import BM25Okapi
 
 from memory_core.chunking import ChunkKind, summary_period
 from memory_core.index import K1, B, Hit, PreparedFile, idf, prepare_file, scope_files
+from memory_core.index.pipeline import MAX_TERMS, Ranking, rank, speaker_score
+from memory_core.index.ranking import CorpusStats, select_terms
+from memory_core.index.rerank import CONVERSATION_KINDS, Candidate, RankSettings
+from memory_core.query import Query, as_query
 from memory_core.scope import ScopeKey
-from memory_core.text import tokenize
 from memory_core.workspace import Workspace
 
 log = logging.getLogger(__name__)
@@ -26,7 +29,11 @@ class ScopeBM25(BM25Okapi):  # type: ignore[misc]
     scores every chunk exactly as the index would."""
 
     def _calc_idf(self, nd: dict[str, int]) -> None:
+        self.document_frequency = dict(nd)
         self.idf = {word: idf(self.corpus_size, freq) for word, freq in nd.items()}
+
+    def doc_freqs_of(self, terms: Iterable[str]) -> dict[str, int]:
+        return {t: self.document_frequency[t] for t in terms if t in self.document_frequency}
 
 
 def load_scope_chunks(
@@ -56,7 +63,7 @@ def _hidden_paths(files: Sequence[PreparedFile]) -> set[str]:
 def search_files(
     workspace: Workspace,
     scope: ScopeKey,
-    query: str | Sequence[str],
+    query: str | Sequence[str] | Query,
     *,
     limit: int = 10,
     kinds: Iterable[ChunkKind] | None = None,
@@ -64,10 +71,18 @@ def search_files(
     zone: tzinfo = UTC,
     k1: float = K1,
     b: float = B,
+    settings: RankSettings | None = None,
+    today: date | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    exclude_paths: Sequence[str] = (),
 ) -> list[Hit]:
-    """rank-bm25 over the scope's chunks (blocking: run in a thread)."""
-    terms = tokenize(query) if isinstance(query, str) else [t for q in query for t in tokenize(q)]
-    if not terms:
+    """The index's ranking over the scope's files (blocking: run in a thread): BM25 by
+    rank-bm25, then the same `pipeline.rank` steps as the index, neighbours read from
+    each file's own chunk order."""
+    day = today or datetime.now(zone).date()
+    plan = as_query(query, day)
+    if not plan.terms and plan.window is None:
         return []
     wanted = {ChunkKind(k) for k in kinds} if kinds is not None else None
     # The corpus statistics (N, average length, document frequencies) are the whole
@@ -84,32 +99,73 @@ def search_files(
     if not corpus:
         return []
     bm25 = ScopeBM25(corpus, k1=k1, b=b)
-    scores = bm25.get_scores(list(dict.fromkeys(terms)))
-    ranked = sorted(
-        (
-            i
-            for i, (prepared, _) in enumerate(docs)
-            if prepared.path not in hidden and (wanted is None or prepared.kind in wanted)
-        ),
-        key=lambda i: -scores[i],
+    stats = CorpusStats(
+        docs=len(corpus),
+        avg_len=sum(len(d) for d in corpus) / len(corpus),
+        doc_freq={t: int(n) for t, n in bm25.doc_freqs_of(plan.terms).items()},
     )
-    hits: list[Hit] = []
-    for i in ranked[: max(limit, 0)]:
-        score = float(scores[i])
-        if score <= 0 or score < min_score:
-            break
-        prepared, index = docs[i]
+    terms = select_terms(plan.terms, stats, MAX_TERMS)
+    lexical = [0.0] * len(corpus)
+    for term, weight in terms.items():
+        for i, value in enumerate(bm25.get_scores([term])):
+            lexical[i] += weight * float(value)
+    ranking = Ranking(terms, stats, plan.window, day, zone, settings or RankSettings(), k1, b)
+    pool: dict[int, Candidate] = {}
+    excluded = set(exclude_paths)
+    for i, (prepared, index) in enumerate(docs):
+        if prepared.path in hidden or prepared.path in excluded:
+            continue
+        if wanted is not None and prepared.kind not in wanted:
+            continue
         chunk = prepared.chunks[index][0]
-        hits.append(
-            Hit(
-                path=prepared.path,
-                line_from=chunk.line_from,
-                line_to=chunk.line_to,
-                score=score,
-                text=chunk.text,
-                kind=prepared.kind,
-                created_at=chunk.created_at,
-                ref=chunk.ref,
-            )
-        )
-    return hits
+        if not _between(chunk.created_at, since, until):
+            continue
+        dated = plan.window is not None and _within_days(chunk.created_at, plan.window, zone)
+        if lexical[i] <= 0 and not (dated and not terms):
+            continue
+        candidate = _candidate(i, prepared, index, lexical[i])
+        candidate.lexical += speaker_score(ranking, candidate)
+        pool[i] = candidate
+    reach = len(ranking.settings.context_weights)
+    for i in list(pool):
+        prepared, index = docs[i]
+        if pool[i].kind not in CONVERSATION_KINDS:
+            continue
+        for distance in range(1, reach + 1):
+            for j in (i - distance, i + distance):
+                if 0 <= j < len(docs) and docs[j][0] is prepared:
+                    if j not in pool:
+                        pool[j] = _candidate(j, prepared, docs[j][1], lexical[j])
+                        pool[j].lexical += speaker_score(ranking, pool[j])
+                    if (distance, j) not in pool[i].neighbours:
+                        pool[i].neighbours.append((distance, j))
+                    if (distance, i) not in pool[j].neighbours:
+                        pool[j].neighbours.append((distance, i))
+    return rank(pool, ranking, limit=limit, min_score=min_score)
+
+
+def _candidate(key: int, prepared: PreparedFile, index: int, lexical: float) -> Candidate:
+    chunk, tokens = prepared.chunks[index]
+    return Candidate(
+        id=key,
+        path=prepared.path,
+        line_from=chunk.line_from,
+        line_to=chunk.line_to,
+        kind=prepared.kind,
+        created_at=chunk.created_at,
+        ref=chunk.ref,
+        text=chunk.text,
+        tokens=tokens,
+        lexical=lexical,
+    )
+
+
+def _between(moment: datetime | None, since: datetime | None, until: datetime | None) -> bool:
+    """The index's `since`/`until` filter: an undated chunk passes only when neither is set."""
+    if moment is None:
+        return since is None and until is None
+    return (since is None or moment >= since) and (until is None or moment < until)
+
+
+def _within_days(moment: datetime | None, window: tuple[date, date], zone: tzinfo) -> bool:
+    return moment is not None and window[0] <= moment.astimezone(zone).date() <= window[1]

@@ -153,3 +153,43 @@ migration(
     );
     """,
 )
+
+migration(
+    "m004_turn_fields",
+    # Archived turns are now tokenized without their 'HH:MM:SS who:' prefix and carry their
+    # own time: every file is read again at the next sync (a forgotten stamp never matches).
+    # A turn's neighbours are read by (scope, path, line) for the context window and for
+    # the text its vector is made from.
+    """
+    UPDATE files SET mtime_ns = 0, size = -1, hash = '';
+    CREATE INDEX chunks_scope_path_line ON chunks (scope_id, path, line_from);
+    """,
+)
+
+
+migration(
+    "m005_vectors",
+    # Vectors of chunks for recall by meaning (memory_core/index/vectors.py). The scope
+    # index orders a scope's vectors by chunk id (pages of a load read the table in
+    # order) and covers the text hash, so a survey of what needs embedding never reads
+    # the vector blobs. `vector_scopes.version` moves with every change to a scope's
+    # vectors: a process holding them in memory reloads when another process moved it.
+    """
+    CREATE TABLE chunk_vectors (
+        chunk_id INTEGER PRIMARY KEY,
+        scope_id INTEGER NOT NULL,
+        model TEXT NOT NULL,
+        text_hash TEXT NOT NULL,
+        vec BLOB NOT NULL
+    );
+    CREATE INDEX chunk_vectors_scope ON chunk_vectors (scope_id, model, chunk_id, text_hash);
+    CREATE TABLE embedding_cache (
+        key TEXT PRIMARY KEY,
+        vec BLOB NOT NULL
+    );
+    CREATE TABLE vector_scopes (
+        scope_id INTEGER PRIMARY KEY,
+        version INTEGER NOT NULL DEFAULT 0
+    );
+    """,
+)

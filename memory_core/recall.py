@@ -1,9 +1,9 @@
 """From a pending message to the memory block injected into the prompt.
 
-Keywords come from the pending input first, then the last five messages; hits are ordered
-by where they come from (long-term memory, then files of the last days, then summaries,
-then anything older) and by score within each tier; the block holds at most five hits of
-at most 300 characters each and fits a 2048-token budget. No hit, no block.
+The ranking (memory_core/index/pipeline.py) orders the hits; this module turns them into
+the block the prompt carries: by confidence a hit is shown plain, with its source, or only
+as a `path:line` pointer, at most `hit_chars` characters each, within the token budget.
+No hit, no block.
 """
 
 from __future__ import annotations
@@ -11,11 +11,12 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import date, datetime, time, timedelta, tzinfo
+from datetime import date, timedelta
 
 from memory_core.chunking import ChunkKind
 from memory_core.index import Hit
 from memory_core.text import estimate_tokens
+from memory_core.when import day_bounds as day_bounds
 
 BLOCK_HEADER = "## Memory"
 TRUNCATED = "……[truncated]"
@@ -54,17 +55,6 @@ def recall_window(text: str, today: date) -> tuple[date, date] | None:
     return None
 
 
-def tier(hit: Hit, today: date, recent_days: int) -> int:
-    """0 long-term, 1 files of the last `recent_days` days, 2 summaries, 3 the rest."""
-    if hit.kind is ChunkKind.LONG_TERM:
-        return 0
-    if hit.kind is ChunkKind.SUMMARY:
-        return 2
-    if hit.created_at is not None and hit.created_at.date() >= today - timedelta(days=recent_days):
-        return 1
-    return 3
-
-
 @dataclass(frozen=True, slots=True)
 class Injection:
     keywords: list[str]
@@ -78,37 +68,44 @@ class Injection:
         return [h.ref for h in self.hits if h.kind is ChunkKind.LONG_TERM and h.ref]
 
 
+HIGH_CONFIDENCE = 0.8
+LOW_CONFIDENCE = 0.5
+"""Seed 001 §2.3: above 0.8 a hit is injected plain, from 0.5 with its source tag, below
+0.5 only as a pointer the model can open with memory_get."""
+
+
 def hit_line(hit: Hit, max_chars: int) -> str:
-    text = " ".join(hit.text.split())
-    if len(text) > max_chars:
-        text = text[:max_chars] + TRUNCATED
+    """One line of the block, by confidence: plain, tagged, or a pointer."""
     when = (
         f" ({hit.created_at.date().isoformat()})"
         if hit.created_at and hit.kind is not ChunkKind.LONG_TERM
         else ""
     )
-    return f"[{hit.location}]{when} {text}"
+    if hit.confidence < LOW_CONFIDENCE:
+        return f"- see {hit.location}{when} (memory_get)"
+    text = " / ".join(_clip(line, max_chars) for line in hit.text.splitlines() if line.strip())
+    if hit.confidence > HIGH_CONFIDENCE:
+        return f"- {text}{when}"
+    return f"- [{hit.location}]{when} {text}"
 
 
 def build_injection(
     keywords: Sequence[str],
     hits: Sequence[Hit],
     *,
-    today: date,
     max_hits: int = 5,
     token_budget: int = 2048,
     hit_chars: int = 300,
-    recent_days: int = 5,
 ) -> Injection:
-    """Order by tier then score, and fill the budget; pure, so tests and the TUI agree."""
-    ordered = sorted(
-        enumerate(hits),
-        key=lambda pair: (tier(pair[1], today, recent_days), -pair[1].score, pair[0]),
-    )
+    """Fill the budget with the hits in ranking order; pure, so tests and the TUI agree.
+
+    The ranking already holds what the old tiers did (long-term and recent hits lift as
+    score terms); the token budget decides how many of the query's final count fit.
+    """
     budget = token_budget - estimate_tokens(BLOCK_HEADER)
     lines: list[str] = []
     used: list[Hit] = []
-    for _, hit in ordered:
+    for hit in hits:
         if len(used) >= max_hits:
             break
         line = hit_line(hit, hit_chars)
@@ -125,8 +122,7 @@ def build_injection(
     return Injection(keywords=list(keywords), hits=used, block=block, tokens=estimate_tokens(block))
 
 
-def day_bounds(first: date, last: date, zone: tzinfo) -> tuple[datetime, datetime]:
-    """Instants bounding local days `first`..`last` inclusive."""
-    start = datetime.combine(first, time(0, 0), tzinfo=zone)
-    end = datetime.combine(last + timedelta(days=1), time(0, 0), tzinfo=zone)
-    return start, end
+def _clip(line: str, max_chars: int) -> str:
+    """One line of a hit (a turn of an exchange) cut at `max_chars`, with a mark."""
+    flat = " ".join(line.split())
+    return flat if len(flat) <= max_chars else flat[:max_chars] + TRUNCATED

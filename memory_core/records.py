@@ -21,6 +21,8 @@ class Hit:
     kind: ChunkKind
     created_at: datetime | None
     ref: str | None = None
+    confidence: float = 0.0
+    """0..1: how sure the ranking is that this hit answers the query (seed 001 §2.3)."""
 
     @property
     def location(self) -> str:

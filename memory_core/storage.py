@@ -10,7 +10,7 @@ smuggle in through text.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any, Protocol
 
 from memory_core.activations import Activation
@@ -23,8 +23,9 @@ from memory_core.history import (
     StoredMessage,
     TurnContext,
 )
-from memory_core.index.model import Appended, Hit, SyncStats
+from memory_core.index.model import Appended, Hit, SyncStats, VectorSearch
 from memory_core.merge import Change
+from memory_core.query import Query
 from memory_core.records import (
     ArchiveRun,
     AuditRecord,
@@ -71,7 +72,7 @@ class IndexBackend(Protocol):
     async def search(
         self,
         scope: ScopeKey,
-        query: str | Sequence[str],
+        query: str | Sequence[str] | Query,
         *,
         limit: int = 10,
         kinds: Iterable[ChunkKind] | None = None,
@@ -79,7 +80,15 @@ class IndexBackend(Protocol):
         until: datetime | None = None,
         min_score: float = 0.0,
         rank_budget: int = ...,
+        exclude_paths: Sequence[str] = (),
+        today: date | None = None,
     ) -> list[Hit]: ...
+
+    vectors: VectorSearch | None
+
+    def embed_all(self) -> None: ...
+    async def data_version(self) -> int: ...
+    def generation(self, scope: ScopeKey, *, besides_session: str | None = None) -> int: ...
     async def session_messages(
         self, scope: ScopeKey, session_id: str, first_id: int, count: int
     ) -> list[tuple[int, str]]: ...

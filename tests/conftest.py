@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from memory_core import engine
 from memory_core.clock import ManualClock
 from memory_core.config import Config, load_config
 from memory_core.engine import MemoryCore
@@ -20,6 +21,16 @@ START = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 def _no_proxy_for_localhost(monkeypatch: pytest.MonkeyPatch) -> None:
     """Fake servers listen on localhost; a proxy from the environment must not intercept."""
     monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+
+
+@pytest.fixture(autouse=True)
+def _words_alone_unless_dense(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A core ranks by words alone unless its test is marked `dense`: as for a user
+    without the `vector` extra. Dense tests opt in and load the local model."""
+    if request.node.get_closest_marker("dense") is None:
+        monkeypatch.setattr(engine, "build_embedder", lambda settings: None)
 
 
 @pytest.fixture

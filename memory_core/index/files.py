@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from datetime import UTC, tzinfo
 from pathlib import Path
 
-from memory_core.chunking import Chunk, chunk_file, classify
+from memory_core.chunking import Chunk, chunk_file, classify, search_text
 from memory_core.index.model import PreparedFile
 from memory_core.scope import ScopeKey
 from memory_core.text import tokenize
@@ -55,12 +55,12 @@ def prepare_file(workspace: Workspace, path: Path, zone: tzinfo = UTC) -> Prepar
         size=len(data),
         hash=hashlib.blake2b(data, digest_size=16).hexdigest(),
         kind=classified[0],
-        chunks=[(c, " ".join(tokenize(c.text))) for c in chunks],
+        chunks=[(c, " ".join(tokenize(search_text(c)))) for c in chunks],
     )
 
 
 def tokenize_chunks(chunks: Sequence[Chunk]) -> list[tuple[Chunk, str]]:
-    return [(chunk, " ".join(tokenize(chunk.text))) for chunk in chunks]
+    return [(chunk, " ".join(tokenize(search_text(chunk)))) for chunk in chunks]
 
 
 def stat_files(workspace: Workspace, scope: ScopeKey) -> dict[Path, tuple[str, int, int]]:

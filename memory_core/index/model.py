@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 from memory_core.chunking import Chunk, ChunkKind
 from memory_core.records import Hit as Hit
@@ -57,3 +58,30 @@ ChunkRow = tuple[int, str, int, int, str, str | None, str | None, str, str]
 PreparedRows = tuple[list[FileRow], list[ChunkRow], dict[int, tuple[int, int]]]
 """What a rebuild worker sends back for a group of files: file rows, chunk rows, and per
 scope id the number of chunks and of tokens among them."""
+
+
+class VectorSearch(Protocol):
+    """What ranking needs of the vector index (memory_core/index/vector_index.py).
+
+    Vectors are typed `Any` here so the core imports without numpy: dense recall is an
+    optional extra."""
+
+    async def embed_query(self, text: str) -> Any: ...
+
+    async def search(
+        self,
+        scope_id: int,
+        query: Any,
+        k: int,
+        *,
+        kinds: Sequence[str] | None = None,
+        exclude_paths: Sequence[str] = (),
+    ) -> list[tuple[int, float]]: ...
+
+    def schedule(self, scope_id: int) -> None: ...
+
+    def invalidate(self, scope_id: int | None = None) -> None: ...
+
+    async def drain(self) -> None: ...
+
+    async def close(self) -> None: ...

@@ -8,7 +8,7 @@ FTS5 only picks candidates; these functions score them.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 K1 = 1.2
@@ -65,13 +65,18 @@ def bm25_score(
 
 
 def bm25_scorer(
-    query_terms: Sequence[str], stats: CorpusStats, k1: float = K1, b: float = B
+    query_terms: Sequence[str] | Mapping[str, float],
+    stats: CorpusStats,
+    k1: float = K1,
+    b: float = B,
 ) -> Callable[[str], float]:
     """`bm25_score` for many documents of one query, taking a stored `tokens` string:
     each term's idf is computed once per query instead of once per document, and term
-    frequencies are counted for the query's terms only. The arithmetic is the same, in
-    the same order, so the scores are identical."""
-    weights = [(t, idf(stats.docs, stats.doc_freq.get(t, 1))) for t in dict.fromkeys(query_terms)]
+    frequencies are counted for the query's terms only. With plain terms the arithmetic
+    is the same, in the same order, so the scores are identical; with a mapping, each
+    term's part is multiplied by its weight (a recent message's words count less)."""
+    weighted = _weights(query_terms)
+    weights = [(t, w * idf(stats.docs, stats.doc_freq.get(t, 1))) for t, w in weighted.items()]
     avg_len = stats.avg_len
 
     def score(tokens: str) -> float:
@@ -87,6 +92,35 @@ def bm25_scorer(
         return total
 
     return score
+
+
+def _weights(query_terms: Sequence[str] | Mapping[str, float]) -> dict[str, float]:
+    if isinstance(query_terms, Mapping):
+        return dict(query_terms)
+    return dict.fromkeys(query_terms, 1.0)
+
+
+def ideal_score(
+    query_terms: Mapping[str, float], stats: CorpusStats, k1: float = K1, b: float = B
+) -> float:
+    """What a document of average length holding each present query term once scores:
+    the yardstick of a hit's confidence."""
+    del b  # at average length the length norm is k1 whatever b is
+    return sum(
+        w * idf(stats.docs, stats.doc_freq[t]) * (k1 + 1.0) / (1.0 + k1)
+        for t, w in query_terms.items()
+        if stats.doc_freq.get(t)
+    )
+
+
+def select_terms(
+    query_terms: Mapping[str, float], stats: CorpusStats, limit: int
+) -> dict[str, float]:
+    """The `limit` most informative present terms (weight × idf), not the first ones:
+    in a long message the question is rarely in its first words."""
+    present = [(t, w) for t, w in query_terms.items() if stats.doc_freq.get(t) and w > 0]
+    present.sort(key=lambda tw: -tw[1] * idf(stats.docs, stats.doc_freq[tw[0]]))
+    return dict(present[: max(limit, 0)])
 
 
 def candidate_terms(

@@ -31,7 +31,9 @@ def find_scope(conn: sqlite3.Connection, key: str) -> int | None:
     return int(row[0]) if row else None
 
 
-CANDIDATE_COLUMNS = "c.path, c.line_from, c.line_to, c.tokens, c.text, c.kind, c.created_at, c.ref"
+CANDIDATE_COLUMNS = (
+    "c.id, c.path, c.line_from, c.line_to, c.tokens, c.text, c.kind, c.created_at, c.ref"
+)
 """What `candidates` returns of each chunk, in this order."""
 
 
@@ -62,6 +64,60 @@ def candidates(
         f" WHERE fts_{sid} MATCH ? AND {where} ORDER BY f.rank LIMIT ?"
     )
     return conn.execute(sql, [match, sid, *params, wanted]).fetchall()
+
+
+def dated(
+    conn: sqlite3.Connection,
+    sid: int,
+    filters: list[str],
+    params: list[object],
+    since: str,
+    until: str,
+    wanted: int,
+) -> list[Any]:
+    """The scope's newest chunks between two instants, for a question that names a time
+    and no other word ("what did we talk about yesterday?")."""
+    where = " AND ".join(
+        ["c.scope_id = ?", "c.hidden = 0", "c.created_at >= ?", "c.created_at < ?", *filters]
+    )
+    sql = f"SELECT {CANDIDATE_COLUMNS} FROM chunks AS c WHERE {where} ORDER BY c.created_at DESC LIMIT ?"
+    return conn.execute(sql, [sid, since, until, *params, wanted]).fetchall()
+
+
+def by_ids(
+    conn: sqlite3.Connection, sid: int, ids: list[int], filters: list[str], params: list[object]
+) -> list[Any]:
+    """Chunks by id, only the scope's and visible ones: a vector hit is read back through
+    the scope, so a stale vector can never show another scope's text."""
+    if not ids:
+        return []
+    where = " AND ".join(
+        ["c.scope_id = ?", "c.hidden = 0", f"c.id IN ({','.join('?' * len(ids))})", *filters]
+    )
+    return conn.execute(
+        f"SELECT {CANDIDATE_COLUMNS} FROM chunks AS c WHERE {where}", [sid, *ids, *params]
+    ).fetchall()
+
+
+def neighbours(
+    conn: sqlite3.Connection, sid: int, anchors: list[tuple[int, str, int]], reach: int
+) -> list[tuple[int, int, Any]]:
+    """(anchor id, distance, row) of the `reach` turns before and after each anchor in its
+    own conversation (same scope, same path)."""
+    out: list[tuple[int, int, Any]] = []
+    before = (
+        f"SELECT {CANDIDATE_COLUMNS} FROM chunks AS c WHERE c.scope_id = ? AND c.path = ?"
+        " AND c.line_from < ? AND c.hidden = 0 ORDER BY c.line_from DESC LIMIT ?"
+    )
+    after = (
+        f"SELECT {CANDIDATE_COLUMNS} FROM chunks AS c WHERE c.scope_id = ? AND c.path = ?"
+        " AND c.line_from > ? AND c.hidden = 0 ORDER BY c.line_from LIMIT ?"
+    )
+    for anchor, path, line in anchors:
+        for sql in (before, after):
+            rows = conn.execute(sql, (sid, path, line, reach)).fetchall()
+            out.extend((anchor, distance, row) for distance, row in enumerate(rows, start=1))
+    return out
 
 
 def session_messages(

@@ -14,10 +14,11 @@ thread.
 from __future__ import annotations
 
 import asyncio
+import logging
 import sqlite3
 import time
 from collections.abc import Callable, Iterable, Sequence
-from datetime import UTC, datetime, tzinfo
+from datetime import UTC, date, datetime, tzinfo
 from functools import partial
 from typing import Any
 
@@ -25,27 +26,47 @@ import memory_core.index.rebuild as rebuilding
 import memory_core.index.search as reads
 import memory_core.index.writes as writes
 from memory_core.chunking import Chunk, ChunkKind, summary_period
-from memory_core.clock import format_when, parse_when
+from memory_core.clock import format_when
 from memory_core.db import Database
+from memory_core.errors import ChatmemError
 from memory_core.index.files import prepare_file, stat_files, tokenize_chunks
-from memory_core.index.model import Appended, Hit, PreparedFile, Progress, SyncStats
+from memory_core.index.model import (
+    Appended,
+    Hit,
+    PreparedFile,
+    Progress,
+    SyncStats,
+    VectorSearch,
+)
+from memory_core.index.pipeline import (
+    EMPTY_STATS,
+    MAX_TERMS,
+    Ranking,
+    add_neighbours,
+    anchors,
+    collect,
+    rank,
+)
 from memory_core.index.ranking import (
     CANDIDATE_FACTOR,
     K1,
     MIN_CANDIDATES,
     RANK_BUDGET,
     B,
-    CorpusStats,
-    bm25_scorer,
     candidate_terms,
     fts_query,
+    select_terms,
 )
+from memory_core.index.rerank import Candidate, RankSettings
+from memory_core.query import Query, as_query
 from memory_core.scope import ScopeKey
 from memory_core.store import WriteRecord
 from memory_core.text import tokenize
+from memory_core.when import day_bounds
 from memory_core.workspace import Workspace
 
 AfterInsert = Callable[[sqlite3.Connection, int], None]
+log = logging.getLogger(__name__)
 
 
 class SearchIndex:
@@ -58,13 +79,19 @@ class SearchIndex:
         *,
         k1: float = K1,
         b: float = B,
+        rank_settings: RankSettings | None = None,
     ) -> None:
+        self.rank_settings = rank_settings or RankSettings()
+        self.vectors: VectorSearch | None = None
+        """Set when an embedder is configured (see memory_core/embedding)."""
         self._zone = zone
         self._db = db
         self._ws = workspace
         self._k1 = k1
         self._b = b
         self._scope_ids: dict[str, int] = {}
+        self._generation: dict[str, int] = {}
+        self._session_writes: dict[tuple[str, str], int] = {}
         self._scope_locks: dict[str, asyncio.Lock] = {}
         self._last_sync: dict[str, float] = {}
         self._sync_min_interval = sync_min_interval
@@ -90,13 +117,41 @@ class SearchIndex:
     def _lock(self, scope: ScopeKey) -> asyncio.Lock:
         return self._scope_locks.setdefault(scope.value, asyncio.Lock())
 
+    def _changed(self, scope: ScopeKey, session_id: str | None = None) -> None:
+        """A write to the scope: recall caches of it go stale, new chunks want vectors."""
+        self._generation[scope.value] = self._generation.get(scope.value, 0) + 1
+        if session_id is not None:
+            key = (scope.value, session_id)
+            self._session_writes[key] = self._session_writes.get(key, 0) + 1
+        sid = self._scope_ids.get(scope.value)
+        if self.vectors is not None and sid is not None:
+            self.vectors.schedule(sid)
+
+    def embed_all(self) -> None:
+        """Start backfilling the vectors of every scope this index has seen."""
+        if self.vectors is not None:
+            for sid in self._scope_ids.values():
+                self.vectors.schedule(sid)
+
+    async def data_version(self) -> int:
+        """Moves when another process commits to the database."""
+        return await self._db.data_version()
+
+    def generation(self, scope: ScopeKey, *, besides_session: str | None = None) -> int:
+        """How many writes this process made to the scope, less those to one session's
+        messages (a recall that leaves that session out is not changed by them)."""
+        own = self._session_writes.get((scope.value, besides_session or ""), 0)
+        return self._generation.get(scope.value, 0) - own
+
     # --- syncing files --------------------------------------------------------------
     async def sync_scope(self, scope: ScopeKey, *, force: bool = False) -> SyncStats:
         """Bring the scope's chunks in line with its files (one stat per unchanged file)."""
         async with self._lock(scope):
             stats = await self._sync_scope_locked(scope, force)
             self._last_sync[scope.value] = time.monotonic()
-            return stats
+        if stats.files_indexed or stats.files_removed or stats.chunks_removed:
+            self._changed(scope)
+        return stats
 
     async def sync_if_stale(self, scope: ScopeKey) -> None:
         """Before a search: pick up hand edits, at most once per min interval."""
@@ -156,6 +211,7 @@ class SearchIndex:
                 await self._write_file(sid, item, SyncStats())
             if summary_period(relative_path):
                 await self._db.run(partial(writes.update_hidden, sid=sid))
+        self._changed(scope)
 
     async def add_prepared(
         self,
@@ -188,6 +244,7 @@ class SearchIndex:
             )
             if reread:
                 await self._reread(sid, relative_path)
+        self._changed(scope)
 
     async def add_appended(
         self,
@@ -219,7 +276,8 @@ class SearchIndex:
             done, reread = await self._db.run(work)
             if reread:
                 await self._reread(sid, relative_path)
-            return done
+        self._changed(scope)
+        return done
 
     async def _reread(self, sid: int, relative_path: str) -> None:
         path = self._ws.root / relative_path
@@ -254,12 +312,13 @@ class SearchIndex:
             stamp = record.after_stamp
             if not in_step or stamp is None:
                 await self._reread(sid, relative_path)
-                return
-            await self._db.run(
-                lambda conn: writes.apply_long_term(
-                    conn, sid, relative_path, stale, prepared, record.after.lines, stamp[:2]
+            else:
+                await self._db.run(
+                    lambda conn: writes.apply_long_term(
+                        conn, sid, relative_path, stale, prepared, record.after.lines, stamp[:2]
+                    )
                 )
-            )
+        self._changed(scope)
 
     async def message_step(
         self, scope: ScopeKey, session_id: str, speaker: str, text: str, created_at: datetime
@@ -281,6 +340,7 @@ class SearchIndex:
             chunk = Chunk(message_id, message_id, line, created_at, ref=str(message_id))
             writes.insert_chunks(conn, sid, path, ChunkKind.MESSAGE, [(chunk, tokens)])
 
+        self._changed(scope, session_id)
         return write
 
     async def remove_messages(self, scope: ScopeKey, message_ids: Sequence[int]) -> None:
@@ -290,6 +350,7 @@ class SearchIndex:
             return
         async with self._lock(scope):
             await self._db.run(lambda conn: writes.remove_messages(conn, sid, message_ids))
+        self._changed(scope)
 
     async def _write_file(self, sid: int, item: PreparedFile, stats: SyncStats) -> None:
         await self._db.run(lambda conn: writes.replace_file(conn, sid, item, stats))
@@ -314,15 +375,18 @@ class SearchIndex:
             self._db, self._ws, self._zone, paths, set(sids.values()), progress
         )
         now = time.monotonic()
+        if self.vectors is not None:
+            self.vectors.invalidate()  # chunks have new ids
         for scope in scopes:
             self._last_sync[scope.value] = now
+            self._changed(scope)
         return total
 
     # --- search ---------------------------------------------------------------------
     async def search(
         self,
         scope: ScopeKey,
-        query: str | Sequence[str],
+        query: str | Sequence[str] | Query,
         *,
         limit: int = 10,
         kinds: Iterable[ChunkKind] | None = None,
@@ -330,30 +394,28 @@ class SearchIndex:
         until: datetime | None = None,
         min_score: float = 0.0,
         rank_budget: int = RANK_BUDGET,
+        exclude_paths: Sequence[str] = (),
+        today: date | None = None,
     ) -> list[Hit]:
-        """BM25 hits of one scope, best first; `query` is text or pre-made terms.
+        """Hits of one scope, best first; `query` is text, pre-made terms or a `Query`.
 
-        FTS5 picks candidates, then every candidate is scored with all query terms by
-        BM25. When the terms' postings exceed `rank_budget`, the rarest terms alone pick
-        the candidates: ranking every posting of a term found in thousands of chunks
-        costs milliseconds and rarely changes the top hits.
+        FTS5 picks lexical candidates (when the terms' postings exceed `rank_budget`, the
+        rarest terms alone pick them), the vector index adds its nearest chunks, a time
+        the question names adds that time's chunks; all are scored by `pipeline.rank`
+        with the best turns' neighbours. `since`/`until` are hard filters,
+        `exclude_paths` leaves out whole files or sessions (the prompt's own session).
         """
-        terms = list(
-            dict.fromkeys(
-                tokenize(query)
-                if isinstance(query, str)
-                else [t for q in query for t in tokenize(q)]
-            )
-        )
-        if not terms or limit <= 0:
+        day = today or datetime.now(self._zone).date()
+        plan = as_query(query, day)
+        if (not plan.terms and plan.window is None) or limit <= 0:
             return []
         sid = await self.scope_id(scope, create=False)
         if sid is None:
             return []
+        kind_list = [ChunkKind(k).value for k in kinds] if kinds is not None else None
         filters: list[str] = []
         params: list[object] = []
-        if kinds is not None:
-            kind_list = [ChunkKind(k).value for k in kinds]
+        if kind_list is not None:
             filters.append(f"c.kind IN ({','.join('?' * len(kind_list))})")
             params.extend(kind_list)
         if since is not None:
@@ -362,39 +424,101 @@ class SearchIndex:
         if until is not None:
             filters.append("c.created_at < ?")
             params.append(format_when(until))
+        if exclude_paths:
+            filters.append(f"c.path NOT IN ({','.join('?' * len(exclude_paths))})")
+            params.extend(exclude_paths)
         wanted = max(limit * CANDIDATE_FACTOR, MIN_CANDIDATES)
+        # The query's embedding and vector search run while the database thread reads
+        # the lexical candidates: the two halves of the hybrid cost the slower one.
+        dense_task = (
+            asyncio.create_task(self._dense(sid, plan.text, wanted, kind_list, exclude_paths))
+            if self.vectors is not None
+            else None
+        )
+        window = (
+            tuple(format_when(t) for t in day_bounds(*plan.window, self._zone))
+            if plan.window
+            else None
+        )
+        settings = self.rank_settings
+        reach = len(settings.context_weights)
 
-        def fetch(conn: sqlite3.Connection) -> tuple[CorpusStats, list[Any]]:
-            """Statistics, then candidates: one call on the database thread, not two."""
-            stats = reads.corpus_stats(conn, sid, set(terms))
-            chosen = candidate_terms(terms, stats, rank_budget)
-            if not chosen:
-                return stats, []
-            return stats, reads.candidates(conn, sid, fts_query(chosen), filters, params, wanted)
-
-        stats, rows = await self._db.call(fetch)
-        if not rows:
-            return []
-        score_of = bm25_scorer(terms, stats, self._k1, self._b)
-        scored = []
-        for r in rows:
-            score = score_of(str(r[3]))
-            if score >= min_score:
-                scored.append((score, r))
-        scored.sort(key=lambda pair: -pair[0])
-        return [
-            Hit(
-                path=r[0],
-                line_from=r[1],
-                line_to=r[2],
-                score=score,
-                text=r[4],
-                kind=ChunkKind(r[5]),
-                created_at=parse_when(r[6]) if r[6] else None,
-                ref=r[7],
+        def lexical(conn: sqlite3.Connection) -> tuple[dict[int, Candidate], Ranking]:
+            stats = reads.corpus_stats(conn, sid, set(plan.terms)) if plan.terms else EMPTY_STATS
+            terms = select_terms(plan.terms, stats, MAX_TERMS)
+            ranking = Ranking(
+                terms, stats, plan.window, day, self._zone, settings, self._k1, self._b
             )
-            for score, r in scored[:limit]
-        ]
+            rows: list[Any] = []
+            chosen = candidate_terms(list(terms), stats, rank_budget)
+            if chosen:
+                match = fts_query(chosen)
+                rows += reads.candidates(conn, sid, match, filters, params, wanted)
+                if window is not None:
+                    dated = [*filters, "c.created_at >= ?", "c.created_at < ?"]
+                    rows += reads.candidates(conn, sid, match, dated, [*params, *window], wanted)
+            elif window is not None and not terms:
+                rows += reads.dated(conn, sid, filters, params, window[0], window[1], wanted)
+            return collect(rows, {}, ranking), ranking
+
+        def widen(
+            conn: sqlite3.Connection,
+            pool: dict[int, Candidate],
+            ranking: Ranking,
+            dense: dict[int, float],
+        ) -> None:
+            """Vector hits read back through the scope, then the best turns' neighbours."""
+            for chunk_id, similarity in dense.items():
+                if chunk_id in pool:
+                    pool[chunk_id].dense = similarity
+            missing = [i for i in dense if i not in pool]
+            for chunk_id, c in collect(
+                reads.by_ids(conn, sid, missing, filters, params), dense, ranking
+            ).items():
+                pool[chunk_id] = c
+            if reach:
+                found = reads.neighbours(conn, sid, anchors(pool), reach)
+                add_neighbours(pool, found, dense, ranking)
+
+        if dense_task is None:
+
+            def fetch(conn: sqlite3.Connection) -> tuple[dict[int, Candidate], Ranking]:
+                """Words alone: every read of the query in one call."""
+                pool, ranking = lexical(conn)
+                widen(conn, pool, ranking, {})
+                return pool, ranking
+
+            pool, ranking = await self._db.call(fetch)
+        else:
+            try:
+                pool, ranking = await self._db.call(lexical)
+            finally:
+                dense = await dense_task
+            await self._db.call(lambda conn: widen(conn, pool, ranking, dense))
+        return rank(pool, ranking, limit=limit, min_score=min_score)
+
+    async def _dense(
+        self,
+        sid: int,
+        text: str,
+        wanted: int,
+        kinds: Sequence[str] | None,
+        exclude_paths: Sequence[str],
+    ) -> dict[int, float]:
+        """Chunk id → cosine of the query's nearest chunks; empty without an embedder or
+        when it fails (the lexical ranking still answers)."""
+        vectors = self.vectors
+        if vectors is None or not text.strip():
+            return {}
+        try:
+            query = await vectors.embed_query(text)
+            found = await vectors.search(
+                sid, query, wanted, kinds=kinds, exclude_paths=exclude_paths
+            )
+        except ChatmemError as exc:
+            log.warning("dense recall unavailable, ranking by words alone: %s", exc)
+            return {}
+        return dict(found)
 
     async def session_messages(
         self, scope: ScopeKey, session_id: str, first_id: int, count: int

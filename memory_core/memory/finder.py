@@ -11,9 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import sqlite3
-import sys
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from dataclasses import replace
 from datetime import date, datetime, tzinfo
 
 from memory_core.chunking import ChunkKind
@@ -21,23 +19,16 @@ from memory_core.config import RecallSettings
 from memory_core.errors import ChatmemError, IndexUnavailable
 from memory_core.fallback import search_files
 from memory_core.index import RANK_BUDGET, Hit
+from memory_core.index.rerank import RankSettings
 from memory_core.memory.guard import IndexGuard
+from memory_core.memory.recall_cache import RecallCache
+from memory_core.query import Query, build_query
 from memory_core.reading import MemoryRead, read_memory_path
-from memory_core.recall import (
-    Injection,
-    build_injection,
-    day_bounds,
-    has_recall_intent,
-    recall_window,
-)
+from memory_core.recall import Injection, build_injection
 from memory_core.scope import ScopeKey
-from memory_core.text import extract_keywords
 from memory_core.workspace import Workspace
 
 log = logging.getLogger(__name__)
-
-MESSAGE_CONTEXT_CHARS = 90
-"""Each neighbouring message shown with a recalled message is cut to this length."""
 
 Flush = Callable[[ScopeKey], Awaitable[None]]
 
@@ -58,11 +49,12 @@ class Finder:
         self.zone = zone
         self.today = today
         self.flush = flush
+        self._cache: RecallCache[Injection] = RecallCache(ttl_seconds=settings.cache_minutes * 60)
 
     async def search(
         self,
         scope: ScopeKey,
-        query: str | Sequence[str],
+        query: str | Sequence[str] | Query,
         *,
         limit: int = 10,
         kinds: Iterable[ChunkKind] | None = None,
@@ -70,13 +62,17 @@ class Finder:
         until: datetime | None = None,
         min_score: float = 0.0,
         rank_budget: int = RANK_BUDGET,
+        exclude_paths: Sequence[str] = (),
+        now: datetime | None = None,
     ) -> list[Hit]:
-        """BM25 hits of the scope; from the files directly when the index is unusable.
+        """Ranked hits of the scope; from the files directly when the index is unusable.
 
         Explicit searches (a person, the memory_search tool) show every match; automatic
-        recall passes `recall.min_score` so weak matches stay out of the prompt.
+        recall passes `recall.min_score` so weak matches stay out of the prompt. Both
+        rank the same way (memory_core/index/pipeline.py).
         """
         kind_list = list(kinds) if kinds is not None else None
+        today = self.today(now)
         await self.flush(scope)
         index = await self.guard.revive(scope)
         if index is not None:
@@ -91,27 +87,31 @@ class Finder:
                     until=until,
                     min_score=min_score,
                     rank_budget=rank_budget,
+                    exclude_paths=exclude_paths,
+                    today=today,
                 )
             except sqlite3.DatabaseError as exc:
                 # Damage degrades; a lock that outlasted every retry does not, but this
                 # one search is still answered, from the files.
                 self.guard.failed(exc)
         log.info("degraded search in scope %s (no usable index)", scope)
-        dated = since is not None or until is not None
-        hits = await asyncio.to_thread(
+        return await asyncio.to_thread(
             search_files,
             self.workspace,
             scope,
             query,
-            # The time window is applied here, so it must see every hit, not the top few.
-            limit=sys.maxsize if dated else limit,
+            limit=limit,
             kinds=kind_list,
             min_score=min_score,
             zone=self.zone,
             k1=self.settings.k1,
             b=self.settings.b,
+            settings=rank_settings(self.settings),
+            today=today,
+            since=since,
+            until=until,
+            exclude_paths=exclude_paths,
         )
-        return [h for h in hits if _within(h, since, until)][: max(limit, 0)]
 
     async def recall(
         self,
@@ -120,65 +120,58 @@ class Finder:
         recent: Sequence[str] = (),
         *,
         now: datetime | None = None,
+        session_id: str | None = None,
     ) -> Injection:
-        """The memory block for a prompt: keywords, search, tiers, budget."""
+        """The memory block for a prompt: the same ranking as search, over every kind of
+        memory, the messages of earlier sessions included and the current session's
+        (already in the prompt) left out; as many hits as the query's kind allows and the
+        token budget holds (seed 001 §2.2). A repeat of the same recall in the session
+        within `recall.cache_minutes`, with nothing written since, is answered from cache.
+        """
         settings = self.settings
-        keywords = extract_keywords(pending, recent, limit=settings.keywords)
-        if not keywords:
+        query = build_query(
+            pending, recent, today=self.today(now), context_weight=settings.context_weight
+        )
+        keywords = sorted(query.terms, key=lambda t: -query.terms[t])
+        if not query.terms and query.window is None:
             return Injection(keywords=[])
-        kinds = [k for k in ChunkKind if k is not ChunkKind.MESSAGE]
+        key = (scope.value, session_id or "", pending, tuple(recent), self.today(now))
+        await self.flush(scope)  # a staged capture is a write: it must move the mark
+        mark = await self._mark(scope, session_id)
+        cached = self._cache.get(key, mark)
+        if cached is not None:
+            return cached
+        budget = query.budget
         hits = await self.search(
             scope,
-            keywords,
-            limit=settings.max_hits * 4,
-            kinds=kinds,
+            query,
+            limit=budget.rerank,
             min_score=settings.min_score,
             rank_budget=settings.rank_budget,
+            exclude_paths=[f"sessions/{session_id}"] if session_id else (),
+            now=now,
         )
-        if has_recall_intent(pending):
-            hits += await self._recalled_messages(scope, pending, keywords, now)
-        return build_injection(
+        injection = build_injection(
             keywords,
             hits,
-            today=self.today(now),
-            max_hits=settings.max_hits,
+            max_hits=min(budget.final, settings.max_hits) if settings.max_hits else budget.final,
             token_budget=settings.token_budget,
             hit_chars=settings.hit_chars,
-            recent_days=settings.recent_days,
         )
+        self._cache.put(key, mark, injection)
+        return injection
 
-    async def _recalled_messages(
-        self, scope: ScopeKey, pending: str, keywords: Sequence[str], now: datetime | None
-    ) -> list[Hit]:
-        """'What did we decide yesterday?': session messages of the day(s) the question
-        names (any day when it names none), each with the messages around it, because the
-        answer usually sits in the reply next to the matching line."""
-        window = recall_window(pending, self.today(now))
-        since, until = day_bounds(*window, self.zone) if window else (None, None)
-        hits = await self.search(
-            scope,
-            keywords,
-            limit=self.settings.max_hits,
-            kinds=[ChunkKind.MESSAGE],
-            since=since,
-            until=until,
-            min_score=self.settings.min_score,
-            rank_budget=self.settings.rank_budget,
-        )
+    async def _mark(self, scope: ScopeKey, session_id: str | None) -> tuple[int, ...] | None:
+        """What must be unchanged for a cached recall to stand: this process's writes to
+        the scope (less the current session's messages) and other processes' commits."""
         index = self.guard.index
         if index is None:
-            return hits
-        widened: list[Hit] = []
-        for hit in hits:
-            session_id = hit.path.removeprefix("sessions/")
-            try:
-                around = await index.message_context(scope, session_id, hit.line_from)
-            except sqlite3.DatabaseError as exc:
-                self.guard.failed(exc)
-                around = []  # the hit alone still answers
-            text = " / ".join(_clip(t, MESSAGE_CONTEXT_CHARS) for _, t in around) or hit.text
-            widened.append(replace(hit, text=text))
-        return widened
+            return None
+        try:
+            version = await index.data_version()
+        except sqlite3.DatabaseError:
+            return None
+        return (index.generation(scope, besides_session=session_id), version)
 
     async def read(
         self, scope: ScopeKey, path: str, start: int | None = None, lines: int | None = None
@@ -196,12 +189,17 @@ class Finder:
             raise IndexUnavailable(f"cannot read {path}: the index failed: {exc}") from exc
 
 
-def _clip(text: str, limit: int) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
-
-
-def _within(hit: Hit, since: datetime | None, until: datetime | None) -> bool:
-    if hit.created_at is None:
-        return since is None and until is None
-    return (since is None or hit.created_at >= since) and (until is None or hit.created_at < until)
+def rank_settings(settings: RecallSettings) -> RankSettings:
+    """The ranking's constants from the `[recall]` section."""
+    return RankSettings(
+        context_weights=tuple(settings.context_window),
+        fusion=settings.fusion,
+        dense_weight=settings.dense_weight,
+        time_boost=settings.time_boost,
+        long_term_boost=settings.long_term_boost,
+        summary_factor=settings.summary_factor,
+        recency_boost=settings.recency_boost,
+        recency_half_life_days=settings.recency_half_life_days,
+        duplicate_similarity=settings.duplicate_similarity,
+        speaker_weight=settings.speaker_weight,
+    )

@@ -13,19 +13,27 @@ Usage::
         async with fake.client(max_retries=0) as client:
             ...  # code under test
         assert fake.last_messages()[-1]["role"] == "tool"
+
+``/v1/embeddings`` answers deterministic vectors (`bag_of_words_vector`: texts sharing words
+point the same way), or whatever ``set_embedding(fn)`` says; ``fail_embeddings`` scripts
+errors, and ``embedding_requests()`` lists what was asked.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
+import hashlib
 import inspect
 import itertools
 import json
 import math
+import re
+import struct
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -63,6 +71,29 @@ class Reply:
     delay: float = 0.0
     finish_reason: str | None = None
 
+
+EMBEDDING_DIM = 64
+_WORD = re.compile(r"[^\W\d_]+|\d+")
+_HAN = re.compile(r"[\u3400-\u9fff]")
+
+
+def bag_of_words_vector(text: str, dim: int = EMBEDDING_DIM) -> list[float]:
+    """A unit vector of hashed words (latin words lowercased, each Han character a word):
+    deterministic across runs and processes, and texts that share words get a positive
+    cosine, so a test can reason about which text is nearest. No word, zero vector."""
+    vec = [0.0] * dim
+    words = [w.lower() for w in _WORD.findall(text) if not _HAN.search(w)]
+    words += _HAN.findall(text)
+    for word in words:
+        digest = hashlib.blake2b(word.encode(), digest_size=8).digest()
+        slot = int.from_bytes(digest[:4], "little") % dim
+        vec[slot] += 1.0 if digest[4] & 1 else -1.0
+    norm = math.sqrt(sum(v * v for v in vec))
+    return [v / norm for v in vec] if norm else vec
+
+
+EmbeddingFn = Callable[[str, int], Sequence[float]]
+"""(text, dimensions) -> vector: what the embeddings route answers for each input."""
 
 # A responder may answer with a Reply, a bare string (assistant text) or None (default_text).
 Responder = Callable[[dict[str, Any]], Reply | str | Awaitable[Reply | str | None] | None]
@@ -126,6 +157,7 @@ class FakeOpenAI:
         api_key: str | None = None,
         latency: float = 0.0,
         record: bool = True,
+        embedding_dim: int = EMBEDDING_DIM,
     ) -> None:
         """``api_key`` set → requests with another bearer get 401. For benchmarks, ``latency``
         is added to every answer (0 = instant) and ``record=False`` keeps memory flat."""
@@ -137,6 +169,9 @@ class FakeOpenAI:
         self.requests: list[RecordedRequest] = []
         self._queue: deque[Reply] = deque()
         self._responder: Responder | None = None
+        self.embedding_dim = embedding_dim
+        self._embedding_fn: EmbeddingFn = bag_of_words_vector
+        self._embedding_queue: deque[Reply] = deque()
         self._ids = itertools.count(1)
         self._closing: asyncio.Event | None = None
         self._runner: web.AppRunner | None = None
@@ -148,6 +183,7 @@ class FakeOpenAI:
         app = web.Application()
         app.router.add_post("/v1/chat/completions", self._chat)
         app.router.add_get("/v1/models", self._models)
+        app.router.add_post("/v1/embeddings", self._embeddings)
         app.router.add_route("*", "/{tail:.*}", self._not_found)
         # handler_cancellation: a client that timed out must not leave a sleeping handler behind.
         self._runner = web.AppRunner(
@@ -222,6 +258,24 @@ class FakeOpenAI:
     def set_responder(self, responder: Responder | None) -> None:
         self._responder = responder
 
+    def set_embedding(self, fn: EmbeddingFn | None) -> None:
+        """What each embeddings input becomes; None restores `bag_of_words_vector`."""
+        self._embedding_fn = fn or bag_of_words_vector
+
+    def fail_embeddings(
+        self,
+        status: int = 500,
+        *,
+        times: int = 1,
+        retry_after: float | None = None,
+        message: str = "scripted failure from FakeOpenAI",
+        delay: float = 0.0,
+    ) -> None:
+        """The next `times` embeddings requests fail (a status of 200 with a `delay`
+        only waits, e.g. to trip a client timeout)."""
+        reply = Reply(status=status, retry_after=retry_after, error_message=message, delay=delay)
+        self._embedding_queue.extend([reply] * times)
+
     @property
     def pending(self) -> int:
         """Scripted replies not yet consumed; assert 0 to prove the code made every call."""
@@ -229,12 +283,25 @@ class FakeOpenAI:
 
     def reset(self) -> None:
         self._queue.clear()
+        self._embedding_queue.clear()
+        self._embedding_fn = bag_of_words_vector
         self.requests.clear()
         self._responder = None
 
     # ----------------------------------------------------------------- inspection
     def chat_requests(self) -> list[dict[str, Any]]:
         return [r.body for r in self.requests if r.path.endswith("/chat/completions")]
+
+    def embedding_requests(self) -> list[dict[str, Any]]:
+        return [r.body for r in self.requests if r.path.endswith("/embeddings")]
+
+    def embedded_texts(self) -> list[str]:
+        """Every text sent to the embeddings route, in order."""
+        texts: list[str] = []
+        for body in self.embedding_requests():
+            given = body.get("input") if isinstance(body, dict) else None
+            texts += [given] if isinstance(given, str) else list(given or [])
+        return texts
 
     def last_messages(self) -> list[dict[str, Any]]:
         bodies = self.chat_requests()
@@ -353,6 +420,48 @@ class FakeOpenAI:
         await resp.write(b"data: [DONE]\n\n")
         await resp.write_eof()
         return resp
+
+    async def _embeddings(self, request: web.Request) -> web.Response:
+        rec = await self._record(request)
+        if (denied := self._auth_error(rec)) is not None:
+            return denied
+        body = rec.body
+        given = body.get("input") if isinstance(body, dict) else None
+        texts = [given] if isinstance(given, str) else given
+        if (
+            not isinstance(body, dict)
+            or not isinstance(texts, list)
+            or not texts
+            or not all(isinstance(t, str) and t for t in texts)
+        ):
+            # OpenAI refuses an empty list, an empty string and (here) token arrays.
+            return web.json_response(_error_body(400, "'input' is invalid"), status=400)
+        scripted = self._embedding_queue.popleft() if self._embedding_queue else Reply()
+        await self._sleep(self.latency + scripted.delay)
+        if scripted.status >= 400:
+            headers = {}
+            if scripted.retry_after is not None:
+                headers["retry-after-ms"] = str(max(1, round(scripted.retry_after * 1000)))
+            error = _error_body(scripted.status, scripted.error_message)
+            return web.json_response(error, status=scripted.status, headers=headers)
+        dim = body.get("dimensions") or self.embedding_dim
+        base64_out = body.get("encoding_format") == "base64"
+        data = []
+        for index, text in enumerate(texts):
+            vector = [float(v) for v in self._embedding_fn(text, int(dim))]
+            encoded: Any = vector
+            if base64_out:
+                encoded = base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode()
+            data.append({"object": "embedding", "index": index, "embedding": encoded})
+        tokens = sum(len(text.split()) for text in texts)
+        return web.json_response(
+            {
+                "object": "list",
+                "data": data,
+                "model": body.get("model") or self.model,
+                "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+            }
+        )
 
     async def _models(self, request: web.Request) -> web.Response:
         rec = await self._record(request)

@@ -11,6 +11,9 @@ exception mapping), so the fake speaks HTTP on 127.0.0.1 and PTB runs unmodified
         ...
         sent = await fake.wait_for_sent(1)
 
+Photos and documents carry files the client fetches like from Telegram (getFile, then a
+GET under ``/file/bot<token>/``): ``fake.add_private_photo(42, jpeg_bytes, caption=...)``.
+
 Only the behaviour chatmem relies on is emulated; anything else can be added per test
 with :meth:`FakeTelegramAPI.on`.
 """
@@ -58,6 +61,8 @@ _DEFAULT_DESCRIPTIONS = {
     502: "Bad Gateway",
 }
 MAX_MESSAGE_LENGTH = 4096
+MAX_DOWNLOAD_BYTES = 20 * 1024 * 1024
+"""The cloud Bot API's getFile limit; larger files answer "file is too big"."""
 _COMMAND_RE = re.compile(r"/[A-Za-z0-9_]{1,32}(?:@[A-Za-z0-9_]{3,32})?")
 _MENTION_RE = re.compile(r"(?<![A-Za-z0-9_@/])@[A-Za-z][A-Za-z0-9_]{4,31}(?![A-Za-z0-9_])")
 
@@ -160,8 +165,9 @@ async def _read_params(request: web.Request) -> JSONDict:
         else:
             for key, value in (await request.post()).items():
                 if isinstance(value, web.FileField):
-                    value = {"filename": value.filename, "content": value.file.read()}
-                raw[key] = value
+                    raw[key] = {"filename": value.filename, "content": value.file.read()}
+                else:
+                    raw[key] = value
     return {key: _coerce(key, value) for key, value in raw.items()}
 
 
@@ -207,6 +213,9 @@ class FakeTelegramAPI:
         self._chats: dict[int | str, JSONDict] = {}
         self._failures: dict[str, deque[_Failure]] = {}
         self._custom: dict[str, Callable[[JSONDict], Any]] = {}
+        self._files: dict[str, tuple[str, bytes]] = {}
+        self.downloads: list[str] = []
+        """file_path of every file the client downloaded, in order."""
         self._changed = asyncio.Event()
         self._closing = False
         self._runner: web.AppRunner | None = None
@@ -232,12 +241,14 @@ class FakeTelegramAPI:
             "editmessagetext": self._edit_message_text,
             "deletemessage": self._delete_message,
             "getchat": lambda p: self._chat_for(p.get("chat_id")),
+            "getfile": self._get_file,
         }
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> Self:
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_route("*", "/bot{token}/{method}", self._handle)
+        app.router.add_get("/file/bot{token}/{file_path:.+}", self._download)
         # shutdown_timeout bounds how long stop() waits for requests still in flight.
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=2.0)
         await self._runner.setup()
@@ -341,6 +352,103 @@ class FakeTelegramAPI:
             chat, user, text, message_id, None, False, reply_to_bot, entities
         )
         return self.add_update({"message": message})
+
+    # ------------------------------------------------------------------ files
+    def add_file(self, content: bytes, *, file_path: str | None = None) -> JSONDict:
+        """A file the client can fetch (getFile, then download); returns the id fields
+        (file_id, file_unique_id, file_size) a PhotoSize or Document carries."""
+        number = len(self._files) + 1
+        file_id = f"file-{number}-{len(content)}"
+        self._files[file_id] = (file_path or f"documents/file_{number}", content)
+        return {"file_id": file_id, "file_unique_id": f"u{number}", "file_size": len(content)}
+
+    def photo_sizes(self, image: bytes, *, width: int = 1280, height: int = 960) -> list[JSONDict]:
+        """Sizes of one photo, smallest first, as Telegram sends them: a thumbnail (its own
+        bytes, so a test can tell which size was downloaded) and the full image."""
+        number = len(self._files) + 1
+        thumb = b"thumbnail of " + image[:32]
+        return [
+            {**self.add_file(thumb, file_path=f"photos/file_{number}_s.jpg"), "width": 90,
+             "height": 90 * height // width},
+            {**self.add_file(image, file_path=f"photos/file_{number}.jpg"), "width": width,
+             "height": height},
+        ]  # fmt: skip
+
+    def document(self, content: bytes, *, file_name: str, mime_type: str) -> JSONDict:
+        """A Document object for a file sent "as a file" (no recompression)."""
+        fields = self.add_file(content, file_path=f"documents/{file_name}")
+        return {**fields, "file_name": file_name, "mime_type": mime_type}
+
+    def add_private_photo(
+        self,
+        user_id: int,
+        image: bytes,
+        *,
+        caption: str | None = None,
+        first_name: str = "Alice",
+        message_id: int | None = None,
+        sizes: list[JSONDict] | None = None,
+    ) -> JSONDict:
+        """A photo in a private chat; ``sizes`` replaces the PhotoSize list (e.g. with a
+        ``file_size`` that lies, or a single size)."""
+        media = {"photo": sizes if sizes is not None else self.photo_sizes(image)}
+        return self._add_private_media(user_id, media, caption, first_name, message_id)
+
+    def add_private_document(
+        self,
+        user_id: int,
+        content: bytes,
+        *,
+        file_name: str,
+        mime_type: str = "application/octet-stream",
+        caption: str | None = None,
+        first_name: str = "Alice",
+        message_id: int | None = None,
+    ) -> JSONDict:
+        media = {"document": self.document(content, file_name=file_name, mime_type=mime_type)}
+        return self._add_private_media(user_id, media, caption, first_name, message_id)
+
+    def add_group_photo(
+        self,
+        chat_id: int,
+        user_id: int,
+        image: bytes,
+        *,
+        caption: str | None = None,
+        reply_to_bot: bool = False,
+        first_name: str = "Alice",
+        title: str = "Team",
+    ) -> JSONDict:
+        chat: JSONDict = {"id": chat_id, "type": "supergroup", "title": title}
+        user = self._user(user_id, first_name, None, None)
+        message = self._user_message(chat, user, "", None, None, False, reply_to_bot, [])
+        media = {"photo": self.photo_sizes(image)}
+        return self.add_update({"message": self._as_media(message, media, caption)})
+
+    def _add_private_media(
+        self,
+        user_id: int,
+        media: JSONDict,
+        caption: str | None,
+        first_name: str,
+        message_id: int | None,
+    ) -> JSONDict:
+        user = self._user(user_id, first_name, None, None)
+        chat = {"id": user_id, "first_name": first_name, "type": "private"}
+        message = self._user_message(chat, user, "", message_id, None, False, False, [])
+        return self.add_update({"message": self._as_media(message, media, caption)})
+
+    @staticmethod
+    def _as_media(message: JSONDict, media: JSONDict, caption: str | None) -> JSONDict:
+        """A text message turned into a media one: no text, the media fields, and the
+        caption with its own entities (mentions in captions are caption_entities)."""
+        message = {k: v for k, v in message.items() if k not in ("text", "entities")}
+        message.update(media)
+        if caption is not None:
+            message["caption"] = caption
+            if entities := build_entities(caption):
+                message["caption_entities"] = entities
+        return message
 
     def add_group_message(
         self,
@@ -583,6 +691,38 @@ class FakeTelegramAPI:
             )
         )
         return message
+
+    def _get_file(self, params: JSONDict) -> JSONDict:
+        file_id = str(params.get("file_id") or "")
+        if file_id not in self._files:
+            raise ApiError(400, "Bad Request: invalid file_id")
+        file_path, content = self._files[file_id]
+        if len(content) > MAX_DOWNLOAD_BYTES:
+            raise ApiError(400, "Bad Request: file is too big")
+        return {
+            "file_id": file_id,
+            "file_unique_id": f"u{file_id}",
+            "file_size": len(content),
+            "file_path": file_path,
+        }
+
+    async def _download(self, request: web.Request) -> web.StreamResponse:
+        """GET /file/bot<token>/<file_path>: the bytes, like api.telegram.org serves them.
+        ``fail_next("download", ...)`` makes it fail like a Bot API method."""
+        if request.match_info["token"] != self._token:
+            return web.Response(status=401, text="Unauthorized")
+        file_path = request.match_info["file_path"]
+        failure = self._take_failure("download")
+        if failure is not None:
+            self._record(ApiCall("download", {"file_path": file_path}, failure.error_code))
+            return await self._fail(request, failure)
+        for path, content in self._files.values():
+            if path == file_path:
+                self.downloads.append(file_path)
+                self._record(ApiCall("download", {"file_path": file_path}))
+                return web.Response(body=content, content_type="application/octet-stream")
+        self._record(ApiCall("download", {"file_path": file_path}, 404))
+        return _json_response({"ok": False, "error_code": 404, "description": "Not Found"}, 404)
 
     def _send_chat_action(self, params: JSONDict) -> bool:
         self.chat_actions.append(

@@ -15,7 +15,13 @@ from typing import Any
 import openai
 import pytest
 
-from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
+from tests.fakes.openai_server import (
+    EMBEDDING_DIM,
+    FakeOpenAI,
+    Reply,
+    ToolCall,
+    bag_of_words_vector,
+)
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -223,7 +229,55 @@ async def test_models_list_and_unknown_endpoint(fake: FakeOpenAI) -> None:
     async with make_client(fake) as client:
         models = await client.models.list()
         with pytest.raises(openai.NotFoundError):
-            await client.embeddings.create(model="x", input="hi")
+            await client.completions.create(model="x", prompt="hi")
     assert [m.id for m in models.data] == ["gpt-fake"]
-    assert [r.path for r in fake.requests] == ["/v1/models", "/v1/embeddings"]
-    assert fake.requests[1].body["input"] == "hi"
+    assert [r.path for r in fake.requests] == ["/v1/models", "/v1/completions"]
+    assert fake.requests[1].body["prompt"] == "hi"
+
+
+def cosine(a: Any, b: Any) -> float:
+    return float(sum(x * y for x, y in zip(a, b, strict=True)))
+
+
+async def test_embeddings_are_deterministic_unit_vectors_that_share_words(fake: FakeOpenAI) -> None:
+    texts = ["I like oolong tea", "oolong tea in the morning", "我喜欢乌龙茶", "乌龙茶很好喝"]
+    async with make_client(fake) as client:
+        first = await client.embeddings.create(model="emb", input=texts, encoding_format="float")
+        shorter = await client.embeddings.create(
+            model="emb", input=texts[:1], dimensions=16, encoding_format="float"
+        )
+    # Unasked, the client wants base64 (which strict validation cannot check: the schema
+    # says floats, so the real API would fail it too) and decodes it to the same floats.
+    async with fake.client(max_retries=0) as loose:
+        again = await loose.embeddings.create(model="emb", input=texts[0])
+    vectors = [item.embedding for item in first.data]
+    assert [item.index for item in first.data] == [0, 1, 2, 3]
+    assert all(len(v) == EMBEDDING_DIM for v in vectors)
+    assert all(abs(cosine(v, v) - 1.0) < 1e-6 for v in vectors)
+    assert cosine(vectors[0], vectors[1]) > 0.3  # "oolong", "tea"
+    assert cosine(vectors[2], vectors[3]) > 0.3  # 乌, 龙, 茶
+    assert again.data[0].embedding == pytest.approx(vectors[0])
+    assert fake.embedding_requests()[2].get("encoding_format") == "base64"
+    assert len(shorter.data[0].embedding) == 16
+    assert shorter.data[0].embedding == pytest.approx(bag_of_words_vector(texts[0], 16), abs=1e-6)
+    assert first.model == "emb" and first.usage.prompt_tokens > 0
+    assert fake.embedded_texts() == [*texts, texts[0], texts[0]]
+
+
+async def test_embeddings_scripted_failures_custom_vectors_and_bad_input(fake: FakeOpenAI) -> None:
+    fake.fail_embeddings(status=503, message="overloaded")
+    fake.fail_embeddings(status=429, retry_after=0)
+    fake.set_embedding(lambda text, dim: [1.0] + [0.0] * (dim - 1))
+    async with make_client(fake) as client:
+        with pytest.raises(openai.InternalServerError, match="overloaded"):
+            await client.embeddings.create(model="emb", input=["a"])
+        async with make_client(fake, max_retries=1) as retrying:
+            custom = await retrying.embeddings.create(
+                model="emb", input=["a"], encoding_format="float"
+            )
+        with pytest.raises(openai.BadRequestError):
+            await client.embeddings.create(model="emb", input=[""], encoding_format="float")
+    assert custom.data[0].embedding[:2] == [1.0, 0.0]
+    assert len(fake.embedding_requests()) == 4  # 503, 429, its retry, the bad input
+    fake.reset()
+    assert fake.embedding_requests() == []

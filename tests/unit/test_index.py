@@ -32,14 +32,16 @@ from memory_core.errors import ChatmemError
 from memory_core.index import K1, B, CorpusStats, Hit, SearchIndex, bm25_score, idf, sqlite_index
 from memory_core.index import rebuild as index_rebuild
 from memory_core.index import writes as index_writes
+from memory_core.index.rerank import RankSettings, prior_factor
 from memory_core.scope import MAIN, ScopeKey
 from memory_core.text import tokenize
 from tests.conftest import START
-from tests.support import chunk_counts, index_message, index_of, sql, sql_write
+from tests.support import chunk_counts, database, index_message, index_of, sql, sql_write
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "recall_bilingual.json"
 DAY = "memory/2026-03-01.md"
+TODAY = START.date()
 
 
 @pytest.fixture
@@ -557,6 +559,8 @@ async def test_monthly_summary_hides_daily_summaries(eager: MemoryCore) -> None:
 
 # --- message chunks ---------------------------------------------------------------------
 
+EXCHANGE = "user: my locker code is 4512 at the gym\nassistant: Noted, locker 4512."
+
 
 async def test_message_chunks_searchable_and_readable_in_their_scope(core: MemoryCore) -> None:
     index = index_of(core)
@@ -567,14 +571,17 @@ async def test_message_chunks_searchable_and_readable_in_their_scope(core: Memor
     await index_message(core, peer, "sess-1", 7, "user", "peer talks about swimming", when)
     await core.append_daily(MAIN, "went to the gym")
 
+    # A turn is found with the turn next to it: the exchange, not the lone line. The
+    # reply, shown inside that hit, is not a hit of its own.
     [hit] = await core.search(MAIN, "code", kinds=[ChunkKind.MESSAGE])
-    assert (hit.kind, hit.path, hit.line_from, hit.ref) == (
+    assert (hit.kind, hit.path, hit.line_from, hit.line_to, hit.ref) == (
         ChunkKind.MESSAGE,
         "sessions/sess-1",
         7,
+        8,
         "7",
     )
-    assert hit.text == "user: my locker code is 4512 at the gym"
+    assert hit.text == EXCHANGE
     assert hit.created_at == when
     assert hit.location == "sessions/sess-1:7"
     kinds = {h.kind for h in await core.search(MAIN, "gym", min_score=0.0)}
@@ -602,9 +609,7 @@ async def test_message_chunks_searchable_and_readable_in_their_scope(core: Memor
     # Messages survive a sync and a rebuild (they have no file).
     await index.sync_scope(MAIN, force=True)
     await index.rebuild()
-    assert texts(await core.search(MAIN, "code", kinds=[ChunkKind.MESSAGE])) == [
-        "user: my locker code is 4512 at the gym"
-    ]
+    assert texts(await core.search(MAIN, "code", kinds=[ChunkKind.MESSAGE])) == [EXCHANGE]
     await index.remove_messages(MAIN, [7, 8])
     assert await core.search(MAIN, "locker", min_score=0.0) == []
 
@@ -652,11 +657,19 @@ async def test_kinds_since_until_and_min_score(core: MemoryCore) -> None:
     assert sorted(texts(old)) == ["espresso habit grew", "espresso tasting day minus 10"]
 
     everything = await core.search(MAIN, "espresso descaling", limit=20, min_score=0.0)
-    top = everything[0].score
-    assert texts(await core.search(MAIN, "espresso descaling", min_score=top)) == [
-        everything[0].text
+    best = everything[0]
+    assert best.text == "espresso machine descaling every month"
+    # min_score bounds the BM25 evidence, before the priors lift or cut a hit: the best
+    # hit's is its score without its long-term and recency lift.
+    settings = index_of(core).rank_settings
+    lifted = prior_factor(best.kind, best.created_at, START.date(), UTC, settings)
+    assert lifted > 1.0
+    evidence = best.score / lifted
+    assert texts(await core.search(MAIN, "espresso descaling", min_score=evidence - 1e-9)) == [
+        best.text
     ]
-    assert await core.search(MAIN, "espresso descaling", min_score=top + 1e-9) == []
+    assert await core.search(MAIN, "espresso descaling", min_score=evidence + 1e-9) == []
+    assert await core.search(MAIN, "espresso descaling", min_score=best.score) == []
     # Explicit searches show every match; only automatic recall applies recall.min_score.
     assert await core.search(MAIN, "espresso descaling", limit=20) == everything
     assert len(await core.search(MAIN, "espresso", limit=2)) <= 2
@@ -673,19 +686,45 @@ async def test_degraded_time_window_sees_past_the_top_hits(core: MemoryCore) -> 
     for number in range(20):
         await core.append_daily(MAIN, f"unrelated chore {number}", now=START - timedelta(days=20))
     for days in range(5, 11):
-        text = "postgres postgres vacuum" if days > 6 else f"postgres note {days}"
+        text = f"postgres postgres vacuum {days}" if days > 6 else f"postgres note {days}"
         await core.append_daily(MAIN, text, now=START - timedelta(days=days))
+    unfiltered = await core.search(MAIN, "postgres", limit=2, min_score=0.0)
+    assert all("vacuum" in h.text for h in unfiltered)  # the older notes score best
     since = START - timedelta(days=6, hours=12)
     healthy = await core.search(MAIN, "postgres", limit=2, since=since, min_score=0.0)
     assert sorted(texts(healthy)) == ["postgres note 5", "postgres note 6"]
+    until = START - timedelta(days=8, hours=12)
+    healthy_old = await core.search(MAIN, "postgres", limit=1, until=until, min_score=0.0)
+    assert texts(healthy_old) == ["postgres postgres vacuum 9"]  # the newer of the two
     core.memory.guard.index = None
     degraded = await core.search(MAIN, "postgres", limit=2, since=since, min_score=0.0)
-    assert sorted((h.path, h.line_from, h.score) for h in degraded) == sorted(
-        (h.path, h.line_from, h.score) for h in healthy
-    )
-    until = START - timedelta(days=8, hours=12)
+    assert_same_hits(degraded, healthy)
     old = await core.search(MAIN, "postgres", limit=1, until=until, min_score=0.0)
-    assert len(old) == 1 and old[0].created_at is not None and old[0].created_at < until
+    assert_same_hits(old, healthy_old)
+
+
+def assert_same_hits(got: list[Hit], want: list[Hit]) -> None:
+    """Same chunks in the same order; scores equal up to summation order."""
+    assert [(h.path, h.line_from, h.text) for h in got] == [
+        (h.path, h.line_from, h.text) for h in want
+    ]
+    assert [h.score for h in got] == pytest.approx([h.score for h in want], rel=1e-12)
+
+
+async def test_degraded_time_window_applies_before_near_copies_are_dropped(
+    core: MemoryCore,
+) -> None:
+    """The same note on two days: the index filters by time first, then drops near-copies;
+    the files must find the same hit."""
+    for number in range(6):
+        await core.append_daily(MAIN, f"unrelated chore {number}", now=START - timedelta(days=9))
+    for days in (2, 9):
+        await core.append_daily(MAIN, "postgres vacuum full", now=START - timedelta(days=days))
+    until = START - timedelta(days=5)
+    healthy = await core.search(MAIN, "postgres vacuum", until=until)
+    assert [h.created_at for h in healthy] == [START - timedelta(days=9)]
+    core.memory.guard.index = None
+    assert_same_hits(await core.search(MAIN, "postgres vacuum", until=until), healthy)
 
 
 async def test_daily_note_time_survives_a_resync_in_another_time_zone(
@@ -863,8 +902,21 @@ def load_bench() -> Any:
     return module
 
 
+BM25_ONLY = RankSettings(
+    context_weights=(),
+    recency_boost=0.0,
+    long_term_boost=0.0,
+    summary_factor=1.0,
+    duplicate_similarity=1.01,
+)
+"""The ranking with every step after BM25 turned off: no neighbours, no priors, no
+near-copy removal (a Jaccard above 1 is never reached)."""
+
+
 async def test_fts5_candidates_agree_with_rank_bm25(core: MemoryCore) -> None:
-    """A few thousand chunks: the index's top 10 are rank-bm25's top 10, same scores."""
+    """A few thousand chunks: the index's top 10 are rank-bm25's top 10, same scores, when
+    the steps after BM25 are off; with them on (the default), each score is that BM25
+    score times its prior."""
     bench = load_bench()
     chunks = bench.make_chunks(bench.generate_sentences(6000))
     assert len(chunks) > 3000
@@ -883,6 +935,9 @@ async def test_fts5_candidates_agree_with_rank_bm25(core: MemoryCore) -> None:
     reference = fallback.ScopeBM25(corpus, k1=K1, b=B)
     df = Counter(term for doc in corpus for term in set(doc))
     common = 0.05 * len(corpus)
+    bm25_only = SearchIndex(database(core), core.workspace, rank_settings=BM25_ONLY)
+    default = index_of(core)
+    today = START.date()
 
     compared = 0
     while compared < 50:
@@ -895,7 +950,8 @@ async def test_fts5_candidates_agree_with_rank_bm25(core: MemoryCore) -> None:
         if not terms or any(df[t] > common for t in terms):
             continue
         compared += 1
-        hits = await core.search(MAIN, query, limit=10, min_score=0.0)
+        # The terms as they are: a text query would drop question words and time words.
+        hits = await bm25_only.search(MAIN, terms, limit=10, today=today)
         scores = reference.get_scores(terms)
         ranked = sorted(range(len(rows)), key=lambda i: -scores[i])
         top = [i for i in ranked[:10] if scores[i] > 0]
@@ -910,6 +966,12 @@ async def test_fts5_candidates_agree_with_rank_bm25(core: MemoryCore) -> None:
         for hit in hits:
             assert hit.score == pytest.approx(
                 scores[by_location[(hit.path, hit.line_from)]], abs=1e-6
+            )
+        for hit in await default.search(MAIN, terms, limit=10, today=today):
+            prior = prior_factor(hit.kind, hit.created_at, today, UTC, default.rank_settings)
+            assert 1.0 < prior < 1.0 + default.rank_settings.recency_boost
+            assert hit.score == pytest.approx(
+                scores[by_location[(hit.path, hit.line_from)]] * prior, abs=1e-6
             )
     assert compared == 50
 
@@ -942,13 +1004,19 @@ async def test_index_and_file_fallback_agree_on_a_real_workspace(core: MemoryCor
                 y.created_at,
             ), label
 
+    # The same pipeline on both sides: same settings, same day (priors read the date).
+    settings = index_of(core).rank_settings
+    assert settings.context_weights and settings.recency_boost > 0
     queries = [q["q"] for q in data["queries"]] + ["数据库 Lisbon", "Python 升级", "二月"]
+    queries += ["what did I note in February?", "去年五月的事", "上个月 数据库"]
     variants = (None, [ChunkKind.LONG_TERM], [ChunkKind.DAILY, ChunkKind.SUMMARY])
     for number, query in enumerate(queries):
         for kinds in variants if number % 4 == 0 else variants[:1]:
             # Through the core: long-term hits get their line from the file as it is now.
             indexed = await core.search(MAIN, query, limit=8, kinds=kinds)
-            files = fallback.search_files(core.workspace, MAIN, query, limit=8, kinds=kinds)
+            files = fallback.search_files(
+                core.workspace, MAIN, query, limit=8, kinds=kinds, settings=settings, today=TODAY
+            )
             same(indexed, files, f"{query} {kinds}")
     # The hidden daily summary is in neither.
     assert not any(

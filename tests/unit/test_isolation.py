@@ -465,3 +465,54 @@ async def test_concurrent_chats_only_see_their_own_notes(
         # A fresh sync of the files finds nothing the incremental path missed.
         stats = await core.memory.guard.index.sync_scope(alice, force=True)
         assert stats.chunks_added == stats.chunks_removed == 50
+
+
+@pytest.mark.dense
+async def test_vectors_never_cross_scopes(core: MemoryCore) -> None:
+    """Two scopes hold the same sentences word for word (the nearest vectors of any
+    query are in both); a scope's search and recall show only its own chunks, with the
+    vectors in place and after the other scope's chunks changed under them."""
+    index = core.memory.guard.index
+    assert index is not None and index.vectors is not None, "the local model is installed"
+    texts = [
+        "my daughter Lily starts swimming lessons on Saturday",
+        "we adopted a grey rescue greyhound called Pepper",
+        "我下个月要去成都出差三天",
+    ]
+    scopes = [ScopeKey("peer:alice"), ScopeKey("peer:bob"), ScopeKey("peer:' OR 1=1")]
+    for number, scope in enumerate(scopes):
+        for text in texts:
+            await core.append_daily(scope, f"{text} [{scope_slug(scope)}-{number}]")
+    await core.vectors_ready()
+    for number, scope in enumerate(scopes):
+        own = f"[{scope_slug(scope)}-{number}]"
+        for query in ("kid's swim class", "what dog did we get", "出差去哪", "weekend plans"):
+            for hit in await core.search(scope, query, limit=20):
+                assert own in hit.text and owned(core, scope, hit), (scope, query, hit)
+            injection = await core.recall(scope, query)
+            for hit in injection.hits:
+                assert own in hit.text, (scope, query, hit)
+    # Chunks of one scope rewritten (new ids, new texts): the others still see only theirs.
+    await core.append_daily(scopes[0], "Pepper the greyhound loves the beach")
+    await core.vectors_ready()
+    for hit in await core.search(scopes[1], "greyhound at the beach", limit=20):
+        assert "[" + scope_slug(scopes[1]) in hit.text
+
+
+@pytest.mark.dense
+async def test_dense_recall_finds_a_paraphrase_words_miss(core: MemoryCore) -> None:
+    """No word of the question is in the memory: BM25 alone finds nothing, the fused
+    ranking finds it by meaning."""
+    await core.append_daily(MAIN, "Mochi is a ragdoll, she sheds everywhere")
+    await core.append_daily(MAIN, "the boiler was serviced on Monday")
+    await core.vectors_ready()
+    query = "what breed is my kitty"
+    hits = await core.search(MAIN, query, limit=3)
+    assert hits and "ragdoll" in hits[0].text
+    index = core.memory.guard.index
+    assert index is not None
+    vectors, index.vectors = index.vectors, None
+    try:
+        assert not [h for h in await core.search(MAIN, query) if "ragdoll" in h.text]
+    finally:
+        index.vectors = vectors

@@ -1,6 +1,6 @@
 """Recall: the labelled bilingual set (index and degraded path), recall intent, the
-injected block (tiers, caps, budget), `MemoryCore.recall` end to end, and reinforcement of
-the long-term entries a reply used."""
+injected block (ranking order, confidence forms, caps, budget), priors as score terms,
+`MemoryCore.recall` end to end, and reinforcement of the long-term entries a reply used."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from memory_core.clock import ManualClock
 from memory_core.config import Config, load_config
 from memory_core.engine import MemoryCore
 from memory_core.index import Hit
+from memory_core.index.rerank import prior_factor
 from memory_core.recall import (
     BLOCK_HEADER,
     TRUNCATED,
@@ -27,9 +28,9 @@ from memory_core.recall import (
     hit_line,
 )
 from memory_core.scope import MAIN
-from memory_core.text import estimate_tokens
+from memory_core.text import estimate_tokens, tokenize
 from tests.conftest import START
-from tests.support import chunk_counts, note_used
+from tests.support import chunk_counts, index_of, note_used
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "recall_bilingual.json"
 RECALL_FLOOR = 0.9
@@ -42,6 +43,12 @@ TODAY = START.date()
 def load_set() -> dict[str, Any]:
     data: dict[str, Any] = json.loads(DATA.read_text(encoding="utf-8"))
     return data
+
+
+def write(core: MemoryCore, relative: str, text: str) -> None:
+    path = core.workspace.root / relative
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
 
 
 def _norm(text: str) -> str:
@@ -182,6 +189,7 @@ def hit(
     path: str | None = None,
     line: int = 3,
     ref: str | None = None,
+    confidence: float = 0.9,
 ) -> Hit:
     created = (
         datetime.combine(TODAY - timedelta(days=days_ago), datetime.min.time(), tzinfo=UTC)
@@ -192,53 +200,75 @@ def hit(
         ChunkKind.LONG_TERM: "MEMORY.md",
         ChunkKind.SUMMARY: "memory/summary/2026-01.md",
     }.get(kind, f"memory/{(created or START).date().isoformat()}.md")
-    return Hit(path or default_path, line, line, score, text, kind, created, ref)
+    return Hit(path or default_path, line, line, score, text, kind, created, ref, confidence)
 
 
-def test_tiers_long_term_first_then_recent_files_then_summaries_then_older() -> None:
+def test_block_keeps_the_ranking_order_whatever_the_kind() -> None:
+    """No tiers any more: the ranking already weighed kind and age, the block keeps its
+    order (a daily note above a long-term entry stays above it)."""
     hits = [
         hit("old daily note about tea", ChunkKind.DAILY, 9.0, days_ago=30),
         hit("monthly summary mentions tea", ChunkKind.SUMMARY, 8.0, days_ago=40),
-        hit("yesterday's note about tea", ChunkKind.DAILY, 7.0, days_ago=1),
         hit("user likes green tea", ChunkKind.LONG_TERM, 0.5, ref="aaaa1111"),
-        hit("note five days ago about tea", ChunkKind.DAILY, 6.5, days_ago=5),
-        hit("raw archive from two days ago about tea", ChunkKind.ARCHIVE_RAW, 6.0, days_ago=2),
+        hit("raw archive about tea", ChunkKind.ARCHIVE_RAW, 0.4, days_ago=2),
     ]
-    injection = build_injection(["tea"], hits, today=TODAY)
-    order = [h.text for h in injection.hits]
-    assert order == [
-        "user likes green tea",  # long-term first although it scores lowest
-        "yesterday's note about tea",  # files of the last 5 days, by score
-        "note five days ago about tea",
-        "raw archive from two days ago about tea",
-        "monthly summary mentions tea",  # then summaries
-    ]  # the 30-day-old note (best score) is 6th of 6 and falls off: 5 hits at most
+    injection = build_injection(["tea"], hits)
+    assert [h.text for h in injection.hits] == [h.text for h in hits]
     assert injection.used_entry_ids == ["aaaa1111"]
-    lines = injection.block.splitlines()
-    assert lines[0] == BLOCK_HEADER
-    assert lines[1] == "[MEMORY.md:3] user likes green tea"
-    assert lines[2].startswith(f"[memory/{(TODAY - timedelta(days=1)).isoformat()}.md:3] (")
-    assert len(lines) == 6
-
-
-def test_older_files_come_last_and_ties_keep_order() -> None:
-    hits = [
-        hit("older note", ChunkKind.DAILY, 5.0, days_ago=6),
-        hit("summary", ChunkKind.SUMMARY, 1.0, days_ago=20),
-        hit("recent a", ChunkKind.DAILY, 2.0, days_ago=0),
-        hit("recent b", ChunkKind.DAILY, 2.0, days_ago=0, line=9),
+    day = (TODAY - timedelta(days=30)).isoformat()
+    assert injection.block.splitlines() == [
+        BLOCK_HEADER,
+        f"- old daily note about tea ({day})",
+        f"- monthly summary mentions tea ({(TODAY - timedelta(days=40)).isoformat()})",
+        "- user likes green tea",  # a long-term entry carries no date
+        f"- raw archive about tea ({(TODAY - timedelta(days=2)).isoformat()})",
     ]
-    injection = build_injection(["x"], hits, today=TODAY)
-    assert [h.text for h in injection.hits] == ["recent a", "recent b", "summary", "older note"]
 
 
-def test_at_most_five_hits() -> None:
+def test_confidence_decides_the_form_of_each_line() -> None:
+    """Seed 001 §2.3: above 0.8 plain, 0.5 to 0.8 with its source, below 0.5 a pointer."""
+    hits = [
+        hit("user's cat is called Mochi", ChunkKind.LONG_TERM, 3.0, confidence=0.9),
+        hit("vet visit for Mochi on Friday", ChunkKind.DAILY, 2.0, line=7, confidence=0.6),
+        hit(
+            "a long talk about pets " * 5,
+            ChunkKind.ARCHIVE_RAW,
+            1.0,
+            line=12,
+            confidence=0.3,
+            path="memory/2026-02-27-pets.md",
+            days_ago=2,
+        ),
+    ]
+    lines = build_injection(["mochi"], hits).block.splitlines()
+    assert lines == [
+        BLOCK_HEADER,
+        "- user's cat is called Mochi",
+        "- [memory/2026-03-01.md:7] (2026-03-01) vet visit for Mochi on Friday",
+        "- see memory/2026-02-27-pets.md:12 (2026-02-27) (memory_get)",
+    ]
+    # The bounds: exactly 0.8 is not above 0.8, exactly 0.5 is not below 0.5.
+    forms = [
+        hit_line(hit("x y", ChunkKind.LONG_TERM, 1.0, confidence=c), 300) for c in (0.81, 0.8, 0.5)
+    ]
+    assert forms == ["- x y", "- [MEMORY.md:3] x y", "- [MEMORY.md:3] x y"]
+    assert hit_line(hit("x y", ChunkKind.LONG_TERM, 1.0, confidence=0.49), 300) == (
+        "- see MEMORY.md:3 (memory_get)"
+    )
+    # A pointer costs a few tokens whatever the hit's length: weak hits stay cheap.
+    long_pointer = hit("word " * 400, ChunkKind.DAILY, 1.0, confidence=0.1)
+    assert estimate_tokens(hit_line(long_pointer, 300)) < 20
+
+
+def test_at_most_max_hits_in_ranking_order() -> None:
     hits = [hit(f"note {i}", ChunkKind.DAILY, 10.0 - i, line=i + 1) for i in range(12)]
-    injection = build_injection(["note"], hits, today=TODAY)
-    assert len(injection.hits) == 5
+    injection = build_injection(["note"], hits)
+    assert len(injection.hits) == 5  # the pure function's default
     assert [h.text for h in injection.hits] == [f"note {i}" for i in range(5)]
     assert injection.block.count("\n") == 5
-    assert len(build_injection(["note"], hits, today=TODAY, max_hits=2).hits) == 2
+    assert all(line.startswith("- note ") for line in injection.block.splitlines()[1:])
+    assert len(build_injection(["note"], hits, max_hits=2).hits) == 2
+    assert len(build_injection(["note"], hits, max_hits=18).hits) == 12
 
 
 def test_long_hit_cut_at_300_chars_with_mark() -> None:
@@ -248,33 +278,42 @@ def test_long_hit_cut_at_300_chars_with_mark() -> None:
         ["x"],
         [
             hit(long_text, ChunkKind.LONG_TERM, 1.0),
-            hit(short_text, ChunkKind.LONG_TERM, 0.5, line=9),
+            hit(short_text, ChunkKind.LONG_TERM, 0.5, line=9, confidence=0.6),
         ],
-        today=TODAY,
     )
     first, second = injection.block.splitlines()[1:]
-    body = first.split("] ", 1)[1]
+    body = first.removeprefix("- ")
     assert body.endswith(TRUNCATED)
     assert body[: -len(TRUNCATED)] == " ".join(long_text.split())[:300]
     assert len(body) == 300 + len(TRUNCATED)
     # Exactly 300 characters is not cut.
-    assert second == "[MEMORY.md:9] " + short_text
+    assert second == "- [MEMORY.md:9] " + short_text
     assert TRUNCATED not in second
-    assert hit_line(hit("a  b\n c", ChunkKind.LONG_TERM, 1.0), 300) == "[MEMORY.md:3] a b c"
+    # Whitespace is flattened; the turns of an exchange are joined by " / ", each cut
+    # on its own, so the answer after a long question still shows.
+    assert hit_line(hit("a  b\n c", ChunkKind.LONG_TERM, 1.0), 300) == "- a b / c"
+    exchange = hit("Mia: " + "q" * 400 + "\nLeo: Five years already!", ChunkKind.MESSAGE, 1.0)
+    line = hit_line(exchange, 300)
+    assert line.count(TRUNCATED) == 1
+    assert line.endswith(" / Leo: Five years already! (2026-03-01)")
 
 
 def test_token_budget_respected_and_small_budget_drops_hits() -> None:
     hits = [hit("记忆" * 140, ChunkKind.DAILY, 10.0 - i, line=i + 1) for i in range(5)]
-    full = build_injection(["记忆"], hits, today=TODAY)
+    full = build_injection(["记忆"], hits)
     assert len(full.hits) == 5
     assert full.tokens == estimate_tokens(full.block) <= 2048
     one_line = estimate_tokens(hit_line(hits[0], 300))
     small_budget = estimate_tokens(BLOCK_HEADER) + 2 * one_line + 5
-    small = build_injection(["记忆"], hits, today=TODAY, token_budget=small_budget)
+    small = build_injection(["记忆"], hits, token_budget=small_budget)
     assert len(small.hits) == 2
     assert small.tokens <= small_budget
     # A budget too small for any hit gives no block at all.
-    assert build_injection(["记忆"], hits, today=TODAY, token_budget=20).block == ""
+    assert build_injection(["记忆"], hits, token_budget=20).block == ""
+    # A hit too long for what is left is skipped, and a shorter one after it still fits.
+    mixed = [hits[0], hits[1], hit("记忆 short", ChunkKind.DAILY, 1.0, line=9)]
+    fitted = build_injection(["记忆"], mixed, token_budget=small_budget - one_line + 12)
+    assert [h.line_from for h in fitted.hits] == [1, 9]
 
 
 def test_token_budget_holds_for_any_mix_of_lines() -> None:
@@ -282,7 +321,7 @@ def test_token_budget_holds_for_any_mix_of_lines() -> None:
     import random
 
     rng = random.Random(7)
-    alphabet = ["a", "bc ", "中", "文", "x", "．", " "]
+    alphabet = ["a", "bc ", "中", "文", "x", "．", " ", "\n"]
     for _ in range(400):
         hits = [
             hit(
@@ -290,11 +329,12 @@ def test_token_budget_holds_for_any_mix_of_lines() -> None:
                 rng.choice([ChunkKind.LONG_TERM, ChunkKind.DAILY, ChunkKind.SUMMARY]),
                 rng.random(),
                 line=i + 1,
+                confidence=rng.random(),
             )
             for i in range(rng.randint(1, 8))
         ]
         budget = rng.randint(5, 700)
-        injection = build_injection(["k"], hits, today=TODAY, token_budget=budget)
+        injection = build_injection(["k"], hits, token_budget=budget, max_hits=18)
         assert injection.tokens <= budget
         assert injection.tokens == estimate_tokens(injection.block)
 
@@ -308,16 +348,66 @@ def test_budget_is_exact_for_lines_with_no_rounding_slack() -> None:
         pad = (-len(hit_line(probe, 300))) % 4
         hits.append(hit("x" * (1 + pad), ChunkKind.LONG_TERM, 1.0 - i / 10, line=10 + i))
     naive = estimate_tokens(BLOCK_HEADER) + sum(estimate_tokens(hit_line(h, 300)) for h in hits)
-    injection = build_injection(["x"], hits, today=TODAY, token_budget=naive)
+    injection = build_injection(["x"], hits, token_budget=naive)
     assert injection.tokens <= naive
     assert 1 <= len(injection.hits) < 5
 
 
 def test_no_block_without_hits() -> None:
-    injection = build_injection(["nothing"], [], today=TODAY)
+    injection = build_injection(["nothing"], [])
     assert injection.block == "" and injection.hits == [] and injection.tokens == 0
     assert injection.keywords == ["nothing"]
     assert injection.used_entry_ids == []
+
+
+# --- priors are score terms, not tiers ----------------------------------------------------
+
+
+async def test_a_much_better_older_hit_beats_a_weak_recent_one(core: MemoryCore) -> None:
+    """Recency and kind only nudge the score: a 60-day-old note that answers the question
+    outranks today's note and a long-term entry that merely mention a word of it."""
+    for i in range(8):
+        await core.append_daily(
+            MAIN, f"watered the plants, chore {i}", now=START - timedelta(days=3)
+        )
+    await core.append_daily(
+        MAIN,
+        "tonkotsu ramen broth: simmer the pork bones twelve hours",
+        now=START - timedelta(days=60),
+    )
+    await core.append_daily(MAIN, "walked past a ramen shop")
+    await core.capture(MAIN, "likes ramen")
+    hits = await core.search(MAIN, "tonkotsu ramen broth pork bones", limit=5)
+    assert hits[0].text.startswith("tonkotsu ramen broth")
+    assert hits[0].created_at == START - timedelta(days=60)
+    # Through recall too (the block keeps the ranking's order).
+    injection = await core.recall(MAIN, "how long do I simmer the tonkotsu ramen broth?")
+    assert injection.hits[0].text.startswith("tonkotsu ramen broth")
+
+
+async def test_long_term_lifts_ties_and_recency_breaks_them(core: MemoryCore) -> None:
+    """Equal words, equal BM25: the long-term entry comes first, then the newer note, then
+    the older one, then the summary; the lifts are small factors of the score."""
+    for i in range(6):
+        await core.append_daily(MAIN, f"unrelated chore {i}", now=START - timedelta(days=1))
+    await core.append_daily(MAIN, "kayak delta", now=START - timedelta(days=20))
+    await core.append_daily(MAIN, "kayak bravo")
+    await core.capture(MAIN, "kayak alpha")
+    write(core, "memory/summary/2026-02.md", "kayak echo\n")
+    await index_of(core).sync_scope(MAIN)
+    hits = await core.search(MAIN, "kayak", limit=10)
+    assert [h.text for h in hits] == ["kayak alpha", "kayak bravo", "kayak delta", "kayak echo"]
+    settings = index_of(core).rank_settings
+    by_text = {h.text: h.score for h in hits}
+    # Strip each prior and the four scores are the same BM25 score.
+    lexical = {
+        h.text: h.score / prior_factor(h.kind, h.created_at, TODAY, UTC, settings) for h in hits
+    }
+    assert len({round(v, 9) for v in lexical.values()}) == 1
+    assert by_text["kayak alpha"] / by_text["kayak bravo"] == pytest.approx(
+        (1 + settings.long_term_boost + settings.recency_boost) / (1 + settings.recency_boost)
+    )
+    assert by_text["kayak alpha"] < 1.5 * by_text["kayak echo"]
 
 
 # --- MemoryCore.recall end to end -------------------------------------------------------
@@ -330,21 +420,28 @@ async def test_core_recall_end_to_end(core: MemoryCore) -> None:
         MAIN, "old note: tried a latte in January", now=START - timedelta(days=40)
     )
     injection = await core.recall(MAIN, "你还记得我喝咖啡有什么习惯吗？")
-    assert "喝咖啡" in injection.keywords  # jieba's precise cut; search splits it again
+    # The query's terms, heaviest first; "记得" only shapes the question and is dropped.
+    assert {"咖啡", "喝咖啡", "习惯"} <= set(injection.keywords)
+    assert "记得" not in injection.keywords
     assert injection.block.startswith(BLOCK_HEADER + "\n")
     lines = injection.block.splitlines()[1:]
-    assert lines[0].startswith("[MEMORY.md:")
-    assert "咖啡只喝美式" in lines[0]
+    assert [h.text for h in injection.hits] == [
+        "咖啡只喝美式，不加糖也不加奶",
+        "今天和 Alice 在星巴克喝了一杯美式咖啡",
+    ]  # the latte note shares no term and stays out
+    # Each line has the form its hit's confidence asks for, in ranking order.
+    assert lines == [hit_line(h, core.config.recall.hit_chars) for h in injection.hits]
+    assert all(0.0 < h.confidence <= 1.0 for h in injection.hits)
+    assert injection.hits[0].score > injection.hits[1].score
     assert any("星巴克" in line and "(2026-03-01)" in line for line in lines)
     assert injection.used_entry_ids == [entry.id]
-    # The location in the block opens the entry with memory_get.
-    location = lines[0].split("]", 1)[0] + "]"
-    read = await core.read_memory(MAIN, location, lines=3)
+    # The hit's location opens the entry with memory_get.
+    read = await core.read_memory(MAIN, injection.hits[0].location, lines=3)
     assert read.text.startswith(f"### [{entry.id}]")
     # Keywords from recent messages count when the pending input has none.
     later = await core.recall(MAIN, "嗯嗯", ["我们聊聊 Alice 吧"])
-    assert "alice" in later.keywords
-    assert any("Alice" in h.text for h in later.hits)
+    assert tokenize("Alice")[0] in later.keywords
+    assert [h.text for h in later.hits] == ["今天和 Alice 在星巴克喝了一杯美式咖啡"]
 
 
 async def test_core_recall_empty_when_nothing_scores(core: MemoryCore) -> None:

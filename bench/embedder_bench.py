@@ -1,0 +1,573 @@
+"""Embedder and vector-search benchmark: which local model, and what exact search costs.
+
+Run ``python bench/embedder_bench.py [--quick] [--rows N]``. Not a test: it prints
+figures and never asserts on wall-clock time. Nothing is downloaded: the models' weights
+ship in their packages, and MADial-Bench is read from ``../shared/datasets/madial-bench``.
+
+Part 1, for each local model installed (memory_core/embedding/local.py):
+
+* load time (import + weights + a first embedding, in this process after numpy);
+* single-query latency p50/p95 of ``LocalEmbedder.embed([q], query=True)`` through the
+  event loop and its worker thread, over short chat questions (Chinese and English);
+* batch throughput in chunks/s: batches of 64 chat turns of 30-120 characters, mixed
+  Chinese and English (``bench/corpus.py``);
+* dense-only retrieval quality on MADial-Bench (zh and en): for each dialogue the query is
+  the conversation before its ``test-turn`` (the last user line, or the last 3 lines
+  joined), the candidates are every memory's ``event`` text, and recall@5 and nDCG@5 are
+  scored over ``relevant-id``. BM25 over the same texts (``memory_core.text.tokenize`` and
+  rank-bm25) is printed for reference.
+
+Part 2, exact search over one scope of ``--rows`` (100 000) random unit vectors of the
+chosen model's size, stored in a real SQLite file as the index stores them:
+
+* matrix load time from SQLite (``VectorIndex.load``);
+* ``VectorIndex.search`` p50/p95 with the matrix loaded (k = 20), and
+  ``embed_query`` + ``search`` with the real model (every query new to its cache);
+* the product's cost by matrix size, inline and through ``asyncio.to_thread`` (where the
+  thread hop starts paying for itself: ``INLINE_ROWS``);
+* the freshness checks a search or backfill could make (``PRAGMA data_version``,
+  ``max(chunk_id), count(*)`` of the scope, the scope's version row), and what a full
+  survey and a quick look of the scope cost (for a load and a survey, also the longest
+  single database call: they go page by page so that chat turns are served meanwhile);
+* backfill of a few thousand real chunks with the model, then again from the cache.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import os
+import random
+import re
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from corpus import machine_load, percentile, sentences, table
+from rank_bm25 import BM25Okapi
+
+from memory_core import text as mtext
+from memory_core.chunking import Chunk, ChunkKind
+from memory_core.db import Database
+from memory_core.embedding.local import (
+    DEFAULT_LOCAL_MODEL,
+    LOCAL_MODELS,
+    LocalEmbedder,
+    local_model_available,
+)
+from memory_core.index import vectors, writes
+from memory_core.index.vector_index import VectorIndex, _Matrix
+
+REPO = Path(__file__).resolve().parent.parent
+MADIAL = REPO.parent / "shared" / "datasets" / "madial-bench"
+QUESTIONS = [
+    "我上次说的那家餐厅叫什么？",
+    "还记得我喜欢喝什么茶吗",
+    "我女儿的生日是哪天",
+    "明天的会议几点开始？",
+    "我们之前聊过的那本书",
+    "你还记得我的狗叫什么吗",
+    "上周去医院检查的结果怎么样",
+    "我说过要买什么电脑",
+    "what did I say about my trip to Japan?",
+    "do you remember my sister's name?",
+    "when is the dentist appointment?",
+    "which laptop did I want to buy",
+    "what was the restaurant we talked about",
+    "remind me what I planned for the weekend",
+    "did I tell you about the new job?",
+    "what's my favourite tea again?",
+]
+K = 5
+
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1000:.2f}"
+
+
+# --- part 1: models ------------------------------------------------------------------------
+
+
+@dataclass
+class ModelFigures:
+    model: str
+    dim: int
+    load_s: float
+    query_p50: float
+    query_p95: float
+    chunks_per_s: float
+
+
+async def measure_model(model: str, turns: Sequence[str], query_runs: int) -> ModelFigures:
+    embedder = LocalEmbedder(model)
+    started = time.perf_counter()
+    await embedder.load()
+    await embedder.embed(["warm"])
+    load_s = time.perf_counter() - started
+    for q in QUESTIONS:  # warm the thread pool and caches
+        await embedder.embed([q], query=True)
+    latencies = []
+    for i in range(query_runs):
+        q = QUESTIONS[i % len(QUESTIONS)]
+        t = time.perf_counter()
+        await embedder.embed([q], query=True)
+        latencies.append(time.perf_counter() - t)
+    batches = [turns[i : i + 64] for i in range(0, len(turns), 64)]
+    t = time.perf_counter()
+    for batch in batches:
+        await embedder.embed(batch)
+    elapsed = time.perf_counter() - t
+    return ModelFigures(
+        model,
+        embedder.dim,
+        load_s,
+        statistics.median(latencies),
+        percentile(latencies, 95),
+        sum(map(len, batches)) / elapsed,
+    )
+
+
+def chat_turns(count: int) -> list[str]:
+    """Chat turns of 30-120 characters from the bench corpus (about half Chinese)."""
+    pool = [s for s in sentences(count * 3, seed=7) if 30 <= len(s) <= 120]
+    return pool[:count]
+
+
+# --- MADial-Bench ----------------------------------------------------------------------------
+
+_SPEAKER = re.compile(r'^\s*<([^>]+)>\s*:\s*"?(.*?)"?\s*$', re.S)
+
+
+@dataclass
+class Case:
+    last_user: str
+    last_three: str
+    relevant: set[str]
+
+
+def madial(lang: str) -> tuple[dict[str, str], list[Case]]:
+    memories: dict[str, str] = {}
+    with open(MADIAL / lang / "memory.json", encoding="utf-8") as f:
+        for line in f:
+            if line.strip():
+                for key, value in json.loads(line).items():
+                    memories[str(key)] = str(value["event"])
+    cases = []
+    with open(MADIAL / lang / "dialogue.json", encoding="utf-8") as f:
+        for line in f:
+            if not line.strip():
+                continue
+            item = json.loads(line)
+            turn = int(item["test-turn"][0])
+            lines: list[tuple[str, str]] = []
+            for raw in item["dialogue"][1:turn]:
+                m = _SPEAKER.match(raw)
+                if m:
+                    lines.append((m.group(1).strip(), m.group(2).strip()))
+                elif raw.strip() and raw.strip() not in ("<BOD>", "<EOD>"):
+                    lines.append((lines[-1][0] if lines else "", raw.strip().strip('"')))
+            users = [text for who, text in lines if who != "Assistant"]
+            if not users:
+                continue
+            cases.append(
+                Case(
+                    users[-1],
+                    "\n".join(text for _, text in lines[-3:]),
+                    {str(r) for r in item["relevant-id"] if str(r) in memories},
+                )
+            )
+    return memories, cases
+
+
+def score(ranked: Sequence[str], relevant: set[str]) -> tuple[float, float]:
+    """(recall@K, nDCG@K) with binary relevance."""
+    top = list(ranked[:K])
+    found = [i for i, key in enumerate(top) if key in relevant]
+    recall = len(found) / len(relevant)
+    dcg = sum(1 / math.log2(i + 2) for i in found)
+    ideal = sum(1 / math.log2(i + 2) for i in range(min(K, len(relevant))))
+    return recall, dcg / ideal
+
+
+def evaluate(
+    rank: Callable[[list[str]], list[list[str]]], cases: Sequence[Case], which: str
+) -> tuple[float, float]:
+    queries = [c.last_user if which == "last user line" else c.last_three for c in cases]
+    rankings = rank(queries)
+    scores = [score(r, c.relevant) for r, c in zip(rankings, cases, strict=True)]
+    return (
+        statistics.mean(s[0] for s in scores),
+        statistics.mean(s[1] for s in scores),
+    )
+
+
+def dense_ranker(
+    embedder: LocalEmbedder, memories: dict[str, str]
+) -> Callable[[list[str]], list[list[str]]]:
+    keys = list(memories)
+    passages = embedder.embed_sync([memories[k] for k in keys])
+
+    def rank(queries: list[str]) -> list[list[str]]:
+        q = embedder.embed_sync(queries, query=True)
+        order = np.argsort(-(q @ passages.T), axis=1)[:, :K]
+        return [[keys[i] for i in row] for row in order]
+
+    return rank
+
+
+def bm25_ranker(memories: dict[str, str]) -> Callable[[list[str]], list[list[str]]]:
+    keys = list(memories)
+    bm25 = BM25Okapi([mtext.tokenize(memories[k]) or ["∅"] for k in keys])
+
+    def rank(queries: list[str]) -> list[list[str]]:
+        out = []
+        for query in queries:
+            scores = bm25.get_scores(mtext.tokenize(query))
+            out.append([keys[i] for i in np.argsort(-scores)[:K]])
+        return out
+
+    return rank
+
+
+def quality_rows(models: Sequence[str]) -> list[list[object]]:
+    rows: list[list[object]] = []
+    for lang in ("zh", "en"):
+        memories, cases = madial(lang)
+        rankers = {f"local:{m}": dense_ranker(LocalEmbedder(m), memories) for m in models}
+        rankers["bm25 (reference)"] = bm25_ranker(memories)
+        for name, rank in rankers.items():
+            for which in ("last user line", "last 3 lines"):
+                recall, ndcg = evaluate(rank, cases, which)
+                rows.append(
+                    [lang, len(memories), len(cases), name, which, f"{recall:.3f}", f"{ndcg:.3f}"]
+                )
+    return rows
+
+
+# --- part 2: exact search --------------------------------------------------------------------
+
+
+def unit_rows(count: int, dim: int, rng: np.random.Generator) -> np.ndarray:
+    rows = rng.standard_normal((count, dim), dtype=np.float32)
+    rows /= np.linalg.norm(rows, axis=1, keepdims=True)
+    return rows
+
+
+async def fill_scope(db: Database, rows: int, dim: int, model: str) -> int:
+    """A scope of `rows` chunks with random unit vectors, as the index would hold them."""
+    texts = sentences(rows, seed=11)
+    vecs = unit_rows(rows, dim, np.random.default_rng(5))
+
+    def work(conn: sqlite3.Connection) -> int:
+        sid = writes.ensure_scope(conn, "peer:bench")
+        for start in range(0, rows, 20_000):
+            part = texts[start : start + 20_000]
+            prepared = [(Chunk(i + 1, i + 1, t, None), t) for i, t in enumerate(part)]
+            writes.insert_chunks(conn, sid, f"memory/bench-{start}.md", ChunkKind.DAILY, prepared)
+        ids = [r[0] for r in conn.execute("SELECT id FROM chunks WHERE scope_id = ?", (sid,))]
+        conn.executemany(
+            "INSERT INTO chunk_vectors (chunk_id, scope_id, model, text_hash, vec)"
+            " VALUES (?, ?, ?, ?, ?)",
+            [
+                (chunk_id, sid, model, vectors.text_hash(text), vecs[i].tobytes())
+                for i, (chunk_id, text) in enumerate(zip(ids, texts, strict=True))
+            ],
+        )
+        vectors.bump(conn, sid)
+        return sid
+
+    return await db.run(work)
+
+
+async def timed(fn: Callable[[], Awaitable[object]], runs: int) -> list[float]:
+    out = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        await fn()
+        out.append(time.perf_counter() - t)
+    return out
+
+
+def p50_p95(values: Sequence[float]) -> tuple[str, str]:
+    return ms(statistics.median(values)), ms(percentile(values, 95))
+
+
+async def search_figures(model: str, rows: int, runs: int, workdir: Path) -> list[list[object]]:
+    embedder = LocalEmbedder(model)
+    await embedder.load()
+    dim = embedder.dim
+    db = await Database.open(workdir / "index.sqlite3")
+    out: list[list[object]] = []
+    try:
+        t = time.perf_counter()
+        sid = await fill_scope(db, rows, dim, embedder.name)
+        out.append(
+            ["fill the scope (chunks + vectors)", f"{rows}", ms(time.perf_counter() - t), ""]
+        )
+
+        calls: list[float] = []
+        real_call = db.call
+
+        async def timed_call(work: Callable[[sqlite3.Connection], object]) -> object:
+            t = time.perf_counter()
+            try:
+                return await real_call(work)
+            finally:
+                calls.append(time.perf_counter() - t)
+
+        db.call = timed_call  # type: ignore[method-assign,assignment]
+        index = VectorIndex(db, embedder)
+        t = time.perf_counter()
+        await index.load(sid)
+        out.append(
+            ["matrix load from SQLite", f"{rows}", ms(time.perf_counter() - t), ms(max(calls))]
+        )
+        calls.clear()
+        second = VectorIndex(db, embedder)
+        t = time.perf_counter()
+        await second.load(sid)
+        out.append(
+            [
+                "matrix load again (warm page cache)",
+                f"{rows}",
+                ms(time.perf_counter() - t),
+                ms(max(calls)),
+            ]
+        )
+        calls.clear()
+        t = time.perf_counter()
+        await index._survey(sid, time.monotonic())
+        out.append(
+            ["full survey (texts hashed)", f"{rows}", ms(time.perf_counter() - t), ms(max(calls))]
+        )
+        db.call = real_call  # type: ignore[method-assign]
+
+        rng = np.random.default_rng(9)
+        probes = unit_rows(runs, dim, rng)
+        it = iter(range(runs * 10))
+
+        async def one_search() -> None:
+            await index.search(sid, probes[next(it) % runs], 20)
+
+        await timed(one_search, 5)
+        out.append(
+            ["search, matrix loaded (k=20)", f"{rows}", *p50_p95(await timed(one_search, runs))]
+        )
+
+        async def kinds_search() -> None:
+            await index.search(sid, probes[next(it) % runs], 20, kinds=["daily", "long_term"])
+
+        out.append(
+            ["search with a kinds filter", f"{rows}", *p50_p95(await timed(kinds_search, runs))]
+        )
+
+        questions = [f"{q} #{i}" for i in range(runs) for q in QUESTIONS][: runs + 5]
+        qi = iter(questions)
+
+        async def embed_and_search() -> None:
+            query = await index.embed_query(next(qi))
+            await index.search(sid, query, 20)
+
+        await timed(embed_and_search, 5)
+        out.append(
+            [
+                "embed_query + search (new queries)",
+                f"{rows}",
+                *p50_p95(await timed(embed_and_search, runs)),
+            ]
+        )
+        cached_query = await index.embed_query(QUESTIONS[0])
+
+        async def cached_search() -> None:
+            await index.embed_query(QUESTIONS[0])
+            await index.search(sid, cached_query, 20)
+
+        out.append(
+            ["embed_query (cached) + search", f"{rows}", *p50_p95(await timed(cached_search, runs))]
+        )
+
+        # Freshness checks, each one database call.
+        checks: dict[str, Callable[[sqlite3.Connection], object]] = {
+            "PRAGMA data_version": lambda c: c.execute("PRAGMA data_version").fetchone(),
+            "max(chunk_id), count(*) of the scope": lambda c: c.execute(
+                "SELECT max(chunk_id), count(*) FROM chunk_vectors WHERE scope_id = ?", (sid,)
+            ).fetchone(),
+            "version row of the scope": lambda c: vectors.version(c, sid),
+        }
+        for name, check in checks.items():
+
+            async def call(check: Callable[[sqlite3.Connection], object] = check) -> None:
+                await db.call(check)
+
+            await timed(call, 5)
+            out.append([f"check: {name}", f"{rows}", *p50_p95(await timed(call, runs))])
+
+        top = await db.call(lambda c: c.execute("SELECT max(id) FROM chunks").fetchone()[0])
+
+        async def quick() -> None:
+            await db.call(lambda c: vectors.newer(c, sid, top - 10))
+
+        out.append(
+            ["backfill plan: quick look (10 new)", f"{rows}", *p50_p95(await timed(quick, runs))]
+        )
+        await second.close()
+        index._queries.clear()
+    finally:
+        await db.close()
+    return out
+
+
+def threshold_rows(dim: int, runs: int) -> list[list[object]]:
+    """The product inline vs in a worker thread, by matrix size."""
+    rng = np.random.default_rng(3)
+    out: list[list[object]] = []
+
+    async def measure(matrix: _Matrix, query: np.ndarray) -> tuple[list[float], list[float]]:
+        inline, threaded = [], []
+        for _ in range(runs):
+            t = time.perf_counter()
+            matrix.scores(query, None, ())
+            inline.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            await asyncio.to_thread(matrix.scores, query, None, ())
+            threaded.append(time.perf_counter() - t)
+        return inline, threaded
+
+    for size in (1_000, 5_000, 10_000, 20_000, 50_000, 100_000):
+        rows = unit_rows(size, dim, rng)
+        matrix = _Matrix(dim, 0, size)
+        matrix.vecs[:size] = rows
+        matrix.ids[:size] = np.arange(1, size + 1)
+        matrix.hashes = [""] * size
+        matrix.n = size
+        inline, threaded = asyncio.run(measure(matrix, unit_rows(1, dim, rng)[0]))
+        out.append([size, ms(statistics.median(inline)), ms(statistics.median(threaded))])
+    return out
+
+
+async def backfill_figures(model: str, count: int, workdir: Path) -> list[list[object]]:
+    embedder = LocalEmbedder(model)
+    db = await Database.open(workdir / "backfill.sqlite3")
+    texts = chat_turns(count)
+    out: list[list[object]] = []
+    try:
+
+        def add(scope: str) -> Callable[[sqlite3.Connection], int]:
+            def work(conn: sqlite3.Connection) -> int:
+                sid = writes.ensure_scope(conn, scope)
+                prepared = [(Chunk(i + 1, i + 1, t, None), t) for i, t in enumerate(texts)]
+                writes.insert_chunks(conn, sid, "memory/2026-01-01.md", ChunkKind.DAILY, prepared)
+                return sid
+
+            return work
+
+        index = VectorIndex(db, embedder)
+        await embedder.load()
+        first = await db.run(add("peer:first"))
+        t = time.perf_counter()
+        done = await index.backfill(first)
+        elapsed = time.perf_counter() - t
+        out.append(["backfill, model", done, f"{elapsed:.2f}", f"{done / elapsed:.0f}"])
+        second = await db.run(add("peer:second"))
+        t = time.perf_counter()
+        done = await index.backfill(second)
+        elapsed = time.perf_counter() - t
+        out.append(
+            ["backfill, same texts (cache)", done, f"{elapsed:.2f}", f"{done / elapsed:.0f}"]
+        )
+        await index.close()
+    finally:
+        await db.close()
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="smaller sizes, fewer runs")
+    parser.add_argument("--rows", type=int, default=100_000, help="vectors in the search scope")
+    parser.add_argument("--model", default="", help="model for part 2 (default: the default)")
+    parser.add_argument("--part", choices=["all", "models", "search"], default="all")
+    args = parser.parse_args()
+    runs = 30 if args.quick else 200
+    rows = args.rows // 10 if args.quick else args.rows
+    models = [m for m in sorted(LOCAL_MODELS) if local_model_available(m)]
+    print(f"embedder bench: {machine_load()}; numpy {np.__version__}; models {models}")
+    if not models:
+        print("no local model installed: pip install 'chatmem[vector]'")
+        return
+    random.seed(1)
+    if args.part != "search":
+        compare_models(models, runs, args.quick)
+    if args.part != "models":
+        exact_search(args.model or DEFAULT_LOCAL_MODEL, rows, runs, args.quick)
+    print(f"\ncpus: {os.cpu_count()}")
+
+
+def compare_models(models: Sequence[str], runs: int, quick: bool) -> None:
+    turns = chat_turns(640 if quick else 1280)
+    figures = [asyncio.run(measure_model(m, turns, runs)) for m in models]
+    print("\nLocal models (load includes the import; query = one short question through the loop)")
+    print(
+        table(
+            ["model", "dim", "load s", "query p50 ms", "query p95 ms", "batch-64 chunks/s"],
+            [
+                [
+                    f.model,
+                    f.dim,
+                    f"{f.load_s:.2f}",
+                    ms(f.query_p50),
+                    ms(f.query_p95),
+                    f"{f.chunks_per_s:.0f}",
+                ]
+                for f in figures
+            ],
+        )
+    )
+
+    if MADIAL.is_dir():
+        print(f"\nMADial-Bench, dense only, top {K} of all memories (n = dialogues)")
+        print(
+            table(
+                ["lang", "memories", "n", "ranker", "query", f"recall@{K}", f"nDCG@{K}"],
+                quality_rows(models),
+            )
+        )
+    else:
+        print(f"\nMADial-Bench not found at {MADIAL}: quality skipped")
+
+
+def exact_search(model: str, rows: int, runs: int, quick: bool) -> None:
+    with tempfile.TemporaryDirectory(prefix="chatmem-embed-bench-") as tmp:
+        print(f"\nExact search with {model} ({LOCAL_MODELS[model].dim}-d), one scope")
+        print(
+            table(
+                ["what", "rows", "p50 ms (or total ms)", "p95 ms (or longest call)"],
+                asyncio.run(search_figures(model, rows, runs, Path(tmp))),
+            )
+        )
+        print("\nMatrix-vector product by rows: inline vs asyncio.to_thread (median ms)")
+        print(table(["rows", "inline", "to_thread"], threshold_rows(LOCAL_MODELS[model].dim, runs)))
+        count = 640 if quick else 2_000
+        print(f"\nBackfill of {count} chat turns with {model}")
+        print(
+            table(
+                ["what", "vectors", "s", "vectors/s"],
+                asyncio.run(backfill_figures(model, count, Path(tmp))),
+            )
+        )
+
+
+if __name__ == "__main__":
+    main()

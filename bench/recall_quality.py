@@ -1,0 +1,426 @@
+"""Recall quality of the product's own recall paths on labelled data.
+
+    python bench/recall_quality.py [--variant NAME ...] [--all] [--set section.key=value ...]
+        [--sets PATTERN] [--mode history|archived|both] [--summaries] [--madial DIR]
+        [--limit N] [--json OUT] [--jobs N] [-v]
+
+Two paths are scored, both through `MemoryCore` only: *explicit* is
+`core.search(scope, question, limit=10)` (a person's search, the memory_search tool),
+*automatic* is `core.recall(scope, question, recent, now=...).hits`, the hits the model
+sees in its prompt. Each run starts from empty workspaces with no chat model; vectors
+come from what `[embedding]` resolves to (by default the local model package when it is
+installed), and the questions wait until every stored chunk has its vector, as they
+would days later in a running bot. A full run takes about 2 minutes on 2 idle cores with
+the local model (15 s with `--set embedding.provider=none`).
+
+* `bench/data/recall_*.json`: conversations stored as a bot stores them, one per-peer
+  scope per person, either left in session history (`history`) or moved out by the
+  bot's archive pass at the time of the first question (`archived`; `archive.raw_days`
+  is raised so every turn is kept verbatim in raw archive files, unless `--summaries`
+  keeps the default rules and older days become offline extractive summaries). A hit
+  finds an evidence turn when the turn's text is inside the hit (speaker and time
+  prefixes stripped) or a line of the hit of 20+ characters is inside the turn.
+* MADial-Bench (`--madial DIR`, default ../shared/datasets/madial-bench): memories as
+  dated long-term entries, one scope per user, scored on `relevant-id`; beside it the
+  published embedding baselines (`bench/data/madial_published.json`), scored the same way.
+
+Metrics (means over questions): recall@5 = share of questions with at least one wanted
+item in the top 5; nDCG@5 with binary gains (ideal: min(5, wanted) relevant hits first);
+frac@k = share of a question's wanted items in the top k. Not a test: it never asserts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import fnmatch
+import json
+import os
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.quality import labelled, madial, published
+from bench.quality.report import Group, Key, main_table, pooled, type_table
+from bench.quality.setup import RAW_FOREVER, apply_overrides, merge_overrides, sets_to_overrides
+from memory_core.config import Config
+
+DATA = Path(__file__).resolve().parent / "data"
+
+_WORDS = {"embedding": {"provider": "none"}}
+VARIANTS: dict[str, dict[str, dict[str, object]]] = {
+    "current": {},
+    "bm25": _WORDS,
+    "bm25-no-context-window": {**_WORDS, "recall": {"context_window": []}},
+    "bm25-no-time": {**_WORDS, "recall": {"time_boost": 0.0}},
+    "bm25-no-priors": {
+        **_WORDS,
+        "recall": {"long_term_boost": 0.0, "recency_boost": 0.0, "summary_factor": 1.0},
+    },
+    "bm25-no-diversity": {**_WORDS, "recall": {"duplicate_similarity": 1.01}},
+    "bm25-no-speaker-field": {**_WORDS, "recall": {"speaker_weight": 0.0}},
+    "hybrid-rrf-0.5": {"recall": {"fusion": "rrf", "dense_weight": 0.5}},
+    "hybrid-rrf-0.7": {"recall": {"fusion": "rrf", "dense_weight": 0.7}},
+    "hybrid-weighted-0.4": {"recall": {"dense_weight": 0.4}},
+    "hybrid-weighted-0.5": {"recall": {"dense_weight": 0.5}},
+    "hybrid-weighted-0.7": {"recall": {"dense_weight": 0.7}},
+    "hybrid-no-context-window": {"recall": {"context_window": []}},
+}
+"""Variant name -> {config section -> {key: value}} on top of the product's defaults."""
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--variant", action="append", default=[], help="variant name (repeatable)")
+    parser.add_argument("--all", action="store_true", help="every variant in VARIANTS")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="SECTION.KEY=VALUE",
+        help="config override on top of every variant (JSON value when it parses)",
+    )
+    parser.add_argument(
+        "--sets",
+        default="*",
+        metavar="PATTERN",
+        help="datasets to run, by name (en-a, zh-b, madial-en, ...; shell pattern)",
+    )
+    parser.add_argument("--mode", choices=("history", "archived", "both"), default="both")
+    parser.add_argument(
+        "--summaries",
+        action="store_true",
+        help="archive with the default rules (older days summarised) instead of verbatim",
+    )
+    parser.add_argument("--madial", type=Path, default=madial.DEFAULT_DIR, metavar="DIR")
+    parser.add_argument("--limit", type=int, default=None, metavar="N", help="questions per set")
+    parser.add_argument("--json", type=Path, default=None, metavar="OUT")
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=min(4, os.cpu_count() or 1),
+        metavar="N",
+        help="worker processes; each runs one dataset with one variant at a time",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true")
+    return parser.parse_args(argv)
+
+
+def chosen_variants(args: argparse.Namespace) -> list[str]:
+    names = list(VARIANTS) if args.all else (args.variant or ["current"])
+    unknown = [n for n in names if n not in VARIANTS]
+    if unknown:
+        raise SystemExit(f"unknown variant(s) {', '.join(unknown)}; known: {', '.join(VARIANTS)}")
+    return list(dict.fromkeys(names))
+
+
+def labelled_sets(pattern: str, limit: int | None) -> list[labelled.LabelledSet]:
+    sets = []
+    for path in sorted(DATA.glob("recall_*.json")):
+        name = path.stem.removeprefix("recall_")
+        if fnmatch.fnmatch(name, pattern):
+            sets.append(labelled.load_set(path).limited(limit))
+    return sets
+
+
+def madial_sets(root: Path, pattern: str, limit: int | None) -> list[madial.MadialSet]:
+    wanted = [lang for lang in madial.LANGUAGES if fnmatch.fnmatch(f"madial-{lang}", pattern)]
+    if not wanted:
+        return []
+    if not all((root / lang / "dialogue.json").is_file() for lang in wanted):
+        print(f"MADial-Bench not found under {root}: skipped (--madial DIR)")
+        return []
+    return [madial.load_set(root, lang).limited(limit) for lang in wanted]
+
+
+@dataclass(frozen=True, slots=True)
+class Task:
+    """One dataset with one variant: the unit a worker process runs."""
+
+    variant: str
+    overrides: dict[str, dict[str, object]]
+    dataset: labelled.LabelledSet | madial.MadialSet
+    modes: tuple[str, ...]
+    summaries: bool
+
+
+@dataclass(slots=True)
+class Done:
+    task: Task
+    runs: dict[str, labelled.SetRun] | None
+    madial_run: madial.MadialRun | None
+    wall_s: float
+
+
+def run_task(task: Task) -> Done:
+    """In a worker process (or inline with --jobs 1): fresh workspaces, fresh cores."""
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="chatmem-quality-") as tmp:
+        if isinstance(task.dataset, madial.MadialSet):
+            mrun = asyncio.run(madial.run_set(task.dataset, task.overrides, Path(tmp)))
+            return Done(task, None, mrun, time.perf_counter() - started)
+        runs = asyncio.run(
+            labelled.run_set(
+                task.dataset, task.modes, task.overrides, Path(tmp), summaries=task.summaries
+            )
+        )
+    return Done(task, runs, None, time.perf_counter() - started)
+
+
+def run_all(tasks: Sequence[Task], jobs: int) -> list[Done]:
+    """Tasks in worker processes (the ranking is CPU work under one GIL per process), the
+    results in task order."""
+    if jobs <= 1 or len(tasks) <= 1:
+        return [run_task(task) for task in tasks]
+    with ProcessPoolExecutor(max_workers=min(jobs, len(tasks))) as pool:
+        return list(pool.map(run_task, tasks))
+
+
+class Results:
+    """Everything one invocation measured, for the tables and --json."""
+
+    def __init__(self) -> None:
+        self.groups: dict[Key, Group] = {}
+        self.languages: dict[str, str] = {}
+        self.timing: list[dict[str, Any]] = []
+        self.questions: list[dict[str, Any]] = []
+
+    def group(self, key: Key) -> Group:
+        return self.groups.setdefault(key, Group(key))
+
+    def add(self, done: Done, verbose: bool, shown: set[tuple[str, str]]) -> None:
+        task = done.task
+        dataset = task.dataset
+        self.languages[dataset.name] = dataset.language
+        if done.madial_run is not None:
+            self._add_madial(task, done.madial_run, done.wall_s, verbose, shown)
+        for mode, run in (done.runs or {}).items():
+            self._add_labelled(task, mode, run, done.wall_s, verbose, shown)
+
+    def _add_labelled(
+        self,
+        task: Task,
+        mode: str,
+        run: labelled.SetRun,
+        wall_s: float,
+        verbose: bool,
+        shown: set[tuple[str, str]],
+    ) -> None:
+        name = task.dataset.name
+        kinds: Counter[str] = Counter()
+        for outcome in run.outcomes:
+            self.group(Key(name, outcome.path, mode, task.variant)).add(
+                outcome.scores, outcome.type
+            )
+            kinds.update(f"{outcome.path}:{k}" for k in outcome.kinds)
+            self.questions.append(
+                {"variant": task.variant, "dataset": name, "mode": mode, **asdict(outcome)}
+            )
+        self.timing.append(
+            {
+                "dataset": name,
+                "mode": mode,
+                "variant": task.variant,
+                "questions": len(run.outcomes) // 2,
+                "ingest_s": run.ingest_s,
+                "query_s": run.query_s,
+                "task_wall_s": wall_s,
+            }
+        )
+        if verbose and (name, mode) not in shown:
+            shown.add((name, mode))
+            stored = ", ".join(f"{k} {v}" for k, v in sorted(run.stored.items()) if v)
+            hit_kinds = ", ".join(f"{k} {v}" for k, v in sorted(kinds.items()))
+            print(f"  {name}/{mode}: stored: {stored}")
+            print(f"  {name}/{mode}: hits by kind: {hit_kinds}")
+
+    def _add_madial(
+        self,
+        task: Task,
+        run: madial.MadialRun,
+        wall_s: float,
+        verbose: bool,
+        shown: set[tuple[str, str]],
+    ) -> None:
+        dataset = task.dataset
+        assert isinstance(dataset, madial.MadialSet)
+        for outcome in run.outcomes:
+            key = Key(dataset.name, outcome.path, "long-term", task.variant)
+            self.group(key).add(outcome.scores)
+            self.questions.append(
+                {
+                    "variant": task.variant,
+                    "dataset": dataset.name,
+                    "mode": "long-term",
+                    **asdict(outcome),
+                }
+            )
+        self.timing.append(
+            {
+                "dataset": dataset.name,
+                "mode": "long-term",
+                "variant": task.variant,
+                "questions": len(dataset.dialogues),
+                "ingest_s": run.ingest_s,
+                "query_s": run.query_s,
+                "task_wall_s": wall_s,
+            }
+        )
+        if verbose and (dataset.name, "long-term") not in shown:
+            shown.add((dataset.name, "long-term"))
+            print(
+                f"  {dataset.name}: {run.memories} memories stored as {run.entries} long-term "
+                f"entries (one scope per user), asked on {dataset.asked_at().date()}"
+            )
+
+
+def baseline_groups(sets: Sequence[madial.MadialSet]) -> list[Group]:
+    out = []
+    by_language = {s.language: s for s in sets}
+    for baseline in published.load():
+        dataset = by_language.get(baseline.language)
+        if dataset is None:
+            continue
+        group = Group(Key(dataset.name, "published", "top-20 list", baseline.model), baseline=True)
+        summary = published.score_baseline(baseline, dataset)
+        group.summary_override = summary
+        stored = baseline.stored.get("recall@5")
+        full = summary.n == len(baseline.top5)
+        if full and stored is not None and abs(stored - summary.recall5) > 1e-6:
+            print(
+                f"warning: {baseline.model} ({baseline.language}): recall@5 "
+                f"{summary.recall5:.6f} differs from the stored {stored:.6f}"
+            )
+        out.append(group)
+    return out
+
+
+def ordered(results: Results) -> list[Group]:
+    """Each labelled file, then each language's files pooled, then MADial-Bench."""
+    groups = list(results.groups.values())
+    plain = [g for g in groups if not g.key.dataset.startswith("madial-")]
+    out = sorted(plain, key=lambda g: (g.key.dataset, g.key.mode, g.key.path, g.key.variant))
+    for language in sorted({results.languages[g.key.dataset] for g in plain}):
+        files = [g for g in plain if results.languages[g.key.dataset] == language]
+        if len({g.key.dataset for g in files}) > 1:
+            out.extend(
+                sorted(
+                    pooled(f"{language} (all)", files),
+                    key=lambda g: (g.key.mode, g.key.path, g.key.variant),
+                )
+            )
+    out.extend(
+        sorted(
+            (g for g in groups if g.key.dataset.startswith("madial-")),
+            key=lambda g: (g.key.dataset, g.key.path, g.key.variant),
+        )
+    )
+    return out
+
+
+def run(args: argparse.Namespace) -> Results:
+    variants = chosen_variants(args)
+    extra = sets_to_overrides(args.set)
+    modes = tuple(labelled.MODES) if args.mode == "both" else (args.mode,)
+    sets = labelled_sets(args.sets, args.limit)
+    mad = madial_sets(args.madial, args.sets, args.limit)
+    archive_rule = (
+        "default archive rules (older days summarised offline)"
+        if args.summaries
+        else f"archive.raw_days = {RAW_FOREVER} (every archived turn kept verbatim)"
+    )
+    datasets: list[labelled.LabelledSet | madial.MadialSet] = [*sets, *mad]
+    names = ", ".join(d.name for d in datasets) or "none"
+    print(f"variants: {', '.join(variants)}; sets: {names}; --jobs {args.jobs}")
+    if sets and "archived" in modes:
+        print(f"archived mode: {archive_rule}")
+    tasks: list[Task] = []
+    for variant in variants:
+        overrides = merge_overrides(VARIANTS[variant], extra)
+        embedding = apply_overrides(Config(), overrides).embedding
+        print(
+            f"variant {variant}: {json.dumps(overrides) if overrides else 'product defaults'}"
+            f" (embedding.provider {embedding.provider!r}, model {embedding.model or 'default'!r})"
+        )
+        tasks.extend(Task(variant, overrides, d, modes, args.summaries) for d in datasets)
+    started = time.perf_counter()
+    results = Results()
+    shown: set[tuple[str, str]] = set()
+    for done in run_all(tasks, args.jobs):
+        results.add(done, args.verbose, shown)
+    wall_s = time.perf_counter() - started
+    groups = ordered(results)
+    baselines = baseline_groups(mad)
+    print()
+    print(main_table([*groups, *baselines]))
+    print()
+    print("frac@5 by question type (n):")
+    print()
+    print(type_table([g for g in groups if not g.key.dataset.startswith("madial-")]))
+    print()
+    print_timing(results.timing, wall_s, args.jobs)
+    if args.json is not None:
+        write_json(args, results, groups, baselines, archive_rule)
+    return results
+
+
+def print_timing(timing: Sequence[dict[str, Any]], wall_s: float, jobs: int) -> None:
+    """Wall time of the whole run; storing and asking summed over the worker processes
+    (which run side by side with --jobs above 1)."""
+    total_q = sum(t["questions"] for t in timing)
+    ingest_s = sum(t["ingest_s"] for t in timing)
+    query_s = sum(t["query_s"] for t in timing)
+    if not total_q or wall_s <= 0:
+        return
+    print(
+        f"timing: {total_q} questions (both paths each) in {wall_s:.1f} s wall "
+        f"({total_q / wall_s:.1f} questions/s, --jobs {jobs}); summed over workers: storing "
+        f"{ingest_s:.1f} s, asking {query_s:.1f} s ({total_q / query_s if query_s else 0:.1f} "
+        "questions/s)"
+    )
+
+
+def write_json(
+    args: argparse.Namespace,
+    results: Results,
+    groups: Sequence[Group],
+    baselines: Sequence[Group],
+    archive_rule: str,
+) -> None:
+    def row(g: Group) -> dict[str, Any]:
+        return {**asdict(g.key), **asdict(g.summary), "baseline": g.baseline}
+
+    out = {
+        "args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
+        "archive_rule": archive_rule,
+        "variants": {name: VARIANTS[name] for name in chosen_variants(args)},
+        "rows": [row(g) for g in [*groups, *baselines]],
+        "types": [
+            {
+                **asdict(g.key),
+                **{t: asdict(g.by_type(t)) for t in ("single", "multi", "temporal", "open")},
+            }
+            for g in groups
+            if not g.key.dataset.startswith("madial-")
+        ],
+        "timing": list(results.timing),
+        "questions": results.questions,
+    }
+    args.json.write_text(json.dumps(out, ensure_ascii=False, indent=1), encoding="utf-8")
+    print(f"results written to {args.json}")
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    run(parse_args(argv))
+
+
+if __name__ == "__main__":
+    main()

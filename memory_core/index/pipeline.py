@@ -1,0 +1,240 @@
+"""One query's ranking, from candidate rows to hits: pure, the same for every backend.
+
+The storage backend supplies rows (lexical candidates, time-window candidates, vector
+hits read back through the scope, and the neighbours of the best conversation turns);
+this module scores them with `rerank`'s steps. Keeping it free of I/O is what lets the
+rules be tested on hand-made rows and shared by a second backend.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import date, tzinfo
+from typing import Any
+
+from memory_core.chunking import ChunkKind
+from memory_core.clock import parse_when
+from memory_core.index.ranking import K1, B, CorpusStats, bm25_scorer, ideal_score, idf
+from memory_core.index.rerank import (
+    CONVERSATION_KINDS,
+    Candidate,
+    RankSettings,
+    confidence,
+    diversify,
+    fuse,
+    prior_factor,
+    spread_context,
+    time_factor,
+)
+from memory_core.records import Hit
+from memory_core.text import tokenize
+
+MAX_TERMS = 16
+"""Most informative query terms a search ranks with (weight × idf in the scope)."""
+EMPTY_STATS = CorpusStats(docs=1, avg_len=1.0, doc_freq={})
+ANCHORS = 30
+"""Conversation turns, best first, whose neighbours are read for the context window."""
+PRIOR_REACH = 3
+"""Candidates per result slot that time and priors are weighed for (see `rank`)."""
+HEADING_FACTOR = 0.2
+"""A chunk that is only a heading ("# 2026-03-02 conversation") is found, but never above
+a turn that matches as well: it holds no answer."""
+DENSE_FLOOR = 0.25
+DENSE_FULL = 0.7
+"""Cosine at which a vector hit is no evidence at all, and at which it is sure."""
+
+
+@dataclass(frozen=True, slots=True)
+class Ranking:
+    """What a backend needs of the query to score its rows."""
+
+    terms: Mapping[str, float]
+    stats: CorpusStats
+    window: tuple[date, date] | None
+    today: date
+    zone: tzinfo
+    settings: RankSettings
+    k1: float = K1
+    b: float = B
+
+
+def to_candidate(row: Sequence[Any]) -> Candidate:
+    """A row of `search.CANDIDATE_COLUMNS`."""
+    return Candidate(
+        id=int(row[0]),
+        path=str(row[1]),
+        line_from=int(row[2]),
+        line_to=int(row[3]),
+        tokens=str(row[4]),
+        text=str(row[5]),
+        kind=ChunkKind(row[6]),
+        created_at=parse_when(row[7]) if row[7] else None,
+        ref=row[8],
+    )
+
+
+def speaker_score(ranking: Ranking, c: Candidate) -> float:
+    """The speaker field: a query word naming who spoke counts `speaker_weight` of its
+    idf, apart from the text (a name in every turn of a person says little as text)."""
+    weight = ranking.settings.speaker_weight
+    speaker = c.speaker
+    if not speaker or weight <= 0:
+        return 0.0
+    stats = ranking.stats
+    total = 0.0
+    for term in set(tokenize(speaker)):
+        w = ranking.terms.get(term)
+        if w:
+            total += weight * w * idf(stats.docs, stats.doc_freq.get(term, 1))
+    return total
+
+
+def lexical_scorer(ranking: Ranking) -> Callable[[Candidate], float]:
+    """BM25 of the turn's own words plus its speaker field."""
+    bm25 = bm25_scorer(ranking.terms, ranking.stats, ranking.k1, ranking.b)
+    return lambda c: bm25(c.tokens) + speaker_score(ranking, c)
+
+
+def collect(
+    rows: Sequence[Sequence[Any]], dense: Mapping[int, float], ranking: Ranking
+) -> dict[int, Candidate]:
+    """Candidates by id, each scored once, whichever lists found it."""
+    score = lexical_scorer(ranking)
+    pool: dict[int, Candidate] = {}
+    for row in rows:
+        chunk_id = int(row[0])
+        if chunk_id in pool:
+            continue
+        c = to_candidate(row)
+        c.lexical = score(c)
+        c.dense = dense.get(chunk_id)
+        pool[chunk_id] = c
+    return pool
+
+
+def anchors(pool: Mapping[int, Candidate], count: int = ANCHORS) -> list[tuple[int, str, int]]:
+    """(id, path, line) of the best conversation turns, to read their neighbours."""
+    turns = [c for c in pool.values() if c.kind in CONVERSATION_KINDS]
+    turns.sort(key=lambda c: -(c.lexical + (c.dense or 0.0)))
+    return [(c.id, c.path, c.line_from) for c in turns[:count]]
+
+
+def add_neighbours(
+    pool: dict[int, Candidate],
+    found: Sequence[tuple[int, int, Sequence[Any]]],
+    dense: Mapping[int, float],
+    ranking: Ranking,
+) -> None:
+    """Link each anchor and its neighbours both ways; neighbours join the pool."""
+    score = lexical_scorer(ranking)
+    for anchor, distance, row in found:
+        chunk_id = int(row[0])
+        other = pool.get(chunk_id)
+        if other is None:
+            other = to_candidate(row)
+            other.lexical = score(other)
+            other.dense = dense.get(chunk_id)
+            pool[chunk_id] = other
+        owner = pool[anchor]
+        if (distance, chunk_id) not in owner.neighbours:
+            owner.neighbours.append((distance, chunk_id))
+        if (distance, anchor) not in other.neighbours:
+            other.neighbours.append((distance, anchor))
+
+
+def rank(
+    pool: dict[int, Candidate],
+    ranking: Ranking,
+    *,
+    limit: int,
+    min_score: float = 0.0,
+) -> list[Hit]:
+    """Fuse, spread over the context window, weigh time and priors, diversify."""
+    settings = ranking.settings
+    if not pool:
+        return []
+    candidates = list(pool.values())
+    fuse(candidates, settings)
+    if _dated_only(ranking):
+        for c in candidates:
+            c.base = 1.0
+    spread_context(pool, settings.context_weights)
+    weights = settings.context_weights
+    dated_only = _dated_only(ranking)
+    evidence: dict[int, float] = {}
+    kept: list[Candidate] = []
+    for c in candidates:
+        lexical = c.lexical
+        for d, o in c.neighbours:
+            if d <= len(weights):
+                lexical += weights[d - 1] * pool[o].lexical
+        likely = _dense_confidence(c.dense) > 0.0
+        if not (likely or dated_only) and (lexical < min_score or lexical <= 0):
+            continue
+        evidence[c.id] = lexical
+        kept.append(c)
+    # Time and priors move a score by a bounded factor (at most ~1.4 without a time in the
+    # question), so only the best candidates, and those inside a named time, can still
+    # reach the top `limit`: the rest are not weighed.
+    kept.sort(key=lambda c: (-c.score, c.id))
+    inside = ranking.window is not None
+    weighed = [
+        c
+        for rank_, c in enumerate(kept)
+        if rank_ < limit * PRIOR_REACH + 10
+        or (inside and time_factor(c.created_at, ranking.window, ranking.zone, settings) > 1)
+    ]
+    for c in weighed:
+        c.score *= time_factor(c.created_at, ranking.window, ranking.zone, settings)
+        c.score *= prior_factor(c.kind, c.created_at, ranking.today, ranking.zone, settings)
+        if _heading_only(c.text):
+            c.score *= HEADING_FACTOR
+    weighed.sort(key=lambda c: (-c.score, c.id))
+    chosen = diversify(weighed, limit, settings.duplicate_similarity, shown=_window)
+    ideal = ideal_score(ranking.terms, ranking.stats, ranking.k1, ranking.b)
+    return [
+        _hit(c, pool, max(confidence(evidence[c.id], ideal), _dense_confidence(c.dense)))
+        for c in chosen
+    ]
+
+
+def _window(c: Candidate) -> set[int]:
+    """The chunks a hit shows: itself and its nearest neighbours."""
+    return {c.id, *(o for d, o in c.neighbours if d == 1)}
+
+
+def _heading_only(text: str) -> bool:
+    if not text.lstrip().startswith("#"):
+        return False
+    lines = [line for line in text.splitlines() if line.strip()]
+    return bool(lines) and all(line.lstrip().startswith("#") for line in lines)
+
+
+def _dated_only(ranking: Ranking) -> bool:
+    """A question made of a time alone ranks the turns of that time by date."""
+    return not ranking.terms and ranking.window is not None
+
+
+def _dense_confidence(similarity: float | None) -> float:
+    if similarity is None:
+        return 0.0
+    return min(max((similarity - DENSE_FLOOR) / (DENSE_FULL - DENSE_FLOOR), 0.0), 1.0)
+
+
+def _hit(c: Candidate, pool: Mapping[int, Candidate], sure: float) -> Hit:
+    """A conversation turn is returned with the turns next to it: the exchange, not the
+    lone line ("5 years already!" means nothing without its question). The location then
+    spans the exchange, so memory_get reads what the hit showed."""
+    window = sorted([c, *(pool[o] for d, o in c.neighbours if d == 1)], key=lambda x: x.line_from)
+    return Hit(
+        path=c.path,
+        line_from=window[0].line_from,
+        line_to=window[-1].line_to,
+        score=c.score,
+        text="\n".join(x.text for x in window),
+        kind=c.kind,
+        created_at=c.created_at,
+        ref=c.ref,
+        confidence=sure,
+    )

@@ -1,0 +1,207 @@
+"""Pure: from scored candidates to the ranked hits of one query.
+
+Each step is here because a measured loss showed it was needed (docs/architecture.md has
+the figures of each ablation):
+
+* **Fusion** of BM25 and vector similarity, reciprocal-rank or weighted, so a turn that
+  shares no word with the question can still be found by meaning.
+* **Context window**: a turn is scored with its neighbours in the same conversation, so
+  an answer ("5 years already!") is found by its question's words one line above.
+* **Time**: a question that names a time ("in May", "上个月") lifts the turns of that time;
+  it is a boost, not a filter, because people misremember dates.
+* **Priors as scores, not tiers**: long-term entries and recent turns get a small lift,
+  summaries a small cut; a better older hit still wins over a weaker recent one.
+* **Diversity**: a near-copy of a hit already taken does not take a slot.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import date, datetime, timedelta, tzinfo
+
+from memory_core.chunking import ChunkKind
+
+CONVERSATION_KINDS = frozenset({ChunkKind.MESSAGE, ChunkKind.ARCHIVE_RAW})
+"""Chunks that are turns of a conversation: they have neighbours worth reading."""
+
+_SPEAKER = re.compile(r"^(?:\d{2}:\d{2}(?::\d{2})? )?([^:\n]{1,64}): ")
+
+
+@dataclass(frozen=True, slots=True)
+class RankSettings:
+    """The ranking's constants; `recall.*` settings fill them (see config.py)."""
+
+    context_weights: tuple[float, ...] = (0.5, 0.25)
+    """Share of a neighbour's score a turn receives, by distance (1, 2, ...)."""
+    fusion: str = "weighted"
+    """'rrf' (reciprocal rank) or 'weighted' (min-max normalised scores)."""
+    dense_weight: float = 0.6
+    rrf_k: int = 60
+    time_boost: float = 1.0
+    """A dated chunk inside the question's time window scores (1 + this) times more."""
+    time_near_days: int = 3
+    """Within this many days of the window, half the boost (dates are remembered loosely)."""
+    long_term_boost: float = 0.15
+    summary_factor: float = 0.9
+    recency_boost: float = 0.1
+    recency_half_life_days: float = 30.0
+    duplicate_similarity: float = 0.8
+    """Token-set Jaccard at or above which a hit is a near-copy of one ranked above it."""
+    speaker_weight: float = 0.5
+    """A query word naming a turn's speaker counts this share of its idf."""
+
+
+@dataclass(slots=True)
+class Candidate:
+    id: int
+    path: str
+    line_from: int
+    line_to: int
+    kind: ChunkKind
+    created_at: datetime | None
+    ref: str | None
+    text: str
+    tokens: str
+    lexical: float = 0.0
+    dense: float | None = None
+    base: float = 0.0
+    score: float = 0.0
+    neighbours: list[tuple[int, int]] = field(default_factory=list)
+    """(distance, candidate id) of the turns around this one."""
+
+    @property
+    def speaker(self) -> str | None:
+        return speaker_of(self.kind, self.text)
+
+
+def speaker_of(kind: ChunkKind, text: str) -> str | None:
+    """The speaker of a conversation turn ('Mia: …', '19:02:00 Mia: …'), else None."""
+    if kind not in CONVERSATION_KINDS:
+        return None
+    m = _SPEAKER.match(text)
+    return m.group(1).strip() if m else None
+
+
+def fuse(candidates: Sequence[Candidate], settings: RankSettings) -> None:
+    """Set `base` from the lexical and the dense score of every candidate.
+
+    With no dense score anywhere (no embedder), base is the lexical score unchanged, so
+    BM25-only ranking is exactly what it was.
+    """
+    dense = [c for c in candidates if c.dense is not None]
+    if not dense:
+        for c in candidates:
+            c.base = c.lexical
+        return
+    if settings.fusion == "weighted":
+        top_lex = max((c.lexical for c in candidates), default=0.0) or 1.0
+        top_dense = max(c.dense or 0.0 for c in dense) or 1.0
+        for c in candidates:
+            lex = c.lexical / top_lex
+            sim = max(c.dense or 0.0, 0.0) / top_dense
+            c.base = (1 - settings.dense_weight) * lex + settings.dense_weight * sim
+        return
+    lex_rank = _ranks(c for c in candidates if c.lexical > 0)
+    dense_rank = _ranks(dense, dense=True)
+    k = settings.rrf_k
+    for c in candidates:
+        score = 0.0
+        if c.id in lex_rank:
+            score += (1 - settings.dense_weight) / (k + lex_rank[c.id])
+        if c.id in dense_rank:
+            score += settings.dense_weight / (k + dense_rank[c.id])
+        # Scaled so a first place in both lists scores 1: thresholds stay readable.
+        c.base = score * (k + 1)
+
+
+def _ranks(candidates: Iterable[Candidate], *, dense: bool = False) -> dict[int, int]:
+    ordered = sorted(candidates, key=lambda c: -(c.dense or 0.0) if dense else -c.lexical)
+    return {c.id: rank for rank, c in enumerate(ordered, start=1)}
+
+
+def spread_context(candidates: Mapping[int, Candidate], weights: Sequence[float]) -> None:
+    """score = own base + Σ weight(distance) × neighbour's base."""
+    for c in candidates.values():
+        total = c.base
+        for distance, other in c.neighbours:
+            if 1 <= distance <= len(weights) and other in candidates:
+                total += weights[distance - 1] * candidates[other].base
+        c.score = total
+
+
+def time_factor(
+    created_at: datetime | None,
+    window: tuple[date, date] | None,
+    zone: tzinfo,
+    settings: RankSettings,
+) -> float:
+    """How much the question's time window lifts a chunk of this date."""
+    if window is None or created_at is None or settings.time_boost <= 0:
+        return 1.0
+    day = created_at.astimezone(zone).date()
+    first, last = window
+    if first <= day <= last:
+        return 1.0 + settings.time_boost
+    near = timedelta(days=settings.time_near_days)
+    if first - near <= day <= last + near:
+        return 1.0 + settings.time_boost / 2
+    return 1.0
+
+
+def prior_factor(
+    kind: ChunkKind, created_at: datetime | None, today: date, zone: tzinfo, settings: RankSettings
+) -> float:
+    """The old recall tiers as small score terms: long-term memory up, summaries down,
+    the recent a little up (half-life `recency_half_life_days`)."""
+    factor = 1.0
+    if kind is ChunkKind.LONG_TERM:
+        factor += settings.long_term_boost
+    elif kind is ChunkKind.SUMMARY:
+        factor *= settings.summary_factor
+    if created_at is not None and settings.recency_boost > 0:
+        age = max((today - created_at.astimezone(zone).date()).days, 0)
+        factor += settings.recency_boost * math.pow(0.5, age / settings.recency_half_life_days)
+    return factor
+
+
+def diversify(
+    ranked: Sequence[Candidate],
+    limit: int,
+    threshold: float,
+    shown: Callable[[Candidate], set[int]] = lambda c: {c.id},
+) -> list[Candidate]:
+    """The best `limit` candidates, skipping one already shown by a better hit (a turn
+    inside an exchange already taken) and near-copies of one taken (the same note saved
+    twice, a summary repeating a turn word for word)."""
+    taken: list[Candidate] = []
+    taken_sets: list[frozenset[str]] = []
+    seen: set[int] = set()
+    for c in ranked:
+        if len(taken) >= limit:
+            break
+        if c.id in seen:
+            continue
+        words = frozenset(c.tokens.split())
+        if words and any(_jaccard(words, other) >= threshold for other in taken_sets):
+            continue
+        taken.append(c)
+        taken_sets.append(words)
+        seen |= shown(c)
+    return taken
+
+
+def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:
+    if not a or not b:
+        return 0.0
+    return len(a & b) / len(a | b)
+
+
+def confidence(score: float, ideal: float) -> float:
+    """How sure a hit is, 0..1, from its score against what a turn holding every query
+    term once would score (`ideal`): seed 001 §2.3 injects by this."""
+    if ideal <= 0 or score <= 0:
+        return 0.0
+    return 1.0 - math.exp(-1.6 * score / ideal)

@@ -1,0 +1,555 @@
+"""VectorIndex and its SQL (memory_core/index/vector_index.py, vectors.py): vectors made
+through the real openai client against the fake server, stored in a real SQLite file,
+searched exactly, and never leaking across scopes."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import sqlite3
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+
+import numpy as np
+import openai
+import pytest
+
+from memory_core.chunking import Chunk, ChunkKind
+from memory_core.db import Database
+from memory_core.embedding.remote import OpenAIEmbedder
+from memory_core.index import vector_index, vectors, writes
+from memory_core.index.vector_index import VectorIndex
+from tests.fakes.openai_server import FakeOpenAI
+
+pytestmark = pytest.mark.timeout(60)
+
+DAILY = "memory/2026-03-01.md"
+# Crafted 4-d vectors: cosine with the query AXIS is the first coordinate.
+AXIS = [1.0, 0.0, 0.0, 0.0]
+CRAFTED = {
+    "alpha": [1.0, 0.0, 0.0, 0.0],
+    "beta": [0.8, 0.6, 0.0, 0.0],
+    "gamma": [0.0, 1.0, 0.0, 0.0],
+    "delta": [-1.0, 0.0, 0.0, 0.0],
+    "epsilon": [0.6, 0.0, 0.8, 0.0],
+}
+
+
+def crafted(text: str, dim: int) -> list[float]:
+    """Known texts get their vector; any other text a fixed one far from AXIS."""
+    return CRAFTED.get(text, [0.0, 0.0, 0.0, 1.0])
+
+
+@pytest.fixture
+async def fake() -> AsyncIterator[FakeOpenAI]:
+    async with FakeOpenAI(embedding_dim=4) as server:
+        server.set_embedding(crafted)
+        yield server
+
+
+@pytest.fixture
+async def db(tmp_path: Path) -> AsyncIterator[Database]:
+    database = await Database.open(tmp_path / "index.sqlite3")
+    yield database
+    await database.close()
+
+
+def embedder(fake: FakeOpenAI, *, batch_size: int = 64) -> OpenAIEmbedder:
+    return OpenAIEmbedder(
+        "emb",
+        base_url=fake.base_url,
+        api_key="k",
+        batch_size=batch_size,
+        max_retries=0,
+        timeout_seconds=5.0,
+        http_client=openai.DefaultAsyncHttpxClient(trust_env=False),
+    )
+
+
+@pytest.fixture
+async def index(db: Database, fake: FakeOpenAI) -> AsyncIterator[VectorIndex]:
+    vi = VectorIndex(db, embedder(fake), batch_size=2)
+    yield vi
+    await vi.close()
+
+
+async def add(
+    db: Database,
+    scope: str,
+    texts: Sequence[str],
+    *,
+    path: str = DAILY,
+    kind: ChunkKind = ChunkKind.DAILY,
+) -> tuple[int, list[int]]:
+    """Chunks written the way the index writes them; (scope id, their ids)."""
+
+    def work(conn: sqlite3.Connection) -> tuple[int, list[int]]:
+        sid = writes.ensure_scope(conn, scope)
+        first = conn.execute("SELECT COALESCE(MAX(id), 0) FROM chunks").fetchone()[0] + 1
+        rows = [(Chunk(i + 1, i + 1, t, None), t.lower()) for i, t in enumerate(texts)]
+        writes.insert_chunks(conn, sid, path, kind, rows)
+        return sid, list(range(first, first + len(texts)))
+
+    return await db.run(work)
+
+
+async def delete(db: Database, sid: int, chunk_ids: Sequence[int]) -> None:
+    def work(conn: sqlite3.Connection) -> None:
+        marks = ",".join("?" * len(chunk_ids))
+        rows = conn.execute(
+            f"SELECT id, tokens FROM chunks WHERE id IN ({marks})", list(chunk_ids)
+        ).fetchall()
+        writes.delete_rows(conn, sid, rows)
+
+    await db.run(work)
+
+
+async def stored(db: Database) -> dict[int, tuple[int, str]]:
+    """chunk id → (scope id, text hash) of every stored vector."""
+    rows = await db.call(
+        lambda conn: conn.execute(
+            "SELECT chunk_id, scope_id, text_hash FROM chunk_vectors"
+        ).fetchall()
+    )
+    return {int(r[0]): (int(r[1]), str(r[2])) for r in rows}
+
+
+def query(vector: Sequence[float] = AXIS) -> np.ndarray:
+    return np.array(vector, dtype=np.float32)
+
+
+# --- backfill and the cache --------------------------------------------------------------
+
+
+async def test_backfill_then_search_orders_by_cosine(
+    db: Database, fake: FakeOpenAI, index: VectorIndex
+) -> None:
+    sid, ids = await add(db, "main", ["gamma", "alpha", "delta", "beta", "epsilon"])
+    assert await index.backfill(sid) == 5
+    assert len(fake.embedding_requests()) == 3  # batches of 2
+    hits = await index.search(sid, query(), 4)
+    by_text = dict(zip(ids, ["gamma", "alpha", "delta", "beta", "epsilon"], strict=True))
+    assert [by_text[i] for i, _ in hits] == ["alpha", "beta", "epsilon", "gamma"]
+    assert [round(score, 4) for _, score in hits] == [1.0, 0.8, 0.6, 0.0]
+    everything = await index.search(sid, query(), 10)
+    assert [by_text[i] for i, _ in everything][-1] == "delta"
+    assert everything[-1][1] == pytest.approx(-1.0)
+    assert await index.search(sid, query(), 0) == []
+    assert await index.search(sid, query([0, 0, 0, 0]), 3) == []
+
+
+async def test_stored_rows_hold_float32_bytes_and_text_hashes(
+    db: Database, index: VectorIndex
+) -> None:
+    sid, ids = await add(db, "main", ["beta"])
+    await index.backfill(sid)
+    row = await db.call(
+        lambda conn: conn.execute(
+            "SELECT scope_id, model, text_hash, vec FROM chunk_vectors WHERE chunk_id = ?",
+            (ids[0],),
+        ).fetchone()
+    )
+    assert row[0] == sid and row[1] == "openai:emb"
+    assert row[2] == vectors.text_hash("beta")
+    assert np.frombuffer(row[3], dtype=np.float32) == pytest.approx([0.8, 0.6, 0.0, 0.0])
+    key = vectors.cache_key("openai:emb", "beta")
+    cached = await db.call(lambda conn: vectors.cached(conn, [key]))
+    assert np.frombuffer(cached[key], dtype=np.float32) == pytest.approx([0.8, 0.6, 0, 0])
+
+
+async def test_cache_spares_the_model_a_second_time_and_in_another_scope(
+    db: Database, fake: FakeOpenAI, index: VectorIndex
+) -> None:
+    texts = ["alpha", "beta", "gamma"]
+    a, a_ids = await add(db, "peer:a", texts)
+    assert await index.backfill(a) == 3
+    asked = len(fake.embedded_texts())
+    assert asked == 3
+    assert await index.backfill(a) == 0  # nothing new
+    b, b_ids = await add(db, "peer:b", texts)  # the same texts said in another scope
+    assert await index.backfill(b) == 3
+    # A reindex gives chunks new ids: their vectors come from the cache too.
+    await delete(db, a, a_ids)
+    _, again_ids = await add(db, "peer:a", texts)
+    assert await index.backfill(a) == 3
+    assert len(fake.embedded_texts()) == asked
+    assert set(await stored(db)) == {*b_ids, *again_ids}
+
+
+async def test_only_the_misses_of_a_batch_are_embedded(
+    db: Database, fake: FakeOpenAI, index: VectorIndex
+) -> None:
+    sid, _ = await add(db, "main", ["alpha", "beta"])
+    await index.backfill(sid)
+    await add(db, "main", ["alpha", "gamma", "beta", "delta"])
+    assert await index.backfill(sid) == 4
+    assert fake.embedded_texts() == ["alpha", "beta", "gamma", "delta"]
+
+
+async def test_failure_leaves_chunks_unembedded_logs_once_and_is_retried(
+    db: Database,
+    fake: FakeOpenAI,
+    index: VectorIndex,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    sid, ids = await add(db, "main", ["alpha", "beta", "gamma"])
+    fake.fail_embeddings(500, times=2, message="model crashed")
+    with caplog.at_level(logging.DEBUG, logger="memory_core.index.vector_index"):
+        assert await index.backfill(sid) == 0  # not raised
+        assert await index.backfill(sid) == 0
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "model crashed" in warnings[0].getMessage()
+    assert await stored(db) == {}
+    assert await index.search(sid, query(), 3) == []
+    # Later, the model is back: the same chunks are embedded.
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="memory_core.index.vector_index"):
+        assert await index.backfill(sid) == 3
+    assert "works again" in caplog.text
+    assert set(await stored(db)) == set(ids)
+
+
+async def test_a_failure_half_way_keeps_the_batches_before_it(
+    db: Database, fake: FakeOpenAI, index: VectorIndex
+) -> None:
+    sid, _ids = await add(db, "main", ["alpha", "beta", "gamma", "delta"])
+    fake.fail_embeddings(200)  # the first batch: answered after no delay
+    fake.fail_embeddings(503)  # the second batch fails
+    assert await index.backfill(sid) == 2
+    assert len(await stored(db)) == 2
+    assert await index.backfill(sid) == 2
+    assert len(await stored(db)) == 4
+
+
+async def test_scheduled_backfill_retries_by_itself_after_a_failure(
+    db: Database, fake: FakeOpenAI, index: VectorIndex, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(vector_index, "RETRY_SECONDS", (0.05,))
+    sid, ids = await add(db, "main", ["alpha", "beta"])
+    fake.fail_embeddings(500)
+    index.schedule(sid)
+    await index.drain()
+    assert await stored(db) == {}
+    for _ in range(100):  # the retry timer fires and backfills
+        await asyncio.sleep(0.02)
+        await index.drain()
+        if len(await stored(db)) == 2:
+            break
+    assert set(await stored(db)) == set(ids)
+
+
+async def test_schedule_coalesces_and_drain_waits(
+    db: Database, fake: FakeOpenAI, index: VectorIndex
+) -> None:
+    sid, _ = await add(db, "main", ["alpha", "beta"])
+    fake.fail_embeddings(200, delay=0.2)  # the first batch is slow
+    index.schedule(sid)
+    await asyncio.sleep(0.05)
+    await add(db, "main", ["gamma"])
+    for _ in range(5):
+        index.schedule(sid)  # joins the running backfill: one more round, not five
+    await index.drain()
+    assert len(await stored(db)) == 3
+    assert fake.embedded_texts() == ["alpha", "beta", "gamma"]
+
+
+async def test_stale_vectors_go_when_chunks_are_deleted_or_change_text(
+    db: Database, fake: FakeOpenAI, index: VectorIndex
+) -> None:
+    sid, ids = await add(db, "main", ["alpha", "beta", "gamma"])
+    await index.backfill(sid)
+    assert [i for i, _ in await index.search(sid, query(), 3)][:2] == [ids[0], ids[1]]
+    # Deleted: its vector leaves the table and the matrix.
+    await delete(db, sid, [ids[0]])
+    await index.backfill(sid)
+    assert set(await stored(db)) == {ids[1], ids[2]}
+    assert ids[0] not in [i for i, _ in await index.search(sid, query(), 3)]
+    # Edited: the newest chunk deleted and its id taken again by another text, which
+    # neither the id range nor the scope's count tells apart; the quick look's re-read
+    # of the newest texts does.
+    await delete(db, sid, [ids[2]])
+    _, (reused,) = await add(db, "main", ["epsilon"])
+    assert reused == ids[2]
+    assert await index.backfill(sid) == 1
+    assert (await stored(db))[reused][1] == vectors.text_hash("epsilon")
+    assert dict(await index.search(sid, query(), 3))[reused] == pytest.approx(0.6)
+
+
+async def test_a_changed_text_is_never_served_by_its_old_vector(
+    db: Database, fake: FakeOpenAI, index: VectorIndex
+) -> None:
+    sid, ids = await add(db, "main", ["gamma", "beta"])
+    await index.backfill(sid)
+    await delete(db, sid, [ids[1]])
+    _, (reused,) = await add(db, "main", ["delta"])  # before any backfill ran
+    assert reused == ids[1]
+    # beta's vector (0.8 on the axis) still sits under the id in memory and in the table:
+    hits = await index.search(sid, query(), 2)
+    assert reused not in [i for i, _ in hits]
+    await index.drain()  # the mismatch asked for a survey
+    assert dict(await index.search(sid, query(), 2))[reused] == pytest.approx(-1.0)
+
+
+async def test_deep_changes_are_found_by_the_hourly_survey(db: Database, fake: FakeOpenAI) -> None:
+    now = [1000.0]
+    vi = VectorIndex(db, embedder(fake), clock=lambda: now[0])
+    try:
+        count = vector_index.RECENT_IDS + 20
+        sid, ids = await add(db, "main", ["gamma"] * count)
+        await vi.backfill(sid)
+        await delete(db, sid, ids)  # every chunk deleted, as many written again:
+        _, again = await add(db, "main", ["alpha"] * count)  # same ids, same count
+        assert again == ids
+        assert await vi.backfill(sid) == vector_index.RECENT_IDS  # the newest, at once
+        now[0] += vector_index.SURVEY_EVERY
+        assert await vi.backfill(sid) == 20  # the rest, by the survey
+        assert {h for _, h in (await stored(db)).values()} == {vectors.text_hash("alpha")}
+    finally:
+        await vi.close()
+
+
+async def test_big_scopes_are_surveyed_within_the_duty(
+    db: Database, fake: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(vector_index, "SMALL_SCOPE", 2)
+    now = [1000.0]
+    vi = VectorIndex(db, embedder(fake), clock=lambda: now[0])
+    try:
+        sid, ids = await add(db, "main", ["alpha", "beta", "gamma", "delta"])
+        await vi.backfill(sid)
+        vi._watch[sid].cost = 1.0  # as if the survey had taken a second
+        await delete(db, sid, [ids[0]])
+        await vi.backfill(sid)
+        assert ids[0] in await stored(db)  # wanted, but not before 100 s
+        assert sid in vi._timers
+        now[0] += 1.0 / vector_index.SURVEY_DUTY
+        await vi.backfill(sid)
+        assert ids[0] not in await stored(db)
+    finally:
+        await vi.close()
+
+
+async def test_limit_embeds_part_and_the_next_backfill_the_rest(
+    db: Database, index: VectorIndex
+) -> None:
+    sid, _ = await add(db, "main", ["alpha", "beta", "gamma", "delta", "epsilon"])
+    assert await index.backfill(sid, limit=2) == 2
+    assert await index.backfill(sid) == 3
+
+
+async def test_switching_model_replaces_every_vector(
+    db: Database, fake: FakeOpenAI, index: VectorIndex
+) -> None:
+    sid, ids = await add(db, "main", ["alpha", "beta"])
+    await index.backfill(sid)
+    other = OpenAIEmbedder(
+        "other",
+        base_url=fake.base_url,
+        max_retries=0,
+        http_client=openai.DefaultAsyncHttpxClient(trust_env=False),
+    )
+    vi = VectorIndex(db, other)
+    try:
+        assert await vi.backfill(sid) == 2
+        models = await db.call(
+            lambda conn: conn.execute("SELECT DISTINCT model FROM chunk_vectors").fetchall()
+        )
+        assert models == [("openai:other",)]
+        assert [i for i, _ in await vi.search(sid, query(), 1)] == [ids[0]]
+    finally:
+        await vi.close()
+
+
+# --- search ------------------------------------------------------------------------------
+
+
+async def test_kinds_paths_and_hidden_filter_the_hits(db: Database, index: VectorIndex) -> None:
+    sid, (daily,) = await add(db, "main", ["alpha"])
+    _, (long_term,) = await add(db, "main", ["beta"], path="MEMORY.md", kind=ChunkKind.LONG_TERM)
+    _, (message,) = await add(db, "main", ["epsilon"], path="sessions/s1", kind=ChunkKind.MESSAGE)
+    await index.backfill(sid)
+    assert [i for i, _ in await index.search(sid, query(), 3)] == [daily, long_term, message]
+    only = await index.search(sid, query(), 3, kinds=["long_term", "message"])
+    assert [i for i, _ in only] == [long_term, message]
+    assert await index.search(sid, query(), 3, kinds=["summary"]) == []
+    assert await index.search(sid, query(), 3, kinds=[]) == []
+    rest = await index.search(sid, query(), 3, exclude_paths=["sessions/s1", "nowhere.md"])
+    assert [i for i, _ in rest] == [daily, long_term]
+    await db.run(lambda conn: conn.execute("UPDATE chunks SET hidden = 1 WHERE id = ?", (daily,)))
+    assert [i for i, _ in await index.search(sid, query(), 3)] == [long_term, message]
+    # k hits even when the best rows are hidden: the search goes deeper.
+    assert [i for i, _ in await index.search(sid, query(), 1)] == [long_term]
+
+
+async def test_scopes_never_see_each_others_chunks(db: Database, index: VectorIndex) -> None:
+    texts = ["alpha", "beta", "gamma"]
+    a, a_ids = await add(db, "peer:alice", texts)
+    b, b_ids = await add(db, "peer:bob", texts)
+    await index.backfill(a)
+    await index.backfill(b)
+    assert {i for i, _ in await index.search(a, query(), 10)} == set(a_ids)
+    assert {i for i, _ in await index.search(b, query(), 10)} == set(b_ids)
+    # A forged row: Bob's best chunk filed under Alice, in the table and in memory.
+    forged = await db.call(
+        lambda conn: conn.execute(
+            "SELECT vec, text_hash FROM chunk_vectors WHERE chunk_id = ?", (b_ids[0],)
+        ).fetchone()
+    )
+    matrix = index._matrices[a]
+    matrix.apply([vectors.VectorRow(b_ids[0], forged[1], "daily", DAILY, forged[0])], [])
+    assert b_ids[0] not in {i for i, _ in await index.search(a, query(), 10)}
+
+    def forge(conn: sqlite3.Connection) -> None:
+        conn.execute("DELETE FROM chunk_vectors WHERE chunk_id = ?", (b_ids[0],))
+        conn.execute(
+            "INSERT INTO chunk_vectors (chunk_id, scope_id, model, text_hash, vec)"
+            " VALUES (?, ?, 'openai:emb', ?, ?)",
+            (b_ids[0], a, forged[1], forged[0]),
+        )
+        vectors.bump(conn, a)
+
+    await db.run(forge)
+    assert b_ids[0] not in {i for i, _ in await index.search(a, query(), 10)}
+    # A chunk moved to another scope under a loaded matrix is not served from the old one.
+    await db.run(
+        lambda conn: conn.execute("UPDATE chunks SET scope_id = ? WHERE id = ?", (b, a_ids[1]))
+    )
+    assert a_ids[1] not in {i for i, _ in await index.search(a, query(), 10)}
+    # An unknown scope has nothing.
+    assert await index.search(999, query(), 10) == []
+
+
+async def test_another_process_writing_vectors_is_seen(
+    db: Database, fake: FakeOpenAI, index: VectorIndex, tmp_path: Path
+) -> None:
+    sid, ids = await add(db, "main", ["gamma"])
+    await index.backfill(sid)
+    assert [i for i, _ in await index.search(sid, query(), 2)] == [ids[0]]
+    _, (new,) = await add(db, "main", ["alpha"])
+    other = await Database.open(tmp_path / "index.sqlite3")
+    second = VectorIndex(other, embedder(fake))
+    try:
+        assert await second.backfill(sid) == 1
+    finally:
+        await second.close()
+        await other.close()
+    assert [i for i, _ in await index.search(sid, query(), 2)] == [new, ids[0]]
+
+
+async def test_matrix_follows_own_writes_without_reloading(
+    db: Database, index: VectorIndex, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sid, ids = await add(db, "main", ["gamma", "delta"])
+    await index.backfill(sid)
+    await index.search(sid, query(), 2)
+    loads = 0
+    real = vectors.load_page
+
+    def counting(conn: sqlite3.Connection, sid: int, model: str, after: int, limit: int) -> object:
+        nonlocal loads
+        loads += 1
+        return real(conn, sid, model, after, limit)
+
+    monkeypatch.setattr(vectors, "load_page", counting)
+    _, (new,) = await add(db, "main", ["alpha"])
+    await index.backfill(sid)
+    await delete(db, sid, [ids[0]])
+    await index.backfill(sid)
+    hits = await index.search(sid, query(), 3)
+    assert [i for i, _ in hits] == [new, ids[1]]
+    assert loads == 0
+
+
+async def test_large_matrix_runs_in_a_thread_and_compacts(
+    db: Database, fake: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def fan(text: str, dim: int) -> list[float]:  # "t7" points 0.07 rad off the axis
+        angle = int(text[1:]) / 100
+        return [math.cos(angle), math.sin(angle), 0.0, 0.0]
+
+    fake.set_embedding(fan)
+    threaded: list[str] = []
+    real = asyncio.to_thread
+
+    async def spy(fn, /, *args, **kwargs):  # type: ignore[no-untyped-def]
+        threaded.append(str(getattr(fn, "__name__", "")))
+        return await real(fn, *args, **kwargs)
+
+    monkeypatch.setattr(asyncio, "to_thread", spy)
+    vi = VectorIndex(db, embedder(fake), inline_rows=10)
+    try:
+        sid, ids = await add(db, "main", [f"t{i}" for i in range(40)])
+        assert await vi.backfill(sid) == 40
+        threaded.clear()
+        assert [i for i, _ in await vi.search(sid, query(), 3)] == ids[:3]
+        assert "scores" in threaded  # over inline_rows: off the event loop
+        matrix = vi._matrices[sid]
+        await delete(db, sid, ids[:30])
+        await vi.backfill(sid)
+        assert matrix.removed == 30 and matrix.live == 10
+        matrix.removed = 5000  # past the compaction line
+        assert [i for i, _ in await vi.search(sid, query(), 3)] == ids[30:33]
+        assert vi._matrices[sid] is not matrix and vi._matrices[sid].removed == 0
+        assert vi._matrices[sid].live == 10 and vi._matrices[sid].n == 10
+        assert [i for i, _ in await vi.search(sid, query(), 20)] == ids[30:]
+    finally:
+        await vi.close()
+
+
+async def test_embed_query_is_cached(fake: FakeOpenAI, index: VectorIndex) -> None:
+    first = await index.embed_query("alpha")
+    second = await index.embed_query("alpha")
+    assert first is second and not first.flags.writeable
+    assert list(first) == pytest.approx(AXIS)
+    assert len(fake.embedding_requests()) == 1
+
+
+async def test_search_with_a_query_of_another_size_is_an_embedding_error(
+    db: Database, index: VectorIndex
+) -> None:
+    sid, _ = await add(db, "main", ["alpha"])
+    await index.backfill(sid)
+    from memory_core.embedding import EmbeddingError
+
+    with pytest.raises(EmbeddingError, match="dimensions"):
+        await index.search(sid, np.ones(8, dtype=np.float32), 1)
+
+
+async def test_close_stops_retries_and_closes_the_embedder(
+    db: Database, fake: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(vector_index, "RETRY_SECONDS", (0.05,))
+    vi = VectorIndex(db, embedder(fake))
+    sid, _ = await add(db, "main", ["alpha"])
+    fake.fail_embeddings(500, times=10)
+    vi.schedule(sid)
+    await vi.drain()
+    await vi.close()
+    requests = len(fake.embedding_requests())
+    await asyncio.sleep(0.15)
+    vi.schedule(sid)  # ignored once closed
+    assert len(fake.embedding_requests()) == requests == 1
+
+
+@pytest.mark.parametrize("page", [1, 3])
+async def test_surveys_and_loads_go_page_by_page(
+    db: Database, fake: FakeOpenAI, monkeypatch: pytest.MonkeyPatch, page: int
+) -> None:
+    monkeypatch.setattr(vector_index, "PAGE", page)
+    texts = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta"]
+    vi = VectorIndex(db, embedder(fake))
+    try:
+        sid, ids = await add(db, "main", texts)
+        _, other = await add(db, "peer:x", ["alpha"])
+        assert await vi.backfill(sid) == 8
+        await delete(db, sid, [ids[0], ids[4], ids[7]])  # gone between and at the pages' ends
+        vi.invalidate(sid)
+        assert await vi.backfill(sid) == 0
+        assert set(await stored(db)) == {ids[1], ids[2], ids[3], ids[5], ids[6]}
+        hits = await vi.search(sid, query(), 10)
+        assert {i for i, _ in hits} == {ids[1], ids[2], ids[3], ids[5], ids[6]}
+        assert other[0] not in {i for i, _ in hits}
+    finally:
+        await vi.close()
