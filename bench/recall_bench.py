@@ -471,6 +471,7 @@ async def measure_hybrid(
             f"{embedding.vectors:,} vectors in {embedding.scopes} scopes in"
             f" {embedding.total_s:.1f} s"
         )
+        embedding.blas = _blas()
         for corpus, result, texts in zip(corpora, results, queries, strict=True):
             sid = await index.scope_id(corpus.scope, create=False)
             assert sid is not None
@@ -546,6 +547,8 @@ class EmbeddingFigures:
     """VectorIndex.search of the largest bench scope, the query already embedded."""
     dense_rows: int = 0
     db_after: int = 0
+    blas: str = ""
+    """numpy's BLAS threads while hybrid recall was timed (see `_blas`)."""
 
 
 @dataclass
@@ -761,6 +764,13 @@ def recall_report(results: list[SizeResult], figures: WorkspaceFigures, largest:
             rows.append((label, f"p50 {p50} ms, p95 {p95} ms, max {worst} ms", note))
     rows.append(
         (
+            "BLAS while hybrid recall was timed",
+            embedding.blas,
+            "a model's thread limit can outlive its batches: 2 threads slow small products",
+        )
+    )
+    rows.append(
+        (
             "database with everything and the vectors",
             f"{embedding.db_after / 2**20:,.1f} MiB",
             f"{(embedding.db_after - figures.db_after_all) / max(embedding.vectors, 1):,.0f}"
@@ -946,6 +956,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="chatmem-recall-bench-") as tmp:
         print(f"workspace {tmp} ({'quick' if args.quick else 'full'} mode)", flush=True)
         load_before = machine_load()
+        blas_before = _blas()
         results, figures = asyncio.run(run(Path(tmp), args.quick))
     print()
     mode = "quick (sizes / 10)" if args.quick else "full"
@@ -955,14 +966,16 @@ def main() -> None:
         f"python {sys.version.split()[0]}, {os.cpu_count()} cpus ({usable} usable),"
         f" SQLite {_sqlite()}"
     )
-    print(f"machine: at start {load_before}; at end {machine_load()}; {_blas()}")
+    print(f"machine: at start {load_before}; at end {machine_load()}; at start {blas_before}")
     print()
     report(results, figures)
 
 
 def _blas() -> str:
     """The BLAS numpy's matrix products use and its threads: a second thread on a busy
-    machine makes a small product many times slower (the dense search's figures)."""
+    machine makes a small product many times slower (the dense search's figures). The
+    local model limits them per batch through threadpoolctl; concurrent batches can leave
+    the limit in place after them, so this is read again when hybrid recall is timed."""
     try:
         from threadpoolctl import threadpool_info  # type: ignore[import-untyped]
     except ImportError:
