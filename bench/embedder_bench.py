@@ -17,8 +17,10 @@ Part 1, for each local model installed (memory_core/embedding/local.py):
   scored over ``relevant-id``. BM25 over the same texts (``memory_core.text.tokenize`` and
   rank-bm25) is printed for reference.
 
-Part 2, exact search over one scope of ``--rows`` (100 000) random unit vectors of the
-chosen model's size, stored in a real SQLite file as the index stores them:
+Part 2, exact search over one scope of ``--rows`` (100 000) real-ish vectors of the chosen
+model (20 000 chat-memory chunks of ``bench/corpus.py`` embedded with it, repeated with
+noise: each copy at cosine 0.9 from its original), stored in a real SQLite file as the
+index stores them:
 
 * matrix load time from SQLite (``VectorIndex.load``);
 * ``VectorIndex.search`` p50/p95 with the matrix loaded (k = 20), and
@@ -30,6 +32,16 @@ chosen model's size, stored in a real SQLite file as the index stores them:
   survey and a quick look of the scope cost (for a load and a survey, also the longest
   single database call: they go page by page so that chat turns are served meanwhile);
 * backfill of a few thousand real chunks with the model, then again from the cache.
+
+Part 3, the graph of a large scope (memory_core/index/ann.py):
+
+* through ``VectorIndex`` on the same SQLite scope: the graph's build time in the
+  background (``ann.BUILD_THREADS``), ``search`` and ``embed_query`` + ``search`` p50/p95
+  with the graph against exact, and recall@20 of the graph's answers against exact ones;
+* by matrix size (real-ish vectors at 20 000, 50 000 and ``--rows``; random unit vectors,
+  the hardest case for a graph, at ``--rows``), built with two threads: exact and graph
+  search p50/p95 (the product or the graph, then the pick of the best 20), build time,
+  the graph's memory and recall@20 against exact at several search depths.
 """
 
 from __future__ import annotations
@@ -46,7 +58,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -55,7 +67,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from corpus import machine_load, percentile, sentences, table
+from corpus import machine_load, percentile, queries, sentences, table
 from rank_bm25 import BM25Okapi
 
 from memory_core import text as mtext
@@ -67,7 +79,7 @@ from memory_core.embedding.local import (
     LocalEmbedder,
     local_model_available,
 )
-from memory_core.index import vectors, writes
+from memory_core.index import ann, vectors, writes
 from memory_core.index.vector_index import VectorIndex, _Matrix
 
 REPO = Path(__file__).resolve().parent.parent
@@ -265,10 +277,31 @@ def unit_rows(count: int, dim: int, rng: np.random.Generator) -> np.ndarray:
     return rows
 
 
-async def fill_scope(db: Database, rows: int, dim: int, model: str) -> int:
-    """A scope of `rows` chunks with random unit vectors, as the index would hold them."""
+def realish_rows(embedder: LocalEmbedder, count: int, probes: int) -> tuple[np.ndarray, np.ndarray]:
+    """`count` unit vectors like a real scope's, and `probes` query vectors: up to 20 000
+    chat-memory chunks embedded with the model, then copies of them with noise (cosine 0.9
+    to the original) up to `count`; the queries are what users would type to find some
+    of those chunks (``corpus.queries``)."""
+    texts = sentences(min(count, 20_000), seed=11)
+    base = np.concatenate(
+        [embedder.embed_sync(texts[i : i + 256]) for i in range(0, len(texts), 256)]
+    )
+    rng = np.random.default_rng(13)
+    parts = [base]
+    while sum(map(len, parts)) < count:
+        noise = rng.standard_normal(base.shape, dtype=np.float32) * (0.5 / math.sqrt(base.shape[1]))
+        noisy = base + noise
+        parts.append(noisy / np.linalg.norm(noisy, axis=1, keepdims=True))
+    rows = np.ascontiguousarray(np.concatenate(parts)[:count], dtype=np.float32)
+    asked = embedder.embed_sync(queries(texts, probes), query=True)
+    return rows, np.ascontiguousarray(asked, dtype=np.float32)
+
+
+async def fill_scope(db: Database, vecs: np.ndarray, model: str) -> int:
+    """A scope of one chunk per row of `vecs`, with those vectors, as the index would
+    hold them."""
+    rows = len(vecs)
     texts = sentences(rows, seed=11)
-    vecs = unit_rows(rows, dim, np.random.default_rng(5))
 
     def work(conn: sqlite3.Connection) -> int:
         sid = writes.ensure_scope(conn, "peer:bench")
@@ -304,15 +337,19 @@ def p50_p95(values: Sequence[float]) -> tuple[str, str]:
     return ms(statistics.median(values)), ms(percentile(values, 95))
 
 
-async def search_figures(model: str, rows: int, runs: int, workdir: Path) -> list[list[object]]:
+async def search_figures(
+    model: str, vecs: np.ndarray, probes: np.ndarray, runs: int, workdir: Path
+) -> tuple[list[list[object]], list[list[object]]]:
+    """(exact search figures, graph figures) of one scope in a real SQLite file."""
     embedder = LocalEmbedder(model)
     await embedder.load()
-    dim = embedder.dim
+    rows = len(vecs)
     db = await Database.open(workdir / "index.sqlite3")
     out: list[list[object]] = []
+    graph_out: list[list[object]] = []
     try:
         t = time.perf_counter()
-        sid = await fill_scope(db, rows, dim, embedder.name)
+        sid = await fill_scope(db, vecs, embedder.name)
         out.append(
             ["fill the scope (chunks + vectors)", f"{rows}", ms(time.perf_counter() - t), ""]
         )
@@ -328,14 +365,14 @@ async def search_figures(model: str, rows: int, runs: int, workdir: Path) -> lis
                 calls.append(time.perf_counter() - t)
 
         db.call = timed_call  # type: ignore[method-assign,assignment]
-        index = VectorIndex(db, embedder)
+        index = VectorIndex(db, embedder, ann_min_rows=None)
         t = time.perf_counter()
         await index.load(sid)
         out.append(
             ["matrix load from SQLite", f"{rows}", ms(time.perf_counter() - t), ms(max(calls))]
         )
         calls.clear()
-        second = VectorIndex(db, embedder)
+        second = VectorIndex(db, embedder, ann_min_rows=None)
         t = time.perf_counter()
         await second.load(sid)
         out.append(
@@ -354,8 +391,6 @@ async def search_figures(model: str, rows: int, runs: int, workdir: Path) -> lis
         )
         db.call = real_call  # type: ignore[method-assign]
 
-        rng = np.random.default_rng(9)
-        probes = unit_rows(runs, dim, rng)
         it = iter(range(runs * 10))
 
         async def one_search() -> None:
@@ -424,8 +459,119 @@ async def search_figures(model: str, rows: int, runs: int, workdir: Path) -> lis
         )
         await second.close()
         index._queries.clear()
+        graph_out = await graph_search_figures(db, sid, index, probes, runs)
     finally:
         await db.close()
+    return out, graph_out
+
+
+async def graph_search_figures(
+    db: Database, sid: int, exact: VectorIndex, probes: np.ndarray, runs: int
+) -> list[list[object]]:
+    """The same scope searched through its graph (a `VectorIndex` of the default
+    threshold, or 1 row when the scope is smaller), against `exact`."""
+    rows = await exact.load(sid)
+    graphed = VectorIndex(db, exact.embedder, ann_min_rows=min(ann.ANN_MIN_ROWS, rows))
+    out: list[list[object]] = []
+    t = time.perf_counter()
+    await graphed.load(sid)
+    assert await graphed.wait_graph(sid), "no graph was built"
+    out.append(
+        [
+            f"graph build, background ({ann.BUILD_THREADS} thread)",
+            rows,
+            ms(time.perf_counter() - t),
+            "",
+        ]
+    )
+    found = 0
+    for probe in probes:
+        mine = {i for i, _ in await graphed.search(sid, probe, 20)}
+        found += len(mine & {i for i, _ in await exact.search(sid, probe, 20)})
+    recall = found / (20 * len(probes))
+    for name, index in (("exact", exact), ("graph", graphed)):
+        it = iter(range(runs * 10))
+
+        async def one_search(index: VectorIndex = index, it: Iterator[int] = it) -> None:
+            await index.search(sid, probes[next(it) % len(probes)], 20)
+
+        await timed(one_search, 5)
+        out.append([f"search (k=20), {name}", rows, *p50_p95(await timed(one_search, runs))])
+        questions = iter([f"{q} #{name}{i}" for i in range(runs + 5) for q in QUESTIONS])
+
+        async def embed_and_search(
+            index: VectorIndex = index, questions: Iterator[str] = questions
+        ) -> None:
+            query = await index.embed_query(next(questions))
+            await index.search(sid, query, 20)
+
+        await timed(embed_and_search, 5)
+        out.append(
+            [
+                f"embed_query + search (new queries), {name}",
+                rows,
+                *p50_p95(await timed(embed_and_search, runs)),
+            ]
+        )
+    out.append(
+        [f"recall@20 of the graph against exact ({len(probes)} queries)", rows, f"{recall:.3f}", ""]
+    )
+    graph = graphed._matrices[sid].graph
+    if graph is not None:
+        out.append(["graph memory (MB)", rows, f"{graph.nbytes / 2**20:.0f}", ""])
+    await graphed.close()
+    return out
+
+
+def bench_matrix(vecs: np.ndarray) -> _Matrix:
+    """A matrix of `vecs` with chunk ids 1.., as a load would make it (no database)."""
+    size, dim = vecs.shape
+    matrix = _Matrix(dim, 0, size)
+    matrix.vecs[:size] = vecs
+    matrix.ids[:size] = np.arange(1, size + 1)
+    matrix.where = {i + 1: i for i in range(size)}
+    matrix.hashes = [""] * size
+    matrix.n = size
+    return matrix
+
+
+def graph_rows(name: str, vecs: np.ndarray, probes: np.ndarray) -> list[list[object]]:
+    """Exact against graph search over `vecs` in memory, at several search depths."""
+    matrix = bench_matrix(vecs)
+    n = len(vecs)
+    exact_times, truth = [], []
+    for probe in probes:
+        t = time.perf_counter()
+        picked = matrix.pick(matrix.scores(probe, None, ()), 20)
+        exact_times.append(time.perf_counter() - t)
+        truth.append({chunk_id for chunk_id, _, _ in picked})
+    t = time.perf_counter()
+    keys = matrix.ids[:n].copy()
+    graph = ann.build(matrix.dim, keys, np.arange(n), matrix.vecs, lambda: False, threads=2)
+    built = time.perf_counter() - t
+    matrix.graph, matrix.graph_upto = graph, n
+    out: list[list[object]] = []
+    for depth in (64, 128, 256, 512):
+        graph.depth = depth
+        times, found = [], 0
+        for probe, want in zip(probes, truth, strict=True):
+            t = time.perf_counter()
+            near, rows = matrix.near(graph, probe, 20 * ann.CANDIDATES, None, ())
+            picked = matrix.pick(near, 20, rows)
+            times.append(time.perf_counter() - t)
+            found += len(want & {chunk_id for chunk_id, _, _ in picked})
+        out.append(
+            [
+                name,
+                n,
+                f"{built:.1f}",
+                f"{graph.nbytes / 2**20:.0f}",
+                depth,
+                *p50_p95(exact_times),
+                *p50_p95(times),
+                f"{found / (20 * len(probes)):.3f}",
+            ]
+        )
     return out
 
 
@@ -549,12 +695,46 @@ def compare_models(models: Sequence[str], runs: int, quick: bool) -> None:
 
 
 def exact_search(model: str, rows: int, runs: int, quick: bool) -> None:
+    embedder = LocalEmbedder(model)
+    t = time.perf_counter()
+    vecs, probes = realish_rows(embedder, rows, min(runs, 200))
+    print(
+        f"\n{rows} real-ish vectors: {min(rows, 20_000)} chunks embedded, the rest copies"
+        f" with noise ({time.perf_counter() - t:.0f} s)"
+    )
     with tempfile.TemporaryDirectory(prefix="chatmem-embed-bench-") as tmp:
+        figures, graph_figures = asyncio.run(search_figures(model, vecs, probes, runs, Path(tmp)))
         print(f"\nExact search with {model} ({LOCAL_MODELS[model].dim}-d), one scope")
+        print(table(["what", "rows", "p50 ms (or total ms)", "p95 ms (or longest call)"], figures))
+        print(
+            f"\nThe same scope through its graph (usearch, {ann.CONNECTIVITY} links, search depth {ann.EXPANSION_SEARCH})"
+        )
+        print(table(["what", "rows", "p50 ms (or total ms)", "p95 ms"], graph_figures))
+        sizes = sorted({min(rows, s) for s in (20_000, 50_000, rows)})
+        dim = LOCAL_MODELS[model].dim
+        graph_table = [r for size in sizes for r in graph_rows("real-ish", vecs[:size], probes)]
+        rng = np.random.default_rng(21)
+        graph_table += graph_rows(
+            "random", unit_rows(rows, dim, rng), unit_rows(len(probes), dim, rng)
+        )
+        print(
+            "\nExact against graph search (k=20, candidates 80 rescored), graphs built with 2 threads"
+        )
         print(
             table(
-                ["what", "rows", "p50 ms (or total ms)", "p95 ms (or longest call)"],
-                asyncio.run(search_figures(model, rows, runs, Path(tmp))),
+                [
+                    "vectors",
+                    "rows",
+                    "build s",
+                    "graph MB",
+                    "depth",
+                    "exact p50",
+                    "exact p95",
+                    "graph p50",
+                    "graph p95",
+                    "recall@20",
+                ],
+                graph_table,
             )
         )
         print("\nMatrix-vector product by rows: inline vs asyncio.to_thread (median ms)")

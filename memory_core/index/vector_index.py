@@ -13,7 +13,7 @@ taken again after a delete). A full survey (every text hashed against its vector
 page) is kept for when chunks were deleted, another process wrote, a hit's text turned
 out changed, or an hour passed, and rationed to 1% of the time for large scopes.
 
-Search is exact: a scope's vectors sit in one float32 matrix in memory (loaded page by page
+Search is exact up to `ANN_MIN_ROWS` rows: a scope's vectors sit in one float32 matrix in memory (loaded page by page
 from SQLite, then kept up to date by this process's own backfills, and loaded again when
 the scope's version in the database shows that another process changed them); a query is
 one matrix-vector product and a partial sort. The product reads the whole matrix, so it
@@ -21,12 +21,24 @@ costs what memory bandwidth allows: about 20 ms for 100 000 512-d rows (205 MB) 
 two-core bench machine, 0.5 ms for 10 000. Every hit is read back through the `chunks`
 table before it is returned (its scope, visibility, filters and text hash), so a stale
 matrix can cost a hit, never show another scope's chunk or a changed one.
+
+A scope of `ANN_MIN_ROWS` or more also gets an HNSW graph (memory_core/index/ann.py),
+built in a worker thread from the matrix the first time it is searched or loaded (one
+build at a time; minutes for 100 000 rows); exact search answers until it is ready, and
+never waits for it. Then a search asks the graph for
+`k * CANDIDATES` chunk ids, adds the rows the graph does not hold yet (the tail appended
+since it was built), scores those exactly from the matrix and goes on as above: the
+scores stay exact cosines and every hit is still confirmed through `chunks`. Filters
+apply to the candidates; when too few pass, the search is done exactly. This process's
+own writes reach the graph in the background, a few rows per lock hold; a graph goes
+with its matrix (eviction, a load afresh) and survives compaction (it holds chunk ids).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import enum
 import logging
 import time
 from collections import OrderedDict
@@ -40,11 +52,13 @@ import numpy.typing as npt
 
 from memory_core.db import Database
 from memory_core.embedding.base import Embedder, EmbeddingError
-from memory_core.index import vectors
+from memory_core.index import ann, vectors
+from memory_core.index.ann import ANN_MIN_ROWS, CANDIDATES, Graph
 from memory_core.index.vectors import ChunkText, Stored, VectorMeta, VectorRow
 
 if TYPE_CHECKING:
     Floats = npt.NDArray[np.float32]
+    Ids = npt.NDArray[np.int64]
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +89,13 @@ CACHE_GROUP = 512
 QUERY_CACHE = 256
 MAX_BYTES = 1 << 30
 """Memory for the matrices of all scopes; the least recently searched go first."""
+
+
+class _Miss(enum.Enum):
+    """Why a search found no answer from the scores it had."""
+
+    STALE = "the scope changed under the matrix: load it again"
+    TOO_FEW = "the graph's candidates ran out before k hits: search exactly"
 
 
 @dataclass(slots=True)
@@ -114,6 +135,14 @@ class _Matrix:
         self.where: dict[int, int] = {}
         self.n = 0
         self.removed = 0
+        self.graph: Graph | None = None
+        """The scope's graph once built; it holds the live rows below `graph_upto`."""
+        self.graph_upto = 0
+        self.dropped: list[int] | None = None
+        """Chunk ids removed since the graph last caught up (None while no graph is
+        built or being built)."""
+        self.graph_failed = False
+        """A build failed: this matrix is searched exactly (a load afresh tries again)."""
 
     def _put(self, start: int, vecs: Floats, rows: Sequence[VectorRow]) -> None:
         """Rows `start..` from `vecs` and the metadata of `rows` (their `vec` unused)."""
@@ -139,7 +168,8 @@ class _Matrix:
 
     @property
     def nbytes(self) -> int:
-        return int(self.vecs.nbytes + self.ids.nbytes + self.kinds.nbytes + self.paths.nbytes)
+        arrays = self.vecs.nbytes + self.ids.nbytes + self.kinds.nbytes + self.paths.nbytes
+        return int(arrays + (self.graph.nbytes if self.graph is not None else 0))
 
     def apply(self, rows: Sequence[VectorRow], removed: Sequence[int]) -> None:
         """This process's own write: drop `removed`, replace or add `rows`."""
@@ -157,6 +187,8 @@ class _Matrix:
         row = self.where.pop(chunk_id, None)
         if row is None:
             return
+        if self.dropped is not None:
+            self.dropped.append(chunk_id)
         self.ids[row] = -1
         self.vecs[row] = 0.0
         self.hashes[row] = ""
@@ -194,6 +226,10 @@ class _Matrix:
         ]
         fresh = _Matrix(self.dim, self.version, len(rows) + max(64, len(rows) // 16))
         fresh._put(0, self.vecs[keep], rows)
+        # The graph holds chunk ids, which compaction keeps: it moves over as it is.
+        fresh.graph = self.graph
+        fresh.graph_upto = int(np.searchsorted(keep, self.graph_upto))
+        fresh.dropped = None if self.dropped is None else list(self.dropped)
         return fresh
 
     def scores(
@@ -202,32 +238,62 @@ class _Matrix:
         """Cosine of every row (the rows and the query are unit vectors); -inf for rows
         removed or filtered out."""
         n = self.n
-        ids, vecs = self.ids, self.vecs
-        out: Floats = vecs[:n] @ query
-        valid = ids[:n] >= 0
+        out: Floats = self.vecs[:n] @ query
+        out[~self._passing(slice(0, n), kinds, exclude_paths)] = -np.inf
+        return out
+
+    def _passing(
+        self,
+        rows: slice | Ids,
+        kinds: Sequence[str] | None,
+        exclude_paths: Sequence[str],
+    ) -> npt.NDArray[np.bool_]:
+        """Which of `rows` are live and pass the filters."""
+        valid: npt.NDArray[np.bool_] = self.ids[rows] >= 0
         # Filters by lookup table (one gather; np.isin sorts, ten times slower here).
         if kinds is not None:
             wanted = np.zeros(len(self.kind_codes) + 1, dtype=bool)
             wanted[[self.kind_codes[k] for k in kinds if k in self.kind_codes]] = True
-            valid &= wanted[self.kinds[:n]]
+            valid &= wanted[self.kinds[rows]]
         codes = [self.path_codes[p] for p in exclude_paths if p in self.path_codes]
         if codes:
             kept = np.ones(len(self.path_codes) + 1, dtype=bool)
             kept[codes] = False
-            valid &= kept[self.paths[:n]]
-        out[~valid] = -np.inf
-        return out
+            valid &= kept[self.paths[rows]]
+        return valid
 
-    def pick(self, scores: Floats, m: int) -> list[tuple[int, str, float]]:
-        """(chunk id, text hash, score) of the best `m` rows, best first."""
+    def near(
+        self,
+        graph: Graph,
+        query: Floats,
+        count: int,
+        kinds: Sequence[str] | None,
+        exclude_paths: Sequence[str],
+    ) -> tuple[Floats, Ids]:
+        """Exact cosines of the graph's `count` candidates and of the rows it does not hold
+        yet, and their rows; -inf for rows removed or filtered out (a worker thread)."""
+        n = self.n
+        upto = min(self.graph_upto, n)
+        where = self.where
+        found = [where.get(key, n) for key in graph.search(query, count).tolist()]
+        picked = np.fromiter((row for row in found if row < n), dtype=np.int64)
+        rows: Ids = np.unique(np.concatenate([picked, np.arange(upto, n, dtype=np.int64)]))
+        out: Floats = self.vecs[rows] @ query
+        out[~self._passing(rows, kinds, exclude_paths)] = -np.inf
+        return out, rows
+
+    def pick(self, scores: Floats, m: int, rows: Ids | None = None) -> list[tuple[int, str, float]]:
+        """(chunk id, text hash, score) of the best `m` rows, best first: `scores` are of
+        every row, or of `rows` when given."""
         if m < len(scores):
-            rows = np.argpartition(-scores, m)[:m]
-            rows = rows[np.argsort(-scores[rows], kind="stable")]
+            best = np.argpartition(-scores, m)[:m]
+            best = best[np.argsort(-scores[best], kind="stable")]
         else:
-            rows = np.argsort(-scores, kind="stable")
+            best = np.argsort(-scores, kind="stable")
         out = []
-        for row in rows.tolist():
-            score = float(scores[row])
+        for i in best.tolist():
+            score = float(scores[i])
+            row = i if rows is None else int(rows[i])
             chunk_id = int(self.ids[row])
             if score == -np.inf or chunk_id < 0:
                 break
@@ -248,13 +314,21 @@ class VectorIndex:
         *,
         batch_size: int = 64,
         inline_rows: int = INLINE_ROWS,
+        ann_min_rows: int | None = ANN_MIN_ROWS,
         max_bytes: int = MAX_BYTES,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        """`ann_min_rows`: scopes this large get a graph (None: never; nor without
+        usearch installed)."""
         self._db = db
         self.embedder = embedder
         self._batch_size = max(1, batch_size)
         self._inline_rows = inline_rows
+        self._ann_min_rows = ann_min_rows if ann.available() else None
+        self._graph_tasks: dict[int, asyncio.Task[None]] = {}
+        self._graph_again: set[int] = set()
+        self._building = asyncio.Lock()
+        """One build at a time: each takes a core (and a worker thread) for minutes."""
         self._max_bytes = max_bytes
         self._clock = clock
         self._watch: dict[int, _Watch] = {}
@@ -469,6 +543,8 @@ class VectorIndex:
             ):
                 matrix.apply(result.rows, result.removed)
                 matrix.version = result.version
+                if matrix.graph is not None:
+                    self._graph_later(sid, matrix)
             else:  # another process wrote in between: load afresh at the next search
                 self._matrices.pop(sid, None)
         return result
@@ -558,12 +634,21 @@ class VectorIndex:
                 raise EmbeddingError(
                     f"query has {q.shape[0]} dimensions, the scope's vectors {matrix.dim}"
                 )
-            if matrix.n > self._inline_rows:
-                scores = await asyncio.to_thread(matrix.scores, q, kinds, exclude_paths)
-            else:
-                scores = matrix.scores(q, kinds, exclude_paths)
-            found = await self._confirm(scope_id, matrix, scores, k, kinds, exclude_paths)
-            if found is not None:
+            found: list[tuple[int, float]] | _Miss = _Miss.TOO_FEW
+            if (graph := self._graph(scope_id, matrix)) is not None:
+                near, rows = await asyncio.to_thread(
+                    matrix.near, graph, q, k * CANDIDATES, kinds, exclude_paths
+                )
+                found = await self._confirm(
+                    scope_id, matrix, near, k, kinds, exclude_paths, rows=rows
+                )
+            if found is _Miss.TOO_FEW:  # no graph, or too few of its candidates passed
+                if matrix.n > self._inline_rows:
+                    scores = await asyncio.to_thread(matrix.scores, q, kinds, exclude_paths)
+                else:
+                    scores = matrix.scores(q, kinds, exclude_paths)
+                found = await self._confirm(scope_id, matrix, scores, k, kinds, exclude_paths)
+            if not isinstance(found, _Miss):
                 return found
             self._matrices.pop(scope_id, None)  # another process changed it: load again
         return hits
@@ -576,12 +661,16 @@ class VectorIndex:
         k: int,
         kinds: Sequence[str] | None,
         exclude_paths: Sequence[str],
-    ) -> list[tuple[int, float]] | None:
+        *,
+        rows: Ids | None = None,
+    ) -> list[tuple[int, float]] | _Miss:
         """The best rows that the chunks table vouches for, going deeper while stale or
-        hidden rows leave fewer than `k`; None when the scope changed under the matrix."""
+        hidden rows leave fewer than `k`; STALE when the scope changed under the matrix;
+        TOO_FEW when `scores` are of some `rows` only (a graph's candidates) and they ran
+        out before `k` hits."""
         m = max(2 * k, k + 16)
         while True:
-            picked = matrix.pick(scores, m)
+            picked = matrix.pick(scores, m, rows)
             version, texts = await self._db.call(
                 partial(
                     vectors.recheck,
@@ -592,7 +681,7 @@ class VectorIndex:
                 )
             )
             if version != matrix.version:
-                return None
+                return _Miss.STALE
             hits = []
             changed = False
             for chunk_id, digest, score in picked:
@@ -609,8 +698,10 @@ class VectorIndex:
                 if (watch := self._watch.get(sid)) is not None:
                     watch.due = True
                 self.schedule(sid)
-            if len(hits) >= k or len(picked) < m:
+            if len(hits) >= k:
                 return hits[:k]
+            if len(picked) < m:
+                return hits if rows is None else _Miss.TOO_FEW
             m *= 4
 
     async def _matrix(self, sid: int) -> _Matrix | None:
@@ -660,9 +751,116 @@ class VectorIndex:
             total -= old.nbytes
 
     async def load(self, scope_id: int) -> int:
-        """Load the scope's matrix now (benches, warm-up); returns its rows."""
+        """Load the scope's matrix now (benches, warm-up), and start its graph if it is
+        large enough; returns its rows."""
         matrix = await self._matrix(scope_id)
-        return matrix.live if matrix is not None else 0
+        if matrix is None:
+            return 0
+        self._graph(scope_id, matrix)
+        return matrix.live
+
+    # --- the graph -------------------------------------------------------------------------
+    def _graph(self, sid: int, matrix: _Matrix) -> Graph | None:
+        """The matrix's graph when it is ready; starts building one for a scope large
+        enough (the search goes exact meanwhile)."""
+        if self._ann_min_rows is None or matrix.live < self._ann_min_rows:
+            return None
+        if matrix.graph is None and not matrix.graph_failed:
+            self._graph_later(sid, matrix)
+        return matrix.graph
+
+    def _graph_later(self, sid: int, matrix: _Matrix) -> None:
+        """Build the graph, or bring it up to date, in the background (one task a scope;
+        one already running goes round once more)."""
+        if self._closed:
+            return
+        if sid in self._graph_tasks:
+            self._graph_again.add(sid)
+            return
+        with contextlib.suppress(RuntimeError):
+            self._graph_tasks[sid] = asyncio.get_running_loop().create_task(
+                self._graph_run(sid), name=f"chatmem-graph-{sid}"
+            )
+
+    async def _graph_run(self, sid: int) -> None:
+        try:
+            while not self._closed:
+                self._graph_again.discard(sid)
+                matrix = self._matrices.get(sid)
+                if matrix is None or self._ann_min_rows is None:
+                    break
+                try:
+                    if matrix.graph is not None:
+                        await self._catch_up(sid, matrix)
+                    elif matrix.live >= self._ann_min_rows and not matrix.graph_failed:
+                        await self._build_graph(sid, matrix)
+                except ann.Stopped:
+                    break
+                except Exception as exc:  # a background task: log it, search stays exact
+                    log.warning("graph of scope %d failed, searching it exactly: %s", sid, exc)
+                    matrix.graph, matrix.dropped, matrix.graph_failed = None, None, True
+                    break
+                if sid not in self._graph_again:
+                    break
+        finally:
+            self._graph_tasks.pop(sid, None)
+
+    async def _build_graph(self, sid: int, matrix: _Matrix) -> None:
+        """A graph of the matrix's live rows, from a worker thread; rows written
+        meanwhile are added once it is in place (searched exactly until then)."""
+
+        def unwanted() -> bool:
+            return self._closed or self._matrices.get(sid) is not matrix
+
+        async with self._building:
+            if unwanted():
+                return
+            n = matrix.n
+            ids = matrix.ids[:n].copy()
+            rows = np.flatnonzero(ids >= 0)
+            matrix.dropped = []  # removals from now on: taken out at the first catch-up
+            started = time.perf_counter()
+            graph = await asyncio.to_thread(
+                ann.build, matrix.dim, ids[rows], rows, matrix.vecs, unwanted
+            )
+        if unwanted():
+            return
+        matrix.graph = graph
+        matrix.graph_upto = n
+        log.info(
+            "graph of scope %d: %d vectors in %.1f s", sid, len(rows), time.perf_counter() - started
+        )
+        await self._catch_up(sid, matrix)
+
+    async def _catch_up(self, sid: int, matrix: _Matrix) -> None:
+        """Take this process's own writes since the graph last caught up into it."""
+        graph = matrix.graph
+        while graph is not None and matrix.graph is graph and not self._closed:
+            dropped, matrix.dropped = matrix.dropped or [], []
+            upto, n = matrix.graph_upto, matrix.n
+            if not dropped and upto >= n:
+                return
+            ids = matrix.ids[upto:n].copy()
+            live = ids >= 0
+            vecs = matrix.vecs[upto:n][live]
+
+            def update(
+                keys: Ids = ids[live], vecs: Floats = vecs, gone: list[int] = dropped
+            ) -> None:
+                graph.remove(gone)  # first: a chunk written anew is taken out, then added
+                graph.add(keys, vecs)
+
+            await asyncio.to_thread(update)
+            if matrix.graph is graph:
+                matrix.graph_upto = max(matrix.graph_upto, n)
+
+    async def wait_graph(self, scope_id: int) -> bool:
+        """Wait for the scope's graph to be built and caught up (benches, tests); whether
+        its searches now go through one."""
+        while (task := self._graph_tasks.get(scope_id)) is not None:
+            await asyncio.gather(task, return_exceptions=True)
+        matrix = self._matrices.get(scope_id)
+        return matrix is not None and matrix.graph is not None
 
     async def close(self) -> None:
         """Stop backfills and retries, forget the matrices, close the embedder."""
@@ -671,7 +869,7 @@ class VectorIndex:
             handle.cancel()
         self._retries.clear()
         self._timers.clear()
-        tasks = list(self._tasks.values())
+        tasks = [*self._tasks.values(), *self._graph_tasks.values()]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
