@@ -11,7 +11,6 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import date, timedelta
 
 from memory_core.chunking import ChunkKind
 from memory_core.index import Hit
@@ -32,27 +31,6 @@ RECALL_INTENT = re.compile(
 def has_recall_intent(text: str) -> bool:
     """'Do you remember…', '上次…': questions about the past should search first."""
     return RECALL_INTENT.search(text) is not None
-
-
-def recall_window(text: str, today: date) -> tuple[date, date] | None:
-    """The days a recall question points at (yesterday, the day before), if it says."""
-    if "前天" in text or re.search(r"day before yesterday", text, re.IGNORECASE):
-        day = today - timedelta(days=2)
-        return day, day
-    if "昨天" in text or re.search(r"\byesterday\b", text, re.IGNORECASE):
-        day = today - timedelta(days=1)
-        return day, day
-    if (
-        "今天" in text
-        or "刚才" in text
-        or re.search(r"\btoday\b|earlier today", text, re.IGNORECASE)
-    ):
-        return today, today
-    if "上周" in text or re.search(r"last week", text, re.IGNORECASE):
-        return today - timedelta(days=7 + today.weekday()), today - timedelta(
-            days=today.weekday() + 1
-        )
-    return None
 
 
 @dataclass(frozen=True, slots=True)

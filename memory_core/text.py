@@ -65,7 +65,7 @@ import functools
 import re
 import threading
 import unicodedata
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Protocol
@@ -73,7 +73,6 @@ from typing import Protocol
 __all__ = [
     "ensure_loaded",
     "estimate_tokens",
-    "extract_keywords",
     "has_cjk",
     "matched_terms",
     "tokenize",
@@ -105,11 +104,8 @@ _WORD_RE = re.compile(
 _ALNUM_RUN_RE = re.compile(r"[^\W_]+")
 _HAS_CJK_RE = re.compile(f"[{_CJK_SCRIPT}]")
 _CJK_COST_RE = re.compile(f"[{_CJK_SCRIPT}{_CJK_PUNCTUATION}]")
-# Groups: 1 latin keyword, 2 Han run, 3 katakana word, 4 hangul word.
-_KEYWORD_RE = re.compile(f"([a-z0-9_]{{2,}})|([{_HAN}]+)|([{_KATAKANA}]{{2,}})|([{_HANGUL}]{{2,}})")
 
 _DOTTED_CAPITAL_I = "\u0130"  # the only character whose lower() is two characters
-_RECENT_MESSAGES = 5
 _STEM_MAX_LEN = 40
 
 
@@ -432,46 +428,6 @@ def _merge_spans(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
         else:
             merged.append((start, end))
     return merged
-
-
-def _keyword_candidates(text: str) -> Iterator[str]:
-    """Raw (unstemmed, lowercase) keywords of one message, in reading order."""
-    zh_stop, en_stop = _stopwords()
-    hmm = _SEGMENTATION.hmm
-    for latin, han, katakana, hangul in _KEYWORD_RE.findall(_normalise(text)):
-        if latin:
-            if latin.strip("_") and latin not in en_stop:
-                yield latin
-        elif han:
-            segmenter = _segmenter()
-            for piece, _ in _han_pieces(han):
-                for word in segmenter.cut(piece, hmm):
-                    if len(word) >= 2 and word not in zh_stop:
-                        yield word
-        else:
-            yield katakana or hangul
-
-
-def extract_keywords(pending: str, recent: Sequence[str] = (), limit: int = 6) -> list[str]:
-    """Search keywords for recalling memories relevant to the pending message.
-
-    The pending input has priority, then the last five history messages, newest
-    first (``recent`` is given newest-last), because the closer a message is to
-    what the user is about to say, the likelier it names the topic.
-    """
-    if limit <= 0:
-        return []
-    sources = [pending, *reversed(list(recent)[-_RECENT_MESSAGES:])]
-    seen: set[str] = set()
-    keywords: list[str] = []
-    for source in sources:
-        for word in _keyword_candidates(source):
-            if word not in seen:
-                seen.add(word)
-                keywords.append(word)
-                if len(keywords) >= limit:
-                    return keywords
-    return keywords
 
 
 def estimate_tokens(text: str) -> int:

@@ -20,7 +20,6 @@ from memory_core import text
 from memory_core.text import (
     ensure_loaded,
     estimate_tokens,
-    extract_keywords,
     has_cjk,
     matched_terms,
     tokenize,
@@ -227,55 +226,6 @@ def test_fts5_sees_our_terms_for_tricky_letters(fts5: Callable[[str], list[list[
     terms = tokenize(tricky)
     for seen in fts5(" ".join(terms)):
         assert seen == terms
-
-
-# ---------------------------------------------------------------------------
-# extract_keywords
-
-
-def test_keywords_pending_first_then_recent() -> None:
-    assert extract_keywords("我想学习Rust编程", ["昨天讨论了Python"]) == [
-        "学习",
-        "rust",
-        "编程",
-        "昨天",
-        "讨论",
-        "python",
-    ]
-
-
-def test_keywords_limit_and_default_limit() -> None:
-    pending = "alpha bravo charlie delta echo foxtrot golf hotel"
-    assert extract_keywords(pending) == ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot"]
-    assert extract_keywords(pending, limit=2) == ["alpha", "bravo"]
-    assert extract_keywords(pending, limit=0) == []
-
-
-def test_keywords_only_last_five_messages_newest_first() -> None:
-    recent = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf"]  # newest last
-    assert extract_keywords("", recent, limit=10) == ["golf", "foxtrot", "echo", "delta", "charlie"]
-
-
-def test_keywords_deduplicated_across_messages() -> None:
-    result = extract_keywords("Python python PYTHON", ["python 数据库", "数据库"], limit=10)
-    assert result == ["python", "数据库"]
-
-
-def test_keywords_are_raw_words_without_stopwords() -> None:
-    assert extract_keywords("Running the tests for memory_search") == [
-        "running",
-        "tests",
-        "memory_search",
-    ]
-    assert extract_keywords("我们 的 是 the and of") == []
-
-
-def test_keywords_skip_single_characters() -> None:
-    assert extract_keywords("我养了一只猫 a b c") == ["一只"]
-
-
-def test_keywords_full_width_input() -> None:
-    assert extract_keywords("ＦａｓｔＡＰＩ") == ["fastapi"]
 
 
 # ---------------------------------------------------------------------------
