@@ -178,18 +178,16 @@ def rank(
     # question), so only the best candidates, and those inside a named time, can still
     # reach the top `limit`: the rest are not weighed.
     kept.sort(key=lambda c: (-c.score, c.id))
-    inside = ranking.window is not None
-    weighed = [
-        c
-        for rank_, c in enumerate(kept)
-        if rank_ < limit * PRIOR_REACH + 10
-        or (inside and time_factor(c.created_at, ranking.window, ranking.zone, settings) > 1)
-    ]
-    for c in weighed:
-        c.score *= time_factor(c.created_at, ranking.window, ranking.zone, settings)
+    weighed: list[Candidate] = []
+    for rank_, c in enumerate(kept):
+        timely = time_factor(c.created_at, ranking.window, ranking.zone, settings)
+        if rank_ >= limit * PRIOR_REACH + 10 and timely <= 1:
+            continue
+        c.score *= timely
         c.score *= prior_factor(c.kind, c.created_at, ranking.today, ranking.zone, settings)
         if _heading_only(c.text):
             c.score *= HEADING_FACTOR
+        weighed.append(c)
     weighed.sort(key=lambda c: (-c.score, c.id))
     chosen = diversify(weighed, limit, settings.duplicate_similarity, shown=_window)
     ideal = ideal_score(ranking.terms, ranking.stats, ranking.k1, ranking.b)
