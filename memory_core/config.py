@@ -161,6 +161,11 @@ class RecallSettings(_Section):
     speaker_weight: float = _field(
         0.5, "A query word naming a turn's speaker counts this share of its idf."
     )
+    answer_boost: float = _field(
+        0.5,
+        "A hit holding the kind of answer the question wants (a date for 'when', a number"
+        " for 'how many') scores (1 + this) times more; 0 turns it off.",
+    )
     cache_minutes: float = _field(
         30.0, "The same recall again in a session, with nothing written since, is cached."
     )

@@ -109,7 +109,9 @@ def search_files(
     for term, weight in terms.items():
         for i, value in enumerate(bm25.get_scores([term])):
             lexical[i] += weight * float(value)
-    ranking = Ranking(terms, stats, plan.window, day, zone, settings or RankSettings(), k1, b)
+    ranking = Ranking(
+        terms, stats, plan.window, day, zone, settings or RankSettings(), k1, b, plan.answer
+    )
     pool: dict[int, Candidate] = {}
     excluded = set(exclude_paths)
     for i, (prepared, index) in enumerate(docs):

@@ -22,6 +22,7 @@ from datetime import date
 from enum import StrEnum
 from functools import cache
 
+from memory_core.answer_kind import AnswerKind, wanted_answer
 from memory_core.text import tokenize
 from memory_core.when import find_time_reference
 
@@ -100,6 +101,8 @@ class Query:
     window: tuple[date, date] | None = None
     """Local dates the question names, inclusive."""
     kind: QueryType = QueryType.PRECISE
+    answer: AnswerKind | None = None
+    """The shape of answer the question wants (a date, a number, a name, a place)."""
 
     @property
     def budget(self) -> QueryBudget:
@@ -166,6 +169,7 @@ def build_query(
         terms=terms,
         window=(reference.first, reference.last) if reference else None,
         kind=classify_query(pending),
+        answer=wanted_answer(pending),
     )
 
 

@@ -52,6 +52,9 @@ class RankSettings:
     """Token-set Jaccard at or above which a hit is a near-copy of one ranked above it."""
     speaker_weight: float = 0.5
     """A query word naming a turn's speaker counts this share of its idf."""
+    answer_boost: float = 0.5
+    """A chunk holding the kind of answer the question wants (a date for "when", a
+    number for "how many") scores (1 + this) times more (see answer_kind.py)."""
 
 
 @dataclass(slots=True)

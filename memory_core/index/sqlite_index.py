@@ -447,7 +447,15 @@ class SearchIndex:
             stats = reads.corpus_stats(conn, sid, set(plan.terms)) if plan.terms else EMPTY_STATS
             terms = select_terms(plan.terms, stats, MAX_TERMS)
             ranking = Ranking(
-                terms, stats, plan.window, day, self._zone, settings, self._k1, self._b
+                terms,
+                stats,
+                plan.window,
+                day,
+                self._zone,
+                settings,
+                self._k1,
+                self._b,
+                answer=plan.answer,
             )
             rows: list[Any] = []
             chosen = candidate_terms(list(terms), stats, rank_budget)

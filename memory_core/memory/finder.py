@@ -202,4 +202,5 @@ def rank_settings(settings: RecallSettings) -> RankSettings:
         recency_half_life_days=settings.recency_half_life_days,
         duplicate_similarity=settings.duplicate_similarity,
         speaker_weight=settings.speaker_weight,
+        answer_boost=settings.answer_boost,
     )

@@ -55,8 +55,10 @@ NEUTRAL = RankSettings(
     long_term_boost=0.0,
     summary_factor=1.0,
     duplicate_similarity=1.01,
+    answer_boost=0.0,
 )
-"""Every step after BM25 off: no neighbours, no priors, no near-copy removal."""
+"""Every step after BM25 off: no neighbours, no priors, no near-copy removal, no lift for
+the wanted kind of answer."""
 
 
 def with_recall(config: Config, **update: Any) -> Config:
