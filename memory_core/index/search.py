@@ -91,8 +91,10 @@ def by_ids(
     the scope, so a stale vector can never show another scope's text."""
     if not ids:
         return []
+    # `+`: look the few ids up by rowid; on `c.scope_id = ?` SQLite would walk the whole
+    # scope through its index (18 ms at 100 000 chunks, for 50 rows).
     where = " AND ".join(
-        ["c.scope_id = ?", "c.hidden = 0", f"c.id IN ({','.join('?' * len(ids))})", *filters]
+        ["+c.scope_id = ?", "+c.hidden = 0", f"c.id IN ({','.join('?' * len(ids))})", *filters]
     )
     return conn.execute(
         f"SELECT {CANDIDATE_COLUMNS} FROM chunks AS c WHERE {where}", [sid, *ids, *params]
