@@ -59,7 +59,11 @@ _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     ("zh_weekend", re.compile(r"(上|这|本)?(?:个)?周末")),
     ("zh_week", re.compile(r"(上上|上|这|本)(?:个)?(?:周|星期|礼拜)")),
     ("zh_month_rel", re.compile(r"(上上|上|这|本)(?:个)?月")),
-    ("zh_day", re.compile(r"大前天|前天|昨天|今天|刚才|最近|这几天|前几天")),
+    ("zh_span", re.compile(rf"(?:过去|最近|近|这)({_ZH_NUM}|几|两)(?:个)?(天|周|星期|礼拜|月)")),
+    (
+        "zh_day",
+        re.compile(r"大前天|前天|昨天|今天|刚才|最近|这几天|前几天|这阵子|这段时间|近来|这些天"),
+    ),
     (
         "en_day_month",
         re.compile(
@@ -81,6 +85,14 @@ _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
         re.compile(
             r"\b(\d+|a|an|one|two|three|four|five|six|a couple of|couple of|a few|few|several)"
             r"\s+(day|week|month|year)s?\s+ago\b",
+            re.IGNORECASE,
+        ),
+    ),
+    (
+        "en_span",
+        re.compile(
+            r"\b(?:the\s+)?(?:last|past)\s+(\d+|two|three|four|five|six|a couple of|couple of"
+            r"|a few|few|several)\s+(day|week|month|year)s\b",
             re.IGNORECASE,
         ),
     ),
@@ -176,6 +188,12 @@ def _ago(count: int, unit: str, today: date) -> tuple[date, date]:
     return centre - timedelta(days=half), min(centre + timedelta(days=half), today)
 
 
+def _span(count: int, unit: str, today: date) -> tuple[date, date]:
+    """'the last two months', '最近三个月': every day from that far back up to today."""
+    days = {"day": 1, "week": 7, "month": 30, "year": 365}[unit] * count
+    return today - timedelta(days=days), today
+
+
 def _resolve(kind: str, m: re.Match[str], today: date) -> tuple[date, date] | None:
     g = m.groups()
     if kind == "iso":
@@ -211,6 +229,10 @@ def _resolve(kind: str, m: re.Match[str], today: date) -> tuple[date, date] | No
         if g[0] == "几":
             return today - timedelta(days={"day": 6, "week": 35, "month": 150}[unit]), today
         return _ago(count, unit, today)
+    if kind == "zh_span":
+        count = _zh_number(g[0]) or 3
+        unit = {"天": "day", "周": "week", "星期": "week", "礼拜": "week", "月": "month"}[g[1]]
+        return _span(count, unit, today)
     if kind == "zh_weekday":
         weekday = _ZH_WEEKDAY[g[1]]
         if g[0] in ("这", "本"):
@@ -235,6 +257,8 @@ def _resolve(kind: str, m: re.Match[str], today: date) -> tuple[date, date] | No
         if back is not None:
             moment = today - timedelta(days=back)
             return moment, moment
+        if word in ("这阵子", "这段时间", "近来"):
+            return today - timedelta(days=21), today
         return today - timedelta(days=14 if word == "最近" else 6), today
     if kind == "en_month":
         month = _MONTHS_EN[g[1].lower()]
@@ -256,6 +280,9 @@ def _resolve(kind: str, m: re.Match[str], today: date) -> tuple[date, date] | No
     if kind == "en_ago":
         count = int(g[0]) if g[0].isdigit() else _EN_NUMBERS.get(g[0].lower(), 2)
         return _ago(count, g[1].lower(), today)
+    if kind == "en_span":
+        count = int(g[0]) if g[0].isdigit() else _EN_NUMBERS.get(g[0].lower(), 2)
+        return _span(count, g[1].lower(), today)
     if kind == "en_weekday":
         weekday = _WEEKDAYS_EN[g[1].lower()]
         moment = _previous_weekday(today, weekday, this_week=g[0].lower() == "this")

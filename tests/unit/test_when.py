@@ -34,6 +34,9 @@ D = date.fromisoformat
         ("the day before yesterday", "2026-02-27", "2026-02-27"),
         ("last week", "2026-02-16", "2026-02-22"),
         ("in 2025, on 3 May", "2025-05-03", "2025-05-03"),  # the narrowest of two
+        ("over the last couple of months", "2025-12-31", "2026-03-01"),  # up to today
+        ("in the past 3 weeks", "2026-02-08", "2026-03-01"),
+        ("the last few days", "2026-02-26", "2026-03-01"),
         # Chinese
         ("上个月我们去哪了", "2026-02-01", "2026-02-28"),
         ("去年五月", "2025-05-01", "2025-05-31"),  # May, not the whole year
@@ -45,6 +48,9 @@ D = date.fromisoformat
         ("两周前", "2026-02-12", "2026-02-18"),
         ("2024年3月", "2024-03-01", "2024-03-31"),
         ("上上周", "2026-02-09", "2026-02-15"),
+        ("最近三个月体重怎么样", "2025-12-01", "2026-03-01"),
+        ("过去两周", "2026-02-15", "2026-03-01"),
+        ("这阵子我在忙什么", "2026-02-08", "2026-03-01"),
     ],
 )
 def test_time_references(text: str, first: str, last: str) -> None:
@@ -62,6 +68,7 @@ def test_time_references(text: str, first: str, last: str) -> None:
         "you may be right",
         "Five years already!",  # a duration, not a date
         "How long have I played the cello?",
+        "the last two chapters were great",  # "last" with no unit of time
         "我学大提琴多久了？",
         "",
     ],
