@@ -72,7 +72,8 @@ VARIANTS: dict[str, dict[str, dict[str, object]]] = {
     "hybrid-rrf-0.7": {"recall": {"fusion": "rrf", "dense_weight": 0.7}},
     "hybrid-weighted-0.4": {"recall": {"dense_weight": 0.4}},
     "hybrid-weighted-0.5": {"recall": {"dense_weight": 0.5}},
-    "hybrid-weighted-0.7": {"recall": {"dense_weight": 0.7}},
+    "hybrid-weighted-0.6": {"recall": {"dense_weight": 0.6}},
+    "hybrid-weighted-0.8": {"recall": {"dense_weight": 0.8}},
     "hybrid-no-context-window": {"recall": {"context_window": []}},
     "hybrid-no-answer-kind": {"recall": {"answer_boost": 0.0}},
 }

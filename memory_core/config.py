@@ -145,7 +145,7 @@ class RecallSettings(_Section):
     fusion: Literal["rrf", "weighted"] = _field(
         "weighted", "How BM25 and vector scores combine: 'rrf' (reciprocal rank) or 'weighted'."
     )
-    dense_weight: float = _field(0.6, "Share of the vector score in the fusion (0..1).")
+    dense_weight: float = _field(0.7, "Share of the vector score in the fusion (0..1).")
     time_boost: float = _field(
         1.0, "A turn inside the time a question names scores (1 + this) times more."
     )

@@ -38,7 +38,7 @@ class RankSettings:
     """Share of a neighbour's score a turn receives, by distance (1, 2, ...)."""
     fusion: str = "weighted"
     """'rrf' (reciprocal rank) or 'weighted' (min-max normalised scores)."""
-    dense_weight: float = 0.6
+    dense_weight: float = 0.7
     rrf_k: int = 60
     time_boost: float = 1.0
     """A dated chunk inside the question's time window scores (1 + this) times more."""
