@@ -8,7 +8,6 @@ rules be tested on hand-made rows and shared by a second backend.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, tzinfo
@@ -42,7 +41,6 @@ PRIOR_REACH = 3
 HEADING_FACTOR = 0.2
 """A chunk that is only a heading ("# 2026-03-02 conversation") is found, but never above
 a turn that matches as well: it holds no answer."""
-_PREFIX = re.compile(r"^(?:\d{2}:\d{2}(?::\d{2})? )?[^:\n]{1,64}: ")
 DENSE_FLOOR = 0.25
 DENSE_FULL = 0.7
 """Cosine at which a vector hit is no evidence at all, and at which it is sure."""
@@ -191,7 +189,7 @@ def rank(
         c.score *= prior_factor(c.kind, c.created_at, ranking.today, ranking.zone, settings)
         if _heading_only(c.text):
             c.score *= HEADING_FACTOR
-        elif ranking.answer is not None and holds_answer(ranking.answer, body_of(c)):
+        elif ranking.answer is not None and holds_answer(ranking.answer, c.body):
             c.score *= 1.0 + settings.answer_boost
         weighed.append(c)
     weighed.sort(key=lambda c: (-c.score, c.id))
@@ -201,12 +199,6 @@ def rank(
         _hit(c, pool, max(confidence(evidence[c.id], ideal), _dense_confidence(c.dense)))
         for c in chosen
     ]
-
-
-def body_of(c: Candidate) -> str:
-    """A turn's words without its time and speaker (a time of day is no date)."""
-    m = _PREFIX.match(c.text) if c.kind in CONVERSATION_KINDS else None
-    return c.text[m.end() :] if m else c.text
 
 
 def _window(c: Candidate) -> set[int]:

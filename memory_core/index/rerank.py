@@ -79,6 +79,13 @@ class Candidate:
     def speaker(self) -> str | None:
         return speaker_of(self.kind, self.text)
 
+    @property
+    def body(self) -> str:
+        """What was said, without the turn's time and speaker (a time of day is no date,
+        a speaker's name no answer to "who")."""
+        m = _SPEAKER.match(self.text) if self.kind in CONVERSATION_KINDS else None
+        return self.text[m.end() :] if m else self.text
+
 
 def speaker_of(kind: ChunkKind, text: str) -> str | None:
     """The speaker of a conversation turn ('Mia: …', '19:02:00 Mia: …'), else None."""

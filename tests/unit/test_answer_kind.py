@@ -11,7 +11,7 @@ import pytest
 from memory_core.answer_kind import AnswerKind, holds_answer, wanted_answer
 from memory_core.chunking import ChunkKind
 from memory_core.index import CorpusStats
-from memory_core.index.pipeline import Ranking, body_of, rank
+from memory_core.index.pipeline import Ranking, rank
 from memory_core.index.rerank import Candidate, RankSettings
 from memory_core.query import build_query
 from memory_core.text import tokenize
@@ -110,6 +110,6 @@ def test_a_turns_own_time_and_speaker_are_no_answer() -> None:
     the words the speaker said count."""
     turn = candidate(1, "18:52:00 Maya: see you there")
     turn.kind = ChunkKind.ARCHIVE_RAW
-    assert body_of(turn) == "see you there"
-    assert not holds_answer(AnswerKind.NUMBER, body_of(turn))
-    assert not holds_answer(AnswerKind.NAME, body_of(turn))
+    assert turn.body == "see you there"
+    assert not holds_answer(AnswerKind.NUMBER, turn.body)
+    assert not holds_answer(AnswerKind.NAME, turn.body)
