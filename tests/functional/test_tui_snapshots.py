@@ -27,11 +27,18 @@ def ws(tmp_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return copy_template(make_template(tmp_path_factory), tmp_path)
 
 
+STILL = 3600.0
+"""Seconds between the app's polls for other processes' changes: never, during a snapshot.
+A poll that notices the core's own start-up writes reloads the panes, and under load that
+reload could land between `settle` and the screenshot (the polling has tests of its own in
+test_tui.py)."""
+
+
 def demo_app(ws: Path, scope: ScopeKey | None = None) -> ChatmemApp:
     """The app owns its core here: the snapshot runner starts its own event loop."""
     clock = ManualClock(NOW)
     core = MemoryCore(Config(workspace=str(ws)), clock=clock)
-    return make_app(core, clock=clock, scope=scope, manage_core=True)
+    return make_app(core, clock=clock, scope=scope, manage_core=True, poll_seconds=STILL)
 
 
 async def highlight(pilot: Pilot[None], content_part: str) -> None:
