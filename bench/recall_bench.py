@@ -543,8 +543,8 @@ class EmbeddingFigures:
     scopes: int = 0
     bench_scopes: int = 0
     matrices: list[tuple[str, int, float, bool]] = field(default_factory=list)
-    """(bench scope, rows, load + graph build seconds, searched through a graph)"""
-    """(size, rows, seconds) of each bench scope's matrix load."""
+    """(size, rows, seconds of the load and of the graph's build, searched through a
+    graph) of each bench scope's matrix."""
     query_embed: Latency = field(default_factory=Latency)
     """One query text through the model (a hybrid recall's first step)."""
     dense_search: Latency = field(default_factory=Latency)

@@ -70,6 +70,9 @@ _MONTHS = (
 )
 _DAYS = "monday|tuesday|wednesday|thursday|friday|saturday|sunday|mon|tue|tues|wed|thu|thurs|fri|sat|sun"
 _HAN_DIGIT = "[0-9一二两三四五六七八九十百千万半]"
+_CAPITALISED = r"(?<=[a-z,;] )(?!I\b|I'm\b|I'll\b|I've\b|I'd\b)[A-Z][\w'.-]+"
+"""A capitalised word after the first of its sentence ("I" and its contractions aside):
+in Latin script, a person's or a place's name."""
 _HOLD: dict[AnswerKind, re.Pattern[str]] = {
     AnswerKind.DATE: re.compile(
         rf"\b(?:{_MONTHS})\b|\b(?:{_DAYS})s?\b|\b\d{{1,2}}(?:st|nd|rd|th)\b"
@@ -86,15 +89,14 @@ _HOLD: dict[AnswerKind, re.Pattern[str]] = {
         rf"|{_HAN_DIGIT}",
         re.IGNORECASE,
     ),
-    # A capitalised word after the first of its sentence (Latin script), or Han text that
-    # names someone or something by title, brand quotes or a name verb.
+    # Or Han text that names someone or something by title, brand quotes or a name verb.
     AnswerKind.NAME: re.compile(
-        r"(?<=[a-z,;] )(?!I\b|I'm\b|I'll\b|I've\b|I'd\b)[A-Z][\w'.-]+"
+        rf"{_CAPITALISED}"
         r"|叫|姓|老师|医生|大夫|先生|女士|阿姨|叔叔|师傅|教练|同事|《|“|「"
         r"|(?<=[\u4e00-\u9fff])\s?[A-Za-z]{2,}|[A-Za-z]{2,}\s?(?=[\u4e00-\u9fff])",
     ),
     AnswerKind.PLACE: re.compile(
-        r"(?<=[a-z,;] )(?!I\b|I'm\b|I'll\b|I've\b|I'd\b)[A-Z][\w'.-]+"
+        rf"{_CAPITALISED}"
         r"|[市省县区镇村路街道巷店馆园院站港岛山湖海国]|机场|酒店|餐厅|商场|公司|学校|医院",
     ),
 }

@@ -41,6 +41,8 @@ _ZH_DIGITS |= {"八": 8, "九": 9, "十": 10}
 _ZH_WEEKDAY = {"一": 0, "二": 1, "三": 2, "四": 3, "五": 4, "六": 5, "日": 6, "天": 6}
 _EN_NUMBERS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6}
 _EN_NUMBERS |= {"a couple of": 2, "couple of": 2, "a few": 3, "few": 3, "several": 4}
+_ZH_UNITS = {"天": "day", "周": "week", "星期": "week", "礼拜": "week", "月": "month"}
+_UNIT_DAYS = {"day": 1, "week": 7, "month": 30, "year": 365}
 
 _MONTH_EN = "|".join(sorted(_MONTHS_EN, key=len, reverse=True))
 _WEEKDAY_EN = "|".join(_WEEKDAYS_EN)
@@ -182,15 +184,20 @@ def _previous_weekday(today: date, weekday: int, *, this_week: bool = False) -> 
 
 def _ago(count: int, unit: str, today: date) -> tuple[date, date]:
     """'3 weeks ago' is a span around that point, as wide as the unit (people round)."""
-    span = {"day": 1, "week": 7, "month": 30, "year": 365}[unit]
+    span = _UNIT_DAYS[unit]
     centre = today - timedelta(days=count * span)
     half = max(span // 2, 1) if unit != "day" else 1
     return centre - timedelta(days=half), min(centre + timedelta(days=half), today)
 
 
+def _en_count(word: str) -> int:
+    """'3', 'two', 'a couple of' → a count (2 when the word is vague)."""
+    return int(word) if word.isdigit() else _EN_NUMBERS.get(word.lower(), 2)
+
+
 def _span(count: int, unit: str, today: date) -> tuple[date, date]:
     """'the last two months', '最近三个月': every day from that far back up to today."""
-    days = {"day": 1, "week": 7, "month": 30, "year": 365}[unit] * count
+    days = _UNIT_DAYS[unit] * count
     return today - timedelta(days=days), today
 
 
@@ -225,13 +232,13 @@ def _resolve(kind: str, m: re.Match[str], today: date) -> tuple[date, date] | No
         return (date(found, 1, 1), date(found, 12, 31)) if found else None
     if kind == "zh_ago":
         count = _zh_number(g[0]) or 2
-        unit = {"天": "day", "周": "week", "星期": "week", "礼拜": "week", "月": "month"}[g[1]]
+        unit = _ZH_UNITS[g[1]]
         if g[0] == "几":
             return today - timedelta(days={"day": 6, "week": 35, "month": 150}[unit]), today
         return _ago(count, unit, today)
     if kind == "zh_span":
         count = _zh_number(g[0]) or 3
-        unit = {"天": "day", "周": "week", "星期": "week", "礼拜": "week", "月": "month"}[g[1]]
+        unit = _ZH_UNITS[g[1]]
         return _span(count, unit, today)
     if kind == "zh_weekday":
         weekday = _ZH_WEEKDAY[g[1]]
@@ -278,10 +285,10 @@ def _resolve(kind: str, m: re.Match[str], today: date) -> tuple[date, date] | No
     if kind == "en_year":
         return date(int(g[0]), 1, 1), date(int(g[0]), 12, 31)
     if kind == "en_ago":
-        count = int(g[0]) if g[0].isdigit() else _EN_NUMBERS.get(g[0].lower(), 2)
+        count = _en_count(g[0])
         return _ago(count, g[1].lower(), today)
     if kind == "en_span":
-        count = int(g[0]) if g[0].isdigit() else _EN_NUMBERS.get(g[0].lower(), 2)
+        count = _en_count(g[0])
         return _span(count, g[1].lower(), today)
     if kind == "en_weekday":
         weekday = _WEEKDAYS_EN[g[1].lower()]

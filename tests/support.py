@@ -10,12 +10,15 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from memory_core.chunking import ChunkKind
 from memory_core.clock import format_when
 from memory_core.db import Database
 from memory_core.engine import MemoryCore
 from memory_core.history import MESSAGE_COLUMNS, StoredMessage, message_from_row
 from memory_core.index import SearchIndex
+from memory_core.index.rerank import Candidate
 from memory_core.scope import ScopeKey
+from memory_core.text import tokenize
 
 
 def database(core: MemoryCore) -> Database:
@@ -98,3 +101,29 @@ def is_daily_note_fd(fd: int) -> bool:
     except OSError:
         return False
     return target.endswith(".md") and "/memory/" in target
+
+
+def candidate(
+    key: int,
+    text: str,
+    *,
+    kind: ChunkKind = ChunkKind.DAILY,
+    lexical: float = 0.0,
+    dense: float | None = None,
+    created_at: datetime | None = None,
+    path: str = "memory/2026-03-01.md",
+) -> Candidate:
+    """A ranking candidate made by hand, for the pure ranking steps' tests."""
+    return Candidate(
+        id=key,
+        path=path,
+        line_from=key,
+        line_to=key,
+        kind=kind,
+        created_at=created_at,
+        ref=None,
+        text=text,
+        tokens=" ".join(tokenize(text)),
+        lexical=lexical,
+        dense=dense,
+    )

@@ -12,10 +12,10 @@ from memory_core.answer_kind import AnswerKind, holds_answer, wanted_answer
 from memory_core.chunking import ChunkKind
 from memory_core.index import CorpusStats
 from memory_core.index.pipeline import Ranking, rank
-from memory_core.index.rerank import Candidate, RankSettings
+from memory_core.index.rerank import RankSettings
 from memory_core.query import build_query
-from memory_core.text import tokenize
 from tests.conftest import START
+from tests.support import candidate
 
 
 @pytest.mark.parametrize(
@@ -68,27 +68,14 @@ def test_holds_answer(kind: AnswerKind, text: str, holds: bool) -> None:
     assert holds_answer(kind, text) is holds
 
 
-def candidate(key: int, text: str) -> Candidate:
-    return Candidate(
-        id=key,
-        path="memory/2026-03-01.md",
-        line_from=key,
-        line_to=key,
-        kind=ChunkKind.MESSAGE,
-        created_at=None,
-        ref=None,
-        text=text,
-        tokens=" ".join(tokenize(text)),
-        lexical=1.0,
-    )
-
-
 def test_the_turn_holding_the_wanted_answer_is_lifted_above_an_equal_one() -> None:
     """Two turns match the question's words equally; the one with a date wins a "when"
     question, by exactly the configured factor, and only for a "when" question."""
     pool = {
-        1: candidate(1, "Maya: the wedding is at the farm"),
-        2: candidate(2, "Maya: the wedding moved to 5 September"),
+        1: candidate(1, "Maya: the wedding is at the farm", kind=ChunkKind.MESSAGE, lexical=1.0),
+        2: candidate(
+            2, "Maya: the wedding moved to 5 September", kind=ChunkKind.MESSAGE, lexical=1.0
+        ),
     }
     settings = RankSettings(context_weights=(), recency_boost=0.0, answer_boost=0.3)
     query = build_query("When is the wedding?")
@@ -108,8 +95,7 @@ def test_the_turn_holding_the_wanted_answer_is_lifted_above_an_equal_one() -> No
 def test_a_turns_own_time_and_speaker_are_no_answer() -> None:
     """'18:52:00 Maya: …' holds a time of day and a capitalised name in its prefix; only
     the words the speaker said count."""
-    turn = candidate(1, "18:52:00 Maya: see you there")
-    turn.kind = ChunkKind.ARCHIVE_RAW
+    turn = candidate(1, "18:52:00 Maya: see you there", kind=ChunkKind.ARCHIVE_RAW)
     assert turn.body == "see you there"
     assert not holds_answer(AnswerKind.NUMBER, turn.body)
     assert not holds_answer(AnswerKind.NAME, turn.body)

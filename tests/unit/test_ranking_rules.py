@@ -46,6 +46,7 @@ from memory_core.records import RecordedMessage
 from memory_core.scope import MAIN
 from memory_core.text import estimate_tokens, tokenize
 from tests.conftest import START
+from tests.support import candidate as make
 from tests.support import database, index_message, index_of
 
 TODAY = START.date()
@@ -462,31 +463,6 @@ async def test_question_template_words_are_dropped(core: MemoryCore) -> None:
 
 
 # --- fusion (pure) ----------------------------------------------------------------------
-
-
-def make(
-    key: int,
-    text: str,
-    *,
-    kind: ChunkKind = ChunkKind.DAILY,
-    lexical: float = 0.0,
-    dense: float | None = None,
-    created_at: datetime | None = None,
-    path: str = "memory/2026-03-01.md",
-) -> Candidate:
-    return Candidate(
-        id=key,
-        path=path,
-        line_from=key,
-        line_to=key,
-        kind=kind,
-        created_at=created_at,
-        ref=None,
-        text=text,
-        tokens=" ".join(tokenize(text)),
-        lexical=lexical,
-        dense=dense,
-    )
 
 
 def link(pool: dict[int, Candidate], a: int, b: int, distance: int) -> None:
