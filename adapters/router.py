@@ -73,7 +73,7 @@ class MessageRouter:
     def __init__(self, core: MemoryCore, *, bot_username: str | None = None) -> None:
         self.core = core
         self.bot_username = bot_username
-        self._seen: OrderedDict[tuple[str, str, str], None] = OrderedDict()
+        self._seen: OrderedDict[tuple[str, str, str, str], None] = OrderedDict()
 
     def scope_of(self, message: InboundMessage) -> ScopeKey:
         config = self.core.config
@@ -84,7 +84,7 @@ class MessageRouter:
         A message without an id cannot be recognised again, so it is never a duplicate."""
         if not message.message_id:
             return False
-        key = (message.channel, message.chat_id, message.message_id)
+        key = (message.channel, message.account_id, message.chat_id, message.message_id)
         if key in self._seen:
             return True
         self._seen[key] = None
@@ -96,6 +96,10 @@ class MessageRouter:
         """The reply for one inbound message, or None (duplicate or empty)."""
         if self.is_duplicate(message) or not message.text.strip():
             return None
+        if message.message_id and not await self.core.claim_delivery(
+            f"{message.channel}:{message.account_id}", message.chat_id, message.message_id
+        ):
+            return None  # another process of the workspace took this delivery
         scope = self.scope_of(message)
         parts = split_command(message.text)
         if parts is None:

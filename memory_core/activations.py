@@ -6,11 +6,10 @@ so a turn never rewrites MEMORY.md; the next merge of the scope applies and clea
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable, Iterable
 
-from memory_core.db import Database
 from memory_core.scope import ScopeKey
+from memory_core.sql import Connection, Db
 
 Activation = tuple[str, str]
 """(entry id, session id)."""
@@ -18,15 +17,15 @@ Activation = tuple[str, str]
 
 def record_step(
     scope: ScopeKey, entry_ids: Iterable[str], session_id: str, at: str
-) -> Callable[[sqlite3.Connection], None]:
+) -> Callable[[Connection], None]:
     """The insert as a step of a caller's write transaction on the database thread."""
     rows = [(scope.value, entry_id, session_id, at) for entry_id in dict.fromkeys(entry_ids)]
 
-    def write(conn: sqlite3.Connection) -> None:
+    def write(conn: Connection) -> None:
         if rows:
             conn.executemany(
-                "INSERT OR IGNORE INTO activations (scope, entry_id, session_id, at)"
-                " VALUES (?, ?, ?, ?)",
+                "INSERT INTO activations (scope, entry_id, session_id, at)"
+                " VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
                 rows,
             )
 
@@ -36,7 +35,7 @@ def record_step(
 class Activations:
     """The `activations` table; the only module that touches it."""
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Db) -> None:
         self._db = db
 
     async def record(

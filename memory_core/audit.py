@@ -4,23 +4,22 @@ a purge erases it."""
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Collection, Iterable
 from datetime import datetime
 from typing import Any
 
 from memory_core.clock import format_when, parse_when
-from memory_core.db import Database
 from memory_core.merge import Change, ChangeKind
 from memory_core.records import AuditRecord, ScopeEvent
 from memory_core.scope import ScopeKey
+from memory_core.sql import Connection, Db
 
 AUDITED = frozenset(ChangeKind) - {ChangeKind.DECAYED}
 """Decay touches every entry at every merge; the log keeps the events a person cares about."""
 
 
 class AuditLog:
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Db) -> None:
         self._db = db
 
     async def record(
@@ -81,7 +80,7 @@ class AuditLog:
         ids = sorted(set(entry_ids))
         when = format_when(at)
 
-        def erase(conn: sqlite3.Connection) -> None:
+        def erase(conn: Connection) -> None:
             conn.executemany(
                 "UPDATE audit SET content = NULL WHERE scope = ? AND entry_id = ?",
                 [(scope.value, entry_id) for entry_id in ids],
@@ -101,7 +100,11 @@ class AuditLog:
         of a purge. SQLite leaves deleted and overwritten text in free parts of its pages
         (unless built with secure_delete), and the old pages in the WAL. False when
         another process's open read kept the WAL from being emptied (its frames are
-        overwritten by later writes)."""
+        overwritten by later writes). On PostgreSQL, `VACUUM FULL` of the tables a purge
+        writes: their old row versions go, and with them the erased text."""
+        if self._db.backend == "postgres":
+            await self._db.call(_vacuum_purged_tables)
+            return True
         await self._db.call(lambda conn: conn.execute("VACUUM"))
         row = await self._db.call(
             lambda conn: conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
@@ -155,7 +158,8 @@ class AuditLog:
     ) -> None:
         await self._db.call(
             lambda conn: conn.execute(
-                "INSERT OR IGNORE INTO extractions (scope, session_id, at, stats) VALUES (?, ?, ?, ?)",
+                "INSERT INTO extractions (scope, session_id, at, stats) VALUES (?, ?, ?, ?)"
+                " ON CONFLICT DO NOTHING",
                 (scope.value, session_id, format_when(at), json.dumps(stats)),
             )
         )
@@ -190,3 +194,8 @@ class AuditLog:
             ScopeEvent(id=r[0], at=parse_when(r[1]), scope=r[2], kind=r[3], detail=json.loads(r[4]))
             for r in rows
         ]
+
+
+def _vacuum_purged_tables(conn: Connection) -> None:
+    for table in ("audit", "chunks", "messages"):
+        conn.execute(f"VACUUM FULL {table}")

@@ -285,6 +285,34 @@ class EmbeddingSettings(_Section):
         return value
 
 
+class StorageSettings(_Section):
+    """Where the index, history, audit log and capture journal live (MEMORY.md and the
+    daily notes are always files in the workspace)."""
+
+    backend: Literal["sqlite", "postgres"] = _field(
+        "sqlite",
+        "'sqlite': .chatmem/index.sqlite3 in the workspace, nothing to run; 'postgres': one "
+        "PostgreSQL database that several bot processes share (pip install "
+        "'chatmem[postgres]', docs/operations.md).",
+        env="CHATMEM_STORAGE_BACKEND",
+    )
+    postgres_dsn: str = _field(
+        "",
+        "libpq connection string or URI of the PostgreSQL database; never logged. Prefer "
+        "the environment variable.",
+        env="CHATMEM_POSTGRES_DSN",
+        secret=True,
+    )
+    postgres_pool_size: int = _field(4, "Connections (and worker threads) of one process.")
+
+    @field_validator("postgres_pool_size")
+    @classmethod
+    def _positive(cls, value: int) -> int:
+        if value < 1:
+            raise PydanticCustomError("too_small", "must be >= 1")
+        return value
+
+
 class TelegramSettings(_Section):
     """The Telegram bot (python-telegram-bot)."""
 
@@ -440,6 +468,7 @@ class Config(BaseSettings):
     schedule: ScheduleSettings = Field(default_factory=ScheduleSettings)
     llm: LLMSettings = Field(default_factory=LLMSettings)
     embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
+    storage: StorageSettings = Field(default_factory=StorageSettings)
     telegram: TelegramSettings = Field(default_factory=TelegramSettings)
     dingtalk: DingTalkSettings = Field(default_factory=DingTalkSettings)
 

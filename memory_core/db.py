@@ -29,6 +29,7 @@ from typing import Any, TypeVar
 
 from memory_core.errors import DatabaseBusy, DatabaseUnwritable, IndexUnavailable
 from memory_core.migrations import MIGRATIONS
+from memory_core.sql import Backend, Connection, SqliteConnection, data_version
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +45,7 @@ _UNWRITABLE_CODES = frozenset(
 )
 """Primary result codes of a disk that refuses writes: `DatabaseUnwritable`."""
 T = TypeVar("T")
-Work = Callable[[sqlite3.Connection], T]
+Work = Callable[[Connection], T]
 
 
 def is_busy(exc: BaseException) -> bool:
@@ -125,7 +126,9 @@ class Database:
     lock of their own.
     """
 
-    def __init__(self, conn: sqlite3.Connection, thread: _Thread) -> None:
+    backend: Backend = "sqlite"
+
+    def __init__(self, conn: SqliteConnection, thread: _Thread) -> None:
         self._connection = conn
         self._thread = thread
         self._closed = False
@@ -173,9 +176,9 @@ class Database:
 
     async def data_version(self) -> int:
         """SQLite's `PRAGMA data_version`: it moves when another connection commits."""
-        return int(await self.call(lambda conn: conn.execute("PRAGMA data_version").fetchone()[0]))
+        return await self.call(data_version)
 
-    async def _submit(self, runner: Callable[[sqlite3.Connection, Work[T]], T], work: Work[T]) -> T:
+    async def _submit(self, runner: Callable[[SqliteConnection, Work[T]], T], work: Work[T]) -> T:
         def attempt() -> asyncio.Future[T]:
             if self._closed:
                 raise IndexUnavailable("the database is closed")
@@ -225,7 +228,7 @@ async def _retrying(attempt: Callable[[], Awaitable[T]], doing: str) -> T:
         wait = min(wait * 2, BUSY_MAX_WAIT)
 
 
-def _in_transaction(conn: sqlite3.Connection, work: Work[T]) -> T:
+def _in_transaction(conn: SqliteConnection, work: Work[T]) -> T:
     try:
         conn.execute("BEGIN IMMEDIATE")
     except sqlite3.OperationalError as exc:
@@ -248,7 +251,7 @@ def _in_transaction(conn: sqlite3.Connection, work: Work[T]) -> T:
     return result
 
 
-def _call(conn: sqlite3.Connection, work: Work[T]) -> T:
+def _call(conn: SqliteConnection, work: Work[T]) -> T:
     try:
         return work(conn)
     except sqlite3.OperationalError as exc:
@@ -259,11 +262,15 @@ def _call(conn: sqlite3.Connection, work: Work[T]) -> T:
 
 def _connect(
     path: Path, synchronous: str, migrations: Sequence[tuple[str, str]], schema: str
-) -> sqlite3.Connection:
+) -> SqliteConnection:
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
         conn = sqlite3.connect(
-            path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
+            path,
+            timeout=BUSY_TIMEOUT_MS / 1000,
+            isolation_level=None,
+            check_same_thread=False,
+            factory=SqliteConnection,
         )
     except sqlite3.Error as exc:
         raise IndexUnavailable(f"cannot open {path}: {exc}") from exc
@@ -289,7 +296,7 @@ def _connect(
 
 
 def migrate(
-    conn: sqlite3.Connection, migrations: Sequence[tuple[str, str]] = MIGRATIONS
+    conn: SqliteConnection, migrations: Sequence[tuple[str, str]] = MIGRATIONS
 ) -> list[str]:
     """Apply every migration not yet recorded, each in its own transaction; return the
     names applied."""
@@ -301,7 +308,7 @@ def migrate(
     applied: list[str] = []
     for name, sql in migrations:
 
-        def step(conn: sqlite3.Connection, name: str = name, sql: str = sql) -> None:
+        def step(conn: Connection, name: str = name, sql: str = sql) -> None:
             if conn.execute("SELECT 1 FROM _migrations WHERE name = ?", (name,)).fetchone():
                 return
             for statement in _statements(sql):

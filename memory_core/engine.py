@@ -15,13 +15,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sqlite3
 import time
 import zoneinfo
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from datetime import date, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from memory_core import moving
 from memory_core.activations import Activations
 from memory_core.audit import AuditLog
 from memory_core.chunking import ChunkKind
@@ -31,16 +34,23 @@ from memory_core.conversation.archiver import ArchiveReport
 from memory_core.conversation.chat import NewSessionResult, TurnResult
 from memory_core.conversation.runtime import Runtime
 from memory_core.db import Database
+from memory_core.deliveries import Deliveries
 from memory_core.embedding.factory import build_embedder
 from memory_core.entries import Importance, MemoryEntry
-from memory_core.errors import IndexUnavailable, WorkspaceMissing
+from memory_core.errors import (
+    ChatmemError,
+    ConfigError,
+    DatabaseUnreachable,
+    IndexUnavailable,
+    WorkspaceMissing,
+)
 from memory_core.history import ArchiveState, HistoryStore
 from memory_core.index import RANK_BUDGET, SearchIndex, SyncStats
 from memory_core.index.model import VectorSearch
 from memory_core.index.vectors import clear_cache as clear_vector_cache
-from memory_core.journal import CaptureJournal
+from memory_core.journal import CaptureJournal, LockOwners
 from memory_core.llm import LLMClient
-from memory_core.locks import LockRegistry
+from memory_core.locks import LOCK_TIMEOUT_SECONDS, FallbackLocks, FileLocks, LockRegistry
 from memory_core.memory import (
     IndexGuard,
     ScopeStatus,
@@ -65,12 +75,18 @@ from memory_core.records import (
 from memory_core.schedules import ScheduleState
 from memory_core.scope import MAIN, ScopeKey
 from memory_core.scoring import ScoringPolicy
+from memory_core.spool import SpoolingHistory
+from memory_core.sql import Db
 from memory_core.staging import Staging
 from memory_core.store import read_head
 from memory_core.text import ensure_loaded
 from memory_core.workspace import Workspace
 
 __all__ = ["MemoryCore", "ScopeStatus", "ValidationProblem"]
+
+
+if TYPE_CHECKING:
+    from memory_core.pg.locks import AdvisoryLocks
 
 log = logging.getLogger(__name__)
 
@@ -93,11 +109,13 @@ class MemoryCore:
         self._clock = clock
         self._locks = LockRegistry(self.workspace.locks_dir)
         self._guard = IndexGuard()
-        self._db: Database | None = None
+        self._db: Db | None = None
         self._audit: AuditLog | None = None
         self._history: HistoryStore | None = None
         self._runtime: Runtime | None = None
         self._journal: CaptureJournal | None = None
+        self._advisory: AdvisoryLocks | None = None
+        self._deliveries: Deliveries | None = None
         self.memory = build_memory_service(
             config, self.workspace, self._locks, self.now, self._guard
         )
@@ -112,6 +130,7 @@ class MemoryCore:
         clock: Clock = system_clock,
         llm: LLMClient | None = None,
         create: bool = True,
+        progress: Callable[[int, int], None] | None = None,
     ) -> AsyncIterator[MemoryCore]:
         """With `create=False` a workspace that does not exist (`workspace_exists`) is a
         `WorkspaceMissing` error instead of a new, empty one: what a person's command wants
@@ -123,7 +142,7 @@ class MemoryCore:
             log.info("creating workspace at %s", root)
         core = cls(config, clock=clock, llm=llm)
         try:
-            await core.start()
+            await core.start(progress)
         except BaseException:
             # A half-started core still owns a database thread; leaving it open would keep
             # the process from exiting.
@@ -134,18 +153,21 @@ class MemoryCore:
         finally:
             await core.close()
 
-    async def start(self) -> None:
+    async def start(self, progress: Callable[[int, int], None] | None = None) -> None:
+        """Open the database (and journal), index what the files hold that the index does
+        not (`progress(files done, files)`), start the vectors' backfill."""
         await asyncio.to_thread(self.workspace.ensure_scope, MAIN)
         long_term = self.memory.long_term
         try:
-            self._db = await Database.open(self.workspace.db_path)
-        except IndexUnavailable as exc:
+            self._db = await self._open_database()
+        except (IndexUnavailable, DatabaseUnreachable) as exc:
             self._guard.reason = str(exc)
             log.warning("database unavailable, running without audit log and index: %s", exc)
         else:
             recall = self.config.recall
             self._audit = long_term.audit = AuditLog(self._db)
             long_term.activations = Activations(self._db)
+            self._deliveries = Deliveries(self._db)
             self._guard.index = SearchIndex(
                 self._db,
                 self.workspace,
@@ -162,10 +184,43 @@ class MemoryCore:
         if self._guard.index is None:
             return
         await ensure_loaded()
-        await self._guard.sync_all()
-        self._guard.index.embed_all()
+        await self._guard.sync_all(progress)
+        if self._guard.index is not None:  # the sync may have found it unusable
+            self._guard.index.embed_all()
+        if self.config.storage.backend == "postgres":
+            # Messages a process spooled while the database was away, and died.
+            history = self._require_history()
+            if isinstance(history, SpoolingHistory):
+                await history.flush_spool()
 
-    def _vector_index(self, db: Database) -> VectorSearch | None:
+    async def _open_database(self) -> Db:
+        """The configured backend: the workspace's SQLite file, or a PostgreSQL database
+        (`storage.backend`); its driver is only imported then."""
+        storage = self.config.storage
+        if storage.backend == "sqlite":
+            return await Database.open(self.workspace.db_path)
+        if not storage.postgres_dsn.strip():
+            raise ConfigError(
+                "storage.backend = 'postgres' needs storage.postgres_dsn (or CHATMEM_POSTGRES_DSN)"
+            )
+        try:
+            from memory_core.pg.database import PgDatabase
+            from memory_core.pg.locks import AdvisoryLocks
+        except ImportError as exc:
+            raise ConfigError(
+                "storage.backend = 'postgres' needs psycopg: pip install 'chatmem[postgres]'"
+            ) from exc
+        db = await PgDatabase.open(storage.postgres_dsn, pool_size=storage.postgres_pool_size)
+        # Every process of the workspace shares the database: its advisory locks, not
+        # lock files, keep them from writing one file at once (docs/operations.md).
+        advisory = AdvisoryLocks(storage.postgres_dsn)
+        await asyncio.to_thread(advisory.open)
+        self._advisory = advisory
+        files = FileLocks(self.workspace.locks_dir, LOCK_TIMEOUT_SECONDS)
+        self._locks.use(FallbackLocks(advisory, files, health=db))
+        return db
+
+    def _vector_index(self, db: Db) -> VectorSearch | None:
         """Dense recall when an embedder is configured or installed (`[embedding]`); the
         vector index (and numpy) is only imported then."""
         embedder = build_embedder(self.config.embedding)
@@ -187,8 +242,13 @@ class MemoryCore:
         """Journalled captures; without a journal every capture writes MEMORY.md itself."""
         state = self.workspace.state_dir
         try:
-            journal = await CaptureJournal.open(state / "journal.sqlite3", state / "owners")
-        except (IndexUnavailable, OSError) as exc:
+            if self.config.storage.backend == "postgres":
+                if self._db is None or self._advisory is None:
+                    raise IndexUnavailable(self.degraded_reason or "the database is not open")
+                journal = await CaptureJournal.attach(self._db, LockOwners(self._advisory))
+            else:
+                journal = await CaptureJournal.open(state / "journal.sqlite3", state / "owners")
+        except (IndexUnavailable, DatabaseUnreachable, OSError) as exc:
             log.warning("capture journal unavailable, captures write MEMORY.md directly: %s", exc)
             return
         long_term = self.memory.long_term
@@ -215,6 +275,8 @@ class MemoryCore:
             staging = long_term.staging
             long_term.use_staging(None)
             await staging.close()
+        if isinstance(self._history, SpoolingHistory):
+            await self._history.close()
         if self._journal is not None:
             await self._journal.close()
             self._journal = None
@@ -222,11 +284,16 @@ class MemoryCore:
         if index is not None and index.vectors is not None:
             await index.vectors.close()
             index.vectors = None
+        if self._advisory is not None:
+            self._locks.use(FileLocks(self.workspace.locks_dir, LOCK_TIMEOUT_SECONDS))
+            await asyncio.to_thread(self._advisory.close)
+            self._advisory = None
         if self._db is not None:
             await self._db.close()
             self._db = None
             self._audit = long_term.audit = None
             long_term.activations = None
+            self._deliveries = None
             self._history = None
             self._guard.index = None
 
@@ -265,7 +332,16 @@ class MemoryCore:
         if self._history is None:
             if self._db is None:
                 raise IndexUnavailable(self.degraded_reason or "the database is not open")
-            self._history = HistoryStore(self._db, self.config.history, self._guard.index)
+            if self._db.backend == "sqlite":
+                self._history = HistoryStore(self._db, self.config.history, self._guard.index)
+            else:
+                # A server may be away for a while: messages wait in a local spool.
+                self._history = SpoolingHistory(
+                    self._db,
+                    self.config.history,
+                    self._guard.index,
+                    self.workspace.state_dir / "spool",
+                )
         return self._history
 
     # --- long-term memory -----------------------------------------------------------
@@ -468,7 +544,7 @@ class MemoryCore:
 
     async def reindex(self, progress: Callable[[int, int], None] | None = None) -> SyncStats:
         """Rebuild the index from files; a database SQLite cannot read is moved aside."""
-        if self._guard.index is None:
+        if self._guard.index is None and self.config.storage.backend == "sqlite":
             await self.close()
             await asyncio.to_thread(_move_aside, self.workspace.db_path)
             await self.start()
@@ -583,6 +659,63 @@ class MemoryCore:
         """Scope events (archive backlog, history overflow), newest first."""
         return await self._require_audit().events(scope, kind, limit)
 
+    async def move_storage(
+        self, backend: str, dsn: str = "", progress: moving.Progress | None = None
+    ) -> moving.MoveReport:
+        """Copy what only the database holds (history, audit, activations, schedules,
+        deliveries, the embedding cache, the capture journal) to the other backend and
+        index the files there (`chatmem migrate`). Idempotent: run again after an
+        interruption, it copies what is missing. The bots of the workspace should be
+        stopped; the configuration is the caller's to switch afterwards."""
+        current = self.config.storage
+        if backend == current.backend and (backend == "sqlite" or dsn == current.postgres_dsn):
+            raise ChatmemError(f"the workspace already uses {backend}")
+        if self._db is None:
+            raise IndexUnavailable(self.degraded_reason or "the database is not open")
+        await self.flush()  # staged captures into MEMORY.md: the journal holds no own row
+        storage = current.model_copy(update={"backend": backend, "postgres_dsn": dsn})
+        target_config = self.config.model_copy(update={"storage": storage})
+        if backend == "sqlite":
+            await asyncio.to_thread(_fresh_sqlite_target, self.workspace)
+
+        def files(done: int, total: int) -> None:
+            if progress is not None:
+                progress("files indexed", done, total)
+
+        report = moving.MoveReport()
+        async with MemoryCore.open(
+            target_config, clock=self._clock, llm=self.llm, progress=files
+        ) as target:
+            if target._db is None:
+                raise IndexUnavailable(target.degraded_reason or "cannot open the target")
+            for table, key in moving.TABLES:
+                await moving.copy_table(self._db, target._db, table, key, report, progress)
+            source_journal = self._journal_db()
+            target_journal = target._journal_db()
+            if source_journal is not None and target_journal is not None:
+                await moving.copy_captures(source_journal, target_journal, report)
+            await moving.copy_message_chunks(self._db, target._db, report, progress)
+        if backend == "sqlite":
+            await asyncio.to_thread(_sqlite_target_done, self.workspace)
+        return report
+
+    def _journal_db(self) -> Db | None:
+        journal = self._journal
+        return journal.db if journal is not None else None
+
+    async def claim_delivery(self, channel: str, chat_id: str, message_id: str) -> bool:
+        """True for the first delivery of an inbound message to any process of the
+        workspace: answer it. A platform's redelivery, to this process or another, is
+        False. Without a working database every delivery is answered (a duplicate reply
+        is better than a lost one)."""
+        if self._deliveries is None:
+            return True
+        try:
+            return await self._deliveries.claim(channel, chat_id, message_id, self.now())
+        except sqlite3.DatabaseError as exc:
+            log.warning("cannot check a delivery against other processes, answering: %s", exc)
+            return True
+
     async def audit_counts(self) -> dict[str, int]:
         """Audit rows per action over the workspace ({} without a database)."""
         return await self._audit.action_counts() if self._audit is not None else {}
@@ -616,3 +749,28 @@ def _move_aside(path: Path) -> None:
             part = path.with_name(path.name + suffix)
             if part.exists():
                 part.rename(part.with_name(f"{part.name}.corrupt-{stamp}"))
+
+
+MOVING_MARKER = "migrating-to-sqlite"
+"""Present while a move to SQLite runs: a rerun resumes into the files it made."""
+
+
+def _fresh_sqlite_target(workspace: Workspace) -> None:
+    """An SQLite database and journal left from before the workspace moved away would
+    bring back stale history and replay stale captures: they are moved aside (kept, with
+    a suffix), unless a move to SQLite was interrupted, which resumes into them."""
+    marker = workspace.state_dir / MOVING_MARKER
+    if marker.exists():
+        return
+    workspace.state_dir.mkdir(parents=True, exist_ok=True)
+    stamp = int(time.time())
+    for name in ("index.sqlite3", "journal.sqlite3"):
+        for suffix in ("", "-wal", "-shm"):
+            part = workspace.state_dir / (name + suffix)
+            if part.exists():
+                part.rename(part.with_name(f"{part.name}.before-move-{stamp}"))
+    marker.touch()
+
+
+def _sqlite_target_done(workspace: Workspace) -> None:
+    (workspace.state_dir / MOVING_MARKER).unlink(missing_ok=True)

@@ -54,6 +54,20 @@ class DatabaseUnwritable(ChatmemError, sqlite3.OperationalError):
     """
 
 
+class DatabaseFailure(ChatmemError, sqlite3.DatabaseError):
+    """A PostgreSQL statement failed (any error the server or driver reported).
+
+    The project's database error family is sqlite3's (`sqlite3.DatabaseError` and its
+    subclasses): code that survives a failed index write catches that, whichever backend
+    is configured. One line, never the connection string.
+    """
+
+
+class DatabaseUnreachable(DatabaseFailure, sqlite3.OperationalError):
+    """The PostgreSQL server could not be reached (refused, restarting, network down, no
+    connection free in time): the files still answer, captures wait in the journal."""
+
+
 class LLMError(ChatmemError):
     """The language model could not be reached or answered unusably."""
 

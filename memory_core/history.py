@@ -11,7 +11,6 @@ from __future__ import annotations
 import functools
 import json
 import secrets
-import sqlite3
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -21,9 +20,10 @@ from typing import Any, Protocol
 from memory_core.activations import record_step
 from memory_core.clock import format_when, parse_when
 from memory_core.config import HistorySettings
-from memory_core.db import Database
+from memory_core.deliveries import claim_step
 from memory_core.records import ArchiveRun, FailedArchive, SessionArchive
 from memory_core.scope import ScopeKey
+from memory_core.sql import Connection, Db
 
 
 class ArchiveState(StrEnum):
@@ -122,7 +122,7 @@ class TurnContext:
     """Characters of the session's live messages (SQLite `LENGTH`)."""
 
 
-AfterInsert = Callable[[sqlite3.Connection, int], None]
+AfterInsert = Callable[[Connection, int], None]
 """A step of a message's insert transaction, given the new message id; it runs on the
 database thread (`Database.run`), so it must not touch the event loop."""
 
@@ -166,7 +166,7 @@ class HistoryStore:
 
     def __init__(
         self,
-        db: Database,
+        db: Db,
         settings: HistorySettings,
         indexer: MessageIndexer | None = None,
     ) -> None:
@@ -282,9 +282,14 @@ class HistoryStore:
         indexed: bool = False,
         used_entry_ids: Sequence[str] = (),
         archived: ArchiveState = ArchiveState.FALSE,
+        replay_key: str | None = None,
     ) -> StoredMessage:
         """Store one message and touch its session, in one transaction and one call on
         the database thread.
+
+        `replay_key` names a message written before (a spooled one, `spool.py`): it is
+        claimed in the same transaction, and a key claimed already stores nothing (the
+        returned message then has id 0), so replaying twice writes once.
 
         `indexed` adds the message's search chunk and `used_entry_ids` records the
         long-term entries its prompt used (`activations`) in the same commit: one commit
@@ -313,13 +318,18 @@ class HistoryStore:
             else None
         )
 
-        def write(conn: sqlite3.Connection) -> int:
-            cursor = conn.execute(
-                "INSERT INTO messages (scope, session_id, role, speaker, content, created_at,"
-                " bytes, meta, archived) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                row,
+        claim = claim_step("spool", "history", replay_key, now) if replay_key is not None else None
+
+        def write(conn: Connection) -> int:
+            if claim is not None and not claim(conn):
+                return 0
+            message_id = int(
+                conn.execute(
+                    "INSERT INTO messages (scope, session_id, role, speaker, content, created_at,"
+                    " bytes, meta, archived) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+                    row,
+                ).fetchone()[0]
             )
-            message_id = int(cursor.lastrowid or 0)
             conn.execute(
                 "UPDATE sessions SET last_at = ? WHERE id = ?", (format_when(now), session_id)
             )
@@ -358,7 +368,7 @@ class HistoryStore:
     async def messages_by_id(self, ids: Sequence[int]) -> list[StoredMessage]:
         """The messages with these ids (compacted ones too), oldest first."""
 
-        def fetch(conn: sqlite3.Connection) -> Rows:
+        def fetch(conn: Connection) -> Rows:
             rows: Rows = []
             for start in range(0, len(ids), 500):
                 part = list(ids[start : start + 500])
@@ -378,16 +388,18 @@ class HistoryStore:
         summary when none of them is one, and the characters of its live messages before
         the turn (SQLite `LENGTH`: an upper bound of their tokens, for the flush check)."""
         rows = await self._fetch(
-            f"SELECT * FROM (SELECT {MESSAGE_COLUMNS}, 0 FROM messages WHERE session_id = ?1"
-            " AND compacted = 0 ORDER BY id DESC LIMIT ?2)"
+            f"SELECT * FROM (SELECT {MESSAGE_COLUMNS}, 0 FROM messages WHERE session_id = ?"
+            " AND compacted = 0 ORDER BY id DESC LIMIT ?) AS latest"
             f" UNION ALL SELECT * FROM (SELECT {MESSAGE_COLUMNS}, 1 FROM messages"
-            " WHERE session_id = ?1 AND role = ?3 ORDER BY id DESC LIMIT 1)"
+            " WHERE session_id = ? AND role = ? ORDER BY id DESC LIMIT 1) AS summary"
             " UNION ALL SELECT COALESCE(SUM(LENGTH(content)), 0), NULL, NULL, NULL, NULL, NULL,"
-            " NULL, NULL, NULL, NULL, NULL, NULL, 2 FROM messages WHERE session_id = ?1"
+            " NULL, NULL, NULL, NULL, NULL, NULL, 2 FROM messages WHERE session_id = ?"
             " AND compacted = 0",
             session_id,
             limit,
+            session_id,
             SUMMARY_ROLE,
+            session_id,
         )
         latest: list[StoredMessage] = []
         summary: StoredMessage | None = None
@@ -452,9 +464,12 @@ class HistoryStore:
         """
         when = format_when(now)
 
-        def begin(conn: sqlite3.Connection) -> tuple[int, list[int]]:
-            cursor = conn.execute(
-                "INSERT INTO archive_runs (scope, started_at) VALUES (?, ?)", (scope.value, when)
+        def begin(conn: Connection) -> tuple[int, list[int]]:
+            run_id = int(
+                conn.execute(
+                    "INSERT INTO archive_runs (scope, started_at) VALUES (?, ?) RETURNING id",
+                    (scope.value, when),
+                ).fetchone()[0]
             )
             conn.execute(
                 "UPDATE messages SET archived = 'false' WHERE scope = ? AND archived = 'pending'",
@@ -471,7 +486,7 @@ class HistoryStore:
             conn.executemany(
                 "UPDATE messages SET archived = 'pending' WHERE id = ?", [(i,) for i in ids]
             )
-            return int(cursor.lastrowid or 0), ids
+            return run_id, ids
 
         return await self._db.run(begin)
 
@@ -520,8 +535,10 @@ class HistoryStore:
 
     async def sessions_by_state(self, scope: ScopeKey, limit: int = 100) -> list[SessionArchive]:
         rows = await self._fetch(
-            "SELECT m.session_id, MIN(m.created_at), COALESCE(s.status, '?'),"
-            " SUM(m.archived = 'false'), SUM(m.archived = 'pending'), SUM(m.archived = 'true')"
+            "SELECT m.session_id, MIN(m.created_at), COALESCE(MAX(s.status), '?'),"
+            " COUNT(CASE WHEN m.archived = 'false' THEN 1 END),"
+            " COUNT(CASE WHEN m.archived = 'pending' THEN 1 END),"
+            " COUNT(CASE WHEN m.archived = 'true' THEN 1 END)"
             " FROM messages m LEFT JOIN sessions s ON s.id = m.session_id"
             " WHERE m.scope = ? GROUP BY m.session_id ORDER BY MIN(m.created_at) DESC LIMIT ?",
             scope.value,
@@ -552,7 +569,7 @@ class HistoryStore:
         """Drop the oldest archived messages past the caps; never an unarchived one."""
         s = self.settings
 
-        def enforce(conn: sqlite3.Connection) -> CapReport:
+        def enforce(conn: Connection) -> CapReport:
             row = conn.execute(
                 "SELECT COUNT(*), COALESCE(SUM(bytes), 0) FROM messages WHERE scope = ?",
                 (scope.value,),

@@ -21,12 +21,21 @@ import sqlite3
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from filelock import FileLock, Timeout
 
 from memory_core.db import Database
-from memory_core.errors import ChatmemError, DatabaseBusy, IndexUnavailable, StoreError
+from memory_core.errors import (
+    ChatmemError,
+    DatabaseBusy,
+    DatabaseFailure,
+    DatabaseUnreachable,
+    IndexUnavailable,
+    StoreError,
+)
+from memory_core.locks import ProcessLocks
+from memory_core.sql import Connection, Db
 
 log = logging.getLogger(__name__)
 
@@ -47,57 +56,120 @@ class JournalRow:
     payload: dict[str, Any]
 
 
-class CaptureJournal:
-    """Open with `await CaptureJournal.open(path, owners_dir)`; close when done."""
+class Owners(Protocol):
+    """Who is alive: each journal holds a lock named after its owner id for its whole
+    life (blocking calls, on worker threads)."""
 
-    def __init__(self, db: Database, owner: str, owner_lock: FileLock) -> None:
-        self._db = db
+    def take(self, owner: str) -> object: ...
+    def is_gone(self, owner: str) -> bool: ...
+    def give_back(self, handle: object) -> None: ...
+
+
+class FileOwners:
+    """A lock file per owner in the workspace's `owners` directory."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+
+    def take(self, owner: str) -> object:
+        return _take_owner_lock(self.directory, owner)
+
+    def is_gone(self, owner: str) -> bool:
+        return _owner_is_gone(self.directory, owner)
+
+    def give_back(self, handle: object) -> None:
+        assert isinstance(handle, FileLock)
+        _drop_owner_lock(handle)
+
+
+class LockOwners:
+    """An owner's lock in another process-lock layer (the database's advisory locks)."""
+
+    def __init__(self, locks: ProcessLocks) -> None:
+        self._locks = locks
+
+    def take(self, owner: str) -> object:
+        handle = self._locks.try_take(f"journal-owner-{owner}")
+        if handle is None:  # a fresh random id held by someone else: never
+            raise IndexUnavailable(f"journal owner {owner} is taken")
+        return handle
+
+    def is_gone(self, owner: str) -> bool:
+        if not owner.isalnum():
+            return False
+        handle = self._locks.try_take(f"journal-owner-{owner}")
+        if handle is None:
+            return False
+        self._locks.give_back(handle)
+        return True
+
+    def give_back(self, handle: object) -> None:
+        self._locks.give_back(handle)
+
+
+class CaptureJournal:
+    """Open with `await CaptureJournal.open(path, owners_dir)` (its own SQLite file) or
+    `attach(db, owners)` (a shared database); close when done."""
+
+    def __init__(
+        self, db: Db, owner: str, owners: Owners, held: object, *, owns_db: bool = True
+    ) -> None:
+        self.db = db
+        """Where the rows live (read by `chatmem migrate`)."""
+        self._owns_db = owns_db
         self.owner = owner
-        self._owner_lock = owner_lock
-        self._owners_dir = Path(owner_lock.lock_file).parent
+        self._owners = owners
+        self._held = held
 
     @classmethod
     async def open(cls, path: Path, owners_dir: Path) -> CaptureJournal:
+        owners = FileOwners(owners_dir)
         owner = uuid.uuid4().hex
-        owner_lock = await asyncio.to_thread(_take_owner_lock, owners_dir, owner)
+        held = await asyncio.to_thread(owners.take, owner)
         try:
             # The point of the journal: a committed row survives a power cut.
             db = await Database.open(path, synchronous="FULL", migrations=(), schema=SCHEMA)
         except (IndexUnavailable, DatabaseBusy) as exc:
             # Locked for a minute by another process, or unusable: either way this process
             # writes its captures to MEMORY.md directly instead of failing to start.
-            await asyncio.to_thread(_drop_owner_lock, owner_lock)
+            await asyncio.to_thread(owners.give_back, held)
             raise IndexUnavailable(f"cannot open capture journal: {exc}") from exc
         except BaseException:
-            await asyncio.to_thread(_drop_owner_lock, owner_lock)
+            await asyncio.to_thread(owners.give_back, held)
             raise
-        return cls(db, owner, owner_lock)
+        return cls(db, owner, owners, held)
+
+    @classmethod
+    async def attach(cls, db: Db, owners: Owners) -> CaptureJournal:
+        """The journal in a shared database (the PostgreSQL backend's `captures` table):
+        the database is the caller's to close."""
+        owner = uuid.uuid4().hex
+        held = await asyncio.to_thread(owners.take, owner)
+        return cls(db, owner, owners, held, owns_db=False)
 
     async def append(self, scope: str, payload: dict[str, Any]) -> int:
         """Commit one capture; its sequence number once on disk."""
         data = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
         try:
-            seq = await self._db.call(
-                lambda conn: (
-                    conn.execute(
-                        "INSERT INTO captures (owner, scope, payload) VALUES (?, ?, ?)",
-                        (self.owner, scope, data),
-                    ).lastrowid
-                )
+            seq = await self.db.call(
+                lambda conn: conn.execute(
+                    "INSERT INTO captures (owner, scope, payload) VALUES (?, ?, ?) RETURNING seq",
+                    (self.owner, scope, data),
+                ).fetchone()[0]
             )
         except sqlite3.DatabaseError as exc:
-            if isinstance(exc, ChatmemError):
+            if isinstance(exc, DatabaseUnreachable):
+                raise  # the caller writes MEMORY.md itself (`LongTermMemory.capture`)
+            if isinstance(exc, ChatmemError) and not isinstance(exc, DatabaseFailure):
                 raise
             # The caller's capture is not acknowledged: it must hear so in one line.
             raise StoreError(f"capture not saved: the capture journal failed: {exc}") from exc
-        if seq is None:  # pragma: no cover - sqlite always sets it after an INSERT
-            raise IndexUnavailable("the capture journal did not number a row")
-        return seq
+        return int(seq)
 
     async def remove(self, seqs: list[int]) -> None:
         """Forget rows whose captures are in MEMORY.md now."""
         if seqs:
-            await self._db.run(
+            await self.db.run(
                 lambda conn: conn.executemany(
                     "DELETE FROM captures WHERE seq = ?", [(s,) for s in seqs]
                 )
@@ -105,18 +177,16 @@ class CaptureJournal:
 
     async def adopt_orphans(self) -> list[JournalRow]:
         """Rows left by owners that are gone (their lock is free), now owned by us."""
-        owners = await self._db.call(
+        owners = await self.db.call(
             lambda conn: conn.execute(
                 "SELECT DISTINCT owner FROM captures WHERE owner != ?", (self.owner,)
             ).fetchall()
         )
         dead = [
-            str(r[0])
-            for r in owners
-            if await asyncio.to_thread(_owner_is_gone, self._owners_dir, str(r[0]))
+            str(r[0]) for r in owners if await asyncio.to_thread(self._owners.is_gone, str(r[0]))
         ]
 
-        def adopt(conn: sqlite3.Connection) -> list[Any]:
+        def adopt(conn: Connection) -> list[Any]:
             conn.executemany(
                 "UPDATE captures SET owner = ? WHERE owner = ?", [(self.owner, o) for o in dead]
             )
@@ -125,7 +195,7 @@ class CaptureJournal:
                 (self.owner,),
             ).fetchall()
 
-        found = await self._db.run(adopt)
+        found = await self.db.run(adopt)
         adopted: list[JournalRow] = []
         for seq, scope, payload in found:
             try:
@@ -135,8 +205,9 @@ class CaptureJournal:
         return adopted
 
     async def close(self) -> None:
-        await self._db.close()
-        await asyncio.to_thread(_drop_owner_lock, self._owner_lock)
+        if self._owns_db:
+            await self.db.close()
+        await asyncio.to_thread(self._owners.give_back, self._held)
 
 
 def _take_owner_lock(owners_dir: Path, owner: str) -> FileLock:

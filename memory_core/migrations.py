@@ -193,3 +193,20 @@ migration(
     );
     """,
 )
+
+
+migration(
+    "m006_deliveries",
+    # Inbound messages some process already took (memory_core/deliveries.py): a message
+    # delivered twice, to one process or to two, is answered once.
+    """
+    CREATE TABLE deliveries (
+        channel TEXT NOT NULL,
+        chat_id TEXT NOT NULL,
+        message_id TEXT NOT NULL,
+        at TEXT NOT NULL,
+        PRIMARY KEY (channel, chat_id, message_id)
+    );
+    CREATE INDEX deliveries_at ON deliveries (at);
+    """,
+)

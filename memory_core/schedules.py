@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from memory_core.db import Database
+from memory_core.sql import Db
 
 
 class ScheduleState:
     """The `schedule_state` table; the only module that touches it."""
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Db) -> None:
         self._db = db
 
     async def last(self, name: str) -> str | None:

@@ -193,3 +193,9 @@ class ScheduleBackend(Protocol):
 
     async def last(self, name: str) -> str | None: ...
     async def mark(self, name: str, value: str) -> None: ...
+
+
+class DeliveryBackend(Protocol):
+    """Inbound messages already taken by some process of the workspace."""
+
+    async def claim(self, channel: str, chat_id: str, message_id: str, at: datetime) -> bool: ...

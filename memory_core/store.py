@@ -220,7 +220,7 @@ class LongTermStore:
         self, workspace: Workspace, locks: LockRegistry, archive_below: float = 0.2
     ) -> None:
         self._ws = workspace
-        self._locks = locks
+        self.locks = locks
         self._archive_below = archive_below
         self._cache: dict[ScopeKey, Snapshot] = {}
         self._checked_at: dict[ScopeKey, float] = {}
@@ -276,7 +276,7 @@ class LongTermStore:
         now: datetime,
     ) -> T:
         """`update` without writing staged captures first (the staging's own write)."""
-        async with self._locks.hold(self._ws.lock_name(scope, "memory")):
+        async with self.locks.hold(self._ws.lock_name(scope, "memory")):
             # One worker call for the whole read-change-write: `change` is pure, and every
             # hop to a thread costs more than the small file's own I/O.
             before, after, result = await asyncio.to_thread(self._apply, scope, change, now)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -12,6 +12,7 @@ from memory_core import engine
 from memory_core.clock import ManualClock
 from memory_core.config import Config, load_config
 from memory_core.engine import MemoryCore
+from tests.postgres import ACTIVE_STORAGE_ENV, PostgresServer
 
 START = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 """The instant every `clock` fixture starts at."""
@@ -34,15 +35,62 @@ def _words_alone_unless_dense(
 
 
 @pytest.fixture
-def workspace(tmp_path: Path) -> Path:
+def workspace(tmp_path: Path, storage_env: Mapping[str, str]) -> Path:
+    """A fresh workspace directory. It asks for `storage_env`: whatever has a workspace
+    stores something, so it runs on both backends."""
     path = tmp_path / "ws"
     path.mkdir()
     return path
 
 
+BACKENDS = ("sqlite", "postgres")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Every test that stores anything (it asks for `config`, `core`, `storage_env`...)
+    runs once per storage backend, unless it is marked `sqlite_only` (it tests SQLite
+    itself: its files, its locks, its disk errors)."""
+    if "storage_backend" in metafunc.fixturenames:
+        only = metafunc.definition.get_closest_marker("sqlite_only") is not None
+        metafunc.parametrize("storage_backend", BACKENDS[:1] if only else BACKENDS, indirect=True)
+
+
 @pytest.fixture
-def config(workspace: Path) -> Config:
-    return load_config(None, env={}, workspace=workspace)
+def storage_backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture(scope="session")
+def postgres_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PostgresServer]:
+    server = PostgresServer(tmp_path_factory.mktemp("postgres"))
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def storage_env(
+    storage_backend: str, request: pytest.FixtureRequest
+) -> Iterator[Mapping[str, str]]:
+    """The environment that selects the test's backend: nothing for SQLite, a schema of
+    its own on the shared test server for PostgreSQL."""
+    if storage_backend == "sqlite":
+        yield {}
+        return
+    server: PostgresServer = request.getfixturevalue("postgres_server")
+    with server.schema() as dsn:
+        env = {"CHATMEM_STORAGE_BACKEND": "postgres", "CHATMEM_POSTGRES_DSN": dsn}
+        ACTIVE_STORAGE_ENV.update(env)
+        try:
+            yield env
+        finally:
+            ACTIVE_STORAGE_ENV.clear()
+
+
+@pytest.fixture
+def config(workspace: Path, storage_env: Mapping[str, str]) -> Config:
+    return load_config(None, env=storage_env, workspace=workspace)
 
 
 @pytest.fixture

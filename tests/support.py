@@ -4,24 +4,28 @@ row. The product's front ends reach none of this."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
-import sqlite3
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from datetime import datetime
 from typing import Any
 
+import psycopg
+from filelock import FileLock
+
 from memory_core.chunking import ChunkKind
 from memory_core.clock import format_when
-from memory_core.db import Database
 from memory_core.engine import MemoryCore
 from memory_core.history import MESSAGE_COLUMNS, StoredMessage, message_from_row
 from memory_core.index import SearchIndex
 from memory_core.index.rerank import Candidate
 from memory_core.scope import ScopeKey
+from memory_core.sql import Connection, Db
 from memory_core.text import tokenize
 
 
-def database(core: MemoryCore) -> Database:
+def database(core: MemoryCore) -> Db:
     db = core._db
     assert db is not None, core.degraded_reason
     return db
@@ -38,10 +42,61 @@ async def sql(core: MemoryCore, query: str, *params: Any) -> list[Any]:
     return await database(core).call(lambda conn: conn.execute(query, params).fetchall())
 
 
+async def journal_sql(core: MemoryCore, query: str, *params: Any) -> list[tuple[Any, ...]]:
+    """Rows of one statement on the capture journal's own database (its SQLite file, or
+    the shared PostgreSQL database)."""
+    staging = core.memory.long_term.staging
+    assert staging is not None
+    db = staging.journal.db
+
+    def run(conn: Connection) -> list[Any]:
+        cursor = conn.execute(query, params)
+        return cursor.fetchall() if getattr(cursor, "description", None) else []
+
+    return [tuple(r) for r in await db.call(run)]
+
+
+@contextlib.asynccontextmanager
+async def another_process_holds(core: MemoryCore, name: str) -> AsyncIterator[None]:
+    """Hold the workspace's process-level lock `name` as another process would: its lock
+    file, or on PostgreSQL its advisory lock (on a connection of its own)."""
+    if core.config.storage.backend == "sqlite":
+        other = FileLock(core.workspace.locks_dir / f"{name}.lock", thread_local=False)
+        await asyncio.to_thread(other.acquire)
+        try:
+            yield
+        finally:
+            await asyncio.to_thread(other.release)
+        return
+    conn = await psycopg.AsyncConnection.connect(core.config.storage.postgres_dsn, autocommit=True)
+    key = "hashtextextended(current_schema() || ':' || %s, 0)"
+    try:
+        await conn.execute(f"SELECT pg_advisory_lock({key})", (name,))
+        yield
+        await conn.execute(f"SELECT pg_advisory_unlock({key})", (name,))
+    finally:
+        await conn.close()
+
+
+async def posting_ids(core: MemoryCore, sid: int, term: str) -> set[int]:
+    """Ids of the scope's chunks whose postings hold `term`, asked of the backend's own
+    term index (FTS5's table, or PostgreSQL's GIN expression)."""
+    if database(core).backend == "sqlite":
+        query = f"SELECT rowid FROM fts_{sid} WHERE fts_{sid} MATCH ?"
+        rows = await sql(core, query, '"' + term.replace('"', '""') + '"')
+    else:
+        query = (
+            "SELECT id FROM chunks WHERE scope_id = ?"
+            " AND chatmem_postings(scope_id, tokens) && chatmem_postings(?, ?)"
+        )
+        rows = await sql(core, query, sid, sid, term)
+    return {int(r[0]) for r in rows}
+
+
 async def sql_write(core: MemoryCore, *statements: tuple[str, Sequence[Any]]) -> None:
     """Statements in one transaction on the core's own connection."""
 
-    def write(conn: sqlite3.Connection) -> None:
+    def write(conn: Connection) -> None:
         for statement, params in statements:
             conn.execute(statement, params)
 

@@ -11,8 +11,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Coroutine
+import sqlite3
+from collections.abc import Awaitable, Callable, Coroutine
 from datetime import datetime, time, timedelta
+from functools import partial
 
 from memory_core.clock import format_when
 from memory_core.config import Config
@@ -49,6 +51,7 @@ class Runtime:
         self.config = config
         self.audit = audit
         self.schedules = schedules
+        self.locks = locks
         self.chat = ChatEngine(memory, history, llm, config, audit)
         self.archiver = Archiver(memory, history, llm, config.archive, audit, locks)
         self._inflight: set[asyncio.Task[TurnResult]] = set()
@@ -133,28 +136,52 @@ class Runtime:
         local = when.astimezone(self.memory.notes.zone)
         hh, mm = (int(x) for x in self.config.schedule.daily_archive_at.split(":"))
         today = local.date().isoformat()
-        if local.time() >= time(hh, mm) and await self.schedules.last("daily-archive") != today:
-            for scope in await self.history.scopes_with_unarchived():
-                await self.archive(scope)
-            await self.schedules.mark("daily-archive", today)
+        if local.time() >= time(hh, mm) and await self._once_today(
+            "daily-archive", today, self._archive_all
+        ):
             ran.append("daily-archive")
         quiet = timedelta(minutes=self.config.schedule.quiet_minutes)
         last_message = await self.history.last_message_at()
-        if (last_message is None or when - last_message >= quiet) and await self.schedules.last(
-            "quiet-consolidation"
-        ) != today:
-            for scope in await self.memory.long_term.scopes():
-                await self.memory.long_term.consolidate(scope, now=when)
-            await self.schedules.mark("quiet-consolidation", today)
+        if (last_message is None or when - last_message >= quiet) and await self._once_today(
+            "quiet-consolidation", today, partial(self._consolidate_all, when)
+        ):
             ran.append("quiet-consolidation")
         return ran
+
+    async def _once_today(self, job: str, today: str, work: Callable[[], Awaitable[None]]) -> bool:
+        """Run a daily job unless it ran today in any process of the workspace; True when
+        this process ran it. The job's lock is only tried: a process that finds it held
+        leaves the job to its holder, and sees it marked done at a later tick (or, if the
+        holder died before marking it, runs it then)."""
+        if await self.schedules.last(job) == today:
+            return False
+        async with self.locks.try_hold(f"schedule-{job}") as mine:
+            if not mine or await self.schedules.last(job) == today:
+                return False
+            await work()
+            await self.schedules.mark(job, today)
+        return True
+
+    async def _archive_all(self) -> None:
+        for scope in await self.history.scopes_with_unarchived():
+            await self.archive(scope)
+
+    async def _consolidate_all(self, when: datetime) -> None:
+        for scope in await self.memory.long_term.scopes():
+            await self.memory.long_term.consolidate(scope, now=when)
 
     async def _flush_open_sessions(self) -> None:
         """Flush open sessions, a few at a time, within a time budget: a service manager
         kills a process that takes too long to stop, and the messages are safe in SQLite
         anyway; the flush only saves the model's notes about them."""
-        sessions = await self.history.open_sessions()
-        if not sessions or not self.llm.configured:
+        if not self.llm.configured:
+            return
+        try:
+            sessions = await self.history.open_sessions()
+        except sqlite3.DatabaseError as exc:
+            log.warning("shutdown flush skipped: the database cannot be read (%s)", exc)
+            return
+        if not sessions:
             return
         gate = asyncio.Semaphore(SHUTDOWN_FLUSH_CONCURRENCY)
 

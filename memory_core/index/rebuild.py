@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import itertools
 import os
-import sqlite3
 from collections import Counter
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -14,75 +12,53 @@ from functools import partial
 from pathlib import Path
 
 from memory_core.clock import format_when
-from memory_core.db import Database
 from memory_core.index.files import prepare_file, scope_files
 from memory_core.index.model import ChunkRow, FileRow, PreparedRows, Progress, SyncStats
-from memory_core.index.writes import UPSERT_FILE, create_fts, token_count, update_hidden
+from memory_core.index.postings import postings
+from memory_core.index.writes import UPSERT_FILE, token_count, update_hidden
 from memory_core.scope import ScopeKey
+from memory_core.sql import Connection, Db
 from memory_core.workspace import Workspace
 
 REBUILD_GROUP = 64
 """Files read, tokenized and written together during a rebuild."""
 
 
-def reset(raw: sqlite3.Connection) -> list[int]:
-    """Empty the index of everything that comes from files, in one transaction: every
-    scope's FTS table is dropped and made again (far faster than deleting its postings
-    one by one), and the kept message chunks go straight back into it and into the
-    counters. Returns the ids of the scopes that still hold chunks (messages)."""
-    # Deleting row by row costs more than emptying the table, which is page-level work
-    # (SQLite's truncate optimization): the messages are put aside and back, same ids.
-    raw.execute("CREATE TEMP TABLE kept_messages AS SELECT * FROM chunks WHERE kind = 'message'")
-    raw.execute("DELETE FROM chunks")
-    raw.execute("INSERT INTO chunks SELECT * FROM temp.kept_messages")
-    raw.execute("DROP TABLE temp.kept_messages")
+def reset(raw: Connection) -> list[int]:
+    """Empty the index of everything that comes from files, in one transaction; the
+    message chunks stay, with their postings and the scopes' counters. Returns the ids
+    of the scopes that still hold chunks (messages)."""
+    postings(raw).reset(raw)
     raw.execute("DELETE FROM files")
     raw.execute("DELETE FROM terms")
     raw.execute("UPDATE scopes SET chunk_count = 0, token_count = 0")
-    for (sid,) in raw.execute("SELECT id FROM scopes").fetchall():
-        raw.execute(f"DROP TABLE IF EXISTS fts_{int(sid)}")
-        for statement in create_fts(int(sid)):
-            raw.execute(statement)
     kept = [int(r[0]) for r in raw.execute("SELECT DISTINCT scope_id FROM chunks").fetchall()]
     for sid in kept:
         raw.execute(
-            f"INSERT INTO fts_{sid} (rowid, tokens) SELECT id, tokens FROM chunks"
-            " WHERE scope_id = ? ORDER BY id",
-            (sid,),
-        )
-        raw.execute(
-            "UPDATE scopes SET chunk_count = (SELECT COUNT(*) FROM chunks WHERE scope_id = ?1),"
+            "UPDATE scopes SET chunk_count = (SELECT COUNT(*) FROM chunks WHERE scope_id = ?),"
             " token_count = (SELECT COALESCE(SUM(length(tokens) - length(replace(tokens,"
-            " ' ', '')) + (tokens != '')), 0) FROM chunks WHERE scope_id = ?1) WHERE id = ?1",
-            (sid,),
+            " ' ', '')) + CASE WHEN tokens <> '' THEN 1 ELSE 0 END), 0) FROM chunks"
+            " WHERE scope_id = ?) WHERE id = ?",
+            (sid, sid, sid),
         )
     return kept
 
 
-def write_rows(raw: sqlite3.Connection, rows: PreparedRows) -> None:
+def write_rows(raw: Connection, rows: PreparedRows) -> None:
     """Store a group of prepared files (rebuild only): ids are assigned here, inside the
-    write transaction, and both the chunk rows and the FTS rows are bound by
-    `executemany` in C. Document frequencies wait for `finish_scope`."""
+    write transaction, and the chunk rows (and FTS rows) are bound by `executemany`.
+    Document frequencies wait for `finish_scope`."""
     files, chunks, counts = rows
-    row = raw.execute("SELECT COALESCE(MAX(id), 0) FROM chunks").fetchone()
-    first = int(row[0]) + 1
+    kept = postings(raw)
+    ids = kept.new_ids(raw, len(chunks))
     raw.executemany(
         "INSERT INTO chunks (id, scope_id, path, line_from, line_to, kind, created_at, ref,"
         " text, tokens) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        [(first + offset, *chunk) for offset, chunk in enumerate(chunks)],
+        [(chunk_id, *chunk) for chunk_id, chunk in zip(ids, chunks, strict=True)],
     )
-    if len(counts) == 1:
-        [sid] = counts
-        raw.executemany(
-            f"INSERT INTO fts_{sid} (rowid, tokens) VALUES (?, ?)",
-            zip(itertools.count(first), [chunk[8] for chunk in chunks], strict=False),
-        )
-    else:
-        by_scope: dict[int, list[tuple[int, str]]] = {}
-        for offset, chunk in enumerate(chunks):
-            by_scope.setdefault(chunk[0], []).append((first + offset, chunk[8]))
-        for sid, fts_rows in by_scope.items():
-            raw.executemany(f"INSERT INTO fts_{sid} (rowid, tokens) VALUES (?, ?)", fts_rows)
+    kept.added(
+        raw, [(chunk_id, chunk[0], chunk[8]) for chunk_id, chunk in zip(ids, chunks, strict=True)]
+    )
     raw.executemany(
         "UPDATE scopes SET chunk_count = chunk_count + ?, token_count = token_count + ?"
         " WHERE id = ?",
@@ -91,16 +67,10 @@ def write_rows(raw: sqlite3.Connection, rows: PreparedRows) -> None:
     raw.executemany(UPSERT_FILE, files)
 
 
-def finish_scope(raw: sqlite3.Connection, sid: int) -> None:
-    """Document frequencies of a rebuilt scope, from FTS5's own vocabulary rather than
-    counted row by row in Python, and the summaries its monthly summaries hide."""
-    raw.execute("DELETE FROM terms WHERE scope_id = ?", (sid,))
-    raw.execute(f"CREATE VIRTUAL TABLE temp.vocab_{sid} USING fts5vocab(main, fts_{sid}, row)")
-    raw.execute(
-        f"INSERT INTO terms (scope_id, term, df) SELECT ?, term, doc FROM temp.vocab_{sid}",
-        (sid,),
-    )
-    raw.execute(f"DROP TABLE temp.vocab_{sid}")
+def finish_scope(raw: Connection, sid: int) -> None:
+    """Document frequencies of a rebuilt scope, counted by the database rather than row
+    by row in Python, and the summaries its monthly summaries hide."""
+    postings(raw).count_terms(raw, sid)
     update_hidden(raw, sid)
 
 
@@ -164,7 +134,7 @@ def prepare_rows(
 
 
 async def rebuild(
-    db: Database,
+    db: Db,
     workspace: Workspace,
     zone: tzinfo,
     paths: Sequence[tuple[int, Path]],

@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
-import sqlite3
+from collections.abc import Sequence
 from typing import Any
 
+from memory_core.index.postings import CANDIDATE_COLUMNS, postings
 from memory_core.index.ranking import CorpusStats
+from memory_core.sql import Connection
 
 
-def corpus_stats(conn: sqlite3.Connection, sid: int, terms: set[str]) -> CorpusStats:
+def corpus_stats(conn: Connection, sid: int, terms: set[str]) -> CorpusStats:
     """N, average length and document frequencies of a scope (on the database thread)."""
     placeholders = ",".join("?" * len(terms))
     rows = conn.execute(
-        "SELECT NULL, chunk_count, token_count FROM scopes WHERE id = ?1 UNION ALL"
-        f" SELECT term, df, 0 FROM terms WHERE scope_id = ?1 AND term IN ({placeholders})",
-        (sid, *terms),
+        "SELECT NULL, chunk_count, token_count FROM scopes WHERE id = ? UNION ALL"
+        f" SELECT term, df, 0 FROM terms WHERE scope_id = ? AND term IN ({placeholders})",
+        (sid, sid, *terms),
     ).fetchall()
     docs = tokens = 0
     freq: dict[str, int] = {}
@@ -26,48 +28,27 @@ def corpus_stats(conn: sqlite3.Connection, sid: int, terms: set[str]) -> CorpusS
     return CorpusStats(docs=max(docs, 1), avg_len=tokens / docs if docs else 1.0, doc_freq=freq)
 
 
-def find_scope(conn: sqlite3.Connection, key: str) -> int | None:
+def find_scope(conn: Connection, key: str) -> int | None:
     row = conn.execute("SELECT id FROM scopes WHERE key = ?", (key,)).fetchone()
     return int(row[0]) if row else None
 
 
-CANDIDATE_COLUMNS = (
-    "c.id, c.path, c.line_from, c.line_to, c.tokens, c.text, c.kind, c.created_at, c.ref"
-)
-"""What `candidates` returns of each chunk, in this order."""
-
-
 def candidates(
-    conn: sqlite3.Connection,
+    conn: Connection,
     sid: int,
-    match: str,
+    terms: Sequence[str],
+    stats: CorpusStats,
     filters: list[str],
     params: list[object],
     wanted: int,
 ) -> list[Any]:
-    """The scope's chunks FTS5 matches, best `wanted` by FTS5's rank.
-
-    The scope is the FTS table itself (and `c.scope_id` again in the join), so no other
-    scope's chunk can be a candidate. With no filter beyond the scope, FTS5 takes its
-    top-N before the join.
-    """
-    where = " AND ".join(["c.scope_id = ?", "c.hidden = 0", *filters])
-    if not filters:
-        sql = (
-            f"SELECT {CANDIDATE_COLUMNS} FROM (SELECT rowid, rank FROM fts_{sid} WHERE fts_{sid}"
-            f" MATCH ? ORDER BY rank LIMIT ?) AS f JOIN chunks AS c ON c.id = f.rowid"
-            f" WHERE {where} ORDER BY f.rank"
-        )
-        return conn.execute(sql, [match, wanted, sid, *params]).fetchall()
-    sql = (
-        f"SELECT {CANDIDATE_COLUMNS} FROM fts_{sid} AS f JOIN chunks AS c ON c.id = f.rowid"
-        f" WHERE fts_{sid} MATCH ? AND {where} ORDER BY f.rank LIMIT ?"
-    )
-    return conn.execute(sql, [match, sid, *params, wanted]).fetchall()
+    """The scope's visible chunks holding any of `terms`, best `wanted` by bm25 (FTS5's
+    rank, or the same formula over the GIN index: `postings.py`)."""
+    return postings(conn).candidates(conn, sid, terms, stats, filters, params, wanted)
 
 
 def dated(
-    conn: sqlite3.Connection,
+    conn: Connection,
     sid: int,
     filters: list[str],
     params: list[object],
@@ -85,7 +66,7 @@ def dated(
 
 
 def by_ids(
-    conn: sqlite3.Connection, sid: int, ids: list[int], filters: list[str], params: list[object]
+    conn: Connection, sid: int, ids: list[int], filters: list[str], params: list[object]
 ) -> list[Any]:
     """Chunks by id, only the scope's and visible ones: a vector hit is read back through
     the scope, so a stale vector can never show another scope's text."""
@@ -102,7 +83,7 @@ def by_ids(
 
 
 def neighbours(
-    conn: sqlite3.Connection, sid: int, anchors: list[tuple[int, str, int]], reach: int
+    conn: Connection, sid: int, anchors: list[tuple[int, str, int]], reach: int
 ) -> list[tuple[int, int, Any]]:
     """(anchor id, distance, row) of the `reach` turns before and after each anchor in its
     own conversation (same scope, same path)."""
@@ -123,7 +104,7 @@ def neighbours(
 
 
 def session_messages(
-    conn: sqlite3.Connection, sid: int, session_id: str, first_id: int, count: int
+    conn: Connection, sid: int, session_id: str, first_id: int, count: int
 ) -> list[tuple[int, str]]:
     rows = conn.execute(
         "SELECT line_from, text FROM chunks WHERE scope_id = ? AND path = ? AND kind = 'message'"
@@ -134,20 +115,21 @@ def session_messages(
 
 
 def message_context(
-    conn: sqlite3.Connection, sid: int, session_id: str, message_id: int, before: int, after: int
+    conn: Connection, sid: int, session_id: str, message_id: int, before: int, after: int
 ) -> list[tuple[int, str]]:
+    path = f"sessions/{session_id}"
     rows = conn.execute(
-        "SELECT line_from, text FROM (SELECT line_from, text FROM chunks WHERE scope_id = ?1"
-        " AND path = ?2 AND kind = 'message' AND line_from < ?3 ORDER BY line_from DESC"
-        " LIMIT ?4) UNION ALL SELECT line_from, text FROM (SELECT line_from, text FROM chunks"
-        " WHERE scope_id = ?1 AND path = ?2 AND kind = 'message' AND line_from >= ?3"
-        " ORDER BY line_from LIMIT ?5) ORDER BY line_from",
-        (sid, f"sessions/{session_id}", message_id, before, after + 1),
+        "SELECT line_from, text FROM (SELECT line_from, text FROM chunks WHERE scope_id = ?"
+        " AND path = ? AND kind = 'message' AND line_from < ? ORDER BY line_from DESC"
+        " LIMIT ?) AS earlier UNION ALL SELECT line_from, text FROM (SELECT line_from, text"
+        " FROM chunks WHERE scope_id = ? AND path = ? AND kind = 'message' AND line_from >= ?"
+        " ORDER BY line_from LIMIT ?) AS later ORDER BY line_from",
+        (sid, path, message_id, before, sid, path, message_id, after + 1),
     ).fetchall()
     return [(int(r[0]), str(r[1])) for r in rows]
 
 
-def file_stamps(conn: sqlite3.Connection, sid: int) -> dict[str, tuple[int, int, str]]:
+def file_stamps(conn: Connection, sid: int) -> dict[str, tuple[int, int, str]]:
     """(mtime_ns, size, hash) of every file the index holds for the scope."""
     rows = conn.execute(
         "SELECT path, mtime_ns, size, hash FROM files WHERE scope_id = ?", (sid,)
@@ -155,6 +137,6 @@ def file_stamps(conn: sqlite3.Connection, sid: int) -> dict[str, tuple[int, int,
     return {str(r[0]): (int(r[1]), int(r[2]), str(r[3])) for r in rows}
 
 
-def file_stamp(conn: sqlite3.Connection, path: str) -> tuple[int, int] | None:
+def file_stamp(conn: Connection, path: str) -> tuple[int, int] | None:
     row = conn.execute("SELECT mtime_ns, size FROM files WHERE path = ?", (path,)).fetchone()
     return (int(row[0]), int(row[1])) if row else None

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import sqlite3
 import time
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, date, datetime, tzinfo
@@ -27,7 +26,6 @@ import memory_core.index.search as reads
 import memory_core.index.writes as writes
 from memory_core.chunking import Chunk, ChunkKind, summary_period
 from memory_core.clock import format_when
-from memory_core.db import Database
 from memory_core.errors import ChatmemError
 from memory_core.index.files import prepare_file, stat_files, tokenize_chunks
 from memory_core.index.model import (
@@ -54,25 +52,25 @@ from memory_core.index.ranking import (
     RANK_BUDGET,
     B,
     candidate_terms,
-    fts_query,
     select_terms,
 )
 from memory_core.index.rerank import Candidate, RankSettings
 from memory_core.query import Query, as_query
 from memory_core.scope import ScopeKey
+from memory_core.sql import Connection, Db
 from memory_core.store import WriteRecord
 from memory_core.text import tokenize
 from memory_core.when import day_bounds
 from memory_core.workspace import Workspace
 
-AfterInsert = Callable[[sqlite3.Connection, int], None]
+AfterInsert = Callable[[Connection, int], None]
 log = logging.getLogger(__name__)
 
 
 class SearchIndex:
     def __init__(
         self,
-        db: Database,
+        db: Db,
         workspace: Workspace,
         sync_min_interval: float = 2.0,
         zone: tzinfo = UTC,
@@ -264,7 +262,7 @@ class SearchIndex:
         async with self._lock(scope):
             sid = await self._sid(scope)
 
-            def work(conn: sqlite3.Connection) -> tuple[Appended | None, bool]:
+            def work(conn: Connection) -> tuple[Appended | None, bool]:
                 done = append()
                 if done is None:
                     return None, False
@@ -336,7 +334,7 @@ class SearchIndex:
         path = f"sessions/{session_id}"
         line = f"{speaker}: {text}"
 
-        def write(conn: sqlite3.Connection, message_id: int) -> None:
+        def write(conn: Connection, message_id: int) -> None:
             chunk = Chunk(message_id, message_id, line, created_at, ref=str(message_id))
             writes.insert_chunks(conn, sid, path, ChunkKind.MESSAGE, [(chunk, tokens)])
 
@@ -409,6 +407,8 @@ class SearchIndex:
         plan = as_query(query, day)
         if (not plan.terms and plan.window is None) or limit <= 0:
             return []
+        if kinds is not None and not (kinds := list(kinds)):
+            return []  # no kind wanted: nothing can match (and `IN ()` is not SQL)
         sid = await self.scope_id(scope, create=False)
         if sid is None:
             return []
@@ -443,7 +443,7 @@ class SearchIndex:
         settings = self.rank_settings
         reach = len(settings.context_weights)
 
-        def lexical(conn: sqlite3.Connection) -> tuple[dict[int, Candidate], Ranking]:
+        def lexical(conn: Connection) -> tuple[dict[int, Candidate], Ranking]:
             stats = reads.corpus_stats(conn, sid, set(plan.terms)) if plan.terms else EMPTY_STATS
             terms = select_terms(plan.terms, stats, MAX_TERMS)
             ranking = Ranking(
@@ -460,17 +460,18 @@ class SearchIndex:
             rows: list[Any] = []
             chosen = candidate_terms(list(terms), stats, rank_budget)
             if chosen:
-                match = fts_query(chosen)
-                rows += reads.candidates(conn, sid, match, filters, params, wanted)
+                rows += reads.candidates(conn, sid, chosen, stats, filters, params, wanted)
                 if window is not None:
                     dated = [*filters, "c.created_at >= ?", "c.created_at < ?"]
-                    rows += reads.candidates(conn, sid, match, dated, [*params, *window], wanted)
+                    rows += reads.candidates(
+                        conn, sid, chosen, stats, dated, [*params, *window], wanted
+                    )
             elif window is not None and not terms:
                 rows += reads.dated(conn, sid, filters, params, window[0], window[1], wanted)
             return collect(rows, {}, ranking), ranking
 
         def widen(
-            conn: sqlite3.Connection,
+            conn: Connection,
             pool: dict[int, Candidate],
             ranking: Ranking,
             dense: dict[int, float],
@@ -490,7 +491,7 @@ class SearchIndex:
 
         if dense_task is None:
 
-            def fetch(conn: sqlite3.Connection) -> tuple[dict[int, Candidate], Ranking]:
+            def fetch(conn: Connection) -> tuple[dict[int, Candidate], Ranking]:
                 """Words alone: every read of the query in one call."""
                 pool, ranking = lexical(conn)
                 widen(conn, pool, ranking, {})

@@ -50,11 +50,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
-from memory_core.db import Database
 from memory_core.embedding.base import Embedder, EmbeddingError
 from memory_core.index import ann, vectors
 from memory_core.index.ann import ANN_MIN_ROWS, CANDIDATES, Graph
 from memory_core.index.vectors import ChunkText, Stored, VectorMeta, VectorRow
+from memory_core.sql import Db
 
 if TYPE_CHECKING:
     Floats = npt.NDArray[np.float32]
@@ -309,7 +309,7 @@ class VectorIndex:
 
     def __init__(
         self,
-        db: Database,
+        db: Db,
         embedder: Embedder,
         *,
         batch_size: int = 64,

@@ -15,10 +15,11 @@ Nothing here imports numpy: vectors travel as bytes.
 from __future__ import annotations
 
 import hashlib
-import sqlite3
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
+
+from memory_core.sql import Connection, data_version
 
 T = TypeVar("T")
 _IN_LIMIT = 500
@@ -26,7 +27,7 @@ _IN_LIMIT = 500
 
 
 EMBED_TEXT = (
-    "CASE WHEN c.kind IN ('message', 'archive_raw') THEN COALESCE((SELECT p.text || char(10)"
+    "CASE WHEN c.kind IN ('message', 'archive_raw') THEN COALESCE((SELECT p.text || '\n'"
     " FROM chunks AS p WHERE p.scope_id = c.scope_id AND p.path = c.path"
     " AND p.line_from < c.line_from ORDER BY p.line_from DESC LIMIT 1), '') || c.text"
     " ELSE c.text END"
@@ -90,10 +91,12 @@ class Stored:
     removed: list[int]
 
 
-def snapshot(conn: sqlite3.Connection, read: Callable[[sqlite3.Connection], T]) -> T:
+def snapshot(conn: Connection, read: Callable[[Connection], T]) -> T:
     """`read` inside one read transaction: its statements see one state of the database,
     even while another process commits. For `Database.call`, which opens none."""
-    conn.execute("BEGIN")
+    conn.execute(
+        "BEGIN" if conn.backend == "sqlite" else "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
+    )
     try:
         return read(conn)
     finally:
@@ -104,15 +107,14 @@ def _chunks(rows: Iterable[Sequence[object]]) -> list[ChunkText]:
     return [ChunkText(int(str(r[0])), str(r[1])) for r in rows]
 
 
-def counters(conn: sqlite3.Connection, sid: int) -> Counters:
+def counters(conn: Connection, sid: int) -> Counters:
     max_id = conn.execute("SELECT COALESCE(MAX(id), 0) FROM chunks").fetchone()[0]
     row = conn.execute("SELECT chunk_count FROM scopes WHERE id = ?", (sid,)).fetchone()
-    version = conn.execute("PRAGMA data_version").fetchone()[0]
-    return Counters(int(max_id), int(row[0]) if row else 0, int(version))
+    return Counters(int(max_id), int(row[0]) if row else 0, data_version(conn))
 
 
 def scope_ids(
-    conn: sqlite3.Connection, sid: int, after: tuple[str, int], limit: int
+    conn: Connection, sid: int, after: tuple[str, int], limit: int
 ) -> list[tuple[str, int]]:
     """A page of the scope's (path, chunk id), in the order of its (scope_id, path) index,
     after `after`: read from the index alone, `limit` at a time, so listing a large scope
@@ -128,7 +130,7 @@ def scope_ids(
 
 
 def survey_page(
-    conn: sqlite3.Connection, sid: int, model: str, ids: Sequence[int], above: int, upto: int
+    conn: Connection, sid: int, model: str, ids: Sequence[int], above: int, upto: int
 ) -> tuple[list[ChunkText], dict[int, str]]:
     """The texts of `ids` (chunks of the scope), and chunk id → text hash of the scope's
     vectors of `model` with ids in (above, upto] (from the covering index). The pages of
@@ -153,7 +155,7 @@ def survey_page(
     return texts, hashes
 
 
-def other_models(conn: sqlite3.Connection, sid: int, model: str) -> list[int]:
+def other_models(conn: Connection, sid: int, model: str) -> list[int]:
     """Chunk ids of the scope's vectors made by another model (the model was changed)."""
     return [
         int(r[0])
@@ -164,7 +166,7 @@ def other_models(conn: sqlite3.Connection, sid: int, model: str) -> list[int]:
 
 
 def newer(
-    conn: sqlite3.Connection, sid: int, after: int
+    conn: Connection, sid: int, after: int
 ) -> tuple[list[ChunkText], list[VectorMeta], Counters]:
     """The scope's chunks with an id above `after`, with the vectors stored under those
     ids (by any scope), and the counters.
@@ -173,7 +175,7 @@ def newer(
     walk the whole scope to find a few new rows.
     """
 
-    def read(conn: sqlite3.Connection) -> tuple[list[ChunkText], list[VectorMeta], Counters]:
+    def read(conn: Connection) -> tuple[list[ChunkText], list[VectorMeta], Counters]:
         chunks = _chunks(
             conn.execute(
                 f"SELECT c.id, {EMBED_TEXT} FROM chunks AS c"
@@ -186,7 +188,7 @@ def newer(
     return snapshot(conn, read)
 
 
-def vector_meta(conn: sqlite3.Connection, chunk_ids: Sequence[int]) -> list[VectorMeta]:
+def vector_meta(conn: Connection, chunk_ids: Sequence[int]) -> list[VectorMeta]:
     out: list[VectorMeta] = []
     for part in _parts(chunk_ids):
         out += [
@@ -200,7 +202,7 @@ def vector_meta(conn: sqlite3.Connection, chunk_ids: Sequence[int]) -> list[Vect
     return out
 
 
-def cached(conn: sqlite3.Connection, keys: Sequence[str]) -> dict[str, bytes]:
+def cached(conn: Connection, keys: Sequence[str]) -> dict[str, bytes]:
     out: dict[str, bytes] = {}
     for part in _parts(keys):
         out.update(
@@ -213,7 +215,7 @@ def cached(conn: sqlite3.Connection, keys: Sequence[str]) -> dict[str, bytes]:
 
 
 def store(
-    conn: sqlite3.Connection,
+    conn: Connection,
     sid: int,
     model: str,
     items: Sequence[tuple[ChunkText, bytes]],
@@ -226,7 +228,8 @@ def store(
     scope's `stale` vectors. Bumps the scope's version when anything changed."""
     if cache_rows:
         conn.executemany(
-            "INSERT OR IGNORE INTO embedding_cache (key, vec) VALUES (?, ?)", cache_rows
+            "INSERT INTO embedding_cache (key, vec) VALUES (?, ?) ON CONFLICT DO NOTHING",
+            cache_rows,
         )
     current: dict[int, tuple[str, str, str]] = {}
     for part in _parts([chunk.id for chunk, _ in items]):
@@ -261,21 +264,21 @@ def store(
     return Stored(version, rows, removed)
 
 
-def bump(conn: sqlite3.Connection, sid: int) -> int:
+def bump(conn: Connection, sid: int) -> int:
     row = conn.execute(
         "INSERT INTO vector_scopes (scope_id, version) VALUES (?, 1) ON CONFLICT (scope_id)"
-        " DO UPDATE SET version = version + 1 RETURNING version",
+        " DO UPDATE SET version = vector_scopes.version + 1 RETURNING version",
         (sid,),
     ).fetchone()
     return int(row[0])
 
 
-def version(conn: sqlite3.Connection, sid: int) -> int:
+def version(conn: Connection, sid: int) -> int:
     row = conn.execute("SELECT version FROM vector_scopes WHERE scope_id = ?", (sid,)).fetchone()
     return int(row[0]) if row else 0
 
 
-def count(conn: sqlite3.Connection, sid: int, model: str) -> int:
+def count(conn: Connection, sid: int, model: str) -> int:
     """The scope's vectors of `model` (from the index): the size a load allocates."""
     row = conn.execute(
         "SELECT count(*) FROM chunk_vectors WHERE scope_id = ? AND model = ?", (sid, model)
@@ -284,7 +287,7 @@ def count(conn: sqlite3.Connection, sid: int, model: str) -> int:
 
 
 def load_page(
-    conn: sqlite3.Connection, sid: int, model: str, after: int, limit: int
+    conn: Connection, sid: int, model: str, after: int, limit: int
 ) -> tuple[int, list[VectorRow], int | None]:
     """One page of a scope's vectors of `model`, in chunk id order after `after`, each
     with its chunk's kind and path (a vector whose chunk left the scope is skipped); the
@@ -315,7 +318,7 @@ def load_page(
 
 
 def recheck(
-    conn: sqlite3.Connection,
+    conn: Connection,
     sid: int,
     chunk_ids: Sequence[int],
     kinds: Sequence[str] | None,
@@ -347,7 +350,7 @@ def recheck(
     return version(conn, sid), texts
 
 
-def clear_cache(conn: sqlite3.Connection) -> int:
+def clear_cache(conn: Connection) -> int:
     """Drop every cached vector (a purge: a vector can hint at the text it came from)."""
     return conn.execute("DELETE FROM embedding_cache").rowcount
 

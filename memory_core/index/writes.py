@@ -6,21 +6,15 @@ write of several statements costs one round trip from the event loop, not one ea
 
 from __future__ import annotations
 
-import sqlite3
+import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
 from memory_core.chunking import Chunk, ChunkKind
 from memory_core.clock import format_when
 from memory_core.index.model import PreparedFile, SyncStats
-
-
-def create_fts(sid: int) -> list[str]:
-    return [
-        f"CREATE VIRTUAL TABLE IF NOT EXISTS fts_{sid} USING fts5(tokens, content='chunks',"
-        " content_rowid='id', tokenize='unicode61 remove_diacritics 0')",
-    ]
-
+from memory_core.index.postings import postings
+from memory_core.sql import Connection
 
 UPSERT_FILE = (
     "INSERT INTO files (path, scope_id, mtime_ns, size, hash, kind) VALUES (?, ?, ?, ?, ?, ?)"
@@ -29,24 +23,26 @@ UPSERT_FILE = (
 )
 
 
-def adjust_df(raw: sqlite3.Connection, sid: int, token_strings: Iterable[str], sign: int) -> None:
+def adjust_df(raw: Connection, sid: int, token_strings: Iterable[str], sign: int) -> None:
     """Keep per-scope document frequencies, counted once per batch, not per chunk."""
     counts: Counter[str] = Counter()
     for tokens in token_strings:
         counts.update(set(tokens.split()))
     if not counts:
         return
+    # In one order: two writers of a shared PostgreSQL lock the rows they upsert, and
+    # the same order for both means neither waits for the other in a circle.
     raw.executemany(
         "INSERT INTO terms (scope_id, term, df) VALUES (?, ?, ?)"
-        " ON CONFLICT (scope_id, term) DO UPDATE SET df = df + excluded.df",
-        [(sid, term, sign * n) for term, n in counts.items()],
+        " ON CONFLICT (scope_id, term) DO UPDATE SET df = terms.df + excluded.df",
+        [(sid, term, sign * counts[term]) for term in sorted(counts)],
     )
     if sign < 0:
         raw.execute("DELETE FROM terms WHERE scope_id = ? AND df <= 0", (sid,))
 
 
 def insert_chunks(
-    raw: sqlite3.Connection,
+    raw: Connection,
     sid: int,
     path: str,
     kind: ChunkKind,
@@ -56,12 +52,11 @@ def insert_chunks(
     and counters. Ids are assigned here, inside the caller's write transaction."""
     if not chunks:
         return
-    row = raw.execute("SELECT COALESCE(MAX(id), 0) FROM chunks").fetchone()
-    first = int(row[0]) + 1
+    kept = postings(raw)
+    ids = kept.new_ids(raw, len(chunks))
     rows = []
     fts_rows = []
-    for offset, (chunk, tokens) in enumerate(chunks):
-        chunk_id = first + offset
+    for chunk_id, (chunk, tokens) in zip(ids, chunks, strict=True):
         rows.append(
             (
                 chunk_id,
@@ -82,7 +77,7 @@ def insert_chunks(
         " text, tokens) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         rows,
     )
-    raw.executemany(f"INSERT INTO fts_{sid} (rowid, tokens) VALUES (?, ?)", fts_rows)
+    kept.added(raw, [(chunk_id, sid, tokens) for chunk_id, tokens in fts_rows])
     adjust_df(raw, sid, (tokens for _, tokens in fts_rows), +1)
     raw.execute(
         "UPDATE scopes SET chunk_count = chunk_count + ?, token_count = token_count + ?"
@@ -95,7 +90,7 @@ def token_count(tokens: str) -> int:
     return tokens.count(" ") + 1 if tokens else 0
 
 
-def delete_path(raw: sqlite3.Connection, sid: int, path: str) -> int:
+def delete_path(raw: Connection, sid: int, path: str) -> int:
     rows = raw.execute(
         "SELECT id, tokens FROM chunks WHERE scope_id = ? AND path = ?", (sid, path)
     ).fetchall()
@@ -103,13 +98,11 @@ def delete_path(raw: sqlite3.Connection, sid: int, path: str) -> int:
     return len(rows)
 
 
-def delete_rows(raw: sqlite3.Connection, sid: int, rows: Iterable[Sequence[object]]) -> None:
-    pairs = [(r[0], str(r[1])) for r in rows]
+def delete_rows(raw: Connection, sid: int, rows: Iterable[Sequence[object]]) -> None:
+    pairs = [(int(str(r[0])), str(r[1])) for r in rows]
     if not pairs:
         return
-    raw.executemany(
-        f"INSERT INTO fts_{sid} (fts_{sid}, rowid, tokens) VALUES ('delete', ?, ?)", pairs
-    )
+    postings(raw).removed(raw, sid, pairs)
     raw.executemany("DELETE FROM chunks WHERE id = ?", [(p[0],) for p in pairs])
     adjust_df(raw, sid, (t for _, t in pairs), -1)
     raw.execute(
@@ -119,7 +112,7 @@ def delete_rows(raw: sqlite3.Connection, sid: int, rows: Iterable[Sequence[objec
     )
 
 
-def replace_file(raw: sqlite3.Connection, sid: int, item: PreparedFile, stats: SyncStats) -> None:
+def replace_file(raw: Connection, sid: int, item: PreparedFile, stats: SyncStats) -> None:
     """A prepared file's chunks instead of the stored ones, and its row in `files` (the
     stamp the next sync compares)."""
     stats.chunks_removed += delete_path(raw, sid, item.path)
@@ -130,7 +123,7 @@ def replace_file(raw: sqlite3.Connection, sid: int, item: PreparedFile, stats: S
 
 
 def add_appended_rows(
-    raw: sqlite3.Connection,
+    raw: Connection,
     sid: int,
     path: str,
     kind: ChunkKind,
@@ -152,47 +145,68 @@ def add_appended_rows(
     return False
 
 
-def update_hidden(raw: sqlite3.Connection, sid: int) -> None:
+def update_hidden(raw: Connection, sid: int) -> None:
     """A monthly summary hides that month's daily summaries from recall."""
+    daily = [
+        str(r[0])
+        for r in raw.execute(
+            "SELECT DISTINCT path FROM chunks WHERE scope_id = ? AND kind = 'summary'", (sid,)
+        )
+        if DAILY_SUMMARY.search(str(r[0]))
+    ]
+    months = sorted({monthly_of(path) for path in daily})
+    present: set[str] = set()
+    for start in range(0, len(months), 500):
+        part = months[start : start + 500]
+        present.update(
+            str(r[0])
+            for r in raw.execute(
+                f"SELECT path FROM files WHERE scope_id = ? AND path IN ({','.join('?' * len(part))})",
+                (sid, *part),
+            )
+        )
+    hidden = [path for path in daily if monthly_of(path) in present]
     raw.execute("UPDATE chunks SET hidden = 0 WHERE scope_id = ? AND kind = 'summary'", (sid,))
-    raw.execute(
-        """
-        UPDATE chunks SET hidden = 1
-        WHERE scope_id = ?1 AND kind = 'summary'
-          AND path GLOB '*/summary/[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9].md'
-          AND EXISTS (
-            SELECT 1 FROM files m
-            WHERE m.scope_id = ?1
-              AND m.path = substr(chunks.path, 1, length(chunks.path) - 6) || '.md'
-          )
-        """,
-        (sid,),
-    )
+    for start in range(0, len(hidden), 500):
+        part = hidden[start : start + 500]
+        raw.execute(
+            "UPDATE chunks SET hidden = 1 WHERE scope_id = ? AND kind = 'summary'"
+            f" AND path IN ({','.join('?' * len(part))})",
+            (sid, *part),
+        )
 
 
-def ensure_scope(conn: sqlite3.Connection, key: str) -> int:
+DAILY_SUMMARY = re.compile(r"/summary/\d{4}-\d{2}-\d{2}\.md$")
+"""A day's summary of archived history; its month's summary replaces it in recall."""
+
+
+def monthly_of(daily_path: str) -> str:
+    """`…/summary/2026-03-01.md` → `…/summary/2026-03.md`."""
+    return daily_path[: -len("-01.md")] + ".md"
+
+
+def ensure_scope(conn: Connection, key: str) -> int:
     """The scope's id, its row and FTS table made on first use."""
-    conn.execute("INSERT OR IGNORE INTO scopes (key) VALUES (?)", (key,))
+    conn.execute("INSERT INTO scopes (key) VALUES (?) ON CONFLICT DO NOTHING", (key,))
     row = conn.execute("SELECT id FROM scopes WHERE key = ?", (key,)).fetchone()
     sid = int(row[0])
-    for statement in create_fts(sid):
-        conn.execute(statement)
+    postings(conn).scope_created(conn, sid)
     return sid
 
 
-def restamp_file(conn: sqlite3.Connection, path: str, mtime_ns: int, size: int) -> None:
+def restamp_file(conn: Connection, path: str, mtime_ns: int, size: int) -> None:
     """A file whose content is unchanged (same hash) under a new stamp."""
     conn.execute("UPDATE files SET mtime_ns = ?, size = ? WHERE path = ?", (mtime_ns, size, path))
 
 
-def remove_file(conn: sqlite3.Connection, sid: int, path: str) -> int:
+def remove_file(conn: Connection, sid: int, path: str) -> int:
     """A file gone from disk: its chunks and its row; returns the chunks removed."""
     removed = delete_path(conn, sid, path)
     conn.execute("DELETE FROM files WHERE path = ?", (path,))
     return removed
 
 
-def remove_messages(conn: sqlite3.Connection, sid: int, message_ids: Sequence[int]) -> None:
+def remove_messages(conn: Connection, sid: int, message_ids: Sequence[int]) -> None:
     """Message chunks of history trimmed after archiving."""
     rows: list[Sequence[object]] = []
     for start in range(0, len(message_ids), 500):
@@ -206,7 +220,7 @@ def remove_messages(conn: sqlite3.Connection, sid: int, message_ids: Sequence[in
 
 
 def apply_long_term(
-    conn: sqlite3.Connection,
+    conn: Connection,
     sid: int,
     path: str,
     stale: Sequence[str],

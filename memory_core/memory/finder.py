@@ -16,7 +16,7 @@ from datetime import date, datetime, tzinfo
 
 from memory_core.chunking import ChunkKind
 from memory_core.config import RecallSettings
-from memory_core.errors import ChatmemError, IndexUnavailable
+from memory_core.errors import ChatmemError, DatabaseFailure, IndexUnavailable
 from memory_core.fallback import search_files
 from memory_core.index import RANK_BUDGET, Hit
 from memory_core.index.rerank import RankSettings
@@ -183,7 +183,7 @@ class Finder:
                 self.workspace, self.guard.index, scope, path, start, lines
             )
         except sqlite3.DatabaseError as exc:  # session messages live in the index only
-            if isinstance(exc, ChatmemError):
+            if isinstance(exc, ChatmemError) and not isinstance(exc, DatabaseFailure):
                 raise
             self.guard.failed(exc)
             raise IndexUnavailable(f"cannot read {path}: the index failed: {exc}") from exc

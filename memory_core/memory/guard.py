@@ -118,8 +118,8 @@ class IndexGuard:
         are (re)tokenized, not the whole file."""
         await self._use(lambda index: index.update_long_term(scope, path, record))
 
-    async def sync_all(self) -> None:
-        await self._use(lambda index: index.sync_all())
+    async def sync_all(self, progress: Callable[[int, int], None] | None = None) -> None:
+        await self._use(lambda index: index.sync_all(progress))
 
     async def remove_messages(self, scope: ScopeKey, message_ids: Sequence[int]) -> None:
         """Message chunks of history the archive moved to files or the caps trimmed. If

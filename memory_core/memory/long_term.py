@@ -26,9 +26,8 @@ from pathlib import Path
 from memory_core.activations import Activation
 from memory_core.config import Config
 from memory_core.entries import ArchiveReason, Importance, MemoryEntry
-from memory_core.errors import ChatmemError, EntryNotFound
+from memory_core.errors import ChatmemError, DatabaseUnreachable, EntryNotFound
 from memory_core.forgotten import ForgottenFile
-from memory_core.locks import LockRegistry
 from memory_core.memory.guard import IndexGuard
 from memory_core.memory_md import ParsedMemory, QuarantinedBlock
 from memory_core.merge import Candidate, Change, ChangeKind, MergeResult, merge
@@ -95,9 +94,8 @@ class LongTermMemory:
         self.forgotten = ForgottenFile(
             workspace, config.long_term.forgotten_keep_days, self.policy.archive_below
         )
-        # Its own registry: the lock names differ from the store's, and file locks of one
-        # name exclude each other across registries and processes alike.
-        self._locks = LockRegistry(workspace.locks_dir)
+        # The store's registry: its process layer may be the database's advisory locks.
+        self._locks = store.locks
         self._ranked_cache: dict[ScopeKey, tuple[ParsedMemory, list[MemoryEntry]]] = {}
         # Per scope: the ranked entries a prompt block was made from, the instants it holds
         # for (from, until) and the block itself.
@@ -178,7 +176,7 @@ class LongTermMemory:
             # Already merged: no write at all (a rewrite would also clobber the .bak).
             parsed = await self.store.load(scope)
             return MergeResult(entries=list(parsed.entries), skipped=True)
-        activations = await self.activations.pending(scope) if self.activations else []
+        activations = await self._pending_uses(scope)
 
         def change(
             parsed: ParsedMemory,
@@ -190,8 +188,11 @@ class LongTermMemory:
             return result.entries, (result, forgotten)
 
         result, forgotten = await self.store.update(scope, change, when)
-        if self.activations is not None:
-            await self.activations.clear(scope, activations)
+        if self.activations is not None and activations:
+            try:
+                await self.activations.clear(scope, activations)
+            except sqlite3.DatabaseError as exc:
+                log.warning("uses of memories applied but not cleared (%s)", exc)
         await self._keep_forgotten(scope, forgotten)
         if not result.skipped:
             await self._record(scope, result.changes, source, when)
@@ -218,15 +219,32 @@ class LongTermMemory:
             importance=Importance(importance),
             expires_at=expires_at,
         )
+        result: MergeResult | None = None
         if self.staging is not None:
-            result = await self.staging.capture(scope, cand, source, self.now())
-        else:
+            try:
+                result = await self.staging.capture(scope, cand, source, self.now())
+            except DatabaseUnreachable as exc:
+                # The journal lives in the database: without it the capture is written
+                # to MEMORY.md at once, as without a journal.
+                log.warning("capture journal unreachable, writing MEMORY.md directly: %s", exc)
+        if result is None:
             result = await self.merge_candidates(scope, [cand], session_id=None, source=source)
         touched = [c for c in result.changes if c.kind in (ChangeKind.ADDED, ChangeKind.REINFORCED)]
         if not touched:
             raise ChatmemError("the memory was not stored (already expired?)")
         entry = next(e for e in reversed(result.entries) if e.id == touched[-1].entry_id)
         return entry, result
+
+    async def _pending_uses(self, scope: ScopeKey) -> list[Activation]:
+        """Uses of the scope's entries in replies, not yet applied; none while the
+        database cannot be read (they wait there for the next merge)."""
+        if self.activations is None:
+            return []
+        try:
+            return await self.activations.pending(scope)
+        except sqlite3.DatabaseError as exc:
+            log.warning("uses of memories not applied this time (%s)", exc)
+            return []
 
     async def consolidate(self, scope: ScopeKey, *, now: datetime | None = None) -> MergeResult:
         """Decay, expire, archive and forget as of `now` (no new memories)."""
@@ -241,7 +259,7 @@ class LongTermMemory:
         same pure merge (pending uses in replies included); nothing is written."""
         when = now or self.now()
         parsed = await self.store.load(scope)
-        activations = await self.activations.pending(scope) if self.activations else []
+        activations = await self._pending_uses(scope)
         return _merged(parsed.entries, activations, (), when, None, frozenset(), self.policy)
 
     async def forget(self, scope: ScopeKey, entry_id: str, *, source: str = "user") -> MemoryEntry:

@@ -78,10 +78,11 @@ class DailyNotes:
         self, scope: ScopeKey, path: Path, relative: str, text: str, when: datetime
     ) -> tuple[str, int] | None:
         """`append`'s one round trip; None when it did not write the note (no index, the
-        file lock held by another process, the database failing before the write)."""
+        file lock held by another process, the database failing before the write, locks
+        that are not lock files)."""
         index = self.guard.index
-        if index is None:
-            return None
+        if index is None or not self.locks.fast_path:
+            return None  # the lock is not a lock file: take it through `hold_running`
         written: list[tuple[daily.AppendedNote, Future[None]]] = []
         async with self.locks.hold_local(self.workspace.lock_name(scope, "daily")) as lock_path:
 

@@ -23,6 +23,7 @@ from memory_core.config import Config, load_config
 from memory_core.engine import MemoryCore
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.telegram_api import FakeTelegramAPI, SentMessage
+from tests.postgres import with_storage
 from tests.support import sql
 
 TOKEN = "123456:TEST-token-for-the-fake"
@@ -48,6 +49,12 @@ def _adapter_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
 
 
+@pytest.fixture(autouse=True)
+def _both_backends(storage_env: Mapping[str, str]) -> None:
+    """Every functional test stores what a bot stores: it runs on each storage backend,
+    which `make_config` picks up (`with_storage`)."""
+
+
 def make_config(
     workspace: Path,
     *,
@@ -61,7 +68,7 @@ def make_config(
     empty = workspace.parent / "empty-chatmem.toml"
     empty.parent.mkdir(parents=True, exist_ok=True)
     empty.touch()
-    config = load_config(empty, env=dict(env or {}), workspace=workspace)
+    config = load_config(empty, env=with_storage(env), workspace=workspace)
     if telegram:
         config = config.model_copy(update={"telegram": config.telegram.model_copy(update=telegram)})
     if dingtalk:
@@ -187,7 +194,7 @@ async def telegram_bot(
         yield TelegramBot(fake, core, config, app, llm)
 
 
-async def message_rows(core: MemoryCore, where: str = "1", *args: Any) -> list[tuple[Any, ...]]:
+async def message_rows(core: MemoryCore, where: str = "TRUE", *args: Any) -> list[tuple[Any, ...]]:
     """(scope, role, speaker, content) of stored messages matching `where`."""
     rows = await sql(
         core, f"SELECT scope, role, speaker, content FROM messages WHERE {where} ORDER BY id", *args

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -309,7 +310,22 @@ async def test_dedupe_window_is_bounded(
     for i in range(3):
         assert await router.handle(msg("/scope", message_id=f"new{i}")) is not None
     assert len(router._seen) == 3
-    assert await router.handle(old) is not None  # forgotten: the window moved on
+    # Out of this process's window, but the workspace's database still knows it.
+    assert await router.handle(old) is None
+
+
+async def test_a_delivery_to_two_processes_is_answered_once(core: MemoryCore) -> None:
+    """Two routers over two cores of one workspace (two bot processes): a platform that
+    delivers one message to both gets one answer. The database decides, not a memory of
+    its own per process."""
+    async with MemoryCore.open(core.config) as other:
+        first, second = MessageRouter(core), MessageRouter(other)
+        message = msg("hello there", message_id="m-1")
+        replies = await asyncio.gather(first.handle(message), second.handle(message))
+        assert sum(reply is not None for reply in replies) == 1
+        # Another bot account's message with the same id is another message.
+        again = await second.handle(replace(message, account_id="bot-2"))
+        assert again is not None
 
 
 # --- scope resolution ----------------------------------------------------------------------

@@ -22,6 +22,12 @@ from tui import ChatmemApp, make_app
 from tui.widgets.ranktable import RankTable
 
 
+@pytest.fixture(autouse=True)
+def _both_backends() -> None:
+    """Not here: a snapshot renders the demo workspace the TUI opens itself (SQLite);
+    one picture per screen. The TUI on PostgreSQL is tested in test_tui.py."""
+
+
 @pytest.fixture
 def ws(tmp_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return copy_template(make_template(tmp_path_factory), tmp_path)

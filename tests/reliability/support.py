@@ -9,6 +9,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import psycopg
+
 from memory_core.config import Config
 
 REPO = Path(__file__).resolve().parents[2]
@@ -20,7 +22,7 @@ from memory_core.engine import MemoryCore
 from memory_core.scope import ScopeKey
 
 async def main() -> None:
-    config = load_config(None, env={{}}, workspace={workspace!r})
+    config = load_config(None, env={env!r}, workspace={workspace!r})
     config = config.model_copy(
         update={{"long_term": config.long_term.model_copy(update={{"write_delay_seconds": 600.0}})}}
     )
@@ -38,11 +40,14 @@ asyncio.run(main())
 
 
 def die_with_journalled(
-    workspace: Path, captures: list[tuple[str, str, bool]]
+    config: Config, captures: list[tuple[str, str, bool]]
 ) -> dict[str, list[str]]:
-    """A real process captures `(scope, text, flush)` and dies without writing what it
-    did not flush; the ids it was given, by scope (flushed ones included)."""
-    script = DYING_CHILD.format(workspace=str(workspace), captures=captures)
+    """A real process on `config`'s workspace and storage captures `(scope, text, flush)`
+    and dies without writing what it did not flush; the ids it was given, by scope
+    (flushed ones included)."""
+    script = DYING_CHILD.format(
+        workspace=str(config.workspace_path), env=storage_env_of(config), captures=captures
+    )
     done = subprocess.run(
         [sys.executable, "-c", textwrap.dedent(script)],
         cwd=REPO,
@@ -58,13 +63,28 @@ def die_with_journalled(
     return ids
 
 
-def journal_rows(workspace: Path) -> dict[str, int]:
+def journal_rows(config: Config) -> dict[str, int]:
     """Rows in the capture journal by scope, read as another process would."""
-    path = workspace / ".chatmem" / "journal.sqlite3"
-    with sqlite3.connect(path) as conn:
-        rows = conn.execute("SELECT scope, count(*) FROM captures GROUP BY scope").fetchall()
-    conn.close()
+    query = "SELECT scope, count(*) FROM captures GROUP BY scope"
+    if config.storage.backend == "sqlite":
+        path = config.workspace_path / ".chatmem" / "journal.sqlite3"
+        with sqlite3.connect(path) as conn:
+            rows = conn.execute(query).fetchall()
+        conn.close()
+    else:
+        with psycopg.connect(config.storage.postgres_dsn) as pg:
+            rows = pg.execute(query).fetchall()
     return {str(scope): int(n) for scope, n in rows}
+
+
+def storage_env_of(config: Config) -> dict[str, str]:
+    """The environment that gives a child process `config`'s storage."""
+    if config.storage.backend == "sqlite":
+        return {}
+    return {
+        "CHATMEM_STORAGE_BACKEND": config.storage.backend,
+        "CHATMEM_POSTGRES_DSN": config.storage.postgres_dsn,
+    }
 
 
 def with_long_term(config: Config, **settings: object) -> Config:

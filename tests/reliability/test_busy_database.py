@@ -27,6 +27,9 @@ from memory_core.scope import MAIN
 from tests.reliability.support import with_long_term
 from tests.support import index_of, sql
 
+pytestmark = pytest.mark.sqlite_only
+"""SQLite's own locks and files (busy, broken, repaired)."""
+
 DEGRADED = ("search index unusable", "database unavailable")
 
 

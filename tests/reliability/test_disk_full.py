@@ -32,7 +32,8 @@ from memory_core.records import RecordedMessage
 from memory_core.scope import ScopeKey
 from tests.support import database, is_daily_note_fd, sql
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+# The database's own disk is the workspace's only with SQLite.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600), pytest.mark.sqlite_only]
 
 ROOT = Path(__file__).resolve().parents[2]
 MAIN = ScopeKey("main")

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
-import sqlite3
 
 import pytest
 
@@ -21,7 +20,7 @@ from memory_core.engine import MemoryCore
 from memory_core.errors import ChatmemError
 from memory_core.scope import MAIN
 from tests.reliability.support import with_long_term
-from tests.support import index_of
+from tests.support import database, index_of, journal_sql, sql_write
 
 NOTES = [
     "postgres upgrade planned for friday",
@@ -48,9 +47,10 @@ async def _search_while_the_index_fails(core: MemoryCore) -> None:
     queries = ["postgres", "kayak lake", "数据库 连接池", "billing"]
     healthy = [sorted(h.text for h in await core.search(MAIN, q)) for q in queries]
     sid = await index_of(core).scope_id(MAIN)
-    with sqlite3.connect(core.workspace.db_path) as damage:
-        damage.execute(f"DROP TABLE fts_{sid}")
-    damage.close()
+    if database(core).backend == "sqlite":
+        await sql_write(core, (f"DROP TABLE fts_{sid}", ()))
+    else:
+        await sql_write(core, ("DROP FUNCTION chatmem_postings CASCADE", ()))
 
     # All of them read the index before the first one's failure turns it off.
     searched, recalled = await asyncio.gather(
@@ -70,13 +70,11 @@ async def _search_while_the_index_fails(core: MemoryCore) -> None:
 async def test_a_tool_answers_a_database_failure_with_one_json_line(core: MemoryCore) -> None:
     ctx = ToolContext(core.memory, MAIN)
     turn = await core.chat(MAIN, "the boiler makes a knocking noise")
-    with sqlite3.connect(core.workspace.db_path) as damage:
-        damage.execute("DROP TABLE chunks")
-    damage.close()
-    journal = core.workspace.state_dir / "journal.sqlite3"
-    with sqlite3.connect(journal) as damage:
-        damage.execute("DROP TABLE captures")
-    damage.close()
+    await sql_write(
+        core, ("DROP TABLE chunks CASCADE" if postgres(core) else "DROP TABLE chunks", ())
+    )
+    await journal_sql(core, "DROP TABLE captures")
+    missing = "does not exist" if postgres(core) else "no such table"
 
     read = json.loads(await dispatch(ctx, "memory_get", {"path": f"sessions/{turn.session_id}"}))
     saved = json.loads(
@@ -84,13 +82,15 @@ async def test_a_tool_answers_a_database_failure_with_one_json_line(core: Memory
     )
     for answer, says in ((read, "the index failed"), (saved, "capture not saved")):
         assert set(answer) == {"error"}
-        assert says in answer["error"] and "no such table" in answer["error"]
+        assert says in answer["error"] and missing in answer["error"]
         assert "\n" not in answer["error"]
     # The same failures reach a person's command as one ChatmemError line.
     with pytest.raises(ChatmemError, match="capture not saved"):
         await core.capture(MAIN, "boiler serviced")
 
 
+@pytest.mark.sqlite_only  # the failure is the lock files' directory, which PostgreSQL's
+# advisory locks do not use
 async def test_a_tool_answers_a_disk_failure_with_one_json_line(
     config: Config, clock: ManualClock
 ) -> None:
@@ -117,3 +117,7 @@ async def test_a_tool_answers_a_disk_failure_with_one_json_line(
         locks.unlink()
         found = json.loads(await dispatch(ctx, "memory_search", {"query": "peanuts"}))
         assert [r["text"] for r in found["results"]] == ["allergic to peanuts"]
+
+
+def postgres(core: MemoryCore) -> bool:
+    return database(core).backend == "postgres"

@@ -44,14 +44,14 @@ async def test_a_scope_that_cannot_be_replayed_keeps_its_rows_and_the_rest_is_se
 ) -> None:
     ids = await asyncio.to_thread(
         die_with_journalled,
-        workspace,
+        config,
         [
             (ALICE.value, "owns a red bicycle", False),
             (BOB.value, "plays the cello", False),
             (BOB.value, "lives in Lyon", False),
         ],
     )
-    assert journal_rows(workspace) == {ALICE.value: 1, BOB.value: 2}
+    assert journal_rows(config) == {ALICE.value: 1, BOB.value: 2}
     # Where A's file should be, something no one can read as a file.
     blocked = long_term(config, ALICE)
     blocked.mkdir(parents=True)
@@ -59,17 +59,17 @@ async def test_a_scope_that_cannot_be_replayed_keeps_its_rows_and_the_rest_is_se
 
     async with MemoryCore.open(config) as core:
         assert {e.id for e in await core.entries(BOB)} == set(ids[BOB.value])
-        assert journal_rows(workspace) == {ALICE.value: 1}
+        assert journal_rows(config) == {ALICE.value: 1}
         with pytest.raises(ChatmemError, match=r"LONG_TERM\.md") as caught:
             await core.status(ALICE)
         assert "\n" not in str(caught.value)
         await check_bob_is_served(core, ids[BOB.value])
-        assert journal_rows(workspace) == {ALICE.value: 1}
+        assert journal_rows(config) == {ALICE.value: 1}
 
         # A person clears the way: the next use of A takes its kept captures.
         blocked.rmdir()
         assert [e.id for e in await core.entries(ALICE)] == ids[ALICE.value]
-        assert journal_rows(workspace) == {}
+        assert journal_rows(config) == {}
     assert {e.content for e in parse_memory(blocked.read_text("utf-8")).entries} == {
         "owns a red bicycle"
     }
@@ -79,17 +79,17 @@ async def test_kept_rows_survive_the_process_and_a_later_start_replays_them(
     config: Config, workspace: Path
 ) -> None:
     await asyncio.to_thread(
-        die_with_journalled, workspace, [(ALICE.value, "owns a red bicycle", False)]
+        die_with_journalled, config, [(ALICE.value, "owns a red bicycle", False)]
     )
     blocked = long_term(config, ALICE)
     blocked.mkdir(parents=True)
     async with MemoryCore.open(config) as core:
         assert await core.entries(BOB) == []
-    assert journal_rows(workspace) == {ALICE.value: 1}  # kept after a clean close too
+    assert journal_rows(config) == {ALICE.value: 1}  # kept after a clean close too
     blocked.rmdir()
     async with MemoryCore.open(config) as core:
         assert [e.content for e in await core.entries(ALICE)] == ["owns a red bicycle"]
-    assert journal_rows(workspace) == {}
+    assert journal_rows(config) == {}
 
 
 @pytest.mark.slow
@@ -99,7 +99,7 @@ async def test_journal_replay_with_one_bad_scope(config: Config, workspace: Path
     replayed; and B is served whatever happens to A."""
     ids = await asyncio.to_thread(
         die_with_journalled,
-        workspace,
+        config,
         [
             (ALICE.value, "likes green tea", True),  # in A's file before the crash
             (ALICE.value, "owns a red bicycle", False),
@@ -110,7 +110,7 @@ async def test_journal_replay_with_one_bad_scope(config: Config, workspace: Path
     path = long_term(config, ALICE)
     damaged = path.read_bytes().replace(b"likes green tea", b"likes gr\xffeen tea")
     path.write_bytes(damaged)
-    assert journal_rows(workspace) == {ALICE.value: 1, BOB.value: 2}
+    assert journal_rows(config) == {ALICE.value: 1, BOB.value: 2}
 
     async with MemoryCore.open(config) as core:
         await check_bob_is_served(core, ids[BOB.value])
@@ -119,5 +119,5 @@ async def test_journal_replay_with_one_bad_scope(config: Config, workspace: Path
         [block] = status.quarantined
         assert "likes gr\\xffeen tea" in block.text
         assert [p.block.text for p in await core.validate()] == [block.text]
-    assert journal_rows(workspace) == {}
+    assert journal_rows(config) == {}
     assert undecodable_copy_path(path, damaged).read_bytes() == damaged

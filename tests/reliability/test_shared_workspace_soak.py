@@ -27,6 +27,7 @@ from memory_core.config import load_config
 from memory_core.engine import MemoryCore
 from memory_core.memory_md import parse_memory
 from memory_core.scope import MAIN, ScopeKey
+from tests.postgres import with_storage
 from tests.reliability.support import REPO
 
 SECONDS = 60.0
@@ -53,7 +54,7 @@ class Count(logging.Handler):
 async def main():
     counter = Count()
     logging.getLogger("memory_core").addHandler(counter)
-    config = load_config(None, env={{}}, workspace={workspace!r})
+    config = load_config(None, env={env!r}, workspace={workspace!r})
     ops = {{"capture": 0, "append": 0, "chat": 0, "search": 0}}
     errors, captures, notes, degraded_seen = [], [], [], 0
     async with MemoryCore.open(config) as core:
@@ -97,8 +98,10 @@ asyncio.run(main())
 """
 
 
-def run_worker(workspace: Path, tag: str) -> dict[str, Any]:
-    script = WORKER.format(workspace=str(workspace), seconds=SECONDS, scopes=SCOPES, tag=tag)
+def run_worker(workspace: Path, tag: str, env: dict[str, str]) -> dict[str, Any]:
+    script = WORKER.format(
+        workspace=str(workspace), env=env, seconds=SECONDS, scopes=SCOPES, tag=tag
+    )
     done = subprocess.run(
         [sys.executable, "-c", textwrap.dedent(script)],
         cwd=REPO,
@@ -115,12 +118,13 @@ def run_worker(workspace: Path, tag: str) -> dict[str, Any]:
 async def test_two_processes_share_a_workspace_for_a_minute_without_degrading(
     workspace: Path, record_testsuite_property: Callable[[str, object], None]
 ) -> None:
-    config = load_config(None, env={}, workspace=workspace)
+    env = with_storage()
+    config = load_config(None, env=env, workspace=workspace)
     async with MemoryCore.open(config):  # the workspace exists before either starts
         pass
     results = await asyncio.gather(
-        asyncio.to_thread(run_worker, workspace, "alpha"),
-        asyncio.to_thread(run_worker, workspace, "bravo"),
+        asyncio.to_thread(run_worker, workspace, "alpha", env),
+        asyncio.to_thread(run_worker, workspace, "bravo", env),
     )
 
     figures: dict[str, Any] = {}

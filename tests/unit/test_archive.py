@@ -26,6 +26,7 @@ from memory_core.engine import MemoryCore
 from memory_core.history import ArchiveState, StoredMessage
 from memory_core.scope import MAIN, ScopeKey
 from tests.fakes.openai_server import FakeOpenAI, Reply
+from tests.postgres import with_storage
 from tests.support import sql, sql_write
 
 pytestmark = pytest.mark.timeout(60)
@@ -79,7 +80,7 @@ async def online(
 ) -> AsyncIterator[MemoryCore]:
     config = load_config(
         None,
-        env={"CHATMEM_MODEL": "gpt-fake", "OPENAI_BASE_URL": fake.base_url},
+        env=with_storage({"CHATMEM_MODEL": "gpt-fake", "OPENAI_BASE_URL": fake.base_url}),
         workspace=workspace,
     )
     config = config.model_copy(

@@ -35,6 +35,7 @@ from memory_core.records import RecordedMessage
 from memory_core.scope import MAIN, ScopeKey
 from tests.conftest import START
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
+from tests.postgres import with_storage
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -55,11 +56,13 @@ async def fake() -> AsyncIterator[FakeOpenAI]:
 def model_config(fake: FakeOpenAI, workspace: Path, **llm: Any) -> Config:
     config = load_config(
         None,
-        env={
-            "CHATMEM_MODEL": "gpt-fake",
-            "OPENAI_BASE_URL": fake.base_url,
-            "OPENAI_API_KEY": "sk-test-123",
-        },
+        env=with_storage(
+            {
+                "CHATMEM_MODEL": "gpt-fake",
+                "OPENAI_BASE_URL": fake.base_url,
+                "OPENAI_API_KEY": "sk-test-123",
+            }
+        ),
         workspace=workspace,
     )
     llm.setdefault("max_retries", 0)

@@ -18,6 +18,7 @@ from memory_core.engine import MemoryCore
 from memory_core.scope import ScopeKey
 from tests.conftest import START
 from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
+from tests.postgres import with_storage
 from tests.support import recent_messages
 
 pytestmark = pytest.mark.timeout(60)
@@ -78,7 +79,7 @@ async def test_fifty_concurrent_turns_never_cross_scopes(tmp_path: Path) -> None
         fake.set_responder(respond)
         config = load_config(
             None,
-            env={"CHATMEM_MODEL": "gpt-fake", "OPENAI_BASE_URL": fake.base_url},
+            env=with_storage({"CHATMEM_MODEL": "gpt-fake", "OPENAI_BASE_URL": fake.base_url}),
             workspace=tmp_path / "ws",
         )
         config = config.model_copy(

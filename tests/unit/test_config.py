@@ -195,6 +195,12 @@ ENV_CASES: list[tuple[str, str, Any]] = [
     ("CHATMEM_TELEGRAM_ALLOWED_USERS", "1, 2,3", ("telegram.allowed_users", [1, 2, 3])),
     ("DINGTALK_APP_KEY", "ding-key", ("dingtalk.app_key", "ding-key")),
     ("DINGTALK_APP_SECRET", "ding-secret", ("dingtalk.app_secret", "ding-secret")),
+    ("CHATMEM_STORAGE_BACKEND", "postgres", ("storage.backend", "postgres")),
+    (
+        "CHATMEM_POSTGRES_DSN",
+        "postgresql://bot:pw@db/chatmem",
+        ("storage.postgres_dsn", "postgresql://bot:pw@db/chatmem"),
+    ),
 ]
 
 
@@ -214,6 +220,8 @@ def test_env_overrides(tmp_path: Path, name: str, value: str, expected: tuple[st
     other = "[1]" if isinstance(result, list) else '"from-file"'
     if name == "CHATMEM_DM_SCOPE":
         other = '"per-channel-peer"'
+    if name == "CHATMEM_STORAGE_BACKEND":
+        other = '"sqlite"'
     toml = f"[{section}]\n{key} = {other}\n" if section else f"{key} = {other}\n"
     path = write(tmp_path, toml)
     assert get(load_config(path, env={}), dotted) != result

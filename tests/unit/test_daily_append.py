@@ -180,6 +180,7 @@ def test_the_blocking_append_checks_the_last_byte(tmp_path: Path) -> None:
 # --- item 2: the database failing before the note is written ------------------------------
 
 
+@pytest.mark.sqlite_only
 async def test_a_database_error_before_the_write_still_saves_the_note(core: MemoryCore) -> None:
     """`BEGIN IMMEDIATE` fails (a read-only database) before the note is written: the
     note goes to the file (the memory), never a raw sqlite3 error to the caller."""

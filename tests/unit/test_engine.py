@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
-import sqlite3
 from datetime import timedelta
 from pathlib import Path
 
@@ -22,6 +20,7 @@ from memory_core.prompt import HEADER
 from memory_core.scope import MAIN, ScopeKey
 from memory_core.text import estimate_tokens
 from tests.conftest import START
+from tests.support import sql
 
 PYTEST_PREF = "用户喜欢用 pytest 而非 unittest"
 
@@ -288,9 +287,8 @@ async def test_merge_candidates_is_idempotent_per_session(
     assert {e.hits for e in (await file_entries(core)).values()} == {0}
     assert await core.memory.long_term.audit.seen_sessions(MAIN) == frozenset({"sess-1"})
     assert await core.memory.long_term.audit.seen_sessions(ScopeKey("peer:1")) == frozenset()
-    with contextlib.closing(sqlite3.connect(core.workspace.db_path)) as conn:
-        rows = conn.execute("SELECT scope, session_id FROM extractions").fetchall()
-    assert rows == [("main", "sess-1")]
+    rows = await sql(core, "SELECT scope, session_id FROM extractions")
+    assert [tuple(r) for r in rows] == [("main", "sess-1")]
     # A new session reinforces.
     third = await core.merge_candidates(MAIN, cands[:1], session_id="sess-2", source="extract")
     assert third.stats == {"reinforce": 1}
@@ -507,6 +505,7 @@ async def test_hand_edit_is_seen_by_the_next_load(core: MemoryCore) -> None:
 # --- a broken database -------------------------------------------------------------------
 
 
+@pytest.mark.sqlite_only
 async def test_corrupt_index_degrades_but_files_still_work(
     config: Config, clock: ManualClock, workspace: Path
 ) -> None:

@@ -31,6 +31,7 @@ from memory_core.llm import LLMClient
 from memory_core.merge import Candidate, ChangeKind
 from memory_core.scope import ScopeKey
 from tests.fakes.openai_server import FakeOpenAI
+from tests.postgres import with_storage
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -301,7 +302,7 @@ async def test_restated_memory_reinforces_instead_of_duplicating(
 ) -> None:
     config = load_config(
         None,
-        env={"CHATMEM_MODEL": "gpt-fake", "OPENAI_BASE_URL": fake.base_url},
+        env=with_storage({"CHATMEM_MODEL": "gpt-fake", "OPENAI_BASE_URL": fake.base_url}),
         workspace=tmp_path / "ws",
     )
     config = config.model_copy(

@@ -21,6 +21,7 @@ from memory_core.memory_md import QuarantinedBlock
 from memory_core.scope import MAIN, ScopeKey
 from memory_core.workspace import Workspace
 from tests.conftest import START
+from tests.postgres import with_storage
 from tests.support import sql
 
 PEER = ScopeKey("peer:9")
@@ -204,7 +205,7 @@ def test_the_forgotten_file_round_trips(tmp_path: Path) -> None:
 
 async def test_open_without_create_refuses_a_missing_workspace(tmp_path: Path) -> None:
     missing = tmp_path / "typo"
-    config = load_config(None, env={}, workspace=missing)
+    config = load_config(None, env=with_storage(), workspace=missing)
     with pytest.raises(WorkspaceMissing, match=f"no workspace at {missing}"):
         async with MemoryCore.open(config, create=False):
             pass

@@ -14,7 +14,7 @@ import random
 import sqlite3
 import sys
 from collections import Counter
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from datetime import UTC, date, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -36,7 +36,16 @@ from memory_core.index.rerank import RankSettings, prior_factor
 from memory_core.scope import MAIN, ScopeKey
 from memory_core.text import tokenize
 from tests.conftest import START
-from tests.support import chunk_counts, database, index_message, index_of, sql, sql_write
+from tests.postgres import with_storage
+from tests.support import (
+    another_process_holds,
+    chunk_counts,
+    database,
+    index_message,
+    index_of,
+    sql,
+    sql_write,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "recall_bilingual.json"
@@ -340,9 +349,10 @@ async def test_rebuild_equals_the_incremental_index(
     assert await index_state(core, scopes) == incremental
     for scope in scopes:
         sid = await index.scope_id(scope)
-        # FTS5's own consistency check of its index (not against the content table,
-        # which every scope's FTS table shares).
-        await sql(core, f"INSERT INTO fts_{sid} (fts_{sid}) VALUES ('integrity-check')")
+        if database(core).backend == "sqlite":
+            # FTS5's own consistency check of its index (not against the content table,
+            # which every scope's FTS table shares).
+            await sql(core, f"INSERT INTO fts_{sid} (fts_{sid}) VALUES ('integrity-check')")
     # A second rebuild of the rebuilt index changes nothing either.
     await index.rebuild()
     assert await index_state(core, scopes) == incremental
@@ -351,17 +361,13 @@ async def test_rebuild_equals_the_incremental_index(
 async def test_an_append_waits_for_another_process_holding_the_file(core: MemoryCore) -> None:
     """While another process holds the daily file's lock, the one-trip append backs off
     (nothing written, nothing indexed) and waits for the lock in a worker thread."""
-    from filelock import FileLock
-
     await core.append_daily(MAIN, "first note about apples")
     name = core.workspace.lock_name(MAIN, "daily")
-    other = FileLock(core.workspace.locks_dir / f"{name}.lock", thread_local=False)
-    await asyncio.to_thread(other.acquire)
-    appending = asyncio.ensure_future(core.append_daily(MAIN, "second note about cherries"))
-    await asyncio.sleep(0.3)
-    assert not appending.done()
-    assert "cherries" not in (core.workspace.root / DAY).read_text(encoding="utf-8")
-    await asyncio.to_thread(other.release)
+    async with another_process_holds(core, name):
+        appending = asyncio.ensure_future(core.append_daily(MAIN, "second note about cherries"))
+        await asyncio.sleep(0.3)
+        assert not appending.done()
+        assert "cherries" not in (core.workspace.root / DAY).read_text(encoding="utf-8")
     assert await appending == (DAY, 4)
     assert texts(await index_of(core).search(MAIN, "cherries")) == ["second note about cherries"]
     stats = await index_of(core).sync_scope(MAIN)
@@ -766,6 +772,7 @@ def corrupt(workspace: Path) -> Path:
     return db
 
 
+@pytest.mark.sqlite_only
 async def test_corrupt_index_degrades_to_files_and_reindex_repairs(
     config: Config, clock: ManualClock, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -820,7 +827,10 @@ async def test_index_failure_at_search_time_falls_back(core: MemoryCore) -> None
     await build_small_workspace(core)
     expected = await core.search(MAIN, "postgres billing")
     sid = await index_of(core).scope_id(MAIN)
-    await sql_write(core, (f"DROP TABLE fts_{sid}", ()))
+    if database(core).backend == "sqlite":
+        await sql_write(core, (f"DROP TABLE fts_{sid}", ()))
+    else:
+        await sql_write(core, ("DROP FUNCTION chatmem_postings CASCADE", ()))
     hits = await core.search(MAIN, "postgres billing")
     assert core.memory.guard.index is None and core.degraded_reason is not None
     assert texts(hits) == texts(expected)
@@ -833,7 +843,7 @@ def test_cli_reindex_repairs_a_corrupt_index(
     workspace.mkdir()
     monkeypatch.chdir(tmp_path)  # no ./chatmem.toml
     monkeypatch.delenv("CHATMEM_WORKSPACE", raising=False)
-    config = load_config(None, env={}, workspace=workspace)
+    config = load_config(None, env=with_storage(), workspace=workspace)
 
     async def build() -> None:
         async with MemoryCore.open(config, clock=ManualClock(START)) as core:
@@ -1053,12 +1063,12 @@ async def test_recall_ranks_within_its_own_budget(
 
 
 async def test_recall_k1_and_b_are_the_ranking_parameters(
-    tmp_path: Path, clock: ManualClock
+    tmp_path: Path, clock: ManualClock, storage_env: Mapping[str, str]
 ) -> None:
     """`recall.k1` and `recall.b` rank both the index and the file fallback."""
     scores: dict[tuple[float, float], list[float]] = {}
     for k1, b in ((1.2, 0.75), (2.0, 0.3)):
-        base = load_config(None, env={}, workspace=tmp_path / f"ws-{k1}")
+        base = load_config(None, env=storage_env, workspace=tmp_path / f"ws-{k1}")
         recall = base.recall.model_copy(update={"k1": k1, "b": b})
         async with MemoryCore.open(base.model_copy(update={"recall": recall}), clock=clock) as core:
             for note in ("tea tea tea and cake", "tea", "coffee and a long walk by the river"):

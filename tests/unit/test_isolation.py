@@ -22,7 +22,7 @@ from memory_core.index import Hit
 from memory_core.scope import MAIN, ScopeKey, scope_slug
 from memory_core.text import tokenize
 from tests.conftest import START
-from tests.support import chunk_counts, index_message, sql
+from tests.support import chunk_counts, database, index_message, sql
 
 SCOPES = [
     MAIN,
@@ -133,12 +133,17 @@ def populated_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture
 async def populated(
-    populated_template: Path, config: Config, clock: ManualClock
+    populated_template: Path, config: Config, clock: ManualClock, storage_backend: str
 ) -> AsyncIterator[MemoryCore]:
-    workspace = Path(config.workspace)
-    shutil.rmtree(workspace)
-    shutil.copytree(populated_template, workspace, symlinks=True)
+    """A copy of the SQLite template; on PostgreSQL (whose rows are not in the copied
+    workspace) the same scopes written afresh into the test's own schema."""
+    if storage_backend == "sqlite":
+        workspace = Path(config.workspace)
+        shutil.rmtree(workspace)
+        shutil.copytree(populated_template, workspace, symlinks=True)
     async with MemoryCore.open(config, clock=clock) as core:
+        if storage_backend != "sqlite":
+            await populate(core)
         yield core
 
 
@@ -155,16 +160,26 @@ async def test_every_scope_finds_its_own_marker(populated: MemoryCore) -> None:
         }, scope
         assert len(hits) == 5
         assert_own(core, scope, hits, marker(scope))
-    # One FTS table per scope: the index is partitioned, not filtered.
-    tables = {
-        r[0]
-        for r in await sql(
-            core, "SELECT name FROM sqlite_master WHERE name GLOB 'fts_[0-9]*' AND type = 'table'"
-        )
-    }
     rows = {r[1]: r[0] for r in await sql(core, "SELECT id, key FROM scopes")}
     assert {s.value for s in SCOPES} <= set(rows)
-    assert {f"fts_{rows[s.value]}" for s in SCOPES} <= tables
+    if database(core).backend == "sqlite":
+        # One FTS table per scope: the index is partitioned, not filtered.
+        tables = {
+            r[0]
+            for r in await sql(
+                core,
+                "SELECT name FROM sqlite_master WHERE name GLOB 'fts_[0-9]*' AND type = 'table'",
+            )
+        }
+        assert {f"fts_{rows[s.value]}" for s in SCOPES} <= tables
+    else:
+        # One scope's posting keys are not another's: the same word hashes apart.
+        ids = sorted(rows[s.value] for s in SCOPES)
+        for a, b in itertools.pairwise(ids):
+            [(shared,)] = await sql(
+                core, "SELECT chatmem_postings(?, 'word') && chatmem_postings(?, 'word')", a, b
+            )
+            assert shared is False
     # The crafted key did nothing to the tables it names.
     [row] = await sql(core, "SELECT COUNT(*) FROM chunks")
     assert row[0] >= 5 * len(SCOPES)

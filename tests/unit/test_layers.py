@@ -30,6 +30,7 @@ from memory_core.staging import Applied, Staging
 from memory_core.store import LongTermStore
 from memory_core.workspace import Workspace
 from tests.fakes.storage import MemoryAudit, MemoryHistory
+from tests.postgres import with_storage
 
 NOW = datetime(2026, 3, 1, 12, tzinfo=UTC)
 PEER = ScopeKey("peer:42")
@@ -44,7 +45,7 @@ def workspace(tmp_path: Path) -> Workspace:
 
 @pytest.fixture
 def config(workspace: Workspace) -> Config:
-    return load_config(None, env={}, workspace=workspace.root)
+    return load_config(None, env=with_storage(), workspace=workspace.root)
 
 
 @pytest.fixture

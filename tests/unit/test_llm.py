@@ -20,6 +20,7 @@ from memory_core.errors import LLMError
 from memory_core.llm import ChatReply, LLMClient, ToolCallRequest, parse_json_tolerant
 from memory_core.scope import MAIN, ScopeKey
 from tests.fakes.openai_server import FakeOpenAI, ToolCall
+from tests.postgres import with_storage
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -56,11 +57,13 @@ async def client(fake: FakeOpenAI) -> AsyncIterator[LLMClient]:
 def model_config(fake: FakeOpenAI, tmp_path: Path, **llm: Any) -> Config:
     config = load_config(
         None,
-        env={
-            "CHATMEM_MODEL": "gpt-fake",
-            "OPENAI_BASE_URL": fake.base_url,
-            "OPENAI_API_KEY": API_KEY,
-        },
+        env=with_storage(
+            {
+                "CHATMEM_MODEL": "gpt-fake",
+                "OPENAI_BASE_URL": fake.base_url,
+                "OPENAI_API_KEY": API_KEY,
+            }
+        ),
         workspace=tmp_path / "ws",
     )
     llm.setdefault("max_retries", 0)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -70,7 +70,7 @@ async def fill_workspace(core: MemoryCore, memories: Sequence[dict[str, Any]]) -
 def bilingual_workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One workspace holding the labelled memories, built once for the module."""
     root = tmp_path_factory.mktemp("bilingual")
-    config = load_config(None, env={}, workspace=root)
+    config = load_config(None, env={}, workspace=root)  # files; each test's backend indexes them
 
     async def build() -> None:
         async with MemoryCore.open(config, clock=ManualClock(START)) as core:
@@ -99,7 +99,9 @@ def recall_at_5(
 
 
 async def test_bilingual_recall_at_5(
-    bilingual_workspace: Path, record_property: Callable[[str, object], None]
+    bilingual_workspace: Path,
+    record_property: Callable[[str, object], None],
+    storage_env: Mapping[str, str],
 ) -> None:
     data = load_set()
     assert len(data["memories"]) >= 40 and len(data["queries"]) >= 40
@@ -107,7 +109,7 @@ async def test_bilingual_recall_at_5(
     assert len(ids_by_text) == len(data["memories"])
     known = set(ids_by_text.values())
     assert all(set(q["relevant"]) <= known for q in data["queries"])
-    config = load_config(None, env={}, workspace=bilingual_workspace)
+    config = load_config(None, env=storage_env, workspace=bilingual_workspace)
     async with MemoryCore.open(config, clock=ManualClock(START)) as core:
         assert core.degraded_reason is None
         # Every labelled memory became exactly one chunk.

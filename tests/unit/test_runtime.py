@@ -18,6 +18,7 @@ from memory_core.engine import MemoryCore
 from memory_core.scope import MAIN, ScopeKey
 from tests.conftest import START
 from tests.fakes.openai_server import FakeOpenAI
+from tests.postgres import with_storage
 from tests.support import sql
 
 pytestmark = pytest.mark.timeout(60)
@@ -32,7 +33,7 @@ async def fake() -> AsyncIterator[FakeOpenAI]:
 
 
 def offline_config(workspace: Path, **top: Any) -> Config:
-    return load_config(None, env={}, workspace=workspace).model_copy(update=top)
+    return load_config(None, env=with_storage(), workspace=workspace).model_copy(update=top)
 
 
 async def schedule_state(core: MemoryCore) -> dict[str, str]:
@@ -135,6 +136,41 @@ async def test_jobs_do_not_rerun_after_a_restart(workspace: Path) -> None:
         assert {"daily-archive", "quiet-consolidation"} <= set(ran)
 
 
+async def test_two_processes_run_a_daily_job_once(workspace: Path) -> None:
+    """Two bot processes of one workspace (on PostgreSQL: two replicas of one database)
+    tick at the same moment: the 04:00 archive and the quiet consolidation run in one of
+    them, once, and neither runs them again that day."""
+    config = offline_config(workspace)
+    clock = ManualClock(START)  # 12:00 UTC: past 04:00
+    async with (
+        MemoryCore.open(config, clock=clock) as first,
+        MemoryCore.open(config, clock=clock) as second,
+    ):
+        await first.chat(ALICE, "hello")
+        await second.chat(ScopeKey("peer:bob"), "hi")
+        clock.advance(timedelta(minutes=30))
+        ran = await asyncio.gather(first.runtime.tick(), second.runtime.tick())
+        for job in ("daily-archive", "quiet-consolidation"):
+            assert sum(job in names for names in ran) == 1, (job, ran)
+        assert await archive_runs(first) == 2  # both scopes, archived by one process
+        again = await asyncio.gather(first.runtime.tick(), second.runtime.tick())
+        assert not {"daily-archive", "quiet-consolidation"} & {n for r in again for n in r}
+
+
+async def test_a_job_held_by_another_process_is_left_to_it(workspace: Path) -> None:
+    config = offline_config(workspace)
+    clock = ManualClock(START)
+    async with (
+        MemoryCore.open(config, clock=clock) as holder,
+        MemoryCore.open(config, clock=clock) as other,
+    ):
+        async with holder.runtime.locks.try_hold("schedule-daily-archive") as mine:
+            assert mine
+            assert "daily-archive" not in await other.runtime.tick()
+        # The holder died before marking it done: the next tick runs it.
+        assert "daily-archive" in await other.runtime.tick()
+
+
 async def test_start_runs_a_tick_and_stop_cancels_it(core: MemoryCore) -> None:
     runtime = core.runtime
     runtime.start()
@@ -157,7 +193,7 @@ async def test_stop_waits_for_the_turn_then_flushes(
 ) -> None:
     config = load_config(
         None,
-        env={"CHATMEM_MODEL": "gpt-fake", "OPENAI_BASE_URL": fake.base_url},
+        env=with_storage({"CHATMEM_MODEL": "gpt-fake", "OPENAI_BASE_URL": fake.base_url}),
         workspace=workspace,
     )
     config = config.model_copy(

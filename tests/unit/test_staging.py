@@ -11,7 +11,7 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 
 import pytest
@@ -23,6 +23,7 @@ from memory_core.engine import MemoryCore
 from memory_core.memory_md import parse_memory
 from memory_core.merge import ChangeKind
 from memory_core.scope import MAIN, ScopeKey
+from tests.support import journal_sql
 
 REPO = Path(__file__).resolve().parents[2]
 BURST = ["apples", "bread", "cheese", "dates", "eggs", "figs", "grapes", "honey", "ice cream"]
@@ -215,7 +216,7 @@ from memory_core.engine import MemoryCore
 from memory_core.scope import ScopeKey
 
 async def main() -> None:
-    config = load_config(None, env={{}}, workspace={workspace!r})
+    config = load_config(None, env={env!r}, workspace={workspace!r})
     config = config.model_copy(
         update={{"long_term": config.long_term.model_copy(update={{"write_delay_seconds": 60.0}})}}
     )
@@ -232,9 +233,19 @@ asyncio.run(main())
 """
 
 
-def run_child(workspace: Path, scope: str, texts: list[str], then: str = "") -> list[str]:
+def run_child(
+    workspace: Path,
+    scope: str,
+    texts: list[str],
+    then: str = "",
+    env: Mapping[str, str] | None = None,
+) -> list[str]:
     script = CHILD.format(
-        workspace=str(workspace), scope=scope, texts=texts, then=textwrap.indent(then, "    ")
+        workspace=str(workspace),
+        env=dict(env or {}),
+        scope=scope,
+        texts=texts,
+        then=textwrap.indent(then, "    "),
     )
     done = subprocess.run(
         [sys.executable, "-c", script],
@@ -248,10 +259,10 @@ def run_child(workspace: Path, scope: str, texts: list[str], then: str = "") -> 
 
 
 async def test_captures_of_a_process_that_died_are_replayed(
-    config: Config, workspace: Path
+    config: Config, workspace: Path, storage_env: Mapping[str, str]
 ) -> None:
     texts = ["keeps bees", "speaks portuguese", "keeps bees"]
-    ids = await asyncio.to_thread(run_child, workspace, "peer:9", texts)
+    ids = await asyncio.to_thread(run_child, workspace, "peer:9", texts, "", storage_env)
     assert ids[0] == ids[2]
     scope = ScopeKey("peer:9")
     async with MemoryCore.open(config) as core:
@@ -270,11 +281,11 @@ async def test_captures_of_a_process_that_died_are_replayed(
 
 
 async def test_a_crash_after_the_write_does_not_apply_twice(
-    config: Config, workspace: Path
+    config: Config, workspace: Path, storage_env: Mapping[str, str]
 ) -> None:
     # The file is written, then the process dies before the journal rows are removed.
     then = "core.memory.long_term.staging.journal.remove = lambda seqs: os._exit(0)\nawait core.flush()\n"
-    ids = await asyncio.to_thread(run_child, workspace, "main", ["keeps bees"], then)
+    ids = await asyncio.to_thread(run_child, workspace, "main", ["keeps bees"], then, storage_env)
     async with MemoryCore.open(config) as core:
         [entry] = await core.entries(MAIN)
         assert (entry.id, entry.hits) == (ids[0], 0)
@@ -296,17 +307,12 @@ async def test_a_live_process_keeps_its_journal(config: Config, clock: ManualClo
 async def test_an_unreadable_journal_row_is_kept_not_dropped(
     config: Config, workspace: Path
 ) -> None:
-    import sqlite3
-
-    journal = workspace / ".chatmem" / "journal.sqlite3"
-    async with MemoryCore.open(config):
-        pass
-    with sqlite3.connect(journal) as conn:
-        conn.execute(
-            "INSERT INTO captures (owner, scope, payload) VALUES ('dead0', 'main', '{\"x\": 1}')"
+    async with MemoryCore.open(config) as core:
+        await journal_sql(
+            core,
+            "INSERT INTO captures (owner, scope, payload) VALUES ('dead0', 'main', '{\"x\": 1}')",
         )
     async with MemoryCore.open(config) as core:
         assert await core.entries(MAIN) == []
-    with sqlite3.connect(journal) as conn:
-        assert conn.execute("SELECT count(*) FROM captures").fetchone() == (1,)
+        assert await journal_sql(core, "SELECT count(*) FROM captures") == [(1,)]
     assert not (workspace / ".chatmem" / "owners" / "dead0.lock").exists()

@@ -11,7 +11,7 @@ import stat
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -357,7 +357,7 @@ def test_sigkill_at_random_moments_never_breaks_memory_md(
 # --- several processes -------------------------------------------------------------------
 
 WORKER = """
-import asyncio, hashlib, json, sys
+import asyncio, hashlib, json, os, sys
 from datetime import UTC, datetime
 
 from memory_core.clock import ManualClock
@@ -367,11 +367,13 @@ from memory_core.scope import ScopeKey
 
 workspace, mode, name, count = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 scope = ScopeKey(sys.argv[5])
+STORAGE_VARIABLES = ("CHATMEM_STORAGE_BACKEND", "CHATMEM_POSTGRES_DSN")
 
 
 async def main():
     clock = ManualClock(datetime(2026, 3, 1, 12, tzinfo=UTC))
-    config = load_config(None, env={}, workspace=workspace)
+    storage = {k: v for k, v in os.environ.items() if k in STORAGE_VARIABLES}
+    config = load_config(None, env=storage, workspace=workspace)
     async with MemoryCore.open(config, clock=clock) as core:
         print("ready", flush=True)
         sys.stdin.readline()
@@ -391,7 +393,13 @@ asyncio.run(main())
 
 
 def run_workers(
-    tmp_path: Path, workspace: Path, mode: str, scope: str, count: int, names: list[str]
+    tmp_path: Path,
+    workspace: Path,
+    mode: str,
+    scope: str,
+    count: int,
+    names: list[str],
+    storage_env: Mapping[str, str] | None = None,
 ) -> list[object]:
     script = tmp_path / "worker.py"
     script.write_text(WORKER, encoding="utf-8")
@@ -403,6 +411,7 @@ def run_workers(
             stderr=subprocess.PIPE,
             text=True,
             cwd=REPO,
+            env={**os.environ, **(storage_env or {})},
         )
         for name in names
     ]
@@ -431,10 +440,14 @@ def run_workers(
 
 
 @pytest.mark.timeout(180)
-def test_concurrent_daily_appends_from_two_processes(tmp_path: Path, config: Config) -> None:
+def test_concurrent_daily_appends_from_two_processes(
+    tmp_path: Path, config: Config, storage_env: Mapping[str, str]
+) -> None:
     workspace = config.workspace_path
     scope = ScopeKey("group:telegram:-100")
-    outputs = run_workers(tmp_path, workspace, "daily", scope.value, 50, ["alpha", "beta"])
+    outputs = run_workers(
+        tmp_path, workspace, "daily", scope.value, 50, ["alpha", "beta"], storage_env
+    )
     ws = Workspace.at(workspace)
     path = ws.daily_path(scope, NOW.date())
     lines = path.read_text(encoding="utf-8").splitlines()
@@ -456,11 +469,13 @@ def test_concurrent_daily_appends_from_two_processes(tmp_path: Path, config: Con
 
 @pytest.mark.timeout(180)
 def test_concurrent_captures_from_two_processes_lose_nothing(
-    tmp_path: Path, config: Config
+    tmp_path: Path, config: Config, storage_env: Mapping[str, str]
 ) -> None:
     workspace = config.workspace_path
     scope = ScopeKey("peer:99")
-    outputs = run_workers(tmp_path, workspace, "capture", scope.value, 20, ["alpha", "beta"])
+    outputs = run_workers(
+        tmp_path, workspace, "capture", scope.value, 20, ["alpha", "beta"], storage_env
+    )
     written = {text for output in outputs for text in output}  # type: ignore[attr-defined]
     assert len(written) == 40
     ws = Workspace.at(workspace)

@@ -30,8 +30,9 @@ from memory_core.prompt import (
 )
 from memory_core.scope import MAIN, ScopeKey
 from memory_core.scoring import DEFAULT_POLICY
+from memory_core.sql import Connection
 from tests.conftest import START
-from tests.support import index_of, sql
+from tests.support import index_of, posting_ids, sql
 
 T0 = datetime(2026, 3, 1, 12, tzinfo=UTC)
 
@@ -119,12 +120,7 @@ async def test_chat_turn_index_rows_match_a_full_recount(core: MemoryCore) -> No
         sum(len(str(r[5]).split()) for r in rows),
     )
     for row in rows:
-        matched = await sql(
-            core,
-            f"SELECT rowid FROM fts_{sid} WHERE fts_{sid} MATCH ?",
-            '"' + str(row[5]).split()[0] + '"',
-        )
-        assert row[0] in {r[0] for r in matched}
+        assert row[0] in await posting_ids(core, sid, str(row[5]).split()[0])
     hits = await core.memory.guard.index.search(scope, "locker 4512", limit=3)
     assert hits and "4512" in hits[0].text
 
@@ -137,11 +133,11 @@ async def test_a_failing_statement_rolls_the_whole_message_back(
     history = history_of(core)
     session = await history.open_session(MAIN, START)
 
-    def failing(conn: sqlite3.Connection, *args: object) -> None:
+    def failing(conn: Connection, *args: object) -> None:
         conn.execute("INSERT INTO no_such_table VALUES (1)")
 
     monkeypatch.setattr(index_writes, "insert_chunks", failing)
-    with pytest.raises(sqlite3.OperationalError):
+    with pytest.raises(sqlite3.DatabaseError):
         await history.add_message(MAIN, session.id, "user", "lost", START, indexed=True)
     monkeypatch.undo()
     assert await history.session_messages(session.id) == []

@@ -1,0 +1,77 @@
+"""Subcommands over the storage backend: migrate."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from typing import TYPE_CHECKING
+
+from adapters.cli import Output, command
+from memory_core.errors import ChatmemError
+
+if TYPE_CHECKING:
+    from memory_core.engine import MemoryCore
+
+
+@command("migrate", "copy history, audit and journal to the other storage backend")
+class Migrate:
+    @staticmethod
+    def arguments(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument(
+            "--to",
+            required=True,
+            choices=("postgres", "sqlite"),
+            help="the backend to move to: postgres or sqlite (the configured one is the source)",
+        )
+        parser.add_argument(
+            "--dsn",
+            default="",
+            help="the PostgreSQL database to move to (default: CHATMEM_POSTGRES_DSN);"
+            " prefer the environment variable, a command line is visible to other users",
+        )
+
+    @staticmethod
+    async def run(core: MemoryCore, args: argparse.Namespace) -> int:
+        dsn = args.dsn or os.environ.get("CHATMEM_POSTGRES_DSN", "")
+        if args.to == "postgres" and not dsn:
+            raise ChatmemError("--to postgres needs --dsn or CHATMEM_POSTGRES_DSN")
+        started = time.perf_counter()
+        show = not args.json and sys.stderr.isatty()
+        shown = [""]
+
+        def progress(what: str, done: int, total: int) -> None:
+            if not show:
+                return
+            if shown[0] and shown[0] != what:
+                print(file=sys.stderr)
+            shown[0] = what
+            width = 30
+            filled = width * done // max(total, 1)
+            bar = "#" * filled + "-" * (width - filled)
+            print(f"\r{what:<16} [{bar}] {done}/{total}", end="", file=sys.stderr, flush=True)
+
+        report = await core.move_storage(args.to, dsn if args.to == "postgres" else "", progress)
+        if show and shown[0]:
+            print(file=sys.stderr)
+        elapsed = time.perf_counter() - started
+        copied = sum(report.copied.values())
+        data = {
+            "to": args.to,
+            "copied": report.copied,
+            "read": report.read,
+            "message_chunks": report.message_chunks,
+            "seconds": round(elapsed, 3),
+        }
+        switch = (
+            "set storage.backend = 'postgres' (and CHATMEM_POSTGRES_DSN)"
+            if args.to == "postgres"
+            else "set storage.backend = 'sqlite'"
+        )
+        Output(args.json).emit(
+            data,
+            f"copied {copied} rows and {report.message_chunks} message chunks to {args.to}"
+            f" in {elapsed:.2f}s; now {switch} and start the bots again",
+        )
+        return 0

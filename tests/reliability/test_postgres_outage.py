@@ -1,0 +1,136 @@
+"""The PostgreSQL server goes away mid-run and comes back: nothing acknowledged is lost.
+
+A server of its own (the shared test server must not stop under other tests), stopped
+with `pg_ctl stop` and started again on the same data directory and socket.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from memory_core.clock import ManualClock
+from memory_core.config import Config, load_config
+from memory_core.engine import MemoryCore
+from memory_core.errors import DatabaseUnreachable
+from memory_core.scope import MAIN, ScopeKey
+from memory_core.spool import SpoolingHistory
+from tests.conftest import START
+from tests.postgres import PostgresServer
+from tests.support import sql
+
+pytestmark = pytest.mark.timeout(180)
+
+ALICE = ScopeKey("peer:alice")
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[PostgresServer]:
+    (tmp_path / "own-server").mkdir()
+    own = PostgresServer(tmp_path / "own-server")
+    try:
+        yield own
+    finally:
+        own.stop()
+
+
+def pg_config(server: PostgresServer, workspace: Path) -> Config:
+    env = {"CHATMEM_STORAGE_BACKEND": "postgres", "CHATMEM_POSTGRES_DSN": server.uri}
+    return load_config(None, env=env, workspace=workspace)
+
+
+def history(core: MemoryCore) -> SpoolingHistory:
+    spooling = core.runtime.history
+    assert isinstance(spooling, SpoolingHistory)
+    return spooling
+
+
+async def stored(core: MemoryCore) -> list[tuple[str, str]]:
+    rows = await sql(core, "SELECT scope, content FROM messages WHERE role = 'user' ORDER BY id")
+    return [(str(r[0]), str(r[1])) for r in rows]
+
+
+async def eventually(check: object, within: float = 30.0) -> None:
+    deadline = asyncio.get_running_loop().time() + within
+    while True:
+        try:
+            assert await check()  # type: ignore[operator]
+            return
+        except (AssertionError, DatabaseUnreachable):
+            if asyncio.get_running_loop().time() > deadline:
+                raise
+        await asyncio.sleep(0.2)
+
+
+async def test_a_restart_mid_run_loses_nothing(
+    server: PostgresServer, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="memory_core")
+    clock = ManualClock(START)
+    async with MemoryCore.open(pg_config(server, tmp_path / "ws"), clock=clock) as core:
+        await core.chat(ALICE, "before: the boiler was serviced in May")
+        await core.append_daily(MAIN, "before: kayak on the lake")
+
+        core.memory.guard.retry_seconds = 0.5  # the index is tried again soon after
+        await asyncio.to_thread(server.pause)
+        # The turns go on: messages wait in the spool, the files take the memories.
+        for n in range(5):
+            await core.chat(ALICE, f"during {n}: the heating is on a timer")
+        await core.chat(MAIN, "during: 我家的猫叫小白")
+        entry, _ = await core.capture(ALICE, "keeps bees in the garden")
+        await core.append_daily(MAIN, "during: sourdough starter fed")
+        hits = await core.search(MAIN, "sourdough")
+        assert [h.text for h in hits] == ["during: sourdough starter fed"]
+        assert history(core).pending == 6
+        assert entry.id in {e.id for e in await core.entries(ALICE)}
+        outage_lines = [r for r in caplog.records if "unreachable" in r.getMessage()]
+
+        await asyncio.to_thread(server.resume)
+        await eventually(lambda: _spool_written(core))
+        assert await stored(core) == [
+            (ALICE.value, "before: the boiler was serviced in May"),
+            *[(ALICE.value, f"during {n}: the heating is on a timer") for n in range(5)],
+            (MAIN.value, "during: 我家的猫叫小白"),
+        ]
+        # Turns after the outage are stored in order behind the spooled ones.
+        await core.chat(ALICE, "after: all good")
+        assert (await stored(core))[-1] == (ALICE.value, "after: all good")
+        # The index comes back and holds what was written meanwhile.
+        await eventually(lambda: _index_finds(core, MAIN, "sourdough"))
+        await eventually(lambda: _index_finds(core, ALICE, "bees"))
+    # One warning when the outage began, not one per call.
+    spool_lines = [r for r in outage_lines if "spool" in r.getMessage()]
+    assert len(spool_lines) == 1
+
+
+async def _spool_written(core: MemoryCore) -> bool:
+    return await history(core).flush_spool() and history(core).pending == 0
+
+
+async def _index_finds(core: MemoryCore, scope: ScopeKey, word: str) -> bool:
+    hits = await core.search(scope, word)
+    return bool(hits) and core.degraded_reason is None
+
+
+async def test_a_start_while_the_server_is_down_works_from_files(
+    server: PostgresServer, tmp_path: Path
+) -> None:
+    await asyncio.to_thread(server.pause)
+    clock = ManualClock(START)
+    config = pg_config(server, tmp_path / "ws")
+    async with MemoryCore.open(config, clock=clock) as core:
+        await core.append_daily(MAIN, "written while the server was down")
+        assert [h.text for h in await core.search(MAIN, "server")] == [
+            "written while the server was down"
+        ]
+        await core.chat(MAIN, "a message with nowhere to go but the spool")
+        assert history(core).pending == 1
+    # The next process, with the server back, writes the spool the first one left.
+    await asyncio.to_thread(server.resume)
+    async with MemoryCore.open(config, clock=clock) as core:
+        assert await stored(core) == [(MAIN.value, "a message with nowhere to go but the spool")]
+        assert not list((tmp_path / "ws" / ".chatmem" / "spool").glob("*.jsonl"))

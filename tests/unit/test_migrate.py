@@ -1,0 +1,155 @@
+"""`chatmem migrate`: a workspace's database moves between SQLite and PostgreSQL with
+nothing lost, twice without copying twice, and after an interruption to the end."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from adapters.cli import main
+from memory_core import moving
+from memory_core.clock import ManualClock
+from memory_core.config import Config, load_config
+from memory_core.engine import MemoryCore
+from memory_core.scope import MAIN, ScopeKey
+from tests.conftest import START
+from tests.postgres import PostgresServer
+from tests.support import sql
+
+ALICE = ScopeKey("peer:alice")
+QUERIES = ["kayak", "boiler", "绿茶", "bees"]
+TABLE_QUERIES = {
+    "messages": "SELECT id, scope, session_id, role, content, created_at FROM messages",
+    "sessions": "SELECT id, scope, status FROM sessions",
+    "audit": "SELECT id, scope, entry_id, action, content FROM audit",
+    "schedule_state": "SELECT name, last_run FROM schedule_state",
+    "deliveries": "SELECT channel, chat_id, message_id FROM deliveries",
+}
+
+
+@pytest.fixture
+def pg_dsn(postgres_server: PostgresServer) -> Iterator[str]:
+    with postgres_server.schema() as dsn:
+        yield dsn
+
+
+def sqlite_config(workspace: Path) -> Config:
+    return load_config(None, env={}, workspace=workspace)
+
+
+def pg_config(workspace: Path, dsn: str) -> Config:
+    env = {"CHATMEM_STORAGE_BACKEND": "postgres", "CHATMEM_POSTGRES_DSN": dsn}
+    return load_config(None, env=env, workspace=workspace)
+
+
+async def fill(core: MemoryCore, clock: ManualClock) -> None:
+    await core.chat(ALICE, "the kayak is red and lives in the shed")
+    await core.chat(ALICE, "the boiler was serviced in May")
+    await core.chat(MAIN, "我喜欢喝绿茶")
+    await core.capture(ALICE, "keeps bees in the garden")
+    await core.append_daily(MAIN, "kayak lesson booked for Sunday")
+    await core.claim_delivery("telegram:bot", "42", "1001")
+    clock.advance(timedelta(minutes=30))
+    await core.runtime.tick()  # the daily jobs archive those messages, mark schedule_state
+    await core.chat(ALICE, "the kayak paddles are in the car")  # not archived: a chunk
+
+
+async def state(core: MemoryCore) -> dict[str, Any]:
+    tables = {
+        name: sorted(tuple(r) for r in await sql(core, query))
+        for name, query in TABLE_QUERIES.items()
+    }
+    hits = {
+        (scope.value, q): [(h.path, h.text, round(h.score, 9)) for h in await core.search(scope, q)]
+        for scope in (MAIN, ALICE)
+        for q in QUERIES
+    }
+    return {"tables": tables, "hits": hits}
+
+
+async def test_a_move_to_postgres_and_back_keeps_everything(tmp_path: Path, pg_dsn: str) -> None:
+    workspace = tmp_path / "ws"
+    clock = ManualClock(START)
+    async with MemoryCore.open(sqlite_config(workspace), clock=clock) as core:
+        await fill(core, clock)
+        before = await state(core)
+        assert before["tables"]["messages"] and before["hits"][(ALICE.value, "kayak")]
+        report = await core.move_storage("postgres", pg_dsn)
+        assert report.copied["messages"] == len(before["tables"]["messages"])
+        [(chunks,)] = await sql(core, "SELECT COUNT(*) FROM chunks WHERE kind = 'message'")
+        assert report.message_chunks == chunks > 0
+        again = await core.move_storage("postgres", pg_dsn)
+        assert sum(again.copied.values()) == 0 and again.message_chunks == 0
+
+    async with MemoryCore.open(pg_config(workspace, pg_dsn), clock=clock) as moved:
+        # The same rows with the same ids, and the same hits with the same scores.
+        assert await state(moved) == before
+        # New rows continue after the copied ids.
+        turn = await moved.chat(ALICE, "a message after the move")
+        ids = [int(r[0]) for r in await sql(moved, "SELECT id FROM messages ORDER BY id")]
+        assert ids[-1] > max(int(r[0]) for r in before["tables"]["messages"])
+        assert turn.session_id
+        after_move = await state(moved)
+        back = await moved.move_storage("sqlite")
+        assert back.copied["messages"] == len(after_move["tables"]["messages"])
+
+    aside = list((workspace / ".chatmem").glob("index.sqlite3.before-move-*"))
+    assert aside, "the old SQLite file is kept aside, not mixed in"
+    async with MemoryCore.open(sqlite_config(workspace), clock=clock) as home:
+        assert await state(home) == after_move
+
+
+async def test_an_interrupted_move_finishes_when_run_again(
+    tmp_path: Path, pg_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    workspace = tmp_path / "ws"
+    clock = ManualClock(START)
+    async with MemoryCore.open(sqlite_config(workspace), clock=clock) as core:
+        for n in range(7):
+            await core.chat(ALICE, f"message number {n} about the garden")
+        before = await state(core)
+        monkeypatch.setattr(moving, "BATCH", 2)
+        real = moving._insert
+        calls = {"n": 0}
+
+        def dies_on_the_third_batch(conn: Any, sql: str, rows: list[tuple[Any, ...]]) -> int:
+            calls["n"] += 1
+            if calls["n"] == 3:
+                raise KeyboardInterrupt  # the person pressed Ctrl-C
+            return real(conn, sql, rows)
+
+        monkeypatch.setattr(moving, "_insert", dies_on_the_third_batch)
+        with pytest.raises(KeyboardInterrupt):
+            await core.move_storage("postgres", pg_dsn)
+        monkeypatch.setattr(moving, "_insert", real)
+        report = await core.move_storage("postgres", pg_dsn)
+        assert 0 < report.copied["messages"] < len(before["tables"]["messages"])
+    async with MemoryCore.open(pg_config(workspace, pg_dsn), clock=clock) as moved:
+        assert await state(moved) == before
+
+
+async def test_the_command_line_moves_and_says_what_to_do_next(
+    tmp_path: Path, pg_dsn: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    workspace = tmp_path / "ws"
+    async with MemoryCore.open(sqlite_config(workspace), clock=ManualClock(START)) as core:
+        await core.chat(ALICE, "the kayak is red")
+    code = await _run_cli(
+        ["--workspace", str(workspace), "migrate", "--to", "postgres", "--dsn", pg_dsn, "--json"]
+    )
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0 and out["to"] == "postgres" and out["copied"]["messages"] == 1
+    code = await _run_cli(["--workspace", str(workspace), "migrate", "--to", "postgres"])
+    assert code == 2
+    assert "needs --dsn or CHATMEM_POSTGRES_DSN" in capsys.readouterr().err
+
+
+async def _run_cli(argv: list[str]) -> int:
+    import asyncio
+
+    return await asyncio.to_thread(main, argv)
