@@ -177,7 +177,7 @@ class MemoryCore:
                 b=recall.b,
                 rank_settings=rank_settings(recall),
             )
-            self._guard.index.vectors = self._vector_index(self._db)
+            self._guard.index.vectors = await self._vector_index(self._db)
             self._guard.reason = None
         if self.config.long_term.journal:
             await self._open_staging()
@@ -220,15 +220,29 @@ class MemoryCore:
         self._locks.use(FallbackLocks(advisory, files, health=db))
         return db
 
-    def _vector_index(self, db: Db) -> VectorSearch | None:
+    async def _vector_index(self, db: Db) -> VectorSearch | None:
         """Dense recall when an embedder is configured or installed (`[embedding]`); the
-        vector index (and numpy) is only imported then."""
+        vector index (and numpy) is only imported then. On PostgreSQL with pgvector the
+        vectors are searched in the database; without it, in the process (said once at
+        start)."""
         embedder = build_embedder(self.config.embedding)
         if embedder is None:
             return None
         from memory_core.index.vector_index import VectorIndex
 
-        return VectorIndex(db, embedder, batch_size=self.config.embedding.batch_size)
+        batch = self.config.embedding.batch_size
+        if db.backend == "postgres":
+            from memory_core.pg.vectors import PgVectorIndex, ensure_pgvector
+
+            version = await ensure_pgvector(db)
+            if version is not None:
+                log.info("dense recall: pgvector %s, searched in the database", version)
+                return PgVectorIndex(db, embedder, batch_size=batch)
+            log.warning(
+                "dense recall: pgvector is not installed in this database; vectors are"
+                " searched exactly in each process (CREATE EXTENSION vector to change that)"
+            )
+        return VectorIndex(db, embedder, batch_size=batch)
 
     async def vectors_ready(self) -> None:
         """Wait until every chunk written so far has its vector (benches, tests, reindex);
