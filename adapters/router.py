@@ -96,10 +96,17 @@ class MessageRouter:
         """The reply for one inbound message, or None (duplicate or empty)."""
         if self.is_duplicate(message) or not message.text.strip():
             return None
+        channel = f"{message.channel}:{message.account_id}"
         if message.message_id and not await self.core.claim_delivery(
-            f"{message.channel}:{message.account_id}", message.chat_id, message.message_id
+            channel, message.chat_id, message.message_id
         ):
             return None  # another process of the workspace took this delivery
+        reply = await self._reply(message)
+        if message.message_id:
+            await self.core.delivery_answered(channel, message.chat_id, message.message_id)
+        return reply
+
+    async def _reply(self, message: InboundMessage) -> Reply | None:
         scope = self.scope_of(message)
         parts = split_command(message.text)
         if parts is None:

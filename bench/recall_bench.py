@@ -419,12 +419,19 @@ def with_provider(config: Config, provider: str) -> Config:
     return config.model_copy(update={"embedding": embedding})
 
 
-def vector_counts(ws: Workspace) -> tuple[int, int]:
+def vector_counts(ws: Workspace, config: Config) -> tuple[int, int]:
     """(vectors, scopes with vectors) in the database, counted by a connection of its
     own (blocking: run it in a thread)."""
+    query = "SELECT count(*), count(DISTINCT scope_id) FROM chunk_vectors"
+    if config.storage.backend == "postgres":
+        import psycopg
+
+        with psycopg.connect(config.storage.postgres_dsn) as pg:
+            row = pg.execute(query).fetchone()
+        vectors, scopes = row if row else (0, 0)
+        return int(vectors), int(scopes)
     with contextlib.closing(sqlite3.connect(ws.db_path)) as conn:
-        row = conn.execute("SELECT count(*), count(DISTINCT scope_id) FROM chunk_vectors")
-        vectors, scopes = row.fetchone()
+        vectors, scopes = conn.execute(query).fetchone()
     return int(vectors), int(scopes)
 
 
@@ -466,7 +473,9 @@ async def measure_hybrid(
         log(f"model loaded in {embedding.load_s:.1f} s; embedding the bench scopes")
         await core.vectors_ready()
         embedding.total_s = time.perf_counter() - started
-        embedding.vectors, embedding.scopes = await asyncio.to_thread(vector_counts, core.workspace)
+        embedding.vectors, embedding.scopes = await asyncio.to_thread(
+            vector_counts, core.workspace, config
+        )
         log(
             f"{embedding.vectors:,} vectors in {embedding.scopes} scopes in"
             f" {embedding.total_s:.1f} s"
@@ -685,9 +694,6 @@ async def run(
             figures.reopen.append(time.perf_counter() - start)
 
     # 7. Hybrid recall: the bench scopes embedded by a core with the local model.
-    if config.storage.backend != "sqlite":
-        figures.hybrid_skipped = "timed on SQLite only in this run (pgvector search: not yet)"
-        return results, figures
     bench = len(corpora)
     await measure_hybrid(config, corpora, results[:bench], recall_texts[:bench], passes, figures)
     return results, figures

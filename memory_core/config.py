@@ -305,13 +305,6 @@ class StorageSettings(_Section):
     )
     postgres_pool_size: int = _field(4, "Connections (and worker threads) of one process.")
 
-    @field_validator("postgres_pool_size")
-    @classmethod
-    def _positive(cls, value: int) -> int:
-        if value < 1:
-            raise PydanticCustomError("too_small", "must be >= 1")
-        return value
-
 
 class TelegramSettings(_Section):
     """The Telegram bot (python-telegram-bot)."""
@@ -633,6 +626,7 @@ def _validate(config: Config, source: str) -> None:
         (h.soft_cap <= h.hard_cap, "history.soft_cap must be <= history.hard_cap"),
         (bool(config.archive.backoff_minutes), "archive.backoff_minutes must not be empty"),
         (config.telegram.max_photo_bytes >= 1, "telegram.max_photo_bytes must be >= 1"),
+        (config.storage.postgres_pool_size >= 1, "storage.postgres_pool_size must be >= 1"),
         (
             config.telegram.describe_timeout_seconds > 0,
             "telegram.describe_timeout_seconds must be > 0",

@@ -14,9 +14,11 @@ SQL and hands no store, index or database to anyone. Every method takes an expli
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import sqlite3
 import time
+import uuid
 import zoneinfo
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
@@ -48,7 +50,7 @@ from memory_core.history import ArchiveState, HistoryStore
 from memory_core.index import RANK_BUDGET, SearchIndex, SyncStats
 from memory_core.index.model import VectorSearch
 from memory_core.index.vectors import clear_cache as clear_vector_cache
-from memory_core.journal import CaptureJournal, LockOwners
+from memory_core.journal import CaptureJournal, FileOwners, LockOwners, Owners
 from memory_core.llm import LLMClient
 from memory_core.locks import LOCK_TIMEOUT_SECONDS, FallbackLocks, FileLocks, LockRegistry
 from memory_core.memory import (
@@ -116,6 +118,7 @@ class MemoryCore:
         self._journal: CaptureJournal | None = None
         self._advisory: AdvisoryLocks | None = None
         self._deliveries: Deliveries | None = None
+        self._presence: tuple[Owners, object] | None = None
         self.memory = build_memory_service(
             config, self.workspace, self._locks, self.now, self._guard
         )
@@ -167,7 +170,7 @@ class MemoryCore:
             recall = self.config.recall
             self._audit = long_term.audit = AuditLog(self._db)
             long_term.activations = Activations(self._db)
-            self._deliveries = Deliveries(self._db)
+            self._deliveries = await self._open_deliveries(self._db)
             self._guard.index = SearchIndex(
                 self._db,
                 self.workspace,
@@ -192,6 +195,29 @@ class MemoryCore:
             history = self._require_history()
             if isinstance(history, SpoolingHistory):
                 await history.flush_spool()
+
+    async def _open_deliveries(self, db: Db) -> Deliveries:
+        """Delivery claims under this process's owner id, held as a lock for the
+        process's life: a message it takes and dies before answering is taken over."""
+        owners: Owners = (
+            LockOwners(self._advisory)
+            if self._advisory is not None
+            else FileOwners(self.workspace.state_dir / "owners")
+        )
+        owner = uuid.uuid4().hex
+        try:
+            self._presence = (owners, await asyncio.to_thread(owners.take, owner))
+        except (DatabaseUnreachable, IndexUnavailable, OSError) as exc:
+            log.warning("deliveries this process takes cannot be taken over: %s", exc)
+            owner = ""  # nobody can tell whether it lives: its claims are never taken over
+
+        async def is_gone(other: str) -> bool:
+            try:
+                return await asyncio.to_thread(owners.is_gone, other)
+            except (DatabaseUnreachable, OSError):
+                return False
+
+        return Deliveries(db, owner, is_gone)
 
     async def _open_database(self) -> Db:
         """The configured backend: the workspace's SQLite file, or a PostgreSQL database
@@ -298,6 +324,11 @@ class MemoryCore:
         if index is not None and index.vectors is not None:
             await index.vectors.close()
             index.vectors = None
+        if self._presence is not None:
+            owners, held = self._presence
+            self._presence = None
+            with contextlib.suppress(DatabaseUnreachable, OSError):
+                await asyncio.to_thread(owners.give_back, held)
         if self._advisory is not None:
             self._locks.use(FileLocks(self.workspace.locks_dir, LOCK_TIMEOUT_SECONDS))
             await asyncio.to_thread(self._advisory.close)
@@ -729,6 +760,15 @@ class MemoryCore:
         except sqlite3.DatabaseError as exc:
             log.warning("cannot check a delivery against other processes, answering: %s", exc)
             return True
+
+    async def delivery_answered(self, channel: str, chat_id: str, message_id: str) -> None:
+        """The reply to a claimed message is made: no other process takes it over."""
+        if self._deliveries is None:
+            return
+        try:
+            await self._deliveries.answered(channel, chat_id, message_id)
+        except sqlite3.DatabaseError as exc:
+            log.warning("a delivery not marked answered: %s", exc)
 
     async def audit_counts(self) -> dict[str, int]:
         """Audit rows per action over the workspace ({} without a database)."""

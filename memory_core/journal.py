@@ -89,7 +89,7 @@ class LockOwners:
         self._locks = locks
 
     def take(self, owner: str) -> object:
-        handle = self._locks.try_take(f"journal-owner-{owner}")
+        handle = self._locks.try_take(f"owner-{owner}")
         if handle is None:  # a fresh random id held by someone else: never
             raise IndexUnavailable(f"journal owner {owner} is taken")
         return handle
@@ -97,7 +97,7 @@ class LockOwners:
     def is_gone(self, owner: str) -> bool:
         if not owner.isalnum():
             return False
-        handle = self._locks.try_take(f"journal-owner-{owner}")
+        handle = self._locks.try_take(f"owner-{owner}")
         if handle is None:
             return False
         self._locks.give_back(handle)

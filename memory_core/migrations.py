@@ -195,11 +195,7 @@ migration(
 )
 
 
-migration(
-    "m006_deliveries",
-    # Inbound messages some process already took (memory_core/deliveries.py): a message
-    # delivered twice, to one process or to two, is answered once.
-    """
+DELIVERIES = """
     CREATE TABLE deliveries (
         channel TEXT NOT NULL,
         chat_id TEXT NOT NULL,
@@ -208,5 +204,23 @@ migration(
         PRIMARY KEY (channel, chat_id, message_id)
     );
     CREATE INDEX deliveries_at ON deliveries (at);
+"""
+"""The same on both backends (memory_core/pg/migrations.py takes it from here)."""
+
+migration(
+    "m006_deliveries",
+    # Inbound messages some process already took (memory_core/deliveries.py): a message
+    # delivered twice, to one process or to two, is answered once.
+    DELIVERIES,
+)
+
+
+migration(
+    "m007_delivery_owners",
+    # Who took a delivery and whether it is answered: a message whose taker died before
+    # answering is taken over by the next delivery (memory_core/deliveries.py).
+    """
+    ALTER TABLE deliveries ADD COLUMN owner TEXT NOT NULL DEFAULT '';
+    ALTER TABLE deliveries ADD COLUMN done INTEGER NOT NULL DEFAULT 1;
     """,
 )

@@ -15,6 +15,8 @@ one scope's posting lists are not even the same keys as another's.
 
 from __future__ import annotations
 
+from memory_core.migrations import DELIVERIES
+
 PG_MIGRATIONS: list[tuple[str, str]] = []
 
 
@@ -231,14 +233,16 @@ migration(
 migration(
     "m006_deliveries",
     # Inbound messages some process already took (memory_core/deliveries.py).
+    DELIVERIES,
+)
+
+
+migration(
+    "m007_delivery_owners",
+    # Who took a delivery and whether it is answered: a message whose taker died before
+    # answering is taken over by the next delivery (memory_core/deliveries.py).
     """
-    CREATE TABLE deliveries (
-        channel TEXT NOT NULL,
-        chat_id TEXT NOT NULL,
-        message_id TEXT NOT NULL,
-        at TEXT NOT NULL,
-        PRIMARY KEY (channel, chat_id, message_id)
-    );
-    CREATE INDEX deliveries_at ON deliveries (at);
+    ALTER TABLE deliveries ADD COLUMN owner TEXT NOT NULL DEFAULT '';
+    ALTER TABLE deliveries ADD COLUMN done SMALLINT NOT NULL DEFAULT 1;
     """,
 )

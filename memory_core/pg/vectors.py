@@ -143,7 +143,9 @@ class PgVectorIndex(VectorIndex):
         return int(await self._db.call(partial(vectors.count, sid=scope_id, model=self.model)))
 
     async def wait_graph(self, scope_id: int) -> bool:
-        return scope_id in self._hnsw or bool(self._hnsw)
+        """Whether the scope's searches go through the HNSW index (a large scope); the
+        database keeps the index current, so there is nothing to wait for."""
+        return await self.load(scope_id) >= HNSW_FROM_ROWS
 
 
 def _ensure_hnsw(conn: Connection, dim: int) -> None:

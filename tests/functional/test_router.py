@@ -323,6 +323,8 @@ async def test_a_delivery_to_two_processes_is_answered_once(core: MemoryCore) ->
         message = msg("hello there", message_id="m-1")
         replies = await asyncio.gather(first.handle(message), second.handle(message))
         assert sum(reply is not None for reply in replies) == 1
+        # Answered: a later delivery is dropped by both.
+        assert await first.handle(message) is None and await second.handle(message) is None
         # Another bot account's message with the same id is another message.
         again = await second.handle(replace(message, account_id="bot-2"))
         assert again is not None
@@ -383,3 +385,18 @@ async def test_commands_act_on_the_resolved_scope(tmp_path: Path, dm_scope: str)
     assert ("cello" in u2_memory) == (dm_scope == "main")
     assert "rehearses" not in u2_memory
     assert "rehearses on mondays" in group_memory and "cello" not in group_memory
+
+
+async def test_a_message_whose_taker_died_is_taken_over(core: MemoryCore) -> None:
+    """A process takes a delivery and dies before answering it (its owner lock goes
+    with it): the platform's next delivery, to another process, is answered there. While
+    the taker lives, it is not."""
+    channel = "telegram:bot1"
+    async with MemoryCore.open(core.config) as taker:
+        assert await taker.claim_delivery(channel, "c1", "m-9")
+        assert not await core.claim_delivery(channel, "c1", "m-9")  # the taker lives
+        assert await taker.claim_delivery(channel, "c1", "m-10")
+        await taker.delivery_answered(channel, "c1", "m-10")
+    # The taker is gone: what it left unanswered is the next process's to answer.
+    assert await core.claim_delivery(channel, "c1", "m-9")
+    assert not await core.claim_delivery(channel, "c1", "m-10")  # answered before it died
