@@ -84,13 +84,17 @@ class MessageRouter:
         A message without an id cannot be recognised again, so it is never a duplicate."""
         if not message.message_id:
             return False
-        key = (message.channel, message.account_id, message.chat_id, message.message_id)
+        key = self._key(message)
         if key in self._seen:
             return True
         self._seen[key] = None
         if len(self._seen) > DEDUPE_WINDOW:
             self._seen.popitem(last=False)
         return False
+
+    @staticmethod
+    def _key(message: InboundMessage) -> tuple[str, str, str, str]:
+        return (message.channel, message.account_id, message.chat_id, message.message_id)
 
     async def handle(self, message: InboundMessage) -> Reply | None:
         """The reply for one inbound message, or None (duplicate or empty)."""
@@ -100,7 +104,10 @@ class MessageRouter:
         if message.message_id and not await self.core.claim_delivery(
             channel, message.chat_id, message.message_id
         ):
-            return None  # another process of the workspace took this delivery
+            # Another process took it. Not remembered here: if that process dies before
+            # answering, the platform's next delivery must reach the database's check.
+            self._seen.pop(self._key(message), None)
+            return None
         reply = await self._reply(message)
         if message.message_id:
             await self.core.delivery_answered(channel, message.chat_id, message.message_id)

@@ -160,6 +160,7 @@ class Runtime:
                 return False
             await work()
             await self.schedules.mark(job, today)
+        log.info("ran the daily job %s for %s", job, today)
         return True
 
     async def _archive_all(self) -> None:

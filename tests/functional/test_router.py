@@ -392,11 +392,17 @@ async def test_a_message_whose_taker_died_is_taken_over(core: MemoryCore) -> Non
     with it): the platform's next delivery, to another process, is answered there. While
     the taker lives, it is not."""
     channel = "telegram:bot1"
+    router = MessageRouter(core)
+    message = msg("hello again", message_id="m-8", chat="c1")
     async with MemoryCore.open(core.config) as taker:
+        assert await taker.claim_delivery(channel, "c1", "m-8")
+        assert await router.handle(message) is None  # the taker lives and has it
         assert await taker.claim_delivery(channel, "c1", "m-9")
-        assert not await core.claim_delivery(channel, "c1", "m-9")  # the taker lives
+        assert not await core.claim_delivery(channel, "c1", "m-9")
         assert await taker.claim_delivery(channel, "c1", "m-10")
         await taker.delivery_answered(channel, "c1", "m-10")
-    # The taker is gone: what it left unanswered is the next process's to answer.
+    # The taker is gone: what it left unanswered is the next process's to answer, the
+    # router's own memory of the first delivery notwithstanding.
+    assert await router.handle(message) is not None
     assert await core.claim_delivery(channel, "c1", "m-9")
     assert not await core.claim_delivery(channel, "c1", "m-10")  # answered before it died
