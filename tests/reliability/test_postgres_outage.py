@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -28,18 +27,8 @@ pytestmark = pytest.mark.timeout(180)
 ALICE = ScopeKey("peer:alice")
 
 
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[PostgresServer]:
-    (tmp_path / "own-server").mkdir()
-    own = PostgresServer(tmp_path / "own-server")
-    try:
-        yield own
-    finally:
-        own.stop()
-
-
-def pg_config(server: PostgresServer, workspace: Path) -> Config:
-    env = {"CHATMEM_STORAGE_BACKEND": "postgres", "CHATMEM_POSTGRES_DSN": server.uri}
+def pg_config(own_postgres: PostgresServer, workspace: Path) -> Config:
+    env = {"CHATMEM_STORAGE_BACKEND": "postgres", "CHATMEM_POSTGRES_DSN": own_postgres.uri}
     return load_config(None, env=env, workspace=workspace)
 
 
@@ -67,16 +56,16 @@ async def eventually(check: object, within: float = 30.0) -> None:
 
 
 async def test_a_restart_mid_run_loses_nothing(
-    server: PostgresServer, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    own_postgres: PostgresServer, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.WARNING, logger="memory_core")
     clock = ManualClock(START)
-    async with MemoryCore.open(pg_config(server, tmp_path / "ws"), clock=clock) as core:
+    async with MemoryCore.open(pg_config(own_postgres, tmp_path / "ws"), clock=clock) as core:
         await core.chat(ALICE, "before: the boiler was serviced in May")
         await core.append_daily(MAIN, "before: kayak on the lake")
 
         core.memory.guard.retry_seconds = 0.5  # the index is tried again soon after
-        await asyncio.to_thread(server.pause)
+        await asyncio.to_thread(own_postgres.pause)
         # The turns go on: messages wait in the spool, the files take the memories.
         for n in range(5):
             await core.chat(ALICE, f"during {n}: the heating is on a timer")
@@ -89,7 +78,7 @@ async def test_a_restart_mid_run_loses_nothing(
         assert entry.id in {e.id for e in await core.entries(ALICE)}
         outage_lines = [r for r in caplog.records if "unreachable" in r.getMessage()]
 
-        await asyncio.to_thread(server.resume)
+        await asyncio.to_thread(own_postgres.resume)
         await eventually(lambda: _spool_written(core))
         assert await stored(core) == [
             (ALICE.value, "before: the boiler was serviced in May"),
@@ -117,11 +106,11 @@ async def _index_finds(core: MemoryCore, scope: ScopeKey, word: str) -> bool:
 
 
 async def test_a_start_while_the_server_is_down_works_from_files(
-    server: PostgresServer, tmp_path: Path
+    own_postgres: PostgresServer, tmp_path: Path
 ) -> None:
-    await asyncio.to_thread(server.pause)
+    await asyncio.to_thread(own_postgres.pause)
     clock = ManualClock(START)
-    config = pg_config(server, tmp_path / "ws")
+    config = pg_config(own_postgres, tmp_path / "ws")
     async with MemoryCore.open(config, clock=clock) as core:
         await core.append_daily(MAIN, "written while the server was down")
         assert [h.text for h in await core.search(MAIN, "server")] == [
@@ -130,7 +119,7 @@ async def test_a_start_while_the_server_is_down_works_from_files(
         await core.chat(MAIN, "a message with nowhere to go but the spool")
         assert history(core).pending == 1
     # The next process, with the server back, writes the spool the first one left.
-    await asyncio.to_thread(server.resume)
+    await asyncio.to_thread(own_postgres.resume)
     async with MemoryCore.open(config, clock=clock) as core:
         assert await stored(core) == [(MAIN.value, "a message with nowhere to go but the spool")]
         assert not list((tmp_path / "ws" / ".chatmem" / "spool").glob("*.jsonl"))

@@ -24,7 +24,6 @@ import signal
 import subprocess
 import sys
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -83,16 +82,6 @@ class Model:
         return f"echo {found.group(0)}" if found else "noted"
 
 
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[PostgresServer]:
-    (tmp_path / "pg").mkdir()
-    own = PostgresServer(tmp_path / "pg")
-    try:
-        yield own
-    finally:
-        own.stop()
-
-
 def write_config(path: Path) -> None:
     users = ", ".join(str(chat_id(i)) for i in range(PRIVATE))
     groups = ", ".join(str(chat_id(i)) for i in range(PRIVATE, CHATS))
@@ -128,7 +117,7 @@ def start_replica(
 
 
 async def test_two_replicas_answer_every_message_once_through_a_kill_and_a_restart(
-    tmp_path: Path, server: PostgresServer
+    tmp_path: Path, own_postgres: PostgresServer
 ) -> None:
     workspace = tmp_path / "ws"
     config_path = tmp_path / "chatmem.toml"
@@ -139,7 +128,7 @@ async def test_two_replicas_answer_every_message_once_through_a_kill_and_a_resta
         env = {
             "CHATMEM_WORKSPACE": str(workspace),
             "CHATMEM_STORAGE_BACKEND": "postgres",
-            "CHATMEM_POSTGRES_DSN": server.uri,
+            "CHATMEM_POSTGRES_DSN": own_postgres.uri,
             "TELEGRAM_BOT_TOKEN": telegram.token,
             "TELEGRAM_API_BASE_URL": telegram.base_url,
             "OPENAI_BASE_URL": llm.base_url,
@@ -150,7 +139,7 @@ async def test_two_replicas_answer_every_message_once_through_a_kill_and_a_resta
         logs = {name: tmp_path / f"replica-{name}.log" for name in "ab"}
         replicas = {name: start_replica(name, config_path, env, logs[name]) for name in "ab"}
         try:
-            redelivered = await _drive(telegram, model, replicas, server)
+            redelivered = await _drive(telegram, model, replicas, own_postgres)
         finally:
             for proc in replicas.values():
                 if proc.poll() is None:
@@ -192,7 +181,7 @@ async def test_two_replicas_answer_every_message_once_through_a_kill_and_a_resta
         None,
         env={
             "CHATMEM_STORAGE_BACKEND": "postgres",
-            "CHATMEM_POSTGRES_DSN": server.uri,
+            "CHATMEM_POSTGRES_DSN": own_postgres.uri,
             "CHATMEM_DM_SCOPE": "per-peer",
         },
         workspace=workspace,
@@ -216,7 +205,7 @@ async def _drive(
     telegram: FakeTelegramAPI,
     model: Model,
     replicas: dict[str, subprocess.Popen[bytes]],
-    server: PostgresServer,
+    own_postgres: PostgresServer,
 ) -> int:
     """Drive the replicas through the run; how many deliveries were made again."""
     updates: dict[str, dict[str, Any]] = {}
@@ -230,6 +219,11 @@ async def _drive(
                 chat_id(index), USER_BASE + index, f"@chatmem_bot {text}", title=f"G{index}"
             )
         updates[key] = update
+
+    def send_round(message: int) -> None:
+        for index in range(CHATS):
+            tok = token(index, message)
+            add(index, f"message {tok}: please echo my token", tok)
 
     def answered() -> set[str]:
         out = set()
@@ -259,18 +253,12 @@ async def _drive(
 
     half = MESSAGES // 2
     for message in range(1, half):
-        for index in range(CHATS):
-            add(
-                index,
-                f"message {token(index, message)}: please echo my token",
-                token(index, message),
-            )
+        send_round(message)
     await wait_until(lambda: len(answered()) >= CHATS * half, "the first half", 300)
 
     # Both replicas mid-turn: hold the model, send more, kill A while it waits.
     model.gate.clear()
-    for index in range(CHATS):
-        add(index, f"message {token(index, half)}: please echo my token", token(index, half))
+    send_round(half)
     await wait_until(
         lambda: model.waiting["gpt-a"] >= 1 and model.waiting["gpt-b"] >= 1,
         "turns in flight in both replicas",
@@ -289,18 +277,11 @@ async def _drive(
     await wait_until(lambda: len(answered()) >= CHATS * (half + 1), "A's turns taken over", 300)
 
     # The database goes away for a while and comes back; B goes on meanwhile.
-    await asyncio.to_thread(server.pause)
-    for index in range(CHATS):
-        message = half + 1
-        add(index, f"message {token(index, message)}: please echo my token", token(index, message))
+    await asyncio.to_thread(own_postgres.pause)
+    send_round(half + 1)
     await wait_until(lambda: len(answered()) >= CHATS * (half + 2), "turns while it is down", 300)
-    await asyncio.to_thread(server.resume)
+    await asyncio.to_thread(own_postgres.resume)
     for message in range(half + 2, MESSAGES):
-        for index in range(CHATS):
-            add(
-                index,
-                f"message {token(index, message)}: please echo my token",
-                token(index, message),
-            )
+        send_round(message)
     await wait_until(lambda: len(answered()) >= CHATS * MESSAGES, "every reply", 600)
     return redelivered
