@@ -91,6 +91,7 @@ class LongTermMemory:
         self.audit = audit
         self.activations = activations
         self.staging: Staging | None = None
+        self._journal_away = False
         self.forgotten = ForgottenFile(
             workspace, config.long_term.forgotten_keep_days, self.policy.archive_below
         )
@@ -225,8 +226,12 @@ class LongTermMemory:
                 result = await self.staging.capture(scope, cand, source, self.now())
             except DatabaseUnreachable as exc:
                 # The journal lives in the database: without it the capture is written
-                # to MEMORY.md at once, as without a journal.
-                log.warning("capture journal unreachable, writing MEMORY.md directly: %s", exc)
+                # to MEMORY.md at once, as without a journal. Said once per outage.
+                if not self._journal_away:
+                    self._journal_away = True
+                    log.warning("capture journal unreachable, writing MEMORY.md directly: %s", exc)
+            else:
+                self._journal_away = False
         if result is None:
             result = await self.merge_candidates(scope, [cand], session_id=None, source=source)
         touched = [c for c in result.changes if c.kind in (ChangeKind.ADDED, ChangeKind.REINFORCED)]

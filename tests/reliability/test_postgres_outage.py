@@ -71,6 +71,7 @@ async def test_a_restart_mid_run_loses_nothing(
             await core.chat(ALICE, f"during {n}: the heating is on a timer")
         await core.chat(MAIN, "during: 我家的猫叫小白")
         entry, _ = await core.capture(ALICE, "keeps bees in the garden")
+        await core.capture(ALICE, "the hives are painted blue")
         await core.append_daily(MAIN, "during: sourdough starter fed")
         hits = await core.search(MAIN, "sourdough")
         assert [h.text for h in hits] == ["during: sourdough starter fed"]
@@ -94,6 +95,8 @@ async def test_a_restart_mid_run_loses_nothing(
     # One warning when the outage began, not one per call.
     spool_lines = [r for r in outage_lines if "spool" in r.getMessage()]
     assert len(spool_lines) == 1
+    journal_lines = [r for r in outage_lines if "capture journal unreachable" in r.getMessage()]
+    assert len(journal_lines) == 1
 
 
 async def _spool_written(core: MemoryCore) -> bool:
