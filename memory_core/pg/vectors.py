@@ -13,6 +13,7 @@ The backfill (which chunks need a vector, the model, the cache) is `VectorIndex`
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Sequence
 from functools import partial
@@ -59,6 +60,10 @@ async def ensure_pgvector(db: Db) -> str | None:
             return None
         conn.execute("ALTER TABLE chunk_vectors ADD COLUMN IF NOT EXISTS embedding vector")
         conn.execute("ALTER TABLE chunk_vectors ADD COLUMN IF NOT EXISTS dims INTEGER")
+        # Kept in the row (never compressed or moved out of line): a search reads every
+        # vector of the scope, and fetching each from TOAST cost ~5 us a row. The row's
+        # `vec` bytes go out of line instead.
+        conn.execute("ALTER TABLE chunk_vectors ALTER COLUMN embedding SET STORAGE PLAIN")
         return version
 
     try:
@@ -87,6 +92,7 @@ class PgVectorIndex(VectorIndex):
     def __init__(self, db: Db, *args: Any, **kwargs: Any) -> None:
         super().__init__(db, *args, ann_min_rows=None, **kwargs)
         self._hnsw: set[int] = set()
+        self._making_hnsw = asyncio.Lock()
 
     async def _write(
         self,
@@ -97,8 +103,10 @@ class PgVectorIndex(VectorIndex):
     ) -> Stored:
         dim = len(items[0][1]) // 4 if items else 0
         if dim and dim not in self._hnsw:
-            await self._db.call(partial(_ensure_hnsw, dim=dim))
-            self._hnsw.add(dim)
+            async with self._making_hnsw:  # several scopes' backfills start at once
+                if dim not in self._hnsw:
+                    await self._db.run(partial(_ensure_hnsw, dim=dim))
+                    self._hnsw.add(dim)
         return await self._db.run(
             partial(
                 _store,
@@ -149,6 +157,13 @@ class PgVectorIndex(VectorIndex):
 
 
 def _ensure_hnsw(conn: Connection, dim: int) -> None:
+    """The HNSW index of one vector size. `CREATE INDEX IF NOT EXISTS` is not safe against
+    another process making the same index at the same moment: a transaction-scoped
+    advisory lock orders them (inside `run`)."""
+    conn.execute(
+        "SELECT pg_advisory_xact_lock(hashtextextended(current_schema() || ?, 0))",
+        (":chatmem:hnsw",),
+    )
     conn.execute(
         f"CREATE INDEX IF NOT EXISTS chunk_vectors_hnsw_{int(dim)} ON chunk_vectors"
         f" USING hnsw ((embedding::vector({int(dim)})) vector_cosine_ops)"
@@ -205,13 +220,15 @@ def _nearest(
     if exclude_paths:
         filters.append(f"c.path NOT IN ({','.join('?' * len(exclude_paths))})")
         params.extend(exclude_paths)
-    typed = f"v.embedding::vector({int(dim)})"
     if rows_in_scope >= HNSW_FROM_ROWS:
         conn.execute(f"SET LOCAL hnsw.ef_search = {max(EF_SEARCH, k)}")
         conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-        distance = f"{typed} <=> ?::vector({int(dim)})"  # the HNSW index's expression
+        # The HNSW index's own expression, so the planner can use it.
+        distance = f"v.embedding::vector({int(dim)}) <=> ?::vector({int(dim)})"
     else:
-        distance = f"({typed} <=> ?::vector({int(dim)})) + 0"  # no index: an exact scan
+        # An exact scan of the scope's rows: the column as it is (no index has this
+        # expression, and no cast copies each vector).
+        distance = "v.embedding <=> ?::vector"
     rows = conn.execute(
         f"SELECT v.chunk_id, {distance} AS d FROM chunk_vectors AS v"
         f" JOIN chunks AS c ON c.id = v.chunk_id WHERE {' AND '.join(filters)}"
