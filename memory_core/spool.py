@@ -61,6 +61,10 @@ class _Spooled:
     sessions: dict[str, Session] = field(default_factory=dict)
     messages: list[StoredMessage] = field(default_factory=list)
 
+    def __bool__(self) -> bool:
+        """Whether anything waits to be written."""
+        return bool(self.sessions or self.messages)
+
 
 class SpoolingHistory(HistoryStore):
     """`HistoryStore` with a local spool for the time the database is unreachable."""
@@ -123,7 +127,7 @@ class SpoolingHistory(HistoryStore):
 
     # --- the history, degraded ---------------------------------------------------------
     async def open_session(self, scope: ScopeKey, now: datetime) -> Session:
-        if not self._spooled.sessions and not self._spooled.messages:
+        if not self._spooled:
             with contextlib.suppress(DatabaseUnreachable):
                 return await super().open_session(scope, now)
         elif await self.flush_spool():
@@ -158,9 +162,9 @@ class SpoolingHistory(HistoryStore):
         archived: ArchiveState = ArchiveState.FALSE,
         replay_key: str | None = None,
     ) -> StoredMessage:
-        if replay_key is None and (self._spooled.messages or self._spooled.sessions):
+        if replay_key is None and self._spooled:
             await self.flush_spool()  # the spool first: a session's messages keep their order
-        if replay_key is not None or not (self._spooled.messages or self._spooled.sessions):
+        if replay_key is not None or not self._spooled:
             try:
                 return await super().add_message(
                     scope,
@@ -243,7 +247,7 @@ class SpoolingHistory(HistoryStore):
                     await self._replay_file(path)
             except DatabaseUnreachable:
                 return False
-            own_left = bool(self._spooled.messages or self._spooled.sessions)
+            own_left = bool(self._spooled)
             if not own_left and self._outage:
                 self._outage = False
                 log.warning("database reachable again: the spooled messages are written")
@@ -312,7 +316,7 @@ class SpoolingHistory(HistoryStore):
 
     async def _retry_until_written(self) -> None:
         wait = RETRY_FIRST_SECONDS
-        while self._spooled.messages or self._spooled.sessions:
+        while self._spooled:
             await asyncio.sleep(wait)
             if await self.flush_spool():
                 return
@@ -324,7 +328,7 @@ class SpoolingHistory(HistoryStore):
             self._retry.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._retry
-        if self._spooled.messages or self._spooled.sessions:
+        if self._spooled:
             await self.flush_spool()
         if self._lock is not None:
             self._lock.release()
