@@ -155,7 +155,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         with errors_as_json():
             return main(argv)
     # Importing registers the subcommands of every area.
-    from adapters import cli_bots, cli_commands, cli_recall, cli_storage, cli_tui  # noqa: F401
+    from adapters import (  # noqa: F401
+        cli_bots,
+        cli_commands,
+        cli_mcp,
+        cli_recall,
+        cli_storage,
+        cli_tui,
+    )
 
     parser = build_parser()
     args = parser.parse_args(argv)

@@ -30,8 +30,8 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-from memory_core.errors import ConfigError
-from memory_core.scope import DmScope
+from memory_core.errors import ConfigError, ScopeError
+from memory_core.scope import DmScope, ScopeKey
 from memory_core.scoring import ScoringPolicy
 
 
@@ -306,6 +306,25 @@ class StorageSettings(_Section):
     postgres_pool_size: int = _field(4, "Connections (and worker threads) of one process.")
 
 
+class McpSettings(_Section):
+    """`chatmem mcp`: the memory tools for agents over the Model Context Protocol."""
+
+    token: str = _field(
+        "",
+        "Bearer token an HTTP client must send; it binds the client to the server's --scope. "
+        "Without any token the HTTP server listens on loopback only.",
+        env="CHATMEM_MCP_TOKEN",
+        secret=True,
+    )
+    clients: dict[str, str] = _field(
+        {},
+        "More HTTP clients, each bound to its own scope: bearer token = scope key, e.g. "
+        '{ "a-long-random-token" = "telegram:peer:42" }. A client never names a scope itself.',
+        secret=True,
+    )
+    path: str = _field("/mcp", "URL path of the streamable HTTP endpoint.")
+
+
 class TelegramSettings(_Section):
     """The Telegram bot (python-telegram-bot)."""
 
@@ -462,6 +481,7 @@ class Config(BaseSettings):
     llm: LLMSettings = Field(default_factory=LLMSettings)
     embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
     storage: StorageSettings = Field(default_factory=StorageSettings)
+    mcp: McpSettings = Field(default_factory=McpSettings)
     telegram: TelegramSettings = Field(default_factory=TelegramSettings)
     dingtalk: DingTalkSettings = Field(default_factory=DingTalkSettings)
 
@@ -643,9 +663,30 @@ def _validate(config: Config, source: str) -> None:
         raise ConfigError(
             f"{source}: 'timezone' {config.timezone!r} is not a known time zone"
         ) from None
+    _validate_mcp(config.mcp, source)
     hh, _, mm = config.schedule.daily_archive_at.partition(":")
     if not (hh.isdigit() and mm.isdigit() and int(hh) < 24 and int(mm) < 60):
         raise ConfigError(f"{source}: 'schedule.daily_archive_at' must be HH:MM")
+
+
+MIN_TOKEN_CHARS = 16
+
+
+def _validate_mcp(mcp: McpSettings, source: str) -> None:
+    """A short token is guessable and a bad scope key would only fail at the first call."""
+    tokens = [mcp.token] if mcp.token else []
+    for token, scope in mcp.clients.items():
+        try:
+            ScopeKey.parse(scope)
+        except ScopeError as exc:
+            raise ConfigError(f"{source}: 'mcp.clients': {exc}") from None
+        tokens.append(token)
+    if any(len(token) < MIN_TOKEN_CHARS for token in tokens):
+        raise ConfigError(
+            f"{source}: MCP bearer tokens must be at least {MIN_TOKEN_CHARS} characters"
+        )
+    if not mcp.path.startswith("/"):
+        raise ConfigError(f"{source}: 'mcp.path' must start with '/'")
 
 
 # --- the generated example --------------------------------------------------------------

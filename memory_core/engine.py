@@ -20,11 +20,11 @@ import sqlite3
 import time
 import uuid
 import zoneinfo
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from datetime import date, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from memory_core import moving
 from memory_core.activations import Activations
@@ -32,6 +32,7 @@ from memory_core.audit import AuditLog
 from memory_core.chunking import ChunkKind
 from memory_core.clock import Clock, ensure_aware, system_clock
 from memory_core.config import Config
+from memory_core.conversation import tools
 from memory_core.conversation.archiver import ArchiveReport
 from memory_core.conversation.chat import NewSessionResult, TurnResult
 from memory_core.conversation.runtime import Runtime
@@ -44,6 +45,7 @@ from memory_core.errors import (
     ConfigError,
     DatabaseUnreachable,
     IndexUnavailable,
+    ToolRefused,
     WorkspaceMissing,
 )
 from memory_core.history import ArchiveState, HistoryStore
@@ -586,6 +588,39 @@ class MemoryCore:
     ) -> MemoryRead:
         """memory_get: lines of one of the scope's files (or a stored message)."""
         return await self.memory.finder.read(scope, path, start, lines)
+
+    async def memory_tool(
+        self, scope: ScopeKey, name: str, arguments: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """One call of a memory tool (memory_search, memory_get, memory_save) in `scope`,
+        exactly as the chat model makes it, for a front end that serves the tools to other
+        agents (MCP). A refused call, or one whose storage failed, raises `ToolRefused`
+        with the line the model would read; anything else is a bug and is raised as is."""
+        try:
+            return await tools.run(tools.ToolContext(self.memory, scope), name, arguments)
+        except Exception as exc:
+            message = tools.refusal(name, exc)
+            if message is None:
+                raise
+            raise ToolRefused(message) from exc
+
+    async def long_term_text(self, scope: ScopeKey) -> str:
+        """The scope's long-term file as it stands once pending captures are written (''
+        for a scope with none yet): what a person, or an agent, reads whole."""
+        await self.memory.long_term.flush(scope)
+        path = self.memory.long_term.path(scope)
+
+        def read() -> str:
+            try:
+                return path.read_text(encoding="utf-8")
+            except FileNotFoundError:
+                return ""
+
+        return await asyncio.to_thread(read)
+
+    def long_term_path(self, scope: ScopeKey) -> str:
+        """Where the scope's long-term file is (or will be), relative to the workspace."""
+        return self.workspace.relative(self.memory.long_term.path(scope))
 
     async def reindex(self, progress: Callable[[int, int], None] | None = None) -> SyncStats:
         """Rebuild the index from files; a database SQLite cannot read is moved aside."""

@@ -68,6 +68,11 @@ class DatabaseUnreachable(DatabaseFailure, sqlite3.OperationalError):
     connection free in time): the files still answer, captures wait in the journal."""
 
 
+class ToolRefused(ChatmemError):
+    """A memory tool call that was wrong (bad arguments, a path outside the scope) or whose
+    storage failed; the message is the one line a model or an agent reads."""
+
+
 class LLMError(ChatmemError):
     """The language model could not be reached or answered unusably."""
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import sqlite3
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -118,27 +119,42 @@ async def dispatch(ctx: ToolContext, name: str, arguments: str | dict[str, Any])
         args = json.loads(arguments or "{}") if isinstance(arguments, str) else dict(arguments)
         if not isinstance(args, dict):
             raise ChatmemError("arguments must be a JSON object")
-        if name == "memory_search":
-            result = await memory_search(ctx, **_pick(args, "query", "max_results"))
-        elif name == "memory_get":
-            result = await memory_get(ctx, **_pick(args, "path", "from", "lines"))
-        elif name == "memory_save":
-            result = await memory_save(
-                ctx, **_pick(args, "content", "target", "category", "importance")
-            )
-        else:
-            raise ChatmemError(f"unknown tool {name!r}")
-    except (ChatmemError, ValueError, TypeError) as exc:
+        result = await run(ctx, name, args)
+    except Exception as exc:
+        message = refusal(name, exc)
+        if message is None:
+            raise
+        result = {"error": message}
+    return json.dumps(result, ensure_ascii=False)
+
+
+async def run(ctx: ToolContext, name: str, args: Mapping[str, Any]) -> dict[str, Any]:
+    """One tool call with its arguments as the schemas above name them; raises."""
+    if name == "memory_search":
+        return await memory_search(ctx, **_pick(args, "query", "max_results"))
+    if name == "memory_get":
+        return await memory_get(ctx, **_pick(args, "path", "from", "lines"))
+    if name == "memory_save":
+        return await memory_save(ctx, **_pick(args, "content", "target", "category", "importance"))
+    raise ChatmemError(f"unknown tool {name!r}")
+
+
+def refusal(name: str, exc: BaseException) -> str | None:
+    """The one line a caller (a model, an MCP client) reads for a failed tool call: what
+    was wrong with the call, or that the storage under it failed. None for an exception
+    that is a bug: that one is raised, not explained away. Logged here, so every front
+    end logs failures alike."""
+    if isinstance(exc, (ChatmemError, ValueError, TypeError)):
         log.info("tool %s refused: %s", name, exc)
-        result = {"error": _one_line(str(exc))}
-    except sqlite3.Error as exc:
+        return _one_line(str(exc))
+    if isinstance(exc, sqlite3.Error):
         log.warning("tool %s failed in the database: %s", name, exc)
-        result = {"error": _one_line(f"memory storage failed (database): {exc}")}
-    except OSError as exc:
+        return _one_line(f"memory storage failed (database): {exc}")
+    if isinstance(exc, OSError):
         log.warning("tool %s failed on the disk: %s", name, exc)
         reason = exc.strerror or str(exc) or type(exc).__name__
-        result = {"error": _one_line(f"memory storage failed (disk): {reason}")}
-    return json.dumps(result, ensure_ascii=False)
+        return _one_line(f"memory storage failed (disk): {reason}")
+    return None
 
 
 def _one_line(text: str) -> str:
@@ -148,7 +164,7 @@ def _one_line(text: str) -> str:
     return line if len(line) <= 300 else line[:299] + "…"
 
 
-def _pick(args: dict[str, Any], *names: str) -> dict[str, Any]:
+def _pick(args: Mapping[str, Any], *names: str) -> dict[str, Any]:
     unknown = set(args) - set(names)
     if unknown:
         raise ChatmemError(f"unexpected arguments: {', '.join(sorted(unknown))}")

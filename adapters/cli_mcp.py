@@ -1,0 +1,55 @@
+"""`chatmem mcp`: the workspace's memory as an MCP server (stdio, or streamable HTTP)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from typing import TYPE_CHECKING
+
+from adapters.cli import command
+from adapters.cli_bots import serve_until_signal
+from memory_core.errors import ChatmemError
+
+if TYPE_CHECKING:
+    from memory_core.engine import MemoryCore
+
+
+@command(
+    "mcp", "serve the scope's memory to agents over MCP (stdio, or --http HOST:PORT)", creates=True
+)
+class Mcp:
+    @staticmethod
+    def arguments(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument(
+            "--http",
+            metavar="HOST:PORT",
+            help="serve streamable HTTP here instead of stdio; clients send a bearer token "
+            "(CHATMEM_MCP_TOKEN, mcp.clients), and without one only loopback is served",
+        )
+
+    @staticmethod
+    async def run(core: MemoryCore, args: argparse.Namespace) -> int:
+        try:
+            from adapters import mcp_server
+        except ImportError as exc:
+            raise ChatmemError(
+                f"the MCP server needs the mcp extra: pip install 'chatmem[mcp]' ({exc})"
+            ) from None
+        # stdout is the protocol's over stdio: every log line goes to stderr.
+        logging.basicConfig(
+            level=getattr(logging, core.config.log_level.upper(), logging.INFO),
+            format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+            stream=sys.stderr,
+        )
+        logging.getLogger("httpx").setLevel(logging.WARNING)
+        logging.getLogger("mcp").setLevel(logging.WARNING)
+        scope = args.scope_key
+        if args.http is None:
+            server = mcp_server.build_server(core, scope)
+            await server.run_stdio_async()
+            return 0
+        host, port = mcp_server.parse_listen(args.http)
+        return await serve_until_signal(
+            lambda stop: mcp_server.serve_http(core, scope, host, port, stop)
+        )
