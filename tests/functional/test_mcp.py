@@ -238,6 +238,30 @@ async def test_stdio_client_cannot_reach_another_scope(workspace: Path) -> None:
         assert "Alice" not in json.dumps(await core.search(BOB, "Alice was here"))
 
 
+async def test_two_stdio_servers_on_one_workspace_keep_their_scopes(workspace: Path) -> None:
+    """Two agents at once, each with its own `chatmem mcp` process on the same workspace,
+    calls in flight together in both."""
+
+    async def agent(scope: ScopeKey) -> list[str]:
+        async with stdio_client(workspace, scope) as client:
+            await asyncio.gather(
+                *(
+                    ok(
+                        client,
+                        "memory_save",
+                        {"content": f"{scope.value} remembers {thing}", "target": "long-term"},
+                    )
+                    for thing in THINGS
+                )
+            )
+            listed = await ok(client, "memory_list", {})
+            return [entry["content"] for entry in listed["entries"]]
+
+    alice, bob = await asyncio.gather(agent(ALICE), agent(BOB))
+    assert sorted(alice) == sorted(f"{ALICE.value} remembers {thing}" for thing in THINGS)
+    assert sorted(bob) == sorted(f"{BOB.value} remembers {thing}" for thing in THINGS)
+
+
 async def test_stdio_server_ends_cleanly_when_the_client_goes_mid_call(workspace: Path) -> None:
     """The client process dies while a save is in flight: the server sees stdin close,
     ends, and the workspace is whole (the save is there or not, never half)."""
