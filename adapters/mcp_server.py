@@ -45,14 +45,8 @@ MAX_RESULTS = 20
 MAX_LINES = 300
 """The chat tools' own bounds (the core clamps to them too); a test keeps them equal."""
 
-INSTRUCTIONS = """chatmem is this user's long-term memory, shared with their chat bots.
-Call memory_search before answering anything about the past (earlier decisions,
-preferences, plans, dates, "do you remember", 之前/上次/还记得吗) and quote exact details
-after memory_get. Save durable facts, preferences and decisions with memory_save
-(target long-term); day-to-day notes with target daily. If a search finds nothing, say so
-instead of guessing."""
-
-WHEN_TO_SEARCH = """You have a long-term memory of this user through the chatmem tools.
+GUIDE = """You have a long-term memory of this user, shared with their chat bots, through
+the chatmem tools.
 
 - Before answering a question about the past (earlier decisions, preferences, plans,
   dates, what was said before; 之前/上次/昨天/还记得吗), call memory_search with a few
@@ -115,7 +109,7 @@ def build_server(core: MemoryCore, scope: ScopeKey) -> MCPServer:
         start: Annotated[
             int | None, Field(ge=1, description="first line, 1-based (default: the hit's)")
         ] = None,
-        lines: Annotated[int | None, Field(ge=1, le=MAX_LINES, description="how many")] = (None),
+        lines: Annotated[int | None, Field(ge=1, le=MAX_LINES, description="how many")] = None,
     ) -> dict[str, Any]:
         return await use("memory_get", {"path": path, "from": start, "lines": lines})
 
@@ -190,7 +184,7 @@ def build_server(core: MemoryCore, scope: ScopeKey) -> MCPServer:
     server = MCPServer(
         "chatmem",
         version=__version__,
-        instructions=INSTRUCTIONS,
+        instructions=GUIDE,
         log_level="WARNING",
         tools=registered,
     )
@@ -200,7 +194,7 @@ def build_server(core: MemoryCore, scope: ScopeKey) -> MCPServer:
     @server.resource(
         "chatmem://memory",
         name="long-term memory",
-        description=f"{memory_path}: this scope's long-term memories, seed 002's Markdown.",
+        description=f"{memory_path}: this scope's long-term memories, as chatmem keeps them.",
         mime_type="text/markdown",
     )
     async def memory_file() -> str:
@@ -223,7 +217,7 @@ def build_server(core: MemoryCore, scope: ScopeKey) -> MCPServer:
         description="How and when to use the memory tools.",
     )
     def when_to_search() -> str:
-        return WHEN_TO_SEARCH
+        return GUIDE
 
     return server
 

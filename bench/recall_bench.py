@@ -93,6 +93,8 @@ TARGETS = {
     "recall_p50": 10.0,
     "recall_p95": 30.0,
 }
+POSTGRES_QUERY_TARGETS = {"query_p50": 10.0, "query_p95": 30.0}
+"""The PostgreSQL backend's own targets for a 100 000-chunk scope's query (its issue)."""
 DENSE_K = 80
 """Neighbours asked of the dense search timed alone: what a topic recall asks (its 16
 reranked hits x CANDIDATE_FACTOR; a precise one asks 50, a broad one 125)."""
@@ -809,8 +811,9 @@ def recall_report(results: list[SizeResult], figures: WorkspaceFigures, largest:
     print()
 
 
-def report(results: list[SizeResult], figures: WorkspaceFigures) -> None:
+def report(results: list[SizeResult], figures: WorkspaceFigures, backend: str) -> None:
     largest = max(r.chunks for r in results if not r.stress)
+    targets = {**TARGETS, **(POSTGRES_QUERY_TARGETS if backend == "postgres" else {})}
 
     def mark(r: SizeResult, text: str, target: str) -> str:
         return f"{text}  (target {target})" if r.chunks == largest and not r.stress else text
@@ -862,9 +865,9 @@ def report(results: list[SizeResult], figures: WorkspaceFigures) -> None:
             target = ""
             if r.chunks == largest and not r.stress and label != "baseline get_scores+top5":
                 target = (
-                    f"p50 <= {TARGETS['query_p50']:g}, p95 <= {TARGETS['query_p95']:g}"
-                    + ("  MET" if lat.p(50) * 1000 <= TARGETS["query_p50"] else "  MISSED")
-                    + ("/MET" if lat.p(95) * 1000 <= TARGETS["query_p95"] else "/MISSED")
+                    f"p50 <= {targets['query_p50']:g}, p95 <= {targets['query_p95']:g}"
+                    + ("  MET" if lat.p(50) * 1000 <= targets["query_p50"] else "  MISSED")
+                    + ("/MET" if lat.p(95) * 1000 <= targets["query_p95"] else "/MISSED")
                 )
             name = r.name + (" (stress: tiny vocabulary)" if r.stress else "")
             rows.append((name, label, len(lat.pooled), median, p50, p95, worst, target))
@@ -1013,7 +1016,7 @@ def main() -> None:
         print(f"python {sys.version.split()[0]}, {os.cpu_count()} cpus ({usable} usable), {server}")
         print(f"machine: at start {load_before}; at end {machine_load()}; at start {blas_before}")
         print()
-        report(results, figures)
+        report(results, figures, backend)
         print()
 
 

@@ -20,6 +20,7 @@ PUBLIC_API = frozenset(
         "memory_core.chunking",
         "memory_core.clock",
         "memory_core.workspace",
+        "memory_core.event_log",
         # pure rules a front end shows or previews
         "memory_core.scoring",
         "memory_core.merge",

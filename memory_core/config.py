@@ -185,6 +185,11 @@ class HistorySettings(_Section):
     hard_cap: int = _field(300, "Hard cap on messages per scope.")
     hard_cap_bytes: int = _field(10 * 1024 * 1024, "Hard cap on stored message bytes per scope.")
     idle_minutes: int = _field(120, "A session idle this long is closed and extracted.")
+    event_log: bool = _field(
+        True,
+        "Also append every message, tool call and result, failure and memory decision to "
+        "the scope's YYYY-MM-DD.jsonl event log (facts only, never rewritten).",
+    )
 
 
 class ArchiveSettings(_Section):

@@ -48,6 +48,7 @@ from memory_core.errors import (
     ToolRefused,
     WorkspaceMissing,
 )
+from memory_core.event_log import DayLog
 from memory_core.history import ArchiveState, HistoryStore
 from memory_core.index import RANK_BUDGET, SearchIndex, SyncStats
 from memory_core.index.model import VectorSearch
@@ -617,6 +618,14 @@ class MemoryCore:
                 return ""
 
         return await asyncio.to_thread(read)
+
+    async def event_log(self, scope: ScopeKey, day: date | None = None) -> DayLog:
+        """The scope's raw events of `day` (today by default) in the order they happened:
+        inputs, outputs, tool calls and results, decisions, errors."""
+        return await self.memory.events.read(scope, day or self.today())
+
+    async def event_log_days(self, scope: ScopeKey) -> list[date]:
+        return await self.memory.events.days(scope)
 
     def long_term_path(self, scope: ScopeKey) -> str:
         """Where the scope's long-term file is (or will be), relative to the workspace."""

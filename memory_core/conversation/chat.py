@@ -45,6 +45,7 @@ from memory_core.conversation.prompting import (
 from memory_core.conversation.tools import MEMORY_SAVE, TOOL_SCHEMAS, ToolContext, dispatch
 from memory_core.entries import MemoryEntry
 from memory_core.errors import ChatmemError, EntryNotFound, LLMError
+from memory_core.event_log import decision_events, message_events
 from memory_core.history import Session, StoredMessage, sql_length
 from memory_core.llm import LLMClient, Message
 from memory_core.memory import MemoryService
@@ -308,8 +309,9 @@ class ChatEngine:
         used: Injection | None = None,
     ) -> StoredMessage:
         """Store a message, its index row and (for a reply) the long-term entries its
-        prompt used, in one transaction: one commit per message instead of two or three."""
-        return await self.history.add_message(
+        prompt used, in one transaction: one commit per message instead of two or three;
+        then its events in the scope's event log."""
+        stored = await self.history.add_message(
             scope,
             session_id,
             role,
@@ -320,6 +322,23 @@ class ChatEngine:
             indexed=role in ("user", "assistant") and self.memory.indexed,
             used_entry_ids=used.used_entry_ids if used is not None else (),
         )
+        if self.config.history.event_log:
+            events = message_events(role, content, now, session_id or None, speaker, meta)
+            await self.memory.events.record(scope, *events)
+        return stored
+
+    async def _decided(
+        self, scope: ScopeKey, what: str, result: MergeResult, session_id: str | None
+    ) -> None:
+        """The long-term changes a capture or an extraction made, as decision events."""
+        if self.config.history.event_log:
+            changes = [
+                (c.kind.value, c.entry_id)
+                for c in result.changes
+                if c.kind is not ChangeKind.DECAYED
+            ]
+            events = decision_events(what, changes, self.memory.now(), session_id)
+            await self.memory.events.record(scope, *events)
 
     # --- memory requests ------------------------------------------------------------
     async def remember(self, scope: ScopeKey, text: str) -> str:
@@ -339,6 +358,7 @@ class ChatEngine:
         entry, result = await self.memory.long_term.capture(
             scope, what, category="fact", importance="high", source="explicit"
         )
+        await self._decided(scope, "remember", result, None)
         again = result.count(ChangeKind.REINFORCED) > 0
         if chinese:
             return ("这条我之前就记得，已加强：" if again else "好的，我记住了：") + entry.content
@@ -488,6 +508,7 @@ class ChatEngine:
             scope, candidates, session_id=session_id, source="extract"
         )
         await self.history.mark_extracted(session_id, result.stats)
+        await self._decided(scope, "extract", result, session_id)
         return result
 
     # --- flush before compaction ----------------------------------------------------

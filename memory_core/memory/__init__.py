@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from datetime import date, datetime
 
 from memory_core.config import Config
+from memory_core.event_log import EventLog
 from memory_core.locks import LockRegistry
 from memory_core.memory.finder import Finder
 from memory_core.memory.guard import IndexGuard
@@ -37,6 +38,7 @@ class MemoryService:
     finder: Finder
     guard: IndexGuard
     now: Callable[[], datetime]
+    events: EventLog
 
     def today(self, when: datetime | None = None) -> date:
         return self.notes.today(when)
@@ -66,4 +68,5 @@ def build_memory_service(
     long_term = LongTermMemory(config, workspace, store, guard, now)
     notes = DailyNotes(workspace, locks, guard, zone, now, config.prompt.daily_max_chars)
     finder = Finder(workspace, guard, config.recall, zone, notes.today, long_term.flush)
-    return MemoryService(long_term, notes, finder, guard, now)
+    events = EventLog(workspace.memory_dir, notes.today)
+    return MemoryService(long_term, notes, finder, guard, now, events)

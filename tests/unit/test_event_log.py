@@ -1,0 +1,195 @@
+"""Layer 3, the raw event log: typed events of a chat, append-only JSONL per scope and day,
+whole after crashes and concurrent writers."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from memory_core.clock import ManualClock
+from memory_core.engine import MemoryCore
+from memory_core.event_log import (
+    MAX_TEXT_CHARS,
+    Event,
+    EventKind,
+    append_blocking,
+    decision_events,
+    message_events,
+    read_blocking,
+)
+from memory_core.scope import ScopeKey
+from tests.conftest import START
+from tests.fakes.openai_server import FakeOpenAI
+from tests.unit.test_chat import fake, model_config  # noqa: F401  (the fake model fixture)
+
+ALICE = ScopeKey("peer:alice")
+BOB = ScopeKey("peer:bob")
+AT = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+
+
+def kinds(events: list[Event]) -> list[str]:
+    return [event.kind.value for event in events]
+
+
+# --- the file ---------------------------------------------------------------------------
+
+
+def test_events_round_trip_in_order(tmp_path: Path) -> None:
+    path = tmp_path / "2026-03-01.jsonl"
+    first = message_events("user", "你好, is it sunny?", AT, "s1", "alice")
+    append_blocking(path, first)
+    append_blocking(path, message_events("assistant", "Sunny.", AT + timedelta(seconds=2), "s1"))
+    log = read_blocking(path)
+    assert log.unreadable == 0
+    assert kinds(log.events) == ["input", "output"]
+    assert log.events[0] == first[0]
+    assert log.events[0].data == {"speaker": "alice", "text": "你好, is it sunny?"}
+    assert log.events[1].at == AT + timedelta(seconds=2)
+    assert all(line.startswith('{"at":') for line in path.read_text().splitlines())
+
+
+def test_message_kinds() -> None:
+    tool = message_events(
+        "tool", '{"results": []}', AT, "s1", "memory_search", {"arguments": '{"query": "x"}'}
+    )
+    assert kinds(tool) == ["action", "result"]
+    assert tool[0].data == {"tool": "memory_search", "arguments": '{"query": "x"}'}
+    failed = message_events("assistant", "Sorry", AT, "s1", meta={"error": "HTTP 500"})
+    assert kinds(failed) == ["error", "output"]
+    assert failed[0].data == {"stage": "model", "detail": "HTTP 500"}
+    assert message_events("summary", "a summary", AT, "s1") == []
+    decided = decision_events("remember", [("add", "a1b2c3d4")], AT, None)
+    assert [(e.kind, e.data["change"], e.data["entry"]) for e in decided] == [
+        (EventKind.DECISION, "add", "a1b2c3d4")
+    ]
+
+
+def test_long_texts_are_cut(tmp_path: Path) -> None:
+    path = tmp_path / "day.jsonl"
+    append_blocking(path, message_events("user", "x" * (MAX_TEXT_CHARS * 3), AT, None))
+    (event,) = read_blocking(path).events
+    assert len(event.data["text"]) == MAX_TEXT_CHARS and event.data["text"].endswith("…")
+
+
+def test_appends_never_rewrite_what_is_there(tmp_path: Path) -> None:
+    path = tmp_path / "day.jsonl"
+    seen = b""
+    for n in range(20):
+        append_blocking(path, message_events("user", f"message {n}", AT, "s"))
+        now = path.read_bytes()
+        assert now.startswith(seen) and len(now) > len(seen)
+        seen = now
+    assert [e.data["text"] for e in read_blocking(path).events] == [
+        f"message {n}" for n in range(20)
+    ]
+
+
+def test_a_torn_line_is_kept_apart_and_skipped(tmp_path: Path) -> None:
+    path = tmp_path / "day.jsonl"
+    append_blocking(path, message_events("user", "before", AT, "s"))
+    with path.open("ab") as torn:
+        torn.write(b'{"at":"2026-03-01T12:00:01Z","type":"inp')
+    append_blocking(path, message_events("user", "after", AT, "s"))
+    log = read_blocking(path)
+    assert [e.data["text"] for e in log.events] == ["before", "after"]
+    assert log.unreadable == 1
+    assert b'"type":"inp\n' in path.read_bytes()  # the torn bytes stay as they were
+
+
+def test_concurrent_writers_never_interleave(tmp_path: Path) -> None:
+    path = tmp_path / "day.jsonl"
+
+    def writer(name: str) -> None:
+        for n in range(100):
+            append_blocking(path, message_events("user", f"{name} {n} " + "y" * 3000, AT, name))
+
+    threads = [threading.Thread(target=writer, args=(f"w{i}",)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    log = read_blocking(path)
+    assert log.unreadable == 0 and len(log.events) == 400
+    for i in range(4):
+        mine = [e.data["text"].split()[1] for e in log.events if e.session == f"w{i}"]
+        assert mine == [str(n) for n in range(100)]
+
+
+CRASHING_WRITER = """
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from memory_core.event_log import append_blocking, message_events
+path = Path(sys.argv[1])
+n = 0
+while True:
+    append_blocking(path, message_events("user", f"note {n} " + "z" * 5000, datetime.now(UTC), "s"))
+    n += 1
+    if n == 5:
+        print("writing", flush=True)
+"""
+
+
+@pytest.mark.parametrize("round_", range(5))
+def test_a_writer_killed_mid_append_leaves_every_line_whole(tmp_path: Path, round_: int) -> None:
+    path = tmp_path / "day.jsonl"
+    child = subprocess.Popen(
+        [sys.executable, "-c", CRASHING_WRITER, str(path)], stdout=subprocess.PIPE
+    )
+    assert child.stdout is not None and child.stdout.readline() == b"writing\n"
+    time.sleep(0.01 * round_)
+    os.kill(child.pid, signal.SIGKILL)
+    child.wait()
+    log = read_blocking(path)
+    # Each append is one write: a kill lands between two, never inside one.
+    assert log.unreadable == 0
+    numbers = [int(e.data["text"].split()[1]) for e in log.events]
+    assert numbers == list(range(len(numbers))) and len(numbers) >= 5
+    append_blocking(path, message_events("user", "after the crash", AT, "s"))
+    assert read_blocking(path).events[-1].data["text"] == "after the crash"
+
+
+# --- the chat writes it ---------------------------------------------------------------------
+
+
+async def test_a_chat_turn_logs_its_facts_in_its_scope(
+    fake: FakeOpenAI,  # noqa: F811
+    workspace: Path,
+    clock: ManualClock,
+) -> None:
+    async with MemoryCore.open(model_config(fake, workspace), clock=clock) as core:
+        fake.reply_tool_calls([("memory_search", {"query": "tea"})])
+        fake.reply_text("You like green tea.")
+        turn = await core.chat(ALICE, "what do I drink?", speaker="alice")
+        fake.fail(500, times=1, retry_after=0)
+        await core.chat(ALICE, "and now?")
+        await core.remember(ALICE, "I drink green tea every morning")
+        log = await core.event_log(ALICE)
+        assert log.unreadable == 0
+        assert kinds(log.events) == [
+            "input", "action", "result", "output",
+            "input", "error", "output",
+            "decision",
+        ]  # fmt: skip
+        assert log.events[0].data == {"speaker": "alice", "text": "what do I drink?"}
+        assert log.events[0].session == turn.session_id
+        assert json.loads(log.events[1].data["arguments"]) == {"query": "tea"}
+        assert log.events[3].data["text"] == "You like green tea."
+        assert "500" in log.events[5].data["detail"]
+        assert log.events[-1].data["change"] == "add"
+        (entry,) = await core.entries(ALICE)
+        assert log.events[-1].data == {"what": "remember", "change": "add", "entry": entry.id}
+        assert (await core.event_log(BOB)).events == []
+        assert await core.event_log_days(ALICE) == [START.date()]
+        assert core.workspace.memory_dir(ALICE).joinpath(f"{START.date()}.jsonl").exists()
+        # A day without a log is empty, not an error.
+        assert (await core.event_log(ALICE, date(2020, 1, 1))).events == []
