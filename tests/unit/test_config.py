@@ -201,6 +201,7 @@ ENV_CASES: list[tuple[str, str, Any]] = [
         "postgresql://bot:pw@db/chatmem",
         ("storage.postgres_dsn", "postgresql://bot:pw@db/chatmem"),
     ),
+    ("CHATMEM_MCP_TOKEN", "a-bearer-token-0123456789", ("mcp.token", "a-bearer-token-0123456789")),
 ]
 
 
@@ -222,6 +223,8 @@ def test_env_overrides(tmp_path: Path, name: str, value: str, expected: tuple[st
         other = '"per-channel-peer"'
     if name == "CHATMEM_STORAGE_BACKEND":
         other = '"sqlite"'
+    if name == "CHATMEM_MCP_TOKEN":
+        other = '"a-token-from-the-config-file"'
     toml = f"[{section}]\n{key} = {other}\n" if section else f"{key} = {other}\n"
     path = write(tmp_path, toml)
     assert get(load_config(path, env={}), dotted) != result
@@ -316,3 +319,25 @@ def test_example_loads_back_to_the_defaults(tmp_path: Path) -> None:
         assert f"Env: {name}." in text, dotted
     assert "[scoring]" in text
     assert "[telegram]" in text
+
+
+@pytest.mark.parametrize(
+    ("toml", "message"),
+    [
+        ('[mcp]\ntoken = "short"\n', "at least 16 characters"),
+        ('[mcp]\nclients = { "short" = "main" }\n', "at least 16 characters"),
+        ('[mcp]\nclients = { "a-long-enough-token-0123" = "peer:" }\n', "empty part"),
+        ('[mcp]\npath = "mcp"\n', "must start with '/'"),
+    ],
+)
+def test_bad_mcp_settings_are_refused(tmp_path: Path, toml: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        load_config(write(tmp_path, toml), env={})
+
+
+def test_mcp_tokens_stay_out_of_repr(tmp_path: Path) -> None:
+    path = write(tmp_path, '[mcp]\nclients = { "a-long-enough-token-0123" = "peer:42" }\n')
+    config = load_config(path, env={"CHATMEM_MCP_TOKEN": "another-long-token-456789"})
+    assert config.mcp.clients == {"a-long-enough-token-0123": "peer:42"}
+    assert "a-long-enough-token-0123" not in repr(config)
+    assert "another-long-token-456789" not in repr(config)
