@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from memory_core.engine import MemoryCore
 
 
-def _setup_logging(core: MemoryCore) -> None:
+def setup_logging(core: MemoryCore) -> None:
     logging.basicConfig(
         level=getattr(logging, core.config.log_level.upper(), logging.INFO),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -64,7 +64,7 @@ class Telegram:
     async def run(core: MemoryCore, args: argparse.Namespace) -> int:
         from adapters.telegram_bot import run_telegram
 
-        _setup_logging(core)
+        setup_logging(core)
         settings = core.config.telegram
         return await serve_until_signal(lambda stop: run_telegram(core, settings, stop))
 
@@ -83,7 +83,7 @@ class DingTalk:
     async def run(core: MemoryCore, args: argparse.Namespace) -> int:
         from adapters.dingtalk_bot import run_dingtalk_callback, run_dingtalk_stream
 
-        _setup_logging(core)
+        setup_logging(core)
         settings = core.config.dingtalk
         mode = args.mode or settings.mode
         runner = run_dingtalk_stream if mode == "stream" else run_dingtalk_callback

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import argparse
 import logging
-import sys
 from typing import TYPE_CHECKING
 
 from adapters.cli import command
-from adapters.cli_bots import serve_until_signal
+from adapters.cli_bots import serve_until_signal, setup_logging
 from memory_core.errors import ChatmemError
 
 if TYPE_CHECKING:
@@ -36,13 +35,8 @@ class Mcp:
             raise ChatmemError(
                 f"the MCP server needs the mcp extra: pip install 'chatmem[mcp]' ({exc})"
             ) from None
-        # stdout is the protocol's over stdio: every log line goes to stderr.
-        logging.basicConfig(
-            level=getattr(logging, core.config.log_level.upper(), logging.INFO),
-            format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-            stream=sys.stderr,
-        )
-        logging.getLogger("httpx").setLevel(logging.WARNING)
+        # stdout is the protocol's over stdio: log lines go to stderr (logging's default).
+        setup_logging(core)
         logging.getLogger("mcp").setLevel(logging.WARNING)
         scope = args.scope_key
         if args.http is None:
