@@ -213,7 +213,8 @@ async def test_stdio_client_cannot_reach_another_scope(workspace: Path) -> None:
     config = make_config(workspace)
     async with MemoryCore.open(config, create=True) as core:
         bob_entry = await bob_has_a_secret(core)
-        bob_file = core.workspace.relative(core.memory.long_term.path(BOB))
+        bob_session = (await core.chat(BOB, "my locker combination is 4711")).session_id
+        bob_file = core.long_term_path(BOB)
         bob_dir = bob_file.rsplit("/", 1)[0]
     async with stdio_client(workspace, ALICE) as client:
         assert "4711" not in await everything_visible(client)
@@ -225,6 +226,8 @@ async def test_stdio_client_cannot_reach_another_scope(workspace: Path) -> None:
             f"memory/{bob_file}",
             f"file://{workspace / bob_file}",
             bob_file.replace("/", "%2F"),
+            f"sessions/{bob_session}",
+            f"sessions/{bob_session}:1",
         ):
             result = await call(client, "memory_get", {"path": path})
             assert result.is_error or "4711" not in text_of(result), path
