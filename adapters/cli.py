@@ -160,6 +160,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         cli_commands,
         cli_mcp,
         cli_recall,
+        cli_snapshot,
         cli_storage,
         cli_tui,
     )

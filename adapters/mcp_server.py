@@ -204,13 +204,13 @@ def build_server(core: MemoryCore, scope: ScopeKey) -> MCPServer:
         "chatmem://snapshot",
         name="snapshot",
         description=(
-            "What every prompt of this scope carries: its best long-term memories, ranked "
-            "and token-capped."
+            "What every prompt of this scope carries: its SNAPSHOT.md when snapshots are "
+            "on, else its best long-term memories, ranked and token-capped."
         ),
         mime_type="text/markdown",
     )
     async def snapshot() -> str:
-        return await core.prompt_memories(scope)
+        return await core.prompt_block(scope)
 
     @server.prompt(
         name="when_to_search",

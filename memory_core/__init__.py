@@ -21,6 +21,7 @@ PUBLIC_API = frozenset(
         "memory_core.clock",
         "memory_core.workspace",
         "memory_core.event_log",
+        "memory_core.snapshot",
         # pure rules a front end shows or previews
         "memory_core.scoring",
         "memory_core.merge",

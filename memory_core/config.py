@@ -192,6 +192,20 @@ class HistorySettings(_Section):
     )
 
 
+class SnapshotSettings(_Section):
+    """Layer 1: the per-scope SNAPSHOT.md that can ride in every prompt."""
+
+    enabled: bool = _field(
+        False,
+        "Put the scope's SNAPSHOT.md in the prompt instead of its top entries (rebuilt in "
+        "the daily quiet period and by `chatmem snapshot`).",
+    )
+    budget_tokens: int = _field(3000, "Token budget of the whole snapshot, 2000 to 4000.")
+    identity: str = _field("", "Identity section: who the bot is (~100 tokens).")
+    owner: str = _field("", "Owner section: whom it serves (~150 tokens).")
+    constraints: str = _field("", "Constraints section: rules it keeps (~100 tokens).")
+
+
 class ArchiveSettings(_Section):
     """Moving old session history into files and summaries."""
 
@@ -479,6 +493,7 @@ class Config(BaseSettings):
     scoring: ScoringSettings = Field(default_factory=ScoringSettings)
     long_term: LongTermSettings = Field(default_factory=LongTermSettings)
     prompt: PromptSettings = Field(default_factory=PromptSettings)
+    snapshot: SnapshotSettings = Field(default_factory=SnapshotSettings)
     recall: RecallSettings = Field(default_factory=RecallSettings)
     history: HistorySettings = Field(default_factory=HistorySettings)
     archive: ArchiveSettings = Field(default_factory=ArchiveSettings)
@@ -652,6 +667,10 @@ def _validate(config: Config, source: str) -> None:
         (bool(config.archive.backoff_minutes), "archive.backoff_minutes must not be empty"),
         (config.telegram.max_photo_bytes >= 1, "telegram.max_photo_bytes must be >= 1"),
         (config.storage.postgres_pool_size >= 1, "storage.postgres_pool_size must be >= 1"),
+        (
+            2000 <= config.snapshot.budget_tokens <= 4000,
+            "snapshot.budget_tokens must be in [2000, 4000]",
+        ),
         (
             config.telegram.describe_timeout_seconds > 0,
             "telegram.describe_timeout_seconds must be > 0",

@@ -80,6 +80,7 @@ from memory_core.records import (
 from memory_core.schedules import ScheduleState
 from memory_core.scope import MAIN, ScopeKey
 from memory_core.scoring import ScoringPolicy
+from memory_core.snapshot import Snapshot
 from memory_core.spool import SpoolingHistory
 from memory_core.sql import Db
 from memory_core.staging import Staging
@@ -485,6 +486,22 @@ class MemoryCore:
     async def prompt_memories(self, scope: ScopeKey, *, now: datetime | None = None) -> str:
         """The prompt's memory block (Active, top by score, token-capped)."""
         return await self.memory.long_term.prompt_memories(scope, now=now)
+
+    async def prompt_block(self, scope: ScopeKey) -> str:
+        """What rides in the scope's every prompt: the snapshot when `snapshot.enabled`,
+        else the top entries (`prompt_memories`)."""
+        return await self.memory.prompt_block(scope)
+
+    async def snapshot(
+        self, scope: ScopeKey, *, write: bool = True, now: datetime | None = None
+    ) -> Snapshot:
+        """Build the scope's Layer 1 snapshot now (and write SNAPSHOT.md unless `write` is
+        false); Identity, Owner and Constraints edited in the file are kept."""
+        snapshots = self.memory.snapshots
+        return await (snapshots.rebuild if write else snapshots.build)(scope, now=now)
+
+    def snapshot_path(self, scope: ScopeKey) -> str:
+        return self.workspace.relative(self.memory.snapshots.path(scope))
 
     async def preview_consolidate(
         self, scope: ScopeKey, *, now: datetime | None = None

@@ -203,7 +203,7 @@ class ChatEngine:
 
         recent = [m.content for m in earlier if m.role in ("user", "assistant")][-5:]
         injection = await self.memory.finder.recall(scope, text, recent, session_id=session.id)
-        memories = await self.memory.long_term.prompt_memories(scope)
+        memories = await self.memory.prompt_block(scope)
         first_turn = not any(m.role == "user" for m in earlier)
         daily_notes = await self.memory.notes.recent(scope) if first_turn else ""
         intent = has_recall_intent(text)

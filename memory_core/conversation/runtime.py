@@ -170,6 +170,8 @@ class Runtime:
     async def _consolidate_all(self, when: datetime) -> None:
         for scope in await self.memory.long_term.scopes():
             await self.memory.long_term.consolidate(scope, now=when)
+            if self.config.snapshot.enabled:
+                await self.memory.snapshots.rebuild(scope, now=when)
 
     async def _flush_open_sessions(self) -> None:
         """Flush open sessions, a few at a time, within a time budget: a service manager

@@ -16,6 +16,8 @@ from memory_core.memory.finder import Finder
 from memory_core.memory.guard import IndexGuard
 from memory_core.memory.long_term import LongTermMemory, ScopeStatus, ValidationProblem
 from memory_core.memory.notes import DailyNotes
+from memory_core.memory.snapshots import Snapshots
+from memory_core.scope import ScopeKey
 from memory_core.store import LongTermStore
 from memory_core.workspace import Workspace
 
@@ -39,9 +41,18 @@ class MemoryService:
     guard: IndexGuard
     now: Callable[[], datetime]
     events: EventLog
+    snapshots: Snapshots
 
     def today(self, when: datetime | None = None) -> date:
         return self.notes.today(when)
+
+    async def prompt_block(self, scope: ScopeKey) -> str:
+        """What of long-term memory rides in the scope's every prompt: its snapshot when
+        `snapshot.enabled` (built now if it has none yet), else its top entries."""
+        if not self.snapshots.config.snapshot.enabled:
+            return await self.long_term.prompt_memories(scope)
+        text = await self.snapshots.text(scope)
+        return text or (await self.snapshots.rebuild(scope)).render()
 
     @property
     def indexed(self) -> bool:
@@ -69,4 +80,5 @@ def build_memory_service(
     notes = DailyNotes(workspace, locks, guard, zone, now, config.prompt.daily_max_chars)
     finder = Finder(workspace, guard, config.recall, zone, notes.today, long_term.flush)
     events = EventLog(workspace.memory_dir, notes.today)
-    return MemoryService(long_term, notes, finder, guard, now, events)
+    snapshots = Snapshots(config, workspace, long_term, events, now, notes.today)
+    return MemoryService(long_term, notes, finder, guard, now, events, snapshots)
