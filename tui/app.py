@@ -50,6 +50,7 @@ from tui.messages import (
     RankingsReady,
     RecallDone,
     ScopesLoaded,
+    SnapshotLoaded,
     WorkspaceChanged,
 )
 from tui.model import (
@@ -70,6 +71,7 @@ from tui.widgets.rankings import RankingsPane
 from tui.widgets.ranktable import RankTable
 from tui.widgets.recall import RecallPane
 from tui.widgets.scopes import ScopesTable
+from tui.widgets.snapshot import SnapshotPane
 
 log = logging.getLogger(__name__)
 
@@ -93,6 +95,7 @@ class ChatmemApp(App[None]):
         ("tab-archive", "Archive"),
         ("tab-recall", "Recall"),
         ("tab-activity", "Activity"),
+        ("tab-snapshot", "Snapshot"),
     )
     BINDINGS: ClassVar[list[BindingType]] = [
         # In footer order: at 80 columns the first few are all that fits, so Help leads.
@@ -134,6 +137,7 @@ class ChatmemApp(App[None]):
         "tab-archive": "#archive-pane",
         "tab-recall": "#recall-hits",
         "tab-activity": "#activity",
+        "tab-snapshot": "#snapshot-pane",
     }
     """What a tab focuses when shown: never a text box, so a number key pressed next
     switches tabs again instead of typing into one."""
@@ -191,6 +195,8 @@ class ChatmemApp(App[None]):
                     yield RecallPane(id="recall-pane")
                 with TabPane("Activity", id="tab-activity"):
                     yield ActivityFeed(self.zone, id="activity")
+                with TabPane("Snapshot", id="tab-snapshot"):
+                    yield SnapshotPane(id="snapshot-pane")
         yield Footer()
 
     async def on_mount(self) -> None:
@@ -240,6 +246,7 @@ class ChatmemApp(App[None]):
         self.load_scopes()
         self.load_archive(self.scope)
         self.load_activity(self.scope, 0)
+        self.load_snapshot(self.scope)
 
     @work(group="scopes", exclusive=True, exit_on_error=False, description="scope counts")
     async def load_scopes(self) -> None:
@@ -263,6 +270,13 @@ class ChatmemApp(App[None]):
         self.post_message(
             ArchiveLoaded(await archive_state(self.core, self.loader, scope, self.now()))
         )
+
+    @work(group="snapshot", exclusive=True, exit_on_error=False, description="snapshot")
+    async def load_snapshot(self, scope: ScopeKey) -> None:
+        """What a rebuild would write now (nothing is written)."""
+        snapshot = await self.core.snapshot(scope, write=False, now=self.now())
+        enabled = self.core.config.snapshot.enabled
+        self.post_message(SnapshotLoaded(scope, snapshot, self.core.snapshot_path(scope), enabled))
 
     @work(group="activity", exclusive=True, exit_on_error=False, description="activity")
     async def load_activity(self, scope: ScopeKey, after_id: int) -> None:
@@ -343,6 +357,10 @@ class ChatmemApp(App[None]):
         pane = self.pane(DetailPane)
         if pane and message.scope == self.scope and message.row.entry.id == self.current_id:
             pane.show(message.row, message.history, message.projection, message.when)
+
+    def on_snapshot_loaded(self, message: SnapshotLoaded) -> None:
+        if message.scope == self.scope and (pane := self.pane(SnapshotPane)):
+            pane.show(message.snapshot, message.path, message.enabled)
 
     def on_archive_loaded(self, message: ArchiveLoaded) -> None:
         if message.state.scope != self.scope:
@@ -464,6 +482,7 @@ class ChatmemApp(App[None]):
         self.load_entries(scope)
         self.load_archive(scope)
         self.load_activity(scope, 0)
+        self.load_snapshot(scope)
         if self.recall_query is not None:
             # The hits on screen belong to the old scope: never leave them standing.
             self.query_one(RecallPane).rerunning(self.recall_query, scope)

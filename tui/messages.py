@@ -10,6 +10,7 @@ from textual.message import Message
 from memory_core.recall import Injection
 from memory_core.records import AuditRecord, Hit
 from memory_core.scope import ScopeKey
+from memory_core.snapshot import Snapshot
 from tui.loading import EntriesSnapshot
 from tui.model import RankingModel, RankingView, RankRow
 from tui.overview import ArchiveState, ScopeCounts
@@ -74,3 +75,11 @@ class ActionDone(Message):
 @dataclass
 class WorkspaceChanged(Message):
     changes: Changes
+
+
+@dataclass
+class SnapshotLoaded(Message):
+    scope: ScopeKey
+    snapshot: Snapshot
+    path: str
+    enabled: bool

@@ -477,6 +477,22 @@ async def test_activity_feed_lists_audit_events_with_their_source(demo_ws: Path)
         assert at == sorted(at, reverse=True)
 
 
+async def test_snapshot_tab_shows_each_section_with_its_tokens(demo_ws: Path) -> None:
+    async with running(demo_ws) as run:
+        await run.pilot.press("6")
+        await run.settle()
+        expected = await run.core.snapshot(MAIN, write=False, now=NOW)
+        assert run.column("#snapshot-sections", "section") == [s.title for s in expected.sections]
+        meters = run.column("#snapshot-sections", "tokens")
+        for section, meter in zip(expected.sections, meters, strict=True):
+            assert meter.startswith(f"{section.tokens} / {section.limit} tokens")
+        assert f"{expected.tokens} of {expected.budget} tokens" in run.text("#snapshot-head")
+        ranked = expected.section("Ranked Index").text.splitlines()[0]
+        assert ranked and ranked in run.text("#snapshot-text")
+        # Shown, never written: the tab previews a rebuild.
+        assert not (demo_ws / run.core.snapshot_path(MAIN)).exists()
+
+
 # --- actions -----------------------------------------------------------------------------
 
 

@@ -1,0 +1,40 @@
+"""Layer 1 as the prompt gets it: each section of the scope's snapshot with its tokens
+against its limit, and the text itself (what a rebuild would write now)."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import VerticalScroll
+from textual.widgets import DataTable, Static
+
+from memory_core.snapshot import Snapshot
+from tui.format import token_meter
+
+
+class SnapshotPane(VerticalScroll):
+    def compose(self) -> ComposeResult:
+        yield Static("(loading)", id="snapshot-head")
+        table: DataTable[str | Text] = DataTable(
+            id="snapshot-sections", cursor_type="row", zebra_stripes=True
+        )
+        table.add_columns("section", "tokens of its limit")
+        yield table
+        yield Static(id="snapshot-text")
+
+    def show(self, snapshot: Snapshot, path: str, enabled: bool) -> None:
+        head = Text()
+        head.append(f"{path}  ", style="bold")
+        head.append(f"{snapshot.tokens} of {snapshot.budget} tokens · ")
+        head.append(
+            "in every prompt"
+            if enabled
+            else "off: prompts carry the top entries (snapshot.enabled)",
+            style="" if enabled else "dim",
+        )
+        self.query_one("#snapshot-head", Static).update(head)
+        table = self.query_one("#snapshot-sections", DataTable)
+        table.clear()
+        for section in snapshot.sections:
+            table.add_row(section.title, token_meter(section.tokens, section.limit, width=16))
+        self.query_one("#snapshot-text", Static).update(Text(snapshot.render()))
