@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hmac
-import ipaddress
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -31,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from memory_core import __version__
 from memory_core.entries import CATEGORIES, Importance, MemoryEntry
-from memory_core.errors import ChatmemError
+from memory_core.errors import ChatmemError, ToolRefused, refusal
 from memory_core.scope import ScopeKey
 
 if TYPE_CHECKING:
@@ -64,7 +63,7 @@ def build_server(core: MemoryCore, scope: ScopeKey) -> MCPServer:
 
     async def use(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
         given = {key: value for key, value in arguments.items() if value is not None}
-        return await _answer(core.memory_tool(scope, name, given))
+        return await _answer(name, core.memory_tool(scope, name, given))
 
     registered: list[Tool] = []
 
@@ -156,7 +155,7 @@ def build_server(core: MemoryCore, scope: ScopeKey) -> MCPServer:
             keep = core.config.long_term.forgotten_keep_days
             return {"forgotten": entry.id, "content": entry.content, "restorable_days": keep}
 
-        return await _answer(forgetting())
+        return await _answer("memory_forget", forgetting())
 
     @tool(
         "memory_list",
@@ -179,7 +178,7 @@ def build_server(core: MemoryCore, scope: ScopeKey) -> MCPServer:
                 "entries": [_entry(entry) for entry in entries[:limit]],
             }
 
-        return await _answer(listing())
+        return await _answer("memory_list", listing())
 
     server = MCPServer(
         "chatmem",
@@ -253,13 +252,18 @@ def _day(when: datetime) -> str:
     return when.date().isoformat()
 
 
-async def _answer(call: Awaitable[dict[str, Any]]) -> dict[str, Any]:
+async def _answer(name: str, call: Awaitable[dict[str, Any]]) -> dict[str, Any]:
     """The tool's result, or an MCP tool error with the line the chat model would read
     (a bug stays an exception: the SDK reports it without its text, and logs it)."""
     try:
         return await call
-    except ChatmemError as exc:
+    except ToolRefused as exc:  # said and logged by the core already
         raise ToolError(str(exc)) from exc
+    except Exception as exc:
+        message = refusal(name, exc)
+        if message is None:
+            raise
+        raise ToolError(message) from exc
 
 
 # --- HTTP -----------------------------------------------------------------------------
@@ -295,12 +299,12 @@ class ScopedApps:
         if app is None:
             from starlette.responses import JSONResponse
 
-            refusal = JSONResponse(
+            denied = JSONResponse(
                 {"error": "a valid bearer token is required"},
                 status_code=401,
                 headers={"WWW-Authenticate": 'Bearer realm="chatmem"'},
             )
-            await refusal(scope, receive, send)
+            await denied(scope, receive, send)
             return
         await app(scope, receive, send)
 
@@ -313,13 +317,13 @@ def token_scopes(token: str, clients: Mapping[str, str], own: ScopeKey) -> dict[
     return scopes
 
 
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+"""The hosts served without a token: exactly those for which the SDK checks the Host and
+Origin headers (DNS rebinding), which the rest of 127.0.0.0/8 would not get."""
+
+
 def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+    return host in LOOPBACK_HOSTS
 
 
 def parse_listen(value: str) -> tuple[str, int]:
@@ -349,7 +353,8 @@ async def serve_http(
     if not scopes and not is_loopback(host):
         raise ChatmemError(
             f"no bearer token configured (CHATMEM_MCP_TOKEN or mcp.clients): refusing to "
-            f"listen on {host}; without a token the MCP server listens on loopback only"
+            f"listen on {host}; without a token the MCP server listens on loopback only "
+            f"({', '.join(LOOPBACK_HOSTS)})"
         )
     servers = {scope: build_server(core, scope) for scope in {*scopes.values(), own}}
     apps = {
@@ -383,7 +388,12 @@ async def serve_http(
             log.warning("MCP server on http://%s:%s%s (%s)", host, bound, settings.path, auth)
             if ready is not None:
                 ready(bound)
-            await stop.wait()
+            stopping = asyncio.create_task(stop.wait())
+            await asyncio.wait({serving, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            stopping.cancel()
+            if serving.done():
+                serving.result()
+                raise ChatmemError("the MCP HTTP server stopped on its own")
         finally:
             web.should_exit = True
             await serving

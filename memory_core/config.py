@@ -630,7 +630,10 @@ _EXPECTED = {
 def _config_error(exc: ValidationError, source: str, env: Mapping[str, str]) -> ConfigError:
     """Pydantic's first error as today's one line: the key, and the file or the variable."""
     error = exc.errors()[0]
-    key = "".join("[]" if isinstance(p, int) else f".{p}" for p in error["loc"]).lstrip(".")
+    loc = list(error["loc"])
+    if loc[:2] == ["mcp", "clients"] and len(loc) > 2:
+        loc = loc[:2]  # the next part would be a token: a secret, never printed
+    key = "".join("[]" if isinstance(p, int) else f".{p}" for p in loc).lstrip(".")
     for name, dotted in env_bindings():
         if env.get(name) and key.partition("[")[0] == dotted:
             source = f"environment variable {name}"
@@ -708,6 +711,13 @@ def _validate_mcp(mcp: McpSettings, source: str) -> None:
     if any(len(token) < MIN_TOKEN_CHARS for token in tokens):
         raise ConfigError(
             f"{source}: MCP bearer tokens must be at least {MIN_TOKEN_CHARS} characters"
+        )
+    if not all(token.isascii() and token.isprintable() and " " not in token for token in tokens):
+        raise ConfigError(f"{source}: MCP bearer tokens must be printable ASCII without spaces")
+    if mcp.token and mcp.token in mcp.clients:
+        raise ConfigError(
+            f"{source}: the MCP token (CHATMEM_MCP_TOKEN / mcp.token) is also a key of "
+            "mcp.clients: one token, one scope"
         )
     if not mcp.path.startswith("/"):
         raise ConfigError(f"{source}: 'mcp.path' must start with '/'")

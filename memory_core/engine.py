@@ -47,6 +47,7 @@ from memory_core.errors import (
     IndexUnavailable,
     ToolRefused,
     WorkspaceMissing,
+    refusal,
 )
 from memory_core.event_log import DayLog
 from memory_core.history import ArchiveState, HistoryStore
@@ -524,7 +525,8 @@ class MemoryCore:
     ) -> list[MemoryEntry]:
         """Erase forgotten entries for good, for a person who wants a text gone: from the
         forgotten file, the long-term file's backup, the audit log (rows kept, text
-        emptied) and the database file. Only forgotten entries: a live one must be
+        emptied), the scope's event logs (the text blanked where it stands) and snapshot,
+        and the database file. Only forgotten entries: a live one must be
         forgotten first. Needs the database, since the audit log holds the text too.
 
         The index is rebuilt: FTS5 keeps the words of a deleted chunk in its segments
@@ -541,6 +543,10 @@ class MemoryCore:
         # again; the other way round the text could stay in the log with no entry to name.
         await audit.purge(scope, ids, source, self.now())
         await long_term.erase_forgotten(scope, ids)
+        # The event log and the snapshot can hold the text too (a message, a tool call).
+        await self.memory.events.redact(scope, [e.content for e in entries])
+        if await self.memory.snapshots.text(scope):
+            await self.memory.snapshots.rebuild(scope)
         if self._guard.index is not None:
             await self._guard.index.rebuild()
         if self._db is not None:
@@ -617,7 +623,7 @@ class MemoryCore:
         try:
             return await tools.run(tools.ToolContext(self.memory, scope), name, arguments)
         except Exception as exc:
-            message = tools.refusal(name, exc)
+            message = refusal(name, exc)
             if message is None:
                 raise
             raise ToolRefused(message) from exc

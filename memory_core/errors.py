@@ -1,7 +1,10 @@
 """One root error with a subclass per area, so front ends can print one clear line for
 anything the user can fix and keep tracebacks for real bugs."""
 
+import logging
 import sqlite3
+
+log = logging.getLogger(__name__)
 
 
 class ChatmemError(Exception):
@@ -80,3 +83,28 @@ class LLMError(ChatmemError):
 class InboundRejected(ChatmemError):
     """A platform's update is malformed or unsafe to act on (a DingTalk callback with a
     wrong field or a foreign sessionWebhook): refused at the edge, nothing stored."""
+
+
+def refusal(name: str, exc: BaseException) -> str | None:
+    """The one line a caller (a model, an MCP client) reads for a failed tool call: what
+    was wrong with the call, or that the storage under it failed. None for an exception
+    that is a bug: that one is raised, not explained away. Logged here, so every front
+    end logs failures alike."""
+    if isinstance(exc, (ChatmemError, ValueError, TypeError)):
+        log.info("tool %s refused: %s", name, exc)
+        return _one_line(str(exc))
+    if isinstance(exc, sqlite3.Error):
+        log.warning("tool %s failed in the database: %s", name, exc)
+        return _one_line(f"memory storage failed (database): {exc}")
+    if isinstance(exc, OSError):
+        log.warning("tool %s failed on the disk: %s", name, exc)
+        reason = exc.strerror or str(exc) or type(exc).__name__
+        return _one_line(f"memory storage failed (disk): {reason}")
+    return None
+
+
+def _one_line(text: str) -> str:
+    """What the model reads: the first line, short (a path or SQL in a message may be
+    long, and the model needs the gist)."""
+    line = text.strip().splitlines()[0] if text.strip() else "failed"
+    return line if len(line) <= 300 else line[:299] + "…"

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -23,8 +24,12 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from memory_core.atomic import atomic_write_bytes, describe, fsync_dir
 from memory_core.clock import format_when, parse_when
 from memory_core.scope import ScopeKey
+from memory_core.workspace import Workspace
+
+log = logging.getLogger(__name__)
 
 MAX_TEXT_CHARS = 4000
 """Longer texts (a pasted document, a tool's large result) are cut, marked with …."""
@@ -102,6 +107,8 @@ def append_blocking(path: Path, events: Sequence[Event]) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+    if not size:
+        fsync_dir(path.parent)  # a new day's file: its name must survive a power loss
 
 
 def read_blocking(path: Path) -> DayLog:
@@ -125,31 +132,54 @@ def read_blocking(path: Path) -> DayLog:
 class EventLog:
     """The scopes' event logs: appends and reads off the event loop."""
 
-    def __init__(
-        self, memory_dir: Callable[[ScopeKey], Path], today: Callable[[datetime], date]
-    ) -> None:
-        self._memory_dir = memory_dir
+    def __init__(self, workspace: Workspace, today: Callable[[datetime], date]) -> None:
+        self._workspace = workspace
         self._today = today
+        self._failing = False
 
     def path(self, scope: ScopeKey, day: date) -> Path:
-        return log_path(self._memory_dir(scope), day)
+        return log_path(self._workspace.memory_dir(scope), day)
 
-    async def record(self, scope: ScopeKey, *events: Event) -> None:
+    async def record(self, scope: ScopeKey, *events: Event) -> bool:
         """Append events of one moment (a turn's message, a tool call and its result) to
-        the day of the first one, fsynced when this returns."""
-        if events:
-            path = self.path(scope, self._today(events[0].at))
-            await asyncio.to_thread(append_blocking, path, events)
+        the day of the first one, fsynced when this returns. Best effort: the log records
+        what happened, it is not what makes it happen, so a failed append (a full disk)
+        is logged (once until appends work again) and never fails the turn whose message
+        is already stored. False when it failed."""
+        if not events:
+            return True
+        path = self.path(scope, self._today(events[0].at))
+
+        def append() -> None:
+            self._workspace.ensure_scope(scope)  # a hashed scope's directory keeps its key
+            append_blocking(path, events)
+
+        try:
+            await asyncio.to_thread(append)
+        except OSError as exc:
+            if not self._failing:
+                log.warning("event log of scope %s not written: %s", scope, describe(exc))
+            self._failing = True
+            return False
+        if self._failing:
+            log.warning("event log written again")
+        self._failing = False
+        return True
 
     async def read(self, scope: ScopeKey, day: date) -> DayLog:
         return await asyncio.to_thread(read_blocking, self.path(scope, day))
+
+    async def redact(self, scope: ScopeKey, texts: Sequence[str]) -> int:
+        """`redact_blocking` over the scope's logs (for `chatmem purge`)."""
+        directory = self._workspace.memory_dir(scope)
+        return await asyncio.to_thread(redact_blocking, directory, texts)
 
     async def days(self, scope: ScopeKey) -> list[date]:
         """Days with a log, oldest first."""
 
         def listing() -> list[date]:
             found = []
-            for path in self._memory_dir(scope).glob("*.jsonl"):
+            for path in self._workspace.memory_dir(scope).glob("*.jsonl"):
                 with contextlib.suppress(ValueError):
                     found.append(date.fromisoformat(path.stem))
             return sorted(found)
@@ -198,3 +228,59 @@ def decision_events(
         Event(EventKind.DECISION, at, {"what": what, "change": kind, "entry": entry}, session)
         for kind, entry in changes
     ]
+
+
+PURGED = "[purged]"
+
+
+def _redacted(value: Any, forms: Sequence[str]) -> Any:
+    if isinstance(value, str):
+        for form in forms:
+            value = value.replace(form, PURGED)
+        return value
+    if isinstance(value, list):
+        return [_redacted(item, forms) for item in value]
+    if isinstance(value, dict):
+        return {key: _redacted(item, forms) for key, item in value.items()}
+    return value
+
+
+def redact_blocking(directory: Path, texts: Sequence[str]) -> int:
+    """Blank `texts` wherever the day files in `directory` hold them: as they are, and as
+    they stand inside a JSON string a value holds (a tool call's arguments). The one
+    rewrite the log allows, for `chatmem purge`; each file is replaced atomically. The
+    number of files rewritten."""
+    forms = sorted(
+        {
+            form
+            for text in texts
+            if text
+            for form in (text, json.dumps(text, ensure_ascii=False)[1:-1])
+        },
+        key=len,
+        reverse=True,
+    )
+    if not forms:
+        return 0
+    encoded = [json.dumps(form, ensure_ascii=False)[1:-1].encode("utf-8") for form in forms]
+    rewritten = 0
+    for path in sorted(directory.glob("*.jsonl")):
+        raw = path.read_bytes()
+        if not any(needle in raw for needle in encoded):
+            continue
+        lines = []
+        for line in raw.split(b"\n"):
+            try:
+                record = json.loads(line.decode("utf-8")) if line.strip() else None
+            except (ValueError, UnicodeDecodeError):
+                record = None
+            if isinstance(record, dict):
+                cleaned = _redacted(record, forms)
+                line = json.dumps(cleaned, ensure_ascii=False, separators=(",", ":")).encode()
+            else:
+                for needle in encoded:  # a torn line: blank the bytes themselves
+                    line = line.replace(needle, PURGED.encode())
+            lines.append(line)
+        atomic_write_bytes(path, b"\n".join(lines))
+        rewritten += 1
+    return rewritten

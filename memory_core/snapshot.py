@@ -5,8 +5,8 @@ Pure: the caller hands in the ranked entries, the summaries, the recent events a
 fixed sections; this module allocates the token budget and renders. The shape:
 
 * Identity (~100 tokens), Owner (~150), Constraints (~100): fixed. They come from the
-  config or from hand edits of the file, and a rebuild keeps them (`fixed_sections`
-  reads them back from the file as it stands).
+  config or from hand edits of the file; a rebuild keeps a person's text whole
+  (`kept_sections`), and only counts it against its limit.
 * Top Summaries (800–1 500 tokens) and Ranked Index (600–1 500): dynamic, by rank. The
   higher an item ranks, the richer its text: shares of a section's budget by rank are
   #1 40 %, #2 25 %, #3 15 %, the rest 20 % together; the index's high ranks are written
@@ -19,6 +19,7 @@ The whole stays within a budget of 2 000–4 000 tokens (default 3 000).
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -65,6 +66,11 @@ class Snapshot:
     sections: tuple[Section, ...]
     built_at: datetime
     budget: int
+    from_config: tuple[str, ...] = ()
+    """Fixed sections whose text is the config's, fingerprinted in the file's mark."""
+    source: str = ""
+    """The long-term file's stamp it was built from, kept in the mark: a prompt rebuilds
+    the snapshot when the file's stamp is another."""
 
     @property
     def tokens(self) -> int:
@@ -74,10 +80,14 @@ class Snapshot:
         return next(s for s in self.sections if s.title == title)
 
     def render(self) -> str:
+        prints = " ".join(
+            f"{title}={fingerprint(self.section(title).text)}" for title in self.from_config
+        )
         head = [
             "# Snapshot",
             f"{MARK} built {format_when(self.built_at)}; Identity, Owner and Constraints are "
-            "yours to edit: a rebuild keeps them -->",
+            f"yours to edit: a rebuild keeps them; source {self.source or '-'}; "
+            f"from config: {prints or '-'} -->",
         ]
         body = [f"## {s.title}\n\n{s.text}".rstrip() for s in self.sections]
         return "\n".join(head) + "\n\n" + "\n\n".join(body) + "\n"
@@ -146,19 +156,22 @@ def summaries_section(summaries: Sequence[str], limit: int) -> str:
     return _fit_lines(lines, limit)
 
 
-def index_line(entry: MemoryEntry, rank: int, tokens: int) -> str:
+def index_line(entry: MemoryEntry, rank: int, tokens: int, where: str = "") -> str:
     """One entry of the index at `rank` within `tokens`: high ranks with their date too,
-    middle ranks cut to their share, low ranks (or no room) as a pointer alone."""
+    middle ranks cut to their share, low ranks (or no room) as a pointer alone: where
+    memory_get reads the entry (`path:line`)."""
     pointer = f"[{entry.id}] {entry.category} {entry.score:.2f}"
     if rank <= RICH_RANKS:
         pointer += f" {entry.last_activated.date()}"
     if rank > CONCISE_RANKS:
-        return f"- {pointer}"
+        return f"- {pointer} {where}".rstrip()
     content = cut_to_tokens(entry.content, tokens - estimate_tokens(pointer) - 2)
     return f"- {pointer}: {content}" if content else f"- {pointer}"
 
 
-def index_section(entries: Sequence[MemoryEntry], limit: int) -> str:
+def index_section(
+    entries: Sequence[MemoryEntry], limit: int, where: Mapping[str, str] | None = None
+) -> str:
     """The shares by rank go to the ranks shown with text (the rest's 20 % to the
     concise middle), out of the section less the room kept for the pointers below."""
     shares = rank_shares(min(len(entries), CONCISE_RANKS))
@@ -166,7 +179,7 @@ def index_section(entries: Sequence[MemoryEntry], limit: int) -> str:
     lines = []
     for rank, entry in enumerate(entries, start=1):
         share = int(text_room * shares[rank - 1]) if rank <= len(shares) else 0
-        lines.append(index_line(entry, rank, share))
+        lines.append(index_line(entry, rank, share, (where or {}).get(entry.id, "")))
     return _fit_lines(lines, limit, cut_last=False)
 
 
@@ -177,17 +190,26 @@ def build_snapshot(
     fixed: Mapping[str, str],
     built_at: datetime,
     budget: int = DEFAULT_BUDGET,
+    *,
+    where: Mapping[str, str] | None = None,
+    from_config: Mapping[str, str] | None = None,
+    source: str = "",
 ) -> Snapshot:
     """The snapshot of one scope.
 
     `ranked`: Active entries best first (current scores); `summaries`: summary texts best
     first; `recent`: the newest event lines, oldest first; `fixed`: the fixed sections'
-    texts by title."""
+    texts by title, kept whole (a person's words are not cut; over its limit a section
+    shows so); `where`: entry id → `path:line` for the index's pointers; `from_config`:
+    the config's texts, to mark which fixed sections came from it."""
     budget = _clamp(budget, BUDGET_RANGE)
     sections = [
-        Section(title, _fit_lines(fixed.get(title, "").strip().splitlines(), limit), limit)
-        for title, limit in FIXED_LIMITS.items()
+        Section(title, fixed.get(title, "").strip(), limit) for title, limit in FIXED_LIMITS.items()
     ]
+    configured = from_config or {}
+    taken = tuple(
+        s.title for s in sections if s.text and s.text == configured.get(s.title, "").strip()
+    )
     recent_text = _fit_lines(list(reversed(recent)), RECENT_LIMIT)
     left = budget - sum(s.tokens for s in sections) - estimate_tokens(recent_text)
     summaries_limit = _clamp(left // 2, SUMMARIES_RANGE)
@@ -195,9 +217,10 @@ def build_snapshot(
     sections.append(
         Section(TOP_SUMMARIES, summaries_section(summaries, summaries_limit), summaries_limit)
     )
-    sections.append(Section(RANKED_INDEX, index_section(ranked, index_limit), index_limit))
+    index = index_section(ranked, index_limit, where)
+    sections.append(Section(RANKED_INDEX, index, index_limit))
     sections.append(Section(RECENT, recent_text, RECENT_LIMIT))
-    return Snapshot(tuple(sections), built_at, budget)
+    return Snapshot(tuple(sections), built_at, budget, taken, source)
 
 
 _SECTION = re.compile(r"^## (?P<title>.+?)\s*$", re.MULTILINE)
@@ -213,3 +236,35 @@ def fixed_sections(text: str) -> dict[str, str]:
         if title in FIXED_SECTIONS:
             found[title] = text[match.end() : end].strip()
     return found
+
+
+def fingerprint(text: str) -> str:
+    return hashlib.blake2b(text.strip().encode("utf-8"), digest_size=4).hexdigest()
+
+
+_PRINTS = re.compile(r"from config: (?P<prints>[^>]*?) -->")
+_SOURCE = re.compile(r"; source (?P<source>\S+); ")
+
+
+def source_of(text: str) -> str:
+    """The long-term stamp a snapshot file was built from ('' when it has none)."""
+    match = _SOURCE.search(text)
+    return match.group("source") if match else ""
+
+
+def kept_sections(text: str, from_config: Mapping[str, str]) -> dict[str, str]:
+    """The fixed sections a rebuild writes: a section as the file holds it when a person
+    wrote or edited it (no config fingerprint, or one its text no longer matches), else
+    the config's text (so a changed setting shows at the next build)."""
+    in_file = fixed_sections(text)
+    prints: dict[str, str] = {}
+    if match := _PRINTS.search(text):
+        for pair in match.group("prints").split():
+            title, _, value = pair.partition("=")
+            prints[title] = value
+    kept = {}
+    for title in FIXED_SECTIONS:
+        written = in_file.get(title, "")
+        edited = written and prints.get(title) != fingerprint(written)
+        kept[title] = written if edited else from_config.get(title, "")
+    return kept

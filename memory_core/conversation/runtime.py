@@ -171,7 +171,10 @@ class Runtime:
         for scope in await self.memory.long_term.scopes():
             await self.memory.long_term.consolidate(scope, now=when)
             if self.config.snapshot.enabled:
-                await self.memory.snapshots.rebuild(scope, now=when)
+                try:
+                    await self.memory.snapshots.rebuild(scope, now=when)
+                except OSError as exc:  # one scope's file must not stop the others'
+                    log.warning("snapshot of scope %s not rebuilt: %s", scope, exc)
 
     async def _flush_open_sessions(self) -> None:
         """Flush open sessions, a few at a time, within a time budget: a service manager

@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import json
 import logging
-import sqlite3
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from memory_core.entries import CATEGORIES, Importance
-from memory_core.errors import ChatmemError
+from memory_core.errors import ChatmemError, refusal
 from memory_core.memory import MemoryService
 from memory_core.reading import DEFAULT_LINES, MAX_LINES
 from memory_core.scope import ScopeKey
@@ -137,31 +136,6 @@ async def run(ctx: ToolContext, name: str, args: Mapping[str, Any]) -> dict[str,
     if name == "memory_save":
         return await memory_save(ctx, **_pick(args, "content", "target", "category", "importance"))
     raise ChatmemError(f"unknown tool {name!r}")
-
-
-def refusal(name: str, exc: BaseException) -> str | None:
-    """The one line a caller (a model, an MCP client) reads for a failed tool call: what
-    was wrong with the call, or that the storage under it failed. None for an exception
-    that is a bug: that one is raised, not explained away. Logged here, so every front
-    end logs failures alike."""
-    if isinstance(exc, (ChatmemError, ValueError, TypeError)):
-        log.info("tool %s refused: %s", name, exc)
-        return _one_line(str(exc))
-    if isinstance(exc, sqlite3.Error):
-        log.warning("tool %s failed in the database: %s", name, exc)
-        return _one_line(f"memory storage failed (database): {exc}")
-    if isinstance(exc, OSError):
-        log.warning("tool %s failed on the disk: %s", name, exc)
-        reason = exc.strerror or str(exc) or type(exc).__name__
-        return _one_line(f"memory storage failed (disk): {reason}")
-    return None
-
-
-def _one_line(text: str) -> str:
-    """What the model reads: the first line, short (a path or SQL in a message may be
-    long, and the model needs the gist)."""
-    line = text.strip().splitlines()[0] if text.strip() else "failed"
-    return line if len(line) <= 300 else line[:299] + "…"
 
 
 def _pick(args: Mapping[str, Any], *names: str) -> dict[str, Any]:

@@ -28,8 +28,9 @@ def scope_files(workspace: Workspace, scope: ScopeKey) -> list[Path]:
         for entry in os.scandir(sub):
             if entry.is_file(follow_symlinks=False) and entry.name.endswith(".md"):
                 path = Path(entry.path)
-                # A scope's LONG_TERM.md sits in its own directory: list it once.
-                if path != long_term:
+                # A scope's LONG_TERM.md sits in its own directory: list it once; a file
+                # the index does not hold (SNAPSHOT.md) is no file of the index at all.
+                if path != long_term and classify(workspace.relative(path)) is not None:
                     out.append(path)
     return out
 

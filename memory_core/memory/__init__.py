@@ -48,11 +48,11 @@ class MemoryService:
 
     async def prompt_block(self, scope: ScopeKey) -> str:
         """What of long-term memory rides in the scope's every prompt: its snapshot when
-        `snapshot.enabled` (built now if it has none yet), else its top entries."""
+        `snapshot.enabled` (rebuilt first when missing or older than the long-term
+        file), else its top entries."""
         if not self.snapshots.config.snapshot.enabled:
             return await self.long_term.prompt_memories(scope)
-        text = await self.snapshots.text(scope)
-        return text or (await self.snapshots.rebuild(scope)).render()
+        return await self.snapshots.current(scope)
 
     @property
     def indexed(self) -> bool:
@@ -79,6 +79,6 @@ def build_memory_service(
     long_term = LongTermMemory(config, workspace, store, guard, now)
     notes = DailyNotes(workspace, locks, guard, zone, now, config.prompt.daily_max_chars)
     finder = Finder(workspace, guard, config.recall, zone, notes.today, long_term.flush)
-    events = EventLog(workspace.memory_dir, notes.today)
-    snapshots = Snapshots(config, workspace, long_term, events, now, notes.today)
+    events = EventLog(workspace, notes.today)
+    snapshots = Snapshots(config, workspace, long_term, events, now, zone)
     return MemoryService(long_term, notes, finder, guard, now, events, snapshots)

@@ -1,13 +1,17 @@
 """Each scope's Layer 1 snapshot file (`SNAPSHOT.md` beside its daily notes): gathered
 from the long-term entries, the archive's summaries and the event log, built by
-`memory_core.snapshot`, written atomically. Identity, Owner and Constraints that a person
-wrote into the file win over the config's and survive every rebuild."""
+`memory_core.snapshot`, written atomically.
+
+Identity, Owner and Constraints: the file records a fingerprint of each section it took
+from the config. A section whose text still matches its fingerprint follows the config
+(a changed setting shows at the next build); one a person edited no longer matches and
+is kept as written, whole, by every rebuild."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from datetime import date, datetime, timedelta
+from datetime import datetime, timedelta, tzinfo
 from pathlib import Path
 
 from memory_core.atomic import atomic_write_text
@@ -22,7 +26,8 @@ from memory_core.snapshot import (
     OWNER,
     Snapshot,
     build_snapshot,
-    fixed_sections,
+    kept_sections,
+    source_of,
 )
 from memory_core.workspace import Workspace
 
@@ -41,14 +46,14 @@ class Snapshots:
         long_term: LongTermMemory,
         events: EventLog,
         now: Callable[[], datetime],
-        today: Callable[[datetime], date],
+        zone: tzinfo,
     ) -> None:
         self.config = config
         self.workspace = workspace
         self.long_term = long_term
         self.events = events
         self.now = now
-        self.today = today
+        self.zone = zone
 
     def path(self, scope: ScopeKey) -> Path:
         return self.workspace.memory_dir(scope) / FILE_NAME
@@ -58,11 +63,30 @@ class Snapshots:
 
         def read() -> str:
             try:
-                return self.path(scope).read_text(encoding="utf-8")
+                # A hand edit saved in another encoding still reads (and is kept).
+                return self.path(scope).read_bytes().decode("utf-8", errors="replace")
             except FileNotFoundError:
                 return ""
 
         return await asyncio.to_thread(read)
+
+    async def current(self, scope: ScopeKey) -> str:
+        """The file, rebuilt first when it is missing or was built from another state of
+        the scope's long-term file (a capture, a forget, a consolidation since): what a
+        prompt carries."""
+        await self.long_term.flush(scope)
+        text = await self.text(scope)
+        if text and source_of(text) == await asyncio.to_thread(self._source, scope):
+            return text
+        return (await self.rebuild(scope)).render()
+
+    def _source(self, scope: ScopeKey) -> str:
+        """The long-term file's (mtime, size, inode) stamp: a rewrite is a new file."""
+        try:
+            st = self.long_term.path(scope).stat()
+        except FileNotFoundError:
+            return "none"
+        return f"{st.st_mtime_ns}-{st.st_size}-{st.st_ino}"
 
     async def build(self, scope: ScopeKey, *, now: datetime | None = None) -> Snapshot:
         """The snapshot as a rebuild would write it now (nothing is written)."""
@@ -73,31 +97,48 @@ class Snapshots:
             OWNER: settings.owner,
             CONSTRAINTS: settings.constraints,
         }
-        edited = fixed_sections(await self.text(scope))
-        fixed = {title: edited.get(title) or text for title, text in from_config.items()}
-        entries = await self.long_term.entries(scope)
-        ranked = select_prompt_entries(
-            entries, when, min_score=0.0, top_k=MAX_RANKED, policy=self.long_term.policy
+        fixed = kept_sections(await self.text(scope), from_config)
+        # The stamp before the read: a write between the two leaves the snapshot marked
+        # older than the file, so the next prompt builds again (never the reverse).
+        source = await asyncio.to_thread(self._source, scope)
+        parsed = await self.long_term.load(scope)
+        ranked = await asyncio.to_thread(
+            select_prompt_entries,
+            parsed.entries,
+            when,
+            min_score=0.0,
+            top_k=MAX_RANKED,
+            policy=self.long_term.policy,
         )
+        path = self.workspace.relative(self.long_term.path(scope))
+        where = {entry_id: f"{path}:{lines[0]}" for entry_id, lines in parsed.lines.items()}
         summaries = await asyncio.to_thread(self._summaries, scope)
         recent = await self._recent(scope, when)
-        return build_snapshot(ranked, summaries, recent, fixed, when, settings.budget_tokens)
+        return build_snapshot(
+            ranked,
+            summaries,
+            recent,
+            fixed,
+            when,
+            settings.budget_tokens,
+            where=where,
+            from_config=from_config,
+            source=source,
+        )
 
     async def rebuild(self, scope: ScopeKey, *, now: datetime | None = None) -> Snapshot:
         """Build and write the file (atomically: a crash leaves the old file or the new)."""
         snapshot = await self.build(scope, now=now)
-        path = self.path(scope)
-        await asyncio.to_thread(self._write, path, snapshot.render())
+        await asyncio.to_thread(self._write, scope, snapshot.render())
         return snapshot
 
-    @staticmethod
-    def _write(path: Path, text: str) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(path, text)
+    def _write(self, scope: ScopeKey, text: str) -> None:
+        self.workspace.ensure_scope(scope)  # a hashed scope's directory keeps its key
+        atomic_write_text(self.path(scope), text)
 
     def _summaries(self, scope: ScopeKey) -> list[str]:
-        """The archive's summaries, newest first (monthly ones before the days they
-        cover), each as its text without its heading."""
+        """The archive's summaries, newest first by name (a month's days before the
+        month's own summary), each as its text without its heading."""
         directory = self.workspace.summary_dir(scope)
         try:
             files = sorted(directory.glob("*.md"), key=lambda p: p.stem, reverse=True)
@@ -116,13 +157,14 @@ class Snapshots:
 
     async def _recent(self, scope: ScopeKey, when: datetime) -> list[str]:
         """The newest events of today and yesterday, oldest first, one line each."""
-        today = self.today(when)
+        today = when.astimezone(self.zone).date()
         events: list[Event] = []
         for day in (today - timedelta(days=1), today):
             events.extend((await self.events.read(scope, day)).events)
-        return [_event_line(event) for event in events[-RECENT_EVENTS:]]
+        return [_event_line(event, self.zone) for event in events[-RECENT_EVENTS:]]
 
 
-def _event_line(event: Event) -> str:
+def _event_line(event: Event, zone: tzinfo) -> str:
     what = event.data.get("text") or event.data.get("tool") or event.data.get("change") or ""
-    return f"- {event.at:%m-%d %H:%M} {event.kind.value}: {' '.join(str(what).split())}"
+    at = event.at.astimezone(zone)
+    return f"- {at:%m-%d %H:%M} {event.kind.value}: {' '.join(str(what).split())}"

@@ -328,6 +328,12 @@ def test_example_loads_back_to_the_defaults(tmp_path: Path) -> None:
         ('[mcp]\nclients = { "short" = "main" }\n', "at least 16 characters"),
         ('[mcp]\nclients = { "a-long-enough-token-0123" = "peer:" }\n', "empty part"),
         ('[mcp]\npath = "mcp"\n', "must start with '/'"),
+        ('[mcp]\nclients = { "ünïcödé-token-0123456" = "main" }\n', "printable ASCII"),
+        (
+            '[mcp]\ntoken = "a-long-enough-token-0123"\n'
+            'clients = { "a-long-enough-token-0123" = "peer:1" }\n',
+            "one token, one scope",
+        ),
     ],
 )
 def test_bad_mcp_settings_are_refused(tmp_path: Path, toml: str, message: str) -> None:
@@ -341,3 +347,11 @@ def test_mcp_tokens_stay_out_of_repr(tmp_path: Path) -> None:
     assert config.mcp.clients == {"a-long-enough-token-0123": "peer:42"}
     assert "a-long-enough-token-0123" not in repr(config)
     assert "another-long-token-456789" not in repr(config)
+
+
+def test_a_bad_mcp_client_entry_never_prints_its_token(tmp_path: Path) -> None:
+    path = write(tmp_path, '[mcp]\nclients = { "a-secret-token-0123456789" = 42 }\n')
+    with pytest.raises(ConfigError) as err:
+        load_config(path, env={})
+    assert "mcp.clients" in str(err.value)
+    assert "a-secret-token-0123456789" not in str(err.value)

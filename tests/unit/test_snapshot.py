@@ -82,7 +82,7 @@ def test_cut_to_tokens_keeps_within_the_budget() -> None:
 
 @pytest.mark.parametrize("budget", [1000, 2000, 3000, 4000, 9000])
 def test_sections_keep_their_limits_and_the_budget(budget: int) -> None:
-    fixed = {title: "x " * 2000 for title in FIXED_LIMITS}
+    fixed = {title: "x " * 150 for title in FIXED_LIMITS}
     summaries = [f"2026-02-{d:02d}: " + "summary words " * 200 for d in range(1, 20)]
     recent = [f"- 03-01 12:{m:02d} input: message {m} " + "y " * 30 for m in range(40)]
     snapshot = build_snapshot([entry(n) for n in range(300)], summaries, recent, fixed, NOW, budget)
@@ -127,6 +127,13 @@ def test_a_small_scope_uses_what_it_has() -> None:
     assert snapshot.section(TOP_SUMMARIES).text == ""
 
 
+def test_a_long_hand_written_section_is_kept_whole_and_shown_over() -> None:
+    words = "the household assistant of the Li family " * 40
+    snapshot = build_snapshot([entry(1)], [], [], {IDENTITY: words}, NOW)
+    identity = snapshot.section(IDENTITY)
+    assert identity.text == words.strip() and identity.tokens > identity.limit
+
+
 def test_fixed_sections_read_back_from_a_rendered_file() -> None:
     fixed = {IDENTITY: "I am chatmem, the family's bot.", "Owner": "Alice.\nLikes tea."}
     text = build_snapshot([entry(1)], ["a summary"], [], fixed, NOW).render()
@@ -165,6 +172,13 @@ async def test_hand_edits_of_fixed_sections_survive_rebuilds(
         await core.capture(ALICE, "Alice started learning the violin")
         await core.snapshot(ALICE, write=False)
         assert "violin" not in path.read_text(encoding="utf-8")
+    # The config's Owner was never edited by hand: a changed setting shows at the next
+    # build, while the hand-written Identity stays as written.
+    changed = snapshot_config(workspace, identity="New config identity.", owner="New owner.")
+    async with MemoryCore.open(changed, clock=clock) as core:
+        third = await core.snapshot(ALICE)
+        assert third.section("Owner").text == "New owner."
+        assert third.section(IDENTITY).text == "Hand-written identity:\nthe household assistant."
 
 
 async def test_the_snapshot_replaces_the_top_entries_in_the_prompt(
@@ -214,3 +228,29 @@ def test_the_budget_setting_is_checked(tmp_path: Path) -> None:
     bad.write_text("[snapshot]\nbudget_tokens = 500\n", encoding="utf-8")
     with pytest.raises(ConfigError, match=r"snapshot\.budget_tokens"):
         load_config(bad, env={})
+
+
+async def test_the_prompt_never_carries_a_stale_snapshot(
+    workspace: Path, clock: ManualClock
+) -> None:
+    async with MemoryCore.open(snapshot_config(workspace, enabled=True), clock=clock) as core:
+        assert "## Ranked Index" in await core.prompt_block(ALICE)
+        tea, _ = await core.capture(ALICE, "Alice drinks green tea")
+        assert "green tea" in await core.prompt_block(ALICE)
+        built = (workspace / core.snapshot_path(ALICE)).stat().st_mtime_ns
+        assert "green tea" in await core.prompt_block(ALICE)  # unchanged: not rebuilt
+        assert (workspace / core.snapshot_path(ALICE)).stat().st_mtime_ns == built
+        await core.forget(ALICE, tea.id)
+        assert "green tea" not in await core.prompt_block(ALICE)
+
+
+async def test_pointers_name_the_line_memory_get_opens(workspace: Path, clock: ManualClock) -> None:
+    async with MemoryCore.open(snapshot_config(workspace), clock=clock) as core:
+        for n in range(CONCISE_RANKS + 2):
+            await core.capture(ALICE, f"memory number {n} about topic {n * 7919}")
+        snapshot = await core.snapshot(ALICE, write=False)
+        pointer = snapshot.section(RANKED_INDEX).text.splitlines()[-1]
+        location = pointer.rsplit(" ", 1)[1]
+        read = await core.read_memory(ALICE, location)
+        entry_id = pointer.split("]")[0].removeprefix("- [")
+        assert f"[{entry_id}]" in read.text

@@ -1,5 +1,6 @@
-"""Layer 1 as the prompt gets it: each section of the scope's snapshot with its tokens
-against its limit, and the text itself (what a rebuild would write now)."""
+"""Layer 1 previewed: each section of the snapshot a rebuild would write now, with its
+tokens against its limit, and its text (the file the prompt carries is rebuilt from the
+same inputs whenever the long-term file is newer than it)."""
 
 from __future__ import annotations
 
