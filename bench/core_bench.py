@@ -15,6 +15,8 @@ What is measured:
   (journal commit, staging, parse, merge, render, atomic writes, re-index);
 * the pure ``memory_core.merge.merge`` (5 candidates) and ``decay_all`` over 100, 1 000
   and 10 000 entries (median of >= 5 runs);
+* the Layer 1 snapshot's build (rank the Active entries, allocate, render) over 100,
+  1 000 and 10 000 entries, and one Layer 3 event-log append with its fsync;
 * MEMORY.md load (read + parse) and save (render + atomic write, and the store's
   backup-then-write) at 1 000 and 10 000 entries; parse and render both with their
   per-block memos cleared before each call and warm.
@@ -51,8 +53,10 @@ from memory_core.atomic import atomic_write_text, backup_then_write
 from memory_core.config import load_config
 from memory_core.engine import MemoryCore
 from memory_core.entries import CATEGORIES, MemoryEntry
+from memory_core.event_log import append_blocking, message_events
 from memory_core.index import prepare_file
 from memory_core.journal import CaptureJournal
+from memory_core.memory.snapshots import MAX_RANKED
 from memory_core.memory_md import (
     clear_parse_cache,
     clear_render_cache,
@@ -60,7 +64,9 @@ from memory_core.memory_md import (
     render_memory,
 )
 from memory_core.merge import Candidate, EntryView, apply_candidates, decay_all, merge
+from memory_core.prompt import select_prompt_entries
 from memory_core.scope import ScopeKey
+from memory_core.snapshot import Snapshot, build_snapshot
 from memory_core.store import read_memory_file
 
 SEED = 20260602
@@ -294,6 +300,31 @@ def bench_merge(quick: bool) -> list[Row]:
     return rows
 
 
+def bench_layers(root: Path, quick: bool) -> list[Row]:
+    """Layer 1: ranking the entries and building the snapshot (pure, what a rebuild
+    computes; the seed's snapshot is ~690 tokens); Layer 3: one event-log append."""
+    rows: list[Row] = []
+    repeats = 3 if quick else 9
+    now = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
+    summaries = [f"2026-04-{d:02d}: " + " ".join(sentences(3, SEED + d)) for d in range(1, 11)]
+    recent = [f"- 05-01 11:{m:02d} input: {text}" for m, text in enumerate(sentences(12, SEED))]
+    for size in (100, 1000, 10_000):
+        entries = memory_entries(size, SEED + size, now=now)
+
+        def build(entries: Sequence[MemoryEntry] = entries) -> Snapshot:
+            ranked = select_prompt_entries(entries, now, min_score=0.0, top_k=MAX_RANKED)
+            return build_snapshot(ranked, summaries, recent, {}, now)
+
+        tokens = build().tokens
+        note = f"{tokens} tokens" + ("; ref ~690 tokens" if size == 100 else "")
+        rows.append(row("snapshot build", f"{size:,} entries", [runs(build, repeats)], note))
+    log_file = root / "events" / "2026-05-01.jsonl"
+    events = message_events("user", sentences(1, SEED)[0], now, "bench-session", "alice")
+    samples = runs(lambda: append_blocking(log_file, events), 200 if not quick else 20)
+    rows.append(row("event log append (fsync)", "1 event", [samples]))
+    return rows
+
+
 def _save(path: Path, entries: Sequence[MemoryEntry], now: datetime) -> None:
     atomic_write_text(path, render_memory(entries, now=now))
 
@@ -372,6 +403,7 @@ async def main_async(quick: bool) -> None:
         print("merge done", flush=True)
         file_rows = bench_file(root, quick)
         print("file done", flush=True)
+        layer_rows = bench_layers(root, quick)
     print()
     print(f"core bench, {'quick' if quick else 'full'} mode, {time.perf_counter() - started:.0f} s")
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} cpus; {REFERENCE}")
@@ -381,6 +413,7 @@ async def main_async(quick: bool) -> None:
     print_rows("where one capture goes (steps timed separately after the captures)", capture_parts)
     print_rows("merge + decay (pure functions, entries decayed 30 days ahead)", merge_rows)
     print_rows("MEMORY.md load and save", file_rows)
+    print_rows("Layer 1 snapshot and Layer 3 event log", layer_rows)
 
 
 def main() -> None:
