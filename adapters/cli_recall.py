@@ -137,6 +137,7 @@ def _names_no_file(root: Path, requested: str) -> bool:
     return not (root / path).exists()
 
 
+@command("rebuild-index", "the same as reindex (the name the memory-system skill uses)")
 @command("reindex", "rebuild the search index from the files")
 class Reindex:
     @staticmethod

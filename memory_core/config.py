@@ -15,6 +15,7 @@ import tomllib
 import typing
 from collections.abc import Iterator, Mapping
 from contextvars import ContextVar
+from datetime import time
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
@@ -222,6 +223,11 @@ class ScheduleSettings(_Section):
     """In-process schedules of a running bot."""
 
     quiet_minutes: int = _field(20, "Consolidate after this many minutes without messages (daily).")
+    active_hours: str = _field(
+        "",
+        "Local hours the people are active, HH:MM-HH:MM (e.g. 08:00-23:00; may wrap past "
+        "midnight): the quiet-period job waits until they are over. Empty: any hour.",
+    )
     daily_archive_at: str = _field("04:00", "Local time (HH:MM) of the daily archive job.")
 
 
@@ -691,9 +697,31 @@ def _validate(config: Config, source: str) -> None:
             f"{source}: 'timezone' {config.timezone!r} is not a known time zone"
         ) from None
     _validate_mcp(config.mcp, source)
+    if config.schedule.active_hours and parse_hours(config.schedule.active_hours) is None:
+        raise ConfigError(f"{source}: 'schedule.active_hours' must be HH:MM-HH:MM or empty")
     hh, _, mm = config.schedule.daily_archive_at.partition(":")
     if not (hh.isdigit() and mm.isdigit() and int(hh) < 24 and int(mm) < 60):
         raise ConfigError(f"{source}: 'schedule.daily_archive_at' must be HH:MM")
+
+
+def parse_hours(text: str) -> tuple[time, time] | None:
+    """`HH:MM-HH:MM` as (start, end) local times; None when it is not that form."""
+    start, sep, end = text.replace(" ", "").partition("-")
+    try:
+        return (time.fromisoformat(start), time.fromisoformat(end)) if sep else None
+    except ValueError:
+        return None
+
+
+def within_hours(hours: str, now: time) -> bool:
+    """Whether local `now` falls in `hours` (`HH:MM-HH:MM`, wrapping past midnight when the
+    end comes first); never for empty or unreadable hours. Seed 001 §1.8: the quiet period
+    is time without messages outside the active hours."""
+    parsed = parse_hours(hours) if hours else None
+    if parsed is None:
+        return False
+    start, end = parsed
+    return start <= now < end if start <= end else now >= start or now < end
 
 
 MIN_TOKEN_CHARS = 16

@@ -17,7 +17,7 @@ from datetime import datetime, time, timedelta
 from functools import partial
 
 from memory_core.clock import format_when
-from memory_core.config import Config
+from memory_core.config import Config, within_hours
 from memory_core.conversation.archiver import Archiver, ArchiveReport
 from memory_core.conversation.chat import ChatEngine, NewSessionResult, TurnResult
 from memory_core.llm import LLMClient
@@ -142,8 +142,14 @@ class Runtime:
             ran.append("daily-archive")
         quiet = timedelta(minutes=self.config.schedule.quiet_minutes)
         last_message = await self.history.last_message_at()
-        if (last_message is None or when - last_message >= quiet) and await self._once_today(
-            "quiet-consolidation", today, partial(self._consolidate_all, when)
+        idle = last_message is None or when - last_message >= quiet
+        active = within_hours(self.config.schedule.active_hours, local.time())
+        if (
+            idle
+            and not active
+            and await self._once_today(
+                "quiet-consolidation", today, partial(self._consolidate_all, when)
+            )
         ):
             ran.append("quiet-consolidation")
         return ran

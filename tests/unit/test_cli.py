@@ -827,3 +827,10 @@ def test_help_imports_nothing_heavy() -> None:
     )
     assert "COMMAND" in done.stdout
     assert done.stderr.strip() == "[]"
+
+
+def test_rebuild_index_is_reindex(cli: Run) -> None:
+    cli.capture("用户喜欢用 pytest 而非 unittest")
+    rebuilt, reindexed = cli.json("rebuild-index"), cli.json("reindex")
+    assert rebuilt["files"] == reindexed["files"] >= 1
+    assert rebuilt["chunks"] == reindexed["chunks"] >= 1

@@ -355,3 +355,9 @@ def test_a_bad_mcp_client_entry_never_prints_its_token(tmp_path: Path) -> None:
         load_config(path, env={})
     assert "mcp.clients" in str(err.value)
     assert "a-secret-token-0123456789" not in str(err.value)
+
+
+@pytest.mark.parametrize("hours", ["8-23", "08:00", "25:00-26:00", "morning"])
+def test_bad_active_hours_are_refused(tmp_path: Path, hours: str) -> None:
+    with pytest.raises(ConfigError, match="active_hours"):
+        load_config(write(tmp_path, f'[schedule]\nactive_hours = "{hours}"\n'), env={})

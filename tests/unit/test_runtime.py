@@ -270,3 +270,33 @@ async def test_stop_waits_for_a_turn_whose_caller_stopped_waiting(core: MemoryCo
     session = await history.current_session(MAIN)
     assert session is not None
     assert [m.content for m in await history.session_messages(session.id)][:1] == ["hello there"]
+
+
+async def test_quiet_consolidation_waits_for_the_active_hours_to_end(
+    workspace: Path, clock: ManualClock
+) -> None:
+    """Seed 001 §1.8: the quiet period is 20 minutes without messages *and* outside the
+    active hours (here 08:00-23:00 UTC; START is 12:00)."""
+    config = offline_config(workspace)
+    config = config.model_copy(
+        update={"schedule": config.schedule.model_copy(update={"active_hours": "08:00-23:00"})}
+    )
+    async with MemoryCore.open(config, clock=clock) as core:
+        clock.advance(timedelta(hours=1))  # 13:00: quiet, but people are up
+        assert "quiet-consolidation" not in await core.runtime.tick()
+        clock.advance(timedelta(hours=10, minutes=1))  # 23:01
+        assert "quiet-consolidation" in await core.runtime.tick()
+
+
+@pytest.mark.parametrize(
+    ("hours", "inside", "outside"),
+    [("08:00-23:00", "12:00", "23:30"), ("22:00-06:00", "02:00", "12:00"), ("", None, "12:00")],
+)
+def test_active_hours_may_wrap_past_midnight(hours: str, inside: str | None, outside: str) -> None:
+    from datetime import time as clock_time
+
+    from memory_core.config import within_hours
+
+    if inside is not None:
+        assert within_hours(hours, clock_time.fromisoformat(inside))
+    assert not within_hours(hours, clock_time.fromisoformat(outside))
