@@ -158,6 +158,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from adapters import (  # noqa: F401
         cli_bots,
         cli_commands,
+        cli_entities,
         cli_mcp,
         cli_recall,
         cli_snapshot,

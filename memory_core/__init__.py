@@ -22,6 +22,7 @@ PUBLIC_API = frozenset(
         "memory_core.workspace",
         "memory_core.event_log",
         "memory_core.snapshot",
+        "memory_core.entities",
         # pure rules a front end shows or previews
         "memory_core.scoring",
         "memory_core.merge",

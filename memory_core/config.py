@@ -173,6 +173,11 @@ class RecallSettings(_Section):
     sync_min_interval_seconds: float = _field(
         2.0, "Minimum seconds between checks for hand-edited files before a search."
     )
+    entity_expansion: bool = _field(
+        True,
+        "A question naming an entity of the scope's memories by one of its names also asks"
+        " for the others ('my cat' and the cat's name).",
+    )
 
 
 class HistorySettings(_Section):

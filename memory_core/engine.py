@@ -39,6 +39,7 @@ from memory_core.conversation.runtime import Runtime
 from memory_core.db import Database
 from memory_core.deliveries import Deliveries
 from memory_core.embedding.factory import build_embedder
+from memory_core.entities import Entity
 from memory_core.entries import Importance, MemoryEntry
 from memory_core.errors import (
     ChatmemError,
@@ -414,6 +415,11 @@ class MemoryCore:
         return await asyncio.to_thread(
             read_head, self.memory.long_term.path(scope), self.policy.archive_below, max_bytes
         )
+
+    async def entities(self, scope: ScopeKey) -> list[Entity]:
+        """People, pets, places and projects the scope's Active memories name, found by
+        offline rules, with their aliases and the memories that mention them."""
+        return await self.memory.long_term.entities(scope)
 
     async def get_entry(self, scope: ScopeKey, entry_id: str) -> MemoryEntry:
         return await self.memory.long_term.get_entry(scope, entry_id)

@@ -276,7 +276,9 @@ class ChatmemApp(App[None]):
         """What a rebuild would write now (nothing is written)."""
         snapshot = await self.core.snapshot(scope, write=False, now=self.now())
         enabled = self.core.config.snapshot.enabled
-        self.post_message(SnapshotLoaded(scope, snapshot, self.core.snapshot_path(scope), enabled))
+        entities = await self.core.entities(scope)
+        path = self.core.snapshot_path(scope)
+        self.post_message(SnapshotLoaded(scope, snapshot, path, enabled, entities))
 
     @work(group="activity", exclusive=True, exit_on_error=False, description="activity")
     async def load_activity(self, scope: ScopeKey, after_id: int) -> None:
@@ -361,6 +363,7 @@ class ChatmemApp(App[None]):
     def on_snapshot_loaded(self, message: SnapshotLoaded) -> None:
         if message.scope == self.scope and (pane := self.pane(SnapshotPane)):
             pane.show(message.snapshot, message.path, message.enabled)
+            pane.show_entities(message.entities)
 
     def on_archive_loaded(self, message: ArchiveLoaded) -> None:
         if message.state.scope != self.scope:

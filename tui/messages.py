@@ -7,6 +7,7 @@ from datetime import datetime
 
 from textual.message import Message
 
+from memory_core.entities import Entity
 from memory_core.recall import Injection
 from memory_core.records import AuditRecord, Hit
 from memory_core.scope import ScopeKey
@@ -83,3 +84,4 @@ class SnapshotLoaded(Message):
     snapshot: Snapshot
     path: str
     enabled: bool
+    entities: list[Entity]

@@ -78,7 +78,9 @@ def build_memory_service(
     store = LongTermStore(workspace, locks, config.scoring.archive_below)
     long_term = LongTermMemory(config, workspace, store, guard, now)
     notes = DailyNotes(workspace, locks, guard, zone, now, config.prompt.daily_max_chars)
-    finder = Finder(workspace, guard, config.recall, zone, notes.today, long_term.flush)
+    finder = Finder(
+        workspace, guard, config.recall, zone, notes.today, long_term.flush, long_term.entities
+    )
     events = EventLog(workspace, notes.today)
     snapshots = Snapshots(config, workspace, long_term, events, now, zone)
     return MemoryService(long_term, notes, finder, guard, now, events, snapshots)

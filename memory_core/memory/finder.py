@@ -16,6 +16,7 @@ from datetime import date, datetime, tzinfo
 
 from memory_core.chunking import ChunkKind
 from memory_core.config import RecallSettings
+from memory_core.entities import Entity, expand_query
 from memory_core.errors import ChatmemError, DatabaseFailure, IndexUnavailable
 from memory_core.fallback import search_files
 from memory_core.index import RANK_BUDGET, Hit
@@ -42,6 +43,7 @@ class Finder:
         zone: tzinfo,
         today: Callable[[datetime | None], date],
         flush: Flush,
+        entities_of: Callable[[ScopeKey], Awaitable[list[Entity]]] | None = None,
     ) -> None:
         self.workspace = workspace
         self.guard = guard
@@ -49,6 +51,7 @@ class Finder:
         self.zone = zone
         self.today = today
         self.flush = flush
+        self.entities_of = entities_of
         self._cache: RecallCache[Injection] = RecallCache(ttl_seconds=settings.cache_minutes * 60)
 
     async def search(
@@ -129,8 +132,13 @@ class Finder:
         within `recall.cache_minutes`, with nothing written since, is answered from cache.
         """
         settings = self.settings
+        asked = pending
+        if settings.entity_expansion and self.entities_of is not None:
+            # "my cat" also asks for 小橘, and 小橘 for "my cat" (memory_core.entities).
+            extra = expand_query(pending, await self.entities_of(scope))
+            asked = " ".join([pending, *extra])
         query = build_query(
-            pending, recent, today=self.today(now), context_weight=settings.context_weight
+            asked, recent, today=self.today(now), context_weight=settings.context_weight
         )
         keywords = sorted(query.terms, key=lambda t: -query.terms[t])
         if not query.terms and query.window is None:

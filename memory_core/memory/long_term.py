@@ -25,6 +25,7 @@ from pathlib import Path
 
 from memory_core.activations import Activation
 from memory_core.config import Config
+from memory_core.entities import Entity, extract_entities
 from memory_core.entries import ArchiveReason, Importance, MemoryEntry
 from memory_core.errors import ChatmemError, DatabaseUnreachable, EntryNotFound
 from memory_core.forgotten import ForgottenFile
@@ -98,6 +99,7 @@ class LongTermMemory:
         # The store's registry: its process layer may be the database's advisory locks.
         self._locks = store.locks
         self._ranked_cache: dict[ScopeKey, tuple[ParsedMemory, list[MemoryEntry]]] = {}
+        self._entities: dict[str, tuple[ParsedMemory, list[Entity]]] = {}
         # Per scope: the ranked entries a prompt block was made from, the instants it holds
         # for (from, until) and the block itself.
         self._prompt_cache: dict[ScopeKey, tuple[list[MemoryEntry], datetime, datetime, str]] = {}
@@ -148,6 +150,18 @@ class LongTermMemory:
 
     async def entries(self, scope: ScopeKey) -> list[MemoryEntry]:
         return list((await self.store.load(scope)).entries)
+
+    async def entities(self, scope: ScopeKey) -> list[Entity]:
+        """The entities the scope's Active memories name (best first), found again only
+        when the file changed: the store hands out the same parse until then."""
+        parsed = await self.store.load(scope)
+        cached = self._entities.get(scope.value)
+        if cached is not None and cached[0] is parsed:
+            return cached[1]
+        active = [e for e in parsed.entries if e.archived is None]
+        found = await asyncio.to_thread(extract_entities, active)
+        self._entities[scope.value] = (parsed, found)
+        return found
 
     async def get_entry(self, scope: ScopeKey, entry_id: str) -> MemoryEntry:
         for entry in await self.entries(scope):

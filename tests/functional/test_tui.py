@@ -491,6 +491,11 @@ async def test_snapshot_tab_shows_each_section_with_its_tokens(demo_ws: Path) ->
         assert ranked and ranked in run.text("#snapshot-text")
         # Shown, never written: the tab previews a rebuild.
         assert not (demo_ws / run.core.snapshot_path(MAIN)).exists()
+        await run.core.capture(MAIN, "我的猫叫小橘")
+        await run.pilot.press("ctrl+r")
+        await run.settle()
+        assert "小橘" in run.column("#entities", "name")
+        assert run.column("#entities", "name") == [e.name for e in await run.core.entities(MAIN)]
 
 
 # --- actions -----------------------------------------------------------------------------

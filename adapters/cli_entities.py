@@ -1,0 +1,35 @@
+"""`chatmem entities`: the people, pets, places and projects a scope's memories name."""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING
+
+from adapters.cli import Output, command
+
+if TYPE_CHECKING:
+    from memory_core.engine import MemoryCore
+
+
+@command("entities", "list the people, pets, places and projects the scope's memories name")
+class Entities:
+    @staticmethod
+    async def run(core: MemoryCore, args: argparse.Namespace) -> int:
+        found = await core.entities(args.scope_key)
+        data = [
+            {
+                "name": e.name,
+                "kind": e.kind.value,
+                "aliases": list(e.aliases),
+                "relations": list(e.relations),
+                "memories": list(e.facts),
+            }
+            for e in found
+        ]
+        lines = [f"{len(found)} entities in scope {args.scope_key}"]
+        for e in found:
+            also = f" (also: {', '.join(e.aliases)})" if e.aliases else ""
+            about = f"; {', '.join(e.relations)}" if e.relations else ""
+            lines.append(f"  {e.name} [{e.kind.value}]{also}{about}: {len(e.facts)} memories")
+        Output(args.json).emit(data, "\n".join(lines))
+        return 0
