@@ -97,9 +97,12 @@ def extract_entities(entries: Sequence[MemoryEntry]) -> list[Entity]:
                 if relation:
                     relations.add(relation)
     entities = []
+    # Each text folded once, not once per entity: with 10 000 memories naming 80 entities
+    # the per-pair casefold was 0.7 s of the 0.8 s this took.
+    folded = [(e.id, e.content.casefold()) for e in entries] if found else []
     for name, kind, alias_set, relation_set in found.values():
-        words = [name, *alias_set]
-        facts = tuple(e.id for e in entries if mentions(e.content, words))
+        keys = [word.casefold() for word in (name, *alias_set) if word]
+        facts = tuple(entry_id for entry_id, text in folded if any(k in text for k in keys))
         entity = Entity(name, kind, tuple(sorted(alias_set)), tuple(sorted(relation_set)), facts)
         entities.append(entity)
     return sorted(entities, key=lambda e: (-len(e.facts), e.name.casefold()))
