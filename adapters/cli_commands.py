@@ -21,6 +21,7 @@ from adapters.cli import (
     positive_int,
 )
 from memory_core.clock import format_when
+from memory_core.consolidation import PHASES, Phase, PhaseReport
 from memory_core.entries import CATEGORIES, MemoryEntry
 from memory_core.errors import ChatmemError
 from memory_core.merge import ChangeKind, MergeResult
@@ -248,11 +249,20 @@ class Stats:
 
 @command(
     "consolidate",
-    "decay, archive and forget as of now; a future --now only previews unless --apply",
+    "run the consolidation phases (decay, filter, extract, verify, summarize, snapshot) "
+    "as of now; a future --now only previews the decay unless --apply",
 )
 class Consolidate:
     @staticmethod
     def arguments(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument(
+            "--phase",
+            action="append",
+            choices=[phase.value for phase in PHASES],
+            metavar="NAME",
+            help="run only this phase (repeatable; they run in their fixed order): "
+            + ", ".join(phase.value for phase in PHASES),
+        )
         parser.add_argument(
             "--now",
             type=parse_time_arg,
@@ -279,10 +289,23 @@ class Consolidate:
         when: datetime = args.now.replace(microsecond=0) if args.now else real_now
         future = when > real_now
         preview = args.dry_run or (future and not args.apply)
+        phases = [Phase(name) for name in args.phase] if args.phase else list(PHASES)
+        if preview and phases != [Phase.DECAY] and args.phase:
+            raise ChatmemError(
+                "only the decay phase can be previewed (--dry-run, or a future --now "
+                "without --apply)"
+            )
+        reports: list[PhaseReport] = []
         if preview:
             result = await core.preview_consolidate(args.scope_key, now=when)
-        else:
+        elif Phase.DECAY in phases:
             result = await core.consolidate(args.scope_key, now=when)
+        else:
+            result = MergeResult(entries=[])
+        if not preview:
+            later = [phase for phase in phases if phase is not Phase.DECAY]
+            if later:
+                reports = await core.consolidate_phases(args.scope_key, later, now=when)
         changes = [
             {
                 "kind": c.kind.value,
@@ -311,12 +334,19 @@ class Consolidate:
             lines.append(
                 f"forgotten entries can be brought back for {keep_days} days: chatmem restore ID"
             )
+        lines.extend(f"  {r.phase.value:<9} {r.detail}" for r in reports)
+        if preview and not args.phase:
+            lines.append("the other phases run only when applied")
         Output(args.json).emit(
             {
                 "now": format_when(when),
                 "applied": not preview,
                 "stats": result.stats,
                 "changes": changes,
+                "phases": [
+                    {"phase": r.phase.value, "changes": r.changes, "detail": r.detail}
+                    for r in reports
+                ],
             },
             "\n".join(lines),
         )

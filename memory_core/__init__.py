@@ -23,6 +23,7 @@ PUBLIC_API = frozenset(
         "memory_core.event_log",
         "memory_core.snapshot",
         "memory_core.entities",
+        "memory_core.consolidation",
         # pure rules a front end shows or previews
         "memory_core.scoring",
         "memory_core.merge",

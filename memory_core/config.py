@@ -31,6 +31,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from memory_core.entries import MemoryClass
 from memory_core.errors import ConfigError, ScopeError
 from memory_core.scope import DmScope, ScopeKey
 from memory_core.scoring import ScoringPolicy
@@ -57,7 +58,17 @@ class ScoringSettings(_Section):
 
     reinforce_rate: float = _field(0.2, "Reinforcement gain: score + (1 - score) * rate.")
     contradict_factor: float = _field(0.5, "A contradicted entry's score is multiplied by this.")
-    daily_decay: float = _field(0.99, "Daily decay factor after the grace period.")
+    decay: Literal["class", "flat"] = _field(
+        "class",
+        "class: each memory class decays at its own rate (class_decay); "
+        "flat: every entry at daily_decay.",
+    )
+    class_decay: dict[str, float] = _field(
+        {"fact": 0.008, "belief": 0.07, "summary": 0.025, "event": 0.15},
+        "Per-class decay constant lambda: a day past the grace period multiplies the score "
+        "by exp(-lambda) (half-lives of about 87, 10, 28 and 5 days).",
+    )
+    daily_decay: float = _field(0.99, "Daily decay factor after the grace period (flat mode).")
     grace_days: int = _field(7, "Days after an activation with no decay.")
     archive_below: float = _field(0.2, "Entries scoring below this move to Archived (recall only).")
     forget_below: float = _field(
@@ -66,7 +77,12 @@ class ScoringSettings(_Section):
         "long_term.forgotten_keep_days; the audit log keeps their text).",
     )
     category_decay: dict[str, float] = _field(
-        {}, "Per-category daily decay factors overriding daily_decay, e.g. todo = 0.97."
+        {},
+        "Per-category daily decay factors for entries whose class comes from their "
+        "category, overriding the class or flat rate, e.g. todo = 0.97.",
+    )
+    belief_contradict_factor: float = _field(
+        0.5, "A belief contradicted by a later fact has its confidence multiplied by this."
     )
 
     def policy(self) -> ScoringPolicy:
@@ -675,6 +691,18 @@ def _validate(config: Config, source: str) -> None:
         (
             all(0 < v <= 1 for v in s.category_decay.values()),
             "scoring.category_decay values must be in (0, 1]",
+        ),
+        (
+            sorted(s.class_decay) == sorted(m.value for m in MemoryClass),
+            "scoring.class_decay must give exactly fact, belief, summary and event",
+        ),
+        (
+            all(0 <= v <= 5 for v in s.class_decay.values()),
+            "scoring.class_decay values must be in [0, 5]",
+        ),
+        (
+            0 < s.belief_contradict_factor < 1,
+            "scoring.belief_contradict_factor must be in (0, 1)",
         ),
         (h.min_messages <= h.max_messages, "history.min_messages must be <= history.max_messages"),
         (h.soft_cap <= h.hard_cap, "history.soft_cap must be <= history.hard_cap"),

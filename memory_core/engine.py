@@ -32,9 +32,11 @@ from memory_core.audit import AuditLog
 from memory_core.chunking import ChunkKind
 from memory_core.clock import Clock, ensure_aware, system_clock
 from memory_core.config import Config
+from memory_core.consolidation import PHASES, Phase, PhaseReport
 from memory_core.conversation import tools
 from memory_core.conversation.archiver import ArchiveReport
 from memory_core.conversation.chat import NewSessionResult, TurnResult
+from memory_core.conversation.consolidator import Consolidator
 from memory_core.conversation.runtime import Runtime
 from memory_core.db import Database
 from memory_core.deliveries import Deliveries
@@ -466,6 +468,21 @@ class MemoryCore:
     async def consolidate(self, scope: ScopeKey, *, now: datetime | None = None) -> MergeResult:
         """Decay, expire, archive and forget as of `now` (no new memories)."""
         return await self.memory.long_term.consolidate(scope, now=now)
+
+    async def consolidate_phases(
+        self,
+        scope: ScopeKey,
+        phases: Sequence[Phase] = PHASES,
+        *,
+        now: datetime | None = None,
+    ) -> list[PhaseReport]:
+        """Seed 001's consolidation phases (decay, filter, extract, verify, summarize,
+        snapshot) over the scope, resumable and idempotent; `phases` picks some, always in
+        that order."""
+        consolidator = Consolidator(
+            self.memory, self._history, self._audit, self.llm, self.config, self._locks
+        )
+        return await consolidator.run(scope, phases, now=now)
 
     async def forget(self, scope: ScopeKey, entry_id: str, *, source: str = "user") -> MemoryEntry:
         """Delete an entry from the file; it stays restorable for

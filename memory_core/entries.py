@@ -27,11 +27,74 @@ CATEGORIES: tuple[str, ...] = (
 """The seed's categories; files may carry others (a person may invent one), which are kept."""
 
 
+class MemoryClass(StrEnum):
+    """How a memory ages (seed 001 §1.4, §1.7): each class has its own decay rate."""
+
+    FACT = "fact"
+    """Stable knowledge about the user or the world; fades slowest (~87-day half-life)."""
+    BELIEF = "belief"
+    """An inference not stated outright; fades fast (~10 days) unless confirmed."""
+    SUMMARY = "summary"
+    """A consolidation's digest of several events (~28 days)."""
+    EVENT = "event"
+    """Something that happened once; fades fastest (~5 days), summaries outlive it."""
+
+
+class Granularity(StrEnum):
+    ATOMIC = "atomic"
+    """One statement."""
+    COMPOSITE = "composite"
+    """Several statements folded together (a summary, a merged profile)."""
+
+
+CATEGORY_CLASSES: dict[str, MemoryClass] = {
+    "preference": MemoryClass.FACT,
+    "fact": MemoryClass.FACT,
+    "workflow": MemoryClass.FACT,
+    "decision": MemoryClass.FACT,
+    "skill_usage": MemoryClass.FACT,
+    "experience": MemoryClass.EVENT,
+    "todo": MemoryClass.EVENT,
+}
+"""The class an entry has when nothing gave it one: what was stated about the user stays
+a fact, what happened (an experience, a todo) is an event. A category not listed (one a
+person invented) is a fact: the slow rate loses nothing by surprise."""
+
+
+def class_of(entry: MemoryEntry) -> MemoryClass:
+    """The entry's own class, else its category's."""
+    return entry.memory_class or CATEGORY_CLASSES.get(entry.category, MemoryClass.FACT)
+
+
+def granularity_of(entry: MemoryEntry) -> Granularity:
+    if entry.granularity is not None:
+        return entry.granularity
+    return Granularity.COMPOSITE if class_of(entry) is MemoryClass.SUMMARY else Granularity.ATOMIC
+
+
+DEFAULT_CONFIDENCE: dict[MemoryClass, float] = {
+    MemoryClass.FACT: 1.0,
+    MemoryClass.BELIEF: 0.6,
+    MemoryClass.SUMMARY: 0.9,
+    MemoryClass.EVENT: 1.0,
+}
+"""Confidence of an entry that records none: stated things are sure, an inference is not."""
+
+
+def confidence_of(entry: MemoryEntry) -> float:
+    if entry.confidence is not None:
+        return entry.confidence
+    return DEFAULT_CONFIDENCE[class_of(entry)]
+
+
 class ArchiveReason(StrEnum):
     """Why an entry sits in Archived although its score alone would not put it there."""
 
     MANUAL = "manual"
     EXPIRED = "expired"
+    SUMMARIZED = "summarized"
+    """A consolidation's summary covers it: the summary ranks in its place, and recall
+    still finds the event itself."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +120,12 @@ class MemoryEntry:
     archived: ArchiveReason | None = None
     sessions: tuple[str, ...] = field(default=())
     """Recent sessions that created or reinforced the entry, newest last (idempotency)."""
+    memory_class: MemoryClass | None = None
+    """Given by extraction or consolidation; None means the category's (`class_of`)."""
+    granularity: Granularity | None = None
+    importance: Importance | None = None
+    """As extraction judged it, for the ranking's importance bonus; None for entries
+    written before it was kept (the bonus then counts them medium)."""
 
     def with_(self, **changes: object) -> MemoryEntry:
         return replace(self, **changes)  # type: ignore[arg-type]
@@ -79,6 +148,9 @@ class MemoryEntry:
             self.pinned,
             self.archived,
             self.sessions,
+            self.memory_class,
+            self.granularity,
+            self.importance,
         )
 
 
@@ -110,6 +182,9 @@ class _EntrySlots:
     pinned: bool
     archived: ArchiveReason | None
     sessions: tuple[str, ...]
+    memory_class: MemoryClass | None
+    granularity: Granularity | None
+    importance: Importance | None
 
 
 _new_object = object.__new__
@@ -131,6 +206,9 @@ def build_entry(
     pinned: bool,
     archived: ArchiveReason | None,
     sessions: tuple[str, ...],
+    memory_class: MemoryClass | None = None,
+    granularity: Granularity | None = None,
+    importance: Importance | None = None,
 ) -> MemoryEntry:
     """`MemoryEntry(...)` with every field given positionally, about three times faster.
 
@@ -152,6 +230,9 @@ def build_entry(
     entry.pinned = pinned
     entry.archived = archived
     entry.sessions = sessions
+    entry.memory_class = memory_class
+    entry.granularity = granularity
+    entry.importance = importance
     _set_attribute(entry, "__class__", MemoryEntry)
     return entry  # type: ignore[return-value]
 

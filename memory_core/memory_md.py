@@ -19,7 +19,15 @@ from datetime import UTC, datetime
 from json.encoder import encode_basestring as _encode_string
 
 from memory_core.clock import format_when, parse_when
-from memory_core.entries import ArchiveReason, MemoryEntry, build_entry, is_valid_entry_id
+from memory_core.entries import (
+    ArchiveReason,
+    Granularity,
+    Importance,
+    MemoryClass,
+    MemoryEntry,
+    build_entry,
+    is_valid_entry_id,
+)
 from memory_core.merge import sort_entries
 
 TITLE = "# Agent Memory"
@@ -239,6 +247,22 @@ def _header_date(text: str) -> datetime:
 
 
 _ARCHIVE_REASONS: dict[str, ArchiveReason] = {reason.value: reason for reason in ArchiveReason}
+_CLASSES: dict[str, MemoryClass] = {kind.value: kind for kind in MemoryClass}
+_GRANULARITIES: dict[str, Granularity] = {kind.value: kind for kind in Granularity}
+_IMPORTANCES: dict[str, Importance] = {kind.value: kind for kind in Importance}
+
+
+def _labels(entry: MemoryEntry) -> list[tuple[str, str]]:
+    """The seed 001 labels an entry carries explicitly, in the order they are written;
+    an entry without them (every file older than them) renders exactly as before."""
+    labels = []
+    if entry.memory_class is not None:
+        labels.append(("memory_class", entry.memory_class.value))
+    if entry.granularity is not None:
+        labels.append(("granularity", entry.granularity.value))
+    if entry.importance is not None:
+        labels.append(("importance", entry.importance.value))
+    return labels
 
 
 def _parse_block(lines: list[str], section: str | None, archive_below: float) -> MemoryEntry:
@@ -309,6 +333,9 @@ def _parse_block(lines: list[str], section: str | None, archive_below: float) ->
     sessions = meta.get("sessions")
     confidence = meta.get("confidence")
     source = meta.get("source_session")
+    kind = meta.get("memory_class")
+    granularity = meta.get("granularity")
+    importance = meta.get("importance")
     return build_entry(
         entry_id,
         content,
@@ -324,6 +351,9 @@ def _parse_block(lines: list[str], section: str | None, archive_below: float) ->
         pinned,
         archived,
         tuple(s for s in sessions if isinstance(s, str)) if isinstance(sessions, list) else (),
+        _CLASSES.get(kind) if isinstance(kind, str) else None,
+        _GRANULARITIES.get(granularity) if isinstance(granularity, str) else None,
+        _IMPORTANCES.get(importance) if isinstance(importance, str) else None,
     )
 
 
@@ -490,6 +520,8 @@ def render_entry(entry: MemoryEntry) -> list[str]:
             meta["pinned"] = True
         if entry.archived is not None:
             meta["archived"] = entry.archived.value
+        for name, value in _labels(entry):
+            meta[name] = value
         encoded = _META_ENCODER.encode(meta)
     encoded = encoded.replace("-->", "--\\u003e")
     lines = [header, f"<!-- chatmem: {encoded} -->"]
@@ -558,5 +590,9 @@ def _meta_json(
         if type(reason) is not str:
             return None
         parts.append(f', "archived": {_encode_string(reason)}')
+    for name, value in _labels(entry):
+        if type(value) is not str:
+            return None
+        parts.append(f', "{name}": {_encode_string(value)}')
     parts.append("}")
     return "".join(parts)

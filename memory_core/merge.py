@@ -17,11 +17,15 @@ from enum import StrEnum
 from operator import attrgetter
 
 from memory_core.entries import (
+    CATEGORY_CLASSES,
     SESSION_MEMORY,
     ArchiveReason,
+    Granularity,
     Importance,
+    MemoryClass,
     MemoryEntry,
     build_entry,
+    class_of,
     new_entry_id,
 )
 from memory_core.scoring import (
@@ -29,6 +33,7 @@ from memory_core.scoring import (
     ScoringPolicy,
     Status,
     contradict,
+    contradict_belief,
     expire,
     initial_score,
     is_expired,
@@ -60,6 +65,8 @@ class Candidate:
     contradicts: tuple[str, ...] = ()
     expires_at: datetime | None = None
     confidence: float | None = None
+    memory_class: MemoryClass | None = None
+    granularity: Granularity | None = None
     new_id: str | None = None
     """Id for the entry if the candidate is added: a staged capture fixes it up front so
     replaying the capture (after a crash, or onto a file edited meanwhile) keeps it."""
@@ -299,6 +306,9 @@ def _decay_into(
     grace_days = policy.grace_days
     category_rates = policy.category_decay
     daily_decay = policy.daily_decay
+    class_factors = policy.class_factors()
+    # scoring.ScoringPolicy.daily_factor, memoised per category and per class.
+    factor_of_category: dict[str, float] = {}
     append = changes.append
     for entry in existing:
         score = entry.score
@@ -314,7 +324,19 @@ def _decay_into(
                 before_status[entry.id] = _ARCHIVED
             else:
                 before_status[entry.id] = _ACTIVE
-            rate = category_rates.get(entry.category, daily_decay)
+            memory_class = entry.memory_class
+            if memory_class is not None:
+                rate = class_factors.get(memory_class, daily_decay)
+            else:
+                category = entry.category
+                found = factor_of_category.get(category)
+                if found is None:
+                    found = category_rates.get(category)
+                    if found is None:
+                        default_class = CATEGORY_CLASSES.get(category, MemoryClass.FACT)
+                        found = class_factors.get(default_class, daily_decay)
+                    factor_of_category[category] = found
+                rate = found
             last_activated = entry.last_activated
             # scoring.decayed_score: days accrued by now minus days already applied.
             accrued = (now - last_activated).days - grace_days
@@ -338,6 +360,9 @@ def _decay_into(
                 entry.pinned,
                 archived,
                 entry.sessions,
+                entry.memory_class,
+                entry.granularity,
+                entry.importance,
             )
             append(
                 build_change(_DECAYED, entry.id, score, new_score, entry.content, entry.category)
@@ -541,7 +566,10 @@ def _contradict(
     if entry is None:
         return
     score = contradict(entry.score, policy)
-    by_id[entry_id] = entry.with_(score=score, scored_at=now)
+    contradicted = entry.with_(score=score, scored_at=now)
+    if class_of(entry) is MemoryClass.BELIEF:
+        contradicted = contradict_belief(contradicted, policy)
+    by_id[entry_id] = contradicted
     changes.append(
         Change(ChangeKind.CONTRADICTED, entry_id, entry.score, score, entry.content, entry.category)
     )
@@ -572,6 +600,9 @@ def _new_entry(
         confidence=cand.confidence,
         expires_at=cand.expires_at,
         sessions=(session_id,) if session_id else (),
+        memory_class=cand.memory_class,
+        granularity=cand.granularity,
+        importance=cand.importance,
     )
 
 

@@ -1,4 +1,18 @@
-"""Pure scoring rules (seed 002 §3.4, §8.4; seed 001 §1.6–1.7). No I/O, no clock."""
+"""Pure scoring rules (seed 002 §3.4, §8.4; seed 001 §1.6–1.7). No I/O, no clock.
+
+One formula reconciles the two seeds. An entry's lifecycle score `s` starts at its
+importance's value and follows seed 002: reinforcement `s + (1 - s) * 0.2` (and the grace
+period restarts), contradiction `s * 0.5`, Archived below 0.2, forgotten below 0.05. Between
+activations it decays as
+
+    s(t) = s(t0) * f ** (d(t) - d(t0)),   d(t) = max(0, whole days since activation - grace)
+
+where the daily factor `f` is seed 001's per class, `exp(-lambda)` with lambda fact 0.008,
+belief 0.07, summary 0.025, event 0.15 (half-lives of about 87, 10, 28 and 5 days), or seed
+002's single 0.99 when `scoring.decay = "flat"`. A `scoring.category_decay` factor overrides
+either for the entries whose class comes from their category. Ranking (seed 001 §1.6) is a
+separate figure built on `s`: see `rank_terms`.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +21,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 
-from memory_core.entries import ArchiveReason, Importance, MemoryEntry
+from memory_core.entries import (
+    ArchiveReason,
+    Importance,
+    MemoryClass,
+    MemoryEntry,
+    class_of,
+    confidence_of,
+)
 
 INITIAL_SCORES: dict[Importance, float] = {
     Importance.HIGH: 0.8,
@@ -16,9 +37,25 @@ INITIAL_SCORES: dict[Importance, float] = {
 }
 
 
+CLASS_DECAY: dict[str, float] = {
+    MemoryClass.FACT: 0.008,
+    MemoryClass.BELIEF: 0.07,
+    MemoryClass.SUMMARY: 0.025,
+    MemoryClass.EVENT: 0.15,
+}
+"""Seed 001 §1.7's daily decay constants: a day multiplies the score by exp(-lambda)."""
+
+
+class DecayMode(StrEnum):
+    CLASS = "class"
+    """Each memory class at its own rate (seed 001)."""
+    FLAT = "flat"
+    """Every entry at `daily_decay` (seed 002)."""
+
+
 @dataclass(frozen=True, slots=True)
 class ScoringPolicy:
-    """The numbers of the lifecycle; defaults are the seed's."""
+    """The numbers of the lifecycle; defaults are the seeds'."""
 
     reinforce_rate: float = 0.2
     contradict_factor: float = 0.5
@@ -27,10 +64,33 @@ class ScoringPolicy:
     archive_below: float = 0.2
     forget_below: float = 0.05
     category_decay: dict[str, float] = field(default_factory=dict)
-    """Per-category daily factor overriding `daily_decay` (e.g. todo fades faster)."""
+    """Per-category daily factor, for entries whose class comes from their category."""
+    decay: str = DecayMode.CLASS
+    class_decay: dict[str, float] = field(default_factory=lambda: dict(CLASS_DECAY))
+    """Per-class lambda (`exp(-lambda)` a day) in the "class" mode."""
+    belief_contradict_factor: float = 0.5
+    """A contradicted belief's confidence is multiplied by this (seed 001 Phase 4b)."""
+    _factors: dict[str, float] = field(init=False, repr=False, compare=False)
 
-    def decay_rate(self, category: str) -> float:
-        return self.category_decay.get(category, self.daily_decay)
+    def __post_init__(self) -> None:
+        object.__setattr__(
+            self, "_factors", {name: math.exp(-rate) for name, rate in self.class_decay.items()}
+        )
+
+    def daily_factor(self, entry: MemoryEntry) -> float:
+        """What one day of decay multiplies this entry's score by."""
+        if entry.memory_class is None:
+            override = self.category_decay.get(entry.category)
+            if override is not None:
+                return override
+        if self.decay == DecayMode.FLAT:
+            return self.daily_decay
+        return self._factors[class_of(entry)]
+
+    def class_factors(self) -> dict[str, float]:
+        """Daily factor per class name (empty in the flat mode), for loops that inline
+        `daily_factor`."""
+        return {} if self.decay == DecayMode.FLAT else dict(self._factors)
 
 
 DEFAULT_POLICY = ScoringPolicy()
@@ -90,7 +150,7 @@ def score_at(entry: MemoryEntry, when: datetime, policy: ScoringPolicy = DEFAULT
         entry.scored_at,
         entry.last_activated,
         when,
-        policy.decay_rate(entry.category),
+        policy.daily_factor(entry),
         policy.grace_days,
     )
 
@@ -120,7 +180,7 @@ def days_until_below(
     current = score_at(entry, when, policy)
     if current < threshold:
         return 0
-    rate = policy.decay_rate(entry.category)
+    rate = policy.daily_factor(entry)
     if entry.pinned or rate >= 1.0 or threshold <= 0:
         return None
     # Days of decay needed from now: smallest n with current * rate**n < threshold.
@@ -143,3 +203,66 @@ def expire(entry: MemoryEntry, policy: ScoringPolicy = DEFAULT_POLICY) -> Memory
     """An expired todo is pushed below the archive line and flagged (seed 002 Phase 1.5)."""
     lowered = min(entry.score, max(policy.forget_below, policy.archive_below - 0.01))
     return entry.with_(score=lowered, archived=ArchiveReason.EXPIRED)
+
+
+ACCESS_BONUS_MAX = 0.1
+"""The most recall hits can add to a rank: use matters, but never outweighs the score."""
+ACCESS_SATURATION = 20
+"""Hits at which the access bonus is full; it grows with log(1 + hits) up to there."""
+IMPORTANCE_BONUS: dict[Importance, float] = {
+    Importance.HIGH: 0.1,
+    Importance.MEDIUM: 0.05,
+    Importance.LOW: 0.0,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class RankTerms:
+    """Seed 001 §1.6's ranking score, term by term, so a view can show why an entry ranks
+    where it does: `base * decay + access + importance`."""
+
+    base: float
+    """The lifecycle score at its last scoring, times the entry's confidence."""
+    decay: float
+    """The time-decay factor accrued since that scoring (1.0 within the grace period)."""
+    access: float
+    importance: float
+
+    @property
+    def total(self) -> float:
+        return self.base * self.decay + self.access + self.importance
+
+
+def importance_of(entry: MemoryEntry) -> Importance:
+    """The importance extraction gave; medium for entries written before it was kept (their
+    score, already shaped by decay and reinforcement, no longer tells)."""
+    return entry.importance if entry.importance is not None else Importance.MEDIUM
+
+
+def access_bonus(hits: int) -> float:
+    if hits <= 0:
+        return 0.0
+    return ACCESS_BONUS_MAX * min(1.0, math.log1p(hits) / math.log1p(ACCESS_SATURATION))
+
+
+def rank_terms(
+    entry: MemoryEntry, when: datetime, policy: ScoringPolicy = DEFAULT_POLICY
+) -> RankTerms:
+    current = score_at(entry, when, policy)
+    decay = current / entry.score if entry.score > 0 else 1.0
+    return RankTerms(
+        base=entry.score * confidence_of(entry),
+        decay=decay,
+        access=access_bonus(entry.hits),
+        importance=IMPORTANCE_BONUS[importance_of(entry)],
+    )
+
+
+def rank_score(entry: MemoryEntry, when: datetime, policy: ScoringPolicy = DEFAULT_POLICY) -> float:
+    return rank_terms(entry, when, policy).total
+
+
+def contradict_belief(entry: MemoryEntry, policy: ScoringPolicy = DEFAULT_POLICY) -> MemoryEntry:
+    """A belief a later fact contradicts loses confidence; its score follows seed 002."""
+    lowered = confidence_of(entry) * policy.belief_contradict_factor
+    return entry.with_(confidence=round(lowered, 4))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import os
 from collections.abc import AsyncIterator, Sequence
 from datetime import datetime
@@ -182,3 +183,7 @@ def candidate(
         lexical=lexical,
         dense=dense,
     )
+
+
+FACT_DAY = math.exp(-0.008)
+"""What a day past the grace period multiplies a fact's score by (seed 001's lambda 0.008)."""

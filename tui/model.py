@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Literal
 
-from memory_core.entries import MemoryEntry
+from memory_core.entries import MemoryEntry, class_of
 from memory_core.scoring import (
     DEFAULT_POLICY,
     ScoringPolicy,
@@ -29,6 +29,7 @@ ColumnKey = Literal[
     "rank",
     "id",
     "category",
+    "memory_class",
     "score",
     "score_7",
     "score_30",
@@ -56,6 +57,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("rank", "#", False),
     Column("id", "id", False),
     Column("category", "category", False),
+    Column("memory_class", "class", False),
     Column("score", "score", True),
     Column("score_7", "+7d", True),
     Column("score_30", "+30d", True),
@@ -276,6 +278,7 @@ class RankingModel:
             "rank": lambda: [float(r) for r in self._ranks],
             "id": lambda: [e.id for e in entries],
             "category": lambda: [e.category for e in entries],
+            "memory_class": lambda: [class_of(e).value for e in entries],
             "score": lambda: list(self._scores),
             "hits": lambda: [float(e.hits) for e in entries],
             "last_activated": lambda: [e.last_activated.timestamp() for e in entries],

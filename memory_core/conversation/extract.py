@@ -17,9 +17,10 @@ from datetime import datetime
 from typing import Any
 
 from memory_core.clock import parse_when
-from memory_core.entries import CATEGORIES, Importance, MemoryEntry
+from memory_core.entries import CATEGORIES, Importance, MemoryClass, MemoryEntry
 from memory_core.llm import LLMClient, Message
 from memory_core.merge import Candidate, sort_entries
+from memory_core.prompts import load_prompt
 from memory_core.scoring import DEFAULT_POLICY, ScoringPolicy, Status, status_of
 from memory_core.text import estimate_tokens
 
@@ -31,28 +32,7 @@ MIN_USER_CHARS = 4
 """Below this many non-space characters from the user ("ok", "嗯", "谢谢") nothing is
 worth a model call (the heuristic skips sentences this short too)."""
 
-EXTRACT_PROMPT = """请分析以下对话记录，提取值得长期记忆的信息。Extract what is worth remembering long-term.
-
-只提取关于用户的稳定信息：偏好、事实、经验/处理流程、工作习惯、重要决策、技能使用模式、待办。
-不要提取寒暄、一次性的问题或助手自己说的话。用用户的语言写，每条一句话。
-
-对于每条记忆，输出：
-- content: 简洁的自然语言描述（一句话）
-- category: preference / fact / experience / workflow / decision / skill_usage / todo
-- importance: high / medium / low
-- matches: 若它重复或再次证实了下列已有记忆中的某条，填该记忆的 id（否则省略）
-- contradicts: 若它与已有记忆矛盾，填被推翻的记忆 id 列表（否则省略）
-- expires_at: 仅 todo：到期时间（ISO-8601），不确定则省略
-
-已有记忆（仅用于去重参考）：
-{existing}
-
-现在时间：{now}
-
-对话记录：
-{conversation}
-
-只输出 JSON 数组，没有值得记的就输出 []。Output only a JSON array."""
+EXTRACT_PROMPT = load_prompt("extract")
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +85,21 @@ def build_extraction_messages(
     ]
 
 
+_EXTRACTED_CLASSES = {
+    kind.value: kind for kind in (MemoryClass.FACT, MemoryClass.BELIEF, MemoryClass.EVENT)
+}
+"""The classes a conversation can yield; summaries come from consolidation only."""
+
+
+def _confidence(value: object) -> float | None:
+    """A number in [0, 1], or None: a missing or nonsensical value must not count as sure."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    if not 0.0 <= value <= 1.0:
+        return None
+    return round(float(value), 4)
+
+
 def candidates_from_json(data: Any, known_ids: Iterable[str] = ()) -> list[Candidate]:
     """Validate the model's array item by item; a bad item is skipped, not fatal."""
     if isinstance(data, dict):
@@ -144,6 +139,8 @@ def candidates_from_json(data: Any, known_ids: Iterable[str] = ()) -> list[Candi
                 matches=matches if isinstance(matches, str) and matches in known else None,
                 contradicts=tuple(c for c in contradicts if isinstance(c, str) and c in known),
                 expires_at=expires_at if category == "todo" else None,
+                confidence=_confidence(item.get("confidence")),
+                memory_class=_EXTRACTED_CLASSES.get(str(item.get("memory_class", "")).lower()),
             )
         )
     return out

@@ -20,6 +20,7 @@ from memory_core.clock import format_when
 from memory_core.config import Config, within_hours
 from memory_core.conversation.archiver import Archiver, ArchiveReport
 from memory_core.conversation.chat import ChatEngine, NewSessionResult, TurnResult
+from memory_core.conversation.consolidator import Consolidator
 from memory_core.llm import LLMClient
 from memory_core.locks import LockRegistry
 from memory_core.memory import MemoryService
@@ -174,13 +175,17 @@ class Runtime:
             await self.archive(scope)
 
     async def _consolidate_all(self, when: datetime) -> None:
+        """Every consolidation phase over every scope (seed 001 §1.8, §3). One scope's
+        trouble (a file it cannot write) is logged and must not stop the others'; the
+        phases resume where they stopped at the next quiet period."""
+        consolidator = Consolidator(
+            self.memory, self.history, self.audit, self.llm, self.config, self.locks
+        )
         for scope in await self.memory.long_term.scopes():
-            await self.memory.long_term.consolidate(scope, now=when)
-            if self.config.snapshot.enabled:
-                try:
-                    await self.memory.snapshots.rebuild(scope, now=when)
-                except OSError as exc:  # one scope's file must not stop the others'
-                    log.warning("snapshot of scope %s not rebuilt: %s", scope, exc)
+            try:
+                await consolidator.run(scope, now=when)
+            except OSError as exc:
+                log.warning("consolidation of scope %s stopped: %s", scope, exc)
 
     async def _flush_open_sessions(self) -> None:
         """Flush open sessions, a few at a time, within a time budget: a service manager

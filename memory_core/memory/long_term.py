@@ -45,6 +45,7 @@ log = logging.getLogger(__name__)
 HOT_PATH_MAX_AGE = 1.0
 """Seconds a chat turn may reuse the last check that MEMORY.md is unchanged on disk."""
 
+RewriteFn = Callable[[list[MemoryEntry], datetime], tuple[list[MemoryEntry], list[Change]]]
 EditFn = Callable[[MemoryEntry, datetime], tuple[MemoryEntry | None, ChangeKind, str]]
 """An edit of one entry: the entry after it (None: forgotten), the change and its detail.
 Returning the very entry it was given means "nothing to do": no write, no audit row."""
@@ -391,6 +392,29 @@ class LongTermMemory:
         if not await asyncio.to_thread(path.exists):
             await self.store.update(scope, lambda parsed: (parsed.entries, None), self.now())
         return path
+
+    async def rewrite(
+        self, scope: ScopeKey, plan: RewriteFn, *, source: str, now: datetime | None = None
+    ) -> list[Change]:
+        """Apply a pure plan over all of the scope's entries (consolidation's phases) in
+        one locked write: the file gets every change of the plan or none. The plan runs
+        on what is on disk at write time, so it decides again if the file moved since the
+        caller last read it; no write at all when it changes nothing."""
+        when = now or self.now()
+
+        def change(parsed: ParsedMemory) -> tuple[list[MemoryEntry], list[Change]]:
+            entries, changes = plan(list(parsed.entries), when)
+            if not changes:
+                raise _Unchanged
+            return entries, changes
+
+        try:
+            changes = await self.store.update(scope, change, when)
+        except _Unchanged:
+            return []
+        await self._record(scope, changes, source, when)
+        await self._written(scope)
+        return changes
 
     async def _edit_one(
         self, scope: ScopeKey, entry_id: str, source: str, fn: EditFn

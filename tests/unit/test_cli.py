@@ -20,6 +20,7 @@ from memory_core.clock import format_when
 from memory_core.config import env_bindings
 from memory_core.entries import CATEGORIES
 from memory_core.memory_md import parse_memory
+from tests.support import FACT_DAY
 
 PYTEST_PREF = "用户喜欢用 pytest 而非 unittest"
 CHATMEM = Path(sys.executable).with_name("chatmem")
@@ -183,7 +184,7 @@ def test_options_before_the_command_are_honoured(
 
 def test_consolidate_forgets_after_400_days(cli: Run) -> None:
     entry_id = cli.capture(PYTEST_PREF, "--category", "preference", "--importance", "medium")
-    # 0.6 * 0.99**393 = 0.0116 < 0.05
+    # 0.6 * FACT_DAY**393 = 0.026 < 0.05
     code, out, _ = cli("consolidate", "--now", days_from_now(400), "--apply")
     assert code == 0
     assert "1 forgotten" in out
@@ -201,7 +202,7 @@ def test_consolidate_archives_after_150_days_then_forgets(cli: Run) -> None:
     assert data["stats"] == {"decay": 1, "archive": 1}
     [archived] = [c for c in data["changes"] if c["kind"] == "archive"]
     assert archived["id"] == entry_id
-    assert archived["new_score"] == pytest.approx(0.6 * 0.99**143)  # 0.142
+    assert archived["new_score"] == pytest.approx(0.6 * FACT_DAY**143)  # 0.191
     status = cli.json("status")
     assert status["active"] == []
     assert [e["id"] for e in status["archived"]] == [entry_id]
@@ -415,7 +416,7 @@ def test_consolidate_dry_run_writes_nothing(cli: Run, ws: Path) -> None:
     [archived] = [c for c in data["changes"] if c["kind"] == "archive"]
     assert archived["id"] == entry_id
     # The same merge as a real run: the preview's scores are what --apply writes.
-    assert archived["new_score"] == pytest.approx(0.6 * 0.99**143)
+    assert archived["new_score"] == pytest.approx(0.6 * FACT_DAY**143)
     assert {p: p.read_bytes() for p in ws.rglob("*.md")} == files
     assert cli.json("stats")["audit"] == {"add": 1}
     code, out, _ = cli("consolidate", "--dry-run")
@@ -834,3 +835,26 @@ def test_rebuild_index_is_reindex(cli: Run) -> None:
     rebuilt, reindexed = cli.json("rebuild-index"), cli.json("reindex")
     assert rebuilt["files"] == reindexed["files"] >= 1
     assert rebuilt["chunks"] == reindexed["chunks"] >= 1
+
+
+def test_consolidate_runs_named_phases_in_order(cli: Run, ws: Path) -> None:
+    cli.capture("went hiking at Mount Tai", "--category", "experience")
+    cli.capture("visited my aunt in Hangzhou", "--category", "experience")
+    data = cli.json(
+        "consolidate",
+        "--phase",
+        "snapshot",
+        "--phase",
+        "summarize",
+        "--now",
+        days_from_now(8),
+        "--apply",
+    )
+    assert [p["phase"] for p in data["phases"]] == ["summarize", "snapshot"]
+    assert data["stats"] == {}  # no decay phase asked for
+    text = (ws / "MEMORY.md").read_text(encoding="utf-8")
+    assert '"memory_class": "summary"' in text and '"archived": "summarized"' in text
+    code, _, err = cli("consolidate", "--dry-run", "--phase", "extract")
+    assert code == 2 and "only the decay phase can be previewed" in err
+    code, _, err = cli("consolidate", "--phase", "nonsense")
+    assert code == 2 and "invalid choice" in err

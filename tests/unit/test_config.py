@@ -93,7 +93,10 @@ backoff_minutes = [5, 10]
     assert config.scoring.grace_days == 3
     assert config.scoring.category_decay == {"todo": 0.9, "fact": 1.0}
     assert isinstance(config.scoring.category_decay["fact"], float)
-    assert config.scoring.policy().decay_rate("todo") == 0.9
+    policy = config.scoring.policy()
+    assert policy.category_decay == {"todo": 0.9, "fact": 1.0}
+    assert policy.decay == "class"
+    assert policy.class_decay == {"fact": 0.008, "belief": 0.07, "summary": 0.025, "event": 0.15}
     assert config.prompt.max_tokens == 800
     assert config.prompt.top_k == 20  # untouched keys keep their defaults
     assert config.telegram.allowed_users == [1, 2]
@@ -105,7 +108,7 @@ backoff_minutes = [5, 10]
     ("text", "key"),
     [
         ("colour = 1\n", "'colour'"),
-        ("[scoring]\ndecay = 0.5\n", "'scoring.decay'"),
+        ("[scoring]\ndecai = 0.5\n", "'scoring.decai'"),
         ("[telegram]\nbot_tokn = 'x'\n", "'telegram.bot_tokn'"),
         ("[nonsense]\nx = 1\n", "'nonsense'"),
     ],

@@ -20,7 +20,7 @@ from memory_core.prompt import HEADER
 from memory_core.scope import MAIN, ScopeKey
 from memory_core.text import estimate_tokens
 from tests.conftest import START
-from tests.support import sql
+from tests.support import FACT_DAY, sql
 
 PYTEST_PREF = "用户喜欢用 pytest 而非 unittest"
 
@@ -103,7 +103,7 @@ async def test_consolidate_forgets_after_400_days(core: MemoryCore, clock: Manua
     assert record.entry_id == entry.id
     assert record.content == PYTEST_PREF
     assert record.category == "preference"
-    assert record.old_score == pytest.approx(0.6 * 0.99**393)
+    assert record.old_score == pytest.approx(0.6 * FACT_DAY**393)
     assert record.new_score is None
     assert record.source == "consolidate"
     assert record.at == START + timedelta(days=400)
@@ -115,7 +115,7 @@ async def test_consolidate_at_150_days_archives(core: MemoryCore, clock: ManualC
     result = await core.consolidate(MAIN)
     assert result.count(ChangeKind.ARCHIVED) == 1
     stored = (await file_entries(core))[entry.id]
-    assert stored.score == pytest.approx(0.6 * 0.99**143)
+    assert stored.score == pytest.approx(0.6 * FACT_DAY**143)
     status = await core.status(MAIN)
     assert status.active == []
     assert [e.id for e in status.archived] == [entry.id]
@@ -133,7 +133,7 @@ async def test_status_shows_current_scores_without_writing(
     before = core.memory.long_term.store.path(MAIN).read_bytes()
     clock.advance(timedelta(days=37))
     status = await core.status(MAIN)
-    assert status.active[0].score == pytest.approx(0.6 * 0.99**30)
+    assert status.active[0].score == pytest.approx(0.6 * FACT_DAY**30)
     assert core.memory.long_term.store.path(MAIN).read_bytes() == before
     assert (await file_entries(core))[entry.id].score == 0.6
 
@@ -240,7 +240,7 @@ async def test_restore_of_decayed_entry_lifts_it_to_low_start(
     assert [e.id for e in status.active] == [entry.id]
     history = await audit_of(core, entry.id)
     assert history[-1][0] == "restore"
-    assert history[-1][1] == pytest.approx(0.6 * 0.99**143)
+    assert history[-1][1] == pytest.approx(0.6 * FACT_DAY**143)
     assert history[-1][2] == 0.4
     # It does not fall straight back: a week later it is still 0.4.
     clock.advance(timedelta(days=7))
@@ -250,7 +250,7 @@ async def test_restore_of_decayed_entry_lifts_it_to_low_start(
 async def test_pinning_keeps_the_current_score(core: MemoryCore, clock: ManualClock) -> None:
     entry, _ = await core.capture(MAIN, PYTEST_PREF)
     clock.advance(timedelta(days=40))
-    decayed = 0.6 * 0.99**33
+    decayed = 0.6 * FACT_DAY**33
     pinned = await core.set_pinned(MAIN, entry.id, True)
     # Pinning freezes the score where it is; it does not undo the decay so far.
     assert pinned.score == pytest.approx(decayed)
@@ -265,7 +265,7 @@ async def test_pinning_keeps_the_current_score(core: MemoryCore, clock: ManualCl
     unpinned = await core.set_pinned(MAIN, entry.id, False)
     assert unpinned.score == pytest.approx(decayed)
     clock.advance(timedelta(days=1))
-    assert (await core.status(MAIN)).active[0].score == pytest.approx(decayed * 0.99)
+    assert (await core.status(MAIN)).active[0].score == pytest.approx(decayed * FACT_DAY)
 
 
 async def test_merge_candidates_is_idempotent_per_session(

@@ -24,6 +24,7 @@ from memory_core.merge import (
     merge,
     normalize_content,
 )
+from tests.support import FACT_DAY
 
 START = datetime(2026, 1, 1, 12, tzinfo=UTC)
 WORDS = ["tea", "coffee", "green", "black", "likes", "hates", "drinks", "morning", "用户", "喜欢"]
@@ -101,6 +102,6 @@ def test_a_reinforced_entry_is_decayed_first() -> None:
     old = MemoryEntry("a", "likes green tea", "fact", 0.6, START, START, START)
     later = START + timedelta(days=37)  # 30 days of decay after the 7 days of grace
     result = add_candidates([old], [Candidate("likes green tea")], later)
-    decayed = 0.6 * 0.99**30
+    decayed = 0.6 * FACT_DAY**30
     assert result.entries[0].score == pytest.approx(decayed + (1 - decayed) * 0.2)
     assert [c.kind for c in result.changes] == [ChangeKind.DECAYED, ChangeKind.REINFORCED]

@@ -27,7 +27,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memory_core import merge as merge_module
-from memory_core.entries import ArchiveReason, Importance, MemoryEntry, build_entry
+from memory_core.entries import ArchiveReason, Importance, MemoryClass, MemoryEntry, build_entry
 from memory_core.memory_md import parse_memory, render_memory
 from memory_core.merge import (
     Candidate,
@@ -57,6 +57,8 @@ from memory_core.scoring import (
 )
 
 T0 = datetime(2026, 1, 1, 9, 0, tzinfo=UTC)
+FLAT = ScoringPolicy(decay="flat")
+"""Seed 002's single 0.99 a day, which these lifecycle tests were written against."""
 
 
 def days(n: float) -> timedelta:
@@ -211,10 +213,10 @@ def test_grace_period_no_change(elapsed: timedelta) -> None:
 
 
 @pytest.mark.parametrize("n", [8, 9, 10, 37, 100])
-def test_decay_beyond_grace_is_099_per_day(n: int) -> None:
+def test_flat_decay_beyond_grace_is_099_per_day(n: int) -> None:
     existing = [entry("e1", 0.6)]
     now = T0 + days(n)
-    result = merge(existing, [], now, None)
+    result = merge(existing, [], now, None, FLAT)
     e1 = only(result.entries)
     assert e1.score == pytest.approx(0.6 * 0.99 ** (n - 7), rel=1e-12)
     assert e1.scored_at == now
@@ -226,14 +228,16 @@ def test_decay_beyond_grace_is_099_per_day(n: int) -> None:
     assert change.new_score == pytest.approx(0.6 * 0.99 ** (n - 7), rel=1e-12)
 
 
-def test_decay_37_days_exact() -> None:
-    assert score_at(entry("e1", 0.6), T0 + days(37)) == pytest.approx(0.6 * 0.99**30, rel=1e-12)
+def test_flat_decay_37_days_exact() -> None:
+    assert score_at(entry("e1", 0.6), T0 + days(37), FLAT) == pytest.approx(
+        0.6 * 0.99**30, rel=1e-12
+    )
 
 
 def test_partial_days_do_not_count() -> None:
     e = entry("e1", 0.6)
     assert score_at(e, T0 + days(8) - timedelta(seconds=1)) == 0.6
-    assert score_at(e, T0 + days(8)) == pytest.approx(0.6 * 0.99)
+    assert score_at(e, T0 + days(8)) == pytest.approx(0.6 * math.exp(-0.008))
 
 
 def test_decaying_twice_at_the_same_instant_equals_once() -> None:
@@ -247,7 +251,7 @@ def test_decaying_twice_at_the_same_instant_equals_once() -> None:
 
 def test_stepwise_decay_equals_direct() -> None:
     existing = [entry("e1", 0.6), entry("e2", 0.9, category="todo")]
-    policy = ScoringPolicy(category_decay={"todo": 0.95})
+    policy = ScoringPolicy(decay="flat", category_decay={"todo": 0.95})
     step1 = merge(existing, [], T0 + days(10), None, policy)
     step2 = merge(step1.entries, [], T0 + days(40), None, policy)
     direct = merge(existing, [], T0 + days(40), None, policy)
@@ -284,15 +288,15 @@ def test_decayed_score_counts_only_new_days() -> None:
     assert decayed_score(0.5, scored, last, T0 + days(30), 0.99, 7) == pytest.approx(0.5 * 0.99**10)
 
 
-def test_archive_threshold() -> None:
+def test_archive_threshold_in_flat_mode() -> None:
     existing = [entry("e1", 0.6)]
     # 0.6 * 0.99**109 = 0.2009 stays Active; 0.6 * 0.99**110 = 0.1989 is archived.
     assert 0.6 * 0.99**109 >= 0.2 > 0.6 * 0.99**110
-    kept = merge(existing, [], T0 + days(116), None)
+    kept = merge(existing, [], T0 + days(116), None, FLAT)
     assert status_of(only(kept.entries)) is Status.ACTIVE
     assert kept.count(ChangeKind.ARCHIVED) == 0
 
-    moved = merge(existing, [], T0 + days(117), None)
+    moved = merge(existing, [], T0 + days(117), None, FLAT)
     e1 = only(moved.entries)
     assert e1.score == pytest.approx(0.6 * 0.99**110)
     assert status_of(e1) is Status.ARCHIVED
@@ -304,17 +308,17 @@ def test_archive_threshold() -> None:
     assert text.index("## Archived Memories") < text.index("### [e1]")
 
     # Already archived: no second archive change.
-    again = merge(moved.entries, [], T0 + days(130), None)
+    again = merge(moved.entries, [], T0 + days(130), None, FLAT)
     assert again.count(ChangeKind.ARCHIVED) == 0
 
 
-def test_forget_threshold() -> None:
+def test_forget_threshold_in_flat_mode() -> None:
     existing = [entry("e1", 0.6, content="用户曾尝试用 Vue 写前端"), entry("e2", 0.9)]
     assert 0.6 * 0.99**247 >= 0.05 > 0.6 * 0.99**248
-    kept = merge(existing, [], T0 + days(254), None)
+    kept = merge(existing, [], T0 + days(254), None, FLAT)
     assert status_of(only(kept.entries)) is Status.ARCHIVED
 
-    result = merge(existing, [], T0 + days(255), None)
+    result = merge(existing, [], T0 + days(255), None, FLAT)
     assert [e.id for e in result.entries] == ["e2"]
     forgotten = [c for c in result.changes if c.kind is ChangeKind.FORGOTTEN]
     assert len(forgotten) == 1
@@ -326,7 +330,7 @@ def test_forget_threshold() -> None:
     assert change.detail == "score below forget line"
 
 
-def test_mixed_scenario() -> None:
+def test_mixed_scenario_in_flat_mode() -> None:
     now = T0 + days(120)
     existing = [
         entry("fresh", 0.5, at=now - days(3)),  # in grace: unchanged
@@ -341,7 +345,7 @@ def test_mixed_scenario() -> None:
         Candidate("用户每天早上查看股票行情", "fact"),
         Candidate("项目决定使用 FastAPI 而非 Flask", "decision", Importance.HIGH),
     ]
-    result = merge(existing, cands, now, "sess-9")
+    result = merge(existing, cands, now, "sess-9", FLAT)
     got = {e.id: e for e in result.entries}
     assert "gone" not in got
     assert got["fresh"] == existing[0]
@@ -404,7 +408,7 @@ def test_contradiction_can_archive() -> None:
 
 
 def test_per_category_decay_rates() -> None:
-    policy = ScoringPolicy(category_decay={"todo": 0.9, "preference": 1.0})
+    policy = ScoringPolicy(decay="flat", category_decay={"todo": 0.9, "preference": 1.0})
     existing = [
         entry("todo", 0.8, category="todo"),
         entry("fact", 0.8, category="fact"),
@@ -416,8 +420,13 @@ def test_per_category_decay_rates() -> None:
     assert got["todo"] == pytest.approx(0.8 * 0.9**10)
     assert got["fact"] == pytest.approx(0.8 * 0.99**10)
     assert got["pref"] == 0.8
-    assert policy.decay_rate("todo") == 0.9
-    assert policy.decay_rate("unknown") == 0.99
+    assert policy.daily_factor(entry(category="todo")) == 0.9
+    assert policy.daily_factor(entry(category="unknown")) == 0.99
+    # An entry given a class keeps its class's rate whatever its category.
+    classed = entry(category="todo", memory_class=MemoryClass.FACT)
+    assert ScoringPolicy(category_decay={"todo": 0.9}).daily_factor(classed) == pytest.approx(
+        math.exp(-0.008)
+    )
 
 
 def test_pinned_never_decays_and_is_never_archived_by_score() -> None:
@@ -528,6 +537,7 @@ def test_merge_is_pure() -> None:
 
 policies = st.builds(
     ScoringPolicy,
+    decay=st.sampled_from(["class", "flat"]),
     daily_decay=st.floats(min_value=0.5, max_value=0.999),
     grace_days=st.integers(min_value=0, max_value=14),
 )
@@ -584,15 +594,15 @@ def test_days_until_below_agrees_with_score_at(
     assert all(b <= a for a, b in itertools.pairwise(series))
 
 
-def test_days_until_below_examples() -> None:
+def test_days_until_below_examples_in_flat_mode() -> None:
     e = entry("e1", 0.6)
     # 110 decay days after the 7-day grace.
-    assert days_until_below(e, 0.2, T0) == 117
-    assert days_until_below(e, 0.05, T0) == 255
-    assert days_until_below(e, 0.2, T0 + days(117)) == 0
-    assert days_until_below(e, 0.2, T0 + days(3)) == 114
-    assert days_until_below(e, 0.2, T0 + days(50)) == 67
-    assert math.isclose(projection(e, T0, 37)[37], 0.6 * 0.99**30)
+    assert days_until_below(e, 0.2, T0, FLAT) == 117
+    assert days_until_below(e, 0.05, T0, FLAT) == 255
+    assert days_until_below(e, 0.2, T0 + days(117), FLAT) == 0
+    assert days_until_below(e, 0.2, T0 + days(3), FLAT) == 114
+    assert days_until_below(e, 0.2, T0 + days(50), FLAT) == 67
+    assert math.isclose(projection(e, T0, 37, FLAT)[37], 0.6 * 0.99**30)
 
 
 def test_policy_defaults_are_the_seeds() -> None:
@@ -697,6 +707,9 @@ def reference_merge(
             confidence=cand.confidence,
             expires_at=cand.expires_at,
             sessions=(session_id,) if session_id else (),
+            memory_class=cand.memory_class,
+            granularity=cand.granularity,
+            importance=cand.importance,
         )
         if is_expired(new, now):
             continue
@@ -778,6 +791,7 @@ def _random_entries(rng: random.Random, naive: bool) -> list[MemoryEntry]:
                     [None, None, None, ArchiveReason.MANUAL, ArchiveReason.EXPIRED]
                 ),
                 sessions=tuple(rng.sample(["s1", "s2", "s3"], rng.randint(0, 2))),
+                memory_class=rng.choice([None, None, *MemoryClass]),
             )
         )
     return out
@@ -797,6 +811,7 @@ def _random_candidates(rng: random.Random, existing: list[MemoryEntry]) -> list[
                 importance=rng.choice(list(Importance)),
                 matches=rng.choice([None, None, "e1", "nope"]),
                 contradicts=tuple(rng.sample(["e0", "e2", "zz"], rng.randint(0, 1))),
+                memory_class=rng.choice([None, None, *MemoryClass]),
             )
         )
     return out
@@ -816,7 +831,11 @@ def fixed_ids(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.parametrize("seed", range(40))
 def test_merge_matches_the_plain_rules(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
     rng = random.Random(seed)
-    policies = [DEFAULT_POLICY, ScoringPolicy(category_decay={"todo": 0.9}, grace_days=0)]
+    policies = [
+        DEFAULT_POLICY,
+        ScoringPolicy(category_decay={"todo": 0.9}, grace_days=0),
+        ScoringPolicy(decay="flat", category_decay={"preference": 0.95}),
+    ]
     for round_ in range(15):
         naive = round_ % 10 == 9
         existing = _random_entries(rng, naive)

@@ -10,8 +10,9 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import DataTable, Static
 from textual_plotext import PlotextPlot
 
+from memory_core.entries import MemoryEntry, class_of, confidence_of, granularity_of
 from memory_core.records import AuditRecord
-from memory_core.scoring import DEFAULT_POLICY, ScoringPolicy
+from memory_core.scoring import DEFAULT_POLICY, RankTerms, ScoringPolicy, rank_terms
 from tui.format import days_cell, score_bar, status_cell, time_text
 from tui.model import RankRow
 
@@ -28,7 +29,11 @@ def metadata_text(row: RankRow, zone: tzinfo, when: datetime, policy: ScoringPol
         text.append("  pinned", style="bold cyan")
     text.append("\n\n")
     text.append(entry.content + "\n\n")
+    terms = rank_terms(entry, when, policy)
     fields: list[tuple[str, str | Text]] = [
+        ("class", f"{class_of(entry).value} · {granularity_of(entry).value}"),
+        ("confidence", confidence_text(entry)),
+        ("rank score", rank_text(terms)),
         ("score", score_bar(row.score, policy)),
         ("stored", f"{entry.score:.4f} at {time_text(entry.scored_at, zone)}"),
         ("as of", time_text(when, zone)),
@@ -41,7 +46,6 @@ def metadata_text(row: RankRow, zone: tzinfo, when: datetime, policy: ScoringPol
         ("archived", entry.archived.value if entry.archived else "no"),
         ("expires", time_text(entry.expires_at, zone) if entry.expires_at else "never"),
         ("source session", entry.source_session or "—"),
-        ("confidence", f"{entry.confidence:.2f}" if entry.confidence is not None else "—"),
         ("sessions", ", ".join(entry.sessions) or "—"),
     ]
     for name, value in fields:
@@ -49,6 +53,23 @@ def metadata_text(row: RankRow, zone: tzinfo, when: datetime, policy: ScoringPol
         text.append_text(value if isinstance(value, Text) else Text(value))
         text.append("\n")
     return text
+
+
+def rank_text(terms: RankTerms) -> Text:
+    """Seed 001 §1.6's ranking score, every term shown: why the entry ranks where it does."""
+    text = Text()
+    text.append(f"{terms.total:.3f}", style="bold")
+    text.append(
+        f" = base {terms.base:.2f} × decay {terms.decay:.3f}"
+        f" + access {terms.access:.3f} + importance {terms.importance:.2f}",
+        style="dim",
+    )
+    return text
+
+
+def confidence_text(entry: MemoryEntry) -> str:
+    value = f"{confidence_of(entry):.2f}"
+    return value if entry.confidence is not None else f"{value} (class default)"
 
 
 def history_cells(record: AuditRecord, zone: tzinfo) -> list[str | Text]:

@@ -22,6 +22,7 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+from memory_core.entries import class_of
 from memory_core.scoring import DEFAULT_POLICY, ScoringPolicy
 from tui.format import days_cell, one_line, score_bar, score_cell, status_cell
 from tui.model import COLUMNS, Column, ColumnKey, RankingModel, RankRow, SortSpec
@@ -34,6 +35,7 @@ WIDTHS: dict[ColumnKey, int] = {
     "rank": 6,
     "id": 8,
     "category": 11,
+    "memory_class": 8,
     "score": 13,
     "score_7": 5,
     "score_30": 6,
@@ -48,6 +50,7 @@ WIDTHS: dict[ColumnKey, int] = {
 """Each wide enough for its values and for its title followed by the sort arrow."""
 RIGHT = frozenset({"rank", "score_7", "score_30", "to_archive", "to_forget", "hits"})
 DROP_ORDER: tuple[ColumnKey, ...] = (
+    "memory_class",
     "last_activated",
     "score_7",
     "pinned",
@@ -69,6 +72,7 @@ def row_cells(row: RankRow, policy: ScoringPolicy) -> list[Text]:
         Text(str(row.rank)),
         Text(entry.id),
         Text(entry.category),
+        Text(class_of(entry).value),
         score_bar(row.score, policy),
         score_cell(row.score_7, policy),
         score_cell(row.score_30, policy),
