@@ -22,7 +22,7 @@ from adapters.cli import (
 )
 from memory_core.clock import format_when
 from memory_core.consolidation import PHASES, Phase, PhaseReport
-from memory_core.entries import CATEGORIES, MemoryEntry
+from memory_core.entries import CATEGORIES, MemoryClass, MemoryEntry, class_of, confidence_of
 from memory_core.errors import ChatmemError
 from memory_core.merge import ChangeKind, MergeResult
 from memory_core.scoring import Status, score_at, status_of
@@ -35,6 +35,8 @@ def entry_json(entry: MemoryEntry) -> dict[str, object]:
     return {
         "id": entry.id,
         "category": entry.category,
+        "memory_class": class_of(entry).value,
+        "confidence": confidence_of(entry),
         "score": round(entry.score, 6),
         "hits": entry.hits,
         "last_activated": format_when(entry.last_activated),
@@ -111,6 +113,13 @@ class Capture:
             metavar="WHEN",
             help="when a todo expires: an ISO-8601 date or time, e.g. 2026-06-01",
         )
+        parser.add_argument(
+            "--class",
+            dest="memory_class",
+            choices=[kind.value for kind in MemoryClass],
+            help="how it fades: fact (~87-day half-life), belief (~10), summary (~28) or "
+            "event (~5); default: its category's (fact)",
+        )
 
     @staticmethod
     async def run(core: MemoryCore, args: argparse.Namespace) -> int:
@@ -124,6 +133,7 @@ class Capture:
             importance=args.importance,
             source="cli",
             expires_at=args.expires,
+            memory_class=MemoryClass(args.memory_class) if args.memory_class else None,
         )
         verb = "reinforced" if result.count(ChangeKind.REINFORCED) else "saved"
         Output(args.json).emit(

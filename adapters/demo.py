@@ -1,7 +1,7 @@
 """A demo workspace with a history: `chatmem demo` builds it, the TUI shows it.
 
 Everything is made through the core's own API with a `ManualClock` walked forward through
-eight months, so scores really decayed, entries really were archived and forgotten by
+ten months, so scores really decayed, entries really were archived and forgotten by
 consolidation (and appear in the audit log), archive runs really wrote raw copies and
 daily/monthly summaries, and one scope's summariser really failed five times (backoff,
 `archive_backlog`). Conversations are recorded with fixed session ids (reproducible
@@ -73,8 +73,8 @@ MEMORIES: tuple[Memory, ...] = (
         MAIN, 90, "Prefers pytest over unittest; runs tests with -q", "preference", "high", (3,)
     ),
     Memory(MAIN, 150, "喜欢喝手冲咖啡，不加糖，偏爱深烘", "preference", "medium", (45,)),
-    Memory(MAIN, 125, "Deploys the side project on a Hetzner VPS with Docker Compose", "fact"),
-    Memory(MAIN, 235, "家里的猫叫「年糕」，是一只橘猫", "fact", "low"),
+    Memory(MAIN, 160, "Deploys the side project on a Hetzner VPS with Docker Compose", "fact"),
+    Memory(MAIN, 290, "家里的猫叫「年糕」，是一只橘猫", "fact", "low"),
     Memory(MAIN, 40, "Renew the passport before the trip to Japan", "todo", "high", expires_in=-20),
     Memory(
         MAIN,
@@ -99,7 +99,7 @@ MEMORIES: tuple[Memory, ...] = (
         then="archive",
         then_days_ago=8,
     ),
-    Memory(MAIN, 100, "Learning Rust on weekends, now at chapter 8 (lifetimes)", "skill_usage"),
+    Memory(MAIN, 120, "Learning Rust on weekends, now at chapter 8 (lifetimes)", "skill_usage"),
     Memory(MAIN, 50, "喜欢周末爬山，常去佘山", "preference", "low"),
     # Alice, a Telegram peer, in English
     Memory(
@@ -122,7 +122,7 @@ MEMORIES: tuple[Memory, ...] = (
     # 李雷, another Telegram peer, in Chinese
     Memory(LI_LEI, 15, "李雷在准备考研，目标是浙江大学计算机专业", "fact", "high"),
     Memory(LI_LEI, 80, "喜欢用 Vim，讨厌鼠标操作", "preference"),
-    Memory(LI_LEI, 220, "周末在咖啡店兼职做咖啡师", "fact", "low"),
+    Memory(LI_LEI, 280, "周末在咖啡店兼职做咖啡师", "fact", "low"),
     Memory(LI_LEI, 7, "想学机器学习，已经看完吴恩达的课程", "experience", extracted=True),
     Memory(LI_LEI, 35, "上次推荐给他的书是《深入理解计算机系统》", "fact"),
     # a Telegram group of a small team
@@ -316,7 +316,7 @@ async def build_demo(path: Path | str, *, now: datetime | None = None) -> DemoRe
     if built:
         return DemoResult(root, built=False)
     end = (now or datetime.now(UTC)).astimezone(UTC).replace(second=0, microsecond=0)
-    clock = ManualClock(end - timedelta(days=260))
+    clock = ManualClock(end - timedelta(days=300))
     model = _DemoModel()
     async with MemoryCore.open(Config(workspace=str(root)), clock=clock, llm=model) as core:
         await _Builder(core, model, clock, end).run()

@@ -17,6 +17,9 @@ What is measured:
   and 10 000 entries (median of >= 5 runs);
 * the Layer 1 snapshot's build (rank the Active entries, allocate, render) over 100,
   1 000 and 10 000 entries, and one Layer 3 event-log append with its fsync;
+* seed 001's consolidation over 100 and 10 000 entries of four classes: the pure
+  decisions (verify beliefs, plan and apply summaries) and a whole run of every phase
+  through ``MemoryCore.consolidate_phases`` (files written), then a second run;
 * MEMORY.md load (read + parse) and save (render + atomic write, and the store's
   backup-then-write) at 1 000 and 10 000 entries; parse and render both with their
   per-block memos cleared before each call and warm.
@@ -50,9 +53,18 @@ from corpus import machine_load, memory_entries, percentile, sentences, table
 
 from memory_core import text as mtext
 from memory_core.atomic import atomic_write_text, backup_then_write
+from memory_core.clock import ManualClock
 from memory_core.config import load_config
+from memory_core.consolidation import (
+    Judgement,
+    apply_judgements,
+    apply_summaries,
+    plan_summaries,
+    polarity_verdict,
+    verification_pairs,
+)
 from memory_core.engine import MemoryCore
-from memory_core.entries import CATEGORIES, MemoryEntry
+from memory_core.entries import CATEGORIES, MemoryClass, MemoryEntry
 from memory_core.event_log import append_blocking, message_events
 from memory_core.index import prepare_file
 from memory_core.journal import CaptureJournal
@@ -325,6 +337,82 @@ def bench_layers(root: Path, quick: bool) -> list[Row]:
     return rows
 
 
+def classed_entries(size: int, seed: int, now: datetime) -> list[MemoryEntry]:
+    """A scope as consolidation finds it: the corpus's entries, a tenth of them beliefs,
+    the experiences and todos events, a third of everything written in the last month."""
+    rng = random.Random(seed)
+    out = []
+    for entry in memory_entries(size, seed, now=now):
+        kind = MemoryClass.BELIEF if rng.random() < 0.1 else None
+        if rng.random() < 0.33:
+            created = now - timedelta(days=rng.uniform(0, 30))
+            entry = entry.with_(created_at=created, last_activated=created, scored_at=created)
+        out.append(entry.with_(memory_class=kind))
+    return out
+
+
+def consolidation_decisions(entries: list[MemoryEntry], now: datetime) -> int:
+    """The pure work of verify and summarize over every entry (what a run decides)."""
+    pairs = verification_pairs(entries, None, now, mtext.tokenize)
+    judgements = [
+        Judgement(belief.id, fact.id, polarity_verdict(belief.content, fact.content))
+        for belief, facts in pairs
+        for fact in facts
+    ]
+    after, verified = apply_judgements(entries, judgements, now)
+    _, summarized = apply_summaries(after, plan_summaries(after, now), now)
+    return len(verified) + len(summarized)
+
+
+async def bench_consolidation(root: Path, quick: bool) -> list[Row]:
+    """Seed 001's consolidation: the pure decisions, then a whole run of every phase
+    through MemoryCore (decay, filter and extract over 20 logged inputs, verify,
+    summarize, snapshot; files written), on a fresh scope each round, and a second run
+    over its result (nothing left to do)."""
+    rows: list[Row] = []
+    repeats = 3 if quick else 7
+    clock = ManualClock(datetime(2026, 5, 1, 12, 0, tzinfo=UTC))
+    now = clock()
+    for size in (100, 10_000):
+        label = f"{size:,} entries"
+        entries = classed_entries(size, SEED + size, now)
+        decided = consolidation_decisions(entries, now)
+        note = f"{decided} changes" + ("; ref 51 ms for 100" if size == 100 else "")
+        pure = partial(consolidation_decisions, entries, now)
+        rows.append(row("consolidation decisions (pure)", label, [runs(pure, repeats)], note))
+        config = load_config(None, env={}, workspace=root / f"consolidate-{size}")
+        config = config.model_copy(
+            update={"snapshot": config.snapshot.model_copy(update={"enabled": True})}
+        )
+        first: list[float] = []
+        again: list[float] = []
+        changes = 0
+        async with MemoryCore.open(config, clock=clock) as core:
+            for round_ in range(repeats + 1):
+                scope = ScopeKey(f"peer:consolidate-{round_}")
+                await core.memory.long_term.store.update(
+                    scope, lambda parsed, entries=entries: (list(entries), None), now
+                )
+                for text in sentences(20, SEED + round_):
+                    said = message_events("user", f"I think {text}", now, f"closed-{round_}")
+                    await core.memory.events.record(scope, *said)
+                await core.flush()
+                gc.collect()
+                start = time.perf_counter()
+                reports = await core.consolidate_phases(scope)
+                took = time.perf_counter() - start
+                start = time.perf_counter()
+                await core.consolidate_phases(scope)
+                took_again = time.perf_counter() - start
+                if round_:  # the first round warms the caches
+                    first.append(took)
+                    again.append(took_again)
+                changes = sum(r.changes for r in reports)
+        rows.append(row("consolidation run, all phases", label, [first], f"{changes} changes"))
+        rows.append(row("  second run (nothing to do)", label, [again]))
+    return rows
+
+
 def _save(path: Path, entries: Sequence[MemoryEntry], now: datetime) -> None:
     atomic_write_text(path, render_memory(entries, now=now))
 
@@ -404,6 +492,8 @@ async def main_async(quick: bool) -> None:
         file_rows = bench_file(root, quick)
         print("file done", flush=True)
         layer_rows = bench_layers(root, quick)
+        print("layers done", flush=True)
+        consolidation_rows = await bench_consolidation(root, quick)
     print()
     print(f"core bench, {'quick' if quick else 'full'} mode, {time.perf_counter() - started:.0f} s")
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} cpus; {REFERENCE}")
@@ -414,6 +504,7 @@ async def main_async(quick: bool) -> None:
     print_rows("merge + decay (pure functions, entries decayed 30 days ahead)", merge_rows)
     print_rows("MEMORY.md load and save", file_rows)
     print_rows("Layer 1 snapshot and Layer 3 event log", layer_rows)
+    print_rows("consolidation (seed 001's phases; entries of four classes)", consolidation_rows)
 
 
 def main() -> None:

@@ -69,6 +69,7 @@ VARIANTS: dict[str, dict[str, dict[str, object]]] = {
     "bm25-no-speaker-field": {**_WORDS, "recall": {"speaker_weight": 0.0}},
     "bm25-no-answer-kind": {**_WORDS, "recall": {"answer_boost": 0.0}},
     "bm25-no-entities": {**_WORDS, "recall": {"entity_expansion": False}},
+    "bm25-snapshot": {**_WORDS, "snapshot": {"enabled": True}},
     "hybrid-rrf-0.5": {"recall": {"fusion": "rrf", "dense_weight": 0.5}},
     "hybrid-rrf-0.7": {"recall": {"fusion": "rrf", "dense_weight": 0.7}},
     "hybrid-weighted-0.4": {"recall": {"dense_weight": 0.4}},
@@ -78,6 +79,7 @@ VARIANTS: dict[str, dict[str, dict[str, object]]] = {
     "hybrid-no-context-window": {"recall": {"context_window": []}},
     "hybrid-no-answer-kind": {"recall": {"answer_boost": 0.0}},
     "hybrid-no-entities": {"recall": {"entity_expansion": False}},
+    "hybrid-snapshot": {"snapshot": {"enabled": True}},
 }
 """Variant name -> {config section -> {key: value}} on top of the product's defaults."""
 

@@ -155,22 +155,40 @@ class Judgement:
     verdict: Verdict
 
 
-def judge_offline(belief: str, fact: str, terms: Callable[[str], list[str]]) -> Verdict:
-    """Same subject (shared terms) with the same polarity confirms; with opposite
-    polarity ("likes" / "no longer likes") contradicts; otherwise unrelated."""
-    a, b = set(terms(belief)), set(terms(fact))
-    if not a or not b or len(a & b) / min(len(a), len(b)) < SAME_SUBJECT:
-        return Verdict.UNRELATED
+def same_subject(a: set[str], b: set[str]) -> bool:
+    return bool(a and b) and len(a & b) / min(len(a), len(b)) >= SAME_SUBJECT
+
+
+def polarity_verdict(belief: str, fact: str) -> Verdict:
+    """For two texts on one subject: opposite polarity ("likes" / "no longer likes")
+    contradicts, the same confirms."""
     if bool(_NEGATION.search(belief)) != bool(_NEGATION.search(fact)):
         return Verdict.CONTRADICTED
     return Verdict.CONFIRMED
 
 
+def judge_offline(belief: str, fact: str, terms: Callable[[str], list[str]]) -> Verdict:
+    """The offline judge: unrelated unless the two share most terms, then by polarity."""
+    if not same_subject(set(terms(belief)), set(terms(fact))):
+        return Verdict.UNRELATED
+    return polarity_verdict(belief, fact)
+
+
+MAX_FACTS_PER_BELIEF = 20
+"""The newest facts on a belief's subject that one run weighs it against."""
+
+
 def verification_pairs(
-    entries: Sequence[MemoryEntry], checked_through: datetime | None, when: datetime
-) -> list[tuple[MemoryEntry, MemoryEntry]]:
-    """(belief, later fact) pairs not checked yet: facts created after the belief, after
-    the previous run's instant and by `when`. A pair checked once is never checked again."""
+    entries: Sequence[MemoryEntry],
+    checked_through: datetime | None,
+    when: datetime,
+    terms: Callable[[str], list[str]],
+) -> list[tuple[MemoryEntry, list[MemoryEntry]]]:
+    """Each Active belief with the facts on its subject not weighed yet: created after
+    it, after the previous run's instant and by `when`. A pair is weighed once.
+
+    Facts are found through a term index, not by pairing every belief with every fact:
+    a scope of 10 000 entries has millions of pairs and a handful on one subject."""
     beliefs = [
         e for e in entries if class_of(e) is MemoryClass.BELIEF and status_of(e) is Status.ACTIVE
     ]
@@ -183,12 +201,26 @@ def verification_pairs(
         and e.created_at <= when
         and (checked_through is None or e.created_at > checked_through)
     ]
-    return [
-        (belief, fact)
-        for belief in beliefs
-        for fact in facts
-        if fact.created_at > belief.created_at and fact.id != belief.id
-    ]
+    if not beliefs or not facts:
+        return []
+    fact_terms = {f.id: set(terms(f.content)) for f in facts}
+    postings: dict[str, list[MemoryEntry]] = {}
+    for fact in facts:
+        for term in fact_terms[fact.id]:
+            postings.setdefault(term, []).append(fact)
+    out = []
+    for belief in beliefs:
+        own = set(terms(belief.content))
+        shared: dict[str, MemoryEntry] = {}
+        for term in own:
+            for fact in postings.get(term, ()):
+                if fact.created_at > belief.created_at and fact.id != belief.id:
+                    shared[fact.id] = fact
+        related = [f for f in shared.values() if same_subject(own, fact_terms[f.id])]
+        if related:
+            related.sort(key=lambda f: (f.created_at, f.id))
+            out.append((belief, related[-MAX_FACTS_PER_BELIEF:]))
+    return out
 
 
 def apply_judgements(

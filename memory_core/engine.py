@@ -42,7 +42,7 @@ from memory_core.db import Database
 from memory_core.deliveries import Deliveries
 from memory_core.embedding.factory import build_embedder
 from memory_core.entities import Entity
-from memory_core.entries import Importance, MemoryEntry
+from memory_core.entries import Importance, MemoryClass, MemoryEntry
 from memory_core.errors import (
     ChatmemError,
     ConfigError,
@@ -454,8 +454,10 @@ class MemoryCore:
         importance: Importance | str = Importance.MEDIUM,
         source: str = "capture",
         expires_at: datetime | None = None,
+        memory_class: MemoryClass | None = None,
     ) -> tuple[MemoryEntry, MergeResult]:
-        """Save one memory now (a repeat of an existing one reinforces it)."""
+        """Save one memory now (a repeat of an existing one reinforces it); without a
+        class it takes its category's."""
         return await self.memory.long_term.capture(
             scope,
             content,
@@ -463,6 +465,7 @@ class MemoryCore:
             importance=importance,
             source=source,
             expires_at=expires_at,
+            memory_class=memory_class,
         )
 
     async def consolidate(self, scope: ScopeKey, *, now: datetime | None = None) -> MergeResult:

@@ -47,18 +47,13 @@ class Granularity(StrEnum):
     """Several statements folded together (a summary, a merged profile)."""
 
 
-CATEGORY_CLASSES: dict[str, MemoryClass] = {
-    "preference": MemoryClass.FACT,
-    "fact": MemoryClass.FACT,
-    "workflow": MemoryClass.FACT,
-    "decision": MemoryClass.FACT,
-    "skill_usage": MemoryClass.FACT,
-    "experience": MemoryClass.EVENT,
-    "todo": MemoryClass.EVENT,
-}
-"""The class an entry has when nothing gave it one: what was stated about the user stays
-a fact, what happened (an experience, a todo) is an event. A category not listed (one a
-person invented) is a fact: the slow rate loses nothing by surprise."""
+CATEGORY_CLASSES: dict[str, MemoryClass] = {category: MemoryClass.FACT for category in CATEGORIES}
+"""The class an entry has when nothing gave it one. Every seed 002 category is durable
+knowledge about the user (an "experience" is 经验/处理流程, a procedure learned, not a
+thing that happened; a todo is archived by its expiry, not by fading), so each is a fact,
+and so is a category a person invented: the slow rate loses nothing by surprise. Beliefs
+and events come from extraction (the model's `memory_class`) or `chatmem capture
+--class`, summaries from consolidation."""
 
 
 def class_of(entry: MemoryEntry) -> MemoryClass:

@@ -16,7 +16,9 @@ separate figure built on `s`: see `rank_terms`.
 
 from __future__ import annotations
 
+import heapq
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -266,3 +268,38 @@ def contradict_belief(entry: MemoryEntry, policy: ScoringPolicy = DEFAULT_POLICY
     """A belief a later fact contradicts loses confidence; its score follows seed 002."""
     lowered = confidence_of(entry) * policy.belief_contradict_factor
     return entry.with_(confidence=round(lowered, 4))
+
+
+RANK_BONUS_MAX = ACCESS_BONUS_MAX + max(IMPORTANCE_BONUS.values())
+"""The most the bonuses add: a rank never exceeds the stored score plus this."""
+
+
+def rank_entries(
+    entries: Sequence[MemoryEntry],
+    when: datetime,
+    limit: int,
+    policy: ScoringPolicy = DEFAULT_POLICY,
+) -> list[tuple[MemoryEntry, float]]:
+    """The Active entries with the `limit` best ranking scores at `when`, best first.
+
+    A rank is at most the stored score (decay only lowers it, confidence is at most 1)
+    plus `RANK_BONUS_MAX`, so a walk by stored score stops once that bound falls below
+    the limit-th best rank: at 10 000 entries a snapshot ranks a few hundred, not all.
+    """
+    order = sorted(entries, key=lambda e: -e.score)
+    best: list[tuple[float, int]] = []  # min-heap of (rank, -position): ties keep order
+    for position, entry in enumerate(order):
+        if len(best) == limit and entry.score + RANK_BONUS_MAX < best[0][0]:
+            break
+        if entry.archived is not None:
+            continue
+        current = score_at(entry, when, policy)
+        if not entry.pinned and current < policy.archive_below:
+            continue
+        rank = rank_score(entry, when, policy)
+        if len(best) < limit:
+            heapq.heappush(best, (rank, -position))
+        elif rank > best[0][0]:
+            heapq.heapreplace(best, (rank, -position))
+    chosen = sorted(best, key=lambda item: (-item[0], -item[1]))
+    return [(order[-negative], rank) for rank, negative in chosen]

@@ -34,7 +34,7 @@ from datetime import datetime
 from typing import Any
 
 from memory_core.clock import format_when, parse_when
-from memory_core.entries import Importance, MemoryEntry
+from memory_core.entries import Importance, MemoryClass, MemoryEntry
 from memory_core.errors import ChatmemError
 from memory_core.journal import CaptureJournal, JournalRow
 from memory_core.memory_md import ParsedMemory
@@ -344,6 +344,7 @@ def _payload(staged: _Staged) -> dict[str, Any]:
         "category": cand.category,
         "importance": cand.importance.value,
         "expires_at": format_when(cand.expires_at) if cand.expires_at else None,
+        "memory_class": cand.memory_class.value if cand.memory_class else None,
         "new_id": cand.new_id,
         "touched": staged.touched,
         "added": staged.added,
@@ -364,6 +365,7 @@ def _staged_from(row: JournalRow) -> _Staged | None:
             importance=Importance(data["importance"]),
             expires_at=parse_when(expires) if expires else None,
             new_id=str(data["new_id"]) if data.get("new_id") else None,
+            memory_class=MemoryClass(data["memory_class"]) if data.get("memory_class") else None,
         )
         return _Staged(
             candidate,

@@ -39,8 +39,8 @@ from memory_core.consolidation import (
     apply_judgements,
     apply_summaries,
     inputs_to_consider,
-    judge_offline,
     plan_summaries,
+    polarity_verdict,
     verification_pairs,
     worth_extracting,
 )
@@ -75,7 +75,6 @@ class _State:
     pending: list[EventRef] = field(default_factory=list)
     candidates: list[dict[str, Any]] = field(default_factory=list)
     checked_through: datetime | None = None
-    last_run: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> str:
         data = {
@@ -84,7 +83,6 @@ class _State:
             "pending": [asdict(ref) for ref in self.pending],
             "candidates": self.candidates,
             "checked_through": format_when(self.checked_through) if self.checked_through else None,
-            "last_run": self.last_run,
         }
         return json.dumps(data, ensure_ascii=False, indent=1) + "\n"
 
@@ -100,7 +98,6 @@ class _State:
             pending=[EventRef(**ref) for ref in data.get("pending") or []],
             candidates=list(data.get("candidates") or []),
             checked_through=parse_when(checked) if checked else None,
-            last_run=dict(data.get("last_run") or {}),
         )
 
 
@@ -135,11 +132,15 @@ class Consolidator:
         lock = self.memory.long_term.workspace.lock_name(scope, "consolidate")
         async with self.locks.hold(lock):
             state = await self._load(scope)
-            for phase in wanted:
-                report = await self._run_phase(phase, scope, state, when)
-                state.last_run[phase.value] = format_when(when)
-                await self._save(scope, state)
-                reports.append(report)
+            saved = state.to_json()
+            try:
+                for phase in wanted:
+                    reports.append(await self._run_phase(phase, scope, state, when))
+            finally:
+                # Whatever the phases got through is kept, even when one failed: a
+                # phase's work is written before its part of the state moves on.
+                if state.to_json() != saved:
+                    await self._save(scope, state)
         return reports
 
     async def _run_phase(
@@ -302,7 +303,9 @@ class Consolidator:
     # --- verify -----------------------------------------------------------------------
     async def _verify(self, scope: ScopeKey, state: _State, when: datetime) -> PhaseReport:
         entries = await self.memory.long_term.entries(scope)
-        pairs = verification_pairs(entries, state.checked_through, when)
+        pairs = await asyncio.to_thread(
+            verification_pairs, entries, state.checked_through, when, tokenize
+        )
         if self.llm is not None and pairs:
             try:
                 judgements = await self._judge_with_model(pairs)
@@ -310,7 +313,11 @@ class Consolidator:
                 log.warning("consolidation verify of scope %s waits (%s)", scope, exc)
                 return PhaseReport(Phase.VERIFY, 0, "model unreachable, beliefs wait")
         else:
-            judgements = await asyncio.to_thread(_judge_all_offline, pairs)
+            judgements = [
+                Judgement(belief.id, fact.id, polarity_verdict(belief.content, fact.content))
+                for belief, facts in pairs
+                for fact in facts
+            ]
         policy = self.memory.long_term.policy
         changes = await self.memory.long_term.rewrite(
             scope,
@@ -318,20 +325,22 @@ class Consolidator:
             source=SOURCE,
             now=when,
         )
-        state.checked_through = when
+        checked = state.checked_through
+        if checked is None or checked > when or any(e.created_at > checked for e in entries):
+            # Moved only when something new was there to weigh: a quiet scope's state
+            # (and file) stays as it is.
+            state.checked_through = when
+        weighed = sum(len(facts) for _, facts in pairs)
         return PhaseReport(
-            Phase.VERIFY, len(changes), f"{len(pairs)} belief/fact pairs, {len(changes)} changed"
+            Phase.VERIFY, len(changes), f"{weighed} belief/fact pairs, {len(changes)} changed"
         )
 
     async def _judge_with_model(
-        self, pairs: list[tuple[MemoryEntry, MemoryEntry]]
+        self, pairs: list[tuple[MemoryEntry, list[MemoryEntry]]]
     ) -> list[Judgement]:
         assert self.llm is not None
-        by_belief: dict[str, tuple[MemoryEntry, list[MemoryEntry]]] = {}
-        for belief, fact in pairs:
-            by_belief.setdefault(belief.id, (belief, []))[1].append(fact)
         judgements = []
-        for belief, facts in by_belief.values():
+        for belief, facts in pairs:
             listing = "\n".join(f"[{f.id}] {f.content}" for f in facts)
             prompt = load_prompt("verify_belief").format(belief=belief.content, facts=listing)
             data = await self.llm.complete_json(_messages(prompt))
@@ -396,13 +405,6 @@ def _messages(prompt: str) -> list[Message]:
     return [
         {"role": "system", "content": "You consolidate a user's memories and answer only JSON."},
         {"role": "user", "content": prompt},
-    ]
-
-
-def _judge_all_offline(pairs: list[tuple[MemoryEntry, MemoryEntry]]) -> list[Judgement]:
-    return [
-        Judgement(belief.id, fact.id, judge_offline(belief.content, fact.content, tokenize))
-        for belief, fact in pairs
     ]
 
 

@@ -26,7 +26,7 @@ from pathlib import Path
 from memory_core.activations import Activation
 from memory_core.config import Config
 from memory_core.entities import Entity, extract_entities
-from memory_core.entries import ArchiveReason, Importance, MemoryEntry
+from memory_core.entries import ArchiveReason, Importance, MemoryClass, MemoryEntry
 from memory_core.errors import ChatmemError, DatabaseUnreachable, EntryNotFound
 from memory_core.forgotten import ForgottenFile
 from memory_core.memory.guard import IndexGuard
@@ -226,6 +226,7 @@ class LongTermMemory:
         importance: Importance | str = Importance.MEDIUM,
         source: str = "capture",
         expires_at: datetime | None = None,
+        memory_class: MemoryClass | None = None,
     ) -> tuple[MemoryEntry, MergeResult]:
         """Save one memory now (a repeat of an existing one reinforces it)."""
         text = self._checked_content(content)
@@ -234,6 +235,7 @@ class LongTermMemory:
             category=category,
             importance=Importance(importance),
             expires_at=expires_at,
+            memory_class=memory_class,
         )
         result: MergeResult | None = None
         if self.staging is not None:
@@ -267,7 +269,12 @@ class LongTermMemory:
             return []
 
     async def consolidate(self, scope: ScopeKey, *, now: datetime | None = None) -> MergeResult:
-        """Decay, expire, archive and forget as of `now` (no new memories)."""
+        """Decay, expire, archive and forget as of `now` (no new memories). Nothing is
+        written when nothing would change (a second run the same day)."""
+        preview = await self.preview_consolidate(scope, now=now)
+        if not preview.changes:
+            await self._keep_forgotten(scope, [])  # kept entries past their days still go
+            return preview
         return await self.merge_candidates(
             scope, (), session_id=None, source="consolidate", now=now
         )

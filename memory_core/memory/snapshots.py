@@ -10,16 +10,18 @@ is kept as written, whole, by every rebuild."""
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Callable
 from datetime import datetime, timedelta, tzinfo
 from pathlib import Path
 
 from memory_core.atomic import atomic_write_text
 from memory_core.config import Config
+from memory_core.entries import MemoryClass, class_of
 from memory_core.event_log import Event, EventLog
 from memory_core.memory.long_term import LongTermMemory
-from memory_core.prompt import select_prompt_entries
 from memory_core.scope import ScopeKey
+from memory_core.scoring import rank_entries, score_at
 from memory_core.snapshot import (
     CONSTRAINTS,
     IDENTITY,
@@ -32,6 +34,8 @@ from memory_core.snapshot import (
 from memory_core.workspace import Workspace
 
 FILE_NAME = "SNAPSHOT.md"
+_BUILT = re.compile(r" built [^;]*;", re.ASCII)
+"""The build time in the file's mark, the one part a rebuild always changes."""
 MAX_RANKED = 200
 """Entries the index can show at all: below these the shares are pointers anyway."""
 MAX_SUMMARIES = 12
@@ -102,17 +106,19 @@ class Snapshots:
         # older than the file, so the next prompt builds again (never the reverse).
         source = await asyncio.to_thread(self._source, scope)
         parsed = await self.long_term.load(scope)
-        ranked = await asyncio.to_thread(
-            select_prompt_entries,
-            parsed.entries,
-            when,
-            min_score=0.0,
-            top_k=MAX_RANKED,
-            policy=self.long_term.policy,
+        policy = self.long_term.policy
+        best = await asyncio.to_thread(
+            rank_entries, parsed.entries, when, MAX_RANKED + MAX_SUMMARIES, policy
         )
+        # Summaries of events lead Top Summaries; the index lists the rest by rank.
+        current = [entry.rescored(score_at(entry, when, policy), when) for entry, _ in best]
+        summary_entries = [e for e in current if class_of(e) is MemoryClass.SUMMARY]
+        ranked = [e for e in current if class_of(e) is not MemoryClass.SUMMARY][:MAX_RANKED]
         path = self.workspace.relative(self.long_term.path(scope))
         where = {entry_id: f"{path}:{lines[0]}" for entry_id, lines in parsed.lines.items()}
-        summaries = await asyncio.to_thread(self._summaries, scope)
+        archived = await asyncio.to_thread(self._summaries, scope)
+        summaries = [e.content for e in summary_entries] + archived
+        summaries = summaries[:MAX_SUMMARIES]
         recent = await self._recent(scope, when)
         return build_snapshot(
             ranked,
@@ -127,14 +133,23 @@ class Snapshots:
         )
 
     async def rebuild(self, scope: ScopeKey, *, now: datetime | None = None) -> Snapshot:
-        """Build and write the file (atomically: a crash leaves the old file or the new)."""
+        """Build and write the file (atomically: a crash leaves the old file or the new).
+        A build that says what the file already says, but for its build time, is not
+        written: a daily rebuild of a quiet scope costs no fsync and keeps the file's
+        time telling when it last changed."""
         snapshot = await self.build(scope, now=now)
         await asyncio.to_thread(self._write, scope, snapshot.render())
         return snapshot
 
     def _write(self, scope: ScopeKey, text: str) -> None:
+        path = self.path(scope)
+        try:
+            if _BUILT.sub("", path.read_text(encoding="utf-8")) == _BUILT.sub("", text):
+                return
+        except (OSError, UnicodeDecodeError):
+            pass  # missing or unreadable: written anew
         self.workspace.ensure_scope(scope)  # a hashed scope's directory keeps its key
-        atomic_write_text(self.path(scope), text)
+        atomic_write_text(path, text)
 
     def _summaries(self, scope: ScopeKey) -> list[str]:
         """The archive's summaries, newest first by name (a month's days before the

@@ -838,8 +838,9 @@ def test_rebuild_index_is_reindex(cli: Run) -> None:
 
 
 def test_consolidate_runs_named_phases_in_order(cli: Run, ws: Path) -> None:
-    cli.capture("went hiking at Mount Tai", "--category", "experience")
-    cli.capture("visited my aunt in Hangzhou", "--category", "experience")
+    hike = cli.json("capture", "went hiking at Mount Tai", "--class", "event")
+    assert hike["entry"]["memory_class"] == "event"
+    cli.capture("visited my aunt in Hangzhou", "--class", "event")
     data = cli.json(
         "consolidate",
         "--phase",

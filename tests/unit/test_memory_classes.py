@@ -33,6 +33,7 @@ from memory_core.scoring import (
     Status,
     access_bonus,
     days_until_below,
+    rank_entries,
     rank_terms,
     reinforce,
     score_at,
@@ -75,8 +76,8 @@ def entry(
 def test_every_seed_category_has_a_documented_class() -> None:
     assert set(CATEGORY_CLASSES) == set(CATEGORIES)
     assert class_of(entry(category="preference")) is MemoryClass.FACT
-    assert class_of(entry(category="experience")) is MemoryClass.EVENT
-    assert class_of(entry(category="todo")) is MemoryClass.EVENT
+    assert class_of(entry(category="experience")) is MemoryClass.FACT  # 经验: know-how
+    assert class_of(entry(category="todo")) is MemoryClass.FACT  # its expiry archives it
     assert class_of(entry(category="something-a-person-invented")) is MemoryClass.FACT
 
 
@@ -175,7 +176,7 @@ def test_flat_mode_is_seed_002_for_every_class() -> None:
 
 def test_a_category_override_applies_only_to_entries_classed_by_category() -> None:
     policy = ScoringPolicy(category_decay={"experience": 1.0})
-    by_category = entry(category="experience")
+    by_category = entry(category="experience")  # a fact by its category
     given = entry(MemoryClass.EVENT, category="experience", entry_id="e2")
     later = T0 + timedelta(days=30)
     assert score_at(by_category, later, policy) == 0.6
@@ -284,7 +285,7 @@ def test_an_older_file_reads_unchanged_and_renders_byte_for_byte() -> None:
     assert "memory_class" not in old
     parsed = parse_memory(old).entries[0]
     assert parsed.memory_class is None and parsed.importance is None
-    assert class_of(parsed) is MemoryClass.EVENT
+    assert class_of(parsed) is MemoryClass.FACT
     assert render_memory([parsed], now=T0) == old
 
 
@@ -321,3 +322,49 @@ def test_extraction_may_give_class_and_confidence() -> None:
     assert added.memory_class is MemoryClass.BELIEF
     assert added.confidence == 0.6
     assert added.importance is Importance.MEDIUM
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_rank_entries_is_the_brute_force_ranking(seed: int) -> None:
+    """The early stop never drops an entry a full ranking would have kept."""
+    import random
+
+    rng = random.Random(seed)
+    entries = [
+        entry(
+            rng.choice([None, *MemoryClass]),
+            round(rng.random(), 3),
+            entry_id=f"e{n}",
+            hits=rng.randint(0, 30),
+            importance=rng.choice([None, *Importance]),
+            confidence=rng.choice([None, rng.random()]),
+            pinned=rng.random() < 0.05,
+        ).with_(last_activated=T0 - timedelta(days=rng.randint(0, 200)))
+        for n in range(rng.randint(0, 120))
+    ]
+    when = T0 + timedelta(days=rng.randint(0, 60))
+    limit = rng.randint(1, 30)
+    got = rank_entries(entries, when, limit)
+    active = [e for e in entries if e.archived is None and (e.pinned or score_at(e, when) >= 0.2)]
+    expected = sorted(active, key=lambda e: -rank_terms(e, when).total)[:limit]
+    assert [round(rank, 12) for _, rank in got] == [
+        round(rank_terms(e, when).total, 12) for e in expected
+    ]
+
+
+def test_a_journalled_capture_keeps_its_class_through_a_replay() -> None:
+    from memory_core.journal import JournalRow
+    from memory_core.staging import _payload, _Staged, _staged_from
+
+    staged = _Staged(
+        Candidate("went hiking at Mount Tai", memory_class=MemoryClass.EVENT, new_id="n1"),
+        "cli",
+        T0,
+        None,
+        [],
+    )
+    row = JournalRow(seq=7, scope="main", payload=_payload(staged))
+    replayed = _staged_from(row)
+    assert replayed is not None
+    assert replayed.candidate.memory_class is MemoryClass.EVENT
+    assert replayed.candidate.new_id == "n1"
