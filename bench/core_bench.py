@@ -338,16 +338,34 @@ def bench_layers(root: Path, quick: bool) -> list[Row]:
 
 
 def classed_entries(size: int, seed: int, now: datetime) -> list[MemoryEntry]:
-    """A scope as consolidation finds it: the corpus's entries, a tenth of them beliefs,
-    the experiences and todos events, a third of everything written in the last month."""
+    """A scope as consolidation finds it: the corpus's entries, a third of them written
+    in the last month; a tenth are beliefs, each followed a day later by a fact on its
+    subject (half confirming it, half saying the opposite), and a sixth are events."""
     rng = random.Random(seed)
-    out = []
+    out: list[MemoryEntry] = []
     for entry in memory_entries(size, seed, now=now):
-        kind = MemoryClass.BELIEF if rng.random() < 0.1 else None
+        if len(out) >= size:
+            break
         if rng.random() < 0.33:
-            created = now - timedelta(days=rng.uniform(0, 30))
+            created = now - timedelta(days=rng.uniform(2, 30))
             entry = entry.with_(created_at=created, last_activated=created, scored_at=created)
-        out.append(entry.with_(memory_class=kind))
+        roll = rng.random()
+        if roll < 0.1 and len(out) + 2 <= size:
+            belief = entry.with_(memory_class=MemoryClass.BELIEF)
+            later = entry.created_at + timedelta(days=1)
+            text = entry.content if rng.random() < 0.5 else f"no longer: {entry.content}"
+            fact = entry.with_(
+                id=f"f{entry.id}",
+                content=text,
+                created_at=later,
+                last_activated=later,
+                scored_at=later,
+            )
+            out.extend([belief, fact])
+        elif roll < 0.27:
+            out.append(entry.with_(memory_class=MemoryClass.EVENT))
+        else:
+            out.append(entry)
     return out
 
 
