@@ -176,6 +176,9 @@ def judge_offline(belief: str, fact: str, terms: Callable[[str], list[str]]) -> 
 
 MAX_FACTS_PER_BELIEF = 20
 """The newest facts on a belief's subject that one run weighs it against."""
+COMMON_POSTINGS = 50
+"""A word in more facts than this (or a twentieth of them) is too common to find a
+belief's subject by: a fact sharing only such words with a belief is not weighed."""
 
 
 def verification_pairs(
@@ -208,11 +211,15 @@ def verification_pairs(
     for fact in facts:
         for term in fact_terms[fact.id]:
             postings.setdefault(term, []).append(fact)
+    common = max(COMMON_POSTINGS, len(facts) // 20)
     out = []
     for belief in beliefs:
         own = set(terms(belief.content))
+        # Candidates come through the belief's rarer words ("user", "喜欢" name half the
+        # scope): the exact test below then counts every shared word.
+        rare = [t for t in own if len(postings.get(t, ())) <= common] or list(own)
         shared: dict[str, MemoryEntry] = {}
-        for term in own:
+        for term in rare:
             for fact in postings.get(term, ()):
                 if fact.created_at > belief.created_at and fact.id != belief.id:
                     shared[fact.id] = fact
