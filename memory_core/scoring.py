@@ -250,7 +250,11 @@ def access_bonus(hits: int) -> float:
 def rank_terms(
     entry: MemoryEntry, when: datetime, policy: ScoringPolicy = DEFAULT_POLICY
 ) -> RankTerms:
-    current = score_at(entry, when, policy)
+    return terms_at(entry, score_at(entry, when, policy))
+
+
+def terms_at(entry: MemoryEntry, current: float) -> RankTerms:
+    """The terms given the entry's current score (for a caller that has it already)."""
     decay = current / entry.score if entry.score > 0 else 1.0
     return RankTerms(
         base=entry.score * confidence_of(entry),
@@ -296,7 +300,7 @@ def rank_entries(
         current = score_at(entry, when, policy)
         if not entry.pinned and current < policy.archive_below:
             continue
-        rank = rank_score(entry, when, policy)
+        rank = terms_at(entry, current).total
         if len(best) < limit:
             heapq.heappush(best, (rank, -position))
         elif rank > best[0][0]:

@@ -359,11 +359,15 @@ class Consolidator:
     # --- summarize --------------------------------------------------------------------
     async def _summarize(self, scope: ScopeKey, when: datetime) -> PhaseReport:
         policy = self.memory.long_term.policy
-        plans = plan_summaries(await self.memory.long_term.entries(scope), when, policy)
         texts: dict[str, str] = {}
         if self.llm is not None:
+            # The model writes the texts first; the write plans again on what is on disk
+            # then, and a plan the model wrote nothing for keeps the events' own texts.
+            entries = await self.memory.long_term.entries(scope)
             try:
-                texts = await self._summaries_with_model(scope, plans)
+                texts = await self._summaries_with_model(
+                    entries, plan_summaries(entries, when, policy)
+                )
             except LLMError as exc:
                 log.warning("consolidation summaries of scope %s wait (%s)", scope, exc)
                 return PhaseReport(Phase.SUMMARIZE, 0, "model unreachable, events wait")
@@ -380,10 +384,10 @@ class Consolidator:
         )
 
     async def _summaries_with_model(
-        self, scope: ScopeKey, plans: list[SummaryPlan]
+        self, entries: list[MemoryEntry], plans: list[SummaryPlan]
     ) -> dict[str, str]:
         assert self.llm is not None
-        by_id = {e.id: e for e in await self.memory.long_term.entries(scope)}
+        by_id = {e.id: e for e in entries}
         texts = {}
         for plan in plans:
             events = "\n".join(
