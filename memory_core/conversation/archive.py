@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta, tzinfo
 
+from memory_core.event_log import Event, EventKind
 from memory_core.history import StoredMessage
 
 SLUG_MAX = 32
@@ -189,3 +190,29 @@ def render_summary(
 ) -> str:
     source = "model summary" if by_model else "extractive summary (no model configured)"
     return f"## {kind} {period} — {source}, {generated_at.date().isoformat()}\n\n{body.strip()}\n"
+
+
+def day_activity(events: Sequence[Event]) -> str:
+    """What the day's event log (Layer 3) adds to its summary: the tools the model used,
+    the long-term changes made and the model's failures, counted. The transcript has
+    the words; only the log has these, and they are facts, not the summariser's reading.
+    Empty for a day without any."""
+    tools: Counter[str] = Counter()
+    changes: Counter[str] = Counter()
+    errors = 0
+    for event in events:
+        if event.kind is EventKind.ACTION:
+            tools[str(event.data.get("tool") or "?")] += 1
+        elif event.kind is EventKind.DECISION:
+            changes[str(event.data.get("change") or "?")] += 1
+        elif event.kind is EventKind.ERROR:
+            errors += 1
+    parts = []
+    if tools:
+        named = ", ".join(f"{tool} {count}" for tool, count in sorted(tools.items()))
+        parts.append(f"{sum(tools.values())} tool calls ({named})")
+    if changes:
+        parts.append("long-term " + ", ".join(f"{k} {v}" for k, v in sorted(changes.items())))
+    if errors:
+        parts.append(f"{errors} model failures")
+    return f"Event log: {'; '.join(parts)}." if parts else ""

@@ -6,7 +6,7 @@ import asyncio
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from pathlib import Path
 
 from memory_core.atomic import atomic_write_text
@@ -16,6 +16,7 @@ from memory_core.conversation.archive import (
     DAILY_PROMPT,
     MONTHLY_PROMPT,
     backoff_delay,
+    day_activity,
     extractive_summary,
     make_slug,
     plan_archive,
@@ -151,6 +152,11 @@ class Archiver:
                 return
         else:
             body = extractive_summary(group)
+        if daily:
+            day_log = await self.memory.events.read(scope, date.fromisoformat(period))
+            activity = day_activity(day_log.events)
+            if activity:
+                body = f"{body.rstrip()}\n\n{activity}"
         directory = self.workspace.summary_dir(scope)
         path = directory / f"{period}.md"
         section = render_summary(

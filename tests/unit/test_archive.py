@@ -19,10 +19,12 @@ from memory_core.config import Config, load_config
 from memory_core.conversation.archive import (
     SLUG_MAX,
     backoff_delay,
+    day_activity,
     make_slug,
     plan_archive,
 )
 from memory_core.engine import MemoryCore
+from memory_core.event_log import decision_events, message_events
 from memory_core.history import ArchiveState, StoredMessage
 from memory_core.scope import MAIN, ScopeKey
 from tests.fakes.openai_server import FakeOpenAI, Reply
@@ -433,3 +435,35 @@ async def test_pending_left_by_a_crashed_run_is_archived_next_time(offline: Memo
     report = await offline.runtime.archive(ALICE)
     assert report.moved == 1
     assert (await message_row(offline, message.id))["archived"] == "true"
+
+
+def test_day_activity_counts_what_only_the_event_log_has() -> None:
+    when = at(2026, 1, 20)
+    events = [
+        *message_events("user", "what did I say about the budget?", when, "s1"),
+        *message_events("tool", "[]", when, "s1", "memory_search", {"arguments": "{}"}),
+        *message_events("tool", "ok", when, "s1", "memory_search", {"arguments": "{}"}),
+        *message_events("tool", "saved", when, "s1", "memory_save", {"arguments": "{}"}),
+        *message_events("assistant", "sorry", when, "s1", meta={"error": "timeout"}),
+        *decision_events("extract", [("add", "a1"), ("add", "a2"), ("reinforce", "b")], when, "s1"),
+    ]
+    assert day_activity(events) == (
+        "Event log: 3 tool calls (memory_save 1, memory_search 2); "
+        "long-term add 2, reinforce 1; 1 model failures."
+    )
+    assert day_activity(message_events("user", "hi", when, "s1")) == ""
+
+
+async def test_a_daily_summary_carries_the_day_s_event_log(offline: MemoryCore) -> None:
+    day = at(2026, 1, 20)
+    await add(offline, MAIN, day, "周二讨论了季度预算")
+    await offline.memory.events.record(
+        MAIN, *message_events("tool", "[]", day, "s1", "memory_search", {"arguments": "{}"})
+    )
+    await offline.memory.events.record(MAIN, *decision_events("capture", [("add", "x")], day, None))
+    await add(offline, MAIN, at(2026, 1, 19), "周一没有别的事")
+    await offline.runtime.archive(MAIN)
+    summary = offline.workspace.root / "memory/summary"
+    with_log = (summary / "2026-01-20.md").read_text(encoding="utf-8")
+    assert "Event log: 1 tool calls (memory_search 1); long-term add 1." in with_log
+    assert "Event log" not in (summary / "2026-01-19.md").read_text(encoding="utf-8")
