@@ -193,6 +193,10 @@ class LongTermMemory:
             parsed = await self.store.load(scope)
             return MergeResult(entries=list(parsed.entries), skipped=True)
         activations = await self._pending_uses(scope)
+        # A merge that brings nothing (no candidates, no uses, no session to record) and
+        # changes nothing (a second consolidation the same day) writes nothing.
+        idle = not batch and not activations and session_id is None
+        unchanged: list[MergeResult] = []
 
         def change(
             parsed: ParsedMemory,
@@ -200,10 +204,17 @@ class LongTermMemory:
             result = _merged(
                 parsed.entries, activations, batch, when, session_id, seen, self.policy
             )
+            if idle and not result.changes:
+                unchanged.append(result)
+                raise _Unchanged
             forgotten = _forgotten_entries(parsed.entries, result.changes, when)
             return result.entries, (result, forgotten)
 
-        result, forgotten = await self.store.update(scope, change, when)
+        try:
+            result, forgotten = await self.store.update(scope, change, when)
+        except _Unchanged:
+            await self._keep_forgotten(scope, [])  # kept entries past their days still go
+            return unchanged[0]
         if self.activations is not None and activations:
             try:
                 await self.activations.clear(scope, activations)
@@ -271,10 +282,6 @@ class LongTermMemory:
     async def consolidate(self, scope: ScopeKey, *, now: datetime | None = None) -> MergeResult:
         """Decay, expire, archive and forget as of `now` (no new memories). Nothing is
         written when nothing would change (a second run the same day)."""
-        preview = await self.preview_consolidate(scope, now=now)
-        if not preview.changes:
-            await self._keep_forgotten(scope, [])  # kept entries past their days still go
-            return preview
         return await self.merge_candidates(
             scope, (), session_id=None, source="consolidate", now=now
         )
