@@ -192,17 +192,20 @@ class MemoryCore:
             self._guard.reason = None
         if self.config.long_term.journal:
             await self._open_staging()
-        if self._guard.index is None:
+        db = self._db
+        if db is None or self._guard.index is None:
             return
         await ensure_loaded()
         await self._guard.sync_all(progress)
         if self._guard.index is not None:  # the sync may have found it unusable
             self._guard.index.embed_all()
-        if self.config.storage.backend == "postgres":
+        # Built now, not on first use: a history that did not exist yet made a
+        # consolidation run beside a bot see no open session and take that session's
+        # inputs from under its /new.
+        self._history = history = self._open_history(db)
+        if isinstance(history, SpoolingHistory):
             # Messages a process spooled while the database was away, and died.
-            history = self._require_history()
-            if isinstance(history, SpoolingHistory):
-                await history.flush_spool()
+            await history.flush_spool()
 
     async def _open_deliveries(self, db: Db) -> Deliveries:
         """Delivery claims under this process's owner id, held as a lock for the
@@ -381,20 +384,18 @@ class MemoryCore:
             raise IndexUnavailable(self.degraded_reason or "the database is not open")
         return self._audit
 
+    def _open_history(self, db: Db) -> HistoryStore:
+        """Sessions and messages on `db`, indexed while the index is usable."""
+        if db.backend == "sqlite":
+            return HistoryStore(db, self.config.history, self._guard.index)
+        # A server may be away for a while: messages wait in a local spool.
+        return SpoolingHistory(
+            db, self.config.history, self._guard.index, self.workspace.state_dir / "spool"
+        )
+
     def _require_history(self) -> HistoryStore:
         if self._history is None:
-            if self._db is None:
-                raise IndexUnavailable(self.degraded_reason or "the database is not open")
-            if self._db.backend == "sqlite":
-                self._history = HistoryStore(self._db, self.config.history, self._guard.index)
-            else:
-                # A server may be away for a while: messages wait in a local spool.
-                self._history = SpoolingHistory(
-                    self._db,
-                    self.config.history,
-                    self._guard.index,
-                    self.workspace.state_dir / "spool",
-                )
+            raise IndexUnavailable(self.degraded_reason or "the database is not open")
         return self._history
 
     # --- long-term memory -----------------------------------------------------------

@@ -194,9 +194,13 @@ class Consolidator:
 
     # --- filter -----------------------------------------------------------------------
     async def _filter(self, scope: ScopeKey, state: _State) -> PhaseReport:
+        if self.history is None:
+            # Only the history knows which sessions are still open: taking their inputs
+            # blind would leave their /new nothing to learn.
+            return PhaseReport(Phase.FILTER, 0, "no session history (no database), inputs wait")
         events = await self._events_from(scope, state.cursor)
         done = await self._done_sessions(scope)
-        still_open = await self._open_sessions()
+        still_open = {session.id for session in await self.history.open_sessions()}
         chosen, cursor = inputs_to_consider(events, state.cursor, done, still_open)
         if self.llm is not None and chosen:
             try:
@@ -239,11 +243,6 @@ class Consolidator:
 
     async def _done_sessions(self, scope: ScopeKey) -> frozenset[str]:
         return await self.audit.seen_sessions(scope) if self.audit is not None else frozenset()
-
-    async def _open_sessions(self) -> set[str]:
-        if self.history is None:
-            return set()
-        return {session.id for session in await self.history.open_sessions()}
 
     # --- extract ----------------------------------------------------------------------
     async def _extract(self, scope: ScopeKey, state: _State, when: datetime) -> PhaseReport:

@@ -290,12 +290,15 @@ async def write_belief(core: MemoryCore, clock: ManualClock) -> None:
 async def test_a_full_run_then_a_second_run_changes_nothing(
     workspace: Path, clock: ManualClock
 ) -> None:
-    async with MemoryCore.open(offline_config(workspace, enabled=True), clock=clock) as core:
-        await seed_scope(core, clock)
-        history = core._require_history()
-        await history.add_session(ALICE, "open-one", clock(), "open")
-        await write_belief(core, clock)
-        clock.advance(timedelta(days=9))
+    config = offline_config(workspace, enabled=True)
+    async with MemoryCore.open(config, clock=clock) as bot:
+        # A bot's process holds the session open; the run below is another process's,
+        # whose core has asked nothing of the history before it consolidates.
+        await seed_scope(bot, clock)
+        await bot.record_session(ALICE, "open-one", clock(), [], status="open")
+        await write_belief(bot, clock)
+    clock.advance(timedelta(days=9))
+    async with MemoryCore.open(config, clock=clock) as core:
         reports = await core.consolidate_phases(ALICE)
         assert [r.phase for r in reports] == list(PHASES)
         by_phase = {r.phase: r for r in reports}
@@ -325,6 +328,27 @@ async def test_a_full_run_then_a_second_run_changes_nothing(
         )
         assert state_again["cursor"] == state["cursor"]
         assert state_again["pending"] == state_again["candidates"] == []
+
+
+@pytest.mark.sqlite_only
+async def test_without_the_database_the_filter_takes_no_input(
+    workspace: Path, clock: ManualClock
+) -> None:
+    """Only the history knows which sessions are still open: a run without it took every
+    input as if no session were, an open one's from under its /new."""
+    config = offline_config(workspace)
+    async with MemoryCore.open(config, clock=clock) as core:
+        await seed_scope(core, clock)
+        before = await core.memory.long_term.entries(ALICE)
+    (workspace / ".chatmem" / "index.sqlite3").write_bytes(b"not a database" * 512)
+    async with MemoryCore.open(config, clock=clock) as core:
+        assert not core.has_database
+        filtered, extracted = await core.consolidate_phases(ALICE, [Phase.FILTER, Phase.EXTRACT])
+        assert (filtered.changes, extracted.changes) == (0, 0)
+        assert filtered.detail == "no session history (no database), inputs wait"
+        assert await core.memory.long_term.entries(ALICE) == before
+        state = core.workspace.memory_dir(ALICE) / "consolidation.json"
+    assert not state.exists()  # the cursor did not move
 
 
 async def test_a_run_cut_between_extract_and_merge_resumes(
