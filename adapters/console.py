@@ -18,7 +18,8 @@ import queue
 import signal
 import sys
 import threading
-from collections.abc import Awaitable, Callable
+import uuid
+from collections.abc import Awaitable, Callable, Iterator
 from datetime import UTC, datetime
 from itertools import count
 from typing import Any, TypeVar
@@ -36,7 +37,9 @@ READ_SIZE = 1 << 16
 T = TypeVar("T")
 
 
-def console_message(text: str, user: str, group: str | None, number: int) -> InboundMessage:
+def console_message(text: str, user: str, group: str | None, message_id: str) -> InboundMessage:
+    """A line typed at the console as the router takes it. `message_id` must never repeat
+    in the workspace (`run_ids`): the deliveries table keeps every id it saw for days."""
     return InboundMessage(
         channel="console",
         account_id="local",
@@ -45,10 +48,18 @@ def console_message(text: str, user: str, group: str | None, number: int) -> Inb
         chat_type="group" if group else "direct",
         chat_id=group or user,
         text=text,
-        message_id=str(number),
+        message_id=message_id,
         timestamp=datetime.now(UTC),
         mentioned=True,
     )
+
+
+def run_ids() -> Iterator[str]:
+    """Message ids unique to this run: its own random prefix and a line number. Numbers
+    alone started at 1 in every run, and the deliveries table, which remembers ids for
+    days, took a later run's first lines for redeliveries and dropped them unanswered."""
+    run = uuid.uuid4().hex
+    return (f"{run}-{number}" for number in count(1))
 
 
 class Interrupted(Exception):
@@ -58,8 +69,8 @@ class Interrupted(Exception):
 async def run_console(core: MemoryCore, *, user: str = "me", group: str | None = None) -> int:
     router = MessageRouter(core)
     interactive = sys.stdin.isatty()
-    numbers = count(1)
-    scope = router.scope_of(console_message("", user, group, 0))
+    message_ids = run_ids()
+    scope = router.scope_of(console_message("", user, group, ""))
     lines = StdinLines()
     interrupted = asyncio.Event()
     catching = _catch_interrupt(interrupted)
@@ -84,7 +95,7 @@ async def run_console(core: MemoryCore, *, user: str = "me", group: str | None =
                 continue
             if text in ("/quit", "/exit"):
                 break
-            message = console_message(text, user, group, next(numbers))
+            message = console_message(text, user, group, next(message_ids))
             try:
                 reply = await _unless_interrupted(interrupted, router.handle(message), stop_turn)
             except ChatmemError as exc:

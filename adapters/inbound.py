@@ -19,6 +19,12 @@ class InboundMessage:
     chat_id: str
     text: str
     message_id: str
+    """The platform's id of the message, never given to another message of the same
+    channel, account and chat, whichever process or run receives it: the workspace's
+    deliveries table keeps it for days and drops a message whose key it has seen as a
+    redelivery. Telegram's message ids (per chat) and DingTalk's msgIds are; the console
+    makes its own (`adapters.console.run_ids`). '' when there is no such id: the message
+    is then never taken for a redelivery."""
     timestamp: datetime
     thread_id: str | None = None
     mentioned: bool = False

@@ -77,6 +77,11 @@ def journal_rows(config: Config) -> dict[str, int]:
     return {str(scope): int(n) for scope, n in rows}
 
 
+def cli(*args: str) -> list[str]:
+    """The command line of `chatmem ARGS` from this checkout (not an installed copy)."""
+    return [sys.executable, "-m", "adapters.cli", *args]
+
+
 def storage_env_of(config: Config) -> dict[str, str]:
     """The environment that gives a child process `config`'s storage."""
     if config.storage.backend == "sqlite":
