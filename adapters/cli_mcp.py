@@ -14,9 +14,7 @@ if TYPE_CHECKING:
     from memory_core.engine import MemoryCore
 
 
-@command(
-    "mcp", "serve the scope's memory to agents over MCP (stdio, or --http HOST:PORT)", creates=True
-)
+@command("mcp", "serve the scope's memory to agents over MCP (stdio, or --http HOST:PORT)")
 class Mcp:
     @staticmethod
     def arguments(parser: argparse.ArgumentParser) -> None:

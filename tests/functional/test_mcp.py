@@ -48,7 +48,9 @@ THINGS = ("a violin lesson", "the kayak trip", "green tea", "the dentist at nine
 async def stdio_client(
     workspace: Path, scope: ScopeKey, env: Mapping[str, str] | None = None
 ) -> AsyncIterator[Client]:
-    """The SDK's client on `chatmem mcp --workspace W --scope S`, a real subprocess."""
+    """The SDK's client on `chatmem mcp --workspace W --scope S`, a real subprocess (on
+    a workspace made first: `chatmem mcp` creates none)."""
+    await made(workspace)
     params = StdioServerParameters(
         command=chatmem_executable(),
         args=["mcp", "--workspace", str(workspace), "--scope", scope.value],
@@ -57,6 +59,13 @@ async def stdio_client(
     )
     async with Client(params) as client:
         yield client
+
+
+async def made(workspace: Path) -> None:
+    """`workspace` made a workspace, as `chatmem init` would (when it is none yet)."""
+    if not MemoryCore.workspace_exists(workspace):
+        async with MemoryCore.open(make_config(workspace), create=True):
+            pass
 
 
 @contextlib.asynccontextmanager
@@ -283,6 +292,7 @@ async def test_stdio_server_ends_cleanly_when_the_client_goes_mid_call(workspace
         "asyncio.run(main())\n"
     )
     args = ["mcp", "--workspace", str(workspace), "--scope", ALICE.value]
+    await made(workspace)
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-c",
@@ -453,6 +463,7 @@ async def test_the_command_serves_http_with_the_configured_tokens(
     environment, the port from its log line, stopped by SIGTERM."""
     config_file = tmp_path / "chatmem.toml"
     config_file.write_text(f'[mcp]\nclients = {{ "{BOB_TOKEN}" = "{BOB.value}" }}\n')
+    await made(workspace)
     process = await asyncio.create_subprocess_exec(
         chatmem_executable(),
         "mcp",
