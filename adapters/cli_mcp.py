@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from adapters.cli import command
 from adapters.cli_bots import serve_until_signal, setup_logging
-from memory_core.errors import ChatmemError
+from memory_core.errors import ChatmemError, install_hint
 
 if TYPE_CHECKING:
     from memory_core.engine import MemoryCore
@@ -31,7 +31,7 @@ class Mcp:
             from adapters import mcp_server
         except ImportError as exc:
             raise ChatmemError(
-                f"the MCP server needs the mcp extra: pip install 'chatmem[mcp]' ({exc})"
+                f"the MCP server needs the mcp extra: {install_hint('mcp')} ({exc})"
             ) from None
         # stdout is the protocol's over stdio: log lines go to stderr (logging's default).
         setup_logging(core)

@@ -45,7 +45,7 @@ from adapters.inbound import InboundMessage
 from adapters.router import MessageRouter
 from memory_core.config import DingTalkSettings
 from memory_core.engine import MemoryCore
-from memory_core.errors import ConfigError, InboundRejected
+from memory_core.errors import ConfigError, InboundRejected, install_hint
 
 log = logging.getLogger(__name__)
 
@@ -376,7 +376,7 @@ async def run_dingtalk_stream(
         import dingtalk_stream
     except ImportError as exc:
         raise ConfigError(
-            "stream mode needs the dingtalk extra: pip install 'chatmem[dingtalk]'"
+            f"stream mode needs the dingtalk extra: {install_hint('dingtalk')}"
         ) from exc
     if not settings.app_key or not settings.app_secret:
         raise ConfigError("dingtalk.app_key and dingtalk.app_secret are required for stream mode")

@@ -32,7 +32,7 @@ from pydantic_settings import (
 )
 
 from memory_core.entries import MemoryClass
-from memory_core.errors import ConfigError, ScopeError
+from memory_core.errors import ConfigError, ScopeError, install_hint
 from memory_core.scope import DmScope, ScopeKey
 from memory_core.scoring import ScoringPolicy
 
@@ -285,7 +285,8 @@ class EmbeddingSettings(_Section):
 
     provider: Literal["auto", "local", "openai", "none"] = _field(
         "auto",
-        "'local': a model shipped inside a Python package (pip install 'chatmem[vector]'), "
+        "'local': a model shipped inside a Python package (the vector extra: "
+        f"{install_hint('vector')}), "
         "no network; 'openai': any OpenAI-compatible /v1/embeddings server (OpenAI, Ollama, "
         "vLLM, DashScope); 'none': BM25 alone; 'auto': local when installed, else none.",
     )
@@ -338,8 +339,8 @@ class StorageSettings(_Section):
     backend: Literal["sqlite", "postgres"] = _field(
         "sqlite",
         "'sqlite': .chatmem/index.sqlite3 in the workspace, nothing to run; 'postgres': one "
-        "PostgreSQL database that several bot processes share (pip install "
-        "'chatmem[postgres]', docs/operations.md).",
+        "PostgreSQL database that several bot processes share (the postgres extra: "
+        f"{install_hint('postgres')}; docs/operations.md).",
         env="CHATMEM_STORAGE_BACKEND",
     )
     postgres_dsn: str = _field(
