@@ -609,6 +609,25 @@ def _extra(info: FieldInfo) -> Mapping[str, Any]:
     return info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
 
 
+SHORTEST_SECRET = 6
+"""Secrets shorter than this are not cut out of log lines: they would garble ordinary text
+(and are no secret worth the name)."""
+
+
+def secret_values(config: Config) -> list[str]:
+    """Every secret the config holds (bot tokens, app secrets, API keys, the database DSN,
+    the MCP clients' tokens): what no log line or message may show."""
+    found: list[str] = []
+    for dotted, info in _leaves():
+        if not _extra(info).get("secret"):
+            continue
+        value: Any = config
+        for part in dotted.split("."):
+            value = getattr(value, part)
+        found.extend(value if isinstance(value, dict) else [value])
+    return [value for value in found if isinstance(value, str) and len(value) >= SHORTEST_SECRET]
+
+
 def env_bindings() -> list[tuple[str, str]]:
     """(ENV_NAME, dotted key) pairs: the public environment contract."""
     return [(_extra(info)["env"], dotted) for dotted, info in _leaves() if "env" in _extra(info)]
