@@ -443,6 +443,13 @@ class DingTalkSettings(_Section):
     max_body_bytes: int = _field(
         256 * 1024, "Largest callback body read (bytes); a larger one is refused with 413."
     )
+    signature_max_age_seconds: int = _field(
+        300,
+        "How old (or how far ahead) a callback's signed timestamp may be; each timestamp and "
+        "sign pair is accepted once within it, so a replayed header is refused (403). "
+        "DingTalk's protocol allows an hour (3600, the most); a shorter window keeps fewer "
+        "pairs and bounds replays sooner.",
+    )
 
     @field_validator("webhook_hosts")
     @classmethod
@@ -461,6 +468,13 @@ class DingTalkSettings(_Section):
     def _check_max_body_bytes(cls, value: int) -> int:
         if value < 1024:
             raise PydanticCustomError("too_small", "must be at least 1024")
+        return value
+
+    @field_validator("signature_max_age_seconds")
+    @classmethod
+    def _check_signature_max_age(cls, value: int) -> int:
+        if not 1 <= value <= 3600:
+            raise PydanticCustomError("out_of_range", "must be from 1 to 3600 seconds")
         return value
 
     def webhook_origins(self) -> frozenset[tuple[str, str, int]]:
