@@ -38,8 +38,7 @@ class Mcp:
         logging.getLogger("mcp").setLevel(logging.WARNING)
         scope = args.scope_key
         if args.http is None:
-            server = mcp_server.build_server(core, scope)
-            await server.run_stdio_async()
+            await mcp_server.serve_stdio(mcp_server.build_server(core, scope))
             return 0
         host, port = mcp_server.parse_listen(args.http)
         return await serve_until_signal(
