@@ -51,7 +51,11 @@ class SecretsHidden(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         if not self._secrets:
             return True
-        record.msg, record.args = self.hidden(record.getMessage()), None
+        try:
+            message = record.getMessage()
+        except (TypeError, ValueError):  # arguments that do not fit the message
+            message = f"{record.msg} (arguments: {record.args!r})"
+        record.msg, record.args = self.hidden(message), None
         if record.exc_info and not record.exc_text:
             record.exc_text = logging.Formatter().formatException(record.exc_info)
         if record.exc_text:
