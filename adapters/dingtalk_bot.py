@@ -49,7 +49,7 @@ from adapters.router import MessageRouter
 from memory_core.clock import Clock, system_clock
 from memory_core.config import DingTalkSettings
 from memory_core.engine import MemoryCore
-from memory_core.errors import ConfigError, InboundRejected, install_hint
+from memory_core.errors import ChatmemError, ConfigError, InboundRejected, install_hint
 
 log = logging.getLogger(__name__)
 
@@ -403,7 +403,14 @@ async def run_dingtalk_callback(
     runner = web.AppRunner(server.app())
     await runner.setup()
     site = web.TCPSite(runner, settings.listen_host, settings.listen_port)
-    await site.start()
+    try:
+        await site.start()
+    except OSError as exc:
+        await runner.cleanup()
+        where = f"{settings.listen_host}:{settings.listen_port}"
+        raise ChatmemError(
+            f"cannot listen on {where} (dingtalk.listen_host, listen_port): {exc.strerror or exc}"
+        ) from None
     core.start_schedules()
     log.info(
         "dingtalk callback listening on http://%s:%d%s",

@@ -3,8 +3,10 @@ local sessionWebhook sink, memories in a real workspace."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
+import socket
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
@@ -17,11 +19,11 @@ import pytest
 from aiohttp.test_utils import TestServer
 from yarl import URL
 
-from adapters.dingtalk_bot import DingTalkCallbackServer, parse_payload
+from adapters.dingtalk_bot import DingTalkCallbackServer, parse_payload, run_dingtalk_callback
 from memory_core.clock import Clock, ManualClock, system_clock
 from memory_core.config import DingTalkSettings, load_config
 from memory_core.engine import MemoryCore
-from memory_core.errors import ConfigError
+from memory_core.errors import ChatmemError, ConfigError
 from tests.fakes.dingtalk import (
     WebhookSink,
     group_message,
@@ -578,3 +580,18 @@ def test_max_body_bytes_has_a_floor(tmp_path: Path) -> None:
     file.write_text("[dingtalk]\nmax_body_bytes = 10\n", encoding="utf-8")
     with pytest.raises(ConfigError, match=r"'dingtalk\.max_body_bytes': must be at least 1024"):
         load_config(file, env={})
+
+
+async def test_a_busy_listen_port_is_one_line_not_a_traceback(tmp_path: Path) -> None:
+    """`chatmem dingtalk` on a port something else holds: one error naming the setting
+    (the CLI prints it as one line, exit 2), never the app secret."""
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        settings = {"app_key": "dingappkey", "app_secret": SECRET, "listen_port": port}
+        config = make_config(tmp_path / "ws", dingtalk=settings)
+        async with MemoryCore.open(config) as core:
+            with pytest.raises(ChatmemError, match=f"cannot listen on 127.0.0.1:{port}") as err:
+                await run_dingtalk_callback(core, config.dingtalk, asyncio.Event())
+    assert "\n" not in str(err.value) and SECRET not in str(err.value)
