@@ -17,6 +17,8 @@ if TYPE_CHECKING:
 
 
 def setup_logging(core: MemoryCore) -> None:
+    from memory_core.config import secret_values
+
     logging.basicConfig(
         level=getattr(logging, core.config.log_level.upper(), logging.INFO),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -24,6 +26,43 @@ def setup_logging(core: MemoryCore) -> None:
     # httpx logs every request URL, and a Telegram URL contains the bot token.
     logging.getLogger("httpx").setLevel(logging.WARNING)
     logging.getLogger("httpx2").setLevel(logging.WARNING)
+    # Libraries log secrets of their own accord too (PTB at DEBUG: the Bot API URL, token
+    # included): every line any logger writes has the config's secrets cut out.
+    hiding = SecretsHidden(secret_values(core.config))
+    for handler in logging.getLogger().handlers:
+        for old in [f for f in handler.filters if isinstance(f, SecretsHidden)]:
+            handler.removeFilter(old)
+        handler.addFilter(hiding)
+
+
+class SecretsHidden(logging.Filter):
+    """A handler filter that writes each record with every secret replaced by `<secret>`,
+    in its message and in its traceback."""
+
+    def __init__(self, secrets: list[str]) -> None:
+        super().__init__()
+        self._secrets = sorted(set(secrets), key=len, reverse=True)
+
+    def hidden(self, text: str) -> str:
+        for secret in self._secrets:
+            text = text.replace(secret, "<secret>")
+        return text
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not self._secrets:
+            return True
+        try:
+            message = record.getMessage()
+        except (TypeError, ValueError):  # arguments that do not fit the message
+            message = f"{record.msg} (arguments: {record.args!r})"
+        record.msg, record.args = self.hidden(message), None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = self.hidden(record.exc_text)
+        if record.stack_info:
+            record.stack_info = self.hidden(record.stack_info)
+        return True
 
 
 async def serve_until_signal(serve: Callable[[asyncio.Event], Awaitable[None]]) -> int:

@@ -8,15 +8,13 @@ from typing import TYPE_CHECKING
 
 from adapters.cli import command
 from adapters.cli_bots import serve_until_signal, setup_logging
-from memory_core.errors import ChatmemError
+from memory_core.errors import ChatmemError, install_hint
 
 if TYPE_CHECKING:
     from memory_core.engine import MemoryCore
 
 
-@command(
-    "mcp", "serve the scope's memory to agents over MCP (stdio, or --http HOST:PORT)", creates=True
-)
+@command("mcp", "serve the scope's memory to agents over MCP (stdio, or --http HOST:PORT)")
 class Mcp:
     @staticmethod
     def arguments(parser: argparse.ArgumentParser) -> None:
@@ -33,15 +31,14 @@ class Mcp:
             from adapters import mcp_server
         except ImportError as exc:
             raise ChatmemError(
-                f"the MCP server needs the mcp extra: pip install 'chatmem[mcp]' ({exc})"
+                f"the MCP server needs the mcp extra: {install_hint('mcp')} ({exc})"
             ) from None
         # stdout is the protocol's over stdio: log lines go to stderr (logging's default).
         setup_logging(core)
         logging.getLogger("mcp").setLevel(logging.WARNING)
         scope = args.scope_key
         if args.http is None:
-            server = mcp_server.build_server(core, scope)
-            await server.run_stdio_async()
+            await mcp_server.serve_stdio(mcp_server.build_server(core, scope))
             return 0
         host, port = mcp_server.parse_listen(args.http)
         return await serve_until_signal(

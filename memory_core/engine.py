@@ -50,6 +50,7 @@ from memory_core.errors import (
     IndexUnavailable,
     ToolRefused,
     WorkspaceMissing,
+    install_hint,
     refusal,
 )
 from memory_core.event_log import DayLog
@@ -245,7 +246,7 @@ class MemoryCore:
             from memory_core.pg.locks import AdvisoryLocks
         except ImportError as exc:
             raise ConfigError(
-                "storage.backend = 'postgres' needs psycopg: pip install 'chatmem[postgres]'"
+                f"storage.backend = 'postgres' needs psycopg: {install_hint('postgres')}"
             ) from exc
         db = await PgDatabase.open(storage.postgres_dsn, pool_size=storage.postgres_pool_size)
         # Every process of the workspace shares the database: its advisory locks, not

@@ -7,6 +7,13 @@ import sqlite3
 log = logging.getLogger(__name__)
 
 
+def install_hint(extra: str) -> str:
+    """How to add an optional extra. Always from the checkout: on the package registry the
+    name `chatmem` belongs to an unrelated project, which an install by that name would
+    fetch instead."""
+    return f"python -m pip install -e '.[{extra}]' in the checkout"
+
+
 class ChatmemError(Exception):
     """Root of every error a user can cause or fix (bad input, bad config, bad files)."""
 

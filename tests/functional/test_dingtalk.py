@@ -3,12 +3,15 @@ local sessionWebhook sink, memories in a real workspace."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
+import socket
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -16,10 +19,11 @@ import pytest
 from aiohttp.test_utils import TestServer
 from yarl import URL
 
-from adapters.dingtalk_bot import DingTalkCallbackServer, parse_payload
+from adapters.dingtalk_bot import DingTalkCallbackServer, parse_payload, run_dingtalk_callback
+from memory_core.clock import Clock, ManualClock, system_clock
 from memory_core.config import DingTalkSettings, load_config
 from memory_core.engine import MemoryCore
-from memory_core.errors import ConfigError
+from memory_core.errors import ChatmemError, ConfigError
 from tests.fakes.dingtalk import (
     WebhookSink,
     group_message,
@@ -34,6 +38,7 @@ from tests.functional.conftest import llm_env, make_config, message_rows, worksp
 
 SECRET = "dingtalk-app-secret-for-tests"
 HOUR_MS = 60 * 60 * 1000
+BAD_SIGNATURE = {"error": "bad signature"}
 
 
 @dataclass
@@ -73,6 +78,7 @@ async def robot(
     sink: WebhookSink,
     *,
     env: Mapping[str, str] | None = None,
+    clock: Clock = system_clock,
     **dingtalk: Any,
 ) -> AsyncIterator[Robot]:
     # The sink is plain HTTP on loopback: allowed here explicitly, as an operator would.
@@ -84,7 +90,7 @@ async def robot(
     settings.update(dingtalk)
     config = make_config(tmp_path / "ws", env=env, dingtalk=settings)
     async with MemoryCore.open(config) as core:
-        server = DingTalkCallbackServer(core, config.dingtalk)
+        server = DingTalkCallbackServer(core, config.dingtalk, clock)
         test_server = TestServer(server.app(), host="127.0.0.1")
         await test_server.start_server()
         try:
@@ -162,6 +168,61 @@ async def test_bad_signature_is_refused_and_nothing_stored(
         assert await message_rows(bot.core) == []
         assert workspace_files(tmp_path / "ws") == files_before
     assert sink.attempts == []
+
+
+async def test_a_replayed_header_pair_is_refused_whatever_its_body(
+    tmp_path: Path, sink: WebhookSink
+) -> None:
+    """The signature covers only the timestamp: a captured (timestamp, sign) pair sent
+    again with a new body is refused (403), its body never read, nothing of it stored."""
+    headers = signed_headers(SECRET)
+    async with robot(tmp_path, sink) as bot:
+        assert await bot.post(dm("记住：我喜欢乌龙茶", sink), headers) == (200, {})
+        await sink.wait_for(1, name="D1")
+        await bot.server.drain()
+        files_before = workspace_files(tmp_path / "ws")
+        for replayed in (dm("记住：密码是1234", sink), dm("记住：我喜欢乌龙茶", sink)):
+            status, body = await bot.post(replayed, dict(headers))
+            assert (status, body) == (403, BAD_SIGNATURE)
+        await bot.server.drain()
+        assert await message_rows(bot.core, "content LIKE '%1234%'") == []
+        assert workspace_files(tmp_path / "ws") == files_before
+        # A fresh pair is served as before.
+        assert await bot.ask(dm("/scope", sink), "D1") == "scope: main (dm_scope = main)"
+    assert len(sink.attempts) == 2
+
+
+async def test_the_signature_window_is_configured_and_its_pairs_are_forgotten(
+    tmp_path: Path, sink: WebhookSink
+) -> None:
+    """`signature_max_age_seconds` bounds how old a signed timestamp may be (on the
+    injected clock), and the pairs seen are kept only for as long: once a pair's timestamp
+    leaves the window it is refused as expired and no longer held."""
+    clock = ManualClock(datetime(2026, 3, 1, 9, 0, tzinfo=UTC))
+
+    def at(seconds_ago: int) -> dict[str, str]:
+        return signed_headers(SECRET, now_ms=int(clock().timestamp() * 1000) - seconds_ago * 1000)
+
+    async with robot(tmp_path, sink, clock=clock, signature_max_age_seconds=60) as bot:
+        assert (await bot.post(dm("/scope", sink), at(61)))[0] == 403
+        assert (await bot.post(dm("/scope", sink), at(-61)))[0] == 403
+        kept = at(59)
+        assert await bot.post(dm("/scope", sink, msg_id="msgW1=="), kept) == (200, {})
+        assert await bot.post(dm("/scope", sink, msg_id="msgW2=="), kept) == (403, BAD_SIGNATURE)
+        assert len(bot.server.signed) == 1
+        clock.advance(timedelta(seconds=2))
+        assert await bot.post(dm("/scope", sink, msg_id="msgW3=="), kept) == (403, BAD_SIGNATURE)
+        assert await bot.post(dm("/scope", sink, msg_id="msgW4=="), at(0)) == (200, {})
+        assert len(bot.server.signed) == 1  # the expired pair is no longer held
+        await sink.wait_for(2, name="D1")
+
+
+@pytest.mark.parametrize("seconds", [0, 3601])
+def test_the_signature_window_is_at_most_dingtalks_hour(tmp_path: Path, seconds: int) -> None:
+    file = tmp_path / "chatmem.toml"
+    file.write_text(f"[dingtalk]\nsignature_max_age_seconds = {seconds}\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"signature_max_age_seconds.*from 1 to 3600"):
+        load_config(file, env={})
 
 
 async def test_group_needs_a_mention_by_config(tmp_path: Path, sink: WebhookSink) -> None:
@@ -519,3 +580,18 @@ def test_max_body_bytes_has_a_floor(tmp_path: Path) -> None:
     file.write_text("[dingtalk]\nmax_body_bytes = 10\n", encoding="utf-8")
     with pytest.raises(ConfigError, match=r"'dingtalk\.max_body_bytes': must be at least 1024"):
         load_config(file, env={})
+
+
+async def test_a_busy_listen_port_is_one_line_not_a_traceback(tmp_path: Path) -> None:
+    """`chatmem dingtalk` on a port something else holds: one error naming the setting
+    (the CLI prints it as one line, exit 2), never the app secret."""
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        settings = {"app_key": "dingappkey", "app_secret": SECRET, "listen_port": port}
+        config = make_config(tmp_path / "ws", dingtalk=settings)
+        async with MemoryCore.open(config) as core:
+            with pytest.raises(ChatmemError, match=f"cannot listen on 127.0.0.1:{port}") as err:
+                await run_dingtalk_callback(core, config.dingtalk, asyncio.Event())
+    assert "\n" not in str(err.value) and SECRET not in str(err.value)

@@ -25,7 +25,7 @@ from mcp_types import CallToolResult
 from adapters.mcp_server import serve_http
 from memory_core.engine import MemoryCore
 from memory_core.errors import ChatmemError
-from memory_core.scope import ScopeKey
+from memory_core.scope import MAIN, ScopeKey
 from tests.functional.conftest import make_config
 from tests.functional.test_console import chatmem_executable, clean_env
 from tests.postgres import with_storage
@@ -48,7 +48,9 @@ THINGS = ("a violin lesson", "the kayak trip", "green tea", "the dentist at nine
 async def stdio_client(
     workspace: Path, scope: ScopeKey, env: Mapping[str, str] | None = None
 ) -> AsyncIterator[Client]:
-    """The SDK's client on `chatmem mcp --workspace W --scope S`, a real subprocess."""
+    """The SDK's client on `chatmem mcp --workspace W --scope S`, a real subprocess (on
+    a workspace made first: `chatmem mcp` creates none)."""
+    await made(workspace)
     params = StdioServerParameters(
         command=chatmem_executable(),
         args=["mcp", "--workspace", str(workspace), "--scope", scope.value],
@@ -57,6 +59,13 @@ async def stdio_client(
     )
     async with Client(params) as client:
         yield client
+
+
+async def made(workspace: Path) -> None:
+    """`workspace` made a workspace, as `chatmem init` does (when it is none yet)."""
+    if not MemoryCore.workspace_exists(workspace):
+        async with MemoryCore.open(make_config(workspace), create=True) as core:
+            await core.init_scope(MAIN)
 
 
 @contextlib.asynccontextmanager
@@ -283,6 +292,7 @@ async def test_stdio_server_ends_cleanly_when_the_client_goes_mid_call(workspace
         "asyncio.run(main())\n"
     )
     args = ["mcp", "--workspace", str(workspace), "--scope", ALICE.value]
+    await made(workspace)
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-c",
@@ -318,6 +328,111 @@ def _servers_of(workspace: Path) -> list[int]:
             if str(workspace).encode() in (proc / "cmdline").read_bytes():
                 pids.append(int(proc.name))
     return pids
+
+
+# --- malformed messages ------------------------------------------------------------------
+
+DEEP = '{"a":' * 3000 + "1" + "}" * 3000
+MALFORMED: dict[str, tuple[bytes, Any, int]] = {
+    # name: (the line, the id the answer must carry, the JSON-RPC error code)
+    "batch": (b'[{"jsonrpc":"2.0","id":1,"method":"tools/list"}]', 1, -32600),
+    "no jsonrpc": (b'{"id":2,"method":"tools/list"}', 2, -32600),
+    "jsonrpc 1.0": (b'{"jsonrpc":"1.0","id":3,"method":"tools/list"}', 3, -32600),
+    "object id": (b'{"jsonrpc":"2.0","id":{"a":1},"method":"tools/list"}', None, -32600),
+    "float id": (b'{"jsonrpc":"2.0","id":1.5,"method":"tools/list"}', None, -32600),
+    "string params": (b'{"jsonrpc":"2.0","id":6,"method":"tools/list","params":"x"}', 6, -32602),
+    "array params": (b'{"jsonrpc":"2.0","id":7,"method":"tools/list","params":[1]}', 7, -32602),
+    "deep params": (
+        b'{"jsonrpc":"2.0","id":8,"method":"tools/call","params":' + DEEP.encode() + b"}",
+        8,
+        -32600,
+    ),
+    "escaped lone surrogate": (
+        b'{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"memory_search",'
+        b'"arguments":{"query":"\\ud800"}}}',
+        9,
+        -32602,
+    ),
+    "raw lone surrogate": (
+        b'{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"name":"memory_search",'
+        b'"arguments":{"query":"\xed\xa0\x80"}}}',
+        10,
+        -32700,
+    ),
+    "not JSON": (b'{"jsonrpc":"2.0","id":11,', None, -32700),
+    "no method": (b'{"jsonrpc":"2.0","id":12}', 12, -32600),
+    "null": (b"null", None, -32600),
+}
+INTERNAL = ("pydantic", "Traceback", "validation error", "input_value", "errors.pydantic", "Error(")
+
+
+def assert_plain(error: dict[str, Any]) -> None:
+    """One plain sentence: none of Python's or pydantic's own text."""
+    text = json.dumps(error)
+    assert not any(word in text for word in INTERNAL), text
+    assert error["message"] and "\n" not in error["message"]
+
+
+async def test_stdio_answers_every_malformed_request(tmp_path: Path) -> None:
+    """Over the real command's stdin: each malformed line that carries an id gets its
+    JSON-RPC error (the id echoed when it is a valid one, else null), a malformed
+    notification gets nothing, and the server goes on serving."""
+    workspace = tmp_path / "ws"
+    await made(workspace)
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "adapters.cli",
+        "mcp",
+        "--workspace",
+        str(workspace),
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=clean_env(with_storage()),
+        limit=1 << 20,
+    )
+    assert process.stdin is not None and process.stdout is not None
+
+    async def answer(line: bytes) -> dict[str, Any]:
+        assert process.stdin is not None and process.stdout is not None
+        process.stdin.write(line + b"\n")
+        await process.stdin.drain()
+        reply = await asyncio.wait_for(process.stdout.readline(), CALL_TIMEOUT)
+        assert reply, "the server ended"
+        parsed: dict[str, Any] = json.loads(reply)
+        return parsed
+
+    try:
+        hello = {
+            "jsonrpc": "2.0",
+            "id": 0,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "test", "version": "1"},
+            },
+        }
+        assert "result" in await answer(json.dumps(hello).encode())
+        process.stdin.write(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
+        # A malformed notification (no id) is not answered: the next answer is the next
+        # request's.
+        process.stdin.write(b'{"jsonrpc":"1.0","method":"notifications/initialized"}\n')
+        for name, (line, request_id, code) in MALFORMED.items():
+            reply = await answer(line)
+            assert reply.get("id") == request_id and "error" in reply, (name, reply)
+            assert reply["error"]["code"] == code, (name, reply)
+            assert_plain(reply["error"])
+        listed = await answer(b'{"jsonrpc":"2.0","id":99,"method":"tools/list"}')
+        assert listed["id"] == 99 and {t["name"] for t in listed["result"]["tools"]} == TOOLS
+    finally:
+        process.stdin.close()
+        rest = (
+            await asyncio.wait_for(process.stderr.read(), CALL_TIMEOUT) if process.stderr else b""
+        )
+        assert await asyncio.wait_for(process.wait(), CALL_TIMEOUT) == 0, rest.decode()
+    assert b"Traceback" not in rest
 
 
 # --- HTTP -------------------------------------------------------------------------------
@@ -453,6 +568,7 @@ async def test_the_command_serves_http_with_the_configured_tokens(
     environment, the port from its log line, stopped by SIGTERM."""
     config_file = tmp_path / "chatmem.toml"
     config_file.write_text(f'[mcp]\nclients = {{ "{BOB_TOKEN}" = "{BOB.value}" }}\n')
+    await made(workspace)
     process = await asyncio.create_subprocess_exec(
         chatmem_executable(),
         "mcp",
@@ -487,3 +603,21 @@ async def test_the_command_serves_http_with_the_configured_tokens(
     assert ALICE_TOKEN.encode() not in rest and BOB_TOKEN.encode() not in rest
     async with MemoryCore.open(make_config(workspace)) as core:
         assert [e.content for e in await core.entries(ALICE)] == ["via the command"]
+
+
+async def test_http_answers_every_malformed_body_with_a_json_rpc_error(workspace: Path) -> None:
+    """The same messages POSTed over streamable HTTP (and a body `null`): each gets 400
+    with its JSON-RPC error, never the SDK's pydantic text; nothing reaches the tools."""
+    config = mcp_config(workspace)
+    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    async with MemoryCore.open(config, create=True) as core, http_server(core, ALICE) as url:
+        async with httpx2.AsyncClient(headers=headers) as http:
+            for name, (body, request_id, code) in MALFORMED.items():
+                response = await http.post(url, content=body)
+                assert response.status_code == 400, (name, response.text)
+                reply = response.json()
+                assert reply.get("id") == request_id and "error" in reply, (name, reply)
+                assert reply["error"]["code"] == code, (name, reply)
+                assert_plain(reply["error"])
+        async with http_client(url, None) as client:
+            assert (await ok(client, "memory_list", {}))["total"] == 0

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 from pathlib import Path
 
 import pytest
@@ -42,6 +43,7 @@ from tests.functional.conftest import (
     wait_until,
     workspace_files,
 )
+from tests.functional.test_console import chatmem_executable, clean_env
 
 MENTION = "@chatmem_bot"
 
@@ -594,3 +596,62 @@ async def test_private_chat_order_is_kept_under_concurrency(
         assert [m.text for m in sent[:6]] == [f"Got it, I'll remember: {f}" for f in facts]
         assert sent[6].text.startswith("6 memories, best first:")
         assert len(await bot.core.entries(MAIN)) == 6
+
+
+# --- a start that fails: one line, never the token --------------------------------------
+
+
+def _closed_port() -> int:
+    """A 127.0.0.1 port nothing listens on: bound once, then released."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.mark.parametrize("failure", ["wrong token", "getMe 404", "no network"])
+async def test_a_failed_start_says_one_line_without_the_token(
+    tmp_path: Path, fake_tg: FakeTelegramAPI, failure: str
+) -> None:
+    """`chatmem telegram` whose token Telegram rejects (401 or 404 on getMe) or whose API
+    cannot be reached: exit 2 and one line naming what to fix; neither the output, nor any
+    log line (at DEBUG), nor any file of the workspace holds the token."""
+    token = "123:wrongtoken-" + "x" * 20
+    base_url = fake_tg.base_url
+    if failure == "getMe 404":
+        token = fake_tg.token
+        fake_tg.fail_next("getMe", error_code=404, description="Not Found")
+    elif failure == "no network":
+        base_url = f"http://127.0.0.1:{_closed_port()}/bot"
+    workspace = tmp_path / "ws"
+    config_file = tmp_path / "chatmem.toml"
+    config_file.write_text('log_level = "DEBUG"\n', encoding="utf-8")
+    common = ["--config", str(config_file), "--workspace", str(workspace)]
+    initialised = await asyncio.create_subprocess_exec(chatmem_executable(), "init", *common)
+    assert await initialised.wait() == 0
+    process = await asyncio.create_subprocess_exec(
+        chatmem_executable(),
+        "telegram",
+        *common,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=clean_env(
+            {
+                "TELEGRAM_BOT_TOKEN": token,
+                "TELEGRAM_API_BASE_URL": base_url,
+                "CHATMEM_TELEGRAM_ALLOWED_USERS": "42",
+            }
+        ),
+    )
+    out, err = await asyncio.wait_for(process.communicate(), 60)
+    assert process.returncode == 2, err.decode()
+    errors = [line for line in err.decode().splitlines() if line.startswith("chatmem: error:")]
+    assert len(errors) == 1, err.decode()
+    assert "Traceback" not in err.decode()
+    expected = "cannot reach" if failure == "no network" else "refused the bot token"
+    assert expected in errors[0]
+    secret = token.encode()
+    assert secret not in out and secret not in err
+    assert token.split(":", 1)[1].encode() not in err
+    for path in workspace.rglob("*"):
+        if path.is_file():
+            assert secret not in path.read_bytes(), path

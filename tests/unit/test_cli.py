@@ -554,6 +554,8 @@ def test_forgotten_entries_are_kept_only_the_configured_days(cli: Run, tmp_path:
         ["append", "a note"],
         ["forget", "abc"],
         ["purge", "--all"],
+        ["mcp"],
+        ["mcp", "--http", "127.0.0.1:0"],
     ],
 )
 def test_commands_on_a_missing_workspace_exit_2_and_create_nothing(
