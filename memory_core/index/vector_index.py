@@ -89,6 +89,11 @@ CACHE_GROUP = 512
 QUERY_CACHE = 256
 MAX_BYTES = 1 << 30
 """Memory for the matrices of all scopes; the least recently searched go first."""
+STOP_SECONDS = 10.0
+"""`close` waits this long for the batch being embedded to be written (a batch of
+`embedding.batch_size` texts of at most 2 × `vectors.EMBED_CHARS` characters: about a
+second with the local model, whose thread could not be stopped anyway). Then the rest is
+cancelled."""
 
 
 class _Miss(enum.Enum):
@@ -409,6 +414,8 @@ class VectorIndex:
             await self._write(sid, [], [], stale)
         try:
             for start in range(0, len(work), CACHE_GROUP):
+                if self._closed:
+                    return
                 group = work[start : start + CACHE_GROUP]
                 await self._embed_group(sid, group, progress)
         except BaseException:
@@ -501,6 +508,8 @@ class VectorIndex:
         keys = [vectors.cache_key(self.model, chunk.text) for chunk in group]
         hits = await self._db.call(partial(vectors.cached, keys=keys))
         for start in range(0, len(group), self._batch_size):
+            if self._closed:
+                return  # closing: the batch embedded is written, no other begins
             batch = list(zip(group[start : start + self._batch_size], keys[start:], strict=False))
             found = {key: hits[key] for _, key in batch if key in hits}
             if found and self.embedder.dim:
@@ -592,7 +601,9 @@ class VectorIndex:
 
     # --- searching ----------------------------------------------------------------------
     async def embed_query(self, text: str) -> Floats:
-        """The query's vector; the same text again (a recall repeated) costs nothing."""
+        """The query's vector, made from its first `vectors.EMBED_CHARS` characters (as a
+        chunk's is); the same text again (a recall repeated) costs nothing."""
+        text = text[: vectors.EMBED_CHARS]
         cached = self._queries.get(text)
         if cached is not None:
             self._queries.move_to_end(text)
@@ -863,12 +874,18 @@ class VectorIndex:
         return matrix is not None and matrix.graph is not None
 
     async def close(self) -> None:
-        """Stop backfills and retries, forget the matrices, close the embedder."""
+        """Stop backfills and retries, forget the matrices, close the embedder.
+
+        A backfill ends after the batch it is embedding, which is written (within
+        `STOP_SECONDS`): a short-lived process (a CLI command) keeps the vectors it made,
+        so the next one does not make them again."""
         self._closed = True
         for handle in [*self._retries.values(), *self._timers.values()]:
             handle.cancel()
         self._retries.clear()
         self._timers.clear()
+        if backfills := list(self._tasks.values()):
+            await asyncio.wait(backfills, timeout=STOP_SECONDS)
         tasks = [*self._tasks.values(), *self._graph_tasks.values()]
         for task in tasks:
             task.cancel()
