@@ -89,11 +89,14 @@ CACHE_GROUP = 512
 QUERY_CACHE = 256
 MAX_BYTES = 1 << 30
 """Memory for the matrices of all scopes; the least recently searched go first."""
+BATCH_CHARS = 32_000
+"""Characters per model call at most, beside `embedding.batch_size` texts (a text alone
+may pass it: it holds at most 2 × `vectors.EMBED_CHARS`): a batch of long texts takes the
+local model about 5 s and a few tens of MB, not 64 × 4 000 characters' worth."""
 STOP_SECONDS = 10.0
-"""`close` waits this long for the batch being embedded to be written (a batch of
-`embedding.batch_size` texts of at most 2 × `vectors.EMBED_CHARS` characters: about a
-second with the local model, whose thread could not be stopped anyway). Then the rest is
-cancelled."""
+"""`close` waits this long for the batch being embedded to be written (a second or so
+for a batch of short texts, `BATCH_CHARS` bounds a batch of long ones; the local model's
+thread could not be stopped anyway). Then the rest is cancelled."""
 
 
 class _Miss(enum.Enum):
@@ -507,10 +510,9 @@ class VectorIndex:
         write per batch; counts the vectors stored in `progress[0]` as it goes."""
         keys = [vectors.cache_key(self.model, chunk.text) for chunk in group]
         hits = await self._db.call(partial(vectors.cached, keys=keys))
-        for start in range(0, len(group), self._batch_size):
+        for batch in _batches(list(zip(group, keys, strict=True)), self._batch_size):
             if self._closed:
                 return  # closing: the batch embedded is written, no other begins
-            batch = list(zip(group[start : start + self._batch_size], keys[start:], strict=False))
             found = {key: hits[key] for _, key in batch if key in hits}
             if found and self.embedder.dim:
                 size = self.embedder.dim * 4
@@ -893,6 +895,23 @@ class VectorIndex:
         self._matrices.clear()
         self._queries.clear()
         await self.embedder.close()
+
+
+def _batches(
+    items: list[tuple[ChunkText, str]], size: int, chars: int = BATCH_CHARS
+) -> list[list[tuple[ChunkText, str]]]:
+    """`items` in order, cut into batches of at most `size` texts and, past its first
+    text, `chars` characters."""
+    out: list[list[tuple[ChunkText, str]]] = []
+    used = 0
+    for item in items:
+        length = len(item[0].text)
+        if not out or len(out[-1]) >= size or used + length > chars:
+            out.append([])
+            used = 0
+        out[-1].append(item)
+        used += length
+    return out
 
 
 def _page_work(

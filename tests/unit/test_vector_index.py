@@ -588,6 +588,22 @@ async def test_the_model_sees_a_bounded_part_of_a_long_text(
     assert await index.backfill(sid) == 0
 
 
+async def test_a_batch_of_long_texts_is_bounded_in_characters(
+    db: Database, fake: FakeOpenAI
+) -> None:
+    """Beside `embedding.batch_size` texts, a model call takes at most `BATCH_CHARS`
+    characters: 64 texts of 4 000 would cost the local model 40 s and more memory."""
+    vi = VectorIndex(db, embedder(fake), batch_size=64)
+    size = vectors.EMBED_CHARS
+    texts = [f"{n} {'alpha ' * size}"[:size] for n in range(40)]
+    sid, _ = await add(db, "main", texts)
+    assert await vi.backfill(sid) == 40
+    per_call = [len(body["input"]) for body in fake.embedding_requests()]
+    per_batch = vector_index.BATCH_CHARS // size
+    assert per_call == [per_batch, per_batch, 40 - 2 * per_batch]
+    await vi.close()
+
+
 @pytest.mark.parametrize("page", [1, 3])
 async def test_surveys_and_loads_go_page_by_page(
     db: Database, fake: FakeOpenAI, monkeypatch: pytest.MonkeyPatch, page: int
