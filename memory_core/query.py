@@ -43,6 +43,11 @@ CONTEXT_WEIGHT = 0.3
 """Weight of a recent message's terms next to the pending message's (1.0); the newest
 recent message has it, each older one 0.8 times the next."""
 RECENT_MESSAGES = 5
+MAX_QUERY_CHARS = 4000
+"""A question is read from at most this many characters, its first and last halves
+(terms, time, kind; its vector from fewer still, `vectors.EMBED_CHARS`): past that it is
+a pasted document, whose every word the ranking would tokenize and weigh for 16 terms
+(a 10 MB search took gigabytes). Recent messages are cut alike."""
 
 _TEMPLATE_EN = """
 remember recall recalled remind tell told say said saying mention mentioned talk talked
@@ -140,6 +145,15 @@ def content_terms(text: str) -> list[str]:
     return [t for t in tokenize(text) if t not in template]
 
 
+def bounded(text: str, limit: int = MAX_QUERY_CHARS) -> str:
+    """`text`, or its first and last `limit // 2` characters when it is longer: a long
+    message's question is as often at its end as at its start."""
+    if len(text) <= limit:
+        return text
+    half = limit // 2
+    return text[:half] + "\n" + text[-half:]
+
+
 def build_query(
     pending: str,
     recent: Sequence[str] = (),
@@ -147,7 +161,9 @@ def build_query(
     today: date | None = None,
     context_weight: float = CONTEXT_WEIGHT,
 ) -> Query:
-    """The query of one recall: the pending message's terms, then the recent ones'."""
+    """The query of one recall: the pending message's terms, then the recent ones'
+    (each read within `MAX_QUERY_CHARS`)."""
+    pending = bounded(pending)
     reference = find_time_reference(pending, today) if today is not None else None
     lexical = _without_spans(pending, reference.spans) if reference else pending
     terms: dict[str, float] = dict.fromkeys(content_terms(lexical), 1.0)
@@ -161,7 +177,7 @@ def build_query(
     for message in reversed(list(recent)[-RECENT_MESSAGES:]):
         if weight <= 0:
             break
-        for term in content_terms(message):
+        for term in content_terms(bounded(message)):
             terms.setdefault(term, weight)
         weight *= 0.8
     return Query(
@@ -179,5 +195,5 @@ def as_query(query: str | Sequence[str] | Query, today: date) -> Query:
         return query
     if isinstance(query, str):
         return build_query(query, today=today)
-    words = (t for q in query for t in tokenize(q))
-    return Query(text=" ".join(query), terms=dict.fromkeys(words, 1.0))
+    text = bounded(" ".join(query))
+    return Query(text=text, terms=dict.fromkeys(tokenize(text), 1.0))

@@ -65,13 +65,30 @@ def time_text(when: datetime | None, zone: tzinfo) -> str:
 
 
 def one_line(text: str, width: int) -> str:
-    """Whitespace folded, cut to `width` terminal cells (a CJK character takes two)."""
-    flat = " ".join(text.split())
-    if cell_len(flat) <= width:
+    """Whitespace folded, cut to `width` terminal cells (a CJK character takes two).
+
+    Only the first `width * 4 + 64` characters are looked at: a row of a 3 MB entry
+    took half a second to fold and measure whole, and a table shows many rows."""
+    bound = width * 4 + 64
+    flat = " ".join(text[:bound].split())
+    more = len(text) > bound and not text[bound:].isspace()
+    if not more and cell_len(flat) <= width:
         return flat
-    cut = Text(flat)
+    cut = Text(flat + "…" if more else flat)
     cut.truncate(width, overflow="ellipsis")
     return cut.plain
+
+
+DETAIL_CHARS = 20_000
+"""The detail pane shows this much of an entry's content, and how much more there is:
+wrapping a 3 MB entry froze the interface for seconds."""
+
+
+def shown_content(content: str, limit: int = DETAIL_CHARS) -> str:
+    """`content`, or its first `limit` characters and a line saying how many follow."""
+    if len(content) <= limit:
+        return content
+    return f"{content[:limit]}…\n[{len(content) - limit} more characters in MEMORY.md]"
 
 
 def highlight(text: str, spans: Sequence[tuple[int, int]], style: str = HIGHLIGHT) -> Text:

@@ -72,6 +72,11 @@ CONFIRM_WORDS = frozenset(
 )  # fmt: skip
 FORGET_TTL = timedelta(minutes=10)
 FORGET_SEARCH_LIMIT = 10
+MAX_MESSAGE_CHARS = 100_000
+"""A chat message longer than this is answered with a refusal and not stored: a turn
+reads, tokenizes and indexes its whole text several times (a 10 MB line took 23 s and
+gigabytes), and no model's window holds it. A document is saved with `chatmem capture`
+(up to `long_term.max_capture_bytes`) or sent in parts."""
 """Long-term hits a forget request looks at; every duplicate of a picked one joins it."""
 _NUMBERS = re.compile(r"^\s*\d+(?:\s*(?:[,，、;；\s]|and|和)\s*\d+)*\s*$", re.IGNORECASE)
 OFFLINE_NOTICES = (
@@ -89,6 +94,20 @@ class TurnResult:
     tool_calls: list[str] = field(default_factory=list)
     injected: list[str] = field(default_factory=list)
     """`path:line` of the recall hits that went into the prompt."""
+
+
+def too_long(text: str) -> str:
+    """The one-line answer to a message over `MAX_MESSAGE_CHARS` (nothing was kept)."""
+    if has_cjk(text[:1000]):
+        return (
+            f"这条消息太长了（{len(text)} 个字符，上限 {MAX_MESSAGE_CHARS}），没有保存。"
+            "请分段发送，或用 `chatmem capture` 保存文档。"
+        )
+    return (
+        f"That message is too long to take ({len(text)} characters, at most"
+        f" {MAX_MESSAGE_CHARS}); nothing was kept. Send it in parts, or save a document"
+        " with `chatmem capture`."
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,6 +197,8 @@ class ChatEngine:
             raise ChatmemError("empty message")
         now = self.memory.now()
         session = await self.history.open_session(scope, now)
+        if len(text) > MAX_MESSAGE_CHARS:
+            return TurnResult(reply=too_long(text), session_id=session.id)
         chinese = has_cjk(text)
 
         # Forgetting is answered and not stored (the module's docstring says why).

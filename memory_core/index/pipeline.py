@@ -41,6 +41,9 @@ PRIOR_REACH = 3
 HEADING_FACTOR = 0.2
 """A chunk that is only a heading ("# 2026-03-02 conversation") is found, but never above
 a turn that matches as well: it holds no answer."""
+RARE_HOLDERS = 3
+"""A question's own term held by at most this many chunks of the scope names them: its
+holders keep a place in the results (see `rare_holders`)."""
 DENSE_FLOOR = 0.25
 DENSE_FULL = 0.7
 """Cosine at which a vector hit is no evidence at all, and at which it is sure."""
@@ -180,10 +183,11 @@ def rank(
     # question), so only the best candidates, and those inside a named time, can still
     # reach the top `limit`: the rest are not weighed.
     kept.sort(key=lambda c: (-c.score, c.id))
+    named = rare_holders(kept, ranking, limit)
     weighed: list[Candidate] = []
     for rank_, c in enumerate(kept):
         timely = time_factor(c.created_at, ranking.window, ranking.zone, settings)
-        if rank_ >= limit * PRIOR_REACH + 10 and timely <= 1:
+        if rank_ >= limit * PRIOR_REACH + 10 and timely <= 1 and c.id not in named:
             continue
         c.score *= timely
         c.score *= prior_factor(c.kind, c.created_at, ranking.today, ranking.zone, settings)
@@ -194,11 +198,50 @@ def rank(
         weighed.append(c)
     weighed.sort(key=lambda c: (-c.score, c.id))
     chosen = diversify(weighed, limit, settings.duplicate_similarity, shown=_window)
+    chosen = with_named(chosen, [c for c in weighed if c.id in named], limit)
     ideal = ideal_score(ranking.terms, ranking.stats, ranking.k1, ranking.b)
     return [
         _hit(c, pool, max(confidence(evidence[c.id], ideal), _dense_confidence(c.dense)))
         for c in chosen
     ]
+
+
+def rare_holders(candidates: Sequence[Candidate], ranking: Ranking, limit: int) -> set[int]:
+    """Ids of the candidates holding a rare term of the question (one at most
+    `RARE_HOLDERS` chunks of the scope hold), best lexical match first, for at most half
+    the slots (rounded up).
+
+    A term that rare is an exact name (an id, a made-up word, a code): the question asks
+    for the chunks holding it. Their dense scores say nothing about that (a vector of
+    "zq7x-4411" is noise), and fused with dense scores they can fall behind many chunks
+    that merely read alike, or be dropped as near-copies of those. Words of the recent
+    messages (weight below 1) name nothing and pin nothing."""
+    doc_freq = ranking.stats.doc_freq
+    rare = {
+        term
+        for term, weight in ranking.terms.items()
+        if weight >= 1.0 and 0 < doc_freq.get(term, 0) <= RARE_HOLDERS
+    }
+    if not rare or limit <= 0:
+        return set()
+    holders = [c for c in candidates if not rare.isdisjoint(c.tokens.split())]
+    holders.sort(key=lambda c: (-c.lexical, c.id))
+    return {c.id for c in holders[: (limit + 1) // 2]}
+
+
+def with_named(chosen: list[Candidate], named: Sequence[Candidate], limit: int) -> list[Candidate]:
+    """`chosen` with every candidate of `named` that no chosen hit shows yet, in place of
+    the weakest others; still best first and at most `limit` long."""
+    shown = set().union(*(_window(c) for c in chosen))
+    missing = [c for c in named if c.id not in shown]
+    if not missing:
+        return chosen
+    ids = {c.id for c in named}
+    others = [c.id for c in chosen if c.id not in ids]
+    room = max(limit - len(chosen) + len(others) - len(missing), 0)
+    ids.update(others[:room])
+    kept = [c for c in chosen if c.id in ids]
+    return sorted([*kept, *missing], key=lambda c: (-c.score, c.id))
 
 
 def _window(c: Candidate) -> set[int]:

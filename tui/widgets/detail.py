@@ -13,7 +13,7 @@ from textual_plotext import PlotextPlot
 from memory_core.entries import MemoryEntry, class_of, confidence_of, granularity_of
 from memory_core.records import AuditRecord
 from memory_core.scoring import DEFAULT_POLICY, RankTerms, ScoringPolicy, rank_terms
-from tui.format import days_cell, score_bar, status_cell, time_text
+from tui.format import days_cell, score_bar, shown_content, status_cell, time_text
 from tui.model import RankRow
 
 PROJECTION_DAYS = 180
@@ -28,7 +28,7 @@ def metadata_text(row: RankRow, zone: tzinfo, when: datetime, policy: ScoringPol
     if entry.pinned:
         text.append("  pinned", style="bold cyan")
     text.append("\n\n")
-    text.append(entry.content + "\n\n")
+    text.append(shown_content(entry.content) + "\n\n")
     terms = rank_terms(entry, when, policy)
     fields: list[tuple[str, str | Text]] = [
         ("class", f"{class_of(entry).value} · {granularity_of(entry).value}"),
