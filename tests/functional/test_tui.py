@@ -749,7 +749,18 @@ async def test_f_focuses_the_recall_query(demo_ws: Path) -> None:
         assert app.focused is app.query_one("#recall-query", Input)
         await run.pilot.press(*"喜欢", "enter")
         await run.settle()
-        assert app.focused is app.query_one("#recall-hits") and run.rows("#recall-hits")
+        box = app.query_one("#recall-query", Input)
+        assert app.focused is box and run.rows("#recall-hits")
+        # keys typed after Enter go on typing: none of them fires an app command
+        sort_before = run.app.rankings.sort
+        await run.pilot.press("question_mark", "s", "x")
+        await run.settle()
+        assert not isinstance(app.screen, HelpScreen | ConfirmScreen)
+        assert app.focused is box and box.value == "喜欢?sx"
+        assert run.app.rankings.sort == sort_before
+        # Escape leaves the box for the hits
+        await run.pilot.press("escape")
+        assert app.focused is app.query_one("#recall-hits")
 
 
 async def test_the_recall_tab_reruns_for_a_new_scope(demo_ws: Path) -> None:
@@ -819,9 +830,40 @@ async def test_header_and_sidebar_counts_agree(demo_ws: Path) -> None:
         summary = run.text("#archive-summary")
         assert "memories 4 archived (1 to forget) · 2 forgotten" in summary
         statuses = run.column("#rankings", "status")
-        assert statuses.count("active") == 9 and statuses.count("to forget") == 1
+        assert statuses.count("active") + statuses.count("pinned") == 9
+        assert statuses.count("to forget") == 1
         # "forgotten" means deleted wherever it is shown: never in the rankings
         assert "forgotten" not in header and "forgotten" not in statuses
+
+
+async def test_pinned_entries_say_pinned_and_archived_ones_count_down_nothing(
+    demo_ws: Path,
+) -> None:
+    async with running(demo_ws) as run:
+        rows = {row[1]: row for row in run.rows("#rankings")}
+        titles = [c.title for c in COLUMNS]
+        status, to_archive = titles.index("status"), titles.index("→arch")
+        view = run.app.view
+        assert view is not None
+        for entry_row in view.first_rows(view.matching):
+            cells = rows[entry_row.entry.id]
+            if entry_row.entry.pinned:
+                assert cells[status] == "pinned" and cells[to_archive].strip() == "never"
+            elif entry_row.status is Status.ARCHIVED:
+                assert cells[status] == "archived" and cells[to_archive].strip() == "—"
+            else:
+                assert cells[status] == "active" and cells[to_archive].strip().endswith("d")
+        statuses = [rows[i][status] for i in rows]
+        assert statuses.count("pinned") == 1 and statuses.count("archived") == 3
+        # the detail pane agrees, and sorting by →arch puts the archived ones first
+        await run.highlight("Hetzner")
+        meta = run.text("#detail-meta")
+        line = next(x for x in meta.splitlines() if x.strip().startswith("archive in"))
+        assert line.split() == ["archive", "in", "—"]
+        run.app.sort_by("to_archive")
+        await run.settle()
+        firsts = run.column("#rankings", "status")[:3]
+        assert firsts == ["archived"] * 3
 
 
 async def test_headers_are_not_cut_by_the_sort_arrow(demo_ws: Path) -> None:
