@@ -118,6 +118,13 @@ class ChatmemApp(App[None]):
             "a", "toggle_archive", "Archive", tooltip="archive or restore the highlighted entry"
         ),
         Binding("x", "forget", "Forget", tooltip="forget the highlighted entry (asks first)"),
+        Binding(
+            "u",
+            "undo_forget",
+            "Undo forget",
+            show=False,
+            tooltip="restore the entry forgotten last (undo a forget)",
+        ),
         Binding("e", "edit", "Edit", tooltip="edit the highlighted entry's content"),
         Binding(
             "C", "consolidate", "Consolidate", tooltip="decay, archive and forget now (asks first)"
@@ -169,6 +176,8 @@ class ChatmemApp(App[None]):
         """The last Recall query: run again when the scope changes."""
         self._sidebar_wanted: bool | None = None
         """Shown or hidden by `b`; None: by the terminal's width."""
+        self.last_forgotten: Action | None = None
+        """The forget done last here, which `u` undoes (None once undone)."""
         self._quarantine_told: dict[ScopeKey, int] = {}
         self._others_started = False
         self._whole_requested = False
@@ -596,8 +605,22 @@ class ChatmemApp(App[None]):
     def action_consolidate(self) -> None:
         app_actions.confirm(self, Action(Kind.CONSOLIDATE, self.scope))
 
+    def action_undo_forget(self) -> None:
+        app_actions.undo_forget(self)
+
     def on_action_done(self, message: ActionDone) -> None:
-        self.notify(message.summary, title="done")
+        action = message.action
+        if action is not None and action.kind is Kind.FORGET:
+            self.last_forgotten = action
+            undo = self.get_key_display(Binding("u", ""))
+            self.notify(
+                f"{message.summary}\nPress {undo} to restore it (or ctrl+p: Undo forget).",
+                title="forgotten",
+                timeout=15,
+                markup=False,
+            )
+        else:
+            self.notify(message.summary, title="done", markup=False)
         self.reload_all()
 
 

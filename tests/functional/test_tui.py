@@ -547,6 +547,32 @@ async def test_forget_removes_the_block_and_audits_it(demo_ws: Path) -> None:
         assert "每周三晚上去游泳，一次 1500 米" in run.column("#archive-forgotten", "content")
 
 
+async def test_a_forget_is_undone_with_u(demo_ws: Path) -> None:
+    async with running(demo_ws) as run:
+        await run.pilot.press("u")  # nothing forgotten yet: says so, changes nothing
+        await run.until(lambda: any("nothing was forgotten" in n for n in notices(run)))
+        swim = await run.highlight("游泳")
+        await confirm(run, "x")
+        assert f"[{swim}]" not in (demo_ws / "MEMORY.md").read_text()
+        assert any("Press u to restore it" in n for n in notices(run))
+        await run.pilot.press("u")
+        await run.settle()
+        entry = next(
+            e for e in parse_memory((demo_ws / "MEMORY.md").read_text()).entries if e.id == swim
+        )
+        assert entry.content == "每周三晚上去游泳，一次 1500 米"
+        history = await run.core.memory.long_term.audit.history(MAIN, swim)
+        assert [(r.action, r.source) for r in history[-2:]] == [
+            ("forget", "tui"),
+            ("restore", "tui"),
+        ]
+        assert swim in run.column("#rankings", "id")
+        # once undone, u has nothing left to undo
+        await run.pilot.press("u")
+        await run.until(lambda: sum("nothing was forgotten" in n for n in notices(run)) == 2)
+        assert any(title.startswith("Undo forget") for title, _, _ in app_commands(run.app))
+
+
 async def test_archive_then_restore(demo_ws: Path) -> None:
     async with running(demo_ws) as run:
         hike = await run.highlight("佘山")
