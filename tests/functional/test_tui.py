@@ -322,7 +322,7 @@ async def test_what_if_shows_the_future_without_writing(demo_ws: Path) -> None:
         await run.settle()
         view = run.app.view
         assert view is not None and view.offset_days == 30
-        assert "WHAT-IF +30 d: 2026-03-31 (read-only)" in run.text("#rank-when")
+        assert "WHAT-IF +30 d: 2026-03-31 · read-only (0: now)" in run.text("#rank-when")
         statuses = dict(
             zip(run.column("#rankings", "id"), run.column("#rankings", "status"), strict=True)
         )
@@ -934,6 +934,49 @@ async def test_usable_at_80_by_24(demo_ws: Path) -> None:
         await run.pilot.pause(0.1)
         assert app.screen.query_one("#confirm-box").region.right <= 80
         await run.pilot.press("n")
+
+
+async def test_footer_and_what_if_banner_fit_at_120_columns(demo_ws: Path) -> None:
+    async with running(demo_ws, size=(120, 40)) as run:
+        footer = screen_text(run.app).splitlines()[-1]
+        shown: dict[str, Binding] = {}
+        for binding in Binding.make_bindings(ChatmemApp.BINDINGS):
+            if binding.show:
+                shown.setdefault(binding.action, binding)  # the footer shows the first key
+        for binding in shown.values():
+            assert f"{run.app.get_key_display(binding)} {binding.description}" in footer
+        assert footer.rstrip().endswith("palette")
+        await run.pilot.press("greater_than_sign")
+        await run.settle()
+        assert "WHAT-IF +30 d: 2026-03-31 · read-only (0: now)" in screen_text(run.app)
+
+
+async def test_a_loading_state_shows_until_the_first_rankings(demo_ws: Path) -> None:
+    """The first screen says it is loading, instead of an empty layout that looks like an
+    empty workspace."""
+    release = asyncio.Event()
+    clock = ManualClock(NOW)
+    async with MemoryCore.open(Config(workspace=str(demo_ws)), clock=clock) as core:
+        app = make_app(core, clock=clock)
+        head = app.loader.head
+
+        async def held_head(scope: ScopeKey) -> object:
+            await release.wait()
+            return await head(scope)
+
+        app.loader.head = held_head  # type: ignore[method-assign]
+        async with app.run_test(size=SIZE) as pilot:
+            run = Running(pilot, app, core, clock)
+            await run.until(
+                lambda: "loading the memories of scope main" in run.text("#rank-status")
+            )
+            assert app.view is None and "loading memories" in run.text("#archive-summary")
+            release.set()
+            await run.settle()
+            assert "loading" not in run.text("#rank-status")
+            assert "loading" not in run.text("#archive-summary")
+            assert "loading" not in run.text("#recent-activity")
+            assert run.rows("#rankings")
 
 
 # --- live --------------------------------------------------------------------------------
