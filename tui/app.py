@@ -215,7 +215,7 @@ class ChatmemApp(App[None]):
         if self.manage_core:
             await self.core.start()
         self._update_title()
-        self.query_one(RankingsPane).loading(str(self.scope))
+        self.query_one(RankingsPane).waiting_for(str(self.scope))
         # Rankings first: the other panes load once the first rankings are on screen, so
         # a large scope's first page is not slowed down by work nobody is looking at yet.
         self.load_entries(self.scope)
@@ -496,7 +496,7 @@ class ChatmemApp(App[None]):
         self.activity = []
         self._update_title()
         self.query_one(ScopesTable).show(self.scope_rows, scope)
-        self.query_one(RankingsPane).loading(str(scope))
+        self.query_one(RankingsPane).waiting_for(str(scope))
         self.load_entries(scope)
         self.load_archive(scope)
         self.load_activity(scope, 0)

@@ -104,7 +104,7 @@ class RankingsPane(Vertical):
         yield Static(LOADING, id="rank-status")
         yield RankTable(self.policy, id="rankings")
 
-    def loading(self, scope: str) -> None:
+    def waiting_for(self, scope: str) -> None:
         """Until the first rankings of `scope` arrive: say so, instead of an empty table
         that looks like an empty scope."""
         self.query_one("#rank-counts", Static).update("")
