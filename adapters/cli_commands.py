@@ -58,6 +58,15 @@ def entry_line(rank: int, entry: MemoryEntry) -> str:
     )
 
 
+def stored_scores(result: MergeResult) -> dict[str, float | None]:
+    """Each decayed entry's score as the file held it before this consolidation.
+
+    A merge records an archive or forget after the decay, with the decayed score as its
+    old score (the audit log's step by step); a person reading what a consolidation does
+    wants the score the entry had, which is the old score of its decay."""
+    return {c.entry_id: c.old_score for c in result.changes if c.kind is ChangeKind.DECAYED}
+
+
 def merge_summary(result: MergeResult) -> str:
     names = {
         ChangeKind.ADDED: "new",
@@ -316,11 +325,14 @@ class Consolidate:
             later = [phase for phase in phases if phase is not Phase.DECAY]
             if later:
                 reports = await core.consolidate_phases(args.scope_key, later, now=when)
+        stored = stored_scores(result)
         changes = [
             {
                 "kind": c.kind.value,
                 "id": c.entry_id,
-                "old_score": c.old_score,
+                "old_score": stored.get(c.entry_id, c.old_score)
+                if c.kind is not ChangeKind.DECAYED
+                else c.old_score,
                 "new_score": c.new_score,
                 "content": c.content,
             }
@@ -332,7 +344,8 @@ class Consolidate:
         ]
         for c in result.changes:
             if c.kind is not ChangeKind.DECAYED:
-                scores = f"{c.old_score or 0:.3f} -> " + (
+                before = stored.get(c.entry_id, c.old_score)
+                scores = f"{before or 0:.3f} -> " + (
                     f"{c.new_score:.3f}" if c.new_score is not None else "forgotten"
                 )
                 lines.append(f"  {c.kind.value:<8} [{c.entry_id}] {scores}  {c.content}")

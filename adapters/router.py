@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from adapters.inbound import InboundMessage
 from memory_core.engine import MemoryCore
 from memory_core.scope import ScopeKey
-from memory_core.text import has_cjk
+from memory_core.text import writes_cjk
 
 log = logging.getLogger(__name__)
 
@@ -145,7 +145,7 @@ class MessageRouter:
         }
 
     async def _new(self, scope: ScopeKey, argument: str, message: InboundMessage) -> str:
-        result = await self.core.new_session(scope, chinese=has_cjk(argument))
+        result = await self.core.new_session(scope, chinese=writes_cjk(argument))
         return result.reply
 
     async def _help(self, scope: ScopeKey, argument: str, message: InboundMessage) -> str:

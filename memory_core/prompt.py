@@ -1,7 +1,9 @@
 """The long-term memories that ride in every system prompt.
 
-Higher ranks get richer text (category, score, date); lower ranks shrink to their content,
-then to a cut line, so the block stays under its token cap without dropping the best.
+Every entry is one line of one shape, `- [category] content`: a model reads a list more
+surely when its lines agree (the block once mixed three shapes: with score and date, bare,
+cut). A line that does not fit the token cap whole is cut, in the same shape, so the block
+stays under its cap without dropping the best.
 """
 
 from __future__ import annotations
@@ -16,8 +18,6 @@ from memory_core.scoring import DEFAULT_POLICY, ScoringPolicy, score_at
 from memory_core.text import estimate_tokens
 
 HEADER = "# 历史记忆 (long-term memory)\n\n关于用户的关键信息 / What I know about the user:"
-RICH_RANKS = 3
-PLAIN_RANKS = 10
 SHORT_CHARS = 80
 
 
@@ -81,18 +81,13 @@ def select_prompt_entries_until(
     return sort_entries(candidates)[:top_k], until
 
 
-def _forms(entry: MemoryEntry, rank: int) -> list[str]:
-    """Candidate lines for one entry, richest first."""
+def _forms(entry: MemoryEntry) -> list[str]:
+    """The entry's line, whole first, then cut: one shape either way."""
     content = " ".join(entry.content.split())
-    short = content if len(content) <= SHORT_CHARS else content[: SHORT_CHARS - 1] + "…"
-    rich = (
-        f"- [{entry.category}] {content} (score {entry.score:.2f}, {entry.last_activated.date()})"
-    )
-    if rank <= RICH_RANKS:
-        return [rich, f"- {content}", f"- {short}"]
-    if rank <= PLAIN_RANKS:
-        return [f"- {content}", f"- {short}"]
-    return [f"- {short}"]
+    line = f"- [{entry.category}] {content}"
+    if len(content) <= SHORT_CHARS:
+        return [line]
+    return [line, f"- [{entry.category}] {content[: SHORT_CHARS - 1]}…"]
 
 
 def render_prompt_memories(entries: Sequence[MemoryEntry], max_tokens: int = 1500) -> str:
@@ -101,8 +96,8 @@ def render_prompt_memories(entries: Sequence[MemoryEntry], max_tokens: int = 150
         return ""
     budget = max_tokens - estimate_tokens(HEADER)
     lines: list[str] = []
-    for rank, entry in enumerate(entries, start=1):
-        for form in _forms(entry, rank):
+    for entry in entries:
+        for form in _forms(entry):
             cost = estimate_tokens(form)
             if cost <= budget:
                 lines.append(form)

@@ -100,6 +100,30 @@ def build_injection(
     return Injection(keywords=list(keywords), hits=used, block=block, tokens=estimate_tokens(block))
 
 
+def without_known(injection: Injection, known: str, hit_chars: int = 300) -> Injection:
+    """The injection less the long-term entries `known` (the prompt's memory block)
+    already states: the model reads each memory once, in one place.
+
+    A long-term hit's text is its entry's content; it is known when the block holds that
+    content, whitespace folded (the block folds it too). Other hits are kept."""
+    folded = " ".join(known.split())
+    kept = [
+        hit
+        for hit in injection.hits
+        if hit.kind is not ChunkKind.LONG_TERM or " ".join(hit.text.split()) not in folded
+    ]
+    if len(kept) == len(injection.hits):
+        return injection
+    # The kept lines fitted the budget already: rebuild the block from them alone.
+    return build_injection(
+        injection.keywords,
+        kept,
+        max_hits=len(kept),
+        token_budget=injection.tokens + estimate_tokens(BLOCK_HEADER),
+        hit_chars=hit_chars,
+    )
+
+
 def _clip(line: str, max_chars: int) -> str:
     """One line of a hit (a turn of an exchange) cut at `max_chars`, with a mark."""
     flat = " ".join(line.split())

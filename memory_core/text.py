@@ -315,6 +315,23 @@ def has_cjk(text: str) -> bool:
     return _HAS_CJK_RE.search(text) is not None
 
 
+_LATIN_WORD_RE = re.compile(r"[^\W\d_]{2,}")
+CJK_CHARS_PER_WORD = 2
+"""About how many Han characters a Chinese word takes: the unit `writes_cjk` weighs
+them in against Latin words."""
+
+
+def writes_cjk(text: str) -> bool:
+    """Whether a reply to `text` should be in Chinese: its CJK part outweighs its Latin
+    words. "remember that my cat is called 小橘" is English with a name in it, "我在学
+    Python" is Chinese with a word of English; `has_cjk` alone answers both in Chinese."""
+    cjk = len(_HAS_CJK_RE.findall(text))
+    if not cjk:
+        return False
+    latin = sum(1 for word in _LATIN_WORD_RE.findall(text) if not has_cjk(word))
+    return cjk / CJK_CHARS_PER_WORD >= latin
+
+
 def tokenize(text: str) -> list[str]:
     """Terms for BM25 indexing and querying (the same function serves both sides).
 

@@ -44,8 +44,9 @@ class Action:
             Kind.UNPIN: f"Unpin {target}? It decays again from its current score.",
             Kind.ARCHIVE: f"Archive {target}? It leaves the prompt but stays searchable.",
             Kind.RESTORE: f"Restore {target} to Active?",
-            Kind.FORGET: f"Forget {target}? It leaves the file; `chatmem restore` brings it "
-            "back within long_term.forgotten_keep_days (then `chatmem purge` erases it).",
+            Kind.FORGET: f"Forget {target}? It leaves the file; u (undo) or `chatmem restore` "
+            "brings it back within long_term.forgotten_keep_days (then `chatmem purge` "
+            "erases it).",
             Kind.EDIT: f"Save the new content of {target}?",
             Kind.CONSOLIDATE: f"Run consolidation of scope {self.scope} now "
             "(decay, archive and forget, written to the file)?",

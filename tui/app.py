@@ -67,7 +67,7 @@ from tui.watch import Stamp, compare, take_stamp
 from tui.widgets.activity import FEED_LIMIT, ActivityFeed, recent_text
 from tui.widgets.archive import ArchivePane, ArchiveSummary
 from tui.widgets.detail import PROJECTION_DAYS, DetailPane
-from tui.widgets.rankings import RankingsPane
+from tui.widgets.rankings import LOADING, RankingsPane
 from tui.widgets.ranktable import RankTable
 from tui.widgets.recall import RecallPane
 from tui.widgets.scopes import ScopesTable
@@ -98,16 +98,19 @@ class ChatmemApp(App[None]):
         ("tab-snapshot", "Snapshot"),
     )
     BINDINGS: ClassVar[list[BindingType]] = [
-        # In footer order: at 80 columns the first few are all that fits, so Help leads.
+        # In footer order: at 80 columns the first few are all that fits, so Help leads; at
+        # 120 every shown one fits (the compact footer), the rest are in the help (?).
         Binding("question_mark,f1", "help", "Help", tooltip="this list of every key"),
         Binding("q", "quit", "Quit", tooltip="leave the TUI"),
         Binding("slash", "focus_filter", "Filter", tooltip="type in the rankings filter box"),
         Binding("f", "focus_recall", "Recall", tooltip="type in the Recall query box"),
         Binding("b", "toggle_sidebar", "Sidebar", tooltip="show or hide scopes and archive state"),
         Binding("s", "sort_next", "Sort", tooltip="sort the rankings by the next column"),
-        Binding("r", "sort_reverse", "Reverse", tooltip="reverse the rankings' order"),
-        Binding("plus,equals_sign", "what_if(1)", "+1d", tooltip="what-if: one day later"),
-        Binding("minus", "what_if(-1)", "-1d", tooltip="what-if: one day earlier"),
+        Binding("r", "sort_reverse", "Reverse", show=False, tooltip="reverse the rankings' order"),
+        Binding(
+            "plus,equals_sign", "what_if(1)", "+1d", show=False, tooltip="what-if: one day later"
+        ),
+        Binding("minus", "what_if(-1)", "-1d", show=False, tooltip="what-if: one day earlier"),
         Binding("greater_than_sign", "what_if(30)", "+30d", tooltip="what-if: 30 days later"),
         Binding(
             "less_than_sign", "what_if(-30)", "-30d", show=False, tooltip="what-if: 30 days earlier"
@@ -118,6 +121,13 @@ class ChatmemApp(App[None]):
             "a", "toggle_archive", "Archive", tooltip="archive or restore the highlighted entry"
         ),
         Binding("x", "forget", "Forget", tooltip="forget the highlighted entry (asks first)"),
+        Binding(
+            "u",
+            "undo_forget",
+            "Undo forget",
+            show=False,
+            tooltip="restore the entry forgotten last (undo a forget)",
+        ),
         Binding("e", "edit", "Edit", tooltip="edit the highlighted entry's content"),
         Binding(
             "C", "consolidate", "Consolidate", tooltip="decay, archive and forget now (asks first)"
@@ -169,6 +179,8 @@ class ChatmemApp(App[None]):
         """The last Recall query: run again when the scope changes."""
         self._sidebar_wanted: bool | None = None
         """Shown or hidden by `b`; None: by the terminal's width."""
+        self.last_forgotten: Action | None = None
+        """The forget done last here, which `u` undoes (None once undone)."""
         self._quarantine_told: dict[ScopeKey, int] = {}
         self._others_started = False
         self._whole_requested = False
@@ -181,9 +193,9 @@ class ChatmemApp(App[None]):
                 yield Static("Scopes  (Enter chooses)", classes="pane-title")
                 yield ScopesTable(id="scopes")
                 yield Static("Archive state", classes="pane-title")
-                yield ArchiveSummary(id="archive-summary")
+                yield ArchiveSummary(LOADING, id="archive-summary")
                 yield Static("Recent activity  (5: all)", classes="pane-title recent")
-                yield Static(id="recent-activity", classes="recent")
+                yield Static(LOADING, id="recent-activity", classes="recent")
             with TabbedContent(id="tabs", initial="tab-rankings"):
                 with TabPane("Rankings", id="tab-rankings"):
                     yield RankingsPane(self.core.policy, id="rankings-pane")
@@ -197,12 +209,13 @@ class ChatmemApp(App[None]):
                     yield ActivityFeed(self.zone, id="activity")
                 with TabPane("Snapshot", id="tab-snapshot"):
                     yield SnapshotPane(id="snapshot-pane")
-        yield Footer()
+        yield Footer(compact=True)
 
     async def on_mount(self) -> None:
         if self.manage_core:
             await self.core.start()
         self._update_title()
+        self.query_one(RankingsPane).waiting_for(str(self.scope))
         # Rankings first: the other panes load once the first rankings are on screen, so
         # a large scope's first page is not slowed down by work nobody is looking at yet.
         self.load_entries(self.scope)
@@ -283,6 +296,7 @@ class ChatmemApp(App[None]):
     @work(group="activity", exclusive=True, exit_on_error=False, description="activity")
     async def load_activity(self, scope: ScopeKey, after_id: int) -> None:
         if not self.core.has_database:
+            self.post_message(ActivityLoaded(scope, []))  # nothing to load: no "loading…"
             return
         records = await self.core.activity(scope, limit=FEED_LIMIT, after_id=after_id)
         self.post_message(ActivityLoaded(scope, records))
@@ -482,6 +496,7 @@ class ChatmemApp(App[None]):
         self.activity = []
         self._update_title()
         self.query_one(ScopesTable).show(self.scope_rows, scope)
+        self.query_one(RankingsPane).waiting_for(str(scope))
         self.load_entries(scope)
         self.load_archive(scope)
         self.load_activity(scope, 0)
@@ -596,8 +611,22 @@ class ChatmemApp(App[None]):
     def action_consolidate(self) -> None:
         app_actions.confirm(self, Action(Kind.CONSOLIDATE, self.scope))
 
+    def action_undo_forget(self) -> None:
+        app_actions.undo_forget(self)
+
     def on_action_done(self, message: ActionDone) -> None:
-        self.notify(message.summary, title="done")
+        action = message.action
+        if action is not None and action.kind is Kind.FORGET:
+            self.last_forgotten = action
+            undo = self.get_key_display(Binding("u", ""))
+            self.notify(
+                f"{message.summary}\nPress {undo} to restore it (or ctrl+p: Undo forget).",
+                title="forgotten",
+                timeout=15,
+                markup=False,
+            )
+        else:
+            self.notify(message.summary, title="done", markup=False)
         self.reload_all()
 
 

@@ -34,7 +34,7 @@ def forget(row: RankRow) -> Kind:
 
 def run(app: ChatmemApp, action: Action) -> Worker[None]:
     async def work() -> None:
-        app.post_message(ActionDone(await perform(app.core, action)))
+        app.post_message(ActionDone(await perform(app.core, action), action))
 
     worker: Worker[None] = app.run_worker(
         work, group="action", exit_on_error=False, description=action.kind.value
@@ -82,6 +82,17 @@ def entry_action(app: ChatmemApp, choose: Callable[[RankRow], Kind]) -> None:
         app.notify("highlight an entry in Rankings first", severity="warning")
         return
     confirm(app, Action(choose(row), app.scope, row.entry.id, row.entry.content))
+
+
+def undo_forget(app: ChatmemApp) -> None:
+    """Bring back the entry forgotten last in this session (through `core.restore`, which
+    takes it from the scope's kept forgotten entries). No confirmation: it undoes one."""
+    forgotten = app.last_forgotten
+    if forgotten is None:
+        app.notify("nothing was forgotten here to restore", severity="warning")
+        return
+    app.last_forgotten = None
+    run(app, Action(Kind.RESTORE, forgotten.scope, forgotten.entry_id, forgotten.content))
 
 
 def edit(app: ChatmemApp) -> None:

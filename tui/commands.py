@@ -21,6 +21,7 @@ def app_commands(app: ChatmemApp) -> list[Command]:
         ("Pin / unpin the highlighted entry", app.action_toggle_pin, "p"),
         ("Archive / restore the highlighted entry", app.action_toggle_archive, "a"),
         ("Forget the highlighted entry", app.action_forget, "x: deleted from the file"),
+        ("Undo forget: restore the entry forgotten last", app.action_undo_forget, "u"),
         ("Edit the highlighted entry's content", app.action_edit, "e"),
         ("Run consolidation now", app.action_consolidate, "C: decay, archive, forget"),
         ("What-if: one day later", lambda: app.action_what_if(1), "+"),

@@ -47,8 +47,16 @@ def score_cell(score: float, policy: ScoringPolicy = DEFAULT_POLICY) -> Text:
     return Text(f"{score:.2f}", style=score_style(score, policy), justify="right")
 
 
-def days_cell(days: int | None) -> Text:
-    """Days until a line is crossed: `now` (already below), `never` (pinned), or `12d`."""
+PASSED = "—"
+"""Shown instead of a countdown to a line the entry is already past (an archived entry's
+days to archive)."""
+
+
+def days_cell(days: int | None, *, passed: bool = False) -> Text:
+    """Days until a line is crossed: `now` (already below), `never` (pinned), `12d`, or
+    `—` when the entry is already past it (archived: nothing left to count down)."""
+    if passed:
+        return Text(PASSED, style="dim", justify="right")
     if days is None:
         return Text("never", style="dim", justify="right")
     if days == 0:
@@ -56,7 +64,15 @@ def days_cell(days: int | None) -> Text:
     return Text(f"{days}d", justify="right")
 
 
-def status_cell(status: Status) -> Text:
+PINNED_LABEL = "pinned"
+PINNED_STYLE = "bold cyan"
+
+
+def status_cell(status: Status, *, pinned: bool = False) -> Text:
+    """The status as a word; an active pinned entry says `pinned`, since it is the one
+    thing about it that matters (it never decays, archives or is forgotten)."""
+    if pinned and status is Status.ACTIVE:
+        return Text(PINNED_LABEL, style=PINNED_STYLE)
     return Text(STATUS_LABEL[status], style=STATUS_STYLE[status])
 
 

@@ -12,6 +12,7 @@ from memory_core.recall import Injection
 from memory_core.records import AuditRecord, Hit
 from memory_core.scope import ScopeKey
 from memory_core.snapshot import Snapshot
+from tui.actions import Action
 from tui.loading import EntriesSnapshot
 from tui.model import RankingModel, RankingView, RankRow
 from tui.overview import ArchiveState, ScopeCounts
@@ -71,6 +72,8 @@ class RecallDone(Message):
 @dataclass
 class ActionDone(Message):
     summary: str
+    action: Action | None = None
+    """What was done (None for a summary alone): a forget is offered for undoing."""
 
 
 @dataclass

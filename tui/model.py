@@ -102,8 +102,14 @@ class RankRow:
     score_7: float
     score_30: float
     to_archive: int | None
+    """Days until the archive line; 0 for an entry that is archived already."""
     to_forget: int | None
     status: Status
+
+    @property
+    def archived(self) -> bool:
+        """Past the archive line (archived, or to be forgotten): no countdown to archive."""
+        return self.status is not Status.ACTIVE
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,16 +247,24 @@ class RankingModel:
     def row(self, index: int) -> RankRow:
         entry = self.entries[index]
         when = self.when
+        status = self._statuses[index]
         return RankRow(
             rank=self._ranks[index],
             entry=entry,
             score=self._scores[index],
             score_7=score_at(entry, when + timedelta(days=7), self.policy),
             score_30=score_at(entry, when + timedelta(days=30), self.policy),
-            to_archive=days_until_below(entry, self.policy.archive_below, when, self.policy),
+            to_archive=self._to_archive(entry, status),
             to_forget=days_until_below(entry, self.policy.forget_below, when, self.policy),
-            status=self._statuses[index],
+            status=status,
         )
+
+    def _to_archive(self, entry: MemoryEntry, status: Status) -> int | None:
+        """Days until the entry is archived: 0 once it is (by hand or by score), whatever
+        its score would still take to reach the line."""
+        if status is not Status.ACTIVE:
+            return 0
+        return days_until_below(entry, self.policy.archive_below, self.when, self.policy)
 
     def row_for(self, entry_id: str) -> RankRow | None:
         index = self.index_of(entry_id)
@@ -291,8 +305,10 @@ class RankingModel:
         if key in ("score_7", "score_30"):
             later = when + timedelta(days=7 if key == "score_7" else 30)
             return [score_at(e, later, policy) for e in entries]
-        line = policy.archive_below if key == "to_archive" else policy.forget_below
-        return [_days_key(days_until_below(e, line, when, policy)) for e in entries]
+        if key == "to_archive":
+            statuses = self._statuses
+            return [_days_key(self._to_archive(e, statuses[i])) for i, e in enumerate(entries)]
+        return [_days_key(days_until_below(e, policy.forget_below, when, policy)) for e in entries]
 
     def order(self, sort: SortSpec) -> list[int]:
         """Entry indices in `sort` order; ties keep the ranking order."""

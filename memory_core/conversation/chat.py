@@ -50,11 +50,11 @@ from memory_core.history import Session, StoredMessage, sql_length
 from memory_core.llm import LLMClient, Message
 from memory_core.memory import MemoryService
 from memory_core.merge import ChangeKind, MergeResult, same_memory
-from memory_core.recall import Injection, has_recall_intent
+from memory_core.recall import Injection, has_recall_intent, without_known
 from memory_core.records import Hit
 from memory_core.scope import ScopeKey
 from memory_core.storage import AuditBackend, HistoryBackend
-from memory_core.text import has_cjk, tokenize
+from memory_core.text import tokenize, writes_cjk
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +98,7 @@ class TurnResult:
 
 def too_long(text: str) -> str:
     """The one-line answer to a message over `MAX_MESSAGE_CHARS` (nothing was kept)."""
-    if has_cjk(text[:1000]):
+    if writes_cjk(text[:1000]):
         return (
             f"这条消息太长了（{len(text)} 个字符，上限 {MAX_MESSAGE_CHARS}），没有保存。"
             "请分段发送，或用 `chatmem capture` 保存文档。"
@@ -199,7 +199,7 @@ class ChatEngine:
         session = await self.history.open_session(scope, now)
         if len(text) > MAX_MESSAGE_CHARS:
             return TurnResult(reply=too_long(text), session_id=session.id)
-        chinese = has_cjk(text)
+        chinese = writes_cjk(text)
 
         # Forgetting is answered and not stored (the module's docstring says why).
         confirmation = await self._answer_pending_forget(scope, text, chinese)
@@ -225,6 +225,9 @@ class ChatEngine:
         recent = [m.content for m in earlier if m.role in ("user", "assistant")][-5:]
         injection = await self.memory.finder.recall(scope, text, recent, session_id=session.id)
         memories = await self.memory.prompt_block(scope)
+        # The recalled entries still count as used (activations); the prompt states each
+        # once, in the memory block if it is there.
+        fresh = without_known(injection, memories, self.config.recall.hit_chars)
         first_turn = not any(m.role == "user" for m in earlier)
         daily_notes = await self.memory.notes.recent(scope) if first_turn else ""
         intent = has_recall_intent(text)
@@ -232,7 +235,10 @@ class ChatEngine:
         if not self.llm.configured:
             # Not stored: a canned notice is no part of the conversation, and stored it was
             # indexed and came back as a "related memory" of later turns.
-            related = [h for h in injection.hits if not _said_in(h, session.id)]
+            asked = set(tokenize(text))
+            related = [
+                h for h in injection.hits if not _said_in(h, session.id) and _shares(h, asked)
+            ]
             reply = _offline_reply(
                 chinese, [h.location + " " + " ".join(h.text.split()) for h in related]
             )
@@ -247,7 +253,7 @@ class ChatEngine:
                     now,
                     memories=memories,
                     daily_notes=daily_notes,
-                    injection=injection.block,
+                    injection=fresh.block,
                     recall_intent=intent,
                 ),
             },
@@ -366,14 +372,14 @@ class ChatEngine:
         """`/remember TEXT`: keep `text` as a memory the person asked for; the reply."""
         with self._working_on(scope):
             async with self.lock_for(scope):
-                return await self._remember(scope, text.strip(), has_cjk(text))
+                return await self._remember(scope, text.strip(), writes_cjk(text))
 
     async def ask_forget(self, scope: ScopeKey, what: str) -> str:
         """`/forget WHAT`: the question listing the memories about `what`; the scope's next
         turn answers it (`_answer_pending_forget`)."""
         with self._working_on(scope):
             async with self.lock_for(scope):
-                return await self._ask_forget(scope, what.strip(), has_cjk(what))
+                return await self._ask_forget(scope, what.strip(), writes_cjk(what))
 
     async def _remember(self, scope: ScopeKey, what: str, chinese: bool) -> str:
         entry, result = await self.memory.long_term.capture(
@@ -669,6 +675,15 @@ def conversation_lines(messages: Sequence[StoredMessage]) -> list[TranscriptLine
 def _said_in(hit: Hit, session_id: str) -> bool:
     """A hit on a message of this session: what the person just said, not a memory."""
     return hit.kind is ChunkKind.MESSAGE and hit.path == f"sessions/{session_id}"
+
+
+def _shares(hit: Hit, asked: set[str]) -> bool:
+    """Whether a hit shares a meaningful term with the message: a word, or two single Han
+    characters (one, like 小 or 的, is in too many texts to mean anything). The ranking
+    may rank a hit for its recency or its vector alone, which is no reason to show it
+    under a statement it has nothing to do with."""
+    shared = asked & set(tokenize(hit.text))
+    return any(len(term) > 1 for term in shared) or len(shared) >= 2
 
 
 def _offline_reply(chinese: bool, hits: list[str]) -> str:

@@ -383,3 +383,22 @@ def test_offline_notice_is_not_echoed_as_a_related_memory(tmp_path: Path) -> Non
     assert out[0].startswith("(offline) No language model is configured")
     assert "Related memories" not in out[1], out[1]
     assert "offline" not in out[2]
+
+
+def test_offline_replies_follow_the_message_and_list_only_related_memories(
+    tmp_path: Path,
+) -> None:
+    out = chat(
+        tmp_path,
+        [
+            "remember that my cat is called 小橘",
+            "the weather is nice today",
+            "what does my cat eat",
+        ],
+        "--as",
+        "alice",
+    )
+    assert out[0] == "Got it, I'll remember: my cat is called 小橘"
+    assert out[1].startswith("(offline) No language model is configured")
+    assert "Related memories" not in out[1], out[1]
+    assert out[2].endswith(r"\nMEMORY.md:8 my cat is called 小橘"), out[2]

@@ -322,7 +322,7 @@ async def test_what_if_shows_the_future_without_writing(demo_ws: Path) -> None:
         await run.settle()
         view = run.app.view
         assert view is not None and view.offset_days == 30
-        assert "WHAT-IF +30 d: 2026-03-31 (read-only)" in run.text("#rank-when")
+        assert "WHAT-IF +30 d: 2026-03-31 · read-only (0: now)" in run.text("#rank-when")
         statuses = dict(
             zip(run.column("#rankings", "id"), run.column("#rankings", "status"), strict=True)
         )
@@ -547,6 +547,32 @@ async def test_forget_removes_the_block_and_audits_it(demo_ws: Path) -> None:
         assert "每周三晚上去游泳，一次 1500 米" in run.column("#archive-forgotten", "content")
 
 
+async def test_a_forget_is_undone_with_u(demo_ws: Path) -> None:
+    async with running(demo_ws) as run:
+        await run.pilot.press("u")  # nothing forgotten yet: says so, changes nothing
+        await run.until(lambda: any("nothing was forgotten" in n for n in notices(run)))
+        swim = await run.highlight("游泳")
+        await confirm(run, "x")
+        assert f"[{swim}]" not in (demo_ws / "MEMORY.md").read_text()
+        assert any("Press u to restore it" in n for n in notices(run))
+        await run.pilot.press("u")
+        await run.settle()
+        entry = next(
+            e for e in parse_memory((demo_ws / "MEMORY.md").read_text()).entries if e.id == swim
+        )
+        assert entry.content == "每周三晚上去游泳，一次 1500 米"
+        history = await run.core.memory.long_term.audit.history(MAIN, swim)
+        assert [(r.action, r.source) for r in history[-2:]] == [
+            ("forget", "tui"),
+            ("restore", "tui"),
+        ]
+        assert swim in run.column("#rankings", "id")
+        # once undone, u has nothing left to undo
+        await run.pilot.press("u")
+        await run.until(lambda: sum("nothing was forgotten" in n for n in notices(run)) == 2)
+        assert any(title.startswith("Undo forget") for title, _, _ in app_commands(run.app))
+
+
 async def test_archive_then_restore(demo_ws: Path) -> None:
     async with running(demo_ws) as run:
         hike = await run.highlight("佘山")
@@ -749,7 +775,18 @@ async def test_f_focuses_the_recall_query(demo_ws: Path) -> None:
         assert app.focused is app.query_one("#recall-query", Input)
         await run.pilot.press(*"喜欢", "enter")
         await run.settle()
-        assert app.focused is app.query_one("#recall-hits") and run.rows("#recall-hits")
+        box = app.query_one("#recall-query", Input)
+        assert app.focused is box and run.rows("#recall-hits")
+        # keys typed after Enter go on typing: none of them fires an app command
+        sort_before = run.app.rankings.sort
+        await run.pilot.press("question_mark", "s", "x")
+        await run.settle()
+        assert not isinstance(app.screen, HelpScreen | ConfirmScreen)
+        assert app.focused is box and box.value == "喜欢?sx"
+        assert run.app.rankings.sort == sort_before
+        # Escape leaves the box for the hits
+        await run.pilot.press("escape")
+        assert app.focused is app.query_one("#recall-hits")
 
 
 async def test_the_recall_tab_reruns_for_a_new_scope(demo_ws: Path) -> None:
@@ -819,9 +856,40 @@ async def test_header_and_sidebar_counts_agree(demo_ws: Path) -> None:
         summary = run.text("#archive-summary")
         assert "memories 4 archived (1 to forget) · 2 forgotten" in summary
         statuses = run.column("#rankings", "status")
-        assert statuses.count("active") == 9 and statuses.count("to forget") == 1
+        assert statuses.count("active") + statuses.count("pinned") == 9
+        assert statuses.count("to forget") == 1
         # "forgotten" means deleted wherever it is shown: never in the rankings
         assert "forgotten" not in header and "forgotten" not in statuses
+
+
+async def test_pinned_entries_say_pinned_and_archived_ones_count_down_nothing(
+    demo_ws: Path,
+) -> None:
+    async with running(demo_ws) as run:
+        rows = {row[1]: row for row in run.rows("#rankings")}
+        titles = [c.title for c in COLUMNS]
+        status, to_archive = titles.index("status"), titles.index("→arch")
+        view = run.app.view
+        assert view is not None
+        for entry_row in view.first_rows(view.matching):
+            cells = rows[entry_row.entry.id]
+            if entry_row.entry.pinned:
+                assert cells[status] == "pinned" and cells[to_archive].strip() == "never"
+            elif entry_row.status is Status.ARCHIVED:
+                assert cells[status] == "archived" and cells[to_archive].strip() == "—"
+            else:
+                assert cells[status] == "active" and cells[to_archive].strip().endswith("d")
+        statuses = [rows[i][status] for i in rows]
+        assert statuses.count("pinned") == 1 and statuses.count("archived") == 3
+        # the detail pane agrees, and sorting by →arch puts the archived ones first
+        await run.highlight("Hetzner")
+        meta = run.text("#detail-meta")
+        line = next(x for x in meta.splitlines() if x.strip().startswith("archive in"))
+        assert line.split() == ["archive", "in", "—"]
+        run.app.sort_by("to_archive")
+        await run.settle()
+        firsts = run.column("#rankings", "status")[:3]
+        assert firsts == ["archived"] * 3
 
 
 async def test_headers_are_not_cut_by_the_sort_arrow(demo_ws: Path) -> None:
@@ -866,6 +934,49 @@ async def test_usable_at_80_by_24(demo_ws: Path) -> None:
         await run.pilot.pause(0.1)
         assert app.screen.query_one("#confirm-box").region.right <= 80
         await run.pilot.press("n")
+
+
+async def test_footer_and_what_if_banner_fit_at_120_columns(demo_ws: Path) -> None:
+    async with running(demo_ws, size=(120, 40)) as run:
+        footer = screen_text(run.app).splitlines()[-1]
+        shown: dict[str, Binding] = {}
+        for binding in Binding.make_bindings(ChatmemApp.BINDINGS):
+            if binding.show:
+                shown.setdefault(binding.action, binding)  # the footer shows the first key
+        for binding in shown.values():
+            assert f"{run.app.get_key_display(binding)} {binding.description}" in footer
+        assert footer.rstrip().endswith("palette")
+        await run.pilot.press("greater_than_sign")
+        await run.settle()
+        assert "WHAT-IF +30 d: 2026-03-31 · read-only (0: now)" in screen_text(run.app)
+
+
+async def test_a_loading_state_shows_until_the_first_rankings(demo_ws: Path) -> None:
+    """The first screen says it is loading, instead of an empty layout that looks like an
+    empty workspace."""
+    release = asyncio.Event()
+    clock = ManualClock(NOW)
+    async with MemoryCore.open(Config(workspace=str(demo_ws)), clock=clock) as core:
+        app = make_app(core, clock=clock)
+        head = app.loader.head
+
+        async def held_head(scope: ScopeKey) -> object:
+            await release.wait()
+            return await head(scope)
+
+        app.loader.head = held_head  # type: ignore[method-assign]
+        async with app.run_test(size=SIZE) as pilot:
+            run = Running(pilot, app, core, clock)
+            await run.until(
+                lambda: "loading the memories of scope main" in run.text("#rank-status")
+            )
+            assert app.view is None and "loading memories" in run.text("#archive-summary")
+            release.set()
+            await run.settle()
+            assert "loading" not in run.text("#rank-status")
+            assert "loading" not in run.text("#archive-summary")
+            assert "loading" not in run.text("#recent-activity")
+            assert run.rows("#rankings")
 
 
 # --- live --------------------------------------------------------------------------------

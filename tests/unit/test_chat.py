@@ -148,8 +148,27 @@ async def test_prompt_memories_top_twenty_and_no_archived(
     assert "walrus" not in everything(fake.chat_requests()[0])
     status = await mcore.status(ALICE)
     assert {e.content for e in status.archived} == {"archived zebra fact", "decayed walrus fact"}
-    # Higher ranks carry more detail than lower ones.
-    assert "[fact]" in system and "score 0.80" in system
+    # One shape for every line: "- [category] content", nothing else.
+    block = system[system.index("# 历史记忆") :].split("\n\n", 2)[1]
+    lines = block.splitlines()[1:]
+    assert len(lines) == 20
+    assert all(re.fullmatch(r"- \[fact\] (high|medium) [0-9a-f]{20}", line) for line in lines)
+
+
+async def test_recall_block_leaves_out_what_the_memory_block_states(
+    mcore: MemoryCore, fake: FakeOpenAI
+) -> None:
+    """An entry in "What I know about the user" is not stated again under "## Memory"."""
+    await mcore.capture(ALICE, "alice deploys with kubernetes on fridays")
+    await mcore.capture(ALICE, "alice keeps kubernetes manifests in a monorepo", importance="low")
+    result = await mcore.chat(ALICE, "kubernetes manifests in the monorepo, deploys on fridays?")
+    system = system_of(turn_requests(fake)[0])
+    head, _, block = system.partition("## Memory")
+    assert "- [fact] alice deploys with kubernetes on fridays" in head
+    assert "monorepo" in block  # below the prompt line: only recall brings it in
+    assert system.count("alice deploys with kubernetes on fridays") == 1
+    # both were recalled for the turn (and count as used), though one is stated once
+    assert len(result.injected) == 2
 
 
 async def test_daily_notes_on_first_turn_only(
@@ -438,6 +457,36 @@ async def test_offline_notice_is_not_indexed_or_echoed_as_a_memory(core: MemoryC
     assert "LONG_TERM.md:8 Alice runs a language model" in first.reply  # a real memory
     hits = await core.search(ALICE, "language model configured remember session")
     assert hits and not [h for h in hits if "offline" in h.text or "离线" in h.text]
+
+
+@pytest.mark.parametrize(
+    ("said", "reply"),
+    [
+        ("remember that my cat is called 小橘", "Got it, I'll remember: my cat is called 小橘"),
+        ("remember that alice likes green tea", "Got it, I'll remember: alice likes green tea"),
+        ("记住我在学 Python", "好的，我记住了：我在学 Python"),
+    ],
+)
+async def test_offline_replies_in_the_language_of_the_message(
+    core: MemoryCore, said: str, reply: str
+) -> None:
+    assert (await core.chat(ALICE, said)).reply == reply
+    notice = (await core.chat(ALICE, "the weather is nice, isn't it 小橘")).reply
+    assert notice.startswith("(offline) No language model is configured")
+
+
+async def test_offline_related_memories_share_a_term_with_the_message(core: MemoryCore) -> None:
+    await core.chat(ALICE, "remember that my cat is called Mochi and eats salmon")
+    await core.capture(ALICE, "我每周三晚上去游泳")
+    # The turn before names the cat: recall takes it as context, which is no reason to
+    # show the cat under a statement about the weather.
+    unrelated = await core.chat(ALICE, "the weather is nice today")
+    assert "Related memories" not in unrelated.reply and not unrelated.injected
+    related = await core.chat(ALICE, "what does my cat like to eat")
+    listed = related.reply.partition("Related memories:")[2]
+    assert "Mochi" in listed and "游泳" not in listed
+    zh = await core.chat(ALICE, "游泳的时间改了吗")
+    assert "我每周三晚上去游泳" in zh.reply.partition("相关记忆：")[2]
 
 
 async def test_offline_remember_and_forget_flow(core: MemoryCore, clock: ManualClock) -> None:

@@ -417,6 +417,11 @@ def test_consolidate_dry_run_writes_nothing(cli: Run, ws: Path) -> None:
     assert archived["id"] == entry_id
     # The same merge as a real run: the preview's scores are what --apply writes.
     assert archived["new_score"] == pytest.approx(0.6 * FACT_DAY**143)
+    # from the score the entry has to the score it would get, never "0.190 -> 0.190"
+    assert archived["old_score"] == pytest.approx(0.6)
+    code, out, _ = cli("consolidate", "--dry-run", "--now", days_from_now(150))
+    line = next(x for x in out.splitlines() if x.strip().startswith("archive"))
+    assert f"[{entry_id}] 0.600 -> {0.6 * FACT_DAY**143:.3f}" in line
     assert {p: p.read_bytes() for p in ws.rglob("*.md")} == files
     assert cli.json("stats")["audit"] == {"add": 1}
     code, out, _ = cli("consolidate", "--dry-run")

@@ -346,10 +346,9 @@ async def test_prompt_memories_selects_active_top_20(core: MemoryCore) -> None:
         assert entry.content in line, f"rank {rank} out of order"
     for absent in ("below the prompt line", "manually archived", "decayed since", "rank 21 "):
         assert absent not in block
-    # Higher ranks get the richer form.
-    assert "[fact]" in lines[0]
-    assert "(score 0.99" in lines[0]
-    assert "[fact]" not in lines[-1]
+    # One shape for every rank: "- [category] content".
+    assert all(line.startswith("- [fact] ") for line in lines)
+    assert not any("score" in line for line in lines)
     assert estimate_tokens(block) <= core.config.prompt.max_tokens
 
 

@@ -24,6 +24,7 @@ from memory_core.text import (
     matched_terms,
     tokenize,
     warm_up,
+    writes_cjk,
 )
 
 
@@ -323,6 +324,17 @@ def test_has_cjk() -> None:
     assert not has_cjk("hello, world! 123 café")
     assert not has_cjk("，。")
     assert not has_cjk("")
+
+
+def test_writes_cjk_weighs_the_scripts() -> None:
+    """A reply's language follows the message's main script, not any CJK character."""
+    assert not writes_cjk("remember that my cat is called 小橘")
+    assert not writes_cjk("remember that alice likes green tea")
+    assert writes_cjk("记住我喜欢乌龙茶")
+    assert writes_cjk("我在学 Python")
+    assert writes_cjk("我用 FastAPI 和 PostgreSQL 做后端")
+    assert writes_cjk("小橘")
+    assert not writes_cjk("") and not writes_cjk("42 !")
 
 
 # ---------------------------------------------------------------------------

@@ -24,8 +24,8 @@ def metadata_text(row: RankRow, zone: tzinfo, when: datetime, policy: ScoringPol
     text = Text()
     text.append(f"[{entry.id}] ", style="bold")
     text.append(f"{entry.category}  ")
-    text.append_text(status_cell(row.status))
-    if entry.pinned:
+    text.append_text(status_cell(row.status, pinned=entry.pinned))
+    if entry.pinned and row.archived:
         text.append("  pinned", style="bold cyan")
     text.append("\n\n")
     text.append(shown_content(entry.content) + "\n\n")
@@ -38,7 +38,7 @@ def metadata_text(row: RankRow, zone: tzinfo, when: datetime, policy: ScoringPol
         ("stored", f"{entry.score:.4f} at {time_text(entry.scored_at, zone)}"),
         ("as of", time_text(when, zone)),
         ("+7 d / +30 d", f"{row.score_7:.2f} / {row.score_30:.2f}"),
-        ("archive in", days_cell(row.to_archive)),
+        ("archive in", days_cell(row.to_archive, passed=row.archived)),
         ("forget in", days_cell(row.to_forget)),
         ("hits", str(entry.hits)),
         ("created", time_text(entry.created_at, zone)),

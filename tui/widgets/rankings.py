@@ -53,11 +53,18 @@ def counts_line(view: RankingView) -> Text:
     return text
 
 
+LOADING = Text("loading memories…", style="bold yellow")
+
+
+def loading_text(scope: str) -> Text:
+    return Text(f"loading the memories of scope {scope}…", style="bold yellow")
+
+
 def what_if_label(view: RankingView, zone_name: str) -> Text:
     if view.offset_days == 0:
         return Text(f"now {view.when.strftime('%Y-%m-%d %H:%M')} {zone_name}", style="bold")
     return Text(
-        f"WHAT-IF +{view.offset_days} d: {view.when.strftime('%Y-%m-%d')} (read-only)",
+        f"WHAT-IF +{view.offset_days} d: {view.when.strftime('%Y-%m-%d')} · read-only (0: now)",
         style="bold black on yellow",
     )
 
@@ -90,10 +97,18 @@ class RankingsPane(Vertical):
         with Horizontal(id="rank-toolbar"):
             yield Input(placeholder="filter text or id  (/)", id="rank-filter")
             yield Select[str]([], prompt="category: all", allow_blank=True, id="rank-category")
-            yield Static(id="rank-when")
+        # A line of its own, shown in what-if views: beside the filter box it was cut at
+        # 120 columns.
+        yield Static(id="rank-when")
         yield Static(id="rank-counts")
-        yield Static(id="rank-status")
+        yield Static(LOADING, id="rank-status")
         yield RankTable(self.policy, id="rankings")
+
+    def waiting_for(self, scope: str) -> None:
+        """Until the first rankings of `scope` arrive: say so, instead of an empty table
+        that looks like an empty scope."""
+        self.query_one("#rank-counts", Static).update("")
+        self.query_one("#rank-status", Static).update(loading_text(scope))
 
     @property
     def table(self) -> RankTable:
@@ -107,7 +122,10 @@ class RankingsPane(Vertical):
 
     def show(self, view: RankingView, zone_name: str, keep_id: str | None) -> None:
         self.table.show(view.model, view.indices, view.sort, keep_id)
-        self.query_one("#rank-when", Static).update(what_if_label(view, zone_name))
+        when = self.query_one("#rank-when", Static)
+        when.update(what_if_label(view, zone_name))
+        # Now is in the header already: the line is there only for a what-if instant.
+        when.display = view.offset_days != 0
         self.query_one("#rank-counts", Static).update(counts_line(view))
         self.query_one("#rank-status", Static).update(status_line(view))
         self._update_categories(view.categories)

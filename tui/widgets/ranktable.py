@@ -76,12 +76,12 @@ def row_cells(row: RankRow, policy: ScoringPolicy) -> list[Text]:
         score_bar(row.score, policy),
         score_cell(row.score_7, policy),
         score_cell(row.score_30, policy),
-        days_cell(row.to_archive),
+        days_cell(row.to_archive, passed=row.archived),
         days_cell(row.to_forget),
         Text(str(entry.hits)),
         Text(entry.last_activated.strftime("%Y-%m-%d")),
         Text("pin", style="bold cyan") if entry.pinned else Text(""),
-        status_cell(row.status),
+        status_cell(row.status, pinned=entry.pinned),
         Text(one_line(entry.content, CONTENT_WIDTH)),
     ]
 

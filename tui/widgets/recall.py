@@ -45,7 +45,8 @@ class RecallPane(Vertical):
     def compose(self) -> ComposeResult:
         yield Input(placeholder="recall query, e.g. 咖啡 or pytest  (f, Enter)", id="recall-query")
         yield Static(
-            "Press f (or click the box), type a query and press Enter.", id="recall-status"
+            "Press f (or click the box), type a query and press Enter; Escape leaves the box.",
+            id="recall-status",
         )
         table: DataTable[str | Text] = DataTable(
             id="recall-hits", cursor_type="row", zebra_stripes=True
@@ -60,11 +61,11 @@ class RecallPane(Vertical):
 
     @on(Input.Submitted, "#recall-query")
     def _submitted(self, event: Input.Submitted) -> None:
-        """Enter runs the query and leaves the box for the hits (f comes back to it)."""
+        """Enter runs the query and keeps the focus in the box: keys typed next refine the
+        query instead of firing the app's commands (`?`, `s`, `x`); Escape leaves it."""
         event.stop()
         if event.value.strip():
             self.post_message(self.QuerySubmitted(event.value.strip()))
-            self.query_one("#recall-hits", DataTable).focus()
 
     def rerunning(self, query: str, scope: ScopeKey) -> None:
         """The scope changed: the hits shown were the old scope's, so clear them now."""
