@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from json.encoder import encode_basestring as _encode_string
 
-from memory_core.clock import format_when, parse_when
+from memory_core.clock import EARLIEST, LATEST, format_when, parse_when
 from memory_core.entries import (
     ArchiveReason,
     Granularity,
@@ -371,7 +371,7 @@ def _when(value: object) -> datetime | None:
             when: datetime | None = datetime.fromisoformat(value)
         except ValueError:
             when = None  # not that form after all: parse_when below has the last word
-        if when is not None and when.tzinfo is UTC:
+        if when is not None and when.tzinfo is UTC and EARLIEST <= when <= LATEST:
             return when
     try:
         return parse_when(value)
