@@ -222,3 +222,10 @@ def test_chat_on_stdin_answers_every_line(workspace: Path, storage_env: Mapping[
     status = cli(workspace, storage_env, "status", "--json")
     contents = [e["content"] for e in json.loads(status.stdout)["active"]]
     assert contents == ["zoe likes\rcoffee"]
+    # Who talks, and where, become a chat id and a speaker's name: refused up front.
+    for option in ("--as", "--group"):
+        done = cli(workspace, storage_env, "chat", option, b"al\xffice", stdin=b"hello\n")
+        err = done.stderr.decode()
+        assert done.returncode == 2 and err.count("\n") == 1, err
+        assert "lone surrogate" in err
+        assert_no_traceback(done.stdout.decode(), err)
