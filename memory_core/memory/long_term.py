@@ -244,6 +244,7 @@ class LongTermMemory:
         the enum members or their strings (`importance="high"`, `memory_class="event"`);
         anything else, or text UTF-8 cannot hold, is one InputRefused."""
         text = self._checked_content(content)
+        storable(source, "the source")
         cand = Candidate(
             content=text,
             category=storable(category, "the category"),

@@ -77,6 +77,8 @@ async def test_the_core_refuses_lone_surrogates_and_stores_nothing(core: MemoryC
         with pytest.raises(InputRefused):
             await core.capture(MAIN, "fine", category=text)
         with pytest.raises(InputRefused):
+            await core.capture(MAIN, "fine", source=text)
+        with pytest.raises(InputRefused):
             await core.search(MAIN, text)
         with pytest.raises(InputRefused):
             await core.search(MAIN, ["fine", text])
