@@ -31,10 +31,11 @@ def storable(text: str, what: str = "the text") -> str:
 
 
 def is_storable(text: str) -> bool:
-    """Whether UTF-8 can hold `text` (no lone surrogate)."""
+    """Whether UTF-8 can hold `text` (no lone surrogate): for text that is skipped, not
+    refused (a model's candidate among others)."""
     try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
+        storable(text)
+    except InputRefused:
         return False
     return True
 
