@@ -265,11 +265,24 @@ def errors_as_json() -> Iterator[None]:
             stream.finish()
 
 
+TIME_ARG_YEARS = (2000, 2200)
+"""Years a time given on the command line (`--now`, `--expires`) may fall in: far enough
+for any what-if, near enough that what it writes stays a date every reader can use."""
+TIME_ARG_RANGE = f"years {TIME_ARG_YEARS[0]} to {TIME_ARG_YEARS[1]}"
+
+
 def parse_time_arg(value: str) -> Any:
+    """An ISO-8601 date or time within TIME_ARG_YEARS (the value as typed in the error)."""
     try:
-        return parse_when(value)
+        when = parse_when(value)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not an ISO-8601 date or time: {value!r}") from None
+    first, last = TIME_ARG_YEARS
+    if not first <= when.year <= last:
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is out of range: a date or time in {TIME_ARG_RANGE}"
+        )
+    return when
 
 
 def importance_arg(value: str) -> Importance:

@@ -11,6 +11,8 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from adapters.cli import command
+from memory_core.errors import InputRefused
+from memory_core.inputs import storable
 
 if TYPE_CHECKING:
     from memory_core.engine import MemoryCore
@@ -76,15 +78,30 @@ async def serve_until_signal(serve: Callable[[asyncio.Event], Awaitable[None]]) 
     return 0
 
 
+def name_arg(value: str) -> str:
+    """A name typed on the command line, refused when it holds bytes that are not UTF-8
+    (it becomes a chat id and a speaker's name, both stored)."""
+    try:
+        return storable(value, "the name")
+    except InputRefused as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 @command("chat", "chat with the memory bot in this terminal (no token needed)", creates=True)
 class Chat:
     @staticmethod
     def arguments(parser: argparse.ArgumentParser) -> None:
         parser.add_argument(
-            "--as", dest="user", default="me", metavar="NAME", help="who is talking (default: me)"
+            "--as",
+            dest="user",
+            default="me",
+            type=name_arg,
+            metavar="NAME",
+            help="who is talking (default: me)",
         )
         parser.add_argument(
             "--group",
+            type=name_arg,
             metavar="CHAT_ID",
             help="talk in this group chat (scope group:console:CHAT_ID) instead of a direct chat",
         )

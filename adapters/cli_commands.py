@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from adapters.cli import (
     EXIT_PROBLEMS,
+    TIME_ARG_RANGE,
     Output,
     category_arg,
     command,
@@ -120,7 +121,8 @@ class Capture:
             "--expires",
             type=parse_time_arg,
             metavar="WHEN",
-            help="when a todo expires: an ISO-8601 date or time, e.g. 2026-06-01",
+            help="when a todo expires: an ISO-8601 date or time, e.g. 2026-06-01 "
+            f"({TIME_ARG_RANGE})",
         )
         parser.add_argument(
             "--class",
@@ -287,7 +289,7 @@ class Consolidate:
             type=parse_time_arg,
             metavar="WHEN",
             help="as of this ISO-8601 date or time instead of now; a time in the future "
-            "previews what would happen and writes nothing unless --apply",
+            f"previews what would happen and writes nothing unless --apply ({TIME_ARG_RANGE})",
         )
         mode = parser.add_mutually_exclusive_group()
         mode.add_argument(

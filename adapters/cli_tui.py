@@ -12,7 +12,7 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from adapters.cli import Output, command, parse_time_arg
+from adapters.cli import TIME_ARG_RANGE, Output, command, parse_time_arg
 
 if TYPE_CHECKING:
     from memory_core.config import Config
@@ -52,7 +52,8 @@ class Demo:
             "--now",
             type=parse_time_arg,
             metavar="WHEN",
-            help="build the demo as of this ISO-8601 date or time (default: now)",
+            help=f"build the demo as of this ISO-8601 date or time ({TIME_ARG_RANGE};"
+            " default: now)",
         )
         parser.add_argument(
             "--reset",

@@ -211,9 +211,10 @@ class StdinLines:
             self._buffer = b""
         encoding = getattr(sys.stdin, "encoding", None) or "utf-8"
         # Splitting bytes at b"\n" is safe in every encoding a terminal uses (UTF-8, GBK:
-        # no multi-byte character contains 0x0A); an undecodable byte becomes U+FFFD
-        # instead of ending the chat.
-        return raw.decode(encoding, errors="replace").removesuffix("\r")
+        # no multi-byte character contains 0x0A). An undecodable byte becomes a lone
+        # surrogate, as in a command line's arguments: the core refuses that line with
+        # one error instead of storing a changed text, and the chat goes on.
+        return raw.decode(encoding, errors="surrogateescape").removesuffix("\r")
 
 
 def _read_stdin() -> bytes:

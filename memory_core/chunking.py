@@ -14,6 +14,7 @@ from datetime import UTC, date, datetime, time, tzinfo
 from enum import StrEnum
 from pathlib import PurePosixPath
 
+from memory_core.clock import parse_day
 from memory_core.daily import parse_notes
 from memory_core.memory_md import parse_memory
 from memory_core.workspace import MAIN_LONG_TERM, SCOPED_LONG_TERM
@@ -79,10 +80,10 @@ def classify(relative_path: str) -> tuple[ChunkKind, date | None] | None:
 
 
 def _dated(kind: ChunkKind, iso: str) -> tuple[ChunkKind, date | None] | None:
-    """A date-shaped name that is no date (`2026-02-30.md`, made by hand) is not a memory
-    file: raising here would stop every sync of the scope, and the core's start."""
+    """A date-shaped name that is no date (`2026-02-30.md`, made by hand) or one far out of
+    range (`9999-12-31.md`) is not a memory file: raising here would stop every sync of the scope, and the core's start."""
     try:
-        return kind, date.fromisoformat(iso)
+        return kind, parse_day(iso)
     except ValueError:
         return None
 

@@ -4,7 +4,7 @@ TUI's what-if view can move it without touching the system clock."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 
 Clock = Callable[[], datetime]
 
@@ -35,12 +35,39 @@ def ensure_aware(when: datetime) -> datetime:
     return when.replace(tzinfo=UTC) if when.tzinfo is None else when.astimezone(UTC)
 
 
+EARLIEST = datetime(1000, 1, 1, tzinfo=UTC)
+LATEST = datetime(8999, 12, 31, 23, 59, 59, tzinfo=UTC)
+"""The span of times read from files and databases. A time outside it (a hand edit, a
+file written with a far `--now`) is moved to its edge: a thousand years from the ends of
+what `datetime` can hold, no sum of a time and a keep or decay period overflows."""
+
+
+def clamp_when(when: datetime) -> datetime:
+    """`when` moved into [EARLIEST, LATEST] (aware, UTC)."""
+    try:
+        aware = ensure_aware(when)
+    except OverflowError:  # an offset that takes it past what datetime holds
+        return EARLIEST if when.year < LATEST.year // 2 else LATEST
+    return EARLIEST if aware < EARLIEST else LATEST if aware > LATEST else aware
+
+
 def parse_when(text: str) -> datetime:
-    """Parse an ISO-8601 date or datetime, naive meaning UTC; raise ValueError otherwise."""
+    """Parse an ISO-8601 date or datetime, naive meaning UTC; raise ValueError otherwise.
+    A time outside [EARLIEST, LATEST] comes back at the nearer edge (`clamp_when`), so
+    every reader can compute with what it read."""
     value = text.strip()
     if value.endswith("Z"):
         value = value[:-1] + "+00:00"
-    return ensure_aware(datetime.fromisoformat(value))
+    return clamp_when(datetime.fromisoformat(value))
+
+
+def parse_day(text: str) -> date:
+    """A `YYYY-MM-DD` day read from a file's name; ValueError for a day that is no date or
+    lies outside [EARLIEST, LATEST] (such a file is not one of the memory's own)."""
+    day = date.fromisoformat(text)
+    if not EARLIEST.date() <= day <= LATEST.date():
+        raise ValueError(f"day {text} is out of range")
+    return day
 
 
 def format_when(when: datetime) -> str:

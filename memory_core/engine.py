@@ -58,6 +58,7 @@ from memory_core.history import ArchiveState, HistoryStore
 from memory_core.index import RANK_BUDGET, SearchIndex, SyncStats
 from memory_core.index.model import VectorSearch
 from memory_core.index.vectors import clear_cache as clear_vector_cache
+from memory_core.inputs import storable
 from memory_core.journal import CaptureJournal, FileOwners, LockOwners, Owners
 from memory_core.llm import LLMClient
 from memory_core.locks import LOCK_TIMEOUT_SECONDS, FallbackLocks, FileLocks, LockRegistry
@@ -456,10 +457,11 @@ class MemoryCore:
         importance: Importance | str = Importance.MEDIUM,
         source: str = "capture",
         expires_at: datetime | None = None,
-        memory_class: MemoryClass | None = None,
+        memory_class: MemoryClass | str | None = None,
     ) -> tuple[MemoryEntry, MergeResult]:
         """Save one memory now (a repeat of an existing one reinforces it); without a
-        class it takes its category's."""
+        class it takes its category's. `importance` and `memory_class` take the enum or
+        its string; a bad one, or text with a lone surrogate, is one InputRefused."""
         return await self.memory.long_term.capture(
             scope,
             content,
@@ -717,7 +719,10 @@ class MemoryCore:
         self.runtime.start()
 
     async def chat(self, scope: ScopeKey, text: str, *, speaker: str = "") -> TurnResult:
-        """One turn in the scope's open session (a session opens on first use)."""
+        """One turn in the scope's open session (a session opens on first use); a text
+        or speaker UTF-8 cannot hold is one InputRefused, nothing stored."""
+        storable(text, "the message")
+        storable(speaker, "the speaker's name")
         return await self.runtime.turn(scope, text, speaker=speaker)
 
     async def new_session(self, scope: ScopeKey, *, chinese: bool = False) -> NewSessionResult:
@@ -739,7 +744,11 @@ class MemoryCore:
     ) -> None:
         """Store a conversation held elsewhere (an export, a migration, a demo) as a
         session of the scope: its messages keep their times and archive states, and the
-        user and assistant lines are indexed for recall as a chat turn's would be."""
+        user and assistant lines are indexed for recall as a chat turn's would be. Checked
+        whole before the first write: a message UTF-8 cannot hold refuses them all."""
+        for message in messages:
+            storable(message.content, "a message")
+            storable(message.speaker, "a speaker's name")
         history = self._require_history()
         await history.add_session(scope, session_id, started_at, status)
         for message in messages:
@@ -757,12 +766,12 @@ class MemoryCore:
     async def remember(self, scope: ScopeKey, text: str) -> str:
         """`/remember TEXT`: keep `text` as a memory the person asked for; the reply to
         show. No message is stored: a command is not part of the conversation."""
-        return await self.runtime.chat.remember(scope, text)
+        return await self.runtime.chat.remember(scope, storable(text, "the memory"))
 
     async def ask_forget(self, scope: ScopeKey, what: str) -> str:
         """`/forget WHAT`: the question listing every memory about `what` and its
         duplicates; the scope's next `chat` turn answers it ("yes", or the numbers)."""
-        return await self.runtime.chat.ask_forget(scope, what)
+        return await self.runtime.chat.ask_forget(scope, storable(what, "the text"))
 
     def interrupt(self, scope: ScopeKey) -> int:
         """Cancel the scope's turns, memory requests and `/new` under way (a person pressed

@@ -92,6 +92,12 @@ class InboundRejected(ChatmemError):
     wrong field or a foreign sessionWebhook): refused at the edge, nothing stored."""
 
 
+class InputRefused(ChatmemError, ValueError):
+    """Text or a value from a caller that cannot be kept as given (a lone surrogate, which
+    UTF-8 cannot hold; a label that is not one of its choices): refused whole, nothing
+    stored. Also a `ValueError`, the error Python gives for a bad value."""
+
+
 def refusal(name: str, exc: BaseException) -> str | None:
     """The one line a caller (a model, an MCP client) reads for a failed tool call: what
     was wrong with the call, or that the storage under it failed. None for an exception

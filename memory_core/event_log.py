@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from memory_core.atomic import atomic_write_bytes, describe, fsync_dir
-from memory_core.clock import format_when, parse_when
+from memory_core.clock import format_when, parse_day, parse_when
 from memory_core.scope import ScopeKey
 from memory_core.workspace import Workspace
 
@@ -181,7 +181,7 @@ class EventLog:
             found = []
             for path in self._workspace.memory_dir(scope).glob("*.jsonl"):
                 with contextlib.suppress(ValueError):
-                    found.append(date.fromisoformat(path.stem))
+                    found.append(parse_day(path.stem))
             return sorted(found)
 
         return await asyncio.to_thread(listing)

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from json.encoder import encode_basestring as _encode_string
 
-from memory_core.clock import format_when, parse_when
+from memory_core.clock import EARLIEST, LATEST, format_when, parse_when
 from memory_core.entries import (
     ArchiveReason,
     Granularity,
@@ -84,6 +84,19 @@ def split_lines(text: str) -> list[str]:
     if lines and lines[-1] == "":
         lines.pop()
     return lines
+
+
+def _as_lines(text: str) -> str:
+    """`text` as its lines in the file give it back: every line break a `\n`."""
+    return "\n".join(split_lines(text)).strip()
+
+
+def _exact_text(content: str) -> str | None:
+    """The content again, for the metadata comment, when its lines in the file would not
+    give it back byte for byte (None otherwise, nearly always): a carriage return, lone
+    or before a newline, is a line break to every reader of a text file, so the lines
+    alone would turn it into `\n`."""
+    return content if "\r" in content else None
 
 
 def format_score(score: float) -> str:
@@ -228,6 +241,9 @@ def clear_parse_cache() -> None:
 
 
 _META_PREFIX = "<!-- chatmem:"
+_EXACT_KEY = "text"
+"""Metadata key of the content's exact text, written only when its lines lose something
+(`_exact_text`)."""
 _NUMBER = (int, float)
 """`int | float` for isinstance, as a constant: the union would be built on every call."""
 _DATES: dict[str, datetime] = {}
@@ -307,6 +323,9 @@ def _parse_block(lines: list[str], section: str | None, archive_below: float) ->
     ).strip()
     if not content:
         raise ValueError("entry has no content")
+    exact = meta.get(_EXACT_KEY)
+    if isinstance(exact, str) and _as_lines(exact) == content:
+        content = exact  # unless a person edited the lines since: then they win
 
     score = header_score
     meta_score = meta.get("score")
@@ -371,7 +390,7 @@ def _when(value: object) -> datetime | None:
             when: datetime | None = datetime.fromisoformat(value)
         except ValueError:
             when = None  # not that form after all: parse_when below has the last word
-        if when is not None and when.tzinfo is UTC:
+        if when is not None and when.tzinfo is UTC and EARLIEST <= when <= LATEST:
             return when
     try:
         return parse_when(value)
@@ -522,6 +541,9 @@ def render_entry(entry: MemoryEntry) -> list[str]:
             meta["archived"] = entry.archived.value
         for name, value in _labels(entry):
             meta[name] = value
+        exact = _exact_text(entry.content)
+        if exact is not None:
+            meta[_EXACT_KEY] = exact
         encoded = _META_ENCODER.encode(meta)
     encoded = encoded.replace("-->", "--\\u003e")
     lines = [header, f"<!-- chatmem: {encoded} -->"]
@@ -594,5 +616,10 @@ def _meta_json(
         if type(value) is not str:
             return None
         parts.append(f', "{name}": {_encode_string(value)}')
+    exact = _exact_text(entry.content)
+    if exact is not None:
+        if type(exact) is not str:
+            return None
+        parts.append(f', "{_EXACT_KEY}": {_encode_string(exact)}')
     parts.append("}")
     return "".join(parts)

@@ -18,6 +18,7 @@ from typing import Any
 
 from memory_core.clock import parse_when
 from memory_core.entries import CATEGORIES, Importance, MemoryClass, MemoryEntry
+from memory_core.inputs import is_storable
 from memory_core.llm import LLMClient, Message
 from memory_core.merge import Candidate, sort_entries
 from memory_core.prompts import load_prompt
@@ -112,8 +113,8 @@ def candidates_from_json(data: Any, known_ids: Iterable[str] = ()) -> list[Candi
         if not isinstance(item, dict):
             continue
         content = item.get("content")
-        if not isinstance(content, str) or not content.strip():
-            continue
+        if not isinstance(content, str) or not content.strip() or not is_storable(content):
+            continue  # a lone surrogate (`"\ud800"` in the JSON) cannot be written
         category = item.get("category")
         if category not in CATEGORIES:
             category = "fact"

@@ -202,7 +202,7 @@ async def memory_save(
             ctx.scope,
             content,
             category=category if category in CATEGORIES else "fact",
-            importance=Importance(importance),
+            importance=importance,
             source="memory_save",
         )
         return {"saved": "long-term", "id": entry.id, "score": round(entry.score, 2)}

@@ -21,6 +21,7 @@ from memory_core.errors import ChatmemError, DatabaseFailure, IndexUnavailable
 from memory_core.fallback import search_files
 from memory_core.index import RANK_BUDGET, Hit
 from memory_core.index.rerank import RankSettings
+from memory_core.inputs import all_storable, storable
 from memory_core.memory.guard import IndexGuard
 from memory_core.memory.recall_cache import RecallCache
 from memory_core.query import Query, build_query
@@ -74,6 +75,10 @@ class Finder:
         recall passes `recall.min_score` so weak matches stay out of the prompt. Both
         rank the same way (memory_core/index/pipeline.py).
         """
+        if isinstance(query, str):
+            storable(query, "the query")
+        elif not isinstance(query, Query):
+            all_storable(query, "the query")
         kind_list = list(kinds) if kinds is not None else None
         today = self.today(now)
         await self.flush(scope)
@@ -131,6 +136,8 @@ class Finder:
         token budget holds (seed 001 §2.2). A repeat of the same recall in the session
         within `recall.cache_minutes`, with nothing written since, is answered from cache.
         """
+        storable(pending, "the message")
+        all_storable(recent, "a recent message")
         settings = self.settings
         asked = pending
         if settings.entity_expansion and self.entities_of is not None:
@@ -185,6 +192,7 @@ class Finder:
         self, scope: ScopeKey, path: str, start: int | None = None, lines: int | None = None
     ) -> MemoryRead:
         """memory_get: lines of one of the scope's files (or a stored message)."""
+        storable(path, "the path")
         await self.flush(scope)
         try:
             return await read_memory_path(

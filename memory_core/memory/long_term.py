@@ -29,6 +29,7 @@ from memory_core.entities import Entity, extract_entities
 from memory_core.entries import ArchiveReason, Importance, MemoryClass, MemoryEntry
 from memory_core.errors import ChatmemError, DatabaseUnreachable, EntryNotFound
 from memory_core.forgotten import ForgottenFile
+from memory_core.inputs import choice, storable
 from memory_core.memory.guard import IndexGuard
 from memory_core.memory_md import ParsedMemory, QuarantinedBlock
 from memory_core.merge import Candidate, Change, ChangeKind, MergeResult, merge
@@ -237,16 +238,21 @@ class LongTermMemory:
         importance: Importance | str = Importance.MEDIUM,
         source: str = "capture",
         expires_at: datetime | None = None,
-        memory_class: MemoryClass | None = None,
+        memory_class: MemoryClass | str | None = None,
     ) -> tuple[MemoryEntry, MergeResult]:
-        """Save one memory now (a repeat of an existing one reinforces it)."""
+        """Save one memory now (a repeat of an existing one reinforces it). Labels are
+        the enum members or their strings (`importance="high"`, `memory_class="event"`);
+        anything else, or text UTF-8 cannot hold, is one InputRefused."""
         text = self._checked_content(content)
+        storable(source, "the source")
         cand = Candidate(
             content=text,
-            category=category,
-            importance=Importance(importance),
+            category=storable(category, "the category"),
+            importance=choice(Importance, importance, "importance"),
             expires_at=expires_at,
-            memory_class=memory_class,
+            memory_class=None
+            if memory_class is None
+            else choice(MemoryClass, memory_class, "memory_class"),
         )
         result: MergeResult | None = None
         if self.staging is not None:
@@ -473,7 +479,8 @@ class LongTermMemory:
         return entry
 
     def _checked_content(self, content: str) -> str:
-        text = content.strip()
+        """The text kept: as given (inside; spaces around it dropped), or refused."""
+        text = storable(content, "the memory").strip()
         if not text:
             raise ChatmemError("a memory needs some content")
         limit = self.config.long_term.max_capture_bytes

@@ -16,6 +16,7 @@ from memory_core.atomic import write_error
 from memory_core.chunking import Chunk, ChunkKind
 from memory_core.errors import ChatmemError
 from memory_core.index import Appended
+from memory_core.inputs import storable
 from memory_core.locks import LockRegistry, try_lock_file, unlock_file
 from memory_core.memory.guard import IndexGuard
 from memory_core.scope import ScopeKey
@@ -60,7 +61,7 @@ class DailyNotes:
         only finds it). What the disk refuses is one StoreError line, and the file is
         left as it was: no caller is told a torn note was saved.
         """
-        if not text.strip():
+        if not storable(text, "the note").strip():
             raise ChatmemError("a note needs some text")
         when = (now or self.now()).astimezone(self.zone)
         path = self.workspace.daily_path(scope, when.date())

@@ -494,3 +494,12 @@ def test_explicit_request_on_huge_input_ends(text: str) -> None:
     (minutes for a megabyte); each repeat is now bounded by one character class. No time
     is asserted: a quadratic search would not finish within the test's timeout."""
     assert explicit_request(text) is None
+
+
+def test_a_candidate_utf8_cannot_hold_is_skipped_and_the_rest_kept() -> None:
+    """A model's `"\\ud800"` decodes to a lone surrogate: no file could take it."""
+    data = [
+        {"content": "likes \ud800 tea", "category": "preference"},
+        {"content": "line one\r\nline two", "category": "fact"},
+    ]
+    assert [c.content for c in candidates_from_json(data)] == ["line one\r\nline two"]

@@ -360,6 +360,15 @@ def test_seed_example_without_meta_is_stable() -> None:
     assert rendered.count("<!-- chatmem: ") == 4
 
 
+def test_carriage_returns_are_kept_and_a_hand_edit_of_the_lines_wins() -> None:
+    content = "line one\r\nline two\rline three"
+    text = render_memory([make_entry("cr1", 0.5, content)], now=NOW)
+    assert "line one\nline two\nline three\n" in text  # readable lines in the file
+    assert parse_memory(text).entries[0].content == content
+    edited = text.replace("line two\n", "line 2\n")
+    assert parse_memory(edited).entries[0].content == "line one\nline 2\nline three"
+
+
 def test_hand_edited_header_score_wins() -> None:
     saved = render_memory([make_entry("h1", 0.6049), make_entry("h2", 0.5)], now=NOW)
     assert "| 0.60 |" in saved
@@ -485,7 +494,9 @@ zones = st.sampled_from([UTC, timezone(timedelta(hours=8)), timezone(timedelta(h
 moments = st.datetimes(
     min_value=datetime(2000, 1, 2), max_value=datetime(2100, 1, 1), timezones=zones
 ).map(lambda d: d.replace(microsecond=0))
-lines = st.one_of(st.sampled_from(TRICKY_LINES), st.text(max_size=30))
+lines = st.one_of(
+    st.sampled_from(TRICKY_LINES), st.text(max_size=30), st.sampled_from(["\r", "a\rb", "\r\r"])
+)
 contents = st.lists(lines, min_size=1, max_size=6).map("\n".join).map(str.strip).filter(bool)
 ids = st.text(
     alphabet=st.characters(codec="utf-8", categories=["L", "N"]) | st.sampled_from("-_"),
@@ -518,18 +529,13 @@ def entries(draw: st.DrawFn) -> MemoryEntry:
     )
 
 
-def canonical(entry: MemoryEntry) -> MemoryEntry:
-    """What a save can keep: line breaks are written as LF (CR and CRLF become LF)."""
-    return entry.with_(content=entry.content.replace("\r\n", "\n").replace("\r", "\n"))
-
-
 @settings(max_examples=300, deadline=None)
 @given(entries())
 def test_round_trip_single_entry(entry: MemoryEntry) -> None:
     text = render_memory([entry], now=NOW)
     parsed = parse_memory(text)
     assert parsed.quarantined == []
-    assert parsed.entries == [canonical(entry)]
+    assert parsed.entries == [entry]  # CR and CRLF included
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -538,7 +544,7 @@ def test_round_trip_many_entries(items: list[MemoryEntry]) -> None:
     text = render_memory(items, now=NOW)
     parsed = parse_memory(text)
     assert parsed.quarantined == []
-    assert by_id(parsed) == {e.id: canonical(e) for e in items}
+    assert by_id(parsed) == {e.id: e for e in items}
     assert len(headers(text)) == len(items)
     # And a second save changes nothing but the stamp.
     assert without_stamp(render_memory(parsed.entries, now=LATER)) == without_stamp(text)
@@ -553,7 +559,7 @@ def test_round_trip_through_disk(
     path.write_bytes(render_memory(items, now=NOW).encode("utf-8"))
     parsed = read_memory_file(path, 0.2).parsed
     assert parsed.quarantined == []
-    assert by_id(parsed) == {e.id: canonical(e) for e in items}
+    assert by_id(parsed) == {e.id: e for e in items}
 
 
 def test_quarantined_block_dataclass_compares_by_text_only() -> None:
@@ -591,6 +597,8 @@ def reference_render_entry(entry: MemoryEntry) -> list[str]:
         meta["pinned"] = True
     if entry.archived is not None:
         meta["archived"] = entry.archived.value
+    if "\r" in entry.content:
+        meta["text"] = entry.content
     encoded = json.dumps(meta, ensure_ascii=False, separators=(", ", ": "))
     encoded = encoded.replace("-->", "--\\u003e")
     lines = [header, f"<!-- chatmem: {encoded} -->"]
