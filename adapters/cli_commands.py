@@ -25,6 +25,7 @@ from memory_core.consolidation import PHASES, Phase, PhaseReport
 from memory_core.entries import CATEGORIES, MemoryClass, MemoryEntry, class_of, confidence_of
 from memory_core.errors import ChatmemError
 from memory_core.merge import ChangeKind, MergeResult
+from memory_core.scope import printable_key
 from memory_core.scoring import Status, score_at, status_of
 
 if TYPE_CHECKING:
@@ -165,7 +166,7 @@ def forgotten_json(entry: MemoryEntry, keep_days: int) -> dict[str, object]:
     }
 
 
-@command("status", "show the scope's memories, best first")
+@command("status", "show the scope's memories, best first", reads_only=True)
 class ScopeStatusCommand:
     @staticmethod
     def arguments(parser: argparse.ArgumentParser) -> None:
@@ -221,7 +222,7 @@ class ScopeStatusCommand:
         return 0
 
 
-@command("stats", "counts across every scope of the workspace")
+@command("stats", "counts across every scope of the workspace", reads_only=True, scoped=False)
 class Stats:
     @staticmethod
     async def run(core: MemoryCore, args: argparse.Namespace) -> int:
@@ -261,6 +262,7 @@ class Stats:
     "consolidate",
     "run the consolidation phases (decay, filter, extract, verify, summarize, snapshot) "
     "as of now; a future --now only previews the decay unless --apply",
+    reads_only=lambda args: args.dry_run,
 )
 class Consolidate:
     @staticmethod
@@ -363,7 +365,12 @@ class Consolidate:
         return 0
 
 
-@command("validate", "check every memory file; non-zero exit if blocks are quarantined")
+@command(
+    "validate",
+    "check every memory file; non-zero exit if blocks are quarantined",
+    reads_only=True,
+    scoped=False,
+)
 class Validate:
     @staticmethod
     async def run(core: MemoryCore, args: argparse.Namespace) -> int:
@@ -389,7 +396,7 @@ class Validate:
         return EXIT_PROBLEMS
 
 
-@command("scopes", "list the workspace's scopes")
+@command("scopes", "list the workspace's scopes", reads_only=True, scoped=False)
 class Scopes:
     @staticmethod
     async def run(core: MemoryCore, args: argparse.Namespace) -> int:
@@ -405,7 +412,8 @@ class Scopes:
                 }
             )
         human = "\n".join(
-            f"{r['scope']:<40} {r['active']:>5} active {r['archived']:>5} archived  {r['path']}"
+            f"{printable_key(str(r['scope'])):<40} {r['active']:>5} active "
+            f"{r['archived']:>5} archived  {r['path']}"
             for r in rows
         )
         Output(args.json).emit(rows, human)
@@ -493,7 +501,11 @@ _entry_action("archive", "archived", "move an entry to Archived")
 _entry_action("restore", "restored", "move an archived or forgotten entry back to Active")
 
 
-@command("purge", "erase forgotten entries for good, their text in the audit log included")
+@command(
+    "purge",
+    "erase forgotten entries for good, their text in the audit log included",
+    reads_only=lambda args: args.id is None and not args.yes,
+)
 class Purge:
     @staticmethod
     def arguments(parser: argparse.ArgumentParser) -> None:

@@ -11,7 +11,11 @@ if TYPE_CHECKING:
     from memory_core.engine import MemoryCore
 
 
-@command("entities", "list the people, pets, places and projects the scope's memories name")
+@command(
+    "entities",
+    "list the people, pets, places and projects the scope's memories name",
+    reads_only=True,
+)
 class Entities:
     @staticmethod
     async def run(core: MemoryCore, args: argparse.Namespace) -> int:

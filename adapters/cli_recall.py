@@ -28,7 +28,7 @@ def kind_arg(value: str) -> ChunkKind:
         raise argparse.ArgumentTypeError(f"kind must be one of {KINDS}") from None
 
 
-@command("search", "BM25 search of the scope's memories")
+@command("search", "BM25 search of the scope's memories", reads_only=True)
 class Search:
     @staticmethod
     def arguments(parser: argparse.ArgumentParser) -> None:
@@ -75,7 +75,7 @@ class Search:
         return 0
 
 
-@command("get", "print lines of one of the scope's memory files")
+@command("get", "print lines of one of the scope's memory files", reads_only=True)
 class Get:
     @staticmethod
     def arguments(parser: argparse.ArgumentParser) -> None:
@@ -137,8 +137,17 @@ def _names_no_file(root: Path, requested: str) -> bool:
     return not (root / path).exists()
 
 
-@command("rebuild-index", "the same as reindex (the name the memory-system skill uses)")
-@command("reindex", "rebuild the search index from the files")
+REINDEX_INTERRUPTED = (
+    "the index is only partly rebuilt (the files are untouched): run `chatmem reindex` again"
+)
+
+
+@command(
+    "rebuild-index",
+    "the same as reindex (the name the memory-system skill uses)",
+    interrupted=REINDEX_INTERRUPTED,
+)
+@command("reindex", "rebuild the search index from the files", interrupted=REINDEX_INTERRUPTED)
 class Reindex:
     @staticmethod
     async def run(core: MemoryCore, args: argparse.Namespace) -> int:
@@ -152,9 +161,11 @@ class Reindex:
                 bar = "#" * filled + "-" * (width - filled)
                 print(f"\r[{bar}] {done}/{total} files", end="", file=sys.stderr, flush=True)
 
-        stats = await core.reindex(progress)
-        if show:
-            print(file=sys.stderr)
+        try:
+            stats = await core.reindex(progress)
+        finally:
+            if show:
+                print(file=sys.stderr)  # end the progress line (also before `interrupted`)
         elapsed = time.perf_counter() - started
         data = {
             "files": stats.files_indexed,
