@@ -34,7 +34,7 @@ from textual.worker import Worker, WorkerState
 from memory_core.clock import Clock, ensure_aware
 from memory_core.engine import MemoryCore
 from memory_core.records import AuditRecord
-from memory_core.scope import MAIN, ScopeKey
+from memory_core.scope import MAIN, ScopeKey, printable_key
 from memory_core.scoring import projection
 from tui import app_actions
 from tui.actions import Action, Kind
@@ -234,7 +234,9 @@ class ChatmemApp(App[None]):
 
     def _update_title(self) -> None:
         when = self.now().astimezone(self.zone).strftime("%Y-%m-%d %H:%M")
-        self.sub_title = f"{self.core.workspace.root.name} · scope {self.scope} · {when}"
+        self.sub_title = (
+            f"{self.core.workspace.root.name} · scope {printable_key(self.scope)} · {when}"
+        )
 
     # --- loading --------------------------------------------------------------------
     def reload_all(self) -> None:

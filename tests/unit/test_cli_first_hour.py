@@ -247,3 +247,13 @@ def test_an_odd_key_from_an_older_workspace_is_listed_escaped(
     assert "peer:\\u202eevil\\x1b[2J" in out
     assert "\u202e" not in out and "\x1b" not in out
     assert printable_key(old) == "peer:\\u202eevil\\x1b[2J"
+
+
+def test_the_tui_scope_list_shows_an_odd_key_escaped() -> None:
+    from tui.overview import ScopeCounts
+    from tui.widgets.scopes import scope_cell
+
+    old = ScopeKey("peer:\u202e\x1bx")
+    cell = scope_cell(ScopeCounts(old, 1, 0, 0, 0, 0, 0), old).plain
+    assert "peer:\\u202e\\x1bx" in cell
+    assert cell.isprintable()
