@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from adapters.cli import ERROR_PREFIX, EXIT_PROBLEMS, Output, command, positive_int
 from memory_core.chunking import ChunkKind
 from memory_core.errors import ChatmemError, PathRefused
+from memory_core.wording import counted
 
 if TYPE_CHECKING:
     from memory_core.engine import MemoryCore
@@ -64,7 +65,7 @@ class Search:
             }
             for h in hits
         ]
-        lines = [f"{len(hits)} hit(s) in scope {args.scope_key}"]
+        lines = [f"{counted(len(hits), 'hit')} in scope {args.scope_key}"]
         if core.degraded_reason:
             lines.append(f"(degraded: {core.degraded_reason})")
         for h in hits:
@@ -110,7 +111,7 @@ class Get:
             raise
         if read.start > max(read.total_lines, 1):
             print(
-                f"{ERROR_PREFIX}{read.path} has {read.total_lines} line(s); line {read.start}"
+                f"{ERROR_PREFIX}{read.path} has {counted(read.total_lines, 'line')}; line {read.start}"
                 " is past its end",
                 file=sys.stderr,
             )
@@ -174,7 +175,8 @@ class Reindex:
         }
         Output(args.json).emit(
             data,
-            f"reindexed {stats.files_indexed} files, {stats.chunks_added} chunks in {elapsed:.2f}s",
+            f"reindexed {counted(stats.files_indexed, 'file')}, "
+            f"{counted(stats.chunks_added, 'chunk')} in {elapsed:.2f}s",
         )
         return 0
 

@@ -417,7 +417,7 @@ async def test_archive_pane_shows_history_states_failures_and_summaries(demo_ws:
     async with running(demo_ws) as run:
         await run.pilot.press("3")
         head = run.text("#archive-head")
-        assert "summaries 1 days, 1 months · 1 raw archive files" in head
+        assert "summaries 1 day, 1 month · 1 raw archive file" in head
         summaries = run.text("#archive-summaries")
         assert "days: 2026-02-17" in summaries and "months: 2025-12" in summaries
         why = dict(
@@ -657,7 +657,7 @@ async def test_quarantined_blocks_are_counted_in_the_sidebar_and_shown_verbatim(
         assert len(run.column("#rankings", "id")) == 13
         told = [n for n in notices(run) if "could not be read" in n]
         assert told == [
-            "1 block(s) of MEMORY.md could not be read; they are kept verbatim in the file "
+            "1 block of MEMORY.md could not be read; they are kept verbatim in the file "
             "(Archive tab, key 3)"
         ]
         await run.choose_scope(LI_LEI)

@@ -257,3 +257,12 @@ def test_the_tui_scope_list_shows_an_odd_key_escaped() -> None:
     cell = scope_cell(ScopeCounts(old, 1, 0, 0, 0, 0, 0), old).plain
     assert "peer:\\u202e\\x1bx" in cell
     assert cell.isprintable()
+
+
+def test_counts_of_one_are_singular(ws: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "search", "alice", "--workspace", str(ws))
+    assert code == 0, err
+    assert out.startswith("1 hit in scope main")
+    assert run(capsys, "append", "a note", "--scope", "peer:42", "--workspace", str(ws))[0] == 0
+    code, out, err = run(capsys, "status", "--scope", "peer:42", "--workspace", str(ws))
+    assert out.splitlines()[0].endswith("1 active, 0 archived, 1 daily file")
