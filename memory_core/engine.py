@@ -778,7 +778,10 @@ class MemoryCore:
         if self._db is None:
             return scopes
         known = {s.value for s in scopes}
-        messages = await self.message_counts()
+        try:
+            messages = await self.message_counts()
+        except (DatabaseUnreachable, IndexUnavailable):
+            return scopes  # the history's server is away: the scopes the files know
         return scopes + [ScopeKey(s) for s in sorted(messages) if s not in known]
 
     async def status(self, scope: ScopeKey, *, now: datetime | None = None) -> ScopeStatus:
