@@ -226,7 +226,7 @@ async def test_first_screen_is_main_ranked_by_score_with_archive_summary(demo_ws
         summary = run.text("#archive-summary")
         assert "2 unarchived · 0 pending · 8 archived" in summary
         assert "last run 03-01 00:00: 2 moved, 6 summarised, 0 failed" in summary
-        assert "summaries 1 days, 1 months" in summary
+        assert "summaries 1 day, 1 month" in summary
         assert "3 archived · 2 forgotten" in summary
         assert "scope main" in app.sub_title
 
