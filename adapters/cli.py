@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 import io
 import json
+import logging
 import os
 import sys
 from collections.abc import Callable, Coroutine, Iterator, Sequence
@@ -28,7 +29,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 from memory_core.clock import parse_when
 from memory_core.entries import CATEGORIES, Importance
 from memory_core.errors import ChatmemError
-from memory_core.scope import ScopeKey
+from memory_core.scope import ScopeKey, printable_key
 
 if TYPE_CHECKING:
     from memory_core.config import Config
@@ -36,6 +37,8 @@ if TYPE_CHECKING:
 
 EXIT_USER_ERROR = 2
 EXIT_PROBLEMS = 1
+EXIT_INTERRUPTED = 130
+KNOWN_SHOWN = 10
 ERROR_PREFIX = "chatmem: error: "
 
 Handler = Callable[["MemoryCore", argparse.Namespace], Coroutine[Any, Any, int]]
@@ -44,6 +47,13 @@ OWN_CORE: set[str] = set()
 """Subcommands whose `run` takes the config and opens (or not) a core of its own."""
 CREATES: set[str] = set()
 """Subcommands that create the workspace when it does not exist (the others refuse)."""
+READS_ONLY: dict[str, Callable[[argparse.Namespace], bool]] = {}
+"""Subcommands that, with the arguments given, change nothing in the workspace: they run
+in a read-only workspace (the others are refused before they start)."""
+UNSCOPED: set[str] = set()
+"""Subcommands that read every scope, not the --scope one (no check that it exists)."""
+INTERRUPTED: dict[str, str] = {}
+"""What a subcommand stopped by Ctrl-C left behind, said after `interrupted`."""
 COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Handler]] = {}
 
 
@@ -58,13 +68,22 @@ class OneLineParser(argparse.ArgumentParser):
 
 
 def command(
-    name: str, help_text: str, *, opens_core: bool = True, creates: bool = False
+    name: str,
+    help_text: str,
+    *,
+    opens_core: bool = True,
+    creates: bool = False,
+    reads_only: bool | Callable[[argparse.Namespace], bool] = False,
+    scoped: bool = True,
+    interrupted: str = "",
 ) -> Callable[[Any], Any]:
     """Register a subcommand: a class with `run(core, args)` and, when it takes its own
     options, `arguments(parser)`. With `opens_core=False`, `run(config, args)` gets the
     config instead: for commands that must not touch the configured workspace. With
     `creates=True` a missing workspace is created (with a line on stderr) instead of
-    refused."""
+    refused. `reads_only` (or a test of the arguments) marks a command that changes
+    nothing: it runs in a read-only workspace and refuses a --scope that holds nothing,
+    unless `scoped=False` (it reads every scope). `interrupted` says what Ctrl-C leaves."""
 
     def register(cls: Any) -> Any:
         COMMANDS[name] = (help_text, getattr(cls, "arguments", _no_arguments), cls.run)
@@ -72,9 +91,19 @@ def command(
             OWN_CORE.add(name)
         if creates:
             CREATES.add(name)
+        if reads_only:
+            READS_ONLY[name] = reads_only if callable(reads_only) else _always
+        if not scoped:
+            UNSCOPED.add(name)
+        if interrupted:
+            INTERRUPTED[name] = interrupted
         return cls
 
     return register
+
+
+def _always(args: argparse.Namespace) -> bool:
+    return True
 
 
 def _no_arguments(parser: argparse.ArgumentParser) -> None:
@@ -150,10 +179,23 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+    """Run one command; a reader that goes away (`chatmem status | head -1`) ends it
+    quietly, as the Python docs advise for SIGPIPE."""
+    try:
+        code = _command(list(sys.argv[1:] if argv is None else argv))
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # What is still buffered would fail again at exit: send it nowhere instead.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_PROBLEMS
+    return code
+
+
+def _command(argv: list[str]) -> int:
     if "--json" in argv and not isinstance(sys.stderr, JsonErrors):
         with errors_as_json():
-            return main(argv)
+            return _command(argv)
     # Importing registers the subcommands of every area.
     from adapters import (  # noqa: F401
         cli_bots,
@@ -187,14 +229,71 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"chatmem: error: {exc}", file=sys.stderr)
         return EXIT_USER_ERROR
     except KeyboardInterrupt:
-        return 130
+        note = INTERRUPTED.get(args.command)
+        print("chatmem: interrupted" + (f": {note}" if note else ""), file=sys.stderr)
+        return EXIT_INTERRUPTED
 
 
 async def _run(config: Config, handler: Handler, args: argparse.Namespace) -> int:
     from memory_core.engine import MemoryCore
 
-    async with MemoryCore.open(config, create=args.command in CREATES) as core:
+    reads_only = args.command in READS_ONLY and READS_ONLY[args.command](args)
+    read_only_workspace = await asyncio.to_thread(_read_only_workspace, config)
+    if read_only_workspace and not reads_only:
+        raise ChatmemError(
+            f"workspace {config.workspace_path} is read-only and `{args.command}` would "
+            "change it: nothing was done (commands that only read, such as status and "
+            "search, still work)"
+        )
+    async with contextlib.AsyncExitStack() as stack:
+        with _start_quietly() if read_only_workspace else contextlib.nullcontext():
+            opened = MemoryCore.open(config, create=args.command in CREATES)
+            core = await stack.enter_async_context(opened)
+        if reads_only and args.command not in UNSCOPED:
+            await _refuse_unknown_scope(core, args.scope_key)
         return await handler(core, args)
+
+
+def _read_only_workspace(config: Config) -> bool:
+    """Whether this process may not write the workspace (a read-only mount, or files it
+    does not own); False for one that does not exist yet (blocking: two access calls)."""
+    from memory_core.workspace import Workspace
+
+    workspace = Workspace.at(config.workspace_path)
+    return any(
+        path.is_dir() and not os.access(path, os.W_OK)
+        for path in (workspace.root, workspace.state_dir)
+    )
+
+
+@contextlib.contextmanager
+def _start_quietly() -> Iterator[None]:
+    """In a read-only workspace the core starts without its database and journal and
+    warns so; a command that only reads needs neither, and the person knows the
+    workspace is read-only: the warnings would only be noise."""
+    logger = logging.getLogger("memory_core")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+async def _refuse_unknown_scope(core: MemoryCore, scope: ScopeKey) -> None:
+    """A read of a scope that holds nothing is most often a typo (`--scope mian`): say
+    so, and which scopes there are, instead of showing an empty scope."""
+    if scope.is_main:
+        return
+    known = await core.known_scopes()
+    if scope in known:
+        return
+    shown = ", ".join(printable_key(k) for k in known[:KNOWN_SHOWN])
+    more = f" and {len(known) - KNOWN_SHOWN} more" if len(known) > KNOWN_SHOWN else ""
+    raise ChatmemError(
+        f"no memories in scope {printable_key(scope)} (known: {shown}{more}; `chatmem scopes` "
+        "lists them)"
+    )
 
 
 def announce_workspace(config: Config, args: argparse.Namespace) -> None:

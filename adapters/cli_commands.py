@@ -26,7 +26,9 @@ from memory_core.consolidation import PHASES, Phase, PhaseReport
 from memory_core.entries import CATEGORIES, MemoryClass, MemoryEntry, class_of, confidence_of
 from memory_core.errors import ChatmemError
 from memory_core.merge import ChangeKind, MergeResult
+from memory_core.scope import printable_key
 from memory_core.scoring import Status, score_at, status_of
+from memory_core.wording import counted
 
 if TYPE_CHECKING:
     from memory_core.engine import MemoryCore
@@ -176,7 +178,7 @@ def forgotten_json(entry: MemoryEntry, keep_days: int) -> dict[str, object]:
     }
 
 
-@command("status", "show the scope's memories, best first")
+@command("status", "show the scope's memories, best first", reads_only=True)
 class ScopeStatusCommand:
     @staticmethod
     def arguments(parser: argparse.ArgumentParser) -> None:
@@ -204,11 +206,11 @@ class ScopeStatusCommand:
         }
         lines = [
             f"scope {status.scope} ({status.path}): {len(status.active)} active, "
-            f"{len(status.archived)} archived, {status.daily_files} daily files"
+            f"{len(status.archived)} archived, {counted(status.daily_files, 'daily file')}"
         ]
         if status.quarantined:
             lines.append(
-                f"! {len(status.quarantined)} quarantined block(s): run `chatmem validate`"
+                f"! {counted(len(status.quarantined), 'quarantined block')}: run `chatmem validate`"
             )
         lines.append("Active:")
         lines += [entry_line(i, e) for i, e in enumerate(status.active[: args.limit], 1)] or [
@@ -232,15 +234,17 @@ class ScopeStatusCommand:
         return 0
 
 
-@command("stats", "counts across every scope of the workspace")
+@command("stats", "counts across every scope of the workspace", reads_only=True, scoped=False)
 class Stats:
     @staticmethod
     async def run(core: MemoryCore, args: argparse.Namespace) -> int:
         rows = []
+        human = [f"workspace {core.workspace.root}"]
         for scope in await core.scopes():
             status = await core.status(scope)
             categories = Counter(e.category for e in status.active)
             scores = [e.score for e in status.active]
+            mean = round(sum(scores) / len(scores), 3) if scores else None
             rows.append(
                 {
                     "scope": scope.value,
@@ -248,19 +252,16 @@ class Stats:
                     "archived": len(status.archived),
                     "quarantined": len(status.quarantined),
                     "daily_files": status.daily_files,
-                    "mean_active_score": round(sum(scores) / len(scores), 3) if scores else None,
+                    "mean_active_score": mean,
                     "categories": dict(categories),
                 }
             )
-        actions = await core.audit_counts()
-        human = [f"workspace {core.workspace.root}"]
-        for row in rows:
-            mean = row["mean_active_score"]
             human.append(
-                f"  {row['scope']}: {row['active']} active, {row['archived']} archived, "
-                f"{row['daily_files']} daily files"
+                f"  {printable_key(scope)}: {len(status.active)} active, "
+                f"{len(status.archived)} archived, {counted(status.daily_files, 'daily file')}"
                 + (f", mean score {mean}" if mean is not None else "")
             )
+        actions = await core.audit_counts()
         human.append(
             "audit: " + (", ".join(f"{k} {v}" for k, v in sorted(actions.items())) or "empty")
         )
@@ -272,6 +273,7 @@ class Stats:
     "consolidate",
     "run the consolidation phases (decay, filter, extract, verify, summarize, snapshot) "
     "as of now; a future --now only previews the decay unless --apply",
+    reads_only=lambda args: args.dry_run,
 )
 class Consolidate:
     @staticmethod
@@ -378,7 +380,12 @@ class Consolidate:
         return 0
 
 
-@command("validate", "check every memory file; non-zero exit if blocks are quarantined")
+@command(
+    "validate",
+    "check every memory file; non-zero exit if blocks are quarantined",
+    reads_only=True,
+    scoped=False,
+)
 class Validate:
     @staticmethod
     async def run(core: MemoryCore, args: argparse.Namespace) -> int:
@@ -396,7 +403,10 @@ class Validate:
         if not problems:
             Output(args.json).emit({"ok": True, "problems": []}, "all memory files are valid")
             return 0
-        lines = [f"{len(problems)} quarantined block(s); they are kept verbatim, fix and re-run:"]
+        lines = [
+            f"{counted(len(problems), 'quarantined block')}; they are kept verbatim, fix and "
+            "re-run:"
+        ]
         for p in problems:
             first = p.block.text.splitlines()[0] if p.block.text else ""
             lines.append(f"  {p.path}:{p.block.line}: {p.block.reason}\n      {first}")
@@ -404,7 +414,7 @@ class Validate:
         return EXIT_PROBLEMS
 
 
-@command("scopes", "list the workspace's scopes")
+@command("scopes", "list the workspace's scopes", reads_only=True, scoped=False)
 class Scopes:
     @staticmethod
     async def run(core: MemoryCore, args: argparse.Namespace) -> int:
@@ -420,7 +430,8 @@ class Scopes:
                 }
             )
         human = "\n".join(
-            f"{r['scope']:<40} {r['active']:>5} active {r['archived']:>5} archived  {r['path']}"
+            f"{printable_key(str(r['scope'])):<40} {r['active']:>5} active "
+            f"{r['archived']:>5} archived  {r['path']}"
             for r in rows
         )
         Output(args.json).emit(rows, human)
@@ -508,7 +519,11 @@ _entry_action("archive", "archived", "move an entry to Archived")
 _entry_action("restore", "restored", "move an archived or forgotten entry back to Active")
 
 
-@command("purge", "erase forgotten entries for good, their text in the audit log included")
+@command(
+    "purge",
+    "erase forgotten entries for good, their text in the audit log included",
+    reads_only=lambda args: args.id is None and not args.yes,
+)
 class Purge:
     @staticmethod
     def arguments(parser: argparse.ArgumentParser) -> None:
@@ -548,7 +563,7 @@ class Purge:
                 kept = [e for e in kept if e.scored_at <= cutoff]
             if not args.yes:
                 lines = [
-                    f"would erase {len(kept)} forgotten entr{'y' if len(kept) == 1 else 'ies'}"
+                    f"would erase {counted(len(kept), 'forgotten entry')}"
                     f" of scope {scope} for good:"
                 ]
                 lines += [_purge_line(e) for e in kept]
@@ -560,9 +575,7 @@ class Purge:
                 return 0
             ids = [e.id for e in kept]
         purged = await core.purge(scope, ids, source="cli") if ids else []
-        lines = [
-            f"erased {len(purged)} forgotten entr{'y' if len(purged) == 1 else 'ies'} of scope {scope}"
-        ]
+        lines = [f"erased {counted(len(purged), 'forgotten entry')} of scope {scope}"]
         lines += [_purge_line(e) for e in purged]
         out.emit({"purged": [e.id for e in purged]}, "\n".join(lines))
         return 0

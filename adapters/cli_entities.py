@@ -6,12 +6,17 @@ import argparse
 from typing import TYPE_CHECKING
 
 from adapters.cli import Output, command
+from memory_core.wording import counted
 
 if TYPE_CHECKING:
     from memory_core.engine import MemoryCore
 
 
-@command("entities", "list the people, pets, places and projects the scope's memories name")
+@command(
+    "entities",
+    "list the people, pets, places and projects the scope's memories name",
+    reads_only=True,
+)
 class Entities:
     @staticmethod
     async def run(core: MemoryCore, args: argparse.Namespace) -> int:
@@ -26,10 +31,12 @@ class Entities:
             }
             for e in found
         ]
-        lines = [f"{len(found)} entities in scope {args.scope_key}"]
+        lines = [f"{counted(len(found), 'entity')} in scope {args.scope_key}"]
         for e in found:
             also = f" (also: {', '.join(e.aliases)})" if e.aliases else ""
             about = f"; {', '.join(e.relations)}" if e.relations else ""
-            lines.append(f"  {e.name} [{e.kind.value}]{also}{about}: {len(e.facts)} memories")
+            lines.append(
+                f"  {e.name} [{e.kind.value}]{also}{about}: {counted(len(e.facts), 'memory')}"
+            )
         Output(args.json).emit(data, "\n".join(lines))
         return 0

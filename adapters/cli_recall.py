@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from adapters.cli import ERROR_PREFIX, EXIT_PROBLEMS, Output, command, positive_int
 from memory_core.chunking import ChunkKind
 from memory_core.errors import ChatmemError, PathRefused
+from memory_core.wording import counted
 
 if TYPE_CHECKING:
     from memory_core.engine import MemoryCore
@@ -28,7 +29,7 @@ def kind_arg(value: str) -> ChunkKind:
         raise argparse.ArgumentTypeError(f"kind must be one of {KINDS}") from None
 
 
-@command("search", "BM25 search of the scope's memories")
+@command("search", "BM25 search of the scope's memories", reads_only=True)
 class Search:
     @staticmethod
     def arguments(parser: argparse.ArgumentParser) -> None:
@@ -64,7 +65,7 @@ class Search:
             }
             for h in hits
         ]
-        lines = [f"{len(hits)} hit(s) in scope {args.scope_key}"]
+        lines = [f"{counted(len(hits), 'hit')} in scope {args.scope_key}"]
         if core.degraded_reason:
             lines.append(f"(degraded: {core.degraded_reason})")
         for h in hits:
@@ -75,7 +76,7 @@ class Search:
         return 0
 
 
-@command("get", "print lines of one of the scope's memory files")
+@command("get", "print lines of one of the scope's memory files", reads_only=True)
 class Get:
     @staticmethod
     def arguments(parser: argparse.ArgumentParser) -> None:
@@ -110,7 +111,7 @@ class Get:
             raise
         if read.start > max(read.total_lines, 1):
             print(
-                f"{ERROR_PREFIX}{read.path} has {read.total_lines} line(s); line {read.start}"
+                f"{ERROR_PREFIX}{read.path} has {counted(read.total_lines, 'line')}; line {read.start}"
                 " is past its end",
                 file=sys.stderr,
             )
@@ -137,8 +138,17 @@ def _names_no_file(root: Path, requested: str) -> bool:
     return not (root / path).exists()
 
 
-@command("rebuild-index", "the same as reindex (the name the memory-system skill uses)")
-@command("reindex", "rebuild the search index from the files")
+REINDEX_INTERRUPTED = (
+    "the index is only partly rebuilt (the files are untouched): run `chatmem reindex` again"
+)
+
+
+@command(
+    "rebuild-index",
+    "the same as reindex (the name the memory-system skill uses)",
+    interrupted=REINDEX_INTERRUPTED,
+)
+@command("reindex", "rebuild the search index from the files", interrupted=REINDEX_INTERRUPTED)
 class Reindex:
     @staticmethod
     async def run(core: MemoryCore, args: argparse.Namespace) -> int:
@@ -152,9 +162,11 @@ class Reindex:
                 bar = "#" * filled + "-" * (width - filled)
                 print(f"\r[{bar}] {done}/{total} files", end="", file=sys.stderr, flush=True)
 
-        stats = await core.reindex(progress)
-        if show:
-            print(file=sys.stderr)
+        try:
+            stats = await core.reindex(progress)
+        finally:
+            if show:
+                print(file=sys.stderr)  # end the progress line (also before `interrupted`)
         elapsed = time.perf_counter() - started
         data = {
             "files": stats.files_indexed,
@@ -163,7 +175,8 @@ class Reindex:
         }
         Output(args.json).emit(
             data,
-            f"reindexed {stats.files_indexed} files, {stats.chunks_added} chunks in {elapsed:.2f}s",
+            f"reindexed {counted(stats.files_indexed, 'file')}, "
+            f"{counted(stats.chunks_added, 'chunk')} in {elapsed:.2f}s",
         )
         return 0
 

@@ -12,7 +12,11 @@ if TYPE_CHECKING:
     from memory_core.engine import MemoryCore
 
 
-@command("snapshot", "build the scope's Layer 1 snapshot (SNAPSHOT.md) and show its sections")
+@command(
+    "snapshot",
+    "build the scope's Layer 1 snapshot (SNAPSHOT.md) and show its sections",
+    reads_only=lambda args: args.dry_run,
+)
 class SnapshotCommand:
     @staticmethod
     def arguments(parser: argparse.ArgumentParser) -> None:

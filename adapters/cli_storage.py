@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from adapters.cli import Output, command
 from memory_core.errors import ChatmemError
+from memory_core.wording import counted
 
 if TYPE_CHECKING:
     from memory_core.engine import MemoryCore
@@ -71,7 +72,8 @@ class Migrate:
         )
         Output(args.json).emit(
             data,
-            f"copied {copied} rows and {report.message_chunks} message chunks to {args.to}"
+            f"copied {counted(copied, 'row')} and {counted(report.message_chunks, 'message chunk')}"
+            f" to {args.to}"
             f" in {elapsed:.2f}s; now {switch} and start the bots again",
         )
         return 0

@@ -30,7 +30,11 @@ async def run_tui(core: MemoryCore, scope: ScopeKey | None = None) -> int:
     return 0
 
 
-@command("tui", "inspect the workspace live: rankings, decay what-if, archive, recall")
+@command(
+    "tui",
+    "inspect the workspace live: rankings, decay what-if, archive, recall",
+    reads_only=True,
+)
 class Tui:
     @staticmethod
     async def run(core: MemoryCore, args: argparse.Namespace) -> int:

@@ -15,6 +15,7 @@ from adapters.inbound import InboundMessage
 from memory_core.engine import MemoryCore
 from memory_core.scope import ScopeKey
 from memory_core.text import writes_cjk
+from memory_core.wording import counted
 
 log = logging.getLogger(__name__)
 
@@ -165,7 +166,7 @@ class MessageRouter:
         status = await self.core.status(scope)
         if not status.active:
             return "I don't remember anything in this chat yet. 这个对话里我还没有记住任何事。"
-        lines = [f"{len(status.active)} memories, best first:"]
+        lines = [f"{counted(len(status.active), 'memory')}, best first:"]
         for rank, entry in enumerate(status.active[:10], start=1):
             lines.append(
                 f"{rank}. [{entry.category}] {' '.join(entry.content.split())} ({entry.score:.2f})"

@@ -9,6 +9,7 @@ environment variable), not pydantic's multi-line report.
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import tomllib
@@ -593,7 +594,11 @@ def load_config(
         try:
             sources.append(file := TomlConfigSettingsSource(Config, toml_file=path))
         except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"{source}: not valid TOML: {exc}") from None
+            raise ConfigError(f"{source}: not valid TOML: {exc}{_encoding_hint(path)}") from None
+        except UnicodeDecodeError:
+            raise ConfigError(
+                f"{source}: not UTF-8 text, as TOML must be{_encoding_hint(path)}"
+            ) from None
         try:  # alone first: a bad value is an error even where the environment overrides it
             Config.model_validate(file())
         except ValidationError as exc:
@@ -609,6 +614,20 @@ def load_config(
         config = config.with_workspace(workspace)
     _validate(config, source)
     return config
+
+
+_BYTE_ORDER_MARKS = {b"\xef\xbb\xbf": "UTF-8", b"\xff\xfe": "UTF-16", b"\xfe\xff": "UTF-16"}
+
+
+def _encoding_hint(path: Path | str) -> str:
+    """Names the byte order mark a config file starts with (editors on Windows save
+    UTF-16, or UTF-8 with a mark that TOML refuses on the first line); "" without one."""
+    with open(path, "rb") as file:
+        start = file.read(3)
+    for mark, encoding in _BYTE_ORDER_MARKS.items():
+        if start.startswith(mark):
+            return f" (it starts with a {encoding} byte order mark: save it as UTF-8 without one)"
+    return ""
 
 
 def _leaves(cls: type[BaseModel] = Config, prefix: str = "") -> Iterator[tuple[str, FieldInfo]]:
@@ -837,8 +856,7 @@ def _example_section(value: BaseModel, name: str, lines: list[str]) -> None:
     nested: list[tuple[str, BaseModel]] = []
     if name:
         lines.append(f"[{name}]")
-        if value.__doc__:
-            lines.append(f"# {value.__doc__.strip().splitlines()[0]}")
+        lines += [f"# {line}" for line in _summary_lines(value.__doc__)]
     for key, info in type(value).model_fields.items():
         current = getattr(value, key)
         if isinstance(current, BaseModel):
@@ -850,6 +868,14 @@ def _example_section(value: BaseModel, name: str, lines: list[str]) -> None:
     lines.append("")
     for sub_name, sub_value in nested:
         _example_section(sub_value, sub_name, lines)
+
+
+def _summary_lines(doc: str | None) -> list[str]:
+    """A section's docstring up to its first blank line, every line of it: a comment cut
+    after its first line would stop mid-sentence."""
+    if not doc:
+        return []
+    return inspect.cleandoc(doc).split("\n\n")[0].splitlines()
 
 
 def _toml_value(value: Any) -> str:

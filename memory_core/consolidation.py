@@ -38,6 +38,7 @@ from memory_core.scoring import (
     score_at,
     status_of,
 )
+from memory_core.wording import counted
 
 
 class Phase(StrEnum):
@@ -426,7 +427,7 @@ def apply_summaries(
                 summary.score,
                 summary.content,
                 summary.category,
-                f"summary of {len(covered)} events, {plan.label}",
+                f"summary of {counted(len(covered), 'event')}, {plan.label}",
             )
         )
         for entry, score in zip(covered, current, strict=True):

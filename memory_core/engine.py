@@ -782,6 +782,19 @@ class MemoryCore:
     async def scopes(self) -> list[ScopeKey]:
         return await self.memory.long_term.scopes()
 
+    async def known_scopes(self) -> list[ScopeKey]:
+        """Every scope that holds something: the scopes with a directory (main first),
+        then those that only have messages in the history."""
+        scopes = await self.scopes()
+        if self._db is None:
+            return scopes
+        known = {s.value for s in scopes}
+        try:
+            messages = await self.message_counts()
+        except (DatabaseUnreachable, IndexUnavailable):
+            return scopes  # the history's server is away: the scopes the files know
+        return scopes + [ScopeKey(s) for s in sorted(messages) if s not in known]
+
     async def status(self, scope: ScopeKey, *, now: datetime | None = None) -> ScopeStatus:
         return await self.memory.long_term.status(scope, now=now)
 

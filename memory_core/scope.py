@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import unicodedata
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Literal
@@ -53,18 +54,55 @@ class ScopeKey:
     def parse(cls, text: str) -> ScopeKey:
         """A scope key as a person types it (`--scope`): spaces around it and around its
         `:`-parts are dropped (`main ` is `main`, `peer: 42` is `peer:42`), and an empty
-        part (`peer:`, `group::1`) is refused. Only here: the constructor takes every key an
-        adapter builds from a platform's ids unchanged, whatever they hold, so that the
-        mapping from chats to scopes stays injective."""
+        part (`peer:`, `group::1`) is refused, and so is a control or text-direction
+        character (`refuse_odd_characters`, as `resolve_scope` does for a platform's ids).
+        The constructor takes a key unchanged: it also reads the keys older workspaces
+        stored, whatever they hold (`printable_key` shows them)."""
         parts = [part.strip() for part in text.split(":")]
         if not any(parts):
             raise ScopeError("a scope key cannot be empty")
         if not all(parts):
             raise ScopeError(f"scope key {text!r} has an empty part (e.g. peer:42, main)")
-        return cls(":".join(parts))
+        return cls(refuse_odd_characters(":".join(parts), "a scope key"))
 
 
 MAIN = ScopeKey("main")
+
+# Characters that change how a line looks without being seen: controls (tab, newline,
+# escape sequences), line and paragraph separators, and the bidirectional controls that
+# reorder text (U+202E shows what follows right to left). In a key they misalign every
+# listing and can make one scope look like another.
+_BIDI_CONTROLS = frozenset(
+    "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+)
+
+
+def is_odd_character(ch: str) -> bool:
+    return unicodedata.category(ch) in ("Cc", "Zl", "Zp") or ch in _BIDI_CONTROLS
+
+
+def refuse_odd_characters(text: str, what: str) -> str:
+    """`text` unchanged, or a ScopeError naming the first invisible or reordering
+    character (see `is_odd_character`): for every key and id a scope is made from."""
+    for ch in text:
+        if is_odd_character(ch):
+            raise ScopeError(
+                f"{what} cannot contain control or text-direction characters "
+                f"(found {_escaped(ch)} in {printable_key(text)})"
+            )
+    return text
+
+
+def printable_key(key: ScopeKey | str) -> str:
+    """A key as it can be shown on one line: invisible and reordering characters (which a
+    key from an older workspace may still hold) written as `\\x1b`, `\\u202e`."""
+    text = key.value if isinstance(key, ScopeKey) else key
+    return "".join(_escaped(ch) if is_odd_character(ch) else ch for ch in text)
+
+
+def _escaped(ch: str) -> str:
+    code = ord(ch)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,8 +120,15 @@ class InboundContext:
 def resolve_scope(
     ctx: InboundContext, dm_scope: DmScope | str = DmScope.MAIN, *, topic_scope: bool = False
 ) -> ScopeKey:
-    """Map an inbound message to its scope (the table in docs/architecture.md §Scopes)."""
+    """Map an inbound message to its scope (the table in docs/architecture.md §Scopes).
+    An id with a control or text-direction character is refused (`ScopeError`)."""
     mode = DmScope(dm_scope)
+    key = _resolved(ctx, mode, topic_scope)
+    refuse_odd_characters(key.value, "a chat's scope (its channel, account, peer or chat id)")
+    return key
+
+
+def _resolved(ctx: InboundContext, mode: DmScope, topic_scope: bool) -> ScopeKey:
     if ctx.chat_type == "group":
         key = f"group:{ctx.channel}:{ctx.chat_id}"
         if topic_scope and ctx.thread_id:

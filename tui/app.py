@@ -34,8 +34,9 @@ from textual.worker import Worker, WorkerState
 from memory_core.clock import Clock, ensure_aware
 from memory_core.engine import MemoryCore
 from memory_core.records import AuditRecord
-from memory_core.scope import MAIN, ScopeKey
+from memory_core.scope import MAIN, ScopeKey, printable_key
 from memory_core.scoring import projection
+from memory_core.wording import counted
 from tui import app_actions
 from tui.actions import Action, Kind
 from tui.app_rankings import Rankings
@@ -247,7 +248,9 @@ class ChatmemApp(App[None]):
 
     def _update_title(self) -> None:
         when = self.now().astimezone(self.zone).strftime("%Y-%m-%d %H:%M")
-        self.sub_title = f"{self.core.workspace.root.name} · scope {self.scope} · {when}"
+        self.sub_title = (
+            f"{self.core.workspace.root.name} · scope {printable_key(self.scope)} · {when}"
+        )
 
     # --- loading --------------------------------------------------------------------
     def reload_all(self) -> None:
@@ -395,7 +398,7 @@ class ChatmemApp(App[None]):
         thinks a memory vanished should learn that its text is kept."""
         if count and self._quarantine_told.get(scope) != count:
             self.notify(
-                f"{count} block(s) of {path} could not be read; they are kept verbatim in the "
+                f"{counted(count, 'block')} of {path} could not be read; they are kept verbatim in the "
                 "file (Archive tab, key 3)",
                 title=f"quarantined in scope {scope}",
                 severity="warning",

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, cast
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
+from memory_core.scope import printable_key
 from tui.model import COLUMNS
 
 if TYPE_CHECKING:
@@ -38,7 +39,7 @@ def app_commands(app: ChatmemApp) -> list[Command]:
     for tab, title in app.TABS:
         commands.append((f"Show {title}", partial(app.show_tab, tab), ""))
     for scope in app.known_scopes:
-        commands.append((f"Scope: {scope.value}", partial(app.choose_scope, scope), ""))
+        commands.append((f"Scope: {printable_key(scope)}", partial(app.choose_scope, scope), ""))
     return commands
 
 

@@ -20,6 +20,7 @@ from datetime import date, datetime, timedelta, tzinfo
 
 from memory_core.event_log import Event, EventKind
 from memory_core.history import StoredMessage
+from memory_core.wording import counted
 
 SLUG_MAX = 32
 _LATIN = re.compile(r"[a-z][a-z0-9]{2,}")
@@ -210,7 +211,7 @@ def day_activity(events: Sequence[Event]) -> str:
     parts = []
     if tools:
         named = ", ".join(f"{tool} {count}" for tool, count in sorted(tools.items()))
-        parts.append(f"{sum(tools.values())} tool calls ({named})")
+        parts.append(f"{counted(sum(tools.values()), 'tool call')} ({named})")
     if changes:
         parts.append("long-term " + ", ".join(f"{k} {v}" for k, v in sorted(changes.items())))
     if errors:

@@ -55,6 +55,7 @@ from memory_core.records import Hit
 from memory_core.scope import ScopeKey
 from memory_core.storage import AuditBackend, HistoryBackend
 from memory_core.text import tokenize, writes_cjk
+from memory_core.wording import counted
 
 log = logging.getLogger(__name__)
 
@@ -423,7 +424,7 @@ class ChatEngine:
                 "回复「确认」全部忘掉，或回复要忘掉的编号（如「1 3」）。"
             )
         return (
-            f"Forget these {len(targets)} memories?\n{listed}\n"
+            f"Forget these {counted(len(targets), 'memory')}?\n{listed}\n"
             "Reply “yes” to forget them all, or the numbers of the ones to forget (e.g. “1 3”)."
         )
 
@@ -457,7 +458,7 @@ class ChatEngine:
         listed = "\n".join(f"- {content}" for content in forgotten)
         if chinese:
             return f"已忘掉 {len(forgotten)} 条记忆：\n{listed}"
-        return f"Forgot {len(forgotten)} memories:\n{listed}"
+        return f"Forgot {counted(len(forgotten), 'memory')}:\n{listed}"
 
     # --- /new and extraction --------------------------------------------------------
     async def new_session(self, scope: ScopeKey, *, chinese: bool = False) -> NewSessionResult:

@@ -60,6 +60,7 @@ from memory_core.prompts import load_prompt
 from memory_core.scope import ScopeKey
 from memory_core.storage import AuditBackend, HistoryBackend
 from memory_core.text import tokenize
+from memory_core.wording import counted
 
 log = logging.getLogger(__name__)
 
@@ -273,7 +274,11 @@ class Consolidator:
             merged += sum(1 for c in result.changes if c.kind.value in ("add", "reinforce"))
         count = len(state.candidates)
         state.candidates = []
-        return PhaseReport(Phase.EXTRACT, merged, f"{count} candidates, {merged} entries changed")
+        return PhaseReport(
+            Phase.EXTRACT,
+            merged,
+            f"{counted(count, 'candidate')}, {counted(merged, 'entry')} changed",
+        )
 
     async def _pending_lines(
         self, scope: ScopeKey, refs: Sequence[EventRef]
@@ -379,7 +384,9 @@ class Consolidator:
         changes = await self.memory.long_term.rewrite(scope, plan, source=SOURCE, now=when)
         added = sum(1 for c in changes if c.kind.value == "add")
         return PhaseReport(
-            Phase.SUMMARIZE, added, f"{added} summaries over {len(changes) - added} events"
+            Phase.SUMMARIZE,
+            added,
+            f"{counted(added, 'summary')} over {counted(len(changes) - added, 'event')}",
         )
 
     async def _summaries_with_model(

@@ -79,7 +79,7 @@ def test_piped_input_prints_one_reply_per_line_and_exits_at_eof(tmp_path: Path) 
     assert len(out) == 5, out
     assert out[0] == "Got it, I'll remember: alice likes green tea"
     # A multi-line reply stays on its line: newlines are written as \n.
-    assert out[1] == r"1 memories, best first:\n1. [fact] alice likes green tea (0.80)"
+    assert out[1] == r"1 memory, best first:\n1. [fact] alice likes green tea (0.80)"
     assert out[2].startswith("(offline) No language model is configured")
     assert out[3] == "New session started. Learned: 1 new, 0 reinforced."
     assert out[4].startswith(r"2 memories, best first:\n1. [fact] alice likes green tea")
@@ -363,7 +363,7 @@ def test_forget_forgets_every_match_and_the_request_is_not_indexed(tmp_path: Pat
     assert question[0] == "Forget these 2 memories?"
     assert question[-1].startswith("Reply “yes” to forget them all")
     assert out[4].startswith("Forgot 2 memories:")
-    assert out[5] == r"1 memories, best first:\n1. [fact] the printer is on floor two (0.80)"
+    assert out[5] == r"1 memory, best first:\n1. [fact] the printer is on floor two (0.80)"
     # Forgotten, not archived (that would still be found), and neither the commands, the
     # question naming the memories nor the answer was indexed as a message.
     assert out[6] == "Nothing found. 没有找到。"

@@ -153,7 +153,7 @@ async def test_remember_in_dm_is_recalled_in_that_dm(
         [saved] = await bot.dm(ALICE, "/remember my cat is called Tofu")
         assert saved.text == "Got it, I'll remember: my cat is called Tofu"
         [memory] = await bot.dm(ALICE, "/memory")
-        assert "1 memories, best first:" in memory.text
+        assert "1 memory, best first:" in memory.text
         assert "[fact] my cat is called Tofu" in memory.text
         [found] = await bot.dm(ALICE, "/search cat Tofu")
         assert "MEMORY.md" in found.text and "my cat is called Tofu" in found.text

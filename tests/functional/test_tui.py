@@ -226,7 +226,7 @@ async def test_first_screen_is_main_ranked_by_score_with_archive_summary(demo_ws
         summary = run.text("#archive-summary")
         assert "2 unarchived · 0 pending · 8 archived" in summary
         assert "last run 03-01 00:00: 2 moved, 6 summarised, 0 failed" in summary
-        assert "summaries 1 days, 1 months" in summary
+        assert "summaries 1 day, 1 month" in summary
         assert "3 archived · 2 forgotten" in summary
         assert "scope main" in app.sub_title
 
@@ -417,7 +417,7 @@ async def test_archive_pane_shows_history_states_failures_and_summaries(demo_ws:
     async with running(demo_ws) as run:
         await run.pilot.press("3")
         head = run.text("#archive-head")
-        assert "summaries 1 days, 1 months · 1 raw archive files" in head
+        assert "summaries 1 day, 1 month · 1 raw archive file" in head
         summaries = run.text("#archive-summaries")
         assert "days: 2026-02-17" in summaries and "months: 2025-12" in summaries
         why = dict(
@@ -683,7 +683,7 @@ async def test_quarantined_blocks_are_counted_in_the_sidebar_and_shown_verbatim(
         assert len(run.column("#rankings", "id")) == 13
         told = [n for n in notices(run) if "could not be read" in n]
         assert told == [
-            "1 block(s) of MEMORY.md could not be read; they are kept verbatim in the file "
+            "1 block of MEMORY.md could not be read; they are kept verbatim in the file "
             "(Archive tab, key 3)"
         ]
         await run.choose_scope(LI_LEI)

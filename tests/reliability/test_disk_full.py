@@ -548,10 +548,21 @@ def test_cli_in_a_read_only_workspace_is_one_line_and_exit_2(
         for path in [workspace, *workspace.rglob("*")]:
             path.chmod(path.stat().st_mode & ~0o222)
     try:
-        _one_clear_line(_chatmem("append", "second note", *common), "")
-        _one_clear_line(_chatmem("capture", "likes coffee", *common), "")
-        status = _chatmem("status", *common)
-        assert status.returncode == 0 and "Traceback" not in status.stderr, status.stderr
+        refused = f"workspace {workspace} is read-only and `"
+        _one_clear_line(_chatmem("append", "second note", *common), refused)
+        _one_clear_line(_chatmem("capture", "likes coffee", *common), refused)
+        chat = subprocess.run(
+            [sys.executable, "-m", "adapters.cli", "chat", *common],
+            input="remember that I like tea\nhello\n",
+            capture_output=True, text=True, cwd=ROOT, env=_child_env(), timeout=120,
+            check=False,
+        )  # fmt: skip
+        _one_clear_line(chat, refused)  # refused at the start, not line by line
+        assert len(chat.stderr.splitlines()) == 1 and chat.stdout == "", chat
+        for argv in (("status",), ("search", "green tea"), ("scopes",)):
+            read = _chatmem(*argv, *common)
+            assert read.returncode == 0 and read.stderr == "", (argv, read.stderr)
+            assert "green tea" in read.stdout or argv == ("scopes",)
     finally:
         if tmpfs is not None:
             subprocess.run(["mount", "-o", "remount,rw", str(tmpfs)], check=True)

@@ -465,5 +465,5 @@ async def test_a_daily_summary_carries_the_day_s_event_log(offline: MemoryCore) 
     await offline.runtime.archive(MAIN)
     summary = offline.workspace.root / "memory/summary"
     with_log = (summary / "2026-01-20.md").read_text(encoding="utf-8")
-    assert "Event log: 1 tool calls (memory_search 1); long-term add 1." in with_log
+    assert "Event log: 1 tool call (memory_search 1); long-term add 1." in with_log
     assert "Event log" not in (summary / "2026-01-19.md").read_text(encoding="utf-8")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -182,6 +183,25 @@ def test_missing_and_broken_files(tmp_path: Path) -> None:
     assert "TOML" in str(err.value)
 
 
+@pytest.mark.parametrize(
+    ("data", "words"),
+    [
+        ('workspace = "w"\n'.encode("utf-16"), "UTF-16 byte order mark"),
+        ('workspace = "caf\u00e9"\n'.encode("latin-1"), "not UTF-8 text"),
+        (b"\xef\xbb\xbf" + b'workspace = "w"\n', "UTF-8 byte order mark"),
+    ],
+)
+def test_a_file_in_another_encoding_is_one_clear_error(
+    tmp_path: Path, data: bytes, words: str
+) -> None:
+    path = tmp_path / "chatmem.toml"
+    path.write_bytes(data)
+    with pytest.raises(ConfigError) as err:
+        load_config(path, env={})
+    assert str(path) in str(err.value)
+    assert words in str(err.value)
+
+
 ENV_CASES: list[tuple[str, str, Any]] = [
     ("CHATMEM_WORKSPACE", "/data/ws", ("workspace", "/data/ws")),
     ("CHATMEM_DM_SCOPE", "per-peer", ("dm_scope", "per-peer")),
@@ -312,6 +332,22 @@ def test_example_file_matches_the_code() -> None:
         "python -c 'from memory_core.config import render_example; "
         'print(render_example(), end="")\' > config.example.toml'
     )
+
+
+def test_example_comments_are_whole_sentences() -> None:
+    """A comment line that does not end a sentence is continued by the next one (which
+    starts in lower case): no comment is cut mid-sentence."""
+    comments = [
+        (line.removeprefix("# "), after)
+        for line, after in itertools.pairwise([*render_example().splitlines(), ""])
+        if line.startswith("# ")
+    ]
+    cut = [
+        text
+        for text, after in comments
+        if not text.endswith((".", ")", ":")) and not after.removeprefix("# ")[:1].islower()
+    ]
+    assert cut == []
 
 
 def test_example_loads_back_to_the_defaults(tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Static
 
+from memory_core.wording import counted
 from tui.format import one_line, time_text
 from tui.overview import ARCHIVED_LIMIT, ArchiveState
 
@@ -46,9 +47,11 @@ def summary_text(state: ArchiveState, zone: tzinfo, *, compact: bool = False) ->
             f"{run.summarized} summarised, {run.failed} failed\n"
         )
     text.append("summaries ", style="bold")
-    text.append(f"{len(state.summary_days)} days, {len(state.summary_months)} months")
+    text.append(
+        f"{counted(len(state.summary_days), 'day')}, {counted(len(state.summary_months), 'month')}"
+    )
     if not compact:
-        text.append(f" · {len(state.raw_files)} raw archive files")
+        text.append(f" · {counted(len(state.raw_files), 'raw archive file')}")
     text.append("\n")
     text.append("memories ", style="bold")
     text.append(f"{state.archived_total} archived")

@@ -12,6 +12,7 @@ from textual.message import Message
 from textual.widgets import Input, Select, Static
 
 from memory_core.scoring import DEFAULT_POLICY, ScoringPolicy
+from memory_core.wording import counted
 from tui.model import COLUMN_BY_KEY, ColumnKey, RankingView, RowFilter
 from tui.widgets.ranktable import RankTable
 
@@ -23,7 +24,7 @@ def _delta(now: int, then: int) -> str:
 
 
 def status_line(view: RankingView) -> Text:
-    text = Text(f"{view.matching:,} entries")
+    text = Text(counted(view.matching, "entry", grouped=True))
     if view.filter.active:
         text.append(f" matching (of {view.total:,})")
     arrow = "▼" if view.sort.descending else "▲"

@@ -15,6 +15,7 @@ from memory_core.recall import Injection
 from memory_core.records import Hit
 from memory_core.scope import ScopeKey
 from memory_core.text import matched_terms
+from memory_core.wording import counted
 from tui.format import highlight, one_line, token_meter
 
 HIT_TEXT = 90
@@ -91,10 +92,12 @@ class RecallPane(Vertical):
             )
         keywords = ", ".join(injection.keywords) or "none"
         self.query_one("#recall-status", Static).update(
-            Text(f"{len(hits)} hit(s) for {query!r} in scope {scope} · keywords: {keywords}")
+            Text(
+                f"{counted(len(hits), 'hit')} for {query!r} in scope {scope} · keywords: {keywords}"
+            )
         )
         meter = Text("injection block ", style="bold")
         meter.append_text(token_meter(injection.tokens, budget))
-        meter.append(f" · {len(injection.hits)} hit(s) injected")
+        meter.append(f" · {counted(len(injection.hits), 'hit')} injected")
         self.query_one("#recall-budget", Static).update(meter)
         self.query_one("#recall-block", Static).update(injection_text(injection, query))

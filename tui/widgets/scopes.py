@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import DataTable
 
-from memory_core.scope import ScopeKey
+from memory_core.scope import ScopeKey, printable_key
 from tui.format import short_scope
 from tui.overview import ScopeCounts
 
@@ -14,13 +14,14 @@ SCOPE_WIDTH = 24
 
 
 def scope_cell(row: ScopeCounts, selected: ScopeKey) -> Text:
-    """The scope's name, marked when chosen, and `!N` when N blocks of its long-term file
-    are quarantined (the Archive tab shows them)."""
+    """The scope's name (escaped: see `printable_key`), marked when chosen, and `!N` when
+    N blocks of its long-term file are quarantined (the Archive tab shows them)."""
     flag = f" !{row.quarantined}" if row.quarantined else ""
     chosen = row.scope == selected
     text = Text("▶ " if chosen else "  ", style="bold" if chosen else "")
     text.append(
-        short_scope(row.scope.value, SCOPE_WIDTH - len(flag)), style="bold" if chosen else ""
+        short_scope(printable_key(row.scope), SCOPE_WIDTH - len(flag)),
+        style="bold" if chosen else "",
     )
     text.append(flag, style="bold red")
     return text

@@ -1,0 +1,268 @@
+"""What a person meets in their first hour with `chatmem`: a config saved in another
+encoding, a pipe closed early, Ctrl-C, a read-only workspace, a mistyped or hostile
+scope key. Each is one clear line (or, for a closed pipe, silence), never a traceback."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from adapters.cli import main
+from memory_core.config import env_bindings, load_config
+from memory_core.errors import ConfigError, ScopeError
+from memory_core.scope import InboundContext, ScopeKey, printable_key, resolve_scope
+from memory_core.workspace import Workspace
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No ./chatmem.toml and no CHATMEM_* / token variables leak into the commands."""
+    for name, _ in env_bindings():
+        monkeypatch.delenv(name, raising=False)
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    try:
+        code: Any = main(list(argv))
+    except SystemExit as exc:
+        code = exc.code
+    out, err = capsys.readouterr()
+    return int(code or 0), out, err
+
+
+@pytest.fixture
+def ws(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Path:
+    """A workspace with one memory in main and one in peer:42."""
+    root = tmp_path / "W"
+    for argv in (("init",), ("capture", "alice likes green tea"), ("capture", "bob rides")):
+        scope = ("--scope", "peer:42") if argv[-1] == "bob rides" else ()
+        code, _, err = run(capsys, *argv, *scope, "--workspace", str(root))
+        assert code == 0, err
+    return root
+
+
+def subprocess_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in dict(env_bindings())}
+    return env | {"PYTHONPATH": os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])}
+
+
+# --- a reader that goes away ---------------------------------------------------------------
+
+
+def test_a_closed_pipe_ends_the_command_quietly(ws: Path) -> None:
+    """`chatmem status | head -1`: the reader is gone before the output is written (the
+    pipe's read end is closed before the command starts, so every write fails)."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "adapters.cli", "status", "--workspace", str(ws)],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=subprocess_env(),
+            timeout=120,
+            check=False,
+        )
+    finally:
+        os.close(write_end)
+    assert done.stderr == ""
+    assert done.returncode == 1
+
+
+# --- Ctrl-C ------------------------------------------------------------------------------
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="needs a pseudo-terminal and SIGINT")
+def test_ctrl_c_during_reindex_says_what_it_left(tmp_path: Path) -> None:
+    """Ctrl-C reaches the whole foreground process group (the command and its workers)
+    once the progress bar shows the rebuild under way."""
+    import pty
+
+    root = tmp_path / "W"
+    env = subprocess_env()
+    subprocess.run(
+        [sys.executable, "-m", "adapters.cli", "init", "--workspace", str(root)],
+        env=env, capture_output=True, timeout=120, check=True,
+    )  # fmt: skip
+    notes = root / "memory"
+    first = dt.date(2020, 1, 1)
+    for number in range(640):  # ten groups of files: the rebuild outlasts the signal
+        day = first + dt.timedelta(days=number)
+        lines = "".join(f"- 10:{i:02d}:00 note {number} {i} about tea\n" for i in range(20))
+        (notes / f"{day}.md").write_text(f"# {day}\n\n{lines}", encoding="utf-8")
+    terminal, stderr_end = pty.openpty()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "adapters.cli", "reindex", "--workspace", str(root)],
+        stdout=subprocess.PIPE,
+        stderr=stderr_end,
+        env=env,
+        start_new_session=True,
+    )
+    os.close(stderr_end)
+    seen = _read_until(terminal, b" files")
+    os.killpg(process.pid, signal.SIGINT)
+    process.communicate(timeout=120)
+    seen += _read_until(terminal, b"")
+    os.close(terminal)
+    text = seen.decode("utf-8", "replace")
+    assert process.returncode == 130, text
+    assert "Traceback" not in text
+    last = text.replace("\r", "\n").strip().splitlines()[-1]
+    assert last.startswith("chatmem: interrupted: the index is only partly rebuilt")
+
+
+def _read_until(terminal: int, wanted: bytes) -> bytes:
+    """What the terminal shows until `wanted` appears (b"": until the writer is gone)."""
+    seen = b""
+    while not wanted or wanted not in seen:
+        try:
+            chunk = os.read(terminal, 4096)
+        except OSError:  # the writer closed its end
+            break
+        if not chunk:
+            break
+        seen += chunk
+    return seen
+
+
+# --- a read-only workspace -----------------------------------------------------------------
+
+
+def test_a_read_only_workspace_refuses_writes_at_once_and_serves_reads(
+    ws: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the kernel says of the workspace decides (a read-only mount, files of another
+    user): here `access` answers as for a read-only mount. The real mount is in
+    tests/reliability/test_disk_full.py."""
+    real_access = os.access
+
+    def access(path: Any, mode: int, **kwargs: Any) -> bool:
+        if mode & os.W_OK and Path(path).is_relative_to(ws):
+            return False
+        return real_access(path, mode, **kwargs)
+
+    monkeypatch.setattr(os, "access", access)
+    memory = (ws / "MEMORY.md").read_bytes()
+    for argv in (
+        ("capture", "likes coffee"),
+        ("append", "a note"),
+        ("chat",),
+        ("reindex",),
+        ("forget", "0000"),
+        ("consolidate",),
+    ):
+        code, _, err = run(capsys, *argv, "--workspace", str(ws))
+        assert code == 2, (argv, err)
+        assert err.startswith(f"chatmem: error: workspace {ws} is read-only and `{argv[0]}`")
+        assert len(err.splitlines()) == 1
+    assert (ws / "MEMORY.md").read_bytes() == memory
+    for argv in (("status",), ("search", "tea"), ("scopes",), ("consolidate", "--dry-run")):
+        code, _, err = run(capsys, *argv, "--workspace", str(ws))
+        assert code == 0, (argv, err)
+        assert err == ""
+    assert "alice likes green tea" in run(capsys, "status", "--workspace", str(ws))[1]
+
+
+# --- scope keys --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("argv", [("status",), ("search", "tea"), ("entities",), ("tui",)])
+def test_a_read_of_an_unknown_scope_names_the_known_ones(
+    ws: Path, capsys: pytest.CaptureFixture[str], argv: tuple[str, ...]
+) -> None:
+    code, out, err = run(capsys, *argv, "--scope", "mian", "--workspace", str(ws))
+    assert (code, out) == (2, "")
+    assert err == (
+        "chatmem: error: no memories in scope mian (known: main, peer:42; "
+        "`chatmem scopes` lists them)\n"
+    )
+
+
+def test_a_known_scope_and_commands_over_every_scope_are_not_refused(
+    ws: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = run(capsys, "status", "--scope", "peer:42", "--workspace", str(ws))
+    assert code == 0, err
+    assert "bob rides" in out
+    for argv in (("scopes",), ("stats",), ("validate",)):
+        code, _, err = run(capsys, *argv, "--scope", "mian", "--workspace", str(ws))
+        assert code == 0, (argv, err)
+
+
+ODD_KEYS = ["peer:\x1b[31mred", "peer:\u202eevil", "peer:a\nb", "peer:a\tb", "peer:\u2066x"]
+
+
+@pytest.mark.parametrize("key", ODD_KEYS)
+def test_keys_with_control_or_direction_characters_are_refused_everywhere(
+    ws: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], key: str
+) -> None:
+    for argv in (("capture", "x"), ("status",)):
+        code, out, err = run(capsys, *argv, "--scope", key, "--workspace", str(ws))
+        assert (code, out) == (2, "")
+        assert err.startswith("chatmem: error: a scope key cannot contain control or text")
+        assert len(err.splitlines()) == 1
+        assert err.isascii() and "\x1b" not in err
+    config = tmp_path / "chatmem.toml"
+    config.write_text(  # JSON's escapes are TOML's
+        f'[mcp.clients]\n"a-long-client-token-0123456789" = {json.dumps(key)}\n',
+        encoding="utf-8",
+    )
+    with pytest.raises(ConfigError, match="control or text-direction"):
+        load_config(config, env={})
+    peer = key.removeprefix("peer:")
+    with pytest.raises(ScopeError, match="control or text-direction"):
+        resolve_scope(InboundContext("telegram", "b", peer, "direct", "1"), "per-peer")
+    with pytest.raises(ScopeError, match="control or text-direction"):
+        resolve_scope(InboundContext("dingtalk", "b", "1", "group", peer), "main")
+
+
+def test_plain_unicode_keys_are_kept() -> None:
+    for key in ("peer:李雷", "group:telegram:-100", "peer:emoji🎉", "peer:مرحبا"):
+        assert ScopeKey.parse(key).value == key
+    # A direct chat under dm_scope main never puts the peer id in the key.
+    assert resolve_scope(InboundContext("telegram", "b", "\u202e", "direct", "1")).is_main
+
+
+def test_an_odd_key_from_an_older_workspace_is_listed_escaped(
+    ws: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    old = ScopeKey("peer:\u202eevil\x1b[2J")
+    Workspace.at(ws).ensure_scope(old)
+    code, out, err = run(capsys, "scopes", "--workspace", str(ws))
+    assert code == 0, err
+    assert "peer:\\u202eevil\\x1b[2J" in out
+    assert "\u202e" not in out and "\x1b" not in out
+    assert printable_key(old) == "peer:\\u202eevil\\x1b[2J"
+
+
+def test_the_tui_scope_list_shows_an_odd_key_escaped() -> None:
+    from tui.overview import ScopeCounts
+    from tui.widgets.scopes import scope_cell
+
+    old = ScopeKey("peer:\u202e\x1bx")
+    cell = scope_cell(ScopeCounts(old, 1, 0, 0, 0, 0, 0), old).plain
+    assert "peer:\\u202e\\x1bx" in cell
+    assert cell.isprintable()
+
+
+def test_counts_of_one_are_singular(ws: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "search", "alice", "--workspace", str(ws))
+    assert code == 0, err
+    assert out.startswith("1 hit in scope main")
+    assert run(capsys, "append", "a note", "--scope", "peer:42", "--workspace", str(ws))[0] == 0
+    code, out, err = run(capsys, "status", "--scope", "peer:42", "--workspace", str(ws))
+    assert out.splitlines()[0].endswith("1 active, 0 archived, 1 daily file")
