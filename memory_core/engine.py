@@ -456,8 +456,10 @@ class MemoryCore:
         expires_at: datetime | None = None,
         memory_class: MemoryClass | None = None,
     ) -> tuple[MemoryEntry, MergeResult]:
-        """Save one memory now (a repeat of an existing one reinforces it); without a
-        class it takes its category's."""
+        """Save one memory now; without a class it takes its category's. The result's
+        `outcome` says what was kept: a new entry, an update of an alike one that differs
+        in a number, date or negation (the old one contradicted, still readable), or a
+        reinforcement of a repeat (whose text stays)."""
         return await self.memory.long_term.capture(
             scope,
             content,

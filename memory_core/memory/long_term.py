@@ -239,7 +239,9 @@ class LongTermMemory:
         expires_at: datetime | None = None,
         memory_class: MemoryClass | None = None,
     ) -> tuple[MemoryEntry, MergeResult]:
-        """Save one memory now (a repeat of an existing one reinforces it)."""
+        """Save one memory now: the entry that holds it, and the merge, whose `outcome`
+        says whether it was saved new, updated an alike entry (another number, date or
+        negation: the old one is contradicted) or reinforced a repeat."""
         text = self._checked_content(content)
         cand = Candidate(
             content=text,
@@ -262,10 +264,10 @@ class LongTermMemory:
                 self._journal_away = False
         if result is None:
             result = await self.merge_candidates(scope, [cand], session_id=None, source=source)
-        touched = [c for c in result.changes if c.kind in (ChangeKind.ADDED, ChangeKind.REINFORCED)]
-        if not touched:
+        outcome = result.outcome
+        if outcome is None:
             raise ChatmemError("the memory was not stored (already expired?)")
-        entry = next(e for e in reversed(result.entries) if e.id == touched[-1].entry_id)
+        entry = next(e for e in reversed(result.entries) if e.id == outcome.entry_id)
         return entry, result
 
     async def _pending_uses(self, scope: ScopeKey) -> list[Activation]:

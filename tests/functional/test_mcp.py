@@ -487,3 +487,21 @@ async def test_the_command_serves_http_with_the_configured_tokens(
     assert ALICE_TOKEN.encode() not in rest and BOB_TOKEN.encode() not in rest
     async with MemoryCore.open(make_config(workspace)) as core:
         assert [e.content for e in await core.entries(ALICE)] == ["via the command"]
+
+
+async def test_memory_save_tells_an_update_from_a_reinforcement(workspace: Path) -> None:
+    """An agent saving a changed phone number learns that it updated the old entry, whose
+    text stays readable; the same text again is a reinforcement."""
+    old_number = "Alice's new phone number is 555-0142, call her after six"
+    new_number = old_number.replace("0142", "0143")
+    async with MemoryCore.open(mcp_config(workspace), create=True) as core:
+        async with http_server(core, ALICE) as url, http_client(url, None) as client:
+            first = await ok(client, "memory_save", {"content": old_number, "target": "long-term"})
+            assert first["action"] == "saved"
+            second = await ok(client, "memory_save", {"content": new_number, "target": "long-term"})
+            assert second["action"] == "updated"
+            assert second["replaced"] == first["id"] and second["id"] != first["id"]
+            again = await ok(client, "memory_save", {"content": new_number, "target": "long-term"})
+            assert (again["action"], again["id"]) == ("reinforced", second["id"])
+        scores = {e.content: e.score for e in await core.entries(ALICE)}
+        assert scores[new_number] > scores[old_number]
