@@ -1,4 +1,5 @@
-"""`chatmem entities`: the people, pets, places and projects a scope's memories name."""
+"""`chatmem entities`: the people, pets, places, workplaces and projects a scope's memories
+name."""
 
 from __future__ import annotations
 
@@ -11,7 +12,10 @@ if TYPE_CHECKING:
     from memory_core.engine import MemoryCore
 
 
-@command("entities", "list the people, pets, places and projects the scope's memories name")
+@command(
+    "entities",
+    "list the people, pets, places, workplaces and projects the scope's memories name",
+)
 class Entities:
     @staticmethod
     async def run(core: MemoryCore, args: argparse.Namespace) -> int:
