@@ -152,6 +152,19 @@ RULES: tuple[Rule, ...] = (
 )
 
 
+_HAN = re.compile(r"[\u4e00-\u9fff]")
+_LATIN = re.compile(r"[A-Za-z]")
+_CHINESE_RULES = tuple(rule for rule in RULES if _HAN.search(rule.pattern.pattern))
+"""Rules that need a Chinese character to match (each has one written in it); the others
+need a Latin letter. A text is only scanned by the rules of the scripts it holds."""
+_LATIN_RULES = tuple(rule for rule in RULES if rule not in _CHINESE_RULES)
+
+
+def _rules_for(text: str) -> tuple[Rule, ...]:
+    chinese = _CHINESE_RULES if _HAN.search(text) else ()
+    return chinese + (_LATIN_RULES if _LATIN.search(text) else ())
+
+
 def _aliases(rule: Rule, rel: str, owner: str, chinese: bool) -> tuple[tuple[str, ...], str]:
     """How the user refers to the entity, and its relation to the user."""
     if rule.kind in (EntityKind.PLACE, EntityKind.ORGANIZATION):
@@ -172,13 +185,13 @@ def extract_entities(entries: Sequence[MemoryEntry]) -> list[Entity]:
     mention it (entries in the order given: pass them best first)."""
     found: dict[str, tuple[str, EntityKind, set[str], set[str]]] = {}
     for entry in entries:
-        for rule in RULES:
+        for rule in _rules_for(entry.content):
             for match in rule.pattern.finditer(entry.content):
                 name = match.group("name").strip(" '")
-                if len(name) < 2 and not re.search(r"[\u4e00-\u9fff]", name):
+                if len(name) < 2 and not _HAN.search(name):
                     continue
                 groups = match.groupdict()
-                chinese = bool(re.search(r"[\u4e00-\u9fff]", match.group(0)))
+                chinese = bool(_HAN.search(match.group(0)))
                 aliases, relation = _aliases(
                     rule, groups.get("rel") or "", groups.get("owner") or "", chinese
                 )
