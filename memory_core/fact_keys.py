@@ -12,8 +12,11 @@ two phone numbers, for 喜欢 and 不喜欢: the texts differ in exactly the par
   an UPDATE of the old one: it is added and the old one is contradicted (seed 002's rule);
 * otherwise it RESTATES the old one, which is reinforced.
 
-Pure, and not cached (a capture may be megabytes long): the merge asks only about
-pairs that are already alike, which is rare.
+Texts too short for their bigrams to be alike ("我儿子上三年级" / "四年级") are paired by
+their `skeleton` instead: the text with numbers and dates masked and negations dropped.
+
+Pure. `fact_keys` is not cached: the merge asks only about pairs already alike, which is
+rare. `skeleton` is (the merge computes it for every short entry of a category).
 """
 
 from __future__ import annotations
@@ -255,6 +258,9 @@ _ZH_KEY = re.compile(
 _HAS_HAN = re.compile("[\u4e00-\u9fff]")
 
 
+_EN_DO_NOT = frozenset({"do not", "does not", "did not", "don't", "doesn't", "didn't"})
+
+
 def _mask_english(match: re.Match[str]) -> str:
     word = match.group()
     if word in _EN_NUMBERS:
@@ -269,9 +275,6 @@ def _mask_english(match: re.Match[str]) -> str:
     if word in _EN_NEGATIONS or word in _EN_DO_NOT:
         return ""
     return word
-
-
-_EN_DO_NOT = frozenset({"do not", "does not", "did not", "don't", "doesn't", "didn't"})
 
 
 def _mask_chinese(match: re.Match[str]) -> str:
@@ -298,9 +301,9 @@ def skeleton(text: str) -> str:
 
 
 def has_keys(text: str) -> bool:
-    """Whether `text` holds a number, a date or a negation (what an update can change)."""
-    keys = fact_keys(text)
-    return bool(keys.numbers or keys.dates or keys.negations)
+    """Whether `text` holds a number, a date or a negation (what an update can change):
+    its skeleton masks or drops something, so differs from its normalized text."""
+    return skeleton(text) != _NOISE.sub("", unicodedata.normalize("NFKC", text).casefold())
 
 
 def _folded_words(text: str) -> frozenset[str]:
@@ -322,8 +325,8 @@ def _names_only_in(one: str, keys: FactKeys, other: str) -> bool:
 
 
 def relation(old: str, new: str) -> Relation:
-    """How `new` stands to `old`, two texts the merge found alike (symmetric but for the
-    names of the two results)."""
+    """How `new` stands to `old`, two texts the merge found alike (the same either way
+    round)."""
     a, b = fact_keys(old), fact_keys(new)
     if _names_only_in(old, a, new) or _names_only_in(new, b, old):
         return Relation.DIFFERENT

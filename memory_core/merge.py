@@ -29,7 +29,7 @@ from memory_core.entries import (
     class_of,
     new_entry_id,
 )
-from memory_core.fact_keys import Relation, has_keys, relation, skeleton
+from memory_core.fact_keys import Relation, relation, skeleton
 from memory_core.scoring import (
     DEFAULT_POLICY,
     ScoringPolicy,
@@ -213,6 +213,12 @@ def _bigrams(text: str) -> frozenset[str]:
 
 SIMILAR = 0.85
 """Two contents at least this alike (length ratio, then bigram Jaccard) are one memory."""
+
+
+SKELETON_MAX = 200
+"""Normalized length up to which texts are also compared by their skeleton. A longer text
+that changes one number, date or negation keeps its bigrams alike (the fuzzy match finds
+it), and skeletons of long texts would cost a regex pass each for nothing."""
 
 
 def _similar(a: str, b: str, threshold: float = SIMILAR) -> bool:
@@ -546,13 +552,16 @@ class _MatchIndex:
         """Ids of the category's entries whose text is `content`'s but for numbers, dates
         and negations (`fact_keys.skeleton`), in `by_id` order.
 
-        Built per category on first use: only a candidate that holds such a key asks.
+        Built per category on first use (only a short candidate that holds such a key
+        asks), of the category's short entries (`SKELETON_MAX`).
         """
         grouped = self._by_skeleton.get(category)
         if grouped is None:
             grouped = {}
-            for _, entry_id, _ in self.category(category):
-                grouped.setdefault(skeleton(self._by_id[entry_id].content), []).append(entry_id)
+            for _, entry_id, size in self.category(category):
+                if size <= SKELETON_MAX:
+                    key = skeleton(self._by_id[entry_id].content)
+                    grouped.setdefault(key, []).append(entry_id)
             self._by_skeleton[category] = grouped
         return grouped.get(skeleton(content), [])
 
@@ -565,7 +574,7 @@ class _MatchIndex:
         if self._by_category is not None:
             self._by_category.setdefault(category, []).append((norm, entry_id, len(norm)))
         grouped = self._by_skeleton.get(category)
-        if grouped is not None:
+        if grouped is not None and len(norm) <= SKELETON_MAX:
             key = skeleton(self._by_id[entry_id].content)
             grouped.setdefault(key, []).append(entry_id)
 
@@ -649,8 +658,9 @@ def _find_match(
             if found is not None and found.restates:
                 return found
             update = _believed(by_id, update, found)
-    if has_keys(content):
-        # Texts too short for bigrams to find alike ("我儿子上三年级" / "四年级").
+    if size <= SKELETON_MAX and skeleton(content) != norm:
+        # A number, date or negation in a text too short for bigrams to find alike
+        # ("我儿子上三年级" / "四年级"); the skeleton of a text without one is its `norm`.
         for entry_id in index.same_skeleton(cand.category, content):
             found = _related(by_id, entry_id, content)
             if found is not None and found.restates:

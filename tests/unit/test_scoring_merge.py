@@ -31,6 +31,7 @@ from memory_core.entries import ArchiveReason, Importance, MemoryClass, MemoryEn
 from memory_core.fact_keys import Relation, has_keys, relation, skeleton
 from memory_core.memory_md import parse_memory, render_memory
 from memory_core.merge import (
+    SKELETON_MAX,
     Candidate,
     Change,
     ChangeKind,
@@ -699,11 +700,13 @@ def reference_merge(
             if e.category == cand.category
             and _reference_similar(normalize_content(e.content), norm)
         ]
-        if has_keys(content):
+        if has_keys(content) and len(norm) <= SKELETON_MAX:
             alike += [
                 e.id
                 for e in by_id.values()
-                if e.category == cand.category and skeleton(e.content) == skeleton(content)
+                if e.category == cand.category
+                and len(normalize_content(e.content)) <= SKELETON_MAX
+                and skeleton(e.content) == skeleton(content)
             ]
         relations = [(e_id, relation(by_id[e_id].content, content)) for e_id in alike]
         restated = [e_id for e_id, rel in relations if rel is Relation.RESTATES]
@@ -1012,3 +1015,12 @@ def test_an_update_replaces_the_version_now_believed() -> None:
     again = merge(result.entries, [Candidate(grade_5)], T0, None)
     scores = {e.content: e.score for e in again.entries}
     assert scores == pytest.approx({GRADE_3: 0.3, GRADE_4: 0.3, grade_5: 0.6})
+
+
+def test_long_texts_are_left_to_the_bigrams() -> None:
+    """Past `SKELETON_MAX` one changed number keeps the bigrams alike: still an update."""
+    filler = " and the rest of a long note about the school run" * 5
+    long_old, long_new = GRADE_3 + filler, GRADE_4 + filler
+    assert len(normalize_content(long_old)) > SKELETON_MAX
+    result = merge([entry("e1", 0.6, content=long_old)], [Candidate(long_new)], T0, None)
+    assert result.outcome is not None and result.outcome.kept is Kept.UPDATED
