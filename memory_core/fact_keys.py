@@ -143,8 +143,10 @@ _ZH_DATES = re.compile(
 _ZH_NEGATION = re.compile("[不没别未非无勿莫]")
 _ZH_NOT_NEGATIONS = re.compile(
     "不错|不过|不同|不断|不少|不仅|不但|不管|不论|不久|不禁|不然|非常|无论|别人|别的|"
-    "特别|分别|区别|告别|级别|类别|性别|差别|未来|并非|无聊|毫无"
+    "特别|分别|区别|告别|级别|类别|性别|差别|未来|无聊|而非|除非|是非|无线"
 )
+"""Words with a negation character that negate nothing ("pytest 而非 unittest": rather
+than). Every first character here is in `_ZH_KEY`'s look-ahead."""
 _ZH_RELATIONS = (
     "儿子|女儿|老婆|妻子|老公|丈夫|妈妈|爸爸|哥哥|姐姐|弟弟|妹妹|同事|朋友|老板|老师|"
     "男朋友|女朋友|猫咪|小猫|猫|狗狗|小狗|狗|宠物"
@@ -249,7 +251,7 @@ _EN_NEGATED = {"cannot": "can", "can't": "can", "won't": "will"}
 _EN_TOKEN = re.compile(r"\b(?:do|does|did) not\b|[a-z]+(?:'[a-z]+)?")
 """On casefolded NFKC text: the words `_mask_english` looks at ("do not" as one)."""
 _ZH_KEY = re.compile(
-    "(?=[一统唯万十千不同三七非无别特分区告级类性差未并毫今明后昨前早上中下晚凌周本这去星礼"
+    "(?=[一统唯万十千不同三七非无别特分区告级类性差未而除是今明后昨前早上中下晚凌周本这去星礼"
     "零〇二两四五六八九百亿没勿莫])"  # the first characters below: fail fast elsewhere
     f"(?:(?P<word>{_ZH_NOT_NUMBERS.pattern}|{_ZH_NOT_NEGATIONS.pattern})"
     f"|(?P<date>{_ZH_DATES.pattern})|(?P<number>{_ZH_NUMERAL.pattern})|{_ZH_NEGATION.pattern})"
