@@ -148,10 +148,11 @@ class Capture:
             expires_at=args.expires,
             memory_class=MemoryClass(args.memory_class) if args.memory_class else None,
         )
-        verb = "reinforced" if result.count(ChangeKind.REINFORCED) else "saved"
+        outcome = result.outcome
+        assert outcome is not None  # capture raises when nothing was kept
         Output(args.json).emit(
-            {"action": verb, "entry": entry_json(entry)},
-            f"{verb} [{entry.id}] {entry.category} {entry.score:.2f}: {entry.content}",
+            {**outcome.as_json(), "entry": entry_json(entry)},
+            f"{outcome.describe()} {entry.category} {entry.score:.2f}: {entry.content}",
         )
         return 0
 

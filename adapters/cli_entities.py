@@ -1,4 +1,5 @@
-"""`chatmem entities`: the people, pets, places and projects a scope's memories name."""
+"""`chatmem entities`: the people, pets, places, workplaces and projects a scope's memories
+name."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ if TYPE_CHECKING:
 
 @command(
     "entities",
-    "list the people, pets, places and projects the scope's memories name",
+    "list the people, pets, places, workplaces and projects the scope's memories name",
     reads_only=True,
 )
 class Entities:

@@ -124,7 +124,10 @@ def build_server(core: MemoryCore, scope: ScopeKey) -> MCPServer:
             "Save something worth remembering, as one self-contained sentence. "
             "target=long-term stores a scored long-term memory (what the user asks you to "
             "remember; durable preferences, facts, decisions); target=daily appends to "
-            "today's notes. Saving a memory again reinforces it instead of duplicating it."
+            "today's notes. Saving a memory again reinforces it instead of duplicating it; "
+            "one that changes a number, date or negation of an alike memory updates it. "
+            "The answer's action says which: saved, updated (with the replaced id) or "
+            "reinforced."
         ),
     )
     async def memory_save(

@@ -459,9 +459,12 @@ class MemoryCore:
         expires_at: datetime | None = None,
         memory_class: MemoryClass | str | None = None,
     ) -> tuple[MemoryEntry, MergeResult]:
-        """Save one memory now (a repeat of an existing one reinforces it); without a
-        class it takes its category's. `importance` and `memory_class` take the enum or
-        its string; a bad one, or text with a lone surrogate, is one InputRefused."""
+        """Save one memory now; without a class it takes its category's. The result's
+        `outcome` says what was kept: a new entry, an update of an alike one that differs
+        in a number, date or negation (the old one contradicted, still readable), or a
+        reinforcement of a repeat (whose text stays). `importance` and `memory_class` take
+        the enum or its string; a bad one, or text with a lone surrogate, is one
+        InputRefused."""
         return await self.memory.long_term.capture(
             scope,
             content,

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from operator import attrgetter
+from typing import NamedTuple
 
 from memory_core.entries import (
     CATEGORY_CLASSES,
@@ -28,6 +29,7 @@ from memory_core.entries import (
     class_of,
     new_entry_id,
 )
+from memory_core.fact_keys import Relation, relation, skeleton
 from memory_core.scoring import (
     DEFAULT_POLICY,
     ScoringPolicy,
@@ -140,6 +142,60 @@ class MergeResult:
     def stats(self) -> dict[str, int]:
         return {kind.value: self.count(kind) for kind in ChangeKind if self.count(kind)}
 
+    @property
+    def outcome(self) -> Outcome | None:
+        """What became of the merge's last candidate (a capture's only one): saved as a
+        new entry, an update of an entry, or a reinforcement; None when nothing was kept."""
+        for change in reversed(self.changes):
+            if change.kind is ChangeKind.REINFORCED:
+                return Outcome(Kept.REINFORCED, change.entry_id)
+            if change.kind is ChangeKind.ADDED:
+                if change.detail.startswith(UPDATES_DETAIL):
+                    replaced = change.detail.removeprefix(UPDATES_DETAIL)
+                    return Outcome(Kept.UPDATED, change.entry_id, replaced)
+                return Outcome(Kept.SAVED, change.entry_id)
+        return None
+
+
+UPDATES_DETAIL = "updates "
+"""How the ADDED change of an update names the entry it replaces (`updates <id>`; that
+entry's CONTRADICTED change says `updated by <new id>`): the audit log shows both."""
+
+
+class Kept(StrEnum):
+    SAVED = "saved"
+    """A new entry."""
+    UPDATED = "updated"
+    """A new entry replacing an alike one that differs in a number, date or negation; the
+    old one is contradicted (its score halved) and stays readable."""
+    REINFORCED = "reinforced"
+    """The same fact said again: the old entry's score rises, its text stays."""
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    kept: Kept
+    entry_id: str
+    """The entry that holds the text now (a new one unless reinforced)."""
+    replaced: str | None = None
+    """The entry an update replaced."""
+
+    def describe(self) -> str:
+        """One line for people: `saved new [id]`, `updated [old] -> [new]`,
+        `reinforced [id]`."""
+        if self.kept is Kept.UPDATED:
+            return f"updated [{self.replaced}] -> [{self.entry_id}]"
+        if self.kept is Kept.SAVED:
+            return f"saved new [{self.entry_id}]"
+        return f"reinforced [{self.entry_id}]"
+
+    def as_json(self) -> dict[str, str]:
+        """For tools and `--json`: `{"action": ..., "id": ..., "replaced": ...}`."""
+        answer = {"action": self.kept.value, "id": self.entry_id}
+        if self.replaced is not None:
+            answer["replaced"] = self.replaced
+        return answer
+
 
 _NOISE = re.compile(r"[\s\W_]+", re.UNICODE)
 
@@ -157,6 +213,12 @@ def _bigrams(text: str) -> frozenset[str]:
 
 SIMILAR = 0.85
 """Two contents at least this alike (length ratio, then bigram Jaccard) are one memory."""
+
+
+SKELETON_MAX = 200
+"""Normalized length up to which texts are also compared by their skeleton. A longer text
+that changes one number, date or negation keeps its bigrams alike (the fuzzy match finds
+it), and skeletons of long texts would cost a regex pass each for nothing."""
 
 
 def _similar(a: str, b: str, threshold: float = SIMILAR) -> bool:
@@ -178,10 +240,11 @@ def _similar(a: str, b: str, threshold: float = SIMILAR) -> bool:
 def same_memory(a: MemoryEntry, b: MemoryEntry) -> bool:
     """Whether a merge would take either entry's text for a restatement of the other (the
     rules of `_find_match`: the same normalized text in any category, or a `_similar` one
-    in the same category). Whoever acts on "this fact and its duplicates" (a person's
+    in the same category, and no number, date, name or negation apart). Whoever acts on "this fact and its duplicates" (a person's
     forget request) must find exactly the entries a merge would have folded together."""
     na, nb = normalize_content(a.content), normalize_content(b.content)
-    return na == nb or (a.category == b.category and _similar(na, nb))
+    alike = na == nb or (a.category == b.category and _similar(na, nb))
+    return alike and relation(a.content, b.content) is Relation.RESTATES
 
 
 _by_score = attrgetter("score")
@@ -262,18 +325,18 @@ def merge(
         for target in cand.contradicts:
             _contradict(by_id, target, now, policy, changes)
         norm = normalize_content(content)
-        match_id = _find_match(by_id, index, cand, norm)
-        if match_id is not None:
-            _reinforce(by_id, match_id, now, session_id, policy, changes)
+        match = _find_match(by_id, index, cand, norm)
+        if match.restates is not None:
+            _reinforce(by_id, match.restates, now, session_id, policy, changes)
             continue
         entry = _new_entry(cand, content, now, session_id, by_id)
         if is_expired(entry, now):
             continue
+        if match.updates is not None:
+            _contradict(by_id, match.updates, now, policy, changes, f"updated by {entry.id}")
         by_id[entry.id] = entry
         index.add(entry.id, entry.category, norm)
-        changes.append(
-            Change(ChangeKind.ADDED, entry.id, None, entry.score, content, entry.category)
-        )
+        changes.append(_added(entry, match.updates))
 
     _settle(by_id, before_status, policy, changes)
     return MergeResult(entries=sort_entries(by_id.values()), changes=changes)
@@ -461,6 +524,8 @@ class _MatchIndex:
         # order wins, as `setdefault` in file order would give.
         self._by_norm = dict(zip(reversed(self._norms), reversed(self._ids), strict=True))
         self._by_category: dict[str, list[tuple[str, str, int]]] | None = None
+        self._by_id = by_id
+        self._by_skeleton: dict[str, dict[str, list[str]]] = {}
 
     def exact(self, norm: str) -> str | None:
         """The first entry whose normalized text is `norm`."""
@@ -483,6 +548,23 @@ class _MatchIndex:
             self._by_category = grouped
         return self._by_category.get(category, [])
 
+    def same_skeleton(self, category: str, content: str) -> list[str]:
+        """Ids of the category's entries whose text is `content`'s but for numbers, dates
+        and negations (`fact_keys.skeleton`), in `by_id` order.
+
+        Built per category on first use (only a short candidate that holds such a key
+        asks), of the category's short entries (`SKELETON_MAX`).
+        """
+        grouped = self._by_skeleton.get(category)
+        if grouped is None:
+            grouped = {}
+            for _, entry_id, size in self.category(category):
+                if size <= SKELETON_MAX:
+                    key = skeleton(self._by_id[entry_id].content)
+                    grouped.setdefault(key, []).append(entry_id)
+            self._by_skeleton[category] = grouped
+        return grouped.get(skeleton(content), [])
+
     def add(self, entry_id: str, category: str, norm: str) -> None:
         """Index an entry added by the merge (it comes last in `by_id`)."""
         self._ids.append(entry_id)
@@ -491,25 +573,73 @@ class _MatchIndex:
         self._by_norm.setdefault(norm, entry_id)
         if self._by_category is not None:
             self._by_category.setdefault(category, []).append((norm, entry_id, len(norm)))
+        grouped = self._by_skeleton.get(category)
+        if grouped is not None and len(norm) <= SKELETON_MAX:
+            key = skeleton(self._by_id[entry_id].content)
+            grouped.setdefault(key, []).append(entry_id)
+
+
+class _Match(NamedTuple):
+    """What a candidate is to the entries it resembles (at most one of the two is set)."""
+
+    restates: str | None = None
+    """The entry it says again: reinforced."""
+    updates: str | None = None
+    """The entry it replaces (a changed number, date or negation): contradicted."""
+
+
+_NO_MATCH = _Match()
+
+
+def _related(by_id: dict[str, MemoryEntry], entry_id: str, content: str) -> _Match | None:
+    """`content` against an entry found alike: a restatement or an update of it, or None
+    for a different fact (another name)."""
+    found = relation(by_id[entry_id].content, content)
+    if found is Relation.RESTATES:
+        return _Match(restates=entry_id)
+    if found is Relation.UPDATES:
+        return _Match(updates=entry_id)
+    return None
+
+
+def _believed(by_id: dict[str, MemoryEntry], a: _Match | None, b: _Match | None) -> _Match | None:
+    """Of two entries a candidate would update, the version now believed: the higher score,
+    the later one on a tie. (Updating the oldest every time would halve it away.)"""
+    if a is None or b is None:
+        return a or b
+    assert a.updates is not None and b.updates is not None
+    return b if by_id[b.updates].score >= by_id[a.updates].score else a
 
 
 def _find_match(
     by_id: dict[str, MemoryEntry], index: _MatchIndex, cand: Candidate, norm: str
-) -> str | None:
+) -> _Match:
     """The entry `cand` restates: named by id, the same normalized text, or else the first
-    entry (in file order) of its category whose text is `_similar`.
+    entry (in file order) of its category whose text is `_similar` and differs in no number,
+    date, name or negation (`fact_keys.relation`), or else one of its category with the
+    same skeleton (`fact_keys.skeleton`: the text but for numbers, dates and negations). Failing that,
+    of the entries that only a number, date or negation sets apart, the one with the highest
+    score (the later on a tie) is the one `cand` updates.
 
     The fuzzy scan visits only the candidate's category and skips texts whose length
     alone rules them out (`_similar`'s own first test, done inline) without a call each.
     """
+    content = cand.content
+    update: _Match | None = None
     if cand.matches and cand.matches in by_id:
-        return cand.matches
+        named = _related(by_id, cand.matches, content)
+        if named is not None and named.restates:
+            return named
+        update = named
     exact = index.exact(norm)
     if exact is not None:
-        return exact
+        found = _related(by_id, exact, content)
+        if found is not None and found.restates:
+            return found
+        update = _believed(by_id, update, found)
     size = len(norm)
     if not size:
-        return None  # `_similar` is False for an empty text
+        return update or _NO_MATCH  # `_similar` is False for an empty text
     grams = _bigrams(norm)
     count = len(grams)
     # `_similar(other, norm)` written out: same tests, same order, same float divisions.
@@ -524,8 +654,19 @@ def _find_match(
             continue
         shared = len(other_grams & grams)
         if shared / (other_count + count - shared) >= SIMILAR:
-            return entry_id
-    return None
+            found = _related(by_id, entry_id, content)
+            if found is not None and found.restates:
+                return found
+            update = _believed(by_id, update, found)
+    if size <= SKELETON_MAX and skeleton(content) != norm:
+        # A number, date or negation in a text too short for bigrams to find alike
+        # ("我儿子上三年级" / "四年级"); the skeleton of a text without one is its `norm`.
+        for entry_id in index.same_skeleton(cand.category, content):
+            found = _related(by_id, entry_id, content)
+            if found is not None and found.restates:
+                return found
+            update = _believed(by_id, update, found)
+    return update or _NO_MATCH
 
 
 def _reinforce(
@@ -561,6 +702,7 @@ def _contradict(
     now: datetime,
     policy: ScoringPolicy,
     changes: list[Change],
+    detail: str = "",
 ) -> None:
     entry = by_id.get(entry_id)
     if entry is None:
@@ -571,7 +713,23 @@ def _contradict(
         contradicted = contradict_belief(contradicted, policy)
     by_id[entry_id] = contradicted
     changes.append(
-        Change(ChangeKind.CONTRADICTED, entry_id, entry.score, score, entry.content, entry.category)
+        Change(
+            ChangeKind.CONTRADICTED,
+            entry_id,
+            entry.score,
+            score,
+            entry.content,
+            entry.category,
+            detail,
+        )
+    )
+
+
+def _added(entry: MemoryEntry, updates: str | None) -> Change:
+    """The ADDED change of a new entry; an update names the entry it replaces."""
+    detail = f"{UPDATES_DETAIL}{updates}" if updates is not None else ""
+    return Change(
+        ChangeKind.ADDED, entry.id, None, entry.score, entry.content, entry.category, detail
     )
 
 
@@ -628,7 +786,7 @@ class EntryView:
     def entries(self) -> list[MemoryEntry]:
         return list(self.by_id.values())
 
-    def find(self, cand: Candidate, norm: str) -> str | None:
+    def find(self, cand: Candidate, norm: str) -> _Match:
         return _find_match(self.by_id, self._index, cand, norm)
 
 
@@ -669,8 +827,9 @@ def apply_candidates(
                 _touch(by_id, target, now, policy, changes)
                 _contradict(by_id, target, now, policy, changes)
         norm = normalize_content(content)
-        match_id = view.find(cand, norm)
-        if match_id is not None:
+        match = view.find(cand, norm)
+        if match.restates is not None:
+            match_id = match.restates
             before = _touch(by_id, match_id, now, policy, changes)
             _reinforce(by_id, match_id, now, None, policy, changes)
             # Archive/restore transitions of the touched entry, as `merge` records them.
@@ -679,10 +838,11 @@ def apply_candidates(
         entry = _new_entry(cand, content, now, None, by_id)
         if is_expired(entry, now):
             continue
+        if match.updates is not None:
+            _touch(by_id, match.updates, now, policy, changes)
+            _contradict(by_id, match.updates, now, policy, changes, f"updated by {entry.id}")
         view.add(entry, norm)
-        changes.append(
-            Change(ChangeKind.ADDED, entry.id, None, entry.score, content, entry.category)
-        )
+        changes.append(_added(entry, match.updates))
     return changes
 
 

@@ -229,7 +229,7 @@ class Staging:
         """Write `staged` (journalled by a dead process) to the scope's file; how many were
         replayed, 0 when the write failed and they were kept for a later try."""
         try:
-            await self._write_staged(scope, staged, base=None, view=None)
+            await self._write_staged(scope, staged, base=None, entries=None)
         except Exception as exc:  # this scope only: the others must still be served
             log.error(
                 "%d journalled captures of scope %s cannot be written (%s); they stay in"
@@ -277,10 +277,14 @@ class Staging:
             async with queue.mutex:
                 staged, base, view = queue.staged, queue.base, queue.view
                 queue.staged = []
+                # The view as these captures left it: captures made while the file is
+                # written change the view, and must not reach this write (they are
+                # re-applied to the written file below, so would count twice).
+                entries = view.entries() if view is not None else None
             if not staged:
                 return
             try:
-                written = await self._write_staged(scope, staged, base, view)
+                written = await self._write_staged(scope, staged, base, entries)
             except BaseException:
                 async with queue.mutex:
                     queue.staged = staged + queue.staged
@@ -306,9 +310,10 @@ class Staging:
         scope: ScopeKey,
         staged: list[_Staged],
         base: ParsedMemory | None,
-        view: EntryView | None,
+        entries: list[MemoryEntry] | None,
     ) -> ParsedMemory:
-        """One write of MEMORY.md with `staged` applied; the written file.
+        """One write of MEMORY.md with `staged` applied (`entries`: the view with exactly
+        them, when the file is still `base`); the written file.
 
         The file is decayed to the time of the newest capture in it, not to the time of
         the write: it records the captures as of when they were made.
@@ -319,8 +324,8 @@ class Staging:
         def change(
             parsed: ParsedMemory,
         ) -> tuple[list[MemoryEntry], tuple[list[Applied], list[Change]]]:
-            if parsed is base and view is not None:
-                entries = view.entries()
+            if parsed is base and entries is not None:
+                result = entries
                 applied = [Applied(s.source, s.when, s.changes) for s in staged]
             else:
                 # The file is not the one the view was built on: replay onto it.
@@ -328,8 +333,8 @@ class Staging:
                 for s in staged:
                     if not _already_in(s, replayed):
                         applied.append(Applied(s.source, s.when, s.apply(replayed, policy)))
-                entries = replayed.entries()
-            decayed = decay_all(entries, when, policy)
+                result = replayed.entries()
+            decayed = decay_all(result, when, policy)
             return decayed.entries, (applied, decayed.changes)
 
         applied, decay_changes = await self._store.update_unsettled(scope, change, when)

@@ -187,3 +187,12 @@ def candidate(
 
 FACT_DAY = math.exp(-0.008)
 """What a day past the grace period multiplies a fact's score by (seed 001's lambda 0.008)."""
+
+
+def believed(ids: list[str], scores: dict[str, float]) -> str:
+    """The entry an update replaces: the highest score, the later one on a tie."""
+    best = ids[0]
+    for entry_id in ids:
+        if scores[entry_id] >= scores[best]:
+            best = entry_id
+    return best

@@ -49,7 +49,7 @@ from memory_core.event_log import decision_events, message_events
 from memory_core.history import Session, StoredMessage, sql_length
 from memory_core.llm import LLMClient, Message
 from memory_core.memory import MemoryService
-from memory_core.merge import ChangeKind, MergeResult, same_memory
+from memory_core.merge import ChangeKind, Kept, MergeResult, same_memory
 from memory_core.recall import Injection, has_recall_intent, without_known
 from memory_core.records import Hit
 from memory_core.scope import ScopeKey
@@ -124,6 +124,14 @@ class _PendingForget:
     entries: list[tuple[str, str]]
     """(id, content) of each entry the question listed, in its numbering."""
     asked_at: datetime
+
+
+_REMEMBER_REPLIES = {
+    Kept.SAVED: ("好的，我记住了：", "Got it, I'll remember: "),
+    Kept.UPDATED: ("已更新，替换了之前的那条：", "Updated; this replaces what I had: "),
+    Kept.REINFORCED: ("这条我之前就记得，已加强：", "I already knew that; reinforced: "),
+}
+"""`/remember`'s reply (Chinese, English) by what the capture kept."""
 
 
 def learned_summary(result: MergeResult, chinese: bool) -> str:
@@ -387,12 +395,9 @@ class ChatEngine:
             scope, what, category="fact", importance="high", source="explicit"
         )
         await self._decided(scope, "remember", result, None)
-        again = result.count(ChangeKind.REINFORCED) > 0
-        if chinese:
-            return ("这条我之前就记得，已加强：" if again else "好的，我记住了：") + entry.content
-        return (
-            "I already knew that; reinforced: " if again else "Got it, I'll remember: "
-        ) + entry.content
+        kept = result.outcome.kept if result.outcome else Kept.SAVED
+        chinese_reply, english_reply = _REMEMBER_REPLIES[kept]
+        return (chinese_reply if chinese else english_reply) + entry.content
 
     async def _ask_forget(self, scope: ScopeKey, what: str, chinese: bool) -> str:
         if not what:

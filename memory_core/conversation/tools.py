@@ -83,7 +83,9 @@ MEMORY_SAVE: dict[str, Any] = {
         "description": (
             "Save something worth remembering. target=daily appends to today's notes; "
             "target=long-term stores a scored long-term memory (use when the user asks you to "
-            "remember, or for durable preferences, facts and decisions)."
+            "remember, or for durable preferences, facts and decisions). The answer's action "
+            "says what was kept: saved (new), updated (replaces the alike entry 'replaced', "
+            "e.g. a changed number) or reinforced (said before)."
         ),
         "parameters": {
             "type": "object",
@@ -198,12 +200,14 @@ async def memory_save(
         path, line = await ctx.memory.notes.append(ctx.scope, content)
         return {"saved": "daily", "path": f"{path}:{line}"}
     if target in ("long-term", "long_term", "longterm"):
-        entry, _ = await ctx.memory.long_term.capture(
+        entry, result = await ctx.memory.long_term.capture(
             ctx.scope,
             content,
             category=category if category in CATEGORIES else "fact",
             importance=importance,
             source="memory_save",
         )
-        return {"saved": "long-term", "id": entry.id, "score": round(entry.score, 2)}
+        outcome = result.outcome
+        assert outcome is not None  # capture raises when nothing was kept
+        return {"saved": "long-term", **outcome.as_json(), "score": round(entry.score, 2)}
     raise ChatmemError("target must be 'daily' or 'long-term'")

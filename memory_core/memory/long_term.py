@@ -240,9 +240,11 @@ class LongTermMemory:
         expires_at: datetime | None = None,
         memory_class: MemoryClass | str | None = None,
     ) -> tuple[MemoryEntry, MergeResult]:
-        """Save one memory now (a repeat of an existing one reinforces it). Labels are
-        the enum members or their strings (`importance="high"`, `memory_class="event"`);
-        anything else, or text UTF-8 cannot hold, is one InputRefused."""
+        """Save one memory now: the entry that holds it, and the merge, whose `outcome`
+        says whether it was saved new, updated an alike entry (another number, date or
+        negation: the old one is contradicted) or reinforced a repeat. Labels are the enum
+        members or their strings (`importance="high"`, `memory_class="event"`); anything
+        else, or text UTF-8 cannot hold, is one InputRefused."""
         text = self._checked_content(content)
         storable(source, "the source")
         cand = Candidate(
@@ -268,10 +270,10 @@ class LongTermMemory:
                 self._journal_away = False
         if result is None:
             result = await self.merge_candidates(scope, [cand], session_id=None, source=source)
-        touched = [c for c in result.changes if c.kind in (ChangeKind.ADDED, ChangeKind.REINFORCED)]
-        if not touched:
+        outcome = result.outcome
+        if outcome is None:
             raise ChatmemError("the memory was not stored (already expired?)")
-        entry = next(e for e in reversed(result.entries) if e.id == touched[-1].entry_id)
+        entry = next(e for e in reversed(result.entries) if e.id == outcome.entry_id)
         return entry, result
 
     async def _pending_uses(self, scope: ScopeKey) -> list[Activation]:

@@ -621,3 +621,21 @@ async def test_http_answers_every_malformed_body_with_a_json_rpc_error(workspace
                 assert_plain(reply["error"])
         async with http_client(url, None) as client:
             assert (await ok(client, "memory_list", {}))["total"] == 0
+
+
+async def test_memory_save_tells_an_update_from_a_reinforcement(workspace: Path) -> None:
+    """An agent saving a changed phone number learns that it updated the old entry, whose
+    text stays readable; the same text again is a reinforcement."""
+    old_number = "Alice's new phone number is 555-0142, call her after six"
+    new_number = old_number.replace("0142", "0143")
+    async with MemoryCore.open(mcp_config(workspace), create=True) as core:
+        async with http_server(core, ALICE) as url, http_client(url, None) as client:
+            first = await ok(client, "memory_save", {"content": old_number, "target": "long-term"})
+            assert first["action"] == "saved"
+            second = await ok(client, "memory_save", {"content": new_number, "target": "long-term"})
+            assert second["action"] == "updated"
+            assert second["replaced"] == first["id"] and second["id"] != first["id"]
+            again = await ok(client, "memory_save", {"content": new_number, "target": "long-term"})
+            assert (again["action"], again["id"]) == ("reinforced", second["id"])
+        scores = {e.content: e.score for e in await core.entries(ALICE)}
+        assert scores[new_number] > scores[old_number]

@@ -111,8 +111,11 @@ async def test_remember(router: MessageRouter, core: MemoryCore) -> None:
         "I already knew that; reinforced: I like oolong tea"
     )
     assert await say(router, "/remember 我喜欢乌龙茶") == "好的，我记住了：我喜欢乌龙茶"
+    assert (
+        await say(router, "/remember 我不喜欢乌龙茶") == "已更新，替换了之前的那条：我不喜欢乌龙茶"
+    )
     contents = sorted(e.content for e in await core.entries(MAIN))
-    assert contents == ["I like oolong tea", "我喜欢乌龙茶"]
+    assert contents == ["I like oolong tea", "我不喜欢乌龙茶", "我喜欢乌龙茶"]
 
 
 async def test_forget_asks_then_forgets(router: MessageRouter, core: MemoryCore) -> None:

@@ -153,6 +153,23 @@ def test_init_is_idempotent(cli: Run, ws: Path) -> None:
     assert "something to keep" in (ws / "MEMORY.md").read_text(encoding="utf-8")
 
 
+def test_capture_says_when_it_updates_an_entry(cli: Run) -> None:
+    grade_3 = "My son Leo is in grade 3 at Hillview primary school"
+    grade_4 = grade_3.replace("3", "4")
+    saved = cli.json("capture", grade_3)
+    assert (saved["action"], saved["id"]) == ("saved", saved["entry"]["id"])
+    code, out, _ = cli("capture", grade_4)
+    assert code == 0
+    updated = next(e for e in cli.json("status")["active"] if e["content"] == grade_4)
+    assert out.startswith(f"updated [{saved['id']}] -> [{updated['id']}] fact 0.60: {grade_4}")
+    contents = sorted(e["content"] for e in cli.json("status")["active"])
+    assert contents == [grade_3, grade_4]
+    again = cli.json("capture", grade_4)
+    assert (again["action"], again["id"]) == ("reinforced", updated["id"])
+    other = cli.json("capture", grade_3.replace("Leo", "Max"))
+    assert other["action"] == "saved"
+
+
 def test_capture_status_json(cli: Run) -> None:
     data = cli.json("capture", PYTEST_PREF, "--category", "preference", "--importance", "high")
     assert data["action"] == "saved"

@@ -13,7 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memory_core.entries import CATEGORIES, MemoryEntry
+from memory_core.fact_keys import Relation, has_keys, relation, skeleton
 from memory_core.merge import (
+    SKELETON_MAX,
     Candidate,
     ChangeKind,
     EntryView,
@@ -24,10 +26,13 @@ from memory_core.merge import (
     merge,
     normalize_content,
 )
-from tests.support import FACT_DAY
+from tests.support import FACT_DAY, believed
 
 START = datetime(2026, 1, 1, 12, tzinfo=UTC)
-WORDS = ["tea", "coffee", "green", "black", "likes", "hates", "drinks", "morning", "用户", "喜欢"]
+WORDS = [
+    "tea", "coffee", "green", "black", "likes", "hates", "drinks", "morning", "用户", "喜欢",
+    "3", "三", "4", "not", "不", "Leo", "Max",
+]  # fmt: skip
 
 texts = st.lists(st.sampled_from(WORDS), min_size=1, max_size=6).map(" ".join)
 
@@ -67,8 +72,22 @@ def test_find_agrees_with_the_plain_rule(existing: list[MemoryEntry], text: str,
     fuzzy = [
         e.id for e in existing if e.category == cat and _similar(normalize_content(e.content), norm)
     ]
-    expected = (exact or fuzzy or [None])[0]
-    assert EntryView.of(existing).find(Candidate(text, cat), norm) == expected
+    skeletons = [
+        e.id
+        for e in existing
+        if has_keys(text)
+        and e.category == cat
+        and max(len(norm), len(normalize_content(e.content))) <= SKELETON_MAX
+        and skeleton(e.content) == skeleton(text)
+    ]
+    contents = {e.id: e.content for e in existing}
+    relations = [(i, relation(contents[i], text)) for i in [*exact, *fuzzy, *skeletons]]
+    restated = [i for i, found in relations if found is Relation.RESTATES]
+    updated = [i for i, found in relations if found is Relation.UPDATES]
+    found = EntryView.of(existing).find(Candidate(text, cat), norm)
+    assert found.restates == (restated or [None])[0]
+    scores = {e.id: e.score for e in existing}
+    assert found.updates == (None if restated or not updated else believed(updated, scores))
 
 
 @settings(max_examples=150, deadline=None)

@@ -28,16 +28,22 @@ from hypothesis import strategies as st
 
 from memory_core import merge as merge_module
 from memory_core.entries import ArchiveReason, Importance, MemoryClass, MemoryEntry, build_entry
+from memory_core.fact_keys import Relation, has_keys, relation, skeleton
 from memory_core.memory_md import parse_memory, render_memory
 from memory_core.merge import (
+    SKELETON_MAX,
     Candidate,
     Change,
     ChangeKind,
+    Kept,
     MergeResult,
+    Outcome,
+    add_candidates,
     build_change,
     decay_all,
     merge,
     normalize_content,
+    same_memory,
     sort_entries,
 )
 from memory_core.scoring import (
@@ -55,6 +61,7 @@ from memory_core.scoring import (
     score_at,
     status_of,
 )
+from tests.support import believed
 
 T0 = datetime(2026, 1, 1, 9, 0, tzinfo=UTC)
 FLAT = ScoringPolicy(decay="flat")
@@ -633,7 +640,10 @@ DST_EDGES = [
     datetime(2026, 10, 25, 0, 30, tzinfo=UTC),  # and its fall-back night
     datetime(2026, 11, 1, 5, 30, tzinfo=UTC),  # America/New_York's fall-back
 ]
-WORDS = ["coffee", "tea", "Coffee!", "咖啡", "茶", "green", "tea,", " ", "x", "morning"]
+WORDS = [
+    "coffee", "tea", "Coffee!", "咖啡", "茶", "green", "tea,", " ", "x", "morning",
+    "3", "4", "三", "Leo", "Max", "不", "not", "Monday",
+]  # fmt: skip
 
 
 def _reference_similar(a: str, b: str, threshold: float = 0.85) -> bool:
@@ -680,20 +690,29 @@ def reference_merge(
         for target in cand.contradicts:
             merge_module._contradict(by_id, target, now, policy, changes)
         norm = normalize_content(content)
-        match_id = None
-        if cand.matches and cand.matches in by_id:
-            match_id = cand.matches
-        elif norm in by_norm:
-            match_id = by_norm[norm]
-        else:
-            for e in by_id.values():
-                if e.category == cand.category and _reference_similar(
-                    normalize_content(e.content), norm
-                ):
-                    match_id = e.id
-                    break
-        if match_id is not None:
-            merge_module._reinforce(by_id, match_id, now, session_id, policy, changes)
+        # Alike entries in the order they are looked at: named, same text, similar, same
+        # skeleton.
+        alike = [cand.matches] if cand.matches and cand.matches in by_id else []
+        alike += [by_norm[norm]] if norm in by_norm else []
+        alike += [
+            e.id
+            for e in by_id.values()
+            if e.category == cand.category
+            and _reference_similar(normalize_content(e.content), norm)
+        ]
+        if has_keys(content) and len(norm) <= SKELETON_MAX:
+            alike += [
+                e.id
+                for e in by_id.values()
+                if e.category == cand.category
+                and len(normalize_content(e.content)) <= SKELETON_MAX
+                and skeleton(e.content) == skeleton(content)
+            ]
+        relations = [(e_id, relation(by_id[e_id].content, content)) for e_id in alike]
+        restated = [e_id for e_id, rel in relations if rel is Relation.RESTATES]
+        updated = [e_id for e_id, rel in relations if rel is Relation.UPDATES]
+        if restated:
+            merge_module._reinforce(by_id, restated[0], now, session_id, policy, changes)
             continue
         new = MemoryEntry(
             id=merge_module.new_entry_id(set(by_id)),
@@ -713,9 +732,16 @@ def reference_merge(
         )
         if is_expired(new, now):
             continue
+        detail = ""
+        if updated:
+            target = believed(updated, {i: by_id[i].score for i in updated})
+            merge_module._contradict(by_id, target, now, policy, changes, f"updated by {new.id}")
+            detail = f"updates {target}"
         by_id[new.id] = new
         by_norm.setdefault(norm, new.id)
-        changes.append(Change(ChangeKind.ADDED, new.id, None, new.score, content, new.category))
+        changes.append(
+            Change(ChangeKind.ADDED, new.id, None, new.score, content, new.category, detail)
+        )
     survivors = []
     for e in by_id.values():
         old, status = before.get(e.id), status_of(e, policy)
@@ -899,3 +925,102 @@ def test_build_change_is_an_ordinary_frozen_change() -> None:
     with pytest.raises(FrozenInstanceError):
         fast.detail = "x"  # type: ignore[misc]
     assert build_change(*args[:6]) == Change(*args[:6])
+
+
+# --- updates: alike texts that differ in a number, date, name or negation ----------------
+
+GRADE_3 = "My son Leo is in grade 3 at Hillview primary school"
+GRADE_4 = "My son Leo is in grade 4 at Hillview primary school"
+
+
+@pytest.mark.parametrize("fast_path", [False, True])
+def test_a_changed_number_is_an_update_not_a_reinforcement(fast_path: bool) -> None:
+    old = entry("e1", 0.6, content=GRADE_3)
+    now = T0 + days(1)
+    run = add_candidates if fast_path else (lambda e, c, n: merge(e, c, n, None))
+    result = run([old], [Candidate(GRADE_4)], now)
+    new = next(e for e in result.entries if e.content == GRADE_4)
+    assert only(result.entries).score == pytest.approx(0.3)  # seed 002: contradicted * 0.5
+    assert only(result.entries).content == GRADE_3  # kept, readable
+    assert new.score == 0.6 and new.hits == 0
+    assert result.count(ChangeKind.REINFORCED) == 0
+    assert result.outcome == Outcome(Kept.UPDATED, new.id, "e1")
+    assert result.outcome.describe() == f"updated [e1] -> [{new.id}]"
+    [contradicted] = [c for c in result.changes if c.kind is ChangeKind.CONTRADICTED]
+    assert contradicted.detail == f"updated by {new.id}"
+
+
+def test_another_name_is_a_memory_of_its_own() -> None:
+    old = entry("e1", 0.6, content=GRADE_3)
+    result = merge([old], [Candidate(GRADE_3.replace("Leo", "Max"))], T0, None)
+    assert only(result.entries).score == 0.6  # untouched
+    assert len(result.entries) == 2
+    assert result.outcome is not None and result.outcome.kept is Kept.SAVED
+
+
+def test_a_restatement_among_updates_is_reinforced() -> None:
+    """After an update, the new text said again reinforces the new entry, not the old."""
+    first = merge([entry("e1", 0.6, content=GRADE_3)], [Candidate(GRADE_4)], T0, None)
+    again = merge(first.entries, [Candidate(GRADE_4 + ".")], T0, None)
+    assert again.outcome is not None and again.outcome.kept is Kept.REINFORCED
+    assert by_content(again.entries)[GRADE_4].hits == 1
+    assert by_content(again.entries)[GRADE_3].score == pytest.approx(0.3)
+
+
+def test_a_named_match_that_changes_a_number_is_an_update() -> None:
+    result = merge(
+        [entry("e1", 0.6, content="用户不喜欢喝咖啡")],
+        [Candidate("用户喜欢喝咖啡", matches="e1")],
+        T0,
+        None,
+    )
+    assert result.outcome is not None and result.outcome.kept is Kept.UPDATED
+    assert len(result.entries) == 2
+
+
+def test_same_memory_does_not_join_an_update() -> None:
+    assert not same_memory(entry("a", content=GRADE_3), entry("b", content=GRADE_4))
+    assert same_memory(entry("a", content=GRADE_4), entry("b", content=GRADE_4 + "!"))
+
+
+def by_content(entries: Iterable[MemoryEntry]) -> dict[str, MemoryEntry]:
+    return {e.content: e for e in entries}
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "kept"),
+    [
+        ("我儿子上三年级", "我儿子上四年级", Kept.UPDATED),
+        ("我喜欢乌龙茶", "我不喜欢乌龙茶", Kept.UPDATED),
+        ("I like tea", "I don't like tea", Kept.UPDATED),
+        ("我儿子上三年级", "我儿子上3年级", Kept.REINFORCED),
+    ],
+)
+def test_short_texts_are_compared_by_their_skeleton(old: str, new: str, kept: Kept) -> None:
+    """Too short for their bigrams to be alike, yet the same text but for a number or a
+    negation."""
+    result = merge([entry("e1", 0.6, content=old)], [Candidate(new)], T0, None)
+    assert result.outcome is not None
+    assert (result.outcome.kept, result.outcome.replaced) == (
+        kept,
+        "e1" if kept is Kept.UPDATED else None,
+    )
+
+
+def test_an_update_replaces_the_version_now_believed() -> None:
+    """Three grades in a row: each update halves the one before it, not the first again
+    (which would halve it away)."""
+    result = merge([entry("e1", 0.6, content=GRADE_3)], [Candidate(GRADE_4)], T0, None)
+    grade_5 = GRADE_3.replace("3", "5")
+    again = merge(result.entries, [Candidate(grade_5)], T0, None)
+    scores = {e.content: e.score for e in again.entries}
+    assert scores == pytest.approx({GRADE_3: 0.3, GRADE_4: 0.3, grade_5: 0.6})
+
+
+def test_long_texts_are_left_to_the_bigrams() -> None:
+    """Past `SKELETON_MAX` one changed number keeps the bigrams alike: still an update."""
+    filler = " and the rest of a long note about the school run" * 5
+    long_old, long_new = GRADE_3 + filler, GRADE_4 + filler
+    assert len(normalize_content(long_old)) > SKELETON_MAX
+    result = merge([entry("e1", 0.6, content=long_old)], [Candidate(long_new)], T0, None)
+    assert result.outcome is not None and result.outcome.kept is Kept.UPDATED

@@ -13,6 +13,7 @@ import textwrap
 import time
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -316,3 +317,30 @@ async def test_an_unreadable_journal_row_is_kept_not_dropped(
         assert await core.entries(MAIN) == []
         assert await journal_sql(core, "SELECT count(*) FROM captures") == [(1,)]
     assert not (workspace / ".chatmem" / "owners" / "dead0.lock").exists()
+
+
+async def test_a_capture_made_while_the_file_is_written_counts_once(
+    config: Config, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The write takes the view as its captures left it: a capture made meanwhile is
+    re-applied to the written file, so it must not be in that write too (it would count
+    as said twice: a reinforcement nobody made)."""
+    async with MemoryCore.open(slow_writes(config, 0.0), clock=clock) as core:
+        long_term_store = core.memory.long_term.store
+        real = long_term_store.update_unsettled
+        writing, go_on = asyncio.Event(), asyncio.Event()
+
+        async def held_back(*args: Any, **kwargs: Any) -> Any:
+            writing.set()
+            await go_on.wait()
+            return await real(*args, **kwargs)
+
+        monkeypatch.setattr(long_term_store, "update_unsettled", held_back)
+        first, _ = await core.capture(MAIN, "walks the dog at seven")
+        await writing.wait()  # the background write has the first capture in hand
+        second, _ = await core.capture(MAIN, "plays the cello")
+        go_on.set()
+        await core.flush()
+        stored = {e.id: e for e in await core.entries(MAIN)}
+        assert (stored[first.id].hits, stored[second.id].hits) == (0, 0)
+        assert stored[second.id].score == second.score == 0.6

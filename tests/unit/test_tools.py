@@ -95,6 +95,22 @@ async def call(core: MemoryCore, name: str, args: Any, scope: ScopeKey = MAIN) -
     return json.loads(raw)
 
 
+async def test_save_long_term_says_what_it_kept(core: MemoryCore) -> None:
+    def save(text: str) -> dict[str, Any]:
+        return {"content": text, "target": "long-term"}
+
+    first = await call(core, "memory_save", save("我儿子上三年级"))
+    assert first["action"] == "saved" and "replaced" not in first
+    update = await call(core, "memory_save", save("我儿子上四年级"))
+    assert (update["action"], update["replaced"]) == ("updated", first["id"])
+    again = await call(core, "memory_save", save("我儿子上四年级。"))
+    assert (again["action"], again["id"]) == ("reinforced", update["id"])
+    assert sorted(e.content for e in await core.entries(MAIN)) == [
+        "我儿子上三年级",
+        "我儿子上四年级",
+    ]
+
+
 async def test_save_daily_lands_in_todays_notes_of_the_scope(core: MemoryCore) -> None:
     result = await call(core, "memory_save", {"content": "买了去成都的高铁票"}, PEER)
     assert result["saved"] == "daily"

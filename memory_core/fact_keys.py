@@ -1,0 +1,337 @@
+"""What makes two nearly identical texts two facts: numbers, dates, names and negation.
+
+The merge takes two texts whose bigrams are at least 85 % alike for one memory said again
+(`merge.SIMILAR`). That holds for "My son Leo is in grade 3" and "... grade 4 ...", for
+two phone numbers, for 喜欢 and 不喜欢: the texts differ in exactly the part that matters.
+`relation` tells such a pair apart by the keys a fact turns on, found by offline rules:
+
+* a different name (a capitalised word, or a Chinese name after 叫/姓/a relation word or
+  with a common surname) makes them DIFFERENT facts: both are kept, neither loses score;
+* otherwise different numbers (digits, English and Chinese numerals: 3 = three = 三),
+  dates (month, weekday and day words) or a different count of negations make the new text
+  an UPDATE of the old one: it is added and the old one is contradicted (seed 002's rule);
+* otherwise it RESTATES the old one, which is reinforced.
+
+Texts too short for their bigrams to be alike ("我儿子上三年级" / "四年级") are paired by
+their `skeleton` instead: the text with numbers and dates masked and negations dropped.
+
+Pure. `fact_keys` is not cached: the merge asks only about pairs already alike, which is
+rare. `skeleton` is (the merge computes it for every short entry of a category).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import unicodedata
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class Relation(StrEnum):
+    RESTATES = "restates"
+    """The same fact said again: reinforce the old entry."""
+    UPDATES = "updates"
+    """The same subject with a changed number, date or negation: the new text replaces it."""
+    DIFFERENT = "different"
+    """Another person, pet or place: a memory of its own."""
+
+
+@dataclass(frozen=True, slots=True)
+class FactKeys:
+    numbers: tuple[str, ...]
+    """Every number as a value (digits as written, numerals converted), sorted."""
+    dates: frozenset[str]
+    """Month, weekday and day words, casefolded."""
+    names: frozenset[str]
+    """Capitalised English words and Chinese names, casefolded."""
+    negations: int
+    """How many negations the text holds (not, n't, never, 不, 没, ...)."""
+
+
+def _words(text: str) -> list[str]:
+    return text.split()
+
+
+_EN_NUMBERS = {
+    word: str(value)
+    for value, word in enumerate(
+        _words(
+            "zero one two three four five six seven eight nine ten eleven twelve thirteen "
+            "fourteen fifteen sixteen seventeen eighteen nineteen twenty"
+        )
+    )
+}
+_EN_NUMBERS.update(
+    {
+        word: str(value * 10)
+        for value, word in enumerate(_words("thirty forty fifty sixty seventy eighty ninety"), 3)
+    }
+)
+_EN_NUMBERS.update(
+    {
+        word: str(value)
+        for value, word in enumerate(
+            _words(
+                "first second third fourth fifth sixth seventh eighth ninth tenth eleventh twelfth"
+            ),
+            1,
+        )
+    }
+)
+# Lowercase "may" is a verb: only "May" is the month (with the abbreviations below).
+_MONTHS = "january february march april june july august september october november december"
+_WEEKDAYS = "monday tuesday wednesday thursday friday saturday sunday"
+_EN_DATES = frozenset(
+    _words(
+        f"{_MONTHS} {_WEEKDAYS} today tomorrow yesterday tonight weekend weekday morning "
+        "afternoon evening night noon midnight am pm"
+    )
+)
+_EN_DATE_ABBREVIATIONS = frozenset(
+    _words(
+        "Jan Feb Mar Apr May Jun Jul Aug Sep Sept Oct Nov Dec Mon Tue Tues Wed Thu Thurs Fri Sat "
+        "Sun"
+    )
+)
+_EN_NOT_NAMES = frozenset(
+    _words(
+        "i a an the my our your his her its their this that these those he she it they we "
+        "you me him them us user users and or but so if when while because since also then "
+        "now there here what which who whom whose where why how in on at to for from of by "
+        "with about after before as is are was were be been am do does did has have had will "
+        "would can could should shall must may might please yes no not never every each all "
+        "some any both either neither one dear hi hello ok okay mr mrs ms dr"
+    )
+)
+_EN_NEGATIONS = frozenset(
+    _words("not no never none nobody nothing neither nor without cannot nowhere")
+)
+_EN_WORD = re.compile(r"[A-Za-z]+(?:['’][A-Za-z]+)*")
+_NOISE = re.compile(r"[\s\W_]+", re.UNICODE)
+"""What `merge.normalize_content` drops (case, width, spaces, punctuation)."""
+_ASCII_DIGITS = re.compile(r"[0-9]+(?:[.:][0-9]+)*")
+_DIGITS = re.compile(r"\d+(?:[.:]\d+)*")
+_THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
+
+_ZH_DIGITS = {
+    "零": 0,
+    "〇": 0,
+    "一": 1,
+    "二": 2,
+    "两": 2,
+    "三": 3,
+    "四": 4,
+    "五": 5,
+    "六": 6,
+    "七": 7,
+    "八": 8,
+    "九": 9,
+}
+_ZH_UNITS = {"十": 10, "百": 100, "千": 1000}
+_ZH_BIG_UNITS = {"万": 10_000, "亿": 100_000_000}
+_ZH_NUMERAL = re.compile("[零〇一二两三四五六七八九十百千万亿]+")
+_ZH_NOT_NUMBERS = re.compile(
+    "一起|一直|一样|一些|一下|一定|一般|一切|一致|一边|一向|一旦|一再|一会儿?|一点儿?|"
+    "统一|唯一|万一|十分|千万|不一|同一|一起|三明治|一路|一律|七八糟"
+)
+_ZH_DATES = re.compile(
+    "今天|明天|后天|昨天|前天|今晚|明晚|昨晚|早上|上午|中午|下午|晚上|凌晨|周末|"
+    "上周|下周|本周|这周|上个?月|下个?月|这个月|本月|今年|明年|去年|前年|"
+    "(?:周|星期|礼拜)[一二三四五六日天]"
+)
+_ZH_NEGATION = re.compile("[不没别未非无勿莫]")
+_ZH_NOT_NEGATIONS = re.compile(
+    "不错|不过|不同|不断|不少|不仅|不但|不管|不论|不久|不禁|不然|非常|无论|别人|别的|"
+    "特别|分别|区别|告别|级别|类别|性别|差别|未来|无聊|而非|除非|是非|无线"
+)
+"""Words with a negation character that negate nothing ("pytest 而非 unittest": rather
+than). Every first character here is in `_ZH_KEY`'s look-ahead."""
+_ZH_RELATIONS = (
+    "儿子|女儿|老婆|妻子|老公|丈夫|妈妈|爸爸|哥哥|姐姐|弟弟|妹妹|同事|朋友|老板|老师|"
+    "男朋友|女朋友|猫咪|小猫|猫|狗狗|小狗|狗|宠物"
+)
+_ZH_NAMED = "叫做|叫|名叫|名字是|姓"
+_ZH_NAME_AFTER = re.compile(
+    f"(?:(?:{_ZH_RELATIONS})(?:的名字是|{_ZH_NAMED})?|{_ZH_NAMED})(?P<name>[\u4e00-\u9fff]{{1,3}})"
+)
+_ZH_SURNAME_NAME = re.compile(
+    "(?P<name>[王李张刘陈杨赵吴徐朱胡郭林罗郑梁宋唐冯邓曹彭肖董袁潘蒋蔡魏吕丁沈姚卢崔谭汪"
+    "廖贾韦邹孟秦尹薛闫侯郝龚邵覃孔][\u4e00-\u9fff])"
+)
+"""Common surnames that are rarely the first character of an ordinary word."""
+_ZH_PARTICLES = frozenset("的了是在和也都很着过吗呢吧啊")
+_ZH_NUMERALS = frozenset("零〇一二两三四五六七八九十百千万亿")
+_ZH_NOT_NAME_START = (
+    _ZH_PARTICLES | _ZH_NUMERALS | frozenset("上下去有会要就还又才把被给对跟说喜爱住读做当今明每在")
+)
+"""A character after 叫/儿子/... that starts a sentence's rest, not a name."""
+_ZH_NAME_STOPS = _ZH_PARTICLES | _ZH_NUMERALS
+_ZH_THIRD_STOPS = _ZH_NOT_NAME_START | frozenset("年岁月日号")
+"""A third character that ends a Chinese name rather than continues it."""
+
+
+def _chinese_number(run: str) -> str:
+    """一 -> 1, 十二 -> 12, 两千三百 -> 2300, 二〇二四 -> 2024 (digit by digit)."""
+    if not any(ch in _ZH_UNITS or ch in _ZH_BIG_UNITS for ch in run):
+        # Not int(): a hostile run of thousands of numerals is past int()'s digit limit.
+        return "".join(str(_ZH_DIGITS[ch]) for ch in run).lstrip("0") or "0"
+    total = section = digit = 0
+    for ch in run:
+        if ch in _ZH_DIGITS:
+            digit = _ZH_DIGITS[ch]
+        elif ch in _ZH_UNITS:
+            section += (digit or 1) * _ZH_UNITS[ch]
+            digit = 0
+        else:
+            total += (section + digit) * _ZH_BIG_UNITS[ch]
+            section = digit = 0
+    return str(total + section + digit)
+
+
+def _numbers(text: str) -> tuple[str, ...]:
+    found = [match.group() for match in _DIGITS.finditer(_THOUSANDS.sub("", text))]
+    found += [_EN_NUMBERS[w] for w in map(str.casefold, _EN_WORD.findall(text)) if w in _EN_NUMBERS]
+    chinese = _ZH_NOT_NUMBERS.sub("，", text)
+    found += [_chinese_number(run) for run in _ZH_NUMERAL.findall(chinese)]
+    return tuple(sorted(found))
+
+
+def _english_words(text: str) -> list[str]:
+    """Words with a possessive 's dropped ("Alice's" -> "Alice")."""
+    return [re.sub(r"['’]s$", "", word) for word in _EN_WORD.findall(text)]
+
+
+def _cut_name(run: str) -> str:
+    """The name at the start of `run` (up to three Han characters): none when `run` starts
+    with a particle, a numeral or a verb; cut before a particle or numeral, and before a
+    third character that usually starts the rest of a sentence (年, 今, 喜, ...)."""
+    if not run or run[0] in _ZH_NOT_NAME_START:
+        return ""
+    name = run[0]
+    for index, ch in enumerate(run[1:], 1):
+        if ch in _ZH_NAME_STOPS or (index == 2 and ch in _ZH_THIRD_STOPS):
+            break
+        name += ch
+    return name
+
+
+def _chinese_names(text: str) -> set[str]:
+    names = {_cut_name(match.group("name")) for match in _ZH_NAME_AFTER.finditer(text)}
+    names.update(match.group("name") for match in _ZH_SURNAME_NAME.finditer(text))
+    names.discard("")
+    return names
+
+
+def fact_keys(text: str) -> FactKeys:
+    """The keys `relation` compares, for one text."""
+    words = _english_words(text)
+    folded = [word.casefold() for word in words]
+    dates = {w for w in folded if w in _EN_DATES}
+    dates.update(w.casefold() for w in words if w in _EN_DATE_ABBREVIATIONS)
+    dates.update(_ZH_DATES.findall(text))
+    names = {
+        word.casefold()
+        for word in words
+        if word[0].isupper()
+        and word.casefold() not in _EN_NOT_NAMES
+        and word.casefold() not in _EN_DATES
+        and word not in _EN_DATE_ABBREVIATIONS
+        and word.casefold() not in _EN_NUMBERS
+    }
+    names.update(_chinese_names(text))
+    negations = sum(1 for w in folded if w in _EN_NEGATIONS or w.endswith(("n't", "n’t")))
+    negations += len(_ZH_NEGATION.findall(_ZH_NOT_NEGATIONS.sub("", text)))
+    return FactKeys(_numbers(text), frozenset(dates), frozenset(names), negations)
+
+
+_NUMBER_MASK = "0"
+_DATE_MASK = "date"
+_EN_NEGATED = {"cannot": "can", "can't": "can", "won't": "will"}
+_EN_TOKEN = re.compile(r"\b(?:do|does|did) not\b|[a-z]+(?:'[a-z]+)?")
+"""On casefolded NFKC text: the words `_mask_english` looks at ("do not" as one)."""
+_ZH_KEY = re.compile(
+    "(?=[一统唯万十千不同三七非无别特分区告级类性差未而除是今明后昨前早上中下晚凌周本这去星礼"
+    "零〇二两四五六八九百亿没勿莫])"  # the first characters below: fail fast elsewhere
+    f"(?:(?P<word>{_ZH_NOT_NUMBERS.pattern}|{_ZH_NOT_NEGATIONS.pattern})"
+    f"|(?P<date>{_ZH_DATES.pattern})|(?P<number>{_ZH_NUMERAL.pattern})|{_ZH_NEGATION.pattern})"
+)
+"""Chinese words kept as they are, dates, numbers, and negations, in that order."""
+_HAS_HAN = re.compile("[\u4e00-\u9fff]")
+
+
+_EN_DO_NOT = frozenset({"do not", "does not", "did not", "don't", "doesn't", "didn't"})
+
+
+def _mask_english(match: re.Match[str]) -> str:
+    word = match.group()
+    if word in _EN_NUMBERS:
+        return _NUMBER_MASK
+    if word in _EN_DATES:
+        return _DATE_MASK
+    if word in _EN_NEGATED:
+        return _EN_NEGATED[word]
+    if word.endswith("n't"):
+        # "isn't" -> "is"; "don't like", like "do not like", -> "like"
+        return "" if word in _EN_DO_NOT else word[:-3]
+    if word in _EN_NEGATIONS or word in _EN_DO_NOT:
+        return ""
+    return word
+
+
+def _mask_chinese(match: re.Match[str]) -> str:
+    if match.group("word"):
+        return match.group("word")
+    if match.group("date"):
+        return _DATE_MASK
+    return _NUMBER_MASK if match.group("number") else ""
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def skeleton(text: str) -> str:
+    """`text` with its numbers and dates masked and its negations dropped, normalized like
+    `merge.normalize_content`: two texts with one skeleton say the same but for those keys
+    ("我儿子上三年级" and "我儿子上四年级", "I like tea" and "I don't like tea"), even when
+    too short for their bigrams to be alike. One pass per script: the merge computes it
+    for every entry of a category."""
+    folded = unicodedata.normalize("NFKC", text).casefold().replace("’", "'")
+    masked = _EN_TOKEN.sub(_mask_english, _THOUSANDS.sub("", folded))
+    if _HAS_HAN.search(masked):
+        masked = _ZH_KEY.sub(_mask_chinese, masked)
+    masked = _ASCII_DIGITS.sub(_NUMBER_MASK, masked)
+    return _NOISE.sub("", masked)
+
+
+def has_keys(text: str) -> bool:
+    """Whether `text` holds a number, a date or a negation (what an update can change):
+    its skeleton masks or drops something, so differs from its normalized text."""
+    return skeleton(text) != _NOISE.sub("", unicodedata.normalize("NFKC", text).casefold())
+
+
+def _folded_words(text: str) -> frozenset[str]:
+    return frozenset(word.casefold() for word in _english_words(text))
+
+
+def _names_only_in(one: str, keys: FactKeys, other: str) -> bool:
+    """Whether `one` names someone `other` does not mention at all (in any case): a name
+    written differently ("Primary School" / "primary school") is not another name."""
+    other_words = _folded_words(other)
+    other_folded = other.casefold()
+    for name in keys.names:
+        if name.isascii():
+            if name not in other_words:
+                return True
+        elif name not in other_folded:
+            return True
+    return False
+
+
+def relation(old: str, new: str) -> Relation:
+    """How `new` stands to `old`, two texts the merge found alike (the same either way
+    round)."""
+    a, b = fact_keys(old), fact_keys(new)
+    if _names_only_in(old, a, new) or _names_only_in(new, b, old):
+        return Relation.DIFFERENT
+    if a.numbers != b.numbers or a.dates != b.dates or a.negations != b.negations:
+        return Relation.UPDATES
+    return Relation.RESTATES
