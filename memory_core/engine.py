@@ -238,13 +238,16 @@ class MemoryCore:
                 "storage.backend = 'postgres' needs storage.postgres_dsn (or CHATMEM_POSTGRES_DSN)"
             )
         try:
-            from memory_core.pg.database import PgDatabase
+            from memory_core.pg.database import Owner, PgDatabase
             from memory_core.pg.locks import AdvisoryLocks
         except ImportError as exc:
             raise ConfigError(
                 "storage.backend = 'postgres' needs psycopg: pip install 'chatmem[postgres]'"
             ) from exc
-        db = await PgDatabase.open(storage.postgres_dsn, pool_size=storage.postgres_pool_size)
+        owner = Owner(await asyncio.to_thread(self.workspace.identity))
+        db = await PgDatabase.open(
+            storage.postgres_dsn, pool_size=storage.postgres_pool_size, owner=owner
+        )
         # Every process of the workspace shares the database: its advisory locks, not
         # lock files, keep them from writing one file at once (docs/operations.md).
         advisory = AdvisoryLocks(storage.postgres_dsn)
@@ -815,6 +818,8 @@ class MemoryCore:
         target_config = self.config.model_copy(update={"storage": storage})
         if backend == "sqlite":
             await asyncio.to_thread(_fresh_sqlite_target, self.workspace)
+        else:
+            await self._claim_postgres_target(dsn)
 
         def files(done: int, total: int) -> None:
             if progress is not None:
@@ -836,6 +841,19 @@ class MemoryCore:
         if backend == "sqlite":
             await asyncio.to_thread(_sqlite_target_done, self.workspace)
         return report
+
+    async def _claim_postgres_target(self, dsn: str) -> None:
+        """The database to move into is empty (and now this workspace's) or this
+        workspace's already (a move run again); a database another workspace uses is a
+        `DatabaseForeign`, before anything is written to it."""
+        from memory_core.pg.database import Owner, PgDatabase
+
+        owner = Owner(await asyncio.to_thread(self.workspace.identity), adopt=False)
+        target = await PgDatabase.open(dsn, pool_size=1, owner=owner)
+        try:
+            await target.call(lambda conn: None)  # migrates, and checks the owner, now
+        finally:
+            await target.close()
 
     def _journal_db(self) -> Db | None:
         journal = self._journal

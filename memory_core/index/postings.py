@@ -235,8 +235,15 @@ class GinPostings:
 
 
 def fts5_idf(docs: int, containing: int) -> float:
-    """FTS5's bm25 idf: the classic form, floored at 1e-6 for a term in half the rows."""
-    value = math.log((docs - containing + 0.5) / (containing + 0.5))
+    """FTS5's bm25 idf: the classic form, floored at 1e-6 for a term in half the rows.
+
+    Defined for any counts: the statistics are kept by concurrent writers and may lag
+    the rows for a moment (a term counted in more rows than the scope holds, a negative
+    count), and a query must rank on regardless, never fail on a logarithm."""
+    docs = max(docs, 0)
+    containing = min(max(containing, 0), docs)
+    ratio = (docs - containing + 0.5) / (containing + 0.5)
+    value = math.log(ratio) if ratio > 0 else 0.0
     return value if value > 0 else 1e-6
 
 

@@ -242,3 +242,18 @@ migration(
     # Who took a delivery and whether it is answered (memory_core/deliveries.py).
     DELIVERY_OWNERS,
 )
+
+
+migration(
+    "m008_workspace",
+    # The workspace this database serves (its `.chatmem/workspace-id`), recorded by the
+    # first process that opens it and checked by every later one (database.migrate): a
+    # workspace pointed at another's database is refused, never mixed in. One row.
+    """
+    CREATE TABLE workspace (
+        only_row BOOLEAN PRIMARY KEY DEFAULT TRUE CHECK (only_row),
+        id TEXT NOT NULL,
+        claimed_at TEXT NOT NULL
+    );
+    """,
+)
