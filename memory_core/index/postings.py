@@ -229,7 +229,9 @@ class GinPostings:
             "INSERT INTO terms (scope_id, term, df) SELECT ?, t, COUNT(*) FROM"
             " (SELECT DISTINCT c.id, t FROM chunks AS c,"
             " unnest(string_to_array(c.tokens, ' ')) AS t WHERE c.scope_id = ? AND t <> '')"
-            " AS occurrences GROUP BY t",
+            " AS occurrences GROUP BY t"
+            # A writer may add a term of the scope meanwhile: its row is counted over.
+            " ON CONFLICT (scope_id, term) DO UPDATE SET df = excluded.df",
             (sid, sid),
         )
 

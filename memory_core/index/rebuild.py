@@ -15,7 +15,16 @@ from memory_core.clock import format_when
 from memory_core.index.files import prepare_file, scope_files
 from memory_core.index.model import ChunkRow, FileRow, PreparedRows, Progress, SyncStats
 from memory_core.index.postings import postings
-from memory_core.index.writes import UPSERT_FILE, token_count, update_hidden
+from memory_core.index.writes import (
+    INSERT_CHUNK,
+    UPSERT_FILE,
+    count_chunks,
+    delete_path,
+    pieces,
+    stored,
+    token_count,
+    update_hidden,
+)
 from memory_core.scope import ScopeKey
 from memory_core.sql import Connection, Db
 from memory_core.workspace import Workspace
@@ -47,23 +56,25 @@ def reset(raw: Connection) -> list[int]:
 def write_rows(raw: Connection, rows: PreparedRows) -> None:
     """Store a group of prepared files (rebuild only): ids are assigned here, inside the
     write transaction, and the chunk rows (and FTS rows) are bound by `executemany`.
-    Document frequencies wait for `finish_scope`."""
-    files, chunks, counts = rows
+    Whatever chunks a file has by now (another process's reindex, a writer's sync since
+    the reset) are replaced, and a chunk another writer stores at once is not doubled
+    (`INSERT_CHUNK`); counters follow the rows really written. Document frequencies
+    wait for `finish_scope`."""
+    files, chunks, _ = rows
+    for path, sid, *_stamp in files:
+        delete_path(raw, sid, path)
     kept = postings(raw)
     ids = kept.new_ids(raw, len(chunks))
     raw.executemany(
-        "INSERT INTO chunks (id, scope_id, path, line_from, line_to, kind, created_at, ref,"
-        " text, tokens) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        [(chunk_id, *chunk) for chunk_id, chunk in zip(ids, chunks, strict=True)],
+        INSERT_CHUNK, [(chunk_id, *chunk) for chunk_id, chunk in zip(ids, chunks, strict=True)]
     )
-    kept.added(
-        raw, [(chunk_id, chunk[0], chunk[8]) for chunk_id, chunk in zip(ids, chunks, strict=True)]
-    )
-    raw.executemany(
-        "UPDATE scopes SET chunk_count = chunk_count + ?, token_count = token_count + ?"
-        " WHERE id = ?",
-        [(n, tokens, sid) for sid, (n, tokens) in counts.items()],
-    )
+    scope_of = {chunk_id: chunk[0] for chunk_id, chunk in zip(ids, chunks, strict=True)}
+    added = stored(raw, ids)
+    kept.added(raw, [(chunk_id, scope_of[chunk_id], tokens) for chunk_id, tokens in added])
+    by_scope: dict[int, list[tuple[int, str]]] = {}
+    for chunk_id, tokens in added:
+        by_scope.setdefault(scope_of[chunk_id], []).append((chunk_id, tokens))
+    count_chunks(raw, by_scope, +1)
     raw.executemany(UPSERT_FILE, files)
 
 
@@ -111,19 +122,21 @@ def prepare_rows(
             continue
         kind = item.kind.value
         files.append((item.path, sid, item.mtime_ns, item.size, item.hash, kind))
+        numbers = pieces(chunk.line_from for chunk, _ in item.chunks)
         chunks.extend(
             (
                 sid,
                 item.path,
                 chunk.line_from,
                 chunk.line_to,
+                piece,
                 kind,
                 when_text(chunk.created_at) if chunk.created_at else None,
                 chunk.ref,
                 chunk.text,
                 tokens,
             )
-            for chunk, tokens in item.chunks
+            for piece, (chunk, tokens) in zip(numbers, item.chunks, strict=True)
         )
         n, tokens = counts.get(sid, (0, 0))
         counts[sid] = (

@@ -41,6 +41,27 @@ def adjust_df(raw: Connection, sid: int, token_strings: Iterable[str], sign: int
         raw.execute("DELETE FROM terms WHERE scope_id = ? AND df <= 0", (sid,))
 
 
+INSERT_CHUNK = (
+    "INSERT INTO chunks (id, scope_id, path, line_from, line_to, piece, kind, created_at, ref,"
+    " text, tokens) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    " ON CONFLICT (scope_id, path, line_from, piece) DO NOTHING"
+)
+"""One chunk per (scope, path, line, piece), enforced by the schema (`chunks_one_per_line`):
+a chunk another writer stored first (two reindexes at once) is left as it is, not doubled."""
+
+
+def pieces(line_froms: Iterable[int]) -> list[int]:
+    """Each chunk's place among the chunks of its batch that start on the same line (a
+    long paragraph cut in pieces): 0, 1, 2... in order, so the same file always gives
+    the same (line, piece) keys."""
+    seen: Counter[int] = Counter()
+    numbered = []
+    for line in line_froms:
+        numbered.append(seen[line])
+        seen[line] += 1
+    return numbered
+
+
 def insert_chunks(
     raw: Connection,
     sid: int,
@@ -54,36 +75,58 @@ def insert_chunks(
         return
     kept = postings(raw)
     ids = kept.new_ids(raw, len(chunks))
-    rows = []
-    fts_rows = []
-    for chunk_id, (chunk, tokens) in zip(ids, chunks, strict=True):
-        rows.append(
-            (
-                chunk_id,
-                sid,
-                path,
-                chunk.line_from,
-                chunk.line_to,
-                kind.value,
-                format_when(chunk.created_at) if chunk.created_at else None,
-                chunk.ref,
-                chunk.text,
-                tokens,
-            )
+    numbers = pieces(chunk.line_from for chunk, _ in chunks)
+    rows = [
+        (
+            chunk_id,
+            sid,
+            path,
+            chunk.line_from,
+            chunk.line_to,
+            piece,
+            kind.value,
+            format_when(chunk.created_at) if chunk.created_at else None,
+            chunk.ref,
+            chunk.text,
+            tokens,
         )
-        fts_rows.append((chunk_id, tokens))
-    raw.executemany(
-        "INSERT INTO chunks (id, scope_id, path, line_from, line_to, kind, created_at, ref,"
-        " text, tokens) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        rows,
-    )
-    kept.added(raw, [(chunk_id, sid, tokens) for chunk_id, tokens in fts_rows])
-    adjust_df(raw, sid, (tokens for _, tokens in fts_rows), +1)
-    raw.execute(
-        "UPDATE scopes SET chunk_count = chunk_count + ?, token_count = token_count + ?"
-        " WHERE id = ?",
-        (len(fts_rows), sum(token_count(t) for _, t in fts_rows), sid),
-    )
+        for chunk_id, piece, (chunk, tokens) in zip(ids, numbers, chunks, strict=True)
+    ]
+    raw.executemany(INSERT_CHUNK, rows)
+    added = stored(raw, ids)
+    kept.added(raw, [(chunk_id, sid, tokens) for chunk_id, tokens in added])
+    adjust_df(raw, sid, (tokens for _, tokens in added), +1)
+    count_chunks(raw, {sid: added}, +1)
+
+
+def stored(raw: Connection, ids: Sequence[int]) -> list[tuple[int, str]]:
+    """(id, tokens) of the new ids that are rows now: the rest met a chunk already there."""
+    found: list[tuple[int, str]] = []
+    for start in range(0, len(ids), 500):
+        part = list(ids[start : start + 500])
+        found += [
+            (int(r[0]), str(r[1]))
+            for r in raw.execute(
+                f"SELECT id, tokens FROM chunks WHERE id IN ({','.join('?' * len(part))})", part
+            )
+        ]
+    return found
+
+
+def count_chunks(raw: Connection, rows: dict[int, list[tuple[int, str]]], sign: int) -> None:
+    """The scopes' counters moved by the chunk rows a statement really inserted or
+    deleted (never by the rows it meant to): exact whatever other writers did at once."""
+    changes = [
+        (sign * len(changed), sign * sum(token_count(t) for _, t in changed), sid)
+        for sid, changed in sorted(rows.items())
+        if changed
+    ]
+    if changes:
+        raw.executemany(
+            "UPDATE scopes SET chunk_count = chunk_count + ?, token_count = token_count + ?"
+            " WHERE id = ?",
+            changes,
+        )
 
 
 def token_count(tokens: str) -> int:
@@ -99,17 +142,24 @@ def delete_path(raw: Connection, sid: int, path: str) -> int:
 
 
 def delete_rows(raw: Connection, sid: int, rows: Iterable[Sequence[object]]) -> None:
-    pairs = [(int(str(r[0])), str(r[1])) for r in rows]
-    if not pairs:
+    """Delete chunks by id; counters and postings follow the rows really deleted, so two
+    writers deleting the same chunk at once (PostgreSQL) take it off the counts once."""
+    ids = [int(str(r[0])) for r in rows]
+    gone: list[tuple[int, str]] = []
+    for start in range(0, len(ids), 500):
+        part = ids[start : start + 500]
+        gone += [
+            (int(r[0]), str(r[1]))
+            for r in raw.execute(
+                f"DELETE FROM chunks WHERE id IN ({','.join('?' * len(part))}) RETURNING id, tokens",
+                part,
+            ).fetchall()
+        ]
+    if not gone:
         return
-    postings(raw).removed(raw, sid, pairs)
-    raw.executemany("DELETE FROM chunks WHERE id = ?", [(p[0],) for p in pairs])
-    adjust_df(raw, sid, (t for _, t in pairs), -1)
-    raw.execute(
-        "UPDATE scopes SET chunk_count = chunk_count - ?, token_count = token_count - ?"
-        " WHERE id = ?",
-        (len(pairs), sum(token_count(t) for _, t in pairs), sid),
-    )
+    postings(raw).removed(raw, sid, gone)
+    adjust_df(raw, sid, (t for _, t in gone), -1)
+    count_chunks(raw, {sid: gone}, -1)
 
 
 def replace_file(raw: Connection, sid: int, item: PreparedFile, stats: SyncStats) -> None:
@@ -239,7 +289,6 @@ def apply_long_term(
             (sid, path, *part),
         ).fetchall()
         delete_rows(conn, sid, old)
-    insert_chunks(conn, sid, path, ChunkKind.LONG_TERM, fresh)
     placed = conn.execute(
         "SELECT id, ref, line_from, line_to FROM chunks WHERE scope_id = ? AND path = ?",
         (sid, path),
@@ -249,6 +298,11 @@ def apply_long_term(
         for chunk_id, ref, line_from, line_to in placed
         if str(ref) in lines and lines[str(ref)] != (line_from, line_to)
     ]
+    # One chunk per line holds at every row: the moving chunks are parked on lines no
+    # file has (their negated ids) while the new ones take their lines.
+    if moves:
+        conn.executemany("UPDATE chunks SET line_from = -id WHERE id = ?", [(m[2],) for m in moves])
+    insert_chunks(conn, sid, path, ChunkKind.LONG_TERM, fresh)
     if moves:
         conn.executemany("UPDATE chunks SET line_from = ?, line_to = ? WHERE id = ?", moves)
     conn.execute(

@@ -15,7 +15,7 @@ one scope's posting lists are not even the same keys as another's.
 
 from __future__ import annotations
 
-from memory_core.migrations import DELIVERIES, DELIVERY_OWNERS
+from memory_core.migrations import DELIVERIES, DELIVERY_OWNERS, PIECES
 
 PG_MIGRATIONS: list[tuple[str, str]] = []
 
@@ -256,4 +256,23 @@ migration(
         claimed_at TEXT NOT NULL
     );
     """,
+)
+
+
+migration(
+    "m009_one_chunk_per_line",
+    # As SQLite's m008 (memory_core/migrations.py), with the doubles deleted here at once
+    # (no FTS table to keep in step) and every scope's term statistics counted again.
+    """
+    ALTER TABLE chunks ADD COLUMN piece BIGINT NOT NULL DEFAULT 0;
+    DELETE FROM chunks AS c USING chunks AS d
+        WHERE d.scope_id = c.scope_id AND d.path = c.path AND d.line_from = c.line_from
+        AND d.line_to = c.line_to AND d.text = c.text AND d.id < c.id;
+    DELETE FROM terms;
+    INSERT INTO terms (scope_id, term, df)
+        SELECT c.scope_id, t, COUNT(DISTINCT c.id)
+        FROM chunks AS c, unnest(string_to_array(c.tokens, ' ')) AS t
+        WHERE t <> '' GROUP BY c.scope_id, t;
+    """
+    + PIECES,
 )
