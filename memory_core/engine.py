@@ -85,7 +85,7 @@ from memory_core.schedules import ScheduleState
 from memory_core.scope import MAIN, ScopeKey
 from memory_core.scoring import ScoringPolicy
 from memory_core.snapshot import Snapshot
-from memory_core.spool import SpoolingHistory
+from memory_core.spool import SpoolingAudit, SpoolingHistory
 from memory_core.sql import Db
 from memory_core.staging import Staging
 from memory_core.store import read_head
@@ -176,7 +176,7 @@ class MemoryCore:
             log.warning("database unavailable, running without audit log and index: %s", exc)
         else:
             recall = self.config.recall
-            self._audit = long_term.audit = AuditLog(self._db)
+            self._audit = long_term.audit = self._audit_log(self._db)
             long_term.activations = Activations(self._db)
             self._deliveries = await self._open_deliveries(self._db)
             self._guard.index = SearchIndex(
@@ -199,10 +199,20 @@ class MemoryCore:
         if self._guard.index is not None:  # the sync may have found it unusable
             self._guard.index.embed_all()
         if self.config.storage.backend == "postgres":
-            # Messages a process spooled while the database was away, and died.
+            # Messages and audit rows a process spooled while the database was away,
+            # and died.
             history = self._require_history()
             if isinstance(history, SpoolingHistory):
                 await history.flush_spool()
+            if isinstance(self._audit, SpoolingAudit):
+                await self._audit.flush_spool()
+
+    def _audit_log(self, db: Db) -> AuditLog:
+        """On PostgreSQL a server may be away for a while: the rows of changes made to
+        the files meanwhile wait in a local spool (`spool.SpoolingAudit`)."""
+        if db.backend == "sqlite":
+            return AuditLog(db)
+        return SpoolingAudit(db, self.workspace.state_dir / "spool" / "audit")
 
     async def _open_deliveries(self, db: Db) -> Deliveries:
         """Delivery claims under this process's owner id, held as a lock for the
@@ -328,6 +338,8 @@ class MemoryCore:
             await staging.close()
         if isinstance(self._history, SpoolingHistory):
             await self._history.close()
+        if isinstance(self._audit, SpoolingAudit):
+            await self._audit.close()
         if self._journal is not None:
             await self._journal.close()
             self._journal = None
