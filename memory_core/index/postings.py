@@ -63,6 +63,11 @@ class Postings(Protocol):
     def count_terms(self, conn: Connection, sid: int) -> None:
         """The scope's document frequencies (`terms`) made again from its chunks."""
 
+    def exclude_writers(self, conn: Connection) -> None:
+        """A rebuild's step that rewrites a whole table (its reset, a scope's term
+        counts) waits for the writers of chunks in progress and keeps new ones out
+        until it commits: it takes its locks in their order, never deadlocks them."""
+
 
 class Fts5Postings:
     """SQLite: an FTS5 table per scope, with `chunks` as its external content."""
@@ -154,6 +159,9 @@ class Fts5Postings:
         )
         conn.execute(f"DROP TABLE temp.vocab_{sid}")
 
+    def exclude_writers(self, conn: Connection) -> None:
+        del conn  # the write transaction holds SQLite's only write lock already
+
 
 class GinPostings:
     """PostgreSQL: the `chunks_postings` expression index; nothing to write besides the
@@ -222,6 +230,11 @@ class GinPostings:
 
     def reset(self, conn: Connection) -> None:
         conn.execute("DELETE FROM chunks WHERE kind <> 'message'")
+
+    def exclude_writers(self, conn: Connection) -> None:
+        # Every writer touches `chunks` first among the index's tables: waiting here,
+        # before any row lock, orders this transaction after them (and two rebuilds).
+        conn.execute("LOCK TABLE chunks IN SHARE ROW EXCLUSIVE MODE")
 
     def count_terms(self, conn: Connection, sid: int) -> None:
         conn.execute("DELETE FROM terms WHERE scope_id = ?", (sid,))

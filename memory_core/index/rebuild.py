@@ -37,7 +37,9 @@ def reset(raw: Connection) -> list[int]:
     """Empty the index of everything that comes from files, in one transaction; the
     message chunks stay, with their postings and the scopes' counters. Returns the ids
     of the scopes that still hold chunks (messages)."""
-    postings(raw).reset(raw)
+    kept_postings = postings(raw)
+    kept_postings.exclude_writers(raw)
+    kept_postings.reset(raw)
     raw.execute("DELETE FROM files")
     raw.execute("DELETE FROM terms")
     raw.execute("UPDATE scopes SET chunk_count = 0, token_count = 0")
@@ -81,6 +83,7 @@ def write_rows(raw: Connection, rows: PreparedRows) -> None:
 def finish_scope(raw: Connection, sid: int) -> None:
     """Document frequencies of a rebuilt scope, counted by the database rather than row
     by row in Python, and the summaries its monthly summaries hide."""
+    postings(raw).exclude_writers(raw)
     postings(raw).count_terms(raw, sid)
     update_hidden(raw, sid)
 
