@@ -18,7 +18,7 @@ from memory_core.index.postings import postings
 from memory_core.index.writes import (
     INSERT_CHUNK,
     UPSERT_FILE,
-    count_chunks,
+    Tally,
     delete_path,
     pieces,
     stored,
@@ -63,8 +63,9 @@ def write_rows(raw: Connection, rows: PreparedRows) -> None:
     (`INSERT_CHUNK`); counters follow the rows really written. Document frequencies
     wait for `finish_scope`."""
     files, chunks, _ = rows
+    tally = Tally()
     for path, sid, *_stamp in files:
-        delete_path(raw, sid, path)
+        delete_path(raw, sid, path, tally)
     kept = postings(raw)
     ids = kept.new_ids(raw, len(chunks))
     raw.executemany(
@@ -73,10 +74,9 @@ def write_rows(raw: Connection, rows: PreparedRows) -> None:
     scope_of = {chunk_id: chunk[0] for chunk_id, chunk in zip(ids, chunks, strict=True)}
     added = stored(raw, ids)
     kept.added(raw, [(chunk_id, scope_of[chunk_id], tokens) for chunk_id, tokens in added])
-    by_scope: dict[int, list[tuple[int, str]]] = {}
     for chunk_id, tokens in added:
-        by_scope.setdefault(scope_of[chunk_id], []).append((chunk_id, tokens))
-    count_chunks(raw, by_scope, +1)
+        tally.added(scope_of[chunk_id], (tokens,))
+    tally.apply(raw, terms=False)
     raw.executemany(UPSERT_FILE, files)
 
 

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from datetime import timedelta
 
 import pytest
 
@@ -27,6 +28,7 @@ REINDEXERS = 3
 WRITERS = 3
 NOTES = 30
 REINDEXES = 3
+SEED_DAYS = 300
 ALICE = ScopeKey("peer:alice")
 
 REINDEXER = """
@@ -102,8 +104,12 @@ def wait_for_lines(process: subprocess.Popen[str], count: int, within: float) ->
 
 async def test_reindexes_beside_writers_and_a_kill_double_nothing(config: Config) -> None:
     async with MemoryCore.open(config, create=True) as core:
-        for n in range(20):
-            await core.append_daily(MAIN, f"seed {n} about the garden")
+        # Daily files enough for several rebuild groups: writes land between a
+        # rebuild's reset and its last group.
+        today = core.now()
+        for n in range(SEED_DAYS):
+            day = today - timedelta(days=n + 1)
+            await core.append_daily(MAIN if n % 2 else ALICE, f"seed {n} garden", now=day)
     env, workspace = storage_env_of(config), str(config.workspace_path)
     writers = [
         start(WRITER.format(env=env, workspace=workspace, notes=NOTES, name=w))
