@@ -10,6 +10,7 @@ import sqlite3
 
 import pytest
 
+from memory_core.config import Config
 from memory_core.engine import MemoryCore
 from memory_core.index import idf
 from memory_core.index.postings import fts5_idf
@@ -96,3 +97,60 @@ async def test_a_chunk_deleted_twice_is_counted_off_once(core: MemoryCore) -> No
     await db.run(lambda conn: writes.delete_rows(conn, sid, pairs))  # as a second writer would
     for key, stored, real in await sql(core, COUNTS):
         assert int(stored) == int(real) == 0, key
+
+
+async def test_an_index_with_doubled_rows_is_repaired_when_opened(config: Config) -> None:
+    """A database written before the schema held one chunk per line: its doubles go
+    and its counters are counted again at the first open."""
+    async with MemoryCore.open(config) as core:
+        for n in range(5):
+            await core.append_daily(MAIN, f"note {n} about the boat")
+        await core.capture(MAIN, "paragraph " * 1500)  # a long entry: fine as one chunk
+        await core.flush()
+        before = sorted(
+            tuple(r) for r in await sql(core, "SELECT path, line_from, text FROM chunks")
+        )
+        sqlite = config.storage.backend == "sqlite"
+        fts = "" if not sqlite else "fts_" + str((await sql(core, "SELECT id FROM scopes"))[0][0])
+        statements: list[tuple[str, tuple[object, ...]]] = [
+            ("DROP INDEX chunks_one_per_line", ()),
+            ("ALTER TABLE chunks DROP COLUMN piece", ()),
+            ("DELETE FROM _migrations WHERE name LIKE '%one_chunk_per_line'", ()),
+            (
+                "INSERT INTO chunks (id, scope_id, path, line_from, line_to, kind, created_at,"
+                " ref, hidden, text, tokens) SELECT id + 1000, scope_id, path, line_from,"
+                " line_to, kind, created_at, ref, hidden, text, tokens FROM chunks",
+                (),
+            ),
+            ("UPDATE terms SET df = 2 * df", ()),  # the doubles were counted
+            ("UPDATE scopes SET chunk_count = 3, token_count = 7", ()),
+        ]
+        if sqlite:
+            statements.append(
+                (
+                    f"INSERT INTO {fts} (rowid, tokens) SELECT id, tokens FROM chunks WHERE id > 1000",
+                    (),
+                )
+            )
+        await sql_write(core, *statements)
+        assert await sql(core, DOUBLED_BY_LINE) != [(0,)]
+
+    async with MemoryCore.open(config) as core:
+        assert await sql(core, DOUBLED_BY_LINE) == [(0,)]
+        after = sorted(
+            tuple(r) for r in await sql(core, "SELECT path, line_from, text FROM chunks")
+        )
+        assert after == before
+        for key, stored, real in await sql(core, COUNTS):
+            assert int(stored) == int(real), key
+        assert [int(r[0]) for r in await sql(core, "SELECT df FROM terms WHERE term = 'boat'")] == [
+            5
+        ]
+        hits = await core.search(MAIN, "boat")
+        assert len(hits) == 5
+
+
+DOUBLED_BY_LINE = (
+    "SELECT COUNT(*) FROM (SELECT scope_id, path, line_from FROM chunks"
+    " GROUP BY scope_id, path, line_from HAVING COUNT(*) > 1) AS d"
+)
