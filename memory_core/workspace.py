@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import date
 from pathlib import Path, PurePosixPath
 
-from memory_core.atomic import atomic_write_text
+from memory_core.atomic import atomic_write_text, write_error
 from memory_core.errors import ChatmemError, PathRefused, ScopeError
 from memory_core.scope import (
     MAIN,
@@ -74,15 +74,17 @@ class Workspace:
         path = self.identity_path
         with contextlib.suppress(FileNotFoundError):
             return _read_identity(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
         draft = path.with_name(f".{IDENTITY_FILE}.{uuid.uuid4().hex}")
-        atomic_write_text(draft, uuid.uuid4().hex + "\n")
+        atomic_write_text(draft, uuid.uuid4().hex + "\n")  # a StoreError line if refused
         try:
             os.link(draft, path)
         except FileExistsError:
             pass
+        except OSError as exc:
+            raise write_error("workspace id not recorded", path, exc) from exc
         finally:
-            draft.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                draft.unlink()
         return _read_identity(path)
 
     @property
@@ -212,7 +214,12 @@ class Workspace:
 
 
 def _read_identity(path: Path) -> str:
-    text = path.read_text(encoding="utf-8", errors="replace").strip()
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace").strip()
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise ChatmemError(f"cannot read the workspace id in {path}: {exc.strerror}") from exc
     if not text or not text.isalnum():
         raise ChatmemError(f"{path} does not hold a workspace id (32 hex digits)")
     return text

@@ -22,7 +22,6 @@ from memory_core.index.writes import (
     delete_path,
     pieces,
     stored,
-    token_count,
     update_hidden,
 )
 from memory_core.scope import ScopeKey
@@ -62,7 +61,7 @@ def write_rows(raw: Connection, rows: PreparedRows) -> None:
     the reset) are replaced, and a chunk another writer stores at once is not doubled
     (`INSERT_CHUNK`); counters follow the rows really written. Document frequencies
     wait for `finish_scope`."""
-    files, chunks, _ = rows
+    files, chunks = rows
     tally = Tally()
     for path, sid, *_stamp in files:
         delete_path(raw, sid, path, tally)
@@ -118,7 +117,6 @@ def prepare_rows(
     only unpickles plain tuples and hands them to `executemany`."""
     files: list[FileRow] = []
     chunks: list[ChunkRow] = []
-    counts: dict[int, tuple[int, int]] = {}
     for sid, path in group:
         item = prepare_file(workspace, path, zone)
         if item is None:
@@ -141,12 +139,7 @@ def prepare_rows(
             )
             for piece, (chunk, tokens) in zip(numbers, item.chunks, strict=True)
         )
-        n, tokens = counts.get(sid, (0, 0))
-        counts[sid] = (
-            n + len(item.chunks),
-            tokens + sum(token_count(t) for _, t in item.chunks),
-        )
-    return files, chunks, counts
+    return files, chunks
 
 
 async def rebuild(

@@ -23,15 +23,8 @@ UPSERT_FILE = (
 )
 
 
-def adjust_df(raw: Connection, sid: int, token_strings: Iterable[str], sign: int) -> None:
-    """Keep per-scope document frequencies, counted once per batch, not per chunk."""
-    counts: Counter[str] = Counter()
-    for tokens in token_strings:
-        counts.update(set(tokens.split()))
-    _apply_df(raw, sid, Counter({term: sign * n for term, n in counts.items()}))
-
-
 def _apply_df(raw: Connection, sid: int, deltas: Counter[str]) -> None:
+    """Per-scope document frequencies moved by `deltas` (term -> documents gained or lost)."""
     changed = sorted(term for term, delta in deltas.items() if delta)
     if not changed:
         return

@@ -239,3 +239,15 @@ def _main_with_env(argv: list[str], env: dict[str, str]) -> int:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
+
+
+def test_a_workspace_id_is_made_once_by_processes_starting_together(tmp_path: Path) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from memory_core.workspace import Workspace
+
+    workspace = Workspace.at(tmp_path / "ws")
+    with ThreadPoolExecutor(8) as pool:
+        ids = set(pool.map(lambda _: Workspace.at(workspace.root).identity(), range(32)))
+    assert len(ids) == 1
+    assert [p.name for p in workspace.state_dir.iterdir()] == ["workspace-id"]
