@@ -35,6 +35,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from memory_core.errors import (
     DatabaseBusy,
+    DatabaseConflict,
     DatabaseFailure,
     DatabaseForeign,
     DatabaseUnreachable,
@@ -233,6 +234,8 @@ def translate(exc: psycopg.Error) -> Exception:
     text = _message(exc)
     if isinstance(exc, _BUSY):
         return DatabaseBusy(f"the database was locked by another writer: {text}")
+    if isinstance(exc, psycopg.errors.UniqueViolation):
+        return DatabaseConflict(f"database conflict: {text}")
     if isinstance(exc, _UNWRITABLE):
         return DatabaseUnwritable(f"the database cannot write: {text}")
     if isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError):
