@@ -59,13 +59,15 @@ def write_rows(raw: Connection, rows: PreparedRows) -> None:
     write transaction, and the chunk rows (and FTS rows) are bound by `executemany`.
     Whatever chunks a file has by now (another process's reindex, a writer's sync since
     the reset) are replaced, and a chunk another writer stores at once is not doubled
-    (`INSERT_CHUNK`); counters follow the rows really written. Document frequencies
-    wait for `finish_scope`."""
+    (`INSERT_CHUNK`); counters, document frequencies too, follow the rows really
+    written, so they stay exact beside another reindex (whose reset and term counts may
+    come before or after this group). `finish_scope` counts the terms again."""
     files, chunks = rows
+    kept = postings(raw)
+    kept.exclude_writers(raw)  # a group's files are rewritten whole: one writer at a time
     tally = Tally()
     for path, sid, *_stamp in files:
         delete_path(raw, sid, path, tally)
-    kept = postings(raw)
     ids = kept.new_ids(raw, len(chunks))
     raw.executemany(
         INSERT_CHUNK, [(chunk_id, *chunk) for chunk_id, chunk in zip(ids, chunks, strict=True)]
@@ -75,7 +77,7 @@ def write_rows(raw: Connection, rows: PreparedRows) -> None:
     kept.added(raw, [(chunk_id, scope_of[chunk_id], tokens) for chunk_id, tokens in added])
     for chunk_id, tokens in added:
         tally.added(scope_of[chunk_id], (tokens,))
-    tally.apply(raw, terms=False)
+    tally.apply(raw)
     raw.executemany(UPSERT_FILE, files)
 
 

@@ -58,17 +58,15 @@ class Tally:
     def removed(self, sid: int, tokens: Iterable[str]) -> None:
         self._removed.setdefault(sid, []).extend(tokens)
 
-    def apply(self, raw: Connection, *, terms: bool = True) -> None:
-        """`terms=False`: a rebuild counts the scope's terms once at its end."""
+    def apply(self, raw: Connection) -> None:
         sids = sorted(set(self._added) | set(self._removed))
-        if terms:
-            for sid in sids:
-                deltas: Counter[str] = Counter()
-                for tokens in self._added.get(sid, ()):
-                    deltas.update(set(tokens.split()))
-                for tokens in self._removed.get(sid, ()):
-                    deltas.subtract(set(tokens.split()))
-                _apply_df(raw, sid, deltas)
+        for sid in sids:
+            deltas: Counter[str] = Counter()
+            for tokens in self._added.get(sid, ()):
+                deltas.update(set(tokens.split()))
+            for tokens in self._removed.get(sid, ()):
+                deltas.subtract(set(tokens.split()))
+            _apply_df(raw, sid, deltas)
         changes = []
         for sid in sids:
             plus, minus = self._added.get(sid, []), self._removed.get(sid, [])
