@@ -141,6 +141,8 @@ async def test_reindexes_beside_writers_and_a_kill_double_nothing(config: Config
         for scope, token in sorted(notes):
             hits = await core.search(ScopeKey(scope), token, limit=20)
             texts = [h.text for h in hits if token in h.text]
-            assert len(texts) == 1, (scope, token, texts)
+            rows = await sql(core, "SELECT COUNT(*) FROM chunks WHERE text LIKE ?", f"%{token}%")
+            df = await sql(core, "SELECT df FROM terms WHERE term = ?", token)
+            assert len(texts) == 1, (scope, token, texts, rows, df)
         for scope, token in sorted(captures):
             assert any(token in e.content for e in await core.entries(ScopeKey(scope)))
