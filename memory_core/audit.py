@@ -4,7 +4,7 @@ a purge erases it."""
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -18,6 +18,40 @@ AUDITED = frozenset(ChangeKind) - {ChangeKind.DECAYED}
 """Decay touches every entry at every merge; the log keeps the events a person cares about."""
 
 
+AuditRow = tuple[str, str, str, str, float | None, float | None, str, str | None, str | None, str]
+"""(at, scope, entry_id, action, old_score, new_score, source, category, content, detail)."""
+
+
+def audit_rows(
+    scope: ScopeKey, changes: Iterable[Change], source: str, at: datetime
+) -> list[AuditRow]:
+    """The rows `changes` make in the log (decay makes none)."""
+    return [
+        (
+            format_when(at),
+            scope.value,
+            c.entry_id,
+            c.kind.value,
+            c.old_score,
+            c.new_score,
+            source,
+            c.category,
+            c.content,
+            c.detail,
+        )
+        for c in changes
+        if c.kind in AUDITED
+    ]
+
+
+def insert_rows(conn: Connection, rows: Sequence[Sequence[Any]]) -> None:
+    conn.executemany(
+        "INSERT INTO audit (at, scope, entry_id, action, old_score, new_score,"
+        " source, category, content, detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        rows,
+    )
+
+
 class AuditLog:
     def __init__(self, db: Db) -> None:
         self._db = db
@@ -25,30 +59,9 @@ class AuditLog:
     async def record(
         self, scope: ScopeKey, changes: Iterable[Change], source: str, at: datetime
     ) -> int:
-        rows = [
-            (
-                format_when(at),
-                scope.value,
-                c.entry_id,
-                c.kind.value,
-                c.old_score,
-                c.new_score,
-                source,
-                c.category,
-                c.content,
-                c.detail,
-            )
-            for c in changes
-            if c.kind in AUDITED
-        ]
+        rows = audit_rows(scope, changes, source, at)
         if rows:
-            await self._db.run(
-                lambda conn: conn.executemany(
-                    "INSERT INTO audit (at, scope, entry_id, action, old_score, new_score,"
-                    " source, category, content, detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    rows,
-                )
-            )
+            await self._db.run(lambda conn: insert_rows(conn, rows))
         return len(rows)
 
     async def history(self, scope: ScopeKey, entry_id: str) -> list[AuditRecord]:

@@ -87,7 +87,7 @@ from memory_core.schedules import ScheduleState
 from memory_core.scope import MAIN, ScopeKey
 from memory_core.scoring import ScoringPolicy
 from memory_core.snapshot import Snapshot
-from memory_core.spool import SpoolingHistory
+from memory_core.spool import SpoolingAudit, SpoolingHistory
 from memory_core.sql import Db
 from memory_core.staging import Staging
 from memory_core.store import read_head
@@ -178,7 +178,7 @@ class MemoryCore:
             log.warning("database unavailable, running without audit log and index: %s", exc)
         else:
             recall = self.config.recall
-            self._audit = long_term.audit = AuditLog(self._db)
+            self._audit = long_term.audit = self._audit_log(self._db)
             long_term.activations = Activations(self._db)
             self._deliveries = await self._open_deliveries(self._db)
             self._guard.index = SearchIndex(
@@ -205,9 +205,18 @@ class MemoryCore:
         # consolidation run beside a bot see no open session and take that session's
         # inputs from under its /new.
         self._history = history = self._open_history(db)
+        # Messages and audit rows a process spooled while the database was away, and died.
         if isinstance(history, SpoolingHistory):
-            # Messages a process spooled while the database was away, and died.
             await history.flush_spool()
+        if isinstance(self._audit, SpoolingAudit):
+            await self._audit.flush_spool()
+
+    def _audit_log(self, db: Db) -> AuditLog:
+        """On PostgreSQL a server may be away for a while: the rows of changes made to
+        the files meanwhile wait in a local spool (`spool.SpoolingAudit`)."""
+        if db.backend == "sqlite":
+            return AuditLog(db)
+        return SpoolingAudit(db, self.workspace.state_dir / "spool" / "audit")
 
     async def _open_deliveries(self, db: Db) -> Deliveries:
         """Delivery claims under this process's owner id, held as a lock for the
@@ -243,13 +252,16 @@ class MemoryCore:
                 "storage.backend = 'postgres' needs storage.postgres_dsn (or CHATMEM_POSTGRES_DSN)"
             )
         try:
-            from memory_core.pg.database import PgDatabase
+            from memory_core.pg.database import Owner, PgDatabase
             from memory_core.pg.locks import AdvisoryLocks
         except ImportError as exc:
             raise ConfigError(
                 f"storage.backend = 'postgres' needs psycopg: {install_hint('postgres')}"
             ) from exc
-        db = await PgDatabase.open(storage.postgres_dsn, pool_size=storage.postgres_pool_size)
+        owner = Owner(await asyncio.to_thread(self.workspace.identity))
+        db = await PgDatabase.open(
+            storage.postgres_dsn, pool_size=storage.postgres_pool_size, owner=owner
+        )
         # Every process of the workspace shares the database: its advisory locks, not
         # lock files, keep them from writing one file at once (docs/operations.md).
         advisory = AdvisoryLocks(storage.postgres_dsn)
@@ -330,6 +342,8 @@ class MemoryCore:
             await staging.close()
         if isinstance(self._history, SpoolingHistory):
             await self._history.close()
+        if isinstance(self._audit, SpoolingAudit):
+            await self._audit.close()
         if self._journal is not None:
             await self._journal.close()
             self._journal = None
@@ -842,6 +856,8 @@ class MemoryCore:
         target_config = self.config.model_copy(update={"storage": storage})
         if backend == "sqlite":
             await asyncio.to_thread(_fresh_sqlite_target, self.workspace)
+        else:
+            await self._claim_postgres_target(dsn)
 
         def files(done: int, total: int) -> None:
             if progress is not None:
@@ -863,6 +879,19 @@ class MemoryCore:
         if backend == "sqlite":
             await asyncio.to_thread(_sqlite_target_done, self.workspace)
         return report
+
+    async def _claim_postgres_target(self, dsn: str) -> None:
+        """The database to move into is empty (and now this workspace's) or this
+        workspace's already (a move run again); a database another workspace uses is a
+        `DatabaseForeign`, before anything is written to it."""
+        from memory_core.pg.database import Owner, PgDatabase
+
+        owner = Owner(await asyncio.to_thread(self.workspace.identity), adopt=False)
+        target = await PgDatabase.open(dsn, pool_size=1, owner=owner)
+        try:
+            await target.call(lambda conn: None)  # migrates, and checks the owner, now
+        finally:
+            await target.close()
 
     def _journal_db(self) -> Db | None:
         journal = self._journal

@@ -78,6 +78,17 @@ class DatabaseUnreachable(DatabaseFailure, sqlite3.OperationalError):
     connection free in time): the files still answer, captures wait in the journal."""
 
 
+class DatabaseConflict(DatabaseFailure, sqlite3.IntegrityError):
+    """A PostgreSQL write met a row another writer stored first (a unique key): an
+    `IntegrityError`, as SQLite's own, so callers handle both the same way."""
+
+
+class DatabaseForeign(DatabaseFailure):
+    """The PostgreSQL database belongs to another workspace (or holds another's data and
+    this workspace asked to move into it): refused, so no workspace reads or writes
+    another's memories."""
+
+
 class ToolRefused(ChatmemError):
     """A memory tool call that was wrong (bad arguments, a path outside the scope) or whose
     storage failed; the message is the one line a model or an agent reads."""

@@ -227,3 +227,35 @@ migration(
     # answering is taken over by the next delivery (memory_core/deliveries.py).
     DELIVERY_OWNERS,
 )
+
+
+PIECES = """
+    UPDATE chunks SET piece = (
+        SELECT COUNT(*) FROM chunks AS d WHERE d.scope_id = chunks.scope_id
+        AND d.path = chunks.path AND d.line_from = chunks.line_from AND d.id < chunks.id
+    ) WHERE EXISTS (
+        SELECT 1 FROM chunks AS d WHERE d.scope_id = chunks.scope_id
+        AND d.path = chunks.path AND d.line_from = chunks.line_from AND d.id <> chunks.id
+    );
+    UPDATE files SET mtime_ns = 0, size = -1, hash = ''
+        WHERE path IN (SELECT path FROM chunks WHERE piece > 0);
+    CREATE UNIQUE INDEX chunks_one_per_line ON chunks (scope_id, path, line_from, piece);
+    UPDATE scopes SET
+        chunk_count = (SELECT COUNT(*) FROM chunks WHERE scope_id = scopes.id),
+        token_count = (
+            SELECT COALESCE(SUM(length(tokens) - length(replace(tokens, ' ', ''))
+                + CASE WHEN tokens <> '' THEN 1 ELSE 0 END), 0)
+            FROM chunks WHERE scope_id = scopes.id
+        );
+"""
+"""One chunk per (scope, path, line, piece), the same on both backends: chunks starting on
+one line (pieces of a long paragraph, or rows doubled by two reindexes at once) are
+numbered, the files holding them read again at the next sync (which replaces their
+chunks, doubles gone), and the scopes' counters counted again."""
+
+migration(
+    "m008_one_chunk_per_line",
+    # A piece number tells apart the chunks a long paragraph is cut into; with it, the
+    # schema holds every other chunk to one row per line (memory_core/index/writes.py).
+    "ALTER TABLE chunks ADD COLUMN piece INTEGER NOT NULL DEFAULT 0;" + PIECES,
+)

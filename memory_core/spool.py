@@ -25,16 +25,19 @@ import logging
 import os
 import sqlite3
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from filelock import FileLock, Timeout
 
+from memory_core.audit import AuditLog, audit_rows, insert_rows
 from memory_core.clock import format_when, parse_when
 from memory_core.config import HistorySettings
+from memory_core.deliveries import claim_step
 from memory_core.errors import DatabaseUnreachable
 from memory_core.history import (
     ArchiveState,
@@ -45,8 +48,9 @@ from memory_core.history import (
     TurnContext,
     sql_length,
 )
+from memory_core.merge import Change
 from memory_core.scope import ScopeKey
-from memory_core.sql import Db
+from memory_core.sql import Connection, Db
 
 log = logging.getLogger(__name__)
 
@@ -77,10 +81,8 @@ class SpoolingHistory(HistoryStore):
         spool_dir: Path,
     ) -> None:
         super().__init__(db, settings, indexer)
-        self._dir = spool_dir
-        self._owner = uuid.uuid4().hex
-        self._path = spool_dir / f"{self._owner}.jsonl"
-        self._lock: FileLock | None = None
+        self._files = SpoolFiles(spool_dir)
+        self._path = self._files.path
         self._spooled = _Spooled()
         self._seq = 0
         self._replaying = asyncio.Lock()
@@ -90,24 +92,11 @@ class SpoolingHistory(HistoryStore):
         self._outage = False
 
     # --- the spool file ---------------------------------------------------------------
-    def _append_blocking(self, record: dict[str, Any]) -> None:
-        if self._lock is None:
-            self._dir.mkdir(parents=True, exist_ok=True)
-            self._lock = FileLock(self._dir / f"{self._owner}.lock", timeout=0)
-            self._lock.acquire()
-        line = json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n"
-        fd = os.open(self._path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-        try:
-            os.write(fd, line.encode("utf-8"))
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
     async def _spool(self, record: dict[str, Any]) -> None:
         async with self._writing:
             self._seq += 1
             record["seq"] = self._seq
-            await asyncio.to_thread(self._append_blocking, record)
+            await asyncio.to_thread(self._files.append, record)
         self._unreachable_now()
 
     def _unreachable_now(self) -> None:
@@ -243,7 +232,7 @@ class SpoolingHistory(HistoryStore):
         that died) to the database; True when nothing of its own is left."""
         async with self._replaying:
             try:
-                for path in await asyncio.to_thread(self._replayable):
+                for path in await asyncio.to_thread(self._files.replayable):
                     await self._replay_file(path)
             except DatabaseUnreachable:
                 return False
@@ -252,24 +241,6 @@ class SpoolingHistory(HistoryStore):
                 self._outage = False
                 log.warning("database reachable again: the spooled messages are written")
             return not own_left
-
-    def _replayable(self) -> list[Path]:
-        """This process's spool, and the spools whose writer is gone (lock free)."""
-        if not self._dir.is_dir():
-            return []
-        paths = []
-        for path in sorted(self._dir.glob("*.jsonl")):
-            if path == self._path:
-                paths.append(path)
-                continue
-            lock = FileLock(path.with_suffix(".lock"), timeout=0)
-            try:
-                lock.acquire()
-            except Timeout:
-                continue
-            lock.release()
-            paths.append(path)
-        return paths
 
     async def _replay_file(self, path: Path) -> None:
         own = path == self._path
@@ -330,9 +301,168 @@ class SpoolingHistory(HistoryStore):
                 await self._retry
         if self._spooled:
             await self.flush_spool()
+        self._files.release()
+
+
+class SpoolFiles:
+    """A directory of spools, one per process: `<owner>.jsonl` under `<owner>.lock`, held
+    for the process's life once it spools anything, so another process can tell a live
+    writer's spool from a dead one's (which it replays)."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.owner = uuid.uuid4().hex
+        self.path = directory / f"{self.owner}.jsonl"
+        self._lock: FileLock | None = None
+
+    def append(self, record: dict[str, Any]) -> None:
+        """One record, on disk (fsynced) when this returns (blocking)."""
+        if self._lock is None:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            self._lock = FileLock(self.directory / f"{self.owner}.lock", timeout=0)
+            self._lock.acquire()
+        line = json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n"
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        try:
+            os.write(fd, line.encode("utf-8"))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def replayable(self) -> list[Path]:
+        """This process's spool, and the spools whose writer is gone (lock free)."""
+        if not self.directory.is_dir():
+            return []
+        paths = []
+        for path in sorted(self.directory.glob("*.jsonl")):
+            if path == self.path:
+                paths.append(path)
+                continue
+            lock = FileLock(path.with_suffix(".lock"), timeout=0)
+            try:
+                lock.acquire()
+            except Timeout:
+                continue
+            lock.release()
+            paths.append(path)
+        return paths
+
+    def release(self) -> None:
         if self._lock is not None:
             self._lock.release()
             self._lock = None
+
+
+class SpoolingAudit(AuditLog):
+    """`AuditLog` that keeps the rows of a change made while the database is away (the
+    memory file was written: its audit rows must not be lost) in a local spool, like
+    `SpoolingHistory` keeps messages, and writes them when the server answers again: at
+    the next change (spooled rows first, so the log keeps its order), on a retry timer,
+    and at the next start of any process (a dead writer's spool). Each spooled change is
+    written in one transaction with a claim of its key, so a replay that dies half-way
+    and runs again never writes a row twice."""
+
+    def __init__(self, db: Db, spool_dir: Path) -> None:
+        super().__init__(db)
+        self._files = SpoolFiles(spool_dir)
+        self._seq = 0
+        self._waiting = 0
+        """Changes of this process in its spool, not yet written."""
+        self._writing = asyncio.Lock()
+        self._replaying = asyncio.Lock()
+        self._retry: asyncio.Task[None] | None = None
+        self._outage = False
+
+    @property
+    def pending(self) -> int:
+        """Changes of this process waiting in its spool."""
+        return self._waiting
+
+    async def record(
+        self, scope: ScopeKey, changes: Iterable[Change], source: str, at: datetime
+    ) -> int:
+        rows = audit_rows(scope, changes, source, at)
+        if not rows:
+            return 0
+        if self._waiting:
+            await self.flush_spool()
+        if not self._waiting:
+            try:
+                await self._db.run(lambda conn: insert_rows(conn, rows))
+                return len(rows)
+            except sqlite3.OperationalError as exc:  # unreachable, busy, unwritable
+                if not self._outage:
+                    self._outage = True
+                    log.warning(
+                        "audit rows are kept in %s until the database takes them: %s",
+                        self._files.path,
+                        exc,
+                    )
+        async with self._writing:
+            self._seq += 1
+            record = {"seq": self._seq, "rows": [list(r) for r in rows]}
+            await asyncio.to_thread(self._files.append, record)
+            self._waiting += 1
+        if self._retry is None or self._retry.done():
+            self._retry = asyncio.ensure_future(self._retry_until_written())
+        return len(rows)
+
+    async def flush_spool(self) -> bool:
+        """Write every audit spool this process may replay (its own, and those of
+        processes that died); True when nothing of its own is left."""
+        async with self._replaying:
+            try:
+                for path in await asyncio.to_thread(self._files.replayable):
+                    await self._replay_file(path)
+            except sqlite3.OperationalError:
+                return False
+            if not self._waiting and self._outage:
+                self._outage = False
+                log.warning("database reachable again: the spooled audit rows are written")
+            return not self._waiting
+
+    async def _replay_file(self, path: Path) -> None:
+        own = path == self._files.path
+        records = await asyncio.to_thread(_read_records, path)
+        for record in records:
+            rows = [tuple(r) for r in record["rows"]]
+            at = parse_when(str(rows[0][0])) if rows else datetime.now(UTC)
+            claim = claim_step("spool", "audit", f"{path.stem}:{record['seq']}", at)
+
+            await self._db.run(partial(_claimed_insert, claim=claim, rows=rows))
+            if own:
+                self._waiting -= 1
+        if own:
+            async with self._writing:
+                await asyncio.to_thread(_remove_written, path, len(records), False)
+        else:
+            await asyncio.to_thread(_remove_written, path, len(records), True)
+
+    async def _retry_until_written(self) -> None:
+        wait = RETRY_FIRST_SECONDS
+        while self._waiting:
+            await asyncio.sleep(wait)
+            if await self.flush_spool():
+                return
+            wait = min(wait * 2, RETRY_MAX_SECONDS)
+
+    async def close(self) -> None:
+        """Try the spool once more; what is left stays on disk for the next process."""
+        if self._retry is not None:
+            self._retry.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._retry
+        if self._waiting:
+            await self.flush_spool()
+        self._files.release()
+
+
+def _claimed_insert(
+    conn: Connection, claim: Callable[[Connection], bool], rows: list[tuple[Any, ...]]
+) -> None:
+    """Audit rows of a spooled change, unless a replay wrote them before (the claim)."""
+    if claim(conn):
+        insert_rows(conn, rows)
 
 
 def _read_records(path: Path) -> list[dict[str, Any]]:

@@ -13,13 +13,15 @@ torn or emptied `.scope` no longer hides the scope and its memories.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import uuid
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path, PurePosixPath
 
-from memory_core.atomic import atomic_write_text
+from memory_core.atomic import atomic_write_text, write_error
 from memory_core.errors import ChatmemError, PathRefused, ScopeError
 from memory_core.scope import (
     MAIN,
@@ -35,6 +37,7 @@ log = logging.getLogger(__name__)
 STATE_DIR = ".chatmem"
 SCOPE_KEY_FILE = ".scope"
 SCOPE_KEYS_DIR = "scope-keys"
+IDENTITY_FILE = "workspace-id"
 _UNLISTED: set[str] = set()
 MAIN_LONG_TERM = "MEMORY.md"
 SCOPED_LONG_TERM = "LONG_TERM.md"
@@ -56,6 +59,33 @@ class Workspace:
     @property
     def db_path(self) -> Path:
         return self.state_dir / "index.sqlite3"
+
+    @property
+    def identity_path(self) -> Path:
+        return self.state_dir / IDENTITY_FILE
+
+    def identity(self) -> str:
+        """The workspace's own id, made at first need (blocking: a small file).
+
+        A shared PostgreSQL database records the id of the workspace it serves, so a
+        workspace that is pointed at another's database is refused instead of reading and
+        writing the other's memories. Two processes making it at once agree: the first
+        link wins and the other reads it."""
+        path = self.identity_path
+        with contextlib.suppress(FileNotFoundError):
+            return _read_identity(path)
+        draft = path.with_name(f".{IDENTITY_FILE}.{uuid.uuid4().hex}")
+        atomic_write_text(draft, uuid.uuid4().hex + "\n")  # a StoreError line if refused
+        try:
+            os.link(draft, path)
+        except FileExistsError:
+            pass
+        except OSError as exc:
+            raise write_error("workspace id not recorded", path, exc) from exc
+        finally:
+            with contextlib.suppress(OSError):
+                draft.unlink()
+        return _read_identity(path)
 
     @property
     def locks_dir(self) -> Path:
@@ -181,6 +211,18 @@ class Workspace:
         if not inside or real_root not in real.parents:
             raise PathRefused(f"refused path {requested!r}: outside this scope's memory")
         return real
+
+
+def _read_identity(path: Path) -> str:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace").strip()
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise ChatmemError(f"cannot read the workspace id in {path}: {exc.strerror}") from exc
+    if not text or not text.isalnum():
+        raise ChatmemError(f"{path} does not hold a workspace id (32 hex digits)")
+    return text
 
 
 def _read_key(path: Path, slug: str) -> ScopeKey | None:

@@ -63,6 +63,11 @@ class Postings(Protocol):
     def count_terms(self, conn: Connection, sid: int) -> None:
         """The scope's document frequencies (`terms`) made again from its chunks."""
 
+    def exclude_writers(self, conn: Connection) -> None:
+        """A rebuild's step that rewrites a whole table (its reset, a scope's term
+        counts) waits for the writers of chunks in progress and keeps new ones out
+        until it commits: it takes its locks in their order, never deadlocks them."""
+
 
 class Fts5Postings:
     """SQLite: an FTS5 table per scope, with `chunks` as its external content."""
@@ -154,6 +159,9 @@ class Fts5Postings:
         )
         conn.execute(f"DROP TABLE temp.vocab_{sid}")
 
+    def exclude_writers(self, conn: Connection) -> None:
+        del conn  # the write transaction holds SQLite's only write lock already
+
 
 class GinPostings:
     """PostgreSQL: the `chunks_postings` expression index; nothing to write besides the
@@ -223,20 +231,34 @@ class GinPostings:
     def reset(self, conn: Connection) -> None:
         conn.execute("DELETE FROM chunks WHERE kind <> 'message'")
 
+    def exclude_writers(self, conn: Connection) -> None:
+        # Every writer touches `chunks` first among the index's tables: waiting here,
+        # before any row lock, orders this transaction after them (and two rebuilds).
+        conn.execute("LOCK TABLE chunks IN SHARE ROW EXCLUSIVE MODE")
+
     def count_terms(self, conn: Connection, sid: int) -> None:
         conn.execute("DELETE FROM terms WHERE scope_id = ?", (sid,))
         conn.execute(
             "INSERT INTO terms (scope_id, term, df) SELECT ?, t, COUNT(*) FROM"
             " (SELECT DISTINCT c.id, t FROM chunks AS c,"
             " unnest(string_to_array(c.tokens, ' ')) AS t WHERE c.scope_id = ? AND t <> '')"
-            " AS occurrences GROUP BY t",
+            " AS occurrences GROUP BY t"
+            # A writer may add a term of the scope meanwhile: its row is counted over.
+            " ON CONFLICT (scope_id, term) DO UPDATE SET df = excluded.df",
             (sid, sid),
         )
 
 
 def fts5_idf(docs: int, containing: int) -> float:
-    """FTS5's bm25 idf: the classic form, floored at 1e-6 for a term in half the rows."""
-    value = math.log((docs - containing + 0.5) / (containing + 0.5))
+    """FTS5's bm25 idf: the classic form, floored at 1e-6 for a term in half the rows.
+
+    Defined for any counts: the statistics are kept by concurrent writers and may lag
+    the rows for a moment (a term counted in more rows than the scope holds, a negative
+    count), and a query must rank on regardless, never fail on a logarithm."""
+    docs = max(docs, 0)
+    containing = min(max(containing, 0), docs)
+    ratio = (docs - containing + 0.5) / (containing + 0.5)
+    value = math.log(ratio) if ratio > 0 else 0.0
     return value if value > 0 else 1e-6
 
 

@@ -37,7 +37,11 @@ def idf(docs: int, containing: int) -> float:
 
     FTS5's own bm25() clamps the classic form to 1e-6 once a term is in half the
     documents, which in a scope of one or two memories means nothing ever scores.
+    Counts outside 0 <= containing <= docs (statistics that lag their rows under
+    concurrent writers) are taken at the nearest sane value.
     """
+    docs = max(docs, 0)
+    containing = min(max(containing, 0), docs)
     return math.log(1.0 + (docs - containing + 0.5) / (containing + 0.5))
 
 

@@ -15,7 +15,15 @@ from memory_core.clock import format_when
 from memory_core.index.files import prepare_file, scope_files
 from memory_core.index.model import ChunkRow, FileRow, PreparedRows, Progress, SyncStats
 from memory_core.index.postings import postings
-from memory_core.index.writes import UPSERT_FILE, token_count, update_hidden
+from memory_core.index.writes import (
+    INSERT_CHUNK,
+    UPSERT_FILE,
+    Tally,
+    delete_path,
+    pieces,
+    stored,
+    update_hidden,
+)
 from memory_core.scope import ScopeKey
 from memory_core.sql import Connection, Db
 from memory_core.workspace import Workspace
@@ -28,7 +36,9 @@ def reset(raw: Connection) -> list[int]:
     """Empty the index of everything that comes from files, in one transaction; the
     message chunks stay, with their postings and the scopes' counters. Returns the ids
     of the scopes that still hold chunks (messages)."""
-    postings(raw).reset(raw)
+    kept_postings = postings(raw)
+    kept_postings.exclude_writers(raw)
+    kept_postings.reset(raw)
     raw.execute("DELETE FROM files")
     raw.execute("DELETE FROM terms")
     raw.execute("UPDATE scopes SET chunk_count = 0, token_count = 0")
@@ -47,29 +57,33 @@ def reset(raw: Connection) -> list[int]:
 def write_rows(raw: Connection, rows: PreparedRows) -> None:
     """Store a group of prepared files (rebuild only): ids are assigned here, inside the
     write transaction, and the chunk rows (and FTS rows) are bound by `executemany`.
-    Document frequencies wait for `finish_scope`."""
-    files, chunks, counts = rows
+    Whatever chunks a file has by now (another process's reindex, a writer's sync since
+    the reset) are replaced, and a chunk another writer stores at once is not doubled
+    (`INSERT_CHUNK`); counters, document frequencies too, follow the rows really
+    written, so they stay exact beside another reindex (whose reset and term counts may
+    come before or after this group). `finish_scope` counts the terms again."""
+    files, chunks = rows
+    tally = Tally()
+    for path, sid, *_stamp in files:
+        delete_path(raw, sid, path, tally)
     kept = postings(raw)
     ids = kept.new_ids(raw, len(chunks))
     raw.executemany(
-        "INSERT INTO chunks (id, scope_id, path, line_from, line_to, kind, created_at, ref,"
-        " text, tokens) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        [(chunk_id, *chunk) for chunk_id, chunk in zip(ids, chunks, strict=True)],
+        INSERT_CHUNK, [(chunk_id, *chunk) for chunk_id, chunk in zip(ids, chunks, strict=True)]
     )
-    kept.added(
-        raw, [(chunk_id, chunk[0], chunk[8]) for chunk_id, chunk in zip(ids, chunks, strict=True)]
-    )
-    raw.executemany(
-        "UPDATE scopes SET chunk_count = chunk_count + ?, token_count = token_count + ?"
-        " WHERE id = ?",
-        [(n, tokens, sid) for sid, (n, tokens) in counts.items()],
-    )
+    scope_of = {chunk_id: chunk[0] for chunk_id, chunk in zip(ids, chunks, strict=True)}
+    added = stored(raw, ids)
+    kept.added(raw, [(chunk_id, scope_of[chunk_id], tokens) for chunk_id, tokens in added])
+    for chunk_id, tokens in added:
+        tally.added(scope_of[chunk_id], (tokens,))
+    tally.apply(raw)
     raw.executemany(UPSERT_FILE, files)
 
 
 def finish_scope(raw: Connection, sid: int) -> None:
     """Document frequencies of a rebuilt scope, counted by the database rather than row
     by row in Python, and the summaries its monthly summaries hide."""
+    postings(raw).exclude_writers(raw)
     postings(raw).count_terms(raw, sid)
     update_hidden(raw, sid)
 
@@ -104,33 +118,29 @@ def prepare_rows(
     only unpickles plain tuples and hands them to `executemany`."""
     files: list[FileRow] = []
     chunks: list[ChunkRow] = []
-    counts: dict[int, tuple[int, int]] = {}
     for sid, path in group:
         item = prepare_file(workspace, path, zone)
         if item is None:
             continue
         kind = item.kind.value
         files.append((item.path, sid, item.mtime_ns, item.size, item.hash, kind))
+        numbers = pieces(chunk.line_from for chunk, _ in item.chunks)
         chunks.extend(
             (
                 sid,
                 item.path,
                 chunk.line_from,
                 chunk.line_to,
+                piece,
                 kind,
                 when_text(chunk.created_at) if chunk.created_at else None,
                 chunk.ref,
                 chunk.text,
                 tokens,
             )
-            for chunk, tokens in item.chunks
+            for piece, (chunk, tokens) in zip(numbers, item.chunks, strict=True)
         )
-        n, tokens = counts.get(sid, (0, 0))
-        counts[sid] = (
-            n + len(item.chunks),
-            tokens + sum(token_count(t) for _, t in item.chunks),
-        )
-    return files, chunks, counts
+    return files, chunks
 
 
 async def rebuild(

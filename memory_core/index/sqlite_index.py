@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sqlite3
 import time
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, date, datetime, tzinfo
@@ -311,11 +312,16 @@ class SearchIndex:
             if not in_step or stamp is None:
                 await self._reread(sid, relative_path)
             else:
-                await self._db.run(
-                    lambda conn: writes.apply_long_term(
-                        conn, sid, relative_path, stale, prepared, record.after.lines, stamp[:2]
+                try:
+                    await self._db.run(
+                        lambda conn: writes.apply_long_term(
+                            conn, sid, relative_path, stale, prepared, record.after.lines, stamp[:2]
+                        )
                     )
-                )
+                except sqlite3.IntegrityError:
+                    # Another process indexed the new file meanwhile (PostgreSQL): a
+                    # chunk is on a line this write moves one to. The file decides.
+                    await self._reread(sid, relative_path)
         self._changed(scope)
 
     async def message_step(

@@ -23,22 +23,86 @@ UPSERT_FILE = (
 )
 
 
-def adjust_df(raw: Connection, sid: int, token_strings: Iterable[str], sign: int) -> None:
-    """Keep per-scope document frequencies, counted once per batch, not per chunk."""
-    counts: Counter[str] = Counter()
-    for tokens in token_strings:
-        counts.update(set(tokens.split()))
-    if not counts:
+def _apply_df(raw: Connection, sid: int, deltas: Counter[str]) -> None:
+    """Per-scope document frequencies moved by `deltas` (term -> documents gained or lost)."""
+    changed = sorted(term for term, delta in deltas.items() if delta)
+    if not changed:
         return
     # In one order: two writers of a shared PostgreSQL lock the rows they upsert, and
     # the same order for both means neither waits for the other in a circle.
     raw.executemany(
         "INSERT INTO terms (scope_id, term, df) VALUES (?, ?, ?)"
         " ON CONFLICT (scope_id, term) DO UPDATE SET df = terms.df + excluded.df",
-        [(sid, term, sign * counts[term]) for term in sorted(counts)],
+        [(sid, term, deltas[term]) for term in changed],
     )
-    if sign < 0:
+    if any(deltas[term] < 0 for term in changed):
         raw.execute("DELETE FROM terms WHERE scope_id = ? AND df <= 0", (sid,))
+
+
+class Tally:
+    """What a write transaction did to the chunk rows, applied to the counters (the
+    scopes' counts, the terms' document frequencies) once, at its end.
+
+    Counters follow the rows really inserted or deleted, so they stay exact whatever
+    another writer did at once; and every transaction takes its locks in one order (the
+    chunk rows first, then terms and scopes by id), so on a shared PostgreSQL no two
+    writers wait for each other in a circle."""
+
+    def __init__(self) -> None:
+        self._added: dict[int, list[str]] = {}
+        self._removed: dict[int, list[str]] = {}
+
+    def added(self, sid: int, tokens: Iterable[str]) -> None:
+        self._added.setdefault(sid, []).extend(tokens)
+
+    def removed(self, sid: int, tokens: Iterable[str]) -> None:
+        self._removed.setdefault(sid, []).extend(tokens)
+
+    def apply(self, raw: Connection) -> None:
+        sids = sorted(set(self._added) | set(self._removed))
+        for sid in sids:
+            deltas: Counter[str] = Counter()
+            for tokens in self._added.get(sid, ()):
+                deltas.update(set(tokens.split()))
+            for tokens in self._removed.get(sid, ()):
+                deltas.subtract(set(tokens.split()))
+            _apply_df(raw, sid, deltas)
+        changes = []
+        for sid in sids:
+            plus, minus = self._added.get(sid, []), self._removed.get(sid, [])
+            rows = len(plus) - len(minus)
+            words = sum(token_count(t) for t in plus) - sum(token_count(t) for t in minus)
+            if rows or words:
+                changes.append((rows, words, sid))
+        if changes:
+            raw.executemany(
+                "UPDATE scopes SET chunk_count = chunk_count + ?, token_count = token_count + ?"
+                " WHERE id = ?",
+                changes,
+            )
+        self._added.clear()
+        self._removed.clear()
+
+
+INSERT_CHUNK = (
+    "INSERT INTO chunks (id, scope_id, path, line_from, line_to, piece, kind, created_at, ref,"
+    " text, tokens) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    " ON CONFLICT (scope_id, path, line_from, piece) DO NOTHING"
+)
+"""One chunk per (scope, path, line, piece), enforced by the schema (`chunks_one_per_line`):
+a chunk another writer stored first (two reindexes at once) is left as it is, not doubled."""
+
+
+def pieces(line_froms: Iterable[int]) -> list[int]:
+    """Each chunk's place among the chunks of its batch that start on the same line (a
+    long paragraph cut in pieces): 0, 1, 2... in order, so the same file always gives
+    the same (line, piece) keys."""
+    seen: Counter[int] = Counter()
+    numbered = []
+    for line in line_froms:
+        numbered.append(seen[line])
+        seen[line] += 1
+    return numbered
 
 
 def insert_chunks(
@@ -47,76 +111,100 @@ def insert_chunks(
     path: str,
     kind: ChunkKind,
     chunks: Sequence[tuple[Chunk, str]],
+    tally: Tally | None = None,
 ) -> None:
     """Store chunks and register them with the scope's FTS table, document frequencies
-    and counters. Ids are assigned here, inside the caller's write transaction."""
+    and counters (at once, or with the caller's `tally`). Ids are assigned here, inside
+    the caller's write transaction."""
     if not chunks:
         return
     kept = postings(raw)
     ids = kept.new_ids(raw, len(chunks))
-    rows = []
-    fts_rows = []
-    for chunk_id, (chunk, tokens) in zip(ids, chunks, strict=True):
-        rows.append(
-            (
-                chunk_id,
-                sid,
-                path,
-                chunk.line_from,
-                chunk.line_to,
-                kind.value,
-                format_when(chunk.created_at) if chunk.created_at else None,
-                chunk.ref,
-                chunk.text,
-                tokens,
-            )
+    numbers = pieces(chunk.line_from for chunk, _ in chunks)
+    rows = [
+        (
+            chunk_id,
+            sid,
+            path,
+            chunk.line_from,
+            chunk.line_to,
+            piece,
+            kind.value,
+            format_when(chunk.created_at) if chunk.created_at else None,
+            chunk.ref,
+            chunk.text,
+            tokens,
         )
-        fts_rows.append((chunk_id, tokens))
-    raw.executemany(
-        "INSERT INTO chunks (id, scope_id, path, line_from, line_to, kind, created_at, ref,"
-        " text, tokens) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        rows,
-    )
-    kept.added(raw, [(chunk_id, sid, tokens) for chunk_id, tokens in fts_rows])
-    adjust_df(raw, sid, (tokens for _, tokens in fts_rows), +1)
-    raw.execute(
-        "UPDATE scopes SET chunk_count = chunk_count + ?, token_count = token_count + ?"
-        " WHERE id = ?",
-        (len(fts_rows), sum(token_count(t) for _, t in fts_rows), sid),
-    )
+        for chunk_id, piece, (chunk, tokens) in zip(ids, numbers, chunks, strict=True)
+    ]
+    raw.executemany(INSERT_CHUNK, rows)
+    added = stored(raw, ids)
+    kept.added(raw, [(chunk_id, sid, tokens) for chunk_id, tokens in added])
+    own = tally or Tally()
+    own.added(sid, (tokens for _, tokens in added))
+    if tally is None:
+        own.apply(raw)
+
+
+def stored(raw: Connection, ids: Sequence[int]) -> list[tuple[int, str]]:
+    """(id, tokens) of the new ids that are rows now: the rest met a chunk already there."""
+    found: list[tuple[int, str]] = []
+    for start in range(0, len(ids), 500):
+        part = list(ids[start : start + 500])
+        found += [
+            (int(r[0]), str(r[1]))
+            for r in raw.execute(
+                f"SELECT id, tokens FROM chunks WHERE id IN ({','.join('?' * len(part))})", part
+            )
+        ]
+    return found
 
 
 def token_count(tokens: str) -> int:
     return tokens.count(" ") + 1 if tokens else 0
 
 
-def delete_path(raw: Connection, sid: int, path: str) -> int:
+def delete_path(raw: Connection, sid: int, path: str, tally: Tally | None = None) -> int:
     rows = raw.execute(
         "SELECT id, tokens FROM chunks WHERE scope_id = ? AND path = ?", (sid, path)
     ).fetchall()
-    delete_rows(raw, sid, rows)
-    return len(rows)
+    return delete_rows(raw, sid, rows, tally)
 
 
-def delete_rows(raw: Connection, sid: int, rows: Iterable[Sequence[object]]) -> None:
-    pairs = [(int(str(r[0])), str(r[1])) for r in rows]
-    if not pairs:
-        return
-    postings(raw).removed(raw, sid, pairs)
-    raw.executemany("DELETE FROM chunks WHERE id = ?", [(p[0],) for p in pairs])
-    adjust_df(raw, sid, (t for _, t in pairs), -1)
-    raw.execute(
-        "UPDATE scopes SET chunk_count = chunk_count - ?, token_count = token_count - ?"
-        " WHERE id = ?",
-        (len(pairs), sum(token_count(t) for _, t in pairs), sid),
-    )
+def delete_rows(
+    raw: Connection, sid: int, rows: Iterable[Sequence[object]], tally: Tally | None = None
+) -> int:
+    """Delete chunks by id; counters and postings follow the rows really deleted, so two
+    writers deleting the same chunk at once (PostgreSQL) take it off the counts once.
+    Returns how many this call deleted."""
+    ids = [int(str(r[0])) for r in rows]
+    gone: list[tuple[int, str]] = []
+    for start in range(0, len(ids), 500):
+        part = ids[start : start + 500]
+        gone += [
+            (int(r[0]), str(r[1]))
+            for r in raw.execute(
+                f"DELETE FROM chunks WHERE id IN ({','.join('?' * len(part))}) RETURNING id, tokens",
+                part,
+            ).fetchall()
+        ]
+    if not gone:
+        return 0
+    postings(raw).removed(raw, sid, gone)
+    own = tally or Tally()
+    own.removed(sid, (t for _, t in gone))
+    if tally is None:
+        own.apply(raw)
+    return len(gone)
 
 
 def replace_file(raw: Connection, sid: int, item: PreparedFile, stats: SyncStats) -> None:
     """A prepared file's chunks instead of the stored ones, and its row in `files` (the
     stamp the next sync compares)."""
-    stats.chunks_removed += delete_path(raw, sid, item.path)
-    insert_chunks(raw, sid, item.path, item.kind, item.chunks)
+    tally = Tally()
+    stats.chunks_removed += delete_path(raw, sid, item.path, tally)
+    insert_chunks(raw, sid, item.path, item.kind, item.chunks, tally)
+    tally.apply(raw)
     raw.execute(UPSERT_FILE, (item.path, sid, item.mtime_ns, item.size, item.hash, item.kind.value))
     stats.files_indexed += 1
     stats.chunks_added += len(item.chunks)
@@ -231,6 +319,7 @@ def apply_long_term(
     """One long-term write by difference: chunks of removed and edited entries out, of
     added and edited ones in, every other entry moved to its new lines, the file row
     stamped (its hash forgotten: it no longer describes the file)."""
+    tally = Tally()
     for start in range(0, len(stale), 500):
         part = list(stale[start : start + 500])
         old = conn.execute(
@@ -238,8 +327,7 @@ def apply_long_term(
             f" AND ref IN ({','.join('?' * len(part))})",
             (sid, path, *part),
         ).fetchall()
-        delete_rows(conn, sid, old)
-    insert_chunks(conn, sid, path, ChunkKind.LONG_TERM, fresh)
+        delete_rows(conn, sid, old, tally)
     placed = conn.execute(
         "SELECT id, ref, line_from, line_to FROM chunks WHERE scope_id = ? AND path = ?",
         (sid, path),
@@ -249,8 +337,14 @@ def apply_long_term(
         for chunk_id, ref, line_from, line_to in placed
         if str(ref) in lines and lines[str(ref)] != (line_from, line_to)
     ]
+    # One chunk per line holds at every row: the moving chunks are parked on lines no
+    # file has (their negated ids) while the new ones take their lines.
+    if moves:
+        conn.executemany("UPDATE chunks SET line_from = -id WHERE id = ?", [(m[2],) for m in moves])
+    insert_chunks(conn, sid, path, ChunkKind.LONG_TERM, fresh, tally)
     if moves:
         conn.executemany("UPDATE chunks SET line_from = ?, line_to = ? WHERE id = ?", moves)
+    tally.apply(conn)
     conn.execute(
         "UPDATE files SET mtime_ns = ?, size = ?, hash = '' WHERE path = ?", (*stamp, path)
     )

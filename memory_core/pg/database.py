@@ -25,6 +25,7 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -34,7 +35,9 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from memory_core.errors import (
     DatabaseBusy,
+    DatabaseConflict,
     DatabaseFailure,
+    DatabaseForeign,
     DatabaseUnreachable,
     DatabaseUnwritable,
 )
@@ -72,6 +75,17 @@ _UNWRITABLE = (
 )
 
 
+@dataclass(frozen=True)
+class Owner:
+    """The workspace that opens a database: its id is recorded there at first use and
+    must match at every later open. `adopt`: a database that holds data but no owner
+    (made before owners were recorded) becomes this workspace's; a move into a database
+    (`chatmem migrate`) never adopts, it wants an empty one or its own."""
+
+    workspace_id: str
+    adopt: bool = True
+
+
 class PgDatabase:
     """Open with `await PgDatabase.open(dsn)`; `close()` when done."""
 
@@ -82,10 +96,12 @@ class PgDatabase:
         pool: ConnectionPool,
         threads: ThreadPoolExecutor,
         migrations: Sequence[tuple[str, str]] = PG_MIGRATIONS,
+        owner: Owner | None = None,
     ) -> None:
         self._pool = pool
         self._threads = threads
         self._migrations = migrations
+        self._owner = owner
         self._migrated = False
         self._migrating = asyncio.Lock()
         self._closed = False
@@ -100,10 +116,13 @@ class PgDatabase:
         *,
         pool_size: int = 4,
         migrations: Sequence[tuple[str, str]] = PG_MIGRATIONS,
+        owner: Owner | None = None,
     ) -> PgDatabase:
         """Connect and migrate. A server that cannot be reached now is no error: every
         call is a `DatabaseUnreachable` until it answers (the core works from its files
-        and its spool meanwhile), and the first call that reaches it migrates."""
+        and its spool meanwhile), and the first call that reaches it migrates. With an
+        `owner`, a database of another workspace is a `DatabaseForeign`, at open or at
+        that first call."""
         pool = ConnectionPool(
             dsn,
             min_size=1,
@@ -118,7 +137,7 @@ class PgDatabase:
             name="chatmem",
         )
         threads = ThreadPoolExecutor(max_workers=pool_size, thread_name_prefix="chatmem-pg")
-        database = cls(pool, threads, migrations)
+        database = cls(pool, threads, migrations, owner)
         try:
             await database._submit(pool.open, False)
             await database._migrate()
@@ -134,7 +153,7 @@ class PgDatabase:
             if self._migrated:
                 return
             applied = await self._submit(
-                self._with_connection, lambda conn: migrate(conn, self._migrations)
+                self._with_connection, lambda conn: migrate(conn, self._migrations, self._owner)
             )
             self._migrated = True
         if applied:
@@ -215,6 +234,8 @@ def translate(exc: psycopg.Error) -> Exception:
     text = _message(exc)
     if isinstance(exc, _BUSY):
         return DatabaseBusy(f"the database was locked by another writer: {text}")
+    if isinstance(exc, psycopg.errors.UniqueViolation):
+        return DatabaseConflict(f"database conflict: {text}")
     if isinstance(exc, _UNWRITABLE):
         return DatabaseUnwritable(f"the database cannot write: {text}")
     if isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError):
@@ -239,9 +260,14 @@ MIGRATION_LOCK = "chatmem:migrations"
 """Advisory lock name (hashed within the schema) that orders processes migrating at once."""
 
 
-def migrate(conn: Connection, migrations: Sequence[tuple[str, str]] = PG_MIGRATIONS) -> list[str]:
+def migrate(
+    conn: Connection,
+    migrations: Sequence[tuple[str, str]] = PG_MIGRATIONS,
+    owner: Owner | None = None,
+) -> list[str]:
     """Apply every migration not yet recorded, all in one transaction under an advisory
-    lock, so two processes starting against a new database cannot both apply one."""
+    lock, so two processes starting against a new database cannot both apply one; then
+    check (or record) the workspace the database serves."""
     assert isinstance(conn, PgConnection)
     raw = conn.raw
     applied: list[str] = []
@@ -264,4 +290,38 @@ def migrate(conn: Connection, migrations: Sequence[tuple[str, str]] = PG_MIGRATI
                 (name, datetime.now(UTC).isoformat()),
             )
             applied.append(name)
+        if owner is not None:
+            _check_owner(raw, owner)
     return applied
+
+
+OWNED_TABLES = ("scopes", "sessions", "messages", "audit", "captures")
+"""Tables whose rows only a workspace's use makes: any row means the database is used."""
+
+
+def _check_owner(raw: psycopg.Connection[Any], owner: Owner) -> None:
+    """The database's workspace is `owner`'s, recorded now if it has none yet."""
+    row = raw.execute("SELECT id FROM workspace").fetchone()
+    if row is not None:
+        if str(row[0]) != owner.workspace_id:
+            raise DatabaseForeign(
+                f"this PostgreSQL database belongs to another workspace (id {row[0]}; this"
+                f" one is {owner.workspace_id}): give each workspace a database or a schema"
+                " of its own"
+            )
+        return
+    used = any(
+        raw.execute(f"SELECT EXISTS (SELECT 1 FROM {table})").fetchone()[0]  # type: ignore[index]
+        for table in OWNED_TABLES
+    )
+    if used and not owner.adopt:
+        raise DatabaseForeign(
+            "this PostgreSQL database already holds another workspace's data: move into an"
+            " empty database or a schema of its own"
+        )
+    if used:
+        log.warning("recording this workspace as the owner of the database it has been using")
+    raw.execute(
+        "INSERT INTO workspace (id, claimed_at) VALUES (%s, %s)",
+        (owner.workspace_id, datetime.now(UTC).isoformat()),
+    )

@@ -15,7 +15,7 @@ one scope's posting lists are not even the same keys as another's.
 
 from __future__ import annotations
 
-from memory_core.migrations import DELIVERIES, DELIVERY_OWNERS
+from memory_core.migrations import DELIVERIES, DELIVERY_OWNERS, PIECES
 
 PG_MIGRATIONS: list[tuple[str, str]] = []
 
@@ -241,4 +241,38 @@ migration(
     "m007_delivery_owners",
     # Who took a delivery and whether it is answered (memory_core/deliveries.py).
     DELIVERY_OWNERS,
+)
+
+
+migration(
+    "m008_workspace",
+    # The workspace this database serves (its `.chatmem/workspace-id`), recorded by the
+    # first process that opens it and checked by every later one (database.migrate): a
+    # workspace pointed at another's database is refused, never mixed in. One row.
+    """
+    CREATE TABLE workspace (
+        only_row BOOLEAN PRIMARY KEY DEFAULT TRUE CHECK (only_row),
+        id TEXT NOT NULL,
+        claimed_at TEXT NOT NULL
+    );
+    """,
+)
+
+
+migration(
+    "m009_one_chunk_per_line",
+    # As SQLite's m008 (memory_core/migrations.py), with the doubles deleted here at once
+    # (no FTS table to keep in step) and every scope's term statistics counted again.
+    """
+    ALTER TABLE chunks ADD COLUMN piece BIGINT NOT NULL DEFAULT 0;
+    DELETE FROM chunks AS c USING chunks AS d
+        WHERE d.scope_id = c.scope_id AND d.path = c.path AND d.line_from = c.line_from
+        AND d.line_to = c.line_to AND d.text = c.text AND d.id < c.id;
+    DELETE FROM terms;
+    INSERT INTO terms (scope_id, term, df)
+        SELECT c.scope_id, t, COUNT(DISTINCT c.id)
+        FROM chunks AS c, unnest(string_to_array(c.tokens, ' ')) AS t
+        WHERE t <> '' GROUP BY c.scope_id, t;
+    """
+    + PIECES,
 )

@@ -93,8 +93,10 @@ async def test_a_restart_mid_run_loses_nothing(
         await eventually(lambda: _index_finds(core, MAIN, "sourdough"))
         await eventually(lambda: _index_finds(core, ALICE, "bees"))
     # One warning when the outage began, not one per call.
-    spool_lines = [r for r in outage_lines if "spool" in r.getMessage()]
+    spool_lines = [r for r in outage_lines if "messages are kept in" in r.getMessage()]
     assert len(spool_lines) == 1
+    audit_lines = [r for r in outage_lines if "audit rows are kept in" in r.getMessage()]
+    assert len(audit_lines) == 1
     journal_lines = [r for r in outage_lines if "capture journal unreachable" in r.getMessage()]
     assert len(journal_lines) == 1
 

@@ -868,6 +868,13 @@ def test_cli_reindex_repairs_a_corrupt_index(
     assert "reindexed 4 files" in capsys.readouterr().out
 
 
+def _enter(request: pytest.FixtureRequest, context: Any) -> str:
+    """Enter a context manager for the rest of the test."""
+    value = context.__enter__()
+    request.addfinalizer(lambda: context.__exit__(None, None, None))
+    return str(value)
+
+
 # --- BM25: the formula, FTS5 candidates vs rank-bm25 ------------------------------------
 
 
@@ -1063,12 +1070,19 @@ async def test_recall_ranks_within_its_own_budget(
 
 
 async def test_recall_k1_and_b_are_the_ranking_parameters(
-    tmp_path: Path, clock: ManualClock, storage_env: Mapping[str, str]
+    tmp_path: Path,
+    clock: ManualClock,
+    storage_env: Mapping[str, str],
+    request: pytest.FixtureRequest,
 ) -> None:
     """`recall.k1` and `recall.b` rank both the index and the file fallback."""
     scores: dict[tuple[float, float], list[float]] = {}
     for k1, b in ((1.2, 0.75), (2.0, 0.3)):
-        base = load_config(None, env=storage_env, workspace=tmp_path / f"ws-{k1}")
+        env = dict(storage_env)
+        if env and k1 != 1.2:  # a workspace of its own: a database (schema) of its own
+            server = request.getfixturevalue("postgres_server")
+            env["CHATMEM_POSTGRES_DSN"] = _enter(request, server.schema())
+        base = load_config(None, env=env, workspace=tmp_path / f"ws-{k1}")
         recall = base.recall.model_copy(update={"k1": k1, "b": b})
         async with MemoryCore.open(base.model_copy(update={"recall": recall}), clock=clock) as core:
             for note in ("tea tea tea and cake", "tea", "coffee and a long walk by the river"):

@@ -3,7 +3,9 @@ nothing lost, twice without copying twice, and after an interruption to the end.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -16,6 +18,7 @@ from memory_core import moving
 from memory_core.clock import ManualClock
 from memory_core.config import Config, load_config
 from memory_core.engine import MemoryCore
+from memory_core.errors import DatabaseForeign
 from memory_core.scope import MAIN, ScopeKey
 from tests.conftest import START
 from tests.postgres import PostgresServer
@@ -150,6 +153,101 @@ async def test_the_command_line_moves_and_says_what_to_do_next(
 
 
 async def _run_cli(argv: list[str]) -> int:
-    import asyncio
-
     return await asyncio.to_thread(main, argv)
+
+
+async def test_a_move_into_another_workspaces_database_is_refused(
+    tmp_path: Path, pg_dsn: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The database another workspace uses is refused, in one line, before anything is
+    copied, and the workspace keeps searching its own memories."""
+    clock = ManualClock(START)
+    theirs, ours = tmp_path / "theirs", tmp_path / "ours"
+    async with MemoryCore.open(sqlite_config(theirs), clock=clock) as core:
+        await core.chat(ALICE, "their kayak is blue")
+        await core.move_storage("postgres", pg_dsn)
+    async with MemoryCore.open(pg_config(theirs, pg_dsn), clock=clock) as core:
+        theirs_before = await state(core)
+    async with MemoryCore.open(sqlite_config(ours), clock=clock) as core:
+        await core.chat(ALICE, "our kayak is green")
+
+    argv = ["--workspace", str(ours), "migrate", "--to", "postgres", "--dsn", pg_dsn]
+    assert await _run_cli(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "belongs to another workspace" in err[0], err
+    assert "Traceback" not in "".join(err)
+
+    async with MemoryCore.open(pg_config(theirs, pg_dsn), clock=clock) as core:
+        assert await state(core) == theirs_before  # nothing of ours went in
+    search = ["--workspace", str(ours), "--scope", ALICE.value, "search", "kayak", "--json"]
+    assert await _run_cli(search) == 0
+    hits = json.loads(capsys.readouterr().out)
+    assert hits and all("blue" not in h["text"] for h in hits)
+
+
+async def test_a_workspace_opening_another_workspaces_database_is_refused(
+    tmp_path: Path, pg_dsn: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    clock = ManualClock(START)
+    theirs, ours = tmp_path / "theirs", tmp_path / "ours"
+    async with MemoryCore.open(pg_config(theirs, pg_dsn), clock=clock) as core:
+        await core.chat(ALICE, "their kayak is blue")
+    async with MemoryCore.open(sqlite_config(ours), clock=clock):
+        pass
+    with pytest.raises(DatabaseForeign):
+        async with MemoryCore.open(pg_config(ours, pg_dsn), clock=clock):
+            pass
+    env = {"CHATMEM_STORAGE_BACKEND": "postgres", "CHATMEM_POSTGRES_DSN": pg_dsn}
+    code = await asyncio.to_thread(
+        _main_with_env, ["--workspace", str(ours), "search", "kayak"], env
+    )
+    assert code == 2
+    captured = capsys.readouterr()
+    assert "blue" not in captured.out
+    lines = [line for line in captured.err.splitlines() if line.startswith("chatmem: error")]
+    assert len(lines) == 1 and "belongs to another workspace" in lines[0]
+    assert "Traceback" not in captured.err
+
+
+async def test_a_used_database_without_an_owner_is_adopted_by_its_workspace_only(
+    tmp_path: Path, pg_dsn: str
+) -> None:
+    """A database used before owners were recorded: its workspace opening it records
+    itself; a move into it from elsewhere is refused."""
+    clock = ManualClock(START)
+    theirs, ours = tmp_path / "theirs", tmp_path / "ours"
+    async with MemoryCore.open(pg_config(theirs, pg_dsn), clock=clock) as core:
+        await core.chat(ALICE, "their kayak is blue")
+        await sql(core, "DELETE FROM workspace RETURNING id")
+    async with MemoryCore.open(sqlite_config(ours), clock=clock) as core:
+        await core.chat(ALICE, "our kayak is green")
+        with pytest.raises(DatabaseForeign, match="already holds another workspace's data"):
+            await core.move_storage("postgres", pg_dsn)
+    async with MemoryCore.open(pg_config(theirs, pg_dsn), clock=clock) as core:
+        [(owner,)] = await sql(core, "SELECT id FROM workspace")
+        assert owner == (theirs / ".chatmem" / "workspace-id").read_text().strip()
+
+
+def _main_with_env(argv: list[str], env: dict[str, str]) -> int:
+    saved = {name: os.environ.get(name) for name in env}
+    os.environ.update(env)
+    try:
+        return main(argv)
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def test_a_workspace_id_is_made_once_by_processes_starting_together(tmp_path: Path) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from memory_core.workspace import Workspace
+
+    workspace = Workspace.at(tmp_path / "ws")
+    with ThreadPoolExecutor(8) as pool:
+        ids = set(pool.map(lambda _: Workspace.at(workspace.root).identity(), range(32)))
+    assert len(ids) == 1
+    assert [p.name for p in workspace.state_dir.iterdir()] == ["workspace-id"]

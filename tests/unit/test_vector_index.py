@@ -89,7 +89,8 @@ async def add(
     def work(conn: sqlite3.Connection) -> tuple[int, list[int]]:
         sid = writes.ensure_scope(conn, scope)
         first = conn.execute("SELECT COALESCE(MAX(id), 0) FROM chunks").fetchone()[0] + 1
-        rows = [(Chunk(i + 1, i + 1, t, None), t.lower()) for i, t in enumerate(texts)]
+        # Lines after every earlier chunk's: the schema holds one chunk per line.
+        rows = [(Chunk(first + i, first + i, t, None), t.lower()) for i, t in enumerate(texts)]
         writes.insert_chunks(conn, sid, path, kind, rows)
         return sid, list(range(first, first + len(texts)))
 

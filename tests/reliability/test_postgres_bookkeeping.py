@@ -1,0 +1,153 @@
+"""PostgreSQL goes away while captures are made, and a writer is killed with its audit
+rows still in its spool: once the server is back, every change made to the memory files
+has its audit row, once, and every scope's stored counters equal its rows.
+
+A server of the test's own (`own_postgres`), stopped and started again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from memory_core.clock import ManualClock
+from memory_core.config import Config, load_config
+from memory_core.engine import MemoryCore
+from memory_core.errors import DatabaseUnreachable
+from memory_core.scope import MAIN, ScopeKey
+from memory_core.spool import SpoolingAudit
+from tests.conftest import START
+from tests.postgres import PostgresServer
+from tests.reliability.support import REPO, storage_env_of
+from tests.support import sql
+
+pytestmark = pytest.mark.timeout(300)
+
+ALICE = ScopeKey("peer:alice")
+COUNTS = (
+    "SELECT s.key, s.chunk_count, s.token_count,"
+    " (SELECT COUNT(*) FROM chunks AS c WHERE c.scope_id = s.id),"
+    " (SELECT COALESCE(SUM(length(tokens) - length(replace(tokens, ' ', ''))"
+    " + CASE WHEN tokens <> '' THEN 1 ELSE 0 END), 0) FROM chunks AS c"
+    " WHERE c.scope_id = s.id) FROM scopes AS s"
+)
+
+KILLED_WRITER = """
+import asyncio, os, signal
+from memory_core.config import load_config
+from memory_core.engine import MemoryCore
+from memory_core.scope import ScopeKey
+
+async def main() -> None:
+    config = load_config(None, env={env!r}, workspace={workspace!r})
+    core = MemoryCore(config)
+    await core.start()
+    for n in range({count}):
+        entry, _ = await core.capture(ScopeKey("peer:alice"), f"killed writer fact {{n}} zq")
+        print(entry.id, flush=True)
+    os.kill(os.getpid(), signal.SIGKILL)  # its spool is left behind, its lock let go
+
+asyncio.run(main())
+"""
+
+
+def pg_config(server: PostgresServer, workspace: Path) -> Config:
+    env = {"CHATMEM_STORAGE_BACKEND": "postgres", "CHATMEM_POSTGRES_DSN": server.uri}
+    return load_config(None, env=env, workspace=workspace)
+
+
+async def added_rows(core: MemoryCore) -> dict[str, int]:
+    rows = await sql(core, "SELECT entry_id, COUNT(*) FROM audit WHERE action = 'add' GROUP BY 1")
+    return {str(r[0]): int(r[1]) for r in rows}
+
+
+async def assert_counts_exact(core: MemoryCore) -> None:
+    for key, chunks, tokens, real_chunks, real_tokens in await sql(core, COUNTS):
+        assert (int(chunks), int(tokens)) == (int(real_chunks), int(real_tokens)), key
+
+
+async def eventually(check: object, within: float = 60.0) -> None:
+    deadline = asyncio.get_running_loop().time() + within
+    while True:
+        try:
+            assert await check()  # type: ignore[operator]
+            return
+        except (AssertionError, DatabaseUnreachable):
+            if asyncio.get_running_loop().time() > deadline:
+                raise
+        await asyncio.sleep(0.2)
+
+
+async def test_changes_made_during_an_outage_keep_their_audit_rows(
+    own_postgres: PostgresServer, tmp_path: Path
+) -> None:
+    clock = ManualClock(START)
+    async with MemoryCore.open(pg_config(own_postgres, tmp_path / "ws"), clock=clock) as core:
+        ids = [(await core.capture(ALICE, f"before fact {n} zq"))[0].id for n in range(5)]
+        await core.flush()
+        await asyncio.to_thread(own_postgres.pause)
+        during = [(await core.capture(ALICE, f"outage fact {n} zq"))[0].id for n in range(20)]
+        await core.flush()
+        await core.forget(ALICE, during[0])
+        audit = core.memory.long_term.audit
+        assert isinstance(audit, SpoolingAudit) and audit.pending > 0
+        await core.append_daily(MAIN, "a note during the outage")
+
+        await asyncio.to_thread(own_postgres.resume)
+
+        async def written() -> bool:
+            return await audit.flush_spool() and audit.pending == 0
+
+        await eventually(written)
+        added = await added_rows(core)
+        assert {i: added.get(i, 0) for i in ids + during} == dict.fromkeys(ids + during, 1)
+        forgets = await sql(core, "SELECT entry_id FROM audit WHERE action = 'forget'")
+        assert [str(r[0]) for r in forgets] == [during[0]]
+    async with MemoryCore.open(pg_config(own_postgres, tmp_path / "ws"), clock=clock) as core:
+        await assert_counts_exact(core)
+        assert await added_rows(core) == dict.fromkeys(ids + during, 1)
+
+
+async def test_a_writer_killed_during_an_outage_loses_no_audit_row(
+    own_postgres: PostgresServer, tmp_path: Path
+) -> None:
+    config = pg_config(own_postgres, tmp_path / "ws")
+    async with MemoryCore.open(config) as core:
+        await core.capture(ALICE, "a fact from before zq")
+    await asyncio.to_thread(own_postgres.pause)
+    script = KILLED_WRITER.format(
+        env=storage_env_of(config), workspace=str(config.workspace_path), count=12
+    )
+    done = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-c", textwrap.dedent(script)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    acknowledged = done.stdout.split()
+    assert len(acknowledged) == 12, done.stderr[-2000:]
+    assert list((tmp_path / "ws" / ".chatmem" / "spool" / "audit").glob("*.jsonl"))
+    await asyncio.to_thread(own_postgres.resume)
+
+    # Two processes start at once with the server back: the dead writer's spool is
+    # written once.
+    async with MemoryCore.open(config) as first, MemoryCore.open(config) as second:
+        for core in (first, second):
+            audit = core.memory.long_term.audit
+            assert isinstance(audit, SpoolingAudit)
+            await audit.flush_spool()
+        added = await added_rows(first)
+        assert {i: added.get(i, 0) for i in acknowledged} == dict.fromkeys(acknowledged, 1)
+        entries = {e.id for e in await first.entries(ALICE)}
+        assert set(acknowledged) <= entries
+        await assert_counts_exact(first)
+        hits = await first.search(ALICE, "killed writer fact zq")
+        assert hits
+    assert not list((tmp_path / "ws" / ".chatmem" / "spool" / "audit").glob("*.jsonl"))

@@ -1,0 +1,156 @@
+"""The index's bookkeeping holds under any interleaving of writers: one chunk row per
+(path, line, piece), enforced by the schema; the scopes' counters follow the rows really
+written; ranking is defined for any statistics."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import sqlite3
+
+import pytest
+
+from memory_core.config import Config
+from memory_core.engine import MemoryCore
+from memory_core.index import idf
+from memory_core.index.postings import fts5_idf
+from memory_core.scope import MAIN
+from tests.support import sql, sql_write
+
+DOUBLED = (
+    "SELECT COUNT(*) FROM (SELECT scope_id, path, line_from, piece FROM chunks"
+    " GROUP BY scope_id, path, line_from, piece HAVING COUNT(*) > 1) AS d"
+)
+COUNTS = (
+    "SELECT s.key, s.chunk_count, (SELECT COUNT(*) FROM chunks AS c WHERE c.scope_id = s.id)"
+    " FROM scopes AS s"
+)
+
+
+def test_idf_is_defined_for_any_counts() -> None:
+    """Statistics that lag their rows (more rows holding a term than the scope has, a
+    negative count) rank on; they never raise a math domain error."""
+    for docs, containing in itertools.product((-5, -1, 0, 1, 2, 283), (-3, 0, 1, 235, 10_000)):
+        assert fts5_idf(docs, containing) > 0
+        assert idf(docs, containing) > 0
+
+
+async def test_search_ranks_on_when_the_statistics_are_off(core: MemoryCore) -> None:
+    for note in ("green tea at noon", "black tea at night", "coffee at dawn"):
+        await core.append_daily(MAIN, note)
+    await sql_write(
+        core,
+        ("UPDATE scopes SET chunk_count = 1, token_count = 2", ()),
+        ("UPDATE terms SET df = 50 WHERE term = 'tea'", ()),
+    )
+    hits = await core.search(MAIN, "tea")
+    assert {h.text for h in hits} >= {"green tea at noon", "black tea at night"}
+
+
+async def test_the_schema_holds_one_chunk_per_line(core: MemoryCore) -> None:
+    await core.append_daily(MAIN, "the kayak is red")
+    assert await sql(core, "SELECT piece FROM chunks") == [(0,)]
+    with pytest.raises(sqlite3.DatabaseError):
+        await sql_write(
+            core,
+            (
+                "INSERT INTO chunks (scope_id, path, line_from, line_to, piece, kind, text,"
+                " tokens) SELECT scope_id, path, line_from, line_to, piece, kind, text, tokens"
+                " FROM chunks",
+                (),
+            ),
+        )
+    assert await sql(core, DOUBLED) == [(0,)]
+
+
+async def test_reindexes_at_once_beside_a_writer_double_nothing(core: MemoryCore) -> None:
+    """Three reindexes and a writer interleaved on one database: each chunk once, every
+    scope's count equal to its rows."""
+    for n in range(40):
+        await core.append_daily(MAIN, f"note {n} about the garden and the bees")
+    await core.capture(MAIN, "keeps bees in the garden " + "honey " * 2000)  # pieces
+
+    async def write() -> None:
+        for n in range(20):
+            await core.append_daily(MAIN, f"later note {n} about the shed")
+
+    await asyncio.gather(core.reindex(), core.reindex(), write(), core.reindex())
+    assert await sql(core, DOUBLED) == [(0,)]
+    for key, stored, real in await sql(core, COUNTS):
+        assert int(stored) == int(real), key
+    hits = await core.search(MAIN, "later note 19 shed")
+    assert [h.text for h in hits].count("later note 19 about the shed") == 1
+
+
+async def test_a_chunk_deleted_twice_is_counted_off_once(core: MemoryCore) -> None:
+    await core.append_daily(MAIN, "the kayak is red")
+    index = core.memory.guard.index
+    assert index is not None
+    from memory_core.index import writes
+
+    rows = await sql(core, "SELECT id, tokens, scope_id FROM chunks")
+    sid = int(rows[0][2])
+    pairs = [(r[0], r[1]) for r in rows]
+    db = core._db
+    assert db is not None
+    await db.run(lambda conn: writes.delete_rows(conn, sid, pairs))
+    await db.run(lambda conn: writes.delete_rows(conn, sid, pairs))  # as a second writer would
+    for key, stored, real in await sql(core, COUNTS):
+        assert int(stored) == int(real) == 0, key
+
+
+async def test_an_index_with_doubled_rows_is_repaired_when_opened(config: Config) -> None:
+    """A database written before the schema held one chunk per line: its doubles go
+    and its counters are counted again at the first open."""
+    async with MemoryCore.open(config) as core:
+        for n in range(5):
+            await core.append_daily(MAIN, f"note {n} about the boat")
+        await core.capture(MAIN, "paragraph " * 1500)  # a long entry: fine as one chunk
+        await core.flush()
+        before = sorted(
+            tuple(r) for r in await sql(core, "SELECT path, line_from, text FROM chunks")
+        )
+        sqlite = config.storage.backend == "sqlite"
+        fts = "" if not sqlite else "fts_" + str((await sql(core, "SELECT id FROM scopes"))[0][0])
+        statements: list[tuple[str, tuple[object, ...]]] = [
+            ("DROP INDEX chunks_one_per_line", ()),
+            ("ALTER TABLE chunks DROP COLUMN piece", ()),
+            ("DELETE FROM _migrations WHERE name LIKE '%one_chunk_per_line'", ()),
+            (
+                "INSERT INTO chunks (id, scope_id, path, line_from, line_to, kind, created_at,"
+                " ref, hidden, text, tokens) SELECT id + 1000, scope_id, path, line_from,"
+                " line_to, kind, created_at, ref, hidden, text, tokens FROM chunks",
+                (),
+            ),
+            ("UPDATE terms SET df = 2 * df", ()),  # the doubles were counted
+            ("UPDATE scopes SET chunk_count = 3, token_count = 7", ()),
+        ]
+        if sqlite:
+            statements.append(
+                (
+                    f"INSERT INTO {fts} (rowid, tokens) SELECT id, tokens FROM chunks WHERE id > 1000",
+                    (),
+                )
+            )
+        await sql_write(core, *statements)
+        assert await sql(core, DOUBLED_BY_LINE) != [(0,)]
+
+    async with MemoryCore.open(config) as core:
+        assert await sql(core, DOUBLED_BY_LINE) == [(0,)]
+        after = sorted(
+            tuple(r) for r in await sql(core, "SELECT path, line_from, text FROM chunks")
+        )
+        assert after == before
+        for key, stored, real in await sql(core, COUNTS):
+            assert int(stored) == int(real), key
+        assert [int(r[0]) for r in await sql(core, "SELECT df FROM terms WHERE term = 'boat'")] == [
+            5
+        ]
+        hits = await core.search(MAIN, "boat")
+        assert len(hits) == 5
+
+
+DOUBLED_BY_LINE = (
+    "SELECT COUNT(*) FROM (SELECT scope_id, path, line_from FROM chunks"
+    " GROUP BY scope_id, path, line_from HAVING COUNT(*) > 1) AS d"
+)
