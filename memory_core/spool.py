@@ -25,7 +25,7 @@ import logging
 import os
 import sqlite3
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
@@ -88,7 +88,7 @@ class SpoolingHistory(HistoryStore):
         self._replaying = asyncio.Lock()
         self._writing = asyncio.Lock()
         """Orders appends to this process's file against its rewrite after a replay."""
-        self._retry: asyncio.Task[None] | None = None
+        self._retry = Retrier(self.flush_spool, lambda: bool(self._spooled))
         self._outage = False
 
     # --- the spool file ---------------------------------------------------------------
@@ -106,8 +106,7 @@ class SpoolingHistory(HistoryStore):
                 "database unreachable: messages are kept in %s until it answers again",
                 self._path,
             )
-        if self._retry is None or self._retry.done():
-            self._retry = asyncio.ensure_future(self._retry_until_written())
+        self._retry.start()
 
     @property
     def pending(self) -> int:
@@ -285,23 +284,43 @@ class SpoolingHistory(HistoryStore):
         except sqlite3.DatabaseError:
             pass  # the id is taken: another process replayed it meanwhile
 
-    async def _retry_until_written(self) -> None:
+    async def close(self) -> None:
+        """Try the spool once more; what is left stays on disk for the next process."""
+        await self._retry.close()
+        self._files.release()
+
+
+class Retrier:
+    """Writes a spool back on a backoff timer while anything of this process waits in
+    it: one loop for messages and audit rows alike."""
+
+    def __init__(self, flush: Callable[[], Awaitable[bool]], waiting: Callable[[], bool]) -> None:
+        self._flush = flush
+        """Writes what it can; True when nothing of this process is left."""
+        self._waiting = waiting
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        """Keep retrying until the spool is written (no second loop if one runs)."""
+        if self._task is None or self._task.done():
+            self._task = asyncio.ensure_future(self._until_written())
+
+    async def _until_written(self) -> None:
         wait = RETRY_FIRST_SECONDS
-        while self._spooled:
+        while self._waiting():
             await asyncio.sleep(wait)
-            if await self.flush_spool():
+            if await self._flush():
                 return
             wait = min(wait * 2, RETRY_MAX_SECONDS)
 
     async def close(self) -> None:
-        """Try the spool once more; what is left stays on disk for the next process."""
-        if self._retry is not None:
-            self._retry.cancel()
+        """Stop the loop and try once more."""
+        if self._task is not None:
+            self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await self._retry
-        if self._spooled:
-            await self.flush_spool()
-        self._files.release()
+                await self._task
+        if self._waiting():
+            await self._flush()
 
 
 class SpoolFiles:
@@ -370,7 +389,7 @@ class SpoolingAudit(AuditLog):
         """Changes of this process in its spool, not yet written."""
         self._writing = asyncio.Lock()
         self._replaying = asyncio.Lock()
-        self._retry: asyncio.Task[None] | None = None
+        self._retry = Retrier(self.flush_spool, lambda: self._waiting > 0)
         self._outage = False
 
     @property
@@ -403,8 +422,7 @@ class SpoolingAudit(AuditLog):
             record = {"seq": self._seq, "rows": [list(r) for r in rows]}
             await asyncio.to_thread(self._files.append, record)
             self._waiting += 1
-        if self._retry is None or self._retry.done():
-            self._retry = asyncio.ensure_future(self._retry_until_written())
+        self._retry.start()
         return len(rows)
 
     async def flush_spool(self) -> bool:
@@ -438,22 +456,9 @@ class SpoolingAudit(AuditLog):
         else:
             await asyncio.to_thread(_remove_written, path, len(records), True)
 
-    async def _retry_until_written(self) -> None:
-        wait = RETRY_FIRST_SECONDS
-        while self._waiting:
-            await asyncio.sleep(wait)
-            if await self.flush_spool():
-                return
-            wait = min(wait * 2, RETRY_MAX_SECONDS)
-
     async def close(self) -> None:
         """Try the spool once more; what is left stays on disk for the next process."""
-        if self._retry is not None:
-            self._retry.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._retry
-        if self._waiting:
-            await self.flush_spool()
+        await self._retry.close()
         self._files.release()
 
 
