@@ -3,6 +3,7 @@ and the journal's rows as another process would read them."""
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 import subprocess
 import sys
@@ -12,6 +13,7 @@ from pathlib import Path
 import psycopg
 
 from memory_core.config import Config
+from memory_core.errors import DatabaseUnreachable
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -94,3 +96,17 @@ def storage_env_of(config: Config) -> dict[str, str]:
 
 def with_long_term(config: Config, **settings: object) -> Config:
     return config.model_copy(update={"long_term": config.long_term.model_copy(update=settings)})
+
+
+async def eventually(check: object, within: float = 30.0) -> None:
+    """Wait until `await check()` holds (a state, not a pause): the database may be away
+    meanwhile; fails with the last assertion after `within` seconds."""
+    deadline = asyncio.get_running_loop().time() + within
+    while True:
+        try:
+            assert await check()  # type: ignore[operator]
+            return
+        except (AssertionError, DatabaseUnreachable):
+            if asyncio.get_running_loop().time() > deadline:
+                raise
+        await asyncio.sleep(0.2)

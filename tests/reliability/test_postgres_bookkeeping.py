@@ -18,12 +18,11 @@ import pytest
 from memory_core.clock import ManualClock
 from memory_core.config import Config, load_config
 from memory_core.engine import MemoryCore
-from memory_core.errors import DatabaseUnreachable
 from memory_core.scope import MAIN, ScopeKey
 from memory_core.spool import SpoolingAudit
 from tests.conftest import START
 from tests.postgres import PostgresServer
-from tests.reliability.support import REPO, storage_env_of
+from tests.reliability.support import REPO, eventually, storage_env_of
 from tests.support import sql
 
 pytestmark = pytest.mark.timeout(300)
@@ -71,18 +70,6 @@ async def assert_counts_exact(core: MemoryCore) -> None:
         assert (int(chunks), int(tokens)) == (int(real_chunks), int(real_tokens)), key
 
 
-async def eventually(check: object, within: float = 60.0) -> None:
-    deadline = asyncio.get_running_loop().time() + within
-    while True:
-        try:
-            assert await check()  # type: ignore[operator]
-            return
-        except (AssertionError, DatabaseUnreachable):
-            if asyncio.get_running_loop().time() > deadline:
-                raise
-        await asyncio.sleep(0.2)
-
-
 async def test_changes_made_during_an_outage_keep_their_audit_rows(
     own_postgres: PostgresServer, tmp_path: Path
 ) -> None:
@@ -103,7 +90,7 @@ async def test_changes_made_during_an_outage_keep_their_audit_rows(
         async def written() -> bool:
             return await audit.flush_spool() and audit.pending == 0
 
-        await eventually(written)
+        await eventually(written, within=60.0)
         added = await added_rows(core)
         assert {i: added.get(i, 0) for i in ids + during} == dict.fromkeys(ids + during, 1)
         forgets = await sql(core, "SELECT entry_id FROM audit WHERE action = 'forget'")

@@ -15,11 +15,11 @@ import pytest
 from memory_core.clock import ManualClock
 from memory_core.config import Config, load_config
 from memory_core.engine import MemoryCore
-from memory_core.errors import DatabaseUnreachable
 from memory_core.scope import MAIN, ScopeKey
 from memory_core.spool import SpoolingHistory
 from tests.conftest import START
 from tests.postgres import PostgresServer
+from tests.reliability.support import eventually
 from tests.support import sql
 
 pytestmark = pytest.mark.timeout(180)
@@ -41,18 +41,6 @@ def history(core: MemoryCore) -> SpoolingHistory:
 async def stored(core: MemoryCore) -> list[tuple[str, str]]:
     rows = await sql(core, "SELECT scope, content FROM messages WHERE role = 'user' ORDER BY id")
     return [(str(r[0]), str(r[1])) for r in rows]
-
-
-async def eventually(check: object, within: float = 30.0) -> None:
-    deadline = asyncio.get_running_loop().time() + within
-    while True:
-        try:
-            assert await check()  # type: ignore[operator]
-            return
-        except (AssertionError, DatabaseUnreachable):
-            if asyncio.get_running_loop().time() > deadline:
-                raise
-        await asyncio.sleep(0.2)
 
 
 async def test_a_restart_mid_run_loses_nothing(
