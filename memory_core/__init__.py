@@ -24,11 +24,13 @@ PUBLIC_API = frozenset(
         "memory_core.snapshot",
         "memory_core.entities",
         "memory_core.consolidation",
+        "memory_core.inputs",
         # pure rules a front end shows or previews
         "memory_core.scoring",
         "memory_core.merge",
         "memory_core.recall",
         "memory_core.text",
+        "memory_core.wording",
     }
 )
 """The modules front ends (adapters/, tui/, scripts/) may import. Everything else (table

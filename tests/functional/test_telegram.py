@@ -103,7 +103,9 @@ async def test_get_me_is_called_once_at_start_not_per_message(
             "allowed_users": [ALICE],
         },
     )
-    notes = [f"note {i} is kept" for i in range(5)]
+    notes = [
+        f"the {thing} is kept in the shed" for thing in ("kayak", "tent", "bike", "ladder", "grill")
+    ]
     stop = asyncio.Event()
     async with MemoryCore.open(config) as core:
         task = asyncio.create_task(run_telegram(core, config.telegram, stop))

