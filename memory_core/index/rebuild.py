@@ -63,10 +63,11 @@ def write_rows(raw: Connection, rows: PreparedRows) -> None:
     written, so they stay exact beside another reindex (whose reset and term counts may
     come before or after this group). `finish_scope` counts the terms again."""
     files, chunks = rows
+    kept = postings(raw)
+    kept.hold_files(raw, [path for path, *_ in files])
     tally = Tally()
     for path, sid, *_stamp in files:
         delete_path(raw, sid, path, tally)
-    kept = postings(raw)
     ids = kept.new_ids(raw, len(chunks))
     raw.executemany(
         INSERT_CHUNK, [(chunk_id, *chunk) for chunk_id, chunk in zip(ids, chunks, strict=True)]
