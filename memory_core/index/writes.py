@@ -319,9 +319,13 @@ def ensure_scope(conn: Connection, key: str) -> int:
     return sid
 
 
-def restamp_file(conn: Connection, path: str, mtime_ns: int, size: int) -> None:
-    """A file whose content is unchanged (same hash) under a new stamp."""
-    conn.execute("UPDATE files SET mtime_ns = ?, size = ? WHERE path = ?", (mtime_ns, size, path))
+def restamp_file(conn: Connection, path: str, mtime_ns: int, size: int, digest: str) -> None:
+    """A file whose content is unchanged (same hash) under a new stamp; only while the
+    row still holds that hash (another process may have indexed an older read since)."""
+    conn.execute(
+        "UPDATE files SET mtime_ns = ?, size = ? WHERE path = ? AND hash = ?",
+        (mtime_ns, size, path, digest),
+    )
 
 
 def remove_file(conn: Connection, sid: int, path: str) -> int:
