@@ -63,6 +63,12 @@ class Postings(Protocol):
     def count_terms(self, conn: Connection, sid: int) -> None:
         """The scope's document frequencies (`terms`) made again from its chunks."""
 
+    def hold_files(self, conn: Connection, paths: Sequence[str]) -> None:
+        """Before a transaction replaces the chunks of `paths`: it waits for every other
+        one replacing any of them, each taking the files in one order. Two replacements
+        of a file that see different rows of it (one committed between their reads)
+        could otherwise each hold rows the other must delete or insert over."""
+
     def exclude_writers(self, conn: Connection) -> None:
         """A rebuild's step that rewrites a whole table (its reset, a scope's term
         counts) waits for the writers of chunks in progress and keeps new ones out
@@ -159,6 +165,9 @@ class Fts5Postings:
         )
         conn.execute(f"DROP TABLE temp.vocab_{sid}")
 
+    def hold_files(self, conn: Connection, paths: Sequence[str]) -> None:
+        del conn, paths  # the write transaction holds SQLite's only write lock already
+
     def exclude_writers(self, conn: Connection) -> None:
         del conn  # the write transaction holds SQLite's only write lock already
 
@@ -230,6 +239,17 @@ class GinPostings:
 
     def reset(self, conn: Connection) -> None:
         conn.execute("DELETE FROM chunks WHERE kind <> 'message'")
+
+    def hold_files(self, conn: Connection, paths: Sequence[str]) -> None:
+        # Transaction-level advisory locks, one per path (hashed within the schema), taken
+        # in the order of their keys before any row lock: a cycle cannot form.
+        if paths:
+            conn.execute(
+                "SELECT pg_advisory_xact_lock(k) FROM (SELECT DISTINCT hashtextextended("
+                "current_schema() || ':index file:' || p, 0) AS k FROM unnest(?::text[]) AS p"
+                " ORDER BY k) AS keys",
+                (list(paths),),
+            ).fetchall()
 
     def exclude_writers(self, conn: Connection) -> None:
         # Every writer touches `chunks` first among the index's tables: waiting here,

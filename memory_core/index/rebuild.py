@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import multiprocessing
 import os
 from collections import Counter
 from collections.abc import Sequence
@@ -63,10 +64,11 @@ def write_rows(raw: Connection, rows: PreparedRows) -> None:
     written, so they stay exact beside another reindex (whose reset and term counts may
     come before or after this group). `finish_scope` counts the terms again."""
     files, chunks = rows
+    kept = postings(raw)
+    kept.hold_files(raw, [path for path, *_ in files])
     tally = Tally()
     for path, sid, *_stamp in files:
         delete_path(raw, sid, path, tally)
-    kept = postings(raw)
     ids = kept.new_ids(raw, len(chunks))
     raw.executemany(
         INSERT_CHUNK, [(chunk_id, *chunk) for chunk_id, chunk in zip(ids, chunks, strict=True)]
@@ -86,6 +88,14 @@ def finish_scope(raw: Connection, sid: int) -> None:
     postings(raw).exclude_writers(raw)
     postings(raw).count_terms(raw, sid)
     update_hidden(raw, sid)
+
+
+def worker_start() -> multiprocessing.context.BaseContext:
+    """How the tokenizing workers start: from a fork server (or a fresh interpreter),
+    never by forking this process, whose other threads may hold locks a fork copies
+    held (a vector backfill's BLAS threads: the fork would wait for them forever)."""
+    methods = multiprocessing.get_all_start_methods()
+    return multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
 
 
 def list_workspace(workspace: Workspace) -> tuple[list[ScopeKey], list[tuple[ScopeKey, Path]]]:
@@ -166,7 +176,7 @@ async def rebuild(
     groups_left = Counter(sid for group in groups for sid in {sid for sid, _ in group})
     loop = asyncio.get_running_loop()
     workers = min(os.cpu_count() or 1, 4) if len(groups) > 2 else 0
-    pool = ProcessPoolExecutor(max_workers=workers) if workers else None
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=worker_start()) if workers else None
     ahead = max(workers, 1) + 1
     pending: list[asyncio.Future[PreparedRows]] = []
 

@@ -183,6 +183,7 @@ class SearchIndex:
                             path=item.path,
                             mtime_ns=item.mtime_ns,
                             size=item.size,
+                            digest=item.hash,
                         )
                     )
                     continue

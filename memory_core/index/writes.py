@@ -201,6 +201,7 @@ def delete_rows(
 def replace_file(raw: Connection, sid: int, item: PreparedFile, stats: SyncStats) -> None:
     """A prepared file's chunks instead of the stored ones, and its row in `files` (the
     stamp the next sync compares)."""
+    postings(raw).hold_files(raw, [item.path])
     tally = Tally()
     stats.chunks_removed += delete_path(raw, sid, item.path, tally)
     insert_chunks(raw, sid, item.path, item.kind, item.chunks, tally)
@@ -219,18 +220,54 @@ def add_appended_rows(
     stamp: tuple[int, int] | None,
     previous: tuple[int, int] | None,
 ) -> bool:
-    """The write of `SearchIndex.add_prepared`; true when the file must be read again."""
-    if stamp is not None and previous is not None:
-        row = raw.execute("SELECT mtime_ns, size FROM files WHERE path = ?", (path,)).fetchone()
-        known = (int(row[0]), int(row[1])) if row else (0, 0)
-        if known != previous:
-            return known != stamp
+    """The write of `SearchIndex.add_prepared`; true when the file must be read again.
+
+    The appended chunks are only right beside the stored ones when the index holds the
+    file exactly as it was before the append (`previous`). That is checked by the very
+    statement that moves the file row to `stamp`, after the chunks are inserted: on a
+    shared PostgreSQL a reset or another process's rewrite of the file may commit
+    between a separate check and this transaction's end, and the row would then say
+    "up to date" over chunks that miss lines of the file. Row lock and check in one
+    statement, taken after the chunk rows (every writer's lock order), leave no gap."""
     insert_chunks(raw, sid, path, kind, prepared)
-    if stamp is not None:
-        # The old hash no longer describes the file: forget it, or a hand edit that
-        # removes the appended note would look unchanged.
+    if stamp is None:
+        return False
+    if previous is None:
         raw.execute(UPSERT_FILE, (path, sid, stamp[0], stamp[1], "", kind.value))
-    return False
+        return False
+    if _restamp_appended(raw, sid, path, kind, stamp, previous):
+        return False
+    # Not the file as it was before the append: a sync that read the file after it
+    # already holds the note (its row has `stamp`); anything else is read again.
+    row = raw.execute("SELECT mtime_ns, size FROM files WHERE path = ?", (path,)).fetchone()
+    return row is None or (int(row[0]), int(row[1])) != stamp
+
+
+def _restamp_appended(
+    raw: Connection,
+    sid: int,
+    path: str,
+    kind: ChunkKind,
+    stamp: tuple[int, int],
+    previous: tuple[int, int],
+) -> bool:
+    """The file row moved from `previous` to `stamp` (its hash forgotten: the old one
+    no longer describes the file, and a hand edit that removes the appended note must
+    not look unchanged), in one statement; false when the row is not at `previous`."""
+    if previous == (0, 0):
+        # A file the append created: no row yet, unless someone indexed it since.
+        done = raw.execute(
+            "INSERT INTO files (path, scope_id, mtime_ns, size, hash, kind)"
+            " VALUES (?, ?, ?, ?, '', ?) ON CONFLICT (path) DO NOTHING RETURNING path",
+            (path, sid, stamp[0], stamp[1], kind.value),
+        ).fetchone()
+    else:
+        done = raw.execute(
+            "UPDATE files SET mtime_ns = ?, size = ?, hash = '' WHERE path = ?"
+            " AND mtime_ns = ? AND size = ? RETURNING path",
+            (stamp[0], stamp[1], path, previous[0], previous[1]),
+        ).fetchone()
+    return done is not None
 
 
 def update_hidden(raw: Connection, sid: int) -> None:
@@ -282,9 +319,13 @@ def ensure_scope(conn: Connection, key: str) -> int:
     return sid
 
 
-def restamp_file(conn: Connection, path: str, mtime_ns: int, size: int) -> None:
-    """A file whose content is unchanged (same hash) under a new stamp."""
-    conn.execute("UPDATE files SET mtime_ns = ?, size = ? WHERE path = ?", (mtime_ns, size, path))
+def restamp_file(conn: Connection, path: str, mtime_ns: int, size: int, digest: str) -> None:
+    """A file whose content is unchanged (same hash) under a new stamp; only while the
+    row still holds that hash (another process may have indexed an older read since)."""
+    conn.execute(
+        "UPDATE files SET mtime_ns = ?, size = ? WHERE path = ? AND hash = ?",
+        (mtime_ns, size, path, digest),
+    )
 
 
 def remove_file(conn: Connection, sid: int, path: str) -> int:
@@ -319,6 +360,7 @@ def apply_long_term(
     """One long-term write by difference: chunks of removed and edited entries out, of
     added and edited ones in, every other entry moved to its new lines, the file row
     stamped (its hash forgotten: it no longer describes the file)."""
+    postings(conn).hold_files(conn, [path])
     tally = Tally()
     for start in range(0, len(stale), 500):
         part = list(stale[start : start + 500])
