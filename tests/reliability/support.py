@@ -13,7 +13,9 @@ from pathlib import Path
 import psycopg
 
 from memory_core.config import Config
+from memory_core.engine import MemoryCore
 from memory_core.errors import DatabaseUnreachable
+from tests.support import sql
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -110,3 +112,19 @@ async def eventually(check: object, within: float = 30.0) -> None:
             if asyncio.get_running_loop().time() > deadline:
                 raise
         await asyncio.sleep(0.2)
+
+
+COUNTS = (
+    "SELECT s.key, s.chunk_count, s.token_count,"
+    " (SELECT COUNT(*) FROM chunks AS c WHERE c.scope_id = s.id),"
+    " (SELECT COALESCE(SUM(length(tokens) - length(replace(tokens, ' ', ''))"
+    " + CASE WHEN tokens <> '' THEN 1 ELSE 0 END), 0) FROM chunks AS c"
+    " WHERE c.scope_id = s.id) FROM scopes AS s"
+)
+"""Each scope's stored chunk and token counts beside the counts of its chunk rows."""
+
+
+async def assert_counts_exact(core: MemoryCore) -> None:
+    """The index's bookkeeping equals what its rows hold, in every scope."""
+    for key, chunks, tokens, real_chunks, real_tokens in await sql(core, COUNTS):
+        assert (int(chunks), int(tokens)) == (int(real_chunks), int(real_tokens)), key

@@ -22,19 +22,12 @@ from memory_core.scope import MAIN, ScopeKey
 from memory_core.spool import SpoolingAudit
 from tests.conftest import START
 from tests.postgres import PostgresServer
-from tests.reliability.support import REPO, eventually, storage_env_of
+from tests.reliability.support import REPO, assert_counts_exact, eventually, storage_env_of
 from tests.support import sql
 
 pytestmark = pytest.mark.timeout(300)
 
 ALICE = ScopeKey("peer:alice")
-COUNTS = (
-    "SELECT s.key, s.chunk_count, s.token_count,"
-    " (SELECT COUNT(*) FROM chunks AS c WHERE c.scope_id = s.id),"
-    " (SELECT COALESCE(SUM(length(tokens) - length(replace(tokens, ' ', ''))"
-    " + CASE WHEN tokens <> '' THEN 1 ELSE 0 END), 0) FROM chunks AS c"
-    " WHERE c.scope_id = s.id) FROM scopes AS s"
-)
 
 KILLED_WRITER = """
 import asyncio, os, signal
@@ -63,11 +56,6 @@ def pg_config(server: PostgresServer, workspace: Path) -> Config:
 async def added_rows(core: MemoryCore) -> dict[str, int]:
     rows = await sql(core, "SELECT entry_id, COUNT(*) FROM audit WHERE action = 'add' GROUP BY 1")
     return {str(r[0]): int(r[1]) for r in rows}
-
-
-async def assert_counts_exact(core: MemoryCore) -> None:
-    for key, chunks, tokens, real_chunks, real_tokens in await sql(core, COUNTS):
-        assert (int(chunks), int(tokens)) == (int(real_chunks), int(real_tokens)), key
 
 
 async def test_changes_made_during_an_outage_keep_their_audit_rows(
