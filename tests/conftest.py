@@ -49,10 +49,18 @@ BACKENDS = ("sqlite", "postgres")
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """Every test that stores anything (it asks for `config`, `core`, `storage_env`...)
     runs once per storage backend, unless it is marked `sqlite_only` (it tests SQLite
-    itself: its files, its locks, its disk errors)."""
+    itself: its files, its locks, its disk errors) or `postgres_only` (it steps
+    transactions that only a server runs side by side)."""
     if "storage_backend" in metafunc.fixturenames:
-        only = metafunc.definition.get_closest_marker("sqlite_only") is not None
-        metafunc.parametrize("storage_backend", BACKENDS[:1] if only else BACKENDS, indirect=True)
+        marked = metafunc.definition.get_closest_marker
+        backends = (
+            BACKENDS[:1]
+            if marked("sqlite_only")
+            else BACKENDS[1:]
+            if marked("postgres_only")
+            else BACKENDS
+        )
+        metafunc.parametrize("storage_backend", backends, indirect=True)
 
 
 @pytest.fixture

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import multiprocessing
 import os
+import signal
 from collections import Counter
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -88,6 +89,13 @@ def finish_scope(raw: Connection, sid: int) -> None:
     postings(raw).exclude_writers(raw)
     postings(raw).count_terms(raw, sid)
     update_hidden(raw, sid)
+
+
+def ignore_interrupts() -> None:
+    """In a tokenizing worker: Ctrl-C reaches the whole process group, and the command
+    that started the workers answers it (and ends them); a worker's own traceback would
+    only bury that one line."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def worker_start() -> multiprocessing.context.BaseContext:
@@ -176,7 +184,13 @@ async def rebuild(
     groups_left = Counter(sid for group in groups for sid in {sid for sid, _ in group})
     loop = asyncio.get_running_loop()
     workers = min(os.cpu_count() or 1, 4) if len(groups) > 2 else 0
-    pool = ProcessPoolExecutor(max_workers=workers, mp_context=worker_start()) if workers else None
+    pool = (
+        ProcessPoolExecutor(
+            max_workers=workers, mp_context=worker_start(), initializer=ignore_interrupts
+        )
+        if workers
+        else None
+    )
     ahead = max(workers, 1) + 1
     pending: list[asyncio.Future[PreparedRows]] = []
 

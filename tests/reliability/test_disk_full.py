@@ -62,10 +62,12 @@ def _umount(directory: Path) -> None:
 
 @pytest.fixture
 def tmpfs(tmp_path: Path) -> Iterator[Path | None]:
-    """A 2 MiB tmpfs of 512 inodes, or None where mounting is not allowed."""
+    """An 8 MiB tmpfs of 512 inodes, or None where mounting is not allowed. Larger than
+    SQLite's WAL between automatic checkpoints (1 000 pages, 4 MiB): once the tests free
+    the space they filled, the index's log must fit beside the files, as on any real disk."""
     directory = tmp_path / "tmpfs"
     directory.mkdir()
-    if not _mount_tmpfs(directory, "size=2m,nr_inodes=512"):
+    if not _mount_tmpfs(directory, "size=8m,nr_inodes=512"):
         yield None
         return
     try:

@@ -112,32 +112,29 @@ async def daily_file_with_two_notes(core: MemoryCore) -> tuple[Path, int]:
     return core.config.workspace_path / relative, sid
 
 
-@pytest.fixture
-def pg_core(core: MemoryCore, storage_backend: str) -> MemoryCore:
-    if storage_backend == "sqlite":
-        pytest.skip("one SQLite writer at a time: no other transaction runs meanwhile")
-    return core
+# One SQLite writer at a time: no other transaction runs meanwhile there.
+pytestmark = pytest.mark.postgres_only
 
 
 async def test_a_reset_between_an_appends_check_and_write_loses_no_note(
-    pg_core: MemoryCore,
+    core: MemoryCore,
 ) -> None:
-    path, sid = await daily_file_with_two_notes(pg_core)
-    reread = append_beside(pg_core, rebuild.reset, path, sid)
-    await assert_row_trusts_only_whole_chunks(pg_core, path, sid)
+    path, sid = await daily_file_with_two_notes(core)
+    reread = append_beside(core, rebuild.reset, path, sid)
+    await assert_row_trusts_only_whole_chunks(core, path, sid)
     assert reread  # the reset emptied the index: the file must be read again
 
 
 async def test_a_rebuild_writing_an_older_read_of_the_file_loses_no_note(
-    pg_core: MemoryCore,
+    core: MemoryCore,
 ) -> None:
-    relative, _ = await pg_core.append_daily(MAIN, "wfirstzq the first note")
-    sid = int((await sql(pg_core, "SELECT id FROM scopes WHERE key = ?", MAIN.value))[0][0])
-    path = pg_core.config.workspace_path / relative
+    relative, _ = await core.append_daily(MAIN, "wfirstzq the first note")
+    sid = int((await sql(core, "SELECT id FROM scopes WHERE key = ?", MAIN.value))[0][0])
+    path = core.config.workspace_path / relative
     # A rebuild read the file before the second note was appended...
-    rows = rebuild.prepare_rows(pg_core.workspace, [(sid, path)], UTC)
-    await pg_core.append_daily(MAIN, "wsecondzq the second note")
+    rows = rebuild.prepare_rows(core.workspace, [(sid, path)], UTC)
+    await core.append_daily(MAIN, "wsecondzq the second note")
     # ...and writes that read while a third note is appended and indexed.
-    reread = append_beside(pg_core, lambda conn: rebuild.write_rows(conn, rows), path, sid)
-    await assert_row_trusts_only_whole_chunks(pg_core, path, sid)
+    reread = append_beside(core, lambda conn: rebuild.write_rows(conn, rows), path, sid)
+    await assert_row_trusts_only_whole_chunks(core, path, sid)
     assert reread

@@ -214,11 +214,14 @@ async def test_the_quiet_period_rebuilds_the_snapshots(workspace: Path, clock: M
         clock.advance(timedelta(minutes=30))
         assert "quiet-consolidation" in await core.runtime.tick()
         assert "Xiaoju" in path.read_text(encoding="utf-8")
-    async with MemoryCore.open(snapshot_config(workspace / "other"), clock=clock) as core:
-        await core.capture(ALICE, "a memory")
+    # The same workspace with snapshots off (one workspace: a PostgreSQL database
+    # serves one): a scope changed since writes none.
+    bob = ScopeKey("peer:bob")
+    async with MemoryCore.open(snapshot_config(workspace), clock=clock) as core:
+        await core.capture(bob, "a memory")
         clock.advance(timedelta(days=1, minutes=30))
         assert "quiet-consolidation" in await core.runtime.tick()
-        assert not (workspace / "other" / core.snapshot_path(ALICE)).exists()
+        assert not (workspace / core.snapshot_path(bob)).exists()
 
 
 def test_the_budget_setting_is_checked(tmp_path: Path) -> None:
