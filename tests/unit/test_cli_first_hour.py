@@ -20,18 +20,9 @@ from memory_core.config import env_bindings, load_config
 from memory_core.errors import ConfigError, ScopeError
 from memory_core.scope import InboundContext, ScopeKey, printable_key, resolve_scope
 from memory_core.workspace import Workspace
+from tests.unit.test_cli import _clean_env  # noqa: F401  (autouse: no config or env leaks in)
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(autouse=True)
-def _clean_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """No ./chatmem.toml and no CHATMEM_* / token variables leak into the commands."""
-    for name, _ in env_bindings():
-        monkeypatch.delenv(name, raising=False)
-    cwd = tmp_path / "cwd"
-    cwd.mkdir()
-    monkeypatch.chdir(cwd)
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
