@@ -48,7 +48,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.quality import labelled, madial, published
+from bench.quality import labelled, locomo, madial, published
 from bench.quality.report import Group, Key, main_table, pooled, type_table
 from bench.quality.setup import RAW_FOREVER, apply_overrides, merge_overrides, sets_to_overrides
 from memory_core.config import Config
@@ -108,6 +108,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="archive with the default rules (older days summarised) instead of verbatim",
     )
     parser.add_argument("--madial", type=Path, default=madial.DEFAULT_DIR, metavar="DIR")
+    parser.add_argument("--locomo", type=Path, default=locomo.DEFAULT_DIR, metavar="DIR")
     parser.add_argument("--limit", type=int, default=None, metavar="N", help="questions per set")
     parser.add_argument("--json", type=Path, default=None, metavar="OUT")
     parser.add_argument(
@@ -148,13 +149,25 @@ def madial_sets(root: Path, pattern: str, limit: int | None) -> list[madial.Madi
     return [madial.load_set(root, lang).limited(limit) for lang in wanted]
 
 
+def locomo_sets(root: Path, pattern: str, limit: int | None) -> list[locomo.LocomoSet]:
+    if not fnmatch.fnmatch("locomo-dev", pattern):
+        return []
+    if not (root / locomo.FILE).is_file():
+        print(f"LoCoMo dev split not found under {root}: skipped (--locomo DIR)")
+        return []
+    return [locomo.load_set(root).limited(limit)]
+
+
+Dataset = labelled.LabelledSet | madial.MadialSet | locomo.LocomoSet
+
+
 @dataclass(frozen=True, slots=True)
 class Task:
     """One dataset with one variant: the unit a worker process runs."""
 
     variant: str
     overrides: dict[str, dict[str, object]]
-    dataset: labelled.LabelledSet | madial.MadialSet
+    dataset: Dataset
     modes: tuple[str, ...]
     summaries: bool
 
@@ -174,6 +187,9 @@ def run_task(task: Task) -> Done:
         if isinstance(task.dataset, madial.MadialSet):
             mrun = asyncio.run(madial.run_set(task.dataset, task.overrides, Path(tmp)))
             return Done(task, None, mrun, time.perf_counter() - started)
+        if isinstance(task.dataset, locomo.LocomoSet):
+            lrun = asyncio.run(locomo.run_set(task.dataset, task.overrides, Path(tmp)))
+            return Done(task, {locomo.MODE: lrun}, None, time.perf_counter() - started)
         runs = asyncio.run(
             labelled.run_set(
                 task.dataset, task.modes, task.overrides, Path(tmp), summaries=task.summaries
@@ -313,8 +329,10 @@ def baseline_groups(sets: Sequence[madial.MadialSet]) -> list[Group]:
 def ordered(results: Results) -> list[Group]:
     """Each labelled file, then each language's files pooled, then MADial-Bench."""
     groups = list(results.groups.values())
-    plain = [g for g in groups if not g.key.dataset.startswith("madial-")]
-    out = sorted(plain, key=lambda g: (g.key.dataset, g.key.mode, g.key.path, g.key.variant))
+    public = [g for g in groups if g.key.dataset == "locomo-dev"]
+    out = sorted(public, key=lambda g: (g.key.path, g.key.variant))
+    plain = [g for g in groups if not g.key.dataset.startswith(("madial-", "locomo-"))]
+    out += sorted(plain, key=lambda g: (g.key.dataset, g.key.mode, g.key.path, g.key.variant))
     for language in sorted({results.languages[g.key.dataset] for g in plain}):
         files = [g for g in plain if results.languages[g.key.dataset] == language]
         if len({g.key.dataset for g in files}) > 1:
@@ -339,12 +357,13 @@ def run(args: argparse.Namespace) -> Results:
     modes = tuple(labelled.MODES) if args.mode == "both" else (args.mode,)
     sets = labelled_sets(args.sets, args.limit)
     mad = madial_sets(args.madial, args.sets, args.limit)
+    public = locomo_sets(args.locomo, args.sets, args.limit)
     archive_rule = (
         "default archive rules (older days summarised offline)"
         if args.summaries
         else f"archive.raw_days = {RAW_FOREVER} (every archived turn kept verbatim)"
     )
-    datasets: list[labelled.LabelledSet | madial.MadialSet] = [*sets, *mad]
+    datasets: list[Dataset] = [*public, *sets, *mad]
     names = ", ".join(d.name for d in datasets) or "none"
     print(f"variants: {', '.join(variants)}; sets: {names}; --jobs {args.jobs}")
     if sets and "archived" in modes:
@@ -357,7 +376,15 @@ def run(args: argparse.Namespace) -> Results:
             f"variant {variant}: {json.dumps(overrides) if overrides else 'product defaults'}"
             f" (embedding.provider {embedding.provider!r}, model {embedding.model or 'default'!r})"
         )
-        tasks.extend(Task(variant, overrides, d, modes, args.summaries) for d in datasets)
+        for d in datasets:
+            if isinstance(d, locomo.LocomoSet):
+                # One task per conversation: they are the longest to store.
+                tasks.extend(
+                    Task(variant, overrides, locomo.LocomoSet(d.name, d.language, (c,)), modes, False)
+                    for c in d.conversations
+                )
+            else:
+                tasks.append(Task(variant, overrides, d, modes, args.summaries))
     started = time.perf_counter()
     results = Results()
     shown: set[tuple[str, str]] = set()

@@ -14,7 +14,7 @@ import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -235,6 +235,20 @@ async def _run_conversation(
     return runs
 
 
+def anchor_of(hit: Hit, anchors: Mapping[datetime, tuple[str, int]]) -> tuple[str, int] | None:
+    if hit.created_at is None:
+        return None
+    return anchors.get(hit.created_at.astimezone(UTC).replace(second=0, microsecond=0))
+
+
+def turn_times(conv: Conversation) -> dict[datetime, tuple[str, int]]:
+    return {
+        s.at(i).astimezone(UTC).replace(second=0, microsecond=0): (s.id, i)
+        for s in conv.sessions
+        for i in range(len(s.turns))
+    }
+
+
 async def _ask(
     core: MemoryCore, scope: ScopeKey, conv: Conversation, clock: ManualClock, started: float
 ) -> SetRun:
@@ -243,24 +257,38 @@ async def _ask(
     for state, count in (await core.message_counts()).get(scope.value, {}).items():
         run.stored[f"messages {state}"] += count
     asking = time.perf_counter()
+    anchors = turn_times(conv)
     for question in conv.questions:
         clock.set(question.asked_at)
         wanted = conv.evidence_texts(question)
         explicit = await core.search(scope, question.question, limit=10)
         injection = await core.recall(scope, question.question, [], now=question.asked_at)
         for path, hits in (("explicit", explicit), ("automatic", injection.hits)):
-            run.outcomes.append(_outcome(question, path, wanted, hits))
+            run.outcomes.append(_outcome(question, path, wanted, hits, anchors))
     run.query_s = time.perf_counter() - asking
     return run
 
 
-def _outcome(question: Question, path: str, wanted: Sequence[str], hits: Sequence[Hit]) -> Outcome:
-    found = found_turns(wanted, [h.text for h in hits])
+def _outcome(
+    question: Question,
+    path: str,
+    wanted: Sequence[str],
+    hits: Sequence[Hit],
+    anchors: Mapping[datetime, tuple[str, int]],
+) -> Outcome:
+    """A hit counts for the turn it is anchored on (known by its time: each turn has its
+    own minute); the turns it shows beside it count only as "shown"."""
+    index = {turn: i for i, turn in enumerate(dict.fromkeys(question.evidence))}
+    found = [
+        frozenset({index[a]}) if (a := anchor_of(h, anchors)) in index else frozenset()
+        for h in hits
+    ]
+    shown = found_turns(wanted, [h.text for h in hits])
     return Outcome(
         question=question.id,
         type=question.type,
         path=path,
-        scores=score(found, len(wanted)),
+        scores=score(found, len(wanted), shown),
         found=[sorted(items) for items in found],
         kinds=[h.kind.value for h in hits],
     )

@@ -118,14 +118,20 @@ class Scores:
     ndcg5: float
     frac5: float
     frac10: float
+    shown5: float
+    """Share of the wanted items shown anywhere in the first 5 hits' text (a turn beside
+    the one a hit ranks counts here, never in frac@k): a diagnostic."""
 
 
-def score(found: Found, wanted: int) -> Scores:
+def score(found: Found, wanted: int, shown: Found | None = None) -> Scores:
+    """`found` holds what each hit is anchored on; `shown` what each hit displays
+    (`found` when they are the same thing, as for memory ids)."""
     return Scores(
         recall5=recall_at(found, 5),
         ndcg5=ndcg_at(found, wanted, 5),
         frac5=frac_at(found, wanted, 5),
         frac10=frac_at(found, wanted, 10),
+        shown5=frac_at(found if shown is None else shown, wanted, 5),
     )
 
 
@@ -136,6 +142,7 @@ class Summary:
     ndcg5: float
     frac5: float
     frac10: float
+    shown5: float
 
 
 def summarise(scores: Sequence[Scores]) -> Summary:
@@ -151,4 +158,5 @@ def summarise(scores: Sequence[Scores]) -> Summary:
         ndcg5=mean(lambda s: s.ndcg5),
         frac5=mean(lambda s: s.frac5),
         frac10=mean(lambda s: s.frac10),
+        shown5=mean(lambda s: s.shown5),
     )

@@ -67,7 +67,9 @@ def _table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
 
 
 def main_table(groups: Sequence[Group]) -> str:
-    """n, recall@5, nDCG@5, frac@5, frac@10 (percent) per (dataset, path, mode, variant)."""
+    """n, recall@5, nDCG@5, frac@5, frac@10 (percent) per (dataset, path, mode, variant),
+    each counting a hit for what it is anchored on; shown@5 (what the first 5 hits show
+    anywhere in their text) beside them as a diagnostic."""
     rows = []
     for g in groups:
         s = g.summary
@@ -82,9 +84,10 @@ def main_table(groups: Sequence[Group]) -> str:
                 _pct(s.ndcg5),
                 _pct(s.frac5),
                 "-" if g.baseline else _pct(s.frac10),
+                "-" if g.baseline else _pct(s.shown5),
             ]
         )
-    header = ["dataset", "path", "mode", "variant", "n", "recall@5", "nDCG@5", "frac@5", "frac@10"]
+    header = ["dataset", "path", "mode", "variant", "n", "recall@5", "nDCG@5", "frac@5", "frac@10", "shown@5"]
     return _table(header, rows)
 
 
