@@ -380,7 +380,9 @@ def run(args: argparse.Namespace) -> Results:
             if isinstance(d, locomo.LocomoSet):
                 # One task per conversation: they are the longest to store.
                 tasks.extend(
-                    Task(variant, overrides, locomo.LocomoSet(d.name, d.language, (c,)), modes, False)
+                    Task(
+                        variant, overrides, locomo.LocomoSet(d.name, d.language, (c,)), modes, False
+                    )
                     for c in d.conversations
                 )
             else:

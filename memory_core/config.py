@@ -184,6 +184,11 @@ class RecallSettings(_Section):
         "A hit holding the kind of answer the question wants (a date for 'when', a number"
         " for 'how many') scores (1 + this) times more; 0 turns it off.",
     )
+    reply_anchors: bool = _field(
+        True,
+        "A question's rank goes to the other speaker's reply right after it: the hit is"
+        " the answer, shown with its question.",
+    )
     cache_minutes: float = _field(
         30.0, "The same recall again in a session, with nothing written since, is cached."
     )

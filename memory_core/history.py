@@ -150,6 +150,10 @@ _SESSION_COLUMNS = (
 )
 
 
+_OF_ENDED_SESSIONS = " AND session_id NOT IN (SELECT id FROM sessions WHERE status = 'open')"
+"""Messages whose session has ended (closed, extracted or failed extraction)."""
+
+
 def _maybe_when(value: object) -> datetime | None:
     return parse_when(value) if isinstance(value, str) and value else None
 
@@ -448,15 +452,25 @@ class HistoryStore:
         rows = await self._fetch("SELECT DISTINCT scope FROM messages WHERE archived = 'false'")
         return [ScopeKey(r[0]) for r in rows]
 
-    async def oldest_unarchived(self, scope: ScopeKey) -> datetime | None:
+    async def oldest_unarchived(
+        self, scope: ScopeKey, *, whole_sessions: bool = False
+    ) -> datetime | None:
+        """The oldest message waiting for an archive pass (with `whole_sessions`, only of
+        sessions no longer open)."""
         rows = await self._fetch(
-            "SELECT MIN(created_at) FROM messages WHERE scope = ? AND archived = 'false'",
+            "SELECT MIN(created_at) FROM messages WHERE scope = ? AND archived = 'false'"
+            + (_OF_ENDED_SESSIONS if whole_sessions else ""),
             scope.value,
         )
         return _maybe_when(rows[0][0]) if rows else None
 
-    async def begin_archive_run(self, scope: ScopeKey, now: datetime) -> tuple[int, list[int]]:
+    async def begin_archive_run(
+        self, scope: ScopeKey, now: datetime, *, whole_sessions: bool = False
+    ) -> tuple[int, list[int]]:
         """Record a run and take the messages due (false → pending); (run id, their ids).
+        With `whole_sessions`, the messages of a session still open wait for it to end,
+        so a conversation is never cut between two archive files (recall reads a turn's
+        neighbours in its own file).
 
         The caller holds the scope's archive lock: 'pending' rows are orphans of a run that
         died mid-way, and would otherwise never be archived nor trimmed, so they are put
@@ -479,7 +493,9 @@ class HistoryStore:
                 int(r[0])
                 for r in conn.execute(
                     "SELECT id FROM messages WHERE scope = ? AND archived = 'false'"
-                    " AND (archive_next_at IS NULL OR archive_next_at <= ?) ORDER BY id",
+                    " AND (archive_next_at IS NULL OR archive_next_at <= ?)"
+                    + (_OF_ENDED_SESSIONS if whole_sessions else "")
+                    + " ORDER BY id",
                     (scope.value, when),
                 )
             ]

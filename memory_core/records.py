@@ -23,6 +23,9 @@ class Hit:
     ref: str | None = None
     confidence: float = 0.0
     """0..1: how sure the ranking is that this hit answers the query (seed 001 §2.3)."""
+    anchor: int | None = None
+    """The first line of the chunk the ranking scored (the turn a hit stands for; the
+    lines around it are context). None when the hit is that chunk alone."""
 
     @property
     def location(self) -> str:

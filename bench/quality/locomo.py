@@ -127,7 +127,12 @@ def parse_conversation(sample: dict[str, Any]) -> Conversation:
         start = session_time(talk[f"session_{n}_date_time"])
         sessions.append(
             tuple(
-                Turn(t["dia_id"], t["speaker"], t["text"], start + timedelta(seconds=TURN_SECONDS * i))
+                Turn(
+                    t["dia_id"],
+                    t["speaker"],
+                    t["text"],
+                    start + timedelta(seconds=TURN_SECONDS * i),
+                )
                 for i, t in enumerate(talk[f"session_{n}"])
             )
         )
@@ -164,12 +169,16 @@ def anchored(hits: Sequence[Hit], by_time: dict[datetime, str]) -> list[str | No
     return out
 
 
-def outcome(question: Question, path: str, hits: Sequence[Hit], turns: dict[str, Turn],
-            by_time: dict[datetime, str]) -> Outcome:
+def outcome(
+    question: Question,
+    path: str,
+    hits: Sequence[Hit],
+    turns: dict[str, Turn],
+    by_time: dict[datetime, str],
+) -> Outcome:
     wanted = {dia: i for i, dia in enumerate(question.evidence)}
     found = [
-        frozenset({wanted[a]}) if a in wanted else frozenset()
-        for a in anchored(hits, by_time)
+        frozenset({wanted[a]}) if a in wanted else frozenset() for a in anchored(hits, by_time)
     ]
     shown = [
         frozenset(i for dia, i in wanted.items() if finds(turns[dia].text, hit.text))

@@ -87,7 +87,18 @@ def main_table(groups: Sequence[Group]) -> str:
                 "-" if g.baseline else _pct(s.shown5),
             ]
         )
-    header = ["dataset", "path", "mode", "variant", "n", "recall@5", "nDCG@5", "frac@5", "frac@10", "shown@5"]
+    header = [
+        "dataset",
+        "path",
+        "mode",
+        "variant",
+        "n",
+        "recall@5",
+        "nDCG@5",
+        "frac@5",
+        "frac@10",
+        "shown@5",
+    ]
     return _table(header, rows)
 
 

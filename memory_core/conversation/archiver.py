@@ -7,6 +7,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
+from enum import Enum
 from pathlib import Path
 
 from memory_core.atomic import atomic_write_text
@@ -33,6 +34,15 @@ from memory_core.scope import ScopeKey
 from memory_core.storage import AuditBackend, HistoryBackend
 
 log = logging.getLogger(__name__)
+
+
+class Due(Enum):
+    """Why an archive pass is due."""
+
+    BACKLOG = "backlog"
+    """More unarchived messages than the trigger: all of them go, open sessions too."""
+    ENDED = "ended"
+    """The interval passed: the ended sessions go, the open one stays whole."""
 
 
 @dataclass(slots=True)
@@ -64,29 +74,39 @@ class Archiver:
         self.workspace = memory.long_term.workspace
         self.zone = memory.notes.zone
 
-    async def due(self, scope: ScopeKey, now: datetime) -> bool:
-        """More than N unarchived messages, or the interval passed since the last run."""
+    async def due(self, scope: ScopeKey, now: datetime) -> Due | None:
+        """`BACKLOG` past N unarchived messages (everything goes, open sessions too);
+        `ENDED` once the interval passed since the last run and an ended session waits
+        (the open one is left whole for a later pass); else None."""
         settings = self.settings
         counts = await self.history.counts(scope)
         if counts["false"] == 0:
-            return False
+            return None
         if counts["false"] > settings.trigger_unarchived:
-            return True
-        since = await self.last_run(scope) or await self.history.oldest_unarchived(scope)
-        return since is not None and now - since >= timedelta(hours=settings.interval_hours)
+            return Due.BACKLOG
+        waiting = await self.history.oldest_unarchived(scope, whole_sessions=True)
+        if waiting is None:
+            return None
+        since = await self.last_run(scope) or waiting
+        return Due.ENDED if now - since >= timedelta(hours=settings.interval_hours) else None
 
     async def last_run(self, scope: ScopeKey) -> datetime | None:
         run = await self.history.last_archive_run(scope)
         return run.started_at if run is not None else None
 
-    async def run(self, scope: ScopeKey, *, now: datetime | None = None) -> ArchiveReport:
-        """One pass; never two at once for a scope (file lock across processes too)."""
+    async def run(
+        self, scope: ScopeKey, *, now: datetime | None = None, whole_sessions: bool = False
+    ) -> ArchiveReport:
+        """One pass; never two at once for a scope (file lock across processes too).
+        With `whole_sessions` (the schedules' passes) an open session waits."""
         async with self.locks.hold(self.workspace.lock_name(scope, "archive")):
-            return await self._run(scope, now or self.memory.now())
+            return await self._run(scope, now or self.memory.now(), whole_sessions)
 
-    async def _run(self, scope: ScopeKey, now: datetime) -> ArchiveReport:
+    async def _run(self, scope: ScopeKey, now: datetime, whole_sessions: bool) -> ArchiveReport:
         report = ArchiveReport(scope=scope.value)
-        run_id, ids = await self.history.begin_archive_run(scope, now)
+        run_id, ids = await self.history.begin_archive_run(
+            scope, now, whole_sessions=whole_sessions
+        )
         messages = await self.history.messages_by_id(ids)
         talk = [m for m in messages if m.role in ("user", "assistant")]
         silent = [m.id for m in messages if m.role not in ("user", "assistant")]

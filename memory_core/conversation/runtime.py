@@ -18,7 +18,7 @@ from functools import partial
 
 from memory_core.clock import format_when
 from memory_core.config import Config, within_hours
-from memory_core.conversation.archiver import Archiver, ArchiveReport
+from memory_core.conversation.archiver import Archiver, ArchiveReport, Due
 from memory_core.conversation.chat import ChatEngine, NewSessionResult, TurnResult
 from memory_core.conversation.consolidator import Consolidator
 from memory_core.llm import LLMClient
@@ -95,11 +95,13 @@ class Runtime:
             await self.audit.add_event(
                 scope, "history_overflow", self.memory.now(), {"note": "forcing archive"}
             )
-        if caps.overflow or caps.over_soft or await self.archiver.due(scope, self.memory.now()):
+        if caps.overflow or caps.over_soft:
             await self.archive(scope)
+        elif due := await self.archiver.due(scope, self.memory.now()):
+            await self.archive(scope, whole_sessions=due is Due.ENDED)
 
-    async def archive(self, scope: ScopeKey) -> ArchiveReport:
-        return await self.archiver.run(scope)
+    async def archive(self, scope: ScopeKey, *, whole_sessions: bool = False) -> ArchiveReport:
+        return await self.archiver.run(scope, whole_sessions=whole_sessions)
 
     def _spawn(self, coro: Coroutine[object, object, object]) -> None:
         task: asyncio.Task[object] = asyncio.ensure_future(coro)
@@ -131,8 +133,8 @@ class Runtime:
         if await self.chat.close_idle_sessions():
             ran.append("idle-extraction")
         for scope in await self.history.scopes_with_unarchived():
-            if await self.archiver.due(scope, when):
-                await self.archive(scope)
+            if due := await self.archiver.due(scope, when):
+                await self.archive(scope, whole_sessions=due is Due.ENDED)
                 ran.append(f"archive:{scope}")
         local = when.astimezone(self.memory.notes.zone)
         hh, mm = (int(x) for x in self.config.schedule.daily_archive_at.split(":"))
@@ -171,8 +173,9 @@ class Runtime:
         return True
 
     async def _archive_all(self) -> None:
+        """The daily pass: every ended session (an open one stays whole for later)."""
         for scope in await self.history.scopes_with_unarchived():
-            await self.archive(scope)
+            await self.archive(scope, whole_sessions=True)
 
     async def _consolidate_all(self, when: datetime) -> None:
         """Every consolidation phase over every scope (seed 001 §1.8, §3). One scope's

@@ -219,4 +219,5 @@ def rank_settings(settings: RecallSettings) -> RankSettings:
         duplicate_similarity=settings.duplicate_similarity,
         speaker_weight=settings.speaker_weight,
         answer_boost=settings.answer_boost,
+        reply_anchors=settings.reply_anchors,
     )

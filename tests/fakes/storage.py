@@ -146,22 +146,34 @@ class MemoryHistory:
             key=lambda s: s.value,
         )
 
-    async def oldest_unarchived(self, scope: ScopeKey) -> datetime | None:
+    def _ended(self, m: StoredMessage, whole_sessions: bool) -> bool:
+        session = self.sessions.get(m.session_id)
+        return not whole_sessions or session is None or session.status != "open"
+
+    async def oldest_unarchived(
+        self, scope: ScopeKey, *, whole_sessions: bool = False
+    ) -> datetime | None:
         return min(
             (
                 m.created_at
                 for m in self.messages
-                if m.scope == scope.value and m.archived is ArchiveState.FALSE
+                if m.scope == scope.value
+                and m.archived is ArchiveState.FALSE
+                and self._ended(m, whole_sessions)
             ),
             default=None,
         )
 
-    async def begin_archive_run(self, scope: ScopeKey, now: datetime) -> tuple[int, list[int]]:
+    async def begin_archive_run(
+        self, scope: ScopeKey, now: datetime, *, whole_sessions: bool = False
+    ) -> tuple[int, list[int]]:
         self.runs.append((scope.value, now, None, (0, 0, 0)))
         ids = [
             m.id
             for m in self.messages
-            if m.scope == scope.value and m.archived is not ArchiveState.TRUE
+            if m.scope == scope.value
+            and m.archived is not ArchiveState.TRUE
+            and self._ended(m, whole_sessions)
         ]
         self._update(ids, archived=ArchiveState.PENDING)
         return len(self.runs), ids

@@ -23,6 +23,7 @@ from memory_core.conversation.archive import (
     make_slug,
     plan_archive,
 )
+from memory_core.conversation.archiver import Due
 from memory_core.engine import MemoryCore
 from memory_core.event_log import decision_events, message_events
 from memory_core.history import ArchiveState, StoredMessage
@@ -353,11 +354,36 @@ async def test_trigger_rules(offline: MemoryCore, jan31: ManualClock) -> None:
     await archiver.run(ALICE)
     assert not await archiver.due(ALICE, offline.now())  # nothing unarchived
     jan31.advance(timedelta(hours=1))
-    await add(offline, ALICE, offline.now(), "later")
+    later = await add(offline, ALICE, offline.now(), "later")
+    await offline.runtime.history.close_session(later.session_id, offline.now())
     jan31.advance(timedelta(hours=4, minutes=59))
     assert not await archiver.due(ALICE, offline.now())
     jan31.advance(timedelta(minutes=1))  # 6 h since the last run
-    assert await archiver.due(ALICE, offline.now())
+    assert await archiver.due(ALICE, offline.now()) is Due.ENDED
+
+
+async def test_interval_pass_leaves_an_open_session_whole(
+    offline: MemoryCore, jan31: ManualClock
+) -> None:
+    """A session still going is not cut between two archive files by the interval pass:
+    recall reads a turn's neighbours in its own file, so a cut loses the exchange."""
+    archiver = offline.runtime.archiver
+    history = offline.runtime.history
+    first = await add(offline, ALICE, offline.now(), "what flavour did you make?")
+    for hour in range(7):  # a session that keeps going, never idle long enough to close
+        jan31.advance(timedelta(hours=1))
+        await add(offline, ALICE, offline.now(), f"still talking, hour {hour}")
+    assert await archiver.due(ALICE, offline.now()) is None  # only an open session waits
+    ran = await offline.runtime.tick(offline.now())  # the daily pass included
+    assert not [job for job in ran if job.startswith("archive:")]
+    assert (await message_row(offline, first.id))["archived"] == "false"
+    reply = await add(offline, ALICE, offline.now(), "chocolate and vanilla swirl")
+    await history.close_session(first.session_id, offline.now())
+    report = await archiver.run(ALICE, whole_sessions=True)
+    assert report.moved == 9 and len(report.files) == 1
+    text = (offline.workspace.root / report.files[0]).read_text(encoding="utf-8")
+    assert "what flavour did you make?" in text and "chocolate and vanilla swirl" in text
+    assert (await message_row(offline, reply.id))["archived"] == "true"
 
 
 async def test_trigger_six_hours_after_the_oldest_unarchived(
@@ -366,7 +392,8 @@ async def test_trigger_six_hours_after_the_oldest_unarchived(
     archiver = offline.runtime.archiver
     await add(offline, ALICE, offline.now(), "first words")
     jan31.advance(timedelta(hours=5, minutes=59))
-    await add(offline, ALICE, offline.now(), "more words")
+    more = await add(offline, ALICE, offline.now(), "more words")
+    await offline.runtime.history.close_session(more.session_id, offline.now())
     assert not await archiver.due(ALICE, offline.now())
     jan31.advance(timedelta(minutes=1))
     assert await archiver.due(ALICE, offline.now())

@@ -182,6 +182,7 @@ async def test_archiver_on_its_own(
     session = await history.open_session(MAIN, NOW - timedelta(days=1))
     for text in ("we picked the blue tent", "blue tent it is"):
         await history.add_message(MAIN, session.id, "user", text, NOW - timedelta(days=1))
+    await history.close_session(session.id, NOW - timedelta(hours=20))
     archiver = Archiver(
         memory,
         history,

@@ -213,8 +213,12 @@ async def test_answer_found_through_its_question_in_session_history(
     assert not set(tokenize(data.answer)) & set(build_query(data.question).terms)
     hits = await core.search(MAIN, data.question, limit=3)
     assert shows(hits, data.answer)
-    [shown] = [h for h in hits if data.answer in h.text]
+    # The exchange is anchored on the reply, not on the question that shares the words.
+    shown = hits[0]
     assert shown.path == "sessions/cello" and shown.kind is ChunkKind.MESSAGE
+    assert shown.anchor is not None
+    anchored = (await core.read_memory(MAIN, shown.path, shown.anchor, 1)).text
+    assert data.answer in anchored and data.talk[1][2] not in anchored
     # The hit spans the exchange, so memory_get reads what it showed.
     read = await core.read_memory(
         MAIN, shown.path, shown.line_from, shown.line_to - shown.line_from + 1
@@ -223,7 +227,7 @@ async def test_answer_found_through_its_question_in_session_history(
     # And through recall in a later session, injected into the block.
     injection = await core.recall(MAIN, data.question, session_id="later")
     assert shows(injection.hits[:3], data.answer)
-    [carrier] = [h for h in injection.hits if data.answer in h.text]
+    carrier = next(h for h in injection.hits if data.answer in h.text)
     assert carrier.confidence >= 0.5  # shown, not only pointed at
     assert data.answer in injection.block
 
@@ -250,10 +254,11 @@ async def test_answer_found_through_its_question_in_archived_files(
         core.memory.guard.failed(RuntimeError("test: search the files"))
     hits = await core.search(MAIN, data.question, limit=3)
     assert shows(hits, data.answer)
-    [shown] = [h for h in hits if data.answer in h.text]
+    shown = hits[0]  # anchored on the reply, not on the question sharing the words
     assert shown.kind is ChunkKind.ARCHIVE_RAW and shown.path.endswith("-cello.md")
     lines = (core.workspace.root / shown.path).read_text(encoding="utf-8").splitlines()
     assert any(data.answer in line for line in lines[shown.line_from - 1 : shown.line_to])
+    assert shown.anchor is not None and data.answer in lines[shown.anchor - 1]
 
 
 @pytest.mark.parametrize("language", ["en", "zh"])

@@ -4,12 +4,13 @@ the metrics, the loaders, and one small run of each kind of set through a real c
 from __future__ import annotations
 
 import math
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from bench.quality import labelled, madial, published
+from bench.quality import labelled, locomo, madial, published
 from bench.quality.metrics import (
     Scores,
     finds,
@@ -113,12 +114,27 @@ def test_ndcg_counts_only_new_items_and_caps_the_ideal() -> None:
 
 def test_score_and_summarise() -> None:
     one = score([f(0), E], 1)
-    assert one == Scores(recall5=1.0, ndcg5=1.0, frac5=1.0, frac10=1.0)
+    assert one == Scores(recall5=1.0, ndcg5=1.0, frac5=1.0, frac10=1.0, shown5=1.0)
+    # A hit counts for what it is anchored on; what it only shows is a diagnostic.
+    beside = score([E, E], 1, shown=[f(0), E])
+    assert (beside.frac5, beside.recall5, beside.shown5) == (0.0, 0.0, 1.0)
     two = score([E] * 5 + [f(0)], 1)
     assert (two.recall5, two.frac5, two.frac10) == (0.0, 0.0, 1.0)
     mean = summarise([one, two])
     assert (mean.n, mean.recall5, mean.frac10) == (2, 0.5, 1.0)
     assert summarise([]).n == 0
+
+
+def test_locomo_reading() -> None:
+    """The public split's own forms: session times and evidence ids as written there."""
+    assert locomo.session_time("1:56 pm on 8 May, 2023") == datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
+    assert locomo.session_time("12:09 am on 1 January, 2024").hour == 0
+    known = {"D8:6", "D9:17", "D11:26"}
+    assert locomo.evidence_ids(["D8:6; D9:17", "D:11:26", "D99:1"], known) == (
+        "D8:6",
+        "D9:17",
+        "D11:26",
+    )
 
 
 # --- report ---------------------------------------------------------------------------

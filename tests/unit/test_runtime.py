@@ -85,14 +85,15 @@ async def test_no_consolidation_within_twenty_minutes_of_a_message(
 async def test_daily_archive_at_four_local_time_once_per_day(workspace: Path) -> None:
     # 04:00 in Shanghai is 20:00 UTC the day before.
     config = offline_config(workspace, timezone="Asia/Shanghai")
-    clock = ManualClock(datetime(2026, 3, 1, 19, 0, tzinfo=UTC))  # 03:00 local, 2 March
+    clock = ManualClock(datetime(2026, 3, 1, 17, 0, tzinfo=UTC))  # 01:00 local, 2 March
     async with MemoryCore.open(config, clock=clock) as core:
         await core.chat(ALICE, "a message that waits for the archive")
         ran = await core.runtime.tick()
         assert "daily-archive" not in ran
         assert await archive_runs(core) == 0
 
-        clock.advance(timedelta(hours=1, minutes=1))  # 04:01 local
+        # 04:01 local: the session has been idle long enough to end, so it goes whole.
+        clock.advance(timedelta(hours=3, minutes=1))
         assert "daily-archive" in await core.runtime.tick()
         assert await archive_runs(core) == 1
         assert (await core.runtime.history.counts(ALICE))["false"] == 0
