@@ -113,6 +113,12 @@ def wanted_answer(question: str) -> AnswerKind | None:
     return best[1] if best else None
 
 
-def holds_answer(kind: AnswerKind, text: str) -> bool:
-    """Whether the text holds something of that shape (a date, a number, a name…)."""
+def holds_answer(kind: AnswerKind, text: str, *, dated: bool = False) -> bool:
+    """Whether the text holds something of that shape (a date, a number, a name…).
+
+    `dated`: the index resolved a day the text speaks of (memory_core/turn_dates.py), so
+    it answers "when" even in words this pattern does not know ("two weeks ago", "上个
+    月")."""
+    if dated and kind is AnswerKind.DATE:
+        return True
     return _HOLD[kind].search(text) is not None

@@ -39,6 +39,10 @@ class Chunk:
     speaker: str | None = None
     """For a turn of an archived conversation, who spoke (a field of its own in ranking:
     the name and the time before it are not the turn's words)."""
+    dates: tuple[tuple[date, date], ...] | None = None
+    """The local days its text speaks of ("last Friday"), resolved against its own date
+    where it is tokenized (`index.files.prepare_chunk`); None where nothing was resolved
+    (a kind that is not dated so, or a chunk not yet prepared)."""
 
 
 _TURN = re.compile(r"^(\d{2}):(\d{2}):(\d{2}) ([^:\n]{1,64}): ")

@@ -19,6 +19,7 @@ from memory_core.index.ranking import CorpusStats, select_terms
 from memory_core.index.rerank import CONVERSATION_KINDS, Candidate, RankSettings
 from memory_core.query import Query, as_query
 from memory_core.scope import ScopeKey
+from memory_core.turn_dates import overlaps
 from memory_core.workspace import Workspace
 
 log = logging.getLogger(__name__)
@@ -122,7 +123,10 @@ def search_files(
         chunk = prepared.chunks[index][0]
         if not _between(chunk.created_at, since, until):
             continue
-        dated = plan.window is not None and _within_days(chunk.created_at, plan.window, zone)
+        dated = plan.window is not None and (
+            _within_days(chunk.created_at, plan.window, zone)
+            or overlaps(chunk.dates or (), *plan.window)
+        )
         if lexical[i] <= 0 and not (dated and not terms):
             continue
         candidate = _candidate(i, prepared, index, lexical[i])
@@ -159,6 +163,7 @@ def _candidate(key: int, prepared: PreparedFile, index: int, lexical: float) -> 
         text=chunk.text,
         tokens=tokens,
         lexical=lexical,
+        dates=chunk.dates or (),
     )
 
 

@@ -259,3 +259,23 @@ migration(
     # schema holds every other chunk to one row per line (memory_core/index/writes.py).
     "ALTER TABLE chunks ADD COLUMN piece INTEGER NOT NULL DEFAULT 0;" + PIECES,
 )
+
+
+CHUNK_DATES = """
+    ALTER TABLE chunks ADD COLUMN dates TEXT;
+    CREATE INDEX chunks_scope_dates ON chunks (scope_id, substr(dates, 1, 10))
+        WHERE dates <> '';
+    UPDATE files SET mtime_ns = 0, size = -1, hash = '' WHERE kind IN ('daily', 'archive_raw');
+"""
+"""The days a chunk's text speaks of (memory_core/turn_dates.py), the same on both
+backends: '' when it names none, NULL when its kind is not resolved so or it was stored
+before this column. The daily notes and archive files are read again at the next sync,
+which fills it; messages stored before get theirs at the next reindex
+(`rebuild.fill_message_dates`). The index finds the chunks that name a day up to a
+question's window (the encoding's first ten characters are its earliest day)."""
+
+migration(
+    "m009_chunk_dates",
+    # A turn that says "last Friday" is found by a question about that Friday.
+    CHUNK_DATES,
+)

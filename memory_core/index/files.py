@@ -5,14 +5,21 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import UTC, tzinfo
 from pathlib import Path
 
-from memory_core.chunking import Chunk, chunk_file, classify, search_text
+from memory_core.chunking import Chunk, ChunkKind, chunk_file, classify, search_text
 from memory_core.index.model import PreparedFile
 from memory_core.scope import ScopeKey
 from memory_core.text import tokenize
+from memory_core.turn_dates import mentioned_days
 from memory_core.workspace import Workspace
+
+DATED_KINDS = frozenset({ChunkKind.MESSAGE, ChunkKind.ARCHIVE_RAW, ChunkKind.DAILY})
+"""Chunks written on the day they speak from (a turn, a day's note): their "yesterday" is
+resolved against their own date. A long-term entry's date is when it was saved, and a
+summary's the start of its period; neither is the day its words are relative to."""
 
 
 def scope_files(workspace: Workspace, scope: ScopeKey) -> list[Path]:
@@ -56,8 +63,17 @@ def prepare_file(workspace: Workspace, path: Path, zone: tzinfo = UTC) -> Prepar
         size=len(data),
         hash=hashlib.blake2b(data, digest_size=16).hexdigest(),
         kind=classified[0],
-        chunks=[(c, " ".join(tokenize(search_text(c)))) for c in chunks],
+        chunks=[prepare_chunk(c, classified[0], zone) for c in chunks],
     )
+
+
+def prepare_chunk(chunk: Chunk, kind: ChunkKind, zone: tzinfo) -> tuple[Chunk, str]:
+    """A chunk's index fields, computed off the event loop: its tokens and, for a dated
+    kind, the days its text speaks of (local dates in `zone`, the workspace's)."""
+    text = search_text(chunk)
+    if kind in DATED_KINDS and chunk.created_at is not None:
+        chunk = replace(chunk, dates=mentioned_days(text, chunk.created_at, zone))
+    return chunk, " ".join(tokenize(text))
 
 
 def tokenize_chunks(chunks: Sequence[Chunk]) -> list[tuple[Chunk, str]]:

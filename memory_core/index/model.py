@@ -52,9 +52,9 @@ class PreparedFile:
 
 FileRow = tuple[str, int, int, int, str, str]
 """(path, scope id, mtime_ns, size, hash, kind) of a `files` row."""
-ChunkRow = tuple[int, str, int, int, int, str, str | None, str | None, str, str]
-"""(scope id, path, line_from, line_to, piece, kind, created_at, ref, text, tokens) of a
-chunk."""
+ChunkRow = tuple[int, str, int, int, int, str, str | None, str | None, str, str, str | None]
+"""(scope id, path, line_from, line_to, piece, kind, created_at, ref, text, tokens, dates)
+of a chunk."""
 
 PreparedRows = tuple[list[FileRow], list[ChunkRow]]
 """What a rebuild worker sends back for a group of files: file rows and chunk rows."""

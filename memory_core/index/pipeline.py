@@ -31,6 +31,7 @@ from memory_core.index.rerank import (
 )
 from memory_core.records import Hit
 from memory_core.text import tokenize
+from memory_core.turn_dates import decode_days
 
 MAX_TERMS = 16
 """Most informative query terms a search ranks with (weight × idf in the scope)."""
@@ -77,6 +78,7 @@ def to_candidate(row: Sequence[Any]) -> Candidate:
         kind=ChunkKind(row[6]),
         created_at=parse_when(row[7]) if row[7] else None,
         ref=row[8],
+        dates=decode_days(row[9]),
     )
 
 
@@ -189,14 +191,16 @@ def rank(
     named = rare_holders(kept, ranking, limit)
     weighed: list[Candidate] = []
     for rank_, c in enumerate(kept):
-        timely = time_factor(c.created_at, ranking.window, ranking.zone, settings)
+        timely = time_factor(c.created_at, ranking.window, ranking.zone, settings, c.dates)
         if rank_ >= limit * PRIOR_REACH + 10 and timely <= 1 and c.id not in named:
             continue
         c.score *= timely
         c.score *= prior_factor(c.kind, c.created_at, ranking.today, ranking.zone, settings)
         if _heading_only(c.text):
             c.score *= HEADING_FACTOR
-        elif ranking.answer is not None and holds_answer(ranking.answer, c.body):
+        elif ranking.answer is not None and holds_answer(
+            ranking.answer, c.body, dated=bool(c.dates)
+        ):
             c.score *= 1.0 + settings.answer_boost
         weighed.append(c)
     weighed.sort(key=lambda c: (-c.score, c.id))

@@ -24,7 +24,7 @@ FTS5_K1 = 1.2
 FTS5_B = 0.75
 """The parameters of FTS5's bm25() as the `rank` column uses it (its defaults)."""
 CANDIDATE_COLUMNS = (
-    "c.id, c.path, c.line_from, c.line_to, c.tokens, c.text, c.kind, c.created_at, c.ref"
+    "c.id, c.path, c.line_from, c.line_to, c.tokens, c.text, c.kind, c.created_at, c.ref, c.dates"
 )
 """What a candidate query returns of each chunk, in this order."""
 

@@ -13,14 +13,17 @@ from datetime import UTC, datetime, tzinfo
 from functools import partial
 from pathlib import Path
 
-from memory_core.clock import format_when
+from memory_core.chunking import ChunkKind
+from memory_core.clock import format_when, parse_when
 from memory_core.index.files import prepare_file, scope_files
 from memory_core.index.model import ChunkRow, FileRow, PreparedRows, Progress, SyncStats
 from memory_core.index.postings import postings
+from memory_core.index.rerank import turn_body
 from memory_core.index.writes import (
     INSERT_CHUNK,
     UPSERT_FILE,
     Tally,
+    dates_text,
     delete_path,
     pieces,
     stored,
@@ -28,6 +31,7 @@ from memory_core.index.writes import (
 )
 from memory_core.scope import ScopeKey
 from memory_core.sql import Connection, Db
+from memory_core.turn_dates import encode_days, mentioned_days
 from memory_core.workspace import Workspace
 
 REBUILD_GROUP = 64
@@ -54,6 +58,26 @@ def reset(raw: Connection) -> list[int]:
             (sid, sid, sid),
         )
     return kept
+
+
+def fill_message_dates(raw: Connection, zone: tzinfo) -> int:
+    """The days each message chunk stored before they were kept speaks of (its `dates`
+    NULL), resolved now as a new message's are (`SearchIndex.message_step`): after a
+    reindex every row is what a write today makes. Returns how many were filled."""
+    rows = raw.execute(
+        "SELECT id, text, created_at FROM chunks WHERE kind = 'message' AND dates IS NULL"
+        " AND created_at IS NOT NULL"
+    ).fetchall()
+    filled: list[tuple[str, int]] = []
+    for chunk_id, text, created in rows:
+        try:
+            at = parse_when(str(created))
+        except ValueError:
+            continue  # not a time this code wrote: the row is left as it is
+        body = turn_body(ChunkKind.MESSAGE, str(text))
+        filled.append((encode_days(mentioned_days(body, at, zone)), int(chunk_id)))
+    raw.executemany("UPDATE chunks SET dates = ? WHERE id = ? AND dates IS NULL", filled)
+    return len(filled)
 
 
 def write_rows(raw: Connection, rows: PreparedRows) -> None:
@@ -155,6 +179,7 @@ def prepare_rows(
                 chunk.ref,
                 chunk.text,
                 tokens,
+                dates_text(chunk),
             )
             for piece, (chunk, tokens) in zip(numbers, item.chunks, strict=True)
         )
@@ -213,6 +238,7 @@ async def rebuild(
             submit(index)
         # The workers read and tokenize the first groups meanwhile.
         kept = await db.run(reset)
+        await db.run(partial(fill_message_dates, zone=zone))
         for number, group in enumerate(groups):
             rows = await pending.pop(0)
             submit(number + ahead)

@@ -76,6 +76,9 @@ class Candidate:
     score: float = 0.0
     neighbours: list[tuple[int, int]] = field(default_factory=list)
     """(distance, candidate id) of the turns around this one."""
+    dates: tuple[tuple[date, date], ...] = ()
+    """The local days its text speaks of ("last Friday" → that Friday), resolved when it
+    was stored (memory_core/turn_dates.py)."""
 
     @property
     def speaker(self) -> str | None:
@@ -85,8 +88,13 @@ class Candidate:
     def body(self) -> str:
         """What was said, without the turn's time and speaker (a time of day is no date,
         a speaker's name no answer to "who")."""
-        m = _SPEAKER.match(self.text) if self.kind in CONVERSATION_KINDS else None
-        return self.text[m.end() :] if m else self.text
+        return turn_body(self.kind, self.text)
+
+
+def turn_body(kind: ChunkKind, text: str) -> str:
+    """A conversation turn's text without its 'HH:MM:SS who: ' prefix; other text as is."""
+    m = _SPEAKER.match(text) if kind in CONVERSATION_KINDS else None
+    return text[m.end() :] if m else text
 
 
 def speaker_of(kind: ChunkKind, text: str) -> str | None:
@@ -149,16 +157,21 @@ def time_factor(
     window: tuple[date, date] | None,
     zone: tzinfo,
     settings: RankSettings,
+    dates: Sequence[tuple[date, date]] = (),
 ) -> float:
-    """How much the question's time window lifts a chunk of this date."""
-    if window is None or created_at is None or settings.time_boost <= 0:
+    """How much the question's time window lifts a chunk of this date, or whose text
+    speaks of these days (`dates`): a turn saying "last Friday" is of that Friday too."""
+    if window is None or settings.time_boost <= 0:
         return 1.0
-    day = created_at.astimezone(zone).date()
+    days = list(dates)
+    if created_at is not None:
+        day = created_at.astimezone(zone).date()
+        days.append((day, day))
     first, last = window
-    if first <= day <= last:
+    if any(a <= last and first <= b for a, b in days):
         return 1.0 + settings.time_boost
     near = timedelta(days=settings.time_near_days)
-    if first - near <= day <= last + near:
+    if any(a <= last + near and first - near <= b for a, b in days):
         return 1.0 + settings.time_boost / 2
     return 1.0
 

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import date
 from typing import Any
 
 from memory_core.index.postings import CANDIDATE_COLUMNS, postings
 from memory_core.index.ranking import CorpusStats
 from memory_core.sql import Connection
+from memory_core.turn_dates import decode_days, overlaps
 
 
 def corpus_stats(conn: Connection, sid: int, terms: set[str]) -> CorpusStats:
@@ -47,22 +50,63 @@ def candidates(
     return postings(conn).candidates(conn, sid, terms, stats, filters, params, wanted)
 
 
+MENTIONS_WINDOW = (
+    "c.dates <> '' AND substr(c.dates, 1, 10) <= ? AND substr(c.dates, length(c.dates) - 9) >= ?"
+)
+"""A chunk whose text may speak of a day of a window (parameters: the window's last local
+date, then its first, ISO): its earliest day named is not after the window and its
+latest not before. Ranges are
+stored sorted and disjoint (`turn_dates.encode_days`), so this holds for every chunk with
+a range in the window; one whose ranges fall around it is read too, and ranked by the
+exact test (`rerank.time_factor`). The first test uses the `chunks_scope_dates` index."""
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    """A question's named time, as the index selects by it."""
+
+    since: str
+    until: str
+    """Instants bounding its local days (`created_at` is compared with them)."""
+    first: date
+    last: date
+    """Its local days (a chunk's `dates` are compared with them)."""
+
+    def filter(self) -> tuple[str, list[object]]:
+        """Chunks of the window: made then, or speaking of a day in it."""
+        sql = f"((c.created_at >= ? AND c.created_at < ?) OR ({MENTIONS_WINDOW}))"
+        return sql, [self.since, self.until, self.last.isoformat(), self.first.isoformat()]
+
+
 def dated(
     conn: Connection,
     sid: int,
     filters: list[str],
     params: list[object],
-    since: str,
-    until: str,
+    window: Window,
     wanted: int,
 ) -> list[Any]:
-    """The scope's newest chunks between two instants, for a question that names a time
-    and no other word ("what did we talk about yesterday?")."""
+    """The scope's newest chunks of a time, for a question that names a time and no other
+    word ("what did we talk about yesterday?"): those made then, and those that speak of
+    a day then (each read by its own index)."""
     where = " AND ".join(
         ["c.scope_id = ?", "c.hidden = 0", "c.created_at >= ?", "c.created_at < ?", *filters]
     )
     sql = f"SELECT {CANDIDATE_COLUMNS} FROM chunks AS c WHERE {where} ORDER BY c.created_at DESC LIMIT ?"
-    return conn.execute(sql, [sid, since, until, *params, wanted]).fetchall()
+    made = conn.execute(sql, [sid, window.since, window.until, *params, wanted]).fetchall()
+    where = " AND ".join(["c.scope_id = ?", "c.hidden = 0", MENTIONS_WINDOW, *filters])
+    # In the order of `chunks_scope_dates`, from the window down: the index is read from
+    # the window's end and the scan stops at `wanted` rows (by `created_at`, PostgreSQL
+    # walked the whole scope, not knowing how few rows the day tests keep).
+    sql = (
+        f"SELECT {CANDIDATE_COLUMNS} FROM chunks AS c WHERE {where}"
+        " ORDER BY substr(c.dates, 1, 10) DESC LIMIT ?"
+    )
+    bounds = [window.last.isoformat(), window.first.isoformat()]
+    spoken = conn.execute(sql, [sid, *bounds, *params, wanted]).fetchall()
+    return made + [
+        row for row in spoken if overlaps(decode_days(row[9]), window.first, window.last)
+    ]
 
 
 def by_ids(

@@ -61,6 +61,7 @@ from memory_core.scope import ScopeKey
 from memory_core.sql import Connection, Db
 from memory_core.store import WriteRecord
 from memory_core.text import tokenize
+from memory_core.turn_dates import mentioned_days
 from memory_core.when import day_bounds
 from memory_core.workspace import Workspace
 
@@ -330,7 +331,7 @@ class SearchIndex:
     ) -> AfterInsert:
         """The chunk of a session message as a step of the message's own transaction
         (`HistoryStore.add_message`), given the message id there: a message and its index
-        row are one commit. The text is tokenized here, before.
+        row are one commit. The text is tokenized, and its days resolved, here, before.
 
         The scope lock is not taken: message chunks belong to no file, so no sync touches
         them, and the transaction alone orders this write against every other one (taking
@@ -338,11 +339,14 @@ class SearchIndex:
         """
         sid = await self._sid(scope)
         tokens = " ".join(tokenize(text))
+        dates = mentioned_days(text, created_at, self._zone)
         path = f"sessions/{session_id}"
         line = f"{speaker}: {text}"
 
         def write(conn: Connection, message_id: int) -> None:
-            chunk = Chunk(message_id, message_id, line, created_at, ref=str(message_id))
+            chunk = Chunk(
+                message_id, message_id, line, created_at, ref=str(message_id), dates=dates
+            )
             writes.insert_chunks(conn, sid, path, ChunkKind.MESSAGE, [(chunk, tokens)])
 
         self._changed(scope, session_id)
@@ -442,11 +446,10 @@ class SearchIndex:
             if self.vectors is not None
             else None
         )
-        window = (
-            tuple(format_when(t) for t in day_bounds(*plan.window, self._zone))
-            if plan.window
-            else None
-        )
+        window: reads.Window | None = None
+        if plan.window is not None:
+            since_at, until_at = day_bounds(*plan.window, self._zone)
+            window = reads.Window(format_when(since_at), format_when(until_at), *plan.window)
         settings = self.rank_settings
         reach = len(settings.context_weights)
 
@@ -469,12 +472,12 @@ class SearchIndex:
             if chosen:
                 rows += reads.candidates(conn, sid, chosen, stats, filters, params, wanted)
                 if window is not None:
-                    dated = [*filters, "c.created_at >= ?", "c.created_at < ?"]
+                    named, bounds = window.filter()
                     rows += reads.candidates(
-                        conn, sid, chosen, stats, dated, [*params, *window], wanted
+                        conn, sid, chosen, stats, [*filters, named], [*params, *bounds], wanted
                     )
             elif window is not None and not terms:
-                rows += reads.dated(conn, sid, filters, params, window[0], window[1], wanted)
+                rows += reads.dated(conn, sid, filters, params, window, wanted)
             return collect(rows, {}, ranking), ranking
 
         def widen(

@@ -15,6 +15,7 @@ from memory_core.clock import format_when
 from memory_core.index.model import PreparedFile, SyncStats
 from memory_core.index.postings import postings
 from memory_core.sql import Connection
+from memory_core.turn_dates import encode_days
 
 UPSERT_FILE = (
     "INSERT INTO files (path, scope_id, mtime_ns, size, hash, kind) VALUES (?, ?, ?, ?, ?, ?)"
@@ -86,7 +87,7 @@ class Tally:
 
 INSERT_CHUNK = (
     "INSERT INTO chunks (id, scope_id, path, line_from, line_to, piece, kind, created_at, ref,"
-    " text, tokens) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    " text, tokens, dates) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
     " ON CONFLICT (scope_id, path, line_from, piece) DO NOTHING"
 )
 """One chunk per (scope, path, line, piece), enforced by the schema (`chunks_one_per_line`):
@@ -134,6 +135,7 @@ def insert_chunks(
             chunk.ref,
             chunk.text,
             tokens,
+            dates_text(chunk),
         )
         for chunk_id, piece, (chunk, tokens) in zip(ids, numbers, chunks, strict=True)
     ]
@@ -144,6 +146,12 @@ def insert_chunks(
     own.added(sid, (tokens for _, tokens in added))
     if tally is None:
         own.apply(raw)
+
+
+def dates_text(chunk: Chunk) -> str | None:
+    """The `dates` column of a chunk: its resolved days encoded ('' for none), NULL when
+    its kind is not resolved so."""
+    return encode_days(chunk.dates) if chunk.dates is not None else None
 
 
 def stored(raw: Connection, ids: Sequence[int]) -> list[tuple[int, str]]:

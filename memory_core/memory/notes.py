@@ -7,7 +7,7 @@ import logging
 import sqlite3
 from collections.abc import Callable
 from concurrent.futures import Future
-from datetime import date, datetime, tzinfo
+from datetime import UTC, date, datetime, tzinfo
 from functools import partial
 from pathlib import Path
 
@@ -16,11 +16,11 @@ from memory_core.atomic import write_error
 from memory_core.chunking import Chunk, ChunkKind
 from memory_core.errors import ChatmemError
 from memory_core.index import Appended
+from memory_core.index.files import prepare_chunk
 from memory_core.inputs import storable
 from memory_core.locks import LockRegistry, try_lock_file, unlock_file
 from memory_core.memory.guard import IndexGuard
 from memory_core.scope import ScopeKey
-from memory_core.text import tokenize
 from memory_core.workspace import Workspace
 
 log = logging.getLogger(__name__)
@@ -92,15 +92,15 @@ class DailyNotes:
                 if held is None:
                     return None
                 try:
-                    note, tokens = _append_blocking(
+                    note, prepared = _append_blocking(
                         self.workspace, scope, path, text, when, indexed=True
                     )
                 finally:
                     unlock_file(held)
                 # The fsync runs while the index write does; both end before we return.
                 written.append((note, daily.fsync_soon(path)))
-                chunk = Chunk(note.line_from, note.line_to, note.text, when)
-                return Appended([(chunk, tokens or "")], note.after, note.before)
+                assert prepared is not None  # indexed=True
+                return Appended([prepared], note.after, note.before)
 
             try:
                 await index.add_appended(scope, relative, ChunkKind.DAILY, append)
@@ -133,18 +133,17 @@ class DailyNotes:
                 when,
                 indexed=self.guard.index is not None,
             ),
-        ) as (note, tokens):
+        ) as (note, prepared):
             syncing = asyncio.ensure_future(asyncio.to_thread(daily.fsync_path, path))
             try:
                 index = self.guard.index
-                if index is not None and tokens is not None:
-                    chunk = Chunk(note.line_from, note.line_to, note.text, when)
+                if index is not None and prepared is not None:
                     try:
                         await index.add_prepared(
                             scope,
                             relative,
                             ChunkKind.DAILY,
-                            [(chunk, tokens)],
+                            [prepared],
                             stamp=note.after,
                             previous=note.before,
                         )
@@ -181,12 +180,16 @@ def _append_blocking(
     when: datetime,
     *,
     indexed: bool,
-) -> tuple[daily.AppendedNote, str | None]:
+) -> tuple[daily.AppendedNote, tuple[Chunk, str] | None]:
     """`append`'s blocking work in one call: the scope's directory, the append (its fsync
-    runs beside the index write), and the note's terms when an index will take them."""
+    runs beside the index write), and the note's chunk and terms when an index will take
+    them (its days resolved in `when`'s zone, the workspace's)."""
     try:
         workspace.ensure_scope(scope)
     except OSError as exc:
         raise write_error("note not saved", path.parent, exc) from exc
     note = daily.append_note_blocking(path, text, when, durable=False)
-    return note, " ".join(tokenize(note.text)) if indexed else None
+    if not indexed:
+        return note, None
+    chunk = Chunk(note.line_from, note.line_to, note.text, when)
+    return note, prepare_chunk(chunk, ChunkKind.DAILY, when.tzinfo or UTC)

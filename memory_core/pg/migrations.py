@@ -15,7 +15,7 @@ one scope's posting lists are not even the same keys as another's.
 
 from __future__ import annotations
 
-from memory_core.migrations import DELIVERIES, DELIVERY_OWNERS, PIECES
+from memory_core.migrations import CHUNK_DATES, DELIVERIES, DELIVERY_OWNERS, PIECES
 
 PG_MIGRATIONS: list[tuple[str, str]] = []
 
@@ -275,4 +275,11 @@ migration(
         WHERE t <> '' GROUP BY c.scope_id, t;
     """
     + PIECES,
+)
+
+
+migration(
+    "m010_chunk_dates",
+    # As SQLite's m009 (memory_core/migrations.py): the days a chunk's text speaks of.
+    CHUNK_DATES,
 )

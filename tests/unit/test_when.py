@@ -70,6 +70,8 @@ def test_time_references(text: str, first: str, last: str) -> None:
         "How long have I played the cello?",
         "the last two chapters were great",  # "last" with no unit of time
         "我学大提琴多久了？",
+        "我们一周一次的课叫什么",  # "once a week": no Monday
+        "每周一的例会在哪开",  # "every Monday": no one Monday
         "",
     ],
 )
