@@ -29,7 +29,12 @@ def kind_arg(value: str) -> ChunkKind:
         raise argparse.ArgumentTypeError(f"kind must be one of {KINDS}") from None
 
 
-@command("search", "BM25 search of the scope's memories", reads_only=True)
+@command(
+    "search",
+    "search the scope's memories, ranked as recall ranks them (words, and vectors when an "
+    "embedder is configured)",
+    reads_only=True,
+)
 class Search:
     @staticmethod
     def arguments(parser: argparse.ArgumentParser) -> None:

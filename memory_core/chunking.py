@@ -17,6 +17,7 @@ from pathlib import PurePosixPath
 from memory_core.clock import parse_day
 from memory_core.daily import parse_notes
 from memory_core.memory_md import parse_memory
+from memory_core.requests import evidence
 from memory_core.workspace import MAIN_LONG_TERM, SCOPED_LONG_TERM
 
 
@@ -46,6 +47,9 @@ class Chunk:
 
 
 _TURN = re.compile(r"^(\d{2}):(\d{2}):(\d{2}) ([^:\n]{1,64}): ")
+BOT_SPEAKER = "assistant"
+"""Who the bot's turns are said by in an archived conversation (its messages have no
+speaker name: the archive writes their role)."""
 
 
 def search_text(chunk: Chunk) -> str:
@@ -118,8 +122,20 @@ def chunk_file(relative_path: str, text: str, zone: tzinfo = UTC) -> list[Chunk]
     if kind is ChunkKind.ARCHIVE_RAW and day is not None:
         # The file's "# date conversation" heading is no turn: the date is every turn's
         # own, and as a chunk it would sit in the exchange shown around the first turn.
-        return [_as_turn(c, day, zone) for c in chunks if not c.text.startswith("# ")]
+        return evidence_only(
+            [_as_turn(c, day, zone) for c in chunks if not c.text.startswith("# ")]
+        )
     return chunks
+
+
+def evidence_only(turns: list[Chunk]) -> list[Chunk]:
+    """The archived turns that are evidence (`requests.evidence`): a "remember …", a
+    command and the bot's replies to them stay in the file but get no chunk, as they got
+    no index row while they were session messages. A piece of a long turn (no speaker of
+    its own) is kept."""
+    spoken = [t for t in turns if t.speaker is not None]
+    kept = iter(evidence((t.speaker == BOT_SPEAKER, search_text(t)) for t in spoken))
+    return [t for t in turns if t.speaker is None or next(kept)]
 
 
 def _as_turn(chunk: Chunk, day: date, zone: tzinfo) -> Chunk:

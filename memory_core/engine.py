@@ -83,6 +83,7 @@ from memory_core.records import (
     ScopeEvent,
     SessionArchive,
 )
+from memory_core.requests import evidence
 from memory_core.schedules import ScheduleState
 from memory_core.scope import MAIN, ScopeKey
 from memory_core.scoring import ScoringPolicy
@@ -627,7 +628,9 @@ class MemoryCore:
         min_score: float = 0.0,
         rank_budget: int = RANK_BUDGET,
     ) -> list[Hit]:
-        """BM25 hits of the scope; from the files directly when the index is unusable."""
+        """Hits of the scope, best first, ranked as recall ranks them (`Finder.search`:
+        words, and vectors when an embedder is configured); from the files directly, by
+        words, when the index is unusable."""
         return await self.memory.finder.search(
             scope,
             query,
@@ -761,14 +764,18 @@ class MemoryCore:
     ) -> None:
         """Store a conversation held elsewhere (an export, a migration, a demo) as a
         session of the scope: its messages keep their times and archive states, and the
-        user and assistant lines are indexed for recall as a chat turn's would be. Checked
-        whole before the first write: a message UTF-8 cannot hold refuses them all."""
+        user and assistant lines are indexed for recall as a chat turn's would be (requests,
+        commands and the replies to them are stored, not indexed: `requests.evidence`).
+        Checked whole before the first write: a message UTF-8 cannot hold refuses them all."""
         for message in messages:
             storable(message.content, "a message")
             storable(message.speaker, "a speaker's name")
         history = self._require_history()
         await history.add_session(scope, session_id, started_at, status)
+        talk = [m for m in messages if m.role in ("user", "assistant")]
+        said = iter(evidence((m.role == "assistant", m.content) for m in talk))
         for message in messages:
+            indexed = message.role in ("user", "assistant") and next(said)
             await history.add_message(
                 scope,
                 session_id,
@@ -776,7 +783,7 @@ class MemoryCore:
                 message.content,
                 message.at,
                 speaker=message.speaker,
-                indexed=message.role in ("user", "assistant") and self.memory.indexed,
+                indexed=indexed and self.memory.indexed,
                 archived=ArchiveState(message.archived),
             )
 

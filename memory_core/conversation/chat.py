@@ -9,9 +9,12 @@ What is not stored as a message: commands (`/remember`, `/forget` come here as
 `remember` / `ask_forget`), forget requests with their question and answer (stored, the
 question kept the very text a person asked to forget indexed and archived), and the
 offline notice (stored, it was indexed and came back as a "related memory" of later
-turns). A "remember that …" said in the chat is stored like any message (what a person
-says is kept), but the extractor leaves it out, since it was captured when it was said:
-the heuristic used to keep "我喜欢乌龙茶，请记住" beside the "我喜欢乌龙茶" it had saved.
+turns). A "remember that …" said in the chat, a message starting with "/" and the replies
+to them are stored like any message (what a person says is kept) but are no evidence
+(memory_core/requests.py): they are not indexed, so search and recall never rank them
+above, or hide as their near-copy, the long-term entry they made, and the extractor
+leaves them out, since the request was captured when it was said (the heuristic used to
+keep "我喜欢乌龙茶，请记住" beside the "我喜欢乌龙茶" it had saved).
 """
 
 from __future__ import annotations
@@ -29,7 +32,6 @@ from memory_core.chunking import ChunkKind
 from memory_core.config import Config
 from memory_core.conversation.extract import (
     TranscriptLine,
-    explicit_request,
     extract_with_llm,
     heuristic_candidates,
 )
@@ -52,6 +54,13 @@ from memory_core.memory import MemoryService
 from memory_core.merge import ChangeKind, Kept, MergeResult, same_memory
 from memory_core.recall import Injection, has_recall_intent, without_known
 from memory_core.records import Hit
+from memory_core.requests import (
+    MODEL_DOWN_REPLIES,
+    REMEMBER_REPLIES,
+    evidence,
+    explicit_request,
+    is_request,
+)
 from memory_core.scope import ScopeKey
 from memory_core.storage import AuditBackend, HistoryBackend
 from memory_core.text import tokenize, writes_cjk
@@ -80,12 +89,6 @@ gigabytes), and no model's window holds it. A document is saved with `chatmem ca
 (up to `long_term.max_capture_bytes`) or sent in parts."""
 """Long-term hits a forget request looks at; every duplicate of a picked one joins it."""
 _NUMBERS = re.compile(r"^\s*\d+(?:\s*(?:[,，、;；\s]|and|和)\s*\d+)*\s*$", re.IGNORECASE)
-OFFLINE_NOTICES = (
-    "(offline) No language model is configured",
-    "（离线模式）还没有配置语言模型",
-)
-"""How the offline notice starts: older sessions stored it as a reply, and the extractor
-must still leave those out."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,14 +127,6 @@ class _PendingForget:
     entries: list[tuple[str, str]]
     """(id, content) of each entry the question listed, in its numbering."""
     asked_at: datetime
-
-
-_REMEMBER_REPLIES = {
-    Kept.SAVED: ("好的，我记住了：", "Got it, I'll remember: "),
-    Kept.UPDATED: ("已更新，替换了之前的那条：", "Updated; this replaces what I had: "),
-    Kept.REINFORCED: ("这条我之前就记得，已加强：", "I already knew that; reinforced: "),
-}
-"""`/remember`'s reply (Chinese, English) by what the capture kept."""
 
 
 def learned_summary(result: MergeResult, chinese: bool) -> str:
@@ -225,10 +220,14 @@ class ChatEngine:
         # Live characters of the session, kept up to date with what this turn stores so
         # the flush check after the reply needs no query of its own.
         chars = context.chars + sql_length(text)
-        await self._store(scope, session.id, "user", text, now, speaker)
+        # A request or command and the reply to it are stored, not indexed (see above).
+        said = not is_request(text)
+        await self._store(scope, session.id, "user", text, now, speaker, evidence=said)
         if explicit is not None:
             reply = await self._remember(scope, explicit[1], chinese)
-            await self._store(scope, session.id, "assistant", reply, self.memory.now(), "")
+            await self._store(
+                scope, session.id, "assistant", reply, self.memory.now(), "", evidence=False
+            )
             return TurnResult(reply=reply, session_id=session.id)
 
         recent = [m.content for m in earlier if m.role in ("user", "assistant")][-5:]
@@ -274,11 +273,7 @@ class ChatEngine:
             reply, calls, stored = await self._tool_loop(ctx, messages, force_search=intent)
         except LLMError as exc:
             log.warning("turn in scope %s failed at the model: %s", scope, exc)
-            reply = (
-                "抱歉，模型暂时不可用，你的消息已保存。"
-                if chinese
-                else "Sorry, the model is unavailable right now; your message is saved."
-            )
+            reply = MODEL_DOWN_REPLIES[0] if chinese else MODEL_DOWN_REPLIES[1]
             await self._store(
                 scope,
                 session.id,
@@ -287,10 +282,18 @@ class ChatEngine:
                 self.memory.now(),
                 "",
                 meta={"error": str(exc)},
+                evidence=False,
             )
             return TurnResult(reply=reply, session_id=session.id)
         await self._store(
-            scope, session.id, "assistant", reply, self.memory.now(), "", used=injection
+            scope,
+            session.id,
+            "assistant",
+            reply,
+            self.memory.now(),
+            "",
+            used=injection,
+            evidence=said,
         )
         await self._maybe_flush(scope, session, chars + stored + sql_length(reply))
         return TurnResult(
@@ -343,10 +346,12 @@ class ChatEngine:
         *,
         meta: dict[str, Any] | None = None,
         used: Injection | None = None,
+        evidence: bool = True,
     ) -> StoredMessage:
         """Store a message, its index row and (for a reply) the long-term entries its
         prompt used, in one transaction: one commit per message instead of two or three;
-        then its events in the scope's event log."""
+        then its events in the scope's event log. A message that is no `evidence` (a
+        request, a command, a reply to one) gets no index row."""
         stored = await self.history.add_message(
             scope,
             session_id,
@@ -355,7 +360,7 @@ class ChatEngine:
             now,
             speaker=speaker,
             meta=meta,
-            indexed=role in ("user", "assistant") and self.memory.indexed,
+            indexed=evidence and role in ("user", "assistant") and self.memory.indexed,
             used_entry_ids=used.used_entry_ids if used is not None else (),
         )
         if self.config.history.event_log:
@@ -396,7 +401,7 @@ class ChatEngine:
         )
         await self._decided(scope, "remember", result, None)
         kept = result.outcome.kept if result.outcome else Kept.SAVED
-        chinese_reply, english_reply = _REMEMBER_REPLIES[kept]
+        chinese_reply, english_reply = REMEMBER_REPLIES[kept.value]
         return (chinese_reply if chinese else english_reply) + entry.content
 
     async def _ask_forget(self, scope: ScopeKey, what: str, chinese: bool) -> str:
@@ -661,21 +666,14 @@ def forget_targets(
 
 
 def conversation_lines(messages: Sequence[StoredMessage]) -> list[TranscriptLine]:
-    """What the extractor may learn from: the user's and the assistant's messages, without
-    "remember …" requests (captured when they were said: left in, the heuristic kept
-    "我喜欢乌龙茶，请记住" beside the "我喜欢乌龙茶" it had saved), nor the commands, forget
-    requests and offline notices that older versions stored; nor the replies to them."""
-    lines: list[TranscriptLine] = []
-    skipping = False
-    for m in messages:
-        if m.role == "user":
-            text = m.content.strip()
-            skipping = text.startswith("/") or explicit_request(text) is not None
-            if not skipping:
-                lines.append(TranscriptLine(m.role, m.content))
-        elif m.role == "assistant" and not skipping and not m.content.startswith(OFFLINE_NOTICES):
-            lines.append(TranscriptLine(m.role, m.content))
-    return lines
+    """What the extractor may learn from: the user's and the assistant's messages that
+    are evidence (`requests.evidence`): without "remember …" requests (captured when they
+    were said: left in, the heuristic kept "我喜欢乌龙茶，请记住" beside the "我喜欢乌龙茶" it
+    had saved), nor the commands, forget requests and offline notices that older versions
+    stored; nor the replies to them."""
+    talk = [m for m in messages if m.role in ("user", "assistant")]
+    kept = evidence((m.role == "assistant", m.content) for m in talk)
+    return [TranscriptLine(m.role, m.content) for m, keep in zip(talk, kept, strict=True) if keep]
 
 
 def _said_in(hit: Hit, session_id: str) -> bool:

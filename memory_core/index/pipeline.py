@@ -24,6 +24,7 @@ from memory_core.index.rerank import (
     RankSettings,
     confidence,
     diversify,
+    entries_over_turns,
     fuse,
     prior_factor,
     spread_context,
@@ -158,7 +159,8 @@ def rank(
     limit: int,
     min_score: float = 0.0,
 ) -> list[Hit]:
-    """Fuse, spread over the context window, weigh time and priors, diversify."""
+    """Fuse, spread over the context window, weigh time and priors, put entries before
+    the turns that say what they say, diversify."""
     settings = ranking.settings
     if not pool:
         return []
@@ -203,6 +205,7 @@ def rank(
         ):
             c.score *= 1.0 + settings.answer_boost
         weighed.append(c)
+    entries_over_turns(weighed, settings.duplicate_similarity)
     weighed.sort(key=lambda c: (-c.score, c.id))
     chosen = diversify(weighed, limit, settings.duplicate_similarity, shown=_window)
     chosen = with_named(chosen, [c for c in weighed if c.id in named], limit)

@@ -11,6 +11,9 @@ the figures of each ablation):
   it is a boost, not a filter, because people misremember dates.
 * **Priors as scores, not tiers**: long-term entries and recent turns get a small lift,
   summaries a small cut; a better older hit still wins over a weaker recent one.
+* **Entries before the talk about them**: a long-term entry ranks above every
+  conversation turn that says what it says (holds its words), whatever the turn's
+  neighbours added to it; the diversity step then leaves the turn out as its near-copy.
 * **Diversity**: a near-copy of a hit already taken does not take a slot.
 """
 
@@ -190,6 +193,30 @@ def prior_factor(
         age = max((today - created_at.astimezone(zone).date()).days, 0)
         factor += settings.recency_boost * math.pow(0.5, age / settings.recency_half_life_days)
     return factor
+
+
+def entries_over_turns(candidates: Sequence[Candidate], share: float) -> None:
+    """Lift each long-term entry just above the best conversation turn holding at least
+    `share` of its words (when that turn scores higher): the entry is what was kept of
+    what the turn said, in its own words or the person's. A turn scores its neighbours
+    too (the context window), so the turn that made an entry ("remember that the
+    staging server is at 10.0.0.7", "我住在杭州…" said in passing) outscored the entry
+    despite its ×1.15, and then hid it as a near-copy. Only entries move: turns keep
+    their order among themselves, and a turn that merely shares some of an entry's words
+    keeps its place."""
+    turns = [
+        (frozenset(c.tokens.split()), c.score) for c in candidates if c.kind in CONVERSATION_KINDS
+    ]
+    if not turns:
+        return
+    for c in candidates:
+        words = frozenset(c.tokens.split()) if c.kind is ChunkKind.LONG_TERM else frozenset()
+        if not words:
+            continue
+        said = [score for held, score in turns if len(words & held) >= share * len(words)]
+        best = max(said, default=0.0)
+        if best >= c.score:
+            c.score = math.nextafter(best, math.inf)
 
 
 def diversify(

@@ -66,6 +66,13 @@ from memory_core.when import day_bounds
 from memory_core.workspace import Workspace
 
 AfterInsert = Callable[[Connection, int], None]
+VECTOR_WAIT_SECONDS = 3.0
+"""How long a search waits for the scope's vectors to cover what was written before it
+(`VectorIndex.settle`). A bot's are current but for the message just stored (one model
+call: milliseconds); a command that just started reads the scope first (about 1 s per
+100 000 chunks) and makes what is missing (about 400 chunks/s with the local model). A
+scope far behind (the vector extra just installed) is ranked with the vectors made so far
+and said so, rather than holding every turn for minutes."""
 log = logging.getLogger(__name__)
 
 
@@ -525,12 +532,16 @@ class SearchIndex:
         exclude_paths: Sequence[str],
     ) -> dict[int, float]:
         """Chunk id → cosine of the query's nearest chunks; empty without an embedder or
-        when it fails (the lexical ranking still answers)."""
+        when it fails (the lexical ranking still answers). The query is embedded while the
+        scope's vectors catch up with what was written (at most `VECTOR_WAIT_SECONDS`),
+        so every process, a short-lived command too, ranks with the same vectors."""
         vectors = self.vectors
         if vectors is None or not text.strip():
             return {}
         try:
-            query = await vectors.embed_query(text)
+            query, _ = await asyncio.gather(
+                vectors.embed_query(text), vectors.settle(sid, VECTOR_WAIT_SECONDS)
+            )
             found = await vectors.search(
                 sid, query, wanted, kinds=kinds, exclude_paths=exclude_paths
             )

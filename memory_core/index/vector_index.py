@@ -349,6 +349,8 @@ class VectorIndex:
         self._timers: dict[int, asyncio.TimerHandle] = {}
         self._failures: dict[int, int] = {}
         self._failing = False
+        self._behind: set[int] = set()
+        """Scopes a search went on without all their vectors (warned once)."""
         self._queries: OrderedDict[str, Floats] = OrderedDict()
         self._closed = False
 
@@ -387,6 +389,36 @@ class VectorIndex:
                     break
         finally:
             self._tasks.pop(scope_id, None)
+
+    async def settle(self, scope_id: int, within: float) -> bool:
+        """Wait at most `within` seconds for the scope's vectors to cover what was written
+        before this call: for the backfill under way to end, after starting one when this
+        process has not looked at the scope yet (a command that just started, or a scope
+        only written by other processes). Whether they do; a search goes on either way,
+        with the vectors there are (said once while they are behind).
+
+        Without this, a short-lived process ranked by words alone: `chatmem search` ran
+        before its own backfill had read what the bot wrote, or made the vectors of what
+        a process without an embedder wrote, and its answer differed from the bot's
+        recall of the same question."""
+        if self._closed:
+            return False
+        if scope_id not in self._watch and scope_id not in self._tasks:
+            self.schedule(scope_id)
+        task = self._tasks.get(scope_id)
+        if task is None:
+            self._behind.discard(scope_id)
+            return True
+        done, _ = await asyncio.wait({task}, timeout=within)
+        if done:
+            self._behind.discard(scope_id)
+        elif scope_id not in self._behind:
+            self._behind.add(scope_id)
+            log.warning(
+                "vectors of scope %d are still being made: ranked with those made so far",
+                scope_id,
+            )
+        return bool(done)
 
     async def drain(self) -> None:
         """Wait for the backfills under way (and any they start) to end."""

@@ -71,12 +71,23 @@ class Finder:
     ) -> list[Hit]:
         """Ranked hits of the scope; from the files directly when the index is unusable.
 
-        Explicit searches (a person, the memory_search tool) show every match; automatic
-        recall passes `recall.min_score` so weak matches stay out of the prompt. Both
-        rank the same way (memory_core/index/pipeline.py).
+        The one ranking of every search and recall: `chatmem search`, `/search`, the TUI,
+        the chat tool and MCP `memory_search` call this, and `recall` calls it too. A text
+        query is read as recall reads a message (`query`: its words, the other names of
+        the entities it mentions, its time and kind of answer), and ranked by words and
+        vectors (when an embedder is configured: the index waits for the scope's vectors
+        to catch up first, `SearchIndex.search`) through memory_core/index/pipeline.py.
+        What may differ between callers is only what they ask for: `limit`, `kinds`,
+        `since`/`until`, and for the recall of a chat turn `min_score` (weak matches stay
+        out of the prompt: explicit searches show every match), `rank_budget` (a turn
+        allows fewer postings, `recall.rank_budget`: it runs on every turn) and
+        `exclude_paths` (the current session, already in the prompt). A degraded search
+        (no usable database) ranks by words alone, for search and recall alike: the
+        vectors live in the database.
         """
         if isinstance(query, str):
             storable(query, "the query")
+            query = await self.query(scope, query, now=now)
         elif not isinstance(query, Query):
             all_storable(query, "the query")
         kind_list = list(kinds) if kinds is not None else None
@@ -130,23 +141,18 @@ class Finder:
         now: datetime | None = None,
         session_id: str | None = None,
     ) -> Injection:
-        """The memory block for a prompt: the same ranking as search, over every kind of
-        memory, the messages of earlier sessions included and the current session's
-        (already in the prompt) left out; as many hits as the query's kind allows and the
-        token budget holds (seed 001 §2.2). A repeat of the same recall in the session
+        """The memory block for a prompt: `search` of the message (its recent messages'
+        words weighing less), over every kind of memory, the messages of earlier sessions
+        included and the current session's (already in the prompt) left out, with
+        `recall.min_score` and `recall.rank_budget`; as many hits as the query's kind
+        allows and the token budget holds (seed 001 §2.2). So its hits are the first of
+        the same search's, less the weak ones. A repeat of the same recall in the session
         within `recall.cache_minutes`, with nothing written since, is answered from cache.
         """
         storable(pending, "the message")
         all_storable(recent, "a recent message")
         settings = self.settings
-        asked = pending
-        if settings.entity_expansion and self.entities_of is not None:
-            # "my cat" also asks for 小橘, and 小橘 for "my cat" (memory_core.entities).
-            extra = expand_query(pending, await self.entities_of(scope))
-            asked = " ".join([pending, *extra])
-        query = build_query(
-            asked, recent, today=self.today(now), context_weight=settings.context_weight
-        )
+        query = await self.query(scope, pending, recent, now=now)
         keywords = sorted(query.terms, key=lambda t: -query.terms[t])
         if not query.terms and query.window is None:
             return Injection(keywords=[])
@@ -175,6 +181,27 @@ class Finder:
         )
         self._cache.put(key, mark, injection)
         return injection
+
+    async def query(
+        self,
+        scope: ScopeKey,
+        text: str,
+        recent: Sequence[str] = (),
+        *,
+        now: datetime | None = None,
+    ) -> Query:
+        """What a search or a recall ranks with: the words of `text`, with the other names
+        of the entities it mentions ("my cat" also asks for 小橘, and 小橘 for "my cat":
+        memory_core.entities), then the recent messages' words at a lower weight (a
+        recall's, a search has none)."""
+        settings = self.settings
+        asked = text
+        if settings.entity_expansion and self.entities_of is not None:
+            extra = expand_query(text, await self.entities_of(scope))
+            asked = " ".join([text, *extra])
+        return build_query(
+            asked, recent, today=self.today(now), context_weight=settings.context_weight
+        )
 
     async def _mark(self, scope: ScopeKey, session_id: str | None) -> tuple[int, ...] | None:
         """What must be unchanged for a cached recall to stand: this process's writes to

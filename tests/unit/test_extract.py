@@ -20,7 +20,6 @@ from memory_core.conversation.extract import (
     build_extraction_messages,
     candidates_from_json,
     existing_summary,
-    explicit_request,
     extract_with_llm,
     heuristic_candidates,
     render_conversation,
@@ -29,6 +28,7 @@ from memory_core.engine import MemoryCore
 from memory_core.entries import ArchiveReason, Importance, MemoryEntry
 from memory_core.llm import LLMClient
 from memory_core.merge import Candidate, ChangeKind
+from memory_core.requests import explicit_request
 from memory_core.scope import ScopeKey
 from tests.fakes.openai_server import FakeOpenAI
 from tests.postgres import with_storage

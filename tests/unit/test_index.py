@@ -1031,8 +1031,10 @@ async def test_index_and_file_fallback_agree_on_a_real_workspace(core: MemoryCor
         for kinds in variants if number % 4 == 0 else variants[:1]:
             # Through the core: long-term hits get their line from the file as it is now.
             indexed = await core.search(MAIN, query, limit=8, kinds=kinds)
+            # Read as every search reads a text (the entities' other names added).
+            asked = await core.memory.finder.query(MAIN, query)
             files = fallback.search_files(
-                core.workspace, MAIN, query, limit=8, kinds=kinds, settings=settings, today=TODAY
+                core.workspace, MAIN, asked, limit=8, kinds=kinds, settings=settings, today=TODAY
             )
             same(indexed, files, f"{query} {kinds}")
     # The hidden daily summary is in neither.

@@ -1,0 +1,106 @@
+"""One ranking for one memory: `core.search` (`chatmem search`, `/search`, the TUI), the
+chat tool `memory_search`, MCP `memory_search` and the automatic recall of a chat turn
+give the same hits in the same order for the same scope and question, vectors included
+whenever an embedder is configured, in a process that just started too.
+
+Vectors come from `tests.fakes.embedder.ConceptEmbedder`: "where do I live" shares no
+word with "我住在杭州…" and only its vector finds it."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from mcp import Client
+
+from adapters.mcp_server import build_server
+from memory_core import engine
+from memory_core.clock import ManualClock
+from memory_core.config import Config
+from memory_core.engine import MemoryCore
+from memory_core.scope import MAIN
+from tests.fakes.embedder import ConceptEmbedder
+from tests.unit.test_cli import Run, _clean_env, cli, ws  # noqa: F401  (fixtures)
+
+HOME = "我住在杭州，在阿里巴巴做数据工程师"
+QUESTIONS = ("where do I live", "staging server", "deploy failed again", "杭州", "dinner")
+
+
+@pytest.fixture
+async def dense_core(
+    config: Config, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[MemoryCore]:
+    """A core whose embedder is the concept table (and whose search waits for it)."""
+    monkeypatch.setattr(engine, "build_embedder", lambda settings: ConceptEmbedder(delay=0.05))
+    async with MemoryCore.open(config, clock=clock) as core:
+        yield core
+
+
+async def seeded(core: MemoryCore) -> None:
+    """Two entries and a conversation (no model: the turns are stored, not answered)."""
+    await core.capture(MAIN, HOME)
+    await core.capture(MAIN, "The staging server is at 10.0.0.7")
+    for text in (
+        "My flat has a small balcony with tomatoes",
+        "The deploy to the test box failed again",
+        "We had dumplings for dinner, the staging team came too",
+        "Remember that my bike lock code is 4711",
+    ):
+        await core.chat(MAIN, text)
+
+
+async def mcp_paths(core: MemoryCore, question: str) -> list[str]:
+    async with Client(build_server(core, MAIN)) as client:
+        result = await client.call_tool("memory_search", {"query": question, "max_results": 10})
+    assert not result.is_error, result
+    found: Any = result.structured_content
+    return [hit["path"] for hit in found["results"]]
+
+
+async def test_search_tool_mcp_and_recall_rank_alike(dense_core: MemoryCore) -> None:
+    core = dense_core
+    await seeded(core)
+    for question in QUESTIONS:
+        searched = [h.location for h in await core.search(MAIN, question, limit=10)]
+        tool = await core.memory_tool(MAIN, "memory_search", {"query": question, "max_results": 10})
+        recalled = [h.location for h in (await core.recall(MAIN, question)).hits]
+        assert searched, question
+        assert [hit["path"] for hit in tool["results"]] == searched, question
+        assert await mcp_paths(core, question) == searched, question
+        # Recall injects fewer (and leaves weak matches out): the first of the same list.
+        assert recalled and recalled == searched[: len(recalled)], question
+    # "where do I live" shares no word with any memory: vectors took part on every path.
+    where = await core.search(MAIN, "where do I live", limit=10)
+    assert HOME in [h.text for h in where]
+
+
+async def test_search_reads_entity_names_as_recall_does(config: Config, clock: ManualClock) -> None:
+    """A question naming an entity by one name finds what names it by another, in a
+    search as in a recall ("my cat" and 小橘): the query is built once, for both."""
+    async with MemoryCore.open(config, clock=clock) as core:
+        await core.capture(MAIN, "My cat is called Mochi")
+        await core.capture(MAIN, "Mochi sleeps on the radiator")
+        await core.capture(MAIN, "The radiator in the hall is broken")
+        question = "is my cat warm at night"
+        searched = [h.text for h in await core.search(MAIN, question)]
+        recalled = [h.text for h in (await core.recall(MAIN, question)).hits]
+    assert "Mochi sleeps on the radiator" in searched  # found by the cat's name alone
+    assert recalled == searched[: len(recalled)]
+
+
+def test_cli_search_ranks_with_vectors_when_configured(
+    cli: Run,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Memories written by processes without an embedder have no vectors; a `chatmem
+    search` with one configured makes them before it ranks (it used to rank by words
+    alone: its backfill had only just started), and finds what only vectors find."""
+    cli.capture(HOME)
+    cli.capture("We had dumplings for dinner")
+    assert cli.json("search", "where do I live") == []  # words alone: nothing shared
+    embedder = ConceptEmbedder(delay=0.2)
+    monkeypatch.setattr(engine, "build_embedder", lambda settings: embedder)
+    hits = cli.json("search", "where do I live")
+    assert [h["text"] for h in hits] == [HOME]
+    assert HOME in embedder.embedded
