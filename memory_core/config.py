@@ -160,10 +160,19 @@ class RecallSettings(_Section):
         "A conversation turn scores these shares of its neighbours' scores, by distance "
         "(1, 2, ...): an answer is found by its question's words. [] turns it off.",
     )
-    fusion: Literal["rrf", "weighted"] = _field(
-        "weighted", "How BM25 and vector scores combine: 'rrf' (reciprocal rank) or 'weighted'."
+    fusion: Literal["gated", "rrf", "weighted"] = _field(
+        "gated",
+        "How BM25 and vector scores combine: 'gated' (a long-term entry or summary adds"
+        " dense_weight of the vector score, a conversation turn only similarity above"
+        " turn_dense_floor), 'rrf' (reciprocal rank) or 'weighted' (every chunk alike).",
     )
     dense_weight: float = _field(0.7, "Share of the vector score in the fusion (0..1).")
+    turn_dense_floor: float = _field(
+        0.3, "'gated': cosine below which a conversation turn's vector adds nothing."
+    )
+    turn_dense_weight: float = _field(
+        1.0, "'gated': what a turn's vector adds at most, as a share of the best BM25 score."
+    )
     time_boost: float = _field(
         1.0, "A turn inside the time a question names scores (1 + this) times more."
     )

@@ -12,6 +12,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, tzinfo
+from functools import partial
 from typing import Any
 
 from memory_core.answer_kind import AnswerKind, holds_answer
@@ -196,18 +197,26 @@ def rank(
         timely = time_factor(c.created_at, ranking.window, ranking.zone, settings, c.dates)
         if rank_ >= limit * PRIOR_REACH + 10 and timely <= 1 and c.id not in named:
             continue
-        c.score *= timely
-        c.score *= prior_factor(c.kind, c.created_at, ranking.today, ranking.zone, settings)
+        c.factor = timely * prior_factor(
+            c.kind, c.created_at, ranking.today, ranking.zone, settings
+        )
         if _heading_only(c.text):
-            c.score *= HEADING_FACTOR
+            c.factor *= HEADING_FACTOR
         elif ranking.answer is not None and holds_answer(
             ranking.answer, c.body, dated=bool(c.dates)
         ):
-            c.score *= 1.0 + settings.answer_boost
+            c.factor *= 1.0 + settings.answer_boost
+        c.score *= c.factor
         weighed.append(c)
     entries_over_turns(weighed, settings.duplicate_similarity)
     weighed.sort(key=lambda c: (-c.score, c.id))
-    chosen = diversify(weighed, limit, settings.duplicate_similarity, shown=_window)
+    chosen = diversify(
+        weighed,
+        limit,
+        settings.duplicate_similarity,
+        shown=_window,
+        dropped=partial(_without_copies, pool, weights),
+    )
     chosen = with_named(chosen, [c for c in weighed if c.id in named], limit)
     ideal = ideal_score(ranking.terms, ranking.stats, ranking.k1, ranking.b)
     return [
@@ -247,7 +256,7 @@ def hand_to_replies(pool: Mapping[int, Candidate], text_score: Callable[[str], f
     higher than its own) and the question keeps `QUESTION_KEEPS` of it; a turn that
     states something and ends with "how about you?" keeps its rank. Only turns whose
     neighbours were read (the best ones) can hand on."""
-    moves: list[tuple[Candidate, float]] = []
+    moves: list[tuple[Candidate, Candidate]] = []
     for c in pool.values():
         if c.kind not in CONVERSATION_KINDS or c.lexical <= 0 or not c.neighbours:
             continue
@@ -259,10 +268,38 @@ def hand_to_replies(pool: Mapping[int, Candidate], text_score: Callable[[str], f
             continue
         if text_score(" ".join(tokenize(asked))) < 0.5 * text_score(c.tokens):
             continue
-        moves.append((reply, c.score))
-        c.score *= QUESTION_KEEPS
-    for reply, score in moves:
-        reply.score = max(reply.score, score)
+        moves.append((reply, c))
+    for reply, question in moves:
+        if question.score > reply.score:
+            reply.score = question.score
+            reply.lent = (question.id, question.score)
+    for _, question in moves:
+        question.score *= QUESTION_KEEPS
+
+
+def _without_copies(
+    pool: Mapping[int, Candidate], weights: Sequence[float], copy: Candidate, gone: set[int]
+) -> list[Candidate]:
+    """Rescore the neighbours of a dropped near-copy without what the copies in `gone`
+    lent them (their context share, a question's score handed to its reply); a score
+    only goes down. Returns the candidates rescored."""
+    out: list[Candidate] = []
+    for distance, other in copy.neighbours:
+        n = pool[other]
+        if distance > len(weights) or n.id in gone:
+            continue
+        context = n.base + sum(
+            weights[d - 1] * pool[o].base
+            for d, o in n.neighbours
+            if d <= len(weights) and o not in gone
+        )
+        if n.lent is not None and n.lent[0] not in gone:
+            context = max(context, n.lent[1])
+        score = context * n.factor
+        if score < n.score:
+            n.score = score
+            out.append(n)
+    return out
 
 
 def rare_holders(candidates: Sequence[Candidate], ranking: Ranking, limit: int) -> set[int]:

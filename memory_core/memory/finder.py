@@ -238,6 +238,8 @@ def rank_settings(settings: RecallSettings) -> RankSettings:
         context_weights=tuple(settings.context_window),
         fusion=settings.fusion,
         dense_weight=settings.dense_weight,
+        turn_dense_floor=settings.turn_dense_floor,
+        turn_dense_weight=settings.turn_dense_weight,
         time_boost=settings.time_boost,
         long_term_boost=settings.long_term_boost,
         summary_factor=settings.summary_factor,
