@@ -186,7 +186,17 @@ class RecallSettings(_Section):
         0.8, "A hit sharing this share of its words with a better one is left out."
     )
     speaker_weight: float = _field(
-        0.5, "A query word naming a turn's speaker counts this share of its idf."
+        1.0, "A query word naming a turn's speaker counts this share of its idf."
+    )
+    speaker_names: bool = _field(
+        True,
+        "A query word naming who spoke a turn counts as the turn's speaker only, not as a"
+        " word of the turns (people say each other's names in greetings and thanks).",
+    )
+    exchange_documents: bool = _field(
+        True,
+        "A turn near the best matches scores as one document with its neighbours (the"
+        " context window's reach) instead of its score plus shares of theirs.",
     )
     answer_boost: float = _field(
         0.5,

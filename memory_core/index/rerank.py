@@ -59,8 +59,13 @@ class RankSettings:
     recency_half_life_days: float = 30.0
     duplicate_similarity: float = 0.8
     """Token-set Jaccard at or above which a hit is a near-copy of one ranked above it."""
-    speaker_weight: float = 0.5
+    speaker_weight: float = 1.0
     """A query word naming a turn's speaker counts this share of its idf."""
+    exchange_documents: bool = True
+    """A turn whose neighbours were read scores as one document with them (BM25 of the
+    exchange's words) instead of its own score plus shares of theirs."""
+    speaker_names: bool = True
+    """A query word naming a turn's speaker counts as its speaker, not as a word."""
     reply_anchors: bool = True
     """A question's score goes to the reply that answers it (see `hand_to_replies`)."""
     answer_boost: float = 0.5

@@ -249,4 +249,6 @@ def rank_settings(settings: RecallSettings) -> RankSettings:
         speaker_weight=settings.speaker_weight,
         answer_boost=settings.answer_boost,
         reply_anchors=settings.reply_anchors,
+        speaker_names=settings.speaker_names,
+        exchange_documents=settings.exchange_documents,
     )
