@@ -221,18 +221,17 @@ def rank(
     candidates = list(pool.values())
     if settings.speaker_names:
         names_as_speakers(candidates, ranking)
+    window_scorer = exchange_scorer(ranking) if settings.exchange_documents else None
+    reach = len(settings.context_weights)
+    if window_scorer is not None and reach:
+        for c in candidates:
+            if c.kind in CONVERSATION_KINDS and c.neighbours:
+                c.exchange = window_scorer(exchange_tokens(c, pool, reach))
     fuse(candidates, settings)
     if _dated_only(ranking):
         for c in candidates:
             c.base = 1.0
     spread_context(pool, settings.context_weights)
-    window_scorer = exchange_scorer(ranking) if settings.exchange_documents else None
-    if window_scorer is not None:
-        for c in candidates:
-            if c.kind in CONVERSATION_KINDS and c.neighbours:
-                c.score = c.base + window_scorer(
-                    exchange_tokens(c, pool, len(settings.context_weights))
-                )
     if settings.reply_anchors:
         hand_to_replies(pool, bm25_scorer(ranking.terms, ranking.stats, ranking.k1, ranking.b))
     weights = settings.context_weights
@@ -354,8 +353,9 @@ def _without_copies(
         n = pool[other]
         if distance > len(weights) or n.id in gone:
             continue
-        if window_scorer is not None:
-            context = n.base + window_scorer(exchange_tokens(n, pool, len(weights), gone))
+        if window_scorer is not None and n.exchange is not None:
+            lost = n.exchange - window_scorer(exchange_tokens(n, pool, len(weights), gone))
+            context = n.base - n.unit * lost
         else:
             context = n.base + sum(
                 weights[d - 1] * pool[o].base

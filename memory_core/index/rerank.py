@@ -90,6 +90,11 @@ class Candidate:
     score: float = 0.0
     neighbours: list[tuple[int, int]] = field(default_factory=list)
     """(distance, candidate id) of the turns around this one."""
+    exchange: float | None = None
+    """BM25 of the turn's exchange (it and its neighbours) as one document, when scored
+    so: it then stands in for the context window's shares (see pipeline.rank)."""
+    unit: float = 1.0
+    """What one point of lexical score adds to `base` in this query's fusion."""
     factor: float = 1.0
     """What time, priors and the kind of answer multiplied the context score by."""
     lent: tuple[int, float] | None = None
@@ -124,7 +129,8 @@ def speaker_of(kind: ChunkKind, text: str) -> str | None:
 
 
 def fuse(candidates: Sequence[Candidate], settings: RankSettings) -> None:
-    """Set `base` from the lexical and the dense score of every candidate.
+    """Set `base` from the lexical and the dense score of every candidate (the lexical
+    score with its exchange's, when the turn is scored with its exchange).
 
     With no dense score anywhere (no embedder), base is the lexical score unchanged, so
     BM25-only ranking is exactly what it was.
@@ -132,20 +138,21 @@ def fuse(candidates: Sequence[Candidate], settings: RankSettings) -> None:
     dense = [c for c in candidates if c.dense is not None]
     if not dense:
         for c in candidates:
-            c.base = c.lexical
+            c.base = words(c)
+            c.unit = 1.0
         return
     if settings.fusion == "gated":
         _fuse_gated(candidates, dense, settings)
         return
     if settings.fusion == "weighted":
-        top_lex = max((c.lexical for c in candidates), default=0.0) or 1.0
+        top_lex = max((words(c) for c in candidates), default=0.0) or 1.0
         top_dense = max(c.dense or 0.0 for c in dense) or 1.0
         for c in candidates:
-            lex = c.lexical / top_lex
             sim = max(c.dense or 0.0, 0.0) / top_dense
-            c.base = (1 - settings.dense_weight) * lex + settings.dense_weight * sim
+            c.unit = (1 - settings.dense_weight) / top_lex
+            c.base = c.unit * words(c) + settings.dense_weight * sim
         return
-    lex_rank = _ranks(c for c in candidates if c.lexical > 0)
+    lex_rank = _ranks(c for c in candidates if words(c) > 0)
     dense_rank = _ranks(dense, dense=True)
     k = settings.rrf_k
     for c in candidates:
@@ -156,6 +163,12 @@ def fuse(candidates: Sequence[Candidate], settings: RankSettings) -> None:
             score += settings.dense_weight / (k + dense_rank[c.id])
         # Scaled so a first place in both lists scores 1: thresholds stay readable.
         c.base = score * (k + 1)
+        c.unit = 0.0  # ranks: a lost word moves no score
+
+
+def words(c: Candidate) -> float:
+    """The lexical evidence fusion weighs: the turn's own, or its exchange's as well."""
+    return c.lexical if c.exchange is None else c.lexical + c.exchange
 
 
 def _fuse_gated(
@@ -173,7 +186,7 @@ def _fuse_gated(
       conversations, frac@5 of automatic recall 0.56 against 0.65 for BM25 alone); as a
       gated addition they only lift turns that are near the question in meaning.
     """
-    top_lex = max((c.lexical for c in candidates), default=0.0) or 1.0
+    top_lex = max((words(c) for c in candidates), default=0.0) or 1.0
     top_dense = max(c.dense or 0.0 for c in dense) or 1.0
     share = min(settings.dense_weight, 0.95)
     statement = share / (1 - share)
@@ -187,18 +200,23 @@ def _fuse_gated(
             lift = settings.turn_dense_weight * min(max((sim - floor) / (1 - floor), 0.0), 1.0)
         else:
             lift = statement * max(sim - said, 0.0) / max(top_dense - said, 1e-9)
-        c.base = c.lexical + top_lex * lift
+        c.unit = 1.0
+        c.base = words(c) + top_lex * lift
 
 
 def _ranks(candidates: Iterable[Candidate], *, dense: bool = False) -> dict[int, int]:
-    ordered = sorted(candidates, key=lambda c: -(c.dense or 0.0) if dense else -c.lexical)
+    ordered = sorted(candidates, key=lambda c: -(c.dense or 0.0) if dense else -words(c))
     return {c.id: rank for rank, c in enumerate(ordered, start=1)}
 
 
 def spread_context(candidates: Mapping[int, Candidate], weights: Sequence[float]) -> None:
-    """score = own base + Σ weight(distance) × neighbour's base."""
+    """score = own base + Σ weight(distance) × neighbour's base; a turn scored with its
+    exchange as one document (its base holds the exchange's words) adds nothing more."""
     for c in candidates.values():
         total = c.base
+        if c.exchange is not None:
+            c.score = total
+            continue
         for distance, other in c.neighbours:
             if 1 <= distance <= len(weights) and other in candidates:
                 total += weights[distance - 1] * candidates[other].base
