@@ -298,8 +298,9 @@ def diversify(
     twice, a summary repeating a turn word for word) and turns a better hit already shows
     (inside its exchange) that match none of the query's words themselves.
 
-    A shown turn holding query words of its own keeps its slot: it may be the evidence
-    the better hit only displays beside its anchor (measured on public conversations:
+    A shown turn holding query words of its own keeps its slot unless its hit would show
+    the very lines of one taken (a two-line exchange): it may be the evidence the better hit only displays beside
+    its anchor (measured on public conversations:
     suppressing it, or only when it held less than the hit, lost 2-4 points of frac@5).
 
     A near-copy goes with what it lent: `dropped(copy, gone)` rescores the candidates
@@ -310,6 +311,7 @@ def diversify(
     taken: list[Candidate] = []
     taken_sets: list[frozenset[str]] = []
     seen: set[int] = set()
+    displayed: set[frozenset[int]] = set()
     gone: set[int] = set()
     queue = [(-c.score, c.id, c) for c in ranked]
     heapq.heapify(queue)
@@ -318,7 +320,8 @@ def diversify(
         if -score != c.score:  # rescored since it was queued
             heapq.heappush(queue, (-c.score, c.id, c))
             continue
-        if c.id in seen and c.lexical <= 0:
+        window = frozenset(shown(c))
+        if c.id in seen and (c.lexical <= 0 or window in displayed):
             continue
         words = frozenset(c.tokens.split())
         if words and any(_jaccard(words, other) >= threshold for other in taken_sets):
@@ -327,7 +330,8 @@ def diversify(
             continue
         taken.append(c)
         taken_sets.append(words)
-        seen |= shown(c)
+        seen |= window
+        displayed.add(window)
     return taken
 
 
