@@ -2,7 +2,7 @@
 
     python bench/recall_quality.py [--variant NAME ...] [--all] [--set section.key=value ...]
         [--sets PATTERN] [--mode history|archived|both] [--summaries] [--madial DIR]
-        [--limit N] [--json OUT] [--jobs N] [-v]
+        [--locomo DIR] [--limit N] [--json OUT] [--jobs N] [-v]
 
 Two paths are scored, both through `MemoryCore` only: *explicit* is
 `core.search(scope, question, limit=10)` (a person's search, the memory_search tool),
@@ -20,13 +20,21 @@ the local model (15 s with `--set embedding.provider=none`).
   keeps the default rules and older days become offline extractive summaries). A hit
   finds an evidence turn when the turn's text is inside the hit (speaker and time
   prefixes stripped) or a line of the hit of 20+ characters is inside the turn.
+* LoCoMo's public development split (`--locomo DIR`, default
+  ../shared/datasets/locomo-dev; read from there, never copied): five long conversations
+  between two people, stored by the protocol of its README (`bench/quality/locomo.py`:
+  a group scope, every turn through `MemoryCore.chat`, the bot's scheduler on a
+  simulated clock, default configuration), asked one day after the last session; by
+  category (single, multi, temporal, open). The yardstick that counts.
 * MADial-Bench (`--madial DIR`, default ../shared/datasets/madial-bench): memories as
   dated long-term entries, one scope per user, scored on `relevant-id`; beside it the
   published embedding baselines (`bench/data/madial_published.json`), scored the same way.
 
-Metrics (means over questions): recall@5 = share of questions with at least one wanted
-item in the top 5; nDCG@5 with binary gains (ideal: min(5, wanted) relevant hits first);
-frac@k = share of a question's wanted items in the top k. Not a test: it never asserts.
+Metrics (means over questions), each hit counted for the one turn it is anchored on (the
+turn whose text it ranks, known by its time), never for the neighbours it shows:
+recall@5 = share of questions with at least one wanted item in the top 5; nDCG@5 with binary gains (ideal: min(5, wanted) relevant hits first);
+frac@k = share of a question's wanted items in the top k; shown@5 (a diagnostic) = share
+of the wanted turns shown anywhere in the first 5 hits' text. Not a test: it never asserts.
 """
 
 from __future__ import annotations
