@@ -17,9 +17,10 @@ the local model (15 s with `--set embedding.provider=none`).
   scope per person, either left in session history (`history`) or moved out by the
   bot's archive pass at the time of the first question (`archived`; `archive.raw_days`
   is raised so every turn is kept verbatim in raw archive files, unless `--summaries`
-  keeps the default rules and older days become offline extractive summaries). A hit
-  finds an evidence turn when the turn's text is inside the hit (speaker and time
-  prefixes stripped) or a line of the hit of 20+ characters is inside the turn.
+  keeps the default rules and older days become offline extractive summaries). A hit is
+  anchored on an evidence turn when it ranks that turn; it shows one when the turn's text
+  is inside the hit (speaker and time prefixes stripped) or a line of the hit of 20+
+  characters is inside the turn.
 * LoCoMo's public development split (`--locomo DIR`, default
   ../shared/datasets/locomo-dev; read from there, never copied): five long conversations
   between two people, stored by the protocol of its README (`bench/quality/locomo.py`:
