@@ -213,8 +213,10 @@ def rank(
     limit: int,
     min_score: float = 0.0,
 ) -> list[Hit]:
-    """Fuse, spread over the context window, weigh time and priors, put entries before
-    the turns that say what they say, diversify."""
+    """Names asked about as speakers, turns with their exchange, fuse, spread over the
+    context window, hand questions' ranks to their replies, weigh time and priors, put
+    entries before the turns that say what they say, diversify (docs/architecture.md,
+    "Ranking", has each step's figures)."""
     settings = ranking.settings
     if not pool:
         return []
