@@ -389,6 +389,7 @@ class VectorIndex:
                     break
         finally:
             self._tasks.pop(scope_id, None)
+            self._behind.discard(scope_id)  # caught up: a later lag is waited for again
 
     async def settle(self, scope_id: int, within: float) -> bool:
         """Wait at most `within` seconds for the scope's vectors to cover what was written
@@ -409,6 +410,10 @@ class VectorIndex:
         if task is None:
             self._behind.discard(scope_id)
             return True
+        if scope_id in self._behind:
+            # Waited once already for this backfill (a long one, or an embedder that
+            # fails and backs off): every later search would pay the same wait again.
+            return False
         done, _ = await asyncio.wait({task}, timeout=within)
         if done:
             self._behind.discard(scope_id)
