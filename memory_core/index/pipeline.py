@@ -24,6 +24,7 @@ from memory_core.index.rerank import (
     Candidate,
     RankSettings,
     confidence,
+    context_score,
     diversify,
     entries_over_turns,
     fuse,
@@ -359,11 +360,7 @@ def _without_copies(
             lost = n.exchange - window_scorer(exchange_tokens(n, pool, len(weights), gone))
             context = n.base - n.unit * lost
         else:
-            context = n.base + sum(
-                weights[d - 1] * pool[o].base
-                for d, o in n.neighbours
-                if d <= len(weights) and o not in gone
-            )
+            context = context_score(n, pool, weights, gone)
         if n.lent is not None and n.lent[0] not in gone:
             context = max(context, n.lent[1])
         score = context * n.factor

@@ -22,7 +22,7 @@ from __future__ import annotations
 import heapq
 import math
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta, tzinfo
 
@@ -213,14 +213,21 @@ def spread_context(candidates: Mapping[int, Candidate], weights: Sequence[float]
     """score = own base + Σ weight(distance) × neighbour's base; a turn scored with its
     exchange as one document (its base holds the exchange's words) adds nothing more."""
     for c in candidates.values():
-        total = c.base
-        if c.exchange is not None:
-            c.score = total
-            continue
-        for distance, other in c.neighbours:
-            if 1 <= distance <= len(weights) and other in candidates:
-                total += weights[distance - 1] * candidates[other].base
-        c.score = total
+        c.score = c.base if c.exchange is not None else context_score(c, candidates, weights)
+
+
+def context_score(
+    c: Candidate,
+    candidates: Mapping[int, Candidate],
+    weights: Sequence[float],
+    gone: Set[int] = frozenset(),
+) -> float:
+    """Own base plus Σ weight(distance) × each neighbour's base, but those in `gone`."""
+    total = c.base
+    for distance, other in c.neighbours:
+        if 1 <= distance <= len(weights) and other in candidates and other not in gone:
+            total += weights[distance - 1] * candidates[other].base
+    return total
 
 
 def time_factor(
