@@ -71,7 +71,9 @@ _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     ("zh_span", re.compile(rf"(?:过去|最近|近|这)({_ZH_NUM}|几|两)(?:个)?(天|周|星期|礼拜|月)")),
     (
         "zh_day",
-        re.compile(r"大前天|前天|昨天|今天|刚才|最近|这几天|前几天|这阵子|这段时间|近来|这些天"),
+        re.compile(
+            r"大前天|前天|昨天|昨晚|昨夜|今天|今早|今晚|刚才|最近|这几天|前几天|这阵子|这段时间|近来|这些天"
+        ),
     ),
     (
         "en_day_month",
@@ -116,7 +118,7 @@ _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     (
         "en_day",
         re.compile(
-            r"\b(the day before yesterday|yesterday|today|earlier today|tonight|this morning"
+            r"\b(the day before yesterday|yesterday|last night|today|earlier today|tonight|this morning"
             r"|recently|lately|the other day|these days)\b",
             re.IGNORECASE,
         ),
@@ -285,7 +287,17 @@ def _resolve(kind: str, m: re.Match[str], today: date) -> tuple[date, date] | No
         return _month_back(today, {"上上": 2, "上": 1}.get(g[0], 0))
     if kind == "zh_day":
         word = m.group(0)
-        back = {"大前天": 3, "前天": 2, "昨天": 1, "今天": 0, "刚才": 0}.get(word)
+        back = {
+            "大前天": 3,
+            "前天": 2,
+            "昨天": 1,
+            "昨晚": 1,
+            "昨夜": 1,
+            "今天": 0,
+            "今早": 0,
+            "今晚": 0,
+            "刚才": 0,
+        }.get(word)
         if back is not None:
             moment = today - timedelta(days=back)
             return moment, moment
@@ -334,7 +346,7 @@ def _resolve(kind: str, m: re.Match[str], today: date) -> tuple[date, date] | No
         word = m.group(0).lower()
         if word == "the day before yesterday":
             moment = today - timedelta(days=2)
-        elif word == "yesterday":
+        elif word in ("yesterday", "last night"):
             moment = today - timedelta(days=1)
         elif word in ("today", "earlier today", "tonight", "this morning"):
             moment = today
@@ -346,7 +358,17 @@ def _resolve(kind: str, m: re.Match[str], today: date) -> tuple[date, date] | No
 
 _DIGIT = re.compile(r"\d")
 _LATIN_WORD = re.compile(r"[a-z]+")
-_DAY_WORDS = ("yesterday", "today", "tonight", "morning", "recently", "lately", "day", "days")
+_DAY_WORDS = (
+    "yesterday",
+    "today",
+    "tonight",
+    "morning",
+    "night",
+    "recently",
+    "lately",
+    "day",
+    "days",
+)
 _GATES: dict[str, frozenset[str]] = {
     kind: frozenset(words)
     for kind, words in {
@@ -362,7 +384,7 @@ _GATES: dict[str, frozenset[str]] = {
         "zh_week": ("周", "期", "拜"),
         "zh_month_rel": ("月",),
         "zh_span": ("天", "周", "期", "拜", "月"),
-        "zh_day": ("天", "才", "近", "阵", "段"),
+        "zh_day": ("天", "才", "近", "阵", "段", "晚", "夜", "早"),
         "en_day_month": ("0",),
         "en_month": tuple(_MONTHS_EN),
         "en_year": ("0",),

@@ -99,6 +99,23 @@ def test_a_statement_ending_with_a_question_keeps_its_rank() -> None:
     assert anchored(hits, pool)[0].startswith("My favourite flavor is coconut")
 
 
+def test_a_question_by_the_person_asked_about_keeps_its_rank() -> None:
+    """ "Which language is Tim learning?": Tim's own turn says it and ends with a
+    question; John's reply is about John, so it does not take Tim's rank."""
+    said = (
+        ("Tim", "I'm learning German now, tough but fun. Do you know any other languages?"),
+        ("John", "I know a bit of Spanish, it makes travel easier."),
+        ("Tim", "Nice, travel is great."),
+    )
+    r = ranking({"tim": 10, "languag": 2, "learn": 6}, docs=100)
+    pool = pool_of(r, turns(*said))
+    assert anchored(rank(pool, r, limit=2), pool)[0].startswith("I'm learning German")
+    # The query names nobody: the reply takes the question's rank as before.
+    r = ranking({"languag": 2, "learn": 6}, docs=100)
+    pool = pool_of(r, turns(*said))
+    assert anchored(rank(pool, r, limit=2), pool)[0].startswith("I know a bit of Spanish")
+
+
 def test_a_turn_shown_beside_a_better_hit_keeps_a_slot_when_it_matches_itself() -> None:
     first = candidate(1, "the exchange the hit is anchored on", lexical=5.0)
     beside = candidate(2, "a neighbour holding a query word", lexical=1.0)

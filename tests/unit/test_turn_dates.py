@@ -28,6 +28,8 @@ from memory_core.turn_dates import (
 )
 from tests.support import sql, sql_write
 
+pytestmark = pytest.mark.storage
+
 D = date.fromisoformat
 MONDAY = datetime(2023, 2, 13, 10, 0, tzinfo=UTC)
 """Monday 13 February 2023: 'last Friday' and '上周五' are 10 February."""
@@ -39,6 +41,8 @@ MONDAY = datetime(2023, 2, 13, 10, 0, tzinfo=UTC)
         ("I went there last Friday", [("2023-02-10", "2023-02-10")]),
         ("we had a fight two weeks ago", [("2023-01-27", "2023-02-02")]),  # around 30 Jan
         ("yesterday was rough", [("2023-02-12", "2023-02-12")]),
+        ("I watched the whole trilogy last night!", [("2023-02-12", "2023-02-12")]),
+        ("昨晚看了那部电影", [("2023-02-12", "2023-02-12")]),
         ("my cousin got married on 9 February 2023", [("2023-02-09", "2023-02-09")]),
         ("I start the new job in May 2023", [("2023-05-01", "2023-05-31")]),
         ("see you tomorrow", [("2023-02-14", "2023-02-14")]),
