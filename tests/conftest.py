@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator, Mapping
+import ipaddress
+import socket
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,6 +19,28 @@ from tests.postgres import ACTIVE_STORAGE_ENV, PostgresServer
 
 START = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 """The instant every `clock` fixture starts at."""
+
+
+class ExternalConnection(RuntimeError):
+    """A test tried to reach a host that is not this machine."""
+
+
+def _loopback_only(connect: Callable[[socket.socket, Any], Any]) -> Callable[..., Any]:
+    def guarded(self: socket.socket, address: Any) -> Any:
+        if self.family in (socket.AF_INET, socket.AF_INET6):
+            host = str(address[0])
+            if host != "localhost" and not ipaddress.ip_address(host.split("%")[0]).is_loopback:
+                raise ExternalConnection(f"tests stay on loopback; refused {host}")
+        return connect(self, address)
+
+    return guarded
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """No test reaches the network: a connection to anything but loopback fails at once
+    (a Unix socket, as the PostgreSQL server's, is local by nature)."""
+    socket.socket.connect = _loopback_only(socket.socket.connect)  # type: ignore[method-assign]
+    socket.socket.connect_ex = _loopback_only(socket.socket.connect_ex)  # type: ignore[method-assign]
 
 
 @pytest.fixture(autouse=True)
@@ -36,8 +61,8 @@ def _words_alone_unless_dense(
 
 @pytest.fixture
 def workspace(tmp_path: Path, storage_env: Mapping[str, str]) -> Path:
-    """A fresh workspace directory. It asks for `storage_env`: whatever has a workspace
-    stores something, so it runs on both backends."""
+    """A fresh workspace directory, on the backend of the test (see
+    `pytest_generate_tests`)."""
     path = tmp_path / "ws"
     path.mkdir()
     return path
@@ -47,18 +72,20 @@ BACKENDS = ("sqlite", "postgres")
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """Every test that stores anything (it asks for `config`, `core`, `storage_env`...)
-    runs once per storage backend, unless it is marked `sqlite_only` (it tests SQLite
-    itself: its files, its locks, its disk errors) or `postgres_only` (it steps
-    transactions that only a server runs side by side)."""
+    """A test of the storage itself (marked `storage`: the index, history, journal,
+    isolation, the database's failures) runs once per backend; every other test that
+    stores something (front ends, the chat engine, the tools) runs on SQLite alone, since
+    what it checks does not depend on the database behind the core. `sqlite_only` (it
+    tests SQLite itself: its files, its locks, its disk errors) and `postgres_only` (it
+    steps transactions that only a server runs side by side) narrow a storage test."""
     if "storage_backend" in metafunc.fixturenames:
         marked = metafunc.definition.get_closest_marker
         backends = (
-            BACKENDS[:1]
-            if marked("sqlite_only")
-            else BACKENDS[1:]
+            BACKENDS[1:]
             if marked("postgres_only")
             else BACKENDS
+            if marked("storage") and not marked("sqlite_only")
+            else BACKENDS[:1]
         )
         metafunc.parametrize("storage_backend", backends, indirect=True)
 

@@ -19,7 +19,7 @@ BOUND_MIB = 300
 """Peak RSS above the process's idle peak for the largest accepted input
 (docs/architecture.md, "Big inputs")."""
 
-pytestmark = [pytest.mark.dense, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.storage, pytest.mark.dense, pytest.mark.timeout(900)]
 
 
 @pytest.mark.parametrize("case", ["capture", "query", "chat", "long-chat"])

@@ -22,7 +22,7 @@ from memory_core.scope import MAIN, ScopeKey
 from tests.reliability.support import REPO, assert_counts_exact, storage_env_of
 from tests.support import sql
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.storage, pytest.mark.slow, pytest.mark.timeout(600)]
 
 REINDEXERS = 3
 WRITERS = 3

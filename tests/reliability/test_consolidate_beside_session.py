@@ -13,8 +13,12 @@ import json
 from collections.abc import Mapping
 from pathlib import Path
 
+import pytest
+
 from tests.functional.test_console import clean_env
 from tests.reliability.support import REPO, cli
+
+pytestmark = pytest.mark.storage
 
 TAUGHT = ["我喜欢乌龙茶", "我住在杭州", "我对花生过敏"]
 """What the session teaches: each a statement the offline extraction learns."""

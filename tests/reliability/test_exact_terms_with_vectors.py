@@ -10,6 +10,8 @@ import pytest
 from memory_core.engine import MemoryCore
 from memory_core.scope import ScopeKey
 
+pytestmark = pytest.mark.storage
+
 SCOPE = ScopeKey("main")
 CAPTURES = 240
 TOPICS = [

@@ -29,6 +29,8 @@ from tests.functional.test_console import clean_env
 from tests.reliability.support import REPO
 from tests.support import recent_messages
 
+pytestmark = pytest.mark.storage
+
 KEPT = [
     "line one\r\nline two\rline three",
     "a lone\rcarriage return",

@@ -22,6 +22,8 @@ from memory_core.scope import ScopeKey
 from memory_core.store import undecodable_copy_path
 from tests.reliability.support import die_with_journalled, journal_rows
 
+pytestmark = pytest.mark.storage
+
 ALICE = ScopeKey("peer:alice")
 BOB = ScopeKey("peer:bob")
 

@@ -30,6 +30,8 @@ from memory_core.scope import MAIN, ScopeKey
 from tests.postgres import with_storage
 from tests.reliability.support import REPO
 
+pytestmark = pytest.mark.storage
+
 SECONDS = 60.0
 SCOPES = [MAIN.value, "peer:shared"]
 

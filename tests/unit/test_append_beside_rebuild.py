@@ -113,7 +113,7 @@ async def daily_file_with_two_notes(core: MemoryCore) -> tuple[Path, int]:
 
 
 # One SQLite writer at a time: no other transaction runs meanwhile there.
-pytestmark = pytest.mark.postgres_only
+pytestmark = [pytest.mark.storage, pytest.mark.postgres_only]
 
 
 async def test_a_reset_between_an_appends_check_and_write_loses_no_note(

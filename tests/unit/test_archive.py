@@ -32,7 +32,7 @@ from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.postgres import with_storage
 from tests.support import sql, sql_write
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [pytest.mark.storage, pytest.mark.timeout(60)]
 
 ALICE = ScopeKey("peer:alice")
 JAN31 = datetime(2026, 1, 31, 12, 0, tzinfo=UTC)

@@ -23,6 +23,8 @@ from memory_core.memory import notes as notes_module
 from memory_core.scope import ScopeKey
 from tests.support import database, is_daily_note_fd, sql
 
+pytestmark = pytest.mark.storage
+
 MAIN = ScopeKey("main")
 DAILY = "memory/2026-03-01.md"
 

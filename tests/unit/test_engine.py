@@ -22,6 +22,8 @@ from memory_core.text import estimate_tokens
 from tests.conftest import START
 from tests.support import FACT_DAY, sql
 
+pytestmark = pytest.mark.storage
+
 PYTEST_PREF = "用户喜欢用 pytest 而非 unittest"
 
 

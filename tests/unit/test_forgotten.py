@@ -24,6 +24,8 @@ from tests.conftest import START
 from tests.postgres import with_storage
 from tests.support import sql
 
+pytestmark = pytest.mark.storage
+
 PEER = ScopeKey("peer:9")
 
 

@@ -18,7 +18,7 @@ from memory_core.scope import ScopeKey
 from tests.conftest import START
 from tests.support import sql, sql_write
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [pytest.mark.storage, pytest.mark.timeout(60)]
 
 ALICE = ScopeKey("peer:alice")
 BOB = ScopeKey("peer:bob")

@@ -47,6 +47,8 @@ from tests.support import (
     sql_write,
 )
 
+pytestmark = pytest.mark.storage
+
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "recall_bilingual.json"
 DAY = "memory/2026-03-01.md"

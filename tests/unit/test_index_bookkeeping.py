@@ -17,6 +17,8 @@ from memory_core.index.postings import fts5_idf
 from memory_core.scope import MAIN
 from tests.support import sql, sql_write
 
+pytestmark = pytest.mark.storage
+
 DOUBLED = (
     "SELECT COUNT(*) FROM (SELECT scope_id, path, line_from, piece FROM chunks"
     " GROUP BY scope_id, path, line_from, piece HAVING COUNT(*) > 1) AS d"

@@ -24,6 +24,8 @@ from memory_core.text import tokenize
 from tests.conftest import START
 from tests.support import chunk_counts, database, index_message, sql
 
+pytestmark = pytest.mark.storage
+
 SCOPES = [
     MAIN,
     ScopeKey("peer:1"),

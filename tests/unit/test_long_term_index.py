@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import pytest
+
 from memory_core.chunking import ChunkKind
 from memory_core.engine import MemoryCore
 from memory_core.scope import MAIN
 from tests.support import sql
+
+pytestmark = pytest.mark.storage
 
 
 async def long_term_chunks(core: MemoryCore) -> list[tuple[str, str]]:

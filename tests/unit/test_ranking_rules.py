@@ -49,6 +49,8 @@ from tests.conftest import START
 from tests.support import candidate as make
 from tests.support import database, index_message, index_of
 
+pytestmark = pytest.mark.storage
+
 TODAY = START.date()
 NEUTRAL = RankSettings(
     context_weights=(),

@@ -32,6 +32,8 @@ from memory_core.text import estimate_tokens, tokenize
 from tests.conftest import START
 from tests.support import chunk_counts, index_of, note_used
 
+pytestmark = pytest.mark.storage
+
 DATA = Path(__file__).resolve().parent.parent / "data" / "recall_bilingual.json"
 RECALL_FLOOR = 0.9
 TODAY = START.date()

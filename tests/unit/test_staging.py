@@ -26,6 +26,8 @@ from memory_core.merge import ChangeKind
 from memory_core.scope import MAIN, ScopeKey
 from tests.support import journal_sql
 
+pytestmark = pytest.mark.storage
+
 REPO = Path(__file__).resolve().parents[2]
 BURST = ["apples", "bread", "cheese", "dates", "eggs", "figs", "grapes", "honey", "ice cream"]
 

@@ -34,6 +34,8 @@ from memory_core.sql import Connection
 from tests.conftest import START
 from tests.support import index_of, posting_ids, sql
 
+pytestmark = pytest.mark.storage
+
 T0 = datetime(2026, 3, 1, 12, tzinfo=UTC)
 
 
