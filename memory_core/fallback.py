@@ -1,21 +1,20 @@
 """Search straight from the files when the index cannot be used.
 
-Same chunks, same tokens and BM25 (`recall.k1`, `recall.b`) through rank-bm25, so a corrupt or
-locked database degrades speed, not answers. Only this scope's files are read.
+Same chunks, same tokens and the same BM25 scorer (`recall.k1`, `recall.b`) as the index, so
+a corrupt or locked database degrades speed, not answers. Only this scope's files are read.
 """
 
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from datetime import UTC, date, datetime, tzinfo
 
-from rank_bm25 import BM25Okapi
-
 from memory_core.chunking import ChunkKind, summary_period
-from memory_core.index import K1, B, Hit, PreparedFile, idf, prepare_file, scope_files
+from memory_core.index import K1, B, Hit, PreparedFile, prepare_file, scope_files
 from memory_core.index.pipeline import MAX_TERMS, Ranking, rank, speaker_score
-from memory_core.index.ranking import CorpusStats, select_terms
+from memory_core.index.ranking import CorpusStats, bm25_scorer, select_terms
 from memory_core.index.rerank import CONVERSATION_KINDS, Candidate, RankSettings
 from memory_core.query import Query, as_query
 from memory_core.scope import ScopeKey
@@ -23,18 +22,6 @@ from memory_core.turn_dates import overlaps
 from memory_core.workspace import Workspace
 
 log = logging.getLogger(__name__)
-
-
-class ScopeBM25(BM25Okapi):  # type: ignore[misc]
-    """rank-bm25's Okapi scorer with the index's always-positive idf, so a degraded search
-    scores every chunk exactly as the index would."""
-
-    def _calc_idf(self, nd: dict[str, int]) -> None:
-        self.document_frequency = dict(nd)
-        self.idf = {word: idf(self.corpus_size, freq) for word, freq in nd.items()}
-
-    def doc_freqs_of(self, terms: Iterable[str]) -> dict[str, int]:
-        return {t: self.document_frequency[t] for t in terms if t in self.document_frequency}
 
 
 def load_scope_chunks(
@@ -78,9 +65,9 @@ def search_files(
     until: datetime | None = None,
     exclude_paths: Sequence[str] = (),
 ) -> list[Hit]:
-    """The index's ranking over the scope's files (blocking: run in a thread): BM25 by
-    rank-bm25, then the same `pipeline.rank` steps as the index, neighbours read from
-    each file's own chunk order."""
+    """The index's ranking over the scope's files (blocking: run in a thread): the
+    index's BM25 scorer, then the same `pipeline.rank` steps, neighbours read from each
+    file's own chunk order."""
     day = today or datetime.now(zone).date()
     plan = as_query(query, day)
     if not plan.terms and plan.window is None:
@@ -91,25 +78,14 @@ def search_files(
     # keeps them per scope; those chunks are scored but never returned.
     files = load_scope_chunks(workspace, scope, include_hidden=True, zone=zone)
     hidden = _hidden_paths(files)
-    docs: list[tuple[PreparedFile, int]] = []
-    corpus: list[list[str]] = []
-    for prepared in files:
-        for index, (_, tokens) in enumerate(prepared.chunks):
-            docs.append((prepared, index))
-            corpus.append(tokens.split())
-    if not corpus:
+    docs = [(prepared, index) for prepared in files for index in range(len(prepared.chunks))]
+    if not docs:
         return []
-    bm25 = ScopeBM25(corpus, k1=k1, b=b)
-    stats = CorpusStats(
-        docs=len(corpus),
-        avg_len=sum(len(d) for d in corpus) / len(corpus),
-        doc_freq={t: int(n) for t, n in bm25.doc_freqs_of(plan.terms).items()},
-    )
+    corpus = [prepared.chunks[index][1] for prepared, index in docs]
+    stats = scope_stats(corpus, plan.terms)
     terms = select_terms(plan.terms, stats, MAX_TERMS)
-    lexical = [0.0] * len(corpus)
-    for term, weight in terms.items():
-        for i, value in enumerate(bm25.get_scores([term])):
-            lexical[i] += weight * float(value)
+    score = bm25_scorer(terms, stats, k1, b)
+    lexical = [score(tokens) for tokens in corpus]
     ranking = Ranking(
         terms, stats, plan.window, day, zone, settings or RankSettings(), k1, b, plan.answer
     )
@@ -148,6 +124,19 @@ def search_files(
                     if (distance, i) not in pool[j].neighbours:
                         pool[j].neighbours.append((distance, i))
     return rank(pool, ranking, limit=limit, min_score=min_score)
+
+
+def scope_stats(corpus: Sequence[str], terms: Iterable[str]) -> CorpusStats:
+    """N, average length and the document frequency of `terms` over token strings, as
+    the index keeps them per scope."""
+    wanted = set(terms)
+    freq: Counter[str] = Counter()
+    total = 0
+    for tokens in corpus:
+        words = tokens.split()
+        total += len(words)
+        freq.update(wanted.intersection(words))
+    return CorpusStats(docs=len(corpus), avg_len=total / len(corpus), doc_freq=dict(freq))
 
 
 def _candidate(key: int, prepared: PreparedFile, index: int, lexical: float) -> Candidate:

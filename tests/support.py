@@ -14,12 +14,13 @@ from typing import Any
 
 import psycopg
 from filelock import FileLock
+from rank_bm25 import BM25Okapi
 
 from memory_core.chunking import ChunkKind
 from memory_core.clock import format_when
 from memory_core.engine import MemoryCore
 from memory_core.history import MESSAGE_COLUMNS, StoredMessage, message_from_row
-from memory_core.index import SearchIndex
+from memory_core.index import K1, B, CorpusStats, SearchIndex, idf
 from memory_core.index.rerank import Candidate
 from memory_core.scope import ScopeKey
 from memory_core.sql import Connection, Db
@@ -196,3 +197,36 @@ def believed(ids: list[str], scores: dict[str, float]) -> str:
         if scores[entry_id] >= scores[best]:
             best = entry_id
     return best
+
+
+def bm25_score(
+    query_terms: Sequence[str],
+    doc_terms: Sequence[str],
+    stats: CorpusStats,
+    k1: float = K1,
+    b: float = B,
+) -> float:
+    """BM25 of one document, written out term by term: the reference the product's one
+    scorer (`bm25_scorer`) is checked against."""
+    if not doc_terms:
+        return 0.0
+    counts: dict[str, int] = {}
+    for term in doc_terms:
+        counts[term] = counts.get(term, 0) + 1
+    norm = k1 * (1.0 - b + b * len(doc_terms) / stats.avg_len)
+    score = 0.0
+    for term in dict.fromkeys(query_terms):
+        tf = counts.get(term)
+        if tf:
+            n = stats.doc_freq.get(term, 1)
+            score += idf(stats.docs, n) * tf * (k1 + 1.0) / (tf + norm)
+    return score
+
+
+class ReferenceBM25(BM25Okapi):  # type: ignore[misc]
+    """rank-bm25's Okapi scorer (an independent implementation, a test dependency only)
+    with the index's always-positive idf: the product's scores are checked against it."""
+
+    def _calc_idf(self, nd: dict[str, int]) -> None:
+        self.document_frequency = dict(nd)
+        self.idf = {word: idf(self.corpus_size, freq) for word, freq in nd.items()}

@@ -45,40 +45,17 @@ def idf(docs: int, containing: int) -> float:
     return math.log(1.0 + (docs - containing + 0.5) / (containing + 0.5))
 
 
-def bm25_score(
-    query_terms: Sequence[str],
-    doc_terms: Sequence[str],
-    stats: CorpusStats,
-    k1: float = K1,
-    b: float = B,
-) -> float:
-    """BM25 of one document for a bag of query terms (`recall.k1`, `recall.b`)."""
-    if not doc_terms:
-        return 0.0
-    counts: dict[str, int] = {}
-    for term in doc_terms:
-        counts[term] = counts.get(term, 0) + 1
-    norm = k1 * (1.0 - b + b * len(doc_terms) / stats.avg_len)
-    score = 0.0
-    for term in dict.fromkeys(query_terms):
-        tf = counts.get(term)
-        if tf:
-            n = stats.doc_freq.get(term, 1)
-            score += idf(stats.docs, n) * tf * (k1 + 1.0) / (tf + norm)
-    return score
-
-
 def bm25_scorer(
     query_terms: Sequence[str] | Mapping[str, float],
     stats: CorpusStats,
     k1: float = K1,
     b: float = B,
 ) -> Callable[[str], float]:
-    """`bm25_score` for many documents of one query, taking a stored `tokens` string:
-    each term's idf is computed once per query instead of once per document, and term
-    frequencies are counted for the query's terms only. With plain terms the arithmetic
-    is the same, in the same order, so the scores are identical; with a mapping, each
-    term's part is multiplied by its weight (a recent message's words count less)."""
+    """BM25 (`recall.k1`, `recall.b`) of many documents for one query, each a stored
+    `tokens` string: each term's idf is computed once per query instead of once per
+    document, and term frequencies are counted for the query's terms only. With a
+    mapping, each term's part is multiplied by its weight (a recent message's words
+    count less). The one scorer of every path: index, file fallback, exchanges."""
     weighted = _weights(query_terms)
     weights = [(t, w * idf(stats.docs, stats.doc_freq.get(t, 1))) for t, w in weighted.items()]
     avg_len = stats.avg_len

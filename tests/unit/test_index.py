@@ -29,7 +29,7 @@ from memory_core.clock import ManualClock, format_when
 from memory_core.config import Config, load_config
 from memory_core.engine import MemoryCore
 from memory_core.errors import ChatmemError
-from memory_core.index import K1, B, CorpusStats, Hit, SearchIndex, bm25_score, idf, sqlite_index
+from memory_core.index import K1, B, CorpusStats, Hit, SearchIndex, idf, sqlite_index
 from memory_core.index import rebuild as index_rebuild
 from memory_core.index import writes as index_writes
 from memory_core.index.rerank import RankSettings, prior_factor
@@ -38,7 +38,9 @@ from memory_core.text import tokenize
 from tests.conftest import START
 from tests.postgres import with_storage
 from tests.support import (
+    ReferenceBM25,
     another_process_holds,
+    bm25_score,
     chunk_counts,
     database,
     index_message,
@@ -900,7 +902,7 @@ def test_bm25_formula() -> None:
     for doc in docs:
         for query in (["tea"], ["tea", "milk"], ["coffee", "tea", "tea"]):
             assert bm25_score(query, doc, stats) == pytest.approx(by_hand(query, doc))
-    reference = fallback.ScopeBM25(docs, k1=K1, b=B)
+    reference = ReferenceBM25(docs, k1=K1, b=B)
     assert list(reference.get_scores(["tea", "milk"])) == pytest.approx(
         [bm25_score(["tea", "milk"], d, stats) for d in docs]
     )
@@ -951,7 +953,7 @@ async def test_fts5_candidates_agree_with_rank_bm25(core: MemoryCore) -> None:
     sample = random.Random(11)
     for row in sample.sample(rows, 50):
         assert row[5] == " ".join(tokenize(row[4]))  # the tokens are tokenize's
-    reference = fallback.ScopeBM25(corpus, k1=K1, b=B)
+    reference = ReferenceBM25(corpus, k1=K1, b=B)
     df = Counter(term for doc in corpus for term in set(doc))
     common = 0.05 * len(corpus)
     bm25_only = SearchIndex(database(core), core.workspace, rank_settings=BM25_ONLY)

@@ -26,7 +26,7 @@ from memory_core.config import Config
 from memory_core.conversation.archive import render_raw
 from memory_core.engine import MemoryCore
 from memory_core.history import ArchiveState, StoredMessage
-from memory_core.index import CorpusStats, Hit, SearchIndex, bm25_score
+from memory_core.index import CorpusStats, Hit, SearchIndex
 from memory_core.index.pipeline import HEADING_FACTOR, Ranking, rank
 from memory_core.index.ranking import ideal_score, select_terms
 from memory_core.index.rerank import (
@@ -46,8 +46,8 @@ from memory_core.records import RecordedMessage
 from memory_core.scope import MAIN
 from memory_core.text import estimate_tokens, tokenize
 from tests.conftest import START
+from tests.support import bm25_score, database, index_message, index_of
 from tests.support import candidate as make
-from tests.support import database, index_message, index_of
 
 pytestmark = pytest.mark.storage
 

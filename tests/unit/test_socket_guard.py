@@ -12,9 +12,11 @@ from tests.conftest import ExternalConnection
 
 
 def test_a_connection_beyond_loopback_is_refused() -> None:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        with pytest.raises(ExternalConnection, match="192.0.2.1"):
-            sock.connect(("192.0.2.1", 443))
+    with (
+        socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock,
+        pytest.raises(ExternalConnection, match=r"192\.0\.2\.1"),
+    ):
+        sock.connect(("192.0.2.1", 443))
 
 
 async def test_asyncio_connections_are_guarded_too() -> None:
