@@ -168,13 +168,6 @@ def polarity_verdict(belief: str, fact: str) -> Verdict:
     return Verdict.CONFIRMED
 
 
-def judge_offline(belief: str, fact: str, terms: Callable[[str], list[str]]) -> Verdict:
-    """The offline judge: unrelated unless the two share most terms, then by polarity."""
-    if not same_subject(set(terms(belief)), set(terms(fact))):
-        return Verdict.UNRELATED
-    return polarity_verdict(belief, fact)
-
-
 MAX_FACTS_PER_BELIEF = 20
 """The newest facts on a belief's subject that one run weighs it against."""
 COMMON_POSTINGS = 50

@@ -790,18 +790,6 @@ class EntryView:
         return _find_match(self.by_id, self._index, cand, norm)
 
 
-def add_candidates(
-    existing: Sequence[MemoryEntry],
-    candidates: Iterable[Candidate],
-    now: datetime,
-    policy: ScoringPolicy = DEFAULT_POLICY,
-) -> MergeResult:
-    """`apply_candidates` on a copy: the pure form."""
-    view = EntryView.of(existing)
-    changes = apply_candidates(view, candidates, now, policy)
-    return MergeResult(entries=view.entries(), changes=changes)
-
-
 def apply_candidates(
     view: EntryView,
     candidates: Iterable[Candidate],

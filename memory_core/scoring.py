@@ -264,10 +264,6 @@ def terms_at(entry: MemoryEntry, current: float) -> RankTerms:
     )
 
 
-def rank_score(entry: MemoryEntry, when: datetime, policy: ScoringPolicy = DEFAULT_POLICY) -> float:
-    return rank_terms(entry, when, policy).total
-
-
 def contradict_belief(entry: MemoryEntry, policy: ScoringPolicy = DEFAULT_POLICY) -> MemoryEntry:
     """A belief a later fact contradicts loses confidence; its score follows seed 002."""
     lowered = confidence_of(entry) * policy.belief_contradict_factor

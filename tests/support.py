@@ -8,7 +8,7 @@ import asyncio
 import contextlib
 import math
 import os
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -19,9 +19,12 @@ from rank_bm25 import BM25Okapi
 from memory_core.chunking import ChunkKind
 from memory_core.clock import format_when
 from memory_core.engine import MemoryCore
+from memory_core.entries import MemoryEntry
 from memory_core.history import MESSAGE_COLUMNS, StoredMessage, message_from_row
 from memory_core.index import K1, B, CorpusStats, SearchIndex, idf
 from memory_core.index.rerank import Candidate
+from memory_core.merge import Candidate as MergeCandidate
+from memory_core.merge import EntryView, MergeResult, apply_candidates
 from memory_core.scope import ScopeKey
 from memory_core.sql import Connection, Db
 from memory_core.text import tokenize
@@ -230,3 +233,13 @@ class ReferenceBM25(BM25Okapi):  # type: ignore[misc]
     def _calc_idf(self, nd: dict[str, int]) -> None:
         self.document_frequency = dict(nd)
         self.idf = {word: idf(self.corpus_size, freq) for word, freq in nd.items()}
+
+
+def add_candidates(
+    existing: Sequence[MemoryEntry], candidates: Iterable[MergeCandidate], now: datetime
+) -> MergeResult:
+    """`apply_candidates` (a capture's fast path) on a copy of `existing`: what a capture
+    would leave, without a store."""
+    view = EntryView.of(existing)
+    changes = apply_candidates(view, candidates, now)
+    return MergeResult(entries=view.entries(), changes=changes)

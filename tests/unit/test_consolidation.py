@@ -21,8 +21,9 @@ from memory_core.consolidation import (
     apply_judgements,
     apply_summaries,
     inputs_to_consider,
-    judge_offline,
     plan_summaries,
+    polarity_verdict,
+    same_subject,
     summary_id,
     verification_pairs,
     worth_extracting,
@@ -32,7 +33,7 @@ from memory_core.entries import ArchiveReason, Importance, MemoryClass, MemoryEn
 from memory_core.event_log import Event, EventKind, message_events
 from memory_core.merge import ChangeKind
 from memory_core.scope import ScopeKey
-from memory_core.scoring import Status, rank_score, status_of
+from memory_core.scoring import Status, rank_terms, status_of
 from memory_core.text import tokenize
 from tests.fakes.openai_server import FakeOpenAI
 from tests.postgres import with_storage
@@ -127,7 +128,11 @@ def test_inputs_skip_merged_sessions_and_wait_for_open_ones() -> None:
     ],
 )
 def test_offline_judgement(belief: str, fact: str, verdict: Verdict) -> None:
-    assert judge_offline(belief, fact, tokenize) is verdict
+    """Unrelated unless the two share most terms, then by polarity (the offline judge)."""
+    if not same_subject(set(tokenize(belief)), set(tokenize(fact))):
+        assert verdict is Verdict.UNRELATED
+    else:
+        assert polarity_verdict(belief, fact) is verdict
 
 
 def test_only_later_unchecked_facts_are_paired_with_a_belief() -> None:
@@ -240,7 +245,7 @@ def test_a_summary_replaces_its_events_in_ranking_and_applies_once() -> None:
     assert status_of(summary) is Status.ACTIVE
     ranked = sorted(
         (e for e in after if status_of(e) is Status.ACTIVE),
-        key=lambda e: -rank_score(e, when),
+        key=lambda e: -rank_terms(e, when).total,
     )
     assert summary.id in [e.id for e in ranked]
     assert not {"e1", "e2", "e3"} & {e.id for e in ranked}

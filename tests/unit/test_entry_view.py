@@ -20,13 +20,12 @@ from memory_core.merge import (
     ChangeKind,
     EntryView,
     _similar,
-    add_candidates,
     apply_candidates,
     decay_all,
     merge,
     normalize_content,
 )
-from tests.support import FACT_DAY, believed
+from tests.support import FACT_DAY, add_candidates, believed
 
 START = datetime(2026, 1, 1, 12, tzinfo=UTC)
 WORDS = [

@@ -38,7 +38,6 @@ from memory_core.merge import (
     Kept,
     MergeResult,
     Outcome,
-    add_candidates,
     build_change,
     decay_all,
     merge,
@@ -61,7 +60,7 @@ from memory_core.scoring import (
     score_at,
     status_of,
 )
-from tests.support import believed
+from tests.support import add_candidates, believed
 
 T0 = datetime(2026, 1, 1, 9, 0, tzinfo=UTC)
 FLAT = ScoringPolicy(decay="flat")
