@@ -32,7 +32,7 @@ from memory_core.engine import MemoryCore
 from memory_core.llm import ChatReply, LLMClient
 from memory_core.memory_md import render_memory
 from memory_core.scope import ScopeKey
-from tests.fakes.openai_server import FakeOpenAI
+from testkit.openai_server import FakeOpenAI
 
 TURNS = 200
 TARGET_P50_MS = 15.0

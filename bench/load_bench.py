@@ -2,8 +2,8 @@
 fake Telegram Bot API, the real python-telegram-bot client, the real core and the fake
 model, all on 127.0.0.1.
 
-The driver is the load test's (`tests/functional/test_load.py::run_load`), so every
-promise the test checks (each message answered once, in its own chat, with nothing of
+The driver is the one the load test runs (`testkit/load.py::run_load`), so every
+promise it checks (each message answered once, in its own chat, with nothing of
 another chat in any prompt) holds for the run these figures come from. Not a test.
 
     python bench/load_bench.py [--private N] [--groups N] [--messages N]
@@ -21,10 +21,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.fakes.openai_server import FakeOpenAI
-from tests.fakes.telegram_api import FakeTelegramAPI
-from tests.functional.conftest import BOT_USERNAME, TOKEN
-from tests.functional.test_load import GROUP_CHATS, MESSAGES_PER_CHAT, PRIVATE_CHATS, run_load
+from testkit.bot import BOT_USERNAME, TOKEN
+from testkit.load import GROUP_CHATS, MESSAGES_PER_CHAT, PRIVATE_CHATS, run_load
+from testkit.openai_server import FakeOpenAI
+from testkit.telegram_api import FakeTelegramAPI
 
 
 async def bench(private: int, groups: int, messages: int) -> dict[str, float]:

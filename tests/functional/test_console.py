@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from adapters.router import COMMANDS
-from tests.fakes.openai_server import FakeOpenAI, Reply
-from tests.functional.conftest import llm_env
+from testkit.bot import llm_env
+from testkit.openai_server import FakeOpenAI, Reply
 
 RUN_TIMEOUT = 60
 

@@ -24,7 +24,8 @@ from memory_core.clock import Clock, ManualClock, system_clock
 from memory_core.config import DingTalkSettings, load_config
 from memory_core.engine import MemoryCore
 from memory_core.errors import ChatmemError, ConfigError
-from tests.fakes.dingtalk import (
+from testkit.bot import llm_env
+from testkit.dingtalk import (
     WebhookSink,
     group_message,
     post_callback,
@@ -33,8 +34,8 @@ from tests.fakes.dingtalk import (
     sign,
     signed_headers,
 )
-from tests.fakes.openai_server import FakeOpenAI
-from tests.functional.conftest import llm_env, make_config, message_rows, workspace_files
+from testkit.openai_server import FakeOpenAI
+from tests.functional.conftest import make_config, message_rows, workspace_files
 
 SECRET = "dingtalk-app-secret-for-tests"
 HOUR_MS = 60 * 60 * 1000

@@ -26,21 +26,19 @@ from adapters.telegram_bot import (
 )
 from memory_core.engine import MemoryCore
 from memory_core.scope import MAIN
-from tests.fakes.openai_server import FakeOpenAI
-from tests.fakes.telegram_api import FakeTelegramAPI
+from testkit.bot import BOT_USERNAME, last_user_text, wait_until
+from testkit.openai_server import FakeOpenAI
+from testkit.telegram_api import FakeTelegramAPI
 from tests.functional.conftest import (
     ALICE,
     BOB,
-    BOT_USERNAME,
     FORUM,
     GROUP,
     STRANGER,
-    last_user_text,
     make_config,
     message_rows,
     telegram_bot,
     turn_prompts,
-    wait_until,
     workspace_files,
 )
 from tests.functional.test_console import chatmem_executable, clean_env

@@ -21,22 +21,24 @@ import pytest
 from adapters.media import Attachment, media_text, one_sentence
 from memory_core.engine import MemoryCore
 from memory_core.scope import MAIN, ScopeKey
-from tests.fakes.openai_server import FakeOpenAI, Reply
-from tests.fakes.telegram_api import FakeTelegramAPI, SentMessage
-from tests.functional.conftest import (
-    ALICE,
-    BOB,
-    GROUP,
+from testkit.bot import (
     REPLY_TIMEOUT,
     TOKEN,
     TelegramBot,
     last_user_text,
     llm_env,
+    running_app,
+    wait_until,
+)
+from testkit.openai_server import FakeOpenAI, Reply
+from testkit.telegram_api import FakeTelegramAPI, SentMessage
+from tests.functional.conftest import (
+    ALICE,
+    BOB,
+    GROUP,
     make_config,
     message_rows,
-    running_app,
     telegram_bot,
-    wait_until,
 )
 
 VISION_MODEL = "gpt-fake-vision"

@@ -32,10 +32,10 @@ import pytest
 from memory_core.clock import ManualClock
 from memory_core.config import load_config
 from memory_core.engine import MemoryCore
+from testkit.bot import last_user_text, wait_until
+from testkit.openai_server import FakeOpenAI
+from testkit.telegram_api import FakeTelegramAPI
 from tests.conftest import START
-from tests.fakes.openai_server import FakeOpenAI
-from tests.fakes.telegram_api import FakeTelegramAPI
-from tests.functional.conftest import last_user_text, wait_until
 from tests.postgres import PostgresServer
 from tests.support import sql
 

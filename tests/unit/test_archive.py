@@ -28,7 +28,7 @@ from memory_core.engine import MemoryCore
 from memory_core.event_log import decision_events, message_events
 from memory_core.history import ArchiveState, StoredMessage
 from memory_core.scope import MAIN, ScopeKey
-from tests.fakes.openai_server import FakeOpenAI, Reply
+from testkit.openai_server import FakeOpenAI, Reply
 from tests.postgres import with_storage
 from tests.support import sql, sql_write
 

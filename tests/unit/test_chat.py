@@ -32,8 +32,8 @@ from memory_core.memory_md import parse_memory
 from memory_core.merge import Candidate, ChangeKind
 from memory_core.records import RecordedMessage
 from memory_core.scope import MAIN, ScopeKey
+from testkit.openai_server import FakeOpenAI, Reply, ToolCall
 from tests.conftest import START
-from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
 from tests.postgres import with_storage
 
 pytestmark = pytest.mark.timeout(60)

@@ -16,8 +16,8 @@ from memory_core.clock import ManualClock
 from memory_core.config import load_config
 from memory_core.engine import MemoryCore
 from memory_core.scope import ScopeKey
+from testkit.openai_server import FakeOpenAI, Reply, ToolCall
 from tests.conftest import START
-from tests.fakes.openai_server import FakeOpenAI, Reply, ToolCall
 from tests.postgres import with_storage
 from tests.support import recent_messages
 

@@ -35,7 +35,7 @@ from memory_core.merge import ChangeKind
 from memory_core.scope import ScopeKey
 from memory_core.scoring import Status, rank_terms, status_of
 from memory_core.text import tokenize
-from tests.fakes.openai_server import FakeOpenAI
+from testkit.openai_server import FakeOpenAI
 from tests.postgres import with_storage
 from tests.unit.test_chat import fake, model_config  # noqa: F401
 

@@ -28,7 +28,7 @@ from memory_core.embedding.base import normalised
 from memory_core.embedding.local import LOCAL_MODELS, LocalEmbedder
 from memory_core.embedding.remote import OpenAIEmbedder
 from memory_core.errors import ChatmemError, ConfigError
-from tests.fakes.openai_server import FakeOpenAI
+from testkit.openai_server import FakeOpenAI
 
 pytestmark = pytest.mark.timeout(120)
 REPO = Path(__file__).resolve().parents[2]

@@ -27,8 +27,8 @@ from memory_core.event_log import (
     read_blocking,
 )
 from memory_core.scope import ScopeKey
+from testkit.openai_server import FakeOpenAI
 from tests.conftest import START
-from tests.fakes.openai_server import FakeOpenAI
 from tests.unit.test_chat import fake, model_config  # noqa: F401  (the fake model fixture)
 
 ALICE = ScopeKey("peer:alice")

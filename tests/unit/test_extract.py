@@ -30,7 +30,7 @@ from memory_core.llm import LLMClient
 from memory_core.merge import Candidate, ChangeKind
 from memory_core.requests import explicit_request
 from memory_core.scope import ScopeKey
-from tests.fakes.openai_server import FakeOpenAI
+from testkit.openai_server import FakeOpenAI
 from tests.postgres import with_storage
 
 pytestmark = pytest.mark.timeout(60)

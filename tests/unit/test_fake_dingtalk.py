@@ -12,7 +12,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from tests.fakes.dingtalk import (
+from testkit.dingtalk import (
     DEFAULT_CHATBOT_USER_ID,
     SESSION_WEBHOOK_TTL_MS,
     WebhookSink,

@@ -1,4 +1,4 @@
-"""Tests for tests/fakes/openai_server.py, driven only through the real ``openai`` client.
+"""Tests for testkit/openai_server.py, driven only through the real ``openai`` client.
 
 The point of the fake is that the genuine client accepts what it serves (strict response
 validation is on) and that its scripting/recording behaves as other tests assume.
@@ -15,7 +15,7 @@ from typing import Any
 import openai
 import pytest
 
-from tests.fakes.openai_server import (
+from testkit.openai_server import (
     EMBEDDING_DIM,
     FakeOpenAI,
     Reply,

@@ -33,7 +33,7 @@ from telegram.ext import (
 )
 from telegram.request import HTTPXRequest
 
-from tests.fakes.telegram_api import FakeTelegramAPI, build_entities, utf16_len
+from testkit.telegram_api import FakeTelegramAPI, build_entities, utf16_len
 
 TOKEN = "123:ABC"
 

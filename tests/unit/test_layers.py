@@ -1,6 +1,6 @@
 """Each layer built on its own from what it depends on, with no `MemoryCore`: the search
 index over a bare database, staging over a store and a journal, the chat engine and the
-archiver over the memory service and in-memory storage backends (tests/fakes/storage.py).
+archiver over the memory service and in-memory storage backends (testkit/storage.py).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from memory_core.scope import MAIN, ScopeKey
 from memory_core.staging import Applied, Staging
 from memory_core.store import LongTermStore
 from memory_core.workspace import Workspace
-from tests.fakes.storage import MemoryAudit, MemoryHistory
+from testkit.storage import MemoryAudit, MemoryHistory
 from tests.postgres import with_storage
 
 NOW = datetime(2026, 3, 1, 12, tzinfo=UTC)

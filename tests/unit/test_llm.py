@@ -19,7 +19,7 @@ from memory_core.engine import MemoryCore
 from memory_core.errors import LLMError
 from memory_core.llm import ChatReply, LLMClient, ToolCallRequest, parse_json_tolerant
 from memory_core.scope import MAIN, ScopeKey
-from tests.fakes.openai_server import FakeOpenAI, ToolCall
+from testkit.openai_server import FakeOpenAI, ToolCall
 from tests.postgres import with_storage
 
 pytestmark = pytest.mark.timeout(60)

@@ -3,7 +3,7 @@ chat tool `memory_search`, MCP `memory_search` and the automatic recall of a cha
 give the same hits in the same order for the same scope and question, vectors included
 whenever an embedder is configured, in a process that just started too.
 
-Vectors come from `tests.fakes.embedder.ConceptEmbedder`: "where do I live" shares no
+Vectors come from `testkit.embedder.ConceptEmbedder`: "where do I live" shares no
 word with "我住在杭州…" and only its vector finds it."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from memory_core.clock import ManualClock
 from memory_core.config import Config
 from memory_core.engine import MemoryCore
 from memory_core.scope import MAIN
-from tests.fakes.embedder import ConceptEmbedder
+from testkit.embedder import ConceptEmbedder
 from tests.unit.test_cli import Run, _clean_env, cli, ws  # noqa: F401  (fixtures)
 
 HOME = "我住在杭州，在阿里巴巴做数据工程师"

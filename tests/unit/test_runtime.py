@@ -16,8 +16,8 @@ from memory_core.config import Config, load_config
 from memory_core.conversation.prompting import COMPACT_INSTRUCTIONS
 from memory_core.engine import MemoryCore
 from memory_core.scope import MAIN, ScopeKey
+from testkit.openai_server import FakeOpenAI
 from tests.conftest import START
-from tests.fakes.openai_server import FakeOpenAI
 from tests.postgres import with_storage
 from tests.support import sql
 

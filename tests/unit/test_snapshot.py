@@ -32,7 +32,7 @@ from memory_core.snapshot import (
     rank_shares,
 )
 from memory_core.text import estimate_tokens
-from tests.fakes.openai_server import FakeOpenAI
+from testkit.openai_server import FakeOpenAI
 from tests.postgres import with_storage
 from tests.unit.test_chat import fake, model_config, turn_requests  # noqa: F401
 

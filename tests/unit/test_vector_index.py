@@ -22,7 +22,7 @@ from memory_core.db import Database
 from memory_core.embedding.remote import OpenAIEmbedder
 from memory_core.index import ann, vector_index, vectors, writes
 from memory_core.index.vector_index import VectorIndex
-from tests.fakes.openai_server import FakeOpenAI
+from testkit.openai_server import FakeOpenAI
 
 pytestmark = pytest.mark.timeout(60)
 
