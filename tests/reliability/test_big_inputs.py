@@ -2,7 +2,7 @@
 extra: a capture just under `long_term.max_capture_bytes`, a 10 MB question, the longest
 chat line a turn takes, and a 10 MB chat line (refused in one line).
 
-Each runs in a process of its own (bench/big_inputs_bench.py), which warms up first (model
+Each runs in a process of its own (testkit/big_inputs.py), which warms up first (model
 loaded, one capture, search and turn done) and reports its peak RSS (`ru_maxrss`) before
 and after the input. The bound is on memory, not on time: the seconds are only printed."""
 
@@ -12,8 +12,8 @@ from collections.abc import Mapping
 
 import pytest
 
-from bench.big_inputs_bench import measure, sizes
 from memory_core.conversation.chat import MAX_MESSAGE_CHARS
+from testkit.big_inputs import measure, sizes
 
 BOUND_MIB = 300
 """Peak RSS above the process's idle peak for the largest accepted input
