@@ -23,7 +23,7 @@ the local model (15 s with `--set embedding.provider=none`).
   characters is inside the turn.
 * LoCoMo's public development split (`--locomo DIR`, default
   ../shared/datasets/locomo-dev; read from there, never copied): five long conversations
-  between two people, stored by the protocol of its README (`bench/quality/locomo.py`:
+  between two people, stored by the protocol of its README (`testkit/quality/locomo.py`:
   a group scope, every turn through `MemoryCore.chat`, the bot's scheduler on a
   simulated clock, default configuration), asked one day after the last session; by
   category (single, multi, temporal, open). The yardstick that counts.
@@ -57,10 +57,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.quality import labelled, locomo, madial, published
-from bench.quality.report import Group, Key, main_table, pooled, type_table
-from bench.quality.setup import RAW_FOREVER, apply_overrides, merge_overrides, sets_to_overrides
 from memory_core.config import Config
+from testkit.quality import labelled, locomo, madial, published
+from testkit.quality.report import Group, Key, main_table, pooled, type_table
+from testkit.quality.setup import RAW_FOREVER, apply_overrides, merge_overrides, sets_to_overrides
 
 DATA = Path(__file__).resolve().parent / "data"
 

@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 
-from bench.quality import labelled, locomo, madial, published
-from bench.quality.metrics import (
+from memory_core.config import Config
+from testkit.quality import labelled, locomo, madial, published
+from testkit.quality.metrics import (
     Scores,
     finds,
     found_ids,
@@ -23,8 +24,8 @@ from bench.quality.metrics import (
     score,
     summarise,
 )
-from bench.quality.report import Group, Key, main_table, pooled, type_table
-from bench.quality.setup import (
+from testkit.quality.report import Group, Key, main_table, pooled, type_table
+from testkit.quality.setup import (
     apply_overrides,
     merge_overrides,
     parse_set,
@@ -32,7 +33,6 @@ from bench.quality.setup import (
     sets_to_overrides,
     zone_of,
 )
-from memory_core.config import Config
 
 E = frozenset[int]()
 

@@ -21,13 +21,13 @@ from datetime import time as dtime
 from pathlib import Path
 from typing import Any
 
-from bench.quality.metrics import Scores, found_ids, score
-from bench.quality.setup import Overrides, bench_config, peer_scope
 from memory_core.chunking import ChunkKind
 from memory_core.clock import ManualClock
 from memory_core.engine import MemoryCore
 from memory_core.merge import Candidate, ChangeKind
 from memory_core.records import Hit
+from testkit.quality.metrics import Scores, found_ids, score
+from testkit.quality.setup import Overrides, bench_config, peer_scope
 
 DEFAULT_DIR = Path(__file__).resolve().parents[3] / "shared" / "datasets" / "madial-bench"
 LANGUAGES = ("en", "zh")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from bench.quality.metrics import Scores, Summary, summarise
+from testkit.quality.metrics import Scores, Summary, summarise
 
 TYPES = ("single", "multi", "temporal", "open")
 

@@ -9,10 +9,10 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.quality.madial import MadialSet
-from bench.quality.metrics import Summary, found_ids, score, summarise
+from testkit.quality.madial import MadialSet
+from testkit.quality.metrics import Summary, found_ids, score, summarise
 
-DEFAULT_PATH = Path(__file__).resolve().parents[1] / "data" / "madial_published.json"
+DEFAULT_PATH = Path(__file__).resolve().parents[2] / "bench" / "data" / "madial_published.json"
 K = 5
 
 

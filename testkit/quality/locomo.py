@@ -29,14 +29,14 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from bench.quality.labelled import Outcome, SetRun
-from bench.quality.metrics import finds, score
-from bench.quality.setup import Overrides, apply_overrides
 from memory_core.clock import ManualClock
 from memory_core.config import Config
 from memory_core.engine import MemoryCore
 from memory_core.records import Hit
 from memory_core.scope import DmScope, InboundContext, ScopeKey, resolve_scope
+from testkit.quality.labelled import Outcome, SetRun
+from testkit.quality.metrics import finds, score
+from testkit.quality.setup import Overrides, apply_overrides
 
 DEFAULT_DIR = Path(__file__).resolve().parents[3] / "shared" / "datasets" / "locomo-dev"
 FILE = "locomo_dev.json"
