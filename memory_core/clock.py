@@ -1,5 +1,9 @@
 """Time is injected everywhere decay or archiving depends on it, so tests and the
-TUI's what-if view can move it without touching the system clock."""
+TUI's what-if view can move it without touching the system clock.
+
+Two clocks: the wall clock (`Clock`, aware UTC datetimes) for what is stored and scored,
+and a monotonic one (`Monotonic`, seconds) for what only measures waiting: TTLs,
+backoffs, cool-downs. Both are parameters, so a test moves time instead of sleeping."""
 
 from __future__ import annotations
 
@@ -7,6 +11,9 @@ from collections.abc import Callable
 from datetime import UTC, date, datetime, timedelta
 
 Clock = Callable[[], datetime]
+Monotonic = Callable[[], float]
+"""Seconds that never go back (`time.monotonic` by default): a cache's age, a backoff's
+end, how long a database counts as down."""
 
 
 def system_clock() -> datetime:
@@ -28,6 +35,23 @@ class ManualClock:
 
     def set(self, when: datetime) -> None:
         self._now = ensure_aware(when)
+
+
+class ManualMonotonic:
+    """A monotonic clock that only moves when told to: a test lets a TTL or a backoff
+    pass with `advance` instead of waiting it out. It starts well after 0.0, the time a
+    fresh cache or cool-down takes for "long ago"."""
+
+    def __init__(self, start: float = 1000.0) -> None:
+        self._now = start
+
+    def __call__(self) -> float:
+        return self._now
+
+    def advance(self, seconds: float) -> None:
+        if seconds < 0:
+            raise ValueError("a monotonic clock does not go back")
+        self._now += seconds
 
 
 def ensure_aware(when: datetime) -> datetime:

@@ -211,7 +211,9 @@ class Database:
 async def _retrying(attempt: Callable[[], Awaitable[T]], doing: str) -> T:
     """`attempt()` until it does not meet a lock, waiting from the event loop in between
     (the database thread serves other calls meanwhile); DatabaseBusy after
-    `BUSY_RETRY_SECONDS`."""
+    `BUSY_RETRY_SECONDS`. On the real clock, unlike the caches and cool-downs
+    (`clock.Monotonic`): every attempt is a real wait inside SQLite (`BUSY_TIMEOUT_MS`)
+    for a lock another connection holds, which no injected clock could shorten."""
     deadline = time.monotonic() + BUSY_RETRY_SECONDS
     wait = BUSY_FIRST_WAIT
     while True:

@@ -30,7 +30,7 @@ from memory_core import moving
 from memory_core.activations import Activations
 from memory_core.audit import AuditLog
 from memory_core.chunking import ChunkKind
-from memory_core.clock import Clock, ensure_aware, system_clock
+from memory_core.clock import Clock, Monotonic, ensure_aware, system_clock
 from memory_core.config import Config
 from memory_core.consolidation import PHASES, Phase, PhaseReport
 from memory_core.conversation import tools
@@ -112,16 +112,24 @@ class MemoryCore:
     """
 
     def __init__(
-        self, config: Config, *, clock: Clock = system_clock, llm: LLMClient | None = None
+        self,
+        config: Config,
+        *,
+        clock: Clock = system_clock,
+        llm: LLMClient | None = None,
+        monotonic: Monotonic = time.monotonic,
     ) -> None:
+        """`clock` is the wall time stored and scored; `monotonic` times what only waits
+        (caches, backoffs, the cool-downs of a failed index or an unreachable server)."""
         self.config = config
         self.workspace = Workspace.at(config.workspace_path)
         self.policy: ScoringPolicy = config.scoring.policy()
         self.tz = zoneinfo.ZoneInfo(config.timezone)
         self.llm = llm or LLMClient(config.llm)
         self._clock = clock
+        self._monotonic = monotonic
         self._locks = LockRegistry(self.workspace.locks_dir)
-        self._guard = IndexGuard()
+        self._guard = IndexGuard(monotonic=monotonic)
         self._db: Db | None = None
         self._audit: AuditLog | None = None
         self._history: HistoryStore | None = None
@@ -131,7 +139,7 @@ class MemoryCore:
         self._deliveries: Deliveries | None = None
         self._presence: tuple[Owners, object] | None = None
         self.memory = build_memory_service(
-            config, self.workspace, self._locks, self.now, self._guard
+            config, self.workspace, self._locks, self.now, self._guard, monotonic=monotonic
         )
 
     # --- lifecycle ------------------------------------------------------------------
@@ -145,6 +153,7 @@ class MemoryCore:
         llm: LLMClient | None = None,
         create: bool = True,
         progress: Callable[[int, int], None] | None = None,
+        monotonic: Monotonic = time.monotonic,
     ) -> AsyncIterator[MemoryCore]:
         """With `create=False` a workspace that does not exist (`workspace_exists`) is a
         `WorkspaceMissing` error instead of a new, empty one: what a person's command wants
@@ -154,7 +163,7 @@ class MemoryCore:
             if not create:
                 raise WorkspaceMissing(f"no workspace at {root} (run chatmem init)")
             log.info("creating workspace at %s", root)
-        core = cls(config, clock=clock, llm=llm)
+        core = cls(config, clock=clock, llm=llm, monotonic=monotonic)
         try:
             await core.start(progress)
         except BaseException:
@@ -190,6 +199,7 @@ class MemoryCore:
                 k1=recall.k1,
                 b=recall.b,
                 rank_settings=rank_settings(recall),
+                monotonic=self._monotonic,
             )
             self._guard.index.vectors = await self._vector_index(self._db)
             self._guard.reason = None
@@ -261,7 +271,10 @@ class MemoryCore:
             ) from exc
         owner = Owner(await asyncio.to_thread(self.workspace.identity))
         db = await PgDatabase.open(
-            storage.postgres_dsn, pool_size=storage.postgres_pool_size, owner=owner
+            storage.postgres_dsn,
+            pool_size=storage.postgres_pool_size,
+            owner=owner,
+            monotonic=self._monotonic,
         )
         # Every process of the workspace shares the database: its advisory locks, not
         # lock files, keep them from writing one file at once (docs/operations.md).
@@ -289,12 +302,12 @@ class MemoryCore:
             version = await ensure_pgvector(db)
             if version is not None:
                 log.info("dense recall: pgvector %s, searched in the database", version)
-                return PgVectorIndex(db, embedder, batch_size=batch)
+                return PgVectorIndex(db, embedder, batch_size=batch, monotonic=self._monotonic)
             log.warning(
                 "dense recall: pgvector is not installed in this database; vectors are"
                 " searched exactly in each process (CREATE EXTENSION vector to change that)"
             )
-        return VectorIndex(db, embedder, batch_size=batch)
+        return VectorIndex(db, embedder, batch_size=batch, monotonic=self._monotonic)
 
     async def vectors_ready(self) -> None:
         """Wait until every chunk written so far has its vector (benches, tests, reindex);
@@ -327,6 +340,7 @@ class MemoryCore:
             self.now,
             long_term.staged_written,
             view_max_age=HOT_PATH_MAX_AGE,
+            monotonic=self._monotonic,
         )
         long_term.use_staging(staging)
         await staging.recover()
@@ -872,7 +886,11 @@ class MemoryCore:
 
         report = moving.MoveReport()
         async with MemoryCore.open(
-            target_config, clock=self._clock, llm=self.llm, progress=files
+            target_config,
+            clock=self._clock,
+            llm=self.llm,
+            progress=files,
+            monotonic=self._monotonic,
         ) as target:
             if target._db is None:
                 raise IndexUnavailable(target.degraded_reason or "cannot open the target")

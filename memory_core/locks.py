@@ -109,7 +109,8 @@ class FallbackLocks:
     """`primary` (the database's advisory locks) while it can be reached, the lock files
     of `fallback` while it cannot: writes of the memory files must not stop with the
     database. During an outage every process of the workspace falls back alike; after
-    one, `primary` is tried again `retry_seconds` after the last failure."""
+    one, `primary` is tried again once `health` no longer counts the database as down
+    (`PgDatabase.is_down`: `DOWN_SECONDS` after the last failure)."""
 
     fast_path = False
 

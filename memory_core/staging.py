@@ -33,7 +33,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from memory_core.clock import format_when, parse_when
+from memory_core.clock import Monotonic, format_when, parse_when
 from memory_core.entries import Importance, MemoryClass, MemoryEntry
 from memory_core.errors import ChatmemError
 from memory_core.journal import CaptureJournal, JournalRow
@@ -120,8 +120,13 @@ class Staging:
         now: Callable[[], datetime],
         on_written: WrittenHook,
         view_max_age: float = 1.0,
+        *,
+        monotonic: Monotonic = time.monotonic,
     ) -> None:
+        """`monotonic` times the backoff of a scope whose journalled captures could not
+        be replayed (`_kept`)."""
         self._store = store
+        self._monotonic = monotonic
         self.journal = journal
         self._policy = policy
         self._delay = delay
@@ -239,7 +244,7 @@ class Staging:
                 exc,
             )
             self._kept[scope] = _Kept(
-                staged, time.monotonic() + wait, min(wait * 2, RETRY_MAX_SECONDS)
+                staged, self._monotonic() + wait, min(wait * 2, RETRY_MAX_SECONDS)
             )
             return 0
         try:
@@ -253,7 +258,7 @@ class Staging:
         """Try the scope's kept captures again once their wait is over (a person may have
         fixed the file); a failure is logged, not raised: reads of the scope may work."""
         kept = self._kept.get(scope)
-        if kept is None or time.monotonic() < kept.retry_at:
+        if kept is None or self._monotonic() < kept.retry_at:
             return
         del self._kept[scope]  # one task replays; others go on meanwhile
         await self._replay(scope, kept.staged, kept.wait)

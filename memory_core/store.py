@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from memory_core.atomic import atomic_write_bytes, backup_then_write
+from memory_core.clock import Monotonic
 from memory_core.entries import MemoryEntry
 from memory_core.errors import StoreError
 from memory_core.locks import LockRegistry
@@ -217,9 +218,16 @@ class WriteRecord:
 
 class LongTermStore:
     def __init__(
-        self, workspace: Workspace, locks: LockRegistry, archive_below: float = 0.2
+        self,
+        workspace: Workspace,
+        locks: LockRegistry,
+        archive_below: float = 0.2,
+        *,
+        monotonic: Monotonic = time.monotonic,
     ) -> None:
+        """`monotonic` times the `max_age` of a load (the hot path's stat interval)."""
         self._ws = workspace
+        self._monotonic = monotonic
         self.locks = locks
         self._archive_below = archive_below
         self._cache: dict[ScopeKey, Snapshot] = {}
@@ -247,10 +255,10 @@ class LongTermStore:
         path = self.path(scope)
         cached = self._cache.get(scope)
         checked = self._checked_at.get(scope)
-        if cached is not None and checked is not None and time.monotonic() - checked < max_age:
+        if cached is not None and checked is not None and self._monotonic() - checked < max_age:
             return cached.parsed
         snapshot = await asyncio.to_thread(_refresh, path, cached, self._archive_below)
-        self._checked_at[scope] = time.monotonic()
+        self._checked_at[scope] = self._monotonic()
         self._cache[scope] = snapshot
         return snapshot.parsed
 

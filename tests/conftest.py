@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import socket
+import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
@@ -12,7 +13,7 @@ from typing import Any
 import pytest
 
 from memory_core import engine
-from memory_core.clock import ManualClock
+from memory_core.clock import ManualClock, ManualMonotonic
 from memory_core.config import Config, load_config
 from memory_core.engine import MemoryCore
 from tests.postgres import ACTIVE_STORAGE_ENV, PostgresServer
@@ -134,6 +135,21 @@ def clock() -> ManualClock:
 
 
 @pytest.fixture
-async def core(config: Config, clock: ManualClock) -> AsyncIterator[MemoryCore]:
-    async with MemoryCore.open(config, clock=clock) as opened:
+def monotonic() -> ManualMonotonic:
+    """The monotonic clock of a test's cores: caches, backoffs and cool-downs are over
+    when the test `advance`s it, never by waiting. A `core` uses it only in a test that
+    asks for it; other cores keep the real one."""
+    return ManualMonotonic()
+
+
+@pytest.fixture
+async def core(
+    config: Config, clock: ManualClock, request: pytest.FixtureRequest
+) -> AsyncIterator[MemoryCore]:
+    ticking = (
+        request.getfixturevalue("monotonic")
+        if "monotonic" in request.fixturenames
+        else time.monotonic
+    )
+    async with MemoryCore.open(config, clock=clock, monotonic=ticking) as opened:
         yield opened

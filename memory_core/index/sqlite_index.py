@@ -26,7 +26,7 @@ import memory_core.index.rebuild as rebuilding
 import memory_core.index.search as reads
 import memory_core.index.writes as writes
 from memory_core.chunking import Chunk, ChunkKind, summary_period
-from memory_core.clock import format_when
+from memory_core.clock import Monotonic, format_when
 from memory_core.errors import ChatmemError
 from memory_core.index.files import prepare_file, stat_files, tokenize_chunks
 from memory_core.index.model import (
@@ -87,7 +87,10 @@ class SearchIndex:
         k1: float = K1,
         b: float = B,
         rank_settings: RankSettings | None = None,
+        monotonic: Monotonic = time.monotonic,
     ) -> None:
+        """`monotonic` times `sync_min_interval`, the least time between two syncs of a
+        scope before a search (`sync_if_stale`)."""
         self.rank_settings = rank_settings or RankSettings()
         self.vectors: VectorSearch | None = None
         """Set when an embedder is configured (see memory_core/embedding)."""
@@ -102,6 +105,7 @@ class SearchIndex:
         self._scope_locks: dict[str, asyncio.Lock] = {}
         self._last_sync: dict[str, float] = {}
         self._sync_min_interval = sync_min_interval
+        self._monotonic = monotonic
 
     # --- scopes and their FTS tables ------------------------------------------------
     async def scope_id(self, scope: ScopeKey, *, create: bool = True) -> int | None:
@@ -155,7 +159,7 @@ class SearchIndex:
         """Bring the scope's chunks in line with its files (one stat per unchanged file)."""
         async with self._lock(scope):
             stats = await self._sync_scope_locked(scope, force)
-            self._last_sync[scope.value] = time.monotonic()
+            self._last_sync[scope.value] = self._monotonic()
         if stats.files_indexed or stats.files_removed or stats.chunks_removed:
             self._changed(scope)
         return stats
@@ -163,7 +167,7 @@ class SearchIndex:
     async def sync_if_stale(self, scope: ScopeKey) -> None:
         """Before a search: pick up hand edits, at most once per min interval."""
         last = self._last_sync.get(scope.value)
-        if last is None or time.monotonic() - last >= self._sync_min_interval:
+        if last is None or self._monotonic() - last >= self._sync_min_interval:
             await self.sync_scope(scope)
 
     async def _sync_scope_locked(self, scope: ScopeKey, force: bool) -> SyncStats:
@@ -390,7 +394,7 @@ class SearchIndex:
         total = await rebuilding.rebuild(
             self._db, self._ws, self._zone, paths, set(sids.values()), progress
         )
-        now = time.monotonic()
+        now = self._monotonic()
         if self.vectors is not None:
             self.vectors.invalidate()  # chunks have new ids
         for scope in scopes:

@@ -42,7 +42,7 @@ import enum
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING
@@ -50,6 +50,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
+from memory_core.clock import Monotonic
 from memory_core.embedding.base import Embedder, EmbeddingError
 from memory_core.index import ann, vectors
 from memory_core.index.ann import ANN_MIN_ROWS, CANDIDATES, Graph
@@ -324,10 +325,10 @@ class VectorIndex:
         inline_rows: int = INLINE_ROWS,
         ann_min_rows: int | None = ANN_MIN_ROWS,
         max_bytes: int = MAX_BYTES,
-        clock: Callable[[], float] = time.monotonic,
+        monotonic: Monotonic = time.monotonic,
     ) -> None:
         """`ann_min_rows`: scopes this large get a graph (None: never; nor without
-        usearch installed)."""
+        usearch installed). `monotonic` times the surveys (`SURVEY_EVERY`, the duty)."""
         self._db = db
         self.embedder = embedder
         self._batch_size = max(1, batch_size)
@@ -338,7 +339,7 @@ class VectorIndex:
         self._building = asyncio.Lock()
         """One build at a time: each takes a core (and a worker thread) for minutes."""
         self._max_bytes = max_bytes
-        self._clock = clock
+        self._monotonic = monotonic
         self._watch: dict[int, _Watch] = {}
         self._matrices: OrderedDict[int, _Matrix] = OrderedDict()
         self._loading: dict[int, asyncio.Lock] = {}
@@ -467,7 +468,7 @@ class VectorIndex:
     async def _plan(self, sid: int) -> tuple[list[ChunkText], list[int], _Watch]:
         """What to embed and which vectors to drop: a quick look at the newest chunks,
         or a full survey of the scope when one is wanted and the duty allows."""
-        now = self._clock()
+        now = self._monotonic()
         watch = self._watch.get(sid)
         if watch is None or watch.forced:
             return await self._survey(sid, now)

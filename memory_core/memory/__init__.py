@@ -4,11 +4,13 @@ on it."""
 
 from __future__ import annotations
 
+import time
 import zoneinfo
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date, datetime
 
+from memory_core.clock import Monotonic
 from memory_core.config import Config
 from memory_core.event_log import EventLog
 from memory_core.locks import LockRegistry
@@ -66,20 +68,30 @@ def build_memory_service(
     locks: LockRegistry,
     now: Callable[[], datetime],
     guard: IndexGuard | None = None,
+    *,
+    monotonic: Monotonic = time.monotonic,
 ) -> MemoryService:
     """The service over a workspace; without a guard holding an index it searches files.
 
     The audit log, activations and staged captures are attached by whoever opens the
     database and journal (`MemoryCore.start`); without them the service still reads and
-    writes every memory file.
+    writes every memory file. `monotonic` times the caches (the long-term file's stat
+    interval, the recall cache's TTL).
     """
-    guard = guard or IndexGuard()
+    guard = guard or IndexGuard(monotonic=monotonic)
     zone = zoneinfo.ZoneInfo(config.timezone)
-    store = LongTermStore(workspace, locks, config.scoring.archive_below)
+    store = LongTermStore(workspace, locks, config.scoring.archive_below, monotonic=monotonic)
     long_term = LongTermMemory(config, workspace, store, guard, now)
     notes = DailyNotes(workspace, locks, guard, zone, now, config.prompt.daily_max_chars)
     finder = Finder(
-        workspace, guard, config.recall, zone, notes.today, long_term.flush, long_term.entities
+        workspace,
+        guard,
+        config.recall,
+        zone,
+        notes.today,
+        long_term.flush,
+        long_term.entities,
+        monotonic=monotonic,
     )
     events = EventLog(workspace, notes.today)
     snapshots = Snapshots(config, workspace, long_term, events, now, zone)

@@ -11,10 +11,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import sqlite3
+import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from datetime import date, datetime, tzinfo
 
 from memory_core.chunking import ChunkKind
+from memory_core.clock import Monotonic
 from memory_core.config import RecallSettings
 from memory_core.entities import Entity, expand_query
 from memory_core.errors import ChatmemError, DatabaseFailure, IndexUnavailable
@@ -45,6 +47,8 @@ class Finder:
         today: Callable[[datetime | None], date],
         flush: Flush,
         entities_of: Callable[[ScopeKey], Awaitable[list[Entity]]] | None = None,
+        *,
+        monotonic: Monotonic = time.monotonic,
     ) -> None:
         self.workspace = workspace
         self.guard = guard
@@ -53,7 +57,9 @@ class Finder:
         self.today = today
         self.flush = flush
         self.entities_of = entities_of
-        self._cache: RecallCache[Injection] = RecallCache(ttl_seconds=settings.cache_minutes * 60)
+        self._cache: RecallCache[Injection] = RecallCache(
+            ttl_seconds=settings.cache_minutes * 60, monotonic=monotonic
+        )
 
     async def search(
         self,

@@ -19,6 +19,7 @@ import sqlite3
 import time
 from collections.abc import Awaitable, Callable, Sequence
 
+from memory_core.clock import Monotonic
 from memory_core.db import is_busy
 from memory_core.scope import ScopeKey
 from memory_core.storage import IndexBackend
@@ -37,8 +38,10 @@ class IndexGuard:
         reason: str | None = None,
         *,
         retry_seconds: float = RETRY_SECONDS,
+        monotonic: Monotonic = time.monotonic,
     ) -> None:
         self._index = index
+        self._monotonic = monotonic
         self.reason = reason
         self.retry_seconds = retry_seconds
         self.degradations = 0
@@ -71,7 +74,7 @@ class IndexGuard:
             self._resting = self._index
             self.degradations += 1
         self._index = None
-        self._retry_at = time.monotonic() + self.retry_seconds
+        self._retry_at = self._monotonic() + self.retry_seconds
         self.reason = f"index unusable: {exc}"
         log.warning("search index unusable, searching files directly: %s", exc)
 
@@ -82,9 +85,9 @@ class IndexGuard:
         if self._index is not None:
             return self._index
         resting = self._resting
-        if resting is None or time.monotonic() < self._retry_at:
+        if resting is None or self._monotonic() < self._retry_at:
             return None
-        self._retry_at = time.monotonic() + self.retry_seconds  # one probe at a time
+        self._retry_at = self._monotonic() + self.retry_seconds  # one probe at a time
         try:
             await resting.sync_scope(scope)
         except sqlite3.DatabaseError as exc:

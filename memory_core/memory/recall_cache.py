@@ -12,15 +12,24 @@ from collections import OrderedDict
 from collections.abc import Hashable
 from typing import Generic, TypeVar
 
+from memory_core.clock import Monotonic
+
 T = TypeVar("T")
 
 MAX_ENTRIES = 512
 
 
 class RecallCache(Generic[T]):
-    def __init__(self, ttl_seconds: float, max_entries: int = MAX_ENTRIES) -> None:
+    def __init__(
+        self,
+        ttl_seconds: float,
+        max_entries: int = MAX_ENTRIES,
+        *,
+        monotonic: Monotonic = time.monotonic,
+    ) -> None:
         self._ttl = ttl_seconds
         self._max = max_entries
+        self._monotonic = monotonic
         self._entries: OrderedDict[Hashable, tuple[float, Hashable, T]] = OrderedDict()
 
     def get(self, key: Hashable, mark: Hashable | None) -> T | None:
@@ -31,7 +40,7 @@ class RecallCache(Generic[T]):
         if entry is None:
             return None
         expires, stored_mark, value = entry
-        if stored_mark != mark or time.monotonic() >= expires:
+        if stored_mark != mark or self._monotonic() >= expires:
             del self._entries[key]
             return None
         self._entries.move_to_end(key)
@@ -40,7 +49,7 @@ class RecallCache(Generic[T]):
     def put(self, key: Hashable, mark: Hashable | None, value: T) -> None:
         if mark is None or self._ttl <= 0:
             return
-        self._entries[key] = (time.monotonic() + self._ttl, mark, value)
+        self._entries[key] = (self._monotonic() + self._ttl, mark, value)
         self._entries.move_to_end(key)
         while len(self._entries) > self._max:
             self._entries.popitem(last=False)

@@ -33,6 +33,7 @@ import psycopg
 import psycopg.errors
 from psycopg_pool import ConnectionPool, PoolTimeout
 
+from memory_core.clock import Monotonic
 from memory_core.errors import (
     DatabaseBusy,
     DatabaseConflict,
@@ -97,8 +98,12 @@ class PgDatabase:
         threads: ThreadPoolExecutor,
         migrations: Sequence[tuple[str, str]] = PG_MIGRATIONS,
         owner: Owner | None = None,
+        *,
+        monotonic: Monotonic = time.monotonic,
     ) -> None:
+        """`monotonic` times the `DOWN_SECONDS` after the server was found unreachable."""
         self._pool = pool
+        self._monotonic = monotonic
         self._threads = threads
         self._migrations = migrations
         self._owner = owner
@@ -117,6 +122,7 @@ class PgDatabase:
         pool_size: int = 4,
         migrations: Sequence[tuple[str, str]] = PG_MIGRATIONS,
         owner: Owner | None = None,
+        monotonic: Monotonic = time.monotonic,
     ) -> PgDatabase:
         """Connect and migrate. A server that cannot be reached now is no error: every
         call is a `DatabaseUnreachable` until it answers (the core works from its files
@@ -137,7 +143,7 @@ class PgDatabase:
             name="chatmem",
         )
         threads = ThreadPoolExecutor(max_workers=pool_size, thread_name_prefix="chatmem-pg")
-        database = cls(pool, threads, migrations, owner)
+        database = cls(pool, threads, migrations, owner, monotonic=monotonic)
         try:
             await database._submit(pool.open, False)
             await database._migrate()
@@ -174,11 +180,11 @@ class PgDatabase:
 
     def is_down(self) -> bool:
         """Whether a call found the server unreachable in the last `DOWN_SECONDS`."""
-        return time.monotonic() < self._down_until
+        return self._monotonic() < self._down_until
 
     def mark_down(self) -> None:
         """Another part of the process (its locks) found the server unreachable."""
-        self._down_until = time.monotonic() + DOWN_SECONDS
+        self._down_until = self._monotonic() + DOWN_SECONDS
 
     async def data_version(self) -> int:
         """The other processes' write transactions, counted: it moves when another

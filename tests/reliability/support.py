@@ -8,13 +8,17 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import psycopg
 
+from memory_core.clock import ManualMonotonic
 from memory_core.config import Config
 from memory_core.engine import MemoryCore
 from memory_core.errors import DatabaseUnreachable
+from memory_core.memory.guard import RETRY_SECONDS
+from memory_core.pg.database import DOWN_SECONDS
 from tests.support import sql
 
 REPO = Path(__file__).resolve().parents[2]
@@ -112,6 +116,20 @@ async def eventually(check: object, within: float = 30.0) -> None:
             if asyncio.get_running_loop().time() > deadline:
                 raise
         await asyncio.sleep(0.2)
+
+
+async def past_cool_downs(
+    monotonic: ManualMonotonic, check: Callable[[], Awaitable[bool]], within: float = 30.0
+) -> None:
+    """`eventually(check)`, each try made after the cool-downs the one before began (the
+    core runs on `monotonic`): the unreachable database's (`DOWN_SECONDS`) and the
+    unusable index's (`RETRY_SECONDS`). What is left to wait for is the server itself."""
+
+    async def later() -> bool:
+        monotonic.advance(max(DOWN_SECONDS, RETRY_SECONDS))
+        return await check()
+
+    await eventually(later, within)
 
 
 COUNTS = (

@@ -19,10 +19,11 @@ from pathlib import Path
 import pytest
 
 from memory_core import db
-from memory_core.clock import ManualClock
+from memory_core.clock import ManualClock, ManualMonotonic
 from memory_core.config import Config
 from memory_core.engine import MemoryCore
 from memory_core.errors import ChatmemError, DatabaseBusy
+from memory_core.memory.guard import RETRY_SECONDS
 from memory_core.scope import MAIN
 from tests.reliability.support import with_long_term
 from tests.support import index_of, sql
@@ -127,14 +128,16 @@ async def test_a_lock_held_past_every_retry_is_one_clear_error_not_damage(
 
 
 async def test_a_broken_index_degrades_then_comes_back_after_repair(
-    config: Config, clock: ManualClock, caplog: pytest.LogCaptureFixture
+    config: Config,
+    clock: ManualClock,
+    monotonic: ManualMonotonic,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     """The index breaks under a running core (a table gone); searches answer from the
     files; `chatmem reindex` run elsewhere repairs it, and once the cool-down is over the
     running core uses the index again, without a restart."""
     caplog.set_level(logging.INFO, logger="memory_core")
-    async with MemoryCore.open(config, clock=clock) as core:
-        core.memory.guard.retry_seconds = 1.0  # the product waits a minute
+    async with MemoryCore.open(config, clock=clock, monotonic=monotonic) as core:
         await core.capture(MAIN, "we picked postgres for the billing service")
         await core.append_daily(MAIN, "postgres upgrade planned for friday")
         healthy = sorted(h.text for h in await core.search(MAIN, "postgres"))
@@ -152,7 +155,10 @@ async def test_a_broken_index_degrades_then_comes_back_after_repair(
 
         async with MemoryCore.open(config, clock=clock) as other:  # `chatmem reindex`
             await other.reindex()
-        await asyncio.sleep(1.0)  # the cool-down
+        monotonic.advance(RETRY_SECONDS - 1)
+        assert sorted(h.text for h in await core.search(MAIN, "postgres")) == healthy
+        assert core.memory.guard.index is None  # a second before the cool-down is over
+        monotonic.advance(1)
 
         assert sorted(h.text for h in await core.search(MAIN, "postgres")) == healthy
         assert core.degraded_reason is None and core.memory.guard.index is not None

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from memory_core import staging
+from memory_core.clock import ManualMonotonic
 from memory_core.config import Config
 from memory_core.engine import MemoryCore
 from memory_core.errors import ChatmemError
@@ -42,7 +43,7 @@ async def check_bob_is_served(core: MemoryCore, bob_ids: list[str]) -> None:
 
 
 async def test_a_scope_that_cannot_be_replayed_keeps_its_rows_and_the_rest_is_served(
-    config: Config, workspace: Path, monkeypatch: pytest.MonkeyPatch
+    config: Config, workspace: Path, monotonic: ManualMonotonic
 ) -> None:
     ids = await asyncio.to_thread(
         die_with_journalled,
@@ -57,9 +58,8 @@ async def test_a_scope_that_cannot_be_replayed_keeps_its_rows_and_the_rest_is_se
     # Where A's file should be, something no one can read as a file.
     blocked = long_term(config, ALICE)
     blocked.mkdir(parents=True)
-    monkeypatch.setattr(staging, "RETRY_FIRST_SECONDS", 0.0)
 
-    async with MemoryCore.open(config) as core:
+    async with MemoryCore.open(config, monotonic=monotonic) as core:
         assert {e.id for e in await core.entries(BOB)} == set(ids[BOB.value])
         assert journal_rows(config) == {ALICE.value: 1}
         with pytest.raises(ChatmemError, match=r"LONG_TERM\.md") as caught:
@@ -68,8 +68,10 @@ async def test_a_scope_that_cannot_be_replayed_keeps_its_rows_and_the_rest_is_se
         await check_bob_is_served(core, ids[BOB.value])
         assert journal_rows(config) == {ALICE.value: 1}
 
-        # A person clears the way: the next use of A takes its kept captures.
+        # A person clears the way: the next use of A after the backoff takes its kept
+        # captures.
         blocked.rmdir()
+        monotonic.advance(staging.RETRY_FIRST_SECONDS)
         assert [e.id for e in await core.entries(ALICE)] == ids[ALICE.value]
         assert journal_rows(config) == {}
     assert {e.content for e in parse_memory(blocked.read_text("utf-8")).entries} == {

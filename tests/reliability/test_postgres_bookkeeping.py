@@ -15,14 +15,19 @@ from pathlib import Path
 
 import pytest
 
-from memory_core.clock import ManualClock
+from memory_core.clock import ManualClock, ManualMonotonic
 from memory_core.config import Config, load_config
 from memory_core.engine import MemoryCore
 from memory_core.scope import MAIN, ScopeKey
 from memory_core.spool import SpoolingAudit
 from tests.conftest import START
 from tests.postgres import PostgresServer
-from tests.reliability.support import REPO, assert_counts_exact, eventually, storage_env_of
+from tests.reliability.support import (
+    REPO,
+    assert_counts_exact,
+    past_cool_downs,
+    storage_env_of,
+)
 from tests.support import sql
 
 pytestmark = pytest.mark.timeout(300)
@@ -59,10 +64,11 @@ async def added_rows(core: MemoryCore) -> dict[str, int]:
 
 
 async def test_changes_made_during_an_outage_keep_their_audit_rows(
-    own_postgres: PostgresServer, tmp_path: Path
+    own_postgres: PostgresServer, tmp_path: Path, monotonic: ManualMonotonic
 ) -> None:
     clock = ManualClock(START)
-    async with MemoryCore.open(pg_config(own_postgres, tmp_path / "ws"), clock=clock) as core:
+    config = pg_config(own_postgres, tmp_path / "ws")
+    async with MemoryCore.open(config, clock=clock, monotonic=monotonic) as core:
         ids = [(await core.capture(ALICE, f"before fact {n} zq"))[0].id for n in range(5)]
         await core.flush()
         await asyncio.to_thread(own_postgres.pause)
@@ -78,7 +84,7 @@ async def test_changes_made_during_an_outage_keep_their_audit_rows(
         async def written() -> bool:
             return await audit.flush_spool() and audit.pending == 0
 
-        await eventually(written, within=60.0)
+        await past_cool_downs(monotonic, written, within=60.0)
         added = await added_rows(core)
         assert {i: added.get(i, 0) for i in ids + during} == dict.fromkeys(ids + during, 1)
         forgets = await sql(core, "SELECT entry_id FROM audit WHERE action = 'forget'")

@@ -12,14 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from memory_core.clock import ManualClock
+from memory_core.clock import ManualClock, ManualMonotonic
 from memory_core.config import Config, load_config
 from memory_core.engine import MemoryCore
 from memory_core.scope import MAIN, ScopeKey
 from memory_core.spool import SpoolingHistory
 from tests.conftest import START
 from tests.postgres import PostgresServer
-from tests.reliability.support import eventually
+from tests.reliability.support import past_cool_downs
 from tests.support import sql
 
 pytestmark = pytest.mark.timeout(180)
@@ -44,15 +44,19 @@ async def stored(core: MemoryCore) -> list[tuple[str, str]]:
 
 
 async def test_a_restart_mid_run_loses_nothing(
-    own_postgres: PostgresServer, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    own_postgres: PostgresServer,
+    tmp_path: Path,
+    monotonic: ManualMonotonic,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.WARNING, logger="memory_core")
     clock = ManualClock(START)
-    async with MemoryCore.open(pg_config(own_postgres, tmp_path / "ws"), clock=clock) as core:
+    async with MemoryCore.open(
+        pg_config(own_postgres, tmp_path / "ws"), clock=clock, monotonic=monotonic
+    ) as core:
         await core.chat(ALICE, "before: the boiler was serviced in May")
         await core.append_daily(MAIN, "before: kayak on the lake")
 
-        core.memory.guard.retry_seconds = 0.5  # the index is tried again soon after
         await asyncio.to_thread(own_postgres.pause)
         # The turns go on: messages wait in the spool, the files take the memories.
         for n in range(5):
@@ -68,7 +72,7 @@ async def test_a_restart_mid_run_loses_nothing(
         outage_lines = [r for r in caplog.records if "unreachable" in r.getMessage()]
 
         await asyncio.to_thread(own_postgres.resume)
-        await eventually(lambda: _spool_written(core))
+        await past_cool_downs(monotonic, lambda: _spool_written(core))
         assert await stored(core) == [
             (ALICE.value, "before: the boiler was serviced in May"),
             *[(ALICE.value, f"during {n}: the heating is on a timer") for n in range(5)],
@@ -78,8 +82,8 @@ async def test_a_restart_mid_run_loses_nothing(
         await core.chat(ALICE, "after: all good")
         assert (await stored(core))[-1] == (ALICE.value, "after: all good")
         # The index comes back and holds what was written meanwhile.
-        await eventually(lambda: _index_finds(core, MAIN, "sourdough"))
-        await eventually(lambda: _index_finds(core, ALICE, "bees"))
+        await past_cool_downs(monotonic, lambda: _index_finds(core, MAIN, "sourdough"))
+        await past_cool_downs(monotonic, lambda: _index_finds(core, ALICE, "bees"))
     # One warning when the outage began, not one per call.
     spool_lines = [r for r in outage_lines if "messages are kept in" in r.getMessage()]
     assert len(spool_lines) == 1
@@ -99,12 +103,14 @@ async def _index_finds(core: MemoryCore, scope: ScopeKey, word: str) -> bool:
 
 
 async def test_a_start_while_the_server_is_down_works_from_files(
-    own_postgres: PostgresServer, tmp_path: Path
+    own_postgres: PostgresServer, tmp_path: Path, monotonic: ManualMonotonic
 ) -> None:
     await asyncio.to_thread(own_postgres.pause)
     clock = ManualClock(START)
     config = pg_config(own_postgres, tmp_path / "ws")
-    async with MemoryCore.open(config, clock=clock) as core:
+    # The first call that finds the server away marks it down; the calls after it fail at
+    # once for as long as the test's monotonic clock stands still.
+    async with MemoryCore.open(config, clock=clock, monotonic=monotonic) as core:
         await core.append_daily(MAIN, "written while the server was down")
         assert [h.text for h in await core.search(MAIN, "server")] == [
             "written while the server was down"

@@ -25,7 +25,7 @@ from adapters import cli
 from memory_core import fallback
 from memory_core import index as index_module
 from memory_core.chunking import ChunkKind
-from memory_core.clock import ManualClock, format_when
+from memory_core.clock import ManualClock, ManualMonotonic, format_when
 from memory_core.config import Config, load_config
 from memory_core.engine import MemoryCore
 from memory_core.errors import ChatmemError
@@ -182,12 +182,14 @@ async def test_search_itself_picks_up_edits(eager: MemoryCore) -> None:
     assert await found(core, "scooter") == ["ordered a red scooter"]
 
 
-async def test_search_waits_for_the_sync_interval(config: Config, clock: ManualClock) -> None:
+async def test_search_waits_for_the_sync_interval(
+    config: Config, clock: ManualClock, monotonic: ManualMonotonic
+) -> None:
     assert config.recall.sync_min_interval_seconds == 2.0  # the default
     lazy = config.model_copy(
         update={"recall": config.recall.model_copy(update={"sync_min_interval_seconds": 3600.0})}
     )
-    async with MemoryCore.open(lazy, clock=clock) as core:
+    async with MemoryCore.open(lazy, clock=clock, monotonic=monotonic) as core:
         await core.append_daily(MAIN, "ordered a blue bicycle")
         await core.search(MAIN, "bicycle")  # syncs now, then at most once per interval
         write(core, "memory/2026-02-01.md", "- 10:00:00 a scooter arrived\n")
@@ -195,7 +197,9 @@ async def test_search_waits_for_the_sync_interval(config: Config, clock: ManualC
         # The core's own writes are indexed at once, whatever the interval.
         await core.append_daily(MAIN, "a helmet too")
         assert await found(core, "helmet") == ["a helmet too"]
-        index_of(core)._last_sync.clear()  # as if the interval had passed
+        monotonic.advance(3600.0 - 1)
+        assert await found(core, "scooter") == []  # a second short of the interval
+        monotonic.advance(1)
         assert await found(core, "scooter") == ["a scooter arrived"]
 
 

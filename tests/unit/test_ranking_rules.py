@@ -13,7 +13,6 @@ import random
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
-from types import SimpleNamespace
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -21,7 +20,7 @@ import pytest
 
 from memory_core import fallback
 from memory_core.chunking import ChunkKind
-from memory_core.clock import ManualClock
+from memory_core.clock import ManualClock, ManualMonotonic
 from memory_core.config import Config
 from memory_core.conversation.archive import render_raw
 from memory_core.engine import MemoryCore
@@ -39,7 +38,6 @@ from memory_core.index.rerank import (
     spread_context,
     time_factor,
 )
-from memory_core.memory import recall_cache
 from memory_core.memory.recall_cache import RecallCache
 from memory_core.query import BUDGETS, QueryType, build_query, classify_query
 from memory_core.records import RecordedMessage
@@ -826,18 +824,17 @@ async def test_no_cache_when_it_is_turned_off(
         assert counter.calls == 3
 
 
-def test_cache_entries_expire_and_need_their_mark(monkeypatch: pytest.MonkeyPatch) -> None:
-    now = [100.0]
-    monkeypatch.setattr(recall_cache, "time", SimpleNamespace(monotonic=lambda: now[0]))
-    cache: RecallCache[str] = RecallCache(ttl_seconds=30 * 60)
+def test_cache_entries_expire_and_need_their_mark() -> None:
+    monotonic = ManualMonotonic()
+    cache: RecallCache[str] = RecallCache(ttl_seconds=30 * 60, monotonic=monotonic)
     cache.put("k", (1, 0), "value")
     assert cache.get("k", (1, 0)) == "value"
     assert cache.get("k", (2, 0)) is None  # a write moved the mark
     assert cache.get("k", (1, 0)) is None  # and the stale entry is gone
     cache.put("k", (1, 0), "value")
-    now[0] += 30 * 60 - 1
+    monotonic.advance(30 * 60 - 1)
     assert cache.get("k", (1, 0)) == "value"
-    now[0] += 1
+    monotonic.advance(1)
     assert cache.get("k", (1, 0)) is None  # 30 minutes on
     cache.put("k", None, "value")  # no mark (no index): nothing is cached
     assert cache.get("k", None) is None

@@ -10,7 +10,7 @@ import asyncio
 import subprocess
 import sys
 import textwrap
-import time
+import threading
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -105,17 +105,26 @@ async def test_a_read_waits_for_the_write_in_progress(
     config: Config, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     real = atomic.backup_then_write
+    writing, release = threading.Event(), threading.Event()
 
     def slow(path: Path, text: str, backup: Path) -> None:
-        time.sleep(0.3)
+        writing.set()
+        release.wait(30)
         real(path, text, backup)
 
     monkeypatch.setattr(store, "backup_then_write", slow)
     async with MemoryCore.open(slow_writes(config, 0.0), clock=clock) as core:
         entry, _ = await core.capture(MAIN, "walks the dog at seven")
-        await asyncio.sleep(0.1)  # the background write has the capture in hand now
-        assert on_disk(core) == {}
-        await core.flush()
+        try:
+            assert await asyncio.to_thread(writing.wait, 30)  # the background write has it
+            assert on_disk(core) == {}
+            flushing = asyncio.ensure_future(core.flush())
+            for _ in range(20):
+                await asyncio.sleep(0)
+            assert not flushing.done()  # it waits for the write in progress
+        finally:
+            release.set()
+        await flushing
         assert on_disk(core) == {entry.id: "walks the dog at seven"}
 
 

@@ -4,7 +4,6 @@ a score can change, and the per-query BM25 scorer."""
 
 from __future__ import annotations
 
-import asyncio
 import random
 import sqlite3
 from collections import Counter
@@ -15,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memory_core.atomic import atomic_write_text
-from memory_core.clock import ManualClock
+from memory_core.clock import ManualClock, ManualMonotonic
 from memory_core.engine import MemoryCore
 from memory_core.entries import MemoryEntry
 from memory_core.history import SUMMARY_ROLE, HistoryStore, sql_length
@@ -192,7 +191,7 @@ def test_prompt_selection_holds_until_the_instant_it_reports(
 
 
 async def test_prompt_memories_cache_follows_the_file_and_the_clock(
-    core: MemoryCore, clock: ManualClock
+    core: MemoryCore, clock: ManualClock, monotonic: ManualMonotonic
 ) -> None:
     def fresh(entries: list[MemoryEntry], when: datetime) -> str:
         settings_ = core.config.prompt
@@ -224,7 +223,9 @@ async def test_prompt_memories_cache_follows_the_file_and_the_clock(
     ]
     atomic_write_text(core.memory.long_term.store.path(MAIN), render_memory(edited, now=clock()))
     clock.advance(timedelta(seconds=5))
-    await asyncio.sleep(HOT_PATH_MAX_AGE + 0.05)  # the hot path re-stats at most this often
+    within = await core.prompt_memories(MAIN, now=clock() + timedelta(seconds=5))
+    assert "green tea" in within  # the hot path re-stats at most once per HOT_PATH_MAX_AGE
+    monotonic.advance(HOT_PATH_MAX_AGE)
     third = await core.prompt_memories(MAIN, now=clock() + timedelta(seconds=5))
     assert "black coffee" in third and "green tea" not in third
 

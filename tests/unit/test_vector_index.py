@@ -18,6 +18,7 @@ import openai
 import pytest
 
 from memory_core.chunking import Chunk, ChunkKind
+from memory_core.clock import ManualMonotonic
 from memory_core.db import Database
 from memory_core.embedding.remote import OpenAIEmbedder
 from memory_core.index import ann, vector_index, vectors, writes
@@ -296,8 +297,8 @@ async def test_a_changed_text_is_never_served_by_its_old_vector(
 
 
 async def test_deep_changes_are_found_by_the_hourly_survey(db: Database, fake: FakeOpenAI) -> None:
-    now = [1000.0]
-    vi = VectorIndex(db, embedder(fake), clock=lambda: now[0])
+    monotonic = ManualMonotonic()
+    vi = VectorIndex(db, embedder(fake), monotonic=monotonic)
     try:
         count = vector_index.RECENT_IDS + 20
         sid, ids = await add(db, "main", ["gamma"] * count)
@@ -306,7 +307,7 @@ async def test_deep_changes_are_found_by_the_hourly_survey(db: Database, fake: F
         _, again = await add(db, "main", ["alpha"] * count)  # same ids, same count
         assert again == ids
         assert await vi.backfill(sid) == vector_index.RECENT_IDS  # the newest, at once
-        now[0] += vector_index.SURVEY_EVERY
+        monotonic.advance(vector_index.SURVEY_EVERY)
         assert await vi.backfill(sid) == 20  # the rest, by the survey
         assert {h for _, h in (await stored(db)).values()} == {vectors.text_hash("alpha")}
     finally:
@@ -317,8 +318,8 @@ async def test_big_scopes_are_surveyed_within_the_duty(
     db: Database, fake: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(vector_index, "SMALL_SCOPE", 2)
-    now = [1000.0]
-    vi = VectorIndex(db, embedder(fake), clock=lambda: now[0])
+    monotonic = ManualMonotonic()
+    vi = VectorIndex(db, embedder(fake), monotonic=monotonic)
     try:
         sid, ids = await add(db, "main", ["alpha", "beta", "gamma", "delta"])
         await vi.backfill(sid)
@@ -327,7 +328,7 @@ async def test_big_scopes_are_surveyed_within_the_duty(
         await vi.backfill(sid)
         assert ids[0] in await stored(db)  # wanted, but not before 100 s
         assert sid in vi._timers
-        now[0] += 1.0 / vector_index.SURVEY_DUTY
+        monotonic.advance(1.0 / vector_index.SURVEY_DUTY)
         await vi.backfill(sid)
         assert ids[0] not in await stored(db)
     finally:
