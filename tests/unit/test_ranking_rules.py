@@ -671,6 +671,8 @@ async def fill_mixed(core: MemoryCore) -> None:
     write(core, "memory/summary/2026-01.md", "# 2026-01\n\nTea and Mochi's vet visits.\n")
     day = TODAY - timedelta(days=4)
     write(core, f"memory/{day.isoformat()}-cello.md", archived(TALKS["en"].talk, day))
+    # The captures' MEMORY.md write is staged: done now, not while a test reads the index.
+    await core.flush(MAIN)
     await index_of(core).sync_scope(MAIN)
 
 
