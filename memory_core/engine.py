@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from memory_core import moving
 from memory_core.activations import Activations
 from memory_core.audit import AuditLog
+from memory_core.backends import backend_for
 from memory_core.chunking import ChunkKind
 from memory_core.clock import Clock, Monotonic, ensure_aware, system_clock
 from memory_core.config import Config
@@ -38,19 +39,16 @@ from memory_core.conversation.archiver import ArchiveReport
 from memory_core.conversation.chat import NewSessionResult, TurnResult
 from memory_core.conversation.consolidator import Consolidator
 from memory_core.conversation.runtime import Runtime
-from memory_core.db import Database
 from memory_core.deliveries import Deliveries
 from memory_core.embedding.factory import build_embedder
 from memory_core.entities import Entity
 from memory_core.entries import Importance, MemoryClass, MemoryEntry
 from memory_core.errors import (
     ChatmemError,
-    ConfigError,
     DatabaseUnreachable,
     IndexUnavailable,
     ToolRefused,
     WorkspaceMissing,
-    install_hint,
     refusal,
 )
 from memory_core.event_log import DayLog
@@ -59,9 +57,9 @@ from memory_core.index import RANK_BUDGET, SearchIndex, SyncStats
 from memory_core.index.model import VectorSearch
 from memory_core.index.vectors import clear_cache as clear_vector_cache
 from memory_core.inputs import storable
-from memory_core.journal import CaptureJournal, FileOwners, LockOwners, Owners
+from memory_core.journal import CaptureJournal, Owners
 from memory_core.llm import LLMClient
-from memory_core.locks import LOCK_TIMEOUT_SECONDS, FallbackLocks, FileLocks, LockRegistry
+from memory_core.locks import LockRegistry
 from memory_core.memory import (
     IndexGuard,
     ScopeStatus,
@@ -88,7 +86,6 @@ from memory_core.schedules import ScheduleState
 from memory_core.scope import MAIN, ScopeKey
 from memory_core.scoring import ScoringPolicy
 from memory_core.snapshot import Snapshot
-from memory_core.spool import SpoolingAudit, SpoolingHistory
 from memory_core.sql import Db
 from memory_core.staging import Staging
 from memory_core.store import read_head
@@ -99,7 +96,7 @@ __all__ = ["MemoryCore", "ScopeStatus", "ValidationProblem"]
 
 
 if TYPE_CHECKING:
-    from memory_core.pg.locks import AdvisoryLocks
+    pass
 
 log = logging.getLogger(__name__)
 
@@ -129,13 +126,13 @@ class MemoryCore:
         self._clock = clock
         self._monotonic = monotonic
         self._locks = LockRegistry(self.workspace.locks_dir)
+        self._backend = backend_for(config, self.workspace, self._locks, monotonic)
         self._guard = IndexGuard(monotonic=monotonic)
         self._db: Db | None = None
         self._audit: AuditLog | None = None
         self._history: HistoryStore | None = None
         self._runtime: Runtime | None = None
         self._journal: CaptureJournal | None = None
-        self._advisory: AdvisoryLocks | None = None
         self._deliveries: Deliveries | None = None
         self._presence: tuple[Owners, object] | None = None
         self.memory = build_memory_service(
@@ -182,13 +179,13 @@ class MemoryCore:
         await asyncio.to_thread(self.workspace.ensure_scope, MAIN)
         long_term = self.memory.long_term
         try:
-            self._db = await self._open_database()
+            self._db = await self._backend.open()
         except (IndexUnavailable, DatabaseUnreachable) as exc:
             self._guard.reason = str(exc)
             log.warning("database unavailable, running without audit log and index: %s", exc)
         else:
             recall = self.config.recall
-            self._audit = long_term.audit = self._audit_log(self._db)
+            self._audit = long_term.audit = self._backend.audit_log(self._db)
             long_term.activations = Activations(self._db)
             self._deliveries = await self._open_deliveries(self._db)
             self._guard.index = SearchIndex(
@@ -215,30 +212,15 @@ class MemoryCore:
         # Built now, not on first use: a history that did not exist yet made a
         # consolidation run beside a bot see no open session and take that session's
         # inputs from under its /new.
-        self._history = history = self._open_history(db)
-        # Messages and audit rows a process spooled while the database was away, and died.
-        if isinstance(history, SpoolingHistory):
-            await history.flush_spool()
-        if isinstance(self._audit, SpoolingAudit):
-            await self._audit.flush_spool()
-
-    def _audit_log(self, db: Db) -> AuditLog:
-        """On PostgreSQL a server may be away for a while: the rows of changes made to
-        the files meanwhile wait in a local spool (`spool.SpoolingAudit`)."""
-        if db.backend == "sqlite":
-            return AuditLog(db)
-        return SpoolingAudit(db, self.workspace.state_dir / "spool" / "audit")
+        self._history = history = self._backend.history(db, self.config.history, self._guard.index)
+        await self._backend.recover(history, self._audit)
 
     async def _open_deliveries(self, db: Db) -> Deliveries:
         """Delivery claims under this process's owner id, held as a lock for the
         process's life: a message it takes and dies before answering is taken over."""
-        owners: Owners = (
-            LockOwners(self._advisory)
-            if self._advisory is not None
-            else FileOwners(self.workspace.state_dir / "owners")
-        )
         owner = uuid.uuid4().hex
         try:
+            owners = self._backend.owners()
             self._presence = (owners, await asyncio.to_thread(owners.take, owner))
         except (DatabaseUnreachable, IndexUnavailable, OSError) as exc:
             log.warning("deliveries this process takes cannot be taken over: %s", exc)
@@ -252,39 +234,6 @@ class MemoryCore:
 
         return Deliveries(db, owner, is_gone)
 
-    async def _open_database(self) -> Db:
-        """The configured backend: the workspace's SQLite file, or a PostgreSQL database
-        (`storage.backend`); its driver is only imported then."""
-        storage = self.config.storage
-        if storage.backend == "sqlite":
-            return await Database.open(self.workspace.db_path)
-        if not storage.postgres_dsn.strip():
-            raise ConfigError(
-                "storage.backend = 'postgres' needs storage.postgres_dsn (or CHATMEM_POSTGRES_DSN)"
-            )
-        try:
-            from memory_core.pg.database import Owner, PgDatabase
-            from memory_core.pg.locks import AdvisoryLocks
-        except ImportError as exc:
-            raise ConfigError(
-                f"storage.backend = 'postgres' needs psycopg: {install_hint('postgres')}"
-            ) from exc
-        owner = Owner(await asyncio.to_thread(self.workspace.identity))
-        db = await PgDatabase.open(
-            storage.postgres_dsn,
-            pool_size=storage.postgres_pool_size,
-            owner=owner,
-            monotonic=self._monotonic,
-        )
-        # Every process of the workspace shares the database: its advisory locks, not
-        # lock files, keep them from writing one file at once (docs/operations.md).
-        advisory = AdvisoryLocks(storage.postgres_dsn)
-        await asyncio.to_thread(advisory.open)
-        self._advisory = advisory
-        files = FileLocks(self.workspace.locks_dir, LOCK_TIMEOUT_SECONDS)
-        self._locks.use(FallbackLocks(advisory, files, health=db))
-        return db
-
     async def _vector_index(self, db: Db) -> VectorSearch | None:
         """Dense recall when an embedder is configured or installed (`[embedding]`); the
         vector index (and numpy) is only imported then. On PostgreSQL with pgvector the
@@ -293,21 +242,7 @@ class MemoryCore:
         embedder = build_embedder(self.config.embedding)
         if embedder is None:
             return None
-        from memory_core.index.vector_index import VectorIndex
-
-        batch = self.config.embedding.batch_size
-        if db.backend == "postgres":
-            from memory_core.pg.vectors import PgVectorIndex, ensure_pgvector
-
-            version = await ensure_pgvector(db)
-            if version is not None:
-                log.info("dense recall: pgvector %s, searched in the database", version)
-                return PgVectorIndex(db, embedder, batch_size=batch, monotonic=self._monotonic)
-            log.warning(
-                "dense recall: pgvector is not installed in this database; vectors are"
-                " searched exactly in each process (CREATE EXTENSION vector to change that)"
-            )
-        return VectorIndex(db, embedder, batch_size=batch, monotonic=self._monotonic)
+        return await self._backend.vector_index(db, embedder, self.config.embedding.batch_size)
 
     async def vectors_ready(self) -> None:
         """Wait until every chunk written so far has its vector (benches, tests, reindex);
@@ -319,14 +254,8 @@ class MemoryCore:
 
     async def _open_staging(self) -> None:
         """Journalled captures; without a journal every capture writes MEMORY.md itself."""
-        state = self.workspace.state_dir
         try:
-            if self.config.storage.backend == "postgres":
-                if self._db is None or self._advisory is None:
-                    raise IndexUnavailable(self.degraded_reason or "the database is not open")
-                journal = await CaptureJournal.attach(self._db, LockOwners(self._advisory))
-            else:
-                journal = await CaptureJournal.open(state / "journal.sqlite3", state / "owners")
+            journal = await self._backend.journal(self._db)
         except (IndexUnavailable, DatabaseUnreachable, OSError) as exc:
             log.warning("capture journal unavailable, captures write MEMORY.md directly: %s", exc)
             return
@@ -355,10 +284,7 @@ class MemoryCore:
             staging = long_term.staging
             long_term.use_staging(None)
             await staging.close()
-        if isinstance(self._history, SpoolingHistory):
-            await self._history.close()
-        if isinstance(self._audit, SpoolingAudit):
-            await self._audit.close()
+        await self._backend.release(self._history, self._audit)
         if self._journal is not None:
             await self._journal.close()
             self._journal = None
@@ -371,10 +297,7 @@ class MemoryCore:
             self._presence = None
             with contextlib.suppress(DatabaseUnreachable, OSError):
                 await asyncio.to_thread(owners.give_back, held)
-        if self._advisory is not None:
-            self._locks.use(FileLocks(self.workspace.locks_dir, LOCK_TIMEOUT_SECONDS))
-            await asyncio.to_thread(self._advisory.close)
-            self._advisory = None
+        await self._backend.close()
         if self._db is not None:
             await self._db.close()
             self._db = None
@@ -414,15 +337,6 @@ class MemoryCore:
         if self._audit is None:
             raise IndexUnavailable(self.degraded_reason or "the database is not open")
         return self._audit
-
-    def _open_history(self, db: Db) -> HistoryStore:
-        """Sessions and messages on `db`, indexed while the index is usable."""
-        if db.backend == "sqlite":
-            return HistoryStore(db, self.config.history, self._guard.index)
-        # A server may be away for a while: messages wait in a local spool.
-        return SpoolingHistory(
-            db, self.config.history, self._guard.index, self.workspace.state_dir / "spool"
-        )
 
     def _require_history(self) -> HistoryStore:
         if self._history is None:
@@ -720,9 +634,9 @@ class MemoryCore:
 
     async def reindex(self, progress: Callable[[int, int], None] | None = None) -> SyncStats:
         """Rebuild the index from files; a database SQLite cannot read is moved aside."""
-        if self._guard.index is None and self.config.storage.backend == "sqlite":
+        if self._guard.index is None and self._backend.files_of_workspace:
             await self.close()
-            await asyncio.to_thread(_move_aside, self.workspace.db_path)
+            await self._backend.move_damaged_aside()
             await self.start()
         index = self._guard.index
         if index is None:
@@ -875,10 +789,8 @@ class MemoryCore:
         await self.flush()  # staged captures into MEMORY.md: the journal holds no own row
         storage = current.model_copy(update={"backend": backend, "postgres_dsn": dsn})
         target_config = self.config.model_copy(update={"storage": storage})
-        if backend == "sqlite":
-            await asyncio.to_thread(_fresh_sqlite_target, self.workspace)
-        else:
-            await self._claim_postgres_target(dsn)
+        target_backend = backend_for(target_config, self.workspace, self._locks, self._monotonic)
+        await target_backend.prepare_move_target()
 
         def files(done: int, total: int) -> None:
             if progress is not None:
@@ -901,22 +813,8 @@ class MemoryCore:
             if source_journal is not None and target_journal is not None:
                 await moving.copy_captures(source_journal, target_journal, report)
             await moving.copy_message_chunks(self._db, target._db, report, progress)
-        if backend == "sqlite":
-            await asyncio.to_thread(_sqlite_target_done, self.workspace)
+        await target_backend.finish_move_target()
         return report
-
-    async def _claim_postgres_target(self, dsn: str) -> None:
-        """The database to move into is empty (and now this workspace's) or this
-        workspace's already (a move run again); a database another workspace uses is a
-        `DatabaseForeign`, before anything is written to it."""
-        from memory_core.pg.database import Owner, PgDatabase
-
-        owner = Owner(await asyncio.to_thread(self.workspace.identity), adopt=False)
-        target = await PgDatabase.open(dsn, pool_size=1, owner=owner)
-        try:
-            await target.call(lambda conn: None)  # migrates, and checks the owner, now
-        finally:
-            await target.close()
 
     def _journal_db(self) -> Db | None:
         journal = self._journal
@@ -968,37 +866,3 @@ class MemoryCore:
         if self._db is None or self._audit is None:
             return 0, 0
         return await self._db.data_version(), await self._audit.last_id()
-
-
-def _move_aside(path: Path) -> None:
-    if path.exists():
-        stamp = int(time.time())
-        for suffix in ("", "-wal", "-shm"):
-            part = path.with_name(path.name + suffix)
-            if part.exists():
-                part.rename(part.with_name(f"{part.name}.corrupt-{stamp}"))
-
-
-MOVING_MARKER = "migrating-to-sqlite"
-"""Present while a move to SQLite runs: a rerun resumes into the files it made."""
-
-
-def _fresh_sqlite_target(workspace: Workspace) -> None:
-    """An SQLite database and journal left from before the workspace moved away would
-    bring back stale history and replay stale captures: they are moved aside (kept, with
-    a suffix), unless a move to SQLite was interrupted, which resumes into them."""
-    marker = workspace.state_dir / MOVING_MARKER
-    if marker.exists():
-        return
-    workspace.state_dir.mkdir(parents=True, exist_ok=True)
-    stamp = int(time.time())
-    for name in ("index.sqlite3", "journal.sqlite3"):
-        for suffix in ("", "-wal", "-shm"):
-            part = workspace.state_dir / (name + suffix)
-            if part.exists():
-                part.rename(part.with_name(f"{part.name}.before-move-{stamp}"))
-    marker.touch()
-
-
-def _sqlite_target_done(workspace: Workspace) -> None:
-    (workspace.state_dir / MOVING_MARKER).unlink(missing_ok=True)
