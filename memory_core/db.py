@@ -29,6 +29,7 @@ from typing import Any, TypeVar
 
 from memory_core.errors import DatabaseBusy, DatabaseUnwritable, IndexUnavailable
 from memory_core.migrations import MIGRATIONS
+from memory_core.retry import Backoff
 from memory_core.sql import Backend, Connection, SqliteConnection, data_version
 
 log = logging.getLogger(__name__)
@@ -215,8 +216,7 @@ async def _retrying(attempt: Callable[[], Awaitable[T]], doing: str) -> T:
     (`clock.Monotonic`): every attempt is a real wait inside SQLite (`BUSY_TIMEOUT_MS`)
     for a lock another connection holds, which no injected clock could shorten."""
     deadline = time.monotonic() + BUSY_RETRY_SECONDS
-    wait = BUSY_FIRST_WAIT
-    while True:
+    for wait in Backoff(BUSY_FIRST_WAIT, BUSY_MAX_WAIT).waits():
         try:
             return await attempt()
         except _Retry as busy:
@@ -227,7 +227,7 @@ async def _retrying(attempt: Callable[[], Awaitable[T]], doing: str) -> T:
                 ) from busy.cause
             log.debug("database locked (%s) while %s; trying again in %.2f s", busy, doing, wait)
         await asyncio.sleep(wait)
-        wait = min(wait * 2, BUSY_MAX_WAIT)
+    raise AssertionError("unreachable: the waits never end")
 
 
 def _in_transaction(conn: SqliteConnection, work: Work[T]) -> T:

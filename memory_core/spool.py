@@ -49,6 +49,7 @@ from memory_core.history import (
     sql_length,
 )
 from memory_core.merge import Change
+from memory_core.retry import Backoff
 from memory_core.scope import ScopeKey
 from memory_core.sql import Connection, Db
 
@@ -306,12 +307,12 @@ class Retrier:
             self._task = asyncio.ensure_future(self._until_written())
 
     async def _until_written(self) -> None:
-        wait = RETRY_FIRST_SECONDS
-        while self._waiting():
+        for wait in Backoff(RETRY_FIRST_SECONDS, RETRY_MAX_SECONDS).waits():
+            if not self._waiting():
+                return
             await asyncio.sleep(wait)
             if await self._flush():
                 return
-            wait = min(wait * 2, RETRY_MAX_SECONDS)
 
     async def close(self) -> None:
         """Stop the loop and try once more."""

@@ -47,6 +47,7 @@ from memory_core.merge import (
     apply_candidates,
     decay_all,
 )
+from memory_core.retry import Backoff
 from memory_core.scope import ScopeKey
 from memory_core.scoring import ScoringPolicy
 from memory_core.store import LongTermStore
@@ -55,6 +56,11 @@ log = logging.getLogger(__name__)
 
 RETRY_FIRST_SECONDS = 0.5
 RETRY_MAX_SECONDS = 30.0
+
+
+def _backoff() -> Backoff:
+    """Read at each use: a test may set the first wait lower."""
+    return Backoff(RETRY_FIRST_SECONDS, RETRY_MAX_SECONDS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -243,9 +249,7 @@ class Staging:
                 scope,
                 exc,
             )
-            self._kept[scope] = _Kept(
-                staged, self._monotonic() + wait, min(wait * 2, RETRY_MAX_SECONDS)
-            )
+            self._kept[scope] = _Kept(staged, self._monotonic() + wait, _backoff().after(wait))
             return 0
         try:
             await self.journal.remove([s.seq for s in staged if s.seq is not None])
@@ -266,7 +270,7 @@ class Staging:
     # --- writing -----------------------------------------------------------------------
     async def _write_later(self, scope: ScopeKey, queue: _Queue) -> None:
         await asyncio.sleep(self._delay)
-        wait = RETRY_FIRST_SECONDS
+        waits = _backoff().waits()
         while queue.staged and not self._closed:
             try:
                 # Shielded: `close` cancels this task, but a write under way must finish
@@ -274,8 +278,7 @@ class Staging:
                 await asyncio.shield(self._write(scope, queue))
             except Exception as exc:  # retried; the captures stay journalled
                 log.warning("writing staged captures of %s failed (%s); retrying", scope, exc)
-                await asyncio.sleep(wait)
-                wait = min(wait * 2, RETRY_MAX_SECONDS)
+                await asyncio.sleep(next(waits))
 
     async def _write(self, scope: ScopeKey, queue: _Queue) -> None:
         async with queue.writing:

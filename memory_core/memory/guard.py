@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from memory_core.clock import Monotonic
 from memory_core.db import is_busy
+from memory_core.retry import CoolDown
 from memory_core.scope import ScopeKey
 from memory_core.storage import IndexBackend
 from memory_core.store import WriteRecord
@@ -41,14 +42,21 @@ class IndexGuard:
         monotonic: Monotonic = time.monotonic,
     ) -> None:
         self._index = index
-        self._monotonic = monotonic
         self.reason = reason
-        self.retry_seconds = retry_seconds
         self.degradations = 0
         """How many times this process turned the index off (a figure for tests and
         operators: a healthy workspace shared by several processes keeps it at 0)."""
         self._resting: IndexBackend | None = None
-        self._retry_at = 0.0
+        self._rest = CoolDown(retry_seconds, monotonic)
+
+    @property
+    def retry_seconds(self) -> float:
+        """How long a failed index rests before a search tries it again."""
+        return self._rest.seconds
+
+    @retry_seconds.setter
+    def retry_seconds(self, seconds: float) -> None:
+        self._rest.seconds = seconds
 
     @property
     def index(self) -> IndexBackend | None:
@@ -74,7 +82,7 @@ class IndexGuard:
             self._resting = self._index
             self.degradations += 1
         self._index = None
-        self._retry_at = self._monotonic() + self.retry_seconds
+        self._rest.start()
         self.reason = f"index unusable: {exc}"
         log.warning("search index unusable, searching files directly: %s", exc)
 
@@ -85,9 +93,9 @@ class IndexGuard:
         if self._index is not None:
             return self._index
         resting = self._resting
-        if resting is None or self._monotonic() < self._retry_at:
+        if resting is None or self._rest.resting():
             return None
-        self._retry_at = self._monotonic() + self.retry_seconds  # one probe at a time
+        self._rest.start()  # one probe at a time
         try:
             await resting.sync_scope(scope)
         except sqlite3.DatabaseError as exc:

@@ -44,6 +44,7 @@ from memory_core.errors import (
 )
 from memory_core.pg.connection import PgConnection
 from memory_core.pg.migrations import PG_MIGRATIONS
+from memory_core.retry import CoolDown
 from memory_core.sql import Backend, Connection, data_version
 
 log = logging.getLogger(__name__)
@@ -103,14 +104,13 @@ class PgDatabase:
     ) -> None:
         """`monotonic` times the `DOWN_SECONDS` after the server was found unreachable."""
         self._pool = pool
-        self._monotonic = monotonic
         self._threads = threads
         self._migrations = migrations
         self._owner = owner
         self._migrated = False
         self._migrating = asyncio.Lock()
         self._closed = False
-        self._down_until = 0.0
+        self._down = CoolDown(DOWN_SECONDS, monotonic)
         self.writer = uuid.uuid4().hex
         """This process's row in `writers`: its write transactions are counted there."""
 
@@ -180,11 +180,11 @@ class PgDatabase:
 
     def is_down(self) -> bool:
         """Whether a call found the server unreachable in the last `DOWN_SECONDS`."""
-        return self._monotonic() < self._down_until
+        return self._down.resting()
 
     def mark_down(self) -> None:
         """Another part of the process (its locks) found the server unreachable."""
-        self._down_until = self._monotonic() + DOWN_SECONDS
+        self._down.start()
 
     async def data_version(self) -> int:
         """The other processes' write transactions, counted: it moves when another
