@@ -18,7 +18,7 @@ from collections.abc import Iterator, Mapping
 from contextvars import ContextVar
 from datetime import time
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
 
 from platformdirs import user_data_dir
@@ -35,7 +35,9 @@ from pydantic_settings import (
 from memory_core.entries import MemoryClass
 from memory_core.errors import ConfigError, ScopeError, install_hint
 from memory_core.scope import DmScope, ScopeKey
-from memory_core.scoring import ScoringPolicy
+
+if TYPE_CHECKING:
+    from memory_core.scoring import ScoringPolicy
 
 
 def _field(default: Any, doc: str, *, env: str | None = None, secret: bool = False) -> Any:
@@ -87,6 +89,8 @@ class ScoringSettings(_Section):
     )
 
     def policy(self) -> ScoringPolicy:
+        from memory_core.scoring import ScoringPolicy
+
         return ScoringPolicy(**self.model_dump())  # same names; the dump copies category_decay
 
 

@@ -27,7 +27,10 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta, tzinfo
 
 from memory_core.chunking import ChunkKind
+from memory_core.config import RecallSettings
 
+_RECALL = RecallSettings()
+"""The `[recall]` defaults."""
 CONVERSATION_KINDS = frozenset({ChunkKind.MESSAGE, ChunkKind.ARCHIVE_RAW})
 """Chunks that are turns of a conversation: they have neighbours worth reading."""
 
@@ -36,39 +39,40 @@ _SPEAKER = re.compile(r"^(?:\d{2}:\d{2}(?::\d{2})? )?([^:\n]{1,64}): ")
 
 @dataclass(frozen=True, slots=True)
 class RankSettings:
-    """The ranking's constants; `recall.*` settings fill them (see config.py)."""
+    """The ranking's constants, as `[recall]` sets them (`memory.finder.rank_settings`);
+    the defaults are that section's (config.py is the one place they are written)."""
 
-    context_weights: tuple[float, ...] = (0.5, 0.25)
+    context_weights: tuple[float, ...] = tuple(_RECALL.context_window)
     """Share of a neighbour's score a turn receives, by distance (1, 2, ...)."""
-    fusion: str = "gated"
+    fusion: str = _RECALL.fusion
     """'gated' (see `_fuse_gated`), 'rrf' (reciprocal rank) or 'weighted' (scores
     divided by the best of each list)."""
-    dense_weight: float = 0.7
-    turn_dense_floor: float = 0.3
+    dense_weight: float = _RECALL.dense_weight
+    turn_dense_floor: float = _RECALL.turn_dense_floor
     """Cosine below which a conversation turn's vector adds nothing ('gated')."""
-    turn_dense_weight: float = 1.0
+    turn_dense_weight: float = _RECALL.turn_dense_weight
     """What a turn's vector adds at most, as a share of the best BM25 score ('gated')."""
     rrf_k: int = 60
-    time_boost: float = 1.0
+    time_boost: float = _RECALL.time_boost
     """A dated chunk inside the question's time window scores (1 + this) times more."""
     time_near_days: int = 3
     """Within this many days of the window, half the boost (dates are remembered loosely)."""
-    long_term_boost: float = 0.15
-    summary_factor: float = 0.9
-    recency_boost: float = 0.1
-    recency_half_life_days: float = 30.0
-    duplicate_similarity: float = 0.8
+    long_term_boost: float = _RECALL.long_term_boost
+    summary_factor: float = _RECALL.summary_factor
+    recency_boost: float = _RECALL.recency_boost
+    recency_half_life_days: float = _RECALL.recency_half_life_days
+    duplicate_similarity: float = _RECALL.duplicate_similarity
     """Token-set Jaccard at or above which a hit is a near-copy of one ranked above it."""
-    speaker_weight: float = 1.0
+    speaker_weight: float = _RECALL.speaker_weight
     """A query word naming a turn's speaker counts this share of its idf."""
-    exchange_documents: bool = True
+    exchange_documents: bool = _RECALL.exchange_documents
     """A turn whose neighbours were read scores as one document with them (BM25 of the
     exchange's words) instead of its own score plus shares of theirs."""
-    speaker_names: bool = True
+    speaker_names: bool = _RECALL.speaker_names
     """A query word naming a turn's speaker counts as its speaker, not as a word."""
-    reply_anchors: bool = True
+    reply_anchors: bool = _RECALL.reply_anchors
     """A question's score goes to the reply that answers it (see `hand_to_replies`)."""
-    answer_boost: float = 0.5
+    answer_boost: float = _RECALL.answer_boost
     """A chunk holding the kind of answer the question wants (a date for "when", a
     number for "how many") scores (1 + this) times more (see answer_kind.py)."""
 

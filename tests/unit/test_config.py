@@ -400,3 +400,41 @@ def test_a_bad_mcp_client_entry_never_prints_its_token(tmp_path: Path) -> None:
 def test_bad_active_hours_are_refused(tmp_path: Path, hours: str) -> None:
     with pytest.raises(ConfigError, match="active_hours"):
         load_config(write(tmp_path, f'[schedule]\nactive_hours = "{hours}"\n'), env={})
+
+
+def test_the_ranking_and_the_lifecycle_take_every_setting_from_the_config() -> None:
+    """config.py is the one place their numbers are written: the defaults agree, and a
+    value set in the config reaches the ranking and the scoring policy."""
+    from dataclasses import fields
+
+    from memory_core.config import RecallSettings, ScoringSettings
+    from memory_core.index.rerank import RankSettings
+    from memory_core.memory.finder import rank_settings
+    from memory_core.scoring import ScoringPolicy
+
+    assert rank_settings(RecallSettings()) == RankSettings()
+    assert ScoringSettings().policy() == ScoringPolicy()
+    recall = RecallSettings(
+        context_window=[0.4],
+        fusion="rrf",
+        dense_weight=0.2,
+        turn_dense_floor=0.1,
+        turn_dense_weight=0.9,
+        time_boost=2.0,
+        long_term_boost=0.3,
+        summary_factor=0.5,
+        recency_boost=0.2,
+        recency_half_life_days=9.0,
+        duplicate_similarity=0.7,
+        speaker_weight=0.5,
+        speaker_names=False,
+        exchange_documents=False,
+        answer_boost=0.1,
+        reply_anchors=False,
+    )
+    ranked = rank_settings(recall)
+    default = RankSettings()
+    own = {"rrf_k", "time_near_days"}  # constants of the ranking, not settings
+    for f in fields(RankSettings):
+        if f.name not in own:
+            assert getattr(ranked, f.name) != getattr(default, f.name), f.name
