@@ -19,7 +19,12 @@ import pytest
 from aiohttp.test_utils import TestServer
 from yarl import URL
 
-from adapters.dingtalk_bot import DingTalkCallbackServer, parse_payload, run_dingtalk_callback
+from adapters.dingtalk_bot import (
+    DingTalkCallbackServer,
+    parse_payload,
+    run_dingtalk_callback,
+    verify_signature,
+)
 from memory_core.clock import Clock, ManualClock, system_clock
 from memory_core.config import DingTalkSettings, load_config
 from memory_core.engine import MemoryCore
@@ -140,6 +145,18 @@ async def test_signed_private_message_is_answered_in_its_webhook(
 
 def now_ms() -> int:
     return int(time.time() * 1000)
+
+
+def test_the_signature_is_dingtalks_published_hmac() -> None:
+    """Pinned to a value computed apart from chatmem and its fakes (printf
+    '1700000000000\\nthis-is-a-secret' | openssl dgst -sha256 -hmac this-is-a-secret
+    -binary | base64). The other tests sign with testkit's `sign`, which the robot
+    accepts, so this pins the fake to DingTalk's algorithm too."""
+    known = "H8gmwfqAksq2Urq/80Gzh67cDgc8GW1/TVh2YeVjvtU="
+    now_ms = 1_700_000_000_000
+    assert verify_signature("1700000000000", known, "this-is-a-secret", now_ms)
+    assert not verify_signature("1700000000001", known, "this-is-a-secret", now_ms)
+    assert not verify_signature("1700000000000", known, "another-secret", now_ms)
 
 
 # Built when the test runs, not at collection: a suite can run for minutes before it.
@@ -307,9 +324,15 @@ async def test_expired_session_webhook_is_not_posted(tmp_path: Path, sink: Webho
     assert sink.attempts == []
 
 
-async def test_failed_webhook_post_is_retried(tmp_path: Path, sink: WebhookSink) -> None:
+@pytest.mark.parametrize(
+    ("status", "errcode"), [(500, None), (200, 130101)], ids=["http-500", "errcode-in-200"]
+)
+async def test_failed_webhook_post_is_retried(
+    tmp_path: Path, sink: WebhookSink, status: int, errcode: int | None
+) -> None:
+    """DingTalk reports some failures (130101: sending too fast) in a 200 body."""
     async with robot(tmp_path, sink, reply_format="text") as bot:
-        sink.fail_next(500)
+        sink.fail_next(status, errcode=errcode)
         reply = await bot.ask(dm("记住：webhook 失败后重试", sink), "D1")
         assert reply == "好的，我记住了：webhook 失败后重试"
     assert len(sink.attempts) == 2 and len(sink.received) == 1

@@ -392,7 +392,8 @@ async def test_group_answers_only_when_addressed(
         [command] = await bot.group(GROUP, ALICE, "/remember@chatmem_bot lunch is at noon")
         assert command.text == "Got it, I'll remember: lunch is at noon"
         fake_llm.reply_text("mentioned answer")
-        [mentioned] = await bot.group(GROUP, ALICE, "@ChatMem_Bot what is for lunch?")
+        # After an emoji: Telegram counts entity offsets in UTF-16 units, 2 for 🍱.
+        [mentioned] = await bot.group(GROUP, ALICE, "🍱 @ChatMem_Bot what is for lunch?")
         assert mentioned.text == "mentioned answer"
         fake_llm.reply_text("reply answer")
         [replied] = await bot.group(GROUP, ALICE, "and dessert?", reply_to_bot=True)
@@ -413,7 +414,7 @@ async def test_group_answers_only_when_addressed(
         assert not any("pizza" in p for p in turn_prompts(fake_llm))
         # The mention itself (any letter case) is not part of what was stored.
         stored = await message_rows(bot.core, "role = 'user' AND content LIKE '%lunch?%'")
-        assert [r[3] for r in stored] == ["what is for lunch?"]
+        assert [r[3] for r in stored] == ["🍱 what is for lunch?"]
 
 
 async def test_group_without_mention_requirement_answers_plain_messages(
