@@ -16,15 +16,20 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 import pytest
 from rich.cells import cell_len
 from rich.text import Text
+from textual.app import App
 from textual.binding import Binding
+from textual.command import Command, CommandList, CommandPalette
 from textual.message import Message
 from textual.notifications import Notify
 from textual.pilot import Pilot
+from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import DataTable, Input, Select, Static, TabbedContent, TextArea
 from textual.worker import WorkerState
@@ -120,6 +125,35 @@ async def settle(pilot: Pilot[None], limit: float = 15.0) -> None:
     raise AssertionError("the app did not settle")
 
 
+async def until(
+    pilot: Pilot[None], check: Callable[[], bool], limit: float = 5.0, what: str = ""
+) -> None:
+    """Wait until `check()` holds, letting the app run between looks; fail after `limit`
+    seconds. A state to wait for, never a pause long enough on a quiet machine."""
+    deadline = time.monotonic() + limit
+    while not check():
+        assert time.monotonic() < deadline, f"condition not reached: {what or check}"
+        await pilot.pause(0.01)
+
+
+def on_top(app: App[Any], kind: type[Screen[Any]]) -> bool:
+    """A screen of `kind` is the app's screen and has composed and mounted its widgets
+    (keys and queries reach them)."""
+    return isinstance(app.screen, kind) and app.screen.is_mounted
+
+
+async def until_screen(pilot: Pilot[None], kind: type[Screen[Any]], limit: float = 5.0) -> None:
+    """Wait until a screen of `kind` is pushed and ready."""
+    await until(pilot, lambda: on_top(pilot.app, kind), limit, f"{kind.__name__} shown")
+
+
+async def until_gone(pilot: Pilot[None], kind: type[Screen[Any]], limit: float = 5.0) -> None:
+    """Wait until no screen of `kind` is on top (it was dismissed or never came)."""
+    await until(
+        pilot, lambda: not isinstance(pilot.app.screen, kind), limit, f"{kind.__name__} closed"
+    )
+
+
 @dataclass
 class Running:
     pilot: Pilot[None]
@@ -131,11 +165,14 @@ class Running:
     async def settle(self) -> None:
         await settle(self.pilot)
 
-    async def until(self, check: Callable[[], bool], limit: float = 5.0) -> None:
-        deadline = time.monotonic() + limit
-        while not check():
-            assert time.monotonic() < deadline, "condition not reached"
-            await self.pilot.pause(0.01)
+    async def until(self, check: Callable[[], bool], limit: float = 5.0, what: str = "") -> None:
+        await until(self.pilot, check, limit, what)
+
+    async def until_screen(self, kind: type[Screen[Any]]) -> None:
+        await until_screen(self.pilot, kind)
+
+    async def until_gone(self, kind: type[Screen[Any]]) -> None:
+        await until_gone(self.pilot, kind)
 
     def table(self, selector: str) -> DataTable[object]:
         return self.app.query_one(selector, DataTable)
@@ -171,10 +208,15 @@ class Running:
         assert view is not None
         rows = view.first_rows(view.matching)
         row = next(i for i, r in enumerate(rows) if content_part in r.entry.content)
+        wanted = rows[row].entry.id
         self.app.query_one(RankTable).move_cursor(row)
-        await self.pilot.pause(0.05)
-        assert self.app.current_id == rows[row].entry.id
-        return rows[row].entry.id
+        # the app takes it as the current entry, and the entry pane shows it
+        pane = self.app.query_one(DetailPane)
+        await self.until(
+            lambda: self.app.current_id == wanted and pane.entry_id == wanted,
+            what=f"entry {wanted} highlighted and shown",
+        )
+        return wanted
 
     async def choose_scope(self, scope: ScopeKey) -> None:
         table = self.table("#scopes")
@@ -258,7 +300,7 @@ async def test_rankings_sort_by_every_column_and_reverse(demo_ws: Path) -> None:
         table = run.app.query_one(RankTable)
         for column in COLUMNS:
             run.app.sort_by(column.key)
-            await run.until(lambda key=column.key: table.sort.key == key)
+            await run.until(lambda: table.sort == run.app.rankings.sort, what=column.key)
             view = run.app.view
             assert view is not None and view.sort.key == column.key
             keys = model.column(column.key)
@@ -453,7 +495,7 @@ async def test_recall_shows_hits_highlights_and_the_injection_block(demo_ws: Pat
         run.app.query_one("#recall-query", Input).focus()
         await run.pilot.press(*"Hetzner docker", "enter")
         await run.settle()
-        await run.pilot.pause(0.2)
+        await run.until(lambda: "for 'Hetzner docker'" in run.text("#recall-status"))
         table = run.table("#recall-hits")
         assert table.row_count >= 1
         score, where, _kind, text = table.get_row_at(0)
@@ -503,9 +545,9 @@ async def test_snapshot_tab_shows_each_section_with_its_tokens(demo_ws: Path) ->
 
 async def confirm(run: Running, key: str, answer: str = "y") -> None:
     await run.pilot.press(key)
-    await run.pilot.pause(0.05)
-    assert isinstance(run.app.screen, ConfirmScreen)
+    await run.until_screen(ConfirmScreen)
     await run.pilot.press(answer)
+    await run.until_gone(ConfirmScreen)
     await run.settle()
 
 
@@ -592,7 +634,7 @@ async def test_edit_content(demo_ws: Path) -> None:
     async with running(demo_ws) as run:
         entry_id = await run.highlight("changelog")
         await run.pilot.press("e")
-        await run.pilot.pause(0.05)
+        await run.until_screen(EditScreen)
         assert isinstance(run.app.screen, EditScreen)
         run.app.screen.query_one(TextArea).text = "Workflow: changelog, then tag, then announce"
         await run.pilot.press("ctrl+s")
@@ -639,11 +681,14 @@ async def test_command_palette_offers_every_action(demo_ws: Path) -> None:
         assert "Scope: telegram:peer:20010002" in titles
         await run.highlight("Rust")
         await run.pilot.press("ctrl+p")
-        await run.pilot.pause(0.1)
+        await run.until_screen(CommandPalette)
         await run.pilot.press(*"Forget the highlighted")
-        await run.pilot.pause(0.3)
+        await run.until(
+            lambda: palette_offers(run.app, "Forget the highlighted entry"),
+            what="the palette offers the forget command",
+        )
         await run.pilot.press("enter")
-        await run.pilot.pause(0.2)
+        await run.until_screen(ConfirmScreen)
         assert isinstance(run.app.screen, ConfirmScreen)
         assert "Forget [" in str(run.app.screen.question)
         await run.pilot.press("n")
@@ -656,6 +701,20 @@ BROKEN_BLOCK = (
     '<!-- chatmem: {"score": 0.5} -->\n'
     "The office moved to 虹桥 in February\n\n"
 )
+
+
+def palette_offers(app: App[Any], title: str) -> bool:
+    """The command palette has finished searching what was typed and highlights the
+    command `title` (Enter now runs that one)."""
+    palette = app.screen
+    if not isinstance(palette, CommandPalette) or not palette.is_mounted:
+        return False
+    searching = any(
+        w.node is palette and w.state in (WorkerState.PENDING, WorkerState.RUNNING)
+        for w in app.workers
+    )
+    option = palette.query_one(CommandList).highlighted_option
+    return not searching and isinstance(option, Command) and option.hit.text == title
 
 
 def notices(run: Running) -> list[str]:
@@ -749,11 +808,11 @@ async def test_question_mark_and_f1_show_every_key(demo_ws: Path) -> None:
         shown = ""
         for key in ("question_mark", "f1"):
             await run.pilot.press(key)
-            await run.pilot.pause(0.05)
+            await run.until_screen(HelpScreen)
             assert isinstance(app.screen, HelpScreen), key
             shown = run.text_of(app.screen.query_one("#help-text"))
             await run.pilot.press(key)
-            await run.pilot.pause(0.05)
+            await run.until_gone(HelpScreen)
             assert not isinstance(app.screen, HelpScreen), key
         app_bindings = list(Binding.make_bindings(ChatmemApp.BINDINGS))
         assert app_bindings[0].key == "question_mark"  # first in the footer
@@ -813,15 +872,23 @@ async def test_what_if_is_read_only(demo_ws: Path) -> None:
         await run.highlight("Rust")
         await run.pilot.press("greater_than_sign")
         await run.settle()
-        for key in ("p", "a", "x", "e", "C"):
+
+        def refusals() -> list[str]:
+            return [n for n in notices(run) if "read-only" in n]
+
+        def answered(count: int) -> bool:
+            """The `count`th action has had its answer: a refusal (or, wrongly, a dialog)."""
+            dialog = isinstance(run.app.screen, ConfirmScreen | EditScreen)
+            return len(refusals()) >= count or dialog
+
+        for count, key in enumerate(("p", "a", "x", "e", "C"), start=1):
             await run.pilot.press(key)
-            await run.pilot.pause(0.05)
+            await run.until(partial(answered, count), what=f"an answer to {key}")
             assert not isinstance(run.app.screen, ConfirmScreen | EditScreen), key
-        refusals = [n for n in notices(run) if "read-only" in n]
-        assert len(refusals) == 5 and "press 0 to go back to now" in refusals[0]
+        assert len(refusals()) == 5 and "press 0 to go back to now" in refusals()[0]
         # the palette's entries run the same actions
         run.app.action_forget()
-        await run.pilot.pause(0.05)
+        await run.until(partial(answered, 6), what="an answer to the palette's forget")
         assert not isinstance(run.app.screen, ConfirmScreen)
         await run.settle()
         assert memory.read_bytes() == before
@@ -829,7 +896,7 @@ async def test_what_if_is_read_only(demo_ws: Path) -> None:
         await run.pilot.press("0")
         await run.settle()
         await run.pilot.press("p")
-        await run.pilot.pause(0.05)
+        await run.until_screen(ConfirmScreen)
         assert isinstance(run.app.screen, ConfirmScreen)
         await run.pilot.press("n")
     assert memory.read_bytes() == before
@@ -898,7 +965,9 @@ async def test_headers_are_not_cut_by_the_sort_arrow(demo_ws: Path) -> None:
         for column in COLUMNS:
             for _ in range(2):
                 run.app.sort_by(column.key)
-                await run.until(lambda key=column.key: table.sort.key == key)
+                # the table is drawn in the order asked for (the second time round,
+                # the same column reversed)
+                await run.until(lambda: table.sort == run.app.rankings.sort, what=column.key)
                 arrow = "▼" if table.sort.descending else "▲"
                 header = table.render_line(0).text
                 assert f"{column.title} {arrow}" in header, header
@@ -924,15 +993,19 @@ async def test_usable_at_80_by_24(demo_ws: Path) -> None:
         await run.pilot.press("b")
         # the help fits
         await run.pilot.press("question_mark")
-        await run.pilot.pause(0.1)
+        await run.until_screen(HelpScreen)
         box = app.screen.query_one("#help-box")
+        await run.until(lambda: bool(box.region), what="the help laid out")
         assert box.region.right <= 80 and box.region.bottom <= 24
         await run.pilot.press("escape")
+        await run.until_gone(HelpScreen)
         # so does a confirmation
         await run.highlight("Rust")
         await run.pilot.press("p")
-        await run.pilot.pause(0.1)
-        assert app.screen.query_one("#confirm-box").region.right <= 80
+        await run.until_screen(ConfirmScreen)
+        box = app.screen.query_one("#confirm-box")
+        await run.until(lambda: bool(box.region), what="the confirmation laid out")
+        assert box.region.right <= 80
         await run.pilot.press("n")
 
 
@@ -1067,8 +1140,10 @@ async def test_a_large_file_shows_its_head_first_then_everything(tmp_path: Path)
             scores = [r.score for r in views[-1].first_rows(3000)]
             assert scores == sorted(scores, reverse=True)
             table = app.query_one(RankTable)
+            last = views[-1].row(2999).entry.id
             await pilot.press("end")
-            await pilot.pause(0.1)
+            await run.until(lambda: app.current_id == last, what="the last entry highlighted")
+            await run.settle()
             assert table.cursor_row == 2999 and table.cells_at(2999)[0].plain == "3000"
             # only what was on screen was ever turned into cells
             assert len(table._rows) < 100

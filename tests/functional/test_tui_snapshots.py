@@ -17,8 +17,19 @@ from memory_core.clock import ManualClock
 from memory_core.config import Config
 from memory_core.engine import MemoryCore
 from memory_core.scope import ScopeKey
-from tests.functional.test_tui import NOW, SIZE, copy_template, make_template, settle
+from tests.functional.test_tui import (
+    NOW,
+    SIZE,
+    copy_template,
+    make_template,
+    settle,
+    until,
+    until_screen,
+)
 from tui import ChatmemApp, make_app
+from tui.screens.confirm import ConfirmScreen
+from tui.screens.help import HelpScreen
+from tui.widgets.detail import DetailPane
 from tui.widgets.ranktable import RankTable
 
 
@@ -50,9 +61,16 @@ def demo_app(ws: Path, scope: ScopeKey | None = None) -> ChatmemApp:
 async def highlight(pilot: Pilot[None], content_part: str) -> None:
     app = pilot.app
     assert isinstance(app, ChatmemApp) and app.view is not None
-    contents = [row.entry.content for row in app.view.first_rows(100)]
-    row = next(i for i, c in enumerate(contents) if content_part in c)
+    rows = app.view.first_rows(100)
+    row = next(i for i, r in enumerate(rows) if content_part in r.entry.content)
+    wanted = rows[row].entry.id
     app.query_one(RankTable).move_cursor(row)
+    pane = app.query_one(DetailPane)
+    await until(
+        pilot,
+        lambda: app.current_id == wanted and pane.entry_id == wanted,
+        what=f"entry {wanted} highlighted and shown",
+    )
     await settle(pilot)
 
 
@@ -111,7 +129,8 @@ def test_key_help_at_80_by_24(ws: Path, snap_compare) -> None:  # type: ignore[n
     async def help_screen(pilot: Pilot[None]) -> None:
         await settle(pilot)
         await pilot.press("question_mark")
-        await pilot.pause(0.2)
+        await until_screen(pilot, HelpScreen)
+        await settle(pilot)
 
     assert snap_compare(demo_app(ws), terminal_size=(80, 24), run_before=help_screen)
 
@@ -121,6 +140,7 @@ def test_confirmation_modal(ws: Path, snap_compare) -> None:  # type: ignore[no-
         await settle(pilot)
         await highlight(pilot, "游泳")
         await pilot.press("x")
-        await pilot.pause(0.2)
+        await until_screen(pilot, ConfirmScreen)
+        await settle(pilot)
 
     assert snap_compare(demo_app(ws), terminal_size=SIZE, run_before=ask)
