@@ -205,6 +205,8 @@ class FakeTelegramAPI:
         self.chat_actions: list[ChatAction] = []
         self.webhook_url = ""
         self.confirmed_offset = 0
+        self.held_polls = 0
+        """getUpdates calls being held open right now (waiting for an update)."""
         self._commands: dict[tuple[str, str], list[JSONDict]] = {}
         self._pending: deque[JSONDict] = deque()
         self._last_update_id = 0
@@ -544,6 +546,12 @@ class FakeTelegramAPI:
         )
         return self.calls_to(method)
 
+    async def wait_for_held_poll(self, timeout: float = 5.0) -> None:  # noqa: ASYNC109
+        """Wait until a long poll (getUpdates with a timeout) is held open by the fake."""
+        await self._wait_until(
+            lambda: self.held_polls > 0, timeout, lambda: "no long poll was held open"
+        )
+
     # ------------------------------------------------------------------ HTTP plumbing
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         if request.match_info["token"] != self._token:
@@ -644,8 +652,15 @@ class FakeTelegramAPI:
             return [u for u in self._pending if not allowed or any(k in u for k in allowed)]
 
         timeout = max(float(params.get("timeout") or 0), 0.0)
-        with contextlib.suppress(TimeoutError):
-            await self._wait_until(lambda: self._closing or bool(visible()), timeout, str)
+        if self._closing or visible() or not timeout:
+            return visible()[:limit]
+        self.held_polls += 1
+        self._notify()
+        try:
+            with contextlib.suppress(TimeoutError):
+                await self._wait_until(lambda: self._closing or bool(visible()), timeout, str)
+        finally:
+            self.held_polls -= 1
         return visible()[:limit]
 
     def _confirm(self, offset: int) -> None:

@@ -42,7 +42,7 @@ async def test_long_poll_waits_and_wakes(bot: tuple[FakeTelegramAPI, ExtBot[None
     assert 0.9 <= time.monotonic() - started < 3
 
     poll = asyncio.create_task(client.get_updates(timeout=10))
-    await asyncio.sleep(0.2)  # the poll is now held by the fake
+    await fake.wait_for_held_poll()
     started = time.monotonic()
     fake.add_private_message(42, "wake up")
     updates = await asyncio.wait_for(poll, 2)

@@ -13,6 +13,7 @@ import os
 import random
 import sqlite3
 import sys
+import threading
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Mapping
 from datetime import UTC, date, datetime, timedelta, timezone
@@ -366,14 +367,26 @@ async def test_rebuild_equals_the_incremental_index(
     assert await index_state(core, scopes) == incremental
 
 
-async def test_an_append_waits_for_another_process_holding_the_file(core: MemoryCore) -> None:
+async def test_an_append_waits_for_another_process_holding_the_file(
+    core: MemoryCore, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """While another process holds the daily file's lock, the one-trip append backs off
     (nothing written, nothing indexed) and waits for the lock in a worker thread."""
     await core.append_daily(MAIN, "first note about apples")
     name = core.workspace.lock_name(MAIN, "daily")
+    process = core.memory.notes.locks.process
+    waiting = threading.Event()
+    take = process.take
+
+    def watched_take(lock: str) -> object:
+        if lock == name:
+            waiting.set()
+        return take(lock)
+
+    monkeypatch.setattr(process, "take", watched_take)
     async with another_process_holds(core, name):
         appending = asyncio.ensure_future(core.append_daily(MAIN, "second note about cherries"))
-        await asyncio.sleep(0.3)
+        assert await asyncio.to_thread(waiting.wait, 10), "the append never waited for the lock"
         assert not appending.done()
         assert "cherries" not in (core.workspace.root / DAY).read_text(encoding="utf-8")
     assert await appending == (DAY, 4)

@@ -10,6 +10,7 @@ import signal
 import stat
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime
@@ -125,10 +126,35 @@ async def test_cache_sees_changes_made_by_others(tmp_path: Path) -> None:
 # --- locks -------------------------------------------------------------------------------
 
 
-async def test_cancelled_lock_wait_does_not_leak_the_file_lock(tmp_path: Path) -> None:
+def watch_process_locks(
+    registry: LockRegistry, monkeypatch: pytest.MonkeyPatch
+) -> tuple[threading.Event, threading.Event]:
+    """Events set when `registry` begins to wait for a process lock (in its worker
+    thread) and when it gives one back: the states the lock tests wait for."""
+    process = registry.process
+    waiting, given_back = threading.Event(), threading.Event()
+    take, give_back = process.take, process.give_back
+
+    def watched_take(name: str) -> object:
+        waiting.set()
+        return take(name)
+
+    def watched_give_back(handle: object) -> None:
+        give_back(handle)
+        given_back.set()
+
+    monkeypatch.setattr(process, "take", watched_take)
+    monkeypatch.setattr(process, "give_back", watched_give_back)
+    return waiting, given_back
+
+
+async def test_cancelled_lock_wait_does_not_leak_the_file_lock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A task cancelled while waiting for another process's lock must not keep it later."""
     other_process = LockRegistry(tmp_path)
     this_process = LockRegistry(tmp_path)
+    waiting, given_back = watch_process_locks(this_process, monkeypatch)
     entered = asyncio.Event()
 
     async def wait_for_lock() -> None:
@@ -137,12 +163,13 @@ async def test_cancelled_lock_wait_does_not_leak_the_file_lock(tmp_path: Path) -
 
     async with other_process.hold("main.memory"):
         waiter = asyncio.create_task(wait_for_lock())
-        await asyncio.sleep(0.2)  # now blocked in the worker thread
+        assert await asyncio.to_thread(waiting.wait, 10)  # now blocked in the worker thread
         waiter.cancel()
         with pytest.raises(asyncio.CancelledError):
             await waiter
     assert not entered.is_set()
-    await asyncio.sleep(0.3)  # the orphaned worker thread gets the lock about now
+    # the orphaned worker thread gets the lock, and it is given back
+    assert await asyncio.to_thread(given_back.wait, 10), "the cancelled waiter kept the lock"
     third = LockRegistry(tmp_path, timeout=3)
     try:
         async with asyncio.timeout(10), third.hold("main.memory"):
@@ -154,11 +181,14 @@ async def test_cancelled_lock_wait_does_not_leak_the_file_lock(tmp_path: Path) -
         pass
 
 
-async def test_hold_running_does_not_leak_the_file_lock(tmp_path: Path) -> None:
+async def test_hold_running_does_not_leak_the_file_lock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The locked job runs in the thread that takes the lock: cancelled while it waits
     for another process, or failing, it must leave the lock free all the same."""
     other_process = LockRegistry(tmp_path)
     this_process = LockRegistry(tmp_path)
+    waiting, given_back = watch_process_locks(this_process, monkeypatch)
     ran: list[str] = []
 
     async def locked_job() -> None:
@@ -167,11 +197,12 @@ async def test_hold_running_does_not_leak_the_file_lock(tmp_path: Path) -> None:
 
     async with other_process.hold("main.daily"):
         waiter = asyncio.create_task(locked_job())
-        await asyncio.sleep(0.2)  # now blocked in the worker thread
+        assert await asyncio.to_thread(waiting.wait, 10)  # now blocked in the worker thread
         waiter.cancel()
         with pytest.raises(asyncio.CancelledError):
             await waiter
-    await asyncio.sleep(0.3)  # the orphaned worker thread takes the lock and runs the job
+    # the orphaned worker thread takes the lock, runs the job and gives the lock back
+    assert await asyncio.to_thread(given_back.wait, 10), "the cancelled job kept the lock"
     assert ran == ["job"]
 
     def failing() -> None:

@@ -414,7 +414,11 @@ async def test_cancelled_waiter_does_not_break_loading(
     loader = fresh_loader(delay=0.1)
     first = asyncio.create_task(ensure_loaded())
     second = asyncio.create_task(ensure_loaded())
-    await asyncio.sleep(0.02)
+    for _ in range(10_000):  # until the load runs in its thread
+        if loader.threads:
+            break
+        await asyncio.sleep(0.001)
+    assert loader.threads, "the load never began"
     second.cancel()
     first.cancel()
     await asyncio.gather(first, second, return_exceptions=True)

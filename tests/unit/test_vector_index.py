@@ -250,7 +250,11 @@ async def test_schedule_coalesces_and_drain_waits(
     sid, _ = await add(db, "main", ["alpha", "beta"])
     fake.fail_embeddings(200, delay=0.2)  # the first batch is slow
     index.schedule(sid)
-    await asyncio.sleep(0.05)
+    for _ in range(2000):  # until the first batch is with the model
+        if fake.embedding_requests():
+            break
+        await asyncio.sleep(0.005)
+    assert fake.embedding_requests(), "the backfill never began"
     await add(db, "main", ["gamma"])
     for _ in range(5):
         index.schedule(sid)  # joins the running backfill: one more round, not five
