@@ -364,7 +364,10 @@ class ChatmemApp(App[None]):
             first = view.ids(1)
             self.current_id = first[0] if first else None
         if pane := self.pane(RankingsPane):
-            pane.show(view, str(self.zone), self.current_id)
+            try:
+                pane.show(view, str(self.zone), self.current_id)
+            except NoMatches:
+                return  # a load that ends while the app closes: its widgets are gone
             self._load_current_detail()
         if not view.complete and not self._whole_requested:
             self._whole_requested = True
