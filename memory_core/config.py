@@ -18,7 +18,7 @@ from collections.abc import Iterator, Mapping
 from contextvars import ContextVar
 from datetime import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from platformdirs import user_data_dir
@@ -35,9 +35,7 @@ from pydantic_settings import (
 from memory_core.entries import MemoryClass
 from memory_core.errors import ConfigError, ScopeError, install_hint
 from memory_core.scope import DmScope, ScopeKey
-
-if TYPE_CHECKING:
-    from memory_core.scoring import ScoringPolicy
+from memory_core.scoring import CLASS_DECAY, DEFAULT_POLICY, ScoringPolicy
 
 
 def _field(default: Any, doc: str, *, env: str | None = None, secret: bool = False) -> Any:
@@ -59,23 +57,31 @@ class _Section(BaseModel):
 class ScoringSettings(_Section):
     """Lifecycle of long-term memories."""
 
-    reinforce_rate: float = _field(0.2, "Reinforcement gain: score + (1 - score) * rate.")
-    contradict_factor: float = _field(0.5, "A contradicted entry's score is multiplied by this.")
+    reinforce_rate: float = _field(
+        DEFAULT_POLICY.reinforce_rate, "Reinforcement gain: score + (1 - score) * rate."
+    )
+    contradict_factor: float = _field(
+        DEFAULT_POLICY.contradict_factor, "A contradicted entry's score is multiplied by this."
+    )
     decay: Literal["class", "flat"] = _field(
-        "class",
+        DEFAULT_POLICY.decay,  # type: ignore[arg-type]
         "class: each memory class decays at its own rate (class_decay); "
         "flat: every entry at daily_decay.",
     )
     class_decay: dict[str, float] = _field(
-        {"fact": 0.008, "belief": 0.07, "summary": 0.025, "event": 0.15},
+        {str(name): rate for name, rate in CLASS_DECAY.items()},
         "Per-class decay constant lambda: a day past the grace period multiplies the score "
         "by exp(-lambda) (half-lives of about 87, 10, 28 and 5 days).",
     )
-    daily_decay: float = _field(0.99, "Daily decay factor after the grace period (flat mode).")
-    grace_days: int = _field(7, "Days after an activation with no decay.")
-    archive_below: float = _field(0.2, "Entries scoring below this move to Archived (recall only).")
+    daily_decay: float = _field(
+        DEFAULT_POLICY.daily_decay, "Daily decay factor after the grace period (flat mode)."
+    )
+    grace_days: int = _field(DEFAULT_POLICY.grace_days, "Days after an activation with no decay.")
+    archive_below: float = _field(
+        DEFAULT_POLICY.archive_below, "Entries scoring below this move to Archived (recall only)."
+    )
     forget_below: float = _field(
-        0.05,
+        DEFAULT_POLICY.forget_below,
         "Entries scoring below this are forgotten (restorable for "
         "long_term.forgotten_keep_days; the audit log keeps their text).",
     )
@@ -85,12 +91,11 @@ class ScoringSettings(_Section):
         "category, overriding the class or flat rate, e.g. todo = 0.97.",
     )
     belief_contradict_factor: float = _field(
-        0.5, "A belief contradicted by a later fact has its confidence multiplied by this."
+        DEFAULT_POLICY.belief_contradict_factor,
+        "A belief contradicted by a later fact has its confidence multiplied by this.",
     )
 
     def policy(self) -> ScoringPolicy:
-        from memory_core.scoring import ScoringPolicy
-
         return ScoringPolicy(**self.model_dump())  # same names; the dump copies category_decay
 
 

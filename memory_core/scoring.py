@@ -23,10 +23,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 
-from memory_core.config import ScoringSettings
 from memory_core.entries import (
     ArchiveReason,
     Importance,
+    MemoryClass,
     MemoryEntry,
     class_of,
     confidence_of,
@@ -39,9 +39,12 @@ INITIAL_SCORES: dict[Importance, float] = {
 }
 
 
-_SETTINGS = ScoringSettings()
-"""The `[scoring]` defaults: the one place the lifecycle's numbers are written."""
-CLASS_DECAY: dict[str, float] = dict(_SETTINGS.class_decay)
+CLASS_DECAY: dict[str, float] = {
+    MemoryClass.FACT: 0.008,
+    MemoryClass.BELIEF: 0.07,
+    MemoryClass.SUMMARY: 0.025,
+    MemoryClass.EVENT: 0.15,
+}
 """Seed 001 §1.7's daily decay constants: a day multiplies the score by exp(-lambda)."""
 
 
@@ -54,21 +57,21 @@ class DecayMode(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class ScoringPolicy:
-    """The numbers of the lifecycle, as `[scoring]` sets them (`ScoringSettings.policy`);
-    the defaults are that section's, which are the seeds'."""
+    """The numbers of the lifecycle; the defaults are the seeds', written only here: the
+    `[scoring]` section (config.py) takes its defaults from these."""
 
-    reinforce_rate: float = _SETTINGS.reinforce_rate
-    contradict_factor: float = _SETTINGS.contradict_factor
-    daily_decay: float = _SETTINGS.daily_decay
-    grace_days: int = _SETTINGS.grace_days
-    archive_below: float = _SETTINGS.archive_below
-    forget_below: float = _SETTINGS.forget_below
-    category_decay: dict[str, float] = field(default_factory=lambda: dict(_SETTINGS.category_decay))
+    reinforce_rate: float = 0.2
+    contradict_factor: float = 0.5
+    daily_decay: float = 0.99
+    grace_days: int = 7
+    archive_below: float = 0.2
+    forget_below: float = 0.05
+    category_decay: dict[str, float] = field(default_factory=dict)
     """Per-category daily factor, for entries whose class comes from their category."""
-    decay: str = _SETTINGS.decay
+    decay: str = DecayMode.CLASS
     class_decay: dict[str, float] = field(default_factory=lambda: dict(CLASS_DECAY))
     """Per-class lambda (`exp(-lambda)` a day) in the "class" mode."""
-    belief_contradict_factor: float = _SETTINGS.belief_contradict_factor
+    belief_contradict_factor: float = 0.5
     """A contradicted belief's confidence is multiplied by this (seed 001 Phase 4b)."""
     _factors: dict[str, float] = field(init=False, repr=False, compare=False)
 

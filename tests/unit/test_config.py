@@ -403,8 +403,9 @@ def test_bad_active_hours_are_refused(tmp_path: Path, hours: str) -> None:
 
 
 def test_the_ranking_and_the_lifecycle_take_every_setting_from_the_config() -> None:
-    """config.py is the one place their numbers are written: the defaults agree, and a
-    value set in the config reaches the ranking and the scoring policy."""
+    """Each number is written once (the ranking's in config.py's `[recall]`, the
+    lifecycle's in scoring.py's `ScoringPolicy`, which `[scoring]` reads): the defaults
+    agree, and a value set in the config reaches the ranking and the scoring policy."""
     from dataclasses import fields
 
     from memory_core.config import RecallSettings, ScoringSettings
