@@ -24,7 +24,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from datetime import date, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from memory_core import moving
 from memory_core.activations import Activations
@@ -94,9 +94,6 @@ from memory_core.workspace import Workspace
 
 __all__ = ["MemoryCore", "ScopeStatus", "ValidationProblem"]
 
-
-if TYPE_CHECKING:
-    pass
 
 log = logging.getLogger(__name__)
 
@@ -219,8 +216,8 @@ class MemoryCore:
         """Delivery claims under this process's owner id, held as a lock for the
         process's life: a message it takes and dies before answering is taken over."""
         owner = uuid.uuid4().hex
+        owners = self._backend.owners()  # the database is open: so are its locks
         try:
-            owners = self._backend.owners()
             self._presence = (owners, await asyncio.to_thread(owners.take, owner))
         except (DatabaseUnreachable, IndexUnavailable, OSError) as exc:
             log.warning("deliveries this process takes cannot be taken over: %s", exc)
