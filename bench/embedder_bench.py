@@ -81,7 +81,8 @@ from memory_core.embedding.local import (
 )
 from memory_core.errors import install_hint
 from memory_core.index import ann, vectors, writes
-from memory_core.index.vector_index import VectorIndex, _Matrix
+from memory_core.index.vector_index import VectorIndex
+from memory_core.index.vector_matrix import VectorMatrix
 
 REPO = Path(__file__).resolve().parent.parent
 MADIAL = REPO.parent / "shared" / "datasets" / "madial-bench"
@@ -524,10 +525,10 @@ async def graph_search_figures(
     return out
 
 
-def bench_matrix(vecs: np.ndarray) -> _Matrix:
+def bench_matrix(vecs: np.ndarray) -> VectorMatrix:
     """A matrix of `vecs` with chunk ids 1.., as a load would make it (no database)."""
     size, dim = vecs.shape
-    matrix = _Matrix(dim, 0, size)
+    matrix = VectorMatrix(dim, 0, size)
     matrix.vecs[:size] = vecs
     matrix.ids[:size] = np.arange(1, size + 1)
     matrix.where = {i + 1: i for i in range(size)}
@@ -581,7 +582,7 @@ def threshold_rows(dim: int, runs: int) -> list[list[object]]:
     rng = np.random.default_rng(3)
     out: list[list[object]] = []
 
-    async def measure(matrix: _Matrix, query: np.ndarray) -> tuple[list[float], list[float]]:
+    async def measure(matrix: VectorMatrix, query: np.ndarray) -> tuple[list[float], list[float]]:
         inline, threaded = [], []
         for _ in range(runs):
             t = time.perf_counter()
@@ -594,7 +595,7 @@ def threshold_rows(dim: int, runs: int) -> list[list[object]]:
 
     for size in (1_000, 5_000, 10_000, 20_000, 50_000, 100_000):
         rows = unit_rows(size, dim, rng)
-        matrix = _Matrix(dim, 0, size)
+        matrix = VectorMatrix(dim, 0, size)
         matrix.vecs[:size] = rows
         matrix.ids[:size] = np.arange(1, size + 1)
         matrix.hashes = [""] * size

@@ -54,7 +54,8 @@ from memory_core.clock import Monotonic
 from memory_core.embedding.base import Embedder, EmbeddingError
 from memory_core.index import ann, vectors
 from memory_core.index.ann import ANN_MIN_ROWS, CANDIDATES, Graph
-from memory_core.index.vectors import ChunkText, Stored, VectorMeta, VectorRow
+from memory_core.index.vector_matrix import VectorMatrix
+from memory_core.index.vectors import ChunkText, Stored, VectorMeta
 from memory_core.sql import Db
 
 if TYPE_CHECKING:
@@ -124,192 +125,6 @@ class _Watch:
     """A full survey at the next backfill, whatever it costs (`invalidate`)."""
 
 
-class _Matrix:
-    """One scope's vectors: rows in a float32 array with room to grow, and per row the
-    chunk id, text hash, kind and path. Rows are appended, and removed by marking them
-    (id -1, zero vector), so a search reading rows below the count it started with, in a
-    worker thread, never sees a row move; `compacted` makes a fresh copy without the
-    marked rows."""
-
-    def __init__(self, dim: int, version: int, capacity: int = 64) -> None:
-        self.dim = dim
-        self.version = version
-        self.vecs: Floats = np.zeros((capacity, dim), dtype=np.float32)
-        self.ids = np.full(capacity, -1, dtype=np.int64)
-        self.kinds = np.zeros(capacity, dtype=np.int16)
-        self.paths = np.zeros(capacity, dtype=np.int32)
-        self.hashes: list[str] = []
-        self.kind_codes: dict[str, int] = {}
-        self.path_codes: dict[str, int] = {}
-        self.where: dict[int, int] = {}
-        self.n = 0
-        self.removed = 0
-        self.graph: Graph | None = None
-        """The scope's graph once built; it holds the live rows below `graph_upto`."""
-        self.graph_upto = 0
-        self.dropped: list[int] | None = None
-        """Chunk ids removed since the graph last caught up (None while no graph is
-        built or being built)."""
-        self.graph_failed = False
-        """A build failed: this matrix is searched exactly (a load afresh tries again)."""
-
-    def _put(self, start: int, vecs: Floats, rows: Sequence[VectorRow]) -> None:
-        """Rows `start..` from `vecs` and the metadata of `rows` (their `vec` unused)."""
-        end = start + len(rows)
-        self.vecs[start:end] = vecs
-        self.kinds[start:end] = [
-            self.kind_codes.setdefault(r.kind, len(self.kind_codes)) for r in rows
-        ]
-        self.paths[start:end] = [
-            self.path_codes.setdefault(r.path, len(self.path_codes)) for r in rows
-        ]
-        del self.hashes[start:]
-        self.hashes += [row.text_hash for row in rows]
-        for offset, row in enumerate(rows):
-            self.where[row.chunk_id] = start + offset
-        # Ids last: a concurrent reader takes a row only once its id is set.
-        self.ids[start:end] = [row.chunk_id for row in rows]
-        self.n = end
-
-    @property
-    def live(self) -> int:
-        return self.n - self.removed
-
-    @property
-    def nbytes(self) -> int:
-        arrays = self.vecs.nbytes + self.ids.nbytes + self.kinds.nbytes + self.paths.nbytes
-        return int(arrays + (self.graph.nbytes if self.graph is not None else 0))
-
-    def apply(self, rows: Sequence[VectorRow], removed: Sequence[int]) -> None:
-        """This process's own write: drop `removed`, replace or add `rows`."""
-        for chunk_id in [*removed, *(row.chunk_id for row in rows)]:
-            self._remove(chunk_id)
-        if not rows:
-            return
-        need = self.n + len(rows)
-        if need > len(self.ids):
-            self._grow(need + max(64, need // 4))
-        blob = b"".join(row.vec for row in rows)
-        self._put(self.n, np.frombuffer(blob, dtype=np.float32).reshape(len(rows), self.dim), rows)
-
-    def _remove(self, chunk_id: int) -> None:
-        row = self.where.pop(chunk_id, None)
-        if row is None:
-            return
-        if self.dropped is not None:
-            self.dropped.append(chunk_id)
-        self.ids[row] = -1
-        self.vecs[row] = 0.0
-        self.hashes[row] = ""
-        self.removed += 1
-
-    def _grow(self, capacity: int) -> None:
-        """New arrays (a reader in a thread keeps the old ones it holds)."""
-        n = self.n
-        vecs = np.zeros((capacity, self.dim), dtype=np.float32)
-        vecs[:n] = self.vecs[:n]
-        ids = np.full(capacity, -1, dtype=np.int64)
-        ids[:n] = self.ids[:n]
-        kinds = np.zeros(capacity, dtype=np.int16)
-        kinds[:n] = self.kinds[:n]
-        paths = np.zeros(capacity, dtype=np.int32)
-        paths[:n] = self.paths[:n]
-        self.vecs, self.ids, self.kinds, self.paths = vecs, ids, kinds, paths
-
-    def wants_compaction(self) -> bool:
-        return self.removed > max(1024, self.n // 4)
-
-    def compacted(self) -> _Matrix:
-        keep = np.flatnonzero(self.ids[: self.n] >= 0)
-        kind_names = {code: name for name, code in self.kind_codes.items()}
-        path_names = {code: name for name, code in self.path_codes.items()}
-        rows = [
-            VectorRow(
-                int(self.ids[i]),
-                self.hashes[i],
-                kind_names[int(self.kinds[i])],
-                path_names[int(self.paths[i])],
-                b"",
-            )
-            for i in keep.tolist()
-        ]
-        fresh = _Matrix(self.dim, self.version, len(rows) + max(64, len(rows) // 16))
-        fresh._put(0, self.vecs[keep], rows)
-        # The graph holds chunk ids, which compaction keeps: it moves over as it is.
-        fresh.graph = self.graph
-        fresh.graph_upto = int(np.searchsorted(keep, self.graph_upto))
-        fresh.dropped = None if self.dropped is None else list(self.dropped)
-        return fresh
-
-    def scores(
-        self, query: Floats, kinds: Sequence[str] | None, exclude_paths: Sequence[str]
-    ) -> Floats:
-        """Cosine of every row (the rows and the query are unit vectors); -inf for rows
-        removed or filtered out."""
-        n = self.n
-        out: Floats = self.vecs[:n] @ query
-        out[~self._passing(slice(0, n), kinds, exclude_paths)] = -np.inf
-        return out
-
-    def _passing(
-        self,
-        rows: slice | Ids,
-        kinds: Sequence[str] | None,
-        exclude_paths: Sequence[str],
-    ) -> npt.NDArray[np.bool_]:
-        """Which of `rows` are live and pass the filters."""
-        valid: npt.NDArray[np.bool_] = self.ids[rows] >= 0
-        # Filters by lookup table (one gather; np.isin sorts, ten times slower here).
-        if kinds is not None:
-            wanted = np.zeros(len(self.kind_codes) + 1, dtype=bool)
-            wanted[[self.kind_codes[k] for k in kinds if k in self.kind_codes]] = True
-            valid &= wanted[self.kinds[rows]]
-        codes = [self.path_codes[p] for p in exclude_paths if p in self.path_codes]
-        if codes:
-            kept = np.ones(len(self.path_codes) + 1, dtype=bool)
-            kept[codes] = False
-            valid &= kept[self.paths[rows]]
-        return valid
-
-    def near(
-        self,
-        graph: Graph,
-        query: Floats,
-        count: int,
-        kinds: Sequence[str] | None,
-        exclude_paths: Sequence[str],
-    ) -> tuple[Floats, Ids]:
-        """Exact cosines of the graph's `count` candidates and of the rows it does not hold
-        yet, and their rows; -inf for rows removed or filtered out (a worker thread)."""
-        n = self.n
-        upto = min(self.graph_upto, n)
-        where = self.where
-        found = [where.get(key, n) for key in graph.search(query, count).tolist()]
-        picked = np.fromiter((row for row in found if row < n), dtype=np.int64)
-        rows: Ids = np.unique(np.concatenate([picked, np.arange(upto, n, dtype=np.int64)]))
-        out: Floats = self.vecs[rows] @ query
-        out[~self._passing(rows, kinds, exclude_paths)] = -np.inf
-        return out, rows
-
-    def pick(self, scores: Floats, m: int, rows: Ids | None = None) -> list[tuple[int, str, float]]:
-        """(chunk id, text hash, score) of the best `m` rows, best first: `scores` are of
-        every row, or of `rows` when given."""
-        if m < len(scores):
-            best = np.argpartition(-scores, m)[:m]
-            best = best[np.argsort(-scores[best], kind="stable")]
-        else:
-            best = np.argsort(-scores, kind="stable")
-        out = []
-        for i in best.tolist():
-            score = float(scores[i])
-            row = i if rows is None else int(rows[i])
-            chunk_id = int(self.ids[row])
-            if score == -np.inf or chunk_id < 0:
-                break
-            out.append((chunk_id, self.hashes[row], score))
-        return out
-
-
 class VectorIndex:
     """The vectors of every scope of one database, made by one embedder.
 
@@ -341,7 +156,7 @@ class VectorIndex:
         self._max_bytes = max_bytes
         self._monotonic = monotonic
         self._watch: dict[int, _Watch] = {}
-        self._matrices: OrderedDict[int, _Matrix] = OrderedDict()
+        self._matrices: OrderedDict[int, VectorMatrix] = OrderedDict()
         self._loading: dict[int, asyncio.Lock] = {}
         self._filling: dict[int, asyncio.Lock] = {}
         self._tasks: dict[int, asyncio.Task[None]] = {}
@@ -707,7 +522,7 @@ class VectorIndex:
     async def _confirm(
         self,
         sid: int,
-        matrix: _Matrix,
+        matrix: VectorMatrix,
         scores: Floats,
         k: int,
         kinds: Sequence[str] | None,
@@ -755,7 +570,7 @@ class VectorIndex:
                 return hits if rows is None else _Miss.TOO_FEW
             m *= 4
 
-    async def _matrix(self, sid: int) -> _Matrix | None:
+    async def _matrix(self, sid: int) -> VectorMatrix | None:
         matrix = self._matrices.get(sid)
         if matrix is None:
             lock = self._loading.setdefault(sid, asyncio.Lock())
@@ -772,11 +587,11 @@ class VectorIndex:
         self._matrices.move_to_end(sid)
         return matrix
 
-    async def _load(self, sid: int) -> _Matrix | None:
+    async def _load(self, sid: int) -> VectorMatrix | None:
         """The scope's vectors, a page per database call; the matrix carries the version
         of the first page (a write during the load makes the next search load again)."""
         size = await self._db.call(partial(vectors.count, sid=sid, model=self.model))
-        matrix: _Matrix | None = None
+        matrix: VectorMatrix | None = None
         after: int | None = 0
         while after is not None:
             version, rows, after = await self._db.call(
@@ -785,13 +600,13 @@ class VectorIndex:
             if matrix is None:
                 dim = len(rows[0].vec) // 4 if rows else max(self.embedder.dim, 1)
                 # Room for the rows and some new ones: growing copies the whole matrix.
-                matrix = _Matrix(dim, version, size + max(64, size // 16))
+                matrix = VectorMatrix(dim, version, size + max(64, size // 16))
             rows = [row for row in rows if len(row.vec) == matrix.dim * 4]
             if rows:
                 await asyncio.to_thread(matrix.apply, rows, ())
         return matrix
 
-    def _install(self, sid: int, matrix: _Matrix) -> None:
+    def _install(self, sid: int, matrix: VectorMatrix) -> None:
         self._matrices[sid] = matrix
         total = sum(m.nbytes for m in self._matrices.values())
         while total > self._max_bytes and len(self._matrices) > 1:
@@ -811,7 +626,7 @@ class VectorIndex:
         return matrix.live
 
     # --- the graph -------------------------------------------------------------------------
-    def _graph(self, sid: int, matrix: _Matrix) -> Graph | None:
+    def _graph(self, sid: int, matrix: VectorMatrix) -> Graph | None:
         """The matrix's graph when it is ready; starts building one for a scope large
         enough (the search goes exact meanwhile)."""
         if self._ann_min_rows is None or matrix.live < self._ann_min_rows:
@@ -820,7 +635,7 @@ class VectorIndex:
             self._graph_later(sid, matrix)
         return matrix.graph
 
-    def _graph_later(self, sid: int, matrix: _Matrix) -> None:
+    def _graph_later(self, sid: int, matrix: VectorMatrix) -> None:
         """Build the graph, or bring it up to date, in the background (one task a scope;
         one already running goes round once more)."""
         if self._closed:
@@ -856,7 +671,7 @@ class VectorIndex:
         finally:
             self._graph_tasks.pop(sid, None)
 
-    async def _build_graph(self, sid: int, matrix: _Matrix) -> None:
+    async def _build_graph(self, sid: int, matrix: VectorMatrix) -> None:
         """A graph of the matrix's live rows, from a worker thread; rows written
         meanwhile are added once it is in place (searched exactly until then)."""
 
@@ -883,7 +698,7 @@ class VectorIndex:
         )
         await self._catch_up(sid, matrix)
 
-    async def _catch_up(self, sid: int, matrix: _Matrix) -> None:
+    async def _catch_up(self, sid: int, matrix: VectorMatrix) -> None:
         """Take this process's own writes since the graph last caught up into it."""
         graph = matrix.graph
         while graph is not None and matrix.graph is graph and not self._closed:
