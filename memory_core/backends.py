@@ -157,7 +157,8 @@ class SqliteBackend:
         await asyncio.to_thread(fresh_sqlite_target, self.workspace)
 
     async def finish_move_target(self) -> None:
-        await asyncio.to_thread((self.workspace.state_dir / MOVING_MARKER).unlink, True)
+        marker = self.workspace.state_dir / MOVING_MARKER
+        await asyncio.to_thread(marker.unlink, missing_ok=True)
 
 
 def move_aside(path: Path) -> None:

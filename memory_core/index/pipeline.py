@@ -358,7 +358,8 @@ def hand_to_replies(
 
 def _names(c: Candidate, named: frozenset[str]) -> bool:
     """Whether the turn's speaker is one the query names."""
-    return bool(c.speaker) and not named.isdisjoint(tokenize(c.speaker or ""))
+    speaker = c.speaker
+    return speaker is not None and not named.isdisjoint(tokenize(speaker))
 
 
 def _without_copies(

@@ -310,9 +310,9 @@ def diversify(
     (inside its exchange) that match none of the query's words themselves.
 
     A shown turn holding query words of its own keeps its slot unless its hit would show
-    the very lines of one taken (a two-line exchange): it may be the evidence the better hit only displays beside
-    its anchor (measured on public conversations:
-    suppressing it, or only when it held less than the hit, lost 2-4 points of frac@5).
+    the very lines of one taken (a two-line exchange): it may be the evidence the better
+    hit only displays beside its anchor (measured on public conversations: suppressing
+    it, or only when it held less than the hit, lost 2-4 points of frac@5).
 
     A near-copy goes with what it lent: `dropped(copy, gone)` rescores the candidates
     that scored part of the copy (its neighbours), which then take the place their own
