@@ -232,7 +232,7 @@ class ChatEngine:
 
         recent = [m.content for m in earlier if m.role in ("user", "assistant")][-5:]
         injection = await self.memory.finder.recall(scope, text, recent, session_id=session.id)
-        memories = await self.memory.prompt_block(scope)
+        memories = await self.memory.snapshots.prompt_block(scope)
         # The recalled entries still count as used (activations); the prompt states each
         # once, in the memory block if it is there.
         fresh = without_known(injection, memories, self.config.recall.hit_chars)

@@ -21,6 +21,7 @@ from memory_core.config import Config, within_hours
 from memory_core.conversation.archiver import Archiver, ArchiveReport, Due
 from memory_core.conversation.chat import ChatEngine, NewSessionResult, TurnResult
 from memory_core.conversation.consolidator import Consolidator
+from memory_core.inputs import storable
 from memory_core.llm import LLMClient
 from memory_core.locks import LockRegistry
 from memory_core.memory import MemoryService
@@ -63,6 +64,10 @@ class Runtime:
 
     # --- turns ----------------------------------------------------------------------
     async def turn(self, scope: ScopeKey, text: str, *, speaker: str = "") -> TurnResult:
+        """One turn in the scope's open session (a session opens on first use); a text
+        or speaker UTF-8 cannot hold is one InputRefused, nothing stored."""
+        storable(text, "the message")
+        storable(speaker, "the speaker's name")
         if self._stopping:
             raise RuntimeError("shutting down")
         task: asyncio.Task[TurnResult] = asyncio.ensure_future(

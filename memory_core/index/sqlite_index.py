@@ -88,12 +88,13 @@ class SearchIndex:
         b: float = B,
         rank_settings: RankSettings | None = None,
         monotonic: Monotonic = time.monotonic,
+        vectors: VectorSearch | None = None,
     ) -> None:
         """`monotonic` times `sync_min_interval`, the least time between two syncs of a
-        scope before a search (`sync_if_stale`)."""
+        scope before a search (`sync_if_stale`); `vectors` is dense recall, when an
+        embedder is configured (see memory_core/embedding)."""
         self.rank_settings = rank_settings or RankSettings()
-        self.vectors: VectorSearch | None = None
-        """Set when an embedder is configured (see memory_core/embedding)."""
+        self.vectors = vectors
         self._zone = zone
         self._db = db
         self._ws = workspace

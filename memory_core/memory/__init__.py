@@ -19,7 +19,7 @@ from memory_core.memory.guard import IndexGuard
 from memory_core.memory.long_term import LongTermMemory, ScopeStatus, ValidationProblem
 from memory_core.memory.notes import DailyNotes
 from memory_core.memory.snapshots import Snapshots
-from memory_core.scope import ScopeKey
+from memory_core.storage import ActivationBackend, AuditBackend
 from memory_core.store import LongTermStore
 from memory_core.workspace import Workspace
 
@@ -48,14 +48,6 @@ class MemoryService:
     def today(self, when: datetime | None = None) -> date:
         return self.notes.today(when)
 
-    async def prompt_block(self, scope: ScopeKey) -> str:
-        """What of long-term memory rides in the scope's every prompt: its snapshot when
-        `snapshot.enabled` (rebuilt first when missing or older than the long-term
-        file), else its top entries."""
-        if not self.snapshots.config.snapshot.enabled:
-            return await self.long_term.prompt_memories(scope)
-        return await self.snapshots.current(scope)
-
     @property
     def indexed(self) -> bool:
         """Whether the search index is usable now (messages get index rows)."""
@@ -70,18 +62,21 @@ def build_memory_service(
     guard: IndexGuard | None = None,
     *,
     monotonic: Monotonic = time.monotonic,
+    audit: AuditBackend | None = None,
+    activations: ActivationBackend | None = None,
 ) -> MemoryService:
     """The service over a workspace; without a guard holding an index it searches files.
 
-    The audit log, activations and staged captures are attached by whoever opens the
-    database and journal (`MemoryCore.start`); without them the service still reads and
+    Without the audit log and activations (no database) the service still reads and
     writes every memory file. `monotonic` times the caches (the long-term file's stat
     interval, the recall cache's TTL).
     """
     guard = guard or IndexGuard(monotonic=monotonic)
     zone = zoneinfo.ZoneInfo(config.timezone)
     store = LongTermStore(workspace, locks, config.scoring.archive_below, monotonic=monotonic)
-    long_term = LongTermMemory(config, workspace, store, guard, now)
+    long_term = LongTermMemory(
+        config, workspace, store, guard, now, audit=audit, activations=activations
+    )
     notes = DailyNotes(workspace, locks, guard, zone, now, config.prompt.daily_max_chars)
     finder = Finder(
         workspace,

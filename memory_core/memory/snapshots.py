@@ -62,6 +62,14 @@ class Snapshots:
     def path(self, scope: ScopeKey) -> Path:
         return self.workspace.memory_dir(scope) / FILE_NAME
 
+    async def prompt_block(self, scope: ScopeKey) -> str:
+        """What of long-term memory rides in the scope's every prompt: its snapshot when
+        `snapshot.enabled` (rebuilt first when missing or older than the long-term
+        file), else its top entries."""
+        if not self.config.snapshot.enabled:
+            return await self.long_term.prompt_memories(scope)
+        return await self.current(scope)
+
     async def text(self, scope: ScopeKey) -> str:
         """The file as it stands; '' before the first build."""
 

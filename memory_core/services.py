@@ -1,0 +1,246 @@
+"""Every part of an open workspace, built once, in order, and closed in reverse.
+
+`open_services` is the one place that knows how the parts fit: it opens the database
+through the backend object, builds the audit log, history, journal, search index and
+vectors over it, the memory service over those, and the conversation runtime over that.
+Nothing is built on first use and nothing is attached afterwards: what `Services` holds
+is what the workspace has for its whole life (a part the database would give is None
+when the database could not be opened, and the files still answer). An exit stack
+closes each part it opened, in reverse order, however far the opening got.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+import zoneinfo
+from collections.abc import AsyncIterator, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
+from datetime import datetime
+
+from memory_core.activations import Activations
+from memory_core.audit import AuditLog
+from memory_core.backends import Backend
+from memory_core.clock import Monotonic
+from memory_core.config import Config
+from memory_core.conversation.consolidator import Consolidator
+from memory_core.conversation.runtime import Runtime
+from memory_core.deliveries import Deliveries
+from memory_core.embedding.factory import build_embedder
+from memory_core.errors import DatabaseUnreachable, IndexUnavailable
+from memory_core.history import HistoryStore
+from memory_core.index import SearchIndex
+from memory_core.journal import CaptureJournal
+from memory_core.llm import LLMClient
+from memory_core.locks import LockRegistry
+from memory_core.memory import IndexGuard, MemoryService, build_memory_service
+from memory_core.memory.finder import rank_settings
+from memory_core.memory.long_term import HOT_PATH_MAX_AGE
+from memory_core.schedules import ScheduleState
+from memory_core.scope import MAIN
+from memory_core.sql import Db
+from memory_core.staging import Staging
+from memory_core.text import ensure_loaded
+from memory_core.workspace import Workspace
+
+log = logging.getLogger(__name__)
+
+Progress = Callable[[int, int], None]
+
+
+@dataclass(frozen=True, slots=True)
+class Services:
+    """The parts of one open workspace. `db`, `audit`, `history`, `deliveries` and
+    `conversation` are None when the database could not be opened (`guard.reason` says
+    why); `journal` is None without `long_term.journal` or when it could not be opened."""
+
+    memory: MemoryService
+    consolidation: Consolidator
+    db: Db | None
+    audit: AuditLog | None
+    history: HistoryStore | None
+    deliveries: Deliveries | None
+    journal: CaptureJournal | None
+    conversation: Runtime | None
+
+
+@asynccontextmanager
+async def open_services(
+    config: Config,
+    workspace: Workspace,
+    locks: LockRegistry,
+    backend: Backend,
+    llm: LLMClient,
+    now: Callable[[], datetime],
+    *,
+    monotonic: Monotonic = time.monotonic,
+    progress: Progress | None = None,
+) -> AsyncIterator[Services]:
+    """Open every part of the workspace (index what the files hold that the index does
+    not, `progress(files done, files)`, and start the vectors' backfill); close them all on
+    exit, the last opened first."""
+    async with AsyncExitStack() as stack:
+        await asyncio.to_thread(workspace.ensure_scope, MAIN)
+        stack.push_async_callback(backend.close)
+        db, reason = await _open_database(backend)
+        audit = index = deliveries = activations = None
+        if db is not None:
+            stack.push_async_callback(db.close)
+            audit = backend.audit_log(db)
+            activations = Activations(db)
+            deliveries = await _deliveries(backend, db, stack)
+            index = await _search_index(config, workspace, backend, db, monotonic, stack)
+        guard = IndexGuard(index, reason, monotonic=monotonic)
+        memory = build_memory_service(
+            config,
+            workspace,
+            locks,
+            now,
+            guard,
+            monotonic=monotonic,
+            audit=audit,
+            activations=activations,
+        )
+        journal = await _journal(config, backend, db, stack)
+        if journal is not None:
+            await _stage_captures(config, memory, journal, now, monotonic, stack)
+        history: HistoryStore | None = None
+        conversation: Runtime | None = None
+        if audit is not None:
+            # The history (when there is one) and the audit log may hold rows not yet
+            # stored (PostgreSQL's spools): given back before the database closes.
+            stack.push_async_callback(lambda: backend.release(history, audit))
+        if db is not None and guard.index is not None:
+            await ensure_loaded()
+            await guard.sync_all(progress)
+            if guard.index is not None:  # the sync may have found it unusable
+                guard.index.embed_all()
+            # Built before anyone runs: a history that did not exist yet made a
+            # consolidation run beside a bot see no open session and take that session's
+            # inputs from under its /new.
+            history = backend.history(db, config.history, guard.index)
+            await backend.recover(history, audit)
+        if db is not None and history is not None and audit is not None:
+            conversation = Runtime(
+                memory, history, llm, config, audit, locks, ScheduleState(db)
+            )
+            stack.push_async_callback(conversation.stop)
+        consolidation = Consolidator(memory, history, audit, llm, config, locks)
+        yield Services(
+            memory, consolidation, db, audit, history, deliveries, journal, conversation
+        )
+
+
+async def _open_database(backend: Backend) -> tuple[Db | None, str | None]:
+    """The open database, or why it cannot be opened (the files still answer)."""
+    try:
+        return await backend.open(), None
+    except (IndexUnavailable, DatabaseUnreachable) as exc:
+        log.warning("database unavailable, running without audit log and index: %s", exc)
+        return None, str(exc)
+
+
+async def _deliveries(backend: Backend, db: Db, stack: AsyncExitStack) -> Deliveries:
+    """Delivery claims under this process's owner id, held as a lock for the process's
+    life: a message it takes and dies before answering is taken over."""
+    owner = uuid.uuid4().hex
+    owners = backend.owners()  # the database is open: so are its locks
+    try:
+        held = await asyncio.to_thread(owners.take, owner)
+    except (DatabaseUnreachable, IndexUnavailable, OSError) as exc:
+        log.warning("deliveries this process takes cannot be taken over: %s", exc)
+        owner = ""  # nobody can tell whether it lives: its claims are never taken over
+    else:
+
+        async def give_back() -> None:
+            with contextlib.suppress(DatabaseUnreachable, OSError):
+                await asyncio.to_thread(owners.give_back, held)
+
+        stack.push_async_callback(give_back)
+
+    async def is_gone(other: str) -> bool:
+        try:
+            return await asyncio.to_thread(owners.is_gone, other)
+        except (DatabaseUnreachable, OSError):
+            return False
+
+    return Deliveries(db, owner, is_gone)
+
+
+async def _search_index(
+    config: Config,
+    workspace: Workspace,
+    backend: Backend,
+    db: Db,
+    monotonic: Monotonic,
+    stack: AsyncExitStack,
+) -> SearchIndex:
+    """The index over the database, with dense recall when an embedder is configured or
+    installed (`[embedding]`; the vector index, and numpy, are only imported then). On
+    PostgreSQL with pgvector the vectors are searched in the database; without it, in
+    the process."""
+    recall = config.recall
+    vectors = None
+    embedder = build_embedder(config.embedding)
+    if embedder is not None:
+        vectors = await backend.vector_index(db, embedder, config.embedding.batch_size)
+        stack.push_async_callback(vectors.close)
+    return SearchIndex(
+        db,
+        workspace,
+        recall.sync_min_interval_seconds,
+        zoneinfo.ZoneInfo(config.timezone),
+        k1=recall.k1,
+        b=recall.b,
+        rank_settings=rank_settings(recall),
+        monotonic=monotonic,
+        vectors=vectors,
+    )
+
+
+async def _journal(
+    config: Config, backend: Backend, db: Db | None, stack: AsyncExitStack
+) -> CaptureJournal | None:
+    """Journalled captures; without a journal every capture writes MEMORY.md itself."""
+    if not config.long_term.journal:
+        return None
+    try:
+        journal = await backend.journal(db)
+    except (IndexUnavailable, DatabaseUnreachable, OSError) as exc:
+        log.warning("capture journal unavailable, captures write MEMORY.md directly: %s", exc)
+        return None
+    stack.push_async_callback(journal.close)
+    return journal
+
+
+async def _stage_captures(
+    config: Config,
+    memory: MemoryService,
+    journal: CaptureJournal,
+    now: Callable[[], datetime],
+    monotonic: Monotonic,
+    stack: AsyncExitStack,
+) -> None:
+    long_term = memory.long_term
+    staging = Staging(
+        long_term.store,
+        journal,
+        long_term.policy,
+        config.long_term.write_delay_seconds,
+        now,
+        long_term.staged_written,
+        view_max_age=HOT_PATH_MAX_AGE,
+        monotonic=monotonic,
+    )
+    long_term.use_staging(staging)
+
+    async def close() -> None:
+        long_term.use_staging(None)
+        await staging.close()
+
+    stack.push_async_callback(close)
+    await staging.recover()
