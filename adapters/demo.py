@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from memory_core.clock import ManualClock, format_when
-from memory_core.config import Config, LLMSettings
+from memory_core.config import Config
 from memory_core.engine import MemoryCore
 from memory_core.entries import Importance
 from memory_core.errors import ChatmemError, LLMError
@@ -31,6 +31,7 @@ from memory_core.llm import ChatReply, LLMClient, Message
 from memory_core.merge import Candidate, MergeResult
 from memory_core.records import RecordedMessage
 from memory_core.scope import MAIN, ScopeKey
+from memory_core.settings_services import LLMSettings
 
 MARKER = "demo.json"
 DEFAULT_DIR = "chatmem-demo"

@@ -17,8 +17,8 @@ import base64
 from dataclasses import dataclass
 from typing import Literal
 
-from memory_core.config import LLMSettings
 from memory_core.llm import LLMClient, Message
+from memory_core.settings_services import LLMSettings
 from memory_core.text import has_cjk
 
 MediaKind = Literal["photo", "image", "file"]

@@ -11,6 +11,7 @@ PUBLIC_API = frozenset(
         # the facade
         "memory_core.engine",
         "memory_core.config",
+        "memory_core.settings_services",
         "memory_core.errors",
         "memory_core.llm",
         # values it takes and returns

@@ -17,12 +17,13 @@ from typing import TYPE_CHECKING, Protocol
 
 from memory_core.audit import AuditLog
 from memory_core.clock import Monotonic
-from memory_core.config import Config, HistorySettings
+from memory_core.config import Config
 from memory_core.db import Database
 from memory_core.errors import ConfigError, install_hint
 from memory_core.history import HistoryStore, MessageIndexer
 from memory_core.journal import CaptureJournal, FileOwners, Owners
 from memory_core.locks import LockRegistry
+from memory_core.settings_memory import HistorySettings
 from memory_core.sql import Db
 from memory_core.workspace import Workspace
 

@@ -19,10 +19,10 @@ from typing import Any, Protocol
 
 from memory_core.activations import record_step
 from memory_core.clock import format_when, parse_when
-from memory_core.config import HistorySettings
 from memory_core.deliveries import claim_step
 from memory_core.records import ArchiveRun, FailedArchive, SessionArchive
 from memory_core.scope import ScopeKey
+from memory_core.settings_memory import HistorySettings
 from memory_core.sql import Connection, Db
 
 

@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from memory_core.config import LLMSettings
 from memory_core.errors import LLMError
+from memory_core.settings_services import LLMSettings
 
 if TYPE_CHECKING:
     import openai

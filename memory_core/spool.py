@@ -36,7 +36,6 @@ from filelock import FileLock, Timeout
 
 from memory_core.audit import AuditLog, audit_rows, insert_rows
 from memory_core.clock import format_when, parse_when
-from memory_core.config import HistorySettings
 from memory_core.deliveries import claim_step
 from memory_core.errors import DatabaseUnreachable
 from memory_core.history import (
@@ -51,6 +50,7 @@ from memory_core.history import (
 from memory_core.merge import Change
 from memory_core.retry import Backoff
 from memory_core.scope import ScopeKey
+from memory_core.settings_memory import HistorySettings
 from memory_core.sql import Connection, Db
 
 log = logging.getLogger(__name__)

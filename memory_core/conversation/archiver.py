@@ -12,7 +12,6 @@ from pathlib import Path
 
 from memory_core.atomic import atomic_write_text
 from memory_core.clock import format_when
-from memory_core.config import ArchiveSettings
 from memory_core.conversation.archive import (
     DAILY_PROMPT,
     MONTHLY_PROMPT,
@@ -31,6 +30,7 @@ from memory_core.llm import LLMClient
 from memory_core.locks import LockRegistry
 from memory_core.memory import MemoryService
 from memory_core.scope import ScopeKey
+from memory_core.settings_memory import ArchiveSettings
 from memory_core.storage import AuditBackend, HistoryBackend
 
 log = logging.getLogger(__name__)

@@ -6,12 +6,11 @@ import functools
 from collections.abc import Sequence
 from datetime import datetime
 
-from memory_core.config import HistorySettings
-
 # SUMMARY_ROLE lives in history.py (which cannot import this module) and is re-exported.
 from memory_core.history import SUMMARY_ROLE as SUMMARY_ROLE
 from memory_core.history import StoredMessage
 from memory_core.llm import Message
+from memory_core.settings_memory import HistorySettings
 from memory_core.text import estimate_tokens
 
 BASE_INSTRUCTIONS = """You are a helpful assistant with a long-term memory of this chat.

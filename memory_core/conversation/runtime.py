@@ -17,7 +17,7 @@ from datetime import datetime, time, timedelta
 from functools import partial
 
 from memory_core.clock import format_when
-from memory_core.config import Config, within_hours
+from memory_core.config import Config
 from memory_core.conversation.archiver import Archiver, ArchiveReport, Due
 from memory_core.conversation.chat import ChatEngine, NewSessionResult, TurnResult
 from memory_core.conversation.consolidator import Consolidator
@@ -26,6 +26,7 @@ from memory_core.llm import LLMClient
 from memory_core.locks import LockRegistry
 from memory_core.memory import MemoryService
 from memory_core.scope import ScopeKey
+from memory_core.settings_memory import within_hours
 from memory_core.storage import AuditBackend, HistoryBackend, ScheduleBackend
 
 log = logging.getLogger(__name__)

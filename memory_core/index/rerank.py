@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta, tzinfo
 
 from memory_core.chunking import ChunkKind
-from memory_core.config import RecallSettings
+from memory_core.settings_memory import RecallSettings
 
 _RECALL = RecallSettings()
 """The `[recall]` defaults."""
@@ -40,7 +40,7 @@ _SPEAKER = re.compile(r"^(?:\d{2}:\d{2}(?::\d{2})? )?([^:\n]{1,64}): ")
 @dataclass(frozen=True, slots=True)
 class RankSettings:
     """The ranking's constants, as `[recall]` sets them (`memory.finder.rank_settings`);
-    the defaults are that section's (config.py is the one place they are written)."""
+    the defaults are that section's (settings_memory.py is the one place they are written)."""
 
     context_weights: tuple[float, ...] = tuple(_RECALL.context_window)
     """Share of a neighbour's score a turn receives, by distance (1, 2, ...)."""

@@ -17,7 +17,6 @@ from datetime import date, datetime, tzinfo
 
 from memory_core.chunking import ChunkKind
 from memory_core.clock import Monotonic
-from memory_core.config import RecallSettings
 from memory_core.entities import Entity, expand_query
 from memory_core.errors import ChatmemError, DatabaseFailure, IndexUnavailable
 from memory_core.fallback import search_files
@@ -30,6 +29,7 @@ from memory_core.query import Query, build_query
 from memory_core.reading import MemoryRead, read_memory_path
 from memory_core.recall import Injection, build_injection
 from memory_core.scope import ScopeKey
+from memory_core.settings_memory import RecallSettings
 from memory_core.workspace import Workspace
 
 log = logging.getLogger(__name__)

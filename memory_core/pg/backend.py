@@ -14,13 +14,14 @@ from typing import TYPE_CHECKING
 
 from memory_core.audit import AuditLog
 from memory_core.clock import Monotonic
-from memory_core.config import HistorySettings, StorageSettings
 from memory_core.errors import IndexUnavailable
 from memory_core.history import HistoryStore, MessageIndexer
 from memory_core.journal import CaptureJournal, LockOwners, Owners
 from memory_core.locks import LOCK_TIMEOUT_SECONDS, FallbackLocks, FileLocks, LockRegistry
 from memory_core.pg.database import Owner, PgDatabase
 from memory_core.pg.locks import AdvisoryLocks
+from memory_core.settings_memory import HistorySettings
+from memory_core.settings_services import StorageSettings
 from memory_core.spool import SpoolingAudit, SpoolingHistory
 from memory_core.sql import Db
 from memory_core.workspace import Workspace

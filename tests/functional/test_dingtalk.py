@@ -26,9 +26,10 @@ from adapters.dingtalk_bot import (
     verify_signature,
 )
 from memory_core.clock import Clock, ManualClock, system_clock
-from memory_core.config import DingTalkSettings, load_config
+from memory_core.config import load_config
 from memory_core.engine import MemoryCore
 from memory_core.errors import ChatmemError, ConfigError
+from memory_core.settings_services import DingTalkSettings
 from testkit.bot import llm_env
 from testkit.dingtalk import (
     WebhookSink,

@@ -10,7 +10,8 @@ import pytest
 from platformdirs import user_data_dir
 from pydantic import BaseModel
 
-from memory_core.config import Config, env_bindings, load_config, render_example
+from memory_core.config import Config, env_bindings, load_config
+from memory_core.config_example import render_example
 from memory_core.errors import ConfigError
 from memory_core.scope import DmScope
 
@@ -329,7 +330,7 @@ def test_example_file_matches_the_code() -> None:
         EXAMPLE.write_text(render_example(), encoding="utf-8")
     assert EXAMPLE.read_text(encoding="utf-8") == render_example(), (
         "config.example.toml is stale: regenerate it with "
-        "python -c 'from memory_core.config import render_example; "
+        "python -c 'from memory_core.config_example import render_example; "
         'print(render_example(), end="")\' > config.example.toml'
     )
 
@@ -403,15 +404,15 @@ def test_bad_active_hours_are_refused(tmp_path: Path, hours: str) -> None:
 
 
 def test_the_ranking_and_the_lifecycle_take_every_setting_from_the_config() -> None:
-    """Each number is written once (the ranking's in config.py's `[recall]`, the
+    """Each number is written once (the ranking's in settings_memory.py's `[recall]`, the
     lifecycle's in scoring.py's `ScoringPolicy`, which `[scoring]` reads): the defaults
     agree, and a value set in the config reaches the ranking and the scoring policy."""
     from dataclasses import fields
 
-    from memory_core.config import RecallSettings, ScoringSettings
     from memory_core.index.rerank import RankSettings
     from memory_core.memory.finder import rank_settings
     from memory_core.scoring import ScoringPolicy
+    from memory_core.settings_memory import RecallSettings, ScoringSettings
 
     assert rank_settings(RecallSettings()) == RankSettings()
     assert ScoringSettings().policy() == ScoringPolicy()

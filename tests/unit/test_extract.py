@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from memory_core.clock import ManualClock
-from memory_core.config import LLMSettings, load_config
+from memory_core.config import load_config
 from memory_core.conversation.extract import (
     SUMMARY_ENTRIES,
     TranscriptLine,
@@ -30,6 +30,7 @@ from memory_core.llm import LLMClient
 from memory_core.merge import Candidate, ChangeKind
 from memory_core.requests import explicit_request
 from memory_core.scope import ScopeKey
+from memory_core.settings_services import LLMSettings
 from testkit.openai_server import FakeOpenAI
 from tests.postgres import with_storage
 

@@ -14,7 +14,7 @@ import pytest
 
 from memory_core.chunking import ChunkKind
 from memory_core.clock import ManualClock
-from memory_core.config import Config, LLMSettings, load_config
+from memory_core.config import Config, load_config
 from memory_core.conversation.archiver import Archiver
 from memory_core.conversation.chat import ChatEngine
 from memory_core.db import Database
@@ -26,6 +26,7 @@ from memory_core.locks import LockRegistry
 from memory_core.memory import MemoryService, build_memory_service
 from memory_core.merge import Candidate, ChangeKind
 from memory_core.scope import MAIN, ScopeKey
+from memory_core.settings_services import LLMSettings
 from memory_core.staging import Applied, Staging
 from memory_core.store import LongTermStore
 from memory_core.workspace import Workspace

@@ -14,11 +14,12 @@ from typing import Any
 import pytest
 
 from memory_core.clock import ManualClock
-from memory_core.config import Config, LLMSettings, load_config
+from memory_core.config import Config, load_config
 from memory_core.engine import MemoryCore
 from memory_core.errors import LLMError
 from memory_core.llm import ChatReply, LLMClient, ToolCallRequest, parse_json_tolerant
 from memory_core.scope import MAIN, ScopeKey
+from memory_core.settings_services import LLMSettings
 from testkit.openai_server import FakeOpenAI, ToolCall
 from tests.postgres import with_storage
 

@@ -296,7 +296,7 @@ async def test_quiet_consolidation_waits_for_the_active_hours_to_end(
 def test_active_hours_may_wrap_past_midnight(hours: str, inside: str | None, outside: str) -> None:
     from datetime import time as clock_time
 
-    from memory_core.config import within_hours
+    from memory_core.settings_memory import within_hours
 
     if inside is not None:
         assert within_hours(hours, clock_time.fromisoformat(inside))

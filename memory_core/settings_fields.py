@@ -1,0 +1,37 @@
+"""The convention every settings section follows: a field carries its documentation (from
+which `config.example.toml` is generated), the environment variable that overrides it and
+whether it is a secret; a section is frozen, strict and refuses unknown keys. Apart from
+the sections themselves so both families of sections (settings_memory, settings_services)
+and the loader (config.py) share one definition.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.fields import FieldInfo
+
+
+def setting(default: Any, doc: str, *, env: str | None = None, secret: bool = False) -> Any:
+    """A documented field (the docs also make config.example.toml). `env` names the variable
+    that overrides it; a secret stays out of repr, so a logged config never leaks it.
+    (Field descriptions, not attribute docstrings: those cost ~50 ms of source parsing at
+    import. Mutable defaults are fine: pydantic copies them per instance.)"""
+    extra: dict[str, Any] = {"env": env} if env else {}
+    if secret:
+        extra["secret"] = True
+    return Field(default, description=doc, repr=not secret, json_schema_extra=extra)
+
+
+def field_extra(info: FieldInfo) -> Mapping[str, Any]:
+    """What `setting` recorded beside the description: "env" and "secret" when given."""
+    return info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
+
+
+class Section(BaseModel):
+    """One `[section]` of chatmem.toml."""
+
+    # defer_build: schemas are built on first use, so `chatmem --help` does not pay for them.
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True, defer_build=True)
