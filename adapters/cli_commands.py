@@ -89,7 +89,7 @@ class Init:
     @staticmethod
     async def run(core: MemoryCore, args: argparse.Namespace) -> int:
         scope = args.scope_key
-        relative = await core.init_scope(scope)
+        relative = core.workspace.relative(await core.memories.touch(scope))
         root = core.workspace.root
         Output(args.json).emit(
             {"workspace": str(root), "scope": scope.value, "path": str(root / relative)},
@@ -139,7 +139,7 @@ class Capture:
         text = args.text
         if text == "-":
             text = await asyncio.to_thread(_read_stdin, core.config.long_term.max_capture_bytes)
-        entry, result = await core.capture(
+        entry, result = await core.memories.capture(
             args.scope_key,
             text,
             category=args.category,
@@ -193,8 +193,8 @@ class ScopeStatusCommand:
 
     @staticmethod
     async def run(core: MemoryCore, args: argparse.Namespace) -> int:
-        status = await core.status(args.scope_key)
-        forgotten = await core.restorable(args.scope_key)
+        status = await core.memories.status(args.scope_key)
+        forgotten = await core.memories.restorable(args.scope_key)
         keep_days = core.config.long_term.forgotten_keep_days
         data = {
             "scope": status.scope.value,
@@ -241,8 +241,8 @@ class Stats:
     async def run(core: MemoryCore, args: argparse.Namespace) -> int:
         rows = []
         human = [f"workspace {core.workspace.root}"]
-        for scope in await core.scopes():
-            status = await core.status(scope)
+        for scope in await core.memories.scopes():
+            status = await core.memories.status(scope)
             categories = Counter(e.category for e in status.active)
             scores = [e.score for e in status.active]
             mean = round(sum(scores) / len(scores), 3) if scores else None
@@ -262,7 +262,7 @@ class Stats:
                 f"{len(status.archived)} archived, {counted(status.daily_files, 'daily file')}"
                 + (f", mean score {mean}" if mean is not None else "")
             )
-        actions = await core.audit_counts()
+        actions = await core.audit.action_counts()
         human.append(
             "audit: " + (", ".join(f"{k} {v}" for k, v in sorted(actions.items())) or "empty")
         )
@@ -321,15 +321,15 @@ class Consolidate:
             )
         reports: list[PhaseReport] = []
         if preview:
-            result = await core.preview_consolidate(args.scope_key, now=when)
+            result = await core.memories.preview_consolidate(args.scope_key, now=when)
         elif Phase.DECAY in phases:
-            result = await core.consolidate(args.scope_key, now=when)
+            result = await core.memories.consolidate(args.scope_key, now=when)
         else:
             result = MergeResult(entries=[])
         if not preview:
             later = [phase for phase in phases if phase is not Phase.DECAY]
             if later:
-                reports = await core.consolidate_phases(args.scope_key, later, now=when)
+                reports = await core.consolidation.run(args.scope_key, later, now=when)
         stored = stored_scores(result)
         changes = [
             {
@@ -390,7 +390,7 @@ class Consolidate:
 class Validate:
     @staticmethod
     async def run(core: MemoryCore, args: argparse.Namespace) -> int:
-        problems = await core.validate()
+        problems = await core.memories.validate()
         data = [
             {
                 "scope": p.scope.value,
@@ -420,8 +420,8 @@ class Scopes:
     @staticmethod
     async def run(core: MemoryCore, args: argparse.Namespace) -> int:
         rows = []
-        for scope in await core.scopes():
-            status = await core.status(scope)
+        for scope in await core.memories.scopes():
+            status = await core.memories.status(scope)
             rows.append(
                 {
                     "scope": scope.value,
@@ -472,8 +472,8 @@ def _entry_action(name: str, verb: str, help_text: str) -> None:
         @staticmethod
         async def run(core: MemoryCore, args: argparse.Namespace) -> int:
             scope = args.scope_key
-            entry_id = await core.match_entry_id(scope, args.id)
-            live = {e.id: e for e in await core.entries(scope)}
+            entry_id = await core.memories.match_id(scope, args.id)
+            live = {e.id: e for e in await core.memories.entries(scope)}
             if entry_id not in live and name not in ("forget", "restore"):
                 raise ChatmemError(
                     f"entry {entry_id!r} of scope {scope} is forgotten: bring it back first"
@@ -482,7 +482,7 @@ def _entry_action(name: str, verb: str, help_text: str) -> None:
             already = _already(name, live.get(entry_id), core)
             if already is not None:
                 entry = live.get(entry_id) or next(
-                    e for e in await core.restorable(scope) if e.id == entry_id
+                    e for e in await core.memories.restorable(scope) if e.id == entry_id
                 )
                 Output(args.json).emit(
                     {"action": name, "already": True, "entry": entry_json(entry)},
@@ -490,13 +490,13 @@ def _entry_action(name: str, verb: str, help_text: str) -> None:
                 )
                 return 0
             if name == "forget":
-                entry = await core.forget(scope, entry_id, source="cli")
+                entry = await core.memories.forget(scope, entry_id, source="cli")
             elif name in ("pin", "unpin"):
-                entry = await core.set_pinned(scope, entry_id, name == "pin", source="cli")
+                entry = await core.memories.set_pinned(scope, entry_id, name == "pin", source="cli")
             elif name == "archive":
-                entry = await core.archive(scope, entry_id, source="cli")
+                entry = await core.memories.archive(scope, entry_id, source="cli")
             else:
-                entry = await core.restore(scope, entry_id, source="cli")
+                entry = await core.memories.restore(scope, entry_id, source="cli")
             human = f"{verb} [{entry.id}] {entry.content}"
             keep_days = core.config.long_term.forgotten_keep_days
             if name == "forget" and keep_days:
@@ -556,9 +556,9 @@ class Purge:
             raise ChatmemError("purge takes one of: an ID, --older-than DAYS or --all")
         out = Output(args.json)
         if args.id is not None:
-            ids = [await core.match_entry_id(scope, args.id)]
+            ids = [await core.memories.match_id(scope, args.id)]
         else:
-            kept = await core.restorable(scope)
+            kept = await core.memories.restorable(scope)
             if args.older_than is not None:
                 cutoff = core.now() - timedelta(days=args.older_than)
                 kept = [e for e in kept if e.scored_at <= cutoff]

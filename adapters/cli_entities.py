@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 class Entities:
     @staticmethod
     async def run(core: MemoryCore, args: argparse.Namespace) -> int:
-        found = await core.entities(args.scope_key)
+        found = await core.memories.entities(args.scope_key)
         data = [
             {
                 "name": e.name,

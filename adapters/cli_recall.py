@@ -57,7 +57,9 @@ class Search:
     async def run(core: MemoryCore, args: argparse.Namespace) -> int:
         if not args.query.strip():
             raise ChatmemError("search needs some words to look for")
-        hits = await core.search(args.scope_key, args.query, limit=args.limit, kinds=args.kind)
+        hits = await core.finder.search(
+            args.scope_key, args.query, limit=args.limit, kinds=args.kind
+        )
         data = [
             {
                 "path": h.path,
@@ -107,7 +109,7 @@ class Get:
     @staticmethod
     async def run(core: MemoryCore, args: argparse.Namespace) -> int:
         try:
-            read = await core.read_memory(args.scope_key, args.path, args.start, args.lines)
+            read = await core.finder.read(args.scope_key, args.path, args.start, args.lines)
         except PathRefused:
             # Refused because it lies outside the scope's files, or because it is nowhere:
             # for a path that names no file at all, say that.
@@ -194,6 +196,6 @@ class Append:
 
     @staticmethod
     async def run(core: MemoryCore, args: argparse.Namespace) -> int:
-        path, line = await core.append_daily(args.scope_key, args.text)
+        path, line = await core.notes.append(args.scope_key, args.text)
         Output(args.json).emit({"path": path, "line": line}, f"noted at {path}:{line}")
         return 0

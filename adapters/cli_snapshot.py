@@ -29,8 +29,9 @@ class SnapshotCommand:
 
     @staticmethod
     async def run(core: MemoryCore, args: argparse.Namespace) -> int:
-        snapshot = await core.snapshot(args.scope_key, write=not args.dry_run)
-        path = core.snapshot_path(args.scope_key)
+        build = core.snapshots.build if args.dry_run else core.snapshots.rebuild
+        snapshot = await build(args.scope_key)
+        path = core.workspace.relative(core.snapshots.path(args.scope_key))
         sections = [snapshot.section(title) for title in SECTION_ORDER]
         data = {
             "scope": args.scope_key.value,

@@ -76,7 +76,7 @@ async def run_console(core: MemoryCore, *, user: str = "me", group: str | None =
     catching = _catch_interrupt(interrupted)
 
     def stop_turn() -> int:
-        return core.interrupt(scope)
+        return core.conversation.chat.interrupt(scope)
 
     try:
         if interactive:

@@ -367,7 +367,7 @@ class _Builder:
             added = next(c for c in result.changes if c.content == memory.content)
             self.ids[memory.content] = added.entry_id
             return
-        entry, _ = await self.core.capture(
+        entry, _ = await self.core.memories.capture(
             memory.scope,
             memory.content,
             category=memory.category,
@@ -386,25 +386,25 @@ class _Builder:
         """What `/new` does after extraction: merge under the closed session's id."""
         stamp = self.clock().strftime("%Y%m%d%H%M")
         session = f"{memory.scope.value.rsplit(':', 1)[-1]}-{stamp}"
-        return await self.core.merge_candidates(
+        return await self.core.memories.merge_candidates(
             memory.scope, [candidate], session_id=session, source="extract"
         )
 
     async def _then(self, memory: Memory) -> None:
         entry_id = self.ids[memory.content]
         if memory.then == "pin":
-            await self.core.set_pinned(memory.scope, entry_id, True)
+            await self.core.memories.set_pinned(memory.scope, entry_id, True)
         elif memory.then == "archive":
-            await self.core.archive(memory.scope, entry_id)
+            await self.core.memories.archive(memory.scope, entry_id)
         else:
-            await self.core.forget(memory.scope, entry_id)
+            await self.core.memories.forget(memory.scope, entry_id)
 
     async def _consolidate(self, _: None) -> None:
         for scope in SCOPES:
-            await self.core.consolidate(scope, now=self.clock())
+            await self.core.memories.consolidate(scope, now=self.clock())
 
     async def _note(self, note: tuple[ScopeKey, float, str]) -> None:
-        await self.core.append_daily(note[0], note[2])
+        await self.core.notes.append(note[0], note[2])
 
     async def _talk(self, talk: Conversation) -> None:
         start = self.at(talk.days_ago)
@@ -424,14 +424,14 @@ class _Builder:
     async def _archive(self, run: tuple[ScopeKey, bool]) -> None:
         scope, failing = run
         if not failing:
-            await self.core.archive_history(scope)
+            await self.core.conversation.archive(scope)
             return
         quiet = logging.getLogger("memory_core.conversation.archiver")
         level = quiet.level
         quiet.setLevel(logging.ERROR)  # the failures are the point; no warnings on stderr
         self.model.down = True
         try:
-            await self.core.archive_history(scope)
+            await self.core.conversation.archive(scope)
         finally:
             self.model.down = False
             quiet.setLevel(level)

@@ -411,7 +411,7 @@ async def run_dingtalk_callback(
         raise ChatmemError(
             f"cannot listen on {where} (dingtalk.listen_host, listen_port): {exc.strerror or exc}"
         ) from None
-    core.start_schedules()
+    core.conversation.start()
     log.info(
         "dingtalk callback listening on http://%s:%d%s",
         settings.listen_host,
@@ -467,7 +467,7 @@ async def run_dingtalk_stream(
     credential = dingtalk_stream.Credential(settings.app_key, settings.app_secret)
     client = dingtalk_stream.DingTalkStreamClient(credential)
     client.register_callback_handler(dingtalk_stream.ChatbotMessage.TOPIC, Handler())
-    core.start_schedules()
+    core.conversation.start()
     # The client loops forever on its own event loop and has no stop(); a daemon thread
     # lets the process exit once our loop is done.
     threading.Thread(target=client.start_forever, name="dingtalk-stream", daemon=True).start()

@@ -159,8 +159,8 @@ def build_server(core: MemoryCore, scope: ScopeKey) -> MCPServer:
         id: Annotated[str, Field(min_length=1, description="entry id or a unique prefix")],
     ) -> dict[str, Any]:
         async def forgetting() -> dict[str, Any]:
-            entry_id = await core.match_entry_id(scope, id)
-            entry = await core.forget(scope, entry_id, source="mcp")
+            entry_id = await core.memories.match_id(scope, id)
+            entry = await core.memories.forget(scope, entry_id, source="mcp")
             keep = core.config.long_term.forgotten_keep_days
             return {"forgotten": entry.id, "content": entry.content, "restorable_days": keep}
 
@@ -180,7 +180,7 @@ def build_server(core: MemoryCore, scope: ScopeKey) -> MCPServer:
         archived: Annotated[bool, Field(description="list the archive instead")] = False,
     ) -> dict[str, Any]:
         async def listing() -> dict[str, Any]:
-            status = await core.status(scope)
+            status = await core.memories.status(scope)
             entries = status.archived if archived else status.active
             return {
                 "total": len(entries),
@@ -197,7 +197,7 @@ def build_server(core: MemoryCore, scope: ScopeKey) -> MCPServer:
         tools=registered,
     )
 
-    memory_path = core.long_term_path(scope)
+    memory_path = core.memories.relative_path(scope)
 
     @server.resource(
         "chatmem://memory",
@@ -218,7 +218,7 @@ def build_server(core: MemoryCore, scope: ScopeKey) -> MCPServer:
         mime_type="text/markdown",
     )
     async def snapshot() -> str:
-        return await core.prompt_block(scope)
+        return await core.snapshots.prompt_block(scope)
 
     @server.prompt(
         name="when_to_search",

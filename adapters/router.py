@@ -118,7 +118,9 @@ class MessageRouter:
         scope = self.scope_of(message)
         parts = split_command(message.text)
         if parts is None:
-            result = await self.core.chat(scope, message.text, speaker=message.sender_name)
+            result = await self.core.conversation.turn(
+                scope, message.text, speaker=message.sender_name
+            )
             return Reply(result.reply, scope)
         # A command is answered, never stored as a message (or indexed as one).
         name, target, argument = parts
@@ -146,7 +148,7 @@ class MessageRouter:
         }
 
     async def _new(self, scope: ScopeKey, argument: str, message: InboundMessage) -> str:
-        result = await self.core.new_session(scope, chinese=writes_cjk(argument))
+        result = await self.core.conversation.new_session(scope, chinese=writes_cjk(argument))
         return result.reply
 
     async def _help(self, scope: ScopeKey, argument: str, message: InboundMessage) -> str:
@@ -155,15 +157,15 @@ class MessageRouter:
     async def _remember(self, scope: ScopeKey, argument: str, message: InboundMessage) -> str:
         if not argument:
             return "Usage: /remember TEXT"
-        return await self.core.remember(scope, argument)
+        return await self.core.conversation.chat.remember(scope, argument)
 
     async def _forget(self, scope: ScopeKey, argument: str, message: InboundMessage) -> str:
         if not argument:
             return "Usage: /forget WHAT"
-        return await self.core.ask_forget(scope, argument)
+        return await self.core.conversation.chat.ask_forget(scope, argument)
 
     async def _memory(self, scope: ScopeKey, argument: str, message: InboundMessage) -> str:
-        status = await self.core.status(scope)
+        status = await self.core.memories.status(scope)
         if not status.active:
             return "I don't remember anything in this chat yet. 这个对话里我还没有记住任何事。"
         lines = [f"{counted(len(status.active), 'memory')}, best first:"]
@@ -176,7 +178,7 @@ class MessageRouter:
     async def _search(self, scope: ScopeKey, argument: str, message: InboundMessage) -> str:
         if not argument:
             return "Usage: /search WORDS"
-        hits = await self.core.search(scope, argument, limit=5)
+        hits = await self.core.finder.search(scope, argument, limit=5)
         if not hits:
             return "Nothing found. 没有找到。"
         return "\n".join(

@@ -399,7 +399,7 @@ async def run_telegram(core: MemoryCore, settings: TelegramSettings, stop: async
     """Serve until `stop` is set, then stop cleanly (the caller closes the core, which
     flushes active sessions)."""
     app = build_telegram_app(core, settings)
-    core.start_schedules()
+    core.conversation.start()
     async with connected(app, settings):
         await post_init(app)
         await app.start()

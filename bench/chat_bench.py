@@ -75,15 +75,15 @@ async def run(memories: int, turns: int, texts: list[str]) -> dict[str, float]:
             atomic_write_text(path, render_memory(entries, now=now))
             llm = TimedLLM(config.llm)
             async with MemoryCore.open(config, llm=llm) as core:
-                await core.prompt_memories(scope)  # first parse of the big file
+                await core.memories.prompt_memories(scope)  # first parse of the big file
                 for text in texts[:10]:  # warm-up: index, caches, connections
-                    await core.chat(scope, text)
+                    await core.conversation.turn(scope, text)
                 overheads: list[float] = []
                 totals: list[float] = []
                 for text in texts[10 : 10 + turns]:
                     TimedLLM.spent = 0.0
                     started = time.perf_counter()
-                    await core.chat(scope, text)
+                    await core.conversation.turn(scope, text)
                     total = time.perf_counter() - started
                     totals.append(total * 1000)
                     overheads.append((total - TimedLLM.spent) * 1000)

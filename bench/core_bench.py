@@ -177,22 +177,22 @@ async def capture_round(
         )
     rng = random.Random(seed)
     async with MemoryCore.open(config) as core:
-        assert core.memory.guard.index is not None
+        assert core.guard.index is not None
         scope = ScopeKey(f"peer:core-{existing}-{seed}")
         now = core.now()
         entries = memory_entries(existing, seed, now=now - timedelta(days=1))
-        await core.memory.long_term.store.update(scope, lambda parsed: (list(entries), None), now)
-        await core.memory.guard.index.sync_scope(scope)
+        await core.memories.store.update(scope, lambda parsed: (list(entries), None), now)
+        await core.guard.index.sync_scope(scope)
         texts = sentences(samples, seed + 1)
         timings = []
         for content in texts:
             category = rng.choice(CATEGORIES)
             start = time.perf_counter()
-            await core.capture(scope, content, category=category)
+            await core.memories.capture(scope, content, category=category)
             if mode == "settled":
-                await core.flush(scope)
+                await core.memories.flush(scope)
             timings.append(time.perf_counter() - start)
-        await core.flush()
+        await core.memories.flush()
         if mode != "journalled":
             return timings, {}
         breakdown = await capture_breakdown(core, scope, rng, repeats)
@@ -203,8 +203,8 @@ async def capture_breakdown(
     core: MemoryCore, scope: ScopeKey, rng: random.Random, repeats: int
 ) -> dict[str, list[float]]:
     """The steps of one capture, timed one by one on the scope as it is now."""
-    assert core.memory.guard.index is not None
-    path = core.memory.long_term.store.path(scope)
+    assert core.guard.index is not None
+    path = core.memories.path(scope)
     relative = core.workspace.relative(path)
     policy = core.policy
     now = core.now()
@@ -243,7 +243,7 @@ async def capture_breakdown(
     timings = []
     for _ in range(repeats):
         start = time.perf_counter()
-        await core.memory.guard.index.sync_file(scope, relative)
+        await core.guard.index.sync_file(scope, relative)
         timings.append(time.perf_counter() - start)
     out["index.sync_file (re-chunk, re-tokenize, replace all)"] = timings
     # What sync_file spends outside SQLite: chunking (a second parse) and tokenizing.
@@ -408,19 +408,19 @@ async def bench_consolidation(root: Path, quick: bool) -> list[Row]:
         async with MemoryCore.open(config, clock=clock) as core:
             for round_ in range(repeats + 1):
                 scope = ScopeKey(f"peer:consolidate-{round_}")
-                await core.memory.long_term.store.update(
+                await core.memories.store.update(
                     scope, lambda parsed, entries=entries: (list(entries), None), now
                 )
                 for text in sentences(20, SEED + round_):
                     said = message_events("user", f"I think {text}", now, f"closed-{round_}")
-                    await core.memory.events.record(scope, *said)
-                await core.flush()
+                    await core.event_log.record(scope, *said)
+                await core.memories.flush()
                 gc.collect()
                 start = time.perf_counter()
-                reports = await core.consolidate_phases(scope)
+                reports = await core.consolidation.run(scope)
                 took = time.perf_counter() - start
                 start = time.perf_counter()
-                await core.consolidate_phases(scope)
+                await core.consolidation.run(scope)
                 took_again = time.perf_counter() - start
                 if round_:  # the first round warms the caches
                     first.append(took)

@@ -86,14 +86,14 @@ async def run(root: Path, size: int, storage: dict[str, str]) -> list[list[str]]
     corpus = Corpus(f"{size:,}", SCOPE, sentences(size, SEED))
     texts = queries(corpus.texts, QUERIES, SEED)
     async with MemoryCore.open(config, create=True) as core:
-        await core.init_scope(MAIN)  # a workspace `chatmem mcp` accepts, as `chatmem init`
+        await core.memories.touch(MAIN)  # a workspace `chatmem mcp` accepts, as `chatmem init`
         files = write_daily_files(Workspace.at(workspace), corpus, SEED)
         log(f"indexing {size:,} chunks from {files} files")
         stats = await core.reindex()
         log(f"{stats.chunks_added:,} chunks indexed; timing MemoryCore.search in process")
 
         async def in_process(text: str) -> object:
-            return await core.search(SCOPE, text, limit=MAX_RESULTS)
+            return await core.finder.search(SCOPE, text, limit=MAX_RESULTS)
 
         direct = await timings(in_process, texts)
 

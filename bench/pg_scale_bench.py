@@ -159,11 +159,11 @@ async def measure(config_env: dict[str, str], root: Path, questions: Sequence[st
     async with MemoryCore.open(config) as core:
         scope = ScopeKey("peer:bench")
         for _ in range(5):  # warm-up: plans, caches
-            await core.search(scope, questions[0], limit=5)
+            await core.finder.search(scope, questions[0], limit=5)
         for _ in range(PASSES):
             for question in questions:
                 start = time.perf_counter()
-                await core.search(scope, question, limit=5)
+                await core.finder.search(scope, question, limit=5)
                 samples.append(time.perf_counter() - start)
     return samples
 

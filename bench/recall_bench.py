@@ -301,7 +301,7 @@ async def measure_queries(
     baseline_passes: int,
     seed: int,
 ) -> None:
-    index = core.memory.guard.index
+    index = core.guard.index
     assert index is not None
     pairs = query_targets(corpus.texts, QUERIES, seed)
     queries = [q for _, q in pairs]
@@ -314,14 +314,14 @@ async def measure_queries(
     result.baseline_build_s = time.perf_counter() - start
 
     for query in queries[:10]:  # warm-up: statement cache, page cache, lru caches
-        await core.search(corpus.scope, query, limit=5)
+        await core.finder.search(corpus.scope, query, limit=5)
         baseline.top(query)
     for _ in range(passes):
         gc.collect()
         samples = []
         for query in queries:
             start = time.perf_counter()
-            await core.search(corpus.scope, query, limit=5)
+            await core.finder.search(corpus.scope, query, limit=5)
             samples.append(time.perf_counter() - start)
         result.core_search.passes.append(samples)
         samples = []
@@ -360,15 +360,15 @@ async def measure_appends(
 ) -> None:
     texts = sentences(samples + 5, seed)
     for text in texts[:5]:
-        await core.append_daily(corpus.scope, text)
+        await core.notes.append(corpus.scope, text)
     timings = []
     for text in texts[5:]:
         start = time.perf_counter()
-        await core.append_daily(corpus.scope, text)
+        await core.notes.append(corpus.scope, text)
         timings.append(time.perf_counter() - start)
     result.append.passes.append(timings)
     # The same kind of note without the file: tokenize, then index and commit it.
-    index = core.memory.guard.index
+    index = core.guard.index
     assert index is not None
     relative = f"memory/bench-index-only-{corpus.scope.value.replace(':', '-')}.md"
     when = datetime.now(UTC).replace(microsecond=0)
@@ -405,7 +405,7 @@ async def measure_recall(
     """`MemoryCore.recall` of `queries` (WARM_UP of them first, untimed), split into
     `passes` equal series."""
     for query in queries[:WARM_UP]:
-        await core.recall(scope, query)
+        await core.finder.recall(scope, query)
     timed = queries[WARM_UP:]
     per_pass = len(timed) // passes
     for number in range(passes):
@@ -413,7 +413,7 @@ async def measure_recall(
         samples = []
         for query in timed[number * per_pass : (number + 1) * per_pass]:
             start = time.perf_counter()
-            await core.recall(scope, query)
+            await core.finder.recall(scope, query)
             samples.append(time.perf_counter() - start)
         latency.passes.append(samples)
 
@@ -464,7 +464,7 @@ async def measure_hybrid(
         # bench scopes (and main). They run from the first await on, so the clock starts
         # now; the model loads on the first batch, timed here on its own.
         started = time.perf_counter()
-        index = core.memory.guard.index
+        index = core.guard.index
         assert isinstance(index, SearchIndex)
         vectors = index.vectors
         assert isinstance(vectors, VectorIndex), "the local provider makes a VectorIndex"
@@ -618,7 +618,7 @@ async def run(
         corpora.append(Corpus(f"{size:,}", scope, sentences(size, SEED + size)))
 
     async with MemoryCore.open(config) as core:
-        index = core.memory.guard.index
+        index = core.guard.index
         assert isinstance(index, SearchIndex)
         # 1. The bench scopes from files: first index of each, then full reindexes.
         for number, corpus in enumerate(corpora):

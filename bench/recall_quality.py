@@ -5,8 +5,8 @@
         [--locomo DIR] [--limit N] [--json OUT] [--jobs N] [-v]
 
 Two paths are scored, both through `MemoryCore` only: *explicit* is
-`core.search(scope, question, limit=10)` (a person's search, the memory_search tool),
-*automatic* is `core.recall(scope, question, recent, now=...).hits`, the hits the model
+`core.finder.search(scope, question, limit=10)` (a person's search, the memory_search tool),
+*automatic* is `core.finder.recall(scope, question, recent, now=...).hits`, the hits the model
 sees in its prompt. Each run starts from empty workspaces with no chat model; vectors
 come from what `[embedding]` resolves to (by default the local model package when it is
 installed), and the questions wait until every stored chunk has its vector, as they

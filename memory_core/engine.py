@@ -61,6 +61,7 @@ from memory_core.requests import evidence
 from memory_core.scope import MAIN, ScopeKey
 from memory_core.scoring import ScoringPolicy
 from memory_core.services import Progress, Services, open_services
+from memory_core.sql import Db
 from memory_core.store import read_head
 from memory_core.workspace import Workspace
 
@@ -239,6 +240,17 @@ class MemoryCore:
         database)."""
         return self._needs_database(self._open.conversation)
 
+    @property
+    def database(self) -> Db:
+        """The workspace database itself, for what reads its tables directly (benches,
+        tests, a doctor command); needs the database."""
+        return self._needs_database(self._open.db)
+
+    def tool_context(self, scope: ScopeKey, session_id: str | None = None) -> tools.ToolContext:
+        """What a memory tool call runs in (`tools.dispatch`), for a front end that serves
+        the tools itself."""
+        return tools.ToolContext(self._open.memory, scope, session_id)
+
     def _needs_database(self, part: T | None) -> T:
         if part is None:
             raise IndexUnavailable(self.degraded_reason or "the database is not open")
@@ -308,7 +320,7 @@ class MemoryCore:
         agents (MCP). A refused call, or one whose storage failed, raises `ToolRefused`
         with the line the model would read; anything else is a bug and is raised as is."""
         try:
-            return await tools.run(tools.ToolContext(self._open.memory, scope), name, arguments)
+            return await tools.run(self.tool_context(scope), name, arguments)
         except Exception as exc:
             message = refusal(name, exc)
             if message is None:

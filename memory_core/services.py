@@ -125,14 +125,10 @@ async def open_services(
             history = backend.history(db, config.history, guard.index)
             await backend.recover(history, audit)
         if db is not None and history is not None and audit is not None:
-            conversation = Runtime(
-                memory, history, llm, config, audit, locks, ScheduleState(db)
-            )
+            conversation = Runtime(memory, history, llm, config, audit, locks, ScheduleState(db))
             stack.push_async_callback(conversation.stop)
         consolidation = Consolidator(memory, history, audit, llm, config, locks)
-        yield Services(
-            memory, consolidation, db, audit, history, deliveries, journal, conversation
-        )
+        yield Services(memory, consolidation, db, audit, history, deliveries, journal, conversation)
 
 
 async def _open_database(backend: Backend) -> tuple[Db | None, str | None]:

@@ -65,25 +65,25 @@ async def run_case(case: str, workspace: Path, size: int, env: dict[str, str]) -
     scope = ScopeKey("main")
     replied = ""
     async with MemoryCore.open(config) as core:
-        index = core.memory.guard.index
+        index = core.guard.index
         dense = index is not None and index.vectors is not None
         router = MessageRouter(core)
-        await core.capture(scope, "Alice likes green tea from the garden")
-        await core.flush()
+        await core.memories.capture(scope, "Alice likes green tea from the garden")
+        await core.memories.flush()
         await core.vectors_ready()
-        await core.search(scope, "what tea does alice like")
-        await core.recall(scope, "what tea does alice like")
+        await core.finder.search(scope, "what tea does alice like")
+        await core.finder.recall(scope, "what tea does alice like")
         await router.handle(console_message("hello, remember the tea?", "me", None, 1))
         idle = peak_kib()
         text = big_text(size)
         started = time.perf_counter()
         if case == "capture":
-            await core.capture(scope, text)
-            await core.flush()
+            await core.memories.capture(scope, text)
+            await core.memories.flush()
             await core.vectors_ready()
         elif case == "query":
-            await core.search(scope, text)
-            await core.recall(scope, text)
+            await core.finder.search(scope, text)
+            await core.finder.recall(scope, text)
         else:
             reply = await router.handle(console_message(text, "me", None, 2))
             replied = reply.text if reply is not None else ""

@@ -105,7 +105,8 @@ async def run_load(
         turn_seconds: list[float] = []
         core_seconds: list[float] = []
         core: MemoryCore = bot.core
-        original_chat = core.chat
+        conversation = core.conversation
+        original_chat = conversation.turn
         original_llm = core.llm.chat
 
         async def timed_llm(*args: Any, **kwargs: Any) -> Any:
@@ -126,7 +127,7 @@ async def run_load(
             return result
 
         # Instance attributes over the methods, for this core only (closed below).
-        core.chat = timed_chat  # type: ignore[method-assign]
+        conversation.turn = timed_chat  # type: ignore[method-assign]
         core.llm.chat = timed_llm  # type: ignore[method-assign]
 
         def add(index: int, text: str) -> None:

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from memory_core import engine
+from memory_core import services
 from memory_core.clock import ManualClock, ManualMonotonic
 from memory_core.config import Config, load_config
 from memory_core.engine import MemoryCore
@@ -57,7 +57,7 @@ def _words_alone_unless_dense(
     """A core ranks by words alone unless its test is marked `dense`: as for a user
     without the `vector` extra. Dense tests opt in and load the local model."""
     if request.node.get_closest_marker("dense") is None:
-        monkeypatch.setattr(engine, "build_embedder", lambda settings: None)
+        monkeypatch.setattr(services, "build_embedder", lambda settings: None)
 
 
 @pytest.fixture

@@ -31,13 +31,13 @@ from memory_core.text import tokenize
 
 
 def database(core: MemoryCore) -> Db:
-    db = core._db
+    db = core.database
     assert db is not None, core.degraded_reason
     return db
 
 
 def index_of(core: MemoryCore) -> SearchIndex:
-    index = core.memory.guard.index
+    index = core.guard.index
     assert index is not None, core.degraded_reason
     return index
 
@@ -50,7 +50,7 @@ async def sql(core: MemoryCore, query: str, *params: Any) -> list[Any]:
 async def journal_sql(core: MemoryCore, query: str, *params: Any) -> list[tuple[Any, ...]]:
     """Rows of one statement on the capture journal's own database (its SQLite file, or
     the shared PostgreSQL database)."""
-    staging = core.memory.long_term.staging
+    staging = core.memories.staging
     assert staging is not None
     db = staging.journal.db
 
@@ -137,7 +137,7 @@ async def note_used(
     core: MemoryCore, scope: ScopeKey, entry_ids: Sequence[str], session_id: str
 ) -> None:
     """What a chat turn records for the entries its reply used."""
-    activations = core.memory.long_term.activations
+    activations = core.memories.activations
     assert activations is not None
     await activations.record(scope, entry_ids, session_id, format_when(core.now()))
 

@@ -226,7 +226,7 @@ async def _run_conversation(
         if "archived" in modes:
             # The bot's own archive pass, run when the first question is asked.
             clock.set(min(q.asked_at for q in conv.questions))
-            report = await core.archive_history(scope)
+            report = await core.conversation.archive(scope)
             await core.vectors_ready()
             run = runs["archived"] = await _ask(core, scope, conv, clock, started)
             run.stored["archive files"] += len(report.files)
@@ -254,15 +254,15 @@ async def _ask(
 ) -> SetRun:
     """Every question of the conversation through both paths, as of its time."""
     run = SetRun(ingest_s=time.perf_counter() - started)
-    for state, count in (await core.message_counts()).get(scope.value, {}).items():
+    for state, count in (await core.history.counts_by_scope()).get(scope.value, {}).items():
         run.stored[f"messages {state}"] += count
     asking = time.perf_counter()
     anchors = turn_times(conv)
     for question in conv.questions:
         clock.set(question.asked_at)
         wanted = conv.evidence_texts(question)
-        explicit = await core.search(scope, question.question, limit=10)
-        injection = await core.recall(scope, question.question, [], now=question.asked_at)
+        explicit = await core.finder.search(scope, question.question, limit=10)
+        injection = await core.finder.recall(scope, question.question, [], now=question.asked_at)
         for path, hits in (("explicit", explicit), ("automatic", injection.hits)):
             run.outcomes.append(_outcome(question, path, wanted, hits, anchors))
     run.query_s = time.perf_counter() - asking

@@ -207,7 +207,7 @@ class Ticker:
     busy_until: datetime = field(default_factory=lambda: datetime.min.replace(tzinfo=UTC))
 
     async def until(self, when: datetime) -> None:
-        runtime = self.core.runtime
+        runtime = self.core.conversation
         while self.next_at <= when:
             self.clock.set(self.next_at)
             await runtime.tick(self.next_at)
@@ -248,21 +248,21 @@ async def run_conversation(conv: Conversation, overrides: Overrides, workspace: 
                 await ticker.until(turn.at)
                 clock.set(turn.at)
                 ticker.message_at(turn.at)
-                await core.chat(scope, turn.text, speaker=turn.speaker)
+                await core.conversation.turn(scope, turn.text, speaker=turn.speaker)
         asked = conv.asked_at
         await ticker.until(asked)
         clock.set(asked)
         await core.vectors_ready()
         run.ingest_s = time.perf_counter() - started
         counts: Counter[str] = Counter()
-        for state, count in (await core.message_counts()).get(scope.value, {}).items():
+        for state, count in (await core.history.counts_by_scope()).get(scope.value, {}).items():
             counts[f"messages {state}"] += count
         counts["ticks"] += ticker.ticks
         run.stored.update(counts)
         asking = time.perf_counter()
         for question in conv.questions:
-            explicit = await core.search(scope, question.question, limit=10)
-            injection = await core.recall(scope, question.question, [], now=asked)
+            explicit = await core.finder.search(scope, question.question, limit=10)
+            injection = await core.finder.recall(scope, question.question, [], now=asked)
             for path, hits in (("explicit", explicit), ("automatic", injection.hits)):
                 run.outcomes.append(outcome(question, path, hits, turns, by_time))
         run.query_s = time.perf_counter() - asking

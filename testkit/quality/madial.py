@@ -206,7 +206,7 @@ async def run_set(dataset: MadialSet, overrides: Overrides, workspace: Path) -> 
             scope = peer_scope(f"madial-{memory.user}")
             when = datetime.combine(memory.day, dtime(12), tzinfo=UTC)
             clock.set(when)
-            result = await core.merge_candidates(
+            result = await core.memories.merge_candidates(
                 scope,
                 [Candidate(content=memory.text, category=category_of(memory))],
                 session_id=None,
@@ -226,8 +226,8 @@ async def run_set(dataset: MadialSet, overrides: Overrides, workspace: Path) -> 
         for dialogue in dataset.dialogues:
             scope = peer_scope(f"madial-{dialogue.user}")
             pending, recent = dialogue.query()
-            explicit = await core.search(scope, pending, limit=10)
-            injection = await core.recall(scope, pending, recent, now=asked)
+            explicit = await core.finder.search(scope, pending, limit=10)
+            injection = await core.finder.recall(scope, pending, recent, now=asked)
             for path, hits in (("explicit", explicit), ("automatic", injection.hits)):
                 ranked = memory_ranking(hits, owners.get(dialogue.user, {}))
                 found = found_ids(dialogue.relevant, ranked)

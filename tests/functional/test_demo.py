@@ -33,8 +33,8 @@ async def test_demo_has_fresh_fading_archived_and_forgotten_memories(tmp_path: P
     ws = tmp_path / "demo"
     assert (await build_demo(ws, now=NOW)).built
     async with MemoryCore.open(Config(workspace=str(ws)), clock=ManualClock(NOW)) as core:
-        assert set(await core.scopes()) == set(SCOPES)
-        main_status = await core.status(MAIN)
+        assert set(await core.memories.scopes()) == set(SCOPES)
+        main_status = await core.memories.status(MAIN)
         fresh = [
             e
             for e in main_status.active
@@ -50,23 +50,21 @@ async def test_demo_has_fresh_fading_archived_and_forgotten_memories(tmp_path: P
         assert sum(e.pinned for e in main_status.active) == 1
         assert any("对花生过敏" in e.content for e in fresh)
         for scope in (ALICE, LI_LEI, TEAM):
-            assert (await core.status(scope)).active
-        forgotten = {
-            r.detail for scope in SCOPES for r in await core.memory.long_term.audit.forgotten(scope)
-        }
+            assert (await core.memories.status(scope)).active
+        forgotten = {r.detail for scope in SCOPES for r in await core.audit.forgotten(scope)}
         assert {"score below forget line", "forgotten by request"} <= forgotten
-        sources = {r.source for r in await core.memory.long_term.audit.recent(limit=500)}
+        sources = {r.source for r in await core.audit.recent(limit=500)}
         assert {"capture", "extract", "consolidate", "user"} <= sources
-        actions = {r.action for r in await core.memory.long_term.audit.recent(limit=500)}
+        actions = {r.action for r in await core.audit.recent(limit=500)}
         assert {"add", "reinforce", "archive", "forget", "pin"} <= actions
 
-        counts = await core.message_counts()
+        counts = await core.history.counts_by_scope()
         assert counts[MAIN.value]["false"] == 2 and counts[MAIN.value]["true"] == 8
         assert counts[ALICE.value]["pending"] == 2
         failing = await recent_messages(core, LI_LEI, 10)
         assert failing and all(m.archived == "false" and m.archive_attempts >= 1 for m in failing)
         assert all(m.archive_next_at is not None and m.archive_next_at > NOW for m in failing)
-        backlog = await core.memory.long_term.audit.events(LI_LEI, kind="archive_backlog")
+        backlog = await core.audit.events(LI_LEI, kind="archive_backlog")
         assert len(backlog) == 1 and backlog[0].detail["attempts"] == 5
 
     summaries = ws / "memory" / "summary"

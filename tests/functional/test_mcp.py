@@ -65,7 +65,7 @@ async def made(workspace: Path) -> None:
     """`workspace` made a workspace, as `chatmem init` does (when it is none yet)."""
     if not MemoryCore.workspace_exists(workspace):
         async with MemoryCore.open(make_config(workspace), create=True) as core:
-            await core.init_scope(MAIN)
+            await core.memories.touch(MAIN)
 
 
 @contextlib.asynccontextmanager
@@ -140,9 +140,9 @@ async def everything_visible(client: Client) -> str:
 
 
 async def bob_has_a_secret(core: MemoryCore) -> str:
-    entry, _ = await core.capture(BOB, BOB_SECRET, category="fact", importance="high")
-    await core.append_daily(BOB, "Bob hid the spare key under the 4711 flowerpot")
-    await core.flush(BOB)
+    entry, _ = await core.memories.capture(BOB, BOB_SECRET, category="fact", importance="high")
+    await core.notes.append(BOB, "Bob hid the spare key under the 4711 flowerpot")
+    await core.memories.flush(BOB)
     return entry.id
 
 
@@ -222,8 +222,10 @@ async def test_stdio_client_cannot_reach_another_scope(workspace: Path) -> None:
     config = make_config(workspace)
     async with MemoryCore.open(config, create=True) as core:
         bob_entry = await bob_has_a_secret(core)
-        bob_session = (await core.chat(BOB, "my locker combination is 4711")).session_id
-        bob_file = core.long_term_path(BOB)
+        bob_session = (
+            await core.conversation.turn(BOB, "my locker combination is 4711")
+        ).session_id
+        bob_file = core.memories.relative_path(BOB)
         bob_dir = bob_file.rsplit("/", 1)[0]
     async with stdio_client(workspace, ALICE) as client:
         assert "4711" not in await everything_visible(client)
@@ -245,9 +247,9 @@ async def test_stdio_client_cannot_reach_another_scope(workspace: Path) -> None:
             client, "memory_save", {"content": "Alice was here", "scope": BOB.value}
         )
     async with MemoryCore.open(config) as core:
-        bob = [entry.content for entry in await core.entries(BOB)]
+        bob = [entry.content for entry in await core.memories.entries(BOB)]
         assert bob == [BOB_SECRET]
-        assert "Alice" not in json.dumps(await core.search(BOB, "Alice was here"))
+        assert "Alice" not in json.dumps(await core.finder.search(BOB, "Alice was here"))
 
 
 async def test_two_stdio_servers_on_one_workspace_keep_their_scopes(workspace: Path) -> None:
@@ -312,8 +314,8 @@ async def test_stdio_server_ends_cleanly_when_the_client_goes_mid_call(workspace
         await asyncio.sleep(0.1)
     assert not _servers_of(workspace)
     async with MemoryCore.open(make_config(workspace)) as core:
-        assert await core.validate() == []
-        assert [e.content for e in await core.entries(ALICE)] in ([], ["half a thought"])
+        assert await core.memories.validate() == []
+        assert [e.content for e in await core.memories.entries(ALICE)] in ([], ["half a thought"])
     async with stdio_client(workspace, ALICE) as client:
         await ok(client, "memory_search", {"query": "thought"})
 
@@ -473,9 +475,9 @@ async def test_http_tokens_bind_clients_to_their_scopes(workspace: Path) -> None
                 seen = await everything_visible(bob)
                 assert "4711" in seen
                 assert "green tea" not in seen
-        assert [e.content for e in await core.entries(ALICE)] == ["Alice likes green tea"]
-        assert [e.content for e in await core.entries(BOB)] == [BOB_SECRET]
-        assert await core.entries(ScopeKey("main")) == []
+        assert [e.content for e in await core.memories.entries(ALICE)] == ["Alice likes green tea"]
+        assert [e.content for e in await core.memories.entries(BOB)] == [BOB_SECRET]
+        assert await core.memories.entries(ScopeKey("main")) == []
 
 
 async def test_concurrent_http_clients_each_stay_in_their_scope(workspace: Path) -> None:
@@ -510,7 +512,7 @@ async def test_concurrent_http_clients_each_stay_in_their_scope(workspace: Path)
             for other in people.values():
                 if other != scope:
                     assert f"{other.value} remembers" not in text
-            assert len(await core.entries(scope)) == 2
+            assert len(await core.memories.entries(scope)) == 2
 
 
 async def test_http_survives_a_client_that_disconnects_mid_call(workspace: Path) -> None:
@@ -519,8 +521,8 @@ async def test_http_survives_a_client_that_disconnects_mid_call(workspace: Path)
     forgotten whole or not at all."""
     config = mcp_config(workspace, clients={ALICE_TOKEN: ALICE.value, BOB_TOKEN: BOB.value})
     async with MemoryCore.open(config, create=True) as core, http_server(core, ALICE) as url:
-        entry, _ = await core.capture(ALICE, "a thought cut short")
-        await core.flush(ALICE)
+        entry, _ = await core.memories.capture(ALICE, "a thought cut short")
+        await core.memories.flush(ALICE)
         async with another_process_holds(core, core.workspace.lock_name(ALICE, "memory")):
             answered = []
             for _ in range(3):
@@ -529,7 +531,7 @@ async def test_http_survives_a_client_that_disconnects_mid_call(workspace: Path)
                     async with asyncio.timeout(0.5), http_client(url, ALICE_TOKEN) as alice:
                         answered.append(await alice.call_tool("memory_forget", {"id": entry.id}))
             assert answered == [], "a forget went through the held lock"
-            assert [e.id for e in await core.entries(ALICE)] == [entry.id]
+            assert [e.id for e in await core.memories.entries(ALICE)] == [entry.id]
             async with http_client(url, BOB_TOKEN) as bob:
                 arguments = {"content": "Bob is still served", "target": "long-term"}
                 saved = await ok(bob, "memory_save", arguments)
@@ -537,9 +539,9 @@ async def test_http_survives_a_client_that_disconnects_mid_call(workspace: Path)
         async with http_client(url, ALICE_TOKEN) as alice:
             listed = (await ok(alice, "memory_list", {}))["entries"]
             assert [e["id"] for e in listed] in ([], [entry.id])
-        assert await core.validate() == []
-        kept = [e.id for e in await core.entries(ALICE)] + [
-            e.id for e in await core.restorable(ALICE)
+        assert await core.memories.validate() == []
+        kept = [e.id for e in await core.memories.entries(ALICE)] + [
+            e.id for e in await core.memories.restorable(ALICE)
         ]
         assert kept == [entry.id]
 
@@ -558,7 +560,7 @@ async def test_without_a_token_http_is_loopback_only(
                     client, "memory_save", {"content": "open on loopback", "target": "long-term"}
                 )
         assert "loopback only" in caplog.text
-        assert [e.content for e in await core.entries(ALICE)] == ["open on loopback"]
+        assert [e.content for e in await core.memories.entries(ALICE)] == ["open on loopback"]
 
 
 async def test_the_command_serves_http_with_the_configured_tokens(
@@ -602,7 +604,7 @@ async def test_the_command_serves_http_with_the_configured_tokens(
         assert await process.wait() == 0, rest.decode()
     assert ALICE_TOKEN.encode() not in rest and BOB_TOKEN.encode() not in rest
     async with MemoryCore.open(make_config(workspace)) as core:
-        assert [e.content for e in await core.entries(ALICE)] == ["via the command"]
+        assert [e.content for e in await core.memories.entries(ALICE)] == ["via the command"]
 
 
 async def test_http_answers_every_malformed_body_with_a_json_rpc_error(workspace: Path) -> None:
@@ -637,5 +639,5 @@ async def test_memory_save_tells_an_update_from_a_reinforcement(workspace: Path)
             assert second["replaced"] == first["id"] and second["id"] != first["id"]
             again = await ok(client, "memory_save", {"content": new_number, "target": "long-term"})
             assert (again["action"], again["id"]) == ("reinforced", second["id"])
-        scores = {e.content: e.score for e in await core.entries(ALICE)}
+        scores = {e.content: e.score for e in await core.memories.entries(ALICE)}
         assert scores[new_number] > scores[old_number]

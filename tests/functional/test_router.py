@@ -114,7 +114,7 @@ async def test_remember(router: MessageRouter, core: MemoryCore) -> None:
     assert (
         await say(router, "/remember 我不喜欢乌龙茶") == "已更新，替换了之前的那条：我不喜欢乌龙茶"
     )
-    contents = sorted(e.content for e in await core.entries(MAIN))
+    contents = sorted(e.content for e in await core.memories.entries(MAIN))
     assert contents == ["I like oolong tea", "我不喜欢乌龙茶", "我喜欢乌龙茶"]
 
 
@@ -122,7 +122,7 @@ async def test_forget_asks_then_forgets(router: MessageRouter, core: MemoryCore)
     assert await say(router, "/forget") == "Usage: /forget WHAT"
     assert await say(router, "/forget unicorns") == "I found no memory about “unicorns”."
     await say(router, "/remember the wifi password is hunter2")
-    [entry] = await core.entries(MAIN)
+    [entry] = await core.memories.entries(MAIN)
     question = await say(router, "/forget wifi password")
     assert question == (
         f"Forget this memory? [{entry.id}] the wifi password is hunter2\nReply “yes” to forget it."
@@ -130,22 +130,22 @@ async def test_forget_asks_then_forgets(router: MessageRouter, core: MemoryCore)
     assert await say(router, "yes") == "Forgotten: the wifi password is hunter2"
     assert (await say(router, "/memory")).startswith("I don't remember anything")
     # Forgotten, as the question said: not archived (archived memories are still recalled).
-    status = await core.status(MAIN)
+    status = await core.memories.status(MAIN)
     assert status.active == [] and status.archived == []
-    assert await core.search(MAIN, "wifi password hunter2") == []
+    assert await core.finder.search(MAIN, "wifi password hunter2") == []
     assert await say(router, "/forget 不存在的东西") == "没有找到关于「不存在的东西」的记忆。"
 
 
 async def test_forget_takes_every_match_and_its_duplicates(
     router: MessageRouter, core: MemoryCore
 ) -> None:
-    office, _ = await core.capture(MAIN, "the office wifi password is hunter2")
-    home, _ = await core.capture(MAIN, "the home wifi password is swordfish")
-    kept, _ = await core.capture(MAIN, "the office printer is on floor two")
+    office, _ = await core.memories.capture(MAIN, "the office wifi password is hunter2")
+    home, _ = await core.memories.capture(MAIN, "the home wifi password is swordfish")
+    kept, _ = await core.memories.capture(MAIN, "the office printer is on floor two")
     # A copy with a typo (a hand edit): a merge takes it for the same memory, and so must
     # forget, although it lacks the word "password".
-    copy, _ = await core.capture(MAIN, "placeholder to be edited")
-    await core.edit(MAIN, copy.id, "the office wifi pasword is hunter2")
+    copy, _ = await core.memories.capture(MAIN, "placeholder to be edited")
+    await core.memories.edit(MAIN, copy.id, "the office wifi pasword is hunter2")
     question = await say(router, "/forget wifi password")
     lines = question.splitlines()
     assert lines[0] == "Forget these 3 memories?"
@@ -159,12 +159,12 @@ async def test_forget_takes_every_match_and_its_duplicates(
     assert lines[4].startswith("Reply “yes” to forget them all, or the numbers")
     reply = await say(router, "yes")
     assert reply.startswith("Forgot 3 memories:")
-    assert [e.id for e in await core.entries(MAIN)] == [kept.id]
+    assert [e.id for e in await core.memories.entries(MAIN)] == [kept.id]
 
 
 async def test_forget_by_numbers_and_cancel(router: MessageRouter, core: MemoryCore) -> None:
-    await core.capture(MAIN, "Alice drinks green tea every morning")
-    await core.capture(MAIN, "Bob drinks green tea after lunch")
+    await core.memories.capture(MAIN, "Alice drinks green tea every morning")
+    await core.memories.capture(MAIN, "Bob drinks green tea after lunch")
     question = await say(router, "/forget drinks green tea")
     numbered = {
         line.split("] ", 1)[1]: line.split(".", 1)[0] for line in question.splitlines()[1:3]
@@ -172,12 +172,14 @@ async def test_forget_by_numbers_and_cancel(router: MessageRouter, core: MemoryC
     assert await say(router, numbered["Bob drinks green tea after lunch"]) == (
         "Forgotten: Bob drinks green tea after lunch"
     )
-    assert [e.content for e in await core.entries(MAIN)] == ["Alice drinks green tea every morning"]
+    assert [e.content for e in await core.memories.entries(MAIN)] == [
+        "Alice drinks green tea every morning"
+    ]
     # Any other answer drops the question: it is an ordinary message, nothing is forgotten.
     await say(router, "/forget green tea")
     assert (await say(router, "no, keep it")).startswith("(offline)")
     assert (await say(router, "yes")).startswith("(offline)")
-    assert len(await core.entries(MAIN)) == 1
+    assert len(await core.memories.entries(MAIN)) == 1
 
 
 async def test_commands_and_forget_requests_are_not_stored(
@@ -198,19 +200,19 @@ async def test_commands_and_forget_requests_are_not_stored(
         "/new",
     ]:
         await say(router, text)
-    assert (await core.message_counts()).get("main", {}) in ({}, {"false": 0})
-    assert not [h for h in await core.search(MAIN, "door code 4711") if "4711" in h.text]
+    assert (await core.history.counts_by_scope()).get("main", {}) in ({}, {"false": 0})
+    assert not [h for h in await core.finder.search(MAIN, "door code 4711") if "4711" in h.text]
     # A request said in the chat is a message like any other (what people say is kept).
     await say(router, "remember that the safe code is 0815")
-    assert (await core.message_counts())["main"]["false"] == 2
+    assert (await core.history.counts_by_scope())["main"]["false"] == 2
 
 
 async def test_memory_lists_best_first(router: MessageRouter, core: MemoryCore) -> None:
     assert await say(router, "/memory") == (
         "I don't remember anything in this chat yet. 这个对话里我还没有记住任何事。"
     )
-    await core.capture(MAIN, "low note  with\nspaces", importance="low")
-    await core.capture(MAIN, "high note", importance="high")
+    await core.memories.capture(MAIN, "low note  with\nspaces", importance="low")
+    await core.memories.capture(MAIN, "high note", importance="high")
     assert await say(router, "/memory") == (
         "2 memories, best first:\n1. [fact] high note (0.80)\n2. [fact] low note with spaces (0.40)"
     )
@@ -222,7 +224,7 @@ async def test_memory_shows_at_most_ten(router: MessageRouter, core: MemoryCore)
         "guitars", "harbours", "islands", "jackets", "kites", "lamps",
     ]  # fmt: skip
     for topic in topics:
-        await core.capture(MAIN, f"Alice collects {topic} {topic} {topic}")
+        await core.memories.capture(MAIN, f"Alice collects {topic} {topic} {topic}")
     reply = await say(router, "/memory")
     lines = reply.splitlines()
     assert lines[0] == "12 memories, best first:"
@@ -232,8 +234,8 @@ async def test_memory_shows_at_most_ten(router: MessageRouter, core: MemoryCore)
 async def test_search(router: MessageRouter, core: MemoryCore) -> None:
     assert await say(router, "/search") == "Usage: /search WORDS"
     assert await say(router, "/search anything") == "Nothing found. 没有找到。"
-    await core.capture(MAIN, "Alice prefers pytest over unittest for testing")
-    await core.capture(MAIN, "the quarterly report is due in April")
+    await core.memories.capture(MAIN, "Alice prefers pytest over unittest for testing")
+    await core.memories.capture(MAIN, "the quarterly report is due in April")
     reply = await say(router, "/search pytest unittest")
     [line] = reply.splitlines()
     score, location, text = line.split(" ", 2)
@@ -255,7 +257,7 @@ async def test_new(router: MessageRouter, core: MemoryCore) -> None:
     assert await say(router, "/new") == "New session started. Learned: 1 new, 0 reinforced."
     await say(router, "I prefer tabs over spaces")
     assert await say(router, "/new 好") == "新会话已开始。记住了 0 条新记忆，强化了 1 条。"
-    [entry] = await core.entries(MAIN)
+    [entry] = await core.memories.entries(MAIN)
     assert (entry.content, entry.category) == ("I prefer tabs over spaces", "preference")
 
 
@@ -278,7 +280,7 @@ async def test_unknown_commands_get_the_list(router: MessageRouter, core: Memory
     group = {"chat_type": "group", "chat": "-100"}
     assert await router.handle(msg("/frobnicate", **group)) is None  # type: ignore[arg-type]
     assert (await say(router, "/frobnicate@chatmem_bot", **group)).startswith("Unknown command")
-    assert (await core.message_counts()).get("main", {}) in ({}, {"false": 0})
+    assert (await core.history.counts_by_scope()).get("main", {}) in ({}, {"false": 0})
 
 
 async def test_other_bots_commands_and_empty_text_get_no_reply(router: MessageRouter) -> None:
@@ -383,7 +385,7 @@ async def test_commands_act_on_the_resolved_scope(tmp_path: Path, dm_scope: str)
         u2_memory = await say(router, "/memory", sender="u2")
         group_memory = await say(router, "/memory", chat_type="group", chat="g")
         u1_scope = router.scope_of(msg("x", sender="u1"))
-        u1_entries = [e.content for e in await core.entries(u1_scope)]
+        u1_entries = [e.content for e in await core.memories.entries(u1_scope)]
     assert u1_entries == ["u1 plays the cello"]
     assert ("cello" in u2_memory) == (dm_scope == "main")
     assert "rehearses" not in u2_memory

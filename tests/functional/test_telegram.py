@@ -596,7 +596,7 @@ async def test_private_chat_order_is_kept_under_concurrency(
         sent = await fake_tg.wait_for_sent(7, chat_id=ALICE)
         assert [m.text for m in sent[:6]] == [f"Got it, I'll remember: {f}" for f in facts]
         assert sent[6].text.startswith("6 memories, best first:")
-        assert len(await bot.core.entries(MAIN)) == 6
+        assert len(await bot.core.memories.entries(MAIN)) == 6
 
 
 # --- a start that fails: one line, never the token --------------------------------------

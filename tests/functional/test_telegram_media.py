@@ -115,7 +115,7 @@ async def user_texts(core: MemoryCore) -> list[str]:
 
 
 async def found(core: MemoryCore, scope: ScopeKey, query: str) -> list[str]:
-    return [" ".join(hit.text.split()) for hit in await core.search(scope, query)]
+    return [" ".join(hit.text.split()) for hit in await core.finder.search(scope, query)]
 
 
 # --- without a vision model ------------------------------------------------------------

@@ -357,7 +357,7 @@ async def test_what_if_shows_the_future_without_writing(demo_ws: Path) -> None:
     memory = demo_ws / "MEMORY.md"
     before = (memory.read_bytes(), memory.stat().st_mtime_ns)
     async with running(demo_ws) as run:
-        audit_before = await run.core.memory.long_term.audit.last_id()
+        audit_before = await run.core.audit.last_id()
         rust = await run.highlight("Rust")
         assert run.app.model.row_for(rust).status is Status.ACTIVE  # type: ignore[union-attr]
         await run.pilot.press("greater_than_sign")
@@ -380,7 +380,7 @@ async def test_what_if_shows_the_future_without_writing(demo_ws: Path) -> None:
         await run.settle()
         assert run.app.view is not None and run.app.view.offset_days == 0
         assert "now 2026-03-01 12:00" in run.text("#rank-when")
-        assert await run.core.memory.long_term.audit.last_id() == audit_before
+        assert await run.core.audit.last_id() == audit_before
     assert (memory.read_bytes(), memory.stat().st_mtime_ns) == before
 
 
@@ -503,7 +503,7 @@ async def test_recall_shows_hits_highlights_and_the_injection_block(demo_ws: Pat
         assert isinstance(text, Text)
         marked = {text.plain[s.start : s.end].lower() for s in text.spans}
         assert "hetzner" in marked and "docker" in marked
-        injection = await run.core.recall(MAIN, "Hetzner docker", now=NOW)
+        injection = await run.core.finder.recall(MAIN, "Hetzner docker", now=NOW)
         assert injection.block and run.text("#recall-block") == injection.block
         assert f"{injection.tokens} / 2048 tokens" in run.text("#recall-budget")
 
@@ -523,7 +523,7 @@ async def test_snapshot_tab_shows_each_section_with_its_tokens(demo_ws: Path) ->
     async with running(demo_ws) as run:
         await run.pilot.press("6")
         await run.settle()
-        expected = await run.core.snapshot(MAIN, write=False, now=NOW)
+        expected = await run.core.snapshots.build(MAIN, now=NOW)
         assert run.column("#snapshot-sections", "section") == [s.title for s in expected.sections]
         meters = run.column("#snapshot-sections", "tokens")
         for section, meter in zip(expected.sections, meters, strict=True):
@@ -532,12 +532,14 @@ async def test_snapshot_tab_shows_each_section_with_its_tokens(demo_ws: Path) ->
         ranked = expected.section("Ranked Index").text.splitlines()[0]
         assert ranked and ranked in run.text("#snapshot-text")
         # Shown, never written: the tab previews a rebuild.
-        assert not (demo_ws / run.core.snapshot_path(MAIN)).exists()
-        await run.core.capture(MAIN, "我的猫叫小橘")
+        assert not (demo_ws / run.core.workspace.relative(run.core.snapshots.path(MAIN))).exists()
+        await run.core.memories.capture(MAIN, "我的猫叫小橘")
         await run.pilot.press("ctrl+r")
         await run.settle()
         assert "小橘" in run.column("#entities", "name")
-        assert run.column("#entities", "name") == [e.name for e in await run.core.entities(MAIN)]
+        assert run.column("#entities", "name") == [
+            e.name for e in await run.core.memories.entities(MAIN)
+        ]
 
 
 # --- actions -----------------------------------------------------------------------------
@@ -556,7 +558,7 @@ async def test_pin_writes_pinned_into_the_meta_line(demo_ws: Path) -> None:
         rust = await run.highlight("Rust")
         await confirm(run, "p")
         assert '"pinned": true' in meta_of((demo_ws / "MEMORY.md").read_text(), rust)
-        history = await run.core.memory.long_term.audit.history(MAIN, rust)
+        history = await run.core.audit.history(MAIN, rust)
         assert history[-1].action == "pin" and history[-1].source == "tui"
         assert run.app.model is not None and run.app.model.row_for(rust).entry.pinned  # type: ignore[union-attr]
         await confirm(run, "p")
@@ -579,7 +581,7 @@ async def test_forget_removes_the_block_and_audits_it(demo_ws: Path) -> None:
         await confirm(run, "x")
         text = (demo_ws / "MEMORY.md").read_text()
         assert f"[{swim}]" not in text and "游泳" not in text
-        record = (await run.core.memory.long_term.audit.forgotten(MAIN))[0]
+        record = (await run.core.audit.forgotten(MAIN))[0]
         assert (record.entry_id, record.source, record.content) == (
             swim,
             "tui",
@@ -603,7 +605,7 @@ async def test_a_forget_is_undone_with_u(demo_ws: Path) -> None:
             e for e in parse_memory((demo_ws / "MEMORY.md").read_text()).entries if e.id == swim
         )
         assert entry.content == "每周三晚上去游泳，一次 1500 米"
-        history = await run.core.memory.long_term.audit.history(MAIN, swim)
+        history = await run.core.audit.history(MAIN, swim)
         assert [(r.action, r.source) for r in history[-2:]] == [
             ("forget", "tui"),
             ("restore", "tui"),
@@ -626,7 +628,7 @@ async def test_archive_then_restore(demo_ws: Path) -> None:
         await confirm(run, "a")
         parsed = parse_memory((demo_ws / "MEMORY.md").read_text())
         assert next(e for e in parsed.entries if e.id == hike).archived is None
-        actions = [r.action for r in await run.core.memory.long_term.audit.history(MAIN, hike)]
+        actions = [r.action for r in await run.core.audit.history(MAIN, hike)]
         assert actions[-2:] == ["archive", "restore"]
 
 
@@ -643,7 +645,7 @@ async def test_edit_content(demo_ws: Path) -> None:
             e for e in parse_memory((demo_ws / "MEMORY.md").read_text()).entries if e.id == entry_id
         )
         assert entry.content == "Workflow: changelog, then tag, then announce"
-        assert (await run.core.memory.long_term.audit.history(MAIN, entry_id))[-1].action == "edit"
+        assert (await run.core.audit.history(MAIN, entry_id))[-1].action == "edit"
         assert "then announce" in run.text("#detail-meta")
 
 
@@ -655,7 +657,7 @@ async def test_consolidation_now_changes_scores(demo_ws: Path) -> None:
         after = {e.id: e.score for e in parse_memory((demo_ws / "MEMORY.md").read_text()).entries}
         changed = [i for i in after if after[i] < before[i]]
         assert len(changed) >= 8
-        recent = await run.core.memory.long_term.audit.recent(MAIN, limit=20)
+        recent = await run.core.audit.recent(MAIN, limit=20)
         assert any(r.source == "consolidate" and r.action in ("archive", "forget") for r in recent)
         scores = dict(
             zip(run.column("#rankings", "id"), run.column("#rankings", "score"), strict=True)
@@ -856,11 +858,11 @@ async def test_the_recall_tab_reruns_for_a_new_scope(demo_ws: Path) -> None:
         await run.settle()
         main_hits = run.column("#recall-hits", "where")
         assert main_hits and all(not w.startswith("memory/scopes/") for w in main_hits)
-        expected = [h.location for h in await run.core.search(LI_LEI, "喜欢", limit=10)]
+        expected = [h.location for h in await run.core.finder.search(LI_LEI, "喜欢", limit=10)]
         assert expected and all(w.startswith("memory/scopes/") for w in expected)
         await run.choose_scope(LI_LEI)
         await run.until(lambda: run.column("#recall-hits", "where") == expected)
-        injection = await run.core.recall(LI_LEI, "喜欢", now=NOW)
+        injection = await run.core.finder.recall(LI_LEI, "喜欢", now=NOW)
         assert injection.block and run.text("#recall-block") == injection.block
         assert "in scope telegram:peer:20010002" in run.text("#recall-status")
 

@@ -34,12 +34,12 @@ async def main() -> None:
     config = config.model_copy(
         update={{"long_term": config.long_term.model_copy(update={{"write_delay_seconds": 600.0}})}}
     )
-    core = MemoryCore(config)
-    await core.start()
+    opened = MemoryCore.open(config)  # held: a collected one would close the core
+    core = await opened.__aenter__()  # never left: the process is killed
     for scope, text, flush in {captures!r}:
-        entry, _ = await core.capture(ScopeKey(scope), text)
+        entry, _ = await core.memories.capture(ScopeKey(scope), text)
         if flush:
-            await core.flush()
+            await core.memories.flush()
         print(scope, entry.id, flush, flush=True)
     os._exit(0)  # dies with the rest journalled, not yet in any file
 

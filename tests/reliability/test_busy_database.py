@@ -61,9 +61,9 @@ async def test_a_transient_lock_causes_no_degradation(
     async with MemoryCore.open(
         with_long_term(config, write_delay_seconds=0.0), clock=clock
     ) as core:
-        await core.capture(MAIN, "the flat has a gas boiler")
-        await core.append_daily(MAIN, "first note of the day")
-        await core.flush()
+        await core.memories.capture(MAIN, "the flat has a gas boiler")
+        await core.notes.append(MAIN, "first note of the day")
+        await core.memories.flush()
         held = threading.Event()
         holder = asyncio.create_task(
             asyncio.to_thread(hold_exclusive, core.workspace.db_path, 1.0, held)
@@ -71,21 +71,21 @@ async def test_a_transient_lock_causes_no_degradation(
         await asyncio.to_thread(held.wait)
 
         async def capture() -> str:
-            entry, _ = await core.capture(MAIN, "the boiler was serviced in May")
-            await core.flush()  # its file write, audit rows and index update
+            entry, _ = await core.memories.capture(MAIN, "the boiler was serviced in May")
+            await core.memories.flush()  # its file write, audit rows and index update
             return entry.id
 
         entry_id, (note_path, _), turn, hits = await asyncio.gather(
             capture(),
-            core.append_daily(MAIN, "called the plumber about the boiler noise"),
-            core.chat(MAIN, "the boiler makes a knocking noise again"),
-            core.search(MAIN, "gas boiler"),
+            core.notes.append(MAIN, "called the plumber about the boiler noise"),
+            core.conversation.turn(MAIN, "the boiler makes a knocking noise again"),
+            core.finder.search(MAIN, "gas boiler"),
         )
         await holder
 
         assert degradations(caplog) == []
-        assert core.degraded_reason is None and core.memory.guard.index is not None
-        assert core.memory.guard.degradations == 0
+        assert core.degraded_reason is None and core.guard.index is not None
+        assert core.guard.degradations == 0
         assert "the flat has a gas boiler" in [h.text for h in hits]
         assert turn.reply  # the turn's messages were stored
         # Everything reached the index and the audit log, nothing was dropped on the way.
@@ -105,24 +105,24 @@ async def test_a_lock_held_past_every_retry_is_one_clear_error_not_damage(
     monkeypatch.setattr(db, "BUSY_TIMEOUT_MS", 50)
     monkeypatch.setattr(db, "BUSY_RETRY_SECONDS", 0.3)
     async with MemoryCore.open(config, clock=clock) as core:
-        await core.capture(MAIN, "the flat has a gas boiler")
-        await core.flush()
+        await core.memories.capture(MAIN, "the flat has a gas boiler")
+        await core.memories.flush()
         held = threading.Event()
         holder = asyncio.create_task(
             asyncio.to_thread(hold_exclusive, core.workspace.db_path, 1.5, held)
         )
         await asyncio.to_thread(held.wait)
         with pytest.raises(DatabaseBusy) as caught:
-            await core.chat(MAIN, "is the boiler fine?")
+            await core.conversation.turn(MAIN, "is the boiler fine?")
         assert isinstance(caught.value, ChatmemError)
         assert "locked" in str(caught.value) and "\n" not in str(caught.value)
         # A note is the file's: it is saved, and indexed by the next sync.
-        path, _ = await core.append_daily(MAIN, "boiler pressure at 1.2 bar")
+        path, _ = await core.notes.append(MAIN, "boiler pressure at 1.2 bar")
         assert "boiler pressure at 1.2 bar" in (core.workspace.root / path).read_text("utf-8")
         await holder
-        assert core.degraded_reason is None and core.memory.guard.degradations == 0
+        assert core.degraded_reason is None and core.guard.degradations == 0
         await index_of(core).sync_scope(MAIN)
-        assert [h.text for h in await core.search(MAIN, "pressure")] == [
+        assert [h.text for h in await core.finder.search(MAIN, "pressure")] == [
             "boiler pressure at 1.2 bar"
         ]
 
@@ -138,30 +138,30 @@ async def test_a_broken_index_degrades_then_comes_back_after_repair(
     running core uses the index again, without a restart."""
     caplog.set_level(logging.INFO, logger="memory_core")
     async with MemoryCore.open(config, clock=clock, monotonic=monotonic) as core:
-        await core.capture(MAIN, "we picked postgres for the billing service")
-        await core.append_daily(MAIN, "postgres upgrade planned for friday")
-        healthy = sorted(h.text for h in await core.search(MAIN, "postgres"))
+        await core.memories.capture(MAIN, "we picked postgres for the billing service")
+        await core.notes.append(MAIN, "postgres upgrade planned for friday")
+        healthy = sorted(h.text for h in await core.finder.search(MAIN, "postgres"))
         sid = await index_of(core).scope_id(MAIN)
         with sqlite3.connect(core.workspace.db_path) as damage:
             damage.execute(f"DROP TABLE fts_{sid}")
         damage.close()
 
-        assert sorted(h.text for h in await core.search(MAIN, "postgres")) == healthy
-        assert core.degraded_reason is not None and core.memory.guard.index is None
+        assert sorted(h.text for h in await core.finder.search(MAIN, "postgres")) == healthy
+        assert core.degraded_reason is not None and core.guard.index is None
         assert len(degradations(caplog)) == 1
         # Within the cool-down the files answer, and the index is not touched.
-        assert sorted(h.text for h in await core.search(MAIN, "postgres")) == healthy
-        assert core.memory.guard.index is None
+        assert sorted(h.text for h in await core.finder.search(MAIN, "postgres")) == healthy
+        assert core.guard.index is None
 
         async with MemoryCore.open(config, clock=clock) as other:  # `chatmem reindex`
             await other.reindex()
         monotonic.advance(RETRY_SECONDS - 1)
-        assert sorted(h.text for h in await core.search(MAIN, "postgres")) == healthy
-        assert core.memory.guard.index is None  # a second before the cool-down is over
+        assert sorted(h.text for h in await core.finder.search(MAIN, "postgres")) == healthy
+        assert core.guard.index is None  # a second before the cool-down is over
         monotonic.advance(1)
 
-        assert sorted(h.text for h in await core.search(MAIN, "postgres")) == healthy
-        assert core.degraded_reason is None and core.memory.guard.index is not None
+        assert sorted(h.text for h in await core.finder.search(MAIN, "postgres")) == healthy
+        assert core.degraded_reason is None and core.guard.index is not None
         assert any("usable again" in r.getMessage() for r in caplog.records)
         assert sorted(h.text for h in await index_of(core).search(MAIN, "postgres")) == healthy
 
@@ -170,13 +170,13 @@ async def test_an_index_still_broken_after_the_cool_down_stays_degraded(
     config: Config, clock: ManualClock
 ) -> None:
     async with MemoryCore.open(config, clock=clock) as core:
-        await core.append_daily(MAIN, "postgres upgrade planned for friday")
+        await core.notes.append(MAIN, "postgres upgrade planned for friday")
         sid = await index_of(core).scope_id(MAIN)
         with sqlite3.connect(core.workspace.db_path) as damage:
             damage.execute(f"DROP TABLE fts_{sid}")
         damage.close()
-        core.memory.guard.retry_seconds = 0.0
+        core.guard.retry_seconds = 0.0
         for _ in range(3):  # each try finds it broken again, and the files answer
-            hits = await core.search(MAIN, "postgres")
+            hits = await core.finder.search(MAIN, "postgres")
             assert [h.text for h in hits] == ["postgres upgrade planned for friday"]
             assert core.degraded_reason is not None

@@ -57,10 +57,10 @@ async def main() -> None:
     async with MemoryCore.open(config) as core:
         for n in range({notes}):
             scope = ScopeKey("main" if n % 2 else "peer:alice")
-            await core.append_daily(scope, f"w{name}n{{n}}zq note about the shed")
+            await core.notes.append(scope, f"w{name}n{{n}}zq note about the shed")
             print("note", scope.value, f"w{name}n{{n}}zq", flush=True)
             if n % 6 == 0:
-                entry, _ = await core.capture(scope, f"c{name}n{{n}}zq keeps a kayak")
+                entry, _ = await core.memories.capture(scope, f"c{name}n{{n}}zq keeps a kayak")
                 print("capture", scope.value, f"c{name}n{{n}}zq", flush=True)
 
 asyncio.run(main())
@@ -102,7 +102,7 @@ async def test_reindexes_beside_writers_and_a_kill_double_nothing(config: Config
         today = core.now()
         for n in range(SEED_DAYS):
             day = today - timedelta(days=n + 1)
-            await core.append_daily(MAIN if n % 2 else ALICE, f"seed {n} garden", now=day)
+            await core.notes.append(MAIN if n % 2 else ALICE, f"seed {n} garden", now=day)
     env, workspace = storage_env_of(config), str(config.workspace_path)
     writers = [
         start(WRITER.format(env=env, workspace=workspace, notes=NOTES, name=w))
@@ -131,10 +131,10 @@ async def test_reindexes_beside_writers_and_a_kill_double_nothing(config: Config
         assert await sql(core, DOUBLED) == [(0,)]
         await assert_counts_exact(core)
         for scope, token in sorted(notes):
-            hits = await core.search(ScopeKey(scope), token, limit=20)
+            hits = await core.finder.search(ScopeKey(scope), token, limit=20)
             texts = [h.text for h in hits if token in h.text]
             rows = await sql(core, "SELECT COUNT(*) FROM chunks WHERE text LIKE ?", f"%{token}%")
             df = await sql(core, "SELECT df FROM terms WHERE term = ?", token)
             assert len(texts) == 1, (scope, token, texts, rows, df)
         for scope, token in sorted(captures):
-            assert any(token in e.content for e in await core.entries(ScopeKey(scope)))
+            assert any(token in e.content for e in await core.memories.entries(ScopeKey(scope)))

@@ -197,9 +197,9 @@ async def test_daily_notes_on_a_full_disk(
         workspace = base / f"w{trial}"
         config = load_config(None, env={}, workspace=workspace)
         async with MemoryCore.open(config) as core:
-            relative, _ = await core.append_daily(MAIN, "first note of the trial")
+            relative, _ = await core.notes.append(MAIN, "first note of the trial")
             path = workspace / relative
-            day = core.today()
+            day = core.notes.today()
             acked: list[str] = []
             if mode == "tmpfs":
                 # Grow the database's write-ahead log, then checkpoint it: the next index
@@ -207,7 +207,7 @@ async def test_daily_notes_on_a_full_disk(
                 # the one-trip path (note and index row together) meets the refusal.
                 for n in range(12):
                     acked.append(f"warm-up note {n}" + " 长期记忆" * 200)
-                    await core.append_daily(MAIN, acked[-1])
+                    await core.notes.append(MAIN, acked[-1])
                 await database(core).call(lambda c: c.execute("PRAGMA wal_checkpoint(PASSIVE)"))
                 _fill(base, rng.randrange(0, 12_000))
             else:
@@ -216,7 +216,7 @@ async def test_daily_notes_on_a_full_disk(
             for _ in range(500):
                 text = _note_text(rng)
                 try:
-                    await core.append_daily(MAIN, text)
+                    await core.notes.append(MAIN, text)
                 except Exception as exc:  # checked below, after the file is counted
                     tally.unclear += not _clear_refusal(exc)
                     refused = text
@@ -268,8 +268,8 @@ async def test_a_full_disk_keeps_memory_md_and_history(tmpfs: Path | None) -> No
         update={"long_term": direct.long_term.model_copy(update={"journal": False})}
     )
     async with MemoryCore.open(direct) as core:
-        await core.capture(MAIN, "likes green tea")
-        assert (await core.archive_history(MAIN)).moved == 0  # its lock file exists now
+        await core.memories.capture(MAIN, "likes green tea")
+        assert (await core.conversation.archive(MAIN)).moved == 0  # its lock file exists now
         now = core.now()
         talk = [RecordedMessage("user", "", f"message {i} " + "字" * 400, now) for i in range(20)]
         await core.record_session(MAIN, "s1", now, talk)
@@ -280,17 +280,17 @@ async def test_a_full_disk_keeps_memory_md_and_history(tmpfs: Path | None) -> No
         with pytest.raises(
             StoreError, match=r"^MEMORY\.md left as it was: .*disk full \(ENOSPC\)$"
         ):
-            await core.capture(MAIN, "likes coffee")
+            await core.memories.capture(MAIN, "likes coffee")
         with pytest.raises(StoreError, match=r"\.md left as it was: .*disk full \(ENOSPC\)$"):
-            await core.archive_history(MAIN)
+            await core.conversation.archive(MAIN)
         assert memory_md.read_bytes() == before
         assert _files(workspace) == _files(workspace, before_archive=True)
         shutil.rmtree(tmpfs / "inodes")
 
         _fill(tmpfs, 0)
         for attempt in (
-            core.capture(MAIN, "likes coffee " + "咖啡" * 3000),
-            core.archive_history(MAIN),
+            core.memories.capture(MAIN, "likes coffee " + "咖啡" * 3000),
+            core.conversation.archive(MAIN),
         ):
             with pytest.raises(ChatmemError) as refused:
                 await attempt
@@ -299,12 +299,15 @@ async def test_a_full_disk_keeps_memory_md_and_history(tmpfs: Path | None) -> No
         assert _files(workspace) == _files(workspace, before_archive=True)
         (tmpfs / "filler").unlink()
 
-        report = await core.archive_history(MAIN)
+        report = await core.conversation.archive(MAIN)
         assert report.moved == 20
         archived = (workspace / report.files[0]).read_text(encoding="utf-8")
         assert all(f"message {i} " in archived for i in range(20))
-        await core.capture(MAIN, "likes coffee")
-        assert {e.content for e in await core.entries(MAIN)} == {"likes green tea", "likes coffee"}
+        await core.memories.capture(MAIN, "likes coffee")
+        assert {e.content for e in await core.memories.entries(MAIN)} == {
+            "likes green tea",
+            "likes coffee",
+        }
 
 
 def _fill_inodes(directory: Path) -> None:
@@ -363,15 +366,15 @@ def say(**row):
 async def trial(n):
     workspace = base / f"w{n}"
     async with MemoryCore.open(load_config(None, env={}, workspace=workspace)) as core:
-        relative, _ = await core.append_daily(ScopeKey("main"), "first note of the trial")
+        relative, _ = await core.notes.append(ScopeKey("main"), "first note of the trial")
         size = (workspace / relative).stat().st_size
-        say(trial=n, path=str(workspace / relative), day=core.today().isoformat())
+        say(trial=n, path=str(workspace / relative), day=core.notes.today().isoformat())
         resource.setrlimit(resource.RLIMIT_FSIZE, (size + rng.randrange(0, 16_000), hard))
         try:
             for _ in range(500):
                 text = note()
                 try:
-                    await core.append_daily(ScopeKey("main"), text)
+                    await core.notes.append(ScopeKey("main"), text)
                 except Exception as exc:
                     say(trial=n, refused=f"{type(exc).__name__}: {exc}")
                     return

@@ -45,22 +45,22 @@ async def test_every_capture_is_found_by_its_unique_term(core: MemoryCore) -> No
     """Captures alike but for their topic and their term; each one acknowledged is found by
     "what is the code <term>" among the first 20 hits (the fused ranking once put a capture
     behind chunks that only read alike, and then dropped it as their near-copy)."""
-    index = core.memory.guard.index
+    index = core.guard.index
     assert index is not None and index.vectors is not None, "the local model is installed"
     rng = random.Random(5)
     acknowledged: list[str] = []
     for number, term in enumerate(made_up_terms(CAPTURES)):
         topic, other = rng.sample(TOPICS, 2)
         text = f"Note {number}: the user said that {topic} and {other}; the code is {term}"
-        entry, _ = await core.capture(SCOPE, text)
+        entry, _ = await core.memories.capture(SCOPE, text)
         if term in entry.content:
             acknowledged.append(term)
     assert len(acknowledged) > CAPTURES * 0.9
-    await core.flush()
+    await core.memories.flush()
     await core.vectors_ready()
     missed = []
     for term in acknowledged:
-        hits = await core.search(SCOPE, f"what is the code {term}", limit=20)
+        hits = await core.finder.search(SCOPE, f"what is the code {term}", limit=20)
         if not any(term in hit.text for hit in hits):
             missed.append(term)
     assert not missed, f"{len(missed)} of {len(acknowledged)} captures not found: {missed[:5]}"

@@ -15,7 +15,7 @@ import pytest
 
 from memory_core.clock import ManualClock
 from memory_core.config import Config
-from memory_core.conversation.tools import ToolContext, dispatch
+from memory_core.conversation.tools import dispatch
 from memory_core.engine import MemoryCore
 from memory_core.errors import ChatmemError
 from memory_core.scope import MAIN
@@ -43,9 +43,9 @@ async def test_searches_in_flight_when_the_index_fails_answer_from_files(
 
 async def _search_while_the_index_fails(core: MemoryCore) -> None:
     for note in NOTES:
-        await core.append_daily(MAIN, note)
+        await core.notes.append(MAIN, note)
     queries = ["postgres", "kayak lake", "数据库 连接池", "billing"]
-    healthy = [sorted(h.text for h in await core.search(MAIN, q)) for q in queries]
+    healthy = [sorted(h.text for h in await core.finder.search(MAIN, q)) for q in queries]
     sid = await index_of(core).scope_id(MAIN)
     if database(core).backend == "sqlite":
         await sql_write(core, (f"DROP TABLE fts_{sid}", ()))
@@ -54,22 +54,24 @@ async def _search_while_the_index_fails(core: MemoryCore) -> None:
 
     # All of them read the index before the first one's failure turns it off.
     searched, recalled = await asyncio.gather(
-        asyncio.gather(*(core.search(MAIN, q) for q in queries), return_exceptions=True),
-        asyncio.gather(core.recall(MAIN, "上次说的 postgres 升级是哪天？"), return_exceptions=True),
+        asyncio.gather(*(core.finder.search(MAIN, q) for q in queries), return_exceptions=True),
+        asyncio.gather(
+            core.finder.recall(MAIN, "上次说的 postgres 升级是哪天？"), return_exceptions=True
+        ),
     )
     errors = [a for a in [*searched, *recalled] if isinstance(a, BaseException)]
     assert errors == []
     found = [sorted(h.text for h in hits) for hits in searched if isinstance(hits, list)]
     assert found == healthy
-    assert core.memory.guard.index is None and core.memory.guard.degradations == 1
+    assert core.guard.index is None and core.guard.degradations == 1
     [injection] = recalled
     assert not isinstance(injection, BaseException)
     assert any("postgres" in hit.text for hit in injection.hits)
 
 
 async def test_a_tool_answers_a_database_failure_with_one_json_line(core: MemoryCore) -> None:
-    ctx = ToolContext(core.memory, MAIN)
-    turn = await core.chat(MAIN, "the boiler makes a knocking noise")
+    ctx = core.tool_context(MAIN)
+    turn = await core.conversation.turn(MAIN, "the boiler makes a knocking noise")
     await sql_write(
         core, ("DROP TABLE chunks CASCADE" if postgres(core) else "DROP TABLE chunks", ())
     )
@@ -86,7 +88,7 @@ async def test_a_tool_answers_a_database_failure_with_one_json_line(core: Memory
         assert "\n" not in answer["error"]
     # The same failures reach a person's command as one ChatmemError line.
     with pytest.raises(ChatmemError, match="capture not saved"):
-        await core.capture(MAIN, "boiler serviced")
+        await core.memories.capture(MAIN, "boiler serviced")
 
 
 @pytest.mark.sqlite_only  # the failure is the lock files' directory, which PostgreSQL's
@@ -96,7 +98,7 @@ async def test_a_tool_answers_a_disk_failure_with_one_json_line(
 ) -> None:
     held = with_long_term(config, write_delay_seconds=600.0)
     async with MemoryCore.open(held, clock=clock) as core:
-        ctx = ToolContext(core.memory, MAIN)
+        ctx = core.tool_context(MAIN)
         saved = json.loads(
             await dispatch(
                 ctx, "memory_save", {"content": "allergic to peanuts", "target": "long-term"}

@@ -58,79 +58,79 @@ async def test_the_core_keeps_every_capture_exactly(core: MemoryCore, config: Co
     texts = [marked(text, n) for n, text in enumerate(KEPT)]
     acknowledged = {}
     for text in texts:
-        entry, _ = await core.capture(MAIN, text)
+        entry, _ = await core.memories.capture(MAIN, text)
         assert entry.content == text
         acknowledged[entry.id] = text
-    await core.flush()
-    assert {e.id: e.content for e in await core.entries(MAIN)} == acknowledged
+    await core.memories.flush()
+    assert {e.id: e.content for e in await core.memories.entries(MAIN)} == acknowledged
     for n, text in enumerate(texts):
-        hits = await core.search(MAIN, f"zq{n}x")
+        hits = await core.finder.search(MAIN, f"zq{n}x")
         assert hits, text
     assert await fresh_entries(config) == acknowledged
 
 
 async def test_the_core_refuses_lone_surrogates_and_stores_nothing(core: MemoryCore) -> None:
-    await core.capture(MAIN, "a memory before")
-    await core.flush()
-    before = (await core.long_term_text(MAIN), await core.entries(MAIN))
+    await core.memories.capture(MAIN, "a memory before")
+    await core.memories.flush()
+    before = (await core.long_term_text(MAIN), await core.memories.entries(MAIN))
     for text in SURROGATES:
         with pytest.raises(InputRefused, match="lone surrogate"):
-            await core.capture(MAIN, text)
+            await core.memories.capture(MAIN, text)
         with pytest.raises(InputRefused):
-            await core.capture(MAIN, "fine", category=text)
+            await core.memories.capture(MAIN, "fine", category=text)
         with pytest.raises(InputRefused):
-            await core.capture(MAIN, "fine", source=text)
+            await core.memories.capture(MAIN, "fine", source=text)
         with pytest.raises(InputRefused):
-            await core.search(MAIN, text)
+            await core.finder.search(MAIN, text)
         with pytest.raises(InputRefused):
-            await core.search(MAIN, ["fine", text])
+            await core.finder.search(MAIN, ["fine", text])
         with pytest.raises(InputRefused):
-            await core.recall(MAIN, text)
+            await core.finder.recall(MAIN, text)
         with pytest.raises(InputRefused):
-            await core.append_daily(MAIN, text)
+            await core.notes.append(MAIN, text)
         with pytest.raises(InputRefused):
-            await core.chat(MAIN, text)
+            await core.conversation.turn(MAIN, text)
         with pytest.raises(InputRefused):
-            await core.chat(MAIN, "hello", speaker=text)
+            await core.conversation.turn(MAIN, "hello", speaker=text)
         with pytest.raises(InputRefused):
-            await core.remember(MAIN, text)
+            await core.conversation.chat.remember(MAIN, text)
         with pytest.raises(InputRefused):
-            await core.read_memory(MAIN, text)
-    await core.flush()
-    assert (await core.long_term_text(MAIN), await core.entries(MAIN)) == before
+            await core.finder.read(MAIN, text)
+    await core.memories.flush()
+    assert (await core.long_term_text(MAIN), await core.memories.entries(MAIN)) == before
     assert await recent_messages(core, MAIN, 10) == []
 
 
 async def test_labels_are_taken_as_enum_or_string_alike(core: MemoryCore) -> None:
-    by_string, _ = await core.capture(MAIN, "went to the dentist", memory_class="event")
-    by_enum, _ = await core.capture(
+    by_string, _ = await core.memories.capture(MAIN, "went to the dentist", memory_class="event")
+    by_enum, _ = await core.memories.capture(
         MAIN, "likes oolong", importance="high", memory_class=MemoryClass.FACT
     )
     assert by_string.memory_class is MemoryClass.EVENT
     assert by_enum.importance is Importance.HIGH and by_enum.score == pytest.approx(0.8)
     for bad in ({"memory_class": "events"}, {"importance": "urgent"}):
         with pytest.raises(InputRefused, match="must be one of"):
-            await core.capture(MAIN, "never stored", **bad)  # type: ignore[arg-type]
+            await core.memories.capture(MAIN, "never stored", **bad)  # type: ignore[arg-type]
     assert "never stored" not in await core.long_term_text(MAIN)
 
 
 async def fresh_entries(config: Config) -> dict[str, str]:
     """The scope's entries as another process reads them from the file."""
     async with MemoryCore.open(config) as other:
-        return {e.id: e.content for e in await other.entries(MAIN)}
+        return {e.id: e.content for e in await other.memories.entries(MAIN)}
 
 
 async def test_the_chat_engine_keeps_messages_and_memories_exactly(
     core: MemoryCore, config: Config
 ) -> None:
     for n, text in enumerate(KEPT):
-        await core.chat(MAIN, marked(text, n))
+        await core.conversation.turn(MAIN, marked(text, n))
     stored = [m.content for m in await recent_messages(core, MAIN, 50) if m.role == "user"]
     assert stored == [marked(text, n) for n, text in enumerate(KEPT)]
     asked = "my locker code\r\nis in the\rblue notebook"
-    await core.remember(MAIN, asked)
-    await core.flush()
-    assert asked in [e.content for e in await core.entries(MAIN)]
+    await core.conversation.chat.remember(MAIN, asked)
+    await core.memories.flush()
+    assert asked in [e.content for e in await core.memories.entries(MAIN)]
     assert asked in (await fresh_entries(config)).values()
 
 
@@ -158,8 +158,8 @@ async def test_mcp_memory_save_keeps_or_refuses(core: MemoryCore, config: Config
                 assert "Traceback" not in message
             searched = await client.call_tool("memory_search", {"query": text})
             assert searched.is_error
-    await core.flush()
-    assert {e.id: e.content for e in await core.entries(MAIN)} == saved
+    await core.memories.flush()
+    assert {e.id: e.content for e in await core.memories.entries(MAIN)} == saved
     assert await fresh_entries(config) == saved
 
 

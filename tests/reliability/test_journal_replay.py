@@ -34,12 +34,12 @@ def long_term(config: Config, scope: ScopeKey) -> Path:
 
 
 async def check_bob_is_served(core: MemoryCore, bob_ids: list[str]) -> None:
-    status = await core.status(BOB)
+    status = await core.memories.status(BOB)
     assert {e.id for e in status.active} >= set(bob_ids)
-    added, _ = await core.capture(BOB, "practises scales every morning")
-    assert [h.ref for h in await core.search(BOB, "cello")] == [bob_ids[0]]
+    added, _ = await core.memories.capture(BOB, "practises scales every morning")
+    assert [h.ref for h in await core.finder.search(BOB, "cello")] == [bob_ids[0]]
     await core.reindex()
-    assert [h.ref for h in await core.search(BOB, "scales morning")] == [added.id]
+    assert [h.ref for h in await core.finder.search(BOB, "scales morning")] == [added.id]
 
 
 async def test_a_scope_that_cannot_be_replayed_keeps_its_rows_and_the_rest_is_served(
@@ -60,10 +60,10 @@ async def test_a_scope_that_cannot_be_replayed_keeps_its_rows_and_the_rest_is_se
     blocked.mkdir(parents=True)
 
     async with MemoryCore.open(config, monotonic=monotonic) as core:
-        assert {e.id for e in await core.entries(BOB)} == set(ids[BOB.value])
+        assert {e.id for e in await core.memories.entries(BOB)} == set(ids[BOB.value])
         assert journal_rows(config) == {ALICE.value: 1}
         with pytest.raises(ChatmemError, match=r"LONG_TERM\.md") as caught:
-            await core.status(ALICE)
+            await core.memories.status(ALICE)
         assert "\n" not in str(caught.value)
         await check_bob_is_served(core, ids[BOB.value])
         assert journal_rows(config) == {ALICE.value: 1}
@@ -72,7 +72,7 @@ async def test_a_scope_that_cannot_be_replayed_keeps_its_rows_and_the_rest_is_se
         # captures.
         blocked.rmdir()
         monotonic.advance(staging.RETRY_FIRST_SECONDS)
-        assert [e.id for e in await core.entries(ALICE)] == ids[ALICE.value]
+        assert [e.id for e in await core.memories.entries(ALICE)] == ids[ALICE.value]
         assert journal_rows(config) == {}
     assert {e.content for e in parse_memory(blocked.read_text("utf-8")).entries} == {
         "owns a red bicycle"
@@ -88,11 +88,11 @@ async def test_kept_rows_survive_the_process_and_a_later_start_replays_them(
     blocked = long_term(config, ALICE)
     blocked.mkdir(parents=True)
     async with MemoryCore.open(config) as core:
-        assert await core.entries(BOB) == []
+        assert await core.memories.entries(BOB) == []
     assert journal_rows(config) == {ALICE.value: 1}  # kept after a clean close too
     blocked.rmdir()
     async with MemoryCore.open(config) as core:
-        assert [e.content for e in await core.entries(ALICE)] == ["owns a red bicycle"]
+        assert [e.content for e in await core.memories.entries(ALICE)] == ["owns a red bicycle"]
     assert journal_rows(config) == {}
 
 
@@ -118,10 +118,10 @@ async def test_journal_replay_with_one_bad_scope(config: Config, workspace: Path
 
     async with MemoryCore.open(config) as core:
         await check_bob_is_served(core, ids[BOB.value])
-        status = await core.status(ALICE)
+        status = await core.memories.status(ALICE)
         assert [e.content for e in status.active] == ["owns a red bicycle"]
         [block] = status.quarantined
         assert "likes gr\\xffeen tea" in block.text
-        assert [p.block.text for p in await core.validate()] == [block.text]
+        assert [p.block.text for p in await core.memories.validate()] == [block.text]
     assert journal_rows(config) == {}
     assert undecodable_copy_path(path, damaged).read_bytes() == damaged

@@ -73,15 +73,15 @@ async def test_every_reader_survives_far_dates_in_files(
     core: MemoryCore, storage_env: Mapping[str, str]
 ) -> None:
     workspace = core.workspace.root
-    kept, _ = await core.capture(MAIN, "alice likes green tea")
-    gone, _ = await core.capture(MAIN, "bob owns a red bicycle")
-    await core.forget(MAIN, gone.id)
+    kept, _ = await core.memories.capture(MAIN, "alice likes green tea")
+    gone, _ = await core.memories.capture(MAIN, "bob owns a red bicycle")
+    await core.memories.forget(MAIN, gone.id)
     # What `consolidate --now 9999-12-31T23:59:59Z --apply` wrote before it was refused,
     # still possible through the API: everything decays to forgotten in the year 9999.
-    await core.consolidate(MAIN, now=FAR_FUTURE)
-    await core.capture(MAIN, "carol plays the cello")
-    await core.flush()
-    memory = core.memory.long_term.path(MAIN)
+    await core.memories.consolidate(MAIN, now=FAR_FUTURE)
+    await core.memories.capture(MAIN, "carol plays the cello")
+    await core.memories.flush()
+    memory = core.memories.path(MAIN)
     text = memory.read_text(encoding="utf-8")
     # Hand edits at both ends of the calendar, in headers and in metadata.
     text = text.replace('"created_at": "', '"created_at": "0001-01-01T00:00:00+05:00", "x": "', 1)

@@ -42,10 +42,10 @@ from memory_core.scope import ScopeKey
 
 async def main() -> None:
     config = load_config(None, env={env!r}, workspace={workspace!r})
-    core = MemoryCore(config)
-    await core.start()
+    opened = MemoryCore.open(config)  # held: a collected one would close the core
+    core = await opened.__aenter__()  # never left: the process is killed
     for n in range({count}):
-        entry, _ = await core.capture(ScopeKey("peer:alice"), f"killed writer fact {{n}} zq")
+        entry, _ = await core.memories.capture(ScopeKey("peer:alice"), f"killed writer fact {{n}} zq")
         print(entry.id, flush=True)
     os.kill(os.getpid(), signal.SIGKILL)  # its spool is left behind, its lock let go
 
@@ -69,15 +69,17 @@ async def test_changes_made_during_an_outage_keep_their_audit_rows(
     clock = ManualClock(START)
     config = pg_config(own_postgres, tmp_path / "ws")
     async with MemoryCore.open(config, clock=clock, monotonic=monotonic) as core:
-        ids = [(await core.capture(ALICE, f"before fact {n} zq"))[0].id for n in range(5)]
-        await core.flush()
+        ids = [(await core.memories.capture(ALICE, f"before fact {n} zq"))[0].id for n in range(5)]
+        await core.memories.flush()
         await asyncio.to_thread(own_postgres.pause)
-        during = [(await core.capture(ALICE, f"outage fact {n} zq"))[0].id for n in range(20)]
-        await core.flush()
-        await core.forget(ALICE, during[0])
-        audit = core.memory.long_term.audit
+        during = [
+            (await core.memories.capture(ALICE, f"outage fact {n} zq"))[0].id for n in range(20)
+        ]
+        await core.memories.flush()
+        await core.memories.forget(ALICE, during[0])
+        audit = core.audit
         assert isinstance(audit, SpoolingAudit) and audit.pending > 0
-        await core.append_daily(MAIN, "a note during the outage")
+        await core.notes.append(MAIN, "a note during the outage")
 
         await asyncio.to_thread(own_postgres.resume)
 
@@ -99,7 +101,7 @@ async def test_a_writer_killed_during_an_outage_loses_no_audit_row(
 ) -> None:
     config = pg_config(own_postgres, tmp_path / "ws")
     async with MemoryCore.open(config) as core:
-        await core.capture(ALICE, "a fact from before zq")
+        await core.memories.capture(ALICE, "a fact from before zq")
     await asyncio.to_thread(own_postgres.pause)
     script = KILLED_WRITER.format(
         env=storage_env_of(config), workspace=str(config.workspace_path), count=12
@@ -121,14 +123,14 @@ async def test_a_writer_killed_during_an_outage_loses_no_audit_row(
     # written once.
     async with MemoryCore.open(config) as first, MemoryCore.open(config) as second:
         for core in (first, second):
-            audit = core.memory.long_term.audit
+            audit = core.audit
             assert isinstance(audit, SpoolingAudit)
             await audit.flush_spool()
         added = await added_rows(first)
         assert {i: added.get(i, 0) for i in acknowledged} == dict.fromkeys(acknowledged, 1)
-        entries = {e.id for e in await first.entries(ALICE)}
+        entries = {e.id for e in await first.memories.entries(ALICE)}
         assert set(acknowledged) <= entries
         await assert_counts_exact(first)
-        hits = await first.search(ALICE, "killed writer fact zq")
+        hits = await first.finder.search(ALICE, "killed writer fact zq")
         assert hits
     assert not list((tmp_path / "ws" / ".chatmem" / "spool" / "audit").glob("*.jsonl"))

@@ -33,7 +33,7 @@ def pg_config(own_postgres: PostgresServer, workspace: Path) -> Config:
 
 
 def history(core: MemoryCore) -> SpoolingHistory:
-    spooling = core.runtime.history
+    spooling = core.history
     assert isinstance(spooling, SpoolingHistory)
     return spooling
 
@@ -54,21 +54,21 @@ async def test_a_restart_mid_run_loses_nothing(
     async with MemoryCore.open(
         pg_config(own_postgres, tmp_path / "ws"), clock=clock, monotonic=monotonic
     ) as core:
-        await core.chat(ALICE, "before: the boiler was serviced in May")
-        await core.append_daily(MAIN, "before: kayak on the lake")
+        await core.conversation.turn(ALICE, "before: the boiler was serviced in May")
+        await core.notes.append(MAIN, "before: kayak on the lake")
 
         await asyncio.to_thread(own_postgres.pause)
         # The turns go on: messages wait in the spool, the files take the memories.
         for n in range(5):
-            await core.chat(ALICE, f"during {n}: the heating is on a timer")
-        await core.chat(MAIN, "during: 我家的猫叫小白")
-        entry, _ = await core.capture(ALICE, "keeps bees in the garden")
-        await core.capture(ALICE, "the hives are painted blue")
-        await core.append_daily(MAIN, "during: sourdough starter fed")
-        hits = await core.search(MAIN, "sourdough")
+            await core.conversation.turn(ALICE, f"during {n}: the heating is on a timer")
+        await core.conversation.turn(MAIN, "during: 我家的猫叫小白")
+        entry, _ = await core.memories.capture(ALICE, "keeps bees in the garden")
+        await core.memories.capture(ALICE, "the hives are painted blue")
+        await core.notes.append(MAIN, "during: sourdough starter fed")
+        hits = await core.finder.search(MAIN, "sourdough")
         assert [h.text for h in hits] == ["during: sourdough starter fed"]
         assert history(core).pending == 6
-        assert entry.id in {e.id for e in await core.entries(ALICE)}
+        assert entry.id in {e.id for e in await core.memories.entries(ALICE)}
         outage_lines = [r for r in caplog.records if "unreachable" in r.getMessage()]
 
         await asyncio.to_thread(own_postgres.resume)
@@ -79,7 +79,7 @@ async def test_a_restart_mid_run_loses_nothing(
             (MAIN.value, "during: 我家的猫叫小白"),
         ]
         # Turns after the outage are stored in order behind the spooled ones.
-        await core.chat(ALICE, "after: all good")
+        await core.conversation.turn(ALICE, "after: all good")
         assert (await stored(core))[-1] == (ALICE.value, "after: all good")
         # The index comes back and holds what was written meanwhile.
         await past_cool_downs(monotonic, lambda: _index_finds(core, MAIN, "sourdough"))
@@ -98,7 +98,7 @@ async def _spool_written(core: MemoryCore) -> bool:
 
 
 async def _index_finds(core: MemoryCore, scope: ScopeKey, word: str) -> bool:
-    hits = await core.search(scope, word)
+    hits = await core.finder.search(scope, word)
     return bool(hits) and core.degraded_reason is None
 
 
@@ -111,11 +111,11 @@ async def test_a_start_while_the_server_is_down_works_from_files(
     # The first call that finds the server away marks it down; the calls after it fail at
     # once for as long as the test's monotonic clock stands still.
     async with MemoryCore.open(config, clock=clock, monotonic=monotonic) as core:
-        await core.append_daily(MAIN, "written while the server was down")
-        assert [h.text for h in await core.search(MAIN, "server")] == [
+        await core.notes.append(MAIN, "written while the server was down")
+        assert [h.text for h in await core.finder.search(MAIN, "server")] == [
             "written while the server was down"
         ]
-        await core.chat(MAIN, "a message with nowhere to go but the spool")
+        await core.conversation.turn(MAIN, "a message with nowhere to go but the spool")
         assert history(core).pending == 1
     # The next process, with the server back, writes the spool the first one left.
     await asyncio.to_thread(own_postgres.resume)

@@ -187,9 +187,10 @@ async def test_two_replicas_answer_every_message_once_through_a_kill_and_a_resta
         workspace=workspace,
     )
     async with MemoryCore.open(config, clock=ManualClock(START)) as core:
-        scopes = await core.scopes()
+        scopes = await core.memories.scopes()
         texts = {
-            scope.value: " ".join(e.content for e in await core.entries(scope)) for scope in scopes
+            scope.value: " ".join(e.content for e in await core.memories.entries(scope))
+            for scope in scopes
         }
         for index in range(CHATS):
             owners = [key for key, text in texts.items() if marker(index) in text]

@@ -13,9 +13,9 @@ LONG = ScopeKey("group:telegram:" + "长" * 60 + ":topic:42")
 
 
 async def make_long_scope(core: MemoryCore) -> None:
-    await core.capture(LONG, "the release is on the first monday of the month")
-    await core.flush()
-    path = core.memory.long_term.path(LONG)
+    await core.memories.capture(LONG, "the release is on the first monday of the month")
+    await core.memories.flush()
+    path = core.memories.path(LONG)
     # A block a person broke, so that `validate` has something to report in this scope.
     with path.open("a", encoding="utf-8") as handle:
         handle.write("\n### [zz] not | a | valid | header\nbroken block\n")
@@ -33,9 +33,9 @@ async def test_an_empty_key_file_does_not_hide_the_scope(
     key_file.write_bytes(b"")  # torn by a crash, as a plain write_text could leave it
 
     async with MemoryCore.open(config, clock=clock) as core:
-        assert LONG in await core.scopes()
+        assert LONG in await core.memories.scopes()
         assert key_file.read_text(encoding="utf-8") == LONG.value  # repaired
-        problems = await core.validate()
+        problems = await core.memories.validate()
         assert [p.scope for p in problems] == [LONG]
 
 
@@ -46,9 +46,9 @@ async def test_a_wrong_key_file_is_repaired_when_the_scope_is_written(
         await make_long_scope(core)
         key_file = core.workspace.memory_dir(LONG) / SCOPE_KEY_FILE
         key_file.write_text("peer:someone-else", encoding="utf-8")
-        await core.append_daily(LONG, "release notes drafted")
+        await core.notes.append(LONG, "release notes drafted")
         assert key_file.read_text(encoding="utf-8") == LONG.value
-        assert LONG in await core.scopes()
+        assert LONG in await core.memories.scopes()
 
 
 async def test_both_copies_lost_leaves_other_scopes_listed(
@@ -59,12 +59,12 @@ async def test_both_copies_lost_leaves_other_scopes_listed(
     other = ScopeKey("peer:7")
     async with MemoryCore.open(config, clock=clock) as core:
         await make_long_scope(core)
-        await core.capture(other, "likes green tea")
+        await core.memories.capture(other, "likes green tea")
         directory = core.workspace.memory_dir(LONG)
         (directory / SCOPE_KEY_FILE).write_bytes(b"")
         (core.workspace.scope_keys_dir / directory.name).write_bytes(b"")
-        assert LONG not in await core.scopes()
-        assert other in await core.scopes()
+        assert LONG not in await core.memories.scopes()
+        assert other in await core.memories.scopes()
         # The next write to the scope puts both back.
-        await core.capture(LONG, "the changelog is written by hand")
-        assert LONG in await core.scopes()
+        await core.memories.capture(LONG, "the changelog is written by hand")
+        assert LONG in await core.memories.scopes()

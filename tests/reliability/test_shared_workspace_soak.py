@@ -72,16 +72,16 @@ async def main():
             text = "{tag} " + kind + " " + " ".join(new)
             try:
                 if kind == "capture":
-                    entry, result = await core.capture(scope, text)
+                    entry, result = await core.memories.capture(scope, text)
                     added = result.count(ChangeKind.ADDED) == 1
                     captures.append((scope.value, entry.id, text, added))
                 elif kind == "append":
-                    path, _ = await core.append_daily(scope, text)
+                    path, _ = await core.notes.append(scope, text)
                     notes.append((scope.value, path, text))
                 elif kind == "chat":
-                    await core.chat(scope, text)
+                    await core.conversation.turn(scope, text)
                 else:
-                    await core.search(scope, " ".join(words[-6:-3]) or "nothing yet")
+                    await core.finder.search(scope, " ".join(words[-6:-3]) or "nothing yet")
                 ops[kind] += 1
                 words.extend(new)
             except Exception as exc:
@@ -89,7 +89,7 @@ async def main():
             if core.degraded_reason is not None:
                 degraded_seen += 1
             step += 1
-        guard_degradations = core.memory.guard.degradations
+        guard_degradations = core.guard.degradations
     print(json.dumps({{
         "ops": ops, "errors": errors, "captures": captures, "notes": notes,
         "degraded_log": counter.degraded, "degraded_steps": degraded_seen,
@@ -152,7 +152,7 @@ async def test_two_processes_share_a_workspace_for_a_minute_without_degrading(
     async with MemoryCore.open(config) as core:
         stored = {}
         for value in SCOPES:
-            path = core.memory.long_term.path(ScopeKey(value))
+            path = core.memories.path(ScopeKey(value))
             stored[value] = {e.id: e.content for e in parse_memory(path.read_text("utf-8")).entries}
         assert core.degraded_reason is None
     for result in results:

@@ -33,36 +33,34 @@ def rewrite_in_the_same_tick(path: Path, old: bytes, new: bytes) -> None:
 
 
 async def test_a_same_size_rewrite_in_one_tick_is_seen(core: MemoryCore) -> None:
-    await core.capture(MAIN, "likes green tea")
-    await core.flush()
-    path = core.memory.long_term.path(MAIN)
-    assert [e.content for e in await core.entries(MAIN)] == ["likes green tea"]
+    await core.memories.capture(MAIN, "likes green tea")
+    await core.memories.flush()
+    path = core.memories.path(MAIN)
+    assert [e.content for e in await core.memories.entries(MAIN)] == ["likes green tea"]
 
     rewrite_in_the_same_tick(path, b"likes green tea", b"likes black tea")
-    assert [e.content for e in await core.entries(MAIN)] == ["likes black tea"]
+    assert [e.content for e in await core.memories.entries(MAIN)] == ["likes black tea"]
 
 
 async def test_a_same_size_rewrite_in_one_tick_is_not_overwritten(core: MemoryCore) -> None:
     """The write path too: a capture must build on the person's edit, not on the cache."""
-    first, _ = await core.capture(MAIN, "likes green tea")
-    await core.flush()
-    await core.entries(MAIN)  # cached
-    rewrite_in_the_same_tick(
-        core.memory.long_term.path(MAIN), b"likes green tea", b"likes black tea"
-    )
-    second, _ = await core.capture(MAIN, "owns a red bicycle")
-    await core.flush()
-    stored = {e.id: e.content for e in await core.entries(MAIN)}
+    first, _ = await core.memories.capture(MAIN, "likes green tea")
+    await core.memories.flush()
+    await core.memories.entries(MAIN)  # cached
+    rewrite_in_the_same_tick(core.memories.path(MAIN), b"likes green tea", b"likes black tea")
+    second, _ = await core.memories.capture(MAIN, "owns a red bicycle")
+    await core.memories.flush()
+    stored = {e.id: e.content for e in await core.memories.entries(MAIN)}
     assert stored == {first.id: "likes black tea", second.id: "owns a red bicycle"}
 
 
 async def test_an_old_file_is_trusted_on_its_stamp(core: MemoryCore) -> None:
     """Past the timestamp granularity the stamp alone vouches: no hash on the hot path."""
-    await core.capture(MAIN, "likes green tea")
-    await core.flush()
-    path = core.memory.long_term.path(MAIN)
+    await core.memories.capture(MAIN, "likes green tea")
+    await core.memories.flush()
+    path = core.memories.path(MAIN)
     old = time.time_ns() - 10 * RACY_NS
     os.utime(path, ns=(old, old))
-    await core.entries(MAIN)
-    store = core.memory.long_term.store
+    await core.memories.entries(MAIN)
+    store = core.memories.store
     assert store._cache[MAIN].racy is False

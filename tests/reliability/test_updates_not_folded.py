@@ -109,8 +109,8 @@ def test_the_command_keeps_every_update(cli_workspace: Config) -> None:
 async def test_the_core_keeps_every_update(core: MemoryCore) -> None:
     folded = []
     for old, new in [*UPDATES, *NAMES]:
-        first, _ = await core.capture(MAIN, old)
-        second, result = await core.capture(MAIN, new)
+        first, _ = await core.memories.capture(MAIN, old)
+        second, result = await core.memories.capture(MAIN, new)
         outcome = result.outcome
         assert outcome is not None
         if second.id == first.id or second.content != new:
@@ -120,8 +120,8 @@ async def test_the_core_keeps_every_update(core: MemoryCore) -> None:
         assert outcome.entry_id == second.id
         assert outcome.replaced == (first.id if outcome.kept is Kept.UPDATED else None)
     assert folded == []
-    await core.flush()
-    entries = {e.content: e for e in await core.entries(MAIN)}
+    await core.memories.flush()
+    entries = {e.content: e for e in await core.memories.entries(MAIN)}
     assert set(entries) == {text for pair in [*UPDATES, *NAMES] for text in pair}
     for old, new in UPDATES:
         assert entries[old].score == pytest.approx(0.3)  # contradicted: 0.6 * 0.5

@@ -106,8 +106,8 @@ async def assert_row_trusts_only_whole_chunks(core: MemoryCore, path: Path, sid:
 
 
 async def daily_file_with_two_notes(core: MemoryCore) -> tuple[Path, int]:
-    relative, _ = await core.append_daily(MAIN, "wfirstzq the first note")
-    await core.append_daily(MAIN, "wsecondzq the second note")
+    relative, _ = await core.notes.append(MAIN, "wfirstzq the first note")
+    await core.notes.append(MAIN, "wsecondzq the second note")
     sid = int((await sql(core, "SELECT id FROM scopes WHERE key = ?", MAIN.value))[0][0])
     return core.config.workspace_path / relative, sid
 
@@ -128,12 +128,12 @@ async def test_a_reset_between_an_appends_check_and_write_loses_no_note(
 async def test_a_rebuild_writing_an_older_read_of_the_file_loses_no_note(
     core: MemoryCore,
 ) -> None:
-    relative, _ = await core.append_daily(MAIN, "wfirstzq the first note")
+    relative, _ = await core.notes.append(MAIN, "wfirstzq the first note")
     sid = int((await sql(core, "SELECT id FROM scopes WHERE key = ?", MAIN.value))[0][0])
     path = core.config.workspace_path / relative
     # A rebuild read the file before the second note was appended...
     rows = rebuild.prepare_rows(core.workspace, [(sid, path)], UTC)
-    await core.append_daily(MAIN, "wsecondzq the second note")
+    await core.notes.append(MAIN, "wsecondzq the second note")
     # ...and writes that read while a third note is appended and indexed.
     reread = append_beside(core, lambda conn: rebuild.write_rows(conn, rows), path, sid)
     await assert_row_trusts_only_whole_chunks(core, path, sid)

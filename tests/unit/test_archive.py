@@ -96,7 +96,7 @@ async def online(
 async def add(
     core: MemoryCore, scope: ScopeKey, when: datetime, text: str, role: str = "user"
 ) -> StoredMessage:
-    history = core.runtime.history
+    history = core.history
     session = await history.open_session(scope, when)
     return await history.add_message(scope, session.id, role, text, when)
 
@@ -245,7 +245,7 @@ async def test_age_buckets_write_their_files_offline(offline: MemoryCore) -> Non
     await add(offline, MAIN, at(2025, 12, 15), "十二月的年会在杭州")
     await add(offline, MAIN, at(2025, 11, 10), "十一月买了新电脑")
     await add(offline, MAIN, at(2025, 11, 12), "十一月还换了显示器")
-    report = await offline.runtime.archive(MAIN)
+    report = await offline.conversation.archive(MAIN)
     assert (report.moved, report.summarized, report.failed) == (2, 4, 0)
 
     raw = [f for f in report.files if f.startswith("memory/2026-01-29-")]
@@ -266,13 +266,13 @@ async def test_age_buckets_write_their_files_offline(offline: MemoryCore) -> Non
     assert "- 十一月买了新电脑" in monthly and "- 十一月还换了显示器" in monthly
     daily = (offline.workspace.root / "memory/summary/2026-01-20.md").read_text(encoding="utf-8")
     assert daily.startswith("## Day 2026-01-20") and "- 周二讨论了季度预算" in daily
-    assert await offline.runtime.history.counts(MAIN) == {"false": 0, "pending": 0, "true": 6}
+    assert await offline.history.counts(MAIN) == {"false": 0, "pending": 0, "true": 6}
 
 
 async def test_scoped_archive_stays_in_the_scope_directory(offline: MemoryCore) -> None:
     await add(offline, ALICE, at(2026, 1, 30), "alice talked about kangaroos")
     await add(offline, ALICE, at(2025, 12, 2), "alice in december")
-    report = await offline.runtime.archive(ALICE)
+    report = await offline.conversation.archive(ALICE)
     base = offline.workspace.relative(offline.workspace.memory_dir(ALICE))
     assert base.startswith("memory/scopes/")
     assert all(f.startswith(base + "/") for f in report.files)
@@ -284,15 +284,15 @@ async def test_pending_before_the_model_is_called(online: MemoryCore, fake: Fake
     seen: list[dict[str, int]] = []
 
     async def respond(body: dict[str, Any]) -> str:
-        seen.append(await online.runtime.history.counts(MAIN))
+        seen.append(await online.history.counts(MAIN))
         return "- 用户讨论了预算和年会"
 
     fake.set_responder(respond)
     for day in (3, 4, 5):
         await add(online, MAIN, at(2026, 1, day), f"一月{day}日的事情")
     await add(online, MAIN, at(2025, 11, 5), "十一月的事情")
-    assert await online.runtime.history.counts(MAIN) == {"false": 4, "pending": 0, "true": 0}
-    report = await online.runtime.archive(MAIN)
+    assert await online.history.counts(MAIN) == {"false": 4, "pending": 0, "true": 0}
+    report = await online.conversation.archive(MAIN)
     assert report.summarized == 4 and report.failed == 0
     assert seen[0] == {"false": 0, "pending": 4, "true": 0}
     assert seen[-1] == {"false": 0, "pending": 1, "true": 3}
@@ -301,7 +301,7 @@ async def test_pending_before_the_model_is_called(online: MemoryCore, fake: Fake
     assert [p for p in prompts if "月份 / month: 2025-11" in p]
     text = (online.workspace.root / "memory/summary/2025-11.md").read_text(encoding="utf-8")
     assert "model summary" in text and "- 用户讨论了预算和年会" in text
-    assert await online.runtime.history.counts(MAIN) == {"false": 0, "pending": 0, "true": 4}
+    assert await online.history.counts(MAIN) == {"false": 0, "pending": 0, "true": 4}
 
 
 async def test_failed_summaries_back_off_then_backlog(
@@ -309,7 +309,7 @@ async def test_failed_summaries_back_off_then_backlog(
 ) -> None:
     fake.set_responder(lambda body: Reply(status=500))
     message = await add(online, MAIN, at(2026, 1, 10), "一月十日的事情")
-    archiver = online.runtime.archiver
+    archiver = online.conversation.archiver
     waits = [timedelta(minutes=m) for m in (10, 30, 120, 360, 720, 1440)]
     for attempt, wait in enumerate(waits, start=1):
         failed_at = online.now()
@@ -322,7 +322,7 @@ async def test_failed_summaries_back_off_then_backlog(
             "failed_at": failed_at,
             "next_at": failed_at + wait,
         }, f"after failure {attempt}"
-        backlog = await online.memory.long_term.audit.events(MAIN, "archive_backlog")
+        backlog = await online.audit.events(MAIN, "archive_backlog")
         assert len(backlog) == max(0, attempt - 4)
         assert report.backlog is (attempt >= 5)
         # Not due before its time: a run in between does not touch it.
@@ -331,7 +331,7 @@ async def test_failed_summaries_back_off_then_backlog(
         await archiver.run(MAIN)
         assert len(fake.chat_requests()) == calls
         jan31.advance(timedelta(minutes=1))
-    [latest, *_] = await online.memory.long_term.audit.events(MAIN, "archive_backlog")
+    [latest, *_] = await online.audit.events(MAIN, "archive_backlog")
     assert latest.detail["attempts"] == 6
 
     fake.set_responder(lambda body: "- 一月十日的要点")
@@ -343,7 +343,7 @@ async def test_failed_summaries_back_off_then_backlog(
 
 
 async def test_trigger_rules(offline: MemoryCore, jan31: ManualClock) -> None:
-    archiver = offline.runtime.archiver
+    archiver = offline.conversation.archiver
     assert not await archiver.due(ALICE, offline.now())
     for i in range(100):
         await add(offline, ALICE, offline.now(), f"message {i}")
@@ -355,7 +355,7 @@ async def test_trigger_rules(offline: MemoryCore, jan31: ManualClock) -> None:
     assert not await archiver.due(ALICE, offline.now())  # nothing unarchived
     jan31.advance(timedelta(hours=1))
     later = await add(offline, ALICE, offline.now(), "later")
-    await offline.runtime.history.close_session(later.session_id, offline.now())
+    await offline.history.close_session(later.session_id, offline.now())
     jan31.advance(timedelta(hours=4, minutes=59))
     assert not await archiver.due(ALICE, offline.now())
     jan31.advance(timedelta(minutes=1))  # 6 h since the last run
@@ -367,14 +367,14 @@ async def test_interval_pass_leaves_an_open_session_whole(
 ) -> None:
     """A session still going is not cut between two archive files by the interval pass:
     recall reads a turn's neighbours in its own file, so a cut loses the exchange."""
-    archiver = offline.runtime.archiver
-    history = offline.runtime.history
+    archiver = offline.conversation.archiver
+    history = offline.history
     first = await add(offline, ALICE, offline.now(), "what flavour did you make?")
     for hour in range(7):  # a session that keeps going, never idle long enough to close
         jan31.advance(timedelta(hours=1))
         await add(offline, ALICE, offline.now(), f"still talking, hour {hour}")
     assert await archiver.due(ALICE, offline.now()) is None  # only an open session waits
-    ran = await offline.runtime.tick(offline.now())  # the daily pass included
+    ran = await offline.conversation.tick(offline.now())  # the daily pass included
     assert not [job for job in ran if job.startswith("archive:")]
     assert (await message_row(offline, first.id))["archived"] == "false"
     reply = await add(offline, ALICE, offline.now(), "chocolate and vanilla swirl")
@@ -389,11 +389,11 @@ async def test_interval_pass_leaves_an_open_session_whole(
 async def test_trigger_six_hours_after_the_oldest_unarchived(
     offline: MemoryCore, jan31: ManualClock
 ) -> None:
-    archiver = offline.runtime.archiver
+    archiver = offline.conversation.archiver
     await add(offline, ALICE, offline.now(), "first words")
     jan31.advance(timedelta(hours=5, minutes=59))
     more = await add(offline, ALICE, offline.now(), "more words")
-    await offline.runtime.history.close_session(more.session_id, offline.now())
+    await offline.history.close_session(more.session_id, offline.now())
     assert not await archiver.due(ALICE, offline.now())
     jan31.advance(timedelta(minutes=1))
     assert await archiver.due(ALICE, offline.now())
@@ -404,33 +404,35 @@ async def test_monthly_summary_hides_daily_summaries(
     offline: MemoryCore, jan31: ManualClock
 ) -> None:
     await add(offline, ALICE, at(2025, 12, 15), "zebra migration plan for the zoo")
-    await offline.runtime.archive(ALICE)
+    await offline.conversation.archive(ALICE)
     daily = rel(offline, ALICE, "summary/2025-12-15.md")
-    hits = await offline.search(ALICE, "zebra migration", min_score=0.0)
+    hits = await offline.finder.search(ALICE, "zebra migration", min_score=0.0)
     assert [h.path for h in hits] == [daily]
 
     jan31.set(datetime(2026, 2, 1, 12, 0, tzinfo=UTC))
     await add(offline, ALICE, at(2025, 12, 20), "yak shaving session before christmas")
-    report = await offline.runtime.archive(ALICE)
+    report = await offline.conversation.archive(ALICE)
     monthly = rel(offline, ALICE, "summary/2025-12.md")
     assert report.files == [monthly]
-    assert await offline.search(ALICE, "zebra migration", min_score=0.0) == []
-    assert [h.path for h in await offline.search(ALICE, "yak shaving", min_score=0.0)] == [monthly]
+    assert await offline.finder.search(ALICE, "zebra migration", min_score=0.0) == []
+    assert [h.path for h in await offline.finder.search(ALICE, "yak shaving", min_score=0.0)] == [
+        monthly
+    ]
     assert (offline.workspace.root / daily).exists()  # hidden from search, not deleted
 
 
 async def test_archived_messages_leave_the_index(offline: MemoryCore, jan31: ManualClock) -> None:
     for i in range(3):
-        await offline.runtime.chat.turn(ALICE, f"kangaroo sighting number {i}")
-    message_hits = await offline.search(ALICE, "kangaroo", kinds=[ChunkKind.MESSAGE])
+        await offline.conversation.chat.turn(ALICE, f"kangaroo sighting number {i}")
+    message_hits = await offline.finder.search(ALICE, "kangaroo", kinds=[ChunkKind.MESSAGE])
     # A hit shows its exchange: the three lines may come as one hit or several.
     shown = "\n".join(h.text for h in message_hits)
     assert all(f"kangaroo sighting number {i}" in shown for i in range(3))
     jan31.advance(timedelta(minutes=5))
-    report = await offline.runtime.archive(ALICE)
+    report = await offline.conversation.archive(ALICE)
     assert report.moved == 3  # the user's lines (offline notices are not stored)
-    assert await offline.search(ALICE, "kangaroo", kinds=[ChunkKind.MESSAGE]) == []
-    hits = await offline.search(ALICE, "kangaroo sighting")
+    assert await offline.finder.search(ALICE, "kangaroo", kinds=[ChunkKind.MESSAGE]) == []
+    hits = await offline.finder.search(ALICE, "kangaroo sighting")
     assert hits and {h.kind for h in hits} == {ChunkKind.ARCHIVE_RAW}
     assert hits[0].path == report.files[0]
     assert re.fullmatch(r".*/2026-01-31-[a-z0-9-]+\.md", hits[0].path)
@@ -441,9 +443,9 @@ async def test_same_day_runs_do_not_overwrite_each_other(
     offline: MemoryCore, jan31: ManualClock
 ) -> None:
     await add(offline, ALICE, at(2026, 1, 30), "cloudflare deploy failed")
-    first = await offline.runtime.archive(ALICE)
+    first = await offline.conversation.archive(ALICE)
     await add(offline, ALICE, at(2026, 1, 30, 15), "cloudflare deploy failed")
-    second = await offline.runtime.archive(ALICE)
+    second = await offline.conversation.archive(ALICE)
     assert first.files == [rel(offline, ALICE, "2026-01-30-cloudflare-deploy-failed.md")]
     assert second.files == [rel(offline, ALICE, "2026-01-30-cloudflare-deploy-failed-2.md")]
     for name in (*first.files, *second.files):
@@ -459,7 +461,7 @@ async def test_pending_left_by_a_crashed_run_is_archived_next_time(offline: Memo
     await sql_write(
         offline, ("UPDATE messages SET archived = 'pending' WHERE id = ?", (message.id,))
     )
-    report = await offline.runtime.archive(ALICE)
+    report = await offline.conversation.archive(ALICE)
     assert report.moved == 1
     assert (await message_row(offline, message.id))["archived"] == "true"
 
@@ -484,12 +486,12 @@ def test_day_activity_counts_what_only_the_event_log_has() -> None:
 async def test_a_daily_summary_carries_the_day_s_event_log(offline: MemoryCore) -> None:
     day = at(2026, 1, 20)
     await add(offline, MAIN, day, "周二讨论了季度预算")
-    await offline.memory.events.record(
+    await offline.event_log.record(
         MAIN, *message_events("tool", "[]", day, "s1", "memory_search", {"arguments": "{}"})
     )
-    await offline.memory.events.record(MAIN, *decision_events("capture", [("add", "x")], day, None))
+    await offline.event_log.record(MAIN, *decision_events("capture", [("add", "x")], day, None))
     await add(offline, MAIN, at(2026, 1, 19), "周一没有别的事")
-    await offline.runtime.archive(MAIN)
+    await offline.conversation.archive(MAIN)
     summary = offline.workspace.root / "memory/summary"
     with_log = (summary / "2026-01-20.md").read_text(encoding="utf-8")
     assert "Event log: 1 tool call (memory_search 1); long-term add 1." in with_log

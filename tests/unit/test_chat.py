@@ -102,7 +102,7 @@ def distinct(i: int, prefix: str = "note") -> str:
 
 
 async def session_messages(core: MemoryCore, session_id: str) -> list[StoredMessage]:
-    return await core.runtime.history.session_messages(session_id, include_compacted=True)
+    return await core.history.session_messages(session_id, include_compacted=True)
 
 
 def numbered_replies(fake: FakeOpenAI) -> None:
@@ -117,7 +117,7 @@ async def test_prompt_memories_top_twenty_and_no_archived(
     mcore: MemoryCore, fake: FakeOpenAI
 ) -> None:
     # Decayed below the archive line by the time of the chat (0.8 * 0.99 ** 193 ≈ 0.11).
-    await mcore.merge_candidates(
+    await mcore.memories.merge_candidates(
         ALICE,
         [Candidate("decayed walrus fact", importance=Importance.HIGH)],
         session_id=None,
@@ -128,15 +128,15 @@ async def test_prompt_memories_top_twenty_and_no_archived(
     medium = [distinct(i, "medium") for i in range(3)]
     low = [distinct(i, "low") for i in range(2)]
     for text in high:
-        await mcore.capture(ALICE, text, importance="high")
+        await mcore.memories.capture(ALICE, text, importance="high")
     for text in medium:
-        await mcore.capture(ALICE, text, importance="medium")
+        await mcore.memories.capture(ALICE, text, importance="medium")
     for text in low:
-        await mcore.capture(ALICE, text, importance="low")
-    hidden, _ = await mcore.capture(ALICE, "archived zebra fact", importance="high")
-    await mcore.archive(ALICE, hidden.id)
+        await mcore.memories.capture(ALICE, text, importance="low")
+    hidden, _ = await mcore.memories.capture(ALICE, "archived zebra fact", importance="high")
+    await mcore.memories.archive(ALICE, hidden.id)
 
-    await mcore.chat(ALICE, "你好呀")
+    await mcore.conversation.turn(ALICE, "你好呀")
     system = system_of(turn_requests(fake)[0])
     assert "# 历史记忆" in system
     for text in high:
@@ -145,7 +145,7 @@ async def test_prompt_memories_top_twenty_and_no_archived(
         assert text not in system
     assert "zebra" not in everything(fake.chat_requests()[0])
     assert "walrus" not in everything(fake.chat_requests()[0])
-    status = await mcore.status(ALICE)
+    status = await mcore.memories.status(ALICE)
     assert {e.content for e in status.archived} == {"archived zebra fact", "decayed walrus fact"}
     # One shape for every line: "- [category] content", nothing else.
     block = system[system.index("# 历史记忆") :].split("\n\n", 2)[1]
@@ -158,9 +158,13 @@ async def test_recall_block_leaves_out_what_the_memory_block_states(
     mcore: MemoryCore, fake: FakeOpenAI
 ) -> None:
     """An entry in "What I know about the user" is not stated again under "## Memory"."""
-    await mcore.capture(ALICE, "alice deploys with kubernetes on fridays")
-    await mcore.capture(ALICE, "alice keeps kubernetes manifests in a monorepo", importance="low")
-    result = await mcore.chat(ALICE, "kubernetes manifests in the monorepo, deploys on fridays?")
+    await mcore.memories.capture(ALICE, "alice deploys with kubernetes on fridays")
+    await mcore.memories.capture(
+        ALICE, "alice keeps kubernetes manifests in a monorepo", importance="low"
+    )
+    result = await mcore.conversation.turn(
+        ALICE, "kubernetes manifests in the monorepo, deploys on fridays?"
+    )
     system = system_of(turn_requests(fake)[0])
     head, _, block = system.partition("## Memory")
     assert "- [fact] alice deploys with kubernetes on fridays" in head
@@ -173,14 +177,14 @@ async def test_recall_block_leaves_out_what_the_memory_block_states(
 async def test_daily_notes_on_first_turn_only(
     mcore: MemoryCore, fake: FakeOpenAI, clock: ManualClock
 ) -> None:
-    await mcore.append_daily(ALICE, "前天的笔记 alpha", now=START - timedelta(days=2))
-    await mcore.append_daily(ALICE, "昨天的笔记 bravo", now=START - timedelta(days=1))
-    await mcore.append_daily(ALICE, "今天的笔记 charlie")
-    await mcore.append_daily(BOB, "鲍勃的笔记 delta")
+    await mcore.notes.append(ALICE, "前天的笔记 alpha", now=START - timedelta(days=2))
+    await mcore.notes.append(ALICE, "昨天的笔记 bravo", now=START - timedelta(days=1))
+    await mcore.notes.append(ALICE, "今天的笔记 charlie")
+    await mcore.notes.append(BOB, "鲍勃的笔记 delta")
 
-    await mcore.chat(ALICE, "早上好")
+    await mcore.conversation.turn(ALICE, "早上好")
     clock.advance(timedelta(minutes=1))
-    await mcore.chat(ALICE, "再来一句")
+    await mcore.conversation.turn(ALICE, "再来一句")
     first, second = (system_of(b) for b in turn_requests(fake))
     assert "近两日笔记" in first
     assert "昨天的笔记 bravo" in first and "今天的笔记 charlie" in first
@@ -188,8 +192,8 @@ async def test_daily_notes_on_first_turn_only(
     assert "alpha" not in first and "delta" not in first
     assert "近两日笔记" not in second and "charlie" not in second
 
-    await mcore.new_session(ALICE)
-    await mcore.chat(ALICE, "新会话开始")
+    await mcore.conversation.new_session(ALICE)
+    await mcore.conversation.turn(ALICE, "新会话开始")
     assert "今天的笔记 charlie" in system_of(turn_requests(fake)[-1])
 
 
@@ -197,11 +201,13 @@ async def test_recall_injection_comes_from_the_right_scope(
     mcore: MemoryCore, fake: FakeOpenAI
 ) -> None:
     # Low importance: below the prompt line, so only recall can bring them in.
-    await mcore.capture(ALICE, "alice deploys with kubernetes on fridays", importance="low")
-    await mcore.capture(BOB, "bob deploys with nomad on mondays", importance="low")
-    await mcore.append_daily(BOB, "bob deploys again, kubernetes is banned")
+    await mcore.memories.capture(
+        ALICE, "alice deploys with kubernetes on fridays", importance="low"
+    )
+    await mcore.memories.capture(BOB, "bob deploys with nomad on mondays", importance="low")
+    await mcore.notes.append(BOB, "bob deploys again, kubernetes is banned")
 
-    result = await mcore.chat(ALICE, "how should I deploy kubernetes this week?")
+    result = await mcore.conversation.turn(ALICE, "how should I deploy kubernetes this week?")
     system = system_of(turn_requests(fake)[0])
     assert "## Memory" in system
     block = system[system.index("## Memory") :]
@@ -209,7 +215,7 @@ async def test_recall_injection_comes_from_the_right_scope(
     assert "nomad" not in everything(turn_requests(fake)[0])
     assert "banned" not in everything(turn_requests(fake)[0])
     assert result.injected and all(
-        loc.startswith(mcore.workspace.relative(mcore.memory.long_term.store.path(ALICE)))
+        loc.startswith(mcore.workspace.relative(mcore.memories.path(ALICE)))
         for loc in result.injected
     )
 
@@ -217,8 +223,8 @@ async def test_recall_injection_comes_from_the_right_scope(
 async def test_history_window_is_capped_at_twenty(mcore: MemoryCore, fake: FakeOpenAI) -> None:
     numbered_replies(fake)
     for i in range(15):
-        await mcore.chat(ALICE, f"message number {i}")
-    await mcore.chat(ALICE, "the last one")
+        await mcore.conversation.turn(ALICE, f"message number {i}")
+    await mcore.conversation.turn(ALICE, "the last one")
     body = turn_requests(fake)[-1]
     history = history_of(body)
     assert len(history) == 20
@@ -232,12 +238,12 @@ async def test_history_window_cuts_long_messages_and_dedupes(
 ) -> None:
     numbered_replies(fake)
     long_text = "长" * 1200
-    await mcore.chat(ALICE, long_text)
+    await mcore.conversation.turn(ALICE, long_text)
     clock.advance(timedelta(seconds=30))
-    await mcore.chat(ALICE, "重复的问题")
-    await mcore.chat(ALICE, "重复的问题")  # same instant, same text: one history line
+    await mcore.conversation.turn(ALICE, "重复的问题")
+    await mcore.conversation.turn(ALICE, "重复的问题")  # same instant, same text: one history line
     clock.advance(timedelta(seconds=30))
-    await mcore.chat(ALICE, "最后一句")
+    await mcore.conversation.turn(ALICE, "最后一句")
     history = history_of(turn_requests(fake)[-1])
     contents = [m["content"] for m in history]
     assert contents[0] == "长" * 500 + "…[truncated]"
@@ -266,7 +272,7 @@ async def test_history_window_cuts_long_messages_and_dedupes(
 async def test_recall_intent_forces_memory_search(
     mcore: MemoryCore, fake: FakeOpenAI, text: str, intent: bool
 ) -> None:
-    await mcore.chat(ALICE, text)
+    await mcore.conversation.turn(ALICE, text)
     [body] = turn_requests(fake)
     if intent:
         assert body["tool_choice"] == FORCED
@@ -279,11 +285,11 @@ async def test_recall_intent_forces_memory_search(
 async def test_forced_search_runs_in_the_scope_then_answers(
     mcore: MemoryCore, fake: FakeOpenAI
 ) -> None:
-    await mcore.capture(ALICE, "alice edits code with neovim", category="preference")
-    await mcore.capture(BOB, "bob edits code with emacs", category="preference")
+    await mcore.memories.capture(ALICE, "alice edits code with neovim", category="preference")
+    await mcore.memories.capture(BOB, "bob edits code with emacs", category="preference")
     fake.reply_tool_calls([("memory_search", {"query": "edits code neovim emacs"})])
     fake.reply_text("You use neovim.")
-    result = await mcore.chat(ALICE, "do you remember which editor I use?")
+    result = await mcore.conversation.turn(ALICE, "do you remember which editor I use?")
     assert result.reply == "You use neovim."
     assert result.tool_calls == ["memory_search"]
     first, second = turn_requests(fake)
@@ -301,12 +307,12 @@ async def test_forced_search_runs_in_the_scope_then_answers(
 async def test_tool_loop_get_and_save_stay_in_scope(
     mcore: MemoryCore, fake: FakeOpenAI, clock: ManualClock
 ) -> None:
-    await mcore.capture(ALICE, "alice's locker code is 4711")
-    await mcore.capture(BOB, "bob's locker code is 9999")
-    await mcore.flush()
-    alice_file = mcore.workspace.relative(mcore.memory.long_term.store.path(ALICE))
-    bob_file = mcore.workspace.relative(mcore.memory.long_term.store.path(BOB))
-    bob_before = mcore.memory.long_term.store.path(BOB).read_text(encoding="utf-8")
+    await mcore.memories.capture(ALICE, "alice's locker code is 4711")
+    await mcore.memories.capture(BOB, "bob's locker code is 9999")
+    await mcore.memories.flush()
+    alice_file = mcore.workspace.relative(mcore.memories.path(ALICE))
+    bob_file = mcore.workspace.relative(mcore.memories.path(BOB))
+    bob_before = mcore.memories.path(BOB).read_text(encoding="utf-8")
     fake.reply_tool_calls(
         [("memory_get", {"path": alice_file}), ("memory_get", {"path": bob_file})]
     )
@@ -317,7 +323,7 @@ async def test_tool_loop_get_and_save_stay_in_scope(
         ]
     )
     fake.reply_text("Your code is 4711.")
-    result = await mcore.chat(ALICE, "what's my locker code")
+    result = await mcore.conversation.turn(ALICE, "what's my locker code")
     assert result.reply == "Your code is 4711."
     assert result.tool_calls == ["memory_get", "memory_get", "memory_save", "memory_save"]
 
@@ -326,14 +332,14 @@ async def test_tool_loop_get_and_save_stay_in_scope(
     assert "4711" in own["text"]
     assert "error" in other and "9999" not in json.dumps(other)
 
-    contents = {e.content for e in await mcore.entries(ALICE)}
+    contents = {e.content for e in await mcore.memories.entries(ALICE)}
     assert "alice prefers dark themes" in contents
-    assert "alice prefers dark themes" not in {e.content for e in await mcore.entries(BOB)}
-    assert mcore.memory.long_term.store.path(BOB).read_text(encoding="utf-8") == bob_before
+    assert "alice prefers dark themes" not in {e.content for e in await mcore.memories.entries(BOB)}
+    assert mcore.memories.path(BOB).read_text(encoding="utf-8") == bob_before
     daily = mcore.workspace.daily_path(ALICE, START.date()).read_text(encoding="utf-8")
     assert "alice asked about lockers" in daily
     assert not mcore.workspace.daily_path(BOB, START.date()).exists()
-    records = await mcore.memory.long_term.audit.recent(ALICE)
+    records = await mcore.audit.recent(ALICE)
     assert any(r.source == "memory_save" and r.action == "add" for r in records)
     # Tool results are kept in the session, with the call's arguments.
     stored = await session_messages(mcore, result.session_id)
@@ -354,7 +360,7 @@ async def test_tool_loop_stops_after_max_tool_steps(
 
     fake.set_responder(responder)
     async with MemoryCore.open(config, clock=clock) as core:
-        result = await core.chat(ALICE, "search forever please")
+        result = await core.conversation.turn(ALICE, "search forever please")
     bodies = fake.chat_requests()
     assert len(bodies) == 3
     assert [bool(b.get("tools")) for b in bodies] == [True, True, False]
@@ -368,7 +374,7 @@ async def test_unknown_tool_and_bad_arguments_do_not_end_the_turn(
 ) -> None:
     fake.reply_tool_calls([("launch_rockets", {}), ("memory_search", '{"query": ')])
     fake.reply_text("sorry")
-    result = await mcore.chat(ALICE, "hmm")
+    result = await mcore.conversation.turn(ALICE, "hmm")
     assert result.reply == "sorry"
     results = [json.loads(m["content"]) for m in turn_requests(fake)[1]["messages"][-2:]]
     assert all("error" in r for r in results)
@@ -389,16 +395,16 @@ async def test_interrupt_cancels_a_turn_waiting_for_the_model(
         return Reply(text="far too late", delay=3600)
 
     fake.set_responder(slow)
-    turn = asyncio.ensure_future(mcore.chat(ALICE, "tell me a long story"))
+    turn = asyncio.ensure_future(mcore.conversation.turn(ALICE, "tell me a long story"))
     await asked.wait()
     fake.set_responder(None)
-    assert mcore.interrupt(BOB) == 0  # another scope's work is not touched
-    assert mcore.interrupt(ALICE) == 1
+    assert mcore.conversation.chat.interrupt(BOB) == 0  # another scope's work is not touched
+    assert mcore.conversation.chat.interrupt(ALICE) == 1
     with pytest.raises(asyncio.CancelledError):
         await turn
-    assert mcore.interrupt(ALICE) == 0
+    assert mcore.conversation.chat.interrupt(ALICE) == 0
     fake.reply_text("Once upon a time.")
-    again = await mcore.chat(ALICE, "briefly, then")
+    again = await mcore.conversation.turn(ALICE, "briefly, then")
     assert again.reply == "Once upon a time."
     stored = await session_messages(mcore, again.session_id)
     assert [(m.role, m.content) for m in stored] == [
@@ -415,23 +421,23 @@ async def test_model_failure_keeps_the_message_and_replies_politely(
     mcore: MemoryCore, fake: FakeOpenAI, text: str, polite: str
 ) -> None:
     fake.fail(500, times=1, retry_after=0)
-    result = await mcore.chat(ALICE, text)
+    result = await mcore.conversation.turn(ALICE, text)
     assert result.reply.startswith(polite)
     stored = await session_messages(mcore, result.session_id)
     assert (stored[0].role, stored[0].content) == ("user", text)
     assert stored[-1].role == "assistant" and "HTTP 500" in stored[-1].meta["error"]
     # The next turn works and still sees the message.
     fake.reply_text("sunny")
-    again = await mcore.chat(ALICE, "再试一次 / try again")
+    again = await mcore.conversation.turn(ALICE, "再试一次 / try again")
     assert again.reply == "sunny"
     assert {"role": "user", "content": text} in history_of(turn_requests(fake)[-1])
 
 
 async def test_offline_turn_says_no_model_and_stores_the_message(core: MemoryCore) -> None:
     assert not core.llm.configured
-    result = await core.chat(ALICE, "hello, anyone there?")
+    result = await core.conversation.turn(ALICE, "hello, anyone there?")
     assert "No language model is configured" in result.reply
-    zh = await core.chat(ALICE, "有人吗？")
+    zh = await core.conversation.turn(ALICE, "有人吗？")
     assert "还没有配置语言模型" in zh.reply
     # The person's messages are kept; the canned notice is no part of the conversation.
     stored = await session_messages(core, result.session_id)
@@ -444,17 +450,19 @@ async def test_offline_turn_says_no_model_and_stores_the_message(core: MemoryCor
 async def test_offline_notice_is_not_indexed_or_echoed_as_a_memory(core: MemoryCore) -> None:
     """Stored and indexed, the notice came back under "Related memories" of the next turns
     whose words it shares (language, model, remember, session)."""
-    await core.capture(ALICE, "Alice runs a language model on her laptop")
-    first = await core.chat(ALICE, "which language model should be configured")
-    second = await core.chat(ALICE, "can a language model remember a session")
-    third = await core.chat(ALICE, "is a language model configured for this session yet")
+    await core.memories.capture(ALICE, "Alice runs a language model on her laptop")
+    first = await core.conversation.turn(ALICE, "which language model should be configured")
+    second = await core.conversation.turn(ALICE, "can a language model remember a session")
+    third = await core.conversation.turn(
+        ALICE, "is a language model configured for this session yet"
+    )
     for result in (first, second, third):
         related = result.reply.partition("Related memories:")[2]
         assert "(offline)" not in related and "No language model" not in related
         # What the person said in this very session is no memory to show them either.
         assert "sessions/" not in related
     assert "LONG_TERM.md:8 Alice runs a language model" in first.reply  # a real memory
-    hits = await core.search(ALICE, "language model configured remember session")
+    hits = await core.finder.search(ALICE, "language model configured remember session")
     assert hits and not [h for h in hits if "offline" in h.text or "离线" in h.text]
 
 
@@ -469,62 +477,62 @@ async def test_offline_notice_is_not_indexed_or_echoed_as_a_memory(core: MemoryC
 async def test_offline_replies_in_the_language_of_the_message(
     core: MemoryCore, said: str, reply: str
 ) -> None:
-    assert (await core.chat(ALICE, said)).reply == reply
-    notice = (await core.chat(ALICE, "the weather is nice, isn't it 小橘")).reply
+    assert (await core.conversation.turn(ALICE, said)).reply == reply
+    notice = (await core.conversation.turn(ALICE, "the weather is nice, isn't it 小橘")).reply
     assert notice.startswith("(offline) No language model is configured")
 
 
 async def test_offline_related_memories_share_a_term_with_the_message(core: MemoryCore) -> None:
-    await core.chat(ALICE, "remember that my cat is called Mochi and eats salmon")
-    await core.capture(ALICE, "我每周三晚上去游泳")
+    await core.conversation.turn(ALICE, "remember that my cat is called Mochi and eats salmon")
+    await core.memories.capture(ALICE, "我每周三晚上去游泳")
     # The turn before names the cat: recall takes it as context, which is no reason to
     # show the cat under a statement about the weather.
-    unrelated = await core.chat(ALICE, "the weather is nice today")
+    unrelated = await core.conversation.turn(ALICE, "the weather is nice today")
     assert "Related memories" not in unrelated.reply and not unrelated.injected
-    related = await core.chat(ALICE, "what does my cat like to eat")
+    related = await core.conversation.turn(ALICE, "what does my cat like to eat")
     listed = related.reply.partition("Related memories:")[2]
     assert "Mochi" in listed and "游泳" not in listed
-    zh = await core.chat(ALICE, "游泳的时间改了吗")
+    zh = await core.conversation.turn(ALICE, "游泳的时间改了吗")
     assert "我每周三晚上去游泳" in zh.reply.partition("相关记忆：")[2]
 
 
 async def test_offline_remember_and_forget_flow(core: MemoryCore, clock: ManualClock) -> None:
-    saved = await core.chat(ALICE, "记住我对花生过敏")
+    saved = await core.conversation.turn(ALICE, "记住我对花生过敏")
     assert saved.reply == "好的，我记住了：我对花生过敏"
-    [entry] = await core.entries(ALICE)
+    [entry] = await core.memories.entries(ALICE)
     assert (entry.content, entry.score) == ("我对花生过敏", 0.8)
-    [record] = await core.memory.long_term.audit.history(ALICE, entry.id)
+    [record] = await core.audit.history(ALICE, entry.id)
     assert (record.action, record.source) == ("add", "explicit")
-    again = await core.chat(ALICE, "请记住：我对花生过敏")
+    again = await core.conversation.turn(ALICE, "请记住：我对花生过敏")
     assert again.reply.startswith("这条我之前就记得")
 
     # A reply that is not a confirmation cancels the pending forget.
-    asked = await core.chat(ALICE, "忘掉 花生")
+    asked = await core.conversation.turn(ALICE, "忘掉 花生")
     assert "要忘掉这条记忆吗" in asked.reply and entry.id in asked.reply
-    await core.chat(ALICE, "算了，不用了")
-    await core.chat(ALICE, "确认")
-    assert (await core.get_entry(ALICE, entry.id)).archived is None
+    await core.conversation.turn(ALICE, "算了，不用了")
+    await core.conversation.turn(ALICE, "确认")
+    assert (await core.memories.get_entry(ALICE, entry.id)).archived is None
 
     # A confirmation after the question expired does nothing either.
-    await core.chat(ALICE, "忘掉 花生")
+    await core.conversation.turn(ALICE, "忘掉 花生")
     clock.advance(timedelta(minutes=11))
-    await core.chat(ALICE, "确认")
-    assert (await core.get_entry(ALICE, entry.id)).archived is None
+    await core.conversation.turn(ALICE, "确认")
+    assert (await core.memories.get_entry(ALICE, entry.id)).archived is None
 
-    await core.chat(ALICE, "忘掉花生过敏")
-    done = await core.chat(ALICE, "确认")
+    await core.conversation.turn(ALICE, "忘掉花生过敏")
+    done = await core.conversation.turn(ALICE, "确认")
     # Forgotten as asked (archived entries are still recalled on demand).
     assert done.reply == "已忘掉：我对花生过敏"
-    assert await core.entries(ALICE) == []
-    text = core.memory.long_term.store.path(ALICE).read_text(encoding="utf-8")
+    assert await core.memories.entries(ALICE) == []
+    text = core.memories.path(ALICE).read_text(encoding="utf-8")
     assert "我对花生过敏" not in text
-    assert [r.action for r in await core.memory.long_term.audit.history(ALICE, entry.id)][
-        -1
-    ] == "forget"
+    assert [r.action for r in await core.audit.history(ALICE, entry.id)][-1] == "forget"
     # Gone from memory and from search: the chat lines that asked to remember it are
     # kept in the session but were never indexed (a request is no evidence).
-    assert await core.search(ALICE, "花生过敏") == []
-    assert (await core.chat(ALICE, "忘掉 火星基地")).reply == "没有找到关于「火星基地」的记忆。"
+    assert await core.finder.search(ALICE, "花生过敏") == []
+    assert (
+        await core.conversation.turn(ALICE, "忘掉 火星基地")
+    ).reply == "没有找到关于「火星基地」的记忆。"
     # What the person said is kept, but forget requests, questions and answers are not
     # (the question named the very text to forget); a late "确认" was an ordinary message.
     stored = await session_messages(core, saved.session_id)
@@ -539,13 +547,13 @@ async def test_offline_remember_and_forget_flow(core: MemoryCore, clock: ManualC
 
 
 async def test_offline_english_remember_and_forget(core: MemoryCore) -> None:
-    assert (await core.chat(MAIN, "remember that I use zsh")).reply == (
+    assert (await core.conversation.turn(MAIN, "remember that I use zsh")).reply == (
         "Got it, I'll remember: I use zsh"
     )
-    asked = await core.chat(MAIN, "forget zsh")
+    asked = await core.conversation.turn(MAIN, "forget zsh")
     assert asked.reply.startswith("Forget this memory?")
-    assert (await core.chat(MAIN, "yes")).reply == "Forgotten: I use zsh"
-    assert await core.entries(MAIN) == []
+    assert (await core.conversation.turn(MAIN, "yes")).reply == "Forgotten: I use zsh"
+    assert await core.memories.entries(MAIN) == []
 
 
 @pytest.mark.parametrize(
@@ -564,8 +572,8 @@ async def test_offline_english_remember_and_forget(core: MemoryCore) -> None:
 async def test_offline_remember_anywhere_in_the_message(
     core: MemoryCore, text: str, reply: str
 ) -> None:
-    assert (await core.chat(MAIN, text)).reply == reply
-    [entry] = await core.entries(MAIN)
+    assert (await core.conversation.turn(MAIN, text)).reply == reply
+    [entry] = await core.memories.entries(MAIN)
     assert reply.endswith(entry.content)
 
 
@@ -578,10 +586,10 @@ async def test_offline_new_learns_only_real_statements(core: MemoryCore) -> None
         "please remember I prefer tabs over spaces",
         "I like hiking in the Alps",
     ]:
-        await core.chat(ALICE, text)
-    done = await core.new_session(ALICE)
+        await core.conversation.turn(ALICE, text)
+    done = await core.conversation.new_session(ALICE)
     assert done.result is not None and done.result.count(ChangeKind.ADDED) == 1
-    assert sorted(e.content for e in await core.entries(ALICE)) == [
+    assert sorted(e.content for e in await core.memories.entries(ALICE)) == [
         "I like hiking in the Alps",
         "I prefer jasmine tea",
         "I prefer tabs over spaces",
@@ -611,23 +619,23 @@ async def test_extraction_skips_requests_and_notices_stored_by_older_versions(
         at,
         [RecordedMessage(role, "alice", text, at) for role, text in said],
     )
-    result = await core.runtime.chat.extract_session(ALICE, "legacy-session")
+    result = await core.conversation.chat.extract_session(ALICE, "legacy-session")
     assert result is not None
-    assert [e.content for e in await core.entries(ALICE)] == ["I like hiking in the Alps"]
+    assert [e.content for e in await core.memories.entries(ALICE)] == ["I like hiking in the Alps"]
 
 
 async def test_offline_new_uses_the_heuristic(core: MemoryCore) -> None:
-    await core.chat(ALICE, "我喜欢用 vim 写代码。我们决定用 FastAPI 而不是 Flask")
-    await core.chat(ALICE, "你觉得今天会下雨吗？")
-    done = await core.new_session(ALICE)
+    await core.conversation.turn(ALICE, "我喜欢用 vim 写代码。我们决定用 FastAPI 而不是 Flask")
+    await core.conversation.turn(ALICE, "你觉得今天会下雨吗？")
+    done = await core.conversation.new_session(ALICE)
     assert done.reply == "New session started. Learned: 2 new, 0 reinforced."
     assert done.result is not None and done.result.count(ChangeKind.ADDED) == 2
-    entries = {e.content: e for e in await core.entries(ALICE)}
+    entries = {e.content: e for e in await core.memories.entries(ALICE)}
     assert entries["我喜欢用 vim 写代码"].category == "preference"
     assert entries["我们决定用 FastAPI 而不是 Flask"].category == "decision"
     assert entries["我们决定用 FastAPI 而不是 Flask"].score == 0.8
-    assert {r.source for r in await core.memory.long_term.audit.recent(ALICE)} == {"extract"}
-    zh = await core.new_session(ALICE, chinese=True)
+    assert {r.source for r in await core.audit.recent(ALICE)} == {"extract"}
+    zh = await core.conversation.new_session(ALICE, chinese=True)
     assert zh.reply == "新会话已开始。记住了 0 条新记忆，强化了 0 条。"
 
 
@@ -637,11 +645,13 @@ async def test_offline_new_uses_the_heuristic(core: MemoryCore) -> None:
 async def test_new_extracts_merges_audits_and_counts(
     mcore: MemoryCore, fake: FakeOpenAI, clock: ManualClock
 ) -> None:
-    pytest_pref, _ = await mcore.capture(ALICE, "用户喜欢用 pytest 写测试", category="preference")
-    city, _ = await mcore.capture(ALICE, "用户住在杭州西湖区", category="fact")
+    pytest_pref, _ = await mcore.memories.capture(
+        ALICE, "用户喜欢用 pytest 写测试", category="preference"
+    )
+    city, _ = await mcore.memories.capture(ALICE, "用户住在杭州西湖区", category="fact")
     clock.advance(timedelta(hours=1))
-    first = await mcore.chat(ALICE, "我还是用 pytest 写测试")
-    await mcore.chat(ALICE, "我搬到了杭州西湖区附近，也开始学日语和吉他")
+    first = await mcore.conversation.turn(ALICE, "我还是用 pytest 写测试")
+    await mcore.conversation.turn(ALICE, "我搬到了杭州西湖区附近，也开始学日语和吉他")
     clock.advance(timedelta(minutes=5))
     fake.reply_json(
         [
@@ -656,13 +666,13 @@ async def test_new_extracts_merges_audits_and_counts(
             {"content": "用户住在杭州", "category": "fact", "matches": city.id},
         ]
     )
-    done = await mcore.new_session(ALICE)
+    done = await mcore.conversation.new_session(ALICE)
     assert done.closed_session == first.session_id
     assert done.result is not None
     assert done.reply == "New session started. Learned: 3 new, 2 reinforced."
     assert (done.result.count(ChangeKind.ADDED), done.result.count(ChangeKind.REINFORCED)) == (3, 2)
 
-    parsed = parse_memory(mcore.memory.long_term.store.path(ALICE).read_text(encoding="utf-8"))
+    parsed = parse_memory(mcore.memories.path(ALICE).read_text(encoding="utf-8"))
     assert parsed.quarantined == []
     by_content = {e.content: e for e in parsed.entries}
     assert len(by_content) == 5
@@ -674,100 +684,100 @@ async def test_new_extracts_merges_audits_and_counts(
     assert by_content["用户在学吉他"].score == 0.4
     assert by_content["用户在学日语"].source_session == first.session_id
 
-    records = [r for r in await mcore.memory.long_term.audit.recent(ALICE) if r.at == mcore.now()]
+    records = [r for r in await mcore.audit.recent(ALICE) if r.at == mcore.now()]
     assert sorted(r.action for r in records) == ["add"] * 3 + ["reinforce"] * 2
     assert {r.source for r in records} == {"extract"}
-    session = await mcore.runtime.history.get_session(first.session_id)
+    session = await mcore.history.get_session(first.session_id)
     assert session is not None and session.status == "extracted"
     # The model saw the conversation and the existing memories with their ids.
     prompt = everything(fake.chat_requests()[-1])
     assert "我还是用 pytest 写测试" in prompt and f"[{pytest_pref.id}]" in prompt
     # A new session is open for the next message.
-    nxt = await mcore.chat(ALICE, "新的一天")
+    nxt = await mcore.conversation.turn(ALICE, "新的一天")
     assert nxt.session_id != first.session_id
 
 
 async def test_new_reply_in_chinese(mcore: MemoryCore, fake: FakeOpenAI) -> None:
-    await mcore.chat(ALICE, "我喜欢喝乌龙茶，不加糖")
+    await mcore.conversation.turn(ALICE, "我喜欢喝乌龙茶，不加糖")
     fake.reply_json([{"content": "用户喜欢喝不加糖的乌龙茶", "category": "preference"}])
-    done = await mcore.new_session(ALICE, chinese=True)
+    done = await mcore.conversation.new_session(ALICE, chinese=True)
     assert done.reply == "新会话已开始。记住了 1 条新记忆，强化了 0 条。"
 
 
 async def test_extraction_is_idempotent_per_session(mcore: MemoryCore, fake: FakeOpenAI) -> None:
-    first = await mcore.chat(ALICE, "我喜欢喝乌龙茶，不加糖")
+    first = await mcore.conversation.turn(ALICE, "我喜欢喝乌龙茶，不加糖")
     fake.reply_json([{"content": "用户喜欢喝不加糖的乌龙茶", "category": "preference"}])
-    await mcore.new_session(ALICE)
-    path = mcore.memory.long_term.store.path(ALICE)
+    await mcore.conversation.new_session(ALICE)
+    path = mcore.memories.path(ALICE)
     text, backup = path.read_text(encoding="utf-8"), mcore.workspace.backup_path(ALICE)
     backup_text = backup.read_text(encoding="utf-8") if backup.exists() else None
     calls = len(fake.chat_requests())
-    audit_before = len(await mcore.memory.long_term.audit.recent(ALICE))
+    audit_before = len(await mcore.audit.recent(ALICE))
 
     fake.reply_json([{"content": "用户喜欢喝不加糖的乌龙茶", "category": "preference"}])
-    again = await mcore.runtime.chat.extract_session(ALICE, first.session_id)
+    again = await mcore.conversation.chat.extract_session(ALICE, first.session_id)
     assert again is not None and again.skipped and again.changes == []
     assert len(fake.chat_requests()) == calls  # not even a model call
     assert path.read_text(encoding="utf-8") == text
     assert (backup.read_text(encoding="utf-8") if backup.exists() else None) == backup_text
-    assert len(await mcore.memory.long_term.audit.recent(ALICE)) == audit_before
-    [entry] = await mcore.entries(ALICE)
+    assert len(await mcore.audit.recent(ALICE)) == audit_before
+    [entry] = await mcore.memories.entries(ALICE)
     assert entry.hits == 0
 
 
 async def test_failed_extraction_is_retried_later(
     mcore: MemoryCore, fake: FakeOpenAI, clock: ManualClock
 ) -> None:
-    first = await mcore.chat(ALICE, "我喜欢喝乌龙茶，不加糖")
+    first = await mcore.conversation.turn(ALICE, "我喜欢喝乌龙茶，不加糖")
     fake.fail(500, times=1, retry_after=0)
-    done = await mcore.new_session(ALICE)
+    done = await mcore.conversation.new_session(ALICE)
     assert done.retry_later and done.result is None
     assert "retried later" in done.reply
-    history = mcore.runtime.history
+    history = mcore.history
     session = await history.get_session(first.session_id)
     assert session is not None and session.status == "extract_failed"
     assert session.extract_attempts == 1
     assert session.next_extract_at is not None and session.next_extract_at > mcore.now()
     assert session.next_extract_at == mcore.now() + timedelta(minutes=5)
-    assert await mcore.entries(ALICE) == []
+    assert await mcore.memories.entries(ALICE) == []
 
     calls = len(fake.chat_requests())
-    assert await mcore.runtime.chat.close_idle_sessions() == 0  # not due yet
+    assert await mcore.conversation.chat.close_idle_sessions() == 0  # not due yet
     assert len(fake.chat_requests()) == calls
 
     clock.advance(timedelta(minutes=6))
     fake.fail(503, times=1, retry_after=0)
-    assert await mcore.runtime.chat.close_idle_sessions() == 0
+    assert await mcore.conversation.chat.close_idle_sessions() == 0
     session = await history.get_session(first.session_id)
     assert session is not None and session.extract_attempts == 2
     assert session.next_extract_at == mcore.now() + timedelta(minutes=30)
 
     clock.advance(timedelta(minutes=31))
     fake.reply_json([{"content": "用户喜欢喝不加糖的乌龙茶", "category": "preference"}])
-    assert await mcore.runtime.chat.close_idle_sessions() == 1
+    assert await mcore.conversation.chat.close_idle_sessions() == 1
     session = await history.get_session(first.session_id)
     assert session is not None and session.status == "extracted"
     assert session.next_extract_at is None
-    assert [e.content for e in await mcore.entries(ALICE)] == ["用户喜欢喝不加糖的乌龙茶"]
-    assert await mcore.runtime.chat.close_idle_sessions() == 0  # nothing left to do
+    assert [e.content for e in await mcore.memories.entries(ALICE)] == ["用户喜欢喝不加糖的乌龙茶"]
+    assert await mcore.conversation.chat.close_idle_sessions() == 0  # nothing left to do
 
 
 async def test_idle_session_is_closed_and_extracted(
     mcore: MemoryCore, fake: FakeOpenAI, clock: ManualClock
 ) -> None:
-    first = await mcore.chat(ALICE, "我决定下个月开始学游泳")
+    first = await mcore.conversation.turn(ALICE, "我决定下个月开始学游泳")
     clock.advance(timedelta(minutes=119))
-    assert await mcore.runtime.chat.close_idle_sessions() == 0
-    session = await mcore.runtime.history.get_session(first.session_id)
+    assert await mcore.conversation.chat.close_idle_sessions() == 0
+    session = await mcore.history.get_session(first.session_id)
     assert session is not None and session.status == "open"
 
     clock.advance(timedelta(minutes=2))
     fake.reply_json([{"content": "用户决定下个月开始学游泳", "category": "decision"}])
-    assert await mcore.runtime.chat.close_idle_sessions() == 1
-    session = await mcore.runtime.history.get_session(first.session_id)
+    assert await mcore.conversation.chat.close_idle_sessions() == 1
+    session = await mcore.history.get_session(first.session_id)
     assert session is not None and session.status == "extracted"
-    assert [e.content for e in await mcore.entries(ALICE)] == ["用户决定下个月开始学游泳"]
-    nxt = await mcore.chat(ALICE, "新的话题")
+    assert [e.content for e in await mcore.memories.entries(ALICE)] == ["用户决定下个月开始学游泳"]
+    nxt = await mcore.conversation.turn(ALICE, "新的话题")
     assert nxt.session_id != first.session_id
 
 
@@ -796,9 +806,9 @@ async def test_memory_mentioned_in_three_sessions_accumulates(
     fake.set_responder(matching_responder(content, ["用户养猫", "用户会弹钢琴", "用户住在苏州"]))
     scores, counts = [], []
     for _ in range(3):
-        await mcore.chat(ALICE, "我写测试一直用 pytest")
-        await mcore.new_session(ALICE)
-        entries = {e.content: e for e in await mcore.entries(ALICE)}
+        await mcore.conversation.turn(ALICE, "我写测试一直用 pytest")
+        await mcore.conversation.new_session(ALICE)
+        entries = {e.content: e for e in await mcore.memories.entries(ALICE)}
         scores.append(entries[content].score)
         counts.append(len(entries))
         clock.advance(timedelta(days=1))
@@ -806,31 +816,29 @@ async def test_memory_mentioned_in_three_sessions_accumulates(
     assert scores[0] == 0.6
     assert scores[1] > scores[0] and scores[2] > scores[1]
     assert scores[2] == pytest.approx(0.744)
-    final = {e.content: e for e in await mcore.entries(ALICE)}[content]
+    final = {e.content: e for e in await mcore.memories.entries(ALICE)}[content]
     assert final.hits >= 2
 
 
 async def test_full_lifecycle(mcore: MemoryCore, fake: FakeOpenAI, clock: ManualClock) -> None:
-    await mcore.chat(ALICE, "我写 Python 测试都用 pytest")
+    await mcore.conversation.turn(ALICE, "我写 Python 测试都用 pytest")
     fake.reply_json([{"content": "用户写 Python 测试都用 pytest", "category": "preference"}])
-    await mcore.new_session(ALICE)
-    [entry] = await mcore.entries(ALICE)
-    assert "用户写 Python 测试都用 pytest" in mcore.memory.long_term.store.path(ALICE).read_text(
-        encoding="utf-8"
-    )
+    await mcore.conversation.new_session(ALICE)
+    [entry] = await mcore.memories.entries(ALICE)
+    assert "用户写 Python 测试都用 pytest" in mcore.memories.path(ALICE).read_text(encoding="utf-8")
 
     clock.advance(timedelta(hours=1))
-    await mcore.chat(ALICE, "早上好")
+    await mcore.conversation.turn(ALICE, "早上好")
     assert "用户写 Python 测试都用 pytest" in system_of(turn_requests(fake)[-1])
 
     clock.advance(timedelta(days=400))
-    result = await mcore.consolidate(ALICE)
+    result = await mcore.memories.consolidate(ALICE)
     assert result.count(ChangeKind.FORGOTTEN) == 1
-    assert await mcore.entries(ALICE) == []
-    await mcore.new_session(ALICE)
-    await mcore.chat(ALICE, "早上好，今天做什么")
+    assert await mcore.memories.entries(ALICE) == []
+    await mcore.conversation.new_session(ALICE)
+    await mcore.conversation.turn(ALICE, "早上好，今天做什么")
     assert "pytest" not in everything(turn_requests(fake)[-1])
-    [forgotten] = await mcore.memory.long_term.audit.forgotten(ALICE)
+    [forgotten] = await mcore.audit.forgotten(ALICE)
     assert (forgotten.entry_id, forgotten.content) == (entry.id, "用户写 Python 测试都用 pytest")
     assert forgotten.source == "consolidate"
     assert forgotten.new_score is None
@@ -870,7 +878,7 @@ async def test_flush_before_compaction(
         session_id = ""
         turns = 0
         while calls["compact"] == 0 and turns < 20:
-            result = await core.chat(
+            result = await core.conversation.turn(
                 ALICE, f"第{turns}轮：我们继续讨论云南旅行的行程安排和住宿细节"
             )
             replies.append(result.reply)
@@ -884,7 +892,7 @@ async def test_flush_before_compaction(
         flushes = [b for b in fake.chat_requests() if b.get("tools") == [MEMORY_SAVE]]
         assert len(flushes) == 2
         assert flushes[0]["messages"][0] == {"role": "system", "content": FLUSH_INSTRUCTIONS}
-        daily = core.workspace.daily_path(ALICE, core.today()).read_text(encoding="utf-8")
+        daily = core.workspace.daily_path(ALICE, core.notes.today()).read_text(encoding="utf-8")
         assert "用户计划十月去云南旅行" in daily
 
         stored = await session_messages(core, session_id)
@@ -893,10 +901,10 @@ async def test_flush_before_compaction(
         talk = [m for m in stored if m.role in ("user", "assistant")]
         assert all(m.compacted for m in talk[:-4])
         assert not any(m.compacted for m in talk[-4:])
-        session = await core.runtime.history.get_session(session_id)
+        session = await core.history.get_session(session_id)
         assert session is not None and session.flushed_at is not None
 
-        await core.chat(ALICE, "那住宿订好了吗")
+        await core.conversation.turn(ALICE, "那住宿订好了吗")
         body = turn_requests(fake)[-1]
         history = history_of(body)
         assert history[0] == {
@@ -930,13 +938,13 @@ async def test_compaction_retires_old_tool_results(
     fake.set_responder(respond)
     async with MemoryCore.open(config, clock=clock) as core:
         for i in range(30):
-            await core.capture(
+            await core.memories.capture(
                 ALICE, f"云南旅行 第{i}个细节 " + "很长的内容" * 10, importance="low"
             )
         flushed_at: list[int] = []
         for turn in range(10):
             before = calls["compact"]
-            await core.chat(ALICE, f"第{turn}轮：云南旅行")
+            await core.conversation.turn(ALICE, f"第{turn}轮：云南旅行")
             if calls["compact"] > before:
                 flushed_at.append(turn)
             clock.advance(timedelta(minutes=1))
@@ -956,9 +964,9 @@ async def test_compaction_with_nothing_kept(
         lambda body: "- 摘要" if body["messages"][0]["content"] == COMPACT_INSTRUCTIONS else "ok"
     )
     async with MemoryCore.open(config, clock=clock) as core:
-        result = await core.chat(ALICE, "第一句")
-        await core.chat(ALICE, "第二句")
-        assert await core.runtime.chat.flush(ALICE, result.session_id)
+        result = await core.conversation.turn(ALICE, "第一句")
+        await core.conversation.turn(ALICE, "第二句")
+        assert await core.conversation.chat.flush(ALICE, result.session_id)
         stored = await session_messages(core, result.session_id)
         assert all(m.compacted for m in stored if m.role != "summary")
         assert [m.content for m in stored if not m.compacted] == ["- 摘要"]
@@ -968,13 +976,13 @@ async def test_forced_search_finds_yesterdays_messages_with_context(
     mcore: MemoryCore, fake: FakeOpenAI, clock: ManualClock
 ) -> None:
     fake.reply_text("我们把发布日期定在四月十八日，周五上线")
-    await mcore.chat(ALICE, "发布日期怎么定？")
-    await mcore.chat(ALICE, "好的，就这么定")
-    await mcore.new_session(ALICE)
+    await mcore.conversation.turn(ALICE, "发布日期怎么定？")
+    await mcore.conversation.turn(ALICE, "好的，就这么定")
+    await mcore.conversation.new_session(ALICE)
     clock.advance(timedelta(days=1))
     fake.reply_tool_calls([("memory_search", {"query": "发布日期"})])
     fake.reply_text("四月十八日")
-    result = await mcore.chat(ALICE, "昨天我们定的发布日期是哪天？")
+    result = await mcore.conversation.turn(ALICE, "昨天我们定的发布日期是哪天？")
     assert result.tool_calls == ["memory_search"]
     found = json.loads(turn_requests(fake)[-1]["messages"][-1]["content"])
     assert "四月十八日" in json.dumps(found, ensure_ascii=False)
@@ -984,9 +992,9 @@ async def test_recall_intent_injects_messages_of_the_named_day(
     mcore: MemoryCore, fake: FakeOpenAI, clock: ManualClock
 ) -> None:
     fake.reply_text("我们把发布日期定在四月十八日，周五上线")
-    await mcore.chat(ALICE, "发布日期怎么定？")
-    await mcore.chat(ALICE, "好的，就这么定")
-    await mcore.new_session(ALICE)
+    await mcore.conversation.turn(ALICE, "发布日期怎么定？")
+    await mcore.conversation.turn(ALICE, "好的，就这么定")
+    await mcore.conversation.new_session(ALICE)
     clock.advance(timedelta(days=1))
-    await mcore.chat(ALICE, "昨天我们定的发布日期是哪天？")
+    await mcore.conversation.turn(ALICE, "昨天我们定的发布日期是哪天？")
     assert "四月十八日" in system_of(turn_requests(fake)[-1])

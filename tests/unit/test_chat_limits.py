@@ -16,13 +16,13 @@ async def test_a_message_over_the_limit_is_refused_in_one_line_and_not_kept(
 ) -> None:
     at_limit = ("green tea " * MAX_MESSAGE_CHARS)[:MAX_MESSAGE_CHARS]
     over = at_limit + "x"
-    refused = await core.chat(ALICE, over)
+    refused = await core.conversation.turn(ALICE, over)
     assert "too long" in refused.reply and str(MAX_MESSAGE_CHARS) in refused.reply
     assert "\n" not in refused.reply
-    zh = await core.chat(ALICE, "绿茶" * MAX_MESSAGE_CHARS)
+    zh = await core.conversation.turn(ALICE, "绿茶" * MAX_MESSAGE_CHARS)
     assert "太长" in zh.reply
-    taken = await core.chat(ALICE, at_limit)
+    taken = await core.conversation.turn(ALICE, at_limit)
     assert "too long" not in taken.reply
-    history = core.runtime.history
+    history = core.history
     stored = await history.session_messages(taken.session_id, include_compacted=True)
     assert [m.content for m in stored] == [at_limit.strip()]

@@ -91,15 +91,17 @@ async def test_fifty_concurrent_turns_never_cross_scopes(tmp_path: Path) -> None
         async with MemoryCore.open(config, clock=clock) as core:
             for scope, secret in SECRETS.items():
                 name = scope.value.split(":")[1]
-                await core.capture(scope, secret["memory"], importance="high")
-                await core.capture(scope, secret["low"], importance="low")
-                await core.append_daily(scope, secret["daily"])
-                await core.chat(scope, f"{secret['history']} [{name}-0]")
+                await core.memories.capture(scope, secret["memory"], importance="high")
+                await core.memories.capture(scope, secret["low"], importance="low")
+                await core.notes.append(scope, secret["daily"])
+                await core.conversation.turn(scope, f"{secret['history']} [{name}-0]")
 
             async def one(scope: ScopeKey, n: int) -> tuple[ScopeKey, str]:
                 name = scope.value.split(":")[1]
                 verb = "do you remember" if n % 3 == 0 else "tell me about"
-                result = await core.chat(scope, f"{verb} project phoenix budget [{name}-{n}]")
+                result = await core.conversation.turn(
+                    scope, f"{verb} project phoenix budget [{name}-{n}]"
+                )
                 return scope, result.reply
 
             jobs = [one(ALICE if i % 2 else BOB, i // 2 + 1) for i in range(50)]

@@ -268,10 +268,12 @@ def offline_config(workspace: Path, **snapshot: object) -> Config:
 async def seed_scope(core: MemoryCore, clock: ManualClock) -> None:
     """A scope with a week of events, a belief, a later fact against it, and raw inputs of
     a session that never reached long-term memory."""
-    await core.capture(ALICE, "went hiking at Mount Tai", memory_class=MemoryClass.EVENT)
+    await core.memories.capture(ALICE, "went hiking at Mount Tai", memory_class=MemoryClass.EVENT)
     clock.advance(timedelta(days=1))
-    await core.capture(ALICE, "visited my aunt in Hangzhou", memory_class=MemoryClass.EVENT)
-    events = core.memory.events
+    await core.memories.capture(
+        ALICE, "visited my aunt in Hangzhou", memory_class=MemoryClass.EVENT
+    )
+    events = core.event_log
     for text in ("我喜欢乌龙茶", "你好", "what is the weather?"):
         await events.record(ALICE, *message_events("user", text, clock(), "lost-session"))
     await events.record(
@@ -282,14 +284,14 @@ async def seed_scope(core: MemoryCore, clock: ManualClock) -> None:
 async def write_belief(core: MemoryCore, clock: ManualClock) -> None:
     from memory_core.merge import Candidate
 
-    await core.memory.long_term.merge_candidates(
+    await core.memories.merge_candidates(
         ALICE,
         [Candidate("Alice likes jazz music", memory_class=MemoryClass.BELIEF, confidence=0.6)],
         session_id="b",
         source="test",
     )
     clock.advance(timedelta(days=1))
-    await core.capture(ALICE, "Alice no longer likes jazz music")
+    await core.memories.capture(ALICE, "Alice no longer likes jazz music")
 
 
 async def test_a_full_run_then_a_second_run_changes_nothing(
@@ -304,11 +306,11 @@ async def test_a_full_run_then_a_second_run_changes_nothing(
         await write_belief(bot, clock)
     clock.advance(timedelta(days=9))
     async with MemoryCore.open(config, clock=clock) as core:
-        reports = await core.consolidate_phases(ALICE)
+        reports = await core.consolidation.run(ALICE)
         assert [r.phase for r in reports] == list(PHASES)
         by_phase = {r.phase: r for r in reports}
         assert by_phase[Phase.FILTER].changes == 1  # 我喜欢乌龙茶; not 你好, not a question
-        entries = {e.content: e for e in await core.memory.long_term.entries(ALICE)}
+        entries = {e.content: e for e in await core.memories.entries(ALICE)}
         assert "我喜欢乌龙茶" in entries
         assert "I am learning the violin" not in entries  # its session is still open
         belief = entries["Alice likes jazz music"]
@@ -317,15 +319,17 @@ async def test_a_full_run_then_a_second_run_changes_nothing(
         assert len(summaries) == 1
         assert "Mount Tai" in summaries[0].content and "Hangzhou" in summaries[0].content
         assert entries["went hiking at Mount Tai"].archived is ArchiveReason.SUMMARIZED
-        snapshot = (workspace / core.snapshot_path(ALICE)).read_text(encoding="utf-8")
+        snapshot = (workspace / core.workspace.relative(core.snapshots.path(ALICE))).read_text(
+            encoding="utf-8"
+        )
         top = snapshot.split("## Top Summaries")[1].split("## Ranked Index")[0]
         assert "went hiking at Mount Tai" in top  # the summary leads; its events left the index
         assert "went hiking" not in snapshot.split("## Ranked Index")[1]
 
-        memory_file = workspace / core.memory.long_term.relative_path(ALICE)
+        memory_file = workspace / core.memories.relative_path(ALICE)
         before = memory_file.read_bytes()
         state = json.loads((core.workspace.memory_dir(ALICE) / "consolidation.json").read_text())
-        again = await core.consolidate_phases(ALICE)
+        again = await core.consolidation.run(ALICE)
         assert [r.changes for r in again if r.phase is not Phase.SNAPSHOT] == [0] * 5
         assert memory_file.read_bytes() == before
         state_again = json.loads(
@@ -344,14 +348,14 @@ async def test_without_the_database_the_filter_takes_no_input(
     config = offline_config(workspace)
     async with MemoryCore.open(config, clock=clock) as core:
         await seed_scope(core, clock)
-        before = await core.memory.long_term.entries(ALICE)
+        before = await core.memories.entries(ALICE)
     (workspace / ".chatmem" / "index.sqlite3").write_bytes(b"not a database" * 512)
     async with MemoryCore.open(config, clock=clock) as core:
         assert not core.has_database
-        filtered, extracted = await core.consolidate_phases(ALICE, [Phase.FILTER, Phase.EXTRACT])
+        filtered, extracted = await core.consolidation.run(ALICE, [Phase.FILTER, Phase.EXTRACT])
         assert (filtered.changes, extracted.changes) == (0, 0)
         assert filtered.detail == "no session history (no database), inputs wait"
-        assert await core.memory.long_term.entries(ALICE) == before
+        assert await core.memories.entries(ALICE) == before
         state = core.workspace.memory_dir(ALICE) / "consolidation.json"
     assert not state.exists()  # the cursor did not move
 
@@ -361,8 +365,8 @@ async def test_a_run_cut_between_extract_and_merge_resumes(
 ) -> None:
     async with MemoryCore.open(offline_config(workspace), clock=clock) as core:
         for text in ("我喜欢乌龙茶", "I live in Hangzhou"):
-            await core.memory.events.record(ALICE, *message_events("user", text, clock(), "s1"))
-        long_term = core.memory.long_term
+            await core.event_log.record(ALICE, *message_events("user", text, clock(), "s1"))
+        long_term = core.memories
         merge = long_term.merge_candidates
 
         async def crash(*args: object, **kwargs: object) -> None:
@@ -370,7 +374,7 @@ async def test_a_run_cut_between_extract_and_merge_resumes(
 
         monkeypatch.setattr(long_term, "merge_candidates", crash)
         with pytest.raises(OSError):
-            await core.consolidate_phases(ALICE, [Phase.FILTER, Phase.EXTRACT])
+            await core.consolidation.run(ALICE, [Phase.FILTER, Phase.EXTRACT])
         state_path = core.workspace.memory_dir(ALICE) / "consolidation.json"
         state = json.loads(state_path.read_text(encoding="utf-8"))
         assert state["pending"] == []  # the inputs became candidates, kept in the state
@@ -378,13 +382,13 @@ async def test_a_run_cut_between_extract_and_merge_resumes(
         assert await long_term.entries(ALICE) == []
 
         monkeypatch.setattr(long_term, "merge_candidates", merge)
-        reports = await core.consolidate_phases(ALICE)
+        reports = await core.consolidation.run(ALICE)
         contents = sorted(e.content for e in await long_term.entries(ALICE))
         assert contents == ["I live in Hangzhou", "我喜欢乌龙茶"]
         assert {r.phase: r.changes for r in reports}[Phase.FILTER] == 0  # not read twice
         assert json.loads(state_path.read_text(encoding="utf-8"))["candidates"] == []
         # And the same inputs are never extracted again.
-        await core.consolidate_phases(ALICE)
+        await core.consolidation.run(ALICE)
         assert sorted(e.content for e in await long_term.entries(ALICE)) == contents
 
 
@@ -395,18 +399,22 @@ async def test_an_unreadable_state_is_kept_aside_not_lost(
         path = core.workspace.memory_dir(ALICE) / "consolidation.json"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("{not json", encoding="utf-8")
-        await core.consolidate_phases(ALICE, [Phase.VERIFY])
+        await core.consolidation.run(ALICE, [Phase.VERIFY])
         assert path.with_name("consolidation.json.unreadable").read_text() == "{not json"
         assert json.loads(path.read_text(encoding="utf-8"))["version"] == 1
 
 
 async def test_the_quiet_period_runs_every_phase(workspace: Path, clock: ManualClock) -> None:
     async with MemoryCore.open(offline_config(workspace), clock=clock) as core:
-        await core.capture(ALICE, "went hiking at Mount Tai", memory_class=MemoryClass.EVENT)
-        await core.capture(ALICE, "visited my aunt in Hangzhou", memory_class=MemoryClass.EVENT)
+        await core.memories.capture(
+            ALICE, "went hiking at Mount Tai", memory_class=MemoryClass.EVENT
+        )
+        await core.memories.capture(
+            ALICE, "visited my aunt in Hangzhou", memory_class=MemoryClass.EVENT
+        )
         clock.advance(timedelta(days=8))
-        assert "quiet-consolidation" in await core.runtime.tick()
-        entries = await core.memory.long_term.entries(ALICE)
+        assert "quiet-consolidation" in await core.conversation.tick()
+        entries = await core.memories.entries(ALICE)
         [summary] = [e for e in entries if e.memory_class is MemoryClass.SUMMARY]
         assert "Mount Tai" in summary.content
         state = core.workspace.memory_dir(ALICE) / "consolidation.json"
@@ -423,15 +431,19 @@ async def test_with_a_model_each_phase_asks_it_with_its_prompt_file(
     from memory_core.prompts import load_prompt
 
     async with MemoryCore.open(model_config(fake, workspace), clock=clock) as core:
-        await core.capture(ALICE, "went hiking at Mount Tai", memory_class=MemoryClass.EVENT)
-        await core.capture(ALICE, "visited my aunt in Hangzhou", memory_class=MemoryClass.EVENT)
+        await core.memories.capture(
+            ALICE, "went hiking at Mount Tai", memory_class=MemoryClass.EVENT
+        )
+        await core.memories.capture(
+            ALICE, "visited my aunt in Hangzhou", memory_class=MemoryClass.EVENT
+        )
         for text in ("我喜欢乌龙茶", "嗯嗯好的呀"):
-            await core.memory.events.record(ALICE, *message_events("user", text, clock(), "s1"))
+            await core.event_log.record(ALICE, *message_events("user", text, clock(), "s1"))
         clock.advance(timedelta(days=8))
 
         # The model is down: the inputs wait, the cursor does not move.
         fake.fail(times=1)
-        waiting = await core.consolidate_phases(ALICE, [Phase.FILTER])
+        waiting = await core.consolidation.run(ALICE, [Phase.FILTER])
         assert "model unreachable" in waiting[0].detail
         state_path = core.workspace.memory_dir(ALICE) / "consolidation.json"
         assert not state_path.exists()  # nothing moved, nothing written
@@ -448,13 +460,13 @@ async def test_with_a_model_each_phase_asks_it_with_its_prompt_file(
             ]
         )
         fake.reply_json({"summary": "Hiked Mount Tai, then visited an aunt in Hangzhou."})
-        reports = await core.consolidate_phases(ALICE)
+        reports = await core.consolidation.run(ALICE)
         prompts = [r["messages"][-1]["content"] for r in fake.chat_requests()[-3:]]
         assert prompts[0].startswith(load_prompt("filter").split("\n")[0])
         assert "1. 我喜欢乌龙茶" in prompts[0] and "2. 嗯嗯好的呀" in prompts[0]
         assert "我喜欢乌龙茶" in prompts[1] and "嗯嗯好的呀" not in prompts[1]
         assert prompts[2].startswith(load_prompt("generate_summary").split("（")[0])
-        entries = {e.content: e for e in await core.memory.long_term.entries(ALICE)}
+        entries = {e.content: e for e in await core.memories.entries(ALICE)}
         belief = entries["用户喜欢乌龙茶"]
         assert (belief.memory_class, belief.confidence) == (MemoryClass.BELIEF, 0.7)
         [summary] = [e for e in entries.values() if e.memory_class is MemoryClass.SUMMARY]
@@ -463,10 +475,10 @@ async def test_with_a_model_each_phase_asks_it_with_its_prompt_file(
 
         # A later fact against the belief: the model says so, the belief loses confidence.
         clock.advance(timedelta(days=1))
-        fact, _ = await core.capture(ALICE, "用户不再喝乌龙茶了")
+        fact, _ = await core.memories.capture(ALICE, "用户不再喝乌龙茶了")
         fake.reply_json({"verdicts": [{"fact": fact.id, "verdict": "contradicted"}]})
-        await core.consolidate_phases(ALICE, [Phase.VERIFY])
-        belief = {e.id: e for e in await core.memory.long_term.entries(ALICE)}[belief.id]
+        await core.consolidation.run(ALICE, [Phase.VERIFY])
+        belief = {e.id: e for e in await core.memories.entries(ALICE)}[belief.id]
         assert belief.confidence == pytest.approx(0.35)
         asked = fake.chat_requests()[-1]["messages"][-1]["content"]
         assert "用户喜欢乌龙茶" in asked and f"[{fact.id}]" in asked

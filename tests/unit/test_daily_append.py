@@ -83,10 +83,10 @@ def _daily_bytes(core: MemoryCore) -> bytes:
 async def test_short_writes_are_completed(
     core: MemoryCore, disk: Callable[[int, int | None], None]
 ) -> None:
-    await core.append_daily(MAIN, "first note")
+    await core.notes.append(MAIN, "first note")
     disk(7, None)  # every write stops after 7 bytes; none fails
     note = "第二条笔记 written in pieces\nwith a second line"
-    path, line = await core.append_daily(MAIN, note)
+    path, line = await core.notes.append(MAIN, note)
     assert (path, line) == (DAILY, 4)
     lines = _daily_bytes(core).decode("utf-8").splitlines()
     assert lines[3:] == ["- 12:00:00 第二条笔记 written in pieces", "  with a second line"]
@@ -100,11 +100,11 @@ async def test_a_full_disk_mid_note_rolls_back_and_says_so(
     core: MemoryCore, disk: Callable[[int, int | None], None]
 ) -> None:
     """The fast path (note and index row in one trip to the database thread)."""
-    await core.append_daily(MAIN, "first note")
+    await core.notes.append(MAIN, "first note")
     before = _daily_bytes(core)
     disk(10, 25)  # 25 bytes fit, then the disk is full
     with pytest.raises(StoreError) as caught:
-        await core.append_daily(MAIN, "a long second note that does not fit on the disk")
+        await core.notes.append(MAIN, "a long second note that does not fit on the disk")
     message = str(caught.value)
     assert "\n" not in message
     assert "note not saved" in message and "disk full (ENOSPC)" in message and DAILY in message
@@ -112,25 +112,25 @@ async def test_a_full_disk_mid_note_rolls_back_and_says_so(
     assert await _daily_chunks(core) == ["first note"]
     assert core.degraded_reason is None  # the disk, not the index, refused
     disk(1 << 20, None)
-    _, line = await core.append_daily(MAIN, "third note, the disk has room again")
+    _, line = await core.notes.append(MAIN, "third note, the disk has room again")
     assert line == 4
-    assert (await core.search(MAIN, "third note"))[0].line_from == 4
+    assert (await core.finder.search(MAIN, "third note"))[0].line_from == 4
 
 
 async def test_the_waiting_path_rolls_back_too(
     core: MemoryCore, disk: Callable[[int, int | None], None], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """`_append_waiting`: the path taken when another process holds the file lock."""
-    await core.append_daily(MAIN, "first note")
+    await core.notes.append(MAIN, "first note")
     before = _daily_bytes(core)
     monkeypatch.setattr(notes_module, "try_lock_file", lambda path: None)  # "held elsewhere"
     disk(10, 25)
     with pytest.raises(StoreError, match=r"note not saved: .*disk full \(ENOSPC\)"):
-        await core.append_daily(MAIN, "a long second note that does not fit on the disk")
+        await core.notes.append(MAIN, "a long second note that does not fit on the disk")
     assert _daily_bytes(core) == before
     assert await _daily_chunks(core) == ["first note"]
     disk(3, None)
-    _, line = await core.append_daily(MAIN, "third note through the waiting path")
+    _, line = await core.notes.append(MAIN, "third note through the waiting path")
     assert line == 4
     assert await _daily_chunks(core) == ["first note", "third note through the waiting path"]
 
@@ -138,7 +138,7 @@ async def test_the_waiting_path_rolls_back_too(
 async def test_a_file_size_limit_is_one_clear_line(
     core: MemoryCore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    await core.append_daily(MAIN, "first note")
+    await core.notes.append(MAIN, "first note")
     before = _daily_bytes(core)
     real_write = os.write
 
@@ -149,7 +149,7 @@ async def test_a_file_size_limit_is_one_clear_line(
 
     monkeypatch.setattr(os, "write", over_the_limit)
     with pytest.raises(StoreError, match=r"^note not saved: cannot write .*: file size limit"):
-        await core.append_daily(MAIN, "second")
+        await core.notes.append(MAIN, "second")
     assert _daily_bytes(core) == before
 
 
@@ -157,13 +157,13 @@ async def test_a_file_size_limit_is_one_clear_line(
 
 
 async def test_a_note_after_a_line_without_newline_starts_a_new_line(core: MemoryCore) -> None:
-    await core.append_daily(MAIN, "first note")
+    await core.notes.append(MAIN, "first note")
     _hand_append(core.workspace.root / DAILY, "- 10:00:00 hand edit")
-    path, line = await core.append_daily(MAIN, "second")
+    path, line = await core.notes.append(MAIN, "second")
     assert (path, line) == (DAILY, 5)
     lines = _daily_bytes(core).decode("utf-8").splitlines()
     assert lines[2:] == ["- 12:00:00 first note", "- 10:00:00 hand edit", "- 12:00:00 second"]
-    hits = await core.search(MAIN, "second")
+    hits = await core.finder.search(MAIN, "second")
     assert [(h.text, h.line_from) for h in hits] == [("second", 5)]
     assert "hand edit" in await _daily_chunks(core)
 
@@ -186,19 +186,19 @@ def test_the_blocking_append_checks_the_last_byte(tmp_path: Path) -> None:
 async def test_a_database_error_before_the_write_still_saves_the_note(core: MemoryCore) -> None:
     """`BEGIN IMMEDIATE` fails (a read-only database) before the note is written: the
     note goes to the file (the memory), never a raw sqlite3 error to the caller."""
-    await core.append_daily(MAIN, "first note")
+    await core.notes.append(MAIN, "first note")
     await database(core).call(lambda conn: conn.execute("PRAGMA query_only = ON"))
     try:
-        path, line = await core.append_daily(MAIN, "written although the index refused")
+        path, line = await core.notes.append(MAIN, "written although the index refused")
     finally:
         await database(core).call(lambda conn: conn.execute("PRAGMA query_only = OFF"))
     assert (path, line) == (DAILY, 4)
     lines = _daily_bytes(core).decode("utf-8").splitlines()
     assert lines[3] == "- 12:00:00 written although the index refused"
-    hits = await core.search(MAIN, "index refused")
+    hits = await core.finder.search(MAIN, "index refused")
     assert [(h.path, h.line_from) for h in hits] == [(DAILY, 4)]
 
 
 async def test_an_empty_note_is_still_refused(core: MemoryCore) -> None:
     with pytest.raises(ChatmemError, match="needs some text"):
-        await core.append_daily(MAIN, " \n ")
+        await core.notes.append(MAIN, " \n ")

@@ -29,8 +29,8 @@ PYTEST_PREF = "用户喜欢用 pytest 而非 unittest"
 
 async def file_entries(core: MemoryCore, scope: ScopeKey = MAIN) -> dict[str, MemoryEntry]:
     """What MEMORY.md holds once staged captures are written."""
-    await core.flush(scope)
-    text = core.memory.long_term.store.path(scope).read_text(encoding="utf-8")
+    await core.memories.flush(scope)
+    text = core.memories.path(scope).read_text(encoding="utf-8")
     parsed = parse_memory(text)
     assert parsed.quarantined == []
     return {e.id: e for e in parsed.entries}
@@ -42,7 +42,7 @@ def distinct_text(i: int) -> str:
 
 
 async def test_capture_then_status(core: MemoryCore) -> None:
-    entry, result = await core.capture(MAIN, PYTEST_PREF, category="preference")
+    entry, result = await core.memories.capture(MAIN, PYTEST_PREF, category="preference")
     assert result.count(ChangeKind.ADDED) == 1
     assert (entry.content, entry.category, entry.score, entry.hits) == (
         PYTEST_PREF,
@@ -51,7 +51,7 @@ async def test_capture_then_status(core: MemoryCore) -> None:
         0,
     )
     assert entry.created_at == entry.last_activated == START
-    status = await core.status(MAIN)
+    status = await core.memories.status(MAIN)
     assert [e.id for e in status.active] == [entry.id]
     assert status.archived == []
     assert status.quarantined == []
@@ -60,7 +60,7 @@ async def test_capture_then_status(core: MemoryCore) -> None:
     assert (
         (core.workspace.root / "MEMORY.md").read_text(encoding="utf-8").startswith("# Agent Memory")
     )
-    [record] = await core.memory.long_term.audit.history(MAIN, entry.id)
+    [record] = await core.audit.history(MAIN, entry.id)
     assert (record.action, record.old_score, record.new_score, record.source) == (
         "add",
         None,
@@ -71,13 +71,13 @@ async def test_capture_then_status(core: MemoryCore) -> None:
 
 async def test_capture_rejects_blank_text(core: MemoryCore) -> None:
     with pytest.raises(ChatmemError):
-        await core.capture(MAIN, "   ")
+        await core.memories.capture(MAIN, "   ")
 
 
 async def test_capture_same_text_reinforces(core: MemoryCore, clock: ManualClock) -> None:
-    first, _ = await core.capture(MAIN, PYTEST_PREF, category="preference")
+    first, _ = await core.memories.capture(MAIN, PYTEST_PREF, category="preference")
     clock.advance(timedelta(hours=2))
-    again, result = await core.capture(MAIN, PYTEST_PREF, category="preference")
+    again, result = await core.memories.capture(MAIN, PYTEST_PREF, category="preference")
     assert result.count(ChangeKind.REINFORCED) == 1
     assert again.id == first.id
     assert again.hits == 1
@@ -88,19 +88,19 @@ async def test_capture_same_text_reinforces(core: MemoryCore, clock: ManualClock
 
 
 async def test_importance_sets_initial_score(core: MemoryCore) -> None:
-    high, _ = await core.capture(MAIN, distinct_text(1), importance=Importance.HIGH)
-    low, _ = await core.capture(MAIN, distinct_text(2), importance="low")
+    high, _ = await core.memories.capture(MAIN, distinct_text(1), importance=Importance.HIGH)
+    low, _ = await core.memories.capture(MAIN, distinct_text(2), importance="low")
     assert (high.score, low.score) == (0.8, 0.4)
 
 
 async def test_consolidate_forgets_after_400_days(core: MemoryCore, clock: ManualClock) -> None:
-    entry, _ = await core.capture(MAIN, PYTEST_PREF, category="preference")
+    entry, _ = await core.memories.capture(MAIN, PYTEST_PREF, category="preference")
     clock.advance(timedelta(days=400))
-    result = await core.consolidate(MAIN)
+    result = await core.memories.consolidate(MAIN)
     assert result.count(ChangeKind.FORGOTTEN) == 1
     assert await file_entries(core) == {}
-    assert (await core.status(MAIN)).active == []
-    [record] = await core.memory.long_term.audit.forgotten(MAIN)
+    assert (await core.memories.status(MAIN)).active == []
+    [record] = await core.audit.forgotten(MAIN)
     assert record.action == "forget"
     assert record.entry_id == entry.id
     assert record.content == PYTEST_PREF
@@ -112,31 +112,31 @@ async def test_consolidate_forgets_after_400_days(core: MemoryCore, clock: Manua
 
 
 async def test_consolidate_at_150_days_archives(core: MemoryCore, clock: ManualClock) -> None:
-    entry, _ = await core.capture(MAIN, PYTEST_PREF)
+    entry, _ = await core.memories.capture(MAIN, PYTEST_PREF)
     clock.advance(timedelta(days=150))
-    result = await core.consolidate(MAIN)
+    result = await core.memories.consolidate(MAIN)
     assert result.count(ChangeKind.ARCHIVED) == 1
     stored = (await file_entries(core))[entry.id]
     assert stored.score == pytest.approx(0.6 * FACT_DAY**143)
-    status = await core.status(MAIN)
+    status = await core.memories.status(MAIN)
     assert status.active == []
     assert [e.id for e in status.archived] == [entry.id]
-    text = core.memory.long_term.store.path(MAIN).read_text(encoding="utf-8")
+    text = core.memories.path(MAIN).read_text(encoding="utf-8")
     assert text.index("## Archived Memories") < text.index(f"### [{entry.id}]")
-    actions = [r.action for r in await core.memory.long_term.audit.recent(MAIN)]
+    actions = [r.action for r in await core.audit.recent(MAIN)]
     assert actions == ["archive", "add"]
 
 
 async def test_status_shows_current_scores_without_writing(
     core: MemoryCore, clock: ManualClock
 ) -> None:
-    entry, _ = await core.capture(MAIN, PYTEST_PREF)
-    await core.flush()
-    before = core.memory.long_term.store.path(MAIN).read_bytes()
+    entry, _ = await core.memories.capture(MAIN, PYTEST_PREF)
+    await core.memories.flush()
+    before = core.memories.path(MAIN).read_bytes()
     clock.advance(timedelta(days=37))
-    status = await core.status(MAIN)
+    status = await core.memories.status(MAIN)
     assert status.active[0].score == pytest.approx(0.6 * FACT_DAY**30)
-    assert core.memory.long_term.store.path(MAIN).read_bytes() == before
+    assert core.memories.path(MAIN).read_bytes() == before
     assert (await file_entries(core))[entry.id].score == 0.6
 
 
@@ -145,51 +145,53 @@ async def audit_of(
 ) -> list[tuple[str, float | None, float | None, str]]:
     return [
         (r.action, r.old_score, r.new_score, r.source)
-        for r in await core.memory.long_term.audit.history(MAIN, entry_id)
+        for r in await core.audit.history(MAIN, entry_id)
     ]
 
 
 async def test_manual_actions_write_file_and_audit(core: MemoryCore, clock: ManualClock) -> None:
-    entry, _ = await core.capture(MAIN, PYTEST_PREF)
-    await core.flush()
-    path = core.memory.long_term.store.path(MAIN)
+    entry, _ = await core.memories.capture(MAIN, PYTEST_PREF)
+    await core.memories.flush()
+    path = core.memories.path(MAIN)
 
     def stamp() -> bytes:
         return path.read_bytes()
 
     clock.advance(timedelta(days=1))
     before = stamp()
-    archived = await core.archive(MAIN, entry.id, source="tui")
+    archived = await core.memories.archive(MAIN, entry.id, source="tui")
     assert archived.archived is ArchiveReason.MANUAL
     assert stamp() != before
     assert (await file_entries(core))[entry.id].archived is ArchiveReason.MANUAL
-    assert [e.id for e in (await core.status(MAIN)).archived] == [entry.id]
+    assert [e.id for e in (await core.memories.status(MAIN)).archived] == [entry.id]
 
     clock.advance(timedelta(days=1))
-    restored = await core.restore(MAIN, entry.id, source="tui")
+    restored = await core.memories.restore(MAIN, entry.id, source="tui")
     assert restored.archived is None
     assert restored.score == 0.6  # still in grace: nothing decayed
     assert (await file_entries(core))[entry.id].archived is None
 
     clock.advance(timedelta(days=1))
-    pinned = await core.set_pinned(MAIN, entry.id, True, source="cli")
+    pinned = await core.memories.set_pinned(MAIN, entry.id, True, source="cli")
     assert pinned.pinned
     assert (await file_entries(core))[entry.id].pinned
 
     clock.advance(timedelta(days=1))
-    unpinned = await core.set_pinned(MAIN, entry.id, False, source="cli")
+    unpinned = await core.memories.set_pinned(MAIN, entry.id, False, source="cli")
     assert not unpinned.pinned
     assert not (await file_entries(core))[entry.id].pinned
 
     clock.advance(timedelta(days=1))
-    edited = await core.edit(MAIN, entry.id, "用户喜欢用 pytest\n# 而非 unittest", source="tui")
+    edited = await core.memories.edit(
+        MAIN, entry.id, "用户喜欢用 pytest\n# 而非 unittest", source="tui"
+    )
     assert edited.content == "用户喜欢用 pytest\n# 而非 unittest"
     assert (await file_entries(core))[entry.id].content == "用户喜欢用 pytest\n# 而非 unittest"
     assert edited.score == 0.6
     assert edited.hits == 0
 
     clock.advance(timedelta(days=1))
-    gone = await core.forget(MAIN, entry.id, source="cli")
+    gone = await core.memories.forget(MAIN, entry.id, source="cli")
     assert gone.id == entry.id
     assert await file_entries(core) == {}
 
@@ -202,7 +204,7 @@ async def test_manual_actions_write_file_and_audit(core: MemoryCore, clock: Manu
         ("edit", 0.6, 0.6, "tui"),
         ("forget", 0.6, None, "cli"),
     ]
-    [forgotten] = await core.memory.long_term.audit.forgotten(MAIN)
+    [forgotten] = await core.audit.forgotten(MAIN)
     assert forgotten.content == "用户喜欢用 pytest\n# 而非 unittest"
     # The backup holds the version before the last write.
     assert entry.id in core.workspace.backup_path(MAIN).read_text(encoding="utf-8")
@@ -210,35 +212,35 @@ async def test_manual_actions_write_file_and_audit(core: MemoryCore, clock: Manu
 
 @pytest.mark.parametrize("action", ["archive", "restore", "pin", "unpin", "forget", "edit"])
 async def test_unknown_id_raises_and_writes_nothing(core: MemoryCore, action: str) -> None:
-    await core.capture(MAIN, PYTEST_PREF)
-    await core.flush()
-    before = core.memory.long_term.store.path(MAIN).read_bytes()
+    await core.memories.capture(MAIN, PYTEST_PREF)
+    await core.memories.flush()
+    before = core.memories.path(MAIN).read_bytes()
     calls = {
-        "archive": lambda: core.archive(MAIN, "nope"),
-        "restore": lambda: core.restore(MAIN, "nope"),
-        "pin": lambda: core.set_pinned(MAIN, "nope", True),
-        "unpin": lambda: core.set_pinned(MAIN, "nope", False),
-        "forget": lambda: core.forget(MAIN, "nope"),
-        "edit": lambda: core.edit(MAIN, "nope", "x"),
+        "archive": lambda: core.memories.archive(MAIN, "nope"),
+        "restore": lambda: core.memories.restore(MAIN, "nope"),
+        "pin": lambda: core.memories.set_pinned(MAIN, "nope", True),
+        "unpin": lambda: core.memories.set_pinned(MAIN, "nope", False),
+        "forget": lambda: core.memories.forget(MAIN, "nope"),
+        "edit": lambda: core.memories.edit(MAIN, "nope", "x"),
     }
     with pytest.raises(EntryNotFound):
         await calls[action]()
-    assert core.memory.long_term.store.path(MAIN).read_bytes() == before
+    assert core.memories.path(MAIN).read_bytes() == before
     with pytest.raises(EntryNotFound):
-        await core.get_entry(MAIN, "nope")
+        await core.memories.get_entry(MAIN, "nope")
 
 
 async def test_restore_of_decayed_entry_lifts_it_to_low_start(
     core: MemoryCore, clock: ManualClock
 ) -> None:
-    entry, _ = await core.capture(MAIN, PYTEST_PREF)
+    entry, _ = await core.memories.capture(MAIN, PYTEST_PREF)
     clock.advance(timedelta(days=150))
-    await core.consolidate(MAIN)
-    restored = await core.restore(MAIN, entry.id)
+    await core.memories.consolidate(MAIN)
+    restored = await core.memories.restore(MAIN, entry.id)
     assert restored.score == 0.4
     assert restored.last_activated == START + timedelta(days=150)
     assert restored.archived is None
-    status = await core.status(MAIN)
+    status = await core.memories.status(MAIN)
     assert [e.id for e in status.active] == [entry.id]
     history = await audit_of(core, entry.id)
     assert history[-1][0] == "restore"
@@ -246,14 +248,14 @@ async def test_restore_of_decayed_entry_lifts_it_to_low_start(
     assert history[-1][2] == 0.4
     # It does not fall straight back: a week later it is still 0.4.
     clock.advance(timedelta(days=7))
-    assert (await core.status(MAIN)).active[0].score == 0.4
+    assert (await core.memories.status(MAIN)).active[0].score == 0.4
 
 
 async def test_pinning_keeps_the_current_score(core: MemoryCore, clock: ManualClock) -> None:
-    entry, _ = await core.capture(MAIN, PYTEST_PREF)
+    entry, _ = await core.memories.capture(MAIN, PYTEST_PREF)
     clock.advance(timedelta(days=40))
     decayed = 0.6 * FACT_DAY**33
-    pinned = await core.set_pinned(MAIN, entry.id, True)
+    pinned = await core.memories.set_pinned(MAIN, entry.id, True)
     # Pinning freezes the score where it is; it does not undo the decay so far.
     assert pinned.score == pytest.approx(decayed)
     assert await audit_of(core, entry.id) == [
@@ -261,13 +263,13 @@ async def test_pinning_keeps_the_current_score(core: MemoryCore, clock: ManualCl
         ("pin", pytest.approx(decayed), pytest.approx(decayed), "user"),
     ]
     clock.advance(timedelta(days=1000))
-    await core.consolidate(MAIN)
+    await core.memories.consolidate(MAIN)
     assert (await file_entries(core))[entry.id].score == pytest.approx(decayed)
     # Unpinned, it decays from now on, not for the years it was pinned.
-    unpinned = await core.set_pinned(MAIN, entry.id, False)
+    unpinned = await core.memories.set_pinned(MAIN, entry.id, False)
     assert unpinned.score == pytest.approx(decayed)
     clock.advance(timedelta(days=1))
-    assert (await core.status(MAIN)).active[0].score == pytest.approx(decayed * FACT_DAY)
+    assert (await core.memories.status(MAIN)).active[0].score == pytest.approx(decayed * FACT_DAY)
 
 
 async def test_merge_candidates_is_idempotent_per_session(
@@ -277,28 +279,32 @@ async def test_merge_candidates_is_idempotent_per_session(
         Candidate(PYTEST_PREF, "preference", Importance.MEDIUM),
         Candidate("用户提到下周三有产品评审会议", "todo", Importance.HIGH),
     ]
-    first = await core.merge_candidates(MAIN, cands, session_id="sess-1", source="extract")
+    first = await core.memories.merge_candidates(MAIN, cands, session_id="sess-1", source="extract")
     assert first.stats == {"add": 2}
     assert not first.skipped
     clock.advance(timedelta(hours=1))
-    before = core.memory.long_term.store.path(MAIN).read_bytes()
-    second = await core.merge_candidates(MAIN, cands, session_id="sess-1", source="extract")
+    before = core.memories.path(MAIN).read_bytes()
+    second = await core.memories.merge_candidates(
+        MAIN, cands, session_id="sess-1", source="extract"
+    )
     assert second.skipped
     assert second.changes == []
-    assert core.memory.long_term.store.path(MAIN).read_bytes() == before
+    assert core.memories.path(MAIN).read_bytes() == before
     assert {e.hits for e in (await file_entries(core)).values()} == {0}
-    assert await core.memory.long_term.audit.seen_sessions(MAIN) == frozenset({"sess-1"})
-    assert await core.memory.long_term.audit.seen_sessions(ScopeKey("peer:1")) == frozenset()
+    assert await core.audit.seen_sessions(MAIN) == frozenset({"sess-1"})
+    assert await core.audit.seen_sessions(ScopeKey("peer:1")) == frozenset()
     rows = await sql(core, "SELECT scope, session_id FROM extractions")
     assert [tuple(r) for r in rows] == [("main", "sess-1")]
     # A new session reinforces.
-    third = await core.merge_candidates(MAIN, cands[:1], session_id="sess-2", source="extract")
+    third = await core.memories.merge_candidates(
+        MAIN, cands[:1], session_id="sess-2", source="extract"
+    )
     assert third.stats == {"reinforce": 1}
 
 
 async def test_concurrent_captures_in_one_process_lose_nothing(core: MemoryCore) -> None:
     texts = [distinct_text(i) for i in range(30)]
-    await asyncio.gather(*(core.capture(MAIN, t) for t in texts))
+    await asyncio.gather(*(core.memories.capture(MAIN, t) for t in texts))
     assert sorted(e.content for e in (await file_entries(core)).values()) == sorted(texts)
 
 
@@ -334,13 +340,13 @@ async def seed_prompt_entries(core: MemoryCore) -> list[MemoryEntry]:
             now - timedelta(days=60),
         ),
     ]
-    await core.memory.long_term.store.update(MAIN, lambda parsed: ([*ranked, *extra], None), now)
+    await core.memories.store.update(MAIN, lambda parsed: ([*ranked, *extra], None), now)
     return ranked
 
 
 async def test_prompt_memories_selects_active_top_20(core: MemoryCore) -> None:
     ranked = await seed_prompt_entries(core)
-    block = await core.prompt_memories(MAIN)
+    block = await core.memories.prompt_memories(MAIN)
     assert block.startswith(HEADER)
     lines = [line for line in block.splitlines() if line.startswith("- ")]
     assert len(lines) == 20
@@ -355,9 +361,9 @@ async def test_prompt_memories_selects_active_top_20(core: MemoryCore) -> None:
 
 
 async def test_prompt_memories_empty_scope(core: MemoryCore) -> None:
-    assert await core.prompt_memories(MAIN) == ""
-    await core.capture(MAIN, "a low one", importance="low")
-    assert await core.prompt_memories(MAIN) == ""
+    assert await core.memories.prompt_memories(MAIN) == ""
+    await core.memories.capture(MAIN, "a low one", importance="low")
+    assert await core.memories.prompt_memories(MAIN) == ""
 
 
 async def test_prompt_memories_shrinks_under_a_small_cap(
@@ -365,13 +371,13 @@ async def test_prompt_memories_shrinks_under_a_small_cap(
 ) -> None:
     async with MemoryCore.open(config, clock=clock) as full_core:
         ranked = await seed_prompt_entries(full_core)
-        full = await full_core.prompt_memories(MAIN)
+        full = await full_core.memories.prompt_memories(MAIN)
     cap = estimate_tokens(HEADER) + 60
     small = config.model_copy(
         update={"prompt": config.prompt.model_copy(update={"max_tokens": cap})}
     )
     async with MemoryCore.open(small, clock=clock) as core:
-        block = await core.prompt_memories(MAIN)
+        block = await core.memories.prompt_memories(MAIN)
     assert block
     assert len(block) < len(full)
     lines = [line for line in block.splitlines() if line.startswith("- ")]
@@ -388,7 +394,7 @@ async def test_prompt_min_score_and_top_k_are_configurable(
     )
     async with MemoryCore.open(tuned, clock=clock) as core:
         ranked = await seed_prompt_entries(core)
-        block = await core.prompt_memories(MAIN)
+        block = await core.memories.prompt_memories(MAIN)
     lines = [line for line in block.splitlines() if line.startswith("- ")]
     assert len(lines) == 3
     assert all(entry.content in line for line, entry in zip(lines, ranked, strict=False))
@@ -398,11 +404,11 @@ async def test_prompt_min_score_and_top_k_are_configurable(
 
 
 async def test_append_daily_returns_path_and_line(core: MemoryCore, clock: ManualClock) -> None:
-    path, line = await core.append_daily(MAIN, "first note")
+    path, line = await core.notes.append(MAIN, "first note")
     assert (path, line) == ("memory/2026-03-01.md", 3)
-    path2, line2 = await core.append_daily(MAIN, "second note\nwith a second line")
+    path2, line2 = await core.notes.append(MAIN, "second note\nwith a second line")
     assert (path2, line2) == ("memory/2026-03-01.md", 4)
-    _, line3 = await core.append_daily(MAIN, "third")
+    _, line3 = await core.notes.append(MAIN, "third")
     assert line3 == 6
     text = (core.workspace.root / path).read_text(encoding="utf-8")
     lines = text.splitlines()
@@ -412,15 +418,15 @@ async def test_append_daily_returns_path_and_line(core: MemoryCore, clock: Manua
     assert lines[4] == "  with a second line"
     assert lines[5] == "- 12:00:00 third"
     with pytest.raises(ChatmemError):
-        await core.append_daily(MAIN, "  ")
+        await core.notes.append(MAIN, "  ")
 
 
 async def test_recent_daily_today_and_yesterday(core: MemoryCore, clock: ManualClock) -> None:
-    await core.append_daily(MAIN, "three days ago", now=START - timedelta(days=2))
-    await core.append_daily(MAIN, "yesterday note", now=START - timedelta(days=1))
-    await core.append_daily(MAIN, "today early", now=START - timedelta(hours=2))
-    await core.append_daily(MAIN, "today late")
-    recent = await core.recent_daily(MAIN)
+    await core.notes.append(MAIN, "three days ago", now=START - timedelta(days=2))
+    await core.notes.append(MAIN, "yesterday note", now=START - timedelta(days=1))
+    await core.notes.append(MAIN, "today early", now=START - timedelta(hours=2))
+    await core.notes.append(MAIN, "today late")
+    recent = await core.notes.recent(MAIN)
     assert "three days ago" not in recent
     assert recent.index("## 2026-02-28") < recent.index("yesterday note")
     assert recent.index("yesterday note") < recent.index("## 2026-03-01")
@@ -432,11 +438,11 @@ async def test_recent_daily_cap_keeps_the_newest(config: Config, clock: ManualCl
         update={"prompt": config.prompt.model_copy(update={"daily_max_chars": 60})}
     )
     async with MemoryCore.open(capped, clock=clock) as core:
-        await core.append_daily(MAIN, "yesterday, should be cut", now=START - timedelta(days=1))
+        await core.notes.append(MAIN, "yesterday, should be cut", now=START - timedelta(days=1))
         for i in range(5):
             clock.advance(timedelta(minutes=1))
-            await core.append_daily(MAIN, f"today number {i}")
-        recent = await core.recent_daily(MAIN)
+            await core.notes.append(MAIN, f"today number {i}")
+        recent = await core.notes.recent(MAIN)
     assert "today number 4" in recent
     assert "today number 3" in recent
     assert "today number 0" not in recent
@@ -450,57 +456,57 @@ async def test_recent_daily_cap_keeps_the_newest(config: Config, clock: ManualCl
 
 async def test_scopes_are_isolated(core: MemoryCore) -> None:
     peer1, peer2 = ScopeKey("peer:1"), ScopeKey("peer:2")
-    entry, _ = await core.capture(peer1, "peer one likes tea")
-    await core.append_daily(peer1, "peer one daily")
-    assert [e.id for e in (await core.status(peer1)).active] == [entry.id]
-    assert (await core.status(MAIN)).active == []
-    assert (await core.status(peer2)).active == []
-    assert await core.prompt_memories(peer2) == ""
-    assert await core.recent_daily(MAIN) == ""
-    assert not core.memory.long_term.store.path(MAIN).exists()
+    entry, _ = await core.memories.capture(peer1, "peer one likes tea")
+    await core.notes.append(peer1, "peer one daily")
+    assert [e.id for e in (await core.memories.status(peer1)).active] == [entry.id]
+    assert (await core.memories.status(MAIN)).active == []
+    assert (await core.memories.status(peer2)).active == []
+    assert await core.memories.prompt_memories(peer2) == ""
+    assert await core.notes.recent(MAIN) == ""
+    assert not core.memories.path(MAIN).exists()
     long_term = core.workspace.root / "memory" / "scopes" / "peer_1" / "LONG_TERM.md"
     assert long_term.is_file()
-    assert (await core.status(peer1)).path == "memory/scopes/peer_1/LONG_TERM.md"
+    assert (await core.memories.status(peer1)).path == "memory/scopes/peer_1/LONG_TERM.md"
     assert (core.workspace.root / "memory" / "scopes" / "peer_1" / "2026-03-01.md").is_file()
     assert not (core.workspace.root / "memory" / "2026-03-01.md").exists()
     assert entry.content in long_term.read_text(encoding="utf-8")
     # The same text in another scope is a new entry there, not a reinforcement.
-    _, result = await core.capture(peer2, "peer one likes tea")
+    _, result = await core.memories.capture(peer2, "peer one likes tea")
     assert result.count(ChangeKind.ADDED) == 1
-    assert (await core.get_entry(peer1, entry.id)).hits == 0
+    assert (await core.memories.get_entry(peer1, entry.id)).hits == 0
     with pytest.raises(EntryNotFound):
-        await core.forget(MAIN, entry.id)
-    assert await core.scopes() == [MAIN, peer1, peer2]
-    assert {r.scope for r in await core.memory.long_term.audit.recent()} == {"peer:1", "peer:2"}
-    assert [r.scope for r in await core.memory.long_term.audit.recent(MAIN)] == []
+        await core.memories.forget(MAIN, entry.id)
+    assert await core.memories.scopes() == [MAIN, peer1, peer2]
+    assert {r.scope for r in await core.audit.recent()} == {"peer:1", "peer:2"}
+    assert [r.scope for r in await core.audit.recent(MAIN)] == []
 
 
 async def test_validate_reports_quarantined_blocks(core: MemoryCore) -> None:
-    await core.capture(MAIN, PYTEST_PREF)
-    assert await core.validate() == []
-    path = core.memory.long_term.store.path(MAIN)
+    await core.memories.capture(MAIN, PYTEST_PREF)
+    assert await core.memories.validate() == []
+    path = core.memories.path(MAIN)
     broken = "### [zz9] fact | lots | 2026-01-01 | 1\nbroken by hand"
     path.write_text(path.read_text(encoding="utf-8") + "\n" + broken + "\n", encoding="utf-8")
-    problems = await core.validate()
+    problems = await core.memories.validate()
     assert len(problems) == 1
     assert problems[0].path == "MEMORY.md"
     assert problems[0].block.text == broken
     assert "score" in problems[0].block.reason
     # A write keeps the quarantined block.
-    await core.capture(MAIN, distinct_text(5))
-    await core.flush()
+    await core.memories.capture(MAIN, distinct_text(5))
+    await core.memories.flush()
     assert distinct_text(5) in path.read_text(encoding="utf-8")
     assert broken in path.read_text(encoding="utf-8")
-    assert len((await core.status(MAIN)).quarantined) == 1
+    assert len((await core.memories.status(MAIN)).quarantined) == 1
 
 
 async def test_hand_edit_is_seen_by_the_next_load(core: MemoryCore) -> None:
-    entry, _ = await core.capture(MAIN, PYTEST_PREF)
-    assert (await core.get_entry(MAIN, entry.id)).score == 0.6
-    path = core.memory.long_term.store.path(MAIN)
+    entry, _ = await core.memories.capture(MAIN, PYTEST_PREF)
+    assert (await core.memories.get_entry(MAIN, entry.id)).score == 0.6
+    path = core.memories.path(MAIN)
     text = path.read_text(encoding="utf-8").replace("| 0.60 |", "| 0.95 |")
     path.write_text(text + "\n", encoding="utf-8")
-    assert (await core.get_entry(MAIN, entry.id)).score == 0.95
+    assert (await core.memories.get_entry(MAIN, entry.id)).score == 0.95
 
 
 # --- a broken database -------------------------------------------------------------------
@@ -517,19 +523,17 @@ async def test_corrupt_index_degrades_but_files_still_work(
         assert core.degraded_reason
         assert "index.sqlite3" in core.degraded_reason
         with pytest.raises(IndexUnavailable):
-            await core.activity(MAIN)
-        entry, _ = await core.capture(MAIN, PYTEST_PREF)
-        await core.merge_candidates(MAIN, [Candidate("x y z")], session_id="s", source="t")
+            await core.audit.recent(MAIN)
+        entry, _ = await core.memories.capture(MAIN, PYTEST_PREF)
+        await core.memories.merge_candidates(MAIN, [Candidate("x y z")], session_id="s", source="t")
         assert (await file_entries(core))[entry.id].content == PYTEST_PREF
-        assert len((await core.status(MAIN)).active) == 2
-        await core.forget(MAIN, entry.id)
+        assert len((await core.memories.status(MAIN)).active) == 2
+        await core.memories.forget(MAIN, entry.id)
         assert entry.id not in await file_entries(core)
 
 
 async def test_render_of_seeded_file_matches_what_core_reads(core: MemoryCore) -> None:
     now = core.now()
     entries = [MemoryEntry("a1", "hello", "fact", 0.5, now, now, now)]
-    core.memory.long_term.store.path(MAIN).write_text(
-        render_memory(entries, now=now), encoding="utf-8"
-    )
-    assert await core.entries(MAIN) == entries
+    core.memories.path(MAIN).write_text(render_memory(entries, now=now), encoding="utf-8")
+    assert await core.memories.entries(MAIN) == entries

@@ -109,23 +109,23 @@ BOB = ScopeKey("peer:bob")
 
 
 async def test_recall_finds_a_memory_through_an_alias(core: MemoryCore) -> None:
-    await core.capture(ALICE, "我的猫叫小橘")
-    await core.capture(ALICE, "小橘 only eats salmon-flavoured kibble")
-    await core.capture(BOB, "我的猫叫大黄")
-    recall = await core.recall(ALICE, "我的猫吃什么牌子的猫粮")
+    await core.memories.capture(ALICE, "我的猫叫小橘")
+    await core.memories.capture(ALICE, "小橘 only eats salmon-flavoured kibble")
+    await core.memories.capture(BOB, "我的猫叫大黄")
+    recall = await core.finder.recall(ALICE, "我的猫吃什么牌子的猫粮")
     assert "橘" in recall.keywords  # the name, added to a question that says "my cat"
     assert any("salmon" in hit.text for hit in recall.hits)
     assert all("大黄" not in hit.text for hit in recall.hits)
-    found = {e.name: e for e in await core.entities(ALICE)}
+    found = {e.name: e for e in await core.memories.entities(ALICE)}
     assert set(found) == {"小橘"} and len(found["小橘"].facts) == 2
-    assert [e.name for e in await core.entities(BOB)] == ["大黄"]
+    assert [e.name for e in await core.memories.entities(BOB)] == ["大黄"]
 
 
 async def test_recall_finds_a_third_person_memory_through_an_alias(core: MemoryCore) -> None:
     """Extraction writes memories in the third person: "my dog" still finds Rex's."""
-    await core.capture(ALICE, "The user's dog Rex is a border collie")
-    await core.capture(ALICE, "Rex only eats salmon-flavoured kibble")
-    recall = await core.recall(ALICE, "what food does my dog eat")
+    await core.memories.capture(ALICE, "The user's dog Rex is a border collie")
+    await core.memories.capture(ALICE, "Rex only eats salmon-flavoured kibble")
+    recall = await core.finder.recall(ALICE, "what food does my dog eat")
     assert "rex" in recall.keywords
     assert any("salmon" in hit.text for hit in recall.hits)
 
@@ -135,8 +135,8 @@ async def test_without_expansion_the_alias_finds_nothing(config: Config) -> None
         update={"recall": config.recall.model_copy(update={"entity_expansion": False})}
     )
     async with MemoryCore.open(off) as core:
-        await core.capture(ALICE, "我的猫叫小橘")
-        await core.capture(ALICE, "小橘 only eats salmon-flavoured kibble")
-        recall = await core.recall(ALICE, "我的猫吃什么牌子的猫粮")
+        await core.memories.capture(ALICE, "我的猫叫小橘")
+        await core.memories.capture(ALICE, "小橘 only eats salmon-flavoured kibble")
+        recall = await core.finder.recall(ALICE, "我的猫吃什么牌子的猫粮")
         assert "橘" not in recall.keywords
         assert not any("salmon" in hit.text for hit in recall.hits)

@@ -172,10 +172,10 @@ async def test_a_chat_turn_logs_its_facts_in_its_scope(
     async with MemoryCore.open(model_config(fake, workspace), clock=clock) as core:
         fake.reply_tool_calls([("memory_search", {"query": "tea"})])
         fake.reply_text("You like green tea.")
-        turn = await core.chat(ALICE, "what do I drink?", speaker="alice")
+        turn = await core.conversation.turn(ALICE, "what do I drink?", speaker="alice")
         fake.fail(500, times=1, retry_after=0)
-        await core.chat(ALICE, "and now?")
-        await core.remember(ALICE, "I drink green tea every morning")
+        await core.conversation.turn(ALICE, "and now?")
+        await core.conversation.chat.remember(ALICE, "I drink green tea every morning")
         log = await core.event_log(ALICE)
         assert log.unreadable == 0
         assert kinds(log.events) == [
@@ -189,10 +189,10 @@ async def test_a_chat_turn_logs_its_facts_in_its_scope(
         assert log.events[3].data["text"] == "You like green tea."
         assert "500" in log.events[5].data["detail"]
         assert log.events[-1].data["change"] == "add"
-        (entry,) = await core.entries(ALICE)
+        (entry,) = await core.memories.entries(ALICE)
         assert log.events[-1].data == {"what": "remember", "change": "add", "entry": entry.id}
         assert (await core.event_log(BOB)).events == []
-        assert await core.event_log_days(ALICE) == [START.date()]
+        assert await core.event_log.days(ALICE) == [START.date()]
         assert core.workspace.memory_dir(ALICE).joinpath(f"{START.date()}.jsonl").exists()
         # A day without a log is empty, not an error.
         assert (await core.event_log(ALICE, date(2020, 1, 1))).events == []
@@ -206,13 +206,13 @@ async def test_a_failing_log_never_fails_the_turn(
     log_file = core.workspace.memory_dir(ALICE) / f"{START.date()}.jsonl"
     log_file.mkdir(parents=True)
     with caplog.at_level("WARNING", logger="memory_core.event_log"):
-        first = await core.chat(ALICE, "hello there")
-        await core.chat(ALICE, "and again")
+        first = await core.conversation.turn(ALICE, "hello there")
+        await core.conversation.turn(ALICE, "and again")
     assert first.reply
     assert caplog.text.count("event log of scope peer:alice not written") == 1
     log_file.rmdir()
     with caplog.at_level("WARNING", logger="memory_core.event_log"):
-        await core.chat(ALICE, "now it works")
+        await core.conversation.turn(ALICE, "now it works")
     assert "event log written again" in caplog.text
     assert [e.data["text"] for e in (await core.event_log(ALICE)).events] == ["now it works"]
 
@@ -243,10 +243,10 @@ def test_redaction_blanks_a_text_wherever_it_stands(tmp_path: Path) -> None:
 
 
 async def test_purge_blanks_the_text_in_the_event_log_too(core: MemoryCore) -> None:
-    await core.chat(ALICE, "remember my locker code is 4711")
-    (entry,) = await core.entries(ALICE)
+    await core.conversation.turn(ALICE, "remember my locker code is 4711")
+    (entry,) = await core.memories.entries(ALICE)
     assert "4711" in json.dumps([e.data for e in (await core.event_log(ALICE)).events])
-    await core.forget(ALICE, entry.id)
+    await core.memories.forget(ALICE, entry.id)
     await core.purge(ALICE, [entry.id])
     events = (await core.event_log(ALICE)).events
     assert kinds(events) == ["input", "decision", "output"]

@@ -312,8 +312,10 @@ async def test_restated_memory_reinforces_instead_of_duplicating(
     clock = ManualClock(NOW)
     scope = ScopeKey("peer:alice")
     async with MemoryCore.open(config, clock=clock) as core:
-        old, _ = await core.capture(scope, "用户偏好用 pytest 而非 unittest", category="preference")
-        other, _ = await core.capture(scope, "用户住在上海", category="fact")
+        old, _ = await core.memories.capture(
+            scope, "用户偏好用 pytest 而非 unittest", category="preference"
+        )
+        other, _ = await core.memories.capture(scope, "用户住在上海", category="fact")
         clock.advance(timedelta(days=1))
         fake.reply_json(
             [
@@ -322,13 +324,15 @@ async def test_restated_memory_reinforces_instead_of_duplicating(
                 {"content": "用户养了一只猫", "category": "fact", "importance": "low"},
             ]
         )
-        existing = await core.entries(scope)
+        existing = await core.memories.entries(scope)
         candidates = await extract_with_llm(core.llm, CONVERSATION, existing, core.now())
         prompt = prompt_of(fake.chat_requests()[0])
         assert f"[{old.id}] 用户偏好用 pytest 而非 unittest" in prompt
-        result = await core.merge_candidates(scope, candidates, session_id="s-1", source="extract")
+        result = await core.memories.merge_candidates(
+            scope, candidates, session_id="s-1", source="extract"
+        )
         assert (result.count(ChangeKind.ADDED), result.count(ChangeKind.REINFORCED)) == (1, 2)
-        after = {e.content: e for e in await core.entries(scope)}
+        after = {e.content: e for e in await core.memories.entries(scope)}
         assert sorted(after) == sorted(
             ["用户偏好用 pytest 而非 unittest", "用户住在上海", "用户养了一只猫"]
         )

@@ -44,43 +44,45 @@ async def direct(config: Config, clock: ManualClock) -> AsyncIterator[MemoryCore
 async def test_forgotten_entries_reach_no_search_recall_or_prompt(
     core: MemoryCore, clock: ManualClock
 ) -> None:
-    kept, _ = await core.capture(PEER, "the spare key is under the blue flowerpot")
-    other, _ = await core.capture(PEER, "likes green tea in the morning", importance="high")
-    assert "flowerpot" in await core.prompt_memories(PEER)
-    await core.forget(PEER, kept.id)
-    assert [h.text for h in await core.search(PEER, "spare key flowerpot")] == []
-    injection = await core.recall(PEER, "where is the spare key? the flowerpot?")
+    kept, _ = await core.memories.capture(PEER, "the spare key is under the blue flowerpot")
+    other, _ = await core.memories.capture(
+        PEER, "likes green tea in the morning", importance="high"
+    )
+    assert "flowerpot" in await core.memories.prompt_memories(PEER)
+    await core.memories.forget(PEER, kept.id)
+    assert [h.text for h in await core.finder.search(PEER, "spare key flowerpot")] == []
+    injection = await core.finder.recall(PEER, "where is the spare key? the flowerpot?")
     assert injection.hits == [] and "flowerpot" not in injection.block
-    assert "flowerpot" not in await core.prompt_memories(PEER)
-    [restorable] = await core.restorable(PEER)
+    assert "flowerpot" not in await core.memories.prompt_memories(PEER)
+    [restorable] = await core.memories.restorable(PEER)
     assert restorable.id == kept.id and restorable.scored_at == clock()
     # Its file is where nothing that serves the scope looks, and no path reaches it.
     path = core.workspace.state_dir / "forgotten" / "peer_9.md"
     assert "flowerpot" in path.read_text(encoding="utf-8")
     with pytest.raises(ChatmemError, match="refused"):
-        await core.read_memory(PEER, ".chatmem/forgotten/peer_9.md")
+        await core.finder.read(PEER, ".chatmem/forgotten/peer_9.md")
     await core.reindex()
-    assert await core.search(PEER, "flowerpot") == []
-    assert other.id not in {e.id for e in await core.restorable(PEER)}
+    assert await core.finder.search(PEER, "flowerpot") == []
+    assert other.id not in {e.id for e in await core.memories.restorable(PEER)}
 
 
 async def test_restore_brings_back_the_entry_with_its_metadata(
     core: MemoryCore, clock: ManualClock
 ) -> None:
-    entry, _ = await core.capture(MAIN, "prefers window seats", category="preference")
+    entry, _ = await core.memories.capture(MAIN, "prefers window seats", category="preference")
     clock.advance(timedelta(days=1))
-    await core.capture(MAIN, "prefers window seats", category="preference")  # a hit
+    await core.memories.capture(MAIN, "prefers window seats", category="preference")  # a hit
     clock.advance(timedelta(days=2))
-    forgotten = await core.forget(MAIN, entry.id)
+    forgotten = await core.memories.forget(MAIN, entry.id)
     clock.advance(timedelta(days=3))
-    restored = await core.restore(MAIN, entry.id)
+    restored = await core.memories.restore(MAIN, entry.id)
     assert restored.id == entry.id
     assert (restored.category, restored.hits, restored.created_at) == ("preference", 1, START)
     assert restored.score == pytest.approx(forgotten.score)  # no decay: within the grace days
     assert restored.archived is None
-    assert [e.id for e in await core.entries(MAIN)] == [entry.id]
-    assert await core.restorable(MAIN) == []
-    actions = [r.action for r in await core.entry_history(MAIN, entry.id)]
+    assert [e.id for e in await core.memories.entries(MAIN)] == [entry.id]
+    assert await core.memories.restorable(MAIN) == []
+    actions = [r.action for r in await core.audit.history(MAIN, entry.id)]
     assert actions == ["add", "reinforce", "forget", "restore"]
 
 
@@ -89,37 +91,39 @@ async def test_forgetting_by_decay_keeps_the_entry_in_every_write_path(
 ) -> None:
     """Consolidation forgets through a merge; a staged capture's background write decays
     the whole file too: both keep what they forget."""
-    first, _ = await core.capture(MAIN, "an old habit of reading at night")
-    await core.flush()
+    first, _ = await core.memories.capture(MAIN, "an old habit of reading at night")
+    await core.memories.flush()
     clock.advance(timedelta(days=400))
-    second, _ = await core.capture(MAIN, "a new hobby: bouldering twice a week")
-    await core.flush()  # the staged write decays the file: the old entry falls out
-    assert [e.id for e in await core.entries(MAIN)] == [second.id]
-    [kept] = await core.restorable(MAIN)
+    second, _ = await core.memories.capture(MAIN, "a new hobby: bouldering twice a week")
+    await core.memories.flush()  # the staged write decays the file: the old entry falls out
+    assert [e.id for e in await core.memories.entries(MAIN)] == [second.id]
+    [kept] = await core.memories.restorable(MAIN)
     assert (kept.id, kept.content, kept.created_at) == (first.id, first.content, START)
     assert kept.score < core.policy.forget_below and kept.scored_at == clock()
     # A decayed entry comes back at the low-importance start, counted as activated now.
-    back = await core.restore(MAIN, first.id)
+    back = await core.memories.restore(MAIN, first.id)
     assert back.score == pytest.approx(0.4) and back.last_activated == clock()
     clock.advance(timedelta(days=400))
-    result = await core.consolidate(MAIN)
+    result = await core.memories.consolidate(MAIN)
     assert result.stats["forget"] == 2
-    assert sorted(e.id for e in await core.restorable(MAIN)) == sorted([first.id, second.id])
+    assert sorted(e.id for e in await core.memories.restorable(MAIN)) == sorted(
+        [first.id, second.id]
+    )
 
 
 async def test_kept_only_the_configured_days(config: Config, clock: ManualClock) -> None:
     async with MemoryCore.open(with_long_term(config, forgotten_keep_days=10), clock=clock) as core:
-        entry, _ = await core.capture(MAIN, "the gate code is 4482")
-        await core.forget(MAIN, entry.id)
+        entry, _ = await core.memories.capture(MAIN, "the gate code is 4482")
+        await core.memories.forget(MAIN, entry.id)
         clock.advance(timedelta(days=9, hours=23))
-        assert [e.id for e in await core.restorable(MAIN)] == [entry.id]
+        assert [e.id for e in await core.memories.restorable(MAIN)] == [entry.id]
         clock.advance(timedelta(hours=2))
-        assert await core.restorable(MAIN) == []
+        assert await core.memories.restorable(MAIN) == []
         with pytest.raises(EntryNotFound):
-            await core.restore(MAIN, entry.id)
+            await core.memories.restore(MAIN, entry.id)
         kept_file = core.workspace.state_dir / "forgotten" / "main.md"
         assert kept_file.exists()  # dropped by the next write, not by a read
-        await core.consolidate(MAIN)
+        await core.memories.consolidate(MAIN)
         assert not kept_file.exists()
 
 
@@ -128,17 +132,17 @@ async def test_restore_after_a_crash_between_its_two_writes(
 ) -> None:
     """Restore writes the long-term file first, then drops the entry from the forgotten
     file: a crash in between leaves it in both, never in neither."""
-    entry, _ = await direct.capture(MAIN, "my passport expires in May")
-    await direct.forget(MAIN, entry.id)
+    entry, _ = await direct.memories.capture(MAIN, "my passport expires in May")
+    await direct.memories.forget(MAIN, entry.id)
     kept_file = direct.workspace.state_dir / "forgotten" / "main.md"
     left = kept_file.read_bytes()
-    await direct.restore(MAIN, entry.id)
+    await direct.memories.restore(MAIN, entry.id)
     kept_file.write_bytes(left)  # as if the process died before the second write
-    assert await direct.restorable(MAIN) == []  # a live entry is not offered
-    again = await direct.restore(MAIN, entry.id)
+    assert await direct.memories.restorable(MAIN) == []  # a live entry is not offered
+    again = await direct.memories.restore(MAIN, entry.id)
     assert again.id == entry.id
     assert not kept_file.exists()
-    assert [e.id for e in await direct.entries(MAIN)] == [entry.id]
+    assert [e.id for e in await direct.memories.entries(MAIN)] == [entry.id]
 
 
 async def test_restore_while_a_staged_capture_waits_to_be_written(
@@ -147,22 +151,24 @@ async def test_restore_while_a_staged_capture_waits_to_be_written(
     """A restore writes the long-term file, which first writes the staged captures; that
     write's follow-up keeps what it forgot, under the forgotten file's lock: a restore
     holding that lock meanwhile would wait for itself."""
-    old, _ = await core.capture(MAIN, "an entry to forget and bring back")
-    await core.forget(MAIN, old.id)
+    old, _ = await core.memories.capture(MAIN, "an entry to forget and bring back")
+    await core.memories.forget(MAIN, old.id)
     texts = ["tulips in spring", "taxes due in April", "a dentist on Monday", "jazz on Fridays"]
-    restoring = asyncio.ensure_future(core.restore(MAIN, old.id))
+    restoring = asyncio.ensure_future(core.memories.restore(MAIN, old.id))
     # Captures staged while the restore is under way: its write writes them first.
     for text in texts:
         await asyncio.sleep(0)
-        await core.capture(MAIN, text)
+        await core.memories.capture(MAIN, text)
     restored = await asyncio.wait_for(restoring, 60)  # a guard against a hang, not a limit
     assert restored.id == old.id
-    assert sorted(e.content for e in await core.entries(MAIN)) == sorted([*texts, old.content])
+    assert sorted(e.content for e in await core.memories.entries(MAIN)) == sorted(
+        [*texts, old.content]
+    )
 
 
 async def test_purge_empties_the_audit_text_and_keeps_the_rows(direct: MemoryCore) -> None:
-    entry, _ = await direct.capture(MAIN, "call the notary at 555-0199")
-    await direct.forget(MAIN, entry.id)
+    entry, _ = await direct.memories.capture(MAIN, "call the notary at 555-0199")
+    await direct.memories.forget(MAIN, entry.id)
     with pytest.raises(EntryNotFound, match="no forgotten entry"):
         await direct.purge(MAIN, ["nosuchid"])
     [purged] = await direct.purge(MAIN, [entry.id])
@@ -171,8 +177,8 @@ async def test_purge_empties_the_audit_text_and_keeps_the_rows(direct: MemoryCor
         direct, "SELECT action, content FROM audit WHERE entry_id = ? ORDER BY id", entry.id
     )
     assert rows == [("add", None), ("forget", None), ("purge", None)]
-    assert await direct.restorable(MAIN) == []
-    assert await direct.forgotten(MAIN) != []  # the log still says it was forgotten
+    assert await direct.memories.restorable(MAIN) == []
+    assert await direct.audit.forgotten(MAIN) != []  # the log still says it was forgotten
     for path in direct.workspace.root.rglob("*"):
         if path.is_file():
             assert b"555-0199" not in path.read_bytes(), path
@@ -215,10 +221,10 @@ async def test_open_without_create_refuses_a_missing_workspace(tmp_path: Path) -
     assert not missing.exists()
     assert not MemoryCore.workspace_exists(missing)
     async with MemoryCore.open(config) as core:  # a bot's or a test's: made
-        await core.capture(MAIN, "hello")
+        await core.memories.capture(MAIN, "hello")
     assert MemoryCore.workspace_exists(missing)
     async with MemoryCore.open(config, create=False) as core:
-        assert [e.content for e in await core.entries(MAIN)] == ["hello"]
+        assert [e.content for e in await core.memories.entries(MAIN)] == ["hello"]
     # Either MEMORY.md or the state directory makes one.
     hand = tmp_path / "hand"
     hand.mkdir()
@@ -242,24 +248,24 @@ def test_scope_keys_as_people_type_them() -> None:
 
 
 async def test_ids_by_unique_prefix(direct: MemoryCore) -> None:
-    a, _ = await direct.capture(MAIN, "first memory about apples")
-    b, _ = await direct.capture(MAIN, "second memory about bicycles")
-    assert await direct.match_entry_id(MAIN, a.id) == a.id
-    assert await direct.match_entry_id(MAIN, a.id[:6]) == a.id
-    await direct.forget(MAIN, b.id)
-    assert await direct.match_entry_id(MAIN, b.id[:6]) == b.id  # forgotten ones too
+    a, _ = await direct.memories.capture(MAIN, "first memory about apples")
+    b, _ = await direct.memories.capture(MAIN, "second memory about bicycles")
+    assert await direct.memories.match_id(MAIN, a.id) == a.id
+    assert await direct.memories.match_id(MAIN, a.id[:6]) == a.id
+    await direct.memories.forget(MAIN, b.id)
+    assert await direct.memories.match_id(MAIN, b.id[:6]) == b.id  # forgotten ones too
     with pytest.raises(EntryNotFound, match="no entry ''"):
-        await direct.match_entry_id(MAIN, "")  # no prefix names nothing, not everything
+        await direct.memories.match_id(MAIN, "")  # no prefix names nothing, not everything
 
 
 async def test_a_memory_has_a_size_limit(config: Config, clock: ManualClock) -> None:
     assert LongTermSettings().max_capture_bytes == 4 * 1024 * 1024
     small = with_long_term(config, max_capture_bytes=10)
     async with MemoryCore.open(small, clock=clock) as core:
-        await core.capture(MAIN, "ten bytes!")
+        await core.memories.capture(MAIN, "ten bytes!")
         with pytest.raises(ChatmemError, match=r"long_term\.max_capture_bytes"):
-            await core.capture(MAIN, "eleven byte")
-        entry = (await core.entries(MAIN))[0]
+            await core.memories.capture(MAIN, "eleven byte")
+        entry = (await core.memories.entries(MAIN))[0]
         with pytest.raises(ChatmemError, match="over the limit of 10 bytes"):
-            await core.edit(MAIN, entry.id, "汉字汉字")  # 12 bytes in UTF-8
-        assert [e.content for e in await core.entries(MAIN)] == ["ten bytes!"]
+            await core.memories.edit(MAIN, entry.id, "汉字汉字")  # 12 bytes in UTF-8
+        assert [e.content for e in await core.memories.entries(MAIN)] == ["ten bytes!"]

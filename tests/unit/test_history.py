@@ -63,14 +63,14 @@ async def remaining(core: MemoryCore, scope: ScopeKey) -> dict[int, str]:
 
 
 async def events(core: MemoryCore, scope: ScopeKey, kind: str) -> int:
-    return len(await core.memory.long_term.audit.events(scope, kind))
+    return len(await core.audit.events(scope, kind))
 
 
 # --- the soft cap ---------------------------------------------------------------------------------
 
 
 async def test_at_the_soft_cap_nothing_is_removed(core: MemoryCore) -> None:
-    history = core.runtime.history
+    history = core.history
     messages = await fill(history, ALICE, 200)
     await set_state(core, messages, ArchiveState.TRUE)
     report = await history.enforce_caps(ALICE)
@@ -79,7 +79,7 @@ async def test_at_the_soft_cap_nothing_is_removed(core: MemoryCore) -> None:
 
 
 async def test_soft_cap_removes_the_oldest_archived_first(core: MemoryCore) -> None:
-    history = core.runtime.history
+    history = core.history
     messages = await fill(history, ALICE, 250)
     # Oldest 50 unarchived, then 100 archived, then 100 unarchived.
     await set_state(core, messages[50:150], ArchiveState.TRUE)
@@ -93,7 +93,7 @@ async def test_soft_cap_removes_the_oldest_archived_first(core: MemoryCore) -> N
 
 
 async def test_only_unarchived_and_pending_may_exceed_the_soft_cap(core: MemoryCore) -> None:
-    history = core.runtime.history
+    history = core.history
     messages = await fill(history, ALICE, 260)
     await set_state(core, messages[:60], ArchiveState.PENDING)
     report = await history.enforce_caps(ALICE)
@@ -103,7 +103,7 @@ async def test_only_unarchived_and_pending_may_exceed_the_soft_cap(core: MemoryC
 
 
 async def test_archived_are_removed_but_never_the_pending_before_them(core: MemoryCore) -> None:
-    history = core.runtime.history
+    history = core.history
     messages = await fill(history, ALICE, 240)
     await set_state(core, messages[:30], ArchiveState.PENDING)
     await set_state(core, messages[30:50], ArchiveState.TRUE)
@@ -116,7 +116,7 @@ async def test_archived_are_removed_but_never_the_pending_before_them(core: Memo
 
 
 async def test_caps_count_per_scope(core: MemoryCore) -> None:
-    history = core.runtime.history
+    history = core.history
     bobs = await fill(history, BOB, 250)
     await set_state(core, bobs, ArchiveState.TRUE)
     await fill(history, ALICE, 150)
@@ -129,7 +129,7 @@ async def test_caps_count_per_scope(core: MemoryCore) -> None:
 
 
 async def test_hard_cap_by_count_reports_overflow(core: MemoryCore) -> None:
-    history = core.runtime.history
+    history = core.history
     messages = await fill(history, ALICE, 320)
     await set_state(core, messages[:10], ArchiveState.TRUE)
     report = await history.enforce_caps(ALICE)
@@ -149,7 +149,7 @@ async def test_hard_cap_by_bytes_removes_archived_first(
     small_bytes_config: Config, clock: ManualClock
 ) -> None:
     async with MemoryCore.open(small_bytes_config, clock=clock) as core:
-        history = core.runtime.history
+        history = core.history
         messages = await fill(history, ALICE, 100, size=298)  # 300 bytes each with meta '{}'
         await set_state(core, messages[:50], ArchiveState.TRUE)
         report = await history.enforce_caps(ALICE)
@@ -165,7 +165,7 @@ async def test_hard_cap_by_bytes_with_nothing_archived_overflows(
     small_bytes_config: Config, clock: ManualClock
 ) -> None:
     async with MemoryCore.open(small_bytes_config, clock=clock) as core:
-        history = core.runtime.history
+        history = core.history
         await fill(history, ALICE, 80, size=298)
         report = await history.enforce_caps(ALICE)
         assert report.removed == []
@@ -174,10 +174,10 @@ async def test_hard_cap_by_bytes_with_nothing_archived_overflows(
 
 
 async def test_overflow_after_a_turn_records_event_and_forces_archive(core: MemoryCore) -> None:
-    history = core.runtime.history
+    history = core.history
     await fill(history, ALICE, 310)
-    assert await core.runtime.archiver.due(ALICE, core.now())  # > 100 unarchived anyway
-    await core.runtime.after_turn(ALICE)
+    assert await core.conversation.archiver.due(ALICE, core.now())  # > 100 unarchived anyway
+    await core.conversation.after_turn(ALICE)
     assert await events(core, ALICE, "history_overflow") == 1
     # The forced archive ran (offline: raw copies of these recent messages), then the caps
     # could drop the archived ones down to the soft cap.
@@ -189,9 +189,9 @@ async def test_overflow_after_a_turn_records_event_and_forces_archive(core: Memo
 
 
 async def test_over_soft_cap_archives_and_trims_without_overflow_event(core: MemoryCore) -> None:
-    history = core.runtime.history
+    history = core.history
     messages = await fill(history, ALICE, 250)
-    await core.runtime.after_turn(ALICE)
+    await core.conversation.after_turn(ALICE)
     assert await events(core, ALICE, "history_overflow") == 0
     assert await history.counts(ALICE) == {"false": 0, "pending": 0, "true": 200}
     assert list(await remaining(core, ALICE)) == [m.id for m in messages[50:]]

@@ -77,7 +77,7 @@ def texts(hits: list[Hit]) -> list[str]:
 
 
 async def found(core: MemoryCore, query: str, scope: ScopeKey = MAIN, **kw: Any) -> list[str]:
-    return texts(await core.search(scope, query, limit=20, min_score=0.0, **kw))
+    return texts(await core.finder.search(scope, query, limit=20, min_score=0.0, **kw))
 
 
 async def chunk_rows(core: MemoryCore, scope: ScopeKey = MAIN) -> list[tuple[Any, ...]]:
@@ -109,8 +109,8 @@ def bump_mtime(path: Path) -> None:
 
 async def test_hand_edits_are_picked_up_by_sync(core: MemoryCore) -> None:
     index = index_of(core)
-    await core.append_daily(MAIN, "weekend plan: gardening with grandpa")
-    entry, _ = await core.capture(MAIN, "user likes jazz music on vinyl")
+    await core.notes.append(MAIN, "weekend plan: gardening with grandpa")
+    entry, _ = await core.memories.capture(MAIN, "user likes jazz music on vinyl")
     summary = write(
         core, "memory/summary/2026-02-10.md", "# 2026-02-10\n\nbudget review went fine\n"
     )
@@ -137,7 +137,7 @@ async def test_hand_edits_are_picked_up_by_sync(core: MemoryCore) -> None:
     assert await found(core, "classical") == ["user likes classical music on vinyl"]
     assert await found(core, "jazz") == []
     # The edited entry keeps its id, so recall can still reinforce it.
-    [hit] = await core.search(MAIN, "classical vinyl")
+    [hit] = await core.finder.search(MAIN, "classical vinyl")
     assert hit.ref == entry.id
 
     again = await index.sync_scope(MAIN)
@@ -148,9 +148,9 @@ async def test_unchanged_files_are_not_read(
     core: MemoryCore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     index = index_of(core)
-    await core.append_daily(MAIN, "a note")
-    await core.capture(MAIN, "a memory")
-    await core.flush()
+    await core.notes.append(MAIN, "a note")
+    await core.memories.capture(MAIN, "a memory")
+    await core.memories.flush()
     write(core, "memory/summary/2026-02.md", "# 2026-02\n\nmonth\n")
     await index.sync_scope(MAIN)
     reads: list[Path] = []
@@ -174,7 +174,7 @@ async def test_unchanged_files_are_not_read(
 
 async def test_search_itself_picks_up_edits(eager: MemoryCore) -> None:
     core = eager
-    await core.append_daily(MAIN, "ordered a blue bicycle")
+    await core.notes.append(MAIN, "ordered a blue bicycle")
     assert await found(core, "bicycle") == ["ordered a blue bicycle"]
     daily = core.workspace.root / DAY
     daily.write_text(daily.read_text().replace("blue bicycle", "red scooter"), encoding="utf-8")
@@ -191,12 +191,12 @@ async def test_search_waits_for_the_sync_interval(
         update={"recall": config.recall.model_copy(update={"sync_min_interval_seconds": 3600.0})}
     )
     async with MemoryCore.open(lazy, clock=clock, monotonic=monotonic) as core:
-        await core.append_daily(MAIN, "ordered a blue bicycle")
-        await core.search(MAIN, "bicycle")  # syncs now, then at most once per interval
+        await core.notes.append(MAIN, "ordered a blue bicycle")
+        await core.finder.search(MAIN, "bicycle")  # syncs now, then at most once per interval
         write(core, "memory/2026-02-01.md", "- 10:00:00 a scooter arrived\n")
         assert await found(core, "scooter") == []  # within the interval: not checked yet
         # The core's own writes are indexed at once, whatever the interval.
-        await core.append_daily(MAIN, "a helmet too")
+        await core.notes.append(MAIN, "a helmet too")
         assert await found(core, "helmet") == ["a helmet too"]
         monotonic.advance(3600.0 - 1)
         assert await found(core, "scooter") == []  # a second short of the interval
@@ -207,7 +207,7 @@ async def test_search_waits_for_the_sync_interval(
 async def test_deletes_and_renames(eager: MemoryCore) -> None:
     core = eager
     index = index_of(core)
-    await core.append_daily(MAIN, "the plumber comes on Tuesday", now=START - timedelta(days=1))
+    await core.notes.append(MAIN, "the plumber comes on Tuesday", now=START - timedelta(days=1))
     write(core, "memory/summary/2026-02-10.md", "# 2026-02-10\n\nkayak trip planned\n")
     write(core, "memory/2026-02-01-chat-export.md", "raw history about the tax refund\n")
     await index.sync_scope(MAIN)
@@ -223,7 +223,7 @@ async def test_deletes_and_renames(eager: MemoryCore) -> None:
     old.rename(old.with_name("2026-02-11.md"))
     raw = core.workspace.root / "memory/2026-02-01-chat-export.md"
     raw.rename(raw.with_name("2026-02-02-chat-export.md"))
-    hits = await core.search(MAIN, "kayak tax refund", limit=5, min_score=0.0)
+    hits = await core.finder.search(MAIN, "kayak tax refund", limit=5, min_score=0.0)
     assert sorted((h.path, h.kind.value) for h in hits) == [
         ("memory/2026-02-02-chat-export.md", "archive_raw"),
         ("memory/summary/2026-02-11.md", "summary"),
@@ -237,10 +237,10 @@ async def test_hand_edit_then_append_keeps_both(eager: MemoryCore) -> None:
     """An append after an unsynced hand edit must not hide the edit from the index."""
     core = eager
     index = index_of(core)
-    await core.append_daily(MAIN, "first note about apples")
+    await core.notes.append(MAIN, "first note about apples")
     daily = core.workspace.root / DAY
     daily.write_text(daily.read_text().replace("apples", "bananas"), encoding="utf-8")
-    await core.append_daily(MAIN, "second note about cherries")
+    await core.notes.append(MAIN, "second note about cherries")
     await index.sync_scope(MAIN)
     assert await found(core, "bananas") == ["first note about bananas"]
     assert await found(core, "apples") == []
@@ -253,7 +253,7 @@ async def test_removing_an_appended_note_by_hand(core: MemoryCore) -> None:
     original = "# 2026-03-01\n\n- 08:00:00 breakfast with Carol\n"
     daily = write(core, DAY, original)
     await index.sync_scope(MAIN)
-    await core.append_daily(MAIN, "call the landlord about the heater")
+    await core.notes.append(MAIN, "call the landlord about the heater")
     assert await found(core, "landlord") == ["call the landlord about the heater"]
     daily.write_text(original, encoding="utf-8")
     bump_mtime(daily)
@@ -266,10 +266,10 @@ async def test_appends_index_like_a_full_sync(core: MemoryCore) -> None:
     """Chunks added note by note equal the chunks of reading the files from scratch."""
     peer = ScopeKey("peer:9")
     for scope in (MAIN, peer):
-        await core.append_daily(scope, "single line note")
-        await core.append_daily(scope, "multi line note\nsecond line\n\n  third line indented")
-        await core.append_daily(scope, "中文笔记：明天去杭州出差")
-        await core.append_daily(scope, "yesterday's note", now=START - timedelta(days=1))
+        await core.notes.append(scope, "single line note")
+        await core.notes.append(scope, "multi line note\nsecond line\n\n  third line indented")
+        await core.notes.append(scope, "中文笔记：明天去杭州出差")
+        await core.notes.append(scope, "yesterday's note", now=START - timedelta(days=1))
     for scope in (MAIN, peer):
         incremental = await chunk_rows(core, scope)
         stats = await index_of(core).sync_scope(scope, force=True)
@@ -324,15 +324,15 @@ async def test_rebuild_equals_the_incremental_index(
     index = index_of(core)
     peer, talk_only = ScopeKey("peer:9"), ScopeKey("peer:talk-only")
     for scope in (MAIN, peer):
-        await core.append_daily(scope, "first note about apples")
-        await core.append_daily(scope, "multi line note\nsecond line\n\n  third line indented")
-        await core.append_daily(scope, "中文笔记：明天去杭州出差")
+        await core.notes.append(scope, "first note about apples")
+        await core.notes.append(scope, "multi line note\nsecond line\n\n  third line indented")
+        await core.notes.append(scope, "中文笔记：明天去杭州出差")
         for days in range(1, 6):
-            await core.append_daily(
+            await core.notes.append(
                 scope, f"note {days} days ago: plan", now=START - timedelta(days=days)
             )
-        await core.capture(scope, "user likes jazz music on vinyl")
-    await core.flush()
+        await core.memories.capture(scope, "user likes jazz music on vinyl")
+    await core.memories.flush()
     write(core, "memory/summary/2026-02-03.md", "# 2026-02-03\n\nkayak lesson at the lake\n")
     write(core, "memory/summary/2026-02.md", "# 2026-02\n\nFebruary: kayak and paddling\n")
     write(core, "memory/2026-02-01-chat-export.md", "# export\n\nkayak tax refund\n\nmore plan\n")
@@ -372,9 +372,9 @@ async def test_an_append_waits_for_another_process_holding_the_file(
 ) -> None:
     """While another process holds the daily file's lock, the one-trip append backs off
     (nothing written, nothing indexed) and waits for the lock in a worker thread."""
-    await core.append_daily(MAIN, "first note about apples")
+    await core.notes.append(MAIN, "first note about apples")
     name = core.workspace.lock_name(MAIN, "daily")
-    process = core.memory.notes.locks.process
+    process = core.notes.locks.process
     waiting = threading.Event()
     take = process.take
 
@@ -385,7 +385,7 @@ async def test_an_append_waits_for_another_process_holding_the_file(
 
     monkeypatch.setattr(process, "take", watched_take)
     async with another_process_holds(core, name):
-        appending = asyncio.ensure_future(core.append_daily(MAIN, "second note about cherries"))
+        appending = asyncio.ensure_future(core.notes.append(MAIN, "second note about cherries"))
         assert await asyncio.to_thread(waiting.wait, 10), "the append never waited for the lock"
         assert not appending.done()
         assert "cherries" not in (core.workspace.root / DAY).read_text(encoding="utf-8")
@@ -412,7 +412,7 @@ async def test_failed_index_write_of_an_append_is_picked_up_by_the_next_sync(
         )
         return [tuple(r) for r in rows]
 
-    await core.append_daily(MAIN, "first note about apples")
+    await core.notes.append(MAIN, "first note about apples")
     real = index_writes.insert_chunks
 
     def failing(*args: Any) -> None:
@@ -420,11 +420,11 @@ async def test_failed_index_write_of_an_append_is_picked_up_by_the_next_sync(
         raise sqlite3.OperationalError("disk I/O error")
 
     monkeypatch.setattr(index_writes, "insert_chunks", failing)
-    assert await core.append_daily(MAIN, "second note about cherries") == (DAY, 4)
+    assert await core.notes.append(MAIN, "second note about cherries") == (DAY, 4)
     monkeypatch.undo()
-    assert core.memory.guard.index is None  # degraded: searches read the files
+    assert core.guard.index is None  # degraded: searches read the files
     assert "second note about cherries" in (core.workspace.root / DAY).read_text()
-    assert texts(await core.search(MAIN, "cherries")) == ["second note about cherries"]
+    assert texts(await core.finder.search(MAIN, "cherries")) == ["second note about cherries"]
     assert await index.search(MAIN, "cherries") == []  # rolled back
     assert [r[4] for r in await rows_of(index)] == ["first note about apples"]
 
@@ -471,26 +471,28 @@ async def assert_chunks_match_files(core: MemoryCore, scope: ScopeKey = MAIN) ->
 
 
 async def test_line_ranges_point_into_the_files(core: MemoryCore) -> None:
-    path, line = await core.append_daily(MAIN, "buy milk")
+    path, line = await core.notes.append(MAIN, "buy milk")
     assert (path, line) == (DAY, 3)
-    path, line = await core.append_daily(MAIN, "meeting notes\nalice: ship it\nbob: agreed")
+    path, line = await core.notes.append(MAIN, "meeting notes\nalice: ship it\nbob: agreed")
     assert line == 4
-    [hit] = await core.search(MAIN, "alice ship")
+    [hit] = await core.finder.search(MAIN, "alice ship")
     assert (hit.path, hit.line_from, hit.line_to) == (DAY, 4, 6)
-    read = await core.read_memory(MAIN, hit.location, lines=3)
+    read = await core.finder.read(MAIN, hit.location, lines=3)
     assert read.text.splitlines()[0].endswith("meeting notes")
     assert read.text.splitlines()[2] == "  bob: agreed"
 
-    first, _ = await core.capture(MAIN, "user's dog is called Biscuit")
-    second, _ = await core.capture(MAIN, "user works at a bakery\nsince 2019, night shifts")
-    await core.flush()
+    first, _ = await core.memories.capture(MAIN, "user's dog is called Biscuit")
+    second, _ = await core.memories.capture(
+        MAIN, "user works at a bakery\nsince 2019, night shifts"
+    )
+    await core.memories.flush()
     long_term = (core.workspace.root / "MEMORY.md").read_text(encoding="utf-8").splitlines()
     for entry in (first, second):
-        [hit] = await core.search(MAIN, entry.content.split()[-1])
+        [hit] = await core.finder.search(MAIN, entry.content.split()[-1])
         assert long_term[hit.line_from - 1].startswith(f"### [{entry.id}]")
         assert long_term[hit.line_to - 1] == entry.content.splitlines()[-1]
         assert hit.ref == entry.id
-        read = await core.read_memory(MAIN, f"[{hit.location}]", lines=1)
+        read = await core.finder.read(MAIN, f"[{hit.location}]", lines=1)
         assert read.text.startswith(f"### [{entry.id}]")
 
     write(
@@ -513,7 +515,7 @@ async def test_line_ranges_point_into_the_files(core: MemoryCore) -> None:
         ("painted kitchen", (8, 9)),
         ("february", (1, 1)),
     ):
-        [hit] = await core.search(MAIN, query, kinds=[ChunkKind.SUMMARY], min_score=0.0)
+        [hit] = await core.finder.search(MAIN, query, kinds=[ChunkKind.SUMMARY], min_score=0.0)
         assert (hit.line_from, hit.line_to) == expected, query
     assert await assert_chunks_match_files(core) == 7
 
@@ -532,7 +534,8 @@ async def test_line_ranges_after_hand_written_notes(core: MemoryCore) -> None:
     )
     await index_of(core).sync_scope(MAIN)
     hits = {
-        h.text: h for h in await core.search(MAIN, "standup room hand dinner market", min_score=0.0)
+        h.text: h
+        for h in await core.finder.search(MAIN, "standup room hand dinner market", min_score=0.0)
     }
     assert {k: (v.line_from, v.line_to) for k, v in hits.items()} == {
         "standup moved to 9:30\ncontinuation about the room": (3, 4),
@@ -596,11 +599,11 @@ async def test_message_chunks_searchable_and_readable_in_their_scope(core: Memor
     await index_message(core, MAIN, "sess-1", 7, "user", "my locker code is 4512 at the gym", when)
     await index_message(core, MAIN, "sess-1", 8, "assistant", "Noted, locker 4512.", when)
     await index_message(core, peer, "sess-1", 7, "user", "peer talks about swimming", when)
-    await core.append_daily(MAIN, "went to the gym")
+    await core.notes.append(MAIN, "went to the gym")
 
     # A turn is found with the turn next to it: the exchange, not the lone line. The
     # reply, shown inside that hit, is not a hit of its own.
-    [hit] = await core.search(MAIN, "code", kinds=[ChunkKind.MESSAGE])
+    [hit] = await core.finder.search(MAIN, "code", kinds=[ChunkKind.MESSAGE])
     assert (hit.kind, hit.path, hit.line_from, hit.line_to, hit.ref) == (
         ChunkKind.MESSAGE,
         "sessions/sess-1",
@@ -611,43 +614,43 @@ async def test_message_chunks_searchable_and_readable_in_their_scope(core: Memor
     assert hit.text == EXCHANGE
     assert hit.created_at == when
     assert hit.location == "sessions/sess-1:7"
-    kinds = {h.kind for h in await core.search(MAIN, "gym", min_score=0.0)}
+    kinds = {h.kind for h in await core.finder.search(MAIN, "gym", min_score=0.0)}
     assert kinds == {ChunkKind.MESSAGE, ChunkKind.DAILY}
-    assert await core.search(MAIN, "gym", kinds=[ChunkKind.LONG_TERM]) == []
+    assert await core.finder.search(MAIN, "gym", kinds=[ChunkKind.LONG_TERM]) == []
 
-    read = await core.read_memory(MAIN, "sessions/sess-1:7")
+    read = await core.finder.read(MAIN, "sessions/sess-1:7")
     assert (
         read.text
         == "[7] user: my locker code is 4512 at the gym\n[8] assistant: Noted, locker 4512."
     )
     assert (read.start, read.end, read.truncated) == (7, 8, False)
-    one = await core.read_memory(MAIN, "[sessions/sess-1:7]", lines=1)
+    one = await core.finder.read(MAIN, "[sessions/sess-1:7]", lines=1)
     assert (one.text, one.truncated) == ("[7] user: my locker code is 4512 at the gym", True)
     # The peer's session of the same id holds only its own message.
-    assert (await core.read_memory(peer, "sessions/sess-1:7")).text == (
+    assert (await core.finder.read(peer, "sessions/sess-1:7")).text == (
         "[7] user: peer talks about swimming"
     )
     with pytest.raises(ChatmemError):
-        await core.read_memory(peer, "sessions/sess-1:8")
+        await core.finder.read(peer, "sessions/sess-1:8")
     with pytest.raises(ChatmemError):
-        await core.read_memory(ScopeKey("peer:404"), "sessions/sess-1:7")
-    assert await core.search(peer, "locker") == []
+        await core.finder.read(ScopeKey("peer:404"), "sessions/sess-1:7")
+    assert await core.finder.search(peer, "locker") == []
 
     # Messages survive a sync and a rebuild (they have no file).
     await index.sync_scope(MAIN, force=True)
     await index.rebuild()
-    assert texts(await core.search(MAIN, "code", kinds=[ChunkKind.MESSAGE])) == [EXCHANGE]
+    assert texts(await core.finder.search(MAIN, "code", kinds=[ChunkKind.MESSAGE])) == [EXCHANGE]
     await index.remove_messages(MAIN, [7, 8])
-    assert await core.search(MAIN, "locker", min_score=0.0) == []
+    assert await core.finder.search(MAIN, "locker", min_score=0.0) == []
 
 
 # --- filters ----------------------------------------------------------------------------
 
 
 async def test_kinds_since_until_and_min_score(core: MemoryCore) -> None:
-    await core.capture(MAIN, "espresso machine descaling every month")
+    await core.memories.capture(MAIN, "espresso machine descaling every month")
     for days in (10, 3, 1, 0):
-        await core.append_daily(
+        await core.notes.append(
             MAIN, f"espresso tasting day minus {days}", now=START - timedelta(days=days)
         )
     write(core, "memory/summary/2026-02.md", "# 2026-02\n\nespresso habit grew\n")
@@ -655,7 +658,7 @@ async def test_kinds_since_until_and_min_score(core: MemoryCore) -> None:
     await index_of(core).sync_scope(MAIN)
 
     async def kinds_of(**kw: Any) -> Counter[str]:
-        hits = await core.search(MAIN, "espresso", limit=20, min_score=0.0, **kw)
+        hits = await core.finder.search(MAIN, "espresso", limit=20, min_score=0.0, **kw)
         return Counter(h.kind.value for h in hits)
 
     assert await kinds_of() == Counter({"daily": 4, "long_term": 1, "summary": 1, "archive_raw": 1})
@@ -667,7 +670,7 @@ async def test_kinds_since_until_and_min_score(core: MemoryCore) -> None:
     assert await kinds_of(kinds=[]) == Counter()
 
     since = START - timedelta(days=3)
-    dated = await core.search(MAIN, "espresso", limit=20, min_score=0.0, since=since)
+    dated = await core.finder.search(MAIN, "espresso", limit=20, min_score=0.0, since=since)
     assert all(h.created_at is not None and h.created_at >= since for h in dated)
     assert sorted(h.text for h in dated if h.kind is ChunkKind.DAILY) == [
         "espresso tasting day minus 0",
@@ -675,15 +678,17 @@ async def test_kinds_since_until_and_min_score(core: MemoryCore) -> None:
         "espresso tasting day minus 3",  # since is inclusive
     ]
     until = START - timedelta(days=1)
-    window = await core.search(MAIN, "espresso", limit=20, min_score=0.0, since=since, until=until)
+    window = await core.finder.search(
+        MAIN, "espresso", limit=20, min_score=0.0, since=since, until=until
+    )
     # until is exclusive: the note of exactly one day ago is out.
     assert sorted(texts(window)) == ["espresso tasting day minus 3", "raw: espresso talk"]
-    old = await core.search(
+    old = await core.finder.search(
         MAIN, "espresso", limit=20, min_score=0.0, until=date_start(2026, 2, 25)
     )
     assert sorted(texts(old)) == ["espresso habit grew", "espresso tasting day minus 10"]
 
-    everything = await core.search(MAIN, "espresso descaling", limit=20, min_score=0.0)
+    everything = await core.finder.search(MAIN, "espresso descaling", limit=20, min_score=0.0)
     best = everything[0]
     assert best.text == "espresso machine descaling every month"
     # min_score bounds the BM25 evidence, before the priors lift or cut a hit: the best
@@ -692,15 +697,15 @@ async def test_kinds_since_until_and_min_score(core: MemoryCore) -> None:
     lifted = prior_factor(best.kind, best.created_at, START.date(), UTC, settings)
     assert lifted > 1.0
     evidence = best.score / lifted
-    assert texts(await core.search(MAIN, "espresso descaling", min_score=evidence - 1e-9)) == [
-        best.text
-    ]
-    assert await core.search(MAIN, "espresso descaling", min_score=evidence + 1e-9) == []
-    assert await core.search(MAIN, "espresso descaling", min_score=best.score) == []
+    assert texts(
+        await core.finder.search(MAIN, "espresso descaling", min_score=evidence - 1e-9)
+    ) == [best.text]
+    assert await core.finder.search(MAIN, "espresso descaling", min_score=evidence + 1e-9) == []
+    assert await core.finder.search(MAIN, "espresso descaling", min_score=best.score) == []
     # Explicit searches show every match; only automatic recall applies recall.min_score.
-    assert await core.search(MAIN, "espresso descaling", limit=20) == everything
-    assert len(await core.search(MAIN, "espresso", limit=2)) <= 2
-    assert await core.search(MAIN, "espresso", limit=0) == []
+    assert await core.finder.search(MAIN, "espresso descaling", limit=20) == everything
+    assert len(await core.finder.search(MAIN, "espresso", limit=2)) <= 2
+    assert await core.finder.search(MAIN, "espresso", limit=0) == []
 
 
 def date_start(year: int, month: int, day: int) -> datetime:
@@ -711,22 +716,22 @@ async def test_degraded_time_window_sees_past_the_top_hits(core: MemoryCore) -> 
     """With the index down, since/until filter every hit before the limit applies: the
     best hits here are older than the window and must not crowd out the ones inside."""
     for number in range(20):
-        await core.append_daily(MAIN, f"unrelated chore {number}", now=START - timedelta(days=20))
+        await core.notes.append(MAIN, f"unrelated chore {number}", now=START - timedelta(days=20))
     for days in range(5, 11):
         text = f"postgres postgres vacuum {days}" if days > 6 else f"postgres note {days}"
-        await core.append_daily(MAIN, text, now=START - timedelta(days=days))
-    unfiltered = await core.search(MAIN, "postgres", limit=2, min_score=0.0)
+        await core.notes.append(MAIN, text, now=START - timedelta(days=days))
+    unfiltered = await core.finder.search(MAIN, "postgres", limit=2, min_score=0.0)
     assert all("vacuum" in h.text for h in unfiltered)  # the older notes score best
     since = START - timedelta(days=6, hours=12)
-    healthy = await core.search(MAIN, "postgres", limit=2, since=since, min_score=0.0)
+    healthy = await core.finder.search(MAIN, "postgres", limit=2, since=since, min_score=0.0)
     assert sorted(texts(healthy)) == ["postgres note 5", "postgres note 6"]
     until = START - timedelta(days=8, hours=12)
-    healthy_old = await core.search(MAIN, "postgres", limit=1, until=until, min_score=0.0)
+    healthy_old = await core.finder.search(MAIN, "postgres", limit=1, until=until, min_score=0.0)
     assert texts(healthy_old) == ["postgres postgres vacuum 9"]  # the newer of the two
-    core.memory.guard.index = None
-    degraded = await core.search(MAIN, "postgres", limit=2, since=since, min_score=0.0)
+    core.guard.index = None
+    degraded = await core.finder.search(MAIN, "postgres", limit=2, since=since, min_score=0.0)
     assert_same_hits(degraded, healthy)
-    old = await core.search(MAIN, "postgres", limit=1, until=until, min_score=0.0)
+    old = await core.finder.search(MAIN, "postgres", limit=1, until=until, min_score=0.0)
     assert_same_hits(old, healthy_old)
 
 
@@ -744,14 +749,14 @@ async def test_degraded_time_window_applies_before_near_copies_are_dropped(
     """The same note on two days: the index filters by time first, then drops near-copies;
     the files must find the same hit."""
     for number in range(6):
-        await core.append_daily(MAIN, f"unrelated chore {number}", now=START - timedelta(days=9))
+        await core.notes.append(MAIN, f"unrelated chore {number}", now=START - timedelta(days=9))
     for days in (2, 9):
-        await core.append_daily(MAIN, "postgres vacuum full", now=START - timedelta(days=days))
+        await core.notes.append(MAIN, "postgres vacuum full", now=START - timedelta(days=days))
     until = START - timedelta(days=5)
-    healthy = await core.search(MAIN, "postgres vacuum", until=until)
+    healthy = await core.finder.search(MAIN, "postgres vacuum", until=until)
     assert [h.created_at for h in healthy] == [START - timedelta(days=9)]
-    core.memory.guard.index = None
-    assert_same_hits(await core.search(MAIN, "postgres vacuum", until=until), healthy)
+    core.guard.index = None
+    assert_same_hits(await core.finder.search(MAIN, "postgres vacuum", until=until), healthy)
 
 
 async def test_daily_note_time_survives_a_resync_in_another_time_zone(
@@ -759,11 +764,11 @@ async def test_daily_note_time_survives_a_resync_in_another_time_zone(
 ) -> None:
     zoned = config.model_copy(update={"timezone": "Asia/Shanghai"})
     async with MemoryCore.open(zoned, clock=clock) as core:
-        await core.append_daily(MAIN, "lantern festival dumplings")  # 20:00 in Shanghai
+        await core.notes.append(MAIN, "lantern festival dumplings")  # 20:00 in Shanghai
         window = {"since": START - timedelta(minutes=1), "until": START + timedelta(minutes=1)}
         assert await found(core, "dumplings", **window) == ["lantern festival dumplings"]
         await index_of(core).sync_scope(MAIN, force=True)
-        [hit] = await core.search(MAIN, "dumplings", min_score=0.0)
+        [hit] = await core.finder.search(MAIN, "dumplings", min_score=0.0)
         assert hit.created_at == START
         assert await found(core, "dumplings", **window) == ["lantern festival dumplings"]
 
@@ -774,13 +779,13 @@ QUERIES = ["ramen Alice", "postgres billing", "数据库连接池", "护照 pass
 
 
 async def build_small_workspace(core: MemoryCore) -> None:
-    await core.capture(MAIN, "we picked postgres for the billing service")
-    await core.capture(MAIN, "护照八月到期，要记得续签 passport")
-    await core.append_daily(
+    await core.memories.capture(MAIN, "we picked postgres for the billing service")
+    await core.memories.capture(MAIN, "护照八月到期，要记得续签 passport")
+    await core.notes.append(
         MAIN, "lunch with Alice at the ramen place", now=START - timedelta(days=2)
     )
-    await core.append_daily(MAIN, "订单系统的数据库连接池耗尽了")
-    await core.append_daily(MAIN, "Alice moved to the platform team")
+    await core.notes.append(MAIN, "订单系统的数据库连接池耗尽了")
+    await core.notes.append(MAIN, "Alice moved to the platform team")
     write(core, "memory/summary/2026-02.md", "# 2026-02\n\nkayak trip, ramen tour\n")
     await index_of(core).sync_scope(MAIN)
 
@@ -799,19 +804,19 @@ async def test_corrupt_index_degrades_to_files_and_reindex_repairs(
 ) -> None:
     async with MemoryCore.open(config, clock=clock) as core:
         await build_small_workspace(core)
-        healthy = {q: await core.search(MAIN, q, limit=3) for q in QUERIES}
+        healthy = {q: await core.finder.search(MAIN, q, limit=3) for q in QUERIES}
     assert all(healthy.values())
     db = corrupt(Path(config.workspace))
 
     caplog.set_level(logging.INFO, logger="memory_core")
     async with MemoryCore.open(config, clock=clock) as core:
         assert core.degraded_reason is not None and "index.sqlite3" in core.degraded_reason
-        assert core.memory.guard.index is None
+        assert core.guard.index is None
         warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
         assert any("database unavailable" in r.getMessage() for r in warnings)
         caplog.clear()
         for query, expected in healthy.items():
-            hits = await core.search(MAIN, query, limit=3)
+            hits = await core.finder.search(MAIN, query, limit=3)
             assert hits, query
             assert (hits[0].path, hits[0].line_from, hits[0].text) == (
                 expected[0].path,
@@ -821,39 +826,41 @@ async def test_corrupt_index_degrades_to_files_and_reindex_repairs(
             assert [h.score for h in hits] == pytest.approx([h.score for h in expected], abs=1e-9)
         assert any("degraded search" in r.getMessage() for r in caplog.records)
         # Writing still works; reads of files too.
-        await core.append_daily(MAIN, "note written while degraded: sourdough")
-        assert texts(await core.search(MAIN, "sourdough")) == [
+        await core.notes.append(MAIN, "note written while degraded: sourdough")
+        assert texts(await core.finder.search(MAIN, "sourdough")) == [
             "note written while degraded: sourdough"
         ]
-        assert (await core.read_memory(MAIN, DAY)).text.count("sourdough") == 1
+        assert (await core.finder.read(MAIN, DAY)).text.count("sourdough") == 1
 
         stats = await core.reindex()
-        assert core.degraded_reason is None and core.memory.guard.index is not None
+        assert core.degraded_reason is None and core.guard.index is not None
         assert stats.files_indexed == 4
         aside = list(db.parent.glob("index.sqlite3.corrupt-*"))
         assert aside and aside[0].read_bytes() == random.Random(5).randbytes(16384)
         for query, expected in healthy.items():
-            hits = await core.search(MAIN, query, limit=3)
+            hits = await core.finder.search(MAIN, query, limit=3)
             assert texts(hits)[:1] == texts(expected)[:1]
-        assert texts(await core.search(MAIN, "sourdough")) == [
+        assert texts(await core.finder.search(MAIN, "sourdough")) == [
             "note written while degraded: sourdough"
         ]
-        assert (await core.memory.guard.index.sync_scope(MAIN)).files_indexed == 0
+        assert (await core.guard.index.sync_scope(MAIN)).files_indexed == 0
     async with MemoryCore.open(config, clock=clock) as core:
         assert core.degraded_reason is None
-        assert texts(await core.search(MAIN, "kayak", min_score=0.0)) == ["kayak trip, ramen tour"]
+        assert texts(await core.finder.search(MAIN, "kayak", min_score=0.0)) == [
+            "kayak trip, ramen tour"
+        ]
 
 
 async def test_index_failure_at_search_time_falls_back(core: MemoryCore) -> None:
     await build_small_workspace(core)
-    expected = await core.search(MAIN, "postgres billing")
+    expected = await core.finder.search(MAIN, "postgres billing")
     sid = await index_of(core).scope_id(MAIN)
     if database(core).backend == "sqlite":
         await sql_write(core, (f"DROP TABLE fts_{sid}", ()))
     else:
         await sql_write(core, ("DROP FUNCTION chatmem_postings CASCADE", ()))
-    hits = await core.search(MAIN, "postgres billing")
-    assert core.memory.guard.index is None and core.degraded_reason is not None
+    hits = await core.finder.search(MAIN, "postgres billing")
+    assert core.guard.index is None and core.degraded_reason is not None
     assert texts(hits) == texts(expected)
 
 
@@ -1018,15 +1025,15 @@ async def test_index_and_file_fallback_agree_on_a_real_workspace(core: MemoryCor
     data = json.loads(DATA.read_text(encoding="utf-8"))
     for number, memory in enumerate(data["memories"]):
         if memory["as"] == "long_term":
-            await core.capture(MAIN, memory["text"], category=memory["category"])
+            await core.memories.capture(MAIN, memory["text"], category=memory["category"])
         else:
             day = date.fromisoformat(memory["day"])
             when = datetime(day.year, day.month, day.day, 9, number, tzinfo=UTC)
-            await core.append_daily(MAIN, memory["text"], now=when)
+            await core.notes.append(MAIN, memory["text"], now=when)
     write(core, "memory/summary/2026-02-03.md", "# 2026-02-03\n\n数据库连接池排查，Lisbon 机票\n")
     write(core, "memory/summary/2026-02.md", "# 2026-02\n\n二月：数据库、出差、Lisbon\n")
     write(core, "memory/summary/2026-01-20.md", "# 2026-01-20\n\nPython 升级讨论\n")
-    await core.flush()
+    await core.memories.flush()
     await index_of(core).sync_scope(MAIN)
 
     def same(a: list[Hit], b: list[Hit], label: str) -> None:
@@ -1051,9 +1058,9 @@ async def test_index_and_file_fallback_agree_on_a_real_workspace(core: MemoryCor
     for number, query in enumerate(queries):
         for kinds in variants if number % 4 == 0 else variants[:1]:
             # Through the core: long-term hits get their line from the file as it is now.
-            indexed = await core.search(MAIN, query, limit=8, kinds=kinds)
+            indexed = await core.finder.search(MAIN, query, limit=8, kinds=kinds)
             # Read as every search reads a text (the entities' other names added).
-            asked = await core.memory.finder.query(MAIN, query)
+            asked = await core.finder.query(MAIN, query)
             files = fallback.search_files(
                 core.workspace, MAIN, asked, limit=8, kinds=kinds, settings=settings, today=TODAY
             )
@@ -1084,9 +1091,9 @@ async def test_recall_ranks_within_its_own_budget(
         return real(terms, stats, budget)
 
     monkeypatch.setattr(sqlite_index, "candidate_terms", spy)
-    await core.append_daily(MAIN, "ordered a blue bicycle for the commute")
-    await core.recall(MAIN, "what did I order yesterday? the bicycle?")
-    await core.search(MAIN, "bicycle")
+    await core.notes.append(MAIN, "ordered a blue bicycle for the commute")
+    await core.finder.recall(MAIN, "what did I order yesterday? the bicycle?")
+    await core.finder.search(MAIN, "bicycle")
     assert seen[:-1] and set(seen[:-1]) == {core.config.recall.rank_budget}
     assert seen[-1] == index_module.RANK_BUDGET
     assert core.config.recall.rank_budget < index_module.RANK_BUDGET
@@ -1109,10 +1116,10 @@ async def test_recall_k1_and_b_are_the_ranking_parameters(
         recall = base.recall.model_copy(update={"k1": k1, "b": b})
         async with MemoryCore.open(base.model_copy(update={"recall": recall}), clock=clock) as core:
             for note in ("tea tea tea and cake", "tea", "coffee and a long walk by the river"):
-                await core.append_daily(MAIN, note)
-            indexed = await core.search(MAIN, "tea", limit=5)
-            core.memory.guard.failed(RuntimeError("test: search the files"))
-            from_files = await core.search(MAIN, "tea", limit=5)
+                await core.notes.append(MAIN, note)
+            indexed = await core.finder.search(MAIN, "tea", limit=5)
+            core.guard.failed(RuntimeError("test: search the files"))
+            from_files = await core.finder.search(MAIN, "tea", limit=5)
         assert [h.text for h in indexed] == [h.text for h in from_files]
         assert [h.score for h in indexed] == pytest.approx([h.score for h in from_files])
         scores[(k1, b)] = [h.score for h in indexed]

@@ -39,18 +39,18 @@ def test_idf_is_defined_for_any_counts() -> None:
 
 async def test_search_ranks_on_when_the_statistics_are_off(core: MemoryCore) -> None:
     for note in ("green tea at noon", "black tea at night", "coffee at dawn"):
-        await core.append_daily(MAIN, note)
+        await core.notes.append(MAIN, note)
     await sql_write(
         core,
         ("UPDATE scopes SET chunk_count = 1, token_count = 2", ()),
         ("UPDATE terms SET df = 50 WHERE term = 'tea'", ()),
     )
-    hits = await core.search(MAIN, "tea")
+    hits = await core.finder.search(MAIN, "tea")
     assert {h.text for h in hits} >= {"green tea at noon", "black tea at night"}
 
 
 async def test_the_schema_holds_one_chunk_per_line(core: MemoryCore) -> None:
-    await core.append_daily(MAIN, "the kayak is red")
+    await core.notes.append(MAIN, "the kayak is red")
     assert await sql(core, "SELECT piece FROM chunks") == [(0,)]
     with pytest.raises(sqlite3.DatabaseError):
         await sql_write(
@@ -69,31 +69,31 @@ async def test_reindexes_at_once_beside_a_writer_double_nothing(core: MemoryCore
     """Three reindexes and a writer interleaved on one database: each chunk once, every
     scope's count equal to its rows."""
     for n in range(40):
-        await core.append_daily(MAIN, f"note {n} about the garden and the bees")
-    await core.capture(MAIN, "keeps bees in the garden " + "honey " * 2000)  # pieces
+        await core.notes.append(MAIN, f"note {n} about the garden and the bees")
+    await core.memories.capture(MAIN, "keeps bees in the garden " + "honey " * 2000)  # pieces
 
     async def write() -> None:
         for n in range(20):
-            await core.append_daily(MAIN, f"later note {n} about the shed")
+            await core.notes.append(MAIN, f"later note {n} about the shed")
 
     await asyncio.gather(core.reindex(), core.reindex(), write(), core.reindex())
     assert await sql(core, DOUBLED) == [(0,)]
     for key, stored, real in await sql(core, COUNTS):
         assert int(stored) == int(real), key
-    hits = await core.search(MAIN, "later note 19 shed")
+    hits = await core.finder.search(MAIN, "later note 19 shed")
     assert [h.text for h in hits].count("later note 19 about the shed") == 1
 
 
 async def test_a_chunk_deleted_twice_is_counted_off_once(core: MemoryCore) -> None:
-    await core.append_daily(MAIN, "the kayak is red")
-    index = core.memory.guard.index
+    await core.notes.append(MAIN, "the kayak is red")
+    index = core.guard.index
     assert index is not None
     from memory_core.index import writes
 
     rows = await sql(core, "SELECT id, tokens, scope_id FROM chunks")
     sid = int(rows[0][2])
     pairs = [(r[0], r[1]) for r in rows]
-    db = core._db
+    db = core.database
     assert db is not None
     await db.run(lambda conn: writes.delete_rows(conn, sid, pairs))
     await db.run(lambda conn: writes.delete_rows(conn, sid, pairs))  # as a second writer would
@@ -106,9 +106,9 @@ async def test_an_index_with_doubled_rows_is_repaired_when_opened(config: Config
     and its counters are counted again at the first open."""
     async with MemoryCore.open(config) as core:
         for n in range(5):
-            await core.append_daily(MAIN, f"note {n} about the boat")
-        await core.capture(MAIN, "paragraph " * 1500)  # a long entry: fine as one chunk
-        await core.flush()
+            await core.notes.append(MAIN, f"note {n} about the boat")
+        await core.memories.capture(MAIN, "paragraph " * 1500)  # a long entry: fine as one chunk
+        await core.memories.flush()
         before = sorted(
             tuple(r) for r in await sql(core, "SELECT path, line_from, text FROM chunks")
         )
@@ -148,7 +148,7 @@ async def test_an_index_with_doubled_rows_is_repaired_when_opened(config: Config
         assert [int(r[0]) for r in await sql(core, "SELECT df FROM terms WHERE term = 'boat'")] == [
             5
         ]
-        hits = await core.search(MAIN, "boat")
+        hits = await core.finder.search(MAIN, "boat")
         assert len(hits) == 5
 
 

@@ -15,7 +15,7 @@ import pytest
 
 from memory_core.clock import ManualClock
 from memory_core.config import Config, load_config
-from memory_core.conversation.tools import ToolContext, dispatch
+from memory_core.conversation.tools import dispatch
 from memory_core.engine import MemoryCore
 from memory_core.errors import ChatmemError, PathRefused
 from memory_core.index import Hit
@@ -103,19 +103,19 @@ def assert_own(core: MemoryCore, scope: ScopeKey, hits: list[Hit], query: object
 
 async def populate(core: MemoryCore) -> None:
     """Every scope gets a long-term entry, two daily notes, a summary and a message."""
-    assert core.memory.guard.index is not None
+    assert core.guard.index is not None
     for number, scope in enumerate(SCOPES):
         word = marker(scope)
-        await core.capture(scope, f"secret long-term fact {word} of scope {number}")
-        await core.append_daily(scope, f"daily note {word} written today")
-        await core.append_daily(scope, f"older note {word}", now=START - timedelta(days=3))
+        await core.memories.capture(scope, f"secret long-term fact {word} of scope {number}")
+        await core.notes.append(scope, f"daily note {word} written today")
+        await core.notes.append(scope, f"older note {word}", now=START - timedelta(days=3))
         summary = core.workspace.summary_dir(scope)
         summary.mkdir(parents=True, exist_ok=True)
         (summary / "2026-02.md").write_text(
             f"# 2026-02\n\nFebruary summary {word}\n", encoding="utf-8"
         )
         await index_message(core, scope, SESSION, 1, "user", f"message {word}", START)
-    await core.memory.guard.index.sync_all()
+    await core.guard.index.sync_all()
 
 
 @pytest.fixture(scope="module")
@@ -153,7 +153,7 @@ async def test_every_scope_finds_its_own_marker(populated: MemoryCore) -> None:
     core = populated
     for scope in SCOPES:
         # The marker is in every chunk of the scope, so its idf is small: no floor.
-        hits = await core.search(scope, marker(scope), limit=20, min_score=0.0)
+        hits = await core.finder.search(scope, marker(scope), limit=20, min_score=0.0)
         assert {h.kind.value for h in hits} == {
             "long_term",
             "daily",
@@ -192,9 +192,11 @@ async def test_no_scope_sees_another_scopes_marker(populated: MemoryCore) -> Non
     for reader, owner in itertools.permutations(SCOPES, 2):
         word = marker(owner)
         for query in (word, f"{word} {marker(reader)}", [word], f'"{word}"', f"{word}*"):
-            hits = await core.search(reader, query, limit=50, min_score=0.0)
+            hits = await core.finder.search(reader, query, limit=50, min_score=0.0)
             assert_own(core, reader, hits, query)
-        injection = await core.recall(reader, f"do you remember {word}?", [f"还记得 {word} 吗"])
+        injection = await core.finder.recall(
+            reader, f"do you remember {word}?", [f"还记得 {word} 吗"]
+        )
         assert word not in injection.block
         for hit in injection.hits:
             assert owned(core, reader, hit)
@@ -218,28 +220,28 @@ async def test_fts_syntax_queries_never_raise_or_leak(populated: MemoryCore) -> 
             [],
         ]
         for query in probes:
-            hits = await core.search(scope, query, limit=20, min_score=0.0)
+            hits = await core.finder.search(scope, query, limit=20, min_score=0.0)
             assert_own(core, scope, hits, query)
-            injection = await core.recall(scope, query if isinstance(query, str) else "")
+            injection = await core.finder.recall(scope, query if isinstance(query, str) else "")
             for hit in injection.hits:
                 assert owned(core, scope, hit)
     # Nothing was dropped or altered by any of it.
     for scope in SCOPES:
-        assert len(await core.search(scope, marker(scope), limit=20, min_score=0.0)) == 5
+        assert len(await core.finder.search(scope, marker(scope), limit=20, min_score=0.0)) == 5
 
 
 async def test_degraded_search_is_isolated_too(populated: MemoryCore) -> None:
     core = populated
-    core.memory.guard.index = None  # as after an index failure: answers come from files
+    core.guard.index = None  # as after an index failure: answers come from files
     for reader, owner in itertools.permutations(SCOPES[:6], 2):
-        hits = await core.search(reader, marker(owner), limit=50, min_score=0.0)
+        hits = await core.finder.search(reader, marker(owner), limit=50, min_score=0.0)
         assert hits == []
     for scope in SCOPES:
-        hits = await core.search(scope, marker(scope), limit=20, min_score=0.0)
+        hits = await core.finder.search(scope, marker(scope), limit=20, min_score=0.0)
         assert len(hits) == 4  # files only: messages live in the database
         assert_own(core, scope, hits, marker(scope))
         for query in HOSTILE_QUERIES:
-            assert_own(core, scope, await core.search(scope, query, min_score=0.0), query)
+            assert_own(core, scope, await core.finder.search(scope, query, min_score=0.0), query)
 
 
 # --- memory_get -------------------------------------------------------------------------
@@ -247,10 +249,8 @@ async def test_degraded_search_is_isolated_too(populated: MemoryCore) -> None:
 
 async def refused(core: MemoryCore, scope: ScopeKey, path: str) -> None:
     with pytest.raises(ChatmemError):
-        await core.read_memory(scope, path)
-    result = json.loads(
-        await dispatch(ToolContext(core.memory, scope), "memory_get", {"path": path})
-    )
+        await core.finder.read(scope, path)
+    result = json.loads(await dispatch(core.tool_context(scope), "memory_get", {"path": path}))
     assert set(result) == {"error"}, (scope, path, result)
 
 
@@ -270,12 +270,12 @@ async def test_memory_get_refuses_other_scopes_files(populated: MemoryCore) -> N
             if path == "MEMORY.md":
                 continue  # every scope's own long-term file answers to that name
             with pytest.raises(PathRefused):
-                await core.read_memory(reader, path)
+                await core.finder.read(reader, path)
             if number % 7 == 0:  # the other spellings and the tool, for a sample of pairs
                 await refused(core, reader, f"{path}:1")
                 await refused(core, reader, f"[{path}:1] text")
         # The same session id, another scope: none of the owner's messages.
-        read = await core.read_memory(reader, f"sessions/{SESSION}:1")
+        read = await core.finder.read(reader, f"sessions/{SESSION}:1")
         assert marker(owner) not in read.text
         assert marker(reader) in read.text
 
@@ -310,11 +310,11 @@ HOSTILE_PATHS = [
 
 
 async def test_memory_get_refuses_hostile_paths(core: MemoryCore) -> None:
-    await core.append_daily(MAIN, "a note")
-    await core.capture(MAIN, "a memory")
-    await core.flush()
-    await core.capture(MAIN, "another memory")
-    await core.flush()  # the second write leaves MEMORY.md.bak
+    await core.notes.append(MAIN, "a note")
+    await core.memories.capture(MAIN, "a memory")
+    await core.memories.flush()
+    await core.memories.capture(MAIN, "another memory")
+    await core.memories.flush()  # the second write leaves MEMORY.md.bak
     assert core.workspace.backup_path(MAIN).exists()
     (core.workspace.root / "memory" / "notes.txt").write_text("plain text", encoding="utf-8")
     (core.workspace.root / "memory" / "dir.md").mkdir()
@@ -345,11 +345,11 @@ async def test_memory_get_refuses_symlinks_out_of_the_scope(populated: MemoryCor
     # A link that stays inside the scope is fine.
     inside = ws.memory_dir(peer1) / "alias.md"
     inside.symlink_to(ws.daily_path(peer1, START.date()))
-    read = await core.read_memory(peer1, ws.relative(inside))
+    read = await core.finder.read(peer1, ws.relative(inside))
     assert marker(peer1) in read.text
     # Symlinked files are not indexed either.
     for scope in (peer1, MAIN):
-        hits = await core.search(scope, "mk02zq mk01zq mk00zq root", min_score=0.0)
+        hits = await core.finder.search(scope, "mk02zq mk01zq mk00zq root", min_score=0.0)
         assert_own(core, scope, hits, "links")
 
 
@@ -366,28 +366,28 @@ async def test_memory_get_main_cannot_reach_scopes_directory(populated: MemoryCo
         await refused(core, MAIN, path)
     # A peer asking for MEMORY.md or LONG_TERM.md gets its own long-term file.
     for name in ("MEMORY.md", "LONG_TERM.md"):
-        read = await core.read_memory(ScopeKey("peer:1"), name)
+        read = await core.finder.read(ScopeKey("peer:1"), name)
         assert marker(ScopeKey("peer:1")) in read.text
         assert read.path == f"memory/scopes/{slug}/LONG_TERM.md"
-    read = await core.read_memory(MAIN, "LONG_TERM.md")
+    read = await core.finder.read(MAIN, "LONG_TERM.md")
     assert read.path == "MEMORY.md" and marker(MAIN) in read.text
 
 
 async def test_memory_get_accepted_forms(core: MemoryCore) -> None:
-    entry, _ = await core.capture(MAIN, "user prefers tea over coffee")
-    await core.append_daily(MAIN, "line number 0")
+    entry, _ = await core.memories.capture(MAIN, "user prefers tea over coffee")
+    await core.notes.append(MAIN, "line number 0")
     with (core.workspace.root / "memory" / "2026-03-01.md").open("a", encoding="utf-8") as f:
         f.writelines(f"- 12:00:00 line number {i}\n" for i in range(1, 500))
     day = "memory/2026-03-01.md"
     total = len((core.workspace.root / day).read_text(encoding="utf-8").splitlines())
     assert total == 502
 
-    read = await core.read_memory(MAIN, "MEMORY.md")
+    read = await core.finder.read(MAIN, "MEMORY.md")
     assert (read.path, read.start) == ("MEMORY.md", 1)
     assert read.text.startswith("# Agent Memory")
     assert not read.truncated and read.end == read.total_lines
 
-    default = await core.read_memory(MAIN, day)
+    default = await core.finder.read(MAIN, day)
     assert (default.start, default.end, default.truncated) == (1, 40, True)
     assert len(default.text.splitlines()) == 40
 
@@ -397,50 +397,50 @@ async def test_memory_get_accepted_forms(core: MemoryCore) -> None:
         f"[{day}:10] - 12:00:00 line number 7",
         f"{day}:10-12",
     ):
-        read = await core.read_memory(MAIN, form)
+        read = await core.finder.read(MAIN, form)
         assert (read.path, read.start, read.end) == (day, 10, 49), form
         assert read.text.splitlines()[0] == "- 12:00:00 line number 7"
 
     # An explicit start wins over the one in the location.
-    assert (await core.read_memory(MAIN, f"{day}:10", 20, 1)).text == "- 12:00:00 line number 17"
+    assert (await core.finder.read(MAIN, f"{day}:10", 20, 1)).text == "- 12:00:00 line number 17"
 
-    capped = await core.read_memory(MAIN, day, None, 1000)
+    capped = await core.finder.read(MAIN, day, None, 1000)
     assert (capped.start, capped.end, capped.truncated) == (1, 300, True)
     assert len(capped.text.splitlines()) == 300
 
-    tail = await core.read_memory(MAIN, day, 203, 300)
+    tail = await core.finder.read(MAIN, day, 203, 300)
     assert (tail.end, tail.truncated) == (502, False)
-    exact = await core.read_memory(MAIN, day, 463, 40)
+    exact = await core.finder.read(MAIN, day, 463, 40)
     assert (exact.end, exact.truncated) == (502, False)
-    before_end = await core.read_memory(MAIN, day, 462, 40)
+    before_end = await core.finder.read(MAIN, day, 462, 40)
     assert (before_end.end, before_end.truncated) == (501, True)
 
     # The location a search prints opens the hit.
-    [hit] = await core.search(MAIN, "tea coffee")
-    read = await core.read_memory(MAIN, f"[{hit.location}]", lines=1)
+    [hit] = await core.finder.search(MAIN, "tea coffee")
+    read = await core.finder.read(MAIN, f"[{hit.location}]", lines=1)
     assert read.text == f"### [{entry.id}] fact | 0.60 | 2026-03-01 | 0"
 
     # Through the tool: `from` is the first line, `lines` is capped at 300.
-    ctx = ToolContext(core.memory, MAIN)
+    ctx = core.tool_context(MAIN)
     result = json.loads(await dispatch(ctx, "memory_get", {"path": day, "from": 5, "lines": 1000}))
     assert (result["from"], result["to"], result["truncated"]) == (5, 304, True)
     result = json.loads(await dispatch(ctx, "memory_get", {"path": f"[{day}:7]"}))
     assert (result["from"], result["to"], result["truncated"]) == (7, 46, True)
     with pytest.raises(ChatmemError):
-        await core.read_memory(MAIN, day, 1, 0)
+        await core.finder.read(MAIN, day, 1, 0)
     with pytest.raises(ChatmemError):
-        await core.read_memory(MAIN, "memory/2020-01-01.md")  # in scope, but no such file
+        await core.finder.read(MAIN, "memory/2020-01-01.md")  # in scope, but no such file
 
 
 async def test_memory_get_peer_reads_its_own_files(populated: MemoryCore) -> None:
     core = populated
     for scope in SCOPES:
         for path in other_files(core, scope):
-            read = await core.read_memory(scope, path)
+            read = await core.finder.read(scope, path)
             assert marker(scope) in read.text, (scope, path)
             assert read.path == path
         with pytest.raises(PathRefused):
-            await core.read_memory(scope, "../x.md")
+            await core.finder.read(scope, "../x.md")
 
 
 # --- concurrent chats -------------------------------------------------------------------
@@ -458,9 +458,9 @@ async def test_concurrent_chats_only_see_their_own_notes(
 
         async def chat(scope: ScopeKey, number: int) -> None:
             tag = "alicetok" if scope == alice else "bobtok"
-            await core.append_daily(scope, f"{tag} note n{number}x")
+            await core.notes.append(scope, f"{tag} note n{number}x")
             await asyncio.sleep(0)
-            hits = await core.search(scope, f"{tag} n{number}x", limit=100, min_score=0.0)
+            hits = await core.finder.search(scope, f"{tag} n{number}x", limit=100, min_score=0.0)
             assert any(f"n{number}x" in h.text for h in hits), (scope, number)
             for hit in hits:
                 assert tag in hit.text, (scope, hit)
@@ -471,16 +471,16 @@ async def test_concurrent_chats_only_see_their_own_notes(
 
         for scope, tag in ((alice, "alicetok"), (bob, "bobtok")):
             assert all(tag in text for text in seen[scope])
-            hits = await core.search(scope, tag, limit=200, min_score=0.0)
+            hits = await core.finder.search(scope, tag, limit=200, min_score=0.0)
             # Every note indexed exactly once: no note lost, none doubled by a sync racing
             # the append.
             assert sorted(h.text for h in hits) == sorted(f"{tag} note n{n}x" for n in range(50))
-            assert core.memory.guard.index is not None
+            assert core.guard.index is not None
             assert await chunk_counts(core, scope) == {"daily": 50}
             path = core.workspace.daily_path(scope, START.date())
             assert path.read_text(encoding="utf-8").count(tag) == 50
         # A fresh sync of the files finds nothing the incremental path missed.
-        stats = await core.memory.guard.index.sync_scope(alice, force=True)
+        stats = await core.guard.index.sync_scope(alice, force=True)
         assert stats.chunks_added == stats.chunks_removed == 50
 
 
@@ -489,7 +489,7 @@ async def test_vectors_never_cross_scopes(core: MemoryCore) -> None:
     """Two scopes hold the same sentences word for word (the nearest vectors of any
     query are in both); a scope's search and recall show only its own chunks, with the
     vectors in place and after the other scope's chunks changed under them."""
-    index = core.memory.guard.index
+    index = core.guard.index
     assert index is not None and index.vectors is not None, "the local model is installed"
     texts = [
         "my daughter Lily starts swimming lessons on Saturday",
@@ -499,20 +499,20 @@ async def test_vectors_never_cross_scopes(core: MemoryCore) -> None:
     scopes = [ScopeKey("peer:alice"), ScopeKey("peer:bob"), ScopeKey("peer:' OR 1=1")]
     for number, scope in enumerate(scopes):
         for text in texts:
-            await core.append_daily(scope, f"{text} [{scope_slug(scope)}-{number}]")
+            await core.notes.append(scope, f"{text} [{scope_slug(scope)}-{number}]")
     await core.vectors_ready()
     for number, scope in enumerate(scopes):
         own = f"[{scope_slug(scope)}-{number}]"
         for query in ("kid's swim class", "what dog did we get", "出差去哪", "weekend plans"):
-            for hit in await core.search(scope, query, limit=20):
+            for hit in await core.finder.search(scope, query, limit=20):
                 assert own in hit.text and owned(core, scope, hit), (scope, query, hit)
-            injection = await core.recall(scope, query)
+            injection = await core.finder.recall(scope, query)
             for hit in injection.hits:
                 assert own in hit.text, (scope, query, hit)
     # Chunks of one scope rewritten (new ids, new texts): the others still see only theirs.
-    await core.append_daily(scopes[0], "Pepper the greyhound loves the beach")
+    await core.notes.append(scopes[0], "Pepper the greyhound loves the beach")
     await core.vectors_ready()
-    for hit in await core.search(scopes[1], "greyhound at the beach", limit=20):
+    for hit in await core.finder.search(scopes[1], "greyhound at the beach", limit=20):
         assert "[" + scope_slug(scopes[1]) in hit.text
 
 
@@ -520,16 +520,16 @@ async def test_vectors_never_cross_scopes(core: MemoryCore) -> None:
 async def test_dense_recall_finds_a_paraphrase_words_miss(core: MemoryCore) -> None:
     """No word of the question is in the memory: BM25 alone finds nothing, the fused
     ranking finds it by meaning."""
-    await core.append_daily(MAIN, "Mochi is a ragdoll, she sheds everywhere")
-    await core.append_daily(MAIN, "the boiler was serviced on Monday")
+    await core.notes.append(MAIN, "Mochi is a ragdoll, she sheds everywhere")
+    await core.notes.append(MAIN, "the boiler was serviced on Monday")
     await core.vectors_ready()
     query = "what breed is my kitty"
-    hits = await core.search(MAIN, query, limit=3)
+    hits = await core.finder.search(MAIN, query, limit=3)
     assert hits and "ragdoll" in hits[0].text
-    index = core.memory.guard.index
+    index = core.guard.index
     assert index is not None
     vectors, index.vectors = index.vectors, None
     try:
-        assert not [h for h in await core.search(MAIN, query) if "ragdoll" in h.text]
+        assert not [h for h in await core.finder.search(MAIN, query) if "ragdoll" in h.text]
     finally:
         index.vectors = vectors

@@ -276,19 +276,19 @@ async def test_key_sent_as_bearer_but_never_logged(
             [("memory_save", {"content": "用户用 pytest", "target": "long-term"})]
         )
         fake.reply_text("好的")
-        await core.chat(scope, "我喜欢用 pytest 写测试")
+        await core.conversation.turn(scope, "我喜欢用 pytest 写测试")
         fake.fail(500, times=2, retry_after=0, message=f"echo of key {API_KEY[:3]}")
-        failed = await core.chat(scope, "还记得我用什么测试框架吗？")
+        failed = await core.conversation.turn(scope, "还记得我用什么测试框架吗？")
         assert "抱歉" in failed.reply
         fake.fail(401, times=1, message="Incorrect API key provided")
-        await core.chat(MAIN, "hello there")
+        await core.conversation.turn(MAIN, "hello there")
         for i in range(4):
-            await core.chat(scope, f"第 {i} 条很长的消息，" + "内容" * 30)
+            await core.conversation.turn(scope, f"第 {i} 条很长的消息，" + "内容" * 30)
         fake.fail(500, times=2, retry_after=0)
-        assert (await core.new_session(scope)).retry_later
+        assert (await core.conversation.new_session(scope)).retry_later
         fake.reply_json([{"content": "用户用 pytest", "category": "preference"}])
-        await core.new_session(MAIN)
-        await core.runtime.stop()
+        await core.conversation.new_session(MAIN)
+        await core.conversation.stop()
     assert fake.chat_requests(), "the session made no model calls"
     assert {r.bearer for r in fake.requests} == {API_KEY}
     assert any(r.name.startswith("openai") and r.levelno == logging.DEBUG for r in caplog.records)

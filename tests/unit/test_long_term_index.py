@@ -25,38 +25,38 @@ def header_line(core: MemoryCore, entry_id: str) -> int:
 async def test_captures_index_only_what_changed_and_lines_follow_the_file(
     core: MemoryCore,
 ) -> None:
-    first, _ = await core.capture(MAIN, "喜欢喝乌龙茶 oolong tea", importance="low")
-    second, _ = await core.capture(MAIN, "works on the billing service", importance="high")
-    third, _ = await core.capture(MAIN, "住在杭州西湖边", importance="medium")
-    entries = {e.id: e.content for e in await core.entries(MAIN)}
+    first, _ = await core.memories.capture(MAIN, "喜欢喝乌龙茶 oolong tea", importance="low")
+    second, _ = await core.memories.capture(MAIN, "works on the billing service", importance="high")
+    third, _ = await core.memories.capture(MAIN, "住在杭州西湖边", importance="medium")
+    entries = {e.id: e.content for e in await core.memories.entries(MAIN)}
     assert dict(await long_term_chunks(core)) == entries
     # The low-importance entry moved down as better ones arrived; its hit says where it is now.
-    [hit] = await core.search(MAIN, "oolong", kinds=[ChunkKind.LONG_TERM])
+    [hit] = await core.finder.search(MAIN, "oolong", kinds=[ChunkKind.LONG_TERM])
     assert hit.ref == first.id
     assert hit.line_from == header_line(core, first.id)
-    await core.edit(MAIN, second.id, "works on the payments service")
-    await core.forget(MAIN, third.id)
+    await core.memories.edit(MAIN, second.id, "works on the payments service")
+    await core.memories.forget(MAIN, third.id)
     assert dict(await long_term_chunks(core)) == {
         first.id: first.content,
         second.id: "works on the payments service",
     }
-    assert await core.search(MAIN, "billing") == []
-    assert [h.ref for h in await core.search(MAIN, "payments")] == [second.id]
-    assert await core.search(MAIN, "杭州") == []
+    assert await core.finder.search(MAIN, "billing") == []
+    assert [h.ref for h in await core.finder.search(MAIN, "payments")] == [second.id]
+    assert await core.finder.search(MAIN, "杭州") == []
 
 
 async def test_a_hand_edit_before_a_write_is_not_lost(core: MemoryCore) -> None:
-    entry, _ = await core.capture(MAIN, "likes hiking in the alps")
-    await core.flush()
+    entry, _ = await core.memories.capture(MAIN, "likes hiking in the alps")
+    await core.memories.flush()
     path = core.workspace.long_term_path(MAIN)
     path.write_text(
         path.read_text(encoding="utf-8").replace("hiking in the alps", "sailing on the lake"),
         encoding="utf-8",
     )
     # The next write starts from the hand-edited file, which the index has not seen yet.
-    await core.capture(MAIN, "drinks coffee black")
-    await core.flush()
+    await core.memories.capture(MAIN, "drinks coffee black")
+    await core.memories.flush()
     texts = dict(await long_term_chunks(core))
     assert texts[entry.id] == "likes sailing on the lake"
-    assert [h.ref for h in await core.search(MAIN, "sailing")] == [entry.id]
-    assert await core.search(MAIN, "alps") == []
+    assert [h.ref for h in await core.finder.search(MAIN, "sailing")] == [entry.id]
+    assert await core.finder.search(MAIN, "alps") == []

@@ -44,7 +44,7 @@ def chatter(hit: Hit) -> bool:
 
 async def talk(core: MemoryCore, *texts: str) -> None:
     for text in texts:
-        await core.chat(MAIN, text)
+        await core.conversation.turn(MAIN, text)
 
 
 # --- pure rules ------------------------------------------------------------------------
@@ -114,8 +114,8 @@ def test_archived_requests_and_confirmations_get_no_chunk() -> None:
 
 async def test_search_and_recall_show_the_entry_not_the_request(core: MemoryCore) -> None:
     await talk(core, *STAGING_TALK)
-    assert [h.text for h in await core.search(MAIN, "staging")] == [STAGING]
-    recalled = (await core.recall(MAIN, "where is the staging server")).hits
+    assert [h.text for h in await core.finder.search(MAIN, "staging")] == [STAGING]
+    recalled = (await core.finder.recall(MAIN, "where is the staging server")).hits
     assert [h.text for h in recalled] == [STAGING]
     # Nothing said is lost: the session keeps the request and the reply.
     stored = [m.content for m in await recent_messages(core, MAIN, 10)]
@@ -127,7 +127,7 @@ async def test_a_chinese_entry_is_found_among_the_talk_about_its_city(core: Memo
     """杭州 in more than three chunks is no rare name: the entry used to be dropped as the
     near-copy of the "记住：…" turn ranked above it."""
     await talk(core, *HOME_TALK)
-    hits = await core.search(MAIN, "杭州")
+    hits = await core.finder.search(MAIN, "杭州")
     assert HOME in [h.text for h in hits]
     assert not any(chatter(h) for h in hits)
 
@@ -136,8 +136,8 @@ async def test_an_entry_ranks_above_a_plain_turn_saying_the_same(core: MemoryCor
     """Said in passing and saved (by extraction, a capture): the entry goes first and the
     turn, its near-copy, does not take a slot of its own."""
     await talk(core, HOME, *HOME_TALK[1:])
-    await core.capture(MAIN, HOME)
-    hits = await core.search(MAIN, "杭州")
+    await core.memories.capture(MAIN, HOME)
+    hits = await core.finder.search(MAIN, "杭州")
     texts = [h.text for h in hits]
     assert HOME in texts
     said = [
@@ -145,19 +145,19 @@ async def test_an_entry_ranks_above_a_plain_turn_saying_the_same(core: MemoryCor
         for i, h in enumerate(hits)
         if h.kind is ChunkKind.MESSAGE
         and h.anchor is not None
-        and HOME in (await core.read_memory(MAIN, h.path, h.anchor, 1)).text
+        and HOME in (await core.finder.read(MAIN, h.path, h.anchor, 1)).text
     ]  # hits anchored on the turn that said it (another turn's hit may show it beside)
     assert all(i > texts.index(HOME) for i in said)
 
 
 async def test_archived_chatter_stays_in_the_file_out_of_the_index(core: MemoryCore) -> None:
     await talk(core, *STAGING_TALK, "the staging deploy failed again today")
-    report = await core.archive_history(MAIN)
+    report = await core.conversation.archive(MAIN)
     [path] = report.files
     archived = (core.workspace.root / path).read_text(encoding="utf-8")
     assert f"remember that {STAGING}" in archived
     assert f"Got it, I'll remember: {STAGING}" in archived
-    hits = await core.search(MAIN, "staging server")
+    hits = await core.finder.search(MAIN, "staging server")
     assert hits[0].kind is ChunkKind.LONG_TERM and hits[0].text == STAGING
     assert not any(chatter(h) for h in hits)
     assert any(h.kind is ChunkKind.ARCHIVE_RAW for h in hits)  # the rest of the talk
@@ -177,7 +177,7 @@ async def test_a_recorded_conversation_indexes_no_requests(
             RecordedMessage("user", "Ann", "the staging deploy failed again today", at),
         ],
     )
-    hits = await core.search(MAIN, "staging")
+    hits = await core.finder.search(MAIN, "staging")
     assert [h.text for h in hits] == ["Ann: the staging deploy failed again today"]
 
 

@@ -51,15 +51,15 @@ def pg_config(workspace: Path, dsn: str) -> Config:
 
 
 async def fill(core: MemoryCore, clock: ManualClock) -> None:
-    await core.chat(ALICE, "the kayak is red and lives in the shed")
-    await core.chat(ALICE, "the boiler was serviced in May")
-    await core.chat(MAIN, "我喜欢喝绿茶")
-    await core.capture(ALICE, "keeps bees in the garden")
-    await core.append_daily(MAIN, "kayak lesson booked for Sunday")
+    await core.conversation.turn(ALICE, "the kayak is red and lives in the shed")
+    await core.conversation.turn(ALICE, "the boiler was serviced in May")
+    await core.conversation.turn(MAIN, "我喜欢喝绿茶")
+    await core.memories.capture(ALICE, "keeps bees in the garden")
+    await core.notes.append(MAIN, "kayak lesson booked for Sunday")
     await core.claim_delivery("telegram:bot", "42", "1001")
     clock.advance(timedelta(minutes=30))
-    await core.runtime.tick()  # the daily jobs archive those messages, mark schedule_state
-    await core.chat(ALICE, "the kayak paddles are in the car")  # not archived: a chunk
+    await core.conversation.tick()  # the daily jobs archive those messages, mark schedule_state
+    await core.conversation.turn(ALICE, "the kayak paddles are in the car")  # not archived: a chunk
 
 
 async def state(core: MemoryCore) -> dict[str, Any]:
@@ -68,7 +68,9 @@ async def state(core: MemoryCore) -> dict[str, Any]:
         for name, query in TABLE_QUERIES.items()
     }
     hits = {
-        (scope.value, q): [(h.path, h.text, round(h.score, 9)) for h in await core.search(scope, q)]
+        (scope.value, q): [
+            (h.path, h.text, round(h.score, 9)) for h in await core.finder.search(scope, q)
+        ]
         for scope in (MAIN, ALICE)
         for q in QUERIES
     }
@@ -93,7 +95,7 @@ async def test_a_move_to_postgres_and_back_keeps_everything(tmp_path: Path, pg_d
         # The same rows with the same ids, and the same hits with the same scores.
         assert await state(moved) == before
         # New rows continue after the copied ids.
-        turn = await moved.chat(ALICE, "a message after the move")
+        turn = await moved.conversation.turn(ALICE, "a message after the move")
         ids = [int(r[0]) for r in await sql(moved, "SELECT id FROM messages ORDER BY id")]
         assert ids[-1] > max(int(r[0]) for r in before["tables"]["messages"])
         assert turn.session_id
@@ -114,7 +116,7 @@ async def test_an_interrupted_move_finishes_when_run_again(
     clock = ManualClock(START)
     async with MemoryCore.open(sqlite_config(workspace), clock=clock) as core:
         for n in range(7):
-            await core.chat(ALICE, f"message number {n} about the garden")
+            await core.conversation.turn(ALICE, f"message number {n} about the garden")
         before = await state(core)
         monkeypatch.setattr(moving, "BATCH", 2)
         real = moving._insert
@@ -141,7 +143,7 @@ async def test_the_command_line_moves_and_says_what_to_do_next(
 ) -> None:
     workspace = tmp_path / "ws"
     async with MemoryCore.open(sqlite_config(workspace), clock=ManualClock(START)) as core:
-        await core.chat(ALICE, "the kayak is red")
+        await core.conversation.turn(ALICE, "the kayak is red")
     code = await _run_cli(
         ["--workspace", str(workspace), "migrate", "--to", "postgres", "--dsn", pg_dsn, "--json"]
     )
@@ -164,12 +166,12 @@ async def test_a_move_into_another_workspaces_database_is_refused(
     clock = ManualClock(START)
     theirs, ours = tmp_path / "theirs", tmp_path / "ours"
     async with MemoryCore.open(sqlite_config(theirs), clock=clock) as core:
-        await core.chat(ALICE, "their kayak is blue")
+        await core.conversation.turn(ALICE, "their kayak is blue")
         await core.move_storage("postgres", pg_dsn)
     async with MemoryCore.open(pg_config(theirs, pg_dsn), clock=clock) as core:
         theirs_before = await state(core)
     async with MemoryCore.open(sqlite_config(ours), clock=clock) as core:
-        await core.chat(ALICE, "our kayak is green")
+        await core.conversation.turn(ALICE, "our kayak is green")
 
     argv = ["--workspace", str(ours), "migrate", "--to", "postgres", "--dsn", pg_dsn]
     assert await _run_cli(argv) == 2
@@ -191,7 +193,7 @@ async def test_a_workspace_opening_another_workspaces_database_is_refused(
     clock = ManualClock(START)
     theirs, ours = tmp_path / "theirs", tmp_path / "ours"
     async with MemoryCore.open(pg_config(theirs, pg_dsn), clock=clock) as core:
-        await core.chat(ALICE, "their kayak is blue")
+        await core.conversation.turn(ALICE, "their kayak is blue")
     async with MemoryCore.open(sqlite_config(ours), clock=clock):
         pass
     with pytest.raises(DatabaseForeign):
@@ -217,10 +219,10 @@ async def test_a_used_database_without_an_owner_is_adopted_by_its_workspace_only
     clock = ManualClock(START)
     theirs, ours = tmp_path / "theirs", tmp_path / "ours"
     async with MemoryCore.open(pg_config(theirs, pg_dsn), clock=clock) as core:
-        await core.chat(ALICE, "their kayak is blue")
+        await core.conversation.turn(ALICE, "their kayak is blue")
         await sql(core, "DELETE FROM workspace RETURNING id")
     async with MemoryCore.open(sqlite_config(ours), clock=clock) as core:
-        await core.chat(ALICE, "our kayak is green")
+        await core.conversation.turn(ALICE, "our kayak is green")
         with pytest.raises(DatabaseForeign, match="already holds another workspace's data"):
             await core.move_storage("postgres", pg_dsn)
     async with MemoryCore.open(pg_config(theirs, pg_dsn), clock=clock) as core:

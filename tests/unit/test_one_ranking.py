@@ -16,7 +16,7 @@ import pytest
 from mcp import Client
 
 from adapters.mcp_server import build_server
-from memory_core import engine
+from memory_core import services
 from memory_core.clock import ManualClock
 from memory_core.config import Config
 from memory_core.engine import MemoryCore
@@ -33,22 +33,22 @@ async def dense_core(
     config: Config, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
 ) -> AsyncIterator[MemoryCore]:
     """A core whose embedder is the concept table (and whose search waits for it)."""
-    monkeypatch.setattr(engine, "build_embedder", lambda settings: ConceptEmbedder(delay=0.05))
+    monkeypatch.setattr(services, "build_embedder", lambda settings: ConceptEmbedder(delay=0.05))
     async with MemoryCore.open(config, clock=clock) as core:
         yield core
 
 
 async def seeded(core: MemoryCore) -> None:
     """Two entries and a conversation (no model: the turns are stored, not answered)."""
-    await core.capture(MAIN, HOME)
-    await core.capture(MAIN, "The staging server is at 10.0.0.7")
+    await core.memories.capture(MAIN, HOME)
+    await core.memories.capture(MAIN, "The staging server is at 10.0.0.7")
     for text in (
         "My flat has a small balcony with tomatoes",
         "The deploy to the test box failed again",
         "We had dumplings for dinner, the staging team came too",
         "Remember that my bike lock code is 4711",
     ):
-        await core.chat(MAIN, text)
+        await core.conversation.turn(MAIN, text)
 
 
 async def mcp_paths(core: MemoryCore, question: str) -> list[str]:
@@ -63,16 +63,16 @@ async def test_search_tool_mcp_and_recall_rank_alike(dense_core: MemoryCore) -> 
     core = dense_core
     await seeded(core)
     for question in QUESTIONS:
-        searched = [h.location for h in await core.search(MAIN, question, limit=10)]
+        searched = [h.location for h in await core.finder.search(MAIN, question, limit=10)]
         tool = await core.memory_tool(MAIN, "memory_search", {"query": question, "max_results": 10})
-        recalled = [h.location for h in (await core.recall(MAIN, question)).hits]
+        recalled = [h.location for h in (await core.finder.recall(MAIN, question)).hits]
         assert searched, question
         assert [hit["path"] for hit in tool["results"]] == searched, question
         assert await mcp_paths(core, question) == searched, question
         # Recall injects fewer (and leaves weak matches out): the first of the same list.
         assert recalled and recalled == searched[: len(recalled)], question
     # "where do I live" shares no word with any memory: vectors took part on every path.
-    where = await core.search(MAIN, "where do I live", limit=10)
+    where = await core.finder.search(MAIN, "where do I live", limit=10)
     assert HOME in [h.text for h in where]
 
 
@@ -80,12 +80,12 @@ async def test_search_reads_entity_names_as_recall_does(config: Config, clock: M
     """A question naming an entity by one name finds what names it by another, in a
     search as in a recall ("my cat" and 小橘): the query is built once, for both."""
     async with MemoryCore.open(config, clock=clock) as core:
-        await core.capture(MAIN, "My cat is called Mochi")
-        await core.capture(MAIN, "Mochi sleeps on the radiator")
-        await core.capture(MAIN, "The radiator in the hall is broken")
+        await core.memories.capture(MAIN, "My cat is called Mochi")
+        await core.memories.capture(MAIN, "Mochi sleeps on the radiator")
+        await core.memories.capture(MAIN, "The radiator in the hall is broken")
         question = "is my cat warm at night"
-        searched = [h.text for h in await core.search(MAIN, question)]
-        recalled = [h.text for h in (await core.recall(MAIN, question)).hits]
+        searched = [h.text for h in await core.finder.search(MAIN, question)]
+        recalled = [h.text for h in (await core.finder.recall(MAIN, question)).hits]
     assert "Mochi sleeps on the radiator" in searched  # found by the cat's name alone
     assert recalled == searched[: len(recalled)]
 
@@ -101,7 +101,7 @@ def test_cli_search_ranks_with_vectors_when_configured(
     cli.capture("We had dumplings for dinner")
     assert cli.json("search", "where do I live") == []  # words alone: nothing shared
     embedder = ConceptEmbedder(delay=0.2)
-    monkeypatch.setattr(engine, "build_embedder", lambda settings: embedder)
+    monkeypatch.setattr(services, "build_embedder", lambda settings: embedder)
     hits = cli.json("search", "where do I live")
     assert [h["text"] for h in hits] == [HOME]
     assert HOME in embedder.embedded
@@ -114,10 +114,10 @@ async def test_a_search_waits_once_for_a_backfill_that_lags(
     """A search waits for the scope's vectors once; while that same backfill is still
     running (a long one, or an embedder that backs off), later searches do not wait
     again: a chat turn must not pay the wait on every message."""
-    monkeypatch.setattr(engine, "build_embedder", lambda settings: ConceptEmbedder(delay=3600))
+    monkeypatch.setattr(services, "build_embedder", lambda settings: ConceptEmbedder(delay=3600))
     async with MemoryCore.open(config, clock=clock) as core:
-        await core.chat(MAIN, "My flat has a small balcony with tomatoes")
-        index = core._guard.index
+        await core.conversation.turn(MAIN, "My flat has a small balcony with tomatoes")
+        index = core.guard.index
         assert index is not None and index.vectors is not None
         sid = await index.scope_id(MAIN)
         assert sid is not None
@@ -129,4 +129,4 @@ async def test_a_search_waits_once_for_a_backfill_that_lags(
         with monkeypatch.context() as patch:
             patch.setattr(asyncio, "wait", no_wait)
             assert await index.vectors.settle(sid, 60.0) is False
-        assert [h.text for h in await core.search(MAIN, "balcony")]  # words still answer
+        assert [h.text for h in await core.finder.search(MAIN, "balcony")]  # words still answer

@@ -43,13 +43,13 @@ async def pg_core(pg_config: Config) -> AsyncIterator[MemoryCore]:
     async with MemoryCore.open(pg_config, clock=ManualClock(START)) as core:
         for scope in (MAIN, ScopeKey("peer:other")):
             for note in NOTES:
-                await core.append_daily(scope, f"{note} ({scope.value})")
+                await core.notes.append(scope, f"{note} ({scope.value})")
         await core.vectors_ready()
         yield core
 
 
 def vectors_of(core: MemoryCore) -> object:
-    index = core.memory.guard.index
+    index = core.guard.index
     assert index is not None
     return index.vectors
 
@@ -77,7 +77,7 @@ async def test_the_database_finds_what_the_process_finds_in_the_scope_only(
     in_db = vectors_of(pg_core)
     assert isinstance(in_db, PgVectorIndex)
     in_process = VectorIndex(database(pg_core), in_db.embedder, ann_min_rows=None)
-    index = pg_core.memory.guard.index
+    index = pg_core.guard.index
     assert index is not None
     for scope in (MAIN, ScopeKey("peer:other")):
         sid = await index.scope_id(scope)
@@ -88,7 +88,7 @@ async def test_the_database_finds_what_the_process_finds_in_the_scope_only(
             expected = await in_process.search(sid, vector, 3)
             assert [i for i, _ in found] == [i for i, _ in expected], (scope, query)
             assert [c for _, c in found] == pytest.approx([c for _, c in expected], abs=1e-5)
-            for hit in await pg_core.search(scope, query, limit=10):
+            for hit in await pg_core.finder.search(scope, query, limit=10):
                 assert hit.text.endswith(f"({scope.value})"), (scope, query, hit)
 
 
@@ -103,8 +103,8 @@ async def test_without_pgvector_the_process_searches_and_says_so(
     async with MemoryCore.open(pg_config, clock=ManualClock(START)) as core:
         vectors = vectors_of(core)
         assert isinstance(vectors, VectorIndex) and not isinstance(vectors, PgVectorIndex)
-        await core.append_daily(MAIN, NOTES[0])
+        await core.notes.append(MAIN, NOTES[0])
         await core.vectors_ready()
-        hits = await core.search(MAIN, "what breed is my kitty", limit=3)
+        hits = await core.finder.search(MAIN, "what breed is my kitty", limit=3)
         assert hits and "ragdoll" in hits[0].text
     assert any("pgvector is not installed" in r.getMessage() for r in caplog.records)

@@ -211,21 +211,21 @@ async def test_answer_found_through_its_question_in_session_history(
     data = TALKS[language]
     await record_talks(core, language)
     assert not set(tokenize(data.answer)) & set(build_query(data.question).terms)
-    hits = await core.search(MAIN, data.question, limit=3)
+    hits = await core.finder.search(MAIN, data.question, limit=3)
     assert shows(hits, data.answer)
     # The exchange is anchored on the reply, not on the question that shares the words.
     shown = hits[0]
     assert shown.path == "sessions/cello" and shown.kind is ChunkKind.MESSAGE
     assert shown.anchor is not None
-    anchored = (await core.read_memory(MAIN, shown.path, shown.anchor, 1)).text
+    anchored = (await core.finder.read(MAIN, shown.path, shown.anchor, 1)).text
     assert data.answer in anchored and data.talk[1][2] not in anchored
     # The hit spans the exchange, so memory_get reads what it showed.
-    read = await core.read_memory(
+    read = await core.finder.read(
         MAIN, shown.path, shown.line_from, shown.line_to - shown.line_from + 1
     )
     assert data.answer in read.text
     # And through recall in a later session, injected into the block.
-    injection = await core.recall(MAIN, data.question, session_id="later")
+    injection = await core.finder.recall(MAIN, data.question, session_id="later")
     assert shows(injection.hits[:3], data.answer)
     carrier = next(h for h in injection.hits if data.answer in h.text)
     assert carrier.confidence >= 0.5  # shown, not only pointed at
@@ -238,7 +238,7 @@ async def test_without_the_window_the_answer_is_not_found_in_session_history(
 ) -> None:
     data = TALKS[language]
     await record_talks(no_window, language)
-    hits = await no_window.search(MAIN, data.question, limit=20)
+    hits = await no_window.finder.search(MAIN, data.question, limit=20)
     assert hits and not shows(hits, data.answer)
     assert all(len(h.text.splitlines()) == 1 for h in hits)  # lone turns
 
@@ -251,8 +251,8 @@ async def test_answer_found_through_its_question_in_archived_files(
     data = TALKS[language]
     await archive_talks(core, language)
     if path == "files":
-        core.memory.guard.failed(RuntimeError("test: search the files"))
-    hits = await core.search(MAIN, data.question, limit=3)
+        core.guard.failed(RuntimeError("test: search the files"))
+    hits = await core.finder.search(MAIN, data.question, limit=3)
     assert shows(hits, data.answer)
     shown = hits[0]  # anchored on the reply, not on the question sharing the words
     assert shown.kind is ChunkKind.ARCHIVE_RAW and shown.path.endswith("-cello.md")
@@ -269,8 +269,8 @@ async def test_without_the_window_the_answer_is_not_found_in_archived_files(
     data = TALKS[language]
     await archive_talks(no_window, language)
     if path == "files":
-        no_window.memory.guard.failed(RuntimeError("test: search the files"))
-    hits = await no_window.search(MAIN, data.question, limit=20)
+        no_window.guard.failed(RuntimeError("test: search the files"))
+    hits = await no_window.finder.search(MAIN, data.question, limit=20)
     assert hits and not shows(hits, data.answer)
 
 
@@ -313,11 +313,11 @@ HIKES = {
 async def write_hikes(core: MemoryCore, language: str) -> tuple[str, str]:
     may, august, *_ = HIKES[language]
     for number in range(6):
-        await core.append_daily(
+        await core.notes.append(
             MAIN, f"unrelated chore {number}", now=START - timedelta(days=30 + number)
         )
-    await core.append_daily(MAIN, may, now=datetime(2025, 5, 10, 9, tzinfo=UTC))
-    await core.append_daily(MAIN, august, now=datetime(2025, 8, 16, 9, tzinfo=UTC))
+    await core.notes.append(MAIN, may, now=datetime(2025, 5, 10, 9, tzinfo=UTC))
+    await core.notes.append(MAIN, august, now=datetime(2025, 8, 16, 9, tzinfo=UTC))
     return may, august
 
 
@@ -326,13 +326,13 @@ async def test_the_named_time_ranks_its_turn_first(core: MemoryCore, language: s
     may, august, in_may, in_august, undated = HIKES[language]
     await write_hikes(core, language)
     # Without a time the newer one leads (recency), so the May answer is the time's doing.
-    assert texts(await core.search(MAIN, undated))[:2] == [august, may]
-    assert texts(await core.search(MAIN, in_may))[:2] == [may, august]  # a boost, no filter
-    assert texts(await core.search(MAIN, in_august))[:2] == [august, may]
+    assert texts(await core.finder.search(MAIN, undated))[:2] == [august, may]
+    assert texts(await core.finder.search(MAIN, in_may))[:2] == [may, august]  # a boost, no filter
+    assert texts(await core.finder.search(MAIN, in_august))[:2] == [august, may]
     # The degraded path reads the same window.
     assert texts(files_search(core, in_may))[:2] == [may, august]
     # Automatic recall as well.
-    assert texts((await core.recall(MAIN, in_may)).hits)[:1] == [may]
+    assert texts((await core.finder.recall(MAIN, in_may)).hits)[:1] == [may]
 
 
 @pytest.mark.parametrize(
@@ -349,8 +349,8 @@ async def test_a_question_of_a_time_alone_lists_that_time(
     for back in range(4):
         when = datetime.combine(TODAY - timedelta(days=back), datetime.min.time(), tzinfo=UTC)
         for hour in (9, 15):
-            await core.append_daily(MAIN, f"errand {back}-{hour}", now=when + timedelta(hours=hour))
-    hits = await core.search(MAIN, question)
+            await core.notes.append(MAIN, f"errand {back}-{hour}", now=when + timedelta(hours=hour))
+    hits = await core.finder.search(MAIN, question)
     assert [h.created_at.date() for h in hits if h.created_at] == [day, day]
     back = (TODAY - day).days
     assert sorted(texts(hits)) == [f"errand {back}-15", f"errand {back}-9"]
@@ -409,17 +409,17 @@ async def test_informative_terms_win_over_early_ones_in_a_long_message(
 ) -> None:
     rng = random.Random(3)
     for number in range(40):
-        await core.append_daily(MAIN, " ".join(rng.sample(NOISE, 5)) + f" {number}")
+        await core.notes.append(MAIN, " ".join(rng.sample(NOISE, 5)) + f" {number}")
     answer = "Dr. Okafor at the corner vet clinic treated Biscuit"
-    await core.append_daily(MAIN, answer, now=START - timedelta(days=12))
+    await core.notes.append(MAIN, answer, now=START - timedelta(days=12))
     message = (
         "Long day: " + ", ".join(NOISE) + ", all of it. Anyway, which vet treated Biscuit again?"
     )
     query = build_query(message, today=TODAY)
     assert len(query.terms) > 16 and "biscuit" not in list(query.terms)[:16]
-    hits = await core.search(MAIN, message, limit=5)
+    hits = await core.finder.search(MAIN, message, limit=5)
     assert texts(hits)[0] == answer
-    injection = await core.recall(MAIN, message)
+    injection = await core.finder.recall(MAIN, message)
     assert texts(injection.hits)[0] == answer
 
 
@@ -439,12 +439,12 @@ async def test_single_han_characters_are_kept(core: MemoryCore) -> None:
     query = build_query("什么时候画了一幅日出", today=TODAY)
     assert "画" in query.terms and "时候" not in query.terms
     for number in range(6):
-        await core.append_daily(MAIN, f"整理房间 {number}", now=START - timedelta(days=3))
+        await core.notes.append(MAIN, f"整理房间 {number}", now=START - timedelta(days=3))
     painted = "周日在阳台画日出"
     watched = "周六在海边看日出"
-    await core.append_daily(MAIN, painted, now=START - timedelta(days=10))
-    await core.append_daily(MAIN, watched)  # newer: recency alone would put it first
-    assert texts(await core.search(MAIN, "什么时候画了一幅日出"))[:2] == [painted, watched]
+    await core.notes.append(MAIN, painted, now=START - timedelta(days=10))
+    await core.notes.append(MAIN, watched)  # newer: recency alone would put it first
+    assert texts(await core.finder.search(MAIN, "什么时候画了一幅日出"))[:2] == [painted, watched]
 
 
 async def test_question_template_words_are_dropped(core: MemoryCore) -> None:
@@ -458,10 +458,10 @@ async def test_question_template_words_are_dropped(core: MemoryCore) -> None:
         "Lisa said the train was late",
         "Dad said hi from Lisbon",
     ):
-        await core.append_daily(MAIN, text)
+        await core.notes.append(MAIN, text)
     sushi = "the sushi place on Fifth Street was great"
-    await core.append_daily(MAIN, sushi, now=START - timedelta(days=20))
-    hits = await core.search(MAIN, "when did I say I liked that sushi place?", limit=10)
+    await core.notes.append(MAIN, sushi, now=START - timedelta(days=20))
+    hits = await core.finder.search(MAIN, "when did I say I liked that sushi place?", limit=10)
     assert texts(hits) == [sushi]
     zh = build_query("我什么时候说过喜欢那家寿司店？", today=TODAY)
     assert not {"说过", "时候", "什么时候"} & set(zh.terms)
@@ -656,8 +656,8 @@ def test_a_better_older_hit_beats_a_weak_recent_long_term_one() -> None:
 
 async def fill_mixed(core: MemoryCore) -> None:
     """Every kind of memory, dated over two months, conversations included."""
-    await core.capture(MAIN, "Mia drinks green tea without sugar", category="preference")
-    await core.capture(MAIN, "Mia's cat Mochi needs a vaccine every spring")
+    await core.memories.capture(MAIN, "Mia drinks green tea without sugar", category="preference")
+    await core.memories.capture(MAIN, "Mia's cat Mochi needs a vaccine every spring")
     for number, text in enumerate(
         (
             "bought jasmine tea at the market",
@@ -667,12 +667,12 @@ async def fill_mixed(core: MemoryCore) -> None:
             "planned a trip to Lisbon in May",
         )
     ):
-        await core.append_daily(MAIN, text, now=START - timedelta(days=number * 9))
+        await core.notes.append(MAIN, text, now=START - timedelta(days=number * 9))
     write(core, "memory/summary/2026-01.md", "# 2026-01\n\nTea and Mochi's vet visits.\n")
     day = TODAY - timedelta(days=4)
     write(core, f"memory/{day.isoformat()}-cello.md", archived(TALKS["en"].talk, day))
     # The captures' MEMORY.md write is staged: done now, not while a test reads the index.
-    await core.flush(MAIN)
+    await core.memories.flush(MAIN)
     await index_of(core).sync_scope(MAIN)
 
 
@@ -713,10 +713,10 @@ async def test_without_an_embedder_scores_are_plain_bm25(core: MemoryCore) -> No
 @pytest.mark.parametrize("query", MIXED_QUERIES)
 async def test_files_and_index_rank_alike(core: MemoryCore, query: str) -> None:
     await fill_mixed(core)
-    indexed = await core.search(MAIN, query, limit=8)
+    indexed = await core.finder.search(MAIN, query, limit=8)
     assert indexed, query
-    core.memory.guard.failed(RuntimeError("test: search the files"))
-    degraded = await core.search(MAIN, query, limit=8)
+    core.guard.failed(RuntimeError("test: search the files"))
+    degraded = await core.finder.search(MAIN, query, limit=8)
     assert [(h.path, h.line_from, h.line_to, h.text) for h in degraded] == [
         (h.path, h.line_from, h.line_to, h.text) for h in indexed
     ]
@@ -747,7 +747,7 @@ class SearchCounter:
 async def start_sessions(core: MemoryCore) -> None:
     """Notes that make 'kayak' a rare word, an earlier session and the current one."""
     for number in range(8):
-        await core.append_daily(MAIN, f"unrelated chore {number}", now=START - timedelta(days=5))
+        await core.notes.append(MAIN, f"unrelated chore {number}", now=START - timedelta(days=5))
     earlier = START - timedelta(days=2)
     await core.record_session(
         MAIN,
@@ -766,8 +766,8 @@ async def start_sessions(core: MemoryCore) -> None:
 
 
 WRITES: dict[str, Callable[[MemoryCore], Awaitable[object]]] = {
-    "capture": lambda core: core.capture(MAIN, "the kayak paddles are in the garage"),
-    "append_daily": lambda core: core.append_daily(MAIN, "kayak roof rack ordered"),
+    "capture": lambda core: core.memories.capture(MAIN, "the kayak paddles are in the garage"),
+    "append_daily": lambda core: core.notes.append(MAIN, "kayak roof rack ordered"),
     "message in another session": lambda core: core.record_session(
         MAIN,
         "another",
@@ -780,22 +780,22 @@ WRITES: dict[str, Callable[[MemoryCore], Awaitable[object]]] = {
 async def test_the_same_recall_again_is_served_from_the_cache(
     core: MemoryCore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    await core.append_daily(MAIN, "bought a kayak last summer")
+    await core.notes.append(MAIN, "bought a kayak last summer")
     await start_sessions(core)
     counter = SearchCounter(core, monkeypatch)
     question = "where is my kayak?"
-    first = await core.recall(MAIN, question, session_id="current")
+    first = await core.finder.recall(MAIN, question, session_id="current")
     assert first.hits and counter.calls == 1
-    again = await core.recall(MAIN, question, session_id="current")
+    again = await core.finder.recall(MAIN, question, session_id="current")
     assert again is first and counter.calls == 1
     # A message of the current session is already in the prompt: the cache stands.
     await index_message(core, MAIN, "current", 10_000, "Mia", "the kayak needs wax", START)
-    assert await core.recall(MAIN, question, session_id="current") is first
+    assert await core.finder.recall(MAIN, question, session_id="current") is first
     assert counter.calls == 1
     # Another question, another session or other recent messages are other recalls.
-    await core.recall(MAIN, "kayak paddles?", session_id="current")
-    await core.recall(MAIN, question, session_id="other")
-    await core.recall(MAIN, question, ["the red kayak"], session_id="current")
+    await core.finder.recall(MAIN, "kayak paddles?", session_id="current")
+    await core.finder.recall(MAIN, question, session_id="other")
+    await core.finder.recall(MAIN, question, ["the red kayak"], session_id="current")
     assert counter.calls == 4
 
 
@@ -803,14 +803,14 @@ async def test_the_same_recall_again_is_served_from_the_cache(
 async def test_a_write_to_the_scope_invalidates_the_cache(
     core: MemoryCore, monkeypatch: pytest.MonkeyPatch, write_kind: str
 ) -> None:
-    await core.append_daily(MAIN, "bought a kayak last summer")
+    await core.notes.append(MAIN, "bought a kayak last summer")
     await start_sessions(core)
     counter = SearchCounter(core, monkeypatch)
     question = "where is my kayak?"
-    first = await core.recall(MAIN, question, session_id="current")
-    assert await core.recall(MAIN, question, session_id="current") is first
+    first = await core.finder.recall(MAIN, question, session_id="current")
+    assert await core.finder.recall(MAIN, question, session_id="current") is first
     await WRITES[write_kind](core)
-    fresh = await core.recall(MAIN, question, session_id="current")
+    fresh = await core.finder.recall(MAIN, question, session_id="current")
     assert counter.calls == 2 and fresh is not first
     assert len(fresh.hits) == len(first.hits) + 1  # and the new memory is in it
 
@@ -819,10 +819,10 @@ async def test_no_cache_when_it_is_turned_off(
     config: Config, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     async with MemoryCore.open(with_recall(config, cache_minutes=0.0), clock=clock) as core:
-        await core.append_daily(MAIN, "bought a kayak last summer")
+        await core.notes.append(MAIN, "bought a kayak last summer")
         counter = SearchCounter(core, monkeypatch)
         for _ in range(3):
-            await core.recall(MAIN, "where is my kayak?", session_id="s")
+            await core.finder.recall(MAIN, "where is my kayak?", session_id="s")
         assert counter.calls == 3
 
 
@@ -852,11 +852,11 @@ def test_cache_entries_expire_and_need_their_mark() -> None:
 async def test_recall_leaves_out_the_current_session_only(core: MemoryCore) -> None:
     await start_sessions(core)
     question = "where is my kayak?"
-    injection = await core.recall(MAIN, question, session_id="current")
+    injection = await core.finder.recall(MAIN, question, session_id="current")
     paths = {h.path for h in injection.hits}
     assert "sessions/earlier" in paths and "sessions/current" not in paths
     assert "kayak trip" not in injection.block
-    unbound = await core.recall(MAIN, question)
+    unbound = await core.finder.recall(MAIN, question)
     assert {"sessions/earlier", "sessions/current"} <= {h.path for h in unbound.hits}
 
 
@@ -904,9 +904,9 @@ async def fill_upgrade_notes(core: MemoryCore) -> None:
     rng = random.Random(5)
     words = [w for w in NOISE if w not in ("report", "slides")]
     for number in range(60):
-        await core.append_daily(MAIN, " ".join(rng.sample(words, 4)) + f" {number}")
+        await core.notes.append(MAIN, " ".join(rng.sample(words, 4)) + f" {number}")
     for number in range(30):
-        await core.append_daily(
+        await core.notes.append(
             MAIN, f"kubernetes 升级 upgrade step {number}: {' '.join(rng.sample(NOISE, 2))}"
         )
 
@@ -916,7 +916,7 @@ async def test_the_kind_of_question_decides_how_many_hits(
     core: MemoryCore, question: str, count: int
 ) -> None:
     await fill_upgrade_notes(core)
-    injection = await core.recall(MAIN, question)
+    injection = await core.finder.recall(MAIN, question)
     assert len(injection.hits) == count
     assert len(injection.block.splitlines()) == count + 1
     assert injection.tokens <= core.config.recall.token_budget
@@ -929,6 +929,6 @@ async def test_the_token_budget_bounds_the_count(
     budget = 120
     async with MemoryCore.open(with_recall(config, token_budget=budget), clock=clock) as core:
         await fill_upgrade_notes(core)
-        injection = await core.recall(MAIN, question)
+        injection = await core.finder.recall(MAIN, question)
     assert 0 < len(injection.hits) < count
     assert injection.tokens == estimate_tokens(injection.block) <= budget

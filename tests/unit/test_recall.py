@@ -61,11 +61,11 @@ async def fill_workspace(core: MemoryCore, memories: Sequence[dict[str, Any]]) -
     """Long-term entries through `capture`, daily notes through `append_daily`."""
     for number, memory in enumerate(memories):
         if memory["as"] == "long_term":
-            await core.capture(MAIN, memory["text"], category=memory["category"])
+            await core.memories.capture(MAIN, memory["text"], category=memory["category"])
         else:
             day = date.fromisoformat(memory["day"])
             when = datetime(day.year, day.month, day.day, 9, tzinfo=UTC)
-            await core.append_daily(MAIN, memory["text"], now=when + timedelta(minutes=number))
+            await core.notes.append(MAIN, memory["text"], now=when + timedelta(minutes=number))
 
 
 @pytest.fixture(scope="module")
@@ -119,7 +119,7 @@ async def test_bilingual_recall_at_5(
         assert sum(counts.values()) == len(data["memories"])
         results: dict[str, list[Hit]] = {}
         for query in data["queries"]:
-            results[query["q"]] = await core.search(MAIN, query["q"], limit=5)
+            results[query["q"]] = await core.finder.search(MAIN, query["q"], limit=5)
         floor = config.recall.min_score
 
         def degraded(q: str) -> list[Hit]:
@@ -371,21 +371,21 @@ async def test_a_much_better_older_hit_beats_a_weak_recent_one(core: MemoryCore)
     """Recency and kind only nudge the score: a 60-day-old note that answers the question
     outranks today's note and a long-term entry that merely mention a word of it."""
     for i in range(8):
-        await core.append_daily(
+        await core.notes.append(
             MAIN, f"watered the plants, chore {i}", now=START - timedelta(days=3)
         )
-    await core.append_daily(
+    await core.notes.append(
         MAIN,
         "tonkotsu ramen broth: simmer the pork bones twelve hours",
         now=START - timedelta(days=60),
     )
-    await core.append_daily(MAIN, "walked past a ramen shop")
-    await core.capture(MAIN, "likes ramen")
-    hits = await core.search(MAIN, "tonkotsu ramen broth pork bones", limit=5)
+    await core.notes.append(MAIN, "walked past a ramen shop")
+    await core.memories.capture(MAIN, "likes ramen")
+    hits = await core.finder.search(MAIN, "tonkotsu ramen broth pork bones", limit=5)
     assert hits[0].text.startswith("tonkotsu ramen broth")
     assert hits[0].created_at == START - timedelta(days=60)
     # Through recall too (the block keeps the ranking's order).
-    injection = await core.recall(MAIN, "how long do I simmer the tonkotsu ramen broth?")
+    injection = await core.finder.recall(MAIN, "how long do I simmer the tonkotsu ramen broth?")
     assert injection.hits[0].text.startswith("tonkotsu ramen broth")
 
 
@@ -393,13 +393,13 @@ async def test_long_term_lifts_ties_and_recency_breaks_them(core: MemoryCore) ->
     """Equal words, equal BM25: the long-term entry comes first, then the newer note, then
     the older one, then the summary; the lifts are small factors of the score."""
     for i in range(6):
-        await core.append_daily(MAIN, f"unrelated chore {i}", now=START - timedelta(days=1))
-    await core.append_daily(MAIN, "kayak delta", now=START - timedelta(days=20))
-    await core.append_daily(MAIN, "kayak bravo")
-    await core.capture(MAIN, "kayak alpha")
+        await core.notes.append(MAIN, f"unrelated chore {i}", now=START - timedelta(days=1))
+    await core.notes.append(MAIN, "kayak delta", now=START - timedelta(days=20))
+    await core.notes.append(MAIN, "kayak bravo")
+    await core.memories.capture(MAIN, "kayak alpha")
     write(core, "memory/summary/2026-02.md", "kayak echo\n")
     await index_of(core).sync_scope(MAIN)
-    hits = await core.search(MAIN, "kayak", limit=10)
+    hits = await core.finder.search(MAIN, "kayak", limit=10)
     assert [h.text for h in hits] == ["kayak alpha", "kayak bravo", "kayak delta", "kayak echo"]
     settings = index_of(core).rank_settings
     by_text = {h.text: h.score for h in hits}
@@ -418,12 +418,14 @@ async def test_long_term_lifts_ties_and_recency_breaks_them(core: MemoryCore) ->
 
 
 async def test_core_recall_end_to_end(core: MemoryCore) -> None:
-    entry, _ = await core.capture(MAIN, "咖啡只喝美式，不加糖也不加奶", category="preference")
-    await core.append_daily(MAIN, "今天和 Alice 在星巴克喝了一杯美式咖啡")
-    await core.append_daily(
+    entry, _ = await core.memories.capture(
+        MAIN, "咖啡只喝美式，不加糖也不加奶", category="preference"
+    )
+    await core.notes.append(MAIN, "今天和 Alice 在星巴克喝了一杯美式咖啡")
+    await core.notes.append(
         MAIN, "old note: tried a latte in January", now=START - timedelta(days=40)
     )
-    injection = await core.recall(MAIN, "你还记得我喝咖啡有什么习惯吗？")
+    injection = await core.finder.recall(MAIN, "你还记得我喝咖啡有什么习惯吗？")
     # The query's terms, heaviest first; "记得" only shapes the question and is dropped.
     assert {"咖啡", "喝咖啡", "习惯"} <= set(injection.keywords)
     assert "记得" not in injection.keywords
@@ -440,18 +442,18 @@ async def test_core_recall_end_to_end(core: MemoryCore) -> None:
     assert any("星巴克" in line and "(2026-03-01)" in line for line in lines)
     assert injection.used_entry_ids == [entry.id]
     # The hit's location opens the entry with memory_get.
-    read = await core.read_memory(MAIN, injection.hits[0].location, lines=3)
+    read = await core.finder.read(MAIN, injection.hits[0].location, lines=3)
     assert read.text.startswith(f"### [{entry.id}]")
     # Keywords from recent messages count when the pending input has none.
-    later = await core.recall(MAIN, "嗯嗯", ["我们聊聊 Alice 吧"])
+    later = await core.finder.recall(MAIN, "嗯嗯", ["我们聊聊 Alice 吧"])
     assert tokenize("Alice")[0] in later.keywords
     assert [h.text for h in later.hits] == ["今天和 Alice 在星巴克喝了一杯美式咖啡"]
 
 
 async def test_core_recall_empty_when_nothing_scores(core: MemoryCore) -> None:
-    await core.capture(MAIN, "I prefer dark mode in every editor")
+    await core.memories.capture(MAIN, "I prefer dark mode in every editor")
     for pending in ("completely unrelated question about volcanoes", "", "   ", "的了吗"):
-        injection = await core.recall(MAIN, pending)
+        injection = await core.finder.recall(MAIN, pending)
         assert injection.block == "" and injection.hits == []
 
 
@@ -461,10 +463,10 @@ async def test_core_recall_respects_configured_caps(config: Config, clock: Manua
     )
     async with MemoryCore.open(small, clock=clock) as core:
         for i in range(12):
-            await core.append_daily(MAIN, f"unrelated chore number {i}: water the plants")
+            await core.notes.append(MAIN, f"unrelated chore number {i}: water the plants")
         for i in range(6):
-            await core.append_daily(MAIN, f"kubernetes upgrade step {i} " + "detail " * 20)
-        injection = await core.recall(MAIN, "kubernetes upgrade")
+            await core.notes.append(MAIN, f"kubernetes upgrade step {i} " + "detail " * 20)
+        injection = await core.finder.recall(MAIN, "kubernetes upgrade")
     assert len(injection.hits) == 2
     for line in injection.block.splitlines()[1:]:
         assert line.endswith(TRUNCATED)
@@ -475,65 +477,65 @@ async def test_recall_never_crosses_scopes(core: MemoryCore) -> None:
     from memory_core.scope import ScopeKey
 
     other = ScopeKey("peer:7")
-    await core.capture(other, "peer seven keeps a pet iguana named Zorro")
-    await core.capture(MAIN, "main scope has a dog")
-    assert (await core.recall(MAIN, "do you remember my iguana Zorro?")).block == ""
-    assert "Zorro" in (await core.recall(other, "do you remember my iguana Zorro?")).block
+    await core.memories.capture(other, "peer seven keeps a pet iguana named Zorro")
+    await core.memories.capture(MAIN, "main scope has a dog")
+    assert (await core.finder.recall(MAIN, "do you remember my iguana Zorro?")).block == ""
+    assert "Zorro" in (await core.finder.recall(other, "do you remember my iguana Zorro?")).block
 
 
 # --- reinforcement of used entries ------------------------------------------------------
 
 
 async def test_note_used_reinforces_once_per_session(core: MemoryCore, clock: ManualClock) -> None:
-    used, _ = await core.capture(MAIN, "user's cat is called Mochi", category="fact")
-    other, _ = await core.capture(MAIN, "user lives in Hangzhou", category="fact")
+    used, _ = await core.memories.capture(MAIN, "user's cat is called Mochi", category="fact")
+    other, _ = await core.memories.capture(MAIN, "user lives in Hangzhou", category="fact")
     start_score = used.score
     clock.advance(timedelta(hours=1))
 
     await note_used(core, MAIN, [used.id], "session-1")
     await note_used(core, MAIN, [used.id, used.id], "session-1")  # same session again
-    result = await core.consolidate(MAIN)
-    after = await core.get_entry(MAIN, used.id)
+    result = await core.memories.consolidate(MAIN)
+    after = await core.memories.get_entry(MAIN, used.id)
     assert after.hits == 1
     assert after.score == pytest.approx(start_score + (1 - start_score) * 0.2)
     assert after.last_activated == clock()
     assert [c.entry_id for c in result.changes if c.kind.value == "reinforce"] == [used.id]
-    assert (await core.get_entry(MAIN, other.id)).hits == 0
+    assert (await core.memories.get_entry(MAIN, other.id)).hits == 0
 
     # Nothing pending: a second consolidation reinforces nothing.
-    await core.consolidate(MAIN)
-    assert (await core.get_entry(MAIN, used.id)).hits == 1
+    await core.memories.consolidate(MAIN)
+    assert (await core.memories.get_entry(MAIN, used.id)).hits == 1
 
     # The same session noted again after its reinforcement: still once per session.
     await note_used(core, MAIN, [used.id], "session-1")
-    await core.consolidate(MAIN)
-    assert (await core.get_entry(MAIN, used.id)).hits == 1
+    await core.memories.consolidate(MAIN)
+    assert (await core.memories.get_entry(MAIN, used.id)).hits == 1
 
     # Two different sessions: two reinforcements.
     await note_used(core, MAIN, [used.id], "session-2")
     await note_used(core, MAIN, [used.id], "session-3")
-    await core.consolidate(MAIN)
-    assert (await core.get_entry(MAIN, used.id)).hits == 3
+    await core.memories.consolidate(MAIN)
+    assert (await core.memories.get_entry(MAIN, used.id)).hits == 3
 
 
 async def test_note_used_is_per_scope_and_ignores_unknown_ids(core: MemoryCore) -> None:
     from memory_core.scope import ScopeKey
 
     peer = ScopeKey("peer:1")
-    mine, _ = await core.capture(MAIN, "main memory about tea")
-    theirs, _ = await core.capture(peer, "peer memory about coffee")
+    mine, _ = await core.memories.capture(MAIN, "main memory about tea")
+    theirs, _ = await core.memories.capture(peer, "peer memory about coffee")
     await note_used(core, MAIN, [theirs.id, "deadbeef"], "s1")  # not main's entries
     await note_used(core, MAIN, [], "s1")
-    await core.consolidate(MAIN)
-    await core.consolidate(peer)
-    assert (await core.get_entry(MAIN, mine.id)).hits == 0
-    assert (await core.get_entry(peer, theirs.id)).hits == 0
+    await core.memories.consolidate(MAIN)
+    await core.memories.consolidate(peer)
+    assert (await core.memories.get_entry(MAIN, mine.id)).hits == 0
+    assert (await core.memories.get_entry(peer, theirs.id)).hits == 0
 
 
 async def test_recall_then_note_used_round_trip(core: MemoryCore) -> None:
-    entry, _ = await core.capture(MAIN, "My daughter Emma is allergic to peanuts")
-    injection = await core.recall(MAIN, "Do you remember what Emma is allergic to?")
+    entry, _ = await core.memories.capture(MAIN, "My daughter Emma is allergic to peanuts")
+    injection = await core.finder.recall(MAIN, "Do you remember what Emma is allergic to?")
     assert injection.used_entry_ids == [entry.id]
     await note_used(core, MAIN, injection.used_entry_ids, "chat-42")
-    await core.consolidate(MAIN)
-    assert (await core.get_entry(MAIN, entry.id)).hits == 1
+    await core.memories.consolidate(MAIN)
+    assert (await core.memories.get_entry(MAIN, entry.id)).hits == 1

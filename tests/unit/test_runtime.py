@@ -49,33 +49,33 @@ async def archive_runs(core: MemoryCore) -> int:
 
 
 async def test_quiet_consolidation_once_per_day(core: MemoryCore, clock: ManualClock) -> None:
-    old, _ = await core.capture(ALICE, "a memory nobody mentions again")
+    old, _ = await core.memories.capture(ALICE, "a memory nobody mentions again")
     clock.advance(timedelta(days=400))
-    ran = await core.runtime.tick()
+    ran = await core.conversation.tick()
     assert "quiet-consolidation" in ran
     # It really consolidated: the stale entry was forgotten, and the audit log says why.
-    assert await core.entries(ALICE) == []
-    [record] = await core.memory.long_term.audit.forgotten(ALICE)
+    assert await core.memories.entries(ALICE) == []
+    [record] = await core.audit.forgotten(ALICE)
     assert (record.entry_id, record.source) == (old.id, "consolidate")
 
     clock.advance(timedelta(hours=3))
-    assert "quiet-consolidation" not in await core.runtime.tick()
+    assert "quiet-consolidation" not in await core.conversation.tick()
     clock.advance(timedelta(days=1))
-    assert "quiet-consolidation" in await core.runtime.tick()
+    assert "quiet-consolidation" in await core.conversation.tick()
 
 
 async def test_no_consolidation_within_twenty_minutes_of_a_message(
     core: MemoryCore, clock: ManualClock
 ) -> None:
-    assert "quiet-consolidation" in await core.runtime.tick()
+    assert "quiet-consolidation" in await core.conversation.tick()
     clock.advance(timedelta(days=1))
-    await core.chat(ALICE, "still talking")
+    await core.conversation.turn(ALICE, "still talking")
     clock.advance(timedelta(minutes=10))
-    assert "quiet-consolidation" not in await core.runtime.tick()
+    assert "quiet-consolidation" not in await core.conversation.tick()
     clock.advance(timedelta(minutes=9))
-    assert "quiet-consolidation" not in await core.runtime.tick()
+    assert "quiet-consolidation" not in await core.conversation.tick()
     clock.advance(timedelta(minutes=2))
-    assert "quiet-consolidation" in await core.runtime.tick()
+    assert "quiet-consolidation" in await core.conversation.tick()
     assert (await schedule_state(core))["quiet-consolidation"] == "2026-03-02"
 
 
@@ -87,29 +87,29 @@ async def test_daily_archive_at_four_local_time_once_per_day(workspace: Path) ->
     config = offline_config(workspace, timezone="Asia/Shanghai")
     clock = ManualClock(datetime(2026, 3, 1, 17, 0, tzinfo=UTC))  # 01:00 local, 2 March
     async with MemoryCore.open(config, clock=clock) as core:
-        await core.chat(ALICE, "a message that waits for the archive")
-        ran = await core.runtime.tick()
+        await core.conversation.turn(ALICE, "a message that waits for the archive")
+        ran = await core.conversation.tick()
         assert "daily-archive" not in ran
         assert await archive_runs(core) == 0
 
         # 04:01 local: the session has been idle long enough to end, so it goes whole.
         clock.advance(timedelta(hours=3, minutes=1))
-        assert "daily-archive" in await core.runtime.tick()
+        assert "daily-archive" in await core.conversation.tick()
         assert await archive_runs(core) == 1
-        assert (await core.runtime.history.counts(ALICE))["false"] == 0
+        assert (await core.history.counts(ALICE))["false"] == 0
         assert (await schedule_state(core))["daily-archive"] == "2026-03-02"
 
         clock.advance(timedelta(hours=1))
-        await core.chat(ALICE, "another message")
+        await core.conversation.turn(ALICE, "another message")
         clock.advance(timedelta(hours=1))
-        assert "daily-archive" not in await core.runtime.tick()
+        assert "daily-archive" not in await core.conversation.tick()
         assert await archive_runs(core) == 1
 
         clock.advance(timedelta(hours=20))  # 02:01 local on 3 March
-        ran = await core.runtime.tick()
+        ran = await core.conversation.tick()
         assert "daily-archive" not in ran
         clock.advance(timedelta(hours=2))  # 04:01 local
-        assert "daily-archive" in await core.runtime.tick()
+        assert "daily-archive" in await core.conversation.tick()
         assert (await schedule_state(core))["daily-archive"] == "2026-03-03"
 
 
@@ -117,23 +117,23 @@ async def test_jobs_do_not_rerun_after_a_restart(workspace: Path) -> None:
     config = offline_config(workspace)
     clock = ManualClock(START)  # 12:00 UTC
     async with MemoryCore.open(config, clock=clock) as core:
-        await core.chat(ALICE, "hello")
+        await core.conversation.turn(ALICE, "hello")
         clock.advance(timedelta(minutes=30))
-        ran = await core.runtime.tick()
+        ran = await core.conversation.tick()
         assert {"daily-archive", "quiet-consolidation"} <= set(ran)
         runs = await archive_runs(core)
 
     clock.advance(timedelta(hours=1))
     async with MemoryCore.open(config, clock=clock) as again:
-        await again.chat(ALICE, "back again")
+        await again.conversation.turn(ALICE, "back again")
         clock.advance(timedelta(minutes=30))
-        ran = await again.runtime.tick()
+        ran = await again.conversation.tick()
         assert "daily-archive" not in ran and "quiet-consolidation" not in ran
         assert await archive_runs(again) == runs
 
     clock.advance(timedelta(days=1))
     async with MemoryCore.open(config, clock=clock) as third:
-        ran = await third.runtime.tick()
+        ran = await third.conversation.tick()
         assert {"daily-archive", "quiet-consolidation"} <= set(ran)
 
 
@@ -147,14 +147,14 @@ async def test_two_processes_run_a_daily_job_once(workspace: Path) -> None:
         MemoryCore.open(config, clock=clock) as first,
         MemoryCore.open(config, clock=clock) as second,
     ):
-        await first.chat(ALICE, "hello")
-        await second.chat(ScopeKey("peer:bob"), "hi")
+        await first.conversation.turn(ALICE, "hello")
+        await second.conversation.turn(ScopeKey("peer:bob"), "hi")
         clock.advance(timedelta(minutes=30))
-        ran = await asyncio.gather(first.runtime.tick(), second.runtime.tick())
+        ran = await asyncio.gather(first.conversation.tick(), second.conversation.tick())
         for job in ("daily-archive", "quiet-consolidation"):
             assert sum(job in names for names in ran) == 1, (job, ran)
         assert await archive_runs(first) == 2  # both scopes, archived by one process
-        again = await asyncio.gather(first.runtime.tick(), second.runtime.tick())
+        again = await asyncio.gather(first.conversation.tick(), second.conversation.tick())
         assert not {"daily-archive", "quiet-consolidation"} & {n for r in again for n in r}
 
 
@@ -165,15 +165,15 @@ async def test_a_job_held_by_another_process_is_left_to_it(workspace: Path) -> N
         MemoryCore.open(config, clock=clock) as holder,
         MemoryCore.open(config, clock=clock) as other,
     ):
-        async with holder.runtime.locks.try_hold("schedule-daily-archive") as mine:
+        async with holder.conversation.locks.try_hold("schedule-daily-archive") as mine:
             assert mine
-            assert "daily-archive" not in await other.runtime.tick()
+            assert "daily-archive" not in await other.conversation.tick()
         # The holder died before marking it done: the next tick runs it.
-        assert "daily-archive" in await other.runtime.tick()
+        assert "daily-archive" in await other.conversation.tick()
 
 
 async def test_start_runs_a_tick_and_stop_cancels_it(core: MemoryCore) -> None:
-    runtime = core.runtime
+    runtime = core.conversation
     runtime.start()
     for _ in range(100):
         if "quiet-consolidation" in await schedule_state(core):
@@ -214,9 +214,9 @@ async def test_stop_waits_for_the_turn_then_flushes(
     fake.set_responder(respond)
     async with MemoryCore.open(config, clock=clock) as core:
         for i in range(4):
-            await core.chat(ALICE, f"第 {i} 句话")
+            await core.conversation.turn(ALICE, f"第 {i} 句话")
         fake.delay(0.5, text="slow answer")
-        turn = asyncio.ensure_future(core.chat(ALICE, "a slow question"))
+        turn = asyncio.ensure_future(core.conversation.turn(ALICE, "a slow question"))
         for _ in range(200):
             if len(fake.chat_requests()) == 5:
                 break
@@ -225,13 +225,11 @@ async def test_stop_waits_for_the_turn_then_flushes(
         slow_request = len(fake.requests)
         assert not turn.done()
 
-        await core.runtime.stop()
+        await core.conversation.stop()
         assert turn.done()
         result = turn.result()  # finished, not cancelled
         assert result.reply == "slow answer"
-        stored = await core.runtime.history.session_messages(
-            result.session_id, include_compacted=True
-        )
+        stored = await core.history.session_messages(result.session_id, include_compacted=True)
         assert [m.content for m in stored if m.role == "assistant"][-1] == "slow answer"
         # The flush came after the slow turn's request, and compacted the session.
         assert len(compactions) == 1 and compactions[0] > slow_request
@@ -246,7 +244,7 @@ async def test_stop_waits_for_a_turn_whose_caller_stopped_waiting(core: MemoryCo
     """A caller cancelled while its turn runs (a front end that gave up) leaves the turn
     running under the runtime's shield; `stop()` still waits for it, so the reply is
     stored before the database closes."""
-    runtime = core.runtime
+    runtime = core.conversation
     entered = asyncio.Event()
     release = asyncio.Event()
     real_turn = runtime.chat.turn
@@ -284,9 +282,9 @@ async def test_quiet_consolidation_waits_for_the_active_hours_to_end(
     )
     async with MemoryCore.open(config, clock=clock) as core:
         clock.advance(timedelta(hours=1))  # 13:00: quiet, but people are up
-        assert "quiet-consolidation" not in await core.runtime.tick()
+        assert "quiet-consolidation" not in await core.conversation.tick()
         clock.advance(timedelta(hours=10, minutes=1))  # 23:01
-        assert "quiet-consolidation" in await core.runtime.tick()
+        assert "quiet-consolidation" in await core.conversation.tick()
 
 
 @pytest.mark.parametrize(

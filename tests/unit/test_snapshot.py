@@ -153,30 +153,30 @@ async def test_hand_edits_of_fixed_sections_survive_rebuilds(
 ) -> None:
     config = snapshot_config(workspace, identity="From the config.", owner="Owner from config.")
     async with MemoryCore.open(config, clock=clock) as core:
-        await core.capture(ALICE, "Alice's cat is called Xiaoju")
-        first = await core.snapshot(ALICE)
+        await core.memories.capture(ALICE, "Alice's cat is called Xiaoju")
+        first = await core.snapshots.rebuild(ALICE)
         assert first.section(IDENTITY).text == "From the config."
-        path = workspace / core.snapshot_path(ALICE)
+        path = workspace / core.workspace.relative(core.snapshots.path(ALICE))
         edited = path.read_text(encoding="utf-8").replace(
             "From the config.", "Hand-written identity:\nthe household assistant."
         )
         path.write_text(edited, encoding="utf-8")
-        await core.capture(ALICE, "Alice moved to Hangzhou in May")
-        again = await core.snapshot(ALICE)
+        await core.memories.capture(ALICE, "Alice moved to Hangzhou in May")
+        again = await core.snapshots.rebuild(ALICE)
         text = path.read_text(encoding="utf-8")
         assert again.section(IDENTITY).text == "Hand-written identity:\nthe household assistant."
         assert "Hand-written identity:\nthe household assistant." in text
         assert "Owner from config." in text
         assert "Hangzhou" in text and "Xiaoju" in text
         # A dry run writes nothing.
-        await core.capture(ALICE, "Alice started learning the violin")
-        await core.snapshot(ALICE, write=False)
+        await core.memories.capture(ALICE, "Alice started learning the violin")
+        await core.snapshots.build(ALICE)
         assert "violin" not in path.read_text(encoding="utf-8")
     # The config's Owner was never edited by hand: a changed setting shows at the next
     # build, while the hand-written Identity stays as written.
     changed = snapshot_config(workspace, identity="New config identity.", owner="New owner.")
     async with MemoryCore.open(changed, clock=clock) as core:
-        third = await core.snapshot(ALICE)
+        third = await core.snapshots.rebuild(ALICE)
         assert third.section("Owner").text == "New owner."
         assert third.section(IDENTITY).text == "Hand-written identity:\nthe household assistant."
 
@@ -191,37 +191,40 @@ async def test_the_snapshot_replaces_the_top_entries_in_the_prompt(
         update={"snapshot": config.snapshot.model_copy(update={"enabled": True})}
     )
     async with MemoryCore.open(on, clock=clock) as core:
-        await core.capture(ALICE, "Alice's cat is called Xiaoju")
+        await core.memories.capture(ALICE, "Alice's cat is called Xiaoju")
         fake.reply_text("ok")
-        await core.chat(ALICE, "hello")
+        await core.conversation.turn(ALICE, "hello")
         system = turn_requests(fake)[-1]["messages"][0]["content"]
         assert "## Ranked Index" in system and "Xiaoju" in system
         assert "历史记忆" not in system
-        assert (workspace / core.snapshot_path(ALICE)).exists()
-        assert await core.prompt_block(ALICE) == (workspace / core.snapshot_path(ALICE)).read_text()
+        assert (workspace / core.workspace.relative(core.snapshots.path(ALICE))).exists()
+        assert (
+            await core.snapshots.prompt_block(ALICE)
+            == (workspace / core.workspace.relative(core.snapshots.path(ALICE))).read_text()
+        )
     async with MemoryCore.open(config, clock=clock) as core:
         fake.reply_text("ok")
-        await core.chat(ALICE, "hello again")
+        await core.conversation.turn(ALICE, "hello again")
         system = turn_requests(fake)[-1]["messages"][0]["content"]
         assert "## Ranked Index" not in system and "Xiaoju" in system
 
 
 async def test_the_quiet_period_rebuilds_the_snapshots(workspace: Path, clock: ManualClock) -> None:
     async with MemoryCore.open(snapshot_config(workspace, enabled=True), clock=clock) as core:
-        await core.capture(ALICE, "Alice's cat is called Xiaoju")
-        path = workspace / core.snapshot_path(ALICE)
+        await core.memories.capture(ALICE, "Alice's cat is called Xiaoju")
+        path = workspace / core.workspace.relative(core.snapshots.path(ALICE))
         assert not path.exists()
         clock.advance(timedelta(minutes=30))
-        assert "quiet-consolidation" in await core.runtime.tick()
+        assert "quiet-consolidation" in await core.conversation.tick()
         assert "Xiaoju" in path.read_text(encoding="utf-8")
     # The same workspace with snapshots off (one workspace: a PostgreSQL database
     # serves one): a scope changed since writes none.
     bob = ScopeKey("peer:bob")
     async with MemoryCore.open(snapshot_config(workspace), clock=clock) as core:
-        await core.capture(bob, "a memory")
+        await core.memories.capture(bob, "a memory")
         clock.advance(timedelta(days=1, minutes=30))
-        assert "quiet-consolidation" in await core.runtime.tick()
-        assert not (workspace / core.snapshot_path(bob)).exists()
+        assert "quiet-consolidation" in await core.conversation.tick()
+        assert not (workspace / core.workspace.relative(core.snapshots.path(bob))).exists()
 
 
 def test_the_budget_setting_is_checked(tmp_path: Path) -> None:
@@ -237,23 +240,25 @@ async def test_the_prompt_never_carries_a_stale_snapshot(
     workspace: Path, clock: ManualClock
 ) -> None:
     async with MemoryCore.open(snapshot_config(workspace, enabled=True), clock=clock) as core:
-        assert "## Ranked Index" in await core.prompt_block(ALICE)
-        tea, _ = await core.capture(ALICE, "Alice drinks green tea")
-        assert "green tea" in await core.prompt_block(ALICE)
-        built = (workspace / core.snapshot_path(ALICE)).stat().st_mtime_ns
-        assert "green tea" in await core.prompt_block(ALICE)  # unchanged: not rebuilt
-        assert (workspace / core.snapshot_path(ALICE)).stat().st_mtime_ns == built
-        await core.forget(ALICE, tea.id)
-        assert "green tea" not in await core.prompt_block(ALICE)
+        assert "## Ranked Index" in await core.snapshots.prompt_block(ALICE)
+        tea, _ = await core.memories.capture(ALICE, "Alice drinks green tea")
+        assert "green tea" in await core.snapshots.prompt_block(ALICE)
+        built = (workspace / core.workspace.relative(core.snapshots.path(ALICE))).stat().st_mtime_ns
+        assert "green tea" in await core.snapshots.prompt_block(ALICE)  # unchanged: not rebuilt
+        assert (
+            workspace / core.workspace.relative(core.snapshots.path(ALICE))
+        ).stat().st_mtime_ns == built
+        await core.memories.forget(ALICE, tea.id)
+        assert "green tea" not in await core.snapshots.prompt_block(ALICE)
 
 
 async def test_pointers_name_the_line_memory_get_opens(workspace: Path, clock: ManualClock) -> None:
     async with MemoryCore.open(snapshot_config(workspace), clock=clock) as core:
         for n in range(CONCISE_RANKS + 2):
-            await core.capture(ALICE, f"memory number {n} about topic {n * 7919}")
-        snapshot = await core.snapshot(ALICE, write=False)
+            await core.memories.capture(ALICE, f"memory number {n} about topic {n * 7919}")
+        snapshot = await core.snapshots.build(ALICE)
         pointer = snapshot.section(RANKED_INDEX).text.splitlines()[-1]
         location = pointer.rsplit(" ", 1)[1]
-        read = await core.read_memory(ALICE, location)
+        read = await core.finder.read(ALICE, location)
         entry_id = pointer.split("]")[0].removeprefix("- [")
         assert f"[{entry_id}]" in read.text

@@ -46,26 +46,26 @@ async def held(config: Config, clock: ManualClock) -> AsyncIterator[MemoryCore]:
 
 
 def on_disk(core: MemoryCore, scope: ScopeKey = MAIN) -> dict[str, str]:
-    path = core.memory.long_term.store.path(scope)
+    path = core.memories.path(scope)
     if not path.exists():
         return {}
     return {e.id: e.content for e in parse_memory(path.read_text(encoding="utf-8")).entries}
 
 
 async def test_capture_is_acknowledged_before_the_file_is_written(held: MemoryCore) -> None:
-    entry, result = await held.capture(MAIN, "likes green tea")
+    entry, result = await held.memories.capture(MAIN, "likes green tea")
     assert result.count(ChangeKind.ADDED) == 1
     assert on_disk(held) == {}
-    assert held.memory.long_term.store.path(MAIN).exists() is False
+    assert held.memories.path(MAIN).exists() is False
     # Any read through the core writes it first.
-    assert [e.id for e in await held.entries(MAIN)] == [entry.id]
+    assert [e.id for e in await held.memories.entries(MAIN)] == [entry.id]
     assert on_disk(held) == {entry.id: "likes green tea"}
-    assert [r.action for r in await held.memory.long_term.audit.recent(MAIN)] == ["add"]
+    assert [r.action for r in await held.audit.recent(MAIN)] == ["add"]
 
 
 async def test_search_sees_a_capture_made_a_moment_ago(held: MemoryCore) -> None:
-    entry, _ = await held.capture(MAIN, "the wifi password is hunter2")
-    hits = await held.search(MAIN, "wifi password")
+    entry, _ = await held.memories.capture(MAIN, "the wifi password is hunter2")
+    hits = await held.finder.search(MAIN, "wifi password")
     assert [h.ref for h in hits] == [entry.id]
 
 
@@ -81,19 +81,19 @@ async def test_a_burst_of_captures_is_one_write(
 
     monkeypatch.setattr(store, "backup_then_write", counting)
     texts = [f"{word} is on the list" for word in BURST]
-    entries = [(await held.capture(MAIN, text))[0] for text in texts]
-    again, result = await held.capture(MAIN, texts[3])
+    entries = [(await held.memories.capture(MAIN, text))[0] for text in texts]
+    again, result = await held.memories.capture(MAIN, texts[3])
     assert again.id == entries[3].id and result.count(ChangeKind.REINFORCED) == 1
-    await held.flush()
+    await held.memories.flush()
     assert len(writes) == 1
     assert set(on_disk(held)) == {e.id for e in entries}
-    actions = [r.action for r in await held.memory.long_term.audit.recent(MAIN, limit=50)]
+    actions = [r.action for r in await held.audit.recent(MAIN, limit=50)]
     assert actions.count("add") == len(BURST) and actions.count("reinforce") == 1
 
 
 async def test_the_write_follows_on_its_own(config: Config, clock: ManualClock) -> None:
     async with MemoryCore.open(slow_writes(config, 0.01), clock=clock) as core:
-        entry, _ = await core.capture(MAIN, "walks the dog at seven")
+        entry, _ = await core.memories.capture(MAIN, "walks the dog at seven")
         for _ in range(200):
             if on_disk(core):
                 break
@@ -114,11 +114,11 @@ async def test_a_read_waits_for_the_write_in_progress(
 
     monkeypatch.setattr(store, "backup_then_write", slow)
     async with MemoryCore.open(slow_writes(config, 0.0), clock=clock) as core:
-        entry, _ = await core.capture(MAIN, "walks the dog at seven")
+        entry, _ = await core.memories.capture(MAIN, "walks the dog at seven")
         try:
             assert await asyncio.to_thread(writing.wait, 30)  # the background write has it
             assert on_disk(core) == {}
-            flushing = asyncio.ensure_future(core.flush())
+            flushing = asyncio.ensure_future(core.memories.flush())
             for _ in range(20):
                 await asyncio.sleep(0)
             assert not flushing.done()  # it waits for the write in progress
@@ -130,23 +130,23 @@ async def test_a_read_waits_for_the_write_in_progress(
 
 async def test_close_writes_what_is_staged(config: Config, clock: ManualClock) -> None:
     async with MemoryCore.open(slow_writes(config), clock=clock) as core:
-        entry, _ = await core.capture(ScopeKey("peer:7"), "plays the cello")
-        path = core.memory.long_term.store.path(ScopeKey("peer:7"))
+        entry, _ = await core.memories.capture(ScopeKey("peer:7"), "plays the cello")
+        path = core.memories.path(ScopeKey("peer:7"))
         assert not path.exists()
     assert entry.id in path.read_text(encoding="utf-8")
 
 
 async def test_a_hand_edit_meanwhile_is_kept_and_the_id_too(held: MemoryCore) -> None:
-    first, _ = await held.capture(MAIN, "likes hiking in the alps")
-    await held.flush()
-    path = held.memory.long_term.store.path(MAIN)
-    second, _ = await held.capture(MAIN, "drinks coffee black")
+    first, _ = await held.memories.capture(MAIN, "likes hiking in the alps")
+    await held.memories.flush()
+    path = held.memories.path(MAIN)
+    second, _ = await held.memories.capture(MAIN, "drinks coffee black")
     # A person edits the file while the second capture is staged.
     path.write_text(
         path.read_text(encoding="utf-8").replace("hiking in the alps", "sailing on the lake"),
         encoding="utf-8",
     )
-    await held.flush()
+    await held.memories.flush()
     assert on_disk(held) == {
         first.id: "likes sailing on the lake",
         second.id: "drinks coffee black",
@@ -167,7 +167,7 @@ async def test_a_failed_write_keeps_the_captures_and_retries(
     monkeypatch.setattr(store, "backup_then_write", flaky)
     monkeypatch.setattr("memory_core.staging.RETRY_FIRST_SECONDS", 0.01)
     async with MemoryCore.open(slow_writes(config, 0.0), clock=clock) as core:
-        entry, _ = await core.capture(MAIN, "allergic to peanuts")
+        entry, _ = await core.memories.capture(MAIN, "allergic to peanuts")
         for _ in range(300):
             if on_disk(core):
                 break
@@ -179,7 +179,7 @@ async def test_a_failed_write_keeps_the_captures_and_retries(
 async def test_flush_reports_a_failing_write(
     held: MemoryCore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    entry, _ = await held.capture(MAIN, "allergic to peanuts")
+    entry, _ = await held.memories.capture(MAIN, "allergic to peanuts")
 
     def broken(path: Path, text: str, backup: Path) -> None:
         raise OSError("read-only file system")
@@ -187,8 +187,8 @@ async def test_flush_reports_a_failing_write(
     with monkeypatch.context() as patch:
         patch.setattr(store, "backup_then_write", broken)
         with pytest.raises(OSError, match="read-only"):
-            await held.flush()
-    await held.flush()
+            await held.memories.flush()
+    await held.memories.flush()
     assert on_disk(held) == {entry.id: "allergic to peanuts"}
 
 
@@ -199,7 +199,7 @@ async def test_without_the_journal_a_capture_writes_at_once(
         update={"long_term": config.long_term.model_copy(update={"journal": False})}
     )
     async with MemoryCore.open(direct, clock=clock) as core:
-        entry, _ = await core.capture(MAIN, "likes green tea")
+        entry, _ = await core.memories.capture(MAIN, "likes green tea")
         assert on_disk(core) == {entry.id: "likes green tea"}
 
 
@@ -209,10 +209,10 @@ async def test_concurrent_captures_in_many_scopes_land_in_their_own_files(
     scopes = [ScopeKey(f"peer:{n}") for n in range(6)]
 
     async def chat(scope: ScopeKey) -> list[str]:
-        return [(await held.capture(scope, f"{scope} fact {n}"))[0].id for n in range(8)]
+        return [(await held.memories.capture(scope, f"{scope} fact {n}"))[0].id for n in range(8)]
 
     ids = await asyncio.gather(*(chat(s) for s in scopes))
-    await held.flush()
+    await held.memories.flush()
     for scope, scope_ids in zip(scopes, ids, strict=True):
         stored = on_disk(held, scope)
         assert set(stored) == set(scope_ids)
@@ -232,11 +232,11 @@ async def main() -> None:
     config = config.model_copy(
         update={{"long_term": config.long_term.model_copy(update={{"write_delay_seconds": 60.0}})}}
     )
-    core = MemoryCore(config)
-    await core.start()
+    opened = MemoryCore.open(config)  # held: a collected one would close the core
+    core = await opened.__aenter__()  # never left: the process is killed
     scope = ScopeKey({scope!r})
     for text in {texts!r}:
-        entry, _ = await core.capture(scope, text)
+        entry, _ = await core.memories.capture(scope, text)
         print(entry.id, flush=True)
 {then}
     os._exit(0)
@@ -280,39 +280,39 @@ async def test_captures_of_a_process_that_died_are_replayed(
     async with MemoryCore.open(config) as core:
         # Replayed while the core opened: the file holds them before any read.
         assert set(on_disk(core, scope)) == set(ids)
-        stored = {e.id: e for e in await core.entries(scope)}
+        stored = {e.id: e for e in await core.memories.entries(scope)}
         assert {i: stored[i].content for i in ids} == {
             ids[0]: "keeps bees",
             ids[1]: "speaks portuguese",
         }
         assert stored[ids[0]].hits == 1
-        hits = await core.search(scope, "portuguese")
+        hits = await core.finder.search(scope, "portuguese")
         assert [h.ref for h in hits] == [ids[1]]
     async with MemoryCore.open(config) as core:  # replayed once, not at every start
-        assert (await core.get_entry(scope, ids[0])).hits == 1
+        assert (await core.memories.get_entry(scope, ids[0])).hits == 1
 
 
 async def test_a_crash_after_the_write_does_not_apply_twice(
     config: Config, workspace: Path, storage_env: Mapping[str, str]
 ) -> None:
     # The file is written, then the process dies before the journal rows are removed.
-    then = "core.memory.long_term.staging.journal.remove = lambda seqs: os._exit(0)\nawait core.flush()\n"
+    then = "core.memories.staging.journal.remove = lambda seqs: os._exit(0)\nawait core.memories.flush()\n"
     ids = await asyncio.to_thread(run_child, workspace, "main", ["keeps bees"], then, storage_env)
     async with MemoryCore.open(config) as core:
-        [entry] = await core.entries(MAIN)
+        [entry] = await core.memories.entries(MAIN)
         assert (entry.id, entry.hits) == (ids[0], 0)
 
 
 async def test_a_live_process_keeps_its_journal(config: Config, clock: ManualClock) -> None:
     async with MemoryCore.open(slow_writes(config), clock=clock) as first:
-        entry, _ = await first.capture(MAIN, "keeps bees")
+        entry, _ = await first.memories.capture(MAIN, "keeps bees")
         async with MemoryCore.open(slow_writes(config), clock=clock) as second:
             # `second` must not replay `first`'s capture: first is alive and will write it.
             assert on_disk(second) == {}
-        await first.flush()
+        await first.memories.flush()
         assert on_disk(first) == {entry.id: "keeps bees"}
     async with MemoryCore.open(config, clock=clock) as third:
-        [only] = await third.entries(MAIN)
+        [only] = await third.memories.entries(MAIN)
         assert (only.id, only.hits) == (entry.id, 0)
 
 
@@ -325,7 +325,7 @@ async def test_an_unreadable_journal_row_is_kept_not_dropped(
             "INSERT INTO captures (owner, scope, payload) VALUES ('dead0', 'main', '{\"x\": 1}')",
         )
     async with MemoryCore.open(config) as core:
-        assert await core.entries(MAIN) == []
+        assert await core.memories.entries(MAIN) == []
         assert await journal_sql(core, "SELECT count(*) FROM captures") == [(1,)]
     assert not (workspace / ".chatmem" / "owners" / "dead0.lock").exists()
 
@@ -337,7 +337,7 @@ async def test_a_capture_made_while_the_file_is_written_counts_once(
     re-applied to the written file, so it must not be in that write too (it would count
     as said twice: a reinforcement nobody made)."""
     async with MemoryCore.open(slow_writes(config, 0.0), clock=clock) as core:
-        long_term_store = core.memory.long_term.store
+        long_term_store = core.memories.store
         real = long_term_store.update_unsettled
         writing, go_on = asyncio.Event(), asyncio.Event()
 
@@ -347,11 +347,11 @@ async def test_a_capture_made_while_the_file_is_written_counts_once(
             return await real(*args, **kwargs)
 
         monkeypatch.setattr(long_term_store, "update_unsettled", held_back)
-        first, _ = await core.capture(MAIN, "walks the dog at seven")
+        first, _ = await core.memories.capture(MAIN, "walks the dog at seven")
         await writing.wait()  # the background write has the first capture in hand
-        second, _ = await core.capture(MAIN, "plays the cello")
+        second, _ = await core.memories.capture(MAIN, "plays the cello")
         go_on.set()
-        await core.flush()
-        stored = {e.id: e for e in await core.entries(MAIN)}
+        await core.memories.flush()
+        stored = {e.id: e for e in await core.memories.entries(MAIN)}
         assert (stored[first.id].hits, stored[second.id].hits) == (0, 0)
         assert stored[second.id].score == second.score == 0.6

@@ -51,7 +51,7 @@ def history(request: pytest.FixtureRequest, storage_backend: str) -> HistoryBack
     if _implementation(request, storage_backend) == "fake":
         return MemoryHistory()
     core: MemoryCore = request.getfixturevalue("core")
-    return core.runtime.history
+    return core.history
 
 
 @pytest.fixture(params=["fake", "real"])
@@ -59,7 +59,7 @@ def audit(request: pytest.FixtureRequest, storage_backend: str) -> AuditBackend:
     if _implementation(request, storage_backend) == "fake":
         return MemoryAudit()
     core: MemoryCore = request.getfixturevalue("core")
-    return core.runtime.audit
+    return core.audit
 
 
 async def talk(

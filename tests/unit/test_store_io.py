@@ -75,11 +75,11 @@ async def test_backup_holds_the_previous_version(tmp_path: Path, scope: ScopeKey
 
 
 async def test_backup_through_the_core(core: MemoryCore) -> None:
-    await core.capture(MAIN, "用户喜欢用 pytest 而非 unittest")
-    await core.flush()
-    first = core.memory.long_term.store.path(MAIN).read_bytes()
-    await core.capture(MAIN, "another memory entirely")
-    await core.flush()
+    await core.memories.capture(MAIN, "用户喜欢用 pytest 而非 unittest")
+    await core.memories.flush()
+    first = core.memories.path(MAIN).read_bytes()
+    await core.memories.capture(MAIN, "another memory entirely")
+    await core.memories.flush()
     assert core.workspace.backup_path(MAIN).read_bytes() == first
 
 
@@ -410,12 +410,12 @@ async def main():
         sys.stdin.readline()
         if mode == "daily":
             texts = [f"{name} note {i}" for i in range(count)]
-            results = await asyncio.gather(*(core.append_daily(scope, t) for t in texts))
+            results = await asyncio.gather(*(core.notes.append(scope, t) for t in texts))
             print(json.dumps({t: list(r) for t, r in zip(texts, results)}), flush=True)
         else:
             texts = [f"{name} {hashlib.sha256(f'{name}{i}'.encode()).hexdigest()[:20]}" for i in range(count)]
             # Each task captures one memory; the tasks of this process run concurrently.
-            await asyncio.gather(*(core.capture(scope, t) for t in texts))
+            await asyncio.gather(*(core.memories.capture(scope, t) for t in texts))
             print(json.dumps(texts), flush=True)
 
 
@@ -517,11 +517,7 @@ def test_concurrent_captures_from_two_processes_lose_nothing(
 
     async def audited() -> int:
         async with MemoryCore.open(config, clock=ManualClock(NOW)) as core:
-            return sum(
-                1
-                for r in await core.memory.long_term.audit.recent(scope, limit=1000)
-                if r.action == "add"
-            )
+            return sum(1 for r in await core.audit.recent(scope, limit=1000) if r.action == "add")
 
     assert asyncio.run(audited()) == 40
     assert temp_files(ws.long_term_path(scope).parent) == []

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from memory_core.chunking import ChunkKind
-from memory_core.conversation.tools import TOOL_SCHEMAS, ToolContext, dispatch
+from memory_core.conversation.tools import TOOL_SCHEMAS, dispatch
 from memory_core.engine import MemoryCore
 from memory_core.entries import CATEGORIES, Importance
 from memory_core.scope import MAIN, ScopeKey
@@ -90,7 +90,7 @@ def test_schemas_accept_what_dispatch_accepts() -> None:
 
 
 async def call(core: MemoryCore, name: str, args: Any, scope: ScopeKey = MAIN) -> Any:
-    raw = await dispatch(ToolContext(core.memory, scope, "sess"), name, args)
+    raw = await dispatch(core.tool_context(scope, "sess"), name, args)
     assert isinstance(raw, str)
     return json.loads(raw)
 
@@ -105,7 +105,7 @@ async def test_save_long_term_says_what_it_kept(core: MemoryCore) -> None:
     assert (update["action"], update["replaced"]) == ("updated", first["id"])
     again = await call(core, "memory_save", save("我儿子上四年级。"))
     assert (again["action"], again["id"]) == ("reinforced", update["id"])
-    assert sorted(e.content for e in await core.entries(MAIN)) == [
+    assert sorted(e.content for e in await core.memories.entries(MAIN)) == [
         "我儿子上三年级",
         "我儿子上四年级",
     ]
@@ -115,16 +115,16 @@ async def test_save_daily_lands_in_todays_notes_of_the_scope(core: MemoryCore) -
     result = await call(core, "memory_save", {"content": "买了去成都的高铁票"}, PEER)
     assert result["saved"] == "daily"
     path, line = result["path"].rsplit(":", 1)
-    assert path == core.workspace.relative(core.workspace.daily_path(PEER, core.today()))
+    assert path == core.workspace.relative(core.workspace.daily_path(PEER, core.notes.today()))
     assert path.startswith("memory/scopes/peer_42/")
     assert int(line) == 3
     text = (core.workspace.root / path).read_text(encoding="utf-8")
     assert "买了去成都的高铁票" in text
-    assert not (core.workspace.root / "memory" / f"{core.today().isoformat()}.md").exists()
-    assert await core.entries(PEER) == []
-    [hit] = await core.search(PEER, "成都 高铁票")
+    assert not (core.workspace.root / "memory" / f"{core.notes.today().isoformat()}.md").exists()
+    assert await core.memories.entries(PEER) == []
+    [hit] = await core.finder.search(PEER, "成都 高铁票")
     assert hit.kind is ChunkKind.DAILY and hit.location == result["path"]
-    assert await core.search(MAIN, "成都 高铁票") == []
+    assert await core.finder.search(MAIN, "成都 高铁票") == []
 
 
 async def test_save_long_term_becomes_a_scored_entry(core: MemoryCore) -> None:
@@ -142,15 +142,15 @@ async def test_save_long_term_becomes_a_scored_entry(core: MemoryCore) -> None:
         PEER,
     )
     assert result["saved"] == "long-term" and result["score"] == 0.8
-    [entry] = await core.entries(PEER)
+    [entry] = await core.memories.entries(PEER)
     assert (entry.id, entry.category, entry.content) == (
         result["id"],
         "fact",
         "User's daughter Emma is allergic to peanuts",
     )
-    assert await core.entries(MAIN) == []
-    assert not core.workspace.daily_path(PEER, core.today()).exists()
-    [hit] = await core.search(PEER, "Emma peanuts")
+    assert await core.memories.entries(MAIN) == []
+    assert not core.workspace.daily_path(PEER, core.notes.today()).exists()
+    [hit] = await core.finder.search(PEER, "Emma peanuts")
     assert hit.kind is ChunkKind.LONG_TERM and hit.ref == entry.id
     # Saving it again reinforces the same entry instead of adding a copy.
     again = await call(
@@ -160,14 +160,14 @@ async def test_save_long_term_becomes_a_scored_entry(core: MemoryCore) -> None:
         PEER,
     )
     assert again["id"] == entry.id and again["score"] > 0.8
-    assert len(await core.entries(PEER)) == 1
+    assert len(await core.memories.entries(PEER)) == 1
     # An unknown category falls back to fact rather than failing the save.
     odd = await call(
         core,
         "memory_save",
         {"content": "likes green tea", "target": "long-term", "category": "whatever"},
     )
-    assert (await core.get_entry(MAIN, odd["id"])).category == "fact"
+    assert (await core.memories.get_entry(MAIN, odd["id"])).category == "fact"
 
 
 async def test_search_and_get_round_trip(core: MemoryCore) -> None:
@@ -177,7 +177,7 @@ async def test_search_and_get_round_trip(core: MemoryCore) -> None:
     assert result["note"] == ""
     [hit] = result["results"]
     assert set(hit) == {"path", "score", "kind", "date", "text"}
-    assert hit["kind"] == "daily" and hit["date"] == core.today().isoformat()
+    assert hit["kind"] == "daily" and hit["date"] == core.notes.today().isoformat()
     assert hit["text"] == "Booked flights to Lisbon for May 12"
     read = await call(core, "memory_get", {"path": hit["path"], "lines": 1})
     assert read["text"].endswith("Booked flights to Lisbon for May 12")
@@ -196,8 +196,8 @@ async def test_search_and_get_round_trip(core: MemoryCore) -> None:
 
 
 async def test_get_through_the_tool_defaults_and_caps(core: MemoryCore) -> None:
-    await core.append_daily(MAIN, "line 0")
-    day = core.workspace.relative(core.workspace.daily_path(MAIN, core.today()))
+    await core.notes.append(MAIN, "line 0")
+    day = core.workspace.relative(core.workspace.daily_path(MAIN, core.notes.today()))
     with (core.workspace.root / day).open("a", encoding="utf-8") as handle:
         handle.writelines(f"- 12:00:00 line {i}\n" for i in range(1, 350))
     default = await call(core, "memory_get", {"path": day})
@@ -250,14 +250,14 @@ async def test_get_through_the_tool_defaults_and_caps(core: MemoryCore) -> None:
 async def test_bad_calls_return_errors(
     core: MemoryCore, name: str, args: dict[str, Any], message: str
 ) -> None:
-    await core.capture(MAIN, "something to read")
+    await core.memories.capture(MAIN, "something to read")
     result = await call(core, name, args)
     assert set(result) == {"error"}, result
     assert isinstance(result["error"], str) and result["error"]
     assert message in result["error"]
     for text_args in (json.dumps(args),):
         assert set(await call(core, name, text_args)) == {"error"}
-    assert len(await core.entries(MAIN)) == 1  # nothing saved by a refused call
+    assert len(await core.memories.entries(MAIN)) == 1  # nothing saved by a refused call
 
 
 @pytest.mark.parametrize(
@@ -279,6 +279,6 @@ async def test_tools_never_see_another_scope(core: MemoryCore) -> None:
     await call(core, "memory_save", {"content": "daily secret zanzibar"})
     result = await call(core, "memory_search", {"query": "zanzibar"}, PEER)
     assert result["results"] == []
-    for path in ("MEMORY.md", f"memory/{core.today().isoformat()}.md"):
+    for path in ("MEMORY.md", f"memory/{core.notes.today().isoformat()}.md"):
         read = await call(core, "memory_get", {"path": path}, PEER)
         assert "zanzibar" not in json.dumps(read, ensure_ascii=False)

@@ -156,10 +156,10 @@ async def test_a_message_is_found_by_the_day_it_speaks_of(tuesday: MemoryCore) -
     await record(tuesday, "said", SAID, morning + timedelta(minutes=5))
     assert await dates_of(tuesday, SAID) == ["2026-03-09..2026-03-09"]
     assert await dates_of(tuesday, TWIN) == [""]
-    hits = await tuesday.search(MAIN, RAMEN)
+    hits = await tuesday.finder.search(MAIN, RAMEN)
     assert [h.text.removeprefix("user: ") for h in hits] == [SAID, TWIN]
     # A question with no time ranks them as equals (the older first).
-    hits = await tuesday.search(MAIN, "where did we eat ramen?")
+    hits = await tuesday.finder.search(MAIN, "where did we eat ramen?")
     assert [h.text.removeprefix("user: ") for h in hits] == [TWIN, SAID]
 
 
@@ -167,12 +167,12 @@ async def test_archived_and_reindexed_turns_keep_their_days(tuesday: MemoryCore)
     """Each turn in an archive file of its own (two runs), so neither shows the other."""
     morning = TUESDAY.replace(hour=9)
     await record(tuesday, "twin", TWIN, morning)
-    assert (await tuesday.archive_history(MAIN)).moved == 1
+    assert (await tuesday.conversation.archive(MAIN)).moved == 1
     await record(tuesday, "said", SAID, morning + timedelta(minutes=5))
-    assert (await tuesday.archive_history(MAIN)).moved == 1
+    assert (await tuesday.conversation.archive(MAIN)).moved == 1
     for _ in ("archived", "reindexed"):
         assert await dates_of(tuesday, SAID) == ["2026-03-09..2026-03-09"]
-        hits = await tuesday.search(MAIN, RAMEN, kinds=[ChunkKind.ARCHIVE_RAW])
+        hits = await tuesday.finder.search(MAIN, RAMEN, kinds=[ChunkKind.ARCHIVE_RAW])
         assert [h.text.split(": ", 1)[1] for h in hits] == [SAID, TWIN]
         await tuesday.reindex()
     # The file-only fallback reads the same days from the files.
@@ -192,7 +192,7 @@ async def test_a_question_of_a_day_reaches_a_turn_made_later(tuesday: MemoryCore
     await record(tuesday, "s3", "我姐姐前天来吃饭了", datetime(2026, 3, 6, 9, tzinfo=UTC))
     await record(tuesday, "s4", "the garden needs water", datetime(2026, 3, 7, 9, tzinfo=UTC))
     for question in ("what happened on 4 March?", "3月4号发生了什么"):
-        hits = await tuesday.search(MAIN, question)
+        hits = await tuesday.finder.search(MAIN, question)
         shown = {h.text.removeprefix("user: ") for h in hits}
         assert shown == {
             "the printer broke again",
@@ -211,7 +211,7 @@ async def test_a_reindex_resolves_messages_stored_before_days_were_kept(
 
 
 async def test_a_daily_note_keeps_its_days_through_a_reindex(tuesday: MemoryCore) -> None:
-    await tuesday.append_daily(MAIN, "the plumber came yesterday", now=TUESDAY)
+    await tuesday.notes.append(MAIN, "the plumber came yesterday", now=TUESDAY)
     for _ in ("appended", "reindexed"):
         assert await dates_of(tuesday, "the plumber came yesterday") == ["2026-03-09..2026-03-09"]
         await tuesday.reindex()

@@ -39,7 +39,7 @@ T0 = datetime(2026, 3, 1, 12, tzinfo=UTC)
 
 
 def history_of(core: MemoryCore) -> HistoryStore:
-    return core.runtime.history
+    return core.history
 
 
 # --- one history query instead of three ---------------------------------------------------
@@ -97,7 +97,7 @@ async def test_chat_turn_index_rows_match_a_full_recount(core: MemoryCore) -> No
     frequencies and counters exactly as a recount from the stored chunks gives them."""
     scope = ScopeKey("peer:carol")
     for text in ["我喜欢喝绿茶 green tea", "the gym locker is 4512", "绿茶 again", "ok"]:
-        await core.chat(scope, text)
+        await core.conversation.turn(scope, text)
     sid = await index_of(core).scope_id(scope)
     rows = await sql(
         core,
@@ -122,7 +122,7 @@ async def test_chat_turn_index_rows_match_a_full_recount(core: MemoryCore) -> No
     )
     for row in rows:
         assert row[0] in await posting_ids(core, sid, str(row[5]).split()[0])
-    hits = await core.memory.guard.index.search(scope, "locker 4512", limit=3)
+    hits = await core.guard.index.search(scope, "locker 4512", limit=3)
     assert hits and "4512" in hits[0].text
 
 
@@ -206,33 +206,35 @@ async def test_prompt_memories_cache_follows_the_file_and_the_clock(
             settings_.max_tokens,
         )
 
-    await core.capture(MAIN, "I drink green tea every morning", importance="high")
-    first = await core.prompt_memories(MAIN)
+    await core.memories.capture(MAIN, "I drink green tea every morning", importance="high")
+    first = await core.memories.prompt_memories(MAIN)
     assert "green tea" in first
-    assert await core.prompt_memories(MAIN) == first
+    assert await core.memories.prompt_memories(MAIN) == first
 
-    await core.capture(MAIN, "My daughter is allergic to peanuts", importance="high")
-    second = await core.prompt_memories(MAIN)
-    assert "peanuts" in second and second == fresh(await core.entries(MAIN), clock())
+    await core.memories.capture(MAIN, "My daughter is allergic to peanuts", importance="high")
+    second = await core.memories.prompt_memories(MAIN)
+    assert "peanuts" in second and second == fresh(await core.memories.entries(MAIN), clock())
 
     # A hand edit: seen once the hot path's stat interval has passed.
-    entries = await core.entries(MAIN)
+    entries = await core.memories.entries(MAIN)
     edited = [
         e.with_(content="I drink black coffee every morning") if "tea" in e.content else e
         for e in entries
     ]
-    atomic_write_text(core.memory.long_term.store.path(MAIN), render_memory(edited, now=clock()))
+    atomic_write_text(core.memories.path(MAIN), render_memory(edited, now=clock()))
     clock.advance(timedelta(seconds=5))
-    within = await core.prompt_memories(MAIN, now=clock() + timedelta(seconds=5))
+    within = await core.memories.prompt_memories(MAIN, now=clock() + timedelta(seconds=5))
     assert "green tea" in within  # the hot path re-stats at most once per HOT_PATH_MAX_AGE
     monotonic.advance(HOT_PATH_MAX_AGE)
-    third = await core.prompt_memories(MAIN, now=clock() + timedelta(seconds=5))
+    third = await core.memories.prompt_memories(MAIN, now=clock() + timedelta(seconds=5))
     assert "black coffee" in third and "green tea" not in third
 
     # Days later the scores have decayed: the cached block is not reused.
     for days in (3, 8, 9, 30, 120):
         when = clock() + timedelta(days=days)
-        assert await core.prompt_memories(MAIN, now=when) == fresh(await core.entries(MAIN), when)
+        assert await core.memories.prompt_memories(MAIN, now=when) == fresh(
+            await core.memories.entries(MAIN), when
+        )
 
 
 # --- the per-query scorer ---------------------------------------------------------------------
