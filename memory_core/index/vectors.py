@@ -24,6 +24,9 @@ from memory_core.sql import Connection, data_version
 T = TypeVar("T")
 _IN_LIMIT = 500
 """Ids per `IN (...)` list (SQLite allows 32 766 variables; small lists plan well)."""
+PAGE = 1_000
+"""Chunks per database call of a survey or a matrix load: each call stays a few
+milliseconds, so chat turns are served in between."""
 
 
 EMBED_CHARS = 2000

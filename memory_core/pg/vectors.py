@@ -8,7 +8,9 @@ scan of the scope's rows for a scope under `HNSW_FROM_ROWS` vectors, an HNSW ind
 per vector size, an expression index over `embedding::vector(d)`) with pgvector's
 iterative scan for larger scopes, so a scope's filter still yields `k` rows. Each
 replica then holds no matrices of its own and sees another replica's vectors at once.
-The backfill (which chunks need a vector, the model, the cache) is `VectorIndex`'s.
+The backfill (which chunks need a vector, the model, the cache) is `VectorIndex`'s; its
+batches are written through `PgVectorWriter`, which fills `embedding` in the same
+transaction.
 """
 
 from __future__ import annotations
@@ -86,17 +88,19 @@ def literal(vector: Any) -> str:
     return "[" + ",".join(f"{x:.7g}" for x in np.asarray(vector, dtype=np.float32)) + "]"
 
 
-class PgVectorIndex(VectorIndex):
-    """`VectorIndex` whose searches run in PostgreSQL (pgvector)."""
+class PgVectorWriter:
+    """`vectors.store` and each stored row's `embedding`, in one transaction; the HNSW
+    index of a vector size is made before the first write of that size."""
 
-    def __init__(self, db: Db, *args: Any, **kwargs: Any) -> None:
-        super().__init__(db, *args, ann_min_rows=None, **kwargs)
+    def __init__(self, db: Db) -> None:
+        self._db = db
         self._hnsw: set[int] = set()
         self._making_hnsw = asyncio.Lock()
 
-    async def _write(
+    async def write(
         self,
         sid: int,
+        model: str,
         items: list[tuple[ChunkText, bytes]],
         cache_rows: list[tuple[str, bytes]],
         stale: list[int],
@@ -111,12 +115,20 @@ class PgVectorIndex(VectorIndex):
             partial(
                 _store,
                 sid=sid,
-                model=self.model,
+                model=model,
                 items=items,
                 cache_rows=cache_rows,
                 stale=stale,
             )
         )
+
+
+class PgVectorIndex(VectorIndex):
+    """`VectorIndex` whose searches run in PostgreSQL (pgvector), its backfill writing
+    through `PgVectorWriter`."""
+
+    def __init__(self, db: Db, *args: Any, **kwargs: Any) -> None:
+        super().__init__(db, *args, ann_min_rows=None, writer=PgVectorWriter(db), **kwargs)
 
     async def search(
         self,

@@ -1,6 +1,7 @@
-"""VectorIndex and its SQL (memory_core/index/vector_index.py, vectors.py, ann.py): vectors
-made through the real openai client against the fake server, stored in a real SQLite file,
-searched exactly or through a real usearch graph, and never leaking across scopes."""
+"""VectorIndex and its SQL (memory_core/index/vector_index.py, vector_backfill.py,
+vector_survey.py, vector_graphs.py, vectors.py, ann.py): vectors made through the real
+openai client against the fake server, stored in a real SQLite file, searched exactly or
+through a real usearch graph, and never leaking across scopes."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from memory_core.chunking import Chunk, ChunkKind
 from memory_core.clock import ManualMonotonic
 from memory_core.db import Database
 from memory_core.embedding.remote import OpenAIEmbedder
-from memory_core.index import ann, vector_index, vectors, writes
+from memory_core.index import ann, vector_backfill, vector_survey, vectors, writes
 from memory_core.index.vector_index import VectorIndex
 from testkit.openai_server import FakeOpenAI
 
@@ -200,7 +201,7 @@ async def test_failure_leaves_chunks_unembedded_logs_once_and_is_retried(
 ) -> None:
     sid, ids = await add(db, "main", ["alpha", "beta", "gamma"])
     fake.fail_embeddings(500, times=2, message="model crashed")
-    with caplog.at_level(logging.DEBUG, logger="memory_core.index.vector_index"):
+    with caplog.at_level(logging.DEBUG, logger="memory_core.index.vector_backfill"):
         assert await index.backfill(sid) == 0  # not raised
         assert await index.backfill(sid) == 0
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
@@ -209,7 +210,7 @@ async def test_failure_leaves_chunks_unembedded_logs_once_and_is_retried(
     assert await index.search(sid, query(), 3) == []
     # Later, the model is back: the same chunks are embedded.
     caplog.clear()
-    with caplog.at_level(logging.INFO, logger="memory_core.index.vector_index"):
+    with caplog.at_level(logging.INFO, logger="memory_core.index.vector_backfill"):
         assert await index.backfill(sid) == 3
     assert "works again" in caplog.text
     assert set(await stored(db)) == set(ids)
@@ -230,7 +231,7 @@ async def test_a_failure_half_way_keeps_the_batches_before_it(
 async def test_scheduled_backfill_retries_by_itself_after_a_failure(
     db: Database, fake: FakeOpenAI, index: VectorIndex, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(vector_index, "RETRY_SECONDS", (0.05,))
+    monkeypatch.setattr(vector_backfill, "RETRY_SECONDS", (0.05,))
     sid, ids = await add(db, "main", ["alpha", "beta"])
     fake.fail_embeddings(500)
     index.schedule(sid)
@@ -304,14 +305,14 @@ async def test_deep_changes_are_found_by_the_hourly_survey(db: Database, fake: F
     monotonic = ManualMonotonic()
     vi = VectorIndex(db, embedder(fake), monotonic=monotonic)
     try:
-        count = vector_index.RECENT_IDS + 20
+        count = vector_survey.RECENT_IDS + 20
         sid, ids = await add(db, "main", ["gamma"] * count)
         await vi.backfill(sid)
         await delete(db, sid, ids)  # every chunk deleted, as many written again:
         _, again = await add(db, "main", ["alpha"] * count)  # same ids, same count
         assert again == ids
-        assert await vi.backfill(sid) == vector_index.RECENT_IDS  # the newest, at once
-        monotonic.advance(vector_index.SURVEY_EVERY)
+        assert await vi.backfill(sid) == vector_survey.RECENT_IDS  # the newest, at once
+        monotonic.advance(vector_survey.SURVEY_EVERY)
         assert await vi.backfill(sid) == 20  # the rest, by the survey
         assert {h for _, h in (await stored(db)).values()} == {vectors.text_hash("alpha")}
     finally:
@@ -321,18 +322,18 @@ async def test_deep_changes_are_found_by_the_hourly_survey(db: Database, fake: F
 async def test_big_scopes_are_surveyed_within_the_duty(
     db: Database, fake: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(vector_index, "SMALL_SCOPE", 2)
+    monkeypatch.setattr(vector_survey, "SMALL_SCOPE", 2)
     monotonic = ManualMonotonic()
     vi = VectorIndex(db, embedder(fake), monotonic=monotonic)
     try:
         sid, ids = await add(db, "main", ["alpha", "beta", "gamma", "delta"])
         await vi.backfill(sid)
-        vi._watch[sid].cost = 1.0  # as if the survey had taken a second
+        vi._backfills._surveys._watch[sid].cost = 1.0  # as if the survey had taken a second
         await delete(db, sid, [ids[0]])
         await vi.backfill(sid)
         assert ids[0] in await stored(db)  # wanted, but not before 100 s
-        assert sid in vi._timers
-        monotonic.advance(1.0 / vector_index.SURVEY_DUTY)
+        assert sid in vi._backfills._surveys._timers
+        monotonic.advance(1.0 / vector_survey.SURVEY_DUTY)
         await vi.backfill(sid)
         assert ids[0] not in await stored(db)
     finally:
@@ -528,7 +529,7 @@ async def test_search_with_a_query_of_another_size_is_an_embedding_error(
 async def test_close_stops_retries_and_closes_the_embedder(
     db: Database, fake: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(vector_index, "RETRY_SECONDS", (0.05,))
+    monkeypatch.setattr(vector_backfill, "RETRY_SECONDS", (0.05,))
     vi = VectorIndex(db, embedder(fake))
     sid, _ = await add(db, "main", ["alpha"])
     fake.fail_embeddings(500, times=10)
@@ -605,7 +606,7 @@ async def test_a_batch_of_long_texts_is_bounded_in_characters(
     sid, _ = await add(db, "main", texts)
     assert await vi.backfill(sid) == 40
     per_call = [len(body["input"]) for body in fake.embedding_requests()]
-    per_batch = vector_index.BATCH_CHARS // size
+    per_batch = vector_backfill.BATCH_CHARS // size
     assert per_call == [per_batch, per_batch, 40 - 2 * per_batch]
     await vi.close()
 
@@ -614,7 +615,7 @@ async def test_a_batch_of_long_texts_is_bounded_in_characters(
 async def test_surveys_and_loads_go_page_by_page(
     db: Database, fake: FakeOpenAI, monkeypatch: pytest.MonkeyPatch, page: int
 ) -> None:
-    monkeypatch.setattr(vector_index, "PAGE", page)
+    monkeypatch.setattr(vectors, "PAGE", page)
     texts = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta"]
     vi = VectorIndex(db, embedder(fake))
     try:
