@@ -41,7 +41,7 @@ from memory_core.errors import (
     refusal,
 )
 from memory_core.event_log import EventLog
-from memory_core.history import ArchiveState, HistoryStore
+from memory_core.history import HistoryStore
 from memory_core.index import SyncStats
 from memory_core.index.vectors import clear_cache as clear_vector_cache
 from memory_core.inputs import storable
@@ -61,6 +61,7 @@ from memory_core.requests import evidence
 from memory_core.scope import MAIN, ScopeKey
 from memory_core.scoring import ScoringPolicy
 from memory_core.services import Progress, Services, open_services
+from memory_core.sessions import ArchiveState
 from memory_core.sql import Db
 from memory_core.store import read_head
 from memory_core.workspace import Workspace

@@ -8,123 +8,35 @@ plus a `history_overflow` event.
 
 from __future__ import annotations
 
-import functools
 import json
 import secrets
-from collections.abc import Awaitable, Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Awaitable, Iterable, Sequence
 from datetime import datetime
-from enum import StrEnum
 from typing import Any, Protocol
 
 from memory_core.activations import record_step
 from memory_core.clock import format_when, parse_when
 from memory_core.deliveries import claim_step
+from memory_core.history_rows import (
+    MESSAGE_COLUMNS,
+    SESSION_COLUMNS,
+    maybe_when,
+    message_from_row,
+    session_from_row,
+)
 from memory_core.records import ArchiveRun, FailedArchive, SessionArchive
 from memory_core.scope import ScopeKey
+from memory_core.sessions import (
+    SUMMARY_ROLE,
+    AfterInsert,
+    ArchiveState,
+    CapReport,
+    Session,
+    StoredMessage,
+    TurnContext,
+)
 from memory_core.settings_memory import HistorySettings
 from memory_core.sql import Connection, Db
-
-
-class ArchiveState(StrEnum):
-    FALSE = "false"
-    PENDING = "pending"
-    TRUE = "true"
-
-
-@dataclass(frozen=True, slots=True)
-class StoredMessage:
-    id: int
-    scope: str
-    session_id: str
-    role: str
-    speaker: str
-    content: str
-    created_at: datetime
-    archived: ArchiveState
-    archive_attempts: int
-    archive_next_at: datetime | None
-    compacted: bool
-    meta: dict[str, Any]
-
-
-@dataclass(frozen=True, slots=True)
-class Session:
-    id: str
-    scope: str
-    started_at: datetime
-    last_at: datetime
-    status: str
-    extract_attempts: int
-    next_extract_at: datetime | None
-    flushed_at: datetime | None
-
-
-@dataclass(frozen=True, slots=True)
-class CapReport:
-    removed: list[int]
-    over_soft: bool
-    overflow: bool
-    """True when the hard cap is still exceeded by unarchived messages: archive now."""
-
-
-MESSAGE_COLUMNS = (
-    "id, scope, session_id, role, speaker, content, created_at, archived, archive_attempts,"
-    " archive_next_at, compacted, meta"
-)
-
-
-_ARCHIVE_STATES = {state.value: state for state in ArchiveState}
-
-
-@functools.lru_cache(maxsize=4096)
-def _when(text: str) -> datetime:
-    """`parse_when`, remembered: every turn re-reads the same few dozen message times."""
-    return parse_when(text)
-
-
-def message_from_row(row: Sequence[Any]) -> StoredMessage:
-    meta = row[11]
-    return StoredMessage(
-        id=int(row[0]),
-        scope=row[1],
-        session_id=row[2],
-        role=row[3],
-        speaker=row[4],
-        content=row[5],
-        created_at=_when(row[6]),
-        archived=_ARCHIVE_STATES.get(row[7]) or ArchiveState(row[7]),
-        archive_attempts=int(row[8]),
-        archive_next_at=_when(row[9]) if row[9] else None,
-        compacted=bool(row[10]),
-        meta=json.loads(meta) if meta and meta != "{}" else {},
-    )
-
-
-def _session(row: Sequence[Any]) -> Session:
-    return Session(
-        id=row[0],
-        scope=row[1],
-        started_at=parse_when(row[2]),
-        last_at=parse_when(row[3]),
-        status=row[4],
-        extract_attempts=int(row[5]),
-        next_extract_at=parse_when(row[6]) if row[6] else None,
-        flushed_at=parse_when(row[7]) if row[7] else None,
-    )
-
-
-@dataclass(frozen=True, slots=True)
-class TurnContext:
-    messages: list[StoredMessage]
-    """Newest live messages of the session, oldest first, its summary in front."""
-    chars: int
-    """Characters of the session's live messages (SQLite `LENGTH`)."""
-
-
-AfterInsert = Callable[[Connection, int], None]
-"""A step of a message's insert transaction, given the new message id; it runs on the
-database thread (`Database.run`), so it must not touch the event loop."""
 
 
 class MessageIndexer(Protocol):
@@ -136,26 +48,8 @@ class MessageIndexer(Protocol):
     ) -> Awaitable[AfterInsert | None]: ...
 
 
-SUMMARY_ROLE = "summary"
-"""The role of a compaction summary (prompting.SUMMARY_ROLE; prompting imports this module)."""
-
-
-def sql_length(text: str) -> int:
-    """What SQLite's `LENGTH` gives for a text value: characters before the first NUL."""
-    return len(text.partition("\x00")[0])
-
-
-_SESSION_COLUMNS = (
-    "id, scope, started_at, last_at, status, extract_attempts, next_extract_at, flushed_at"
-)
-
-
 _OF_ENDED_SESSIONS = " AND session_id NOT IN (SELECT id FROM sessions WHERE status = 'open')"
 """Messages whose session has ended (closed, extracted or failed extraction)."""
-
-
-def _maybe_when(value: object) -> datetime | None:
-    return parse_when(value) if isinstance(value, str) and value else None
 
 
 Rows = list[Any]
@@ -217,17 +111,15 @@ class HistoryStore:
 
     async def current_session(self, scope: ScopeKey) -> Session | None:
         rows = await self._fetch(
-            f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE scope = ? AND status = 'open'"
+            f"SELECT {SESSION_COLUMNS} FROM sessions WHERE scope = ? AND status = 'open'"
             " ORDER BY started_at DESC LIMIT 1",
             scope.value,
         )
-        return _session(rows[0]) if rows else None
+        return session_from_row(rows[0]) if rows else None
 
     async def get_session(self, session_id: str) -> Session | None:
-        rows = await self._fetch(
-            f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE id = ?", session_id
-        )
-        return _session(rows[0]) if rows else None
+        rows = await self._fetch(f"SELECT {SESSION_COLUMNS} FROM sessions WHERE id = ?", session_id)
+        return session_from_row(rows[0]) if rows else None
 
     async def close_session(self, session_id: str, now: datetime) -> None:
         await self._write_one(
@@ -260,17 +152,17 @@ class HistoryStore:
     async def sessions_due(self, now: datetime, idle_before: datetime) -> list[Session]:
         """Open sessions idle since `idle_before`, and failed extractions due for a retry."""
         rows = await self._fetch(
-            f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE (status = 'open' AND last_at < ?)"
+            f"SELECT {SESSION_COLUMNS} FROM sessions WHERE (status = 'open' AND last_at < ?)"
             " OR (status IN ('closed', 'extract_failed') AND (next_extract_at IS NULL"
             " OR next_extract_at <= ?)) ORDER BY last_at",
             format_when(idle_before),
             format_when(now),
         )
-        return [_session(r) for r in rows]
+        return [session_from_row(r) for r in rows]
 
     async def open_sessions(self) -> list[Session]:
-        rows = await self._fetch(f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE status = 'open'")
-        return [_session(r) for r in rows]
+        rows = await self._fetch(f"SELECT {SESSION_COLUMNS} FROM sessions WHERE status = 'open'")
+        return [session_from_row(r) for r in rows]
 
     # --- messages -------------------------------------------------------------------
     async def add_message(
@@ -424,7 +316,7 @@ class HistoryStore:
     async def last_message_at(self) -> datetime | None:
         """When the newest message of the workspace was stored (the quiet-period clock)."""
         rows = await self._fetch("SELECT MAX(created_at) FROM messages")
-        return _maybe_when(rows[0][0]) if rows else None
+        return maybe_when(rows[0][0]) if rows else None
 
     async def mark_compacted(self, message_ids: list[int]) -> None:
         await self._execute_many(
@@ -462,7 +354,7 @@ class HistoryStore:
             + (_OF_ENDED_SESSIONS if whole_sessions else ""),
             scope.value,
         )
-        return _maybe_when(rows[0][0]) if rows else None
+        return maybe_when(rows[0][0]) if rows else None
 
     async def begin_archive_run(
         self, scope: ScopeKey, now: datetime, *, whole_sessions: bool = False
@@ -546,7 +438,7 @@ class HistoryStore:
             return None
         row = rows[0]
         return ArchiveRun(
-            parse_when(row[0]), _maybe_when(row[1]), int(row[2]), int(row[3]), int(row[4])
+            parse_when(row[0]), maybe_when(row[1]), int(row[2]), int(row[3]), int(row[4])
         )
 
     async def sessions_by_state(self, scope: ScopeKey, limit: int = 100) -> list[SessionArchive]:
@@ -575,7 +467,7 @@ class HistoryStore:
         )
         return [
             FailedArchive(
-                r[0], int(r[1]), int(r[2]), parse_when(r[3]), _maybe_when(r[4]), _maybe_when(r[5])
+                r[0], int(r[1]), int(r[2]), parse_when(r[3]), maybe_when(r[4]), maybe_when(r[5])
             )
             for r in rows
         ]

@@ -38,18 +38,11 @@ from memory_core.audit import AuditLog, audit_rows, insert_rows
 from memory_core.clock import format_when, parse_when
 from memory_core.deliveries import claim_step
 from memory_core.errors import DatabaseUnreachable
-from memory_core.history import (
-    ArchiveState,
-    HistoryStore,
-    MessageIndexer,
-    Session,
-    StoredMessage,
-    TurnContext,
-    sql_length,
-)
+from memory_core.history import HistoryStore, MessageIndexer
 from memory_core.merge import Change
 from memory_core.retry import Backoff
 from memory_core.scope import ScopeKey
+from memory_core.sessions import ArchiveState, Session, StoredMessage, TurnContext, sql_length
 from memory_core.settings_memory import HistorySettings
 from memory_core.sql import Connection, Db
 

@@ -15,14 +15,6 @@ from typing import Any, Protocol
 
 from memory_core.activations import Activation
 from memory_core.chunking import Chunk, ChunkKind
-from memory_core.history import (
-    AfterInsert,
-    ArchiveState,
-    CapReport,
-    Session,
-    StoredMessage,
-    TurnContext,
-)
 from memory_core.index.model import Appended, Hit, SyncStats, VectorSearch
 from memory_core.merge import Change
 from memory_core.query import Query
@@ -34,6 +26,14 @@ from memory_core.records import (
     SessionArchive,
 )
 from memory_core.scope import ScopeKey
+from memory_core.sessions import (
+    AfterInsert,
+    ArchiveState,
+    CapReport,
+    Session,
+    StoredMessage,
+    TurnContext,
+)
 from memory_core.store import WriteRecord
 
 

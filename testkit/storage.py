@@ -14,7 +14,10 @@ from datetime import datetime
 from typing import Any
 
 from memory_core.audit import AUDITED
-from memory_core.history import (
+from memory_core.merge import Change
+from memory_core.records import ArchiveRun, AuditRecord, FailedArchive, ScopeEvent, SessionArchive
+from memory_core.scope import ScopeKey
+from memory_core.sessions import (
     SUMMARY_ROLE,
     ArchiveState,
     CapReport,
@@ -23,9 +26,6 @@ from memory_core.history import (
     TurnContext,
     sql_length,
 )
-from memory_core.merge import Change
-from memory_core.records import ArchiveRun, AuditRecord, FailedArchive, ScopeEvent, SessionArchive
-from memory_core.scope import ScopeKey
 
 
 class MemoryHistory:

@@ -20,12 +20,13 @@ from memory_core.chunking import ChunkKind
 from memory_core.clock import format_when
 from memory_core.engine import MemoryCore
 from memory_core.entries import MemoryEntry
-from memory_core.history import MESSAGE_COLUMNS, StoredMessage, message_from_row
+from memory_core.history_rows import MESSAGE_COLUMNS, message_from_row
 from memory_core.index import K1, B, CorpusStats, SearchIndex, idf
 from memory_core.index.rerank import Candidate
 from memory_core.merge import Candidate as MergeCandidate
 from memory_core.merge import EntryView, MergeResult, apply_candidates
 from memory_core.scope import ScopeKey
+from memory_core.sessions import StoredMessage
 from memory_core.sql import Connection, Db
 from memory_core.text import tokenize
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta, tzinfo
 
 from memory_core.event_log import Event, EventKind
-from memory_core.history import StoredMessage
+from memory_core.sessions import StoredMessage
 from memory_core.wording import counted
 
 SLUG_MAX = 32

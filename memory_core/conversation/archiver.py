@@ -25,11 +25,11 @@ from memory_core.conversation.archive import (
     transcript,
 )
 from memory_core.errors import LLMError
-from memory_core.history import StoredMessage
 from memory_core.llm import LLMClient
 from memory_core.locks import LockRegistry
 from memory_core.memory import MemoryService
 from memory_core.scope import ScopeKey
+from memory_core.sessions import StoredMessage
 from memory_core.settings_memory import ArchiveSettings
 from memory_core.storage import AuditBackend, HistoryBackend
 

@@ -48,7 +48,6 @@ from memory_core.conversation.tools import MEMORY_SAVE, TOOL_SCHEMAS, ToolContex
 from memory_core.entries import MemoryEntry
 from memory_core.errors import ChatmemError, EntryNotFound, LLMError
 from memory_core.event_log import decision_events, message_events
-from memory_core.history import Session, StoredMessage, sql_length
 from memory_core.llm import LLMClient, Message
 from memory_core.memory import MemoryService
 from memory_core.merge import ChangeKind, Kept, MergeResult, same_memory
@@ -62,6 +61,7 @@ from memory_core.requests import (
     is_request,
 )
 from memory_core.scope import ScopeKey
+from memory_core.sessions import Session, StoredMessage, sql_length
 from memory_core.storage import AuditBackend, HistoryBackend
 from memory_core.text import tokenize, writes_cjk
 from memory_core.wording import counted

@@ -6,10 +6,11 @@ import functools
 from collections.abc import Sequence
 from datetime import datetime
 
-# SUMMARY_ROLE lives in history.py (which cannot import this module) and is re-exported.
-from memory_core.history import SUMMARY_ROLE as SUMMARY_ROLE
-from memory_core.history import StoredMessage
 from memory_core.llm import Message
+
+# SUMMARY_ROLE lives in sessions.py (which cannot import this module) and is re-exported.
+from memory_core.sessions import SUMMARY_ROLE as SUMMARY_ROLE
+from memory_core.sessions import StoredMessage
 from memory_core.settings_memory import HistorySettings
 from memory_core.text import estimate_tokens
 

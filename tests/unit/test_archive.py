@@ -26,8 +26,8 @@ from memory_core.conversation.archive import (
 from memory_core.conversation.archiver import Due
 from memory_core.engine import MemoryCore
 from memory_core.event_log import decision_events, message_events
-from memory_core.history import ArchiveState, StoredMessage
 from memory_core.scope import MAIN, ScopeKey
+from memory_core.sessions import ArchiveState, StoredMessage
 from testkit.openai_server import FakeOpenAI, Reply
 from tests.postgres import with_storage
 from tests.support import sql, sql_write

@@ -18,7 +18,6 @@ from memory_core.config import Config, load_config
 from memory_core.conversation.archiver import Archiver
 from memory_core.conversation.chat import ChatEngine
 from memory_core.db import Database
-from memory_core.history import ArchiveState
 from memory_core.index import SearchIndex
 from memory_core.journal import CaptureJournal
 from memory_core.llm import ChatReply, LLMClient, Message
@@ -26,6 +25,7 @@ from memory_core.locks import LockRegistry
 from memory_core.memory import MemoryService, build_memory_service
 from memory_core.merge import Candidate, ChangeKind
 from memory_core.scope import MAIN, ScopeKey
+from memory_core.sessions import ArchiveState
 from memory_core.settings_services import LLMSettings
 from memory_core.staging import Applied, Staging
 from memory_core.store import LongTermStore

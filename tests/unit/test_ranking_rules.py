@@ -24,7 +24,6 @@ from memory_core.clock import ManualClock, ManualMonotonic
 from memory_core.config import Config
 from memory_core.conversation.archive import render_raw
 from memory_core.engine import MemoryCore
-from memory_core.history import ArchiveState, StoredMessage
 from memory_core.index import CorpusStats, Hit, SearchIndex
 from memory_core.index.pipeline import HEADING_FACTOR, Ranking, rank
 from memory_core.index.ranking import ideal_score, select_terms
@@ -42,6 +41,7 @@ from memory_core.memory.recall_cache import RecallCache
 from memory_core.query import BUDGETS, QueryType, build_query, classify_query
 from memory_core.records import RecordedMessage
 from memory_core.scope import MAIN
+from memory_core.sessions import ArchiveState, StoredMessage
 from memory_core.text import estimate_tokens, tokenize
 from tests.conftest import START
 from tests.support import bm25_score, database, index_message, index_of

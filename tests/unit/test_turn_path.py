@@ -17,7 +17,7 @@ from memory_core.atomic import atomic_write_text
 from memory_core.clock import ManualClock, ManualMonotonic
 from memory_core.engine import MemoryCore
 from memory_core.entries import MemoryEntry
-from memory_core.history import SUMMARY_ROLE, HistoryStore, sql_length
+from memory_core.history import HistoryStore
 from memory_core.index import CorpusStats, bm25_scorer
 from memory_core.index import writes as index_writes
 from memory_core.memory.long_term import HOT_PATH_MAX_AGE
@@ -29,6 +29,7 @@ from memory_core.prompt import (
 )
 from memory_core.scope import MAIN, ScopeKey
 from memory_core.scoring import DEFAULT_POLICY
+from memory_core.sessions import SUMMARY_ROLE, sql_length
 from memory_core.sql import Connection
 from tests.conftest import START
 from tests.support import bm25_score, index_of, posting_ids, sql
