@@ -25,7 +25,7 @@ from memory_core.clock import format_when
 from memory_core.consolidation import PHASES, Phase, PhaseReport
 from memory_core.entries import CATEGORIES, MemoryClass, MemoryEntry, class_of, confidence_of
 from memory_core.errors import ChatmemError
-from memory_core.merge import ChangeKind, MergeResult
+from memory_core.merge_values import ChangeKind, MergeResult
 from memory_core.scope import printable_key
 from memory_core.scoring import Status, score_at, status_of
 from memory_core.wording import counted

@@ -28,7 +28,7 @@ from memory_core.engine import MemoryCore
 from memory_core.entries import Importance
 from memory_core.errors import ChatmemError, LLMError
 from memory_core.llm import ChatReply, LLMClient, Message
-from memory_core.merge import Candidate, MergeResult
+from memory_core.merge_values import Candidate, MergeResult
 from memory_core.records import RecordedMessage
 from memory_core.scope import MAIN, ScopeKey
 from memory_core.settings_services import LLMSettings

@@ -30,7 +30,7 @@ from memory_core.atomic import atomic_write_text
 from memory_core.config import load_config
 from memory_core.engine import MemoryCore
 from memory_core.llm import ChatReply, LLMClient
-from memory_core.memory_md import render_memory
+from memory_core.memory_md_renderer import render_memory
 from memory_core.scope import ScopeKey
 from testkit.openai_server import FakeOpenAI
 

@@ -63,19 +63,18 @@ from memory_core.consolidation import (
     polarity_verdict,
     verification_pairs,
 )
+from memory_core.decay import decay_all
 from memory_core.engine import MemoryCore
 from memory_core.entries import CATEGORIES, MemoryClass, MemoryEntry
 from memory_core.event_log import append_blocking, message_events
 from memory_core.index import prepare_file
 from memory_core.journal import CaptureJournal
+from memory_core.matching import EntryView
 from memory_core.memory.snapshots import MAX_RANKED
-from memory_core.memory_md import (
-    clear_parse_cache,
-    clear_render_cache,
-    parse_memory,
-    render_memory,
-)
-from memory_core.merge import Candidate, EntryView, apply_candidates, decay_all, merge
+from memory_core.memory_md_parser import clear_parse_cache, parse_memory
+from memory_core.memory_md_renderer import clear_render_cache, render_memory
+from memory_core.merge import apply_candidates, merge
+from memory_core.merge_values import Candidate
 from memory_core.prompt import select_prompt_entries
 from memory_core.scope import ScopeKey
 from memory_core.snapshot import Snapshot, build_snapshot

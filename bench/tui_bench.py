@@ -4,7 +4,7 @@ Run ``python bench/tui_bench.py [--sizes 1000 10000 100000] [--rounds 3]``. Not 
 prints figures and never asserts on wall-clock time.
 
 For each size a workspace whose MEMORY.md holds N entries (``bench/corpus.py``, rendered
-with ``memory_md.render_memory``) is opened by the core, then the app runs headless
+with ``memory_md_renderer.render_memory``) is opened by the core, then the app runs headless
 (``App.run_test``, 160x42) and we time, from the start of ``run_test``:
 
 * **first render**: the rankings table holds its first page (the head of the file is
@@ -40,7 +40,7 @@ from textual.widgets import Input
 from memory_core.clock import ManualClock
 from memory_core.config import Config
 from memory_core.engine import MemoryCore
-from memory_core.memory_md import render_memory
+from memory_core.memory_md_renderer import render_memory
 from tui import ChatmemApp, make_app
 from tui.capture import screen_text
 from tui.model import ColumnKey

@@ -29,6 +29,7 @@ PUBLIC_API = frozenset(
         # pure rules a front end shows or previews
         "memory_core.scoring",
         "memory_core.merge",
+        "memory_core.merge_values",
         "memory_core.recall",
         "memory_core.text",
         "memory_core.wording",

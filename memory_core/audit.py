@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from memory_core.clock import format_when, parse_when
-from memory_core.merge import Change, ChangeKind
+from memory_core.merge_values import Change, ChangeKind
 from memory_core.records import AuditRecord, ScopeEvent
 from memory_core.scope import ScopeKey
 from memory_core.sql import Connection, Db

@@ -16,7 +16,7 @@ from pathlib import PurePosixPath
 
 from memory_core.clock import parse_day
 from memory_core.daily import parse_notes
-from memory_core.memory_md import parse_memory
+from memory_core.memory_md_parser import parse_memory
 from memory_core.requests import evidence
 from memory_core.workspace import MAIN_LONG_TERM, SCOPED_LONG_TERM
 

@@ -27,7 +27,7 @@ from memory_core.entries import (
     confidence_of,
 )
 from memory_core.event_log import Event, EventKind
-from memory_core.merge import Change, ChangeKind
+from memory_core.merge_values import Change, ChangeKind
 from memory_core.scoring import (
     DEFAULT_POLICY,
     ScoringPolicy,

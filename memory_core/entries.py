@@ -1,12 +1,14 @@
-"""The long-term memory entry and the small vocabularies around it."""
+"""The long-term memory entry, the small vocabularies around it, and the order entries are
+kept in (`sort_entries`: MEMORY.md's sections, the prompt, merge results)."""
 
 from __future__ import annotations
 
 import secrets
-from collections.abc import Container
+from collections.abc import Container, Iterable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from enum import StrEnum
+from operator import attrgetter
 
 
 class Importance(StrEnum):
@@ -254,3 +256,42 @@ def is_valid_entry_id(value: str) -> bool:
 
 SESSION_MEMORY = 8
 """How many recent session ids an entry remembers for idempotent re-extraction."""
+
+
+_by_score = attrgetter("score")
+
+
+def _sort_key(entry: MemoryEntry) -> tuple[float, float, str]:
+    return (-entry.score, -entry.last_activated.timestamp(), entry.id)
+
+
+def _tie_key(entry: MemoryEntry) -> tuple[float, str]:
+    return (-entry.last_activated.timestamp(), entry.id)
+
+
+def sort_entries(entries: Iterable[MemoryEntry]) -> list[MemoryEntry]:
+    """Highest score first; ties by most recently activated, then id for stability.
+
+    The order of `sorted(entries, key=_sort_key)`, computed faster: most scores differ, so
+    one sort on the score alone (a C-level key) places nearly everything, and only runs of
+    equal scores need the full key, whose `timestamp()` call dominated the old cost.
+    """
+    items = list(entries)
+    ordered = sorted(items, key=_by_score, reverse=True)
+    scores = [entry.score for entry in ordered]
+    total = sum(scores)
+    if total != total:
+        # A NaN score (or +inf and -inf together) has no consistent place in the score-only
+        # order; the full key gives the order this function always gave.
+        return sorted(items, key=_sort_key)
+    start = 0
+    previous = scores[0] if scores else 0.0
+    for index, score in enumerate(scores):
+        if score != previous:
+            if index - start > 1:
+                ordered[start:index] = sorted(ordered[start:index], key=_tie_key)
+            start = index
+            previous = score
+    if len(ordered) - start > 1:
+        ordered[start:] = sorted(ordered[start:], key=_tie_key)
+    return ordered

@@ -1,7 +1,7 @@
 """What makes two nearly identical texts two facts: numbers, dates, names and negation.
 
 The merge takes two texts whose bigrams are at least 85 % alike for one memory said again
-(`merge.SIMILAR`). That holds for "My son Leo is in grade 3" and "... grade 4 ...", for
+(`matching.SIMILAR`). That holds for "My son Leo is in grade 3" and "... grade 4 ...", for
 two phone numbers, for 喜欢 and 不喜欢: the texts differ in exactly the part that matters.
 `relation` tells such a pair apart by the keys a fact turns on, found by offline rules:
 
@@ -109,7 +109,7 @@ _EN_NEGATIONS = frozenset(
 )
 _EN_WORD = re.compile(r"[A-Za-z]+(?:['’][A-Za-z]+)*")
 _NOISE = re.compile(r"[\s\W_]+", re.UNICODE)
-"""What `merge.normalize_content` drops (case, width, spaces, punctuation)."""
+"""What `matching.normalize_content` drops (case, width, spaces, punctuation)."""
 _ASCII_DIGITS = re.compile(r"[0-9]+(?:[.:][0-9]+)*")
 _DIGITS = re.compile(r"\d+(?:[.:]\d+)*")
 _THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
@@ -290,7 +290,7 @@ def _mask_chinese(match: re.Match[str]) -> str:
 @functools.lru_cache(maxsize=1 << 16)
 def skeleton(text: str) -> str:
     """`text` with its numbers and dates masked and its negations dropped, normalized like
-    `merge.normalize_content`: two texts with one skeleton say the same but for those keys
+    `matching.normalize_content`: two texts with one skeleton say the same but for those keys
     ("我儿子上三年级" and "我儿子上四年级", "I like tea" and "I don't like tea"), even when
     too short for their bigrams to be alike. One pass per script: the merge computes it
     for every entry of a category."""

@@ -31,14 +31,9 @@ from pathlib import Path
 from memory_core.atomic import atomic_write_text
 from memory_core.entries import MemoryEntry
 from memory_core.errors import StoreError
-from memory_core.memory_md import (
-    QUARANTINE_NOTE,
-    QUARANTINED,
-    QuarantinedBlock,
-    parse_memory,
-    render_memory_lines,
-    split_lines,
-)
+from memory_core.memory_md import QUARANTINE_NOTE, QUARANTINED, QuarantinedBlock, split_lines
+from memory_core.memory_md_parser import parse_memory
+from memory_core.memory_md_renderer import render_memory_lines
 from memory_core.scope import ScopeKey, scope_slug
 from memory_core.workspace import Workspace
 

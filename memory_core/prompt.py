@@ -12,8 +12,7 @@ import heapq
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
-from memory_core.entries import MemoryEntry
-from memory_core.merge import sort_entries
+from memory_core.entries import MemoryEntry, sort_entries
 from memory_core.scoring import DEFAULT_POLICY, ScoringPolicy, score_at
 from memory_core.text import estimate_tokens
 

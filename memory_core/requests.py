@@ -87,7 +87,7 @@ REMEMBER_REPLIES = {
     "reinforced": ("这条我之前就记得，已加强：", "I already knew that; reinforced: "),
 }
 """`/remember`'s and "remember …"'s reply (Chinese, English) by what the capture kept
-(`merge.Kept`'s values), followed by the entry's text."""
+(`merge_values.Kept`'s values), followed by the entry's text."""
 MODEL_DOWN_REPLIES = (
     "抱歉，模型暂时不可用，你的消息已保存。",
     "Sorry, the model is unavailable right now; your message is saved.",

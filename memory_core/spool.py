@@ -39,7 +39,7 @@ from memory_core.clock import format_when, parse_when
 from memory_core.deliveries import claim_step
 from memory_core.errors import DatabaseUnreachable
 from memory_core.history import HistoryStore, MessageIndexer
-from memory_core.merge import Change
+from memory_core.merge_values import Change
 from memory_core.retry import Backoff
 from memory_core.scope import ScopeKey
 from memory_core.sessions import ArchiveState, Session, StoredMessage, TurnContext, sql_length

@@ -34,19 +34,14 @@ from datetime import datetime
 from typing import Any
 
 from memory_core.clock import Monotonic, format_when, parse_when
+from memory_core.decay import decay_all
 from memory_core.entries import Importance, MemoryClass, MemoryEntry
 from memory_core.errors import ChatmemError
 from memory_core.journal import CaptureJournal, JournalRow
-from memory_core.memory_md import ParsedMemory
-from memory_core.merge import (
-    Candidate,
-    Change,
-    ChangeKind,
-    EntryView,
-    MergeResult,
-    apply_candidates,
-    decay_all,
-)
+from memory_core.matching import EntryView
+from memory_core.memory_md_parser import ParsedMemory
+from memory_core.merge import apply_candidates
+from memory_core.merge_values import Candidate, Change, ChangeKind, MergeResult
 from memory_core.retry import Backoff
 from memory_core.scope import ScopeKey
 from memory_core.scoring import ScoringPolicy

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 from memory_core.activations import Activation
 from memory_core.chunking import Chunk, ChunkKind
 from memory_core.index.model import Appended, Hit, SyncStats, VectorSearch
-from memory_core.merge import Change
+from memory_core.merge_values import Change
 from memory_core.query import Query
 from memory_core.records import (
     ArchiveRun,

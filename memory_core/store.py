@@ -38,13 +38,9 @@ from memory_core.clock import Monotonic
 from memory_core.entries import MemoryEntry
 from memory_core.errors import StoreError
 from memory_core.locks import LockRegistry
-from memory_core.memory_md import (
-    ParsedMemory,
-    QuarantinedBlock,
-    parse_memory,
-    render_memory_lines,
-    split_sections,
-)
+from memory_core.memory_md import QuarantinedBlock
+from memory_core.memory_md_parser import ParsedMemory, parse_memory
+from memory_core.memory_md_renderer import render_memory_lines, split_sections
 from memory_core.scope import ScopeKey
 from memory_core.workspace import Workspace
 

@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from memory_core.audit import AUDITED
-from memory_core.merge import Change
+from memory_core.merge_values import Change
 from memory_core.records import ArchiveRun, AuditRecord, FailedArchive, ScopeEvent, SessionArchive
 from memory_core.scope import ScopeKey
 from memory_core.sessions import (

@@ -23,8 +23,10 @@ from memory_core.entries import MemoryEntry
 from memory_core.history_rows import MESSAGE_COLUMNS, message_from_row
 from memory_core.index import K1, B, CorpusStats, SearchIndex, idf
 from memory_core.index.rerank import Candidate
-from memory_core.merge import Candidate as MergeCandidate
-from memory_core.merge import EntryView, MergeResult, apply_candidates
+from memory_core.matching import EntryView
+from memory_core.merge import apply_candidates
+from memory_core.merge_values import Candidate as MergeCandidate
+from memory_core.merge_values import MergeResult
 from memory_core.scope import ScopeKey
 from memory_core.sessions import StoredMessage
 from memory_core.sql import Connection, Db

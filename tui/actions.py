@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from memory_core.engine import MemoryCore
-from memory_core.merge import ChangeKind
+from memory_core.merge_values import ChangeKind
 from memory_core.scope import ScopeKey
 from tui.format import one_line
 

@@ -76,7 +76,7 @@ _STATUS_ORDER = {Status.ACTIVE: 0, Status.ARCHIVED: 1, Status.FORGOTTEN: 2}
 def what_if(entry: MemoryEntry, when: datetime, policy: ScoringPolicy) -> tuple[float, Status]:
     """Score and status a consolidation at `when` would give the entry (without writing).
 
-    The same rules as `merge.decay_all` (decay, expiry of todos, then `status_of`), for one
+    The same rules as `decay.decay_all` (decay, expiry of todos, then `status_of`), for one
     entry and without copying it: `decay_all` builds a new entry per change, which costs
     seconds at 100 000 entries. A test keeps the two in agreement.
     """

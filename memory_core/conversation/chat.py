@@ -49,8 +49,9 @@ from memory_core.entries import MemoryEntry
 from memory_core.errors import ChatmemError, EntryNotFound, LLMError
 from memory_core.event_log import decision_events, message_events
 from memory_core.llm import LLMClient, Message
+from memory_core.matching import same_memory
 from memory_core.memory import MemoryService
-from memory_core.merge import ChangeKind, Kept, MergeResult, same_memory
+from memory_core.merge_values import ChangeKind, Kept, MergeResult
 from memory_core.recall import Injection, has_recall_intent, without_known
 from memory_core.records import Hit
 from memory_core.requests import (

@@ -55,7 +55,7 @@ from memory_core.event_log import Event
 from memory_core.llm import LLMClient, Message
 from memory_core.locks import LockRegistry
 from memory_core.memory import MemoryService
-from memory_core.merge import Candidate, Change
+from memory_core.merge_values import Candidate, Change
 from memory_core.prompts import load_prompt
 from memory_core.scope import ScopeKey
 from memory_core.storage import AuditBackend, HistoryBackend

@@ -17,10 +17,10 @@ from datetime import datetime
 from typing import Any
 
 from memory_core.clock import parse_when
-from memory_core.entries import CATEGORIES, Importance, MemoryClass, MemoryEntry
+from memory_core.entries import CATEGORIES, Importance, MemoryClass, MemoryEntry, sort_entries
 from memory_core.inputs import is_storable
 from memory_core.llm import LLMClient, Message
-from memory_core.merge import Candidate, sort_entries
+from memory_core.merge_values import Candidate
 from memory_core.prompts import load_prompt
 from memory_core.scoring import DEFAULT_POLICY, ScoringPolicy, Status, status_of
 from memory_core.text import estimate_tokens

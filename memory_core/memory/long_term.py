@@ -31,8 +31,10 @@ from memory_core.errors import ChatmemError, DatabaseUnreachable, EntryNotFound
 from memory_core.forgotten import ForgottenFile
 from memory_core.inputs import choice, storable
 from memory_core.memory.guard import IndexGuard
-from memory_core.memory_md import ParsedMemory, QuarantinedBlock
-from memory_core.merge import Candidate, Change, ChangeKind, MergeResult, merge
+from memory_core.memory_md import QuarantinedBlock
+from memory_core.memory_md_parser import ParsedMemory
+from memory_core.merge import merge
+from memory_core.merge_values import Candidate, Change, ChangeKind, MergeResult
 from memory_core.prompt import render_prompt_memories, select_prompt_entries_until
 from memory_core.scope import ScopeKey
 from memory_core.scoring import ScoringPolicy, Status, initial_score, score_at, status_of

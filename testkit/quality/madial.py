@@ -24,7 +24,7 @@ from typing import Any
 from memory_core.chunking import ChunkKind
 from memory_core.clock import ManualClock
 from memory_core.engine import MemoryCore
-from memory_core.merge import Candidate, ChangeKind
+from memory_core.merge_values import Candidate, ChangeKind
 from memory_core.records import Hit
 from testkit.quality.metrics import Scores, found_ids, score
 from testkit.quality.setup import Overrides, bench_config, peer_scope

@@ -37,10 +37,11 @@ from textual.worker import WorkerState
 from adapters.demo import ALICE, LI_LEI, build_demo
 from memory_core.clock import ManualClock
 from memory_core.config import Config, env_bindings
+from memory_core.decay import decay_all
 from memory_core.engine import MemoryCore
 from memory_core.entries import ArchiveReason, MemoryEntry
-from memory_core.memory_md import parse_memory, render_memory
-from memory_core.merge import decay_all
+from memory_core.memory_md_parser import parse_memory
+from memory_core.memory_md_renderer import render_memory
 from memory_core.scope import MAIN, ScopeKey
 from memory_core.scoring import DEFAULT_POLICY, Status, status_of
 from tui import ChatmemApp, make_app

@@ -25,7 +25,7 @@ import pytest
 
 from memory_core.config import load_config
 from memory_core.engine import MemoryCore
-from memory_core.memory_md import parse_memory
+from memory_core.memory_md_parser import parse_memory
 from memory_core.scope import MAIN, ScopeKey
 from tests.postgres import with_storage
 from tests.reliability.support import REPO
@@ -39,7 +39,7 @@ WORKER = """
 import asyncio, json, logging, random, time
 from memory_core.config import load_config
 from memory_core.engine import MemoryCore
-from memory_core.merge import ChangeKind
+from memory_core.merge_values import ChangeKind
 from memory_core.scope import ScopeKey
 
 DEGRADED = ("search index unusable", "database unavailable", "capture journal unavailable")

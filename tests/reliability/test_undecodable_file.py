@@ -8,7 +8,7 @@ as usual.
 from __future__ import annotations
 
 from memory_core.engine import MemoryCore
-from memory_core.memory_md import parse_memory
+from memory_core.memory_md_parser import parse_memory
 from memory_core.scope import MAIN
 
 

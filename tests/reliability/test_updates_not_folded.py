@@ -20,8 +20,8 @@ import pytest
 
 from memory_core.config import Config, env_bindings
 from memory_core.engine import MemoryCore
-from memory_core.memory_md import parse_memory
-from memory_core.merge import Kept
+from memory_core.memory_md_parser import parse_memory
+from memory_core.merge_values import Kept
 from memory_core.scope import MAIN
 from tests.reliability.support import REPO, storage_env_of
 

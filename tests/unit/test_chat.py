@@ -27,8 +27,8 @@ from memory_core.conversation.prompting import (
 from memory_core.conversation.tools import MEMORY_SAVE, TOOL_SCHEMAS
 from memory_core.engine import MemoryCore
 from memory_core.entries import Importance
-from memory_core.memory_md import parse_memory
-from memory_core.merge import Candidate, ChangeKind
+from memory_core.memory_md_parser import parse_memory
+from memory_core.merge_values import Candidate, ChangeKind
 from memory_core.records import RecordedMessage
 from memory_core.scope import MAIN, ScopeKey
 from memory_core.sessions import StoredMessage

@@ -19,7 +19,7 @@ from memory_core.chunking import (
 )
 from memory_core.daily import format_note
 from memory_core.entries import MemoryEntry
-from memory_core.memory_md import render_memory
+from memory_core.memory_md_renderer import render_memory
 from memory_core.text import tokenize
 
 D = date(2026, 3, 1)

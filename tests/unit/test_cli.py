@@ -19,7 +19,7 @@ from memory_core.chunking import ChunkKind
 from memory_core.clock import format_when
 from memory_core.config import env_bindings
 from memory_core.entries import CATEGORIES
-from memory_core.memory_md import parse_memory
+from memory_core.memory_md_parser import parse_memory
 from tests.support import FACT_DAY
 
 PYTEST_PREF = "用户喜欢用 pytest 而非 unittest"

@@ -31,7 +31,7 @@ from memory_core.consolidation import (
 from memory_core.engine import MemoryCore
 from memory_core.entries import ArchiveReason, Importance, MemoryClass, MemoryEntry
 from memory_core.event_log import Event, EventKind, message_events
-from memory_core.merge import ChangeKind
+from memory_core.merge_values import ChangeKind
 from memory_core.scope import ScopeKey
 from memory_core.scoring import Status, rank_terms, status_of
 from memory_core.text import tokenize
@@ -282,7 +282,7 @@ async def seed_scope(core: MemoryCore, clock: ManualClock) -> None:
 
 
 async def write_belief(core: MemoryCore, clock: ManualClock) -> None:
-    from memory_core.merge import Candidate
+    from memory_core.merge_values import Candidate
 
     await core.memories.merge_candidates(
         ALICE,

@@ -14,8 +14,9 @@ from memory_core.config import Config
 from memory_core.engine import MemoryCore
 from memory_core.entries import ArchiveReason, Importance, MemoryEntry
 from memory_core.errors import ChatmemError, EntryNotFound, IndexUnavailable
-from memory_core.memory_md import parse_memory, render_memory
-from memory_core.merge import Candidate, ChangeKind
+from memory_core.memory_md_parser import parse_memory
+from memory_core.memory_md_renderer import render_memory
+from memory_core.merge_values import Candidate, ChangeKind
 from memory_core.prompt import HEADER
 from memory_core.scope import MAIN, ScopeKey
 from memory_core.text import estimate_tokens

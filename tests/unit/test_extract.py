@@ -27,7 +27,7 @@ from memory_core.conversation.extract import (
 from memory_core.engine import MemoryCore
 from memory_core.entries import ArchiveReason, Importance, MemoryEntry
 from memory_core.llm import LLMClient
-from memory_core.merge import Candidate, ChangeKind
+from memory_core.merge_values import Candidate, ChangeKind
 from memory_core.requests import explicit_request
 from memory_core.scope import ScopeKey
 from memory_core.settings_services import LLMSettings

@@ -23,7 +23,7 @@ from memory_core.journal import CaptureJournal
 from memory_core.llm import ChatReply, LLMClient, Message
 from memory_core.locks import LockRegistry
 from memory_core.memory import MemoryService, build_memory_service
-from memory_core.merge import Candidate, ChangeKind
+from memory_core.merge_values import Candidate, ChangeKind
 from memory_core.scope import MAIN, ScopeKey
 from memory_core.sessions import ArchiveState
 from memory_core.settings_services import LLMSettings

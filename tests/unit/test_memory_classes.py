@@ -11,6 +11,7 @@ import pytest
 
 from memory_core.config import load_config
 from memory_core.conversation.extract import candidates_from_json
+from memory_core.decay import decay_all
 from memory_core.entries import (
     CATEGORIES,
     CATEGORY_CLASSES,
@@ -23,8 +24,10 @@ from memory_core.entries import (
     granularity_of,
 )
 from memory_core.errors import ConfigError
-from memory_core.memory_md import parse_memory, render_memory
-from memory_core.merge import Candidate, ChangeKind, decay_all, merge
+from memory_core.memory_md_parser import parse_memory
+from memory_core.memory_md_renderer import render_memory
+from memory_core.merge import merge
+from memory_core.merge_values import Candidate, ChangeKind
 from memory_core.scoring import (
     ACCESS_BONUS_MAX,
     DEFAULT_POLICY,

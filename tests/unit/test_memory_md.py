@@ -25,23 +25,23 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memory_core import memory_md
+from memory_core import memory_md_parser, memory_md_renderer
 from memory_core.clock import ensure_aware, format_when, parse_when
 from memory_core.entries import ArchiveReason, MemoryEntry, is_valid_entry_id
 from memory_core.memory_md import (
     ARCHIVED,
     QUARANTINED,
-    ParsedMemory,
     QuarantinedBlock,
-    clear_parse_cache,
-    clear_render_cache,
     escape_line,
     format_score,
-    parse_memory,
+    split_lines,
+)
+from memory_core.memory_md_parser import ParsedMemory, clear_parse_cache, parse_memory
+from memory_core.memory_md_renderer import (
+    clear_render_cache,
     render_entry,
     render_memory,
     render_memory_lines,
-    split_lines,
 )
 from memory_core.store import read_memory_file
 
@@ -647,7 +647,7 @@ def test_render_entry_matches_the_plain_version(entry: MemoryEntry) -> None:
 @settings(max_examples=300, deadline=None)
 @given(any_moment)
 def test_format_when_fast_path_matches_format_when(when: datetime) -> None:
-    assert memory_md._format_when(when) == format_when(when)
+    assert memory_md_renderer._format_when(when) == format_when(when)
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -743,7 +743,7 @@ def test_metadata_timestamp_fast_path_matches_parse_when(text: str) -> None:
         expected: datetime | None = parse_when(text)
     except ValueError:
         expected = None
-    got = memory_md._when(text)
+    got = memory_md_parser._when(text)
     assert repr(got) == repr(expected)
 
 

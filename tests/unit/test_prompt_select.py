@@ -7,8 +7,7 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memory_core.entries import MemoryEntry
-from memory_core.merge import sort_entries
+from memory_core.entries import MemoryEntry, sort_entries
 from memory_core.prompt import select_prompt_entries
 from memory_core.scoring import DEFAULT_POLICY, Status, score_at, status_of
 

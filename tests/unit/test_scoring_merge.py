@@ -26,12 +26,23 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from memory_core import matching
 from memory_core import merge as merge_module
-from memory_core.entries import ArchiveReason, Importance, MemoryClass, MemoryEntry, build_entry
+from memory_core.decay import decay_all
+from memory_core.entries import (
+    ArchiveReason,
+    Importance,
+    MemoryClass,
+    MemoryEntry,
+    build_entry,
+    sort_entries,
+)
 from memory_core.fact_keys import Relation, has_keys, relation, skeleton
-from memory_core.memory_md import parse_memory, render_memory
-from memory_core.merge import (
-    SKELETON_MAX,
+from memory_core.matching import SKELETON_MAX, normalize_content, same_memory
+from memory_core.memory_md_parser import parse_memory
+from memory_core.memory_md_renderer import render_memory
+from memory_core.merge import merge
+from memory_core.merge_values import (
     Candidate,
     Change,
     ChangeKind,
@@ -39,11 +50,6 @@ from memory_core.merge import (
     MergeResult,
     Outcome,
     build_change,
-    decay_all,
-    merge,
-    normalize_content,
-    same_memory,
-    sort_entries,
 )
 from memory_core.scoring import (
     DEFAULT_POLICY,
@@ -897,7 +903,7 @@ def test_fuzzy_similarity_matches_the_set_formula() -> None:
         b = a if rng.random() < 0.2 else "".join(rng.choice(alphabet) for _ in range(len(a)))
         if rng.random() < 0.5 and a:
             b = a[: rng.randrange(len(a))] + rng.choice(alphabet) + a[rng.randrange(len(a)) :]
-        assert merge_module._similar(a, b) == _reference_similar(a, b)
+        assert matching._similar(a, b) == _reference_similar(a, b)
 
 
 def test_build_entry_is_an_ordinary_frozen_entry() -> None:

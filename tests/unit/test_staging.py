@@ -21,8 +21,8 @@ from memory_core import atomic, store
 from memory_core.clock import ManualClock
 from memory_core.config import Config
 from memory_core.engine import MemoryCore
-from memory_core.memory_md import parse_memory
-from memory_core.merge import ChangeKind
+from memory_core.memory_md_parser import parse_memory
+from memory_core.merge_values import ChangeKind
 from memory_core.scope import MAIN, ScopeKey
 from tests.support import journal_sql
 

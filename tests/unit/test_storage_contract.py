@@ -20,7 +20,7 @@ from datetime import datetime, timedelta
 import pytest
 
 from memory_core.engine import MemoryCore
-from memory_core.merge import Change, ChangeKind
+from memory_core.merge_values import Change, ChangeKind
 from memory_core.scope import ScopeKey
 from memory_core.sessions import SUMMARY_ROLE, ArchiveState, StoredMessage
 from memory_core.storage import AuditBackend, HistoryBackend

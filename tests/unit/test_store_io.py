@@ -24,7 +24,7 @@ from memory_core.config import Config
 from memory_core.engine import MemoryCore
 from memory_core.entries import MemoryEntry
 from memory_core.locks import LockRegistry
-from memory_core.memory_md import ParsedMemory
+from memory_core.memory_md_parser import ParsedMemory
 from memory_core.scope import MAIN, ScopeKey
 from memory_core.store import LongTermStore, read_memory_file
 from memory_core.workspace import Workspace
