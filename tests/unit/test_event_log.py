@@ -176,7 +176,7 @@ async def test_a_chat_turn_logs_its_facts_in_its_scope(
         fake.fail(500, times=1, retry_after=0)
         await core.conversation.turn(ALICE, "and now?")
         await core.conversation.chat.remember(ALICE, "I drink green tea every morning")
-        log = await core.event_log(ALICE)
+        log = await core.event_log.read(ALICE, core.notes.today())
         assert log.unreadable == 0
         assert kinds(log.events) == [
             "input", "action", "result", "output",
@@ -191,11 +191,11 @@ async def test_a_chat_turn_logs_its_facts_in_its_scope(
         assert log.events[-1].data["change"] == "add"
         (entry,) = await core.memories.entries(ALICE)
         assert log.events[-1].data == {"what": "remember", "change": "add", "entry": entry.id}
-        assert (await core.event_log(BOB)).events == []
+        assert (await core.event_log.read(BOB, core.notes.today())).events == []
         assert await core.event_log.days(ALICE) == [START.date()]
         assert core.workspace.memory_dir(ALICE).joinpath(f"{START.date()}.jsonl").exists()
         # A day without a log is empty, not an error.
-        assert (await core.event_log(ALICE, date(2020, 1, 1))).events == []
+        assert (await core.event_log.read(ALICE, date(2020, 1, 1))).events == []
 
 
 async def test_a_failing_log_never_fails_the_turn(
@@ -214,7 +214,7 @@ async def test_a_failing_log_never_fails_the_turn(
     with caplog.at_level("WARNING", logger="memory_core.event_log"):
         await core.conversation.turn(ALICE, "now it works")
     assert "event log written again" in caplog.text
-    assert [e.data["text"] for e in (await core.event_log(ALICE)).events] == ["now it works"]
+    assert [e.data["text"] for e in (await core.event_log.read(ALICE, core.notes.today())).events] == ["now it works"]
 
 
 def test_redaction_blanks_a_text_wherever_it_stands(tmp_path: Path) -> None:
@@ -245,9 +245,9 @@ def test_redaction_blanks_a_text_wherever_it_stands(tmp_path: Path) -> None:
 async def test_purge_blanks_the_text_in_the_event_log_too(core: MemoryCore) -> None:
     await core.conversation.turn(ALICE, "remember my locker code is 4711")
     (entry,) = await core.memories.entries(ALICE)
-    assert "4711" in json.dumps([e.data for e in (await core.event_log(ALICE)).events])
+    assert "4711" in json.dumps([e.data for e in (await core.event_log.read(ALICE, core.notes.today())).events])
     await core.memories.forget(ALICE, entry.id)
     await core.purge(ALICE, [entry.id])
-    events = (await core.event_log(ALICE)).events
+    events = (await core.event_log.read(ALICE, core.notes.today())).events
     assert kinds(events) == ["input", "decision", "output"]
     assert "4711" not in json.dumps([e.data for e in events])
