@@ -141,14 +141,13 @@ class Database:
         *,
         synchronous: str = "NORMAL",
         migrations: Sequence[tuple[str, str]] = MIGRATIONS,
-        schema: str = "",
     ) -> Database:
         """Open (creating if needed), set the pragmas, migrate; IndexUnavailable for a file
         SQLite cannot use."""
         thread = _Thread()
         try:
             conn = await _retrying(
-                lambda: thread.submit(_connect, path, synchronous, migrations, schema),
+                lambda: thread.submit(_connect, path, synchronous, migrations),
                 f"opening {path.name}",
             )
         except BaseException:
@@ -263,7 +262,7 @@ def _call(conn: SqliteConnection, work: Work[T]) -> T:
 
 
 def _connect(
-    path: Path, synchronous: str, migrations: Sequence[tuple[str, str]], schema: str
+    path: Path, synchronous: str, migrations: Sequence[tuple[str, str]]
 ) -> SqliteConnection:
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
@@ -281,8 +280,6 @@ def _connect(
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute(f"PRAGMA synchronous = {synchronous}")
         conn.execute("PRAGMA foreign_keys = ON")
-        if schema:
-            conn.execute(schema)
         applied = migrate(conn, migrations)
     except sqlite3.DatabaseError as exc:
         conn.close()

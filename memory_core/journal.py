@@ -9,6 +9,10 @@ Several processes (a bot, the TUI, the CLI) may share a workspace. Each journal 
 lock file named after its owner id for its whole life; rows whose owner's lock can be
 taken belong to a process that died before writing them, and the next process to start
 adopts and replays them.
+
+The table's schema is a numbered migration like every other: `JOURNAL_MIGRATIONS`
+(memory_core/migrations.py) for this file, `m004_captures` (memory_core/pg/migrations.py)
+in a shared PostgreSQL database.
 """
 
 from __future__ import annotations
@@ -35,18 +39,10 @@ from memory_core.errors import (
     StoreError,
 )
 from memory_core.locks import ProcessLocks
+from memory_core.migrations import JOURNAL_MIGRATIONS
 from memory_core.sql import Connection, Db
 
 log = logging.getLogger(__name__)
-
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS captures (
-    seq INTEGER PRIMARY KEY AUTOINCREMENT,
-    owner TEXT NOT NULL,
-    scope TEXT NOT NULL,
-    payload TEXT NOT NULL
-)
-"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,7 +124,7 @@ class CaptureJournal:
         held = await asyncio.to_thread(owners.take, owner)
         try:
             # The point of the journal: a committed row survives a power cut.
-            db = await Database.open(path, synchronous="FULL", migrations=(), schema=SCHEMA)
+            db = await Database.open(path, synchronous="FULL", migrations=JOURNAL_MIGRATIONS)
         except (IndexUnavailable, DatabaseBusy) as exc:
             # Locked for a minute by another process, or unusable: either way this process
             # writes its captures to MEMORY.md directly instead of failing to start.

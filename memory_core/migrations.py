@@ -1,4 +1,5 @@
-"""Numbered, append-only schema migrations for `.chatmem/index.sqlite3`.
+"""Numbered, append-only schema migrations for `.chatmem/index.sqlite3`, and, apart
+(`JOURNAL_MIGRATIONS`, at the end), for the capture journal's `.chatmem/journal.sqlite3`.
 
 Each migration runs once, inside the transaction that records it, so two processes opening
 a new workspace at the same time cannot both apply it. Never edit a released migration:
@@ -279,3 +280,29 @@ migration(
     # A turn that says "last Friday" is found by a question about that Friday.
     CHUNK_DATES,
 )
+
+
+JOURNAL_MIGRATIONS: list[tuple[str, str]] = [
+    (
+        "m001_captures",
+        # Captures acknowledged before MEMORY.md is rewritten (memory_core/journal.py).
+        # AUTOINCREMENT: a sequence number is never handed out twice, even after the rows
+        # before it were deleted. IF NOT EXISTS, in this first step alone: a journal made
+        # before this list existed holds this very table (the journal created it itself
+        # at every open) and no `_migrations`; it is adopted as it is, rows and all.
+        """
+        CREATE TABLE IF NOT EXISTS captures (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            owner TEXT NOT NULL,
+            scope TEXT NOT NULL,
+            payload TEXT NOT NULL
+        );
+        """,
+    ),
+]
+"""Numbered migrations of the capture journal's own file, `.chatmem/journal.sqlite3`,
+recorded in that file's `_migrations`. A file of its own on purpose (journal.py): it runs
+with `synchronous = FULL`, so an acknowledged capture survives a power cut, at the cost
+of one fsync per capture that the index database should not pay for its every write, and
+a capture's commit never waits behind a long index transaction (a reindex, a purge). On
+PostgreSQL the same table is a migration of the shared database (`m004_captures`)."""

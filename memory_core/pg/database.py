@@ -301,6 +301,32 @@ def migrate(
     return applied
 
 
+def apply_step(conn: Connection, step: tuple[str, str]) -> bool:
+    """A numbered step decided at run time (`pg/migrations.py`: pgvector's column and its
+    HNSW indexes), applied once and recorded in `_migrations` as every migration is,
+    inside the caller's transaction (`PgDatabase.run`); whether it was applied now.
+
+    Two processes applying the same step at once are ordered by an advisory lock of that
+    step's own, not `MIGRATION_LOCK`: building an HNSW index over many rows can take a
+    while, and every process's open takes that lock."""
+    assert isinstance(conn, PgConnection)
+    name, sql = step
+    raw = conn.raw
+    raw.execute(
+        "SELECT pg_advisory_xact_lock(hashtextextended(current_schema() || %s, 0))",
+        (f"{MIGRATION_LOCK}:{name}",),
+    )
+    if raw.execute("SELECT 1 FROM _migrations WHERE name = %s", (name,)).fetchone():
+        return False
+    raw.execute(sql.encode())  # several statements: the simple query protocol
+    raw.execute(
+        "INSERT INTO _migrations (name, applied_at) VALUES (%s, %s)",
+        (name, datetime.now(UTC).isoformat()),
+    )
+    log.info("applied PostgreSQL migration %s", name)
+    return True
+
+
 OWNED_TABLES = ("scopes", "sessions", "messages", "audit", "captures")
 """Tables whose rows only a workspace's use makes: any row means the database is used."""
 

@@ -283,3 +283,48 @@ migration(
     # As SQLite's m009 (memory_core/migrations.py): the days a chunk's text speaks of.
     CHUNK_DATES,
 )
+
+
+# --- Steps decided at run time ----------------------------------------------------------
+#
+# pgvector is an extension the server may lack (or the role may not create), and the
+# core asks for it only once dense recall is configured (pg/vectors.py,
+# `ensure_pgvector`); its HNSW indexes are one per vector size, and the size is the
+# embedding model's, known at the first vector written. These steps are therefore not in
+# `PG_MIGRATIONS` (applied at every open, whatever the configuration) but numbered in
+# the same sequence and recorded in the same `_migrations` when applied
+# (`database.apply_step`): m011 and m012 are theirs, the next migration above is m013.
+# A later change to what they make is a further step of the same kind, never an edit.
+
+PGVECTOR: tuple[str, str] = (
+    "m011_pgvector",
+    # Each vector also as pgvector's `vector` (any size: a model change needs no new
+    # column) with its size in `dims`, which the HNSW indexes and every search filter
+    # on. Kept in the row (never compressed or moved out of line): a search reads every
+    # vector of the scope, and fetching each from TOAST cost ~5 us a row; the row's
+    # `vec` bytes go out of line instead. IF NOT EXISTS: a database the previous code
+    # served already holds these columns (it added them at every start, unrecorded).
+    """
+    ALTER TABLE chunk_vectors ADD COLUMN IF NOT EXISTS embedding vector;
+    ALTER TABLE chunk_vectors ADD COLUMN IF NOT EXISTS dims INTEGER;
+    ALTER TABLE chunk_vectors ALTER COLUMN embedding SET STORAGE PLAIN;
+    """,
+)
+"""Applied once the server has pgvector 0.8 or newer (`ensure_pgvector`)."""
+
+PGVECTOR_COLUMNS: dict[str, tuple[str, ...]] = {"chunk_vectors": ("embedding", "dims")}
+"""What `PGVECTOR` adds: the only columns SQLite has no counterpart of (it searches the
+`vec` bytes in the process)."""
+
+
+def hnsw_step(dim: int) -> tuple[str, str]:
+    """The HNSW index of one vector size: an expression index (`embedding::vector(d)`,
+    cosine) over the rows of that size, made before the first vector of that size is
+    stored. IF NOT EXISTS for indexes the previous code made unrecorded."""
+    size = int(dim)
+    return (
+        f"m012_hnsw_{size}",
+        f"CREATE INDEX IF NOT EXISTS chunk_vectors_hnsw_{size} ON chunk_vectors"
+        f" USING hnsw ((embedding::vector({size})) vector_cosine_ops)"
+        f" WHERE dims = {size}",
+    )

@@ -27,6 +27,8 @@ from memory_core.errors import DatabaseFailure
 from memory_core.index import vectors
 from memory_core.index.vector_index import VectorIndex
 from memory_core.index.vectors import ChunkText, Stored
+from memory_core.pg.database import apply_step
+from memory_core.pg.migrations import PGVECTOR, hnsw_step
 from memory_core.sql import Connection, Db
 
 log = logging.getLogger(__name__)
@@ -41,8 +43,9 @@ EF_SEARCH = 100
 
 
 async def ensure_pgvector(db: Db) -> str | None:
-    """pgvector's version once the extension and the `embedding` column are in place;
-    None when the server lacks it (or the role may not create it)."""
+    """pgvector's version once the extension and the `embedding` column are in place
+    (the recorded step `PGVECTOR`, pg/migrations.py); None when the server lacks it (or
+    the role may not create it)."""
 
     def prepare(conn: Connection) -> str | None:
         row = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'")
@@ -60,12 +63,7 @@ async def ensure_pgvector(db: Db) -> str | None:
         version = str(found[0])
         if _version(version) < MIN_VERSION:
             return None
-        conn.execute("ALTER TABLE chunk_vectors ADD COLUMN IF NOT EXISTS embedding vector")
-        conn.execute("ALTER TABLE chunk_vectors ADD COLUMN IF NOT EXISTS dims INTEGER")
-        # Kept in the row (never compressed or moved out of line): a search reads every
-        # vector of the scope, and fetching each from TOAST cost ~5 us a row. The row's
-        # `vec` bytes go out of line instead.
-        conn.execute("ALTER TABLE chunk_vectors ALTER COLUMN embedding SET STORAGE PLAIN")
+        apply_step(conn, PGVECTOR)
         return version
 
     try:
@@ -169,18 +167,10 @@ class PgVectorIndex(VectorIndex):
 
 
 def _ensure_hnsw(conn: Connection, dim: int) -> None:
-    """The HNSW index of one vector size. `CREATE INDEX IF NOT EXISTS` is not safe against
-    another process making the same index at the same moment: a transaction-scoped
-    advisory lock orders them (inside `run`)."""
-    conn.execute(
-        "SELECT pg_advisory_xact_lock(hashtextextended(current_schema() || ?, 0))",
-        (":chatmem:hnsw",),
-    )
-    conn.execute(
-        f"CREATE INDEX IF NOT EXISTS chunk_vectors_hnsw_{int(dim)} ON chunk_vectors"
-        f" USING hnsw ((embedding::vector({int(dim)})) vector_cosine_ops)"
-        f" WHERE dims = {int(dim)}"
-    )
+    """The HNSW index of one vector size, a recorded step (`hnsw_step`): `CREATE INDEX IF
+    NOT EXISTS` is not safe against another process making the same index at the same
+    moment, and the step's advisory lock orders them (inside `run`)."""
+    apply_step(conn, hnsw_step(dim))
 
 
 def _store(
