@@ -39,7 +39,7 @@ from memory_core.llm import LLMClient
 from memory_core.locks import LockRegistry
 from memory_core.memory import IndexGuard, MemoryService, build_memory_service
 from memory_core.memory.finder import rank_settings
-from memory_core.memory.long_term import HOT_PATH_MAX_AGE
+from memory_core.memory.long_term_views import HOT_PATH_MAX_AGE
 from memory_core.schedules import ScheduleState
 from memory_core.scope import MAIN
 from memory_core.sql import Db

@@ -16,7 +16,8 @@ from memory_core.event_log import EventLog
 from memory_core.locks import LockRegistry
 from memory_core.memory.finder import Finder
 from memory_core.memory.guard import IndexGuard
-from memory_core.memory.long_term import LongTermMemory, ScopeStatus, ValidationProblem
+from memory_core.memory.long_term import LongTermMemory
+from memory_core.memory.long_term_views import ScopeStatus, ValidationProblem
 from memory_core.memory.notes import DailyNotes
 from memory_core.memory.snapshots import Snapshots
 from memory_core.storage import ActivationBackend, AuditBackend

@@ -6,10 +6,10 @@ what changed. It knows nothing of sessions or the model: a merge takes a session
 to stay idempotent.
 
 An entry that leaves the file by being forgotten (by request, or by decay in any write) is
-kept in the scope's forgotten file (`forgotten.py`) right after the write that dropped it,
-under the scope's `forgotten` lock. That lock is never held across a write of the
-long-term file (which may first wait for a staged write, whose follow-up keeps what it
-forgot under that very lock): each step takes it for its own read-change-write only.
+kept in the scope's forgotten file right after the write that dropped it
+(`forgotten_keeper.py` says under which lock). What each write does to the entries is
+decided by the pure functions of `long_term_changes.py`; what is read out of the file
+(prompt block, entities, status, problems) by `long_term_views.py`.
 """
 
 from __future__ import annotations
@@ -17,27 +17,37 @@ from __future__ import annotations
 import asyncio
 import logging
 import sqlite3
-from collections.abc import AsyncIterator, Callable, Collection, Iterable, Sequence
-from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Iterable
 from datetime import datetime
 from pathlib import Path
 
 from memory_core.activations import Activation
 from memory_core.config import Config
-from memory_core.entities import Entity, extract_entities
-from memory_core.entries import ArchiveReason, Importance, MemoryClass, MemoryEntry
+from memory_core.entities import Entity
+from memory_core.entries import Importance, MemoryClass, MemoryEntry
 from memory_core.errors import ChatmemError, DatabaseUnreachable, EntryNotFound
 from memory_core.forgotten import ForgottenFile
 from memory_core.inputs import choice, storable
+from memory_core.memory.forgotten_keeper import ForgottenKeeper
 from memory_core.memory.guard import IndexGuard
-from memory_core.memory_md import QuarantinedBlock
+from memory_core.memory.long_term_changes import (
+    EditFn,
+    RewriteFn,
+    archive_edit,
+    content_edit,
+    edited,
+    forget_edit,
+    kept_forgotten,
+    merged,
+    pin_edit,
+    restore_edit,
+    revived,
+)
+from memory_core.memory.long_term_views import LongTermViews, ScopeStatus, ValidationProblem
 from memory_core.memory_md_parser import ParsedMemory
-from memory_core.merge import merge
 from memory_core.merge_values import Candidate, Change, ChangeKind, MergeResult
-from memory_core.prompt import render_prompt_memories, select_prompt_entries_until
 from memory_core.scope import ScopeKey
-from memory_core.scoring import ScoringPolicy, Status, initial_score, score_at, status_of
+from memory_core.scoring import ScoringPolicy
 from memory_core.staging import Applied, Staging
 from memory_core.storage import ActivationBackend, AuditBackend
 from memory_core.store import LongTermStore
@@ -45,34 +55,9 @@ from memory_core.workspace import Workspace
 
 log = logging.getLogger(__name__)
 
-HOT_PATH_MAX_AGE = 1.0
-"""Seconds a chat turn may reuse the last check that MEMORY.md is unchanged on disk."""
-
-RewriteFn = Callable[[list[MemoryEntry], datetime], tuple[list[MemoryEntry], list[Change]]]
-EditFn = Callable[[MemoryEntry, datetime], tuple[MemoryEntry | None, ChangeKind, str]]
-"""An edit of one entry: the entry after it (None: forgotten), the change and its detail.
-Returning the very entry it was given means "nothing to do": no write, no audit row."""
-
 
 class _Unchanged(Exception):
     """Raised inside a store update to leave the file as it is (nothing is written)."""
-
-
-@dataclass(frozen=True, slots=True)
-class ScopeStatus:
-    scope: ScopeKey
-    active: list[MemoryEntry]
-    archived: list[MemoryEntry]
-    quarantined: list[QuarantinedBlock]
-    daily_files: int
-    path: str
-
-
-@dataclass(frozen=True, slots=True)
-class ValidationProblem:
-    scope: ScopeKey
-    path: str
-    block: QuarantinedBlock
 
 
 class LongTermMemory:
@@ -97,16 +82,11 @@ class LongTermMemory:
         self.activations = activations
         self.staging: Staging | None = None
         self._journal_away = False
-        self.forgotten = ForgottenFile(
+        forgotten = ForgottenFile(
             workspace, config.long_term.forgotten_keep_days, self.policy.archive_below
         )
-        # The store's registry: its process layer may be the database's advisory locks.
-        self._locks = store.locks
-        self._ranked_cache: dict[ScopeKey, tuple[ParsedMemory, list[MemoryEntry]]] = {}
-        self._entities: dict[str, tuple[ParsedMemory, list[Entity]]] = {}
-        # Per scope: the ranked entries a prompt block was made from, the instants it holds
-        # for (from, until) and the block itself.
-        self._prompt_cache: dict[ScopeKey, tuple[list[MemoryEntry], datetime, datetime, str]] = {}
+        self.kept = ForgottenKeeper(forgotten, workspace, store.locks, now)
+        self.views = LongTermViews(config, workspace, store, self.kept, self.policy)
 
     # --- staged captures ------------------------------------------------------------
     def use_staging(self, staging: Staging | None) -> None:
@@ -122,7 +102,7 @@ class LongTermMemory:
         # Read before any await: the next write of the scope replaces the record.
         written = self.store.last_write.get(scope)
         if written is not None:
-            await self._keep_forgotten(scope, _forgotten_entries(written.before, decayed, when))
+            await self.kept.keep(scope, kept_forgotten(written.before, decayed, when))
         for capture in applied:
             await self._record(scope, capture.changes, capture.source, capture.when)
         await self._record(scope, decayed, applied[-1].source if applied else "capture", when)
@@ -156,16 +136,9 @@ class LongTermMemory:
         return list((await self.store.load(scope)).entries)
 
     async def entities(self, scope: ScopeKey) -> list[Entity]:
-        """The entities the scope's Active memories name (best first), found again only
-        when the file changed: the store hands out the same parse until then."""
-        parsed = await self.store.load(scope)
-        cached = self._entities.get(scope.value)
-        if cached is not None and cached[0] is parsed:
-            return cached[1]
-        active = [e for e in parsed.entries if e.archived is None]
-        found = await asyncio.to_thread(extract_entities, active)
-        self._entities[scope.value] = (parsed, found)
-        return found
+        """The entities the scope's Active memories name (best first), cached per version
+        of the file."""
+        return await self.views.entities(scope)
 
     async def get_entry(self, scope: ScopeKey, entry_id: str) -> MemoryEntry:
         for entry in await self.entries(scope):
@@ -204,26 +177,24 @@ class LongTermMemory:
         def change(
             parsed: ParsedMemory,
         ) -> tuple[list[MemoryEntry], tuple[MergeResult, list[MemoryEntry]]]:
-            result = _merged(
-                parsed.entries, activations, batch, when, session_id, seen, self.policy
-            )
+            result = merged(parsed.entries, activations, batch, when, session_id, seen, self.policy)
             if idle and not result.changes:
                 unchanged.append(result)
                 raise _Unchanged
-            forgotten = _forgotten_entries(parsed.entries, result.changes, when)
+            forgotten = kept_forgotten(parsed.entries, result.changes, when)
             return result.entries, (result, forgotten)
 
         try:
             result, forgotten = await self.store.update(scope, change, when)
         except _Unchanged:
-            await self._keep_forgotten(scope, [])  # kept entries past their days still go
+            await self.kept.keep(scope, [])  # kept entries past their days still go
             return unchanged[0]
         if self.activations is not None and activations:
             try:
                 await self.activations.clear(scope, activations)
             except sqlite3.DatabaseError as exc:
                 log.warning("uses of memories applied but not cleared (%s)", exc)
-        await self._keep_forgotten(scope, forgotten)
+        await self.kept.keep(scope, forgotten)
         if not result.skipped:
             await self._record(scope, result.changes, source, when)
             if session_id is not None and self.audit is not None:
@@ -304,111 +275,72 @@ class LongTermMemory:
         when = now or self.now()
         parsed = await self.store.load(scope)
         activations = await self._pending_uses(scope)
-        return _merged(parsed.entries, activations, (), when, None, frozenset(), self.policy)
+        return merged(parsed.entries, activations, (), when, None, frozenset(), self.policy)
 
     async def forget(self, scope: ScopeKey, entry_id: str, *, source: str = "user") -> MemoryEntry:
         """Delete an entry from the file; it is kept in the scope's forgotten file for
         `long_term.forgotten_keep_days` (restorable) and the audit log keeps its text."""
-        return await self._edit_one(
-            scope,
-            entry_id,
-            source,
-            lambda e, now: (None, ChangeKind.FORGOTTEN, "forgotten by request"),
-        )
+        return await self._edit_one(scope, entry_id, source, forget_edit)
 
     async def set_pinned(
         self, scope: ScopeKey, entry_id: str, pinned: bool, *, source: str = "user"
     ) -> MemoryEntry:
-        kind = ChangeKind.PINNED if pinned else ChangeKind.UNPINNED
-
-        def change(e: MemoryEntry, now: datetime) -> tuple[MemoryEntry, ChangeKind, str]:
-            if e.pinned == pinned:
-                return e, kind, ""  # already so
-            # Freeze (or resume decay from) the score as it is now, not as last stored.
-            current = score_at(e, now, self.policy)
-            return e.with_(pinned=pinned, score=current, scored_at=now), kind, ""
-
-        return await self._edit_one(scope, entry_id, source, change)
+        return await self._edit_one(scope, entry_id, source, pin_edit(pinned, self.policy))
 
     async def archive(self, scope: ScopeKey, entry_id: str, *, source: str = "user") -> MemoryEntry:
-        def change(e: MemoryEntry, now: datetime) -> tuple[MemoryEntry, ChangeKind, str]:
-            if e.archived is not None:
-                return e, ChangeKind.ARCHIVED, ""  # already archived by request or expiry
-            current = score_at(e, now, self.policy)
-            return (
-                e.with_(archived=ArchiveReason.MANUAL, score=current, scored_at=now),
-                ChangeKind.ARCHIVED,
-                "archived by request",
-            )
-
-        return await self._edit_one(scope, entry_id, source, change)
+        return await self._edit_one(scope, entry_id, source, archive_edit(self.policy))
 
     async def restore(self, scope: ScopeKey, entry_id: str, *, source: str = "user") -> MemoryEntry:
         """Back to Active, from the archive or from the scope's forgotten entries; a decayed
         entry is lifted to the low-importance start score and counted as activated now, or
-        it would fall straight back into the archive."""
-
-        def change(e: MemoryEntry, now: datetime) -> tuple[MemoryEntry, ChangeKind, str]:
-            if e.archived is None and score_at(e, now, self.policy) >= self.policy.archive_below:
-                return e, ChangeKind.RESTORED, ""  # already Active
-            return self._revived(e, now), ChangeKind.RESTORED, "restored by request"
-
+        it would fall straight back into the archive (`long_term_changes.revived`)."""
         try:
-            entry = await self._edit_one(scope, entry_id, source, change)
+            entry = await self._edit_one(scope, entry_id, source, restore_edit(self.policy))
         except EntryNotFound:
             return await self._restore_forgotten(scope, entry_id, source)
-        await self._drop_kept(scope, entry.id)
+        await self.kept.drop(scope, entry.id)
         return entry
-
-    def _revived(self, entry: MemoryEntry, now: datetime) -> MemoryEntry:
-        current = score_at(entry, now, self.policy)
-        if current < self.policy.archive_below:
-            floor = initial_score(Importance.LOW)
-            return entry.with_(archived=None, score=floor, scored_at=now, last_activated=now)
-        return entry.with_(archived=None, score=current, scored_at=now)
 
     async def _restore_forgotten(self, scope: ScopeKey, entry_id: str, source: str) -> MemoryEntry:
         """Put a kept forgotten entry back into the long-term file, then drop it from the
         forgotten file: a crash in between leaves it in both (the live one wins, and the
         next restore drops the copy), never in neither."""
         when = self.now()
-        kept = await asyncio.to_thread(self.forgotten.live, scope, when)
+        kept = await self.kept.live(scope, when)
         entry = next((e for e in kept if e.id == entry_id), None)
         if entry is None:
             raise EntryNotFound(f"no entry {entry_id!r} in scope {scope}")
-        revived = self._revived(entry, when)
+        back = revived(entry, when, self.policy)
 
         def change(parsed: ParsedMemory) -> tuple[list[MemoryEntry], None]:
             if any(e.id == entry_id for e in parsed.entries):
                 raise _Unchanged  # restored meanwhile (another task or process)
-            return [*parsed.entries, revived], None
+            return [*parsed.entries, back], None
 
         try:
             await self.store.update(scope, change, when)
         except _Unchanged:
-            await self._drop_kept(scope, entry_id)
+            await self.kept.drop(scope, entry_id)
             return await self.get_entry(scope, entry_id)
-        await self._drop_kept(scope, entry_id)
+        await self.kept.drop(scope, entry_id)
         record = Change(
             ChangeKind.RESTORED,
             entry_id,
             entry.score,
-            revived.score,
-            revived.content,
-            revived.category,
+            back.score,
+            back.content,
+            back.category,
             "restored from forgotten",
         )
         await self._record(scope, [record], source, when)
         await self._written(scope)
-        return revived
+        return back
 
     async def edit(
         self, scope: ScopeKey, entry_id: str, content: str, *, source: str = "user"
     ) -> MemoryEntry:
         text = self._checked_content(content)
-        return await self._edit_one(
-            scope, entry_id, source, lambda e, now: (e.with_(content=text), ChangeKind.EDITED, "")
-        )
+        return await self._edit_one(scope, entry_id, source, content_edit(text))
 
     async def touch(self, scope: ScopeKey) -> Path:
         """Make the scope's file (with its headings) if there is none."""
@@ -447,29 +379,13 @@ class LongTermMemory:
         unchanged: list[MemoryEntry] = []
 
         def change(parsed: ParsedMemory) -> tuple[list[MemoryEntry], tuple[MemoryEntry, Change]]:
-            for index, entry in enumerate(parsed.entries):
-                if entry.id == entry_id:
-                    updated, kind, detail = fn(entry, when)
-                    if updated is entry:
-                        unchanged.append(entry)
-                        raise _Unchanged
-                    entries = list(parsed.entries)
-                    if updated is None:
-                        del entries[index]
-                    else:
-                        entries[index] = updated
-                    after = updated or entry
-                    record = Change(
-                        kind,
-                        entry.id,
-                        score_at(entry, when, self.policy),
-                        None if updated is None else after.score,
-                        after.content,
-                        after.category,
-                        detail,
-                    )
-                    return entries, (after, record)
-            raise EntryNotFound(f"no entry {entry_id!r} in scope {scope}")
+            done = edited(parsed.entries, entry_id, fn, when, self.policy)
+            if done is None:
+                raise EntryNotFound(f"no entry {entry_id!r} in scope {scope}")
+            if done.change is None:
+                unchanged.append(done.entry)
+                raise _Unchanged
+            return done.entries, (done.entry, done.change)
 
         try:
             entry, record = await self.store.update(scope, change, when)
@@ -477,7 +393,7 @@ class LongTermMemory:
             return unchanged[0]
         if record.kind is ChangeKind.FORGOTTEN:
             # `entry` is the one removed, as it was: kept with its score as of now.
-            await self._keep_forgotten(scope, _forgotten_entries([entry], [record], when))
+            await self.kept.keep(scope, kept_forgotten([entry], [record], when))
         await self._record(scope, [record], source, when)
         await self._written(scope)
         return entry
@@ -497,56 +413,21 @@ class LongTermMemory:
         return text
 
     # --- forgotten entries ----------------------------------------------------------
-    @asynccontextmanager
-    async def _forgotten_lock(self, scope: ScopeKey) -> AsyncIterator[None]:
-        async with self._locks.hold(self.workspace.lock_name(scope, "forgotten")):
-            yield
-
-    async def _keep_forgotten(self, scope: ScopeKey, entries: list[MemoryEntry]) -> None:
-        """Keep entries a write just dropped, and drop kept ones past their days. Nothing
-        to do (no lock, no write) when nothing was forgotten and no file is kept."""
-        if not entries and not await asyncio.to_thread(self.forgotten.path(scope).exists):
-            return
-        async with self._forgotten_lock(scope):
-            await asyncio.to_thread(self.forgotten.keep, scope, entries, self.now())
-
-    async def _drop_kept(self, scope: ScopeKey, entry_id: str) -> None:
-        """Drop a live entry's copy from the forgotten file: what a crash between the two
-        writes of a restore leaves (a stat when there is no file)."""
-        if not await asyncio.to_thread(self.forgotten.path(scope).exists):
-            return
-        async with self._forgotten_lock(scope):
-            await asyncio.to_thread(self.forgotten.take, scope, {entry_id}, self.now())
-
     async def restorable(self, scope: ScopeKey) -> list[MemoryEntry]:
         """The scope's forgotten entries that `restore` can still bring back, newest first;
         each one's `scored_at` is when it was forgotten."""
-        kept = await asyncio.to_thread(self.forgotten.live, scope, self.now())
-        if not kept:
-            return kept
-        live = {e.id for e in await self.entries(scope)}
-        return [e for e in kept if e.id not in live]
+        return await self.views.restorable(scope, self.now())
 
     async def forgotten_entries(self, scope: ScopeKey, ids: Collection[str]) -> list[MemoryEntry]:
         """The kept forgotten entries with these ids; EntryNotFound names the first id that
         is not one (and says so when it is a live entry, which must be forgotten first)."""
-        kept = {e.id: e for e in await self.restorable(scope)}
-        for entry_id in ids:
-            if entry_id not in kept:
-                if any(e.id == entry_id for e in await self.entries(scope)):
-                    raise EntryNotFound(
-                        f"entry {entry_id!r} of scope {scope} is not forgotten:"
-                        f" forget it first (chatmem forget {entry_id})"
-                    )
-                raise EntryNotFound(f"no forgotten entry {entry_id!r} in scope {scope}")
-        return [kept[entry_id] for entry_id in dict.fromkeys(ids)]
+        return await self.views.forgotten_entries(scope, ids, self.now())
 
     async def erase_forgotten(self, scope: ScopeKey, ids: Collection[str]) -> list[MemoryEntry]:
         """Remove kept forgotten entries for good from the memory files: the forgotten file,
         and the long-term file's `.bak` (the previous version, which may still hold one).
         The audit log is the caller's part (`MemoryCore.purge`)."""
-        async with self._forgotten_lock(scope):
-            taken = await asyncio.to_thread(self.forgotten.take, scope, set(ids), self.now())
+        taken = await self.kept.take(scope, ids)
         if not taken:
             return taken
         if await asyncio.to_thread(self.workspace.backup_path(scope).exists):
@@ -559,20 +440,7 @@ class LongTermMemory:
     async def match_id(self, scope: ScopeKey, text: str) -> str:
         """The id of the entry (live or kept forgotten) that `text` names: the whole id, or
         a prefix of exactly one. An ambiguous prefix is an error listing the candidates."""
-        wanted = text.strip()
-        ids = [e.id for e in await self.entries(scope)]
-        ids += [e.id for e in await self.restorable(scope) if e.id not in ids]
-        if wanted in ids:
-            return wanted
-        matches = [i for i in ids if wanted and i.startswith(wanted)]
-        if len(matches) == 1:
-            return matches[0]
-        if not matches:
-            raise EntryNotFound(f"no entry {text!r} in scope {scope}")
-        shown = ", ".join(matches[:10]) + (", …" if len(matches) > 10 else "")
-        raise EntryNotFound(
-            f"id prefix {text!r} matches {len(matches)} entries of scope {scope}: {shown}"
-        )
+        return await self.views.match_id(scope, text, self.now())
 
     async def _record(
         self, scope: ScopeKey, changes: list[Change], source: str, when: datetime
@@ -584,127 +452,19 @@ class LongTermMemory:
         except sqlite3.Error as exc:
             log.warning("audit log write failed (%s); the memory file was written", exc)
 
-    # --- prompt ---------------------------------------------------------------------
+    # --- reading out: prompt and reports (`long_term_views.py`) ------------------------
     async def prompt_memories(self, scope: ScopeKey, *, now: datetime | None = None) -> str:
         """The prompt's memory block, rendered once per version of the long-term file and
         reused until a score it depends on can change (a day boundary of an entry)."""
-        when = now or self.now()
-        settings = self.config.prompt
-        ranked = await self._ranked_entries(scope)
-        cached = self._prompt_cache.get(scope)
-        if cached is not None and cached[0] is ranked and cached[1] <= when < cached[2]:
-            return cached[3]
-        chosen, until = select_prompt_entries_until(
-            ranked,
-            when,
-            min_score=settings.min_score,
-            top_k=settings.top_k,
-            policy=self.policy,
-            ranked=True,
-        )
-        block = render_prompt_memories(chosen, settings.max_tokens)
-        self._prompt_cache[scope] = (ranked, when, until, block)
-        return block
+        return await self.views.prompt_memories(scope, now or self.now())
 
-    async def _ranked_entries(self, scope: ScopeKey) -> list[MemoryEntry]:
-        """Entries by stored score, highest first, sorted once per version of the file."""
-        parsed = await self.store.load(scope, max_age=HOT_PATH_MAX_AGE)
-        cached = self._ranked_cache.get(scope)
-        if cached is not None and cached[0] is parsed:
-            return cached[1]
-        ranked = sorted(parsed.entries, key=lambda e: -e.score)
-        self._ranked_cache[scope] = (parsed, ranked)
-        return ranked
-
-    # --- reports --------------------------------------------------------------------
     async def scopes(self) -> list[ScopeKey]:
         await self.flush()  # a scope's first capture creates its directory
         return await asyncio.to_thread(self.workspace.scopes)
 
     async def status(self, scope: ScopeKey, *, now: datetime | None = None) -> ScopeStatus:
-        when = now or self.now()
-        parsed = await self.store.load(scope)
-        current = [
-            e.with_(score=score_at(e, when, self.policy), scored_at=when) for e in parsed.entries
-        ]
-        active = [e for e in current if status_of(e, self.policy) is Status.ACTIVE]
-        archived = [e for e in current if status_of(e, self.policy) is not Status.ACTIVE]
-        daily_files = await asyncio.to_thread(_count_daily, self.workspace.memory_dir(scope))
-        return ScopeStatus(
-            scope=scope,
-            active=sorted(active, key=lambda e: -e.score),
-            archived=sorted(archived, key=lambda e: -e.score),
-            quarantined=list(parsed.quarantined),
-            daily_files=daily_files,
-            path=self.relative_path(scope),
-        )
+        return await self.views.status(scope, now or self.now())
 
     async def validate(self) -> list[ValidationProblem]:
         """Every quarantined block in every scope's long-term file."""
-        problems: list[ValidationProblem] = []
-        for scope in await self.scopes():
-            parsed = await self.store.load(scope)
-            rel = self.relative_path(scope)
-            problems.extend(ValidationProblem(scope, rel, block) for block in parsed.quarantined)
-        return problems
-
-
-def _merged(
-    entries: Sequence[MemoryEntry],
-    activations: Sequence[Activation],
-    batch: Sequence[Candidate],
-    when: datetime,
-    session_id: str | None,
-    seen: frozenset[str],
-    policy: ScoringPolicy,
-) -> MergeResult:
-    """A merge as `merge_candidates` writes it: recorded uses first (a merge per session
-    that used entries), then the candidates. Pure, so a preview computes the same."""
-    changes: list[Change] = []
-    for used_in, candidates in _activation_batches(entries, activations):
-        applied = merge(entries, candidates, when, used_in, policy)
-        entries, changes = applied.entries, changes + applied.changes
-    result = merge(entries, batch, when, session_id, policy, seen)
-    return MergeResult(result.entries, changes + result.changes)
-
-
-def _forgotten_entries(
-    before: Sequence[MemoryEntry], changes: Iterable[Change], when: datetime
-) -> list[MemoryEntry]:
-    """The entries `changes` forgot, as they were in `before` with the score they had when
-    forgotten and `scored_at` = that time (the forgotten file's convention). One that is
-    not in `before` (added by a staged capture and forgotten in the same write: only a
-    clock that jumps does that) is made from its change."""
-    gone = {c.entry_id: c for c in changes if c.kind is ChangeKind.FORGOTTEN}
-    if not gone:
-        return []
-    found = {e.id: e for e in before if e.id in gone}
-    kept = []
-    for entry_id, c in gone.items():
-        score = max(0.0, min(1.0, c.old_score or 0.0))
-        entry = found.get(entry_id)
-        if entry is None:
-            entry = MemoryEntry(entry_id, c.content, c.category, score, when, when, when)
-        kept.append(entry.with_(score=score, scored_at=when))
-    return kept
-
-
-def _activation_batches(
-    entries: Sequence[MemoryEntry], activations: Sequence[Activation]
-) -> list[tuple[str, list[Candidate]]]:
-    """Recorded uses of entries, as reinforcing candidates grouped by session."""
-    by_id = {e.id: e for e in entries}
-    grouped: dict[str, list[Candidate]] = {}
-    for entry_id, session_id in activations:
-        entry = by_id.get(entry_id)
-        if entry is not None:
-            grouped.setdefault(session_id, []).append(
-                Candidate(content=entry.content, category=entry.category, matches=entry_id)
-            )
-    return list(grouped.items())
-
-
-def _count_daily(directory: Path) -> int:
-    if not directory.is_dir():
-        return 0
-    return sum(1 for p in directory.glob("????-??-??.md"))
+        return await self.views.problems(await self.scopes())

@@ -20,7 +20,7 @@ from memory_core.entries import MemoryEntry
 from memory_core.history import HistoryStore
 from memory_core.index import CorpusStats, bm25_scorer
 from memory_core.index import writes as index_writes
-from memory_core.memory.long_term import HOT_PATH_MAX_AGE
+from memory_core.memory.long_term_views import HOT_PATH_MAX_AGE
 from memory_core.memory_md_renderer import render_memory
 from memory_core.prompt import (
     render_prompt_memories,
