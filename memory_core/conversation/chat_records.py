@@ -1,0 +1,75 @@
+"""What the chat writes besides memories: its messages, and the events of its decisions.
+
+A turn, a tool call, `/remember` and an extraction all store through here, so a message
+and its index row, the entries its prompt used and its event-log lines are written the
+same way wherever it comes from.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from memory_core.config import Config
+from memory_core.event_log import decision_events, message_events
+from memory_core.memory import MemoryService
+from memory_core.merge_values import ChangeKind, MergeResult
+from memory_core.recall import Injection
+from memory_core.scope import ScopeKey
+from memory_core.sessions import StoredMessage
+from memory_core.storage import HistoryBackend
+
+
+class ChatRecords:
+    """Stores the chat's messages and records its decisions in the scope's event log."""
+
+    def __init__(self, memory: MemoryService, history: HistoryBackend, config: Config) -> None:
+        self.memory = memory
+        self.history = history
+        self.config = config
+
+    async def message(
+        self,
+        scope: ScopeKey,
+        session_id: str,
+        role: str,
+        content: str,
+        now: datetime,
+        speaker: str,
+        *,
+        meta: dict[str, Any] | None = None,
+        used: Injection | None = None,
+        evidence: bool = True,
+    ) -> StoredMessage:
+        """Store a message, its index row and (for a reply) the long-term entries its
+        prompt used, in one transaction: one commit per message instead of two or three;
+        then its events in the scope's event log. A message that is no `evidence` (a
+        request, a command, a reply to one) gets no index row."""
+        stored = await self.history.add_message(
+            scope,
+            session_id,
+            role,
+            content,
+            now,
+            speaker=speaker,
+            meta=meta,
+            indexed=evidence and role in ("user", "assistant") and self.memory.indexed,
+            used_entry_ids=used.used_entry_ids if used is not None else (),
+        )
+        if self.config.history.event_log:
+            events = message_events(role, content, now, session_id or None, speaker, meta)
+            await self.memory.events.record(scope, *events)
+        return stored
+
+    async def decided(
+        self, scope: ScopeKey, what: str, result: MergeResult, session_id: str | None
+    ) -> None:
+        """The long-term changes a capture or an extraction made, as decision events."""
+        if self.config.history.event_log:
+            changes = [
+                (c.kind.value, c.entry_id)
+                for c in result.changes
+                if c.kind is not ChangeKind.DECAYED
+            ]
+            events = decision_events(what, changes, self.memory.now(), session_id)
+            await self.memory.events.record(scope, *events)
