@@ -1,21 +1,19 @@
 """The chatmem TUI: live inspection of a workspace a bot may be using at the same time.
 
 State lives here (scope, what-if offset, sort, filter); workers read through the core and
-post messages; message handlers hand the results to the panes. The rankings pipeline is in
-`app_rankings`, the writes (confirmed, through the core's methods) in `app_actions`.
+post messages; message handlers hand the results to the panes. The reading workers are in
+`app_loads`, the rankings pipeline in `app_rankings`, the writes (confirmed, through the
+core's methods) in `app_actions`, the bindings and the help written from them in `keys`.
 """
 
 from __future__ import annotations
 
-import asyncio
-import logging
-import sqlite3
 from datetime import datetime
 from typing import ClassVar, TypeVar
 
-from textual import events, on, work
+from textual import events, on
 from textual.app import App, ComposeResult
-from textual.binding import Binding, BindingType
+from textual.binding import BindingType
 from textual.containers import Horizontal, Vertical
 from textual.css.query import NoMatches
 from textual.widget import Widget
@@ -35,13 +33,13 @@ from memory_core.clock import Clock, ensure_aware
 from memory_core.engine import MemoryCore
 from memory_core.records import AuditRecord
 from memory_core.scope import MAIN, ScopeKey, printable_key
-from memory_core.scoring import projection
 from memory_core.wording import counted
-from tui import app_actions
+from tui import app_actions, keys
 from tui.actions import Action, Kind
+from tui.app_loads import Loads
 from tui.app_rankings import Rankings
 from tui.commands import ChatmemCommands
-from tui.loading import HEAD_BYTES, EntriesSnapshot, EntryLoader
+from tui.loading import HEAD_BYTES, EntryLoader
 from tui.messages import (
     ActionDone,
     ActivityLoaded,
@@ -54,27 +52,17 @@ from tui.messages import (
     SnapshotLoaded,
     WorkspaceChanged,
 )
-from tui.model import (
-    ColumnKey,
-    RankingModel,
-    RankingView,
-    RankRow,
-)
-from tui.overview import ScopeCounts, archive_state, scope_counts
-from tui.screens.confirm import ConfirmScreen
-from tui.screens.edit import EditScreen
-from tui.screens.help import HelpScreen, Section, binding_lines
-from tui.watch import Stamp, compare, take_stamp
-from tui.widgets.activity import FEED_LIMIT, ActivityFeed, recent_text
+from tui.model import ColumnKey, RankingModel, RankingView, RankRow
+from tui.overview import ScopeCounts
+from tui.screens.help import HelpScreen
+from tui.widgets.activity import ActivityFeed, merged_feed, recent_text
 from tui.widgets.archive import ArchivePane, ArchiveSummary
-from tui.widgets.detail import PROJECTION_DAYS, DetailPane
+from tui.widgets.detail import DetailPane
 from tui.widgets.rankings import LOADING, RankingsPane
 from tui.widgets.ranktable import RankTable
 from tui.widgets.recall import RecallPane
 from tui.widgets.scopes import ScopesTable
 from tui.widgets.snapshot import SnapshotPane
-
-log = logging.getLogger(__name__)
 
 POLL_SECONDS = 0.5
 NARROW = 130
@@ -83,75 +71,15 @@ COMPACT = 100
 """Below this many columns the sidebar starts hidden (`b` shows it), so that the rankings
 keep room for what each memory says."""
 PaneT = TypeVar("PaneT", bound=Widget)
-WHAT_IF_HELP = "back to now; until then the view is read-only (actions refuse)"
 
 
 class ChatmemApp(App[None]):
     CSS_PATH = "app.tcss"
     TITLE = "chatmem"
     COMMANDS = App.COMMANDS | {ChatmemCommands}
-    TABS: ClassVar[tuple[tuple[str, str], ...]] = (
-        ("tab-rankings", "Rankings"),
-        ("tab-entry", "Entry"),
-        ("tab-archive", "Archive"),
-        ("tab-recall", "Recall"),
-        ("tab-activity", "Activity"),
-        ("tab-snapshot", "Snapshot"),
-    )
-    BINDINGS: ClassVar[list[BindingType]] = [
-        # In footer order: at 80 columns the first few are all that fits, so Help leads; at
-        # 120 every shown one fits (the compact footer), the rest are in the help (?).
-        Binding("question_mark,f1", "help", "Help", tooltip="this list of every key"),
-        Binding("q", "quit", "Quit", tooltip="leave the TUI"),
-        Binding("slash", "focus_filter", "Filter", tooltip="type in the rankings filter box"),
-        Binding("f", "focus_recall", "Recall", tooltip="type in the Recall query box"),
-        Binding("b", "toggle_sidebar", "Sidebar", tooltip="show or hide scopes and archive state"),
-        Binding("s", "sort_next", "Sort", tooltip="sort the rankings by the next column"),
-        Binding("r", "sort_reverse", "Reverse", show=False, tooltip="reverse the rankings' order"),
-        Binding(
-            "plus,equals_sign", "what_if(1)", "+1d", show=False, tooltip="what-if: one day later"
-        ),
-        Binding("minus", "what_if(-1)", "-1d", show=False, tooltip="what-if: one day earlier"),
-        Binding("greater_than_sign", "what_if(30)", "+30d", tooltip="what-if: 30 days later"),
-        Binding(
-            "less_than_sign", "what_if(-30)", "-30d", show=False, tooltip="what-if: 30 days earlier"
-        ),
-        Binding("0", "what_if_reset", "Now", show=False, tooltip="what-if: back to now"),
-        Binding("p", "toggle_pin", "Pin", tooltip="pin or unpin the highlighted entry"),
-        Binding(
-            "a", "toggle_archive", "Archive", tooltip="archive or restore the highlighted entry"
-        ),
-        Binding("x", "forget", "Forget", tooltip="forget the highlighted entry (asks first)"),
-        Binding(
-            "u",
-            "undo_forget",
-            "Undo forget",
-            show=False,
-            tooltip="restore the entry forgotten last (undo a forget)",
-        ),
-        Binding("e", "edit", "Edit", tooltip="edit the highlighted entry's content"),
-        Binding(
-            "C", "consolidate", "Consolidate", tooltip="decay, archive and forget now (asks first)"
-        ),
-        Binding("ctrl+r", "refresh", "Refresh", show=False, tooltip="reload every pane"),
-        Binding("escape", "leave_box", "Leave box", show=False, tooltip="leave a text box or menu"),
-        *[
-            Binding(
-                str(n), f"show_tab('{tab}')", title, show=False, tooltip=f"show the {title} tab"
-            )
-            for n, (tab, title) in enumerate(TABS, start=1)
-        ],
-    ]
-    MAIN_WIDGETS: ClassVar[dict[str, str]] = {
-        "tab-rankings": "#rankings",
-        "tab-entry": "#detail-meta-scroll",
-        "tab-archive": "#archive-pane",
-        "tab-recall": "#recall-hits",
-        "tab-activity": "#activity",
-        "tab-snapshot": "#snapshot-pane",
-    }
-    """What a tab focuses when shown: never a text box, so a number key pressed next
-    switches tabs again instead of typing into one."""
+    TABS: ClassVar[tuple[tuple[str, str], ...]] = keys.TABS
+    BINDINGS: ClassVar[list[BindingType]] = keys.BINDINGS
+    MAIN_WIDGETS: ClassVar[dict[str, str]] = keys.MAIN_WIDGETS
 
     def __init__(
         self,
@@ -183,8 +111,7 @@ class ChatmemApp(App[None]):
         self.last_forgotten: Action | None = None
         """The forget done last here, which `u` undoes (None once undone)."""
         self._quarantine_told: dict[ScopeKey, int] = {}
-        self._others_started = False
-        self._whole_requested = False
+        self.loads = Loads(self)
 
     # --- layout ---------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -219,8 +146,8 @@ class ChatmemApp(App[None]):
         self.query_one(RankingsPane).waiting_for(str(self.scope))
         # Rankings first: the other panes load once the first rankings are on screen, so
         # a large scope's first page is not slowed down by work nobody is looking at yet.
-        self.load_entries(self.scope)
-        self.watch_workspace()
+        self.loads.entries(self.scope)
+        self.loads.watch()
         self.query_one(RankTable).focus()
 
     async def on_unmount(self) -> None:
@@ -251,90 +178,6 @@ class ChatmemApp(App[None]):
         self.sub_title = (
             f"{self.core.workspace.root.name} · scope {printable_key(self.scope)} · {when}"
         )
-
-    # --- loading --------------------------------------------------------------------
-    def reload_all(self) -> None:
-        self.load_entries(self.scope)
-        self.load_others()
-
-    def load_others(self) -> None:
-        self._others_started = True
-        self.load_scopes()
-        self.load_archive(self.scope)
-        self.load_activity(self.scope, 0)
-        self.load_snapshot(self.scope)
-
-    @work(group="scopes", exclusive=True, exit_on_error=False, description="scope counts")
-    async def load_scopes(self) -> None:
-        self.post_message(ScopesLoaded(await scope_counts(self.core, self.loader, self.now())))
-
-    @work(group="entries", exclusive=True, exit_on_error=False, description="entries")
-    async def load_entries(self, scope: ScopeKey, *, whole: bool = False) -> None:
-        """The head of a large file first; the whole file when asked (after the head is
-        drawn) or when the file is small."""
-        if not whole:
-            self._whole_requested = False
-            head = await self.loader.head(scope)
-            if head is not None:
-                self.post_message(EntriesLoaded(head))
-                return
-        entries = await self.loader.load(scope)
-        self.post_message(EntriesLoaded(EntriesSnapshot(scope, entries, True)))
-
-    @work(group="archive", exclusive=True, exit_on_error=False, description="archive state")
-    async def load_archive(self, scope: ScopeKey) -> None:
-        self.post_message(
-            ArchiveLoaded(await archive_state(self.core, self.loader, scope, self.now()))
-        )
-
-    @work(group="snapshot", exclusive=True, exit_on_error=False, description="snapshot")
-    async def load_snapshot(self, scope: ScopeKey) -> None:
-        """What a rebuild would write now (nothing is written)."""
-        snapshot = await self.core.snapshot(scope, write=False, now=self.now())
-        enabled = self.core.config.snapshot.enabled
-        entities = await self.core.entities(scope)
-        path = self.core.snapshot_path(scope)
-        self.post_message(SnapshotLoaded(scope, snapshot, path, enabled, entities))
-
-    @work(group="activity", exclusive=True, exit_on_error=False, description="activity")
-    async def load_activity(self, scope: ScopeKey, after_id: int) -> None:
-        if not self.core.has_database:
-            self.post_message(ActivityLoaded(scope, []))  # nothing to load: no "loading…"
-            return
-        records = await self.core.activity(scope, limit=FEED_LIMIT, after_id=after_id)
-        self.post_message(ActivityLoaded(scope, records))
-
-    @work(group="watch", exclusive=True, exit_on_error=False, description="watch")
-    async def watch_workspace(self) -> None:
-        """Poll for changes by other processes; never touches a widget. A failed poll (a
-        directory removed mid-scan, a busy database) is tried again at the next tick."""
-        previous: Stamp | None = None
-        while True:
-            try:
-                current = await take_stamp(self.core)
-            except (OSError, sqlite3.Error) as exc:
-                log.warning("change poll failed, trying again: %s", exc)
-            else:
-                changes = None if previous is None else compare(previous, current)
-                previous = current
-                if changes:
-                    self.post_message(WorkspaceChanged(changes))
-            await asyncio.sleep(self.poll_seconds)
-
-    @work(group="detail", exclusive=True, exit_on_error=False, description="entry detail")
-    async def load_detail(self, scope: ScopeKey, row: RankRow, when: datetime) -> None:
-        history: list[AuditRecord] = []
-        if self.core.has_database:
-            history = await self.core.entry_history(scope, row.entry.id)
-        points = projection(row.entry, when, PROJECTION_DAYS, self.core.policy)
-        self.post_message(DetailLoaded(scope, row, history, points, when))
-
-    @work(group="recall", exclusive=True, exit_on_error=False, description="recall")
-    async def run_recall(self, scope: ScopeKey, query: str) -> None:
-        hits = await self.core.search(scope, query, limit=10)
-        injection = await self.core.recall(scope, query, now=self.now())
-        budget = self.core.config.recall.token_budget
-        self.post_message(RecallDone(scope, query, hits, injection, budget))
 
     # --- results --------------------------------------------------------------------
     def pane(self, kind: type[PaneT]) -> PaneT | None:
@@ -369,11 +212,10 @@ class ChatmemApp(App[None]):
             except NoMatches:
                 return  # a load that ends while the app closes: its widgets are gone
             self._load_current_detail()
-        if not view.complete and not self._whole_requested:
-            self._whole_requested = True
-            self.call_after_refresh(self.load_entries, self.scope, whole=True)
-        if not self._others_started:
-            self.call_after_refresh(self.load_others)
+        if not view.complete:
+            self.loads.whole_after_head()
+        if not self.loads.others_started:
+            self.call_after_refresh(self.loads.others)
 
     def on_detail_loaded(self, message: DetailLoaded) -> None:
         pane = self.pane(DetailPane)
@@ -412,9 +254,7 @@ class ChatmemApp(App[None]):
     def on_activity_loaded(self, message: ActivityLoaded) -> None:
         if message.scope != self.scope:
             return
-        seen = {r.id for r in message.records}
-        merged = message.records + [r for r in self.activity if r.id not in seen]
-        self.activity = sorted(merged, key=lambda r: -r.id)[:FEED_LIMIT]
+        self.activity = merged_feed(message.records, self.activity)
         if feed := self.pane(ActivityFeed):
             feed.show(self.activity)
             self.query_one("#recent-activity", Static).update(recent_text(self.activity, self.zone))
@@ -425,14 +265,7 @@ class ChatmemApp(App[None]):
             pane.show(message.query, message.hits, message.injection, message.budget, message.scope)
 
     def on_workspace_changed(self, message: WorkspaceChanged) -> None:
-        changes = message.changes
-        if changes.long_term or changes.files or changes.database:
-            self.load_scopes()
-        if self.scope.value in changes.long_term:
-            self.load_entries(self.scope)
-        self.load_archive(self.scope)
-        if changes.audit or changes.database:
-            self.load_activity(self.scope, self.activity[0].id if self.activity else 0)
+        self.loads.changed(message.changes)
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         if event.state is WorkerState.ERROR and event.worker.error is not None:
@@ -440,8 +273,8 @@ class ChatmemApp(App[None]):
             self.notify(f"{type(error).__name__}: {error}", title="error", severity="error")
             if event.worker.group == "rankings":
                 self.rankings.failed()
-            if not self._others_started:
-                self.load_others()
+            if not self.loads.others_started:
+                self.loads.others()
 
     # --- pane requests --------------------------------------------------------------
     @on(ScopesTable.RowSelected, "#scopes")
@@ -472,12 +305,12 @@ class ChatmemApp(App[None]):
     @on(RecallPane.QuerySubmitted)
     def _recall(self, message: RecallPane.QuerySubmitted) -> None:
         self.recall_query = message.query
-        self.run_recall(self.scope, message.query)
+        self.loads.recall(self.scope, message.query)
 
     def _load_current_detail(self) -> None:
         row = self.current_row()
         if row is not None and self.model is not None:
-            self.load_detail(self.scope, row, self.model.when)
+            self.loads.detail(self.scope, row, self.model.when)
 
     def current_row(self) -> RankRow | None:
         if self.model is None or self.current_id is None:
@@ -503,14 +336,11 @@ class ChatmemApp(App[None]):
         self._update_title()
         self.query_one(ScopesTable).show(self.scope_rows, scope)
         self.query_one(RankingsPane).waiting_for(str(scope))
-        self.load_entries(scope)
-        self.load_archive(scope)
-        self.load_activity(scope, 0)
-        self.load_snapshot(scope)
+        self.loads.scope_chosen(scope)
         if self.recall_query is not None:
             # The hits on screen belong to the old scope: never leave them standing.
             self.query_one(RecallPane).rerunning(self.recall_query, scope)
-            self.run_recall(scope, self.recall_query)
+            self.loads.recall(scope, self.recall_query)
 
     def show_tab(self, tab: str) -> None:
         self.query_one(TabbedContent).active = tab
@@ -546,44 +376,10 @@ class ChatmemApp(App[None]):
             self.focus_tab_widget(self.query_one(TabbedContent).active)
 
     def action_help(self) -> None:
-        self.push_screen(HelpScreen(self.help_sections()))
-
-    def help_sections(self) -> list[Section]:
-        def key(name: str) -> str:
-            return self.get_key_display(Binding(name, ""))
-
-        return [
-            (
-                "Everywhere",
-                [
-                    *binding_lines(self.get_key_display, self.BINDINGS),
-                    (key("ctrl+p"), "command palette: any action, sort, tab or scope by name"),
-                    (key("ctrl+q"), "quit"),
-                ],
-            ),
-            (
-                "Rankings table",
-                [
-                    *binding_lines(self.get_key_display, RankTable.BINDINGS),
-                    ("click", "a column title: sort by it (again: reverse)"),
-                ],
-            ),
-            (
-                "Filter and Recall boxes",
-                [
-                    (key("enter"), "filter: back to the table; Recall: run the query"),
-                    (key("escape"), "leave the box (number keys switch tabs again)"),
-                ],
-            ),
-            ("Scopes (sidebar)", [(key("enter"), "show the highlighted scope in every tab")]),
-            ("What-if view (+ - > <)", [("0", WHAT_IF_HELP)]),
-            ("Confirmation", binding_lines(self.get_key_display, ConfirmScreen.BINDINGS)),
-            ("Editing", binding_lines(self.get_key_display, EditScreen.BINDINGS)),
-            ("This help", binding_lines(self.get_key_display, HelpScreen.BINDINGS)),
-        ]
+        self.push_screen(HelpScreen(keys.help_sections(self.get_key_display)))
 
     def action_refresh(self) -> None:
-        self.reload_all()
+        self.loads.everything()
 
     # --- rankings and what-if (nothing written) -------------------------------------
     def sort_by(self, key: ColumnKey) -> None:
@@ -621,19 +417,8 @@ class ChatmemApp(App[None]):
         app_actions.undo_forget(self)
 
     def on_action_done(self, message: ActionDone) -> None:
-        action = message.action
-        if action is not None and action.kind is Kind.FORGET:
-            self.last_forgotten = action
-            undo = self.get_key_display(Binding("u", ""))
-            self.notify(
-                f"{message.summary}\nPress {undo} to restore it (or ctrl+p: Undo forget).",
-                title="forgotten",
-                timeout=15,
-                markup=False,
-            )
-        else:
-            self.notify(message.summary, title="done", markup=False)
-        self.reload_all()
+        app_actions.done(self, message)
+        self.loads.everything()
 
 
 def make_app(

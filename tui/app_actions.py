@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from textual.binding import Binding
 from textual.worker import Worker
 
 from memory_core.scoring import Status
@@ -30,6 +31,22 @@ def toggle_archive(row: RankRow) -> Kind:
 
 def forget(row: RankRow) -> Kind:
     return Kind.FORGET
+
+
+def done(app: ChatmemApp, message: ActionDone) -> None:
+    """Say what was done; after a forget, remember it (for `u`) and say how to undo it."""
+    action = message.action
+    if action is not None and action.kind is Kind.FORGET:
+        app.last_forgotten = action
+        undo = app.get_key_display(Binding("u", ""))
+        app.notify(
+            f"{message.summary}\nPress {undo} to restore it (or ctrl+p: Undo forget).",
+            title="forgotten",
+            timeout=15,
+            markup=False,
+        )
+    else:
+        app.notify(message.summary, title="done", markup=False)
 
 
 def run(app: ChatmemApp, action: Action) -> Worker[None]:

@@ -39,6 +39,15 @@ def activity_cells(record: AuditRecord, zone: tzinfo) -> list[str | Text]:
     ]
 
 
+def merged_feed(newer: list[AuditRecord], shown: list[AuditRecord]) -> list[AuditRecord]:
+    """The feed after a load: the records just read and those already shown, each once
+    (a poll reads only what came after the newest shown), newest first, at most
+    `FEED_LIMIT`."""
+    seen = {r.id for r in newer}
+    merged = newer + [r for r in shown if r.id not in seen]
+    return sorted(merged, key=lambda r: -r.id)[:FEED_LIMIT]
+
+
 def recent_text(records: list[AuditRecord], zone: tzinfo, limit: int = 10, width: int = 52) -> Text:
     """The sidebar's few newest events, one line each."""
     text = Text()
