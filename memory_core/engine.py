@@ -128,12 +128,15 @@ class MemoryCore:
             log.info("creating workspace at %s", root)
         core = cls(config, clock=clock, llm=llm, monotonic=monotonic)
         try:
-            await core._open_services(progress)
+            await core.start(progress)
             yield core
         finally:
             await core.close()
 
-    async def _open_services(self, progress: Progress | None = None) -> None:
+    async def start(self, progress: Progress | None = None) -> None:
+        """Open the workspace's services (what `open` does on entry), for an owner that
+        opens and closes on events of its own (the TUI's mount and unmount); `close`
+        closes them."""
         stack = AsyncExitStack()
         self._services = await stack.enter_async_context(
             open_services(
@@ -347,7 +350,7 @@ class MemoryCore:
         if self.guard.index is None and self._backend.files_of_workspace:
             await self._close_services()
             await self._backend.move_damaged_aside()
-            await self._open_services()
+            await self.start()
         index = self.guard.index
         if index is None:
             raise IndexUnavailable(self.degraded_reason or "the index cannot be opened")

@@ -65,7 +65,7 @@ async def perform(core: MemoryCore, action: Action) -> str:
     scope, entry_id = action.scope, action.entry_id or ""
     kind = action.kind
     if kind is Kind.CONSOLIDATE:
-        result = await core.consolidate(scope)
+        result = await core.memories.consolidate(scope)
         parts = [
             f"{result.count(k)} {k.value}"
             for k in (ChangeKind.DECAYED, ChangeKind.ARCHIVED, ChangeKind.FORGOTTEN)
@@ -73,14 +73,14 @@ async def perform(core: MemoryCore, action: Action) -> str:
         ]
         return f"consolidated {scope}: " + (", ".join(parts) or "no changes")
     if kind in (Kind.PIN, Kind.UNPIN):
-        entry = await core.set_pinned(scope, entry_id, kind is Kind.PIN, source=SOURCE)
+        entry = await core.memories.set_pinned(scope, entry_id, kind is Kind.PIN, source=SOURCE)
     elif kind is Kind.ARCHIVE:
-        entry = await core.archive(scope, entry_id, source=SOURCE)
+        entry = await core.memories.archive(scope, entry_id, source=SOURCE)
     elif kind is Kind.RESTORE:
-        entry = await core.restore(scope, entry_id, source=SOURCE)
+        entry = await core.memories.restore(scope, entry_id, source=SOURCE)
     elif kind is Kind.FORGET:
-        entry = await core.forget(scope, entry_id, source=SOURCE)
+        entry = await core.memories.forget(scope, entry_id, source=SOURCE)
     else:
-        entry = await core.edit(scope, entry_id, action.new_content or "", source=SOURCE)
+        entry = await core.memories.edit(scope, entry_id, action.new_content or "", source=SOURCE)
     past = {"pin": "pinned", "unpin": "unpinned", "forget": "forgot", "edit": "edited"}
     return f"{past.get(kind.value, kind.value + 'd')} [{entry.id}] {one_line(entry.content, 60)}"

@@ -145,10 +145,10 @@ class Loads:
     async def _snapshot(self, scope: ScopeKey) -> None:
         """What a rebuild would write now (nothing is written)."""
         core = self.app.core
-        snapshot = await core.snapshot(scope, write=False, now=self.app.now())
+        snapshot = await core.snapshots.build(scope, now=self.app.now())
         enabled = core.config.snapshot.enabled
-        entities = await core.entities(scope)
-        path = core.snapshot_path(scope)
+        entities = await core.memories.entities(scope)
+        path = core.workspace.relative(core.snapshots.path(scope))
         self.app.post_message(SnapshotLoaded(scope, snapshot, path, enabled, entities))
 
     def activity(self, scope: ScopeKey, after_id: int) -> Worker[None]:
@@ -160,7 +160,7 @@ class Loads:
         if not core.has_database:
             self.app.post_message(ActivityLoaded(scope, []))  # nothing to load: no "loading…"
             return
-        records = await core.activity(scope, limit=FEED_LIMIT, after_id=after_id)
+        records = await core.audit.recent(scope, limit=FEED_LIMIT, after_id=after_id)
         self.app.post_message(ActivityLoaded(scope, records))
 
     def watch(self) -> Worker[None]:
@@ -190,7 +190,7 @@ class Loads:
         core = self.app.core
         history: list[AuditRecord] = []
         if core.has_database:
-            history = await core.entry_history(scope, row.entry.id)
+            history = await core.audit.history(scope, row.entry.id)
         points = projection(row.entry, when, PROJECTION_DAYS, core.policy)
         self.app.post_message(DetailLoaded(scope, row, history, points, when))
 
@@ -199,7 +199,7 @@ class Loads:
 
     async def _recall(self, scope: ScopeKey, query: str) -> None:
         core = self.app.core
-        hits = await core.search(scope, query, limit=10)
-        injection = await core.recall(scope, query, now=self.app.now())
+        hits = await core.finder.search(scope, query, limit=10)
+        injection = await core.finder.recall(scope, query, now=self.app.now())
         budget = core.config.recall.token_budget
         self.app.post_message(RecallDone(scope, query, hits, injection, budget))

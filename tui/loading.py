@@ -47,12 +47,12 @@ class EntryLoader:
 
     async def load(self, scope: ScopeKey) -> list[MemoryEntry]:
         async with self._locks.setdefault(scope, asyncio.Lock()):
-            return await self.core.entries(scope)
+            return await self.core.memories.entries(scope)
 
     async def quarantined(self, scope: ScopeKey) -> list[Quarantined]:
         """The scope's quarantined blocks (the same cached parse `load` reads)."""
         async with self._locks.setdefault(scope, asyncio.Lock()):
-            parsed = await self.core.load(scope)
+            parsed = await self.core.memories.load(scope)
         return [Quarantined(b.line, b.reason, b.text) for b in parsed.quarantined]
 
     async def head(self, scope: ScopeKey) -> EntriesSnapshot | None:

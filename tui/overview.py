@@ -89,10 +89,10 @@ def status_tally(
 
 
 async def scope_counts(core: MemoryCore, loader: EntryLoader, when: datetime) -> list[ScopeCounts]:
-    scopes = await core.scopes()
+    scopes = await core.memories.scopes()
     messages: dict[str, dict[str, int]] = {}
     if core.has_database:
-        messages = await core.message_counts()
+        messages = await core.history.counts_by_scope()
         known = {s.value for s in scopes}
         scopes += [ScopeKey(s) for s in sorted(messages) if s not in known]
 
@@ -159,17 +159,17 @@ async def archive_state(
     if not core.has_database:
         return base
     try:
-        forgotten = await core.forgotten(scope, limit=ARCHIVED_LIMIT)
-        backlog = await core.events(scope, kind="archive_backlog", limit=20)
+        forgotten = await core.audit.forgotten(scope, limit=ARCHIVED_LIMIT)
+        backlog = await core.audit.events(scope, kind="archive_backlog", limit=20)
     except IndexUnavailable:
         forgotten, backlog = [], []
-    counts = (await core.message_counts()).get(scope.value, {})
+    counts = (await core.history.counts_by_scope()).get(scope.value, {})
     return replace(
         base,
         forgotten=forgotten,
         messages={k: counts.get(k, 0) for k in ("false", "pending", "true")},
-        sessions=await core.archive_sessions(scope),
-        failures=await core.failed_archives(scope),
+        sessions=await core.history.sessions_by_state(scope),
+        failures=await core.history.failed_archives(scope),
         backlog=backlog,
-        last_run=await core.last_archive_run(scope),
+        last_run=await core.history.last_archive_run(scope),
     )
