@@ -214,7 +214,9 @@ async def test_a_failing_log_never_fails_the_turn(
     with caplog.at_level("WARNING", logger="memory_core.event_log"):
         await core.conversation.turn(ALICE, "now it works")
     assert "event log written again" in caplog.text
-    assert [e.data["text"] for e in (await core.event_log.read(ALICE, core.notes.today())).events] == ["now it works"]
+    assert [
+        e.data["text"] for e in (await core.event_log.read(ALICE, core.notes.today())).events
+    ] == ["now it works"]
 
 
 def test_redaction_blanks_a_text_wherever_it_stands(tmp_path: Path) -> None:
@@ -245,7 +247,9 @@ def test_redaction_blanks_a_text_wherever_it_stands(tmp_path: Path) -> None:
 async def test_purge_blanks_the_text_in_the_event_log_too(core: MemoryCore) -> None:
     await core.conversation.turn(ALICE, "remember my locker code is 4711")
     (entry,) = await core.memories.entries(ALICE)
-    assert "4711" in json.dumps([e.data for e in (await core.event_log.read(ALICE, core.notes.today())).events])
+    assert "4711" in json.dumps(
+        [e.data for e in (await core.event_log.read(ALICE, core.notes.today())).events]
+    )
     await core.memories.forget(ALICE, entry.id)
     await core.purge(ALICE, [entry.id])
     events = (await core.event_log.read(ALICE, core.notes.today())).events

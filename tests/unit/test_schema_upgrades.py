@@ -75,7 +75,7 @@ async def test_a_journal_made_before_its_migrations_keeps_its_captures(
         conn.commit()
 
     async with MemoryCore.open(config, clock=clock) as core:
-        assert [(e.id, e.content) for e in await core.entries(MAIN)] == [
+        assert [(e.id, e.content) for e in await core.memories.entries(MAIN)] == [
             ("a1b2c3d4", "keeps bees on the roof")
         ]
         assert await journal_sql(core, "SELECT name FROM _migrations") == [("m001_captures",)]
@@ -115,7 +115,7 @@ async def test_a_database_given_pgvector_columns_unrecorded_keeps_its_vectors(
 ) -> None:
     monkeypatch.setattr(pg_vectors, "apply_step", previous_code)
     async with MemoryCore.open(pg_config, clock=ManualClock(START)) as core:
-        await core.append_daily(MAIN, "Mochi is a ragdoll, she sheds everywhere")
+        await core.notes.append(MAIN, "Mochi is a ragdoll, she sheds everywhere")
         await core.vectors_ready()
         before = await vector_rows(core)
         [(dims,)] = await sql(core, "SELECT DISTINCT dims FROM chunk_vectors")
@@ -124,14 +124,14 @@ async def test_a_database_given_pgvector_columns_unrecorded_keeps_its_vectors(
 
     async with MemoryCore.open(pg_config, clock=ManualClock(START)) as core:
         assert isinstance(index_of(core).vectors, pg_vectors.PgVectorIndex)
-        await core.append_daily(MAIN, "the boiler was serviced on Monday")
+        await core.notes.append(MAIN, "the boiler was serviced on Monday")
         await core.vectors_ready()
         after = await vector_rows(core)
         assert after[: len(before)] == before and len(after) == len(before) + 1
         assert await sql(
             core, "SELECT name FROM _migrations WHERE name >= 'm011' ORDER BY name"
         ) == [("m011_pgvector",), (f"m012_hnsw_{dims}",)]
-        hits = await core.search(MAIN, "what breed is my kitty", limit=1)
+        hits = await core.finder.search(MAIN, "what breed is my kitty", limit=1)
         assert hits and "ragdoll" in hits[0].text
 
 
