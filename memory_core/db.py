@@ -11,6 +11,11 @@ waits `BUSY_TIMEOUT_MS` for it inside one attempt; after that the attempt is giv
 tried again from the event loop, with backoff, for up to `BUSY_RETRY_SECONDS` in all, so
 the database thread is free for other tasks' reads meanwhile. A lock held longer than
 that is a `DatabaseBusy` for the caller: one clear line, and never taken for damage.
+
+This module is the SQLite backend's boundary: every `sqlite3` exception a call meets
+leaves it as one of the project's `StorageError` family (`storage_error`), so no code
+above it names `sqlite3` and the PostgreSQL backend raises the same errors for the same
+failures.
 """
 
 from __future__ import annotations
@@ -27,10 +32,18 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-from memory_core.errors import DatabaseBusy, DatabaseUnwritable, IndexUnavailable
+from memory_core.errors import (
+    DatabaseBusy,
+    DatabaseConflict,
+    DatabaseCorrupt,
+    DatabaseFailure,
+    DatabaseUnwritable,
+    IndexUnavailable,
+    StorageError,
+)
 from memory_core.migrations import MIGRATIONS
 from memory_core.retry import Backoff
-from memory_core.sql import Backend, Connection, SqliteConnection, data_version
+from memory_core.sql import Backend, Connection, data_version
 
 log = logging.getLogger(__name__)
 
@@ -45,8 +58,22 @@ _UNWRITABLE_CODES = frozenset(
     {sqlite3.SQLITE_FULL, sqlite3.SQLITE_READONLY, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_PERM}
 )
 """Primary result codes of a disk that refuses writes: `DatabaseUnwritable`."""
+_CORRUPT_CODES = frozenset({sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB})
+"""Primary result codes of a damaged file, or one that is no database: `DatabaseCorrupt`."""
+_CONFLICT_CODES = frozenset(
+    {sqlite3.SQLITE_CONSTRAINT_UNIQUE, sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY}
+)
+"""Extended result codes of a unique key met: `DatabaseConflict` (PostgreSQL's
+`unique_violation`); any other broken constraint is a `DatabaseFailure` on both."""
 T = TypeVar("T")
 Work = Callable[[Connection], T]
+
+
+class SqliteConnection(sqlite3.Connection):
+    """`sqlite3.connect(..., factory=SqliteConnection)`: a plain sqlite3 connection that
+    says which backend it is."""
+
+    backend: Backend = "sqlite"
 
 
 def is_busy(exc: BaseException) -> bool:
@@ -60,6 +87,30 @@ def is_busy(exc: BaseException) -> bool:
     if isinstance(code, int) and (code & 0xFF) in _BUSY_CODES:
         return True
     return " is locked" in str(exc)
+
+
+def storage_error(exc: sqlite3.Error) -> StorageError:
+    """The project's error for a `sqlite3` one, chosen by SQLite's result code (the
+    message where an error made by hand carries none): busy, unwritable, corrupt, a
+    unique key met, or a failure. The same kinds `pg/database.py` makes of psycopg's."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    primary = code & 0xFF if isinstance(code, int) else None
+    name = getattr(exc, "sqlite_errorname", "") or type(exc).__name__
+    text = str(exc)
+    if is_busy(exc):
+        return DatabaseBusy(f"the database was locked by another process: {text}")
+    if primary in _UNWRITABLE_CODES:
+        return DatabaseUnwritable(f"the database cannot write: {text} ({name})")
+    coded = primary is not None
+    if primary in _CORRUPT_CODES or (
+        not coded and ("malformed" in text or "not a database" in text)
+    ):
+        return DatabaseCorrupt(f"the database file is damaged: {text} ({name})")
+    if isinstance(exc, sqlite3.IntegrityError) and (
+        code in _CONFLICT_CODES or (not coded and text.startswith("UNIQUE constraint failed"))
+    ):
+        return DatabaseConflict(f"database conflict: {text}")
+    return DatabaseFailure(f"database error: {text}")
 
 
 class _Retry(Exception):
@@ -186,16 +237,11 @@ class Database:
 
         try:
             return await _retrying(attempt, "waiting for another process's write")
-        except sqlite3.OperationalError as exc:
+        except sqlite3.Error as exc:
             # A disk that refuses (full, read-only, size limit) is the person's to fix:
-            # one line for them, not a traceback (issue 11, item 8).
-            code = getattr(exc, "sqlite_errorcode", None)
-            if isinstance(exc, DatabaseBusy) or not isinstance(code, int):
-                raise
-            if code & 0xFF not in _UNWRITABLE_CODES:
-                raise
-            name = getattr(exc, "sqlite_errorname", "")
-            raise DatabaseUnwritable(f"the database cannot write: {exc} ({name})") from exc
+            # one line for them, not a traceback (issue 11, item 8); every other failure
+            # reads as PostgreSQL's would.
+            raise storage_error(exc) from exc
 
     async def close(self) -> None:
         """Finish what is queued, then close the connection on its own thread."""
@@ -204,6 +250,8 @@ class Database:
         self._closed = True
         try:
             await self._thread.submit(self._connection.close)
+        except sqlite3.Error as exc:
+            raise storage_error(exc) from exc
         finally:
             self._thread.stop()
 

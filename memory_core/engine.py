@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import sqlite3
 import time
 import zoneinfo
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
@@ -36,6 +35,7 @@ from memory_core.errors import (
     ChatmemError,
     DatabaseUnreachable,
     IndexUnavailable,
+    StorageError,
     ToolRefused,
     WorkspaceMissing,
     refusal,
@@ -455,7 +455,7 @@ class MemoryCore:
             return True
         try:
             return await deliveries.claim(channel, chat_id, message_id, self.now())
-        except sqlite3.DatabaseError as exc:
+        except StorageError as exc:
             log.warning("cannot check a delivery against other processes, answering: %s", exc)
             return True
 
@@ -466,7 +466,7 @@ class MemoryCore:
             return
         try:
             await deliveries.answered(channel, chat_id, message_id)
-        except sqlite3.DatabaseError as exc:
+        except StorageError as exc:
             log.warning("a delivery not marked answered: %s", exc)
 
     async def change_marks(self) -> tuple[int, int]:

@@ -2,7 +2,6 @@
 anything the user can fix and keep tracebacks for real bugs."""
 
 import logging
-import sqlite3
 
 log = logging.getLogger(__name__)
 
@@ -47,46 +46,54 @@ class IndexUnavailable(ChatmemError):
     """The SQLite index cannot be opened or is corrupt; callers fall back to files."""
 
 
-class DatabaseBusy(ChatmemError, sqlite3.OperationalError):
-    """Another connection kept the database locked through every retry (about a minute).
+class StorageError(ChatmemError):
+    """The database under the memory failed (either backend): the family every caller
+    outside the backends catches, so none of them names a driver's exceptions.
 
-    Also an `OperationalError`, so code that survives a failed database write (the file
-    is the memory) survives this one the same way; `IndexGuard` knows it is no damage and
-    never degrades on it.
+    Each backend translates its driver's errors into this family where its statements
+    run (`db.py` for SQLite, `pg/database.py` for PostgreSQL), so a failure reads the
+    same whichever is configured. Code that survives a failed database write (the file
+    is the memory) catches `StorageError`; the subclasses say what kind of failure, for
+    the callers that act on it. One line, never a connection string.
     """
 
 
-class DatabaseUnwritable(ChatmemError, sqlite3.OperationalError):
-    """SQLite could not write its files: a full disk, a read-only file system, a file size
-    limit (which SQLite reports as a disk I/O error). One line instead of a traceback;
-    also an `OperationalError`, so code that survives a failed database write (the file
-    is the memory) survives this one the same way.
-    """
+class DatabaseBusy(StorageError):
+    """Another connection kept the database locked through every retry (about a minute
+    on SQLite; a deadlock or a row lock held past the lock timeout on PostgreSQL).
+    `IndexGuard` knows it is no damage and never degrades on it."""
 
 
-class DatabaseFailure(ChatmemError, sqlite3.DatabaseError):
-    """A PostgreSQL statement failed (any error the server or driver reported).
-
-    The project's database error family is sqlite3's (`sqlite3.DatabaseError` and its
-    subclasses): code that survives a failed index write catches that, whichever backend
-    is configured. One line, never the connection string.
-    """
+class DatabaseUnwritable(StorageError):
+    """The database could not write: a full disk, a read-only file system or database, a
+    file size limit (which SQLite reports as a disk I/O error). The person's to fix."""
 
 
-class DatabaseUnreachable(DatabaseFailure, sqlite3.OperationalError):
+class DatabaseUnreachable(StorageError):
     """The PostgreSQL server could not be reached (refused, restarting, network down, no
     connection free in time): the files still answer, captures wait in the journal."""
 
 
-class DatabaseConflict(DatabaseFailure, sqlite3.IntegrityError):
-    """A PostgreSQL write met a row another writer stored first (a unique key): an
-    `IntegrityError`, as SQLite's own, so callers handle both the same way."""
+class DatabaseConflict(StorageError):
+    """A write met a row another writer stored first (a unique key): the caller may read
+    what is there and decide, as it would for its own earlier write."""
 
 
-class DatabaseForeign(DatabaseFailure):
+class DatabaseForeign(StorageError):
     """The PostgreSQL database belongs to another workspace (or holds another's data and
     this workspace asked to move into it): refused, so no workspace reads or writes
     another's memories."""
+
+
+class DatabaseCorrupt(StorageError):
+    """The SQLite file is damaged or is no database at all ("file is not a database",
+    "database disk image is malformed"): the index degrades to the files, and `chatmem
+    reindex` moves the file aside and rebuilds it."""
+
+
+class DatabaseFailure(StorageError):
+    """Any other failed statement (a missing table, a broken constraint besides a unique
+    key, an error the server or driver reported)."""
 
 
 class ToolRefused(ChatmemError):
@@ -114,12 +121,12 @@ def refusal(name: str, exc: BaseException) -> str | None:
     was wrong with the call, or that the storage under it failed. None for an exception
     that is a bug: that one is raised, not explained away. Logged here, so every front
     end logs failures alike."""
+    if isinstance(exc, StorageError):
+        log.warning("tool %s failed in the database: %s", name, exc)
+        return _one_line(f"memory storage failed (database): {exc}")
     if isinstance(exc, (ChatmemError, ValueError, TypeError)):
         log.info("tool %s refused: %s", name, exc)
         return _one_line(str(exc))
-    if isinstance(exc, sqlite3.Error):
-        log.warning("tool %s failed in the database: %s", name, exc)
-        return _one_line(f"memory storage failed (database): {exc}")
     if isinstance(exc, OSError):
         log.warning("tool %s failed on the disk: %s", name, exc)
         reason = exc.strerror or str(exc) or type(exc).__name__

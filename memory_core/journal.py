@@ -21,7 +21,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import sqlite3
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,11 +30,11 @@ from filelock import FileLock, Timeout
 
 from memory_core.db import Database
 from memory_core.errors import (
-    ChatmemError,
     DatabaseBusy,
-    DatabaseFailure,
     DatabaseUnreachable,
+    DatabaseUnwritable,
     IndexUnavailable,
+    StorageError,
     StoreError,
 )
 from memory_core.locks import ProcessLocks
@@ -153,11 +152,11 @@ class CaptureJournal:
                     (self.owner, scope, data),
                 ).fetchone()[0]
             )
-        except sqlite3.DatabaseError as exc:
+        except StorageError as exc:
             if isinstance(exc, DatabaseUnreachable):
                 raise  # the caller writes MEMORY.md itself (`LongTermMemory.capture`)
-            if isinstance(exc, ChatmemError) and not isinstance(exc, DatabaseFailure):
-                raise
+            if isinstance(exc, (DatabaseBusy, DatabaseUnwritable)):
+                raise  # already one clear line
             # The caller's capture is not acknowledged: it must hear so in one line.
             raise StoreError(f"capture not saved: the capture journal failed: {exc}") from exc
         return int(seq)

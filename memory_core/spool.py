@@ -23,7 +23,6 @@ import contextlib
 import json
 import logging
 import os
-import sqlite3
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -37,7 +36,12 @@ from filelock import FileLock, Timeout
 from memory_core.audit import AuditLog, audit_rows, insert_rows
 from memory_core.clock import format_when, parse_when
 from memory_core.deliveries import claim_step
-from memory_core.errors import DatabaseUnreachable
+from memory_core.errors import (
+    DatabaseBusy,
+    DatabaseUnreachable,
+    DatabaseUnwritable,
+    StorageError,
+)
 from memory_core.history import HistoryStore, MessageIndexer
 from memory_core.merge_values import Change
 from memory_core.retry import Backoff
@@ -50,6 +54,9 @@ log = logging.getLogger(__name__)
 
 RETRY_FIRST_SECONDS = 1.0
 RETRY_MAX_SECONDS = 30.0
+OUTAGE = (DatabaseUnreachable, DatabaseBusy, DatabaseUnwritable)
+"""The failures an audit row waits out in the spool: the database cannot take it now.
+Any other `StorageError` (a broken statement) is raised, as it would be without a spool."""
 
 
 @dataclass
@@ -275,7 +282,7 @@ class SpoolingHistory(HistoryStore):
             )
         except DatabaseUnreachable:
             raise
-        except sqlite3.DatabaseError:
+        except StorageError:
             pass  # the id is taken: another process replayed it meanwhile
 
     async def close(self) -> None:
@@ -403,7 +410,7 @@ class SpoolingAudit(AuditLog):
             try:
                 await self._db.run(lambda conn: insert_rows(conn, rows))
                 return len(rows)
-            except sqlite3.OperationalError as exc:  # unreachable, busy, unwritable
+            except OUTAGE as exc:
                 if not self._outage:
                     self._outage = True
                     log.warning(
@@ -426,7 +433,7 @@ class SpoolingAudit(AuditLog):
             try:
                 for path in await asyncio.to_thread(self._files.replayable):
                     await self._replay_file(path)
-            except sqlite3.OperationalError:
+            except OUTAGE:
                 return False
             if not self._waiting and self._outage:
                 self._outage = False

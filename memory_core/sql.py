@@ -14,7 +14,6 @@ places that need it.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Literal, Protocol, TypeVar
 
@@ -39,13 +38,6 @@ class Connection(Protocol):
 
     def execute(self, sql: str, parameters: Sequence[Any] = ..., /) -> Cursor: ...
     def executemany(self, sql: str, seq_of_parameters: Iterable[Sequence[Any]], /) -> Cursor: ...
-
-
-class SqliteConnection(sqlite3.Connection):
-    """`sqlite3.connect(..., factory=SqliteConnection)`: a plain sqlite3 connection that
-    says which backend it is."""
-
-    backend: Backend = "sqlite"
 
 
 def data_version(conn: Connection) -> int:

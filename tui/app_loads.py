@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import sqlite3
 from collections.abc import Callable, Coroutine
 from datetime import datetime
 from functools import partial
@@ -19,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from textual.worker import Worker
 
+from memory_core.errors import StorageError
 from memory_core.records import AuditRecord
 from memory_core.scope import ScopeKey
 from memory_core.scoring import projection
@@ -173,7 +173,7 @@ class Loads:
         while True:
             try:
                 current = await take_stamp(self.app.core)
-            except (OSError, sqlite3.Error) as exc:
+            except (OSError, StorageError) as exc:
                 log.warning("change poll failed, trying again: %s", exc)
             else:
                 changes = None if previous is None else compare(previous, current)

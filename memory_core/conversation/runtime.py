@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import sqlite3
 from collections.abc import Awaitable, Callable, Coroutine
 from datetime import datetime, time, timedelta
 from functools import partial
@@ -21,6 +20,7 @@ from memory_core.config import Config
 from memory_core.conversation.archiver import Archiver, ArchiveReport, Due
 from memory_core.conversation.chat import ChatEngine, NewSessionResult, TurnResult
 from memory_core.conversation.consolidator import Consolidator
+from memory_core.errors import StorageError
 from memory_core.inputs import storable
 from memory_core.llm import LLMClient
 from memory_core.locks import LockRegistry
@@ -204,7 +204,7 @@ class Runtime:
             return
         try:
             sessions = await self.history.open_sessions()
-        except sqlite3.DatabaseError as exc:
+        except StorageError as exc:
             log.warning("shutdown flush skipped: the database cannot be read (%s)", exc)
             return
         if not sessions:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import sqlite3
 import time
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, date, datetime, tzinfo
@@ -27,7 +26,7 @@ import memory_core.index.search as reads
 import memory_core.index.writes as writes
 from memory_core.chunking import Chunk, ChunkKind, summary_period
 from memory_core.clock import Monotonic, format_when
-from memory_core.errors import ChatmemError
+from memory_core.errors import ChatmemError, DatabaseConflict
 from memory_core.index.files import prepare_file, stat_files, tokenize_chunks
 from memory_core.index.model import (
     Appended,
@@ -332,7 +331,7 @@ class SearchIndex:
                             conn, sid, relative_path, stale, prepared, record.after.lines, stamp[:2]
                         )
                     )
-                except sqlite3.IntegrityError:
+                except DatabaseConflict:
                     # Another process indexed the new file meanwhile (PostgreSQL): a
                     # chunk is on a line this write moves one to. The file decides.
                     await self._reread(sid, relative_path)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import sqlite3
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from datetime import date, datetime, tzinfo
@@ -18,7 +17,12 @@ from datetime import date, datetime, tzinfo
 from memory_core.chunking import ChunkKind
 from memory_core.clock import Monotonic
 from memory_core.entities import Entity, expand_query
-from memory_core.errors import ChatmemError, DatabaseFailure, IndexUnavailable
+from memory_core.errors import (
+    DatabaseBusy,
+    DatabaseUnwritable,
+    IndexUnavailable,
+    StorageError,
+)
 from memory_core.fallback import search_files
 from memory_core.index import RANK_BUDGET, Hit
 from memory_core.index.rerank import RankSettings
@@ -115,7 +119,7 @@ class Finder:
                     exclude_paths=exclude_paths,
                     today=today,
                 )
-            except sqlite3.DatabaseError as exc:
+            except StorageError as exc:
                 # Damage degrades; a lock that outlasted every retry does not, but this
                 # one search is still answered, from the files.
                 self.guard.failed(exc)
@@ -217,7 +221,7 @@ class Finder:
             return None
         try:
             version = await index.data_version()
-        except sqlite3.DatabaseError:
+        except StorageError:
             return None
         return (index.generation(scope, besides_session=session_id), version)
 
@@ -231,9 +235,9 @@ class Finder:
             return await read_memory_path(
                 self.workspace, self.guard.index, scope, path, start, lines
             )
-        except sqlite3.DatabaseError as exc:  # session messages live in the index only
-            if isinstance(exc, ChatmemError) and not isinstance(exc, DatabaseFailure):
-                raise
+        except StorageError as exc:  # session messages live in the index only
+            if isinstance(exc, (DatabaseBusy, DatabaseUnwritable)):
+                raise  # no damage: this read failed, the index did not
             self.guard.failed(exc)
             raise IndexUnavailable(f"cannot read {path}: the index failed: {exc}") from exc
 

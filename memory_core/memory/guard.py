@@ -15,12 +15,11 @@ restart).
 from __future__ import annotations
 
 import logging
-import sqlite3
 import time
 from collections.abc import Awaitable, Callable, Sequence
 
 from memory_core.clock import Monotonic
-from memory_core.db import is_busy
+from memory_core.errors import DatabaseBusy, StorageError
 from memory_core.retry import CoolDown
 from memory_core.scope import ScopeKey
 from memory_core.storage import IndexBackend
@@ -73,7 +72,7 @@ class IndexGuard:
     def failed(self, exc: BaseException) -> None:
         """Keep answering from files; the index is tried again `retry_seconds` from now
         (`revive`), and `chatmem reindex` repairs it for good."""
-        if is_busy(exc):
+        if isinstance(exc, DatabaseBusy):
             # Another process's lock outlasted every retry: this call failed, the index
             # did not.
             log.warning("search index busy, not degrading: %s", exc)
@@ -98,8 +97,8 @@ class IndexGuard:
         self._rest.start()  # one probe at a time
         try:
             await resting.sync_scope(scope)
-        except sqlite3.DatabaseError as exc:
-            if not is_busy(exc):
+        except StorageError as exc:
+            if not isinstance(exc, DatabaseBusy):
                 self.reason = f"index unusable: {exc}"
                 log.warning("search index still unusable: %s", exc)
             return None
@@ -116,7 +115,7 @@ class IndexGuard:
             return
         try:
             await work(index)
-        except sqlite3.DatabaseError as exc:
+        except StorageError as exc:
             self.failed(exc)
 
     async def file_written(self, scope: ScopeKey, path: str) -> None:

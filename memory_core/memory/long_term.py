@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import sqlite3
 from collections.abc import Callable, Collection, Iterable
 from datetime import datetime
 from pathlib import Path
@@ -25,7 +24,7 @@ from memory_core.activations import Activation
 from memory_core.config import Config
 from memory_core.entities import Entity
 from memory_core.entries import Importance, MemoryClass, MemoryEntry
-from memory_core.errors import ChatmemError, DatabaseUnreachable, EntryNotFound
+from memory_core.errors import ChatmemError, DatabaseUnreachable, EntryNotFound, StorageError
 from memory_core.forgotten import ForgottenFile
 from memory_core.inputs import choice, storable
 from memory_core.memory.forgotten_keeper import ForgottenKeeper
@@ -192,7 +191,7 @@ class LongTermMemory:
         if self.activations is not None and activations:
             try:
                 await self.activations.clear(scope, activations)
-            except sqlite3.DatabaseError as exc:
+            except StorageError as exc:
                 log.warning("uses of memories applied but not cleared (%s)", exc)
         await self.kept.keep(scope, forgotten)
         if not result.skipped:
@@ -256,7 +255,7 @@ class LongTermMemory:
             return []
         try:
             return await self.activations.pending(scope)
-        except sqlite3.DatabaseError as exc:
+        except StorageError as exc:
             log.warning("uses of memories not applied this time (%s)", exc)
             return []
 
@@ -449,7 +448,7 @@ class LongTermMemory:
             return
         try:
             await self.audit.record(scope, changes, source, when)
-        except sqlite3.Error as exc:
+        except StorageError as exc:
             log.warning("audit log write failed (%s); the memory file was written", exc)
 
     # --- reading out: prompt and reports (`long_term_views.py`) ------------------------

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import sqlite3
 from collections.abc import Callable
 from concurrent.futures import Future
 from datetime import UTC, date, datetime, tzinfo
@@ -14,7 +13,7 @@ from pathlib import Path
 from memory_core import daily
 from memory_core.atomic import write_error
 from memory_core.chunking import Chunk, ChunkKind
-from memory_core.errors import ChatmemError
+from memory_core.errors import ChatmemError, StorageError
 from memory_core.index import Appended
 from memory_core.index.files import prepare_chunk
 from memory_core.inputs import storable
@@ -104,7 +103,7 @@ class DailyNotes:
 
             try:
                 await index.add_appended(scope, relative, ChunkKind.DAILY, append)
-            except sqlite3.DatabaseError as exc:
+            except StorageError as exc:
                 # Before the write (a full or read-only database, a lock held too long) or
                 # after it: either way the note must not depend on the index.
                 self.guard.failed(exc)
@@ -147,7 +146,7 @@ class DailyNotes:
                             stamp=note.after,
                             previous=note.before,
                         )
-                    except sqlite3.DatabaseError as exc:
+                    except StorageError as exc:
                         self.guard.failed(exc)
                     except OSError as exc:
                         _not_indexed(relative, exc)

@@ -11,10 +11,12 @@ where the asyncio API would cost an await per statement and a second copy of eve
 table owner. The pool (psycopg_pool) and the driver are psycopg 3's own; no call blocks
 the event loop.
 
-Errors come back in the project's database error family (`sqlite3.DatabaseError`
-subclasses, see `errors.py`): a deadlock or lock timeout is a `DatabaseBusy`, a refused
-or lost connection a `DatabaseUnreachable`, a full disk a `DatabaseUnwritable`, the
-rest a `DatabaseFailure`. The connection string is never part of a message.
+Errors come back in the project's `StorageError` family (`errors.py`), the same the
+SQLite backend raises (`db.storage_error`): a deadlock or lock timeout is a
+`DatabaseBusy`, a refused or lost connection a `DatabaseUnreachable`, a full disk or a
+read-only transaction a `DatabaseUnwritable`, a unique key met a `DatabaseConflict`,
+damaged data a `DatabaseCorrupt`, the rest a `DatabaseFailure`. No psycopg error leaves
+this module; the connection string is never part of a message.
 """
 
 from __future__ import annotations
@@ -37,10 +39,12 @@ from memory_core.clock import Monotonic
 from memory_core.errors import (
     DatabaseBusy,
     DatabaseConflict,
+    DatabaseCorrupt,
     DatabaseFailure,
     DatabaseForeign,
     DatabaseUnreachable,
     DatabaseUnwritable,
+    StorageError,
 )
 from memory_core.pg.connection import PgConnection
 from memory_core.pg.migrations import PG_MIGRATIONS
@@ -75,6 +79,7 @@ _UNWRITABLE = (
     psycopg.errors.ReadOnlySqlTransaction,
     psycopg.errors.InsufficientResources,
 )
+_CORRUPT = (psycopg.errors.DataCorrupted, psycopg.errors.IndexCorrupted)
 
 
 @dataclass(frozen=True)
@@ -235,7 +240,7 @@ class PgDatabase:
             self._threads.shutdown(wait=False)
 
 
-def translate(exc: psycopg.Error) -> Exception:
+def translate(exc: psycopg.Error) -> StorageError:
     """The project's error for a psycopg one: its message, never the connection string."""
     text = _message(exc)
     if isinstance(exc, _BUSY):
@@ -244,6 +249,8 @@ def translate(exc: psycopg.Error) -> Exception:
         return DatabaseConflict(f"database conflict: {text}")
     if isinstance(exc, _UNWRITABLE):
         return DatabaseUnwritable(f"the database cannot write: {text}")
+    if isinstance(exc, _CORRUPT):
+        return DatabaseCorrupt(f"the database's data is damaged: {text}")
     if isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError):
         return DatabaseUnreachable(f"the database is unreachable: {text}")
     return DatabaseFailure(f"database error: {text}")

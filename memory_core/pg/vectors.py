@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from memory_core.errors import DatabaseFailure
+from memory_core.errors import DatabaseConflict, DatabaseFailure, DatabaseUnreachable
 from memory_core.index import vectors
 from memory_core.index.vector_index import VectorIndex
 from memory_core.index.vectors import ChunkText, Stored
@@ -68,7 +68,11 @@ async def ensure_pgvector(db: Db) -> str | None:
 
     try:
         return await db.run(prepare)
-    except DatabaseFailure as exc:
+    except (
+        DatabaseFailure,
+        DatabaseConflict,
+        DatabaseUnreachable,
+    ) as exc:  # no extension, a race to create it, no server
         log.warning("pgvector cannot be used here (%s)", exc)
         return None
 

@@ -11,7 +11,6 @@ import logging
 import math
 import os
 import random
-import sqlite3
 import sys
 import threading
 from collections import Counter
@@ -29,7 +28,7 @@ from memory_core.chunking import ChunkKind
 from memory_core.clock import ManualClock, ManualMonotonic, format_when
 from memory_core.config import Config, load_config
 from memory_core.engine import MemoryCore
-from memory_core.errors import ChatmemError
+from memory_core.errors import ChatmemError, DatabaseUnwritable
 from memory_core.index import K1, B, CorpusStats, Hit, SearchIndex, idf, sqlite_index
 from memory_core.index import rebuild as index_rebuild
 from memory_core.index import writes as index_writes
@@ -417,7 +416,7 @@ async def test_failed_index_write_of_an_append_is_picked_up_by_the_next_sync(
 
     def failing(*args: Any) -> None:
         real(*args)  # the rows are written, then the transaction fails
-        raise sqlite3.OperationalError("disk I/O error")
+        raise DatabaseUnwritable("disk I/O error")
 
     monkeypatch.setattr(index_writes, "insert_chunks", failing)
     assert await core.notes.append(MAIN, "second note about cherries") == (DAY, 4)

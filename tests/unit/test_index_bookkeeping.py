@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import sqlite3
 
 import pytest
 
 from memory_core.config import Config
 from memory_core.engine import MemoryCore
+from memory_core.errors import DatabaseConflict
 from memory_core.index import idf
 from memory_core.index.postings import fts5_idf
 from memory_core.scope import MAIN
@@ -52,7 +52,7 @@ async def test_search_ranks_on_when_the_statistics_are_off(core: MemoryCore) -> 
 async def test_the_schema_holds_one_chunk_per_line(core: MemoryCore) -> None:
     await core.notes.append(MAIN, "the kayak is red")
     assert await sql(core, "SELECT piece FROM chunks") == [(0,)]
-    with pytest.raises(sqlite3.DatabaseError):
+    with pytest.raises(DatabaseConflict):  # a unique key, on either backend
         await sql_write(
             core,
             (

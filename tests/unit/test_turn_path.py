@@ -17,6 +17,7 @@ from memory_core.atomic import atomic_write_text
 from memory_core.clock import ManualClock, ManualMonotonic
 from memory_core.engine import MemoryCore
 from memory_core.entries import MemoryEntry
+from memory_core.errors import DatabaseFailure
 from memory_core.history import HistoryStore
 from memory_core.index import CorpusStats, bm25_scorer
 from memory_core.index import writes as index_writes
@@ -139,7 +140,7 @@ async def test_a_failing_statement_rolls_the_whole_message_back(
         conn.execute("INSERT INTO no_such_table VALUES (1)")
 
     monkeypatch.setattr(index_writes, "insert_chunks", failing)
-    with pytest.raises(sqlite3.DatabaseError):
+    with pytest.raises(DatabaseFailure):  # no such table, on either backend
         await history.add_message(MAIN, session.id, "user", "lost", START, indexed=True)
     monkeypatch.undo()
     assert await history.session_messages(session.id) == []
