@@ -39,11 +39,9 @@ from memory_core.llm import LLMClient
 from memory_core.locks import LockRegistry
 from memory_core.memory import IndexGuard, MemoryService, build_memory_service
 from memory_core.memory.finder import rank_settings
-from memory_core.memory.long_term_views import HOT_PATH_MAX_AGE
 from memory_core.schedules import ScheduleState
 from memory_core.scope import MAIN
 from memory_core.sql import Db
-from memory_core.staging import Staging
 from memory_core.text import ensure_loaded
 from memory_core.workspace import Workspace
 
@@ -95,6 +93,7 @@ async def open_services(
             deliveries = await _deliveries(backend, db, stack)
             index = await _search_index(config, workspace, backend, db, monotonic, stack)
         guard = IndexGuard(index, reason, monotonic=monotonic)
+        journal = await _journal(config, backend, db, stack)
         memory = build_memory_service(
             config,
             workspace,
@@ -104,10 +103,12 @@ async def open_services(
             monotonic=monotonic,
             audit=audit,
             activations=activations,
+            journal=journal,
         )
-        journal = await _journal(config, backend, db, stack)
-        if journal is not None:
-            await _stage_captures(config, memory, journal, now, monotonic, stack)
+        staging = memory.long_term.staging
+        if staging is not None:
+            stack.push_async_callback(staging.close)
+            await staging.recover()
         history: HistoryStore | None = None
         conversation: Runtime | None = None
         if audit is not None:
@@ -211,32 +212,3 @@ async def _journal(
         return None
     stack.push_async_callback(journal.close)
     return journal
-
-
-async def _stage_captures(
-    config: Config,
-    memory: MemoryService,
-    journal: CaptureJournal,
-    now: Callable[[], datetime],
-    monotonic: Monotonic,
-    stack: AsyncExitStack,
-) -> None:
-    long_term = memory.long_term
-    staging = Staging(
-        long_term.store,
-        journal,
-        long_term.policy,
-        config.long_term.write_delay_seconds,
-        now,
-        long_term.staged_written,
-        view_max_age=HOT_PATH_MAX_AGE,
-        monotonic=monotonic,
-    )
-    long_term.use_staging(staging)
-
-    async def close() -> None:
-        long_term.use_staging(None)
-        await staging.close()
-
-    stack.push_async_callback(close)
-    await staging.recover()

@@ -148,7 +148,7 @@ class Staging:
         queue = self._queues.setdefault(scope, _Queue())
         async with queue.mutex:
             if queue.view is None:
-                parsed = await self._store.load_unsettled(scope, max_age=self._view_max_age)
+                parsed = await self._store.load(scope, max_age=self._view_max_age)
                 queue.base, queue.view = parsed, EntryView.of(parsed.entries)
             view = queue.view
             staged = _Staged(candidate, source, when, None, [])
@@ -174,7 +174,7 @@ class Staging:
 
     async def _rebuild_view(self, scope: ScopeKey, queue: _Queue) -> None:
         """The view from the file plus the captures still staged (under the mutex)."""
-        parsed = await self._store.load_unsettled(scope)
+        parsed = await self._store.load(scope)
         view = EntryView.of(parsed.entries)
         for staged in queue.staged:
             staged.apply(view, self._policy)
@@ -340,7 +340,7 @@ class Staging:
             decayed = decay_all(result, when, policy)
             return decayed.entries, (applied, decayed.changes)
 
-        applied, decay_changes = await self._store.update_unsettled(scope, change, when)
+        applied, decay_changes = await self._store.update(scope, change, when)
         await self._on_written(scope, applied, decay_changes, when)
         return self._store.last_write[scope].after
 

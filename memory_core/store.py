@@ -229,9 +229,6 @@ class LongTermStore:
         self._cache: dict[ScopeKey, Snapshot] = {}
         self._checked_at: dict[ScopeKey, float] = {}
         self.last_write: dict[ScopeKey, WriteRecord] = {}
-        self.settle: Callable[[ScopeKey], Awaitable[None]] | None = None
-        """Writes the scope's staged captures (`staging.py`) before any read or write, so
-        readers see them and writes stay in order."""
 
     def path(self, scope: ScopeKey) -> Path:
         return self._ws.long_term_path(scope)
@@ -242,12 +239,6 @@ class LongTermStore:
         `max_age` lets a hot path (a chat turn) reuse a check made less than that many
         seconds ago instead of a stat per call; writes by this process are always seen.
         """
-        if self.settle is not None:
-            await self.settle(scope)
-        return await self.load_unsettled(scope, max_age=max_age)
-
-    async def load_unsettled(self, scope: ScopeKey, *, max_age: float = 0.0) -> ParsedMemory:
-        """`load` without writing staged captures first (the staging's own reads)."""
         path = self.path(scope)
         cached = self._cache.get(scope)
         checked = self._checked_at.get(scope)
@@ -269,17 +260,6 @@ class LongTermStore:
         `change` is pure: it gets what is on disk and returns the new entries plus any
         value for the caller. Quarantined blocks are carried over untouched.
         """
-        if self.settle is not None:
-            await self.settle(scope)
-        return await self.update_unsettled(scope, change, now)
-
-    async def update_unsettled(
-        self,
-        scope: ScopeKey,
-        change: Callable[[ParsedMemory], tuple[list[MemoryEntry], T]],
-        now: datetime,
-    ) -> T:
-        """`update` without writing staged captures first (the staging's own write)."""
         async with self.locks.hold(self._ws.lock_name(scope, "memory")):
             # One worker call for the whole read-change-write: `change` is pure, and every
             # hop to a thread costs more than the small file's own I/O.
@@ -361,3 +341,40 @@ def read_head(
     total = _TOTAL.search(data)
     parsed = parse_memory(data[: cut + 1].decode("utf-8", "replace"), archive_below=archive_below)
     return list(parsed.entries), int(total.group(1)) if total else None
+
+
+Settle = Callable[[ScopeKey], Awaitable[None]]
+
+
+class SettledStore:
+    """The long-term files as every reader and writer but the staging sees them: the
+    scope's staged captures (`staging.py`) are written first, so reads see them and
+    writes stay in order. Without a journal (`settle` None) it reads and writes the files
+    as they are. Built after the staging, over the same `LongTermStore` the staging
+    writes through, so neither has to be told of the other afterwards."""
+
+    def __init__(self, files: LongTermStore, settle: Settle | None) -> None:
+        self.files = files
+        self.locks = files.locks
+        self.last_write = files.last_write
+        self._settle = settle
+
+    def path(self, scope: ScopeKey) -> Path:
+        return self.files.path(scope)
+
+    async def load(self, scope: ScopeKey, *, max_age: float = 0.0) -> ParsedMemory:
+        """`LongTermStore.load` once the scope's staged captures are written."""
+        if self._settle is not None:
+            await self._settle(scope)
+        return await self.files.load(scope, max_age=max_age)
+
+    async def update(
+        self,
+        scope: ScopeKey,
+        change: Callable[[ParsedMemory], tuple[list[MemoryEntry], T]],
+        now: datetime,
+    ) -> T:
+        """`LongTermStore.update` once the scope's staged captures are written."""
+        if self._settle is not None:
+            await self._settle(scope)
+        return await self.files.update(scope, change, now)

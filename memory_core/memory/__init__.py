@@ -13,15 +13,20 @@ from datetime import date, datetime
 from memory_core.clock import Monotonic
 from memory_core.config import Config
 from memory_core.event_log import EventLog
+from memory_core.forgotten import ForgottenFile
+from memory_core.journal import CaptureJournal
 from memory_core.locks import LockRegistry
+from memory_core.memory.after_writes import AfterWrites
 from memory_core.memory.finder import Finder
+from memory_core.memory.forgotten_keeper import ForgottenKeeper
 from memory_core.memory.guard import IndexGuard
 from memory_core.memory.long_term import LongTermMemory
-from memory_core.memory.long_term_views import ScopeStatus, ValidationProblem
+from memory_core.memory.long_term_views import HOT_PATH_MAX_AGE, ScopeStatus, ValidationProblem
 from memory_core.memory.notes import DailyNotes
 from memory_core.memory.snapshots import Snapshots
+from memory_core.staging import Staging
 from memory_core.storage import ActivationBackend, AuditBackend
-from memory_core.store import LongTermStore
+from memory_core.store import LongTermStore, SettledStore
 from memory_core.workspace import Workspace
 
 __all__ = [
@@ -65,18 +70,47 @@ def build_memory_service(
     monotonic: Monotonic = time.monotonic,
     audit: AuditBackend | None = None,
     activations: ActivationBackend | None = None,
+    journal: CaptureJournal | None = None,
 ) -> MemoryService:
     """The service over a workspace; without a guard holding an index it searches files.
 
     Without the audit log and activations (no database) the service still reads and
-    writes every memory file. `monotonic` times the caches (the long-term file's stat
-    interval, the recall cache's TTL).
+    writes every memory file; without a journal every capture writes MEMORY.md itself
+    (with one, `long_term.staging` must be recovered, and closed, by its owner).
+    `monotonic` times the caches (the long-term file's stat interval, the recall cache's
+    TTL). Built bottom-up, each part from parts already built: the files, what follows
+    their writes, the staging over both, the settled view of the files, the memory.
     """
     guard = guard or IndexGuard(monotonic=monotonic)
     zone = zoneinfo.ZoneInfo(config.timezone)
-    store = LongTermStore(workspace, locks, config.scoring.archive_below, monotonic=monotonic)
+    policy = config.scoring.policy()
+    files = LongTermStore(workspace, locks, policy.archive_below, monotonic=monotonic)
+    forgotten = ForgottenFile(workspace, config.long_term.forgotten_keep_days, policy.archive_below)
+    after = AfterWrites(
+        files, ForgottenKeeper(forgotten, workspace, locks, now), guard, workspace, audit
+    )
+    staging = None
+    if journal is not None:
+        staging = Staging(
+            files,
+            journal,
+            policy,
+            config.long_term.write_delay_seconds,
+            now,
+            after.staged,
+            view_max_age=HOT_PATH_MAX_AGE,
+            monotonic=monotonic,
+        )
+    store = SettledStore(files, staging.settle if staging is not None else None)
     long_term = LongTermMemory(
-        config, workspace, store, guard, now, audit=audit, activations=activations
+        config,
+        workspace,
+        store,
+        after,
+        now,
+        staging=staging,
+        audit=audit,
+        activations=activations,
     )
     notes = DailyNotes(workspace, locks, guard, zone, now, config.prompt.daily_max_chars)
     finder = Finder(

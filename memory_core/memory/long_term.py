@@ -25,10 +25,8 @@ from memory_core.config import Config
 from memory_core.entities import Entity
 from memory_core.entries import Importance, MemoryClass, MemoryEntry
 from memory_core.errors import ChatmemError, DatabaseUnreachable, EntryNotFound, StorageError
-from memory_core.forgotten import ForgottenFile
 from memory_core.inputs import choice, storable
-from memory_core.memory.forgotten_keeper import ForgottenKeeper
-from memory_core.memory.guard import IndexGuard
+from memory_core.memory.after_writes import AfterWrites
 from memory_core.memory.long_term_changes import (
     EditFn,
     RewriteFn,
@@ -47,9 +45,9 @@ from memory_core.memory_md_parser import ParsedMemory
 from memory_core.merge_values import Candidate, Change, ChangeKind, MergeResult
 from memory_core.scope import ScopeKey
 from memory_core.scoring import ScoringPolicy
-from memory_core.staging import Applied, Staging
+from memory_core.staging import Staging
 from memory_core.storage import ActivationBackend, AuditBackend
-from memory_core.store import LongTermStore
+from memory_core.store import SettledStore
 from memory_core.workspace import Workspace
 
 log = logging.getLogger(__name__)
@@ -64,48 +62,28 @@ class LongTermMemory:
         self,
         config: Config,
         workspace: Workspace,
-        store: LongTermStore,
-        guard: IndexGuard,
+        store: SettledStore,
+        after: AfterWrites,
         now: Callable[[], datetime],
         *,
+        staging: Staging | None = None,
         audit: AuditBackend | None = None,
         activations: ActivationBackend | None = None,
     ) -> None:
+        """`store` settles staged captures before each read and write; `after` follows
+        each write (forgotten entries, audit, index), as it follows the staging's."""
         self.config = config
         self.policy: ScoringPolicy = config.scoring.policy()
         self.workspace = workspace
         self.store = store
-        self.guard = guard
+        self.after = after
         self.now = now
+        self.staging = staging
         self.audit = audit
         self.activations = activations
-        self.staging: Staging | None = None
         self._journal_away = False
-        forgotten = ForgottenFile(
-            workspace, config.long_term.forgotten_keep_days, self.policy.archive_below
-        )
-        self.kept = ForgottenKeeper(forgotten, workspace, store.locks, now)
+        self.kept = after.kept
         self.views = LongTermViews(config, workspace, store, self.kept, self.policy)
-
-    # --- staged captures ------------------------------------------------------------
-    def use_staging(self, staging: Staging | None) -> None:
-        """Journalled captures; without a journal every capture writes MEMORY.md itself."""
-        self.staging = staging
-        self.store.settle = staging.settle if staging is not None else None
-
-    async def staged_written(
-        self, scope: ScopeKey, applied: list[Applied], decayed: list[Change], when: datetime
-    ) -> None:
-        """What follows the background write of staged captures: forgotten entries kept,
-        audit rows and index."""
-        # Read before any await: the next write of the scope replaces the record.
-        written = self.store.last_write.get(scope)
-        if written is not None:
-            await self.kept.keep(scope, kept_forgotten(written.before, decayed, when))
-        for capture in applied:
-            await self._record(scope, capture.changes, capture.source, capture.when)
-        await self._record(scope, decayed, applied[-1].source if applied else "capture", when)
-        await self._written(scope)
 
     async def flush(self, scope: ScopeKey | None = None) -> None:
         """Write staged captures to MEMORY.md now (of one scope, or of all)."""
@@ -115,11 +93,6 @@ class LongTermMemory:
             await self.staging.settle_all()
         else:
             await self.staging.settle(scope)
-
-    async def _written(self, scope: ScopeKey) -> None:
-        record = self.store.last_write.get(scope)
-        if record is not None:
-            await self.guard.long_term_written(scope, self.relative_path(scope), record)
 
     # --- reading --------------------------------------------------------------------
     def path(self, scope: ScopeKey) -> Path:
@@ -195,10 +168,10 @@ class LongTermMemory:
                 log.warning("uses of memories applied but not cleared (%s)", exc)
         await self.kept.keep(scope, forgotten)
         if not result.skipped:
-            await self._record(scope, result.changes, source, when)
+            await self.after.record(scope, result.changes, source, when)
             if session_id is not None and self.audit is not None:
                 await self.audit.mark_session(scope, session_id, when, result.stats)
-            await self._written(scope)
+            await self.after.indexed(scope)
         return result
 
     async def capture(
@@ -331,8 +304,8 @@ class LongTermMemory:
             back.category,
             "restored from forgotten",
         )
-        await self._record(scope, [record], source, when)
-        await self._written(scope)
+        await self.after.record(scope, [record], source, when)
+        await self.after.indexed(scope)
         return back
 
     async def edit(
@@ -367,8 +340,8 @@ class LongTermMemory:
             changes = await self.store.update(scope, change, when)
         except _Unchanged:
             return []
-        await self._record(scope, changes, source, when)
-        await self._written(scope)
+        await self.after.record(scope, changes, source, when)
+        await self.after.indexed(scope)
         return changes
 
     async def _edit_one(
@@ -393,8 +366,8 @@ class LongTermMemory:
         if record.kind is ChangeKind.FORGOTTEN:
             # `entry` is the one removed, as it was: kept with its score as of now.
             await self.kept.keep(scope, kept_forgotten([entry], [record], when))
-        await self._record(scope, [record], source, when)
-        await self._written(scope)
+        await self.after.record(scope, [record], source, when)
+        await self.after.indexed(scope)
         return entry
 
     def _checked_content(self, content: str) -> str:
@@ -433,23 +406,13 @@ class LongTermMemory:
             # Rewriting the file unchanged makes the current version (which holds no
             # forgotten entry) the backup, in place of the one that may hold the text.
             await self.store.update(scope, lambda parsed: (parsed.entries, None), self.now())
-            await self._written(scope)
+            await self.after.indexed(scope)
         return taken
 
     async def match_id(self, scope: ScopeKey, text: str) -> str:
         """The id of the entry (live or kept forgotten) that `text` names: the whole id, or
         a prefix of exactly one. An ambiguous prefix is an error listing the candidates."""
         return await self.views.match_id(scope, text, self.now())
-
-    async def _record(
-        self, scope: ScopeKey, changes: list[Change], source: str, when: datetime
-    ) -> None:
-        if self.audit is None:
-            return
-        try:
-            await self.audit.record(scope, changes, source, when)
-        except StorageError as exc:
-            log.warning("audit log write failed (%s); the memory file was written", exc)
 
     # --- reading out: prompt and reports (`long_term_views.py`) ------------------------
     async def prompt_memories(self, scope: ScopeKey, *, now: datetime | None = None) -> str:

@@ -25,7 +25,7 @@ from memory_core.memory_md_parser import ParsedMemory
 from memory_core.prompt import render_prompt_memories, select_prompt_entries_until
 from memory_core.scope import ScopeKey
 from memory_core.scoring import ScoringPolicy, Status, score_at, status_of
-from memory_core.store import LongTermStore
+from memory_core.store import SettledStore
 from memory_core.workspace import Workspace
 
 HOT_PATH_MAX_AGE = 1.0
@@ -56,7 +56,7 @@ class LongTermViews:
         self,
         config: Config,
         workspace: Workspace,
-        store: LongTermStore,
+        store: SettledStore,
         kept: ForgottenKeeper,
         policy: ScoringPolicy,
     ) -> None:

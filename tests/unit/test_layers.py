@@ -56,9 +56,8 @@ def clock() -> ManualClock:
 
 @pytest.fixture
 def memory(config: Config, workspace: Workspace, clock: ManualClock) -> MemoryService:
-    service = build_memory_service(config, workspace, LockRegistry(workspace.locks_dir), clock)
-    service.long_term.audit = MemoryAudit()
-    return service
+    locks = LockRegistry(workspace.locks_dir)
+    return build_memory_service(config, workspace, locks, clock, audit=MemoryAudit())
 
 
 class ScriptedModel(LLMClient):

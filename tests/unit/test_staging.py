@@ -337,8 +337,8 @@ async def test_a_capture_made_while_the_file_is_written_counts_once(
     re-applied to the written file, so it must not be in that write too (it would count
     as said twice: a reinforcement nobody made)."""
     async with MemoryCore.open(slow_writes(config, 0.0), clock=clock) as core:
-        long_term_store = core.memories.store
-        real = long_term_store.update_unsettled
+        long_term_store = core.memories.store.files  # what the staging writes through
+        real = long_term_store.update
         writing, go_on = asyncio.Event(), asyncio.Event()
 
         async def held_back(*args: Any, **kwargs: Any) -> Any:
@@ -346,7 +346,7 @@ async def test_a_capture_made_while_the_file_is_written_counts_once(
             await go_on.wait()
             return await real(*args, **kwargs)
 
-        monkeypatch.setattr(long_term_store, "update_unsettled", held_back)
+        monkeypatch.setattr(long_term_store, "update", held_back)
         first, _ = await core.memories.capture(MAIN, "walks the dog at seven")
         await writing.wait()  # the background write has the first capture in hand
         second, _ = await core.memories.capture(MAIN, "plays the cello")
