@@ -11,7 +11,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 from adapters.cli import ERROR_PREFIX, EXIT_PROBLEMS, Output, command, positive_int
-from memory_core.chunking import ChunkKind
+from memory_core.chunks import ChunkKind
 from memory_core.errors import ChatmemError, PathRefused
 from memory_core.wording import counted
 

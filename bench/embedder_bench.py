@@ -71,7 +71,7 @@ from corpus import machine_load, percentile, queries, sentences, table
 from rank_bm25 import BM25Okapi
 
 from memory_core import text as mtext
-from memory_core.chunking import Chunk, ChunkKind
+from memory_core.chunks import Chunk, ChunkKind
 from memory_core.db import Database
 from memory_core.embedding.local import (
     DEFAULT_LOCAL_MODEL,

@@ -65,7 +65,7 @@ from pgbench_server import postgres
 from tokenizer_bench import generate_sentences
 
 from memory_core import text as mtext
-from memory_core.chunking import Chunk, ChunkKind
+from memory_core.chunks import Chunk, ChunkKind
 from memory_core.config import Config, load_config
 from memory_core.embedding.local import (
     DEFAULT_LOCAL_MODEL,

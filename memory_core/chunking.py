@@ -9,42 +9,15 @@ from __future__ import annotations
 
 import bisect
 import re
-from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, tzinfo
-from enum import StrEnum
 from pathlib import PurePosixPath
 
+from memory_core.chunks import Chunk, ChunkKind
 from memory_core.clock import parse_day
 from memory_core.daily import parse_notes
 from memory_core.memory_md_parser import parse_memory
 from memory_core.requests import evidence
 from memory_core.workspace import MAIN_LONG_TERM, SCOPED_LONG_TERM
-
-
-class ChunkKind(StrEnum):
-    LONG_TERM = "long_term"
-    DAILY = "daily"
-    ARCHIVE_RAW = "archive_raw"
-    SUMMARY = "summary"
-    MESSAGE = "message"
-
-
-@dataclass(frozen=True, slots=True)
-class Chunk:
-    line_from: int
-    line_to: int
-    text: str
-    created_at: datetime | None
-    ref: str | None = None
-    """For long-term chunks, the entry id (recall reinforces entries it used)."""
-    speaker: str | None = None
-    """For a turn of an archived conversation, who spoke (a field of its own in ranking:
-    the name and the time before it are not the turn's words)."""
-    dates: tuple[tuple[date, date], ...] | None = None
-    """The local days its text speaks of ("last Friday"), resolved against its own date
-    where it is tokenized (`index.files.prepare_chunk`); None where nothing was resolved
-    (a kind that is not dated so, or a chunk not yet prepared)."""
-
 
 _TURN = re.compile(r"^(\d{2}):(\d{2}):(\d{2}) ([^:\n]{1,64}): ")
 BOT_SPEAKER = "assistant"

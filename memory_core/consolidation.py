@@ -28,9 +28,8 @@ from memory_core.entries import (
 )
 from memory_core.event_log import Event, EventKind
 from memory_core.merge_values import Change, ChangeKind
+from memory_core.policy import DEFAULT_POLICY, ScoringPolicy
 from memory_core.scoring import (
-    DEFAULT_POLICY,
-    ScoringPolicy,
     Status,
     contradict_belief,
     importance_of,

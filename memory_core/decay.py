@@ -19,7 +19,8 @@ from memory_core.entries import (
     sort_entries,
 )
 from memory_core.merge_values import Change, ChangeKind, MergeResult, build_change
-from memory_core.scoring import DEFAULT_POLICY, ScoringPolicy, Status, expire
+from memory_core.policy import DEFAULT_POLICY, ScoringPolicy
+from memory_core.scoring import Status, expire
 
 
 def decay_all(

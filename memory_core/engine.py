@@ -56,10 +56,10 @@ from memory_core.memory import (
     ValidationProblem,
 )
 from memory_core.memory.snapshots import Snapshots
+from memory_core.policy import ScoringPolicy
 from memory_core.records import RecordedMessage
 from memory_core.requests import evidence
 from memory_core.scope import MAIN, ScopeKey
-from memory_core.scoring import ScoringPolicy
 from memory_core.services import Progress, Services, open_services
 from memory_core.sessions import ArchiveState
 from memory_core.sql import Db

@@ -11,7 +11,8 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from datetime import UTC, date, datetime, tzinfo
 
-from memory_core.chunking import ChunkKind, summary_period
+from memory_core.chunking import summary_period
+from memory_core.chunks import ChunkKind
 from memory_core.index import K1, B, Hit, PreparedFile, prepare_file, scope_files
 from memory_core.index.pipeline import MAX_TERMS, Ranking, rank, speaker_score
 from memory_core.index.ranking import CorpusStats, bm25_scorer, select_terms

@@ -26,9 +26,8 @@ from memory_core.entries import (
 )
 from memory_core.matching import EntryView, normalize_content
 from memory_core.merge_values import UPDATES_DETAIL, Candidate, Change, ChangeKind, MergeResult
+from memory_core.policy import DEFAULT_POLICY, ScoringPolicy
 from memory_core.scoring import (
-    DEFAULT_POLICY,
-    ScoringPolicy,
     Status,
     contradict,
     contradict_belief,

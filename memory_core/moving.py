@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from memory_core.chunking import Chunk, ChunkKind
+from memory_core.chunks import Chunk, ChunkKind
 from memory_core.clock import parse_when
 from memory_core.index import writes
 from memory_core.sql import Connection, Db

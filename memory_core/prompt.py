@@ -13,7 +13,8 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
 from memory_core.entries import MemoryEntry, sort_entries
-from memory_core.scoring import DEFAULT_POLICY, ScoringPolicy, score_at
+from memory_core.policy import DEFAULT_POLICY, ScoringPolicy
+from memory_core.scoring import score_at
 from memory_core.text import estimate_tokens
 
 HEADER = "# 历史记忆 (long-term memory)\n\n关于用户的关键信息 / What I know about the user:"

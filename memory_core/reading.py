@@ -12,8 +12,8 @@ import re
 from dataclasses import dataclass
 
 from memory_core.errors import ChatmemError, PathRefused
+from memory_core.index.model import IndexBackend
 from memory_core.scope import ScopeKey
-from memory_core.storage import IndexBackend
 from memory_core.workspace import Workspace
 
 DEFAULT_LINES = 40

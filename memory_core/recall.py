@@ -12,7 +12,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from memory_core.chunking import ChunkKind
+from memory_core.chunks import ChunkKind
 from memory_core.index import Hit
 from memory_core.text import estimate_tokens
 from memory_core.when import day_bounds as day_bounds

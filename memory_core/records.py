@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from memory_core.chunking import ChunkKind
+from memory_core.chunks import ChunkKind
 
 
 @dataclass(frozen=True, slots=True)

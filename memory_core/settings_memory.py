@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import time
 from typing import Literal
 
-from memory_core.scoring import CLASS_DECAY, DEFAULT_POLICY, ScoringPolicy
+from memory_core.policy import CLASS_DECAY, DEFAULT_POLICY, ScoringPolicy
 from memory_core.settings_fields import Section, setting
 
 

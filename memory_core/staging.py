@@ -42,9 +42,9 @@ from memory_core.matching import EntryView
 from memory_core.memory_md_parser import ParsedMemory
 from memory_core.merge import apply_candidates
 from memory_core.merge_values import Candidate, Change, ChangeKind, MergeResult
+from memory_core.policy import ScoringPolicy
 from memory_core.retry import Backoff
 from memory_core.scope import ScopeKey
-from memory_core.scoring import ScoringPolicy
 from memory_core.store import LongTermStore
 
 log = logging.getLogger(__name__)

@@ -16,7 +16,7 @@ import psycopg
 from filelock import FileLock
 from rank_bm25 import BM25Okapi
 
-from memory_core.chunking import ChunkKind
+from memory_core.chunks import ChunkKind
 from memory_core.clock import format_when
 from memory_core.engine import MemoryCore
 from memory_core.entries import MemoryEntry

@@ -16,14 +16,8 @@ from datetime import datetime, timedelta
 from typing import Literal
 
 from memory_core.entries import MemoryEntry, class_of
-from memory_core.scoring import (
-    DEFAULT_POLICY,
-    ScoringPolicy,
-    Status,
-    days_until_below,
-    is_expired,
-    score_at,
-)
+from memory_core.policy import DEFAULT_POLICY, ScoringPolicy
+from memory_core.scoring import Status, days_until_below, is_expired, score_at
 
 ColumnKey = Literal[
     "rank",

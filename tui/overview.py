@@ -13,6 +13,7 @@ from pathlib import Path
 from memory_core.engine import MemoryCore
 from memory_core.entries import MemoryEntry
 from memory_core.errors import IndexUnavailable
+from memory_core.policy import ScoringPolicy
 from memory_core.records import (
     ArchiveRun,
     AuditRecord,
@@ -21,7 +22,7 @@ from memory_core.records import (
     SessionArchive,
 )
 from memory_core.scope import ScopeKey
-from memory_core.scoring import ScoringPolicy, Status
+from memory_core.scoring import Status
 from tui.loading import EntryLoader, Quarantined
 from tui.model import what_if
 

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from memory_core.chunking import ChunkKind
+from memory_core.chunks import ChunkKind
 from memory_core.config import Config
 from memory_core.conversation.chat_records import ChatRecords
 from memory_core.conversation.compaction import SessionCompactor

@@ -21,8 +21,9 @@ from memory_core.entries import CATEGORIES, Importance, MemoryClass, MemoryEntry
 from memory_core.inputs import is_storable
 from memory_core.llm import LLMClient, Message
 from memory_core.merge_values import Candidate
+from memory_core.policy import DEFAULT_POLICY, ScoringPolicy
 from memory_core.prompts import load_prompt
-from memory_core.scoring import DEFAULT_POLICY, ScoringPolicy, Status, status_of
+from memory_core.scoring import Status, status_of
 from memory_core.text import estimate_tokens
 
 log = logging.getLogger(__name__)

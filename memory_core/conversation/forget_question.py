@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from memory_core.chunking import ChunkKind
+from memory_core.chunks import ChunkKind
 from memory_core.entries import MemoryEntry
 from memory_core.errors import ChatmemError, EntryNotFound
 from memory_core.matching import same_memory

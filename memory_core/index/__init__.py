@@ -5,8 +5,9 @@ module: schema and writes (writes.py), search reads (search.py) and BM25 scoring
 (ranking.py), the full rebuild (rebuild.py), reading files into chunks (files.py).
 """
 
+from memory_core.chunks import Appended
 from memory_core.index.files import prepare_file, scope_files
-from memory_core.index.model import Appended, Hit, PreparedFile, SyncStats
+from memory_core.index.model import Hit, PreparedFile, SyncStats
 from memory_core.index.ranking import (
     K1,
     RANK_BUDGET,

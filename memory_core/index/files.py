@@ -9,7 +9,8 @@ from dataclasses import replace
 from datetime import UTC, tzinfo
 from pathlib import Path
 
-from memory_core.chunking import Chunk, ChunkKind, chunk_file, classify, search_text
+from memory_core.chunking import chunk_file, classify, search_text
+from memory_core.chunks import Chunk, ChunkKind
 from memory_core.index.model import PreparedFile
 from memory_core.scope import ScopeKey
 from memory_core.text import tokenize

@@ -2,24 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from datetime import date, datetime
 from typing import Any, Protocol
 
-from memory_core.chunking import Chunk, ChunkKind
+from memory_core.chunks import Appended, Chunk, ChunkKind
+from memory_core.query import Query
 from memory_core.records import Hit as Hit
+from memory_core.scope import ScopeKey
+from memory_core.sessions import AfterInsert
+from memory_core.store import WriteRecord
 
 Progress = Callable[[int, int], None]
-
-
-@dataclass(frozen=True, slots=True)
-class Appended:
-    """Tokenized chunks just appended to a file, with the file's stamps around the
-    append (see `SearchIndex.add_prepared`)."""
-
-    prepared: list[tuple[Chunk, str]]
-    stamp: tuple[int, int]
-    previous: tuple[int, int]
 
 
 @dataclass(slots=True)
@@ -87,3 +82,63 @@ class VectorSearch(Protocol):
     async def drain(self) -> None: ...
 
     async def close(self) -> None: ...
+
+
+class IndexBackend(Protocol):
+    """Chunks of a scope's files and messages, and BM25 over them."""
+
+    async def sync_scope(self, scope: ScopeKey, *, force: bool = False) -> SyncStats: ...
+    async def sync_if_stale(self, scope: ScopeKey) -> None: ...
+    async def sync_file(self, scope: ScopeKey, relative_path: str) -> None: ...
+    async def sync_all(self, progress: Callable[[int, int], None] | None = None) -> SyncStats: ...
+    async def rebuild(self, progress: Callable[[int, int], None] | None = None) -> SyncStats: ...
+    async def add_prepared(
+        self,
+        scope: ScopeKey,
+        relative_path: str,
+        kind: ChunkKind,
+        prepared: Sequence[tuple[Chunk, str]],
+        *,
+        stamp: tuple[int, int] | None,
+        previous: tuple[int, int] | None = None,
+    ) -> None: ...
+    async def add_appended(
+        self,
+        scope: ScopeKey,
+        relative_path: str,
+        kind: ChunkKind,
+        append: Callable[[], Appended | None],
+    ) -> Appended | None: ...
+    async def update_long_term(
+        self, scope: ScopeKey, relative_path: str, record: WriteRecord
+    ) -> None: ...
+    async def message_step(
+        self, scope: ScopeKey, session_id: str, speaker: str, text: str, created_at: datetime
+    ) -> AfterInsert: ...
+    async def remove_messages(self, scope: ScopeKey, message_ids: Sequence[int]) -> None: ...
+    async def search(
+        self,
+        scope: ScopeKey,
+        query: str | Sequence[str] | Query,
+        *,
+        limit: int = 10,
+        kinds: Iterable[ChunkKind] | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        min_score: float = 0.0,
+        rank_budget: int = ...,
+        exclude_paths: Sequence[str] = (),
+        today: date | None = None,
+    ) -> list[Hit]: ...
+
+    vectors: VectorSearch | None
+
+    def embed_all(self) -> None: ...
+    async def data_version(self) -> int: ...
+    def generation(self, scope: ScopeKey, *, besides_session: str | None = None) -> int: ...
+    async def session_messages(
+        self, scope: ScopeKey, session_id: str, first_id: int, count: int
+    ) -> list[tuple[int, str]]: ...
+    async def message_context(
+        self, scope: ScopeKey, session_id: str, message_id: int, before: int = 1, after: int = 2
+    ) -> list[tuple[int, str]]: ...

@@ -16,7 +16,7 @@ from functools import partial
 from typing import Any
 
 from memory_core.answer_kind import AnswerKind, holds_answer
-from memory_core.chunking import ChunkKind
+from memory_core.chunks import ChunkKind
 from memory_core.clock import parse_when
 from memory_core.index.ranking import K1, B, CorpusStats, bm25_scorer, ideal_score, idf
 from memory_core.index.rerank import (

@@ -13,7 +13,7 @@ from datetime import UTC, datetime, tzinfo
 from functools import partial
 from pathlib import Path
 
-from memory_core.chunking import ChunkKind
+from memory_core.chunks import ChunkKind
 from memory_core.clock import format_when, parse_when
 from memory_core.index.files import prepare_file, scope_files
 from memory_core.index.model import ChunkRow, FileRow, PreparedRows, Progress, SyncStats

@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta, tzinfo
 
-from memory_core.chunking import ChunkKind
+from memory_core.chunks import ChunkKind
 from memory_core.settings_memory import RecallSettings
 
 _RECALL = RecallSettings()

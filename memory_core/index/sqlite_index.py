@@ -24,18 +24,12 @@ from typing import Any
 import memory_core.index.rebuild as rebuilding
 import memory_core.index.search as reads
 import memory_core.index.writes as writes
-from memory_core.chunking import Chunk, ChunkKind, summary_period
+from memory_core.chunking import summary_period
+from memory_core.chunks import Appended, Chunk, ChunkKind
 from memory_core.clock import Monotonic, format_when
 from memory_core.errors import ChatmemError, DatabaseConflict
 from memory_core.index.files import prepare_file, stat_files, tokenize_chunks
-from memory_core.index.model import (
-    Appended,
-    Hit,
-    PreparedFile,
-    Progress,
-    SyncStats,
-    VectorSearch,
-)
+from memory_core.index.model import Hit, PreparedFile, Progress, SyncStats, VectorSearch
 from memory_core.index.pipeline import (
     EMPTY_STATS,
     MAX_TERMS,

@@ -10,7 +10,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
-from memory_core.chunking import Chunk, ChunkKind
+from memory_core.chunks import Chunk, ChunkKind
 from memory_core.clock import format_when
 from memory_core.index.model import PreparedFile, SyncStats
 from memory_core.index.postings import postings

@@ -14,7 +14,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from datetime import date, datetime, tzinfo
 
-from memory_core.chunking import ChunkKind
+from memory_core.chunks import ChunkKind
 from memory_core.clock import Monotonic
 from memory_core.entities import Entity, expand_query
 from memory_core.errors import (

@@ -20,9 +20,9 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from memory_core.clock import Monotonic
 from memory_core.errors import DatabaseBusy, StorageError
+from memory_core.index.model import IndexBackend
 from memory_core.retry import CoolDown
 from memory_core.scope import ScopeKey
-from memory_core.storage import IndexBackend
 from memory_core.store import WriteRecord
 
 log = logging.getLogger(__name__)

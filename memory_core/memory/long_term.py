@@ -43,8 +43,8 @@ from memory_core.memory.long_term_changes import (
 from memory_core.memory.long_term_views import LongTermViews, ScopeStatus, ValidationProblem
 from memory_core.memory_md_parser import ParsedMemory
 from memory_core.merge_values import Candidate, Change, ChangeKind, MergeResult
+from memory_core.policy import ScoringPolicy
 from memory_core.scope import ScopeKey
-from memory_core.scoring import ScoringPolicy
 from memory_core.staging import Staging
 from memory_core.storage import ActivationBackend, AuditBackend
 from memory_core.store import SettledStore

@@ -17,7 +17,8 @@ from memory_core.activations import Activation
 from memory_core.entries import ArchiveReason, Importance, MemoryEntry
 from memory_core.merge import merge
 from memory_core.merge_values import Candidate, Change, ChangeKind, MergeResult
-from memory_core.scoring import ScoringPolicy, initial_score, score_at
+from memory_core.policy import ScoringPolicy
+from memory_core.scoring import initial_score, score_at
 
 RewriteFn = Callable[[list[MemoryEntry], datetime], tuple[list[MemoryEntry], list[Change]]]
 EditFn = Callable[[MemoryEntry, datetime], tuple[MemoryEntry | None, ChangeKind, str]]

@@ -22,9 +22,10 @@ from memory_core.errors import EntryNotFound
 from memory_core.memory.forgotten_keeper import ForgottenKeeper
 from memory_core.memory_md import QuarantinedBlock
 from memory_core.memory_md_parser import ParsedMemory
+from memory_core.policy import ScoringPolicy
 from memory_core.prompt import render_prompt_memories, select_prompt_entries_until
 from memory_core.scope import ScopeKey
-from memory_core.scoring import ScoringPolicy, Status, score_at, status_of
+from memory_core.scoring import Status, score_at, status_of
 from memory_core.store import SettledStore
 from memory_core.workspace import Workspace
 

@@ -12,9 +12,8 @@ from pathlib import Path
 
 from memory_core import daily
 from memory_core.atomic import write_error
-from memory_core.chunking import Chunk, ChunkKind
+from memory_core.chunks import Appended, Chunk, ChunkKind
 from memory_core.errors import ChatmemError, StorageError
-from memory_core.index import Appended
 from memory_core.index.files import prepare_chunk
 from memory_core.inputs import storable
 from memory_core.locks import LockRegistry, try_lock_file, unlock_file

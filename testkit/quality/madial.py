@@ -21,7 +21,7 @@ from datetime import time as dtime
 from pathlib import Path
 from typing import Any
 
-from memory_core.chunking import ChunkKind
+from memory_core.chunks import ChunkKind
 from memory_core.clock import ManualClock
 from memory_core.engine import MemoryCore
 from memory_core.merge_values import Candidate, ChangeKind

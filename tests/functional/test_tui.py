@@ -42,8 +42,9 @@ from memory_core.engine import MemoryCore
 from memory_core.entries import ArchiveReason, MemoryEntry
 from memory_core.memory_md_parser import parse_memory
 from memory_core.memory_md_renderer import render_memory
+from memory_core.policy import DEFAULT_POLICY
 from memory_core.scope import MAIN, ScopeKey
-from memory_core.scoring import DEFAULT_POLICY, Status, status_of
+from memory_core.scoring import Status, status_of
 from tui import ChatmemApp, make_app
 from tui.capture import screen_text
 from tui.commands import app_commands

@@ -9,7 +9,7 @@ from datetime import UTC
 import pytest
 
 from memory_core.answer_kind import AnswerKind, holds_answer, wanted_answer
-from memory_core.chunking import ChunkKind
+from memory_core.chunks import ChunkKind
 from memory_core.index import CorpusStats
 from memory_core.index.pipeline import Ranking, rank
 from memory_core.index.rerank import RankSettings

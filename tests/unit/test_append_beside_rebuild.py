@@ -20,7 +20,7 @@ import psycopg
 import pytest
 
 from memory_core import daily
-from memory_core.chunking import Chunk, ChunkKind
+from memory_core.chunks import Chunk, ChunkKind
 from memory_core.engine import MemoryCore
 from memory_core.index import rebuild, writes
 from memory_core.pg.connection import PgConnection

@@ -10,13 +10,13 @@ import pytest
 
 from memory_core.chunking import (
     MAX_PARAGRAPH_CHARS,
-    ChunkKind,
     chunk_file,
     chunk_long_term,
     chunk_paragraphs,
     classify,
     summary_period,
 )
+from memory_core.chunks import ChunkKind
 from memory_core.daily import format_note
 from memory_core.entries import MemoryEntry
 from memory_core.memory_md_renderer import render_memory

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from adapters.cli import main
-from memory_core.chunking import ChunkKind
+from memory_core.chunks import ChunkKind
 from memory_core.clock import format_when
 from memory_core.config import env_bindings
 from memory_core.entries import CATEGORIES

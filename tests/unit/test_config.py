@@ -411,7 +411,7 @@ def test_the_ranking_and_the_lifecycle_take_every_setting_from_the_config() -> N
 
     from memory_core.index.rerank import RankSettings
     from memory_core.memory.finder import rank_settings
-    from memory_core.scoring import ScoringPolicy
+    from memory_core.policy import ScoringPolicy
     from memory_core.settings_memory import RecallSettings, ScoringSettings
 
     assert rank_settings(RecallSettings()) == RankSettings()

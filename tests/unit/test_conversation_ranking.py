@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from memory_core.chunking import ChunkKind
+from memory_core.chunks import ChunkKind
 from memory_core.index.pipeline import Ranking, lexical_scorer, rank
 from memory_core.index.ranking import CorpusStats
 from memory_core.index.rerank import Candidate, RankSettings, diversify, fuse

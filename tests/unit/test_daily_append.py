@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from memory_core import daily
-from memory_core.chunking import ChunkKind
+from memory_core.chunks import ChunkKind
 from memory_core.engine import MemoryCore
 from memory_core.errors import ChatmemError, StoreError
 from memory_core.memory import notes as notes_module

@@ -24,7 +24,7 @@ import pytest
 from adapters import cli
 from memory_core import fallback
 from memory_core import index as index_module
-from memory_core.chunking import ChunkKind
+from memory_core.chunks import ChunkKind
 from memory_core.clock import ManualClock, ManualMonotonic, format_when
 from memory_core.config import Config, load_config
 from memory_core.engine import MemoryCore

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from memory_core.chunking import ChunkKind
+from memory_core.chunks import ChunkKind
 from memory_core.clock import ManualClock
 from memory_core.config import Config, load_config
 from memory_core.conversation.archiver import Archiver

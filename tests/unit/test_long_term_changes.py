@@ -14,7 +14,7 @@ from memory_core.memory.long_term_changes import (
     restore_edit,
 )
 from memory_core.merge_values import ChangeKind
-from memory_core.scoring import ScoringPolicy
+from memory_core.policy import ScoringPolicy
 
 NOW = datetime(2025, 3, 1, 12, tzinfo=UTC)
 POLICY = ScoringPolicy()

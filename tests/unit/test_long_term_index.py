@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from memory_core.chunking import ChunkKind
+from memory_core.chunks import ChunkKind
 from memory_core.engine import MemoryCore
 from memory_core.scope import MAIN
 from tests.support import sql

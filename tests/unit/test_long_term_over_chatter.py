@@ -12,7 +12,8 @@ import asyncio
 from datetime import UTC, timedelta
 from pathlib import Path
 
-from memory_core.chunking import ChunkKind, chunk_file
+from memory_core.chunking import chunk_file
+from memory_core.chunks import ChunkKind
 from memory_core.clock import ManualClock
 from memory_core.config import load_config
 from memory_core.conversation.archive import render_raw

@@ -28,11 +28,10 @@ from memory_core.memory_md_parser import parse_memory
 from memory_core.memory_md_renderer import render_memory
 from memory_core.merge import merge
 from memory_core.merge_values import Candidate, ChangeKind
+from memory_core.policy import DEFAULT_POLICY, ScoringPolicy
 from memory_core.scoring import (
     ACCESS_BONUS_MAX,
-    DEFAULT_POLICY,
     IMPORTANCE_BONUS,
-    ScoringPolicy,
     Status,
     access_bonus,
     days_until_below,

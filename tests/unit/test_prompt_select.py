@@ -8,8 +8,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memory_core.entries import MemoryEntry, sort_entries
+from memory_core.policy import DEFAULT_POLICY
 from memory_core.prompt import select_prompt_entries
-from memory_core.scoring import DEFAULT_POLICY, Status, score_at, status_of
+from memory_core.scoring import Status, score_at, status_of
 
 T0 = datetime(2026, 3, 1, 12, tzinfo=UTC)
 

@@ -19,7 +19,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from memory_core import fallback
-from memory_core.chunking import ChunkKind
+from memory_core.chunks import ChunkKind
 from memory_core.clock import ManualClock, ManualMonotonic
 from memory_core.config import Config
 from memory_core.conversation.archive import render_raw

@@ -51,9 +51,8 @@ from memory_core.merge_values import (
     Outcome,
     build_change,
 )
+from memory_core.policy import DEFAULT_POLICY, ScoringPolicy
 from memory_core.scoring import (
-    DEFAULT_POLICY,
-    ScoringPolicy,
     Status,
     contradict,
     days_until_below,

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from memory_core.chunking import ChunkKind
+from memory_core.chunks import ChunkKind
 from memory_core.conversation.tools import TOOL_SCHEMAS, dispatch
 from memory_core.engine import MemoryCore
 from memory_core.entries import CATEGORIES, Importance

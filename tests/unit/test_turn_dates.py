@@ -13,7 +13,7 @@ import pytest
 
 from memory_core import fallback
 from memory_core.answer_kind import AnswerKind, holds_answer
-from memory_core.chunking import ChunkKind
+from memory_core.chunks import ChunkKind
 from memory_core.clock import ManualClock
 from memory_core.config import Config
 from memory_core.engine import MemoryCore

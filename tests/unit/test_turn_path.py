@@ -23,13 +23,13 @@ from memory_core.index import CorpusStats, bm25_scorer
 from memory_core.index import writes as index_writes
 from memory_core.memory.long_term_views import HOT_PATH_MAX_AGE
 from memory_core.memory_md_renderer import render_memory
+from memory_core.policy import DEFAULT_POLICY
 from memory_core.prompt import (
     render_prompt_memories,
     select_prompt_entries,
     select_prompt_entries_until,
 )
 from memory_core.scope import MAIN, ScopeKey
-from memory_core.scoring import DEFAULT_POLICY
 from memory_core.sessions import SUMMARY_ROLE, sql_length
 from memory_core.sql import Connection
 from tests.conftest import START

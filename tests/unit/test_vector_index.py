@@ -18,7 +18,7 @@ import numpy as np
 import openai
 import pytest
 
-from memory_core.chunking import Chunk, ChunkKind
+from memory_core.chunks import Chunk, ChunkKind
 from memory_core.clock import ManualMonotonic
 from memory_core.db import Database
 from memory_core.embedding.remote import OpenAIEmbedder
