@@ -14,6 +14,7 @@ from memory_core.clock import Monotonic
 from memory_core.config import Config
 from memory_core.event_log import EventLog
 from memory_core.forgotten import ForgottenFile
+from memory_core.index.files import prepare_chunk
 from memory_core.journal import CaptureJournal
 from memory_core.locks import LockRegistry
 from memory_core.memory.after_writes import AfterWrites
@@ -112,7 +113,9 @@ def build_memory_service(
         audit=audit,
         activations=activations,
     )
-    notes = DailyNotes(workspace, locks, guard, zone, now, config.prompt.daily_max_chars)
+    notes = DailyNotes(
+        workspace, locks, guard, prepare_chunk, zone, now, config.prompt.daily_max_chars
+    )
     finder = Finder(
         workspace,
         guard,

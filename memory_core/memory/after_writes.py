@@ -11,19 +11,26 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime
+from typing import Protocol
 
 from memory_core.errors import StorageError
 from memory_core.memory.forgotten_keeper import ForgottenKeeper
-from memory_core.memory.guard import IndexGuard
 from memory_core.memory.long_term_changes import kept_forgotten
 from memory_core.merge_values import Change
 from memory_core.scope import ScopeKey
 from memory_core.staging import Applied
 from memory_core.storage import AuditBackend
-from memory_core.store import LongTermStore
+from memory_core.store import LongTermStore, WriteRecord
 from memory_core.workspace import Workspace
 
 log = logging.getLogger(__name__)
+
+
+class WriteListener(Protocol):
+    """Told of each write (the search index's guard: the index is built over long-term
+    memory, so long-term memory knows it only by this)."""
+
+    async def long_term_written(self, scope: ScopeKey, path: str, record: WriteRecord) -> None: ...
 
 
 class AfterWrites:
@@ -31,7 +38,7 @@ class AfterWrites:
         self,
         files: LongTermStore,
         kept: ForgottenKeeper,
-        guard: IndexGuard,
+        guard: WriteListener,
         workspace: Workspace,
         audit: AuditBackend | None,
     ) -> None:

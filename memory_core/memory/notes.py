@@ -4,24 +4,61 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from datetime import UTC, date, datetime, tzinfo
 from functools import partial
 from pathlib import Path
+from typing import Protocol
 
 from memory_core import daily
 from memory_core.atomic import write_error
 from memory_core.chunks import Appended, Chunk, ChunkKind
 from memory_core.errors import ChatmemError, StorageError
-from memory_core.index.files import prepare_chunk
 from memory_core.inputs import storable
 from memory_core.locks import LockRegistry, try_lock_file, unlock_file
-from memory_core.memory.guard import IndexGuard
 from memory_core.scope import ScopeKey
 from memory_core.workspace import Workspace
 
 log = logging.getLogger(__name__)
+
+Prepare = Callable[[Chunk, ChunkKind, tzinfo], tuple[Chunk, str]]
+"""How the index tokenizes a chunk (`index.files.prepare_chunk`): done here, in the
+append's own worker call, so the note and its terms cost one hop off the loop."""
+
+
+class NotesIndex(Protocol):
+    """What of the search index a note's append writes to (the index is built over the
+    notes, so the notes know it only by this)."""
+
+    async def add_appended(
+        self,
+        scope: ScopeKey,
+        relative_path: str,
+        kind: ChunkKind,
+        append: Callable[[], Appended | None],
+    ) -> Appended | None: ...
+
+    async def add_prepared(
+        self,
+        scope: ScopeKey,
+        relative_path: str,
+        kind: ChunkKind,
+        prepared: Sequence[tuple[Chunk, str]],
+        *,
+        stamp: tuple[int, int] | None,
+        previous: tuple[int, int] | None = None,
+    ) -> None: ...
+
+
+class GuardedIndex(Protocol):
+    """The index while it is usable (`IndexGuard`): None while degraded, and told of a
+    failure so that search reads the files."""
+
+    @property
+    def index(self) -> NotesIndex | None: ...
+
+    def failed(self, exc: BaseException) -> None: ...
 
 
 class DailyNotes:
@@ -29,7 +66,8 @@ class DailyNotes:
         self,
         workspace: Workspace,
         locks: LockRegistry,
-        guard: IndexGuard,
+        guard: GuardedIndex,
+        prepare: Prepare,
         zone: tzinfo,
         now: Callable[[], datetime],
         max_chars: int,
@@ -37,6 +75,7 @@ class DailyNotes:
         self.workspace = workspace
         self.locks = locks
         self.guard = guard
+        self.prepare = prepare
         self.zone = zone
         self.now = now
         self.max_chars = max_chars
@@ -91,7 +130,7 @@ class DailyNotes:
                     return None
                 try:
                     note, prepared = _append_blocking(
-                        self.workspace, scope, path, text, when, indexed=True
+                        self.workspace, scope, path, text, when, self.prepare
                     )
                 finally:
                     unlock_file(held)
@@ -129,7 +168,7 @@ class DailyNotes:
                 path,
                 text,
                 when,
-                indexed=self.guard.index is not None,
+                self.prepare if self.guard.index is not None else None,
             ),
         ) as (note, prepared):
             syncing = asyncio.ensure_future(asyncio.to_thread(daily.fsync_path, path))
@@ -176,8 +215,7 @@ def _append_blocking(
     path: Path,
     text: str,
     when: datetime,
-    *,
-    indexed: bool,
+    prepare: Prepare | None,
 ) -> tuple[daily.AppendedNote, tuple[Chunk, str] | None]:
     """`append`'s blocking work in one call: the scope's directory, the append (its fsync
     runs beside the index write), and the note's chunk and terms when an index will take
@@ -187,7 +225,7 @@ def _append_blocking(
     except OSError as exc:
         raise write_error("note not saved", path.parent, exc) from exc
     note = daily.append_note_blocking(path, text, when, durable=False)
-    if not indexed:
+    if prepare is None:  # no index will take them
         return note, None
     chunk = Chunk(note.line_from, note.line_to, note.text, when)
-    return note, prepare_chunk(chunk, ChunkKind.DAILY, when.tzinfo or UTC)
+    return note, prepare(chunk, ChunkKind.DAILY, when.tzinfo or UTC)
