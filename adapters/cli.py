@@ -26,10 +26,10 @@ from collections.abc import Callable, Coroutine, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
-from memory_core.clock import parse_when
-from memory_core.entries import CATEGORIES, Importance
-from memory_core.errors import ChatmemError
-from memory_core.scope import ScopeKey, printable_key
+from memory_core.base.clock import parse_when
+from memory_core.base.entries import CATEGORIES, Importance
+from memory_core.base.errors import ChatmemError
+from memory_core.base.scope import ScopeKey, printable_key
 
 if TYPE_CHECKING:
     from memory_core.config import Config
@@ -257,7 +257,7 @@ async def _run(config: Config, handler: Handler, args: argparse.Namespace) -> in
 def _read_only_workspace(config: Config) -> bool:
     """Whether this process may not write the workspace (a read-only mount, or files it
     does not own); False for one that does not exist yet (blocking: two access calls)."""
-    from memory_core.workspace import Workspace
+    from memory_core.base.workspace import Workspace
 
     workspace = Workspace.at(config.workspace_path)
     return any(

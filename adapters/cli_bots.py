@@ -11,8 +11,8 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from adapters.cli import command
-from memory_core.errors import InputRefused
-from memory_core.inputs import storable
+from memory_core.base.errors import InputRefused
+from memory_core.base.inputs import storable
 
 if TYPE_CHECKING:
     from memory_core.engine import MemoryCore

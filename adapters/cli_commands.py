@@ -21,14 +21,14 @@ from adapters.cli import (
     parse_time_arg,
     positive_int,
 )
-from memory_core.clock import format_when
-from memory_core.consolidation import PHASES, Phase, PhaseReport
-from memory_core.entries import CATEGORIES, MemoryClass, MemoryEntry, class_of, confidence_of
-from memory_core.errors import ChatmemError
-from memory_core.merge_values import ChangeKind, MergeResult
-from memory_core.scope import printable_key
-from memory_core.scoring import Status, score_at, status_of
-from memory_core.wording import counted
+from memory_core.base.clock import format_when
+from memory_core.base.entries import CATEGORIES, MemoryClass, MemoryEntry, class_of, confidence_of
+from memory_core.base.errors import ChatmemError
+from memory_core.base.merge_values import ChangeKind, MergeResult
+from memory_core.base.scope import printable_key
+from memory_core.base.wording import counted
+from memory_core.consolidation.phases import PHASES, Phase, PhaseReport
+from memory_core.longterm.scoring import Status, score_at, status_of
 
 if TYPE_CHECKING:
     from memory_core.engine import MemoryCore

@@ -7,7 +7,7 @@ import argparse
 from typing import TYPE_CHECKING
 
 from adapters.cli import Output, command
-from memory_core.wording import counted
+from memory_core.base.wording import counted
 
 if TYPE_CHECKING:
     from memory_core.engine import MemoryCore

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from adapters.cli import command
 from adapters.cli_bots import serve_until_signal, setup_logging
-from memory_core.errors import ChatmemError, install_hint
+from memory_core.base.errors import ChatmemError, install_hint
 
 if TYPE_CHECKING:
     from memory_core.engine import MemoryCore

@@ -11,9 +11,9 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 from adapters.cli import ERROR_PREFIX, EXIT_PROBLEMS, Output, command, positive_int
-from memory_core.chunks import ChunkKind
-from memory_core.errors import ChatmemError, PathRefused
-from memory_core.wording import counted
+from memory_core.base.chunks import ChunkKind
+from memory_core.base.errors import ChatmemError, PathRefused
+from memory_core.base.wording import counted
 
 if TYPE_CHECKING:
     from memory_core.engine import MemoryCore

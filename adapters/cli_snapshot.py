@@ -6,7 +6,7 @@ import argparse
 from typing import TYPE_CHECKING
 
 from adapters.cli import Output, command
-from memory_core.snapshot import SECTION_ORDER
+from memory_core.snapshot.builder import SECTION_ORDER
 
 if TYPE_CHECKING:
     from memory_core.engine import MemoryCore

@@ -9,8 +9,8 @@ import time
 from typing import TYPE_CHECKING
 
 from adapters.cli import Output, command
-from memory_core.errors import ChatmemError
-from memory_core.wording import counted
+from memory_core.base.errors import ChatmemError
+from memory_core.base.wording import counted
 
 if TYPE_CHECKING:
     from memory_core.engine import MemoryCore

@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING
 from adapters.cli import TIME_ARG_RANGE, Output, command, parse_time_arg
 
 if TYPE_CHECKING:
+    from memory_core.base.scope import ScopeKey
     from memory_core.config import Config
     from memory_core.engine import MemoryCore
-    from memory_core.scope import ScopeKey
 
 DEMO_DIR = "chatmem-demo"
 """`adapters.demo.DEFAULT_DIR`, spelled here so the help text needs no import of the demo."""

@@ -26,8 +26,8 @@ from typing import Any, TypeVar
 
 from adapters.inbound import InboundMessage
 from adapters.router import MessageRouter, Reply
+from memory_core.base.errors import ChatmemError
 from memory_core.engine import MemoryCore
-from memory_core.errors import ChatmemError
 
 PROMPT = "you> "
 EXIT_INTERRUPTED = 130

@@ -22,16 +22,16 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from memory_core.clock import ManualClock, format_when
+from memory_core.base.clock import ManualClock, format_when
+from memory_core.base.entries import Importance
+from memory_core.base.errors import ChatmemError, LLMError
+from memory_core.base.merge_values import Candidate, MergeResult
+from memory_core.base.records import RecordedMessage
+from memory_core.base.scope import MAIN, ScopeKey
 from memory_core.config import Config
+from memory_core.config.services import LLMSettings
 from memory_core.engine import MemoryCore
-from memory_core.entries import Importance
-from memory_core.errors import ChatmemError, LLMError
-from memory_core.llm import ChatReply, LLMClient, Message
-from memory_core.merge_values import Candidate, MergeResult
-from memory_core.records import RecordedMessage
-from memory_core.scope import MAIN, ScopeKey
-from memory_core.settings_services import LLMSettings
+from memory_core.llm.client import ChatReply, LLMClient, Message
 
 MARKER = "demo.json"
 DEFAULT_DIR = "chatmem-demo"

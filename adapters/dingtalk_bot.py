@@ -46,10 +46,10 @@ from yarl import URL
 
 from adapters.inbound import InboundMessage
 from adapters.router import MessageRouter
-from memory_core.clock import Clock, system_clock
+from memory_core.base.clock import Clock, system_clock
+from memory_core.base.errors import ChatmemError, ConfigError, InboundRejected, install_hint
+from memory_core.config.services import DingTalkSettings
 from memory_core.engine import MemoryCore
-from memory_core.errors import ChatmemError, ConfigError, InboundRejected, install_hint
-from memory_core.settings_services import DingTalkSettings
 
 log = logging.getLogger(__name__)
 

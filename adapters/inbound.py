@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
-from memory_core.scope import DmScope, InboundContext, ScopeKey, resolve_scope
+from memory_core.base.scope import DmScope, InboundContext, ScopeKey, resolve_scope
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,9 +35,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from adapters.mcp_envelope import CheckedLines, check
 from memory_core import __version__
-from memory_core.entries import CATEGORIES, Importance, MemoryEntry
-from memory_core.errors import ChatmemError, ToolRefused, refusal
-from memory_core.scope import ScopeKey
+from memory_core.base.entries import CATEGORIES, Importance, MemoryEntry
+from memory_core.base.errors import ChatmemError, ToolRefused, refusal
+from memory_core.base.scope import ScopeKey
 
 if TYPE_CHECKING:
     from starlette.types import ASGIApp, Message, Receive, Scope, Send

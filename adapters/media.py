@@ -17,9 +17,9 @@ import base64
 from dataclasses import dataclass
 from typing import Literal
 
-from memory_core.llm import LLMClient, Message
-from memory_core.settings_services import LLMSettings
-from memory_core.text import has_cjk
+from memory_core.base.text import has_cjk
+from memory_core.config.services import LLMSettings
+from memory_core.llm.client import LLMClient, Message
 
 MediaKind = Literal["photo", "image", "file"]
 """photo: a platform photo (recompressed JPEG); image: an image sent as a file; file: any

@@ -12,10 +12,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from adapters.inbound import InboundMessage
+from memory_core.base.scope import ScopeKey
+from memory_core.base.text import writes_cjk
+from memory_core.base.wording import counted
 from memory_core.engine import MemoryCore
-from memory_core.scope import ScopeKey
-from memory_core.text import writes_cjk
-from memory_core.wording import counted
 
 log = logging.getLogger(__name__)
 

@@ -26,12 +26,12 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.corpus import memory_entries, sentences
-from memory_core.atomic import atomic_write_text
+from memory_core.base.atomic import atomic_write_text
+from memory_core.base.scope import ScopeKey
 from memory_core.config import load_config
 from memory_core.engine import MemoryCore
-from memory_core.llm import ChatReply, LLMClient
-from memory_core.memory_md_renderer import render_memory
-from memory_core.scope import ScopeKey
+from memory_core.llm.client import ChatReply, LLMClient
+from memory_core.longterm.memory_md_renderer import render_memory
 from testkit.openai_server import FakeOpenAI
 
 TURNS = 200

@@ -13,7 +13,7 @@ What is measured:
   ``flush`` after each capture (so the figure includes that capture's own file write and
   index update), and with the journal turned off; plus where the time goes at each size
   (journal commit, staging, parse, merge, render, atomic writes, re-index);
-* the pure ``memory_core.merge.merge`` (5 candidates) and ``decay_all`` over 100, 1 000
+* the pure ``memory_core.longterm.merge.merge`` (5 candidates) and ``decay_all`` over 100, 1 000
   and 10 000 entries (median of >= 5 runs);
 * the Layer 1 snapshot's build (rank the Active entries, allocate, render) over 100,
   1 000 and 10 000 entries, and one Layer 3 event-log append with its fsync;
@@ -51,11 +51,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from corpus import machine_load, memory_entries, percentile, sentences, table
 
-from memory_core import text as mtext
-from memory_core.atomic import atomic_write_text, backup_then_write
-from memory_core.clock import ManualClock
+from memory_core.base import text as mtext
+from memory_core.base.atomic import atomic_write_text, backup_then_write
+from memory_core.base.clock import ManualClock
+from memory_core.base.entries import CATEGORIES, MemoryClass, MemoryEntry
+from memory_core.base.merge_values import Candidate
+from memory_core.base.scope import ScopeKey
 from memory_core.config import load_config
-from memory_core.consolidation import (
+from memory_core.consolidation.phases import (
     Judgement,
     apply_judgements,
     apply_summaries,
@@ -63,22 +66,19 @@ from memory_core.consolidation import (
     polarity_verdict,
     verification_pairs,
 )
-from memory_core.decay import decay_all
 from memory_core.engine import MemoryCore
-from memory_core.entries import CATEGORIES, MemoryClass, MemoryEntry
-from memory_core.event_log import append_blocking, message_events
-from memory_core.index import prepare_file
-from memory_core.journal import CaptureJournal
-from memory_core.matching import EntryView
-from memory_core.memory.snapshots import MAX_RANKED
-from memory_core.memory_md_parser import clear_parse_cache, parse_memory
-from memory_core.memory_md_renderer import clear_render_cache, render_memory
-from memory_core.merge import apply_candidates, merge
-from memory_core.merge_values import Candidate
-from memory_core.prompt import select_prompt_entries
-from memory_core.scope import ScopeKey
-from memory_core.snapshot import Snapshot, build_snapshot
-from memory_core.store import read_memory_file
+from memory_core.longterm.decay import decay_all
+from memory_core.longterm.matching import EntryView
+from memory_core.longterm.memory_md_parser import clear_parse_cache, parse_memory
+from memory_core.longterm.memory_md_renderer import clear_render_cache, render_memory
+from memory_core.longterm.merge import apply_candidates, merge
+from memory_core.longterm.prompt import select_prompt_entries
+from memory_core.longterm.store import read_memory_file
+from memory_core.notes.event_log import append_blocking, message_events
+from memory_core.recall.index import prepare_file
+from memory_core.snapshot.builder import Snapshot, build_snapshot
+from memory_core.snapshot.snapshots import MAX_RANKED
+from memory_core.storage.journal import CaptureJournal
 
 SEED = 20260602
 CAPTURE_TARGET_MS = 2.0

@@ -46,8 +46,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from memory_core import text as mtext
-from memory_core.entries import CATEGORIES, ArchiveReason, MemoryEntry
+from memory_core.base import text as mtext
+from memory_core.base.entries import CATEGORIES, ArchiveReason, MemoryEntry
 
 SEED = 20260601
 MIN_CHARS = 20

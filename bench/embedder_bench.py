@@ -14,7 +14,7 @@ Part 1, for each local model installed (memory_core/embedding/local.py):
 * dense-only retrieval quality on MADial-Bench (zh and en): for each dialogue the query is
   the conversation before its ``test-turn`` (the last user line, or the last 3 lines
   joined), the candidates are every memory's ``event`` text, and recall@5 and nDCG@5 are
-  scored over ``relevant-id``. BM25 over the same texts (``memory_core.text.tokenize`` and
+  scored over ``relevant-id``. BM25 over the same texts (``memory_core.base.text.tokenize`` and
   rank-bm25) is printed for reference.
 
 Part 2, exact search over one scope of ``--rows`` (100 000) real-ish vectors of the chosen
@@ -33,7 +33,7 @@ index stores them:
   single database call: they go page by page so that chat turns are served meanwhile);
 * backfill of a few thousand real chunks with the model, then again from the cache.
 
-Part 3, the graph of a large scope (memory_core/index/ann.py):
+Part 3, the graph of a large scope (memory_core/storage/vectors/ann.py):
 
 * through ``VectorIndex`` on the same SQLite scope: the graph's build time in the
   background (``ann.BUILD_THREADS``), ``search`` and ``embed_query`` + ``search`` p50/p95
@@ -70,19 +70,21 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from corpus import machine_load, percentile, queries, sentences, table
 from rank_bm25 import BM25Okapi
 
-from memory_core import text as mtext
-from memory_core.chunks import Chunk, ChunkKind
-from memory_core.db import Database
+from memory_core.base import text as mtext
+from memory_core.base.chunks import Chunk, ChunkKind
+from memory_core.base.errors import install_hint
 from memory_core.embedding.local import (
     DEFAULT_LOCAL_MODEL,
     LOCAL_MODELS,
     LocalEmbedder,
     local_model_available,
 )
-from memory_core.errors import install_hint
-from memory_core.index import ann, vectors, writes
-from memory_core.index.vector_index import VectorIndex
-from memory_core.index.vector_matrix import VectorMatrix
+from memory_core.recall.index import writes
+from memory_core.storage.db import Database
+from memory_core.storage.vectors import ann
+from memory_core.storage.vectors import rows as vectors
+from memory_core.storage.vectors.index import VectorIndex
+from memory_core.storage.vectors.matrix import VectorMatrix
 
 REPO = Path(__file__).resolve().parent.parent
 MADIAL = REPO.parent / "shared" / "datasets" / "madial-bench"

@@ -32,10 +32,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from corpus import machine_load, percentile, queries, sentences, table
 from recall_bench import Corpus, bench_storage, write_daily_files
 
+from memory_core.base.scope import MAIN, ScopeKey
+from memory_core.base.workspace import Workspace
 from memory_core.config import load_config
 from memory_core.engine import MemoryCore
-from memory_core.scope import MAIN, ScopeKey
-from memory_core.workspace import Workspace
 
 SEED = 20261124
 SCOPE = ScopeKey("peer:bench")

@@ -41,10 +41,10 @@ import psycopg
 from corpus import machine_load, percentile, query_targets, sentences, table
 from pgbench_server import postgres
 
-from memory_core import text as mtext
+from memory_core.base import text as mtext
+from memory_core.base.scope import ScopeKey
 from memory_core.config import load_config
 from memory_core.engine import MemoryCore
-from memory_core.scope import ScopeKey
 
 SEED = 20261124
 BENCH_CHUNKS = 100_000

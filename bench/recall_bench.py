@@ -64,8 +64,11 @@ from corpus import machine_load, percentile, query_targets, sentences, table
 from pgbench_server import postgres
 from tokenizer_bench import generate_sentences
 
-from memory_core import text as mtext
-from memory_core.chunks import Chunk, ChunkKind
+from memory_core.base import text as mtext
+from memory_core.base.chunks import Chunk, ChunkKind
+from memory_core.base.errors import install_hint
+from memory_core.base.scope import ScopeKey
+from memory_core.base.workspace import Workspace
 from memory_core.config import Config, load_config
 from memory_core.embedding.local import (
     DEFAULT_LOCAL_MODEL,
@@ -74,13 +77,10 @@ from memory_core.embedding.local import (
     local_model_available,
 )
 from memory_core.engine import MemoryCore
-from memory_core.errors import install_hint
-from memory_core.fallback import ScopeBM25
-from memory_core.index import K1, B, SearchIndex
-from memory_core.index.files import tokenize_chunks
-from memory_core.index.vector_index import VectorIndex
-from memory_core.scope import ScopeKey
-from memory_core.workspace import Workspace
+from memory_core.recall.fallback import ScopeBM25
+from memory_core.recall.index import K1, B, SearchIndex
+from memory_core.recall.index.files import tokenize_chunks
+from memory_core.storage.vectors.index import VectorIndex
 
 SEED = 20260603
 NOTES_PER_FILE = 100
@@ -125,7 +125,7 @@ def note_time(rng: random.Random, count: int) -> list[str]:
 
 
 def write_daily_files(ws: Workspace, corpus: Corpus, seed: int) -> int:
-    """Daily-note files as `memory_core.daily` writes them; returns the file count."""
+    """Daily-note files as `memory_core.notes.daily` writes them; returns the file count."""
     ws.ensure_scope(corpus.scope)
     rng = random.Random(seed)
     files = 0
@@ -703,7 +703,7 @@ async def run(
 
 
 def _files_of(ws: Workspace, scope: ScopeKey) -> list[Path]:
-    from memory_core.index import scope_files
+    from memory_core.recall.index import scope_files
 
     return scope_files(ws, scope)
 

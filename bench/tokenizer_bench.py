@@ -1,8 +1,8 @@
-"""Benchmark behind the choices documented in ``memory_core/text.py``.
+"""Benchmark behind the choices documented in ``memory_core/base/text.py``.
 
 Run with ``/work/venv/bin/python bench/tokenizer_bench.py``.  It compares jieba
 and rjieba (dictionary load time, throughput, agreement) on a seeded sample of
-bilingual chat text, measures the full :func:`memory_core.text.tokenize`
+bilingual chat text, measures the full :func:`memory_core.base.text.tokenize`
 pipeline, and scores segmentation variants (search vs precise mode, HMM,
 single Han characters) on a small labelled BM25 retrieval set.  Not a test.
 """
@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from rank_bm25 import BM25Okapi
 
-from memory_core import text
+from memory_core.base import text
 
 SEED = 20260509
 SENTENCES = 6000

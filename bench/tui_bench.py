@@ -37,10 +37,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from corpus import machine_load, memory_entries
 from textual.widgets import Input
 
-from memory_core.clock import ManualClock
+from memory_core.base.clock import ManualClock
 from memory_core.config import Config
 from memory_core.engine import MemoryCore
-from memory_core.memory_md_renderer import render_memory
+from memory_core.longterm.memory_md_renderer import render_memory
 from tui import ChatmemApp, make_app
 from tui.capture import screen_text
 from tui.model import ColumnKey

@@ -22,16 +22,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-from memory_core import moving
-from memory_core.audit import AuditLog
-from memory_core.backends import backend_for
-from memory_core.clock import Clock, Monotonic, ensure_aware, system_clock
-from memory_core.config import Config
-from memory_core.conversation import tools
-from memory_core.conversation.consolidator import Consolidator
-from memory_core.conversation.runtime import Runtime
-from memory_core.entries import MemoryEntry
-from memory_core.errors import (
+from memory_core import migrate as moving
+from memory_core.base.clock import Clock, Monotonic, ensure_aware, system_clock
+from memory_core.base.entries import MemoryEntry
+from memory_core.base.errors import (
     ChatmemError,
     DatabaseUnreachable,
     IndexUnavailable,
@@ -40,14 +34,21 @@ from memory_core.errors import (
     WorkspaceMissing,
     refusal,
 )
-from memory_core.event_log import EventLog
-from memory_core.history import HistoryStore
-from memory_core.index import SyncStats
-from memory_core.index.vectors import clear_cache as clear_vector_cache
-from memory_core.inputs import storable
-from memory_core.llm import LLMClient
-from memory_core.locks import LockRegistry
-from memory_core.memory import (
+from memory_core.base.inputs import storable
+from memory_core.base.locks import LockRegistry
+from memory_core.base.policy import ScoringPolicy
+from memory_core.base.records import RecordedMessage
+from memory_core.base.requests import evidence
+from memory_core.base.scope import MAIN, ScopeKey
+from memory_core.base.sql import Db
+from memory_core.base.workspace import Workspace
+from memory_core.config import Config
+from memory_core.consolidation.consolidator import Consolidator
+from memory_core.conversation import tools
+from memory_core.conversation.runtime import Runtime
+from memory_core.llm.client import LLMClient
+from memory_core.longterm.store import read_head
+from memory_core.memory_service import (
     DailyNotes,
     Finder,
     IndexGuard,
@@ -55,16 +56,15 @@ from memory_core.memory import (
     ScopeStatus,
     ValidationProblem,
 )
-from memory_core.memory.snapshots import Snapshots
-from memory_core.policy import ScoringPolicy
-from memory_core.records import RecordedMessage
-from memory_core.requests import evidence
-from memory_core.scope import MAIN, ScopeKey
+from memory_core.notes.event_log import EventLog
+from memory_core.recall.index import SyncStats
 from memory_core.services import Progress, Services, open_services
-from memory_core.sessions import ArchiveState
-from memory_core.sql import Db
-from memory_core.store import read_head
-from memory_core.workspace import Workspace
+from memory_core.snapshot.snapshots import Snapshots
+from memory_core.storage.audit import AuditLog
+from memory_core.storage.backends import backend_for
+from memory_core.storage.history import HistoryStore
+from memory_core.storage.sessions import ArchiveState
+from memory_core.storage.vectors.rows import clear_cache as clear_vector_cache
 
 __all__ = ["MemoryCore", "ScopeStatus", "ValidationProblem"]
 

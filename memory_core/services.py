@@ -22,28 +22,28 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime
 
-from memory_core.activations import Activations
-from memory_core.audit import AuditLog
-from memory_core.backends import Backend
-from memory_core.clock import Monotonic
+from memory_core.base.clock import Monotonic
+from memory_core.base.errors import DatabaseUnreachable, IndexUnavailable
+from memory_core.base.locks import LockRegistry
+from memory_core.base.scope import MAIN
+from memory_core.base.sql import Db
+from memory_core.base.text import ensure_loaded
+from memory_core.base.workspace import Workspace
 from memory_core.config import Config
-from memory_core.conversation.consolidator import Consolidator
+from memory_core.consolidation.consolidator import Consolidator
 from memory_core.conversation.runtime import Runtime
-from memory_core.deliveries import Deliveries
 from memory_core.embedding.factory import build_embedder
-from memory_core.errors import DatabaseUnreachable, IndexUnavailable
-from memory_core.history import HistoryStore
-from memory_core.index import SearchIndex
-from memory_core.journal import CaptureJournal
-from memory_core.llm import LLMClient
-from memory_core.locks import LockRegistry
-from memory_core.memory import IndexGuard, MemoryService, build_memory_service
-from memory_core.memory.finder import rank_settings
-from memory_core.schedules import ScheduleState
-from memory_core.scope import MAIN
-from memory_core.sql import Db
-from memory_core.text import ensure_loaded
-from memory_core.workspace import Workspace
+from memory_core.llm.client import LLMClient
+from memory_core.memory_service import IndexGuard, MemoryService, build_memory_service
+from memory_core.recall.finder import rank_settings
+from memory_core.recall.index import SearchIndex
+from memory_core.storage.activations import Activations
+from memory_core.storage.audit import AuditLog
+from memory_core.storage.backends import Backend
+from memory_core.storage.deliveries import Deliveries
+from memory_core.storage.history import HistoryStore
+from memory_core.storage.journal import CaptureJournal
+from memory_core.storage.schedules import ScheduleState
 
 log = logging.getLogger(__name__)
 

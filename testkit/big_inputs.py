@@ -57,9 +57,9 @@ async def run_case(case: str, workspace: Path, size: int, env: dict[str, str]) -
     """In the child: warm up, note the idle peak, then feed the case's input."""
     from adapters.console import console_message
     from adapters.router import MessageRouter
+    from memory_core.base.scope import ScopeKey
     from memory_core.config import load_config
     from memory_core.engine import MemoryCore
-    from memory_core.scope import ScopeKey
 
     config = load_config(None, env=env, workspace=workspace)
     scope = ScopeKey("main")

@@ -1,4 +1,4 @@
-"""In-memory storage backends: enough of the storage interfaces (memory_core.storage)
+"""In-memory storage backends: enough of the storage interfaces (memory_core.storage.interfaces)
 to build the conversation layer without a database, and to show that nothing above the
 interfaces depends on SQLite.
 
@@ -13,11 +13,17 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
-from memory_core.audit import AUDITED
-from memory_core.merge_values import Change
-from memory_core.records import ArchiveRun, AuditRecord, FailedArchive, ScopeEvent, SessionArchive
-from memory_core.scope import ScopeKey
-from memory_core.sessions import (
+from memory_core.base.merge_values import Change
+from memory_core.base.records import (
+    ArchiveRun,
+    AuditRecord,
+    FailedArchive,
+    ScopeEvent,
+    SessionArchive,
+)
+from memory_core.base.scope import ScopeKey
+from memory_core.storage.audit import AUDITED
+from memory_core.storage.sessions import (
     SUMMARY_ROLE,
     ArchiveState,
     CapReport,
@@ -31,7 +37,7 @@ from memory_core.sessions import (
 class MemoryHistory:
     """Sessions and messages in lists; archive runs counted.
 
-    Stands for `memory_core.history.HistoryStore`, except for the caps: `enforce_caps`
+    Stands for `memory_core.storage.history.HistoryStore`, except for the caps: `enforce_caps`
     never drops a message (no sizes are kept), so caps are no part of its contract.
     """
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from memory_core import services
-from memory_core.clock import ManualClock, ManualMonotonic
+from memory_core.base.clock import ManualClock, ManualMonotonic
 from memory_core.config import Config, load_config
 from memory_core.engine import MemoryCore
 from tests.postgres import ACTIVE_STORAGE_ENV, PostgresServer

@@ -16,21 +16,21 @@ import psycopg
 from filelock import FileLock
 from rank_bm25 import BM25Okapi
 
-from memory_core.chunks import ChunkKind
-from memory_core.clock import format_when
+from memory_core.base.chunks import ChunkKind
+from memory_core.base.clock import format_when
+from memory_core.base.entries import MemoryEntry
+from memory_core.base.merge_values import Candidate as MergeCandidate
+from memory_core.base.merge_values import MergeResult
+from memory_core.base.scope import ScopeKey
+from memory_core.base.sql import Connection, Db
+from memory_core.base.text import tokenize
 from memory_core.engine import MemoryCore
-from memory_core.entries import MemoryEntry
-from memory_core.history_rows import MESSAGE_COLUMNS, message_from_row
-from memory_core.index import K1, B, CorpusStats, SearchIndex, idf
-from memory_core.index.rerank import Candidate
-from memory_core.matching import EntryView
-from memory_core.merge import apply_candidates
-from memory_core.merge_values import Candidate as MergeCandidate
-from memory_core.merge_values import MergeResult
-from memory_core.scope import ScopeKey
-from memory_core.sessions import StoredMessage
-from memory_core.sql import Connection, Db
-from memory_core.text import tokenize
+from memory_core.longterm.matching import EntryView
+from memory_core.longterm.merge import apply_candidates
+from memory_core.recall.index import K1, B, CorpusStats, SearchIndex, idf
+from memory_core.recall.index.rerank import Candidate
+from memory_core.storage.history_rows import MESSAGE_COLUMNS, message_from_row
+from memory_core.storage.sessions import StoredMessage
 
 
 def database(core: MemoryCore) -> Db:

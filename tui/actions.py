@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from memory_core.base.merge_values import ChangeKind
+from memory_core.base.scope import ScopeKey
 from memory_core.engine import MemoryCore
-from memory_core.merge_values import ChangeKind
-from memory_core.scope import ScopeKey
 from tui.format import one_line
 
 SOURCE = "tui"

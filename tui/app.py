@@ -29,11 +29,11 @@ from textual.widgets import (
 )
 from textual.worker import Worker, WorkerState
 
-from memory_core.clock import Clock, ensure_aware
+from memory_core.base.clock import Clock, ensure_aware
+from memory_core.base.records import AuditRecord
+from memory_core.base.scope import MAIN, ScopeKey, printable_key
+from memory_core.base.wording import counted
 from memory_core.engine import MemoryCore
-from memory_core.records import AuditRecord
-from memory_core.scope import MAIN, ScopeKey, printable_key
-from memory_core.wording import counted
 from tui import app_actions, keys
 from tui.actions import Action, Kind
 from tui.app_loads import Loads

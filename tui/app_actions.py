@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from textual.binding import Binding
 from textual.worker import Worker
 
-from memory_core.scoring import Status
+from memory_core.longterm.scoring import Status
 from tui.actions import Action, Kind, perform
 from tui.messages import ActionDone
 from tui.model import RankRow

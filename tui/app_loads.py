@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING
 
 from textual.worker import Worker
 
-from memory_core.errors import StorageError
-from memory_core.records import AuditRecord
-from memory_core.scope import ScopeKey
-from memory_core.scoring import projection
+from memory_core.base.errors import StorageError
+from memory_core.base.records import AuditRecord
+from memory_core.base.scope import ScopeKey
+from memory_core.longterm.scoring import projection
 from tui.loading import EntriesSnapshot
 from tui.messages import (
     ActivityLoaded,

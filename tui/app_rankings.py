@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from textual.worker import Worker
 
-from memory_core.entries import MemoryEntry
+from memory_core.base.entries import MemoryEntry
 from tui.loading import EntriesSnapshot
 from tui.messages import RankingsReady
 from tui.model import (

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, cast
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
-from memory_core.scope import printable_key
+from memory_core.base.scope import printable_key
 from tui.model import COLUMNS
 
 if TYPE_CHECKING:

@@ -8,8 +8,8 @@ from datetime import datetime, tzinfo
 from rich.cells import cell_len
 from rich.text import Text
 
-from memory_core.policy import DEFAULT_POLICY, ScoringPolicy
-from memory_core.scoring import Status
+from memory_core.base.policy import DEFAULT_POLICY, ScoringPolicy
+from memory_core.longterm.scoring import Status
 
 BAR_WIDTH = 8
 STATUS_STYLE = {

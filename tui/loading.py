@@ -11,9 +11,9 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
+from memory_core.base.entries import MemoryEntry
+from memory_core.base.scope import ScopeKey
 from memory_core.engine import MemoryCore
-from memory_core.entries import MemoryEntry
-from memory_core.scope import ScopeKey
 
 HEAD_BYTES = 192 * 1024
 """Files larger than this are shown from their head first (about 700 entries)."""

@@ -7,11 +7,11 @@ from datetime import datetime
 
 from textual.message import Message
 
-from memory_core.entities import Entity
-from memory_core.recall import Injection
-from memory_core.records import AuditRecord, Hit
-from memory_core.scope import ScopeKey
-from memory_core.snapshot import Snapshot
+from memory_core.base.records import AuditRecord, Hit
+from memory_core.base.scope import ScopeKey
+from memory_core.longterm.entities import Entity
+from memory_core.recall.injection import Injection
+from memory_core.snapshot.builder import Snapshot
 from tui.actions import Action
 from tui.loading import EntriesSnapshot
 from tui.model import RankingModel, RankingView, RankRow

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Literal
 
-from memory_core.entries import MemoryEntry, class_of
-from memory_core.policy import DEFAULT_POLICY, ScoringPolicy
-from memory_core.scoring import Status, days_until_below, is_expired, score_at
+from memory_core.base.entries import MemoryEntry, class_of
+from memory_core.base.policy import DEFAULT_POLICY, ScoringPolicy
+from memory_core.longterm.scoring import Status, days_until_below, is_expired, score_at
 
 ColumnKey = Literal[
     "rank",

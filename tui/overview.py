@@ -10,19 +10,19 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 
-from memory_core.engine import MemoryCore
-from memory_core.entries import MemoryEntry
-from memory_core.errors import IndexUnavailable
-from memory_core.policy import ScoringPolicy
-from memory_core.records import (
+from memory_core.base.entries import MemoryEntry
+from memory_core.base.errors import IndexUnavailable
+from memory_core.base.policy import ScoringPolicy
+from memory_core.base.records import (
     ArchiveRun,
     AuditRecord,
     FailedArchive,
     ScopeEvent,
     SessionArchive,
 )
-from memory_core.scope import ScopeKey
-from memory_core.scoring import Status
+from memory_core.base.scope import ScopeKey
+from memory_core.engine import MemoryCore
+from memory_core.longterm.scoring import Status
 from tui.loading import EntryLoader, Quarantined
 from tui.model import what_if
 

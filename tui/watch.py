@@ -13,8 +13,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from memory_core.base.workspace import Workspace
 from memory_core.engine import MemoryCore
-from memory_core.workspace import Workspace
 
 FileMark = tuple[int, int, int]
 

@@ -18,9 +18,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta, tzinfo
 
-from memory_core.event_log import Event, EventKind
-from memory_core.sessions import StoredMessage
-from memory_core.wording import counted
+from memory_core.base.wording import counted
+from memory_core.notes.event_log import Event, EventKind
+from memory_core.storage.sessions import StoredMessage
 
 SLUG_MAX = 32
 _LATIN = re.compile(r"[a-z][a-z0-9]{2,}")

@@ -10,8 +10,12 @@ from datetime import date, datetime, timedelta
 from enum import Enum
 from pathlib import Path
 
-from memory_core.atomic import atomic_write_text
-from memory_core.clock import format_when
+from memory_core.base.atomic import atomic_write_text
+from memory_core.base.clock import format_when
+from memory_core.base.errors import LLMError
+from memory_core.base.locks import LockRegistry
+from memory_core.base.scope import ScopeKey
+from memory_core.config.memory import ArchiveSettings
 from memory_core.conversation.archive import (
     DAILY_PROMPT,
     MONTHLY_PROMPT,
@@ -24,14 +28,10 @@ from memory_core.conversation.archive import (
     render_summary,
     transcript,
 )
-from memory_core.errors import LLMError
-from memory_core.llm import LLMClient
-from memory_core.locks import LockRegistry
-from memory_core.memory import MemoryService
-from memory_core.scope import ScopeKey
-from memory_core.sessions import StoredMessage
-from memory_core.settings_memory import ArchiveSettings
-from memory_core.storage import AuditBackend, HistoryBackend
+from memory_core.llm.client import LLMClient
+from memory_core.memory_service import MemoryService
+from memory_core.storage.interfaces import AuditBackend, HistoryBackend
+from memory_core.storage.sessions import StoredMessage
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ question kept the very text a person asked to forget indexed and archived), and 
 offline notice (stored, it was indexed and came back as a "related memory" of later
 turns). A "remember that …" said in the chat, a message starting with "/" and the replies
 to them are stored like any message (what a person says is kept) but are no evidence
-(memory_core/requests.py): they are not indexed, so search and recall never rank them
+(memory_core/base/requests.py): they are not indexed, so search and recall never rank them
 above, or hide as their near-copy, the long-term entry they made, and the extractor
 leaves them out, since the request was captured when it was said (the heuristic used to
 keep "我喜欢乌龙茶，请记住" beside the "我喜欢乌龙茶" it had saved).
@@ -33,7 +33,18 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from memory_core.chunks import ChunkKind
+from memory_core.base.chunks import ChunkKind
+from memory_core.base.errors import ChatmemError, LLMError
+from memory_core.base.merge_values import ChangeKind, Kept, MergeResult
+from memory_core.base.records import Hit
+from memory_core.base.requests import (
+    MODEL_DOWN_REPLIES,
+    REMEMBER_REPLIES,
+    explicit_request,
+    is_request,
+)
+from memory_core.base.scope import ScopeKey
+from memory_core.base.text import tokenize, writes_cjk
 from memory_core.config import Config
 from memory_core.conversation.chat_records import ChatRecords
 from memory_core.conversation.compaction import SessionCompactor
@@ -41,22 +52,11 @@ from memory_core.conversation.forget_question import ForgetQuestions
 from memory_core.conversation.prompting import history_window, system_prompt
 from memory_core.conversation.session_extraction import SessionExtractor
 from memory_core.conversation.tools import TOOL_SCHEMAS, ToolContext, dispatch
-from memory_core.errors import ChatmemError, LLMError
-from memory_core.llm import LLMClient, Message
-from memory_core.memory import MemoryService
-from memory_core.merge_values import ChangeKind, Kept, MergeResult
-from memory_core.recall import has_recall_intent, without_known
-from memory_core.records import Hit
-from memory_core.requests import (
-    MODEL_DOWN_REPLIES,
-    REMEMBER_REPLIES,
-    explicit_request,
-    is_request,
-)
-from memory_core.scope import ScopeKey
-from memory_core.sessions import StoredMessage, sql_length
-from memory_core.storage import AuditBackend, HistoryBackend
-from memory_core.text import tokenize, writes_cjk
+from memory_core.llm.client import LLMClient, Message
+from memory_core.memory_service import MemoryService
+from memory_core.recall.injection import has_recall_intent, without_known
+from memory_core.storage.interfaces import AuditBackend, HistoryBackend
+from memory_core.storage.sessions import StoredMessage, sql_length
 
 log = logging.getLogger(__name__)
 

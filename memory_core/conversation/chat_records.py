@@ -10,14 +10,14 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from memory_core.base.merge_values import ChangeKind, MergeResult
+from memory_core.base.scope import ScopeKey
 from memory_core.config import Config
-from memory_core.event_log import decision_events, message_events
-from memory_core.memory import MemoryService
-from memory_core.merge_values import ChangeKind, MergeResult
-from memory_core.recall import Injection
-from memory_core.scope import ScopeKey
-from memory_core.sessions import StoredMessage
-from memory_core.storage import HistoryBackend
+from memory_core.memory_service import MemoryService
+from memory_core.notes.event_log import decision_events, message_events
+from memory_core.recall.injection import Injection
+from memory_core.storage.interfaces import HistoryBackend
+from memory_core.storage.sessions import StoredMessage
 
 
 class ChatRecords:

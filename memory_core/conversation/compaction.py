@@ -11,6 +11,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
+from memory_core.base.errors import LLMError
+from memory_core.base.scope import ScopeKey
 from memory_core.config import Config
 from memory_core.conversation.prompting import (
     COMPACT_INSTRUCTIONS,
@@ -20,12 +22,10 @@ from memory_core.conversation.prompting import (
     history_tokens,
 )
 from memory_core.conversation.tools import MEMORY_SAVE, ToolContext, dispatch
-from memory_core.errors import LLMError
-from memory_core.llm import LLMClient, Message
-from memory_core.memory import MemoryService
-from memory_core.scope import ScopeKey
-from memory_core.sessions import Session, StoredMessage
-from memory_core.storage import HistoryBackend
+from memory_core.llm.client import LLMClient, Message
+from memory_core.memory_service import MemoryService
+from memory_core.storage.interfaces import HistoryBackend
+from memory_core.storage.sessions import Session, StoredMessage
 
 log = logging.getLogger(__name__)
 

@@ -16,15 +16,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from memory_core.chunks import ChunkKind
-from memory_core.entries import MemoryEntry
-from memory_core.errors import ChatmemError, EntryNotFound
-from memory_core.matching import same_memory
-from memory_core.memory import MemoryService
-from memory_core.records import Hit
-from memory_core.scope import ScopeKey
-from memory_core.text import tokenize
-from memory_core.wording import counted
+from memory_core.base.chunks import ChunkKind
+from memory_core.base.entries import MemoryEntry
+from memory_core.base.errors import ChatmemError, EntryNotFound
+from memory_core.base.records import Hit
+from memory_core.base.scope import ScopeKey
+from memory_core.base.text import tokenize
+from memory_core.base.wording import counted
+from memory_core.longterm.matching import same_memory
+from memory_core.memory_service import MemoryService
 
 CONFIRM_WORDS = frozenset(
     {

@@ -6,13 +6,13 @@ import functools
 from collections.abc import Sequence
 from datetime import datetime
 
-from memory_core.llm import Message
+from memory_core.base.text import estimate_tokens
+from memory_core.config.memory import HistorySettings
+from memory_core.llm.client import Message
 
 # SUMMARY_ROLE lives in sessions.py (which cannot import this module) and is re-exported.
-from memory_core.sessions import SUMMARY_ROLE as SUMMARY_ROLE
-from memory_core.sessions import StoredMessage
-from memory_core.settings_memory import HistorySettings
-from memory_core.text import estimate_tokens
+from memory_core.storage.sessions import SUMMARY_ROLE as SUMMARY_ROLE
+from memory_core.storage.sessions import StoredMessage
 
 BASE_INSTRUCTIONS = """You are a helpful assistant with a long-term memory of this chat.
 你是一个有长期记忆的助手。Answer in the user's language.

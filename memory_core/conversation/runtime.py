@@ -15,19 +15,19 @@ from collections.abc import Awaitable, Callable, Coroutine
 from datetime import datetime, time, timedelta
 from functools import partial
 
-from memory_core.clock import format_when
+from memory_core.base.clock import format_when
+from memory_core.base.errors import StorageError
+from memory_core.base.inputs import storable
+from memory_core.base.locks import LockRegistry
+from memory_core.base.scope import ScopeKey
 from memory_core.config import Config
+from memory_core.config.memory import within_hours
+from memory_core.consolidation.consolidator import Consolidator
 from memory_core.conversation.archiver import Archiver, ArchiveReport, Due
 from memory_core.conversation.chat import ChatEngine, NewSessionResult, TurnResult
-from memory_core.conversation.consolidator import Consolidator
-from memory_core.errors import StorageError
-from memory_core.inputs import storable
-from memory_core.llm import LLMClient
-from memory_core.locks import LockRegistry
-from memory_core.memory import MemoryService
-from memory_core.scope import ScopeKey
-from memory_core.settings_memory import within_hours
-from memory_core.storage import AuditBackend, HistoryBackend, ScheduleBackend
+from memory_core.llm.client import LLMClient
+from memory_core.memory_service import MemoryService
+from memory_core.storage.interfaces import AuditBackend, HistoryBackend, ScheduleBackend
 
 log = logging.getLogger(__name__)
 

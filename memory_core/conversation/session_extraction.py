@@ -12,20 +12,20 @@ import logging
 from collections.abc import Sequence
 from datetime import timedelta
 
+from memory_core.base.errors import LLMError
+from memory_core.base.merge_values import MergeResult
+from memory_core.base.requests import evidence
+from memory_core.base.scope import ScopeKey
 from memory_core.conversation.chat_records import ChatRecords
-from memory_core.conversation.extract import (
+from memory_core.llm.client import LLMClient
+from memory_core.llm.extract import (
     TranscriptLine,
     extract_with_llm,
     heuristic_candidates,
 )
-from memory_core.errors import LLMError
-from memory_core.llm import LLMClient
-from memory_core.memory import MemoryService
-from memory_core.merge_values import MergeResult
-from memory_core.requests import evidence
-from memory_core.scope import ScopeKey
-from memory_core.sessions import StoredMessage
-from memory_core.storage import AuditBackend, HistoryBackend
+from memory_core.memory_service import MemoryService
+from memory_core.storage.interfaces import AuditBackend, HistoryBackend
+from memory_core.storage.sessions import StoredMessage
 
 log = logging.getLogger(__name__)
 

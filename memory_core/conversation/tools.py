@@ -15,11 +15,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from memory_core.entries import CATEGORIES, Importance
-from memory_core.errors import ChatmemError, refusal
-from memory_core.memory import MemoryService
-from memory_core.reading import DEFAULT_LINES, MAX_LINES
-from memory_core.scope import ScopeKey
+from memory_core.base.entries import CATEGORIES, Importance
+from memory_core.base.errors import ChatmemError, refusal
+from memory_core.base.scope import ScopeKey
+from memory_core.memory_service import MemoryService
+from memory_core.recall.reading import DEFAULT_LINES, MAX_LINES
 
 log = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from memory_core.errors import ChatmemError
+from memory_core.base.errors import ChatmemError
 
 if TYPE_CHECKING:
     import numpy as np

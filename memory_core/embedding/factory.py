@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import logging
 
+from memory_core.base.errors import ConfigError, install_hint
+from memory_core.config.services import EmbeddingSettings
 from memory_core.embedding.base import Embedder
 from memory_core.embedding.local import LOCAL_MODELS, local_model_available
-from memory_core.errors import ConfigError, install_hint
-from memory_core.settings_services import EmbeddingSettings
 
 log = logging.getLogger(__name__)
 

@@ -30,8 +30,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from memory_core.base.errors import install_hint
 from memory_core.embedding.base import EmbeddingError, normalised
-from memory_core.errors import install_hint
 
 if TYPE_CHECKING:
     from memory_core.embedding.base import Vectors

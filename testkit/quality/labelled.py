@@ -18,10 +18,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from memory_core.clock import ManualClock
+from memory_core.base.clock import ManualClock
+from memory_core.base.records import Hit, RecordedMessage
+from memory_core.base.scope import ScopeKey
 from memory_core.engine import MemoryCore
-from memory_core.records import Hit, RecordedMessage
-from memory_core.scope import ScopeKey
 from testkit.quality.metrics import Scores, found_turns, score
 from testkit.quality.setup import RAW_FOREVER, Overrides, bench_config, peer_scope, zone_of
 

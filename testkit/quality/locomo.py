@@ -29,11 +29,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from memory_core.clock import ManualClock
+from memory_core.base.clock import ManualClock
+from memory_core.base.records import Hit
+from memory_core.base.scope import DmScope, InboundContext, ScopeKey, resolve_scope
 from memory_core.config import Config
 from memory_core.engine import MemoryCore
-from memory_core.records import Hit
-from memory_core.scope import DmScope, InboundContext, ScopeKey, resolve_scope
 from testkit.quality.labelled import Outcome, SetRun
 from testkit.quality.metrics import finds, score
 from testkit.quality.setup import Overrides, apply_overrides

@@ -21,11 +21,11 @@ from datetime import time as dtime
 from pathlib import Path
 from typing import Any
 
-from memory_core.chunks import ChunkKind
-from memory_core.clock import ManualClock
+from memory_core.base.chunks import ChunkKind
+from memory_core.base.clock import ManualClock
+from memory_core.base.merge_values import Candidate, ChangeKind
+from memory_core.base.records import Hit
 from memory_core.engine import MemoryCore
-from memory_core.merge_values import Candidate, ChangeKind
-from memory_core.records import Hit
 from testkit.quality.metrics import Scores, found_ids, score
 from testkit.quality.setup import Overrides, bench_config, peer_scope
 

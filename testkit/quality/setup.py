@@ -10,8 +10,8 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from memory_core.base.scope import DmScope, InboundContext, ScopeKey, resolve_scope
 from memory_core.config import Config
-from memory_core.scope import DmScope, InboundContext, ScopeKey, resolve_scope
 
 Overrides = Mapping[str, Mapping[str, object]]
 """config section -> {key: value}"""

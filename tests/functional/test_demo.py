@@ -11,11 +11,11 @@ import pytest
 
 from adapters.cli import main
 from adapters.demo import ALICE, LI_LEI, SCOPES, TEAM, build_demo
-from memory_core.clock import ManualClock
+from memory_core.base.clock import ManualClock
+from memory_core.base.entries import ArchiveReason
+from memory_core.base.scope import MAIN
 from memory_core.config import Config, env_bindings
 from memory_core.engine import MemoryCore
-from memory_core.entries import ArchiveReason
-from memory_core.scope import MAIN
 from tests.support import recent_messages
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)

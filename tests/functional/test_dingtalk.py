@@ -25,11 +25,11 @@ from adapters.dingtalk_bot import (
     run_dingtalk_callback,
     verify_signature,
 )
-from memory_core.clock import Clock, ManualClock, system_clock
+from memory_core.base.clock import Clock, ManualClock, system_clock
+from memory_core.base.errors import ChatmemError, ConfigError
 from memory_core.config import load_config
+from memory_core.config.services import DingTalkSettings
 from memory_core.engine import MemoryCore
-from memory_core.errors import ChatmemError, ConfigError
-from memory_core.settings_services import DingTalkSettings
 from testkit.bot import llm_env
 from testkit.dingtalk import (
     WebhookSink,

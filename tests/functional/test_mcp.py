@@ -23,9 +23,9 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CallToolResult
 
 from adapters.mcp_server import serve_http
+from memory_core.base.errors import ChatmemError
+from memory_core.base.scope import MAIN, ScopeKey
 from memory_core.engine import MemoryCore
-from memory_core.errors import ChatmemError
-from memory_core.scope import MAIN, ScopeKey
 from tests.functional.conftest import make_config
 from tests.functional.test_console import chatmem_executable, clean_env
 from tests.postgres import with_storage

@@ -15,9 +15,9 @@ import pytest
 import adapters.router as router_module
 from adapters.inbound import InboundMessage
 from adapters.router import COMMANDS, HELP_TEXT, MessageRouter, parse_command
+from memory_core.base.scope import MAIN, ScopeKey
 from memory_core.config import Config
 from memory_core.engine import MemoryCore
-from memory_core.scope import MAIN, ScopeKey
 from tests.functional.conftest import make_config
 
 _ids = itertools.count(1)

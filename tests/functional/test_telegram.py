@@ -24,8 +24,8 @@ from adapters.telegram_bot import (
     post_init,
     run_telegram,
 )
+from memory_core.base.scope import MAIN
 from memory_core.engine import MemoryCore
-from memory_core.scope import MAIN
 from testkit.bot import BOT_USERNAME, last_user_text, wait_until
 from testkit.openai_server import FakeOpenAI
 from testkit.telegram_api import FakeTelegramAPI

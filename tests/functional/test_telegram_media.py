@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 
 from adapters.media import Attachment, media_text, one_sentence
+from memory_core.base.scope import MAIN, ScopeKey
 from memory_core.engine import MemoryCore
-from memory_core.scope import MAIN, ScopeKey
 from testkit.bot import (
     REPLY_TIMEOUT,
     TOKEN,

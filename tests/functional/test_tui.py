@@ -35,16 +35,16 @@ from textual.widgets import DataTable, Input, Select, Static, TabbedContent, Tex
 from textual.worker import WorkerState
 
 from adapters.demo import ALICE, LI_LEI, build_demo
-from memory_core.clock import ManualClock
+from memory_core.base.clock import ManualClock
+from memory_core.base.entries import ArchiveReason, MemoryEntry
+from memory_core.base.policy import DEFAULT_POLICY
+from memory_core.base.scope import MAIN, ScopeKey
 from memory_core.config import Config, env_bindings
-from memory_core.decay import decay_all
 from memory_core.engine import MemoryCore
-from memory_core.entries import ArchiveReason, MemoryEntry
-from memory_core.memory_md_parser import parse_memory
-from memory_core.memory_md_renderer import render_memory
-from memory_core.policy import DEFAULT_POLICY
-from memory_core.scope import MAIN, ScopeKey
-from memory_core.scoring import Status, status_of
+from memory_core.longterm.decay import decay_all
+from memory_core.longterm.memory_md_parser import parse_memory
+from memory_core.longterm.memory_md_renderer import render_memory
+from memory_core.longterm.scoring import Status, status_of
 from tui import ChatmemApp, make_app
 from tui.capture import screen_text
 from tui.commands import app_commands
@@ -73,7 +73,7 @@ def fixed_entry_ids() -> Iterator[None]:
                 return candidate
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr("memory_core.merge.new_entry_id", next_id)
+        patch.setattr("memory_core.longterm.merge.new_entry_id", next_id)
         yield
 
 

@@ -13,10 +13,10 @@ from textual.pilot import Pilot
 from textual.widgets import DataTable, Input
 
 from adapters.demo import LI_LEI
-from memory_core.clock import ManualClock
+from memory_core.base.clock import ManualClock
+from memory_core.base.scope import ScopeKey
 from memory_core.config import Config
 from memory_core.engine import MemoryCore
-from memory_core.scope import ScopeKey
 from tests.functional.test_tui import (
     NOW,
     SIZE,

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import psycopg
 
-from memory_core.clock import ManualMonotonic
+from memory_core.base.clock import ManualMonotonic
+from memory_core.base.errors import DatabaseUnreachable
 from memory_core.config import Config
 from memory_core.engine import MemoryCore
-from memory_core.errors import DatabaseUnreachable
-from memory_core.memory.guard import RETRY_SECONDS
-from memory_core.pg.database import DOWN_SECONDS
+from memory_core.recall.guard import RETRY_SECONDS
+from memory_core.storage.pg.database import DOWN_SECONDS
 from tests.support import sql
 
 REPO = Path(__file__).resolve().parents[2]
@@ -27,7 +27,7 @@ DYING_CHILD = """
 import asyncio, os
 from memory_core.config import load_config
 from memory_core.engine import MemoryCore
-from memory_core.scope import ScopeKey
+from memory_core.base.scope import ScopeKey
 
 async def main() -> None:
     config = load_config(None, env={env!r}, workspace={workspace!r})

@@ -18,13 +18,13 @@ from pathlib import Path
 
 import pytest
 
-from memory_core import db
-from memory_core.clock import ManualClock, ManualMonotonic
+from memory_core.base.clock import ManualClock, ManualMonotonic
+from memory_core.base.errors import ChatmemError, DatabaseBusy
+from memory_core.base.scope import MAIN
 from memory_core.config import Config
 from memory_core.engine import MemoryCore
-from memory_core.errors import ChatmemError, DatabaseBusy
-from memory_core.memory.guard import RETRY_SECONDS
-from memory_core.scope import MAIN
+from memory_core.recall.guard import RETRY_SECONDS
+from memory_core.storage import db
 from tests.reliability.support import with_long_term
 from tests.support import index_of, sql
 

@@ -16,9 +16,9 @@ from datetime import timedelta
 
 import pytest
 
+from memory_core.base.scope import MAIN, ScopeKey
 from memory_core.config import Config
 from memory_core.engine import MemoryCore
-from memory_core.scope import MAIN, ScopeKey
 from tests.reliability.support import REPO, assert_counts_exact, storage_env_of
 from tests.support import sql
 
@@ -50,7 +50,7 @@ WRITER = """
 import asyncio
 from memory_core.config import load_config
 from memory_core.engine import MemoryCore
-from memory_core.scope import ScopeKey
+from memory_core.base.scope import ScopeKey
 
 async def main() -> None:
     config = load_config(None, env={env!r}, workspace={workspace!r})

@@ -24,12 +24,12 @@ from pathlib import Path
 
 import pytest
 
-from memory_core import daily
+from memory_core.base.errors import ChatmemError, StoreError
+from memory_core.base.records import RecordedMessage
+from memory_core.base.scope import ScopeKey
 from memory_core.config import env_bindings, load_config
 from memory_core.engine import MemoryCore
-from memory_core.errors import ChatmemError, StoreError
-from memory_core.records import RecordedMessage
-from memory_core.scope import ScopeKey
+from memory_core.notes import daily
 from tests.support import database, is_daily_note_fd, sql
 
 # The database's own disk is the workspace's only with SQLite.
@@ -342,8 +342,8 @@ from pathlib import Path
 
 from memory_core.config import load_config
 from memory_core.engine import MemoryCore
-from memory_core.errors import ChatmemError, StoreError
-from memory_core.scope import ScopeKey
+from memory_core.base.errors import ChatmemError, StoreError
+from memory_core.base.scope import ScopeKey
 
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # EFBIG instead of death, as Python does
 base, first, trials, seed = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])

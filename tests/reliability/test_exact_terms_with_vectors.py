@@ -7,8 +7,8 @@ import random
 
 import pytest
 
+from memory_core.base.scope import ScopeKey
 from memory_core.engine import MemoryCore
-from memory_core.scope import ScopeKey
 
 pytestmark = pytest.mark.storage
 

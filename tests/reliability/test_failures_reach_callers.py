@@ -13,12 +13,12 @@ import shutil
 
 import pytest
 
-from memory_core.clock import ManualClock
+from memory_core.base.clock import ManualClock
+from memory_core.base.errors import ChatmemError
+from memory_core.base.scope import MAIN
 from memory_core.config import Config
 from memory_core.conversation.tools import dispatch
 from memory_core.engine import MemoryCore
-from memory_core.errors import ChatmemError
-from memory_core.scope import MAIN
 from tests.reliability.support import with_long_term
 from tests.support import database, index_of, journal_sql, sql_write
 

@@ -20,11 +20,11 @@ import pytest
 from mcp import Client
 
 from adapters.mcp_server import build_server
+from memory_core.base.entries import Importance, MemoryClass
+from memory_core.base.errors import InputRefused
+from memory_core.base.scope import MAIN
 from memory_core.config import Config
 from memory_core.engine import MemoryCore
-from memory_core.entries import Importance, MemoryClass
-from memory_core.errors import InputRefused
-from memory_core.scope import MAIN
 from tests.functional.test_console import clean_env
 from tests.reliability.support import REPO
 from tests.support import recent_messages

@@ -13,14 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from memory_core import staging
-from memory_core.clock import ManualMonotonic
+from memory_core.base.clock import ManualMonotonic
+from memory_core.base.errors import ChatmemError
+from memory_core.base.scope import ScopeKey
 from memory_core.config import Config
 from memory_core.engine import MemoryCore
-from memory_core.errors import ChatmemError
-from memory_core.memory_md_parser import parse_memory
-from memory_core.scope import ScopeKey
-from memory_core.store import undecodable_copy_path
+from memory_core.longterm import staging
+from memory_core.longterm.memory_md_parser import parse_memory
+from memory_core.longterm.store import undecodable_copy_path
 from tests.reliability.support import die_with_journalled, journal_rows
 
 pytestmark = pytest.mark.storage

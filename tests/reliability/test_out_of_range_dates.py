@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from memory_core.clock import EARLIEST, LATEST, parse_day, parse_when
+from memory_core.base.clock import EARLIEST, LATEST, parse_day, parse_when
+from memory_core.base.scope import MAIN
 from memory_core.engine import MemoryCore
-from memory_core.scope import MAIN
 from tests.reliability.support import REPO
 
 FAR_FUTURE = datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC)

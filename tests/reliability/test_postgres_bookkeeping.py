@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from memory_core.clock import ManualClock, ManualMonotonic
+from memory_core.base.clock import ManualClock, ManualMonotonic
+from memory_core.base.scope import MAIN, ScopeKey
 from memory_core.config import Config, load_config
 from memory_core.engine import MemoryCore
-from memory_core.scope import MAIN, ScopeKey
-from memory_core.spool import SpoolingAudit
+from memory_core.storage.spool import SpoolingAudit
 from tests.conftest import START
 from tests.postgres import PostgresServer
 from tests.reliability.support import (
@@ -38,7 +38,7 @@ KILLED_WRITER = """
 import asyncio, os, signal
 from memory_core.config import load_config
 from memory_core.engine import MemoryCore
-from memory_core.scope import ScopeKey
+from memory_core.base.scope import ScopeKey
 
 async def main() -> None:
     config = load_config(None, env={env!r}, workspace={workspace!r})

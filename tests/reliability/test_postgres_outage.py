@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from memory_core.clock import ManualClock, ManualMonotonic
+from memory_core.base.clock import ManualClock, ManualMonotonic
+from memory_core.base.scope import MAIN, ScopeKey
 from memory_core.config import Config, load_config
 from memory_core.engine import MemoryCore
-from memory_core.scope import MAIN, ScopeKey
-from memory_core.spool import SpoolingHistory
+from memory_core.storage.spool import SpoolingHistory
 from tests.conftest import START
 from tests.postgres import PostgresServer
 from tests.reliability.support import past_cool_downs

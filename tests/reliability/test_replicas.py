@@ -29,7 +29,7 @@ from typing import Any
 
 import pytest
 
-from memory_core.clock import ManualClock
+from memory_core.base.clock import ManualClock
 from memory_core.config import load_config
 from memory_core.engine import MemoryCore
 from testkit.bot import last_user_text, wait_until

@@ -3,11 +3,11 @@ repaired when it is empty or wrong, so the scope never drops out of listings."""
 
 from __future__ import annotations
 
-from memory_core.clock import ManualClock
+from memory_core.base.clock import ManualClock
+from memory_core.base.scope import ScopeKey, is_hashed_slug
+from memory_core.base.workspace import SCOPE_KEY_FILE
 from memory_core.config import Config
 from memory_core.engine import MemoryCore
-from memory_core.scope import ScopeKey, is_hashed_slug
-from memory_core.workspace import SCOPE_KEY_FILE
 
 LONG = ScopeKey("group:telegram:" + "长" * 60 + ":topic:42")
 

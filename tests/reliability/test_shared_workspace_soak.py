@@ -23,10 +23,10 @@ from typing import Any
 
 import pytest
 
+from memory_core.base.scope import MAIN, ScopeKey
 from memory_core.config import load_config
 from memory_core.engine import MemoryCore
-from memory_core.memory_md_parser import parse_memory
-from memory_core.scope import MAIN, ScopeKey
+from memory_core.longterm.memory_md_parser import parse_memory
 from tests.postgres import with_storage
 from tests.reliability.support import REPO
 
@@ -39,8 +39,8 @@ WORKER = """
 import asyncio, json, logging, random, time
 from memory_core.config import load_config
 from memory_core.engine import MemoryCore
-from memory_core.merge_values import ChangeKind
-from memory_core.scope import ScopeKey
+from memory_core.base.merge_values import ChangeKind
+from memory_core.base.scope import ScopeKey
 
 DEGRADED = ("search index unusable", "database unavailable", "capture journal unavailable")
 

@@ -11,9 +11,9 @@ import os
 import time
 from pathlib import Path
 
+from memory_core.base.scope import MAIN
 from memory_core.engine import MemoryCore
-from memory_core.scope import MAIN
-from memory_core.store import RACY_NS
+from memory_core.longterm.store import RACY_NS
 
 
 def rewrite_in_the_same_tick(path: Path, old: bytes, new: bytes) -> None:

@@ -7,9 +7,9 @@ as usual.
 
 from __future__ import annotations
 
+from memory_core.base.scope import MAIN
 from memory_core.engine import MemoryCore
-from memory_core.memory_md_parser import parse_memory
-from memory_core.scope import MAIN
+from memory_core.longterm.memory_md_parser import parse_memory
 
 
 async def test_undecodable_bytes_are_quarantined_and_the_rest_is_served(

@@ -18,11 +18,11 @@ from typing import Any
 
 import pytest
 
+from memory_core.base.merge_values import Kept
+from memory_core.base.scope import MAIN
 from memory_core.config import Config, env_bindings
 from memory_core.engine import MemoryCore
-from memory_core.memory_md_parser import parse_memory
-from memory_core.merge_values import Kept
-from memory_core.scope import MAIN
+from memory_core.longterm.memory_md_parser import parse_memory
 from tests.reliability.support import REPO, storage_env_of
 
 UPDATES = [

@@ -8,12 +8,12 @@ from datetime import UTC
 
 import pytest
 
-from memory_core.answer_kind import AnswerKind, holds_answer, wanted_answer
-from memory_core.chunks import ChunkKind
-from memory_core.index import CorpusStats
-from memory_core.index.pipeline import Ranking, rank
-from memory_core.index.rerank import RankSettings
-from memory_core.query import build_query
+from memory_core.base.answer_kind import AnswerKind, holds_answer, wanted_answer
+from memory_core.base.chunks import ChunkKind
+from memory_core.recall.index import CorpusStats
+from memory_core.recall.index.pipeline import Ranking, rank
+from memory_core.recall.index.rerank import RankSettings
+from memory_core.recall.query import build_query
 from tests.conftest import START
 from tests.support import candidate
 

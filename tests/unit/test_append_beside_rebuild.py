@@ -19,14 +19,14 @@ from typing import Any
 import psycopg
 import pytest
 
-from memory_core import daily
-from memory_core.chunks import Chunk, ChunkKind
+from memory_core.base.chunks import Chunk, ChunkKind
+from memory_core.base.scope import MAIN
+from memory_core.base.sql import Connection
+from memory_core.base.text import tokenize
 from memory_core.engine import MemoryCore
-from memory_core.index import rebuild, writes
-from memory_core.pg.connection import PgConnection
-from memory_core.scope import MAIN
-from memory_core.sql import Connection
-from memory_core.text import tokenize
+from memory_core.notes import daily
+from memory_core.recall.index import rebuild, writes
+from memory_core.storage.pg.connection import PgConnection
 from tests.support import sql
 
 WAIT_SECONDS = 30.0

@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 
-from memory_core.chunks import ChunkKind
-from memory_core.clock import ManualClock, parse_when
+from memory_core.base.chunks import ChunkKind
+from memory_core.base.clock import ManualClock, parse_when
+from memory_core.base.scope import MAIN, ScopeKey
 from memory_core.config import Config, load_config
 from memory_core.conversation.archive import (
     SLUG_MAX,
@@ -25,9 +26,8 @@ from memory_core.conversation.archive import (
 )
 from memory_core.conversation.archiver import Due
 from memory_core.engine import MemoryCore
-from memory_core.event_log import decision_events, message_events
-from memory_core.scope import MAIN, ScopeKey
-from memory_core.sessions import ArchiveState, StoredMessage
+from memory_core.notes.event_log import decision_events, message_events
+from memory_core.storage.sessions import ArchiveState, StoredMessage
 from testkit.openai_server import FakeOpenAI, Reply
 from tests.postgres import with_storage
 from tests.support import sql, sql_write

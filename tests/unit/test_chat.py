@@ -17,7 +17,11 @@ from typing import Any
 
 import pytest
 
-from memory_core.clock import ManualClock
+from memory_core.base.clock import ManualClock
+from memory_core.base.entries import Importance
+from memory_core.base.merge_values import Candidate, ChangeKind
+from memory_core.base.records import RecordedMessage
+from memory_core.base.scope import MAIN, ScopeKey
 from memory_core.config import Config, load_config
 from memory_core.conversation.prompting import (
     COMPACT_INSTRUCTIONS,
@@ -26,12 +30,8 @@ from memory_core.conversation.prompting import (
 )
 from memory_core.conversation.tools import MEMORY_SAVE, TOOL_SCHEMAS
 from memory_core.engine import MemoryCore
-from memory_core.entries import Importance
-from memory_core.memory_md_parser import parse_memory
-from memory_core.merge_values import Candidate, ChangeKind
-from memory_core.records import RecordedMessage
-from memory_core.scope import MAIN, ScopeKey
-from memory_core.sessions import StoredMessage
+from memory_core.longterm.memory_md_parser import parse_memory
+from memory_core.storage.sessions import StoredMessage
 from testkit.openai_server import FakeOpenAI, Reply, ToolCall
 from tests.conftest import START
 from tests.postgres import with_storage

@@ -4,9 +4,9 @@ gigabytes). One at the limit is an ordinary turn."""
 
 from __future__ import annotations
 
+from memory_core.base.scope import ScopeKey
 from memory_core.conversation.chat import MAX_MESSAGE_CHARS
 from memory_core.engine import MemoryCore
-from memory_core.scope import ScopeKey
 
 ALICE = ScopeKey("peer:alice")
 

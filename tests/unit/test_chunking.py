@@ -8,7 +8,12 @@ from datetime import UTC, date, datetime
 
 import pytest
 
-from memory_core.chunking import (
+from memory_core.base.chunks import ChunkKind
+from memory_core.base.entries import MemoryEntry
+from memory_core.base.text import tokenize
+from memory_core.longterm.memory_md_renderer import render_memory
+from memory_core.notes.daily import format_note
+from memory_core.recall.chunking import (
     MAX_PARAGRAPH_CHARS,
     chunk_file,
     chunk_long_term,
@@ -16,11 +21,6 @@ from memory_core.chunking import (
     classify,
     summary_period,
 )
-from memory_core.chunks import ChunkKind
-from memory_core.daily import format_note
-from memory_core.entries import MemoryEntry
-from memory_core.memory_md_renderer import render_memory
-from memory_core.text import tokenize
 
 D = date(2026, 3, 1)
 SCOPED = "memory/scopes/peer_1"

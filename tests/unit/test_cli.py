@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 
 from adapters.cli import main
-from memory_core.chunks import ChunkKind
-from memory_core.clock import format_when
+from memory_core.base.chunks import ChunkKind
+from memory_core.base.clock import format_when
+from memory_core.base.entries import CATEGORIES
 from memory_core.config import env_bindings
-from memory_core.entries import CATEGORIES
-from memory_core.memory_md_parser import parse_memory
+from memory_core.longterm.memory_md_parser import parse_memory
 from tests.support import FACT_DAY
 
 PYTEST_PREF = "用户喜欢用 pytest 而非 unittest"

@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 
 from adapters.cli import main
+from memory_core.base.errors import ConfigError, ScopeError
+from memory_core.base.scope import InboundContext, ScopeKey, printable_key, resolve_scope
+from memory_core.base.workspace import Workspace
 from memory_core.config import env_bindings, load_config
-from memory_core.errors import ConfigError, ScopeError
-from memory_core.scope import InboundContext, ScopeKey, printable_key, resolve_scope
-from memory_core.workspace import Workspace
 from tests.unit.test_cli import _clean_env  # noqa: F401  (autouse: no config or env leaks in)
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from memory_core.clock import ManualClock
+from memory_core.base.clock import ManualClock
+from memory_core.base.scope import ScopeKey
 from memory_core.config import load_config
 from memory_core.engine import MemoryCore
-from memory_core.scope import ScopeKey
 from testkit.openai_server import FakeOpenAI, Reply, ToolCall
 from tests.conftest import START
 from tests.postgres import with_storage

@@ -10,10 +10,10 @@ import pytest
 from platformdirs import user_data_dir
 from pydantic import BaseModel
 
+from memory_core.base.errors import ConfigError
+from memory_core.base.scope import DmScope
 from memory_core.config import Config, env_bindings, load_config
-from memory_core.config_example import render_example
-from memory_core.errors import ConfigError
-from memory_core.scope import DmScope
+from memory_core.config.example import render_example
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "config.example.toml"
@@ -330,7 +330,7 @@ def test_example_file_matches_the_code() -> None:
         EXAMPLE.write_text(render_example(), encoding="utf-8")
     assert EXAMPLE.read_text(encoding="utf-8") == render_example(), (
         "config.example.toml is stale: regenerate it with "
-        "python -c 'from memory_core.config_example import render_example; "
+        "python -c 'from memory_core.config.example import render_example; "
         'print(render_example(), end="")\' > config.example.toml'
     )
 
@@ -409,10 +409,10 @@ def test_the_ranking_and_the_lifecycle_take_every_setting_from_the_config() -> N
     agree, and a value set in the config reaches the ranking and the scoring policy."""
     from dataclasses import fields
 
-    from memory_core.index.rerank import RankSettings
-    from memory_core.memory.finder import rank_settings
-    from memory_core.policy import ScoringPolicy
-    from memory_core.settings_memory import RecallSettings, ScoringSettings
+    from memory_core.base.policy import ScoringPolicy
+    from memory_core.config.memory import RecallSettings, ScoringSettings
+    from memory_core.recall.finder import rank_settings
+    from memory_core.recall.index.rerank import RankSettings
 
     assert rank_settings(RecallSettings()) == RankSettings()
     assert ScoringSettings().policy() == ScoringPolicy()

@@ -9,9 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from memory_core.clock import ManualClock, format_when
+from memory_core.base.clock import ManualClock, format_when
+from memory_core.base.entries import ArchiveReason, Importance, MemoryClass, MemoryEntry
+from memory_core.base.merge_values import ChangeKind
+from memory_core.base.scope import ScopeKey
+from memory_core.base.text import tokenize
 from memory_core.config import Config, load_config
-from memory_core.consolidation import (
+from memory_core.consolidation.phases import (
     MAX_SUMMARY_CHARS,
     PHASES,
     EventRef,
@@ -29,12 +33,8 @@ from memory_core.consolidation import (
     worth_extracting,
 )
 from memory_core.engine import MemoryCore
-from memory_core.entries import ArchiveReason, Importance, MemoryClass, MemoryEntry
-from memory_core.event_log import Event, EventKind, message_events
-from memory_core.merge_values import ChangeKind
-from memory_core.scope import ScopeKey
-from memory_core.scoring import Status, rank_terms, status_of
-from memory_core.text import tokenize
+from memory_core.longterm.scoring import Status, rank_terms, status_of
+from memory_core.notes.event_log import Event, EventKind, message_events
 from testkit.openai_server import FakeOpenAI
 from tests.postgres import with_storage
 from tests.unit.test_chat import fake, model_config  # noqa: F401
@@ -282,7 +282,7 @@ async def seed_scope(core: MemoryCore, clock: ManualClock) -> None:
 
 
 async def write_belief(core: MemoryCore, clock: ManualClock) -> None:
-    from memory_core.merge_values import Candidate
+    from memory_core.base.merge_values import Candidate
 
     await core.memories.merge_candidates(
         ALICE,
@@ -428,7 +428,7 @@ async def test_with_a_model_each_phase_asks_it_with_its_prompt_file(
     workspace: Path,
     clock: ManualClock,
 ) -> None:
-    from memory_core.prompts import load_prompt
+    from memory_core.llm.prompts import load_prompt
 
     async with MemoryCore.open(model_config(fake, workspace), clock=clock) as core:
         await core.memories.capture(

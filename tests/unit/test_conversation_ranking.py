@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
-from memory_core.chunks import ChunkKind
-from memory_core.index.pipeline import Ranking, lexical_scorer, rank
-from memory_core.index.ranking import CorpusStats
-from memory_core.index.rerank import Candidate, RankSettings, diversify, fuse
-from memory_core.records import Hit
-from memory_core.text import tokenize
+from memory_core.base.chunks import ChunkKind
+from memory_core.base.records import Hit
+from memory_core.base.text import tokenize
+from memory_core.recall.index.pipeline import Ranking, lexical_scorer, rank
+from memory_core.recall.index.ranking import CorpusStats
+from memory_core.recall.index.rerank import Candidate, RankSettings, diversify, fuse
 from tests.support import candidate
 
 TODAY = date(2026, 3, 10)

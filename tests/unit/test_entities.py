@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from memory_core.base.entries import MemoryEntry
+from memory_core.base.scope import ScopeKey
 from memory_core.config import Config
 from memory_core.engine import MemoryCore
-from memory_core.entities import EntityKind, expand_query, extract_entities
-from memory_core.entries import MemoryEntry
-from memory_core.scope import ScopeKey
+from memory_core.longterm.entities import EntityKind, expand_query, extract_entities
 
 NOW = datetime(2026, 3, 1, tzinfo=UTC)
 

@@ -12,12 +12,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memory_core.decay import decay_all
-from memory_core.entries import CATEGORIES, MemoryEntry
-from memory_core.fact_keys import Relation, has_keys, relation, skeleton
-from memory_core.matching import SKELETON_MAX, EntryView, _similar, normalize_content
-from memory_core.merge import apply_candidates, merge
-from memory_core.merge_values import Candidate, ChangeKind
+from memory_core.base.entries import CATEGORIES, MemoryEntry
+from memory_core.base.merge_values import Candidate, ChangeKind
+from memory_core.longterm.decay import decay_all
+from memory_core.longterm.fact_keys import Relation, has_keys, relation, skeleton
+from memory_core.longterm.matching import SKELETON_MAX, EntryView, _similar, normalize_content
+from memory_core.longterm.merge import apply_candidates, merge
 from tests.support import FACT_DAY, add_candidates, believed
 
 START = datetime(2026, 1, 1, 12, tzinfo=UTC)

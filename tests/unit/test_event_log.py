@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from memory_core.clock import ManualClock
+from memory_core.base.clock import ManualClock
+from memory_core.base.scope import ScopeKey
 from memory_core.engine import MemoryCore
-from memory_core.event_log import (
+from memory_core.notes.event_log import (
     MAX_TEXT_CHARS,
     Event,
     EventKind,
@@ -26,7 +27,6 @@ from memory_core.event_log import (
     message_events,
     read_blocking,
 )
-from memory_core.scope import ScopeKey
 from testkit.openai_server import FakeOpenAI
 from tests.conftest import START
 from tests.unit.test_chat import fake, model_config  # noqa: F401  (the fake model fixture)
@@ -128,7 +128,7 @@ CRASHING_WRITER = """
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
-from memory_core.event_log import append_blocking, message_events
+from memory_core.notes.event_log import append_blocking, message_events
 path = Path(sys.argv[1])
 n = 0
 while True:
@@ -205,13 +205,13 @@ async def test_a_failing_log_never_fails_the_turn(
     day's file should be) is said once, and the turn and its stored message go on."""
     log_file = core.workspace.memory_dir(ALICE) / f"{START.date()}.jsonl"
     log_file.mkdir(parents=True)
-    with caplog.at_level("WARNING", logger="memory_core.event_log"):
+    with caplog.at_level("WARNING", logger="memory_core.notes.event_log"):
         first = await core.conversation.turn(ALICE, "hello there")
         await core.conversation.turn(ALICE, "and again")
     assert first.reply
     assert caplog.text.count("event log of scope peer:alice not written") == 1
     log_file.rmdir()
-    with caplog.at_level("WARNING", logger="memory_core.event_log"):
+    with caplog.at_level("WARNING", logger="memory_core.notes.event_log"):
         await core.conversation.turn(ALICE, "now it works")
     assert "event log written again" in caplog.text
     assert [
@@ -220,7 +220,7 @@ async def test_a_failing_log_never_fails_the_turn(
 
 
 def test_redaction_blanks_a_text_wherever_it_stands(tmp_path: Path) -> None:
-    from memory_core.event_log import PURGED, redact_blocking
+    from memory_core.notes.event_log import PURGED, redact_blocking
 
     secret = 'my PIN is "4711"'
     day = tmp_path / "2026-03-01.jsonl"

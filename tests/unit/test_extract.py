@@ -12,9 +12,16 @@ from typing import Any
 
 import pytest
 
-from memory_core.clock import ManualClock
+from memory_core.base.clock import ManualClock
+from memory_core.base.entries import ArchiveReason, Importance, MemoryEntry
+from memory_core.base.merge_values import Candidate, ChangeKind
+from memory_core.base.requests import explicit_request
+from memory_core.base.scope import ScopeKey
 from memory_core.config import load_config
-from memory_core.conversation.extract import (
+from memory_core.config.services import LLMSettings
+from memory_core.engine import MemoryCore
+from memory_core.llm.client import LLMClient
+from memory_core.llm.extract import (
     SUMMARY_ENTRIES,
     TranscriptLine,
     build_extraction_messages,
@@ -24,13 +31,6 @@ from memory_core.conversation.extract import (
     heuristic_candidates,
     render_conversation,
 )
-from memory_core.engine import MemoryCore
-from memory_core.entries import ArchiveReason, Importance, MemoryEntry
-from memory_core.llm import LLMClient
-from memory_core.merge_values import Candidate, ChangeKind
-from memory_core.requests import explicit_request
-from memory_core.scope import ScopeKey
-from memory_core.settings_services import LLMSettings
 from testkit.openai_server import FakeOpenAI
 from tests.postgres import with_storage
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from memory_core.fact_keys import Relation, fact_keys, relation, skeleton
+from memory_core.longterm.fact_keys import Relation, fact_keys, relation, skeleton
 
 UPDATES = [
     (

@@ -11,16 +11,16 @@ from pathlib import Path
 
 import pytest
 
-from memory_core.clock import ManualClock
+from memory_core.base.clock import ManualClock
+from memory_core.base.entries import ArchiveReason, MemoryEntry
+from memory_core.base.errors import ChatmemError, EntryNotFound, ScopeError, WorkspaceMissing
+from memory_core.base.scope import MAIN, ScopeKey
+from memory_core.base.workspace import Workspace
 from memory_core.config import Config, load_config
+from memory_core.config.memory import LongTermSettings
 from memory_core.engine import MemoryCore
-from memory_core.entries import ArchiveReason, MemoryEntry
-from memory_core.errors import ChatmemError, EntryNotFound, ScopeError, WorkspaceMissing
-from memory_core.forgotten import ForgottenFile, render_kept
-from memory_core.memory_md import QuarantinedBlock
-from memory_core.scope import MAIN, ScopeKey
-from memory_core.settings_memory import LongTermSettings
-from memory_core.workspace import Workspace
+from memory_core.longterm.forgotten import ForgottenFile, render_kept
+from memory_core.longterm.memory_md import QuarantinedBlock
 from tests.conftest import START
 from tests.postgres import with_storage
 from tests.support import sql

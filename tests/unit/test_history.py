@@ -10,12 +10,12 @@ from datetime import timedelta
 
 import pytest
 
-from memory_core.clock import ManualClock
+from memory_core.base.clock import ManualClock
+from memory_core.base.scope import ScopeKey
 from memory_core.config import Config
 from memory_core.engine import MemoryCore
-from memory_core.history import HistoryStore
-from memory_core.scope import ScopeKey
-from memory_core.sessions import ArchiveState, StoredMessage
+from memory_core.storage.history import HistoryStore
+from memory_core.storage.sessions import ArchiveState, StoredMessage
 from tests.conftest import START
 from tests.support import sql, sql_write
 

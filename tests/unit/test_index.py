@@ -22,19 +22,20 @@ from typing import Any
 import pytest
 
 from adapters import cli
-from memory_core import fallback
-from memory_core import index as index_module
-from memory_core.chunks import ChunkKind
-from memory_core.clock import ManualClock, ManualMonotonic, format_when
+from memory_core.base.chunks import ChunkKind
+from memory_core.base.clock import ManualClock, ManualMonotonic, format_when
+from memory_core.base.errors import ChatmemError, DatabaseUnwritable
+from memory_core.base.scope import MAIN, ScopeKey
+from memory_core.base.text import tokenize
 from memory_core.config import Config, load_config
 from memory_core.engine import MemoryCore
-from memory_core.errors import ChatmemError, DatabaseUnwritable
-from memory_core.index import K1, B, CorpusStats, Hit, SearchIndex, idf, sqlite_index
-from memory_core.index import rebuild as index_rebuild
-from memory_core.index import writes as index_writes
-from memory_core.index.rerank import RankSettings, prior_factor
-from memory_core.scope import MAIN, ScopeKey
-from memory_core.text import tokenize
+from memory_core.recall import fallback
+from memory_core.recall import index as index_module
+from memory_core.recall.index import K1, B, CorpusStats, Hit, SearchIndex, idf
+from memory_core.recall.index import rebuild as index_rebuild
+from memory_core.recall.index import search_index as sqlite_index
+from memory_core.recall.index import writes as index_writes
+from memory_core.recall.index.rerank import RankSettings, prior_factor
 from tests.conftest import START
 from tests.postgres import with_storage
 from tests.support import (

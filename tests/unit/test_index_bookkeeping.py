@@ -9,12 +9,12 @@ import itertools
 
 import pytest
 
+from memory_core.base.errors import DatabaseConflict
+from memory_core.base.scope import MAIN
 from memory_core.config import Config
 from memory_core.engine import MemoryCore
-from memory_core.errors import DatabaseConflict
-from memory_core.index import idf
-from memory_core.index.postings import fts5_idf
-from memory_core.scope import MAIN
+from memory_core.recall.index import idf
+from memory_core.recall.index.postings import fts5_idf
 from tests.support import sql, sql_write
 
 pytestmark = pytest.mark.storage
@@ -88,7 +88,7 @@ async def test_a_chunk_deleted_twice_is_counted_off_once(core: MemoryCore) -> No
     await core.notes.append(MAIN, "the kayak is red")
     index = core.guard.index
     assert index is not None
-    from memory_core.index import writes
+    from memory_core.recall.index import writes
 
     rows = await sql(core, "SELECT id, tokens, scope_id FROM chunks")
     sid = int(rows[0][2])

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from memory_core.errors import install_hint
+from memory_core.base.errors import install_hint
 
 REPO = Path(__file__).resolve().parents[2]
 CODE_DIRS = ("adapters", "memory_core", "tui", "bench", "scripts")
@@ -72,7 +72,7 @@ def install_lines() -> list[tuple[str, str]]:
 def test_the_scan_finds_the_install_lines_of_docs_and_code() -> None:
     found = {where for where, _ in install_lines()}
     assert {"README.md", "docs/operations.md", "config.example.toml", ".ci/run"} <= found
-    assert "memory_core/errors.py" in found
+    assert "memory_core/base/errors.py" in found
 
 
 @pytest.mark.parametrize(

@@ -13,14 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from memory_core.clock import ManualClock
+from memory_core.base.clock import ManualClock
+from memory_core.base.errors import ChatmemError, PathRefused
+from memory_core.base.scope import MAIN, ScopeKey, scope_slug
+from memory_core.base.text import tokenize
 from memory_core.config import Config, load_config
 from memory_core.conversation.tools import dispatch
 from memory_core.engine import MemoryCore
-from memory_core.errors import ChatmemError, PathRefused
-from memory_core.index import Hit
-from memory_core.scope import MAIN, ScopeKey, scope_slug
-from memory_core.text import tokenize
+from memory_core.recall.index import Hit
 from tests.conftest import START
 from tests.support import chunk_counts, database, index_message, sql
 

@@ -12,24 +12,24 @@ from typing import Any
 
 import pytest
 
-from memory_core.chunks import ChunkKind
-from memory_core.clock import ManualClock
+from memory_core.base.chunks import ChunkKind
+from memory_core.base.clock import ManualClock
+from memory_core.base.locks import LockRegistry
+from memory_core.base.merge_values import Candidate, ChangeKind
+from memory_core.base.scope import MAIN, ScopeKey
+from memory_core.base.workspace import Workspace
 from memory_core.config import Config, load_config
+from memory_core.config.services import LLMSettings
 from memory_core.conversation.archiver import Archiver
 from memory_core.conversation.chat import ChatEngine
-from memory_core.db import Database
-from memory_core.index import SearchIndex
-from memory_core.journal import CaptureJournal
-from memory_core.llm import ChatReply, LLMClient, Message
-from memory_core.locks import LockRegistry
-from memory_core.memory import MemoryService, build_memory_service
-from memory_core.merge_values import Candidate, ChangeKind
-from memory_core.scope import MAIN, ScopeKey
-from memory_core.sessions import ArchiveState
-from memory_core.settings_services import LLMSettings
-from memory_core.staging import Applied, Staging
-from memory_core.store import LongTermStore
-from memory_core.workspace import Workspace
+from memory_core.llm.client import ChatReply, LLMClient, Message
+from memory_core.longterm.staging import Applied, Staging
+from memory_core.longterm.store import LongTermStore
+from memory_core.memory_service import MemoryService, build_memory_service
+from memory_core.recall.index import SearchIndex
+from memory_core.storage.db import Database
+from memory_core.storage.journal import CaptureJournal
+from memory_core.storage.sessions import ArchiveState
 from testkit.storage import MemoryAudit, MemoryHistory
 from tests.postgres import with_storage
 

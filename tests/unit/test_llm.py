@@ -1,4 +1,4 @@
-"""The OpenAI-compatible client (memory_core.llm) driven through the real `openai` client
+"""The OpenAI-compatible client (memory_core.llm.client) driven through the real `openai` client
 against the in-process fake server: tool calls, tolerant JSON, retries, timeouts, and the
 API key never reaching a log record."""
 
@@ -13,13 +13,13 @@ from typing import Any
 
 import pytest
 
-from memory_core.clock import ManualClock
+from memory_core.base.clock import ManualClock
+from memory_core.base.errors import LLMError
+from memory_core.base.scope import MAIN, ScopeKey
 from memory_core.config import Config, load_config
+from memory_core.config.services import LLMSettings
 from memory_core.engine import MemoryCore
-from memory_core.errors import LLMError
-from memory_core.llm import ChatReply, LLMClient, ToolCallRequest, parse_json_tolerant
-from memory_core.scope import MAIN, ScopeKey
-from memory_core.settings_services import LLMSettings
+from memory_core.llm.client import ChatReply, LLMClient, ToolCallRequest, parse_json_tolerant
 from testkit.openai_server import FakeOpenAI, ToolCall
 from tests.postgres import with_storage
 
@@ -181,9 +181,9 @@ async def test_complete_json_good_fenced_and_prose(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     fake.reply_raw_content(content)
-    with caplog.at_level(logging.WARNING, logger="memory_core.llm"):
+    with caplog.at_level(logging.WARNING, logger="memory_core.llm.client"):
         assert await client.complete_json(USER) == expected
-    assert not [r for r in caplog.records if r.name == "memory_core.llm"]
+    assert not [r for r in caplog.records if r.name == "memory_core.llm.client"]
     assert fake.chat_requests()[0]["temperature"] == 0.0
 
 
@@ -192,9 +192,9 @@ async def test_complete_json_broken_warns_and_returns_none(
     fake: FakeOpenAI, client: LLMClient, content: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     fake.reply_raw_content(content)
-    with caplog.at_level(logging.WARNING, logger="memory_core.llm"):
+    with caplog.at_level(logging.WARNING, logger="memory_core.llm.client"):
         assert await client.complete_json(USER) is None
-    warnings = [r for r in caplog.records if r.name == "memory_core.llm"]
+    warnings = [r for r in caplog.records if r.name == "memory_core.llm.client"]
     assert len(warnings) == 1
     assert warnings[0].levelno == logging.WARNING
     assert "not usable JSON" in warnings[0].getMessage()
@@ -202,7 +202,7 @@ async def test_complete_json_broken_warns_and_returns_none(
 
 # --- retries and failures ------------------------------------------------------------------
 # Which statuses are retried, and after how long, is the openai client's own (see
-# memory_core/llm.py): checked here is that chatmem hands it `max_retries` and turns
+# memory_core/llm/client.py): checked here is that chatmem hands it `max_retries` and turns
 # whatever still fails into one LLMError.
 
 

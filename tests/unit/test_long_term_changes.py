@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from memory_core.entries import ArchiveReason, MemoryEntry
-from memory_core.memory.long_term_changes import (
+from memory_core.base.entries import ArchiveReason, MemoryEntry
+from memory_core.base.merge_values import ChangeKind
+from memory_core.base.policy import ScoringPolicy
+from memory_core.longterm.long_term_changes import (
     archive_edit,
     content_edit,
     edited,
@@ -13,8 +15,6 @@ from memory_core.memory.long_term_changes import (
     pin_edit,
     restore_edit,
 )
-from memory_core.merge_values import ChangeKind
-from memory_core.policy import ScoringPolicy
 
 NOW = datetime(2025, 3, 1, 12, tzinfo=UTC)
 POLICY = ScoringPolicy()

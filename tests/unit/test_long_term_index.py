@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from memory_core.chunks import ChunkKind
+from memory_core.base.chunks import ChunkKind
+from memory_core.base.scope import MAIN
 from memory_core.engine import MemoryCore
-from memory_core.scope import MAIN
 from tests.support import sql
 
 pytestmark = pytest.mark.storage

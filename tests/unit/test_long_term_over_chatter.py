@@ -12,17 +12,17 @@ import asyncio
 from datetime import UTC, timedelta
 from pathlib import Path
 
-from memory_core.chunking import chunk_file
-from memory_core.chunks import ChunkKind
-from memory_core.clock import ManualClock
+from memory_core.base.chunks import ChunkKind
+from memory_core.base.clock import ManualClock
+from memory_core.base.records import Hit, RecordedMessage
+from memory_core.base.requests import evidence
+from memory_core.base.scope import MAIN
 from memory_core.config import load_config
 from memory_core.conversation.archive import render_raw
 from memory_core.engine import MemoryCore
-from memory_core.index.rerank import entries_over_turns
-from memory_core.records import Hit, RecordedMessage
-from memory_core.requests import evidence
-from memory_core.scope import MAIN
-from memory_core.sessions import ArchiveState, StoredMessage
+from memory_core.recall.chunking import chunk_file
+from memory_core.recall.index.rerank import entries_over_turns
+from memory_core.storage.sessions import ArchiveState, StoredMessage
 from tests.conftest import START
 from tests.support import candidate, recent_messages
 from tests.unit.test_cli import Run, _clean_env, cli, ws  # noqa: F401  (fixtures)

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from adapters.mcp_server import ScopedApps, parse_listen, token_scopes
-from memory_core.errors import ChatmemError
-from memory_core.scope import ScopeKey
+from memory_core.base.errors import ChatmemError
+from memory_core.base.scope import ScopeKey
 
 ALICE = ScopeKey("telegram:peer:42")
 BOB = ScopeKey("telegram:peer:43")

@@ -9,10 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from memory_core.config import load_config
-from memory_core.conversation.extract import candidates_from_json
-from memory_core.decay import decay_all
-from memory_core.entries import (
+from memory_core.base.entries import (
     CATEGORIES,
     CATEGORY_CLASSES,
     Granularity,
@@ -23,13 +20,16 @@ from memory_core.entries import (
     confidence_of,
     granularity_of,
 )
-from memory_core.errors import ConfigError
-from memory_core.memory_md_parser import parse_memory
-from memory_core.memory_md_renderer import render_memory
-from memory_core.merge import merge
-from memory_core.merge_values import Candidate, ChangeKind
-from memory_core.policy import DEFAULT_POLICY, ScoringPolicy
-from memory_core.scoring import (
+from memory_core.base.errors import ConfigError
+from memory_core.base.merge_values import Candidate, ChangeKind
+from memory_core.base.policy import DEFAULT_POLICY, ScoringPolicy
+from memory_core.config import load_config
+from memory_core.llm.extract import candidates_from_json
+from memory_core.longterm.decay import decay_all
+from memory_core.longterm.memory_md_parser import parse_memory
+from memory_core.longterm.memory_md_renderer import render_memory
+from memory_core.longterm.merge import merge
+from memory_core.longterm.scoring import (
     ACCESS_BONUS_MAX,
     IMPORTANCE_BONUS,
     Status,
@@ -355,8 +355,8 @@ def test_rank_entries_is_the_brute_force_ranking(seed: int) -> None:
 
 
 def test_a_journalled_capture_keeps_its_class_through_a_replay() -> None:
-    from memory_core.journal import JournalRow
-    from memory_core.staging import _payload, _Staged, _staged_from
+    from memory_core.longterm.staging import _payload, _Staged, _staged_from
+    from memory_core.storage.journal import JournalRow
 
     staged = _Staged(
         Candidate("went hiking at Mount Tai", memory_class=MemoryClass.EVENT, new_id="n1"),

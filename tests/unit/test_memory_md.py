@@ -25,10 +25,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memory_core import memory_md_parser, memory_md_renderer
-from memory_core.clock import ensure_aware, format_when, parse_when
-from memory_core.entries import ArchiveReason, MemoryEntry, is_valid_entry_id
-from memory_core.memory_md import (
+from memory_core.base.clock import ensure_aware, format_when, parse_when
+from memory_core.base.entries import ArchiveReason, MemoryEntry, is_valid_entry_id
+from memory_core.longterm import memory_md_parser, memory_md_renderer
+from memory_core.longterm.memory_md import (
     ARCHIVED,
     QUARANTINED,
     QuarantinedBlock,
@@ -36,14 +36,14 @@ from memory_core.memory_md import (
     format_score,
     split_lines,
 )
-from memory_core.memory_md_parser import ParsedMemory, clear_parse_cache, parse_memory
-from memory_core.memory_md_renderer import (
+from memory_core.longterm.memory_md_parser import ParsedMemory, clear_parse_cache, parse_memory
+from memory_core.longterm.memory_md_renderer import (
     clear_render_cache,
     render_entry,
     render_memory,
     render_memory_lines,
 )
-from memory_core.store import read_memory_file
+from memory_core.longterm.store import read_memory_file
 
 SEED_EXAMPLE = """\
 # Agent Memory

@@ -14,12 +14,12 @@ from typing import Any
 import pytest
 
 from adapters.cli import main
-from memory_core import moving
-from memory_core.clock import ManualClock
+from memory_core import migrate as moving
+from memory_core.base.clock import ManualClock
+from memory_core.base.errors import DatabaseForeign
+from memory_core.base.scope import MAIN, ScopeKey
 from memory_core.config import Config, load_config
 from memory_core.engine import MemoryCore
-from memory_core.errors import DatabaseForeign
-from memory_core.scope import MAIN, ScopeKey
 from tests.conftest import START
 from tests.postgres import PostgresServer
 from tests.support import sql
@@ -246,7 +246,7 @@ def _main_with_env(argv: list[str], env: dict[str, str]) -> int:
 def test_a_workspace_id_is_made_once_by_processes_starting_together(tmp_path: Path) -> None:
     from concurrent.futures import ThreadPoolExecutor
 
-    from memory_core.workspace import Workspace
+    from memory_core.base.workspace import Workspace
 
     workspace = Workspace.at(tmp_path / "ws")
     with ThreadPoolExecutor(8) as pool:

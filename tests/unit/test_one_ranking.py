@@ -17,10 +17,10 @@ from mcp import Client
 
 from adapters.mcp_server import build_server
 from memory_core import services
-from memory_core.clock import ManualClock
+from memory_core.base.clock import ManualClock
+from memory_core.base.scope import MAIN
 from memory_core.config import Config
 from memory_core.engine import MemoryCore
-from memory_core.scope import MAIN
 from testkit.embedder import ConceptEmbedder
 from tests.unit.test_cli import Run, _clean_env, cli, ws  # noqa: F401  (fixtures)
 

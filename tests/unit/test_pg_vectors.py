@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-import memory_core.pg.vectors as pg_vectors
-from memory_core.clock import ManualClock
+import memory_core.storage.pg.vectors as pg_vectors
+from memory_core.base.clock import ManualClock
+from memory_core.base.scope import MAIN, ScopeKey
 from memory_core.config import Config, load_config
 from memory_core.engine import MemoryCore
-from memory_core.index.vector_index import VectorIndex
-from memory_core.pg.vectors import PgVectorIndex
-from memory_core.scope import MAIN, ScopeKey
+from memory_core.storage.pg.vectors import PgVectorIndex
+from memory_core.storage.vectors.index import VectorIndex
 from tests.conftest import START
 from tests.postgres import PostgresServer
 from tests.support import database, sql

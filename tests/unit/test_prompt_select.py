@@ -7,10 +7,10 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memory_core.entries import MemoryEntry, sort_entries
-from memory_core.policy import DEFAULT_POLICY
-from memory_core.prompt import select_prompt_entries
-from memory_core.scoring import Status, score_at, status_of
+from memory_core.base.entries import MemoryEntry, sort_entries
+from memory_core.base.policy import DEFAULT_POLICY
+from memory_core.longterm.prompt import select_prompt_entries
+from memory_core.longterm.scoring import Status, score_at, status_of
 
 T0 = datetime(2026, 3, 1, 12, tzinfo=UTC)
 

@@ -18,16 +18,20 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from memory_core import fallback
-from memory_core.chunks import ChunkKind
-from memory_core.clock import ManualClock, ManualMonotonic
+from memory_core.base.chunks import ChunkKind
+from memory_core.base.clock import ManualClock, ManualMonotonic
+from memory_core.base.records import RecordedMessage
+from memory_core.base.scope import MAIN
+from memory_core.base.text import estimate_tokens, tokenize
 from memory_core.config import Config
 from memory_core.conversation.archive import render_raw
 from memory_core.engine import MemoryCore
-from memory_core.index import CorpusStats, Hit, SearchIndex
-from memory_core.index.pipeline import HEADING_FACTOR, Ranking, rank
-from memory_core.index.ranking import ideal_score, select_terms
-from memory_core.index.rerank import (
+from memory_core.recall import fallback
+from memory_core.recall.cache import RecallCache
+from memory_core.recall.index import CorpusStats, Hit, SearchIndex
+from memory_core.recall.index.pipeline import HEADING_FACTOR, Ranking, rank
+from memory_core.recall.index.ranking import ideal_score, select_terms
+from memory_core.recall.index.rerank import (
     Candidate,
     RankSettings,
     confidence,
@@ -37,12 +41,8 @@ from memory_core.index.rerank import (
     spread_context,
     time_factor,
 )
-from memory_core.memory.recall_cache import RecallCache
-from memory_core.query import BUDGETS, QueryType, build_query, classify_query
-from memory_core.records import RecordedMessage
-from memory_core.scope import MAIN
-from memory_core.sessions import ArchiveState, StoredMessage
-from memory_core.text import estimate_tokens, tokenize
+from memory_core.recall.query import BUDGETS, QueryType, build_query, classify_query
+from memory_core.storage.sessions import ArchiveState, StoredMessage
 from tests.conftest import START
 from tests.support import bm25_score, database, index_message, index_of
 from tests.support import candidate as make

@@ -7,8 +7,8 @@ import json
 import re
 from pathlib import Path
 
+from memory_core.base.scope import InboundContext, resolve_scope
 from memory_core.config import Config, load_config
-from memory_core.scope import InboundContext, resolve_scope
 from tui.app import ChatmemApp
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -13,22 +13,22 @@ from typing import Any
 
 import pytest
 
-from memory_core import fallback
-from memory_core.chunks import ChunkKind
-from memory_core.clock import ManualClock
+from memory_core.base.chunks import ChunkKind
+from memory_core.base.clock import ManualClock
+from memory_core.base.scope import MAIN
+from memory_core.base.text import estimate_tokens, tokenize
 from memory_core.config import Config, load_config
 from memory_core.engine import MemoryCore
-from memory_core.index import Hit
-from memory_core.index.rerank import prior_factor
-from memory_core.recall import (
+from memory_core.recall import fallback
+from memory_core.recall.index import Hit
+from memory_core.recall.index.rerank import prior_factor
+from memory_core.recall.injection import (
     BLOCK_HEADER,
     TRUNCATED,
     build_injection,
     has_recall_intent,
     hit_line,
 )
-from memory_core.scope import MAIN
-from memory_core.text import estimate_tokens, tokenize
 from tests.conftest import START
 from tests.support import chunk_counts, index_of, note_used
 
@@ -474,7 +474,7 @@ async def test_core_recall_respects_configured_caps(config: Config, clock: Manua
 
 
 async def test_recall_never_crosses_scopes(core: MemoryCore) -> None:
-    from memory_core.scope import ScopeKey
+    from memory_core.base.scope import ScopeKey
 
     other = ScopeKey("peer:7")
     await core.memories.capture(other, "peer seven keeps a pet iguana named Zorro")
@@ -519,7 +519,7 @@ async def test_note_used_reinforces_once_per_session(core: MemoryCore, clock: Ma
 
 
 async def test_note_used_is_per_scope_and_ignores_unknown_ids(core: MemoryCore) -> None:
-    from memory_core.scope import ScopeKey
+    from memory_core.base.scope import ScopeKey
 
     peer = ScopeKey("peer:1")
     mine, _ = await core.memories.capture(MAIN, "main memory about tea")

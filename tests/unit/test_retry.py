@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from itertools import islice
 
-from memory_core.clock import ManualMonotonic
-from memory_core.retry import Backoff, CoolDown
+from memory_core.base.clock import ManualMonotonic
+from memory_core.base.retry import Backoff, CoolDown
 
 
 def test_waits_double_up_to_the_most() -> None:

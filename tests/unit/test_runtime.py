@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from memory_core.clock import ManualClock
+from memory_core.base.clock import ManualClock
+from memory_core.base.scope import MAIN, ScopeKey
 from memory_core.config import Config, load_config
 from memory_core.conversation.prompting import COMPACT_INSTRUCTIONS
 from memory_core.engine import MemoryCore
-from memory_core.scope import MAIN, ScopeKey
 from testkit.openai_server import FakeOpenAI
 from tests.conftest import START
 from tests.postgres import with_storage
@@ -294,7 +294,7 @@ async def test_quiet_consolidation_waits_for_the_active_hours_to_end(
 def test_active_hours_may_wrap_past_midnight(hours: str, inside: str | None, outside: str) -> None:
     from datetime import time as clock_time
 
-    from memory_core.settings_memory import within_hours
+    from memory_core.config.memory import within_hours
 
     if inside is not None:
         assert within_hours(hours, clock_time.fromisoformat(inside))

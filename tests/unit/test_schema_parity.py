@@ -1,7 +1,7 @@
 """One schema, two databases: after every migration, SQLite and PostgreSQL hold the same
 tables with the same columns in the same order, of the same kind, nullability and
 default, the capture journal's and pgvector's included. The schema is written twice
-(memory_core/migrations.py and memory_core/pg/migrations.py); this test is what keeps
+(memory_core/storage/migrations.py and memory_core/storage/pg/migrations.py); this test is what keeps
 the two from drifting."""
 
 from __future__ import annotations
@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from memory_core.clock import ManualClock
+from memory_core.base.clock import ManualClock
 from memory_core.config import load_config
 from memory_core.engine import MemoryCore
-from memory_core.migrations import JOURNAL_MIGRATIONS, MIGRATIONS
-from memory_core.pg.migrations import PG_MIGRATIONS, PGVECTOR, PGVECTOR_COLUMNS, hnsw_step
-from memory_core.pg.vectors import ensure_pgvector
+from memory_core.storage.migrations import JOURNAL_MIGRATIONS, MIGRATIONS
+from memory_core.storage.pg.migrations import PG_MIGRATIONS, PGVECTOR, PGVECTOR_COLUMNS, hnsw_step
+from memory_core.storage.pg.vectors import ensure_pgvector
 from tests.support import database, journal_sql, sql
 
 pytestmark = [pytest.mark.storage, pytest.mark.postgres_only]

@@ -14,14 +14,14 @@ from typing import Any
 
 import pytest
 
-import memory_core.pg.vectors as pg_vectors
-from memory_core.clock import ManualClock
+import memory_core.storage.pg.vectors as pg_vectors
+from memory_core.base.clock import ManualClock
+from memory_core.base.scope import MAIN
+from memory_core.base.sql import Connection
 from memory_core.config import Config, load_config
 from memory_core.engine import MemoryCore
-from memory_core.pg.database import PgDatabase, apply_step
-from memory_core.pg.migrations import PGVECTOR
-from memory_core.scope import MAIN
-from memory_core.sql import Connection
+from memory_core.storage.pg.database import PgDatabase, apply_step
+from memory_core.storage.pg.migrations import PGVECTOR
 from tests.conftest import START
 from tests.postgres import PostgresServer
 from tests.support import index_of, journal_sql, sql

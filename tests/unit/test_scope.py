@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memory_core.errors import ScopeError
-from memory_core.scope import (
+from memory_core.base.errors import ScopeError
+from memory_core.base.scope import (
     MAIN,
     SLUG_MAX,
     DmScope,
@@ -21,7 +21,7 @@ from memory_core.scope import (
     resolve_scope,
     scope_slug,
 )
-from memory_core.workspace import SCOPE_KEY_FILE, Workspace
+from memory_core.base.workspace import SCOPE_KEY_FILE, Workspace
 
 DM = InboundContext(
     channel="telegram", account_id="bot1", peer_id="42", chat_type="direct", chat_id="42"

@@ -26,10 +26,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memory_core import matching
-from memory_core import merge as merge_module
-from memory_core.decay import decay_all
-from memory_core.entries import (
+from memory_core.base.entries import (
     ArchiveReason,
     Importance,
     MemoryClass,
@@ -37,12 +34,7 @@ from memory_core.entries import (
     build_entry,
     sort_entries,
 )
-from memory_core.fact_keys import Relation, has_keys, relation, skeleton
-from memory_core.matching import SKELETON_MAX, normalize_content, same_memory
-from memory_core.memory_md_parser import parse_memory
-from memory_core.memory_md_renderer import render_memory
-from memory_core.merge import merge
-from memory_core.merge_values import (
+from memory_core.base.merge_values import (
     Candidate,
     Change,
     ChangeKind,
@@ -51,8 +43,16 @@ from memory_core.merge_values import (
     Outcome,
     build_change,
 )
-from memory_core.policy import DEFAULT_POLICY, ScoringPolicy
-from memory_core.scoring import (
+from memory_core.base.policy import DEFAULT_POLICY, ScoringPolicy
+from memory_core.longterm import matching
+from memory_core.longterm import merge as merge_module
+from memory_core.longterm.decay import decay_all
+from memory_core.longterm.fact_keys import Relation, has_keys, relation, skeleton
+from memory_core.longterm.matching import SKELETON_MAX, normalize_content, same_memory
+from memory_core.longterm.memory_md_parser import parse_memory
+from memory_core.longterm.memory_md_renderer import render_memory
+from memory_core.longterm.merge import merge
+from memory_core.longterm.scoring import (
     Status,
     contradict,
     days_until_below,

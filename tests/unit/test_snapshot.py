@@ -9,12 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from memory_core.clock import ManualClock
+from memory_core.base.clock import ManualClock
+from memory_core.base.entries import MemoryEntry
+from memory_core.base.scope import ScopeKey
+from memory_core.base.text import estimate_tokens
 from memory_core.config import Config, load_config
 from memory_core.engine import MemoryCore
-from memory_core.entries import MemoryEntry
-from memory_core.scope import ScopeKey
-from memory_core.snapshot import (
+from memory_core.snapshot.builder import (
     BUDGET_RANGE,
     CONCISE_RANKS,
     FIXED_LIMITS,
@@ -31,7 +32,6 @@ from memory_core.snapshot import (
     fixed_sections,
     rank_shares,
 )
-from memory_core.text import estimate_tokens
 from testkit.openai_server import FakeOpenAI
 from tests.postgres import with_storage
 from tests.unit.test_chat import fake, model_config, turn_requests  # noqa: F401
@@ -228,7 +228,7 @@ async def test_the_quiet_period_rebuilds_the_snapshots(workspace: Path, clock: M
 
 
 def test_the_budget_setting_is_checked(tmp_path: Path) -> None:
-    from memory_core.errors import ConfigError
+    from memory_core.base.errors import ConfigError
 
     bad = tmp_path / "bad.toml"
     bad.write_text("[snapshot]\nbudget_tokens = 500\n", encoding="utf-8")

@@ -17,13 +17,14 @@ from typing import Any
 
 import pytest
 
-from memory_core import atomic, store
-from memory_core.clock import ManualClock
+from memory_core.base import atomic
+from memory_core.base.clock import ManualClock
+from memory_core.base.merge_values import ChangeKind
+from memory_core.base.scope import MAIN, ScopeKey
 from memory_core.config import Config
 from memory_core.engine import MemoryCore
-from memory_core.memory_md_parser import parse_memory
-from memory_core.merge_values import ChangeKind
-from memory_core.scope import MAIN, ScopeKey
+from memory_core.longterm import store
+from memory_core.longterm.memory_md_parser import parse_memory
 from tests.support import journal_sql
 
 pytestmark = pytest.mark.storage
@@ -165,7 +166,7 @@ async def test_a_failed_write_keeps_the_captures_and_retries(
         real(path, text, backup)
 
     monkeypatch.setattr(store, "backup_then_write", flaky)
-    monkeypatch.setattr("memory_core.staging.RETRY_FIRST_SECONDS", 0.01)
+    monkeypatch.setattr("memory_core.longterm.staging.RETRY_FIRST_SECONDS", 0.01)
     async with MemoryCore.open(slow_writes(config, 0.0), clock=clock) as core:
         entry, _ = await core.memories.capture(MAIN, "allergic to peanuts")
         for _ in range(300):
@@ -225,7 +226,7 @@ CHILD = """
 import asyncio, os, sys
 from memory_core.config import load_config
 from memory_core.engine import MemoryCore
-from memory_core.scope import ScopeKey
+from memory_core.base.scope import ScopeKey
 
 async def main() -> None:
     config = load_config(None, env={env!r}, workspace={workspace!r})

@@ -1,10 +1,10 @@
-"""One contract of the storage interfaces (memory_core/storage.py), run against each
+"""One contract of the storage interfaces (memory_core/storage/interfaces.py), run against each
 in-memory fake of testkit/storage.py and the real class it stands for, on the test's
 database: a layer tested over a fake is only as good as the fake's likeness, so what a
 caller relies on is checked on both, and a fake that drifts fails here.
 
 `HistoryBackend`: the real one is the core's history store (`HistoryStore`; on PostgreSQL
-the spooling variant of memory_core/spool.py). `MemoryHistory` keeps no caps: its
+the spooling variant of memory_core/storage/spool.py). `MemoryHistory` keeps no caps: its
 `enforce_caps` never drops a message, so caps stay out of this contract (tests/unit/
 test_history.py checks them on the real store). `AuditBackend`: the real one is the core's
 audit log (`AuditLog`, or `SpoolingAudit` on PostgreSQL).
@@ -19,11 +19,11 @@ from datetime import datetime, timedelta
 
 import pytest
 
+from memory_core.base.merge_values import Change, ChangeKind
+from memory_core.base.scope import ScopeKey
 from memory_core.engine import MemoryCore
-from memory_core.merge_values import Change, ChangeKind
-from memory_core.scope import ScopeKey
-from memory_core.sessions import SUMMARY_ROLE, ArchiveState, StoredMessage
-from memory_core.storage import AuditBackend, HistoryBackend
+from memory_core.storage.interfaces import AuditBackend, HistoryBackend
+from memory_core.storage.sessions import SUMMARY_ROLE, ArchiveState, StoredMessage
 from testkit.storage import MemoryAudit, MemoryHistory
 from tests.conftest import START
 

@@ -17,12 +17,10 @@ import psycopg
 import psycopg.errors
 import pytest
 
-import memory_core.pg.database as pg_database
-from memory_core import db, errors
-from memory_core.clock import ManualClock
-from memory_core.config import Config
-from memory_core.engine import MemoryCore
-from memory_core.errors import (
+import memory_core.storage.pg.database as pg_database
+from memory_core.base import errors
+from memory_core.base.clock import ManualClock
+from memory_core.base.errors import (
     ChatmemError,
     DatabaseBusy,
     DatabaseConflict,
@@ -33,18 +31,21 @@ from memory_core.errors import (
     DatabaseUnwritable,
     StorageError,
 )
-from memory_core.scope import MAIN
-from memory_core.sql import Connection
+from memory_core.base.scope import MAIN
+from memory_core.base.sql import Connection
+from memory_core.config import Config
+from memory_core.engine import MemoryCore
+from memory_core.storage import db
 from tests.support import database
 
 pytestmark = pytest.mark.storage
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ("memory_core", "adapters", "tui")
-SQLITE_BACKEND = frozenset({"memory_core/db.py"})
+SQLITE_BACKEND = frozenset({"memory_core/storage/db.py"})
 """The modules that may name `sqlite3`: where SQLite's statements run and its errors
 become the family. Migrations, `SqliteBackend` and the index only hand it SQL."""
-POSTGRES_BACKEND = "memory_core/pg/"
+POSTGRES_BACKEND = "memory_core/storage/pg/"
 """The package that may name psycopg."""
 
 

@@ -19,15 +19,15 @@ from pathlib import Path
 import pytest
 from filelock import Timeout
 
-from memory_core.clock import ManualClock
+from memory_core.base.clock import ManualClock
+from memory_core.base.entries import MemoryEntry
+from memory_core.base.locks import LockRegistry
+from memory_core.base.scope import MAIN, ScopeKey
+from memory_core.base.workspace import Workspace
 from memory_core.config import Config
 from memory_core.engine import MemoryCore
-from memory_core.entries import MemoryEntry
-from memory_core.locks import LockRegistry
-from memory_core.memory_md_parser import ParsedMemory
-from memory_core.scope import MAIN, ScopeKey
-from memory_core.store import LongTermStore, read_memory_file
-from memory_core.workspace import Workspace
+from memory_core.longterm.memory_md_parser import ParsedMemory
+from memory_core.longterm.store import LongTermStore, read_memory_file
 
 REPO = Path(__file__).resolve().parents[2]
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
@@ -227,11 +227,11 @@ ZYGOTE = """
 import asyncio, os, sys
 from datetime import UTC, datetime
 
-from memory_core.entries import MemoryEntry
-from memory_core.locks import LockRegistry
-from memory_core.scope import MAIN
-from memory_core.store import LongTermStore
-from memory_core.workspace import Workspace
+from memory_core.base.entries import MemoryEntry
+from memory_core.base.locks import LockRegistry
+from memory_core.base.scope import MAIN
+from memory_core.longterm.store import LongTermStore
+from memory_core.base.workspace import Workspace
 
 WS = Workspace.at(sys.argv[1])
 NOW = datetime(2026, 3, 1, 12, tzinfo=UTC)
@@ -391,10 +391,10 @@ WORKER = """
 import asyncio, hashlib, json, os, sys
 from datetime import UTC, datetime
 
-from memory_core.clock import ManualClock
+from memory_core.base.clock import ManualClock
 from memory_core.config import load_config
 from memory_core.engine import MemoryCore
-from memory_core.scope import ScopeKey
+from memory_core.base.scope import ScopeKey
 
 workspace, mode, name, count = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 scope = ScopeKey(sys.argv[5])

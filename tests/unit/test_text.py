@@ -1,4 +1,4 @@
-"""Behaviour of memory_core.text: the tokenizer shared by the BM25 index and queries."""
+"""Behaviour of memory_core.base.text: the tokenizer shared by the BM25 index and queries."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rank_bm25 import BM25Okapi
 
-from memory_core import text
-from memory_core.text import (
+from memory_core.base import text
+from memory_core.base.text import (
     ensure_loaded,
     estimate_tokens,
     has_cjk,
@@ -131,7 +131,7 @@ def test_contractions_reduce_to_stopwords() -> None:
 def test_identifiers_split_on_underscore_hyphen_and_dot() -> None:
     assert tokenize("memory_search") == [*tokenize("memory"), *tokenize("search")]
     assert tokenize("hello-world") == ["hello", "world"]
-    assert tokenize("memory_core.text") == ["memori", "core", "text"]
+    assert tokenize("memory_core.base.text") == ["memori", "core", "text"]
 
 
 def test_numbers_are_kept_and_split_on_separators() -> None:
@@ -453,7 +453,7 @@ def test_tokenize_loads_lazily(fresh_loader: Callable[..., _RecordingLoader]) ->
 
 def test_import_does_not_load_the_dictionary() -> None:
     code = (
-        "import sys, memory_core.text; "
+        "import sys, memory_core.base.text; "
         "assert 'rjieba' not in sys.modules and 'jieba' not in sys.modules"
     )
     result = subprocess.run(

@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from memory_core.chunks import ChunkKind
+from memory_core.base.chunks import ChunkKind
+from memory_core.base.entries import CATEGORIES, Importance
+from memory_core.base.scope import MAIN, ScopeKey
 from memory_core.conversation.tools import TOOL_SCHEMAS, dispatch
 from memory_core.engine import MemoryCore
-from memory_core.entries import CATEGORIES, Importance
-from memory_core.scope import MAIN, ScopeKey
 
 PEER = ScopeKey("peer:42")
 JSON_TYPES = {"string", "integer", "number", "boolean", "object", "array", "null"}

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from memory_core.records import AuditRecord
+from memory_core.base.records import AuditRecord
 from tui.widgets.activity import FEED_LIMIT, merged_feed
 
 AT = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)

@@ -11,21 +11,21 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from memory_core import fallback
-from memory_core.answer_kind import AnswerKind, holds_answer
-from memory_core.chunks import ChunkKind
-from memory_core.clock import ManualClock
-from memory_core.config import Config
-from memory_core.engine import MemoryCore
-from memory_core.index.rerank import RankSettings, time_factor
-from memory_core.records import RecordedMessage
-from memory_core.scope import MAIN
-from memory_core.turn_dates import (
+from memory_core.base.answer_kind import AnswerKind, holds_answer
+from memory_core.base.chunks import ChunkKind
+from memory_core.base.clock import ManualClock
+from memory_core.base.records import RecordedMessage
+from memory_core.base.scope import MAIN
+from memory_core.base.turn_dates import (
     MAX_RANGES,
     decode_days,
     encode_days,
     mentioned_days,
 )
+from memory_core.config import Config
+from memory_core.engine import MemoryCore
+from memory_core.recall import fallback
+from memory_core.recall.index.rerank import RankSettings, time_factor
 from tests.support import sql, sql_write
 
 pytestmark = pytest.mark.storage

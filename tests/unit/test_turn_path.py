@@ -13,25 +13,25 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memory_core.atomic import atomic_write_text
-from memory_core.clock import ManualClock, ManualMonotonic
+from memory_core.base.atomic import atomic_write_text
+from memory_core.base.clock import ManualClock, ManualMonotonic
+from memory_core.base.entries import MemoryEntry
+from memory_core.base.errors import DatabaseFailure
+from memory_core.base.policy import DEFAULT_POLICY
+from memory_core.base.scope import MAIN, ScopeKey
+from memory_core.base.sql import Connection
 from memory_core.engine import MemoryCore
-from memory_core.entries import MemoryEntry
-from memory_core.errors import DatabaseFailure
-from memory_core.history import HistoryStore
-from memory_core.index import CorpusStats, bm25_scorer
-from memory_core.index import writes as index_writes
-from memory_core.memory.long_term_views import HOT_PATH_MAX_AGE
-from memory_core.memory_md_renderer import render_memory
-from memory_core.policy import DEFAULT_POLICY
-from memory_core.prompt import (
+from memory_core.longterm.long_term_views import HOT_PATH_MAX_AGE
+from memory_core.longterm.memory_md_renderer import render_memory
+from memory_core.longterm.prompt import (
     render_prompt_memories,
     select_prompt_entries,
     select_prompt_entries_until,
 )
-from memory_core.scope import MAIN, ScopeKey
-from memory_core.sessions import SUMMARY_ROLE, sql_length
-from memory_core.sql import Connection
+from memory_core.recall.index import CorpusStats, bm25_scorer
+from memory_core.recall.index import writes as index_writes
+from memory_core.storage.history import HistoryStore
+from memory_core.storage.sessions import SUMMARY_ROLE, sql_length
 from tests.conftest import START
 from tests.support import bm25_score, index_of, posting_ids, sql
 

@@ -1,4 +1,4 @@
-"""VectorIndex and its SQL (memory_core/index/vector_index.py, vector_backfill.py,
+"""VectorIndex and its SQL (memory_core/storage/vectors/index.py, vector_backfill.py,
 vector_survey.py, vector_graphs.py, vectors.py, ann.py): vectors made through the real
 openai client against the fake server, stored in a real SQLite file, searched exactly or
 through a real usearch graph, and never leaking across scopes."""
@@ -18,12 +18,16 @@ import numpy as np
 import openai
 import pytest
 
-from memory_core.chunks import Chunk, ChunkKind
-from memory_core.clock import ManualMonotonic
-from memory_core.db import Database
+from memory_core.base.chunks import Chunk, ChunkKind
+from memory_core.base.clock import ManualMonotonic
 from memory_core.embedding.remote import OpenAIEmbedder
-from memory_core.index import ann, vector_backfill, vector_survey, vectors, writes
-from memory_core.index.vector_index import VectorIndex
+from memory_core.recall.index import writes
+from memory_core.storage.db import Database
+from memory_core.storage.vectors import ann
+from memory_core.storage.vectors import backfill as vector_backfill
+from memory_core.storage.vectors import rows as vectors
+from memory_core.storage.vectors import survey as vector_survey
+from memory_core.storage.vectors.index import VectorIndex
 from testkit.openai_server import FakeOpenAI
 
 pytestmark = pytest.mark.timeout(60)
@@ -201,7 +205,7 @@ async def test_failure_leaves_chunks_unembedded_logs_once_and_is_retried(
 ) -> None:
     sid, ids = await add(db, "main", ["alpha", "beta", "gamma"])
     fake.fail_embeddings(500, times=2, message="model crashed")
-    with caplog.at_level(logging.DEBUG, logger="memory_core.index.vector_backfill"):
+    with caplog.at_level(logging.DEBUG, logger="memory_core.storage.vectors.backfill"):
         assert await index.backfill(sid) == 0  # not raised
         assert await index.backfill(sid) == 0
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
@@ -210,7 +214,7 @@ async def test_failure_leaves_chunks_unembedded_logs_once_and_is_retried(
     assert await index.search(sid, query(), 3) == []
     # Later, the model is back: the same chunks are embedded.
     caplog.clear()
-    with caplog.at_level(logging.INFO, logger="memory_core.index.vector_backfill"):
+    with caplog.at_level(logging.INFO, logger="memory_core.storage.vectors.backfill"):
         assert await index.backfill(sid) == 3
     assert "works again" in caplog.text
     assert set(await stored(db)) == set(ids)
@@ -633,7 +637,7 @@ async def test_surveys_and_loads_go_page_by_page(
         await vi.close()
 
 
-# --- the graph of a large scope (memory_core/index/ann.py) --------------------------------
+# --- the graph of a large scope (memory_core/storage/vectors/ann.py) --------------------------------
 
 GRAPH_DIM = 32
 GRAPH_ROWS = 600

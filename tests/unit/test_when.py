@@ -8,8 +8,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from memory_core.query import TIME_WORD_WEIGHT, build_query
-from memory_core.when import day_bounds, find_time_reference
+from memory_core.base.when import day_bounds, find_time_reference
+from memory_core.recall.query import TIME_WORD_WEIGHT, build_query
 
 TODAY = date(2026, 3, 1)
 """A Sunday: 'last Friday' is two days back, 'this week' began on 23 February."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from memory_core.wording import counted
+from memory_core.base.wording import counted
 
 
 @pytest.mark.parametrize(

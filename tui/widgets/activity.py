@@ -7,7 +7,7 @@ from datetime import tzinfo
 from rich.text import Text
 from textual.widgets import DataTable
 
-from memory_core.records import AuditRecord
+from memory_core.base.records import AuditRecord
 from tui.format import one_line, time_text
 
 FEED_LIMIT = 300

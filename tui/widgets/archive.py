@@ -11,7 +11,7 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Static
 
-from memory_core.wording import counted
+from memory_core.base.wording import counted
 from tui.format import one_line, time_text
 from tui.overview import ARCHIVED_LIMIT, ArchiveState
 

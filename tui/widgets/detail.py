@@ -10,10 +10,10 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import DataTable, Static
 from textual_plotext import PlotextPlot
 
-from memory_core.entries import MemoryEntry, class_of, confidence_of, granularity_of
-from memory_core.policy import DEFAULT_POLICY, ScoringPolicy
-from memory_core.records import AuditRecord
-from memory_core.scoring import RankTerms, rank_terms
+from memory_core.base.entries import MemoryEntry, class_of, confidence_of, granularity_of
+from memory_core.base.policy import DEFAULT_POLICY, ScoringPolicy
+from memory_core.base.records import AuditRecord
+from memory_core.longterm.scoring import RankTerms, rank_terms
 from tui.format import days_cell, score_bar, shown_content, status_cell, time_text
 from tui.model import RankRow
 

@@ -11,8 +11,8 @@ from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.widgets import Input, Select, Static
 
-from memory_core.policy import DEFAULT_POLICY, ScoringPolicy
-from memory_core.wording import counted
+from memory_core.base.policy import DEFAULT_POLICY, ScoringPolicy
+from memory_core.base.wording import counted
 from tui.model import COLUMN_BY_KEY, ColumnKey, RankingView, RowFilter
 from tui.widgets.ranktable import RankTable
 

@@ -22,8 +22,8 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from memory_core.entries import class_of
-from memory_core.policy import DEFAULT_POLICY, ScoringPolicy
+from memory_core.base.entries import class_of
+from memory_core.base.policy import DEFAULT_POLICY, ScoringPolicy
 from tui.format import days_cell, one_line, score_bar, score_cell, status_cell
 from tui.model import COLUMNS, Column, ColumnKey, RankingModel, RankRow, SortSpec
 

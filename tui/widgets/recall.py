@@ -11,11 +11,11 @@ from textual.containers import Vertical, VerticalScroll
 from textual.message import Message
 from textual.widgets import DataTable, Input, Static
 
-from memory_core.recall import Injection
-from memory_core.records import Hit
-from memory_core.scope import ScopeKey
-from memory_core.text import matched_terms
-from memory_core.wording import counted
+from memory_core.base.records import Hit
+from memory_core.base.scope import ScopeKey
+from memory_core.base.text import matched_terms
+from memory_core.base.wording import counted
+from memory_core.recall.injection import Injection
 from tui.format import highlight, one_line, token_meter
 
 HIT_TEXT = 90

@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import DataTable
 
-from memory_core.scope import ScopeKey, printable_key
+from memory_core.base.scope import ScopeKey, printable_key
 from tui.format import short_scope
 from tui.overview import ScopeCounts
 

@@ -11,8 +11,8 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Static
 
-from memory_core.entities import Entity
-from memory_core.snapshot import Snapshot
+from memory_core.longterm.entities import Entity
+from memory_core.snapshot.builder import Snapshot
 from tui.format import token_meter
 
 

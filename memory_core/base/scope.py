@@ -1,0 +1,211 @@
+"""Every memory operation is addressed by a `ScopeKey`, resolved once where a message
+enters (the adapter) and passed down unchanged. Nothing below the adapter recomputes a
+scope from a chat id, so there is no way for recall to be shared while sessions are not.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import unicodedata
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Literal
+
+from memory_core.base.errors import ScopeError
+
+
+class DmScope(StrEnum):
+    """How direct chats are separated (groups are always per chat)."""
+
+    MAIN = "main"
+    PER_PEER = "per-peer"
+    PER_CHANNEL_PEER = "per-channel-peer"
+    PER_ACCOUNT_CHANNEL_PEER = "per-account-channel-peer"
+
+
+ChatType = Literal["direct", "group"]
+
+
+@dataclass(frozen=True, slots=True)
+class ScopeKey:
+    """A canonical scope name such as `main`, `peer:42` or `group:telegram:-100`."""
+
+    value: str
+
+    def __post_init__(self) -> None:
+        if not self.value:
+            raise ScopeError("a scope key cannot be empty")
+        if "\x00" in self.value:
+            raise ScopeError("a scope key cannot contain NUL")
+        try:
+            self.value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ScopeError("a scope key must be valid Unicode (no lone surrogates)") from None
+
+    def __str__(self) -> str:
+        return self.value
+
+    @property
+    def is_main(self) -> bool:
+        return self.value == "main"
+
+    @classmethod
+    def parse(cls, text: str) -> ScopeKey:
+        """A scope key as a person types it (`--scope`): spaces around it and around its
+        `:`-parts are dropped (`main ` is `main`, `peer: 42` is `peer:42`), and an empty
+        part (`peer:`, `group::1`) is refused, and so is a control or text-direction
+        character (`refuse_odd_characters`, as `resolve_scope` does for a platform's ids).
+        The constructor takes a key unchanged: it also reads the keys older workspaces
+        stored, whatever they hold (`printable_key` shows them)."""
+        parts = [part.strip() for part in text.split(":")]
+        if not any(parts):
+            raise ScopeError("a scope key cannot be empty")
+        if not all(parts):
+            raise ScopeError(f"scope key {text!r} has an empty part (e.g. peer:42, main)")
+        return cls(refuse_odd_characters(":".join(parts), "a scope key"))
+
+
+MAIN = ScopeKey("main")
+
+# Characters that change how a line looks without being seen: controls (tab, newline,
+# escape sequences), line and paragraph separators, and the bidirectional controls that
+# reorder text (U+202E shows what follows right to left). In a key they misalign every
+# listing and can make one scope look like another.
+_BIDI_CONTROLS = frozenset(
+    "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+)
+
+
+def is_odd_character(ch: str) -> bool:
+    return unicodedata.category(ch) in ("Cc", "Zl", "Zp") or ch in _BIDI_CONTROLS
+
+
+def refuse_odd_characters(text: str, what: str) -> str:
+    """`text` unchanged, or a ScopeError naming the first invisible or reordering
+    character (see `is_odd_character`): for every key and id a scope is made from."""
+    for ch in text:
+        if is_odd_character(ch):
+            raise ScopeError(
+                f"{what} cannot contain control or text-direction characters "
+                f"(found {_escaped(ch)} in {printable_key(text)})"
+            )
+    return text
+
+
+def printable_key(key: ScopeKey | str) -> str:
+    """A key as it can be shown on one line: invisible and reordering characters (which a
+    key from an older workspace may still hold) written as `\\x1b`, `\\u202e`."""
+    text = key.value if isinstance(key, ScopeKey) else key
+    return "".join(_escaped(ch) if is_odd_character(ch) else ch for ch in text)
+
+
+def _escaped(ch: str) -> str:
+    code = ord(ch)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+@dataclass(frozen=True, slots=True)
+class InboundContext:
+    """Where a message came from, as much as scoping needs to know."""
+
+    channel: str
+    account_id: str
+    peer_id: str
+    chat_type: ChatType
+    chat_id: str
+    thread_id: str | None = None
+
+
+def resolve_scope(
+    ctx: InboundContext, dm_scope: DmScope | str = DmScope.MAIN, *, topic_scope: bool = False
+) -> ScopeKey:
+    """Map an inbound message to its scope (the table in docs/architecture.md §Scopes).
+    An id with a control or text-direction character is refused (`ScopeError`)."""
+    mode = DmScope(dm_scope)
+    key = _resolved(ctx, mode, topic_scope)
+    refuse_odd_characters(key.value, "a chat's scope (its channel, account, peer or chat id)")
+    return key
+
+
+def _resolved(ctx: InboundContext, mode: DmScope, topic_scope: bool) -> ScopeKey:
+    if ctx.chat_type == "group":
+        key = f"group:{ctx.channel}:{ctx.chat_id}"
+        if topic_scope and ctx.thread_id:
+            key += f":topic:{ctx.thread_id}"
+        return ScopeKey(key)
+    if mode is DmScope.MAIN:
+        return MAIN
+    if mode is DmScope.PER_PEER:
+        return ScopeKey(f"peer:{ctx.peer_id}")
+    if mode is DmScope.PER_CHANNEL_PEER:
+        return ScopeKey(f"{ctx.channel}:peer:{ctx.peer_id}")
+    return ScopeKey(f"{ctx.channel}:{ctx.account_id}:peer:{ctx.peer_id}")
+
+
+# --- directory slugs -------------------------------------------------------------------
+#
+# A slug keeps `[a-z0-9-]` as is, writes `:` as `_`, and every other UTF-8 byte as `~xx`.
+# The encoding is therefore injective and reversible, and a slug can never be `.`/`..`,
+# contain `/`, NUL or an upper-case letter (case-insensitive file systems). Long keys are
+# cut and suffixed with `~~` + 128 bits of SHA-256: `~~` never occurs in a plain slug
+# (every `~` is followed by two hex digits), so hashed and plain slugs cannot collide.
+
+SLUG_MAX = 120
+_HASHED_PREFIX = 64
+_PLAIN = re.compile(r"[a-z0-9-]")
+_SLUG_SHAPE = re.compile(rf"^[a-z0-9_~-]{{1,{SLUG_MAX}}}$")
+
+
+def scope_slug(key: ScopeKey) -> str:
+    """Directory name of a scope under `memory/scopes/`."""
+    parts: list[str] = []
+    for ch in key.value:
+        if _PLAIN.fullmatch(ch):
+            parts.append(ch)
+        elif ch == ":":
+            parts.append("_")
+        else:
+            parts.extend(f"~{b:02x}" for b in ch.encode("utf-8"))
+    encoded = "".join(parts)
+    if len(encoded) <= SLUG_MAX:
+        return encoded
+    digest = hashlib.sha256(key.value.encode("utf-8")).hexdigest()[:32]
+    return f"{encoded[:_HASHED_PREFIX]}~~{digest}"
+
+
+def is_hashed_slug(slug: str) -> bool:
+    return "~~" in slug
+
+
+def key_from_slug(slug: str) -> ScopeKey:
+    """Invert `scope_slug` for plain slugs; hashed slugs need the directory's key file."""
+    if not is_valid_slug(slug) or is_hashed_slug(slug):
+        raise ScopeError(f"not a reversible scope slug: {slug!r}")
+    out = bytearray()
+    i = 0
+    while i < len(slug):
+        ch = slug[i]
+        if ch == "~":
+            out.append(int(slug[i + 1 : i + 3], 16))
+            i += 3
+            continue
+        out.extend(b":" if ch == "_" else ch.encode("ascii"))
+        i += 1
+    try:
+        return ScopeKey(out.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ScopeError(f"not a reversible scope slug: {slug!r}") from exc
+
+
+def is_valid_slug(slug: str) -> bool:
+    """Shape check used before a slug read from disk is trusted as a path component."""
+    if not _SLUG_SHAPE.match(slug):
+        return False
+    if is_hashed_slug(slug):
+        return _HASHED_SHAPE.fullmatch(slug) is not None
+    return _PLAIN_SHAPE.fullmatch(slug) is not None
+
+
+_PLAIN_SHAPE = re.compile(r"(?:[a-z0-9_-]|~[0-9a-f]{2})+")
+_HASHED_SHAPE = re.compile(r"(?:[a-z0-9_-]|~[0-9a-f]{2})*(?:~|~[0-9a-f])?~~[0-9a-f]{32}")

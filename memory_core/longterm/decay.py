@@ -1,0 +1,196 @@
+"""The pass every merge begins and ends with: decay each entry to `now`, expire overdue
+todos, then forget what fell below the forget line and record archive/restore transitions.
+
+Pure. Apart from adding candidates because it runs over every entry of a file at every
+merge (and alone in `decay_all`, a consolidation with nothing to add), so it is written
+out for speed, while a candidate touches only the entries it resembles.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from memory_core.base.entries import (
+    CATEGORY_CLASSES,
+    MemoryClass,
+    MemoryEntry,
+    build_entry,
+    sort_entries,
+)
+from memory_core.base.merge_values import Change, ChangeKind, MergeResult, build_change
+from memory_core.base.policy import DEFAULT_POLICY, ScoringPolicy
+from memory_core.longterm.scoring import Status, expire
+
+
+def decay_all(
+    entries: Sequence[MemoryEntry], now: datetime, policy: ScoringPolicy = DEFAULT_POLICY
+) -> MergeResult:
+    """Decay, expire, archive and forget as of `now`: consolidation with no candidates
+    (what `merge.merge` gives for no candidates and no session)."""
+    changes: list[Change] = []
+    before_status: dict[str, Status] = {}
+    by_id: dict[str, MemoryEntry] = {}
+    decay_into(entries, now, policy, before_status, by_id, changes)
+    settle(by_id, before_status, policy, changes)
+    return MergeResult(entries=sort_entries(by_id.values()), changes=changes)
+
+
+_ACTIVE = Status.ACTIVE
+_ARCHIVED = Status.ARCHIVED
+_FORGOTTEN = Status.FORGOTTEN
+_DECAYED = ChangeKind.DECAYED
+
+
+def decay_into(
+    existing: Sequence[MemoryEntry],
+    now: datetime,
+    policy: ScoringPolicy,
+    before_status: dict[str, Status],
+    by_id: dict[str, MemoryEntry],
+    changes: list[Change],
+) -> None:
+    """Note each entry's status, then decay it to `now` into `by_id` (the merge's first step).
+
+    Per entry this is `status_of(entry)`, then `score_at(entry, now)` (`rescored` and a
+    DECAYED change when the score moved), then `expire` for an expired todo, written out
+    in one loop: it runs for every entry at every merge, and the calls, the policy
+    look-ups and the frozen dataclasses' constructors were most of a merge's time.
+    `tests/unit/test_scoring_merge.py` checks it against those functions.
+    """
+    forget_below = policy.forget_below
+    archive_below = policy.archive_below
+    grace_days = policy.grace_days
+    category_rates = policy.category_decay
+    daily_decay = policy.daily_decay
+    class_factors = policy.class_factors()
+    # scoring.ScoringPolicy.daily_factor, memoised per category and per class.
+    factor_of_category: dict[str, float] = {}
+    append = changes.append
+    for entry in existing:
+        score = entry.score
+        archived = entry.archived
+        if entry.pinned:
+            # Pinned: never below a line by score, and no decay.
+            before_status[entry.id] = _ACTIVE if archived is None else _ARCHIVED
+            new_score = score
+        else:
+            if score < forget_below:
+                before_status[entry.id] = _FORGOTTEN
+            elif archived is not None or score < archive_below:
+                before_status[entry.id] = _ARCHIVED
+            else:
+                before_status[entry.id] = _ACTIVE
+            memory_class = entry.memory_class
+            if memory_class is not None:
+                rate = class_factors.get(memory_class, daily_decay)
+            else:
+                category = entry.category
+                found = factor_of_category.get(category)
+                if found is None:
+                    found = category_rates.get(category)
+                    if found is None:
+                        default_class = CATEGORY_CLASSES.get(category, MemoryClass.FACT)
+                        found = class_factors.get(default_class, daily_decay)
+                    factor_of_category[category] = found
+                rate = found
+            last_activated = entry.last_activated
+            # scoring.decayed_score: days accrued by now minus days already applied.
+            accrued = (now - last_activated).days - grace_days
+            applied = (entry.scored_at - last_activated).days - grace_days
+            days = (accrued if accrued > 0 else 0) - (applied if applied > 0 else 0)
+            new_score = score * rate**days if days > 0 else score
+        result = entry
+        if new_score != score:
+            result = build_entry(
+                entry.id,
+                entry.content,
+                entry.category,
+                new_score,
+                entry.created_at,
+                entry.last_activated,
+                now,
+                entry.hits,
+                entry.source_session,
+                entry.confidence,
+                entry.expires_at,
+                entry.pinned,
+                archived,
+                entry.sessions,
+                entry.memory_class,
+                entry.granularity,
+                entry.importance,
+            )
+            append(
+                build_change(_DECAYED, entry.id, score, new_score, entry.content, entry.category)
+            )
+        if (
+            archived is None
+            and entry.category == "todo"
+            and entry.expires_at is not None
+            and entry.expires_at <= now
+        ):
+            result = expire(result, policy)
+        by_id[entry.id] = result
+
+
+def settle(
+    by_id: dict[str, MemoryEntry],
+    before_status: dict[str, Status],
+    policy: ScoringPolicy,
+    changes: list[Change],
+) -> None:
+    """Forget what fell below the forget line, record archive/restore transitions.
+
+    `status_of` written out inline for the same reason as in `decay_into`; forgotten
+    entries are removed from `by_id`.
+    """
+    forget_below = policy.forget_below
+    archive_below = policy.archive_below
+    forgotten: list[str] = []
+    for entry in by_id.values():
+        score = entry.score
+        pinned = entry.pinned
+        if not pinned and score < forget_below:
+            changes.append(
+                build_change(
+                    ChangeKind.FORGOTTEN,
+                    entry.id,
+                    score,
+                    None,
+                    entry.content,
+                    entry.category,
+                    "score below forget line",
+                )
+            )
+            forgotten.append(entry.id)
+            continue
+        archived = entry.archived
+        if archived is not None or (not pinned and score < archive_below):
+            if before_status.get(entry.id) is _ACTIVE:
+                reason = archived.value if archived else "score below archive line"
+                changes.append(
+                    build_change(
+                        ChangeKind.ARCHIVED,
+                        entry.id,
+                        score,
+                        score,
+                        entry.content,
+                        entry.category,
+                        reason,
+                    )
+                )
+        elif before_status.get(entry.id) is _ARCHIVED:
+            changes.append(
+                build_change(
+                    ChangeKind.RESTORED,
+                    entry.id,
+                    score,
+                    score,
+                    entry.content,
+                    entry.category,
+                    "score back above archive line",
+                )
+            )
+    for entry_id in forgotten:
+        del by_id[entry_id]

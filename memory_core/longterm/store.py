@@ -1,0 +1,380 @@
+"""MEMORY.md on disk: cached reads, and read-modify-write under the scope's locks.
+
+Every write takes the scope's lock (tasks and processes), copies the current file to
+`.bak`, writes a temp file, fsyncs and renames, so a crash at any instant leaves either
+the old or the new file. Reads are cached by (mtime, size, inode) so a bot does not
+re-parse a large file on every turn, yet sees edits made by a person or another process.
+
+Where mtimes are coarse (kernels before 6.13 stamp files with the timer tick; some
+filesystems keep seconds or two), an editor can rewrite a file in place with the same
+size within one tick, and the stamp does not move. So a snapshot taken within
+`RACY_NS` of its file's mtime ("racy", as git calls it) is confirmed by a hash of the
+file before it is trusted again; once its mtime is older than that, the stamp alone
+vouches for it, and the hot path stays one stat.
+
+A file that is not all UTF-8 is served, not refused: its bytes are copied once beside it
+(`MEMORY.md.undecodable-<hash>`), the blocks holding undecodable bytes are quarantined
+with those bytes shown as `\\xNN`, and the rest is read as usual.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import glob
+import hashlib
+import logging
+import os
+import re
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, replace
+from datetime import datetime
+from pathlib import Path
+from typing import TypeVar
+
+from memory_core.base.atomic import atomic_write_bytes, backup_then_write
+from memory_core.base.clock import Monotonic
+from memory_core.base.entries import MemoryEntry
+from memory_core.base.errors import StoreError
+from memory_core.base.locks import LockRegistry
+from memory_core.base.scope import ScopeKey
+from memory_core.base.workspace import Workspace
+from memory_core.longterm.memory_md import QuarantinedBlock
+from memory_core.longterm.memory_md_parser import ParsedMemory, parse_memory
+from memory_core.longterm.memory_md_renderer import render_memory_lines, split_sections
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+Stamp = tuple[int, int, int]
+
+RACY_NS = 2_000_000_000
+"""The coarsest mtime granularity we allow for (FAT keeps two seconds): a file read this
+close to its mtime may still change without its stamp changing."""
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """A parsed file and the stat it was parsed at."""
+
+    parsed: ParsedMemory
+    stamp: Stamp | None
+    digest: bytes | None = None
+    """Hash of the bytes parsed (None for a missing file)."""
+    racy: bool = False
+    """Read within `RACY_NS` of the file's mtime: an equal stamp does not prove the same
+    bytes, so the next check compares `digest` too."""
+
+
+def _stamp(path: Path) -> Stamp | None:
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return (st.st_mtime_ns, st.st_size, st.st_ino)
+
+
+def _digest(data: bytes) -> bytes:
+    return hashlib.blake2b(data, digest_size=16).digest()
+
+
+def _racy(stamp: Stamp | None, read_at_ns: int) -> bool:
+    return stamp is not None and read_at_ns - stamp[0] < RACY_NS
+
+
+def read_memory_file(path: Path, archive_below: float) -> Snapshot:
+    """Blocking read + parse; callers run it in a thread."""
+    read_at = time.time_ns()  # before the stat: a write after it makes the read racy
+    stamp = _stamp(path)
+    if stamp is None:
+        return Snapshot(ParsedMemory(), None)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return Snapshot(ParsedMemory(), None)
+    except OSError as exc:
+        raise StoreError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    parsed = _parse_bytes(path, data, archive_below)
+    for block in parsed.quarantined:
+        log.warning(
+            "%s:%d: block quarantined (%s); it is kept verbatim, run `chatmem validate`",
+            path,
+            block.line,
+            block.reason,
+        )
+    return Snapshot(parsed, stamp, _digest(data), _racy(stamp, read_at))
+
+
+def _refresh(path: Path, cached: Snapshot | None, archive_below: float) -> Snapshot:
+    """Blocking: `cached` while the file is still the one it was parsed from (the same
+    object, so callers can compare parses by identity), else the file read again."""
+    if cached is not None and _stamp(path) == cached.stamp:
+        if not cached.racy:
+            return cached
+        read_at = time.time_ns()
+        try:
+            data = path.read_bytes()
+        except OSError:
+            data = None  # gone or unreadable since the stat: read_memory_file says which
+        if data is not None and _digest(data) == cached.digest:
+            # Past the racy window now, the stamp alone will vouch for these bytes.
+            return replace(cached, racy=_racy(cached.stamp, read_at))
+    return read_memory_file(path, archive_below)
+
+
+# --- files that are not all UTF-8 -------------------------------------------------------
+
+
+def undecodable_copy_path(path: Path, data: bytes) -> Path:
+    """Where the bytes of a file that is not all UTF-8 are kept: named by their hash, so
+    each version of the file is copied once however often it is read."""
+    return path.with_name(f"{path.name}.undecodable-{_digest(data).hex()[:16]}")
+
+
+def _parse_bytes(path: Path, data: bytes, archive_below: float) -> ParsedMemory:
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return _parse_undecodable(path, data, archive_below)
+    return parse_memory(text, archive_below=archive_below)
+
+
+def _parse_undecodable(path: Path, data: bytes, archive_below: float) -> ParsedMemory:
+    """Serve what decodes; quarantine each block holding bytes that do not, shown as
+    `\\xNN` (the copy beside the file keeps them as they were)."""
+    copy = undecodable_copy_path(path, data)
+    if not copy.exists():
+        try:
+            atomic_write_bytes(copy, data)
+        except OSError as exc:
+            # Without the copy, the next write would lose the bytes: refuse instead.
+            raise StoreError(
+                f"{path} is not all UTF-8 and its bytes cannot be kept in {copy.name}:"
+                f" {exc.strerror or exc}"
+            ) from exc
+    # The parser splits at CRLF, CR and LF; so do we, so line numbers agree.
+    raw_lines = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n")
+    lines: list[str] = []
+    bad: list[int] = []
+    for number, raw in enumerate(raw_lines, start=1):
+        try:
+            lines.append(raw.decode("utf-8"))
+        except UnicodeDecodeError:
+            lines.append(raw.decode("utf-8", "backslashreplace"))
+            bad.append(number)
+    parsed = parse_memory("\n".join(lines), archive_below=archive_below)
+    reason = (
+        f"bytes that are not UTF-8, shown as \\xNN (the file as it was: {copy.name});"
+        " fix them and delete the \\ before ###"
+    )
+
+    def touches(first: int, last: int) -> bool:
+        return any(first <= n <= last for n in bad)
+
+    kept: list[MemoryEntry] = []
+    quarantined: list[QuarantinedBlock] = []
+    for entry in parsed.entries:
+        first, last = parsed.lines[entry.id]
+        if touches(first, last):
+            # Escaped as the format escapes a content line starting with `#`: with its
+            # bytes shown as `\\xNN` the block would parse, and the next read would take
+            # the escapes for the text. It stays quarantined until a person fixes it.
+            text = "\\" + "\n".join(lines[first - 1 : last])
+            quarantined.append(QuarantinedBlock(text, first, reason))
+            del parsed.lines[entry.id]
+        else:
+            kept.append(entry)
+    for block in parsed.quarantined:
+        if touches(block.line, block.line + block.text.count("\n")):
+            block = QuarantinedBlock(block.text, block.line, f"{block.reason}; {reason}")
+        quarantined.append(block)
+    parsed.entries = kept
+    parsed.quarantined = sorted(quarantined, key=lambda b: b.line)
+    log.warning(
+        "%s is not all UTF-8 (lines %s); its blocks there are quarantined, the file as it"
+        " was is kept in %s",
+        path,
+        ", ".join(map(str, bad[:10])) + (" …" if len(bad) > 10 else ""),
+        copy.name,
+    )
+    return parsed
+
+
+@dataclass(frozen=True, slots=True)
+class WriteRecord:
+    """What the last write of a scope replaced and produced: enough for the index to update
+    only the entries that changed, and to know whether it was in step with the old file."""
+
+    before: list[MemoryEntry]
+    after: ParsedMemory
+    before_stamp: Stamp | None
+    after_stamp: Stamp | None
+
+
+class LongTermStore:
+    def __init__(
+        self,
+        workspace: Workspace,
+        locks: LockRegistry,
+        archive_below: float = 0.2,
+        *,
+        monotonic: Monotonic = time.monotonic,
+    ) -> None:
+        """`monotonic` times the `max_age` of a load (the hot path's stat interval)."""
+        self._ws = workspace
+        self._monotonic = monotonic
+        self.locks = locks
+        self._archive_below = archive_below
+        self._cache: dict[ScopeKey, Snapshot] = {}
+        self._checked_at: dict[ScopeKey, float] = {}
+        self.last_write: dict[ScopeKey, WriteRecord] = {}
+
+    def path(self, scope: ScopeKey) -> Path:
+        return self._ws.long_term_path(scope)
+
+    async def load(self, scope: ScopeKey, *, max_age: float = 0.0) -> ParsedMemory:
+        """The scope's entries as on disk (parsed again only when the file changed).
+
+        `max_age` lets a hot path (a chat turn) reuse a check made less than that many
+        seconds ago instead of a stat per call; writes by this process are always seen.
+        """
+        path = self.path(scope)
+        cached = self._cache.get(scope)
+        checked = self._checked_at.get(scope)
+        if cached is not None and checked is not None and self._monotonic() - checked < max_age:
+            return cached.parsed
+        snapshot = await asyncio.to_thread(_refresh, path, cached, self._archive_below)
+        self._checked_at[scope] = self._monotonic()
+        self._cache[scope] = snapshot
+        return snapshot.parsed
+
+    async def update(
+        self,
+        scope: ScopeKey,
+        change: Callable[[ParsedMemory], tuple[list[MemoryEntry], T]],
+        now: datetime,
+    ) -> T:
+        """Apply `change` to the current file under the scope's locks and write the result.
+
+        `change` is pure: it gets what is on disk and returns the new entries plus any
+        value for the caller. Quarantined blocks are carried over untouched.
+        """
+        async with self.locks.hold(self._ws.lock_name(scope, "memory")):
+            # One worker call for the whole read-change-write: `change` is pure, and every
+            # hop to a thread costs more than the small file's own I/O.
+            before, after, result = await asyncio.to_thread(self._apply, scope, change, now)
+            self.last_write[scope] = WriteRecord(
+                before=before.parsed.entries,
+                after=after.parsed,
+                before_stamp=before.stamp,
+                after_stamp=after.stamp,
+            )
+            return result
+
+    def _apply(
+        self,
+        scope: ScopeKey,
+        change: Callable[[ParsedMemory], tuple[list[MemoryEntry], T]],
+        now: datetime,
+    ) -> tuple[Snapshot, Snapshot, T]:
+        self._ws.ensure_scope(scope)
+        snapshot = self._current(scope, self.path(scope))
+        entries, result = change(snapshot.parsed)
+        after = self._write(scope, entries, snapshot.parsed.quarantined, now)
+        return snapshot, after, result
+
+    def _current(self, scope: ScopeKey, path: Path) -> Snapshot:
+        """Under the lock: the cached parse if the file is still the one we cached."""
+        return _refresh(path, self._cache.get(scope), self._archive_below)
+
+    def _write(
+        self,
+        scope: ScopeKey,
+        entries: list[MemoryEntry],
+        quarantined: list[QuarantinedBlock],
+        now: datetime,
+    ) -> Snapshot:
+        path = self.path(scope)
+        text, lines = render_memory_lines(
+            entries, quarantined, now=now, archive_below=self._archive_below
+        )
+        _remove_stale_temps(path)
+        written_at = time.time_ns()
+        backup_then_write(path, text, self._ws.backup_path(scope))
+        # The entries we rendered are what a re-read would give (the format round-trips),
+        # so cache them against the new stat and spare the next load a parse.
+        active, archived = split_sections(entries, self._archive_below)
+        parsed = ParsedMemory(entries=active + archived, quarantined=list(quarantined), lines=lines)
+        stamp = _stamp(path)
+        snapshot = Snapshot(parsed, stamp, _digest(text.encode("utf-8")), _racy(stamp, written_at))
+        self._cache[scope] = snapshot
+        return snapshot
+
+
+def _remove_stale_temps(path: Path) -> None:
+    """Delete temp files (`.MEMORY.md.*.tmp`, `.MEMORY.md.bak.*.tmp`) left by writers that
+    died mid-write. Only the holder of the scope's lock writes them, and we hold it."""
+    for stale in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):
+        with contextlib.suppress(OSError):
+            stale.unlink()
+
+
+_TOTAL = re.compile(rb"<!-- Total entries: (\d+) -->")
+_BLOCK = b"\n### "
+
+
+def read_head(
+    path: Path, archive_below: float, max_bytes: int
+) -> tuple[list[MemoryEntry], int | None] | None:
+    """The first whole blocks of a large file; None when the file is small (read it all)."""
+    try:
+        if os.stat(path).st_size <= max_bytes:
+            return None
+        with open(path, "rb") as handle:
+            data = handle.read(max_bytes)
+    except FileNotFoundError:
+        return None
+    cut = data.rfind(_BLOCK)
+    if cut <= 0:
+        return None
+    total = _TOTAL.search(data)
+    parsed = parse_memory(data[: cut + 1].decode("utf-8", "replace"), archive_below=archive_below)
+    return list(parsed.entries), int(total.group(1)) if total else None
+
+
+Settle = Callable[[ScopeKey], Awaitable[None]]
+
+
+class SettledStore:
+    """The long-term files as every reader and writer but the staging sees them: the
+    scope's staged captures (`staging.py`) are written first, so reads see them and
+    writes stay in order. Without a journal (`settle` None) it reads and writes the files
+    as they are. Built after the staging, over the same `LongTermStore` the staging
+    writes through, so neither has to be told of the other afterwards."""
+
+    def __init__(self, files: LongTermStore, settle: Settle | None) -> None:
+        self.files = files
+        self.locks = files.locks
+        self.last_write = files.last_write
+        self._settle = settle
+
+    def path(self, scope: ScopeKey) -> Path:
+        return self.files.path(scope)
+
+    async def load(self, scope: ScopeKey, *, max_age: float = 0.0) -> ParsedMemory:
+        """`LongTermStore.load` once the scope's staged captures are written."""
+        if self._settle is not None:
+            await self._settle(scope)
+        return await self.files.load(scope, max_age=max_age)
+
+    async def update(
+        self,
+        scope: ScopeKey,
+        change: Callable[[ParsedMemory], tuple[list[MemoryEntry], T]],
+        now: datetime,
+    ) -> T:
+        """`LongTermStore.update` once the scope's staged captures are written."""
+        if self._settle is not None:
+            await self._settle(scope)
+        return await self.files.update(scope, change, now)

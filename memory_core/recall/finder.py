@@ -1,0 +1,264 @@
+"""Finding memories: explicit search, the automatic recall of a prompt, memory_get.
+
+Every read first writes the scope's staged captures (`flush`), so a caller always finds
+what it just saved. The index may turn unusable during any await (another task's failed
+call degrades it), so a method reads `guard.index` once and keeps what it read: a
+degraded index is answered by the files, never by an AttributeError.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from datetime import date, datetime, tzinfo
+
+from memory_core.base.chunks import ChunkKind
+from memory_core.base.clock import Monotonic
+from memory_core.base.errors import (
+    DatabaseBusy,
+    DatabaseUnwritable,
+    IndexUnavailable,
+    StorageError,
+)
+from memory_core.base.inputs import all_storable, storable
+from memory_core.base.scope import ScopeKey
+from memory_core.base.workspace import Workspace
+from memory_core.config.memory import RecallSettings
+from memory_core.longterm.entities import Entity, expand_query
+from memory_core.recall.cache import RecallCache
+from memory_core.recall.fallback import search_files
+from memory_core.recall.guard import IndexGuard
+from memory_core.recall.index import RANK_BUDGET, Hit
+from memory_core.recall.index.rerank import RankSettings
+from memory_core.recall.injection import Injection, build_injection
+from memory_core.recall.query import Query, build_query
+from memory_core.recall.reading import MemoryRead, read_memory_path
+
+log = logging.getLogger(__name__)
+
+Flush = Callable[[ScopeKey], Awaitable[None]]
+
+
+class Finder:
+    def __init__(
+        self,
+        workspace: Workspace,
+        guard: IndexGuard,
+        settings: RecallSettings,
+        zone: tzinfo,
+        today: Callable[[datetime | None], date],
+        flush: Flush,
+        entities_of: Callable[[ScopeKey], Awaitable[list[Entity]]] | None = None,
+        *,
+        monotonic: Monotonic = time.monotonic,
+    ) -> None:
+        self.workspace = workspace
+        self.guard = guard
+        self.settings = settings
+        self.zone = zone
+        self.today = today
+        self.flush = flush
+        self.entities_of = entities_of
+        self._cache: RecallCache[Injection] = RecallCache(
+            ttl_seconds=settings.cache_minutes * 60, monotonic=monotonic
+        )
+
+    async def search(
+        self,
+        scope: ScopeKey,
+        query: str | Sequence[str] | Query,
+        *,
+        limit: int = 10,
+        kinds: Iterable[ChunkKind] | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        min_score: float = 0.0,
+        rank_budget: int = RANK_BUDGET,
+        exclude_paths: Sequence[str] = (),
+        now: datetime | None = None,
+    ) -> list[Hit]:
+        """Ranked hits of the scope; from the files directly when the index is unusable.
+
+        The one ranking of every search and recall: `chatmem search`, `/search`, the TUI,
+        the chat tool and MCP `memory_search` call this, and `recall` calls it too. A text
+        query is read as recall reads a message (`query`: its words, the other names of
+        the entities it mentions, its time and kind of answer), and ranked by words and
+        vectors (when an embedder is configured: the index waits for the scope's vectors
+        to catch up first, `SearchIndex.search`) through memory_core/recall/index/pipeline.py.
+        What may differ between callers is only what they ask for: `limit`, `kinds`,
+        `since`/`until`, and for the recall of a chat turn `min_score` (weak matches stay
+        out of the prompt: explicit searches show every match), `rank_budget` (a turn
+        allows fewer postings, `recall.rank_budget`: it runs on every turn) and
+        `exclude_paths` (the current session, already in the prompt). A degraded search
+        (no usable database) ranks by words alone, for search and recall alike: the
+        vectors live in the database.
+        """
+        if isinstance(query, str):
+            storable(query, "the query")
+            query = await self.query(scope, query, now=now)
+        elif not isinstance(query, Query):
+            all_storable(query, "the query")
+        kind_list = list(kinds) if kinds is not None else None
+        today = self.today(now)
+        await self.flush(scope)
+        index = await self.guard.revive(scope)
+        if index is not None:
+            try:
+                await index.sync_if_stale(scope)
+                return await index.search(
+                    scope,
+                    query,
+                    limit=limit,
+                    kinds=kind_list,
+                    since=since,
+                    until=until,
+                    min_score=min_score,
+                    rank_budget=rank_budget,
+                    exclude_paths=exclude_paths,
+                    today=today,
+                )
+            except StorageError as exc:
+                # Damage degrades; a lock that outlasted every retry does not, but this
+                # one search is still answered, from the files.
+                self.guard.failed(exc)
+        log.info("degraded search in scope %s (no usable index)", scope)
+        return await asyncio.to_thread(
+            search_files,
+            self.workspace,
+            scope,
+            query,
+            limit=limit,
+            kinds=kind_list,
+            min_score=min_score,
+            zone=self.zone,
+            k1=self.settings.k1,
+            b=self.settings.b,
+            settings=rank_settings(self.settings),
+            today=today,
+            since=since,
+            until=until,
+            exclude_paths=exclude_paths,
+        )
+
+    async def recall(
+        self,
+        scope: ScopeKey,
+        pending: str,
+        recent: Sequence[str] = (),
+        *,
+        now: datetime | None = None,
+        session_id: str | None = None,
+    ) -> Injection:
+        """The memory block for a prompt: `search` of the message (its recent messages'
+        words weighing less), over every kind of memory, the messages of earlier sessions
+        included and the current session's (already in the prompt) left out, with
+        `recall.min_score` and `recall.rank_budget`; as many hits as the query's kind
+        allows and the token budget holds (seed 001 §2.2). So its hits are the first of
+        the same search's, less the weak ones. A repeat of the same recall in the session
+        within `recall.cache_minutes`, with nothing written since, is answered from cache.
+        """
+        storable(pending, "the message")
+        all_storable(recent, "a recent message")
+        settings = self.settings
+        query = await self.query(scope, pending, recent, now=now)
+        keywords = sorted(query.terms, key=lambda t: -query.terms[t])
+        if not query.terms and query.window is None:
+            return Injection(keywords=[])
+        key = (scope.value, session_id or "", pending, tuple(recent), self.today(now))
+        await self.flush(scope)  # a staged capture is a write: it must move the mark
+        mark = await self._mark(scope, session_id)
+        cached = self._cache.get(key, mark)
+        if cached is not None:
+            return cached
+        budget = query.budget
+        hits = await self.search(
+            scope,
+            query,
+            limit=budget.rerank,
+            min_score=settings.min_score,
+            rank_budget=settings.rank_budget,
+            exclude_paths=[f"sessions/{session_id}"] if session_id else (),
+            now=now,
+        )
+        injection = build_injection(
+            keywords,
+            hits,
+            max_hits=min(budget.final, settings.max_hits) if settings.max_hits else budget.final,
+            token_budget=settings.token_budget,
+            hit_chars=settings.hit_chars,
+        )
+        self._cache.put(key, mark, injection)
+        return injection
+
+    async def query(
+        self,
+        scope: ScopeKey,
+        text: str,
+        recent: Sequence[str] = (),
+        *,
+        now: datetime | None = None,
+    ) -> Query:
+        """What a search or a recall ranks with: the words of `text`, with the other names
+        of the entities it mentions ("my cat" also asks for 小橘, and 小橘 for "my cat":
+        memory_core.longterm.entities), then the recent messages' words at a lower weight (a
+        recall's, a search has none)."""
+        settings = self.settings
+        asked = text
+        if settings.entity_expansion and self.entities_of is not None:
+            extra = expand_query(text, await self.entities_of(scope))
+            asked = " ".join([text, *extra])
+        return build_query(
+            asked, recent, today=self.today(now), context_weight=settings.context_weight
+        )
+
+    async def _mark(self, scope: ScopeKey, session_id: str | None) -> tuple[int, ...] | None:
+        """What must be unchanged for a cached recall to stand: this process's writes to
+        the scope (less the current session's messages) and other processes' commits."""
+        index = self.guard.index
+        if index is None:
+            return None
+        try:
+            version = await index.data_version()
+        except StorageError:
+            return None
+        return (index.generation(scope, besides_session=session_id), version)
+
+    async def read(
+        self, scope: ScopeKey, path: str, start: int | None = None, lines: int | None = None
+    ) -> MemoryRead:
+        """memory_get: lines of one of the scope's files (or a stored message)."""
+        storable(path, "the path")
+        await self.flush(scope)
+        try:
+            return await read_memory_path(
+                self.workspace, self.guard.index, scope, path, start, lines
+            )
+        except StorageError as exc:  # session messages live in the index only
+            if isinstance(exc, (DatabaseBusy, DatabaseUnwritable)):
+                raise  # no damage: this read failed, the index did not
+            self.guard.failed(exc)
+            raise IndexUnavailable(f"cannot read {path}: the index failed: {exc}") from exc
+
+
+def rank_settings(settings: RecallSettings) -> RankSettings:
+    """The ranking's constants from the `[recall]` section."""
+    return RankSettings(
+        context_weights=tuple(settings.context_window),
+        fusion=settings.fusion,
+        dense_weight=settings.dense_weight,
+        turn_dense_floor=settings.turn_dense_floor,
+        turn_dense_weight=settings.turn_dense_weight,
+        time_boost=settings.time_boost,
+        long_term_boost=settings.long_term_boost,
+        summary_factor=settings.summary_factor,
+        recency_boost=settings.recency_boost,
+        recency_half_life_days=settings.recency_half_life_days,
+        duplicate_similarity=settings.duplicate_similarity,
+        speaker_weight=settings.speaker_weight,
+        answer_boost=settings.answer_boost,
+        reply_anchors=settings.reply_anchors,
+        speaker_names=settings.speaker_names,
+        exchange_documents=settings.exchange_documents,
+    )

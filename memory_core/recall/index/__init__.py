@@ -1,0 +1,37 @@
+"""The search index: chunks of every memory file and message, BM25 per scope.
+
+`SearchIndex` (sqlite_index.py) is the SQLite implementation; its jobs are split by
+module: schema and writes (writes.py), search reads (search.py) and BM25 scoring
+(ranking.py), the full rebuild (rebuild.py), reading files into chunks (files.py).
+"""
+
+from memory_core.base.chunks import Appended
+from memory_core.recall.index.files import prepare_file, scope_files
+from memory_core.recall.index.model import Hit, PreparedFile, SyncStats
+from memory_core.recall.index.ranking import (
+    K1,
+    RANK_BUDGET,
+    B,
+    CorpusStats,
+    bm25_scorer,
+    candidate_terms,
+    idf,
+)
+from memory_core.recall.index.search_index import SearchIndex
+
+__all__ = [
+    "K1",
+    "RANK_BUDGET",
+    "Appended",
+    "B",
+    "CorpusStats",
+    "Hit",
+    "PreparedFile",
+    "SearchIndex",
+    "SyncStats",
+    "bm25_scorer",
+    "candidate_terms",
+    "idf",
+    "prepare_file",
+    "scope_files",
+]

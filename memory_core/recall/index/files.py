@@ -1,0 +1,92 @@
+"""Reading a scope's files into chunks and tokens (blocking: run in worker threads)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Sequence
+from dataclasses import replace
+from datetime import UTC, tzinfo
+from pathlib import Path
+
+from memory_core.base.chunks import Chunk, ChunkKind
+from memory_core.base.scope import ScopeKey
+from memory_core.base.text import tokenize
+from memory_core.base.turn_dates import mentioned_days
+from memory_core.base.workspace import Workspace
+from memory_core.recall.chunking import chunk_file, classify, search_text
+from memory_core.recall.index.model import PreparedFile
+
+DATED_KINDS = frozenset({ChunkKind.MESSAGE, ChunkKind.ARCHIVE_RAW, ChunkKind.DAILY})
+"""Chunks written on the day they speak from (a turn, a day's note): their "yesterday" is
+resolved against their own date. A long-term entry's date is when it was saved, and a
+summary's the start of its period; neither is the day its words are relative to."""
+
+
+def scope_files(workspace: Workspace, scope: ScopeKey) -> list[Path]:
+    """Every file of the scope that the index covers (blocking: directory listing)."""
+    out: list[Path] = []
+    long_term = workspace.long_term_path(scope)
+    if long_term.is_file():
+        out.append(long_term)
+    directory = workspace.memory_dir(scope)
+    for sub in (directory, directory / "summary"):
+        if not sub.is_dir():
+            continue
+        for entry in os.scandir(sub):
+            if entry.is_file(follow_symlinks=False) and entry.name.endswith(".md"):
+                path = Path(entry.path)
+                # A scope's LONG_TERM.md sits in its own directory: list it once; a file
+                # the index does not hold (SNAPSHOT.md) is no file of the index at all.
+                if path != long_term and classify(workspace.relative(path)) is not None:
+                    out.append(path)
+    return out
+
+
+def prepare_file(workspace: Workspace, path: Path, zone: tzinfo = UTC) -> PreparedFile | None:
+    """Read + chunk + tokenize one file (blocking, CPU): run it in a worker thread."""
+    relative = workspace.relative(path)
+    classified = classify(relative)
+    if classified is None:
+        return None
+    try:
+        st = path.stat()
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    text = data.decode("utf-8", errors="replace")
+    chunks = chunk_file(relative, text, zone)
+    return PreparedFile(
+        path=relative,
+        mtime_ns=st.st_mtime_ns,
+        # The size of what was read: a note appended between the stat and the read then
+        # leaves a (time, size) pair no later stat matches, so nothing trusts it.
+        size=len(data),
+        hash=hashlib.blake2b(data, digest_size=16).hexdigest(),
+        kind=classified[0],
+        chunks=[prepare_chunk(c, classified[0], zone) for c in chunks],
+    )
+
+
+def prepare_chunk(chunk: Chunk, kind: ChunkKind, zone: tzinfo) -> tuple[Chunk, str]:
+    """A chunk's index fields, computed off the event loop: its tokens and, for a dated
+    kind, the days its text speaks of (local dates in `zone`, the workspace's)."""
+    text = search_text(chunk)
+    if kind in DATED_KINDS and chunk.created_at is not None:
+        chunk = replace(chunk, dates=mentioned_days(text, chunk.created_at, zone))
+    return chunk, " ".join(tokenize(text))
+
+
+def tokenize_chunks(chunks: Sequence[Chunk]) -> list[tuple[Chunk, str]]:
+    return [(chunk, " ".join(tokenize(search_text(chunk)))) for chunk in chunks]
+
+
+def stat_files(workspace: Workspace, scope: ScopeKey) -> dict[Path, tuple[str, int, int]]:
+    out: dict[Path, tuple[str, int, int]] = {}
+    for path in scope_files(workspace, scope):
+        try:
+            st = path.stat()
+        except FileNotFoundError:
+            continue
+        out[path] = (workspace.relative(path), st.st_mtime_ns, st.st_size)
+    return out

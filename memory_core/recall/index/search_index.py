@@ -1,0 +1,572 @@
+"""The SQLite search index: chunks of every memory file and message, BM25 per scope.
+
+Each scope has its own FTS5 table (`fts_<scope id>`) over pre-tokenized text, so a query
+costs what its scope holds, not what the workspace holds, and no query can reach another
+scope's postings. The `chunks` table is the FTS tables' external content and the one place
+chunk text lives. Files are the source of truth: `sync_scope` brings the index in line with
+them at one stat per unchanged file, and `rebuild` recreates everything from files.
+
+This class orders the work (per-scope locks, worker threads for files and tokens); the SQL
+lives in `writes.py`, `search.py` and `rebuild.py`, each function one call on the database
+thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Iterable, Sequence
+from datetime import UTC, date, datetime, tzinfo
+from functools import partial
+from typing import Any
+
+import memory_core.recall.index.rebuild as rebuilding
+import memory_core.recall.index.search as reads
+import memory_core.recall.index.writes as writes
+from memory_core.base.chunks import Appended, Chunk, ChunkKind
+from memory_core.base.clock import Monotonic, format_when
+from memory_core.base.errors import ChatmemError, DatabaseConflict
+from memory_core.base.scope import ScopeKey
+from memory_core.base.sql import Connection, Db
+from memory_core.base.text import tokenize
+from memory_core.base.turn_dates import mentioned_days
+from memory_core.base.when import day_bounds
+from memory_core.base.workspace import Workspace
+from memory_core.longterm.store import WriteRecord
+from memory_core.recall.chunking import summary_period
+from memory_core.recall.index.files import prepare_file, stat_files, tokenize_chunks
+from memory_core.recall.index.model import Hit, PreparedFile, Progress, SyncStats
+from memory_core.recall.index.pipeline import (
+    EMPTY_STATS,
+    MAX_TERMS,
+    Ranking,
+    add_neighbours,
+    anchors,
+    collect,
+    rank,
+)
+from memory_core.recall.index.ranking import (
+    CANDIDATE_FACTOR,
+    K1,
+    MIN_CANDIDATES,
+    RANK_BUDGET,
+    B,
+    candidate_terms,
+    select_terms,
+)
+from memory_core.recall.index.rerank import Candidate, RankSettings
+from memory_core.recall.query import Query, as_query
+from memory_core.storage.interfaces import VectorSearch
+
+AfterInsert = Callable[[Connection, int], None]
+VECTOR_WAIT_SECONDS = 3.0
+"""How long a search waits for the scope's vectors to cover what was written before it
+(`VectorIndex.settle`). A bot's are current but for the message just stored (one model
+call: milliseconds); a command that just started reads the scope first (about 1 s per
+100 000 chunks) and makes what is missing (about 400 chunks/s with the local model). A
+scope far behind (the vector extra just installed) is ranked with the vectors made so far
+and said so, rather than holding every turn for minutes."""
+log = logging.getLogger(__name__)
+
+
+class SearchIndex:
+    def __init__(
+        self,
+        db: Db,
+        workspace: Workspace,
+        sync_min_interval: float = 2.0,
+        zone: tzinfo = UTC,
+        *,
+        k1: float = K1,
+        b: float = B,
+        rank_settings: RankSettings | None = None,
+        monotonic: Monotonic = time.monotonic,
+        vectors: VectorSearch | None = None,
+    ) -> None:
+        """`monotonic` times `sync_min_interval`, the least time between two syncs of a
+        scope before a search (`sync_if_stale`); `vectors` is dense recall, when an
+        embedder is configured (see memory_core/embedding)."""
+        self.rank_settings = rank_settings or RankSettings()
+        self.vectors = vectors
+        self._zone = zone
+        self._db = db
+        self._ws = workspace
+        self._k1 = k1
+        self._b = b
+        self._scope_ids: dict[str, int] = {}
+        self._generation: dict[str, int] = {}
+        self._session_writes: dict[tuple[str, str], int] = {}
+        self._scope_locks: dict[str, asyncio.Lock] = {}
+        self._last_sync: dict[str, float] = {}
+        self._sync_min_interval = sync_min_interval
+        self._monotonic = monotonic
+
+    # --- scopes and their FTS tables ------------------------------------------------
+    async def scope_id(self, scope: ScopeKey, *, create: bool = True) -> int | None:
+        cached = self._scope_ids.get(scope.value)
+        if cached is not None:
+            return cached
+        sid = await self._db.call(lambda conn: reads.find_scope(conn, scope.value))
+        if sid is None:
+            if not create:
+                return None
+            sid = await self._db.run(lambda conn: writes.ensure_scope(conn, scope.value))
+        self._scope_ids[scope.value] = sid
+        return sid
+
+    async def _sid(self, scope: ScopeKey) -> int:
+        sid = await self.scope_id(scope)
+        assert sid is not None
+        return sid
+
+    def _lock(self, scope: ScopeKey) -> asyncio.Lock:
+        return self._scope_locks.setdefault(scope.value, asyncio.Lock())
+
+    def _changed(self, scope: ScopeKey, session_id: str | None = None) -> None:
+        """A write to the scope: recall caches of it go stale, new chunks want vectors."""
+        self._generation[scope.value] = self._generation.get(scope.value, 0) + 1
+        if session_id is not None:
+            key = (scope.value, session_id)
+            self._session_writes[key] = self._session_writes.get(key, 0) + 1
+        sid = self._scope_ids.get(scope.value)
+        if self.vectors is not None and sid is not None:
+            self.vectors.schedule(sid)
+
+    def embed_all(self) -> None:
+        """Start backfilling the vectors of every scope this index has seen."""
+        if self.vectors is not None:
+            for sid in self._scope_ids.values():
+                self.vectors.schedule(sid)
+
+    async def data_version(self) -> int:
+        """Moves when another process commits to the database."""
+        return await self._db.data_version()
+
+    def generation(self, scope: ScopeKey, *, besides_session: str | None = None) -> int:
+        """How many writes this process made to the scope, less those to one session's
+        messages (a recall that leaves that session out is not changed by them)."""
+        own = self._session_writes.get((scope.value, besides_session or ""), 0)
+        return self._generation.get(scope.value, 0) - own
+
+    # --- syncing files --------------------------------------------------------------
+    async def sync_scope(self, scope: ScopeKey, *, force: bool = False) -> SyncStats:
+        """Bring the scope's chunks in line with its files (one stat per unchanged file)."""
+        async with self._lock(scope):
+            stats = await self._sync_scope_locked(scope, force)
+            self._last_sync[scope.value] = self._monotonic()
+        if stats.files_indexed or stats.files_removed or stats.chunks_removed:
+            self._changed(scope)
+        return stats
+
+    async def sync_if_stale(self, scope: ScopeKey) -> None:
+        """Before a search: pick up hand edits, at most once per min interval."""
+        last = self._last_sync.get(scope.value)
+        if last is None or self._monotonic() - last >= self._sync_min_interval:
+            await self.sync_scope(scope)
+
+    async def _sync_scope_locked(self, scope: ScopeKey, force: bool) -> SyncStats:
+        sid = await self._sid(scope)
+        stats = SyncStats()
+        known = await self._db.call(lambda conn: reads.file_stamps(conn, sid))
+        current = await asyncio.to_thread(stat_files, self._ws, scope)
+        stats.files_seen = len(current)
+        changed = [
+            path
+            for path, (rel, mtime, size) in current.items()
+            if force or known.get(rel, (None, None, None))[:2] != (mtime, size)
+        ]
+        if changed:
+            prepared = await asyncio.to_thread(
+                lambda: [
+                    p for p in (prepare_file(self._ws, path, self._zone) for path in changed) if p
+                ]
+            )
+            for item in prepared:
+                if not force and known.get(item.path, (0, 0, ""))[2] == item.hash:
+                    await self._db.call(
+                        partial(
+                            writes.restamp_file,
+                            path=item.path,
+                            mtime_ns=item.mtime_ns,
+                            size=item.size,
+                            digest=item.hash,
+                        )
+                    )
+                    continue
+                await self._write_file(sid, item, stats)
+        present = {rel for rel, _, _ in current.values()}
+        for gone in sorted(set(known) - present):
+            stats.chunks_removed += await self._db.run(
+                partial(writes.remove_file, sid=sid, path=gone)
+            )
+            stats.files_removed += 1
+        if changed or stats.files_removed:
+            await self._db.run(partial(writes.update_hidden, sid=sid))
+        return stats
+
+    async def sync_file(self, scope: ScopeKey, relative_path: str) -> None:
+        """Re-index one file the core just wrote (no directory scan)."""
+        async with self._lock(scope):
+            sid = await self._sid(scope)
+            item = await asyncio.to_thread(
+                prepare_file, self._ws, self._ws.root / relative_path, self._zone
+            )
+            if item is None:
+                await self._db.run(partial(writes.remove_file, sid=sid, path=relative_path))
+            else:
+                await self._write_file(sid, item, SyncStats())
+            if summary_period(relative_path):
+                await self._db.run(partial(writes.update_hidden, sid=sid))
+        self._changed(scope)
+
+    async def add_prepared(
+        self,
+        scope: ScopeKey,
+        relative_path: str,
+        kind: ChunkKind,
+        prepared: Sequence[tuple[Chunk, str]],
+        *,
+        stamp: tuple[int, int] | None,
+        previous: tuple[int, int] | None = None,
+    ) -> None:
+        """Index tokenized chunks appended to a file (a daily note) in one transaction
+        and one round trip to the database thread.
+
+        `stamp` is the file's (mtime_ns, size) right after the append, None for a
+        non-file source; the file row takes it, so the next sync does not re-chunk the
+        file. `previous` is the file's stamp before the append, (0, 0) if it did not
+        exist: the chunks are only added when the index holds the file exactly as it was
+        then. Otherwise the index does not hold what precedes them (a hand edit it has not
+        synced) or already holds them (a sync that read the file after the append), and
+        the whole file is read again instead. If this write fails, the file row keeps the
+        old stamp, so the next sync reads the file again and the note is not lost.
+        """
+        async with self._lock(scope):
+            sid = await self._sid(scope)
+            reread = await self._db.run(
+                lambda conn: writes.add_appended_rows(
+                    conn, sid, relative_path, kind, prepared, stamp, previous
+                )
+            )
+            if reread:
+                await self._reread(sid, relative_path)
+        self._changed(scope)
+
+    async def add_appended(
+        self,
+        scope: ScopeKey,
+        relative_path: str,
+        kind: ChunkKind,
+        append: Callable[[], Appended | None],
+    ) -> Appended | None:
+        """`add_prepared` for a note that `append` writes to its file on the database
+        thread, right before the index write and in the same round trip: one hop from the
+        event loop for the whole note. `append` returns None when it cannot write now (the
+        file is locked by another process); nothing is indexed then and None comes back.
+
+        The file is written before the transaction's statements run, so if they fail the
+        note stays in the file (the exception says so) and the next sync indexes it.
+        """
+        async with self._lock(scope):
+            sid = await self._sid(scope)
+
+            def work(conn: Connection) -> tuple[Appended | None, bool]:
+                done = append()
+                if done is None:
+                    return None, False
+                reread = writes.add_appended_rows(
+                    conn, sid, relative_path, kind, done.prepared, done.stamp, done.previous
+                )
+                return done, reread
+
+            done, reread = await self._db.run(work)
+            if reread:
+                await self._reread(sid, relative_path)
+        self._changed(scope)
+        return done
+
+    async def _reread(self, sid: int, relative_path: str) -> None:
+        path = self._ws.root / relative_path
+        item = await asyncio.to_thread(prepare_file, self._ws, path, self._zone)
+        if item is not None:
+            await self._write_file(sid, item, SyncStats())
+
+    async def update_long_term(
+        self, scope: ScopeKey, relative_path: str, record: WriteRecord
+    ) -> None:
+        """Apply one write of the scope's long-term file by difference: added, edited and
+        removed entries are (re)tokenized, the others only get their new line numbers.
+
+        Only when the index holds exactly the version that was replaced; otherwise (a hand
+        edit not yet synced, a first write) the file is simply indexed again.
+        """
+        before = {e.id: e for e in record.before}
+        after = {e.id: e for e in record.after.entries}
+        stale = [i for i, e in before.items() if i not in after or after[i].content != e.content]
+        fresh = [e for i, e in after.items() if i not in before or before[i].content != e.content]
+        prepared = await asyncio.to_thread(
+            tokenize_chunks,
+            [
+                Chunk(*record.after.lines.get(e.id, (0, 0)), e.content, e.created_at, ref=e.id)
+                for e in fresh
+            ],
+        )
+        async with self._lock(scope):
+            sid = await self._sid(scope)
+            known = await self._db.call(lambda conn: reads.file_stamp(conn, relative_path))
+            in_step = record.before_stamp is not None and known == record.before_stamp[:2]
+            stamp = record.after_stamp
+            if not in_step or stamp is None:
+                await self._reread(sid, relative_path)
+            else:
+                try:
+                    await self._db.run(
+                        lambda conn: writes.apply_long_term(
+                            conn, sid, relative_path, stale, prepared, record.after.lines, stamp[:2]
+                        )
+                    )
+                except DatabaseConflict:
+                    # Another process indexed the new file meanwhile (PostgreSQL): a
+                    # chunk is on a line this write moves one to. The file decides.
+                    await self._reread(sid, relative_path)
+        self._changed(scope)
+
+    async def message_step(
+        self, scope: ScopeKey, session_id: str, speaker: str, text: str, created_at: datetime
+    ) -> AfterInsert:
+        """The chunk of a session message as a step of the message's own transaction
+        (`HistoryStore.add_message`), given the message id there: a message and its index
+        row are one commit. The text is tokenized, and its days resolved, here, before.
+
+        The scope lock is not taken: message chunks belong to no file, so no sync touches
+        them, and the transaction alone orders this write against every other one (taking
+        the lock inside it would invert the sync's lock-then-transaction order).
+        """
+        sid = await self._sid(scope)
+        tokens = " ".join(tokenize(text))
+        dates = mentioned_days(text, created_at, self._zone)
+        path = f"sessions/{session_id}"
+        line = f"{speaker}: {text}"
+
+        def write(conn: Connection, message_id: int) -> None:
+            chunk = Chunk(
+                message_id, message_id, line, created_at, ref=str(message_id), dates=dates
+            )
+            writes.insert_chunks(conn, sid, path, ChunkKind.MESSAGE, [(chunk, tokens)])
+
+        self._changed(scope, session_id)
+        return write
+
+    async def remove_messages(self, scope: ScopeKey, message_ids: Sequence[int]) -> None:
+        """Drop message chunks (history trimmed after archiving) from the scope's index."""
+        sid = await self.scope_id(scope, create=False)
+        if sid is None or not message_ids:
+            return
+        async with self._lock(scope):
+            await self._db.run(lambda conn: writes.remove_messages(conn, sid, message_ids))
+        self._changed(scope)
+
+    async def _write_file(self, sid: int, item: PreparedFile, stats: SyncStats) -> None:
+        await self._db.run(lambda conn: writes.replace_file(conn, sid, item, stats))
+
+    # --- whole workspace ------------------------------------------------------------
+    async def sync_all(self, progress: Progress | None = None) -> SyncStats:
+        total = SyncStats()
+        scopes = await asyncio.to_thread(self._ws.scopes)
+        for number, scope in enumerate(scopes, start=1):
+            total.add(await self.sync_scope(scope))
+            if progress:
+                progress(number, len(scopes))
+        return total
+
+    async def rebuild(self, progress: Progress | None = None) -> SyncStats:
+        """Drop every file-derived chunk and index all files again (messages are kept);
+        see `rebuild.rebuild`."""
+        scopes, listed = await asyncio.to_thread(rebuilding.list_workspace, self._ws)
+        sids = {scope.value: await self._sid(scope) for scope in scopes}
+        paths = [(sids[scope.value], path) for scope, path in listed]
+        total = await rebuilding.rebuild(
+            self._db, self._ws, self._zone, paths, set(sids.values()), progress
+        )
+        now = self._monotonic()
+        if self.vectors is not None:
+            self.vectors.invalidate()  # chunks have new ids
+        for scope in scopes:
+            self._last_sync[scope.value] = now
+            self._changed(scope)
+        return total
+
+    # --- search ---------------------------------------------------------------------
+    async def search(
+        self,
+        scope: ScopeKey,
+        query: str | Sequence[str] | Query,
+        *,
+        limit: int = 10,
+        kinds: Iterable[ChunkKind] | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        min_score: float = 0.0,
+        rank_budget: int = RANK_BUDGET,
+        exclude_paths: Sequence[str] = (),
+        today: date | None = None,
+    ) -> list[Hit]:
+        """Hits of one scope, best first; `query` is text, pre-made terms or a `Query`.
+
+        FTS5 picks lexical candidates (when the terms' postings exceed `rank_budget`, the
+        rarest terms alone pick them), the vector index adds its nearest chunks, a time
+        the question names adds that time's chunks; all are scored by `pipeline.rank`
+        with the best turns' neighbours. `since`/`until` are hard filters,
+        `exclude_paths` leaves out whole files or sessions (the prompt's own session).
+        """
+        day = today or datetime.now(self._zone).date()
+        plan = as_query(query, day)
+        if (not plan.terms and plan.window is None) or limit <= 0:
+            return []
+        if kinds is not None and not (kinds := list(kinds)):
+            return []  # no kind wanted: nothing can match (and `IN ()` is not SQL)
+        sid = await self.scope_id(scope, create=False)
+        if sid is None:
+            return []
+        kind_list = [ChunkKind(k).value for k in kinds] if kinds is not None else None
+        filters: list[str] = []
+        params: list[object] = []
+        if kind_list is not None:
+            filters.append(f"c.kind IN ({','.join('?' * len(kind_list))})")
+            params.extend(kind_list)
+        if since is not None:
+            filters.append("c.created_at >= ?")
+            params.append(format_when(since))
+        if until is not None:
+            filters.append("c.created_at < ?")
+            params.append(format_when(until))
+        if exclude_paths:
+            filters.append(f"c.path NOT IN ({','.join('?' * len(exclude_paths))})")
+            params.extend(exclude_paths)
+        wanted = max(limit * CANDIDATE_FACTOR, MIN_CANDIDATES)
+        # The query's embedding and vector search run while the database thread reads
+        # the lexical candidates: the two halves of the hybrid cost the slower one.
+        dense_task = (
+            asyncio.create_task(self._dense(sid, plan.text, wanted, kind_list, exclude_paths))
+            if self.vectors is not None
+            else None
+        )
+        window: reads.Window | None = None
+        if plan.window is not None:
+            since_at, until_at = day_bounds(*plan.window, self._zone)
+            window = reads.Window(format_when(since_at), format_when(until_at), *plan.window)
+        settings = self.rank_settings
+        reach = len(settings.context_weights)
+
+        def lexical(conn: Connection) -> tuple[dict[int, Candidate], Ranking]:
+            stats = reads.corpus_stats(conn, sid, set(plan.terms)) if plan.terms else EMPTY_STATS
+            terms = select_terms(plan.terms, stats, MAX_TERMS)
+            ranking = Ranking(
+                terms,
+                stats,
+                plan.window,
+                day,
+                self._zone,
+                settings,
+                self._k1,
+                self._b,
+                answer=plan.answer,
+            )
+            rows: list[Any] = []
+            chosen = candidate_terms(list(terms), stats, rank_budget)
+            if chosen:
+                rows += reads.candidates(conn, sid, chosen, stats, filters, params, wanted)
+                if window is not None:
+                    named, bounds = window.filter()
+                    rows += reads.candidates(
+                        conn, sid, chosen, stats, [*filters, named], [*params, *bounds], wanted
+                    )
+            elif window is not None and not terms:
+                rows += reads.dated(conn, sid, filters, params, window, wanted)
+            return collect(rows, {}, ranking), ranking
+
+        def widen(
+            conn: Connection,
+            pool: dict[int, Candidate],
+            ranking: Ranking,
+            dense: dict[int, float],
+        ) -> None:
+            """Vector hits read back through the scope, then the best turns' neighbours."""
+            for chunk_id, similarity in dense.items():
+                if chunk_id in pool:
+                    pool[chunk_id].dense = similarity
+            missing = [i for i in dense if i not in pool]
+            for chunk_id, c in collect(
+                reads.by_ids(conn, sid, missing, filters, params), dense, ranking
+            ).items():
+                pool[chunk_id] = c
+            if reach:
+                found = reads.neighbours(conn, sid, anchors(pool), reach)
+                add_neighbours(pool, found, dense, ranking)
+
+        if dense_task is None:
+
+            def fetch(conn: Connection) -> tuple[dict[int, Candidate], Ranking]:
+                """Words alone: every read of the query in one call."""
+                pool, ranking = lexical(conn)
+                widen(conn, pool, ranking, {})
+                return pool, ranking
+
+            pool, ranking = await self._db.call(fetch)
+        else:
+            try:
+                pool, ranking = await self._db.call(lexical)
+            finally:
+                dense = await dense_task
+            await self._db.call(lambda conn: widen(conn, pool, ranking, dense))
+        return rank(pool, ranking, limit=limit, min_score=min_score)
+
+    async def _dense(
+        self,
+        sid: int,
+        text: str,
+        wanted: int,
+        kinds: Sequence[str] | None,
+        exclude_paths: Sequence[str],
+    ) -> dict[int, float]:
+        """Chunk id → cosine of the query's nearest chunks; empty without an embedder or
+        when it fails (the lexical ranking still answers). The query is embedded while the
+        scope's vectors catch up with what was written (at most `VECTOR_WAIT_SECONDS`),
+        so every process, a short-lived command too, ranks with the same vectors."""
+        vectors = self.vectors
+        if vectors is None or not text.strip():
+            return {}
+        try:
+            query, _ = await asyncio.gather(
+                vectors.embed_query(text), vectors.settle(sid, VECTOR_WAIT_SECONDS)
+            )
+            found = await vectors.search(
+                sid, query, wanted, kinds=kinds, exclude_paths=exclude_paths
+            )
+        except ChatmemError as exc:
+            log.warning("dense recall unavailable, ranking by words alone: %s", exc)
+            return {}
+        return dict(found)
+
+    async def session_messages(
+        self, scope: ScopeKey, session_id: str, first_id: int, count: int
+    ) -> list[tuple[int, str]]:
+        """(message id, 'speaker: text') of one session of this scope, from `first_id` on."""
+        sid = await self.scope_id(scope, create=False)
+        if sid is None:
+            return []
+        return await self._db.call(
+            lambda conn: reads.session_messages(conn, sid, session_id, first_id, count)
+        )
+
+    async def message_context(
+        self, scope: ScopeKey, session_id: str, message_id: int, before: int = 1, after: int = 2
+    ) -> list[tuple[int, str]]:
+        """The message and its neighbours in the session, oldest first."""
+        sid = await self.scope_id(scope, create=False)
+        if sid is None:
+            return []
+        return await self._db.call(
+            lambda conn: reads.message_context(conn, sid, session_id, message_id, before, after)
+        )

@@ -1,0 +1,308 @@
+"""Numbered, append-only schema migrations for `.chatmem/index.sqlite3`, and, apart
+(`JOURNAL_MIGRATIONS`, at the end), for the capture journal's `.chatmem/journal.sqlite3`.
+
+Each migration runs once, inside the transaction that records it, so two processes opening
+a new workspace at the same time cannot both apply it. Never edit a released migration:
+add the next number.
+"""
+
+from __future__ import annotations
+
+MIGRATIONS: list[tuple[str, str]] = []
+
+
+def migration(name: str, sql: str) -> None:
+    MIGRATIONS.append((name, sql))
+
+
+migration(
+    "m001_audit",
+    """
+    CREATE TABLE audit (
+        id INTEGER PRIMARY KEY,
+        at TEXT NOT NULL,
+        scope TEXT NOT NULL,
+        entry_id TEXT NOT NULL,
+        action TEXT NOT NULL,
+        old_score REAL,
+        new_score REAL,
+        source TEXT NOT NULL,
+        category TEXT,
+        content TEXT,
+        detail TEXT NOT NULL DEFAULT ''
+    );
+    CREATE INDEX audit_scope_at ON audit (scope, at);
+    CREATE INDEX audit_scope_entry ON audit (scope, entry_id);
+    CREATE TABLE extractions (
+        scope TEXT NOT NULL,
+        session_id TEXT NOT NULL,
+        at TEXT NOT NULL,
+        stats TEXT NOT NULL DEFAULT '{}',
+        PRIMARY KEY (scope, session_id)
+    );
+    CREATE TABLE events (
+        id INTEGER PRIMARY KEY,
+        at TEXT NOT NULL,
+        scope TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        detail TEXT NOT NULL DEFAULT '{}'
+    );
+    CREATE INDEX events_scope_kind ON events (scope, kind, at);
+    """,
+)
+
+
+migration(
+    "m002_index",
+    """
+    CREATE TABLE scopes (
+        id INTEGER PRIMARY KEY,
+        key TEXT NOT NULL UNIQUE,
+        chunk_count INTEGER NOT NULL DEFAULT 0,
+        token_count INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE TABLE files (
+        path TEXT PRIMARY KEY,
+        scope_id INTEGER NOT NULL REFERENCES scopes (id),
+        mtime_ns INTEGER NOT NULL,
+        size INTEGER NOT NULL,
+        hash TEXT NOT NULL,
+        kind TEXT NOT NULL
+    );
+    CREATE INDEX files_scope ON files (scope_id);
+    CREATE TABLE chunks (
+        id INTEGER PRIMARY KEY,
+        scope_id INTEGER NOT NULL REFERENCES scopes (id),
+        path TEXT NOT NULL,
+        line_from INTEGER NOT NULL,
+        line_to INTEGER NOT NULL,
+        kind TEXT NOT NULL,
+        created_at TEXT,
+        ref TEXT,
+        hidden INTEGER NOT NULL DEFAULT 0,
+        text TEXT NOT NULL,
+        tokens TEXT NOT NULL
+    );
+    CREATE INDEX chunks_scope_path ON chunks (scope_id, path);
+    CREATE TABLE activations (
+        scope TEXT NOT NULL,
+        entry_id TEXT NOT NULL,
+        session_id TEXT NOT NULL,
+        at TEXT NOT NULL,
+        PRIMARY KEY (scope, entry_id, session_id)
+    );
+    CREATE TABLE terms (
+        scope_id INTEGER NOT NULL,
+        term TEXT NOT NULL,
+        df INTEGER NOT NULL,
+        PRIMARY KEY (scope_id, term)
+    ) WITHOUT ROWID;
+    """,
+)
+
+
+migration(
+    "m003_sessions",
+    """
+    CREATE TABLE sessions (
+        id TEXT PRIMARY KEY,
+        scope TEXT NOT NULL,
+        started_at TEXT NOT NULL,
+        last_at TEXT NOT NULL,
+        closed_at TEXT,
+        status TEXT NOT NULL DEFAULT 'open'
+            CHECK (status IN ('open', 'closed', 'extracted', 'extract_failed')),
+        extract_attempts INTEGER NOT NULL DEFAULT 0,
+        next_extract_at TEXT,
+        flushed_at TEXT,
+        stats TEXT NOT NULL DEFAULT '{}'
+    );
+    CREATE INDEX sessions_scope_status ON sessions (scope, status);
+    CREATE TABLE messages (
+        id INTEGER PRIMARY KEY,
+        scope TEXT NOT NULL,
+        session_id TEXT NOT NULL,
+        role TEXT NOT NULL,
+        speaker TEXT NOT NULL DEFAULT '',
+        content TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        bytes INTEGER NOT NULL,
+        archived TEXT NOT NULL DEFAULT 'false' CHECK (archived IN ('false', 'pending', 'true')),
+        archive_attempts INTEGER NOT NULL DEFAULT 0,
+        archive_failed_at TEXT,
+        archive_next_at TEXT,
+        compacted INTEGER NOT NULL DEFAULT 0,
+        meta TEXT NOT NULL DEFAULT '{}'
+    );
+    CREATE INDEX messages_scope ON messages (scope, id);
+    CREATE INDEX messages_session ON messages (session_id, id);
+    CREATE INDEX messages_archive ON messages (scope, archived, created_at);
+    CREATE TABLE archive_runs (
+        id INTEGER PRIMARY KEY,
+        scope TEXT NOT NULL,
+        started_at TEXT NOT NULL,
+        finished_at TEXT,
+        moved INTEGER NOT NULL DEFAULT 0,
+        summarized INTEGER NOT NULL DEFAULT 0,
+        failed INTEGER NOT NULL DEFAULT 0,
+        detail TEXT NOT NULL DEFAULT '{}'
+    );
+    CREATE INDEX archive_runs_scope ON archive_runs (scope, id);
+    CREATE TABLE schedule_state (
+        name TEXT PRIMARY KEY,
+        last_run TEXT NOT NULL
+    );
+    """,
+)
+
+migration(
+    "m004_turn_fields",
+    # Archived turns are now tokenized without their 'HH:MM:SS who:' prefix and carry their
+    # own time: every file is read again at the next sync (a forgotten stamp never matches).
+    # A turn's neighbours are read by (scope, path, line) for the context window and for
+    # the text its vector is made from.
+    """
+    UPDATE files SET mtime_ns = 0, size = -1, hash = '';
+    CREATE INDEX chunks_scope_path_line ON chunks (scope_id, path, line_from);
+    """,
+)
+
+
+migration(
+    "m005_vectors",
+    # Vectors of chunks for recall by meaning (memory_core/storage/vectors/rows.py). The scope
+    # index orders a scope's vectors by chunk id (pages of a load read the table in
+    # order) and covers the text hash, so a survey of what needs embedding never reads
+    # the vector blobs. `vector_scopes.version` moves with every change to a scope's
+    # vectors: a process holding them in memory reloads when another process moved it.
+    """
+    CREATE TABLE chunk_vectors (
+        chunk_id INTEGER PRIMARY KEY,
+        scope_id INTEGER NOT NULL,
+        model TEXT NOT NULL,
+        text_hash TEXT NOT NULL,
+        vec BLOB NOT NULL
+    );
+    CREATE INDEX chunk_vectors_scope ON chunk_vectors (scope_id, model, chunk_id, text_hash);
+    CREATE TABLE embedding_cache (
+        key TEXT PRIMARY KEY,
+        vec BLOB NOT NULL
+    );
+    CREATE TABLE vector_scopes (
+        scope_id INTEGER PRIMARY KEY,
+        version INTEGER NOT NULL DEFAULT 0
+    );
+    """,
+)
+
+
+DELIVERIES = """
+    CREATE TABLE deliveries (
+        channel TEXT NOT NULL,
+        chat_id TEXT NOT NULL,
+        message_id TEXT NOT NULL,
+        at TEXT NOT NULL,
+        PRIMARY KEY (channel, chat_id, message_id)
+    );
+    CREATE INDEX deliveries_at ON deliveries (at);
+"""
+"""The same on both backends (memory_core/storage/pg/migrations.py takes it from here)."""
+
+migration(
+    "m006_deliveries",
+    # Inbound messages some process already took (memory_core/storage/deliveries.py): a message
+    # delivered twice, to one process or to two, is answered once.
+    DELIVERIES,
+)
+
+
+DELIVERY_OWNERS = """
+    ALTER TABLE deliveries ADD COLUMN owner TEXT NOT NULL DEFAULT '';
+    ALTER TABLE deliveries ADD COLUMN done INTEGER NOT NULL DEFAULT 1;
+"""
+"""The same on both backends."""
+
+migration(
+    "m007_delivery_owners",
+    # Who took a delivery and whether it is answered: a message whose taker died before
+    # answering is taken over by the next delivery (memory_core/storage/deliveries.py).
+    DELIVERY_OWNERS,
+)
+
+
+PIECES = """
+    UPDATE chunks SET piece = (
+        SELECT COUNT(*) FROM chunks AS d WHERE d.scope_id = chunks.scope_id
+        AND d.path = chunks.path AND d.line_from = chunks.line_from AND d.id < chunks.id
+    ) WHERE EXISTS (
+        SELECT 1 FROM chunks AS d WHERE d.scope_id = chunks.scope_id
+        AND d.path = chunks.path AND d.line_from = chunks.line_from AND d.id <> chunks.id
+    );
+    UPDATE files SET mtime_ns = 0, size = -1, hash = ''
+        WHERE path IN (SELECT path FROM chunks WHERE piece > 0);
+    CREATE UNIQUE INDEX chunks_one_per_line ON chunks (scope_id, path, line_from, piece);
+    UPDATE scopes SET
+        chunk_count = (SELECT COUNT(*) FROM chunks WHERE scope_id = scopes.id),
+        token_count = (
+            SELECT COALESCE(SUM(length(tokens) - length(replace(tokens, ' ', ''))
+                + CASE WHEN tokens <> '' THEN 1 ELSE 0 END), 0)
+            FROM chunks WHERE scope_id = scopes.id
+        );
+"""
+"""One chunk per (scope, path, line, piece), the same on both backends: chunks starting on
+one line (pieces of a long paragraph, or rows doubled by two reindexes at once) are
+numbered, the files holding them read again at the next sync (which replaces their
+chunks, doubles gone), and the scopes' counters counted again."""
+
+migration(
+    "m008_one_chunk_per_line",
+    # A piece number tells apart the chunks a long paragraph is cut into; with it, the
+    # schema holds every other chunk to one row per line (memory_core/recall/index/writes.py).
+    "ALTER TABLE chunks ADD COLUMN piece INTEGER NOT NULL DEFAULT 0;" + PIECES,
+)
+
+
+CHUNK_DATES = """
+    ALTER TABLE chunks ADD COLUMN dates TEXT;
+    CREATE INDEX chunks_scope_dates ON chunks (scope_id, substr(dates, 1, 10))
+        WHERE dates <> '';
+    UPDATE files SET mtime_ns = 0, size = -1, hash = '' WHERE kind IN ('daily', 'archive_raw');
+"""
+"""The days a chunk's text speaks of (memory_core/base/turn_dates.py), the same on both
+backends: '' when it names none, NULL when its kind is not resolved so or it was stored
+before this column. The daily notes and archive files are read again at the next sync,
+which fills it; messages stored before get theirs at the next reindex
+(`rebuild.fill_message_dates`). The index finds the chunks that name a day up to a
+question's window (the encoding's first ten characters are its earliest day)."""
+
+migration(
+    "m009_chunk_dates",
+    # A turn that says "last Friday" is found by a question about that Friday.
+    CHUNK_DATES,
+)
+
+
+JOURNAL_MIGRATIONS: list[tuple[str, str]] = [
+    (
+        "m001_captures",
+        # Captures acknowledged before MEMORY.md is rewritten (memory_core/storage/journal.py).
+        # AUTOINCREMENT: a sequence number is never handed out twice, even after the rows
+        # before it were deleted. IF NOT EXISTS, in this first step alone: a journal made
+        # before this list existed holds this very table (the journal created it itself
+        # at every open) and no `_migrations`; it is adopted as it is, rows and all.
+        """
+        CREATE TABLE IF NOT EXISTS captures (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            owner TEXT NOT NULL,
+            scope TEXT NOT NULL,
+            payload TEXT NOT NULL
+        );
+        """,
+    ),
+]
+"""Numbered migrations of the capture journal's own file, `.chatmem/journal.sqlite3`,
+recorded in that file's `_migrations`. A file of its own on purpose (journal.py): it runs
+with `synchronous = FULL`, so an acknowledged capture survives a power cut, at the cost
+of one fsync per capture that the index database should not pay for its every write, and
+a capture's commit never waits behind a long index transaction (a reindex, a purge). On
+PostgreSQL the same table is a migration of the shared database (`m004_captures`)."""

