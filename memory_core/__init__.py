@@ -18,6 +18,7 @@ PUBLIC_API = frozenset(
         "memory_core.base.records",
         "memory_core.base.scope",
         "memory_core.base.entries",
+        "memory_core.base.chunks",
         "memory_core.recall.chunking",
         "memory_core.base.clock",
         "memory_core.base.workspace",
@@ -27,6 +28,7 @@ PUBLIC_API = frozenset(
         "memory_core.consolidation.phases",
         "memory_core.base.inputs",
         # pure rules a front end shows or previews
+        "memory_core.base.policy",
         "memory_core.longterm.scoring",
         "memory_core.longterm.merge",
         "memory_core.base.merge_values",

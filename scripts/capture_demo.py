@@ -20,12 +20,12 @@ from pathlib import Path
 
 from textual.worker import WorkerState
 
+import memory_core.longterm.merge as merge
 from adapters.demo import build_demo
 from memory_core.base.clock import ManualClock, parse_when
 from memory_core.base.scope import ScopeKey
 from memory_core.config import Config
 from memory_core.engine import MemoryCore
-from memory_core.longterm import merge
 from tui import ChatmemApp, make_app
 from tui.capture import screen_text
 

@@ -62,5 +62,5 @@ async def test_an_old_file_is_trusted_on_its_stamp(core: MemoryCore) -> None:
     old = time.time_ns() - 10 * RACY_NS
     os.utime(path, ns=(old, old))
     await core.memories.entries(MAIN)
-    store = core.memories.store
+    store = core.memories.store.files
     assert store._cache[MAIN].racy is False

@@ -278,7 +278,7 @@ async def test_a_file_damaged_under_a_core_is_corrupt_degrades_and_is_moved_asid
     """The damage is found by a search, not at open: `DatabaseCorrupt`, so the index
     degrades to the files, and a reindex moves the file aside and rebuilds it."""
     async with MemoryCore.open(config, clock=clock) as core:
-        await core.append_daily(MAIN, "the kayak is red")
+        await core.notes.append(MAIN, "the kayak is red")
         path = core.workspace.db_path
     with contextlib.closing(sqlite3.connect(path)) as conn:
         [(page,)] = conn.execute("SELECT rootpage FROM sqlite_master WHERE name = 'chunks'")
@@ -289,13 +289,13 @@ async def test_a_file_damaged_under_a_core_is_corrupt_degrades_and_is_moved_asid
 
     async with MemoryCore.open(config, clock=clock) as core:
         assert core.degraded_reason is None  # it opened: the damage is further in
-        assert [h.text for h in await core.search(MAIN, "kayak")] == ["the kayak is red"]
-        assert core.memory.guard.index is None
+        assert [h.text for h in await core.finder.search(MAIN, "kayak")] == ["the kayak is red"]
+        assert core.guard.index is None
         assert core.degraded_reason is not None and "damaged" in core.degraded_reason
         await core.reindex()
         assert list(path.parent.glob("index.sqlite3.corrupt-*"))
-        assert core.degraded_reason is None and core.memory.guard.index is not None
-        hits = await core.memory.guard.index.search(MAIN, "kayak")
+        assert core.degraded_reason is None and core.guard.index is not None
+        hits = await core.guard.index.search(MAIN, "kayak")
         assert [h.text for h in hits] == ["the kayak is red"]
 
 

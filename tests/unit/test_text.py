@@ -131,7 +131,7 @@ def test_contractions_reduce_to_stopwords() -> None:
 def test_identifiers_split_on_underscore_hyphen_and_dot() -> None:
     assert tokenize("memory_search") == [*tokenize("memory"), *tokenize("search")]
     assert tokenize("hello-world") == ["hello", "world"]
-    assert tokenize("memory_core.base.text") == ["memori", "core", "text"]
+    assert tokenize("memory_core.text") == ["memori", "core", "text"]
 
 
 def test_numbers_are_kept_and_split_on_separators() -> None:
