@@ -708,7 +708,6 @@ def test_unknown_category_is_refused_with_the_list(cli: Run) -> None:
 
 
 def test_every_option_has_help_naming_its_values() -> None:
-    from adapters import cli_bots, cli_commands, cli_recall, cli_storage, cli_tui  # noqa: F401
     from adapters.cli import build_parser
 
     parser = build_parser()

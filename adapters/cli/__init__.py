@@ -197,15 +197,15 @@ def _command(argv: list[str]) -> int:
         with errors_as_json():
             return _command(argv)
     # Importing registers the subcommands of every area.
-    from adapters import (  # noqa: F401
-        cli_bots,
-        cli_commands,
-        cli_entities,
-        cli_mcp,
-        cli_recall,
-        cli_snapshot,
-        cli_storage,
-        cli_tui,
+    from adapters.cli import (  # noqa: F401
+        bots,
+        commands,
+        entities,
+        mcp,
+        recall,
+        snapshot,
+        storage,
+        tui,
     )
 
     parser = build_parser()
@@ -417,11 +417,3 @@ def days_arg(value: str) -> int:
     if number < 0:
         raise argparse.ArgumentTypeError(f"expected a number of days (0 or more), not {value!r}")
     return number
-
-
-if __name__ == "__main__":
-    # Under `python -m adapters.cli` this file runs as `__main__`, but the subcommands
-    # register themselves in `adapters.cli`: run that module's main.
-    from adapters.cli import main as _main
-
-    raise SystemExit(_main())

@@ -7,7 +7,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from adapters.cli import command
-from adapters.cli_bots import serve_until_signal, setup_logging
+from adapters.cli.bots import serve_until_signal, setup_logging
 from memory_core.base.errors import ChatmemError, install_hint
 
 if TYPE_CHECKING:
