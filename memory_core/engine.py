@@ -22,7 +22,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-from memory_core import migrate as moving
+from memory_core import migrate
 from memory_core.base.clock import Clock, Monotonic, ensure_aware, system_clock
 from memory_core.base.entries import MemoryEntry
 from memory_core.base.errors import (
@@ -61,7 +61,7 @@ from memory_core.recall.index import SyncStats
 from memory_core.services import Progress, Services, open_services
 from memory_core.snapshot.snapshots import Snapshots
 from memory_core.storage.audit import AuditLog
-from memory_core.storage.backends import backend_for
+from memory_core.storage.backends import backend_for, same_storage
 from memory_core.storage.history import HistoryStore
 from memory_core.storage.sessions import ArchiveState
 from memory_core.storage.vectors.rows import clear_cache as clear_vector_cache
@@ -404,19 +404,19 @@ class MemoryCore:
         return scopes + [ScopeKey(s) for s in sorted(messages) if s not in known]
 
     async def move_storage(
-        self, backend: str, dsn: str = "", progress: moving.Progress | None = None
-    ) -> moving.MoveReport:
+        self, backend: str, dsn: str = "", progress: migrate.Progress | None = None
+    ) -> migrate.MoveReport:
         """Copy what only the database holds (history, audit, activations, schedules,
         deliveries, the embedding cache, the capture journal) to the other backend and
         index the files there (`chatmem migrate`). Idempotent: run again after an
         interruption, it copies what is missing. The bots of the workspace should be
         stopped; the configuration is the caller's to switch afterwards."""
         current = self.config.storage
-        if backend == current.backend and (backend == "sqlite" or dsn == current.postgres_dsn):
+        storage = current.model_copy(update={"backend": backend, "postgres_dsn": dsn})
+        if same_storage(current, storage):
             raise ChatmemError(f"the workspace already uses {backend}")
         source_db = self._needs_database(self._open.db)
         await self.memories.flush()  # staged captures into MEMORY.md: the journal holds no own row
-        storage = current.model_copy(update={"backend": backend, "postgres_dsn": dsn})
         target_config = self.config.model_copy(update={"storage": storage})
         target_backend = backend_for(target_config, self.workspace, self._locks, self._monotonic)
         await target_backend.prepare_move_target()
@@ -425,7 +425,7 @@ class MemoryCore:
             if progress is not None:
                 progress("files indexed", done, total)
 
-        report = moving.MoveReport()
+        report = migrate.MoveReport()
         async with MemoryCore.open(
             target_config,
             clock=self._clock,
@@ -436,12 +436,12 @@ class MemoryCore:
             target_db = target._open.db
             if target_db is None:
                 raise IndexUnavailable(target.degraded_reason or "cannot open the target")
-            for table, key in moving.TABLES:
-                await moving.copy_table(source_db, target_db, table, key, report, progress)
+            for table, key in migrate.TABLES:
+                await migrate.copy_table(source_db, target_db, table, key, report, progress)
             source_journal, target_journal = self._open.journal, target._open.journal
             if source_journal is not None and target_journal is not None:
-                await moving.copy_captures(source_journal.db, target_journal.db, report)
-            await moving.copy_message_chunks(source_db, target_db, report, progress)
+                await migrate.copy_captures(source_journal.db, target_journal.db, report)
+            await migrate.copy_message_chunks(source_db, target_db, report, progress)
         await target_backend.finish_move_target()
         return report
 

@@ -22,6 +22,7 @@ from memory_core.base.sql import Db
 from memory_core.base.workspace import Workspace
 from memory_core.config import Config
 from memory_core.config.memory import HistorySettings
+from memory_core.config.services import StorageSettings
 from memory_core.storage.audit import AuditLog
 from memory_core.storage.db import Database
 from memory_core.storage.history import HistoryStore, MessageIndexer
@@ -87,6 +88,12 @@ class Backend(Protocol):
     async def finish_move_target(self) -> None:
         """After the copy into this backend finished."""
         ...
+
+
+def same_storage(a: StorageSettings, b: StorageSettings) -> bool:
+    """Whether two storage settings name the same database: the workspace's SQLite file,
+    or one PostgreSQL database (`chatmem migrate` refuses to move into where it is)."""
+    return a.backend == b.backend and (a.backend == "sqlite" or a.postgres_dsn == b.postgres_dsn)
 
 
 def backend_for(

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from adapters.cli import main
-from memory_core import migrate as moving
+from memory_core import migrate
 from memory_core.base.clock import ManualClock
 from memory_core.base.errors import DatabaseForeign
 from memory_core.base.scope import MAIN, ScopeKey
@@ -118,8 +118,8 @@ async def test_an_interrupted_move_finishes_when_run_again(
         for n in range(7):
             await core.conversation.turn(ALICE, f"message number {n} about the garden")
         before = await state(core)
-        monkeypatch.setattr(moving, "BATCH", 2)
-        real = moving._insert
+        monkeypatch.setattr(migrate, "BATCH", 2)
+        real = migrate._insert
         calls = {"n": 0}
 
         def dies_on_the_third_batch(conn: Any, sql: str, rows: list[tuple[Any, ...]]) -> int:
@@ -128,10 +128,10 @@ async def test_an_interrupted_move_finishes_when_run_again(
                 raise KeyboardInterrupt  # the person pressed Ctrl-C
             return real(conn, sql, rows)
 
-        monkeypatch.setattr(moving, "_insert", dies_on_the_third_batch)
+        monkeypatch.setattr(migrate, "_insert", dies_on_the_third_batch)
         with pytest.raises(KeyboardInterrupt):
             await core.move_storage("postgres", pg_dsn)
-        monkeypatch.setattr(moving, "_insert", real)
+        monkeypatch.setattr(migrate, "_insert", real)
         report = await core.move_storage("postgres", pg_dsn)
         assert 0 < report.copied["messages"] < len(before["tables"]["messages"])
     async with MemoryCore.open(pg_config(workspace, pg_dsn), clock=clock) as moved:
