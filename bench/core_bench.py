@@ -6,7 +6,7 @@ the end; entries and texts come from ``bench/corpus.py`` with fixed seeds.
 
 What is measured:
 
-* ``MemoryCore.capture`` of one entry into a scope holding a small file, and into one
+* ``core.memories.capture`` of one entry into a scope holding a small file, and into one
   holding 1 000 entries (p50 / p95 over >= 200 captures in full mode), three ways: as a
   caller sees it by default (applied to the in-memory view and committed to the capture
   journal; MEMORY.md, audit and index follow in one background write per burst), with a
@@ -19,7 +19,7 @@ What is measured:
   1 000 and 10 000 entries, and one Layer 3 event-log append with its fsync;
 * seed 001's consolidation over 100 and 10 000 entries of four classes: the pure
   decisions (verify beliefs, plan and apply summaries) and a whole run of every phase
-  through ``MemoryCore.consolidate_phases`` (files written), then a second run;
+  through ``core.consolidation.run`` (files written), then a second run;
 * MEMORY.md load (read + parse) and save (render + atomic write, and the store's
   backup-then-write) at 1 000 and 10 000 entries; parse and render both with their
   per-block memos cleared before each call and warm.

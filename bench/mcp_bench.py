@@ -8,7 +8,7 @@ bench/corpus.py sentences written as daily-note files and indexed. Then the real
 ``chatmem mcp --workspace W --scope peer:bench``, runs as a subprocess and the official
 SDK's client (``mcp.Client`` over stdio) calls ``memory_search`` with the queries of
 recall_bench (each made from one of the scope's sentences), after a warm-up. The same
-queries through ``MemoryCore.search`` in this process give the figure without the
+queries through ``core.finder.search`` in this process give the figure without the
 protocol, so the table shows what MCP itself adds (JSON-RPC framing, pipes, schema
 validation, the result's JSON).
 """

@@ -9,7 +9,7 @@ it prints figures. Without ``--dsn`` it starts a PostgreSQL of its own
   the same shape as bench/recall_bench.py's.
 * Then chunks are added in other scopes (``--scopes`` in all) up to ``--total``
   (10 M by default); the bench scope stays as it was.
-* At each point: ``MemoryCore.search`` of the bench scope by words alone (the queries of
+* At each point: ``core.finder.search`` of the bench scope by words alone (the queries of
   recall_bench: each made from one of the scope's sentences), p50/p95 over the passes,
   the database's size, and how long the load took.
 

@@ -15,14 +15,14 @@ asserts on wall-clock time.  One temporary workspace (removed at the end) holds:
 
 ``--quick`` scales every size down 10x.  Text and queries come from ``bench/corpus.py``
 (fixed seeds).  For each size: build time, tokenization throughput, query latency of
-``MemoryCore.search`` and ``SearchIndex.search`` and of the baseline (``ScopeBM25``, rank-bm25's
+``core.finder.search`` and ``SearchIndex.search`` and of the baseline (``ScopeBM25``, rank-bm25's
 BM25Okapi with the index's idf, k1 = 1.2, b = 0.75, over the same ``tokenize`` terms:
 ``get_scores`` + top 5), add-one-note latency (tokenize + index + commit of one note,
-and end to end through ``MemoryCore.append_daily`` with the file append and fsync), and
+and end to end through ``core.notes.append`` with the file append and fsync), and
 recall@5 of each query's source sentence for both, plus how far the two top 5s agree.
 Latencies are pooled over several passes; "median" is the median of the passes' medians.
 
-Automatic recall (``MemoryCore.recall``, what a chat turn pays before the model is asked)
+Automatic recall (``core.finder.recall``, what a chat turn pays before the model is asked)
 is timed twice per bench scope, each call with a query text of its own so neither the
 session's recall cache nor the query-vector cache ever answers:
 
@@ -237,9 +237,9 @@ class SizeResult:
     same_top1: float = 0.0
     stress: bool = False
     recall_words: Latency = field(default_factory=Latency)
-    """MemoryCore.recall with embedding.provider = "none"."""
+    """`core.finder.recall` with embedding.provider = "none"."""
     recall_hybrid: Latency = field(default_factory=Latency)
-    """MemoryCore.recall with the local model's vectors fused in."""
+    """`core.finder.recall` with the local model's vectors fused in."""
 
 
 class Baseline:
@@ -402,7 +402,7 @@ def recall_queries(texts: Sequence[str], count: int, seed: int) -> list[str]:
 async def measure_recall(
     core: MemoryCore, scope: ScopeKey, queries: Sequence[str], passes: int, latency: Latency
 ) -> None:
-    """`MemoryCore.recall` of `queries` (WARM_UP of them first, untimed), split into
+    """`core.finder.recall` of `queries` (WARM_UP of them first, untimed), split into
     `passes` equal series."""
     for query in queries[:WARM_UP]:
         await core.finder.recall(scope, query)

@@ -24,7 +24,7 @@ the local model (15 s with `--set embedding.provider=none`).
 * LoCoMo's public development split (`--locomo DIR`, default
   ../shared/datasets/locomo-dev; read from there, never copied): five long conversations
   between two people, stored by the protocol of its README (`testkit/quality/locomo.py`:
-  a group scope, every turn through `MemoryCore.chat`, the bot's scheduler on a
+  a group scope, every turn through `core.conversation.turn`, the bot's scheduler on a
   simulated clock, default configuration), asked one day after the last session; by
   category (single, multi, temporal, open). The yardstick that counts.
 * MADial-Bench (`--madial DIR`, default ../shared/datasets/madial-bench): memories as

@@ -9,7 +9,7 @@ with ``memory_md_renderer.render_memory``) is opened by the core, then the app r
 
 * **first render**: the rankings table holds its first page (the head of the file is
   parsed first, so this does not grow with N);
-* **full load**: every entry is parsed (``MemoryCore.load``) and ranked, the table shows
+* **full load**: every entry is parsed (``core.memories.load``) and ranked, the table shows
   the exact ranking and the status line no longer says "loading";
 * **warm**: every column's sort keys are computed (a worker does it after the full load);
 * **re-sort** by several columns (warm), each timed from the request to the table holding

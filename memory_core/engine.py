@@ -7,7 +7,7 @@ an explicit `ScopeKey`: nothing here derives a scope from anything.
 
     front ends ──▶ MemoryCore ──▶ parts: memories, notes, finder, snapshots, event_log,
                       │                  audit, history, conversation, consolidation
-                      └── services.py builds them over the backend object (backends.py)
+                      └── services.py builds them over the backend (storage/backends.py)
 """
 
 from __future__ import annotations

@@ -102,7 +102,7 @@ def entry_action(app: ChatmemApp, choose: Callable[[RankRow], Kind]) -> None:
 
 
 def undo_forget(app: ChatmemApp) -> None:
-    """Bring back the entry forgotten last in this session (through `core.restore`, which
+    """Bring back the entry forgotten last in this session (through `core.memories.restore`, which
     takes it from the scope's kept forgotten entries). No confirmation: it undoes one."""
     forgotten = app.last_forgotten
     if forgotten is None:

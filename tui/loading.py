@@ -2,7 +2,7 @@
 
 MEMORY.md is written sorted by score, so its first blocks are the top of the rankings. For a
 large file the TUI parses only its head first (a first screen in milliseconds), then the
-whole file through the core (`MemoryCore.entries`, cached by file stamp). Reads never take
+whole file through the core (`core.memories.entries`, cached by file stamp). Reads never take
 the scope's lock: the core writes by atomic rename, so a read sees the old or the new file.
 """
 

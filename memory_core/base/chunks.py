@@ -31,7 +31,7 @@ class Chunk:
     the name and the time before it are not the turn's words)."""
     dates: tuple[tuple[date, date], ...] | None = None
     """The local days its text speaks of ("last Friday"), resolved against its own date
-    where it is tokenized (`index.files.prepare_chunk`); None where nothing was resolved
+    where it is tokenized (`recall.index.files.prepare_chunk`); None where nothing was resolved
     (a kind that is not dated so, or a chunk not yet prepared)."""
 
 

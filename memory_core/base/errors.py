@@ -51,10 +51,10 @@ class StorageError(ChatmemError):
     outside the backends catches, so none of them names a driver's exceptions.
 
     Each backend translates its driver's errors into this family where its statements
-    run (`db.py` for SQLite, `pg/database.py` for PostgreSQL), so a failure reads the
-    same whichever is configured. Code that survives a failed database write (the file
-    is the memory) catches `StorageError`; the subclasses say what kind of failure, for
-    the callers that act on it. One line, never a connection string.
+    run (`storage/db.py` for SQLite, `storage/pg/database.py` for PostgreSQL), so a
+    failure reads the same whichever is configured. Code that survives a failed database
+    write (the file is the memory) catches `StorageError`; the subclasses say what kind of
+    failure, for the callers that act on it. One line, never a connection string.
     """
 
 

@@ -32,7 +32,7 @@ class DecayMode(StrEnum):
 @dataclass(frozen=True, slots=True)
 class ScoringPolicy:
     """The numbers of the lifecycle; the defaults are the seeds', written only here: the
-    `[scoring]` section (settings_memory.py) takes its defaults from these."""
+    `[scoring]` section (config/memory.py) takes its defaults from these."""
 
     reinforce_rate: float = 0.2
     contradict_factor: float = 0.5

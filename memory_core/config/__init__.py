@@ -1,8 +1,8 @@
 """Typed settings from one TOML file plus environment overrides, on pydantic-settings:
 `Config` (the whole file) and `load_config`, with the checks that span sections.
 
-The sections live in settings_memory.py and settings_services.py, their field convention
-in settings_fields.py, and `config.example.toml` is generated from them (config_example.py;
+The sections live in config/memory.py and config/services.py, their field convention
+in config/fields.py, and `config.example.toml` is generated from them (config/example.py;
 a test keeps them equal), so the example can never fall behind the code. Validation is
 strict and unknown keys are forbidden: a typo or a quoted number must not silently fall
 back to a default or be coerced. Errors are one line naming the key and the file (or the

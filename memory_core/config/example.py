@@ -1,6 +1,6 @@
 """`config.example.toml`, generated from the settings classes: every section's summary and
 every key's documentation, environment variable and default (tests keep the file equal).
-Pure rendering, apart from the loader (config.py) it only reads.
+Pure rendering, apart from the loader (config/__init__.py) it only reads.
 """
 
 from __future__ import annotations

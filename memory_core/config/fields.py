@@ -1,8 +1,8 @@
 """The convention every settings section follows: a field carries its documentation (from
 which `config.example.toml` is generated), the environment variable that overrides it and
 whether it is a secret; a section is frozen, strict and refuses unknown keys. Apart from
-the sections themselves so both families of sections (settings_memory, settings_services)
-and the loader (config.py) share one definition.
+the sections themselves so both families of sections (config/memory.py, config/services.py)
+and the loader (config/__init__.py) share one definition.
 """
 
 from __future__ import annotations

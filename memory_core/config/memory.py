@@ -1,9 +1,9 @@
 """The sections of how chatmem remembers: the lifecycle of long-term memories, what rides
 in a prompt, recall, session history, its archive and the schedules of a running bot.
 
-Apart from the loader (config.py) and from the services' sections (settings_services.py)
+Apart from the loader (config/__init__.py) and from the services' sections (config/services.py)
 so the layers that rank and remember read their numbers without pulling in the settings
-loader. `scoring.py` must never import this module: `[scoring]` takes its defaults from it.
+loader. `base/policy.py` must never import this module: `[scoring]` takes its defaults from it.
 """
 
 from __future__ import annotations

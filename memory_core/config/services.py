@@ -1,7 +1,7 @@
 """The sections of what chatmem talks to: the model server, the embedder, the storage
 backend, the MCP server and the Telegram and DingTalk front ends.
 
-Apart from the loader (config.py) and from the memory's own sections (settings_memory.py):
+Apart from the loader (config/__init__.py) and from the memory's own sections (config/memory.py):
 a front end, the model client or the embedder imports the one section it runs on, and
 nothing of how memories are scored or ranked.
 """

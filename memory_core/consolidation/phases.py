@@ -3,7 +3,7 @@
 The phases, in order: decay (seed 002's lifecycle), filter (which raw events of the Layer 3
 log are worth extracting), extract (those events into Layer 2 memories), verify (beliefs
 against later facts), summarize (a week's events into one summary that replaces them in
-ranking) and snapshot (Layer 1). The runner (`conversation/consolidator.py`) does the I/O
+ranking) and snapshot (Layer 1). The runner (`consolidation/consolidator.py`) does the I/O
 and keeps each phase's progress; the functions here decide, so each decision is tested
 without files and a second run over the same state decides nothing new.
 """

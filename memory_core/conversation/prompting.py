@@ -10,7 +10,7 @@ from memory_core.base.text import estimate_tokens
 from memory_core.config.memory import HistorySettings
 from memory_core.llm.client import Message
 
-# SUMMARY_ROLE lives in sessions.py (which cannot import this module) and is re-exported.
+# SUMMARY_ROLE lives in storage/sessions.py (which cannot import this module) and is re-exported.
 from memory_core.storage.sessions import SUMMARY_ROLE as SUMMARY_ROLE
 from memory_core.storage.sessions import StoredMessage
 

@@ -3,7 +3,7 @@
 `build_embedder(settings)` picks one from the `[embedding]` settings: a local model
 shipped in a package (local.py), any OpenAI-compatible server (remote.py), or None for
 BM25 alone. memory_core/storage/vectors/backfill.py makes and stores their vectors,
-vector_index.py searches them.
+memory_core/storage/vectors/index.py searches them.
 Nothing here imports numpy or a model until an embedder is used.
 """
 

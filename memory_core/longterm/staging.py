@@ -3,7 +3,7 @@
 Rewriting MEMORY.md is a render, two fsyncs and an index update: milliseconds for a small
 file, tens of them for a large one, paid again by every memory of a burst (a `/new`
 extraction, a chatty user, the `memory_save` tool). So a capture is applied to the scope's
-in-memory view and committed to the capture journal (`journal.py`, on disk when `capture`
+in-memory view and committed to the capture journal (`storage/journal.py`, on disk when `capture`
 returns); one background write per scope, `write_delay_seconds` after the first unwritten
 capture, then puts everything staged meanwhile into MEMORY.md, the audit log and the index.
 

@@ -23,7 +23,7 @@ from memory_core.notes import daily
 log = logging.getLogger(__name__)
 
 Prepare = Callable[[Chunk, ChunkKind, tzinfo], tuple[Chunk, str]]
-"""How the index tokenizes a chunk (`index.files.prepare_chunk`): done here, in the
+"""How the index tokenizes a chunk (`recall.index.files.prepare_chunk`): done here, in the
 append's own worker call, so the note and its terms cost one hop off the loop."""
 
 

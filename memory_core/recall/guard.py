@@ -5,7 +5,7 @@ index call of the memory service goes through this guard, which turns a database
 into degraded mode (search reads the files) instead of a failed read or write.
 
 Only damage degrades: a database that another process keeps locked is waited for by the
-database layer (`db.py`) and, if it stays locked, is one failed call, not a reason to
+database layer (`storage/db.py`) and, if it stays locked, is one failed call, not a reason to
 stop using the index. And degraded mode is not for the process's lifetime: the index is
 put aside, and `retry_seconds` later the next search tries it again (a `chatmem reindex`
 run from another process, or a disk that has room again, brings it back without a

@@ -1,7 +1,7 @@
 """The capture journal: captures acknowledged before MEMORY.md is rewritten.
 
 A capture returns once its row is committed here; MEMORY.md follows a moment later
-(`staging.py`). The journal is its own SQLite file with `synchronous = FULL`, so a commit
+(`longterm/staging.py`). The journal is its own SQLite file with `synchronous = FULL`, so a commit
 is on disk when `append` returns (one WAL fsync, about half a millisecond), and it never
 waits behind a long index transaction on the main database.
 

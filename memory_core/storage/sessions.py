@@ -1,6 +1,6 @@
 """Sessions and their messages as values: what a history backend stores and returns.
 
-Apart from the SQLite store (history.py) so that the storage interfaces (storage.py),
+Apart from the SQLite store (history.py) so that the storage interfaces (interfaces.py),
 the other backends and the conversation layer can speak of sessions and messages without
 importing an implementation of them.
 """

@@ -4,7 +4,7 @@ people, stored as a running bot stores a group chat, asked by the dataset's prot
 The data is read from `../shared/datasets/locomo-dev/` and never copied into the project
 (CC BY-NC 4.0). Its README states the protocol, followed here to the letter:
 
-* every turn goes through `MemoryCore.chat` in a two-person group scope (role user, the
+* every turn goes through `core.conversation.turn` in a two-person group scope (role user, the
   sender's name as speaker, the session's date plus 30 s per turn; image captions are
   not text a bot sees), with no chat model, under the **default configuration**;
 * the bot's own scheduler (`Runtime.tick`) runs on the simulated clock, every 60 s while

@@ -258,7 +258,7 @@ def test_ctrl_c_at_the_prompt_quits_at_once(tmp_path: Path) -> None:
 async def test_ctrl_c_while_the_model_answers_quits_at_once(
     tmp_path: Path, fake_llm: FakeOpenAI
 ) -> None:
-    """The turn is stopped through the core (`MemoryCore.interrupt`), not left running
+    """The turn is stopped through the core (`core.conversation.chat.interrupt`), not left running
     into a core that closes under it: no reply is stored for it, nothing is torn."""
     asked = asyncio.Event()
 

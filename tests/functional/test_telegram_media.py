@@ -2,7 +2,7 @@
 
 The real python-telegram-bot client polls the fake Bot API (getFile and the file download
 included); photo descriptions come from the fake OpenAI server through the real openai
-client. Each test checks what was stored, that `core.search` finds it, and that the turn
+client. Each test checks what was stored, that `core.finder.search` finds it, and that the turn
 was answered.
 """
 

@@ -404,8 +404,8 @@ def test_bad_active_hours_are_refused(tmp_path: Path, hours: str) -> None:
 
 
 def test_the_ranking_and_the_lifecycle_take_every_setting_from_the_config() -> None:
-    """Each number is written once (the ranking's in settings_memory.py's `[recall]`, the
-    lifecycle's in scoring.py's `ScoringPolicy`, which `[scoring]` reads): the defaults
+    """Each number is written once (the ranking's in config/memory.py's `[recall]`, the
+    lifecycle's in base/policy.py's `ScoringPolicy`, which `[scoring]` reads): the defaults
     agree, and a value set in the config reaches the ranking and the scoring policy."""
     from dataclasses import fields
 

@@ -1,4 +1,4 @@
-"""The pure edits of one long-term entry (`memory/long_term_changes.py`)."""
+"""The pure edits of one long-term entry (`longterm/long_term_changes.py`)."""
 
 from __future__ import annotations
 

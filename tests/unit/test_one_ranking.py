@@ -1,4 +1,4 @@
-"""One ranking for one memory: `core.search` (`chatmem search`, `/search`, the TUI), the
+"""One ranking for one memory: `core.finder.search` (`chatmem search`, `/search`, the TUI), the
 chat tool `memory_search`, MCP `memory_search` and the automatic recall of a chat turn
 give the same hits in the same order for the same scope and question, vectors included
 whenever an embedder is configured, in a process that just started too.

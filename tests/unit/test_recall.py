@@ -1,6 +1,6 @@
 """Recall: the labelled bilingual set (index and degraded path), recall intent, the
 injected block (ranking order, confidence forms, caps, budget), priors as score terms,
-`MemoryCore.recall` end to end, and reinforcement of the long-term entries a reply used."""
+`core.finder.recall` end to end, and reinforcement of the long-term entries a reply used."""
 
 from __future__ import annotations
 
@@ -414,7 +414,7 @@ async def test_long_term_lifts_ties_and_recency_breaks_them(core: MemoryCore) ->
     assert by_text["kayak alpha"] < 1.5 * by_text["kayak echo"]
 
 
-# --- MemoryCore.recall end to end -------------------------------------------------------
+# --- core.finder.recall end to end -------------------------------------------------------
 
 
 async def test_core_recall_end_to_end(core: MemoryCore) -> None:

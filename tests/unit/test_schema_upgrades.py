@@ -34,7 +34,7 @@ CREATE TABLE IF NOT EXISTS captures (
     payload TEXT NOT NULL
 )
 """
-"""What the journal ran at every open before it had migrations (journal.py's `SCHEMA`)."""
+"""What the journal ran at every open before it had migrations (storage/journal.py's `SCHEMA`)."""
 
 OLD_PGVECTOR = (
     "ALTER TABLE chunk_vectors ADD COLUMN IF NOT EXISTS embedding vector",
@@ -46,7 +46,7 @@ OLD_HNSW = (
     " USING hnsw ((embedding::vector({dim})) vector_cosine_ops) WHERE dims = {dim}"
 )
 """What `ensure_pgvector` and `_ensure_hnsw` ran at every start before they were
-recorded steps (pg/vectors.py)."""
+recorded steps (storage/pg/vectors.py)."""
 
 
 async def test_a_journal_made_before_its_migrations_keeps_its_captures(

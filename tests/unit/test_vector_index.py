@@ -1,5 +1,5 @@
-"""VectorIndex and its SQL (memory_core/storage/vectors/index.py, vector_backfill.py,
-vector_survey.py, vector_graphs.py, vectors.py, ann.py): vectors made through the real
+"""VectorIndex and its SQL (memory_core/storage/vectors/: index.py, backfill.py,
+survey.py, graphs.py, rows.py, ann.py): vectors made through the real
 openai client against the fake server, stored in a real SQLite file, searched exactly or
 through a real usearch graph, and never leaking across scopes."""
 

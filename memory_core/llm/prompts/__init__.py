@@ -9,7 +9,7 @@ from importlib import resources
 
 @cache
 def load_prompt(name: str) -> str:
-    """The text of `prompts/NAME.md`; `{placeholders}` are filled by `str.format`."""
+    """The text of `llm/prompts/NAME.md`; `{placeholders}` are filled by `str.format`."""
     return (
         resources.files(__package__).joinpath(f"{name}.md").read_text(encoding="utf-8").rstrip("\n")
     )

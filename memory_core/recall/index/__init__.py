@@ -1,6 +1,6 @@
 """The search index: chunks of every memory file and message, BM25 per scope.
 
-`SearchIndex` (sqlite_index.py) is the SQLite implementation; its jobs are split by
+`SearchIndex` (search_index.py) is the SQLite implementation; its jobs are split by
 module: schema and writes (writes.py), search reads (search.py) and BM25 scoring
 (ranking.py), the full rebuild (rebuild.py), reading files into chunks (files.py).
 """

@@ -39,8 +39,8 @@ _SPEAKER = re.compile(r"^(?:\d{2}:\d{2}(?::\d{2})? )?([^:\n]{1,64}): ")
 
 @dataclass(frozen=True, slots=True)
 class RankSettings:
-    """The ranking's constants, as `[recall]` sets them (`memory.finder.rank_settings`);
-    the defaults are that section's (settings_memory.py is the one place they are written)."""
+    """The ranking's constants, as `[recall]` sets them (`recall.finder.rank_settings`);
+    the defaults are that section's (config/memory.py is the one place they are written)."""
 
     context_weights: tuple[float, ...] = tuple(_RECALL.context_window)
     """Share of a neighbour's score a turn receives, by distance (1, 2, ...)."""
@@ -74,7 +74,7 @@ class RankSettings:
     """A question's score goes to the reply that answers it (see `hand_to_replies`)."""
     answer_boost: float = _RECALL.answer_boost
     """A chunk holding the kind of answer the question wants (a date for "when", a
-    number for "how many") scores (1 + this) times more (see answer_kind.py)."""
+    number for "how many") scores (1 + this) times more (see base/answer_kind.py)."""
 
 
 @dataclass(slots=True)

@@ -11,7 +11,7 @@ where the asyncio API would cost an await per statement and a second copy of eve
 table owner. The pool (psycopg_pool) and the driver are psycopg 3's own; no call blocks
 the event loop.
 
-Errors come back in the project's `StorageError` family (`errors.py`), the same the
+Errors come back in the project's `StorageError` family (`base/errors.py`), the same the
 SQLite backend raises (`db.storage_error`): a deadlock or lock timeout is a
 `DatabaseBusy`, a refused or lost connection a `DatabaseUnreachable`, a full disk or a
 read-only transaction a `DatabaseUnwritable`, a unique key met a `DatabaseConflict`,
@@ -309,7 +309,7 @@ def migrate(
 
 
 def apply_step(conn: Connection, step: tuple[str, str]) -> bool:
-    """A numbered step decided at run time (`pg/migrations.py`: pgvector's column and its
+    """A numbered step decided at run time (`storage/pg/migrations.py`: pgvector's column and its
     HNSW indexes), applied once and recorded in `_migrations` as every migration is,
     inside the caller's transaction (`PgDatabase.run`); whether it was applied now.
 

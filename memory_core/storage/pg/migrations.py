@@ -288,7 +288,7 @@ migration(
 # --- Steps decided at run time ----------------------------------------------------------
 #
 # pgvector is an extension the server may lack (or the role may not create), and the
-# core asks for it only once dense recall is configured (pg/vectors.py,
+# core asks for it only once dense recall is configured (storage/pg/vectors.py,
 # `ensure_pgvector`); its HNSW indexes are one per vector size, and the size is the
 # embedding model's, known at the first vector written. These steps are therefore not in
 # `PG_MIGRATIONS` (applied at every open, whatever the configuration) but numbered in

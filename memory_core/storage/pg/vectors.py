@@ -44,7 +44,7 @@ EF_SEARCH = 100
 
 async def ensure_pgvector(db: Db) -> str | None:
     """pgvector's version once the extension and the `embedding` column are in place
-    (the recorded step `PGVECTOR`, pg/migrations.py); None when the server lacks it (or
+    (the recorded step `PGVECTOR`, storage/pg/migrations.py); None when the server lacks it (or
     the role may not create it)."""
 
     def prepare(conn: Connection) -> str | None:

@@ -5,7 +5,7 @@ write) starts, or joins, one background backfill per scope, which embeds the chu
 have no vector (the cache first, the model for the misses, in batches, each batch written
 in one transaction) and drops vectors whose chunk is gone. A failing embedder is logged
 once and tried again later with backoff; the chunks simply wait, and recall works by words
-meanwhile. Which chunks need a vector is vector_survey.py's to find.
+meanwhile. Which chunks need a vector is survey.py's to find.
 
 A batch is written through a `VectorWriter`: `vectors.store` in one transaction here;
 with pgvector, memory_core/storage/pg/vectors.py also writes each row's `embedding` column. The

@@ -5,7 +5,7 @@ worker thread from its matrix the first time it is searched or loaded (one build
 time; minutes for 100 000 rows); exact search answers until it is ready, and never waits
 for it. This process's own writes reach the graph in the background, a few rows per lock
 hold; a graph goes with its matrix (eviction, a load afresh) and survives compaction (it
-holds chunk ids). Apart from vector_index.py, which searches through a graph once it is
+holds chunk ids). Apart from index.py, which searches through a graph once it is
 here: the building is all background tasks and worker threads.
 """
 

@@ -1,8 +1,8 @@
 """Chunk vectors searched exactly from memory, or through a scope's graph.
 
-Vectors are made in the background (vector_backfill.py; what needs one, vector_survey.py)
+Vectors are made in the background (backfill.py; what needs one, survey.py)
 and searched here. Search is exact up to `ANN_MIN_ROWS` rows: a scope's vectors sit in one
-float32 matrix in memory (vector_matrix.py; loaded page by page from SQLite, then kept up
+float32 matrix in memory (matrix.py; loaded page by page from SQLite, then kept up
 to date by this process's own backfills, and loaded again when the scope's version in the
 database shows that another process changed them); a query is one matrix-vector product
 and a partial sort. The product reads the whole matrix, so it costs what memory bandwidth
@@ -11,7 +11,7 @@ for 10 000. Every hit is read back through the `chunks` table before it is retur
 scope, visibility, filters and text hash), so a stale matrix can cost a hit, never show
 another scope's chunk or a changed one.
 
-A scope of `ANN_MIN_ROWS` or more also gets an HNSW graph (vector_graphs.py), built in
+A scope of `ANN_MIN_ROWS` or more also gets an HNSW graph (graphs.py), built in
 the background; exact search answers until it is ready, and never waits for it. Then a
 search asks the graph for `k * CANDIDATES` chunk ids, adds the rows the graph does not
 hold yet (the tail appended since it was built), scores those exactly from the matrix and
@@ -81,7 +81,7 @@ class VectorIndex:
         writer: VectorWriter | None = None,
     ) -> None:
         """`ann_min_rows`: scopes this large get a graph (None: never; nor without
-        usearch installed). `monotonic` times the surveys (`vector_survey.SURVEY_EVERY`,
+        usearch installed). `monotonic` times the surveys (`survey.SURVEY_EVERY`,
         the duty). `writer` writes each backfilled batch (`vectors.store` by default;
         memory_core/storage/pg/vectors.py gives its own)."""
         self._db = db
@@ -105,7 +105,7 @@ class VectorIndex:
     def model(self) -> str:
         return self.embedder.name
 
-    # --- making vectors (vector_backfill.py) ----------------------------------------------
+    # --- making vectors (backfill.py) ---------------------------------------------------
     def schedule(self, scope_id: int) -> None:
         """Backfill the scope in the background (`Backfills.schedule`)."""
         self._backfills.schedule(scope_id)
@@ -329,7 +329,7 @@ class VectorIndex:
         """Stop backfills and retries, forget the matrices, close the embedder.
 
         A backfill ends after the batch it is embedding, which is written (within
-        `vector_backfill.STOP_SECONDS`): a short-lived process (a CLI command) keeps the
+        `backfill.STOP_SECONDS`): a short-lived process (a CLI command) keeps the
         vectors it made, so the next one does not make them again."""
         self._graphs.stop()
         await self._backfills.close()

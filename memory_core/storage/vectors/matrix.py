@@ -1,6 +1,6 @@
 """One scope's vectors in memory: a float32 matrix with per-row chunk id, text hash, kind
 and path, searched exactly (every row) or through the approximate-neighbour graph's
-candidates. Pure numpy, no I/O: `vector_index.VectorIndex` loads it, keeps it up to date
+candidates. Pure numpy, no I/O: `VectorIndex` (index.py) loads it, keeps it up to date
 and runs its searches in a worker thread once it is large."""
 
 from __future__ import annotations

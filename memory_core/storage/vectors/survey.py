@@ -6,7 +6,7 @@ taken again after a delete). A full survey (every text hashed against its vector
 page) is kept for when chunks were deleted, another process wrote, a hit's text turned
 out changed, or an hour passed, and rationed to 1% of the time for large scopes.
 
-Apart from the backfill (vector_backfill.py), which makes and stores what this finds: this
+Apart from the backfill (backfill.py), which makes and stores what this finds: this
 part only reads, and decides how much reading a scope is worth.
 """
 
