@@ -15,7 +15,7 @@ asserts on wall-clock time.  One temporary workspace (removed at the end) holds:
 
 ``--quick`` scales every size down 10x.  Text and queries come from ``bench/corpus.py``
 (fixed seeds).  For each size: build time, tokenization throughput, query latency of
-``core.finder.search`` and ``SearchIndex.search`` and of the baseline (``ScopeBM25``, rank-bm25's
+``core.finder.search`` and ``SearchIndex.search`` and of the baseline (``ReferenceBM25``, rank-bm25's
 BM25Okapi with the index's idf, k1 = 1.2, b = 0.75, over the same ``tokenize`` terms:
 ``get_scores`` + top 5), add-one-note latency (tokenize + index + commit of one note,
 and end to end through ``core.notes.append`` with the file append and fsync), and
@@ -77,10 +77,10 @@ from memory_core.embedding.local import (
     local_model_available,
 )
 from memory_core.engine import MemoryCore
-from memory_core.recall.fallback import ScopeBM25
 from memory_core.recall.index import K1, B, SearchIndex
 from memory_core.recall.index.files import tokenize_chunks
 from memory_core.storage.vectors.index import VectorIndex
+from testkit.reference_bm25 import ReferenceBM25
 
 SEED = 20260603
 NOTES_PER_FILE = 100
@@ -243,10 +243,10 @@ class SizeResult:
 
 
 class Baseline:
-    """rank-bm25 over the same terms, scoring like the index (`ScopeBM25`)."""
+    """rank-bm25 over the same terms, scoring like the index (`ReferenceBM25`)."""
 
     def __init__(self, tokens: list[list[str]]) -> None:
-        self.bm25 = ScopeBM25(tokens, k1=K1, b=B)
+        self.bm25 = ReferenceBM25(tokens, k1=K1, b=B)
 
     def top(self, query: str, limit: int = 5) -> tuple[list[int], np.ndarray | None]:
         """Indexes of the best `limit` chunks (score > 0), and every chunk's score."""

@@ -14,7 +14,6 @@ from typing import Any
 
 import psycopg
 from filelock import FileLock
-from rank_bm25 import BM25Okapi
 
 from memory_core.base.chunks import ChunkKind
 from memory_core.base.clock import format_when
@@ -227,15 +226,6 @@ def bm25_score(
             n = stats.doc_freq.get(term, 1)
             score += idf(stats.docs, n) * tf * (k1 + 1.0) / (tf + norm)
     return score
-
-
-class ReferenceBM25(BM25Okapi):  # type: ignore[misc]
-    """rank-bm25's Okapi scorer (an independent implementation, a test dependency only)
-    with the index's always-positive idf: the product's scores are checked against it."""
-
-    def _calc_idf(self, nd: dict[str, int]) -> None:
-        self.document_frequency = dict(nd)
-        self.idf = {word: idf(self.corpus_size, freq) for word, freq in nd.items()}
 
 
 def add_candidates(

@@ -36,10 +36,10 @@ from memory_core.recall.index import rebuild as index_rebuild
 from memory_core.recall.index import search_index as sqlite_index
 from memory_core.recall.index import writes as index_writes
 from memory_core.recall.index.rerank import RankSettings, prior_factor
+from testkit.reference_bm25 import ReferenceBM25
 from tests.conftest import START
 from tests.postgres import with_storage
 from tests.support import (
-    ReferenceBM25,
     another_process_holds,
     bm25_score,
     chunk_counts,
