@@ -47,16 +47,13 @@ from memory_core.consolidation.consolidator import Consolidator
 from memory_core.conversation import tools
 from memory_core.conversation.runtime import Runtime
 from memory_core.llm.client import LLMClient
+from memory_core.longterm.long_term import LongTermMemory
+from memory_core.longterm.long_term_views import ScopeStatus, ValidationProblem
 from memory_core.longterm.store import read_head
-from memory_core.memory_service import (
-    DailyNotes,
-    Finder,
-    IndexGuard,
-    LongTermMemory,
-    ScopeStatus,
-    ValidationProblem,
-)
+from memory_core.notes.daily_notes import DailyNotes
 from memory_core.notes.event_log import EventLog
+from memory_core.recall.finder import Finder
+from memory_core.recall.guard import IndexGuard
 from memory_core.recall.index import SyncStats
 from memory_core.services import Progress, Services, open_services
 from memory_core.snapshot.snapshots import Snapshots

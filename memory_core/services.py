@@ -34,8 +34,9 @@ from memory_core.consolidation.consolidator import Consolidator
 from memory_core.conversation.runtime import Runtime
 from memory_core.embedding.factory import build_embedder
 from memory_core.llm.client import LLMClient
-from memory_core.memory_service import IndexGuard, MemoryService, build_memory_service
+from memory_core.memory_service import MemoryService, build_memory_service
 from memory_core.recall.finder import rank_settings
+from memory_core.recall.guard import IndexGuard
 from memory_core.recall.index import SearchIndex
 from memory_core.storage.activations import Activations
 from memory_core.storage.audit import AuditLog
