@@ -97,7 +97,7 @@ def test_ctrl_c_during_reindex_says_what_it_left(tmp_path: Path) -> None:
         (notes / f"{day}.md").write_text(f"# {day}\n\n{lines}", encoding="utf-8")
     terminal, stderr_end = pty.openpty()
     process = subprocess.Popen(
-        [sys.executable, "-m", "adapters.cli", "reindex", "--workspace", str(root)],
+        [sys.executable, "-c", AS_IN_A_TERMINAL, "reindex", "--workspace", str(root)],
         stdout=subprocess.PIPE,
         stderr=stderr_end,
         env=env,
@@ -114,6 +114,18 @@ def test_ctrl_c_during_reindex_says_what_it_left(tmp_path: Path) -> None:
     assert "Traceback" not in text
     last = text.replace("\r", "\n").strip().splitlines()[-1]
     assert last.startswith("chatmem: interrupted: the index is only partly rebuilt")
+
+
+AS_IN_A_TERMINAL = (
+    "import runpy, signal, sys\n"
+    "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
+    "sys.argv[0] = 'chatmem'\n"
+    "runpy.run_module('adapters.cli', run_name='__main__', alter_sys=True)\n"
+)
+"""`python -m adapters.cli` as a terminal's foreground command runs it: with Ctrl-C's
+default handler. A process started in the background of a shell without job control
+(as a CI script may start the suite) inherits SIGINT ignored, and so would the command;
+a person's Ctrl-C never meets that."""
 
 
 def _read_until(terminal: int, wanted: bytes) -> bytes:
