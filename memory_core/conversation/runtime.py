@@ -61,6 +61,10 @@ class Runtime:
         self._background: set[asyncio.Task[object]] = set()
         self._ticker: asyncio.Task[None] | None = None
         self._stopping = False
+        self._served = False
+        """Whether this process ran turns or schedules: only then are open sessions its
+        own to flush at `stop` (a command that opened the workspace beside a running bot
+        must not flush the bot's sessions)."""
         self._turns: dict[str, int] = {}
 
     # --- turns ----------------------------------------------------------------------
@@ -71,6 +75,7 @@ class Runtime:
         storable(speaker, "the speaker's name")
         if self._stopping:
             raise RuntimeError("shutting down")
+        self._served = True
         task: asyncio.Task[TurnResult] = asyncio.ensure_future(
             self.chat.turn(scope, text, speaker=speaker)
         )
@@ -91,6 +96,7 @@ class Runtime:
         return count % CHECK_EVERY_TURNS == 0
 
     async def new_session(self, scope: ScopeKey, *, chinese: bool = False) -> NewSessionResult:
+        self._served = True
         return await self.chat.new_session(scope, chinese=chinese)
 
     async def after_turn(self, scope: ScopeKey) -> None:
@@ -121,6 +127,7 @@ class Runtime:
 
     # --- schedules ------------------------------------------------------------------
     def start(self) -> None:
+        self._served = True
         if self._ticker is None:
             self._ticker = asyncio.ensure_future(self._tick_forever())
 
@@ -134,6 +141,7 @@ class Runtime:
 
     async def tick(self, now: datetime | None = None) -> list[str]:
         """Run whatever is due now; returns the names of the jobs that ran."""
+        self._served = True
         when = now or self.memory.now()
         ran: list[str] = []
         if await self.chat.close_idle_sessions():
@@ -200,7 +208,7 @@ class Runtime:
         """Flush open sessions, a few at a time, within a time budget: a service manager
         kills a process that takes too long to stop, and the messages are safe in SQLite
         anyway; the flush only saves the model's notes about them."""
-        if not self.llm.configured:
+        if not self.llm.configured or not self._served:
             return
         try:
             sessions = await self.history.open_sessions()

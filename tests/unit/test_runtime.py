@@ -240,6 +240,30 @@ async def test_stop_waits_for_the_turn_then_flushes(
     assert len(compactions) == 1
 
 
+async def test_a_core_that_took_no_turn_leaves_open_sessions_alone(
+    fake: FakeOpenAI, workspace: Path, clock: ManualClock
+) -> None:
+    """A command that opens the workspace beside a running bot (status, the TUI, MCP) and
+    closes it must not flush the bot's open sessions through the model: only a process
+    that ran turns or schedules owns them."""
+    config = load_config(
+        None,
+        env=with_storage({"CHATMEM_MODEL": "gpt-fake", "OPENAI_BASE_URL": fake.base_url}),
+        workspace=workspace,
+    )
+    fake.set_responder(lambda body: "ok")
+    async with MemoryCore.open(config, clock=clock) as bot:
+        for i in range(4):
+            await bot.conversation.turn(ALICE, f"message {i}")
+        assert await bot.history.open_sessions() != []
+        before = len(fake.requests)
+        async with MemoryCore.open(config, clock=clock) as command:
+            assert await command.memories.scopes() != []
+        assert len(fake.requests) == before
+        await bot.conversation.stop()
+        assert len(fake.requests) > before  # the bot's own stop does flush them
+
+
 async def test_stop_waits_for_a_turn_whose_caller_stopped_waiting(core: MemoryCore) -> None:
     """A caller cancelled while its turn runs (a front end that gave up) leaves the turn
     running under the runtime's shield; `stop()` still waits for it, so the reply is
