@@ -146,6 +146,12 @@ class RecallSettings(Section):
     time_boost: float = setting(
         1.0, "A turn inside the time a question names scores (1 + this) times more."
     )
+    spoken_time_boost: float = setting(
+        1.5,
+        "A turn whose words speak of a day inside the question's time ('yesterday', '上周五',"
+        " resolved when stored) scores (1 + this) times more: a stronger witness than a turn"
+        " merely made then.",
+    )
     long_term_boost: float = setting(0.15, "Long-term entries score (1 + this) times more.")
     summary_factor: float = setting(0.9, "Summaries score this many times their score.")
     recency_boost: float = setting(
@@ -156,7 +162,7 @@ class RecallSettings(Section):
         0.8, "A hit sharing this share of its words with a better one is left out."
     )
     speaker_weight: float = setting(
-        1.0, "A query word naming a turn's speaker counts this share of its idf."
+        2.0, "A query word naming a turn's speaker counts this share of its idf."
     )
     speaker_names: bool = setting(
         True,

@@ -251,6 +251,7 @@ def rank_settings(settings: RecallSettings) -> RankSettings:
         turn_dense_floor=settings.turn_dense_floor,
         turn_dense_weight=settings.turn_dense_weight,
         time_boost=settings.time_boost,
+        spoken_time_boost=settings.spoken_time_boost,
         long_term_boost=settings.long_term_boost,
         summary_factor=settings.summary_factor,
         recency_boost=settings.recency_boost,

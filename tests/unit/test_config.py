@@ -423,6 +423,7 @@ def test_the_ranking_and_the_lifecycle_take_every_setting_from_the_config() -> N
         turn_dense_floor=0.1,
         turn_dense_weight=0.9,
         time_boost=2.0,
+        spoken_time_boost=3.0,
         long_term_boost=0.3,
         summary_factor=0.5,
         recency_boost=0.2,

@@ -171,6 +171,35 @@ def test_a_name_asked_about_counts_as_the_speaker_not_as_a_word() -> None:
     assert anchored(rank(pool, plain, limit=2), pool)[0] == "Thanks Nate, I like it a lot"
 
 
+def test_the_turn_speaking_of_the_asked_day_outranks_talk_made_that_day() -> None:
+    """ "Which activity was James pursuing on 16 March?": the turn of the 17th saying
+    "yesterday I went bowling" is the answer, not a turn of the 16th about bowling plans."""
+    day = date(2026, 3, 2)
+    (bowling,) = tokenize("bowling")
+    r = Ranking(
+        {bowling: 1.0},
+        CorpusStats(docs=40, avg_len=6.0, doc_freq={bowling: 3}),
+        (day, day),
+        TODAY,
+        UTC,
+        RankSettings(**{**PLAIN, "time_boost": 1.0}),
+    )
+    plans = turns(("James", "Bowling tonight"), path="memory/2026-03-02-talk.md")
+    for c in plans:
+        c.created_at = datetime(2026, 3, 2, 18, tzinfo=UTC)
+    told = turns(
+        ("James", "Yesterday I went bowling"),
+        path="memory/2026-03-03-talk.md",
+    )
+    for c in told:
+        c.created_at = datetime(2026, 3, 3, 18, tzinfo=UTC)
+        c.dates = ((day, day),)
+    pool = pool_of(r, plans, told)
+    assert plans[0].lexical > told[0].lexical  # the words alone prefer the short turn
+    hits = rank(pool, r, limit=2)
+    assert anchored(hits, pool)[0].startswith("Yesterday I went bowling")
+
+
 def test_gated_fusion_adds_vectors_by_kind() -> None:
     settings = RankSettings()  # the default: gated, turn floor 0.3
     turn_near = candidate(1, "a", kind=ChunkKind.ARCHIVE_RAW, lexical=2.0, dense=0.65)

@@ -378,6 +378,24 @@ def test_time_factor_inside_near_and_outside_the_window() -> None:
     assert time_factor(at("2026-02-18T12:00:00+00:00"), window, UTC, off) == 1.0
 
 
+def test_a_turn_speaking_of_the_day_is_lifted_more_than_one_made_that_day() -> None:
+    """ "Yesterday I went bowling", said on the 19th, witnesses the 18th more surely than
+    whatever was said on the 18th."""
+    settings = RankSettings(time_boost=1.0, spoken_time_boost=1.5)
+    window = (date(2026, 2, 18), date(2026, 2, 18))
+    made_then = datetime(2026, 2, 18, 12, tzinfo=UTC)
+    next_day = datetime(2026, 2, 19, 12, tzinfo=UTC)
+    spoken = ((date(2026, 2, 18), date(2026, 2, 18)),)
+    assert time_factor(made_then, window, UTC, settings) == 2.0
+    assert time_factor(next_day, window, UTC, settings, spoken) == 2.5
+    # Speaking of a day near the window is no surer than being made near it.
+    near = ((date(2026, 2, 20), date(2026, 2, 20)),)
+    assert time_factor(datetime(2026, 3, 1, tzinfo=UTC), window, UTC, settings, near) == 1.5
+    # The surer lift never falls below the plain one.
+    low = RankSettings(time_boost=2.0, spoken_time_boost=0.5)
+    assert time_factor(next_day, window, UTC, low, spoken) == 3.0
+
+
 # --- keyword selection ------------------------------------------------------------------
 
 NOISE = [

@@ -55,6 +55,8 @@ class RankSettings:
     rrf_k: int = 60
     time_boost: float = _RECALL.time_boost
     """A dated chunk inside the question's time window scores (1 + this) times more."""
+    spoken_time_boost: float = _RECALL.spoken_time_boost
+    """The lift of a turn whose words speak of a day inside the window ("last Friday")."""
     time_near_days: int = 3
     """Within this many days of the window, half the boost (dates are remembered loosely)."""
     long_term_boost: float = _RECALL.long_term_boost
@@ -242,14 +244,19 @@ def time_factor(
     dates: Sequence[tuple[date, date]] = (),
 ) -> float:
     """How much the question's time window lifts a chunk of this date, or whose text
-    speaks of these days (`dates`): a turn saying "last Friday" is of that Friday too."""
+    speaks of these days (`dates`): a turn saying "last Friday" is of that Friday too,
+    and more surely than the turns merely made on that Friday, so it is lifted more
+    (`spoken_time_boost`): "what did James do on March 16?" is answered by the turn of
+    March 17 saying "yesterday I went bowling", not by what was said on the 16th."""
     if window is None or settings.time_boost <= 0:
         return 1.0
+    first, last = window
+    if any(a <= last and first <= b for a, b in dates):
+        return 1.0 + max(settings.spoken_time_boost, settings.time_boost)
     days = list(dates)
     if created_at is not None:
         day = created_at.astimezone(zone).date()
         days.append((day, day))
-    first, last = window
     if any(a <= last and first <= b for a, b in days):
         return 1.0 + settings.time_boost
     near = timedelta(days=settings.time_near_days)
