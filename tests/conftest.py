@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import os
 import socket
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
@@ -15,6 +16,7 @@ import pytest
 from memory_core import services
 from memory_core.base.clock import ManualClock, ManualMonotonic
 from memory_core.config import Config, load_config
+from memory_core.embedding import model_cache
 from memory_core.engine import MemoryCore
 from tests.postgres import ACTIVE_STORAGE_ENV, PostgresServer
 
@@ -42,6 +44,19 @@ def pytest_configure(config: pytest.Config) -> None:
     (a Unix socket, as the PostgreSQL server's, is local by nature)."""
     socket.socket.connect = _loopback_only(socket.socket.connect)  # type: ignore[method-assign]
     socket.socket.connect_ex = _loopback_only(socket.socket.connect_ex)  # type: ignore[method-assign]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _model_cache_of_the_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The local model's cache (memory_core/embedding/model_cache.py) of a test that loads
+    the model goes to this run's temporary directory, shared by its workers (bundles are
+    published by rename), never to the user's cache directory."""
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(model_cache, "default_root", lambda: root / "model-cache")
+        yield
 
 
 @pytest.fixture(autouse=True)

