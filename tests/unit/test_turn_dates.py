@@ -112,10 +112,11 @@ def test_time_factor_counts_the_days_a_turn_speaks_of() -> None:
     said = datetime(2023, 2, 20, 10, 0, tzinfo=UTC)  # ten days later: no lift of its own
     assert time_factor(said, window, UTC, settings) == 1.0
     friday = ((D("2023-02-10"), D("2023-02-10")),)
-    assert time_factor(said, window, UTC, settings, friday) == 2.0
+    # Speaking of the day is surer than being made on it (`spoken_time_boost`).
+    assert time_factor(said, window, UTC, settings, friday) == 2.5
     thursday = ((D("2023-02-08"), D("2023-02-08")),)
     assert time_factor(said, window, UTC, settings, thursday) == 1.5  # near: half
-    assert time_factor(None, window, UTC, settings, friday) == 2.0
+    assert time_factor(None, window, UTC, settings, friday) == 2.5
     assert time_factor(said, None, UTC, settings, friday) == 1.0
 
 
