@@ -50,6 +50,9 @@ CREATES: set[str] = set()
 READS_ONLY: dict[str, Callable[[argparse.Namespace], bool]] = {}
 """Subcommands that, with the arguments given, change nothing in the workspace: they run
 in a read-only workspace (the others are refused before they start)."""
+SERVES: set[str] = set()
+"""Subcommands that serve until stopped (bots, the TUI, MCP): their core is a serving
+one; every other command's is a command's (`MemoryCore.open(serving=False)`)."""
 UNSCOPED: set[str] = set()
 """Subcommands that read every scope, not the --scope one (no check that it exists)."""
 INTERRUPTED: dict[str, str] = {}
@@ -76,6 +79,7 @@ def command(
     reads_only: bool | Callable[[argparse.Namespace], bool] = False,
     scoped: bool = True,
     interrupted: str = "",
+    serves: bool = False,
 ) -> Callable[[Any], Any]:
     """Register a subcommand: a class with `run(core, args)` and, when it takes its own
     options, `arguments(parser)`. With `opens_core=False`, `run(config, args)` gets the
@@ -83,7 +87,9 @@ def command(
     `creates=True` a missing workspace is created (with a line on stderr) instead of
     refused. `reads_only` (or a test of the arguments) marks a command that changes
     nothing: it runs in a read-only workspace and refuses a --scope that holds nothing,
-    unless `scoped=False` (it reads every scope). `interrupted` says what Ctrl-C leaves."""
+    unless `scoped=False` (it reads every scope). `interrupted` says what Ctrl-C leaves.
+    `serves=True` marks a command that runs until stopped (a bot): its core loads the
+    tokenizer and backfills vectors at the open, where a one-shot command's does not."""
 
     def register(cls: Any) -> Any:
         COMMANDS[name] = (help_text, getattr(cls, "arguments", _no_arguments), cls.run)
@@ -97,6 +103,8 @@ def command(
             UNSCOPED.add(name)
         if interrupted:
             INTERRUPTED[name] = interrupted
+        if serves:
+            SERVES.add(name)
         return cls
 
     return register
@@ -247,7 +255,9 @@ async def _run(config: Config, handler: Handler, args: argparse.Namespace) -> in
         )
     async with contextlib.AsyncExitStack() as stack:
         with _start_quietly() if read_only_workspace else contextlib.nullcontext():
-            opened = MemoryCore.open(config, create=args.command in CREATES)
+            opened = MemoryCore.open(
+                config, create=args.command in CREATES, serving=args.command in SERVES
+            )
             core = await stack.enter_async_context(opened)
         if reads_only and args.command not in UNSCOPED:
             await _refuse_unknown_scope(core, args.scope_key)

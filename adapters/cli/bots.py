@@ -87,7 +87,9 @@ def name_arg(value: str) -> str:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-@command("chat", "chat with the memory bot in this terminal (no token needed)", creates=True)
+@command(
+    "chat", "chat with the memory bot in this terminal (no token needed)", creates=True, serves=True
+)
 class Chat:
     @staticmethod
     def arguments(parser: argparse.ArgumentParser) -> None:
@@ -114,7 +116,7 @@ class Chat:
         return await run_console(core, user=args.user, group=args.group)
 
 
-@command("telegram", "run the Telegram bot (TELEGRAM_BOT_TOKEN)", creates=True)
+@command("telegram", "run the Telegram bot (TELEGRAM_BOT_TOKEN)", creates=True, serves=True)
 class Telegram:
     @staticmethod
     async def run(core: MemoryCore, args: argparse.Namespace) -> int:
@@ -125,7 +127,7 @@ class Telegram:
         return await serve_until_signal(lambda stop: run_telegram(core, settings, stop))
 
 
-@command("dingtalk", "run the DingTalk robot (callback or stream mode)", creates=True)
+@command("dingtalk", "run the DingTalk robot (callback or stream mode)", creates=True, serves=True)
 class DingTalk:
     @staticmethod
     def arguments(parser: argparse.ArgumentParser) -> None:

@@ -34,6 +34,7 @@ async def run_tui(core: MemoryCore, scope: ScopeKey | None = None) -> int:
     "tui",
     "inspect the workspace live: rankings, decay what-if, archive, recall",
     reads_only=True,
+    serves=True,
 )
 class Tui:
     @staticmethod
