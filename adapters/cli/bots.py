@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import logging
 import signal
@@ -15,6 +14,8 @@ from memory_core.base.errors import InputRefused
 from memory_core.base.inputs import storable
 
 if TYPE_CHECKING:
+    import asyncio
+
     from memory_core.engine import MemoryCore
 
 
@@ -69,6 +70,8 @@ class SecretsHidden(logging.Filter):
 
 async def serve_until_signal(serve: Callable[[asyncio.Event], Awaitable[None]]) -> int:
     """Run a bot until SIGINT/SIGTERM; the core is closed (sessions flushed) by the caller."""
+    import asyncio
+
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

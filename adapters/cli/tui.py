@@ -7,7 +7,6 @@ other commands (and `--help`) start fast.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -68,6 +67,8 @@ class Demo:
 
     @staticmethod
     async def run(config: Config, args: argparse.Namespace) -> int:
+        import asyncio
+
         from adapters.demo import DEFAULT_DIR, build_demo
         from memory_core.engine import MemoryCore
 

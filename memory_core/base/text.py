@@ -64,13 +64,14 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import functools
-import re
 import threading
 import unicodedata
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Protocol
+
+from memory_core.base.patterns import LazyPattern
 
 __all__ = [
     "ensure_loaded",
@@ -99,13 +100,13 @@ _FTS5_SEPARATORS = "\u19b0-\u19c0\u19c8\u19c9\u1cf2\u1cf3"
 _CJK_SCRIPT = _HAN + _HIRAGANA + _KATAKANA + _HANGUL + _HALFWIDTH_KANA_HANGUL
 
 # Groups: 1 Han run, 2 hiragana run, 3 katakana run, 4 any other alphanumeric run.
-_WORD_RE = re.compile(
+_WORD_RE = LazyPattern(
     f"([{_HAN}]+)|([{_HIRAGANA}]+)|([{_KATAKANA}]+)"
     f"|([^\\W_{_HAN}{_HIRAGANA}{_KATAKANA}{_FTS5_SEPARATORS}]+)"
 )
-_ALNUM_RUN_RE = re.compile(r"[^\W_]+")
-_HAS_CJK_RE = re.compile(f"[{_CJK_SCRIPT}]")
-_CJK_COST_RE = re.compile(f"[{_CJK_SCRIPT}{_CJK_PUNCTUATION}]")
+_ALNUM_RUN_RE = LazyPattern(r"[^\W_]+")
+_HAS_CJK_RE = LazyPattern(f"[{_CJK_SCRIPT}]")
+_CJK_COST_RE = LazyPattern(f"[{_CJK_SCRIPT}{_CJK_PUNCTUATION}]")
 
 _DOTTED_CAPITAL_I = "\u0130"  # the only character whose lower() is two characters
 _STEM_MAX_LEN = 40
@@ -319,7 +320,7 @@ def has_cjk(text: str) -> bool:
     return _HAS_CJK_RE.search(text) is not None
 
 
-_LATIN_WORD_RE = re.compile(r"[^\W\d_]{2,}")
+_LATIN_WORD_RE = LazyPattern(r"[^\W\d_]{2,}")
 CJK_CHARS_PER_WORD = 2
 """About how many Han characters a Chinese word takes: the unit `writes_cjk` weighs
 them in against Latin words."""
