@@ -30,7 +30,7 @@ from pydantic.fields import FieldInfo
 from memory_core.base.entries import MemoryClass
 from memory_core.base.errors import ConfigError, ScopeError
 from memory_core.base.scope import DmScope, ScopeKey
-from memory_core.config.fields import field_extra, setting
+from memory_core.config.fields import defaults_of, field_extra, setting
 from memory_core.config.memory import (
     ArchiveSettings,
     HistorySettings,
@@ -144,23 +144,9 @@ def load_config(
 
 
 def defaults() -> Config:
-    """`Config()`, built without validating: nothing came from outside to check, and
-    validating the defaults builds every section's schema first (about 30 ms of a
-    command's start, bench/cli_bench.py), for values the code itself wrote (a test checks
-    that they validate, and that this equals `Config()`)."""
-    return _constructed(Config)
-
-
-M = typing.TypeVar("M", bound=BaseModel)
-
-
-def _constructed(cls: type[M]) -> M:
-    sections: dict[str, Any] = {}
-    for name, info in cls.model_fields.items():
-        factory = info.default_factory
-        if isinstance(factory, type) and issubclass(factory, BaseModel):
-            sections[name] = _constructed(factory)
-    return cls.model_construct(_fields_set=set(), **sections)
+    """`Config()` when neither a file nor a variable sets anything: nothing came from
+    outside to check (`defaults_of`)."""
+    return defaults_of(Config)
 
 
 _BYTE_ORDER_MARKS = {b"\xef\xbb\xbf": "UTF-8", b"\xff\xfe": "UTF-16", b"\xfe\xff": "UTF-16"}

@@ -14,6 +14,7 @@ from memory_core.base.errors import ConfigError
 from memory_core.base.scope import DmScope
 from memory_core.config import Config, defaults, env_bindings, load_config
 from memory_core.config.example import render_example
+from memory_core.config.fields import defaults_of
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "config.example.toml"
@@ -68,6 +69,7 @@ def test_the_defaults_are_built_unvalidated_and_are_valid() -> None:
         section = getattr(built, name)
         if isinstance(section, BaseModel):
             assert type(section).model_validate(section.model_dump()) == section, name
+            assert defaults_of(type(section)) == type(section)(), name
     assert load_config(None, env={}, workspace="/w") == Config(workspace="/w")
 
 
