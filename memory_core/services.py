@@ -13,7 +13,8 @@ single command and exits (the CLI's commands: `serving=False`) open the same par
 command only skips the work that pays off over a process's life: the tokenizer's
 dictionary is not loaded at the open (the first Han text loads it, where it is met), the
 vectors are not backfilled, and the vector index is the lazy one (storage/vectors/
-lazy.py: numpy and the model only for a search of a scope that has vectors).
+lazy.py, the one part built on first use: numpy and the model only for a search of a
+scope that has vectors).
 """
 
 from __future__ import annotations

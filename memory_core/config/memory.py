@@ -57,7 +57,12 @@ class ScoringSettings(Section):
     )
 
     def policy(self) -> ScoringPolicy:
-        return ScoringPolicy(**self.model_dump())  # same names; the dump copies category_decay
+        # Same names. Field by field, the mappings copied, as `model_dump` would without
+        # building the section's serializer (~20 ms of every command's start).
+        values = {name: getattr(self, name) for name in type(self).model_fields}
+        return ScoringPolicy(
+            **{k: dict(v) if isinstance(v, dict) else v for k, v in values.items()}
+        )
 
 
 class LongTermSettings(Section):
