@@ -113,7 +113,7 @@ def commands(tree: Tree) -> dict[str, Callable[[int], list[str]]]:
         "--help": lambda i: ["--help"],
         "status": lambda i: ["status", "--workspace", ws],
         "search memory": lambda i: ["search", "memory", "--workspace", ws],
-        "search 记忆 (zh)": lambda i: ["search", "记忆", "--workspace", ws],
+        "search zh": lambda i: ["search", "记忆", "--workspace", ws],
         "search, vectors": lambda i: ["search", "memory", "--workspace", vec],
         "capture": lambda i: ["capture", f"bench note {i}", "--workspace", ws],
     }
@@ -226,6 +226,10 @@ def report(trees: list[Tree], names: list[str], runs: int, wall: float, cpu: flo
                 f"{1000 * statistics.median(cpus):7.0f}"
             )
         print(f"{name:<18}{cells}")
+    print(
+        "(search zh: the query 记忆, which needs the tokenizer's dictionary; search, vectors:"
+        " a copy of the workspace whose chunks have vectors, as a bot makes them)"
+    )
     print(f"imports (-X importtime, one run; top {TOP_IMPORTS} top-level by cumulative ms):")
     for name in names:
         for tree in trees:

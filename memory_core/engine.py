@@ -267,7 +267,8 @@ class MemoryCore:
     # --- work across the parts -----------------------------------------------------
     async def vectors_ready(self) -> None:
         """Wait until every chunk written so far has its vector (benches, tests, reindex);
-        a bot never waits for this."""
+        a bot never waits for this. A command's core (`serving=False`) makes no vectors:
+        this returns at once there."""
         index = self.guard.index
         if index is not None and index.vectors is not None:
             index.embed_all()
