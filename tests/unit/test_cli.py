@@ -832,8 +832,9 @@ def test_demo_reset_rebuilds_the_demo(capsys: pytest.CaptureFixture[str], tmp_pa
 
 def test_help_imports_nothing_heavy() -> None:
     """`chatmem --help` answers at once: the config (pydantic), the engine (SQLite, the
-    model client) and Textual are imported only to run a command. Times are the bench's
-    (bench/cli_bench.py); this checks the cause."""
+    model client), asyncio, Textual and the rules behind a command's options (the
+    consolidation phases, the snapshot builder) are imported only to run a command. Times
+    are the bench's (bench/cli_bench.py); this checks the cause."""
     probe = (
         "import sys\n"
         "from adapters.cli import main\n"
@@ -842,7 +843,8 @@ def test_help_imports_nothing_heavy() -> None:
         "except SystemExit:\n"
         "    pass\n"
         "heavy = ('openai', 'pydantic', 'textual', 'telegram', 'memory_core.engine',"
-        " 'memory_core.config', 'rjieba')\n"
+        " 'memory_core.config', 'rjieba', 'asyncio', 'memory_core.consolidation.phases',"
+        " 'memory_core.snapshot.builder')\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy or m in heavy),"
         " file=sys.stderr)\n"
     )
