@@ -4,8 +4,8 @@ Times `chatmem --help`, `status`, `search` and `capture` on a small workspace (`
 20 captures) as separate processes: wall time of the whole process, so the interpreter's
 start and every import count, median and p95 over N runs, and the CPU time the process
 used (user + system: steadier than wall time on a shared machine). Then one run of each
-with `python -X importtime`: the total time spent importing and the top-level imports
-that cost the most. Not a test: figures vary with the machine and its load.
+with `python -X importtime`: the total time spent importing and the packages whose
+modules took most of it. Not a test: figures vary with the machine and its load.
 
     python bench/cli_bench.py [--runs N] [--tree DIR] [--compare DIR]
 
@@ -131,20 +131,23 @@ def prepare(tree: Tree, chatmem: list[str], root: Path) -> None:
 
 
 def import_summary(stderr: str) -> tuple[dict[str, float], set[str]]:
-    """From `-X importtime` lines: top-level module → cumulative import microseconds (a
-    nested import is counted in its parent's), and every module imported."""
-    top: dict[str, float] = {}
+    """From `-X importtime` lines: microseconds spent importing each top-level package
+    (the sum of its modules' own times, so nothing is counted twice: `memory_core` holds
+    the core's modules, `pydantic` pydantic's, wherever they were imported from), and
+    every module imported."""
+    spent: dict[str, float] = {}
     every: set[str] = set()
     for line in stderr.splitlines():
         if not line.startswith("import time:") or "|" not in line:
             continue
-        _, cumulative, name = line.split("|", 2)
-        if not cumulative.strip().isdigit():
+        own, _, name = line.removeprefix("import time:").split("|", 2)
+        if not own.strip().isdigit():
             continue  # the header line
-        every.add(name.strip())
-        if not name.startswith("  "):
-            top[name.strip()] = top.get(name.strip(), 0.0) + float(cumulative)
-    return top, every
+        module = name.strip()
+        every.add(module)
+        package = module.split(".")[0]
+        spent[package] = spent.get(package, 0.0) + float(own)
+    return spent, every
 
 
 def p95(values: list[float]) -> float:
@@ -230,7 +233,9 @@ def report(trees: list[Tree], names: list[str], runs: int, wall: float, cpu: flo
         "(search zh: the query 记忆, which needs the tokenizer's dictionary; search, vectors:"
         " a copy of the workspace whose chunks have vectors, as a bot makes them)"
     )
-    print(f"imports (-X importtime, one run; top {TOP_IMPORTS} top-level by cumulative ms):")
+    print(
+        f"imports (-X importtime, one run): total ms, then the {TOP_IMPORTS} packages that took most"
+    )
     for name in names:
         for tree in trees:
             found = tree.imports[name]
