@@ -11,9 +11,10 @@ with the same vectors a bot would, the chunks its own writes added embedded firs
 
 Its writes are not embedded here (`schedule` does nothing): the chunks wait, as they
 would for a bot whose embedder is failing, for the next backfill of the scope: a
-serving process (bot, TUI, MCP server) backfills every scope when it starts and a scope
-when another process wrote to it, and a command's search of a scope with vectors
-catches the scope up before it compares (`settle`). Until then recall finds them by
+serving process (bot, TUI, MCP server) backfills every scope when it starts, and a
+scope at its own next write there (the backfill's look for new chunks finds the
+command's too), and a command's search of a scope with vectors catches the scope up
+before it compares (`settle`). Until then recall finds them by
 their words. A scope that has no vectors at all (a workspace only ever used from the
 command line) is ranked by words alone, as it would be without an embedder.
 
