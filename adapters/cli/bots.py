@@ -70,7 +70,7 @@ class SecretsHidden(logging.Filter):
 
 async def serve_until_signal(serve: Callable[[asyncio.Event], Awaitable[None]]) -> int:
     """Run a bot until SIGINT/SIGTERM; the core is closed (sessions flushed) by the caller."""
-    import asyncio
+    import asyncio  # here, not at the top: the parser (`--help`) never needs it
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

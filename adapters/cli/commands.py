@@ -138,7 +138,7 @@ class Capture:
     async def run(core: MemoryCore, args: argparse.Namespace) -> int:
         text = args.text
         if text == "-":
-            import asyncio
+            import asyncio  # here, not at the top: the parser (`--help`) never needs it
 
             text = await asyncio.to_thread(_read_stdin, core.config.long_term.max_capture_bytes)
         entry, result = await core.memories.capture(

@@ -110,7 +110,7 @@ class Get:
         try:
             read = await core.finder.read(args.scope_key, args.path, args.start, args.lines)
         except PathRefused:
-            import asyncio
+            import asyncio  # here, not at the top: the parser (`--help`) never needs it
 
             # Refused because it lies outside the scope's files, or because it is nowhere:
             # for a path that names no file at all, say that.

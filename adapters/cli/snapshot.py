@@ -28,6 +28,7 @@ class SnapshotCommand:
 
     @staticmethod
     async def run(core: MemoryCore, args: argparse.Namespace) -> int:
+        # Here, not at the top: the parser (`--help`) never needs the builder.
         from memory_core.snapshot.builder import SECTION_ORDER
 
         build = core.snapshots.build if args.dry_run else core.snapshots.rebuild

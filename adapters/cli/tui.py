@@ -67,7 +67,7 @@ class Demo:
 
     @staticmethod
     async def run(config: Config, args: argparse.Namespace) -> int:
-        import asyncio
+        import asyncio  # here, not at the top: the parser (`--help`) never needs it
 
         from adapters.demo import DEFAULT_DIR, build_demo
         from memory_core.engine import MemoryCore
