@@ -26,6 +26,7 @@ PUBLIC_API = frozenset(
         "memory_core.snapshot.builder",
         "memory_core.longterm.entities",
         "memory_core.consolidation.phases",
+        "memory_core.consolidation.phase_names",
         "memory_core.base.inputs",
         # pure rules a front end shows or previews
         "memory_core.base.policy",

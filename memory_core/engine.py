@@ -87,9 +87,12 @@ class MemoryCore:
         clock: Clock = system_clock,
         llm: LLMClient | None = None,
         monotonic: Monotonic = time.monotonic,
+        serving: bool = True,
     ) -> None:
         """`clock` is the wall time stored and scored; `monotonic` times what only waits
-        (caches, backoffs, the cool-downs of a failed index or an unreachable server)."""
+        (caches, backoffs, the cool-downs of a failed index or an unreachable server).
+        `serving=False` is a process that runs one command and exits: it skips what only
+        pays off over a serving process's life (services.py)."""
         self.config = config
         self.workspace = Workspace.at(config.workspace_path)
         self.policy: ScoringPolicy = config.scoring.policy()
@@ -97,6 +100,7 @@ class MemoryCore:
         self.llm = llm or LLMClient(config.llm)
         self._clock = clock
         self._monotonic = monotonic
+        self._serving = serving
         self._locks = LockRegistry(self.workspace.locks_dir)
         self._backend = backend_for(config, self.workspace, self._locks, monotonic)
         self._stack: AsyncExitStack | None = None
@@ -114,16 +118,18 @@ class MemoryCore:
         create: bool = True,
         progress: Progress | None = None,
         monotonic: Monotonic = time.monotonic,
+        serving: bool = True,
     ) -> AsyncIterator[MemoryCore]:
         """With `create=False` a workspace that does not exist (`workspace_exists`) is a
         `WorkspaceMissing` error instead of a new, empty one: what a person's command wants
-        (a mistyped path), where a bot or a test wants its workspace made."""
+        (a mistyped path), where a bot or a test wants its workspace made. `serving=False`:
+        a command's core (see `__init__`)."""
         root = config.workspace_path
         if not await asyncio.to_thread(cls.workspace_exists, root):
             if not create:
                 raise WorkspaceMissing(f"no workspace at {root} (run chatmem init)")
             log.info("creating workspace at %s", root)
-        core = cls(config, clock=clock, llm=llm, monotonic=monotonic)
+        core = cls(config, clock=clock, llm=llm, monotonic=monotonic, serving=serving)
         try:
             await core.start(progress)
             yield core
@@ -145,6 +151,7 @@ class MemoryCore:
                 self.now,
                 monotonic=self._monotonic,
                 progress=progress,
+                serving=self._serving,
             )
         )
         self._stack = stack
@@ -260,7 +267,8 @@ class MemoryCore:
     # --- work across the parts -----------------------------------------------------
     async def vectors_ready(self) -> None:
         """Wait until every chunk written so far has its vector (benches, tests, reindex);
-        a bot never waits for this."""
+        a bot never waits for this. A command's core (`serving=False`) makes no vectors:
+        this returns at once there."""
         index = self.guard.index
         if index is not None and index.vectors is not None:
             index.embed_all()
@@ -429,6 +437,7 @@ class MemoryCore:
             llm=self.llm,
             progress=files,
             monotonic=self._monotonic,
+            serving=self._serving,
         ) as target:
             target_db = target._open.db
             if target_db is None:

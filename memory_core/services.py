@@ -7,6 +7,14 @@ Nothing is built on first use and nothing is attached afterwards: what `Services
 is what the workspace has for its whole life (a part the database would give is None
 when the database could not be opened, and the files still answer). An exit stack
 closes each part it opened, in reverse order, however far the opening got.
+
+A process that serves (a bot, the TUI, the MCP server; the default) and one that runs a
+single command and exits (the CLI's commands: `serving=False`) open the same parts; a
+command only skips the work that pays off over a process's life: the tokenizer's
+dictionary is not loaded at the open (the first Han text loads it, where it is met), the
+vectors are not backfilled, and the vector index is the lazy one (storage/vectors/
+lazy.py, the one part built on first use: numpy and the model only for a search of a
+scope that has vectors).
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
 
 from memory_core.base.clock import Monotonic
 from memory_core.base.errors import DatabaseUnreachable, IndexUnavailable
@@ -43,8 +52,10 @@ from memory_core.storage.audit import AuditLog
 from memory_core.storage.backends import Backend
 from memory_core.storage.deliveries import Deliveries
 from memory_core.storage.history import HistoryStore
+from memory_core.storage.interfaces import VectorSearch
 from memory_core.storage.journal import CaptureJournal
 from memory_core.storage.schedules import ScheduleState
+from memory_core.storage.vectors.lazy import LazyVectors
 
 log = logging.getLogger(__name__)
 
@@ -78,10 +89,12 @@ async def open_services(
     *,
     monotonic: Monotonic = time.monotonic,
     progress: Progress | None = None,
+    serving: bool = True,
 ) -> AsyncIterator[Services]:
     """Open every part of the workspace (index what the files hold that the index does
-    not, `progress(files done, files)`, and start the vectors' backfill); close them all on
-    exit, the last opened first."""
+    not, `progress(files done, files)`, and, when `serving`, load the tokenizer's
+    dictionary and start the vectors' backfill); close them all on exit, the last opened
+    first."""
     async with AsyncExitStack() as stack:
         await asyncio.to_thread(workspace.ensure_scope, MAIN)
         stack.push_async_callback(backend.close)
@@ -92,7 +105,7 @@ async def open_services(
             audit = backend.audit_log(db)
             activations = Activations(db)
             deliveries = await _deliveries(backend, db, stack)
-            index = await _search_index(config, workspace, backend, db, monotonic, stack)
+            index = await _search_index(config, workspace, backend, db, monotonic, stack, serving)
         guard = IndexGuard(index, reason, monotonic=monotonic)
         journal = await _journal(config, backend, db, stack)
         memory = build_memory_service(
@@ -117,9 +130,12 @@ async def open_services(
             # stored (PostgreSQL's spools): given back before the database closes.
             stack.push_async_callback(lambda: backend.release(history, audit))
         if db is not None and guard.index is not None:
-            await ensure_loaded()
+            if serving:
+                # Whatever runs on the loop later (a turn's query, ranking) never waits
+                # for the dictionary; a command loads it only if it meets Han text.
+                await ensure_loaded()
             await guard.sync_all(progress)
-            if guard.index is not None:  # the sync may have found it unusable
+            if serving and guard.index is not None:  # the sync may have found it unusable
                 guard.index.embed_all()
             # Built before anyone runs: a history that did not exist yet made a
             # consolidation run beside a bot see no open session and take that session's
@@ -176,16 +192,18 @@ async def _search_index(
     db: Db,
     monotonic: Monotonic,
     stack: AsyncExitStack,
+    serving: bool,
 ) -> SearchIndex:
     """The index over the database, with dense recall when an embedder is configured or
-    installed (`[embedding]`; the vector index, and numpy, are only imported then). On
-    PostgreSQL with pgvector the vectors are searched in the database; without it, in
-    the process."""
+    installed (`[embedding]`; the vector index, and numpy, are only imported then; for a
+    command, only at its first search of a scope that has vectors). On PostgreSQL with
+    pgvector the vectors are searched in the database; without it, in the process."""
     recall = config.recall
-    vectors = None
+    vectors: VectorSearch | None = None
     embedder = build_embedder(config.embedding)
     if embedder is not None:
-        vectors = await backend.vector_index(db, embedder, config.embedding.batch_size)
+        build = partial(backend.vector_index, db, embedder, config.embedding.batch_size)
+        vectors = await build() if serving else LazyVectors(db, embedder, build)
         stack.push_async_callback(vectors.close)
     return SearchIndex(
         db,

@@ -8,18 +8,18 @@ other command on a missing one says so and exits 2. A command says on stderr whi
 workspace it uses when the command line did not name it.
 
 `chatmem --help` must answer at once, so this module and the subcommand modules import
-nothing heavy at the top: the config (pydantic), the engine (SQLite, the model client)
-and Textual are imported by the code that runs a command (bench/cli_bench.py measures).
+at the top only what the parser needs: running a command is `running.py` (asyncio, the
+config with pydantic, the engine), imported once the arguments are parsed, and a
+subcommand's `run` imports what only it uses (Textual, the snapshot builder, asyncio's
+threads) (bench/cli_bench.py measures; a test checks what `--help` imports).
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import io
 import json
-import logging
 import os
 import sys
 from collections.abc import Callable, Coroutine, Iterator, Sequence
@@ -29,7 +29,6 @@ from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 from memory_core.base.clock import parse_when
 from memory_core.base.entries import CATEGORIES, Importance
 from memory_core.base.errors import ChatmemError
-from memory_core.base.scope import ScopeKey, printable_key
 
 if TYPE_CHECKING:
     from memory_core.config import Config
@@ -50,6 +49,9 @@ CREATES: set[str] = set()
 READS_ONLY: dict[str, Callable[[argparse.Namespace], bool]] = {}
 """Subcommands that, with the arguments given, change nothing in the workspace: they run
 in a read-only workspace (the others are refused before they start)."""
+SERVES: set[str] = set()
+"""Subcommands that serve until stopped (bots, the TUI, MCP): their core is a serving
+one; every other command's is a command's (`MemoryCore.open(serving=False)`)."""
 UNSCOPED: set[str] = set()
 """Subcommands that read every scope, not the --scope one (no check that it exists)."""
 INTERRUPTED: dict[str, str] = {}
@@ -76,6 +78,7 @@ def command(
     reads_only: bool | Callable[[argparse.Namespace], bool] = False,
     scoped: bool = True,
     interrupted: str = "",
+    serves: bool = False,
 ) -> Callable[[Any], Any]:
     """Register a subcommand: a class with `run(core, args)` and, when it takes its own
     options, `arguments(parser)`. With `opens_core=False`, `run(config, args)` gets the
@@ -83,7 +86,9 @@ def command(
     `creates=True` a missing workspace is created (with a line on stderr) instead of
     refused. `reads_only` (or a test of the arguments) marks a command that changes
     nothing: it runs in a read-only workspace and refuses a --scope that holds nothing,
-    unless `scoped=False` (it reads every scope). `interrupted` says what Ctrl-C leaves."""
+    unless `scoped=False` (it reads every scope). `interrupted` says what Ctrl-C leaves.
+    `serves=True` marks a command that runs until stopped (a bot): its core loads the
+    tokenizer and backfills vectors at the open, where a one-shot command's does not."""
 
     def register(cls: Any) -> Any:
         COMMANDS[name] = (help_text, getattr(cls, "arguments", _no_arguments), cls.run)
@@ -97,6 +102,8 @@ def command(
             UNSCOPED.add(name)
         if interrupted:
             INTERRUPTED[name] = interrupted
+        if serves:
+            SERVES.add(name)
         return cls
 
     return register
@@ -214,17 +221,9 @@ def _command(argv: list[str]) -> int:
         parser.print_help()
         return EXIT_USER_ERROR
     try:
-        from memory_core.config import load_config
+        from adapters.cli import running  # what running a command needs (module docstring)
 
-        config = load_config(args.config, workspace=args.workspace)
-        scope = ScopeKey.parse(args.scope)
-        args.scope_key = scope
-        handler = COMMANDS[args.command][2]
-        if args.command in OWN_CORE:
-            own: ConfigHandler = handler  # type: ignore[assignment]
-            return asyncio.run(own(config, args))
-        announce_workspace(config, args)
-        return asyncio.run(_run(config, handler, args))
+        return running.run_command(args)
     except ChatmemError as exc:
         print(f"chatmem: error: {exc}", file=sys.stderr)
         return EXIT_USER_ERROR
@@ -232,86 +231,6 @@ def _command(argv: list[str]) -> int:
         note = INTERRUPTED.get(args.command)
         print("chatmem: interrupted" + (f": {note}" if note else ""), file=sys.stderr)
         return EXIT_INTERRUPTED
-
-
-async def _run(config: Config, handler: Handler, args: argparse.Namespace) -> int:
-    from memory_core.engine import MemoryCore
-
-    reads_only = args.command in READS_ONLY and READS_ONLY[args.command](args)
-    read_only_workspace = await asyncio.to_thread(_read_only_workspace, config)
-    if read_only_workspace and not reads_only:
-        raise ChatmemError(
-            f"workspace {config.workspace_path} is read-only and `{args.command}` would "
-            "change it: nothing was done (commands that only read, such as status and "
-            "search, still work)"
-        )
-    async with contextlib.AsyncExitStack() as stack:
-        with _start_quietly() if read_only_workspace else contextlib.nullcontext():
-            opened = MemoryCore.open(config, create=args.command in CREATES)
-            core = await stack.enter_async_context(opened)
-        if reads_only and args.command not in UNSCOPED:
-            await _refuse_unknown_scope(core, args.scope_key)
-        return await handler(core, args)
-
-
-def _read_only_workspace(config: Config) -> bool:
-    """Whether this process may not write the workspace (a read-only mount, or files it
-    does not own); False for one that does not exist yet (blocking: two access calls)."""
-    from memory_core.base.workspace import Workspace
-
-    workspace = Workspace.at(config.workspace_path)
-    return any(
-        path.is_dir() and not os.access(path, os.W_OK)
-        for path in (workspace.root, workspace.state_dir)
-    )
-
-
-@contextlib.contextmanager
-def _start_quietly() -> Iterator[None]:
-    """In a read-only workspace the core starts without its database and journal and
-    warns so; a command that only reads needs neither, and the person knows the
-    workspace is read-only: the warnings would only be noise."""
-    logger = logging.getLogger("memory_core")
-    level = logger.level
-    logger.setLevel(logging.ERROR)
-    try:
-        yield
-    finally:
-        logger.setLevel(level)
-
-
-async def _refuse_unknown_scope(core: MemoryCore, scope: ScopeKey) -> None:
-    """A read of a scope that holds nothing is most often a typo (`--scope mian`): say
-    so, and which scopes there are, instead of showing an empty scope."""
-    if scope.is_main:
-        return
-    known = await core.known_scopes()
-    if scope in known:
-        return
-    shown = ", ".join(printable_key(k) for k in known[:KNOWN_SHOWN])
-    more = f" and {len(known) - KNOWN_SHOWN} more" if len(known) > KNOWN_SHOWN else ""
-    raise ChatmemError(
-        f"no memories in scope {printable_key(scope)} (known: {shown}{more}; `chatmem scopes` "
-        "lists them)"
-    )
-
-
-def announce_workspace(config: Config, args: argparse.Namespace) -> None:
-    """On stderr: which workspace a command uses when the command line did not name it,
-    and that a command is about to create one (a mistyped path shows at once)."""
-    from memory_core.engine import MemoryCore
-
-    root = config.workspace_path
-    if args.workspace is None:
-        if os.environ.get("CHATMEM_WORKSPACE"):
-            origin = "from CHATMEM_WORKSPACE"
-        elif config.workspace:
-            origin = "from the config file"
-        else:
-            origin = "the default; --workspace DIR chooses another"
-        print(f"chatmem: using workspace {root} ({origin})", file=sys.stderr)
-    if args.command in CREATES and not MemoryCore.workspace_exists(root):
-        print(f"chatmem: creating workspace at {root}", file=sys.stderr)
 
 
 class JsonErrors(io.TextIOBase):

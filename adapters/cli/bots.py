@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import logging
 import signal
@@ -15,6 +14,8 @@ from memory_core.base.errors import InputRefused
 from memory_core.base.inputs import storable
 
 if TYPE_CHECKING:
+    import asyncio
+
     from memory_core.engine import MemoryCore
 
 
@@ -69,6 +70,8 @@ class SecretsHidden(logging.Filter):
 
 async def serve_until_signal(serve: Callable[[asyncio.Event], Awaitable[None]]) -> int:
     """Run a bot until SIGINT/SIGTERM; the core is closed (sessions flushed) by the caller."""
+    import asyncio  # here, not at the top: the parser (`--help`) never needs it
+
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -87,7 +90,9 @@ def name_arg(value: str) -> str:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-@command("chat", "chat with the memory bot in this terminal (no token needed)", creates=True)
+@command(
+    "chat", "chat with the memory bot in this terminal (no token needed)", creates=True, serves=True
+)
 class Chat:
     @staticmethod
     def arguments(parser: argparse.ArgumentParser) -> None:
@@ -114,7 +119,7 @@ class Chat:
         return await run_console(core, user=args.user, group=args.group)
 
 
-@command("telegram", "run the Telegram bot (TELEGRAM_BOT_TOKEN)", creates=True)
+@command("telegram", "run the Telegram bot (TELEGRAM_BOT_TOKEN)", creates=True, serves=True)
 class Telegram:
     @staticmethod
     async def run(core: MemoryCore, args: argparse.Namespace) -> int:
@@ -125,7 +130,7 @@ class Telegram:
         return await serve_until_signal(lambda stop: run_telegram(core, settings, stop))
 
 
-@command("dingtalk", "run the DingTalk robot (callback or stream mode)", creates=True)
+@command("dingtalk", "run the DingTalk robot (callback or stream mode)", creates=True, serves=True)
 class DingTalk:
     @staticmethod
     def arguments(parser: argparse.ArgumentParser) -> None:

@@ -4,7 +4,6 @@ validate, scopes, forget, pin/unpin, archive/restore, purge."""
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 from collections import Counter
 from datetime import datetime, timedelta
@@ -27,10 +26,11 @@ from memory_core.base.errors import ChatmemError
 from memory_core.base.merge_values import ChangeKind, MergeResult
 from memory_core.base.scope import printable_key
 from memory_core.base.wording import counted
-from memory_core.consolidation.phases import PHASES, Phase, PhaseReport
+from memory_core.consolidation.phase_names import PHASES, Phase
 from memory_core.longterm.scoring import Status, score_at, status_of
 
 if TYPE_CHECKING:
+    from memory_core.consolidation.phases import PhaseReport
     from memory_core.engine import MemoryCore
 
 
@@ -138,6 +138,8 @@ class Capture:
     async def run(core: MemoryCore, args: argparse.Namespace) -> int:
         text = args.text
         if text == "-":
+            import asyncio  # here, not at the top: the parser (`--help`) never needs it
+
             text = await asyncio.to_thread(_read_stdin, core.config.long_term.max_capture_bytes)
         entry, result = await core.memories.capture(
             args.scope_key,

@@ -14,7 +14,9 @@ if TYPE_CHECKING:
     from memory_core.engine import MemoryCore
 
 
-@command("mcp", "serve the scope's memory to agents over MCP (stdio, or --http HOST:PORT)")
+@command(
+    "mcp", "serve the scope's memory to agents over MCP (stdio, or --http HOST:PORT)", serves=True
+)
 class Mcp:
     @staticmethod
     def arguments(parser: argparse.ArgumentParser) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import re
 import sys
 import time
@@ -111,6 +110,8 @@ class Get:
         try:
             read = await core.finder.read(args.scope_key, args.path, args.start, args.lines)
         except PathRefused:
+            import asyncio  # here, not at the top: the parser (`--help`) never needs it
+
             # Refused because it lies outside the scope's files, or because it is nowhere:
             # for a path that names no file at all, say that.
             if await asyncio.to_thread(_names_no_file, core.workspace.root, args.path):

@@ -6,7 +6,6 @@ import argparse
 from typing import TYPE_CHECKING
 
 from adapters.cli import Output, command
-from memory_core.snapshot.builder import SECTION_ORDER
 
 if TYPE_CHECKING:
     from memory_core.engine import MemoryCore
@@ -29,6 +28,9 @@ class SnapshotCommand:
 
     @staticmethod
     async def run(core: MemoryCore, args: argparse.Namespace) -> int:
+        # Here, not at the top: the parser (`--help`) never needs the builder.
+        from memory_core.snapshot.builder import SECTION_ORDER
+
         build = core.snapshots.build if args.dry_run else core.snapshots.rebuild
         snapshot = await build(args.scope_key)
         path = core.workspace.relative(core.snapshots.path(args.scope_key))

@@ -7,7 +7,6 @@ other commands (and `--help`) start fast.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -34,6 +33,7 @@ async def run_tui(core: MemoryCore, scope: ScopeKey | None = None) -> int:
     "tui",
     "inspect the workspace live: rankings, decay what-if, archive, recall",
     reads_only=True,
+    serves=True,
 )
 class Tui:
     @staticmethod
@@ -67,6 +67,8 @@ class Demo:
 
     @staticmethod
     async def run(config: Config, args: argparse.Namespace) -> int:
+        import asyncio  # here, not at the top: the parser (`--help`) never needs it
+
         from adapters.demo import DEFAULT_DIR, build_demo
         from memory_core.engine import MemoryCore
 

@@ -16,6 +16,8 @@ from __future__ import annotations
 import re
 from enum import StrEnum
 
+from memory_core.base.patterns import LazyPattern
+
 __all__ = ["AnswerKind", "holds_answer", "wanted_answer"]
 
 
@@ -62,7 +64,7 @@ _ASK_ZH: tuple[tuple[AnswerKind, str], ...] = (
     (AnswerKind.NAME, r"谁|哪位|叫什么|叫啥|什么名字|名字是|哪家|哪个牌子|什么牌子|哪款"),
     (AnswerKind.PLACE, r"哪里|哪儿|在哪|去哪|哪个城市|哪个国家|什么地方|啥地方"),
 )
-_ASK = tuple((kind, re.compile(pattern, re.IGNORECASE)) for kind, pattern in (*_ASK_EN, *_ASK_ZH))
+_ASK = tuple((kind, LazyPattern(pattern, re.IGNORECASE)) for kind, pattern in (*_ASK_EN, *_ASK_ZH))
 
 _MONTHS = (
     "january|february|march|april|may|june|july|august|september|october|november|december"
@@ -73,8 +75,8 @@ _HAN_DIGIT = "[0-9一二两三四五六七八九十百千万半]"
 _CAPITALISED = r"(?<=[a-z,;] )(?!I\b|I'm\b|I'll\b|I've\b|I'd\b)[A-Z][\w'.-]+"
 """A capitalised word after the first of its sentence ("I" and its contractions aside):
 in Latin script, a person's or a place's name."""
-_HOLD: dict[AnswerKind, re.Pattern[str]] = {
-    AnswerKind.DATE: re.compile(
+_HOLD: dict[AnswerKind, LazyPattern] = {
+    AnswerKind.DATE: LazyPattern(
         rf"\b(?:{_MONTHS})\b|\b(?:{_DAYS})s?\b|\b\d{{1,2}}(?:st|nd|rd|th)\b"
         r"|\b\d{1,2}[/.-]\d{1,2}(?:[/.-]\d{2,4})?\b|\b\d{1,2}(?::\d{2})?\s?(?:am|pm)\b"
         r"|\b(?:tomorrow|tonight|yesterday|weekend|fortnight|next (?:week|month|year))\b"
@@ -83,19 +85,19 @@ _HOLD: dict[AnswerKind, re.Pattern[str]] = {
         r"|明天|后天|昨天|前天|下周|下个月|月底|月初|月中|年底|年初|春节|国庆|中秋|元旦",
         re.IGNORECASE,
     ),
-    AnswerKind.NUMBER: re.compile(
+    AnswerKind.NUMBER: LazyPattern(
         r"\d|\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen"
         r"|twenty|thirty|forty|fifty|sixty|hundred|thousand|half|dozen|couple|once|twice)\b"
         rf"|{_HAN_DIGIT}",
         re.IGNORECASE,
     ),
     # Or Han text that names someone or something by title, brand quotes or a name verb.
-    AnswerKind.NAME: re.compile(
+    AnswerKind.NAME: LazyPattern(
         rf"{_CAPITALISED}"
         r"|叫|姓|老师|医生|大夫|先生|女士|阿姨|叔叔|师傅|教练|同事|《|“|「"
         r"|(?<=[\u4e00-\u9fff])\s?[A-Za-z]{2,}|[A-Za-z]{2,}\s?(?=[\u4e00-\u9fff])",
     ),
-    AnswerKind.PLACE: re.compile(
+    AnswerKind.PLACE: LazyPattern(
         rf"{_CAPITALISED}"
         r"|[市省县区镇村路街道巷店馆园院站港岛山湖海国]|机场|酒店|餐厅|商场|公司|学校|医院",
     ),

@@ -14,13 +14,15 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from memory_core.base.patterns import LazyPattern
+
 _ZH_REMEMBER = r"(?:请你?|帮我|麻烦你?|你?(?:一定)?要)?(?:记住|记一下|记下来?|别忘了)"
 _EN_REMEMBER = r"(?:please\s+)?(?:remember|don['’]?t\s+forget)"
 _CLAUSE_MARKS = ",，。.;；!！:：~～—\n"
 # Every repeat below is bounded by a single character class that cannot run into the next
 # one (a separator is one character, then only blanks), so a search stays linear even on
 # a megabyte of commas: nested or adjacent greedy runs would make it quadratic.
-_REMEMBER_THEN_WHAT = re.compile(
+_REMEMBER_THEN_WHAT = LazyPattern(
     rf"(?:^|[{_CLAUSE_MARKS}])[ \t]*"
     r"(?:(?:and|also|oh|ok|okay|btw|by the way|对了|另外|还有|顺便)[,，]?[ \t]*)?"
     rf"(?:{_ZH_REMEMBER}[:：,，]?|\b{_EN_REMEMBER}(?:[ \t]+(?:that|this))?(?<!forget)[:,]?(?=\s))"
@@ -28,7 +30,7 @@ _REMEMBER_THEN_WHAT = re.compile(
     re.IGNORECASE | re.DOTALL,
 )
 """'记住：…', '请记住…', 'please remember …', 'Oh, and remember that …': the memory follows."""
-_REMEMBER_AT_END = re.compile(
+_REMEMBER_AT_END = LazyPattern(
     rf"(?:[{_CLAUSE_MARKS}]|(?=请|帮我|麻烦))[ \t]*"
     rf"(?:{_ZH_REMEMBER}(?:这一?(?:个|点|件事|条))?(?:哦|啊|吧|呀|哈)?"
     rf"|{_EN_REMEMBER}(?:[ \t]+(?:that|this|it))?(?:,?[ \t]*please)?)"
@@ -36,7 +38,7 @@ _REMEMBER_AT_END = re.compile(
     re.IGNORECASE,
 )
 """'…，请记住', '…, remember that', '… Please remember.': the memory comes first."""
-EXPLICIT_FORGET = re.compile(
+EXPLICIT_FORGET = LazyPattern(
     r"^\s*(?:请|帮我)?(?:忘掉|忘记|删掉|别记)[:：,，\s]*(?P<zh>.+)$|^\s*(?:please\s+)?forget(?:\s+that|\s+about)?[:,\s]+(?P<en>.+)$",
     re.IGNORECASE | re.DOTALL,
 )

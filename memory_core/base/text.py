@@ -54,7 +54,9 @@ separators (New Tai Lue vowel signs, two Vedic signs) are treated as separators
 here as well (found by checking every code point against SQLite 3.40.1).
 
 The dictionary is loaded lazily (see :func:`warm_up` / :func:`ensure_loaded`),
-never at import time, so importing this module cannot stall an event loop.
+never at import time, so importing this module cannot stall an event loop, and only
+for text that has a Han run: Latin, kana and Hangul text is tokenized without it, so a
+command that never meets Chinese never pays its ~0.1-0.15 s (``bench/cli_bench.py``).
 """
 
 from __future__ import annotations
@@ -62,13 +64,14 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import functools
-import re
 import threading
 import unicodedata
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Protocol
+
+from memory_core.base.patterns import LazyPattern
 
 __all__ = [
     "ensure_loaded",
@@ -97,13 +100,13 @@ _FTS5_SEPARATORS = "\u19b0-\u19c0\u19c8\u19c9\u1cf2\u1cf3"
 _CJK_SCRIPT = _HAN + _HIRAGANA + _KATAKANA + _HANGUL + _HALFWIDTH_KANA_HANGUL
 
 # Groups: 1 Han run, 2 hiragana run, 3 katakana run, 4 any other alphanumeric run.
-_WORD_RE = re.compile(
+_WORD_RE = LazyPattern(
     f"([{_HAN}]+)|([{_HIRAGANA}]+)|([{_KATAKANA}]+)"
     f"|([^\\W_{_HAN}{_HIRAGANA}{_KATAKANA}{_FTS5_SEPARATORS}]+)"
 )
-_ALNUM_RUN_RE = re.compile(r"[^\W_]+")
-_HAS_CJK_RE = re.compile(f"[{_CJK_SCRIPT}]")
-_CJK_COST_RE = re.compile(f"[{_CJK_SCRIPT}{_CJK_PUNCTUATION}]")
+_ALNUM_RUN_RE = LazyPattern(r"[^\W_]+")
+_HAS_CJK_RE = LazyPattern(f"[{_CJK_SCRIPT}]")
+_CJK_COST_RE = LazyPattern(f"[{_CJK_SCRIPT}{_CJK_PUNCTUATION}]")
 
 _DOTTED_CAPITAL_I = "\u0130"  # the only character whose lower() is two characters
 _STEM_MAX_LEN = 40
@@ -231,11 +234,14 @@ def _stopwords() -> tuple[frozenset[str], frozenset[str]]:
     return _read_word_list("stopwords_zh.txt"), _read_word_list("stopwords_en.txt")
 
 
-def _build_latin_fold() -> dict[int, str]:
+@functools.cache
+def _latin_fold() -> dict[int, str]:
     """Map precomposed Latin letters to their base letter (é -> e), like FTS5 does.
 
     Only letters whose canonical decomposition is an ASCII letter plus combining
     marks are folded; ø, ł, ß have no such decomposition and stay, as in SQLite.
+    Built at the first word that is not ASCII (some milliseconds of decompositions that
+    an English-only process never needs).
     """
     table: dict[int, str] = {0x03C2: "\u03c3"}  # final sigma folds to sigma
     for start, end in ((0x00C0, 0x0250), (0x1E00, 0x1F00)):
@@ -252,7 +258,6 @@ def _build_latin_fold() -> dict[int, str]:
     return table
 
 
-_LATIN_FOLD = _build_latin_fold()
 _STEM_LOCK = threading.Lock()
 
 
@@ -272,7 +277,7 @@ def _english_stemmer() -> _Stemmer:
 def _word_term(word: str) -> str:
     """Term for a lowercased non-CJK word: diacritics folded, English stemmed."""
     if not word.isascii():
-        word = word.translate(_LATIN_FOLD)
+        word = word.translate(_latin_fold())
         if not word.isascii():
             return word
     if not word.isalpha() or len(word) > _STEM_MAX_LEN:
@@ -315,7 +320,7 @@ def has_cjk(text: str) -> bool:
     return _HAS_CJK_RE.search(text) is not None
 
 
-_LATIN_WORD_RE = re.compile(r"[^\W\d_]{2,}")
+_LATIN_WORD_RE = LazyPattern(r"[^\W\d_]{2,}")
 CJK_CHARS_PER_WORD = 2
 """About how many Han characters a Chinese word takes: the unit `writes_cjk` weighs
 them in against Latin words."""
@@ -339,9 +344,8 @@ def tokenize(text: str) -> list[str]:
     """
     if not text:
         return []
-    segmenter = _segmenter()
     config = _SEGMENTATION
-    cut = segmenter.cut_for_search if config.search_mode else segmenter.cut
+    cut: Callable[[str, bool], list[str]] | None = None  # the dictionary, at the first Han run
     hmm = config.hmm
     min_han = 1 if config.keep_single_han else 2
     zh_stop, en_stop = _stopwords()
@@ -352,6 +356,9 @@ def tokenize(text: str) -> list[str]:
             if other not in en_stop:
                 append(_word_term(other))
         elif han:
+            if cut is None:
+                segmenter = _segmenter()
+                cut = segmenter.cut_for_search if config.search_mode else segmenter.cut
             # A run can hold unassigned code points, which are not alphanumeric.
             words = cut(han, hmm) if han.isalnum() else _cut_pieces(cut, han, hmm)
             for word in words:
@@ -366,7 +373,6 @@ def tokenize(text: str) -> list[str]:
 
 def _term_spans(normalised: str) -> Iterator[tuple[str, int, int]]:
     """Like :func:`tokenize` on already-normalised text, with each term's span."""
-    segmenter = _segmenter()
     config = _SEGMENTATION
     mode = "search" if config.search_mode else "default"
     min_han = 1 if config.keep_single_han else 2
@@ -380,7 +386,8 @@ def _term_spans(normalised: str) -> Iterator[tuple[str, int, int]]:
         elif han:
             for piece, offset in _han_pieces(han):
                 base = start + offset
-                for word, word_start, word_end in segmenter.tokenize(piece, mode, config.hmm):
+                spans = _segmenter().tokenize(piece, mode, config.hmm)
+                for word, word_start, word_end in spans:
                     if len(word) >= min_han and word not in zh_stop:
                         yield word, base + word_start, base + word_end
         else:

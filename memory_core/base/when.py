@@ -14,6 +14,8 @@ import re
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta, tzinfo
 
+from memory_core.base.patterns import LazyPattern
+
 __all__ = ["Mention", "TimeReference", "day_bounds", "find_time_reference", "time_mentions"]
 
 
@@ -49,51 +51,51 @@ _WEEKDAY_EN = "|".join(_WEEKDAYS_EN)
 _ZH_NUM = "[0-9零一二两三四五六七八九十]+"
 _PART_EN = r"(?:(early|mid|middle of|late|end of|beginning of|the start of|start of)(?:\s+|-))?"
 
-_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
-    ("iso", re.compile(r"\b(\d{4})-(\d{1,2})-(\d{1,2})\b")),
-    ("iso_month", re.compile(r"\b(\d{4})-(\d{1,2})\b")),
-    ("zh_ymd", re.compile(rf"(\d{{4}}|去年|今年|前年)年?({_ZH_NUM})月(?:({_ZH_NUM})[日号])?")),
-    ("zh_md", re.compile(rf"({_ZH_NUM})月({_ZH_NUM})[日号]")),
-    ("zh_month", re.compile(rf"(去年|今年|前年)?({_ZH_NUM})月(初|中旬|中|底|末|下旬|上旬)?")),
-    ("zh_year", re.compile(r"(\d{4})年|(去年|今年|前年)")),
-    ("zh_ago", re.compile(rf"({_ZH_NUM}|几|两)(?:个)?(天|周|星期|礼拜|月)(?:以)?前")),
+_PATTERNS: list[tuple[str, LazyPattern]] = [
+    ("iso", LazyPattern(r"\b(\d{4})-(\d{1,2})-(\d{1,2})\b")),
+    ("iso_month", LazyPattern(r"\b(\d{4})-(\d{1,2})\b")),
+    ("zh_ymd", LazyPattern(rf"(\d{{4}}|去年|今年|前年)年?({_ZH_NUM})月(?:({_ZH_NUM})[日号])?")),
+    ("zh_md", LazyPattern(rf"({_ZH_NUM})月({_ZH_NUM})[日号]")),
+    ("zh_month", LazyPattern(rf"(去年|今年|前年)?({_ZH_NUM})月(初|中旬|中|底|末|下旬|上旬)?")),
+    ("zh_year", LazyPattern(r"(\d{4})年|(去年|今年|前年)")),
+    ("zh_ago", LazyPattern(rf"({_ZH_NUM}|几|两)(?:个)?(天|周|星期|礼拜|月)(?:以)?前")),
     (
         # "一周一次", "每周一" are "once a week", "every Monday": no day.
         "zh_weekday",
-        re.compile(
+        LazyPattern(
             r"(?:(上上|上|这|本)(?:个)?|(?<![0-9零一二两三四五六七八九十几每个]))"
             r"(?:周|星期|礼拜)([一二三四五六日天])"
         ),
     ),
-    ("zh_weekend", re.compile(r"(上|这|本)?(?:个)?周末")),
-    ("zh_week", re.compile(r"(上上|上|这|本)(?:个)?(?:周|星期|礼拜)")),
-    ("zh_month_rel", re.compile(r"(上上|上|这|本)(?:个)?月")),
-    ("zh_span", re.compile(rf"(?:过去|最近|近|这)({_ZH_NUM}|几|两)(?:个)?(天|周|星期|礼拜|月)")),
+    ("zh_weekend", LazyPattern(r"(上|这|本)?(?:个)?周末")),
+    ("zh_week", LazyPattern(r"(上上|上|这|本)(?:个)?(?:周|星期|礼拜)")),
+    ("zh_month_rel", LazyPattern(r"(上上|上|这|本)(?:个)?月")),
+    ("zh_span", LazyPattern(rf"(?:过去|最近|近|这)({_ZH_NUM}|几|两)(?:个)?(天|周|星期|礼拜|月)")),
     (
         "zh_day",
-        re.compile(
+        LazyPattern(
             r"大前天|前天|昨天|昨晚|昨夜|今天|今早|今晚|刚才|最近|这几天|前几天|这阵子|这段时间|近来|这些天"
         ),
     ),
     (
         "en_day_month",
-        re.compile(
+        LazyPattern(
             rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?({_MONTH_EN})\b(?:,?\s+(\d{{4}}))?",
             re.IGNORECASE,
         ),
     ),
     (
         "en_month",
-        re.compile(
+        LazyPattern(
             rf"\b{_PART_EN}(?:in\s+|on\s+)?({_MONTH_EN})\.?(?:\s+(\d{{1,2}})(?:st|nd|rd|th)?\b)?"
             rf"(?:,?\s+(\d{{4}}))?\b",
             re.IGNORECASE,
         ),
     ),
-    ("en_year", re.compile(r"\b(?:in\s+)?((?:19|20)\d{2})\b")),
+    ("en_year", LazyPattern(r"\b(?:in\s+)?((?:19|20)\d{2})\b")),
     (
         "en_ago",
-        re.compile(
+        LazyPattern(
             r"\b(\d+|a|an|one|two|three|four|five|six|a couple of|couple of|a few|few|several)"
             r"\s+(day|week|month|year)s?\s+ago\b",
             re.IGNORECASE,
@@ -101,7 +103,7 @@ _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     ),
     (
         "en_span",
-        re.compile(
+        LazyPattern(
             r"\b(?:the\s+)?(?:last|past)\s+(\d+|two|three|four|five|six|a couple of|couple of"
             r"|a few|few|several)\s+(day|week|month|year)s\b",
             re.IGNORECASE,
@@ -109,15 +111,15 @@ _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     ),
     (
         "en_weekday",
-        re.compile(rf"\b(last|this|on|past)\s+({_WEEKDAY_EN})\b", re.IGNORECASE),
+        LazyPattern(rf"\b(last|this|on|past)\s+({_WEEKDAY_EN})\b", re.IGNORECASE),
     ),
     (
         "en_rel",
-        re.compile(r"\b(last|this|past|previous)\s+(weekend|week|month|year)\b", re.IGNORECASE),
+        LazyPattern(r"\b(last|this|past|previous)\s+(weekend|week|month|year)\b", re.IGNORECASE),
     ),
     (
         "en_day",
-        re.compile(
+        LazyPattern(
             r"\b(the day before yesterday|yesterday|last night|today|earlier today|tonight|this morning"
             r"|recently|lately|the other day|these days)\b",
             re.IGNORECASE,
@@ -128,15 +130,15 @@ _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
 
 _NEXT_ZH = r"(?<![一以剩])下(?:个)?"
 """'下' of 'next', not of '看一下' ('a look'), '以下' ('below') or '剩下' ('the rest')."""
-_AHEAD_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
-    ("zh_next_weekday", re.compile(rf"{_NEXT_ZH}(?:周|星期|礼拜)([一二三四五六日天])")),
-    ("zh_next_weekend", re.compile(rf"{_NEXT_ZH}周末")),
-    ("zh_next", re.compile(rf"{_NEXT_ZH}(周|星期|礼拜|月)")),
-    ("zh_tomorrow", re.compile(r"大后天|后天|明天")),
-    ("en_next_weekday", re.compile(rf"\bnext\s+({_WEEKDAY_EN})\b", re.IGNORECASE)),
-    ("en_next_month", re.compile(rf"\bnext\s+({_MONTH_EN})\b", re.IGNORECASE)),
-    ("en_next", re.compile(r"\bnext\s+(weekend|week|month)\b", re.IGNORECASE)),
-    ("en_tomorrow", re.compile(r"\b(?:the day after )?tomorrow\b", re.IGNORECASE)),
+_AHEAD_PATTERNS: list[tuple[str, LazyPattern]] = [
+    ("zh_next_weekday", LazyPattern(rf"{_NEXT_ZH}(?:周|星期|礼拜)([一二三四五六日天])")),
+    ("zh_next_weekend", LazyPattern(rf"{_NEXT_ZH}周末")),
+    ("zh_next", LazyPattern(rf"{_NEXT_ZH}(周|星期|礼拜|月)")),
+    ("zh_tomorrow", LazyPattern(r"大后天|后天|明天")),
+    ("en_next_weekday", LazyPattern(rf"\bnext\s+({_WEEKDAY_EN})\b", re.IGNORECASE)),
+    ("en_next_month", LazyPattern(rf"\bnext\s+({_MONTH_EN})\b", re.IGNORECASE)),
+    ("en_next", LazyPattern(r"\bnext\s+(weekend|week|month)\b", re.IGNORECASE)),
+    ("en_tomorrow", LazyPattern(r"\b(?:the day after )?tomorrow\b", re.IGNORECASE)),
 ]
 """Times to come, read in a turn's text only (`time_mentions(ahead=True)`): "next May" is
 the coming May, not the last one the month pattern would read."""
@@ -356,8 +358,8 @@ def _resolve(kind: str, m: re.Match[str], today: date) -> tuple[date, date] | No
     return None
 
 
-_DIGIT = re.compile(r"\d")
-_LATIN_WORD = re.compile(r"[a-z]+")
+_DIGIT = LazyPattern(r"\d")
+_LATIN_WORD = LazyPattern(r"[a-z]+")
 _DAY_WORDS = (
     "yesterday",
     "today",

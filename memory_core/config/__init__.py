@@ -1,4 +1,4 @@
-"""Typed settings from one TOML file plus environment overrides, on pydantic-settings:
+"""Typed settings from one TOML file plus environment overrides, on pydantic:
 `Config` (the whole file) and `load_config`, with the checks that span sections.
 
 The sections live in config/memory.py and config/services.py, their field convention
@@ -7,6 +7,11 @@ a test keeps them equal), so the example can never fall behind the code. Validat
 strict and unknown keys are forbidden: a typo or a quoted number must not silently fall
 back to a default or be coerced. Errors are one line naming the key and the file (or the
 environment variable), not pydantic's multi-line report.
+
+The sources are ours, not pydantic-settings': the TOML file (tomllib) under the
+environment variables `env_bindings` lists, merged key by key and validated once.
+pydantic-settings did the same through its source classes and cost every command about
+60 ms of imports (bench/cli_bench.py), for two sources whose rules we wrote anyway.
 """
 
 from __future__ import annotations
@@ -15,24 +20,17 @@ import os
 import tomllib
 import typing
 from collections.abc import Iterator, Mapping
-from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Literal
 
 from platformdirs import user_data_dir
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.fields import FieldInfo
-from pydantic_settings import (
-    BaseSettings,
-    PydanticBaseSettingsSource,
-    SettingsConfigDict,
-    TomlConfigSettingsSource,
-)
 
 from memory_core.base.entries import MemoryClass
 from memory_core.base.errors import ConfigError, ScopeError
 from memory_core.base.scope import DmScope, ScopeKey
-from memory_core.config.fields import field_extra, setting
+from memory_core.config.fields import defaults_of, field_extra, setting
 from memory_core.config.memory import (
     ArchiveSettings,
     HistorySettings,
@@ -53,16 +51,13 @@ from memory_core.config.services import (
     TelegramSettings,
 )
 
-# The sources of the `load_config` call under way: pydantic-settings has no way to hand a
-# run-time file path or environment mapping to `Config()` itself.
-_LOADING: ContextVar[tuple[PydanticBaseSettingsSource, ...]] = ContextVar("_LOADING", default=())
 
+class Config(BaseModel):
+    """Everything chatmem reads from `chatmem.toml` and the environment (`load_config`);
+    `Config()` is the defaults, never the process environment."""
 
-class Config(BaseSettings):
-    """Everything chatmem reads from `chatmem.toml` and the environment."""
-
-    model_config = SettingsConfigDict(
-        frozen=True, extra="forbid", strict=True, case_sensitive=True, defer_build=True
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", strict=True, validate_default=True, defer_build=True
     )
 
     workspace: str = setting(
@@ -91,19 +86,6 @@ class Config(BaseSettings):
     telegram: TelegramSettings = Field(default_factory=TelegramSettings)
     dingtalk: DingTalkSettings = Field(default_factory=DingTalkSettings)
 
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        """`Config()` is the defaults, never the process environment or a .env file: only
-        `load_config` adds sources, and only ours (today's variable names)."""
-        return (init_settings, *_LOADING.get())
-
     @property
     def workspace_path(self) -> Path:
         return Path(self.workspace or user_data_dir("chatmem", appauthor=False)).expanduser()
@@ -130,12 +112,13 @@ def load_config(
     if path is None and Path(DEFAULT_CONFIG_NAME).is_file():
         path = DEFAULT_CONFIG_NAME
     source = "defaults" if path is None else str(path)
-    sources: list[PydanticBaseSettingsSource] = [_EnvSource(env)]  # the first wins
+    values: dict[str, Any] = {}
     if path is not None:
         if not Path(path).is_file():
             raise ConfigError(f"{source}: config file not found")
         try:
-            sources.append(file := TomlConfigSettingsSource(Config, toml_file=path))
+            with open(path, "rb") as file:
+                values = tomllib.load(file)
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"{source}: not valid TOML: {exc}{_encoding_hint(path)}") from None
         except UnicodeDecodeError:
@@ -143,20 +126,27 @@ def load_config(
                 f"{source}: not UTF-8 text, as TOML must be{_encoding_hint(path)}"
             ) from None
         try:  # alone first: a bad value is an error even where the environment overrides it
-            Config.model_validate(file())
+            Config.model_validate(values)
         except ValidationError as exc:
             raise _config_error(exc, source, {}) from None
-    token = _LOADING.set(tuple(sources))
-    try:
-        config = Config()
-    except ValidationError as exc:
-        raise _config_error(exc, source, env) from None
-    finally:
-        _LOADING.reset(token)
+    overrides = _env_values(env)
+    if not values and not overrides:
+        config = defaults()
+    else:
+        try:
+            config = Config.model_validate(_merged(values, overrides))
+        except ValidationError as exc:
+            raise _config_error(exc, source, env) from None
     if workspace is not None:
         config = config.with_workspace(workspace)
     _validate(config, source)
     return config
+
+
+def defaults() -> Config:
+    """`Config()` when neither a file nor a variable sets anything: nothing came from
+    outside to check (`defaults_of`)."""
+    return defaults_of(Config)
 
 
 _BYTE_ORDER_MARKS = {b"\xef\xbb\xbf": "UTF-8", b"\xff\xfe": "UTF-16", b"\xfe\xff": "UTF-16"}
@@ -209,34 +199,38 @@ def env_bindings() -> list[tuple[str, str]]:
     ]
 
 
-class _EnvSource(PydanticBaseSettingsSource):
-    """Today's variable names (not pydantic-settings' prefix scheme), read from the mapping
-    given to `load_config`; an empty value counts as unset."""
+def _env_values(env: Mapping[str, str]) -> dict[str, Any]:
+    """The values the environment sets, by today's variable names (`env_bindings`), as
+    the file's tables would hold them; an empty value counts as unset."""
+    data: dict[str, Any] = {}
+    for dotted, info in _leaves():
+        name = field_extra(info).get("env")
+        if not name or not (value := env.get(name)):
+            continue
+        parsed: Any = value
+        if typing.get_origin(info.annotation) is list:
+            try:
+                parsed = [int(part) for part in value.replace(" ", "").split(",") if part]
+            except ValueError:
+                raise ConfigError(
+                    f"environment variable {name}: must be comma-separated whole numbers"
+                ) from None
+        section, _, key = dotted.rpartition(".")
+        (data.setdefault(section, {}) if section else data)[key] = parsed
+    return data
 
-    def __init__(self, env: Mapping[str, str]) -> None:
-        super().__init__(Config)
-        self.env = env
 
-    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
-        raise NotImplementedError  # __call__ reads every binding at once
-
-    def __call__(self) -> dict[str, Any]:
-        data: dict[str, Any] = {}
-        for dotted, info in _leaves():
-            name = field_extra(info).get("env")
-            if not name or not (value := self.env.get(name)):
-                continue
-            parsed: Any = value
-            if typing.get_origin(info.annotation) is list:
-                try:
-                    parsed = [int(part) for part in value.replace(" ", "").split(",") if part]
-                except ValueError:
-                    raise ConfigError(
-                        f"environment variable {name}: must be comma-separated whole numbers"
-                    ) from None
-            section, _, key = dotted.rpartition(".")
-            (data.setdefault(section, {}) if section else data)[key] = parsed
-        return data
+def _merged(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    """`base` with `over`'s values in its place, table by table (the environment's
+    `telegram.bot_token` replaces that one key of the file's `[telegram]`, not the table)."""
+    merged = dict(base)
+    for key, value in over.items():
+        below = merged.get(key)
+        if isinstance(value, Mapping) and isinstance(below, Mapping):
+            merged[key] = _merged(below, value)
+        else:
+            merged[key] = value
+    return merged
 
 
 _EXPECTED = {

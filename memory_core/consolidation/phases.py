@@ -29,6 +29,8 @@ from memory_core.base.entries import (
 from memory_core.base.merge_values import Change, ChangeKind
 from memory_core.base.policy import DEFAULT_POLICY, ScoringPolicy
 from memory_core.base.wording import counted
+from memory_core.consolidation.phase_names import PHASES as PHASES  # re-exported
+from memory_core.consolidation.phase_names import Phase as Phase
 from memory_core.longterm.scoring import (
     Status,
     contradict_belief,
@@ -38,18 +40,6 @@ from memory_core.longterm.scoring import (
     status_of,
 )
 from memory_core.notes.event_log import Event, EventKind
-
-
-class Phase(StrEnum):
-    DECAY = "decay"
-    FILTER = "filter"
-    EXTRACT = "extract"
-    VERIFY = "verify"
-    SUMMARIZE = "summarize"
-    SNAPSHOT = "snapshot"
-
-
-PHASES: tuple[Phase, ...] = tuple(Phase)
 
 
 @dataclass(frozen=True, slots=True)

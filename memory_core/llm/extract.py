@@ -20,6 +20,7 @@ from memory_core.base.clock import parse_when
 from memory_core.base.entries import CATEGORIES, Importance, MemoryClass, MemoryEntry, sort_entries
 from memory_core.base.inputs import is_storable
 from memory_core.base.merge_values import Candidate
+from memory_core.base.patterns import LazyPattern
 from memory_core.base.policy import DEFAULT_POLICY, ScoringPolicy
 from memory_core.base.text import estimate_tokens
 from memory_core.llm.client import LLMClient, Message
@@ -166,32 +167,36 @@ async def extract_with_llm(
 
 # --- the offline extractor -------------------------------------------------------------
 
-_RULES: list[tuple[re.Pattern[str], str, Importance]] = [
+_RULES: list[tuple[LazyPattern, str, Importance]] = [
     (
-        re.compile(
+        LazyPattern(
             r"^(?:我|本人)(?:比较|很|最|特别|更)?(?:喜欢|爱|偏好|习惯|讨厌|不喜欢|不爱|受不了)"
         ),
         "preference",
         Importance.MEDIUM,
     ),
     (
-        re.compile(
+        LazyPattern(
             r"^(?:我|本人)(?:叫|是|姓|住在|在.{1,10}(?:工作|上班|上学)|来自|的(?:名字|生日|工作|职业|公司|邮箱))"
         ),
         "fact",
         Importance.MEDIUM,
     ),
-    (re.compile(r"^(?:我们|我)(?:决定|定了|选择|打算用|最终用|改用)"), "decision", Importance.HIGH),
     (
-        re.compile(
+        LazyPattern(r"^(?:我们|我)(?:决定|定了|选择|打算用|最终用|改用)"),
+        "decision",
+        Importance.HIGH,
+    ),
+    (
+        LazyPattern(
             r"^(?:我|我们)?(?:明天|下周|下个月|周[一二三四五六日末]|月底|今晚|后天)?(?:要|得|需要|记得)(?:去|做|准备|交|提交|完成|开|买|参加)"
         ),
         "todo",
         Importance.MEDIUM,
     ),
-    (re.compile(r"^(?:我|本人)(?:对.{1,10}过敏|不吃|不能吃|吃素)"), "fact", Importance.HIGH),
+    (LazyPattern(r"^(?:我|本人)(?:对.{1,10}过敏|不吃|不能吃|吃素)"), "fact", Importance.HIGH),
     (
-        re.compile(
+        LazyPattern(
             r"^i\s+(?:really\s+|much\s+|always\s+)?(?:prefer|like|love|hate|dislike|enjoy|can't stand)\b",
             re.I,
         ),
@@ -199,7 +204,7 @@ _RULES: list[tuple[re.Pattern[str], str, Importance]] = [
         Importance.MEDIUM,
     ),
     (
-        re.compile(
+        LazyPattern(
             r"^(?:my\s+(?:name|birthday|email|job|company|wife|husband|son|daughter|team)\b|i\s+(?:am|work|live)\b|i'm\s+(?:a|an|from|based)\b)",
             re.I,
         ),
@@ -207,22 +212,22 @@ _RULES: list[tuple[re.Pattern[str], str, Importance]] = [
         Importance.MEDIUM,
     ),
     (
-        re.compile(r"^(?:we|i)\s+(?:decided|chose|settled on|will use|are going with)\b", re.I),
+        LazyPattern(r"^(?:we|i)\s+(?:decided|chose|settled on|will use|are going with)\b", re.I),
         "decision",
         Importance.HIGH,
     ),
     (
-        re.compile(
+        LazyPattern(
             r"^(?:i|we)\s+(?:need to|have to|must|should|will)\b.*\b(?:tomorrow|next week|by|before|on (?:mon|tue|wed|thu|fri|sat|sun))",
             re.I,
         ),
         "todo",
         Importance.MEDIUM,
     ),
-    (re.compile(r"^i(?:'m| am)\s+allergic\b", re.I), "fact", Importance.HIGH),
+    (LazyPattern(r"^i(?:'m| am)\s+allergic\b", re.I), "fact", Importance.HIGH),
 ]
-_SENTENCE = re.compile(r"[^。！？!?\n.;；]+[。！？!?.;；]?")
-_SKIP = re.compile(r"[?？吗]\s*$|^(?:你|您|can you|could you|what|how|why|do you)", re.I)
+_SENTENCE = LazyPattern(r"[^。！？!?\n.;；]+[。！？!?.;；]?")
+_SKIP = LazyPattern(r"[?？吗]\s*$|^(?:你|您|can you|could you|what|how|why|do you)", re.I)
 
 
 def heuristic_candidates(lines: Sequence[TranscriptLine]) -> list[Candidate]:

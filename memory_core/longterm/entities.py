@@ -10,12 +10,12 @@ cat" also finds the memories that only say "小橘", and the other way round.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
 from memory_core.base.entries import MemoryEntry
+from memory_core.base.patterns import LazyPattern
 
 
 class EntityKind(StrEnum):
@@ -43,7 +43,7 @@ class Entity:
 class Rule:
     """A pattern with a `name` group (and maybe `rel`, the relation word, and `owner`)."""
 
-    pattern: re.Pattern[str]
+    pattern: LazyPattern
     kind: EntityKind
     relation: str = ""
     """For places and workplaces, how they stand to the user ("where the user lives");
@@ -80,80 +80,82 @@ _NOT_WORKPLACES_ZH = "[在家这那哪外]|公司|单位|远程|线上|晚上|�
 """What 在X工作 says that is no workplace's name (在家工作, 在公司工作)."""
 
 RULES: tuple[Rule, ...] = (
-    Rule(re.compile(rf"{_OWNER_EN} (?P<rel>{_PETS_EN}){_NAMED_EN} {_NAME_EN}"), EntityKind.PET),
+    Rule(LazyPattern(rf"{_OWNER_EN} (?P<rel>{_PETS_EN}){_NAMED_EN} {_NAME_EN}"), EntityKind.PET),
     Rule(
-        re.compile(rf"{_OWNER_EN} (?P<rel>{_PEOPLE_EN}){_NAMED_EN} {_NAME_EN}"), EntityKind.PERSON
+        LazyPattern(rf"{_OWNER_EN} (?P<rel>{_PEOPLE_EN}){_NAMED_EN} {_NAME_EN}"), EntityKind.PERSON
     ),
     Rule(
-        re.compile(rf"\b(?:a|an|the) (?P<rel>{_PETS_EN}) (?:named|called) {_NAME_EN}"),
+        LazyPattern(rf"\b(?:a|an|the) (?P<rel>{_PETS_EN}) (?:named|called) {_NAME_EN}"),
         EntityKind.PET,
     ),
     Rule(
-        re.compile(
+        LazyPattern(
             rf"{_OWNER_ZH}(?:的|家的?)?(?P<rel>{_PETS_ZH})(?:叫|名叫|的名字是|的名字叫){_NAME_ZH}"
         ),
         EntityKind.PET,
     ),
     Rule(
-        re.compile(
+        LazyPattern(
             rf"{_OWNER_ZH}(?:养了?|有)(?:一|两)?(?:只|条)?(?P<rel>{_PETS_ZH})[，,]?(?:叫|名叫){_NAME_ZH}"
         ),
         EntityKind.PET,
     ),
     Rule(
-        re.compile(rf"{_OWNER_ZH}(?:的)?(?P<rel>{_PEOPLE_ZH})(?:叫|名叫|是){_NAME_ZH}"),
+        LazyPattern(rf"{_OWNER_ZH}(?:的)?(?P<rel>{_PEOPLE_ZH})(?:叫|名叫|是){_NAME_ZH}"),
         EntityKind.PERSON,
     ),
     Rule(
-        re.compile(r"\b(?:live|lives|living|moved|moving|relocated) (?:in|to) " + _NAME_EN),
+        LazyPattern(r"\b(?:live|lives|living|moved|moving|relocated) (?:in|to) " + _NAME_EN),
         EntityKind.PLACE,
         "where the user lives",
     ),
     Rule(
-        re.compile(r"(?:住在|搬到|搬去|定居在?)(?P<name>[\u4e00-\u9fff]{2,4}?)(?:市|了|，|。|$)"),
+        LazyPattern(r"(?:住在|搬到|搬去|定居在?)(?P<name>[\u4e00-\u9fff]{2,4}?)(?:市|了|，|。|$)"),
         EntityKind.PLACE,
         "用户住的地方",
     ),
     Rule(
-        re.compile(rf"{_WORK_EN} (?:at|for|with) {_ORG_EN}"),
+        LazyPattern(rf"{_WORK_EN} (?:at|for|with) {_ORG_EN}"),
         EntityKind.ORGANIZATION,
         "where the user works",
     ),
     Rule(
-        re.compile(rf"{_WORK_EN}(?: (?:at|for|with) {_ORG_WORDS})? (?:in|from) " + _NAME_EN),
+        LazyPattern(rf"{_WORK_EN}(?: (?:at|for|with) {_ORG_WORDS})? (?:in|from) " + _NAME_EN),
         EntityKind.PLACE,
         "where the user works",
     ),
     Rule(
-        re.compile(r"\b(?:I am|I'm|[Uu]ser is|comes|come) from " + _NAME_EN),
+        LazyPattern(r"\b(?:I am|I'm|[Uu]ser is|comes|come) from " + _NAME_EN),
         EntityKind.PLACE,
         "where the user is from",
     ),
     Rule(
-        re.compile(r"(?:就职于|任职于|供职于)(?P<name>[\u4e00-\u9fffA-Za-z]{2,16})"),
+        LazyPattern(r"(?:就职于|任职于|供职于)(?P<name>[\u4e00-\u9fffA-Za-z]{2,16})"),
         EntityKind.ORGANIZATION,
         "用户工作的地方",
     ),
     Rule(
-        re.compile(rf"在(?P<name>{_CITIES_ZH})(?:市)?(?:工作|上班)"),
+        LazyPattern(rf"在(?P<name>{_CITIES_ZH})(?:市)?(?:工作|上班)"),
         EntityKind.PLACE,
         "用户工作的城市",
     ),
     Rule(
-        re.compile(
+        LazyPattern(
             rf"在(?P<name>(?!{_CITIES_ZH}|{_NOT_WORKPLACES_ZH})[\u4e00-\u9fffA-Za-z]{{2,12}}?)"
             "(?:工作|上班|实习|任职)"
         ),
         EntityKind.ORGANIZATION,
         "用户工作的地方",
     ),
-    Rule(re.compile(r"\b(?:project|Project) " + _NAME_EN), EntityKind.PROJECT),
-    Rule(re.compile(r"(?P<name>[A-Za-z][\w-]{1,20}|[\u4e00-\u9fff]{2,6})项目"), EntityKind.PROJECT),
+    Rule(LazyPattern(r"\b(?:project|Project) " + _NAME_EN), EntityKind.PROJECT),
+    Rule(
+        LazyPattern(r"(?P<name>[A-Za-z][\w-]{1,20}|[\u4e00-\u9fff]{2,6})项目"), EntityKind.PROJECT
+    ),
 )
 
 
-_HAN = re.compile(r"[\u4e00-\u9fff]")
-_LATIN = re.compile(r"[A-Za-z]")
+_HAN = LazyPattern(r"[\u4e00-\u9fff]")
+_LATIN = LazyPattern(r"[A-Za-z]")
 _CHINESE_RULES = tuple(rule for rule in RULES if _HAN.search(rule.pattern.pattern))
 """Rules that need a Chinese character to match (each has one written in it); the others
 need a Latin letter. A text is only scanned by the rules of the scripts it holds."""

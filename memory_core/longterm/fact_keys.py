@@ -27,6 +27,8 @@ import unicodedata
 from dataclasses import dataclass
 from enum import StrEnum
 
+from memory_core.base.patterns import LazyPattern
+
 
 class Relation(StrEnum):
     RESTATES = "restates"
@@ -107,12 +109,12 @@ _EN_NOT_NAMES = frozenset(
 _EN_NEGATIONS = frozenset(
     _words("not no never none nobody nothing neither nor without cannot nowhere")
 )
-_EN_WORD = re.compile(r"[A-Za-z]+(?:['’][A-Za-z]+)*")
-_NOISE = re.compile(r"[\s\W_]+", re.UNICODE)
+_EN_WORD = LazyPattern(r"[A-Za-z]+(?:['’][A-Za-z]+)*")
+_NOISE = LazyPattern(r"[\s\W_]+", re.UNICODE)
 """What `matching.normalize_content` drops (case, width, spaces, punctuation)."""
-_ASCII_DIGITS = re.compile(r"[0-9]+(?:[.:][0-9]+)*")
-_DIGITS = re.compile(r"\d+(?:[.:]\d+)*")
-_THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
+_ASCII_DIGITS = LazyPattern(r"[0-9]+(?:[.:][0-9]+)*")
+_DIGITS = LazyPattern(r"\d+(?:[.:]\d+)*")
+_THOUSANDS = LazyPattern(r"(?<=\d),(?=\d{3}(?!\d))")
 
 _ZH_DIGITS = {
     "零": 0,
@@ -130,18 +132,18 @@ _ZH_DIGITS = {
 }
 _ZH_UNITS = {"十": 10, "百": 100, "千": 1000}
 _ZH_BIG_UNITS = {"万": 10_000, "亿": 100_000_000}
-_ZH_NUMERAL = re.compile("[零〇一二两三四五六七八九十百千万亿]+")
-_ZH_NOT_NUMBERS = re.compile(
+_ZH_NUMERAL = LazyPattern("[零〇一二两三四五六七八九十百千万亿]+")
+_ZH_NOT_NUMBERS = LazyPattern(
     "一起|一直|一样|一些|一下|一定|一般|一切|一致|一边|一向|一旦|一再|一会儿?|一点儿?|"
     "统一|唯一|万一|十分|千万|不一|同一|一起|三明治|一路|一律|七八糟"
 )
-_ZH_DATES = re.compile(
+_ZH_DATES = LazyPattern(
     "今天|明天|后天|昨天|前天|今晚|明晚|昨晚|早上|上午|中午|下午|晚上|凌晨|周末|"
     "上周|下周|本周|这周|上个?月|下个?月|这个月|本月|今年|明年|去年|前年|"
     "(?:周|星期|礼拜)[一二三四五六日天]"
 )
-_ZH_NEGATION = re.compile("[不没别未非无勿莫]")
-_ZH_NOT_NEGATIONS = re.compile(
+_ZH_NEGATION = LazyPattern("[不没别未非无勿莫]")
+_ZH_NOT_NEGATIONS = LazyPattern(
     "不错|不过|不同|不断|不少|不仅|不但|不管|不论|不久|不禁|不然|非常|无论|别人|别的|"
     "特别|分别|区别|告别|级别|类别|性别|差别|未来|无聊|而非|除非|是非|无线"
 )
@@ -152,10 +154,10 @@ _ZH_RELATIONS = (
     "男朋友|女朋友|猫咪|小猫|猫|狗狗|小狗|狗|宠物"
 )
 _ZH_NAMED = "叫做|叫|名叫|名字是|姓"
-_ZH_NAME_AFTER = re.compile(
+_ZH_NAME_AFTER = LazyPattern(
     f"(?:(?:{_ZH_RELATIONS})(?:的名字是|{_ZH_NAMED})?|{_ZH_NAMED})(?P<name>[\u4e00-\u9fff]{{1,3}})"
 )
-_ZH_SURNAME_NAME = re.compile(
+_ZH_SURNAME_NAME = LazyPattern(
     "(?P<name>[王李张刘陈杨赵吴徐朱胡郭林罗郑梁宋唐冯邓曹彭肖董袁潘蒋蔡魏吕丁沈姚卢崔谭汪"
     "廖贾韦邹孟秦尹薛闫侯郝龚邵覃孔][\u4e00-\u9fff])"
 )
@@ -248,16 +250,16 @@ def fact_keys(text: str) -> FactKeys:
 _NUMBER_MASK = "0"
 _DATE_MASK = "date"
 _EN_NEGATED = {"cannot": "can", "can't": "can", "won't": "will"}
-_EN_TOKEN = re.compile(r"\b(?:do|does|did) not\b|[a-z]+(?:'[a-z]+)?")
+_EN_TOKEN = LazyPattern(r"\b(?:do|does|did) not\b|[a-z]+(?:'[a-z]+)?")
 """On casefolded NFKC text: the words `_mask_english` looks at ("do not" as one)."""
-_ZH_KEY = re.compile(
+_ZH_KEY = LazyPattern(
     "(?=[一统唯万十千不同三七非无别特分区告级类性差未而除是今明后昨前早上中下晚凌周本这去星礼"
     "零〇二两四五六八九百亿没勿莫])"  # the first characters below: fail fast elsewhere
     f"(?:(?P<word>{_ZH_NOT_NUMBERS.pattern}|{_ZH_NOT_NEGATIONS.pattern})"
     f"|(?P<date>{_ZH_DATES.pattern})|(?P<number>{_ZH_NUMERAL.pattern})|{_ZH_NEGATION.pattern})"
 )
 """Chinese words kept as they are, dates, numbers, and negations, in that order."""
-_HAS_HAN = re.compile("[\u4e00-\u9fff]")
+_HAS_HAN = LazyPattern("[\u4e00-\u9fff]")
 
 
 _EN_DO_NOT = frozenset({"do not", "does not", "did not", "don't", "doesn't", "didn't"})

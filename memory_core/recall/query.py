@@ -23,7 +23,7 @@ from enum import StrEnum
 from functools import cache
 
 from memory_core.base.answer_kind import AnswerKind, wanted_answer
-from memory_core.base.text import tokenize
+from memory_core.base.text import has_cjk, tokenize
 from memory_core.base.when import find_time_reference
 
 __all__ = [
@@ -115,9 +115,15 @@ class Query:
 
 
 @cache
-def _template_terms() -> frozenset[str]:
-    words = (_TEMPLATE_EN + " " + _TEMPLATE_ZH).split()
-    return frozenset(t for w in words for t in tokenize(w)) | frozenset(_TEMPLATE_ZH.split())
+def _template_terms(chinese: bool) -> frozenset[str]:
+    """The template words' terms; the Chinese ones only for a text that has CJK (the
+    terms of any other text can hold none of them, and cutting them loads the
+    tokenizer's dictionary)."""
+    english = frozenset(t for w in _TEMPLATE_EN.split() for t in tokenize(w))
+    if not chinese:
+        return english
+    words = _TEMPLATE_ZH.split()
+    return english | frozenset(t for w in words for t in tokenize(w)) | frozenset(words)
 
 
 def classify_query(text: str) -> QueryType:
@@ -141,7 +147,7 @@ def _without_spans(text: str, spans: Sequence[tuple[int, int]]) -> str:
 
 def content_terms(text: str) -> list[str]:
     """The text's terms without the words that only shape a question."""
-    template = _template_terms()
+    template = _template_terms(has_cjk(text))
     return [t for t in tokenize(text) if t not in template]
 
 

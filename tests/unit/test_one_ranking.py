@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -90,21 +91,34 @@ async def test_search_reads_entity_names_as_recall_does(config: Config, clock: M
     assert recalled == searched[: len(recalled)]
 
 
-def test_cli_search_ranks_with_vectors_when_configured(
+def test_cli_search_ranks_with_vectors_where_the_scope_has_them(
     cli: Run,  # noqa: F811
+    ws: Path,  # noqa: F811
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Memories written by processes without an embedder have no vectors; a `chatmem
-    search` with one configured makes them before it ranks (it used to rank by words
-    alone: its backfill had only just started), and finds what only vectors find."""
-    cli.capture(HOME)
-    cli.capture("We had dumplings for dinner")
-    assert cli.json("search", "where do I live") == []  # words alone: nothing shared
+    """A command makes no vectors (docs/architecture.md, "Start-up"): `chatmem capture`
+    leaves its chunk to the next backfill, and `chatmem search` in a scope without
+    vectors ranks by words alone, the model never asked. Once a serving process has made
+    the scope's vectors, `chatmem search` makes those of what commands wrote since before
+    it ranks (it used to rank by words alone: its backfill had only just started), and
+    finds what only vectors find."""
     embedder = ConceptEmbedder(delay=0.2)
     monkeypatch.setattr(services, "build_embedder", lambda settings: embedder)
+    cli.capture("We had dumplings for dinner")
+    assert cli.json("search", "where do I live") == []  # words alone: nothing shared
+    assert embedder.embedded == []
+    asyncio.run(_bot_starts(ws))  # a serving process backfills every scope
+    assert "We had dumplings for dinner" in embedder.embedded
+    cli.capture(HOME)
+    assert HOME not in embedder.embedded
     hits = cli.json("search", "where do I live")
     assert [h["text"] for h in hits] == [HOME]
     assert HOME in embedder.embedded
+
+
+async def _bot_starts(workspace: Path) -> None:
+    async with MemoryCore.open(Config(workspace=str(workspace))) as core:
+        await core.vectors_ready()
 
 
 @pytest.mark.sqlite_only  # on PostgreSQL no backfill was pending here: not yet understood

@@ -10,6 +10,7 @@ import threading
 import time
 import unicodedata
 from collections.abc import Callable, Iterator
+from datetime import date
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -26,6 +27,7 @@ from memory_core.base.text import (
     warm_up,
     writes_cjk,
 )
+from memory_core.recall.query import build_query
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -367,6 +369,36 @@ def fresh_loader(monkeypatch: pytest.MonkeyPatch) -> Callable[..., _RecordingLoa
         return loader
 
     return install
+
+
+def test_text_without_han_never_loads_the_dictionary(
+    fresh_loader: Callable[..., _RecordingLoader],
+) -> None:
+    """Latin (diacritics included), kana, Hangul and numbers are tokenized without the
+    dictionary, so a command that never meets Chinese never pays for loading it; the
+    first Han run loads it, once."""
+    loader = fresh_loader()
+    sample = "The Café's 3.11 servers crashed again データベース 한국어 naïve"
+    assert tokenize(sample) == [
+        "cafe", "3", "11", "server", "crash", "データベース", "한국어", "naiv"
+    ]  # fmt: skip
+    assert matched_terms(sample, "server crashed") == [(16, 23), (24, 31)]
+    assert loader.threads == []
+    assert tokenize("数据库 servers") == ["数据", "据库", "数据库", "server"]
+    assert len(loader.threads) == 1
+
+
+def test_an_english_question_loads_no_dictionary(
+    fresh_loader: Callable[..., _RecordingLoader],
+) -> None:
+    """A question's template words ("remember", "记得") are dropped from its terms; the
+    Chinese ones are only cut for a question that has CJK in it."""
+    loader = fresh_loader()
+    terms = build_query("do you remember the staging server?", today=date(2026, 3, 2)).terms
+    assert list(terms) == ["stage", "server"]
+    assert loader.threads == []
+    assert list(build_query("你还记得杭州吗", today=date(2026, 3, 2)).terms) == ["杭州"]
+    assert len(loader.threads) == 1
 
 
 async def test_ensure_loaded_loads_off_the_event_loop_once(

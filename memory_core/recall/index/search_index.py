@@ -533,11 +533,14 @@ class SearchIndex:
         """Chunk id → cosine of the query's nearest chunks; empty without an embedder or
         when it fails (the lexical ranking still answers). The query is embedded while the
         scope's vectors catch up with what was written (at most `VECTOR_WAIT_SECONDS`),
-        so every process, a short-lived command too, ranks with the same vectors."""
+        so every process, a short-lived command too, ranks with the same vectors; a
+        command's index does all this only in a scope that has vectors (`searches`)."""
         vectors = self.vectors
         if vectors is None or not text.strip():
             return {}
         try:
+            if not await vectors.searches(sid):
+                return {}
             query, _ = await asyncio.gather(
                 vectors.embed_query(text), vectors.settle(sid, VECTOR_WAIT_SECONDS)
             )

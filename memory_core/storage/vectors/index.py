@@ -149,6 +149,10 @@ class VectorIndex:
             self._matrices.pop(scope_id, None)
 
     # --- searching ----------------------------------------------------------------------
+    async def searches(self, scope_id: int) -> bool:
+        """Always: this index makes the scope's vectors, and a search waits for them."""
+        return True
+
     async def embed_query(self, text: str) -> Floats:
         """The query's vector, made from its first `vectors.EMBED_CHARS` characters (as a
         chunk's is); the same text again (a recall repeated) costs nothing."""

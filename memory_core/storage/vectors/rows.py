@@ -299,6 +299,14 @@ def count(conn: Connection, sid: int, model: str) -> int:
     return int(row[0])
 
 
+def has_any(conn: Connection, sid: int, model: str) -> bool:
+    """Whether the scope holds a vector of `model` (one row looked up, whatever its size)."""
+    row = conn.execute(
+        "SELECT 1 FROM chunk_vectors WHERE scope_id = ? AND model = ? LIMIT 1", (sid, model)
+    ).fetchone()
+    return row is not None
+
+
 def load_page(
     conn: Connection, sid: int, model: str, after: int, limit: int
 ) -> tuple[int, list[VectorRow], int | None]:

@@ -1,0 +1,123 @@
+"""Running one parsed command: its config, its core, its event loop.
+
+Imported by `adapters.cli` only once the arguments are parsed, so `chatmem --help` and
+a mistyped option never pay for asyncio, the config (pydantic) or the engine. The core
+a command opens is a command's (`MemoryCore.open(serving=False)`: no tokenizer loaded
+in advance, no vectors made; memory_core/services.py), except for the commands that
+serve until stopped (`SERVES`: the bots, the TUI, MCP).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import os
+import sys
+from collections.abc import Iterator
+
+from adapters.cli import (
+    COMMANDS,
+    CREATES,
+    KNOWN_SHOWN,
+    OWN_CORE,
+    READS_ONLY,
+    SERVES,
+    UNSCOPED,
+    ConfigHandler,
+    Handler,
+)
+from memory_core.base.errors import ChatmemError
+from memory_core.base.scope import ScopeKey, printable_key
+from memory_core.base.workspace import Workspace
+from memory_core.config import Config, load_config
+from memory_core.engine import MemoryCore
+
+
+def run_command(args: argparse.Namespace) -> int:
+    """The parsed command, run to its exit code (errors are the caller's to report)."""
+    config = load_config(args.config, workspace=args.workspace)
+    args.scope_key = ScopeKey.parse(args.scope)
+    handler = COMMANDS[args.command][2]
+    if args.command in OWN_CORE:
+        own: ConfigHandler = handler  # type: ignore[assignment]
+        return asyncio.run(own(config, args))
+    announce_workspace(config, args)
+    return asyncio.run(_run(config, handler, args))
+
+
+async def _run(config: Config, handler: Handler, args: argparse.Namespace) -> int:
+    reads_only = args.command in READS_ONLY and READS_ONLY[args.command](args)
+    read_only_workspace = await asyncio.to_thread(_read_only_workspace, config)
+    if read_only_workspace and not reads_only:
+        raise ChatmemError(
+            f"workspace {config.workspace_path} is read-only and `{args.command}` would "
+            "change it: nothing was done (commands that only read, such as status and "
+            "search, still work)"
+        )
+    async with contextlib.AsyncExitStack() as stack:
+        with _start_quietly() if read_only_workspace else contextlib.nullcontext():
+            opened = MemoryCore.open(
+                config, create=args.command in CREATES, serving=args.command in SERVES
+            )
+            core = await stack.enter_async_context(opened)
+        if reads_only and args.command not in UNSCOPED:
+            await _refuse_unknown_scope(core, args.scope_key)
+        return await handler(core, args)
+
+
+def _read_only_workspace(config: Config) -> bool:
+    """Whether this process may not write the workspace (a read-only mount, or files it
+    does not own); False for one that does not exist yet (blocking: two access calls)."""
+    workspace = Workspace.at(config.workspace_path)
+    return any(
+        path.is_dir() and not os.access(path, os.W_OK)
+        for path in (workspace.root, workspace.state_dir)
+    )
+
+
+@contextlib.contextmanager
+def _start_quietly() -> Iterator[None]:
+    """In a read-only workspace the core starts without its database and journal and
+    warns so; a command that only reads needs neither, and the person knows the
+    workspace is read-only: the warnings would only be noise."""
+    logger = logging.getLogger("memory_core")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+async def _refuse_unknown_scope(core: MemoryCore, scope: ScopeKey) -> None:
+    """A read of a scope that holds nothing is most often a typo (`--scope mian`): say
+    so, and which scopes there are, instead of showing an empty scope."""
+    if scope.is_main:
+        return
+    known = await core.known_scopes()
+    if scope in known:
+        return
+    shown = ", ".join(printable_key(k) for k in known[:KNOWN_SHOWN])
+    more = f" and {len(known) - KNOWN_SHOWN} more" if len(known) > KNOWN_SHOWN else ""
+    raise ChatmemError(
+        f"no memories in scope {printable_key(scope)} (known: {shown}{more}; `chatmem scopes` "
+        "lists them)"
+    )
+
+
+def announce_workspace(config: Config, args: argparse.Namespace) -> None:
+    """On stderr: which workspace a command uses when the command line did not name it,
+    and that a command is about to create one (a mistyped path shows at once)."""
+    root = config.workspace_path
+    if args.workspace is None:
+        if os.environ.get("CHATMEM_WORKSPACE"):
+            origin = "from CHATMEM_WORKSPACE"
+        elif config.workspace:
+            origin = "from the config file"
+        else:
+            origin = "the default; --workspace DIR chooses another"
+        print(f"chatmem: using workspace {root} ({origin})", file=sys.stderr)
+    if args.command in CREATES and not MemoryCore.workspace_exists(root):
+        print(f"chatmem: creating workspace at {root}", file=sys.stderr)
