@@ -10,6 +10,7 @@ cat" also finds the memories that only say "小橘", and the other way round.
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -185,33 +186,106 @@ def extract_entities(entries: Sequence[MemoryEntry]) -> list[Entity]:
     mention it (entries in the order given: pass them best first)."""
     found: dict[str, tuple[str, EntityKind, set[str], set[str]]] = {}
     for entry in entries:
-        for rule in _rules_for(entry.content):
-            for match in rule.pattern.finditer(entry.content):
-                name = match.group("name").strip(" '")
-                if len(name) < 2 and not _HAN.search(name):
-                    continue
-                groups = match.groupdict()
-                chinese = bool(_HAN.search(match.group(0)))
-                aliases, relation = _aliases(
-                    rule, groups.get("rel") or "", groups.get("owner") or "", chinese
-                )
-                key = name.casefold()
-                _, _, known_aliases, relations = found.setdefault(
-                    key, (name, rule.kind, set(), set())
-                )
-                known_aliases.update(aliases)
-                if relation:
-                    relations.add(relation)
+        for name, kind, aliases, relation in named_in(entry.content):
+            _, _, known_aliases, relations = found.setdefault(
+                name.casefold(), (name, kind, set(), set())
+            )
+            known_aliases.update(aliases)
+            if relation:
+                relations.add(relation)
     entities = []
-    # Each text folded once, not once per entity: with 10 000 memories naming 80 entities
-    # the per-pair casefold was 0.7 s of the 0.8 s this took.
-    folded = [(e.id, e.content.casefold()) for e in entries] if found else []
+    holding = _Holders([e.content.casefold() for e in entries]) if found else None
+    ids = [e.id for e in entries]
     for name, kind, alias_set, relation_set in found.values():
+        assert holding is not None
         keys = [word.casefold() for word in (name, *alias_set) if word]
-        facts = tuple(entry_id for entry_id, text in folded if any(k in text for k in keys))
+        facts = tuple(ids[i] for i in sorted(set().union(*map(holding.texts_with, keys))))
         entity = Entity(name, kind, tuple(sorted(alias_set)), tuple(sorted(relation_set)), facts)
         entities.append(entity)
     return sorted(entities, key=lambda e: (-len(e.facts), e.name.casefold()))
+
+
+Named = tuple[str, EntityKind, tuple[str, ...], str]
+"""An entity a text names: name, kind, aliases, relation."""
+_NAMED: dict[str, tuple[Named, ...]] = {}
+_NAMED_KEPT = 1 << 18
+"""Texts whose named entities are remembered: the views find the entities again after
+every write of a file, and all but the written entries are texts seen before (the rules'
+scans cost about 20 us a text: seconds a write for 100 000 memories)."""
+
+
+def known_named(text: str) -> tuple[Named, ...] | None:
+    """`named_in(text)` if it is remembered, else None (nothing is computed)."""
+    return _NAMED.get(text)
+
+
+def remember_named(texts: Iterable[str], named: Iterable[tuple[Named, ...] | None]) -> None:
+    """Take `named[i]` as `named_in(texts[i])` where it is not None: what the parse cache
+    kept, made by these very rules (its format names their source)."""
+    if len(_NAMED) > _NAMED_KEPT // 2:
+        _NAMED.clear()
+    _NAMED.update((t, n) for t, n in zip(texts, named, strict=True) if n is not None)
+
+
+def forget_named() -> None:
+    """Forget every remembered text's entities (for tests and cold-start measurements)."""
+    _NAMED.clear()
+
+
+def named_in(text: str) -> tuple[Named, ...]:
+    """What the rules find in one text, in the order they find it (remembered)."""
+    named = _NAMED.get(text)
+    if named is not None:
+        return named
+    out: list[Named] = []
+    for rule in _rules_for(text):
+        for match in rule.pattern.finditer(text):
+            name = match.group("name").strip(" '")
+            if len(name) < 2 and not _HAN.search(name):
+                continue
+            groups = match.groupdict()
+            chinese = bool(_HAN.search(match.group(0)))
+            aliases, relation = _aliases(
+                rule, groups.get("rel") or "", groups.get("owner") or "", chinese
+            )
+            out.append((name, rule.kind, aliases, relation))
+    named = tuple(out)
+    if len(_NAMED) >= _NAMED_KEPT:
+        _NAMED.clear()
+    _NAMED[text] = named
+    return named
+
+
+class _Holders:
+    """Which of many folded texts hold a word: every text joined once, each word found by
+    `str.find` jumping from a hit to the next text (C-level scans, one per word, instead of
+    one `in` per word and text, a Python loop of entities times memories)."""
+
+    _SEPARATOR = "\x00"
+
+    def __init__(self, texts: list[str]) -> None:
+        self._texts = texts
+        self._joined = self._SEPARATOR.join(texts)
+        self._starts: list[int] = []
+        at = 0
+        for text in texts:
+            self._starts.append(at)
+            at += len(text) + 1
+
+    def texts_with(self, word: str) -> set[int]:
+        """Indexes of the texts `word` occurs in (as `word in text` says)."""
+        if self._SEPARATOR in word:  # could match across two texts: ask each
+            return {i for i, text in enumerate(self._texts) if word in text}
+        found: set[int] = set()
+        joined, starts = self._joined, self._starts
+        at = joined.find(word)
+        while at != -1:
+            index = bisect.bisect_right(starts, at) - 1
+            found.add(index)
+            if index + 1 == len(starts):
+                break
+            at = joined.find(word, starts[index + 1])
+        return found
 
 
 def mentions(text: str, words: Iterable[str]) -> bool:

@@ -9,6 +9,7 @@ between captures.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import re
 import unicodedata
@@ -18,15 +19,54 @@ from typing import NamedTuple
 
 from memory_core.base.entries import MemoryEntry
 from memory_core.base.merge_values import Candidate
-from memory_core.longterm.fact_keys import Relation, relation, skeleton
+from memory_core.longterm.fact_keys import (
+    Relation,
+    kept_characters,
+    known_skeleton,
+    relation,
+    skeleton,
+)
 
 _NOISE = re.compile(r"[\s\W_]+", re.UNICODE)
 
 
-@functools.lru_cache(maxsize=1 << 18)
+_NORMS: dict[str, str] = {}
+_NORMS_KEPT = 1 << 18
+"""Texts whose normalised form is remembered (oldest forgotten first): more than the
+entries of the largest file we expect, as every merge normalises every entry."""
+
+
 def normalize_content(text: str) -> str:
-    """Key for 'the same memory': case, width, spaces and punctuation do not matter."""
-    return _NOISE.sub("", unicodedata.normalize("NFKC", text).casefold())
+    """Key for 'the same memory': case, width, spaces and punctuation do not matter.
+
+    Remembered per text (about 10 us each, for every entry of a file at a merge), and
+    seeded by the long-term parse cache (`remember_norms`), so a new process matches its
+    first capture against a large file without normalising every entry of it first."""
+    norm = _NORMS.get(text)
+    if norm is None:
+        norm = _NOISE.sub("", unicodedata.normalize("NFKC", text).casefold())
+        _remember(text, norm)
+    return norm
+
+
+def _remember(text: str, norm: str) -> None:
+    if len(_NORMS) >= _NORMS_KEPT:
+        with contextlib.suppress(KeyError, RuntimeError, StopIteration):
+            del _NORMS[next(iter(_NORMS))]  # another thread may be at it too
+    _NORMS[text] = norm
+
+
+def remember_norms(texts: Iterable[str], norms: Iterable[str]) -> None:
+    """Take `norms[i]` as `normalize_content(texts[i])`: what the parse cache kept, made by
+    this very function (its format names the Unicode version it ran with)."""
+    if len(_NORMS) > _NORMS_KEPT // 2:
+        _NORMS.clear()
+    _NORMS.update(zip(texts, norms, strict=True))
+
+
+def forget_norms() -> None:
+    """Forget every remembered form (for tests and cold-start measurements)."""
+    _NORMS.clear()
 
 
 @functools.lru_cache(maxsize=1 << 16)
@@ -120,18 +160,34 @@ class _MatchIndex:
         """Ids of the category's entries whose text is `content`'s but for numbers, dates
         and negations (`fact_keys.skeleton`), in `by_id` order.
 
-        Built per category on first use (only a short candidate that holds such a key
-        asks), of the category's short entries (`SKELETON_MAX`).
+        Of the category's short entries (`SKELETON_MAX`), grouped by skeleton on first
+        use when every one of them is remembered (the parse cache keeps them) or when the
+        wanted skeleton keeps nothing but masks. Otherwise (a fresh file) only the entries
+        that hold every character the wanted skeleton keeps get one: a skeleton costs
+        tens of microseconds, for each of thousands of short entries.
         """
+        key = skeleton(content)
         grouped = self._by_skeleton.get(category)
-        if grouped is None:
+        if grouped is not None:
+            return grouped.get(key, [])
+        by_id = self._by_id
+        pool = [(norm, i) for norm, i, size in self.category(category) if size <= SKELETON_MAX]
+        known = [known_skeleton(by_id[i].content) for _, i in pool]
+        needed = kept_characters(key)
+        if not needed or None not in known:
             grouped = {}
-            for _, entry_id, size in self.category(category):
-                if size <= SKELETON_MAX:
-                    key = skeleton(self._by_id[entry_id].content)
-                    grouped.setdefault(key, []).append(entry_id)
+            for (_, entry_id), found in zip(pool, known, strict=True):
+                if found is None:
+                    found = skeleton(by_id[entry_id].content)
+                grouped.setdefault(found, []).append(entry_id)
             self._by_skeleton[category] = grouped
-        return grouped.get(skeleton(content), [])
+            return grouped.get(key, [])
+        for char in needed:
+            # Each character's test is one C-level substring search per entry left.
+            pool = [item for item in pool if char in item[0]]
+            if not pool:
+                return []
+        return [i for _, i in pool if skeleton(by_id[i].content) == key]
 
     def add(self, entry_id: str, category: str, norm: str) -> None:
         """Index an entry added by the merge (it comes last in `by_id`)."""
