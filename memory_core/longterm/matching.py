@@ -315,5 +315,11 @@ class EntryView:
     def entries(self) -> list[MemoryEntry]:
         return list(self.by_id.values())
 
+    def ready(self) -> EntryView:
+        """Group the entries by category now rather than at the first candidate that is
+        not matched exactly (a pass over every entry): for a view built ahead of use."""
+        self._index.category("")
+        return self
+
     def find(self, cand: Candidate, norm: str) -> _Match:
         return _find_match(self.by_id, self._index, cand, norm)

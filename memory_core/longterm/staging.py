@@ -187,7 +187,7 @@ class Staging:
         changed meanwhile."""
         queue = self._queues.setdefault(scope, _Queue())
         async with queue.mutex:
-            await self._view(scope, queue)
+            (await self._view(scope, queue)).ready()
 
     async def _rebuild_view(self, scope: ScopeKey, queue: _Queue) -> None:
         """The view from the file plus the captures still staged (under the mutex)."""
