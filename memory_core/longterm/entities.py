@@ -219,11 +219,11 @@ def known_named(text: str) -> tuple[Named, ...] | None:
     return _NAMED.get(text)
 
 
-def remember_named(texts: Iterable[str], named: Iterable[tuple[Named, ...] | None]) -> None:
+def remember_named(texts: Sequence[str], named: Iterable[tuple[Named, ...] | None]) -> None:
     """Take `named[i]` as `named_in(texts[i])` where it is not None: what the parse cache
     kept, made by these very rules (its format names their source)."""
-    if len(_NAMED) > _NAMED_KEPT // 2:
-        _NAMED.clear()
+    if len(_NAMED) + len(texts) > _NAMED_KEPT:
+        _NAMED.clear()  # room for these first: they are what is wanted now
     _NAMED.update((t, n) for t, n in zip(texts, named, strict=True) if n is not None)
 
 

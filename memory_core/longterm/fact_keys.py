@@ -24,7 +24,7 @@ from __future__ import annotations
 import contextlib
 import re
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -322,11 +322,11 @@ def known_skeleton(text: str) -> str | None:
     return _SKELETONS.get(text)
 
 
-def remember_skeletons(texts: Iterable[str], skeletons: Iterable[str | None]) -> None:
+def remember_skeletons(texts: Sequence[str], skeletons: Iterable[str | None]) -> None:
     """Take `skeletons[i]` as `skeleton(texts[i])` where it is not None: what the parse
     cache kept, made by this very function (its format names the Unicode version)."""
-    if len(_SKELETONS) > _SKELETONS_KEPT // 2:
-        _SKELETONS.clear()
+    if len(_SKELETONS) + len(texts) > _SKELETONS_KEPT:
+        _SKELETONS.clear()  # room for these first: they are what is wanted now
     _SKELETONS.update((t, k) for t, k in zip(texts, skeletons, strict=True) if k is not None)
 
 

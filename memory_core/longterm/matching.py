@@ -13,7 +13,7 @@ import contextlib
 import functools
 import re
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from operator import attrgetter
 from typing import NamedTuple
 
@@ -56,11 +56,11 @@ def _remember(text: str, norm: str) -> None:
     _NORMS[text] = norm
 
 
-def remember_norms(texts: Iterable[str], norms: Iterable[str]) -> None:
+def remember_norms(texts: Sequence[str], norms: Iterable[str]) -> None:
     """Take `norms[i]` as `normalize_content(texts[i])`: what the parse cache kept, made by
     this very function (its format names the Unicode version it ran with)."""
-    if len(_NORMS) > _NORMS_KEPT // 2:
-        _NORMS.clear()
+    if len(_NORMS) + len(texts) > _NORMS_KEPT:
+        _NORMS.clear()  # room for these first: they are what is wanted now
     _NORMS.update(zip(texts, norms, strict=True))
 
 
