@@ -10,7 +10,6 @@ cat" also finds the memories that only say "小橘", and the other way round.
 
 from __future__ import annotations
 
-import bisect
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -194,12 +193,16 @@ def extract_entities(entries: Sequence[MemoryEntry]) -> list[Entity]:
             if relation:
                 relations.add(relation)
     entities = []
-    holding = _Holders([e.content.casefold() for e in entries]) if found else None
+    keys_of = {
+        key: [word.casefold() for word in (name, *alias_set) if word]
+        for key, (name, _, alias_set, _) in found.items()
+    }
+    texts = [e.content.casefold() for e in entries] if found else []
+    holding = _Holders(texts, [word for keys in keys_of.values() for word in keys])
     ids = [e.id for e in entries]
-    for name, kind, alias_set, relation_set in found.values():
-        assert holding is not None
-        keys = [word.casefold() for word in (name, *alias_set) if word]
-        facts = tuple(ids[i] for i in sorted(set().union(*map(holding.texts_with, keys))))
+    for key, (name, kind, alias_set, relation_set) in found.items():
+        holders = set().union(*map(holding.texts_with, keys_of[key]))
+        facts = tuple(ids[i] for i in sorted(holders))
         entity = Entity(name, kind, tuple(sorted(alias_set)), tuple(sorted(relation_set)), facts)
         entities.append(entity)
     return sorted(entities, key=lambda e: (-len(e.facts), e.name.casefold()))
@@ -257,35 +260,29 @@ def named_in(text: str) -> tuple[Named, ...]:
 
 
 class _Holders:
-    """Which of many folded texts hold a word: every text joined once, each word found by
-    `str.find` jumping from a hit to the next text (C-level scans, one per word, instead of
-    one `in` per word and text, a Python loop of entities times memories)."""
+    """Which of many folded texts hold a word, for every word asked of them: the texts
+    holding each character of the words are listed once (one C-level pass over each text),
+    and a word is looked for only in the texts holding its rarest character. The plain
+    test, one `in` per word and text, was a Python loop of entities times memories:
+    seconds for 100 000 memories naming a thousand entities."""
 
-    _SEPARATOR = "\x00"
-
-    def __init__(self, texts: list[str]) -> None:
+    def __init__(self, texts: list[str], words: Iterable[str]) -> None:
         self._texts = texts
-        self._joined = self._SEPARATOR.join(texts)
-        self._starts: list[int] = []
-        at = 0
-        for text in texts:
-            self._starts.append(at)
-            at += len(text) + 1
+        chars = set().union(*words)
+        postings: dict[str, list[int]] = {char: [] for char in chars}
+        for index, text in enumerate(texts):
+            for char in chars.intersection(text):
+                postings[char].append(index)
+        self._postings = postings
 
     def texts_with(self, word: str) -> set[int]:
-        """Indexes of the texts `word` occurs in (as `word in text` says)."""
-        if self._SEPARATOR in word:  # could match across two texts: ask each
-            return {i for i, text in enumerate(self._texts) if word in text}
-        found: set[int] = set()
-        joined, starts = self._joined, self._starts
-        at = joined.find(word)
-        while at != -1:
-            index = bisect.bisect_right(starts, at) - 1
-            found.add(index)
-            if index + 1 == len(starts):
-                break
-            at = joined.find(word, starts[index + 1])
-        return found
+        """Indexes of the texts `word` occurs in (as `word in text` says); `word` must be
+        one of the words given (or made of their characters)."""
+        if not word:
+            return set(range(len(self._texts)))
+        texts = self._texts
+        rarest = min((self._postings[char] for char in set(word)), key=len)
+        return {index for index in rarest if word in texts[index]}
 
 
 def mentions(text: str, words: Iterable[str]) -> bool:

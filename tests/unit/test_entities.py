@@ -151,6 +151,7 @@ async def test_without_expansion_the_alias_finds_nothing(config: Config) -> None
     st.text(alphabet="ab猫x\x00 ", min_size=1, max_size=3),
 )
 def test_the_texts_holding_a_word_are_those_in_says(texts: list[str], word: str) -> None:
-    """Found in one joined string, a text at a time: exactly `word in text`, at either
-    end of a text, in an empty one, with the separator itself in the word."""
-    assert _Holders(texts).texts_with(word) == {i for i, t in enumerate(texts) if word in t}
+    """Found among the texts holding its rarest character: exactly `word in text`, at
+    either end of a text, in an empty one, with a character repeated."""
+    holding = _Holders(texts, [word, "b猫"])
+    assert holding.texts_with(word) == {i for i, t in enumerate(texts) if word in t}
