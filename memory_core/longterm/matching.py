@@ -170,24 +170,43 @@ class _MatchIndex:
         grouped = self._by_skeleton.get(category)
         if grouped is not None:
             return grouped.get(key, [])
+        needed = kept_characters(key)
+        grouped = self.group_skeletons(category, all_known=bool(needed))
+        if grouped is not None:
+            return grouped.get(key, [])
         by_id = self._by_id
         pool = [(norm, i) for norm, i, size in self.category(category) if size <= SKELETON_MAX]
-        known = [known_skeleton(by_id[i].content) for _, i in pool]
-        needed = kept_characters(key)
-        if not needed or None not in known:
-            grouped = {}
-            for (_, entry_id), found in zip(pool, known, strict=True):
-                if found is None:
-                    found = skeleton(by_id[entry_id].content)
-                grouped.setdefault(found, []).append(entry_id)
-            self._by_skeleton[category] = grouped
-            return grouped.get(key, [])
         for char in needed:
             # Each character's test is one C-level substring search per entry left.
             pool = [item for item in pool if char in item[0]]
             if not pool:
                 return []
         return [i for _, i in pool if skeleton(by_id[i].content) == key]
+
+    def group_skeletons(self, category: str, *, all_known: bool) -> dict[str, list[str]] | None:
+        """The category's short entries grouped by skeleton (kept), made of remembered
+        skeletons; None when `all_known` and some are not remembered (nothing is made)."""
+        grouped = self._by_skeleton.get(category)
+        if grouped is not None:
+            return grouped
+        by_id = self._by_id
+        pool = [i for _, i, size in self.category(category) if size <= SKELETON_MAX]
+        known = [known_skeleton(by_id[i].content) for i in pool]
+        if all_known and None in known:
+            return None
+        grouped = {}
+        for entry_id, found in zip(pool, known, strict=True):
+            if found is None:
+                found = skeleton(by_id[entry_id].content)
+            grouped.setdefault(found, []).append(entry_id)
+        self._by_skeleton[category] = grouped
+        return grouped
+
+    def categories(self) -> list[str]:
+        """Every category an entry has (grouping them, if not done yet)."""
+        self.category("")
+        assert self._by_category is not None
+        return list(self._by_category)
 
     def add(self, entry_id: str, category: str, norm: str) -> None:
         """Index an entry added by the merge (it comes last in `by_id`)."""
@@ -316,9 +335,11 @@ class EntryView:
         return list(self.by_id.values())
 
     def ready(self) -> EntryView:
-        """Group the entries by category now rather than at the first candidate that is
-        not matched exactly (a pass over every entry): for a view built ahead of use."""
-        self._index.category("")
+        """Group the entries by category, and by skeleton where every one is remembered,
+        now rather than at the first candidate that needs them (passes over every entry):
+        for a view built ahead of use."""
+        for category in self._index.categories():
+            self._index.group_skeletons(category, all_known=True)
         return self
 
     def find(self, cand: Candidate, norm: str) -> _Match:
