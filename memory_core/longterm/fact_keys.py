@@ -322,6 +322,11 @@ def known_skeleton(text: str) -> str | None:
     return _SKELETONS.get(text)
 
 
+def known_skeletons(texts: Iterable[str]) -> list[str | None]:
+    """`known_skeleton` of each text (one C-level pass: a category holds thousands)."""
+    return list(map(_SKELETONS.get, texts))
+
+
 def remember_skeletons(texts: Sequence[str], skeletons: Iterable[str | None]) -> None:
     """Take `skeletons[i]` as `skeleton(texts[i])` where it is not None: what the parse
     cache kept, made by this very function (its format names the Unicode version)."""

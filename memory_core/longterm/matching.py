@@ -22,7 +22,7 @@ from memory_core.base.merge_values import Candidate
 from memory_core.longterm.fact_keys import (
     Relation,
     kept_characters,
-    known_skeleton,
+    known_skeletons,
     relation,
     skeleton,
 )
@@ -191,14 +191,18 @@ class _MatchIndex:
             return grouped
         by_id = self._by_id
         pool = [i for _, i, size in self.category(category) if size <= SKELETON_MAX]
-        known = [known_skeleton(by_id[i].content) for i in pool]
+        contents = [by_id[i].content for i in pool]
+        known = known_skeletons(contents)
         if all_known and None in known:
             return None
         grouped = {}
-        for entry_id, found in zip(pool, known, strict=True):
-            if found is None:
-                found = skeleton(by_id[entry_id].content)
-            grouped.setdefault(found, []).append(entry_id)
+        for entry_id, content, found in zip(pool, contents, known, strict=True):
+            key = skeleton(content) if found is None else found
+            same = grouped.get(key)
+            if same is None:
+                grouped[key] = [entry_id]
+            else:
+                same.append(entry_id)
         self._by_skeleton[category] = grouped
         return grouped
 

@@ -152,11 +152,13 @@ class CachedParse:
     parsed: ParsedMemory
     digest: bytes
     archive_below: float
+    keys: list[bytes]
+    """Each entry's block key, in the order of `parsed.entries` (not put in
+    `parsed.keys`: only the parse of a changed file asks for them)."""
 
     def by_key(self) -> dict[bytes, MemoryEntry]:
         """Block key → entry, for the parse of a changed file."""
-        keys = self.parsed.keys
-        return {keys[e.id]: e for e in self.parsed.entries if e.id in keys}
+        return dict(zip(self.keys, self.parsed.entries, strict=True))
 
 
 def _maybe_moment(when: datetime | None) -> Moment | None:
@@ -278,21 +280,20 @@ def _decode(data: bytes) -> CachedParse | None:
             entries=entries,
             quarantined=[QuarantinedBlock(t, n, r) for t, n, r in quarantined],
             lines={e.id: (int(a), int(b)) for e, (a, b) in zip(entries, lines, strict=True)},
-            keys={e.id: k for e, k in zip(entries, keys, strict=True)},
         )
         contents = [e.content for e in entries]
         remember_norms(contents, norms)
         remember_skeletons(contents, skeletons)
         entities.remember_named(contents, map(_named, named))
-        return CachedParse(parsed, digest, archive_below)
+        return CachedParse(parsed, digest, archive_below, keys)
     except (EOFError, ValueError, TypeError, KeyError, IndexError) as exc:
         log.info("long-term parse cache unreadable, parsing the file (%s)", exc)
         return None
 
 
 def _named(found: list[tuple[str, str, tuple[str, ...], str]] | None) -> tuple[Named, ...] | None:
-    if found is None:
-        return None
+    if not found:
+        return None if found is None else ()
     return tuple(
         (name, EntityKind(kind), aliases, relation) for name, kind, aliases, relation in found
     )
