@@ -11,12 +11,13 @@ for 10 000. Every hit is read back through the `chunks` table before it is retur
 scope, visibility, filters and text hash), so a stale matrix can cost a hit, never show
 another scope's chunk or a changed one.
 
-A scope of `ANN_MIN_ROWS` or more also gets an HNSW graph (graphs.py), built in
-the background; exact search answers until it is ready, and never waits for it. Then a
-search asks the graph for `k * CANDIDATES` chunk ids, adds the rows the graph does not
-hold yet (the tail appended since it was built), scores those exactly from the matrix and
-goes on as above: the scores stay exact cosines and every hit is still confirmed through
-`chunks`. Filters apply to the candidates; when too few pass, the search is done exactly.
+A scope of `ANN_MIN_ROWS` or more also gets an HNSW graph (graphs.py), read from its file
+beside the index or built in the background; exact search answers until it is ready, and
+never waits for it. Then a search asks the graph for `k * CANDIDATES` chunk ids, adds the
+rows the graph does not hold yet (the tail appended since it was built, and those it
+lacked when it was read), scores those exactly from the matrix and goes on as above: the
+scores stay exact cosines and every hit is still confirmed through `chunks`. Filters
+apply to the candidates; when too few pass, the search is done exactly.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from functools import partial
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -38,8 +40,8 @@ from memory_core.embedding.base import Embedder, EmbeddingError
 from memory_core.storage.vectors import rows as vectors
 from memory_core.storage.vectors.ann import ANN_MIN_ROWS, CANDIDATES
 from memory_core.storage.vectors.backfill import Backfills, SqlVectorWriter, VectorWriter
-from memory_core.storage.vectors.graphs import Graphs
-from memory_core.storage.vectors.matrix import VectorMatrix
+from memory_core.storage.vectors.graphs import GraphCounts, Graphs
+from memory_core.storage.vectors.matrix import Inherited, VectorMatrix
 from memory_core.storage.vectors.rows import Stored
 
 if TYPE_CHECKING:
@@ -79,11 +81,13 @@ class VectorIndex:
         max_bytes: int = MAX_BYTES,
         monotonic: Monotonic = time.monotonic,
         writer: VectorWriter | None = None,
+        graph_dir: Path | None = None,
     ) -> None:
         """`ann_min_rows`: scopes this large get a graph (None: never; nor without
         usearch installed). `monotonic` times the surveys (`survey.SURVEY_EVERY`,
         the duty). `writer` writes each backfilled batch (`vectors.store` by default;
-        memory_core/storage/pg/vectors.py gives its own)."""
+        memory_core/storage/pg/vectors.py gives its own). `graph_dir`: where the graphs
+        are written and read back (graph_files.py; None: built at every start)."""
         self._db = db
         self.embedder = embedder
         self._inline_rows = inline_rows
@@ -91,7 +95,11 @@ class VectorIndex:
         self._matrices: OrderedDict[int, VectorMatrix] = OrderedDict()
         self._loading: dict[int, asyncio.Lock] = {}
         self._queries: OrderedDict[str, Floats] = OrderedDict()
-        self._graphs = Graphs(ann_min_rows, self._matrices.get)
+        self._retired: dict[int, Inherited] = {}
+        """The graph of a scope's matrix dropped for a load afresh, for the next one."""
+        self._graphs = Graphs(
+            ann_min_rows, self._matrices.get, folder=graph_dir, model=embedder.name
+        )
         self._backfills = Backfills(
             db,
             embedder,
@@ -137,16 +145,40 @@ class VectorIndex:
                 if matrix.graph is not None:
                     self._graphs.update(sid, matrix)
             else:
-                self._matrices.pop(sid, None)
+                self._retire(sid)
+
+    def _retire(self, sid: int) -> None:
+        """Drop the scope's matrix (another process changed its vectors: the next search
+        loads it afresh), keeping its graph and what the graph holds for the next one."""
+        matrix = self._matrices.pop(sid, None)
+        if matrix is not None and matrix.graph is not None:
+            self._retired[sid] = Inherited(matrix.graph, matrix.graph_content())
 
     def invalidate(self, scope_id: int | None = None) -> None:
         """Survey the scope (or every scope) in full at its next backfill and load its
-        matrix afresh: for a rebuild, which gives chunks new ids."""
+        matrix afresh: for a rebuild, which gives chunks new ids. A graph is read back
+        from its file and checked against the new ids (graphs.py)."""
         self._backfills.invalidate(scope_id)
         if scope_id is None:
             self._matrices.clear()
+            self._retired.clear()
         else:
             self._matrices.pop(scope_id, None)
+            self._retired.pop(scope_id, None)
+
+    async def forget(self) -> None:
+        """Drop every vector no current chunk vouches for, and every copy of the vectors
+        kept beside them: the matrices, the graphs and their files (a purge: a vector can
+        hint at the text it came from). What is still wanted is made again."""
+        self.invalidate()
+        self._queries.clear()
+        await self._graphs.forget()
+        await self._db.run(vectors.forget)
+
+    @property
+    def graph_counts(self) -> GraphCounts:
+        """How this index came by its graphs: built, read from a file, taken over."""
+        return self._graphs.counts
 
     # --- searching ----------------------------------------------------------------------
     async def embed_query(self, text: str) -> Floats:
@@ -210,7 +242,7 @@ class VectorIndex:
                 found = await self._confirm(scope_id, matrix, scores, k, kinds, exclude_paths)
             if not isinstance(found, _Miss):
                 return found
-            self._matrices.pop(scope_id, None)  # another process changed it: load again
+            self._retire(scope_id)  # another process changed it: load again
         return hits
 
     async def _confirm(
@@ -276,6 +308,8 @@ class VectorIndex:
         elif matrix.wants_compaction():
             matrix = await asyncio.to_thread(matrix.compacted)
             self._matrices[sid] = matrix
+            if matrix.graph is not None:
+                self._graphs.update(sid, matrix)  # its catch-up goes on with the copy
         self._matrices.move_to_end(sid)
         return matrix
 
@@ -300,6 +334,7 @@ class VectorIndex:
         return matrix
 
     def _install(self, sid: int, matrix: VectorMatrix) -> None:
+        matrix.inherited = self._retired.pop(sid, None)
         self._matrices[sid] = matrix
         total = sum(m.nbytes for m in self._matrices.values())
         while total > self._max_bytes and len(self._matrices) > 1:
@@ -319,8 +354,8 @@ class VectorIndex:
         return matrix.live
 
     async def wait_graph(self, scope_id: int) -> bool:
-        """Wait for the scope's graph to be built and caught up (benches, tests); whether
-        its searches now go through one."""
+        """Wait for the scope's graph to be read or built and caught up (benches, tests);
+        whether its searches now go through one."""
         await self._graphs.wait(scope_id)
         matrix = self._matrices.get(scope_id)
         return matrix is not None and matrix.graph is not None
@@ -333,7 +368,8 @@ class VectorIndex:
         vectors it made, so the next one does not make them again."""
         self._graphs.stop()
         await self._backfills.close()
-        await self._graphs.close()
+        await self._graphs.close()  # writes out the graphs changed since their files
         self._matrices.clear()
+        self._retired.clear()
         self._queries.clear()
         await self.embedder.close()
