@@ -56,9 +56,10 @@ def many_to_memory(stored: Sequence[bytes]) -> list[bytes]:
         return [many_to_memory([vec])[0] for vec in stored]
     rows = np.frombuffer(b"".join(stored), dtype="<f2").astype(np.float32)
     rows = rows.reshape(len(stored), -1)
-    norms = np.linalg.norm(rows, axis=1, keepdims=True)
+    norms = np.sqrt(np.einsum("ij,ij->i", rows, rows))[:, None]
     np.divide(rows, norms, out=rows, where=norms > 0)
-    return [row.tobytes() for row in rows]
+    data, width = rows.tobytes(), rows.shape[1] * MEMORY_BYTES
+    return [data[i : i + width] for i in range(0, len(data), width)]
 
 
 def dim_of(stored: bytes) -> int:

