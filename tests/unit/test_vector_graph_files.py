@@ -336,3 +336,28 @@ async def test_forget_keeps_nothing_of_a_chunk_whose_text_changed(db: Database) 
     )
     assert await db.run(vectors.forget) == 1
     assert await stored(db) == {}
+
+
+async def test_the_scope_loads_while_the_first_query_is_embedded(
+    db: Database, spread: FakeOpenAI, folder: Path
+) -> None:
+    """`settle` (which a search runs beside the query's embedding) starts the matrix's
+    load and the graph's read, so they overlap the model instead of following it; an
+    index without graphs (pgvector's, which holds no matrices) loads nothing."""
+    sid, _ = await graph_scope(db, spread)
+    first = graphed(db, spread, folder)
+    try:
+        await graph_of(first, sid)
+    finally:
+        await first.close()
+    second = graphed(db, spread, folder)
+    plain = VectorIndex(db, embedder(spread), ann_min_rows=None)
+    try:
+        assert await second.settle(sid, 1.0) and await plain.settle(sid, 1.0)
+        await asyncio.gather(*second._warming.values())
+        assert sid in second._matrices and await second.wait_graph(sid)
+        assert second.graph_counts.read == 1
+        assert plain._matrices == {} and plain._warming == {}
+    finally:
+        await second.close()
+        await plain.close()

@@ -18,6 +18,11 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
 
 STORED_BYTES = 2
 """Bytes per component as stored."""
@@ -56,10 +61,18 @@ def many_to_memory(stored: Sequence[bytes]) -> list[bytes]:
         return [many_to_memory([vec])[0] for vec in stored]
     rows = np.frombuffer(b"".join(stored), dtype="<f2").astype(np.float32)
     rows = rows.reshape(len(stored), -1)
-    norms = np.sqrt(np.einsum("ij,ij->i", rows, rows))[:, None]
-    np.divide(rows, norms, out=rows, where=norms > 0)
+    normalise(rows)
     data, width = rows.tobytes(), rows.shape[1] * MEMORY_BYTES
     return [data[i : i + width] for i in range(0, len(data), width)]
+
+
+def normalise(rows: npt.NDArray[np.float32]) -> None:
+    """Scale each row of a float32 array decoded from float16 back to unit length, in
+    place (see `many_to_memory`)."""
+    import numpy as np
+
+    norms = np.sqrt(np.einsum("ij,ij->i", rows, rows))[:, None]
+    np.divide(rows, norms, out=rows, where=norms > 0)
 
 
 def dim_of(stored: bytes) -> int:

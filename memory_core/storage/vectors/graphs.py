@@ -115,6 +115,11 @@ class Graphs:
         """Moves at each purge: a file write started before it is not made."""
         self.counts = GraphCounts()
 
+    @property
+    def enabled(self) -> bool:
+        """Whether large scopes get graphs here at all."""
+        return self._ann_min_rows is not None
+
     def ready(self, sid: int, matrix: VectorMatrix) -> Graph | None:
         """The matrix's graph when it is ready; starts reading or building one for a
         scope large enough (the search goes exact meanwhile)."""
@@ -184,7 +189,7 @@ class Graphs:
         found: tuple[Graph, GraphContent] | None = None
         source = "inherited"
         if inherited is not None and inherited.graph.dim == matrix.dim:
-            found = inherited.graph, inherited.content
+            found = inherited.graph, await inherited.content
         elif self._folder is not None:
             found = await asyncio.to_thread(self._read, sid, matrix.dim)
             source = "read"

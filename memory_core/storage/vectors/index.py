@@ -23,7 +23,9 @@ apply to the candidates; when too few pass, the search is done exactly.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import enum
+import logging
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -37,6 +39,7 @@ import numpy.typing as npt
 from memory_core.base.clock import Monotonic
 from memory_core.base.sql import Db
 from memory_core.embedding.base import Embedder, EmbeddingError
+from memory_core.storage.vectors import codec
 from memory_core.storage.vectors import rows as vectors
 from memory_core.storage.vectors.ann import ANN_MIN_ROWS, CANDIDATES
 from memory_core.storage.vectors.backfill import Backfills, SqlVectorWriter, VectorWriter
@@ -47,6 +50,8 @@ from memory_core.storage.vectors.rows import Stored
 if TYPE_CHECKING:
     Floats = npt.NDArray[np.float32]
     Ids = npt.NDArray[np.int64]
+
+log = logging.getLogger(__name__)
 
 INLINE_ROWS = 10_000
 """Above this many rows the product runs in a worker thread. bench/embedder_bench.py, 512-d:
@@ -95,6 +100,7 @@ class VectorIndex:
         self._matrices: OrderedDict[int, VectorMatrix] = OrderedDict()
         self._loading: dict[int, asyncio.Lock] = {}
         self._queries: OrderedDict[str, Floats] = OrderedDict()
+        self._warming: dict[int, asyncio.Task[None]] = {}
         self._retired: dict[int, Inherited] = {}
         """The graph of a scope's matrix dropped for a load afresh, for the next one."""
         self._graphs = Graphs(
@@ -120,8 +126,36 @@ class VectorIndex:
 
     async def settle(self, scope_id: int, within: float) -> bool:
         """Wait at most `within` seconds for the scope's vectors to cover what was written
-        before this call (`Backfills.settle`); whether they do."""
+        before this call (`Backfills.settle`); whether they do. A search calls this while
+        its query is being embedded: the scope's matrix starts loading meanwhile (`_warm`)."""
+        self._warm(scope_id)
         return await self._backfills.settle(scope_id, within)
+
+    def _warm(self, sid: int) -> None:
+        """Load the scope's matrix, and read or build its graph, in the background: a
+        process's first search of a large scope loads 100 000 vectors (1-2 s) on the
+        database thread while the model loads and embeds the query in a worker thread,
+        instead of after it. Not for an index whose searches go elsewhere (pgvector's
+        turns graphs off, and holds no matrices)."""
+        if not self._graphs.enabled or sid in self._matrices or sid in self._warming:
+            return
+        try:
+            task = asyncio.get_running_loop().create_task(
+                self._warm_up(sid), name=f"chatmem-vectors-warm-{sid}"
+            )
+        except RuntimeError:
+            return
+        self._warming[sid] = task
+        task.add_done_callback(lambda _: self._warming.pop(sid, None))
+
+    async def _warm_up(self, sid: int) -> None:
+        try:
+            matrix = await self._matrix(sid)
+        except Exception as exc:  # the search that follows meets it and says so
+            log.debug("vectors of scope %d not loaded ahead: %s", sid, exc)
+            return
+        if matrix is not None:
+            self._graphs.ready(sid, matrix)
 
     async def drain(self) -> None:
         """Wait for the backfills under way (and any they start) to end."""
@@ -149,10 +183,14 @@ class VectorIndex:
 
     def _retire(self, sid: int) -> None:
         """Drop the scope's matrix (another process changed its vectors: the next search
-        loads it afresh), keeping its graph and what the graph holds for the next one."""
+        loads it afresh), keeping its graph and what the graph holds for the next one
+        (read from the old matrix in a worker thread: 30-50 ms at 100 000 rows)."""
         matrix = self._matrices.pop(sid, None)
-        if matrix is not None and matrix.graph is not None:
-            self._retired[sid] = Inherited(matrix.graph, matrix.graph_content())
+        if matrix is None or matrix.graph is None:
+            return
+        with contextlib.suppress(RuntimeError):  # no loop: nothing to take over
+            content = asyncio.get_running_loop().run_in_executor(None, matrix.graph_content)
+            self._retired[sid] = Inherited(matrix.graph, content)
 
     def invalidate(self, scope_id: int | None = None) -> None:
         """Survey the scope (or every scope) in full at its next backfill and load its
@@ -322,15 +360,22 @@ class VectorIndex:
         page_size = vectors.PAGE
         while after is not None:
             version, rows, after = await self._db.call(
-                partial(vectors.load_page, sid=sid, model=self.model, after=after, limit=page_size)
+                partial(
+                    vectors.load_page,
+                    sid=sid,
+                    model=self.model,
+                    after=after,
+                    limit=page_size,
+                    stored=True,
+                )
             )
             if matrix is None:
-                dim = len(rows[0].vec) // 4 if rows else max(self.embedder.dim, 1)
+                dim = codec.dim_of(rows[0].vec) if rows else max(self.embedder.dim, 1)
                 # Room for the rows and some new ones: growing copies the whole matrix.
                 matrix = VectorMatrix(dim, version, size + max(64, size // 16))
-            rows = [row for row in rows if len(row.vec) == matrix.dim * 4]
+            rows = [row for row in rows if len(row.vec) == matrix.dim * codec.STORED_BYTES]
             if rows:
-                await asyncio.to_thread(matrix.apply, rows, ())
+                await asyncio.to_thread(partial(matrix.apply, rows, (), stored=True))
         return matrix
 
     def _install(self, sid: int, matrix: VectorMatrix) -> None:
@@ -367,6 +412,9 @@ class VectorIndex:
         `backfill.STOP_SECONDS`): a short-lived process (a CLI command) keeps the
         vectors it made, so the next one does not make them again."""
         self._graphs.stop()
+        for task in list(self._warming.values()):
+            task.cancel()
+        await asyncio.gather(*self._warming.values(), return_exceptions=True)
         await self._backfills.close()
         await self._graphs.close()  # writes out the graphs changed since their files
         self._matrices.clear()

@@ -5,6 +5,7 @@ and runs its searches in a worker thread once it is large."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -12,6 +13,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
+from memory_core.storage.vectors import codec
 from memory_core.storage.vectors.ann import Graph
 from memory_core.storage.vectors.rows import VectorRow
 
@@ -34,11 +36,11 @@ class GraphContent:
 @dataclass(frozen=True, slots=True)
 class Inherited:
     """The graph of the matrix a new one replaced (another process wrote: the scope is
-    loaded again), with what it held then: the new matrix's graph takes in only the
-    difference."""
+    loaded again), with what it held then (being read off the old matrix in a worker
+    thread): the new matrix's graph takes in only the difference."""
 
     graph: Graph
-    content: GraphContent
+    content: asyncio.Future[GraphContent]
 
 
 class VectorMatrix:
@@ -104,8 +106,11 @@ class VectorMatrix:
         arrays = self.vecs.nbytes + self.ids.nbytes + self.kinds.nbytes + self.paths.nbytes
         return int(arrays + (self.graph.nbytes if self.graph is not None else 0))
 
-    def apply(self, rows: Sequence[VectorRow], removed: Sequence[int]) -> None:
-        """This process's own write: drop `removed`, replace or add `rows`."""
+    def apply(
+        self, rows: Sequence[VectorRow], removed: Sequence[int], *, stored: bool = False
+    ) -> None:
+        """This process's own write: drop `removed`, replace or add `rows` (float32
+        bytes; with `stored`, the bytes as stored, converted here in one go)."""
         for chunk_id in [*removed, *(row.chunk_id for row in rows)]:
             self._remove(chunk_id)
         if not rows:
@@ -114,7 +119,11 @@ class VectorMatrix:
         if need > len(self.ids):
             self._grow(need + max(64, need // 4))
         blob = b"".join(row.vec for row in rows)
-        self._put(self.n, np.frombuffer(blob, dtype=np.float32).reshape(len(rows), self.dim), rows)
+        start = self.n
+        dtype = "<f2" if stored else np.float32
+        self._put(start, np.frombuffer(blob, dtype=dtype).reshape(len(rows), self.dim), rows)
+        if stored:
+            codec.normalise(self.vecs[start : start + len(rows)])
 
     def _remove(self, chunk_id: int) -> None:
         row = self.where.pop(chunk_id, None)

@@ -321,13 +321,15 @@ def count(conn: Connection, sid: int, model: str) -> int:
 
 
 def load_page(
-    conn: Connection, sid: int, model: str, after: int, limit: int
+    conn: Connection, sid: int, model: str, after: int, limit: int, *, stored: bool = False
 ) -> tuple[int, list[VectorRow], int | None]:
-    """One page of a scope's vectors of `model` (float32 bytes), in chunk id order after
-    `after`, each with its chunk's kind and path (a vector whose chunk left the scope is
-    skipped); the scope's version; and the id to go on after (None on the last page).
-    Pages keep each call short: a 100 000-vector scope is 100 MB as stored, which one
-    call would hold the database thread for a second or more to read."""
+    """One page of a scope's vectors of `model` (float32 bytes; with `stored`, the bytes
+    as stored, for `VectorMatrix.apply(stored=True)`, which converts a page at once), in
+    chunk id order after `after`, each with its chunk's kind and path (a vector whose
+    chunk left the scope is skipped); the scope's version; and the id to go on after
+    (None on the last page). Pages keep each call short: a 100 000-vector scope is 100 MB
+    as stored, which one call would hold the database thread for a second or more to
+    read."""
     # LEFT JOIN: a page is `limit` chunk vectors whatever they hold, so paging never
     # stops early (every chunk vector has its vector: see the module's note).
     raw = conn.execute(
@@ -346,7 +348,8 @@ def load_page(
             )
         )
     present = [r for r in raw if int(r[0]) in meta and r[2] is not None]
-    vecs = codec.many_to_memory([bytes(r[2]) for r in present])
+    raw_vecs = [bytes(r[2]) for r in present]
+    vecs = raw_vecs if stored else codec.many_to_memory(raw_vecs)
     rows = [
         VectorRow(int(r[0]), str(r[1]), *meta[int(r[0])], vec)
         for r, vec in zip(present, vecs, strict=True)
