@@ -469,13 +469,16 @@ async def fill_scope(db: Database, vecs: np.ndarray, model: str) -> int:
             prepared = [(Chunk(i + 1, i + 1, t, None), t) for i, t in enumerate(part)]
             writes.insert_chunks(conn, sid, f"memory/bench-{start}.md", ChunkKind.DAILY, prepared)
         ids = [r[0] for r in conn.execute("SELECT id FROM chunks WHERE scope_id = ?", (sid,))]
+        # As `vectors.store` writes them: each vector once (float16) in `embeddings`.
+        hashes = [vectors.text_hash(text) for text in texts]
         conn.executemany(
-            "INSERT INTO chunk_vectors (chunk_id, scope_id, model, text_hash, vec)"
-            " VALUES (?, ?, ?, ?, ?)",
-            [
-                (chunk_id, sid, model, vectors.text_hash(text), vecs[i].tobytes())
-                for i, (chunk_id, text) in enumerate(zip(ids, texts, strict=True))
-            ],
+            "INSERT INTO embeddings (model, text_hash, vec) VALUES (?, ?, ?)"
+            " ON CONFLICT (model, text_hash) DO NOTHING",
+            [(model, digest, vecs[i].astype("<f2").tobytes()) for i, digest in enumerate(hashes)],
+        )
+        conn.executemany(
+            "INSERT INTO chunk_vectors (chunk_id, scope_id, model, text_hash) VALUES (?, ?, ?, ?)",
+            [(chunk_id, sid, model, digest) for chunk_id, digest in zip(ids, hashes, strict=True)],
         )
         vectors.bump(conn, sid)
         return sid

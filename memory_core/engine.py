@@ -61,7 +61,9 @@ from memory_core.storage.audit import AuditLog
 from memory_core.storage.backends import backend_for, same_storage
 from memory_core.storage.history import HistoryStore
 from memory_core.storage.sessions import ArchiveState
-from memory_core.storage.vectors.rows import clear_cache as clear_vector_cache
+from memory_core.storage.vectors.graph_files import directory as graph_directory
+from memory_core.storage.vectors.graph_files import remove_all as remove_graph_files
+from memory_core.storage.vectors.rows import forget as forget_vectors
 
 __all__ = ["MemoryCore", "ScopeStatus", "ValidationProblem"]
 
@@ -314,9 +316,14 @@ class MemoryCore:
         if self.guard.index is not None:
             await self.guard.index.rebuild()
         db = self._open.db
-        if db is not None:
-            # A cached vector can hint at the text it came from; a rebuild re-embeds.
-            await db.run(clear_vector_cache)
+        vectors = self.guard.index.vectors if self.guard.index is not None else None
+        if vectors is not None:
+            # A vector can hint at the text it came from: those no chunk vouches for go,
+            # with the graphs that hold them too; the backfill makes what is new.
+            await vectors.forget()
+        elif db is not None:  # no embedder now: the vectors of an earlier one still go
+            await db.run(forget_vectors)
+            await asyncio.to_thread(remove_graph_files, graph_directory(self.workspace.state_dir))
         if not await audit.vacuum():
             log.warning("purge: another process kept the database's WAL from being emptied")
         return entries

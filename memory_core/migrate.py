@@ -2,12 +2,13 @@
 
 The memory files stay where they are; what moves is what only the database holds:
 session history, archive runs, the audit log, extractions and events, activations,
-schedule state, deliveries, the embedding cache and the capture journal. Rows keep their
-ids (a message's id is in its index chunk and in archive files' references), so every
-row is inserted with its key and `ON CONFLICT DO NOTHING`: a move that is interrupted is
-run again and takes up where it stopped, and a move run twice copies nothing twice. The
-search index is then built on the target from the files (a rebuild), and the chunks of
-messages not yet archived, which no file holds, are copied with their tokens.
+schedule state, deliveries, the vectors the model made (`embeddings`) and the capture
+journal. Rows keep their ids (a message's id is in its index chunk and in archive files'
+references), so every row is inserted with its key and `ON CONFLICT DO NOTHING`: a move
+that is interrupted is run again and takes up where it stopped, and a move run twice
+copies nothing twice. The search index is then built on the target from the files (a
+rebuild), and the chunks of messages not yet archived, which no file holds, are copied
+with their tokens; their vectors are found again in `embeddings` by the backfill.
 
 This module knows every table, as the migrations do; it writes them only through the
 two databases' `run`/`call`, on the target inside one transaction per batch.
@@ -38,7 +39,7 @@ TABLES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("activations", ("scope", "entry_id", "session_id")),
     ("schedule_state", ("name",)),
     ("deliveries", ("channel", "chat_id", "message_id")),
-    ("embedding_cache", ("key",)),
+    ("embeddings", ("model", "text_hash")),
 )
 """The main database's tables that move, each with its key (the order of reading)."""
 

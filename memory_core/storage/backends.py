@@ -145,9 +145,16 @@ class SqliteBackend:
         return FileOwners(self.workspace.state_dir / "owners")
 
     async def vector_index(self, db: Db, embedder: Embedder, batch_size: int) -> VectorSearch:
+        from memory_core.storage.vectors import graph_files
         from memory_core.storage.vectors.index import VectorIndex
 
-        return VectorIndex(db, embedder, batch_size=batch_size, monotonic=self.monotonic)
+        return VectorIndex(
+            db,
+            embedder,
+            batch_size=batch_size,
+            monotonic=self.monotonic,
+            graph_dir=graph_files.directory(self.workspace.state_dir),
+        )
 
     async def recover(self, history: HistoryStore, audit: AuditLog | None) -> None:
         return None

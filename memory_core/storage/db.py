@@ -43,7 +43,7 @@ from memory_core.base.errors import (
 )
 from memory_core.base.retry import Backoff
 from memory_core.base.sql import Backend, Connection, data_version
-from memory_core.storage.migrations import MIGRATIONS
+from memory_core.storage.migrations import MIGRATIONS, Migration, Step
 
 log = logging.getLogger(__name__)
 
@@ -191,7 +191,7 @@ class Database:
         path: Path,
         *,
         synchronous: str = "NORMAL",
-        migrations: Sequence[tuple[str, str]] = MIGRATIONS,
+        migrations: Sequence[Migration] = MIGRATIONS,
     ) -> Database:
         """Open (creating if needed), set the pragmas, migrate; IndexUnavailable for a file
         SQLite cannot use."""
@@ -309,9 +309,7 @@ def _call(conn: SqliteConnection, work: Work[T]) -> T:
         raise
 
 
-def _connect(
-    path: Path, synchronous: str, migrations: Sequence[tuple[str, str]]
-) -> SqliteConnection:
+def _connect(path: Path, synchronous: str, migrations: Sequence[Migration]) -> SqliteConnection:
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
         conn = sqlite3.connect(
@@ -342,9 +340,7 @@ def _connect(
     return conn
 
 
-def migrate(
-    conn: SqliteConnection, migrations: Sequence[tuple[str, str]] = MIGRATIONS
-) -> list[str]:
+def migrate(conn: SqliteConnection, migrations: Sequence[Migration] = MIGRATIONS) -> list[str]:
     """Apply every migration not yet recorded, each in its own transaction; return the
     names applied."""
     if not migrations:
@@ -355,11 +351,14 @@ def migrate(
     applied: list[str] = []
     for name, sql in migrations:
 
-        def step(conn: Connection, name: str = name, sql: str = sql) -> None:
+        def step(conn: Connection, name: str = name, sql: Step = sql) -> None:
             if conn.execute("SELECT 1 FROM _migrations WHERE name = ?", (name,)).fetchone():
                 return
-            for statement in _statements(sql):
-                conn.execute(statement)
+            if callable(sql):
+                sql(conn)
+            else:
+                for statement in _statements(sql):
+                    conn.execute(statement)
             conn.execute(
                 "INSERT INTO _migrations (name, applied_at) VALUES (?, ?)",
                 (name, datetime.now(UTC).isoformat()),

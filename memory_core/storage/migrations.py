@@ -3,16 +3,26 @@
 
 Each migration runs once, inside the transaction that records it, so two processes opening
 a new workspace at the same time cannot both apply it. Never edit a released migration:
-add the next number.
+add the next number. A migration is SQL, or a function of the connection for what SQL
+cannot do (converting stored vectors, `m010`); either runs inside that transaction.
 """
 
 from __future__ import annotations
 
-MIGRATIONS: list[tuple[str, str]] = []
+from collections.abc import Callable
+from typing import TypeAlias
+
+from memory_core.base.sql import Connection
+
+Step: TypeAlias = str | Callable[[Connection], None]
+"""What a migration runs: SQL statements, or a function given the connection."""
+Migration: TypeAlias = tuple[str, Step]
+
+MIGRATIONS: list[Migration] = []
 
 
-def migration(name: str, sql: str) -> None:
-    MIGRATIONS.append((name, sql))
+def migration(name: str, step: Step) -> None:
+    MIGRATIONS.append((name, step))
 
 
 migration(
@@ -282,7 +292,88 @@ migration(
 )
 
 
-JOURNAL_MIGRATIONS: list[tuple[str, str]] = [
+EMBEDDINGS = """
+    CREATE TABLE embeddings (
+        model TEXT NOT NULL,
+        text_hash TEXT NOT NULL,
+        vec {blob} NOT NULL,
+        PRIMARY KEY (model, text_hash)
+    );
+"""
+"""Each vector once, by the model that made it and the hash of its text (float16 bytes,
+memory_core/storage/vectors/codec.py); `{blob}` is each backend's bytes type."""
+
+CONVERT_PAGE = 1_000
+"""Chunk vectors read and converted per statement by `vectors_once`."""
+
+
+def vectors_once(conn: Connection, blob: str) -> None:
+    """Every chunk vector's float32 bytes moved into `embeddings` as float16, one row per
+    (model, text hash) however many chunks share it; `chunk_vectors.vec` and
+    `embedding_cache` are then dropped by the caller. A vector whose bytes are no float32
+    vector loses its chunk vector (its chunk is embedded again). The cache's other rows,
+    vectors of texts no chunk holds now, go: their key (a hash of model and text) says
+    nothing of the text hash they would be found by."""
+    from memory_core.storage.vectors.codec import MEMORY_BYTES, to_stored
+
+    conn.execute(EMBEDDINGS.format(blob=blob))
+    after = 0
+    while True:
+        page = conn.execute(
+            "SELECT chunk_id, model, text_hash, vec FROM chunk_vectors WHERE chunk_id > ?"
+            " ORDER BY chunk_id LIMIT ?",
+            (after, CONVERT_PAGE),
+        ).fetchall()
+        if not page:
+            return
+        good = [r for r in page if len(r[3]) and len(r[3]) % MEMORY_BYTES == 0]
+        conn.executemany(
+            "INSERT INTO embeddings (model, text_hash, vec) VALUES (?, ?, ?)"
+            " ON CONFLICT (model, text_hash) DO NOTHING",
+            [(str(r[1]), str(r[2]), to_stored(bytes(r[3]))) for r in good],
+        )
+        if len(good) < len(page):
+            kept = {int(r[0]) for r in good}
+            conn.executemany(
+                "DELETE FROM chunk_vectors WHERE chunk_id = ?",
+                [(int(r[0]),) for r in page if int(r[0]) not in kept],
+            )
+        after = int(page[-1][0])
+
+
+VECTOR_SCOPES_MOVED = "UPDATE vector_scopes SET version = version + 1"
+"""After `vectors_once`: a process holding matrices loads them again."""
+
+
+def _vectors_once_sqlite(conn: Connection) -> None:
+    vectors_once(conn, "BLOB")
+    # SQLite drops a column by rewriting the table anyway: build it without `vec`.
+    for statement in (
+        "CREATE TABLE chunk_vectors_once (chunk_id INTEGER PRIMARY KEY,"
+        " scope_id INTEGER NOT NULL, model TEXT NOT NULL, text_hash TEXT NOT NULL)",
+        "INSERT INTO chunk_vectors_once (chunk_id, scope_id, model, text_hash)"
+        " SELECT chunk_id, scope_id, model, text_hash FROM chunk_vectors",
+        "DROP TABLE chunk_vectors",
+        "ALTER TABLE chunk_vectors_once RENAME TO chunk_vectors",
+        "CREATE INDEX chunk_vectors_scope ON chunk_vectors (scope_id, model, chunk_id, text_hash)",
+        "DROP TABLE embedding_cache",
+        VECTOR_SCOPES_MOVED,
+    ):
+        conn.execute(statement)
+
+
+migration(
+    "m010_vectors_once",
+    # Each vector stored once and in half the bytes (memory_core/storage/vectors/rows.py):
+    # it was a float32 row of its chunk plus the same bytes again in `embedding_cache`,
+    # 8.3 KB a 512-d vector on disk (each row over half a page). Crash-safe as every
+    # migration: it runs in the transaction that records it. The freed pages are reused
+    # by later writes; `VACUUM` gives them back to the disk.
+    _vectors_once_sqlite,
+)
+
+
+JOURNAL_MIGRATIONS: list[Migration] = [
     (
         "m001_captures",
         # Captures acknowledged before MEMORY.md is rewritten (memory_core/storage/journal.py).

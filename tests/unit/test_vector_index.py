@@ -140,7 +140,8 @@ async def test_backfill_then_search_orders_by_cosine(
     hits = await index.search(sid, query(), 4)
     by_text = dict(zip(ids, ["gamma", "alpha", "delta", "beta", "epsilon"], strict=True))
     assert [by_text[i] for i, _ in hits] == ["alpha", "beta", "epsilon", "gamma"]
-    assert [round(score, 4) for _, score in hits] == [1.0, 0.8, 0.6, 0.0]
+    # Stored as float16: a cosine is within about 5e-4 of the float32 one.
+    assert [score for _, score in hits] == pytest.approx([1.0, 0.8, 0.6, 0.0], abs=1e-3)
     everything = await index.search(sid, query(), 10)
     assert [by_text[i] for i, _ in everything][-1] == "delta"
     assert everything[-1][1] == pytest.approx(-1.0)
@@ -148,23 +149,36 @@ async def test_backfill_then_search_orders_by_cosine(
     assert await index.search(sid, query([0, 0, 0, 0]), 3) == []
 
 
-async def test_stored_rows_hold_float32_bytes_and_text_hashes(
+async def test_each_vector_is_stored_once_as_float16_by_model_and_text_hash(
     db: Database, index: VectorIndex
 ) -> None:
     sid, ids = await add(db, "main", ["beta"])
+    other, other_ids = await add(db, "peer:other", ["beta"])  # the same text elsewhere
     await index.backfill(sid)
-    row = await db.call(
+    await index.backfill(other)
+    rows = await db.call(
         lambda conn: conn.execute(
-            "SELECT scope_id, model, text_hash, vec FROM chunk_vectors WHERE chunk_id = ?",
-            (ids[0],),
-        ).fetchone()
+            "SELECT chunk_id, scope_id, model, text_hash FROM chunk_vectors ORDER BY chunk_id"
+        ).fetchall()
     )
-    assert row[0] == sid and row[1] == "openai:emb"
-    assert row[2] == vectors.text_hash("beta")
-    assert np.frombuffer(row[3], dtype=np.float32) == pytest.approx([0.8, 0.6, 0.0, 0.0])
-    key = vectors.cache_key("openai:emb", "beta")
-    cached = await db.call(lambda conn: vectors.cached(conn, [key]))
-    assert np.frombuffer(cached[key], dtype=np.float32) == pytest.approx([0.8, 0.6, 0, 0])
+    digest = vectors.text_hash("beta")
+    assert rows == [
+        (ids[0], sid, "openai:emb", digest),
+        (other_ids[0], other, "openai:emb", digest),
+    ]
+    # One vector for both chunks: float16 bytes, keyed by the model and the text's hash.
+    stored_vectors = await db.call(
+        lambda conn: conn.execute("SELECT model, text_hash, vec FROM embeddings").fetchall()
+    )
+    assert [(m, h) for m, h, _ in stored_vectors] == [("openai:emb", digest)]
+    half = bytes(stored_vectors[0][2])
+    assert len(half) == 4 * 2
+    assert np.frombuffer(half, dtype="<f2") == pytest.approx([0.8, 0.6, 0.0, 0.0], abs=1e-3)
+    cached = await db.call(lambda conn: vectors.cached(conn, "openai:emb", [digest]))
+    assert np.frombuffer(cached[digest], dtype=np.float32) == pytest.approx(
+        [0.8, 0.6, 0, 0], abs=1e-3
+    )
+    assert await db.call(lambda conn: vectors.cached(conn, "openai:other", [digest])) == {}
 
 
 async def test_cache_spares_the_model_a_second_time_and_in_another_scope(
@@ -287,7 +301,7 @@ async def test_stale_vectors_go_when_chunks_are_deleted_or_change_text(
     assert reused == ids[2]
     assert await index.backfill(sid) == 1
     assert (await stored(db))[reused][1] == vectors.text_hash("epsilon")
-    assert dict(await index.search(sid, query(), 3))[reused] == pytest.approx(0.6)
+    assert dict(await index.search(sid, query(), 3))[reused] == pytest.approx(0.6, abs=1e-3)
 
 
 async def test_a_changed_text_is_never_served_by_its_old_vector(
@@ -407,19 +421,20 @@ async def test_scopes_never_see_each_others_chunks(db: Database, index: VectorIn
     # A forged row: Bob's best chunk filed under Alice, in the table and in memory.
     forged = await db.call(
         lambda conn: conn.execute(
-            "SELECT vec, text_hash FROM chunk_vectors WHERE chunk_id = ?", (b_ids[0],)
+            "SELECT text_hash FROM chunk_vectors WHERE chunk_id = ?", (b_ids[0],)
         ).fetchone()
     )
+    vec = query(CRAFTED["alpha"]).tobytes()
     matrix = index._matrices[a]
-    matrix.apply([vectors.VectorRow(b_ids[0], forged[1], "daily", DAILY, forged[0])], [])
+    matrix.apply([vectors.VectorRow(b_ids[0], forged[0], "daily", DAILY, vec)], [])
     assert b_ids[0] not in {i for i, _ in await index.search(a, query(), 10)}
 
     def forge(conn: sqlite3.Connection) -> None:
         conn.execute("DELETE FROM chunk_vectors WHERE chunk_id = ?", (b_ids[0],))
         conn.execute(
-            "INSERT INTO chunk_vectors (chunk_id, scope_id, model, text_hash, vec)"
-            " VALUES (?, ?, 'openai:emb', ?, ?)",
-            (b_ids[0], a, forged[1], forged[0]),
+            "INSERT INTO chunk_vectors (chunk_id, scope_id, model, text_hash)"
+            " VALUES (?, ?, 'openai:emb', ?)",
+            (b_ids[0], a, forged[0]),
         )
         vectors.bump(conn, a)
 

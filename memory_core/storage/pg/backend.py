@@ -90,6 +90,7 @@ class PostgresBackend:
         """In the database with pgvector; without it, exactly in each process (said once
         at start)."""
         from memory_core.storage.pg.vectors import PgVectorIndex, ensure_pgvector
+        from memory_core.storage.vectors import graph_files
         from memory_core.storage.vectors.index import VectorIndex
 
         version = await ensure_pgvector(db)
@@ -100,7 +101,13 @@ class PostgresBackend:
             "dense recall: pgvector is not installed in this database; vectors are"
             " searched exactly in each process (CREATE EXTENSION vector to change that)"
         )
-        return VectorIndex(db, embedder, batch_size=batch_size, monotonic=self.monotonic)
+        return VectorIndex(
+            db,
+            embedder,
+            batch_size=batch_size,
+            monotonic=self.monotonic,
+            graph_dir=graph_files.directory(self.workspace.state_dir),
+        )
 
     async def recover(self, history: HistoryStore, audit: AuditLog | None) -> None:
         """Messages and audit rows a process spooled while the server was away, and died."""

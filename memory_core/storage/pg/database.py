@@ -48,6 +48,7 @@ from memory_core.base.errors import (
 )
 from memory_core.base.retry import CoolDown
 from memory_core.base.sql import Backend, Connection, data_version
+from memory_core.storage.migrations import Migration
 from memory_core.storage.pg.connection import PgConnection
 from memory_core.storage.pg.migrations import PG_MIGRATIONS
 
@@ -102,7 +103,7 @@ class PgDatabase:
         self,
         pool: ConnectionPool,
         threads: ThreadPoolExecutor,
-        migrations: Sequence[tuple[str, str]] = PG_MIGRATIONS,
+        migrations: Sequence[Migration] = PG_MIGRATIONS,
         owner: Owner | None = None,
         *,
         monotonic: Monotonic = time.monotonic,
@@ -125,7 +126,7 @@ class PgDatabase:
         dsn: str,
         *,
         pool_size: int = 4,
-        migrations: Sequence[tuple[str, str]] = PG_MIGRATIONS,
+        migrations: Sequence[Migration] = PG_MIGRATIONS,
         owner: Owner | None = None,
         monotonic: Monotonic = time.monotonic,
     ) -> PgDatabase:
@@ -275,7 +276,7 @@ MIGRATION_LOCK = "chatmem:migrations"
 
 def migrate(
     conn: Connection,
-    migrations: Sequence[tuple[str, str]] = PG_MIGRATIONS,
+    migrations: Sequence[Migration] = PG_MIGRATIONS,
     owner: Owner | None = None,
 ) -> list[str]:
     """Apply every migration not yet recorded, all in one transaction under an advisory
@@ -297,7 +298,10 @@ def migrate(
         for name, sql in migrations:
             if name in done:
                 continue
-            raw.execute(sql.encode())  # several statements: the simple query protocol
+            if callable(sql):
+                sql(conn)
+            else:
+                raw.execute(sql.encode())  # several statements: the simple query protocol
             raw.execute(
                 "INSERT INTO _migrations (name, applied_at) VALUES (%s, %s)",
                 (name, datetime.now(UTC).isoformat()),

@@ -15,13 +15,23 @@ one scope's posting lists are not even the same keys as another's.
 
 from __future__ import annotations
 
-from memory_core.storage.migrations import CHUNK_DATES, DELIVERIES, DELIVERY_OWNERS, PIECES
+from memory_core.base.sql import Connection
+from memory_core.storage.migrations import (
+    CHUNK_DATES,
+    DELIVERIES,
+    DELIVERY_OWNERS,
+    PIECES,
+    VECTOR_SCOPES_MOVED,
+    Migration,
+    Step,
+    vectors_once,
+)
 
-PG_MIGRATIONS: list[tuple[str, str]] = []
+PG_MIGRATIONS: list[Migration] = []
 
 
-def migration(name: str, sql: str) -> None:
-    PG_MIGRATIONS.append((name, sql))
+def migration(name: str, step: Step) -> None:
+    PG_MIGRATIONS.append((name, step))
 
 
 migration(
@@ -285,6 +295,25 @@ migration(
 )
 
 
+def _vectors_once_pg(conn: Connection) -> None:
+    vectors_once(conn, "BYTEA")
+    for statement in (
+        "ALTER TABLE chunk_vectors DROP COLUMN vec",
+        "DROP TABLE embedding_cache",
+        VECTOR_SCOPES_MOVED,
+    ):
+        conn.execute(statement)
+
+
+migration(
+    "m013_vectors_once",
+    # As SQLite's m010 (memory_core/storage/migrations.py): each vector once, as float16,
+    # in `embeddings`. pgvector's `embedding` column (m011), which the server searches,
+    # stays in the row. m011 and m012 are run-time steps (below).
+    _vectors_once_pg,
+)
+
+
 # --- Steps decided at run time ----------------------------------------------------------
 #
 # pgvector is an extension the server may lack (or the role may not create), and the
@@ -293,7 +322,7 @@ migration(
 # embedding model's, known at the first vector written. These steps are therefore not in
 # `PG_MIGRATIONS` (applied at every open, whatever the configuration) but numbered in
 # the same sequence and recorded in the same `_migrations` when applied
-# (`database.apply_step`): m011 and m012 are theirs, the next migration above is m013.
+# (`database.apply_step`): m011 and m012 are theirs; m013 followed them above.
 # A later change to what they make is a further step of the same kind, never an edit.
 
 PGVECTOR: tuple[str, str] = (

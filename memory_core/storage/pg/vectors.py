@@ -1,7 +1,7 @@
 """Dense recall in PostgreSQL with pgvector: the vectors searched where they are stored.
 
 Without pgvector the PostgreSQL backend searches vectors as the SQLite one does, in the
-process (`VectorIndex`: each scope's matrix loaded from `chunk_vectors.vec`). With it
+process (`VectorIndex`: each scope's matrix loaded from `embeddings`). With it
 (`CREATE EXTENSION vector`, version 0.8 or newer), every vector is also an `embedding`
 column, and `PgVectorIndex` asks the database for a scope's nearest chunks: an exact
 scan of the scope's rows for a scope under `HNSW_FROM_ROWS` vectors, an HNSW index (one

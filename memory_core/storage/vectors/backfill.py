@@ -2,8 +2,8 @@
 
 Writers never wait for a model: `schedule(scope_id)` (the index calls it after every
 write) starts, or joins, one background backfill per scope, which embeds the chunks that
-have no vector (the cache first, the model for the misses, in batches, each batch written
-in one transaction) and drops vectors whose chunk is gone. A failing embedder is logged
+have no vector (the vectors already made of the same texts first, the model for the
+misses, in batches, each batch written in one transaction) and drops vectors whose chunk is gone. A failing embedder is logged
 once and tried again later with backoff; the chunks simply wait, and recall works by words
 meanwhile. Which chunks need a vector is survey.py's to find.
 
@@ -33,7 +33,7 @@ log = logging.getLogger(__name__)
 RETRY_SECONDS = (30.0, 60.0, 120.0, 300.0, 600.0)
 """Waits before trying a failed backfill again."""
 CACHE_GROUP = 512
-"""Texts looked up in the embedding cache per database call."""
+"""Texts looked up among the vectors already made, per database call."""
 BATCH_CHARS = 32_000
 """Characters per model call at most, beside `embedding.batch_size` texts (a text alone
 may pass it: it holds at most 2 × `vectors.EMBED_CHARS`): a batch of long texts takes the
@@ -46,7 +46,8 @@ thread could not be stopped anyway). Then the rest is cancelled."""
 
 class VectorWriter(Protocol):
     """Where a backfill writes: one batch's vectors (with the chunks they were made for),
-    its new embedding-cache rows and the stale vectors to drop, in one transaction."""
+    the vectors the model just made (text hash, float32 bytes) and the stale vectors to
+    drop, in one transaction."""
 
     async def write(
         self,
@@ -234,8 +235,8 @@ class Backfills:
     async def _embed_group(self, sid: int, group: list[ChunkText], progress: list[int]) -> None:
         """One cache lookup for the group, the model for its misses batch by batch, one
         write per batch; counts the vectors stored in `progress[0]` as it goes."""
-        keys = [vectors.cache_key(self._model, chunk.text) for chunk in group]
-        hits = await self._db.call(partial(vectors.cached, keys=keys))
+        keys = [vectors.text_hash(chunk.text) for chunk in group]
+        hits = await self._db.call(partial(vectors.cached, model=self._model, hashes=keys))
         for batch in _batches(list(zip(group, keys, strict=True)), self._batch_size):
             if self._closed:
                 return  # closing: the batch embedded is written, no other begins

@@ -11,22 +11,26 @@ for 10 000. Every hit is read back through the `chunks` table before it is retur
 scope, visibility, filters and text hash), so a stale matrix can cost a hit, never show
 another scope's chunk or a changed one.
 
-A scope of `ANN_MIN_ROWS` or more also gets an HNSW graph (graphs.py), built in
-the background; exact search answers until it is ready, and never waits for it. Then a
-search asks the graph for `k * CANDIDATES` chunk ids, adds the rows the graph does not
-hold yet (the tail appended since it was built), scores those exactly from the matrix and
-goes on as above: the scores stay exact cosines and every hit is still confirmed through
-`chunks`. Filters apply to the candidates; when too few pass, the search is done exactly.
+A scope of `ANN_MIN_ROWS` or more also gets an HNSW graph (graphs.py), read from its file
+beside the index or built in the background; exact search answers until it is ready, and
+never waits for it. Then a search asks the graph for `k * CANDIDATES` chunk ids, adds the
+rows the graph does not hold yet (the tail appended since it was built, and those it
+lacked when it was read), scores those exactly from the matrix and goes on as above: the
+scores stay exact cosines and every hit is still confirmed through `chunks`. Filters
+apply to the candidates; when too few pass, the search is done exactly.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import enum
+import logging
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from functools import partial
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -35,16 +39,19 @@ import numpy.typing as npt
 from memory_core.base.clock import Monotonic
 from memory_core.base.sql import Db
 from memory_core.embedding.base import Embedder, EmbeddingError
+from memory_core.storage.vectors import codec
 from memory_core.storage.vectors import rows as vectors
 from memory_core.storage.vectors.ann import ANN_MIN_ROWS, CANDIDATES
 from memory_core.storage.vectors.backfill import Backfills, SqlVectorWriter, VectorWriter
-from memory_core.storage.vectors.graphs import Graphs
-from memory_core.storage.vectors.matrix import VectorMatrix
+from memory_core.storage.vectors.graphs import GraphCounts, Graphs
+from memory_core.storage.vectors.matrix import Inherited, VectorMatrix
 from memory_core.storage.vectors.rows import Stored
 
 if TYPE_CHECKING:
     Floats = npt.NDArray[np.float32]
     Ids = npt.NDArray[np.int64]
+
+log = logging.getLogger(__name__)
 
 INLINE_ROWS = 10_000
 """Above this many rows the product runs in a worker thread. bench/embedder_bench.py, 512-d:
@@ -79,11 +86,13 @@ class VectorIndex:
         max_bytes: int = MAX_BYTES,
         monotonic: Monotonic = time.monotonic,
         writer: VectorWriter | None = None,
+        graph_dir: Path | None = None,
     ) -> None:
         """`ann_min_rows`: scopes this large get a graph (None: never; nor without
         usearch installed). `monotonic` times the surveys (`survey.SURVEY_EVERY`,
         the duty). `writer` writes each backfilled batch (`vectors.store` by default;
-        memory_core/storage/pg/vectors.py gives its own)."""
+        memory_core/storage/pg/vectors.py gives its own). `graph_dir`: where the graphs
+        are written and read back (graph_files.py; None: built at every start)."""
         self._db = db
         self.embedder = embedder
         self._inline_rows = inline_rows
@@ -91,7 +100,12 @@ class VectorIndex:
         self._matrices: OrderedDict[int, VectorMatrix] = OrderedDict()
         self._loading: dict[int, asyncio.Lock] = {}
         self._queries: OrderedDict[str, Floats] = OrderedDict()
-        self._graphs = Graphs(ann_min_rows, self._matrices.get)
+        self._warming: dict[int, asyncio.Task[None]] = {}
+        self._retired: dict[int, Inherited] = {}
+        """The graph of a scope's matrix dropped for a load afresh, for the next one."""
+        self._graphs = Graphs(
+            ann_min_rows, self._matrices.get, folder=graph_dir, model=embedder.name
+        )
         self._backfills = Backfills(
             db,
             embedder,
@@ -112,8 +126,36 @@ class VectorIndex:
 
     async def settle(self, scope_id: int, within: float) -> bool:
         """Wait at most `within` seconds for the scope's vectors to cover what was written
-        before this call (`Backfills.settle`); whether they do."""
+        before this call (`Backfills.settle`); whether they do. A search calls this while
+        its query is being embedded: the scope's matrix starts loading meanwhile (`_warm`)."""
+        self._warm(scope_id)
         return await self._backfills.settle(scope_id, within)
+
+    def _warm(self, sid: int) -> None:
+        """Load the scope's matrix, and read or build its graph, in the background: a
+        process's first search of a large scope loads 100 000 vectors (1-2 s) on the
+        database thread while the model loads and embeds the query in a worker thread,
+        instead of after it. Not for an index whose searches go elsewhere (pgvector's
+        turns graphs off, and holds no matrices)."""
+        if not self._graphs.enabled or sid in self._matrices or sid in self._warming:
+            return
+        try:
+            task = asyncio.get_running_loop().create_task(
+                self._warm_up(sid), name=f"chatmem-vectors-warm-{sid}"
+            )
+        except RuntimeError:
+            return
+        self._warming[sid] = task
+        task.add_done_callback(lambda _: self._warming.pop(sid, None))
+
+    async def _warm_up(self, sid: int) -> None:
+        try:
+            matrix = await self._matrix(sid)
+        except Exception as exc:  # the search that follows meets it and says so
+            log.debug("vectors of scope %d not loaded ahead: %s", sid, exc)
+            return
+        if matrix is not None:
+            self._graphs.ready(sid, matrix)
 
     async def drain(self) -> None:
         """Wait for the backfills under way (and any they start) to end."""
@@ -137,16 +179,44 @@ class VectorIndex:
                 if matrix.graph is not None:
                     self._graphs.update(sid, matrix)
             else:
-                self._matrices.pop(sid, None)
+                self._retire(sid)
+
+    def _retire(self, sid: int) -> None:
+        """Drop the scope's matrix (another process changed its vectors: the next search
+        loads it afresh), keeping its graph and what the graph holds for the next one
+        (read from the old matrix in a worker thread: 30-50 ms at 100 000 rows)."""
+        matrix = self._matrices.pop(sid, None)
+        if matrix is None or matrix.graph is None:
+            return
+        with contextlib.suppress(RuntimeError):  # no loop: nothing to take over
+            content = asyncio.get_running_loop().run_in_executor(None, matrix.graph_content)
+            self._retired[sid] = Inherited(matrix.graph, content)
 
     def invalidate(self, scope_id: int | None = None) -> None:
         """Survey the scope (or every scope) in full at its next backfill and load its
-        matrix afresh: for a rebuild, which gives chunks new ids."""
+        matrix afresh: for a rebuild, which gives chunks new ids. A graph is read back
+        from its file and checked against the new ids (graphs.py)."""
         self._backfills.invalidate(scope_id)
         if scope_id is None:
             self._matrices.clear()
+            self._retired.clear()
         else:
             self._matrices.pop(scope_id, None)
+            self._retired.pop(scope_id, None)
+
+    async def forget(self) -> None:
+        """Drop every vector no current chunk vouches for, and every copy of the vectors
+        kept beside them: the matrices, the graphs and their files (a purge: a vector can
+        hint at the text it came from). What is still wanted is made again."""
+        self.invalidate()
+        self._queries.clear()
+        await self._graphs.forget()
+        await self._db.run(vectors.forget)
+
+    @property
+    def graph_counts(self) -> GraphCounts:
+        """How this index came by its graphs: built, read from a file, taken over."""
+        return self._graphs.counts
 
     # --- searching ----------------------------------------------------------------------
     async def searches(self, scope_id: int) -> bool:
@@ -214,7 +284,7 @@ class VectorIndex:
                 found = await self._confirm(scope_id, matrix, scores, k, kinds, exclude_paths)
             if not isinstance(found, _Miss):
                 return found
-            self._matrices.pop(scope_id, None)  # another process changed it: load again
+            self._retire(scope_id)  # another process changed it: load again
         return hits
 
     async def _confirm(
@@ -280,6 +350,8 @@ class VectorIndex:
         elif matrix.wants_compaction():
             matrix = await asyncio.to_thread(matrix.compacted)
             self._matrices[sid] = matrix
+            if matrix.graph is not None:
+                self._graphs.update(sid, matrix)  # its catch-up goes on with the copy
         self._matrices.move_to_end(sid)
         return matrix
 
@@ -292,18 +364,26 @@ class VectorIndex:
         page_size = vectors.PAGE
         while after is not None:
             version, rows, after = await self._db.call(
-                partial(vectors.load_page, sid=sid, model=self.model, after=after, limit=page_size)
+                partial(
+                    vectors.load_page,
+                    sid=sid,
+                    model=self.model,
+                    after=after,
+                    limit=page_size,
+                    stored=True,
+                )
             )
             if matrix is None:
-                dim = len(rows[0].vec) // 4 if rows else max(self.embedder.dim, 1)
+                dim = codec.dim_of(rows[0].vec) if rows else max(self.embedder.dim, 1)
                 # Room for the rows and some new ones: growing copies the whole matrix.
                 matrix = VectorMatrix(dim, version, size + max(64, size // 16))
-            rows = [row for row in rows if len(row.vec) == matrix.dim * 4]
+            rows = [row for row in rows if len(row.vec) == matrix.dim * codec.STORED_BYTES]
             if rows:
-                await asyncio.to_thread(matrix.apply, rows, ())
+                await asyncio.to_thread(partial(matrix.apply, rows, (), stored=True))
         return matrix
 
     def _install(self, sid: int, matrix: VectorMatrix) -> None:
+        matrix.inherited = self._retired.pop(sid, None)
         self._matrices[sid] = matrix
         total = sum(m.nbytes for m in self._matrices.values())
         while total > self._max_bytes and len(self._matrices) > 1:
@@ -323,8 +403,8 @@ class VectorIndex:
         return matrix.live
 
     async def wait_graph(self, scope_id: int) -> bool:
-        """Wait for the scope's graph to be built and caught up (benches, tests); whether
-        its searches now go through one."""
+        """Wait for the scope's graph to be read or built and caught up (benches, tests);
+        whether its searches now go through one."""
         await self._graphs.wait(scope_id)
         matrix = self._matrices.get(scope_id)
         return matrix is not None and matrix.graph is not None
@@ -336,8 +416,12 @@ class VectorIndex:
         `backfill.STOP_SECONDS`): a short-lived process (a CLI command) keeps the
         vectors it made, so the next one does not make them again."""
         self._graphs.stop()
+        for task in list(self._warming.values()):
+            task.cancel()
+        await asyncio.gather(*self._warming.values(), return_exceptions=True)
         await self._backfills.close()
-        await self._graphs.close()
+        await self._graphs.close()  # writes out the graphs changed since their files
         self._matrices.clear()
+        self._retired.clear()
         self._queries.clear()
         await self.embedder.close()

@@ -5,18 +5,42 @@ and runs its searches in a worker thread once it is large."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 
+from memory_core.storage.vectors import codec
 from memory_core.storage.vectors.ann import Graph
 from memory_core.storage.vectors.rows import VectorRow
 
 if TYPE_CHECKING:
     Floats = npt.NDArray[np.float32]
     Ids = npt.NDArray[np.int64]
+
+
+@dataclass(frozen=True, slots=True)
+class GraphContent:
+    """What a graph holds, as its matrix says: the chunk ids whose vector it has with the
+    text hash of each (`S32`), and the ids it may still hold stale vectors of (removed
+    from the matrix since it last caught up)."""
+
+    keys: Ids
+    marks: npt.NDArray[np.bytes_]
+    unknown: list[int]
+
+
+@dataclass(frozen=True, slots=True)
+class Inherited:
+    """The graph of the matrix a new one replaced (another process wrote: the scope is
+    loaded again), with what it held then (being read off the old matrix in a worker
+    thread): the new matrix's graph takes in only the difference."""
+
+    graph: Graph
+    content: asyncio.Future[GraphContent]
 
 
 class VectorMatrix:
@@ -40,8 +64,15 @@ class VectorMatrix:
         self.n = 0
         self.removed = 0
         self.graph: Graph | None = None
-        """The scope's graph once built; it holds the live rows below `graph_upto`."""
+        """The scope's graph once built or read; it holds the live rows below
+        `graph_upto` but those of `pending`."""
         self.graph_upto = 0
+        self.pending: Ids = np.zeros(0, dtype=np.int64)
+        """Rows below `graph_upto` the graph does not hold yet (a graph read from its file
+        or inherited holds what matched then; the first catch-up adds these): searched
+        exactly meanwhile, like the rows from `graph_upto` on."""
+        self.inherited: Inherited | None = None
+        """The graph of the matrix this one replaced, to be taken over (graphs.py)."""
         self.dropped: list[int] | None = None
         """Chunk ids removed since the graph last caught up (None while no graph is
         built or being built)."""
@@ -75,8 +106,11 @@ class VectorMatrix:
         arrays = self.vecs.nbytes + self.ids.nbytes + self.kinds.nbytes + self.paths.nbytes
         return int(arrays + (self.graph.nbytes if self.graph is not None else 0))
 
-    def apply(self, rows: Sequence[VectorRow], removed: Sequence[int]) -> None:
-        """This process's own write: drop `removed`, replace or add `rows`."""
+    def apply(
+        self, rows: Sequence[VectorRow], removed: Sequence[int], *, stored: bool = False
+    ) -> None:
+        """This process's own write: drop `removed`, replace or add `rows` (float32
+        bytes; with `stored`, the bytes as stored, converted here in one go)."""
         for chunk_id in [*removed, *(row.chunk_id for row in rows)]:
             self._remove(chunk_id)
         if not rows:
@@ -85,7 +119,11 @@ class VectorMatrix:
         if need > len(self.ids):
             self._grow(need + max(64, need // 4))
         blob = b"".join(row.vec for row in rows)
-        self._put(self.n, np.frombuffer(blob, dtype=np.float32).reshape(len(rows), self.dim), rows)
+        start = self.n
+        dtype = "<f2" if stored else np.float32
+        self._put(start, np.frombuffer(blob, dtype=dtype).reshape(len(rows), self.dim), rows)
+        if stored:
+            codec.normalise(self.vecs[start : start + len(rows)])
 
     def _remove(self, chunk_id: int) -> None:
         row = self.where.pop(chunk_id, None)
@@ -111,6 +149,16 @@ class VectorMatrix:
         paths[:n] = self.paths[:n]
         self.vecs, self.ids, self.kinds, self.paths = vecs, ids, kinds, paths
 
+    def graph_content(self) -> GraphContent:
+        """What the graph holds (see `GraphContent`), from this matrix's rows."""
+        upto = min(self.graph_upto, self.n)
+        held = self.ids[:upto] >= 0
+        if len(self.pending):
+            held[self.pending[self.pending < upto]] = False
+        rows = np.flatnonzero(held)
+        marks = np.array([self.hashes[i] for i in rows.tolist()], dtype="S32")
+        return GraphContent(self.ids[rows].copy(), marks, list(self.dropped or []))
+
     def wants_compaction(self) -> bool:
         return self.removed > max(1024, self.n // 4)
 
@@ -133,7 +181,10 @@ class VectorMatrix:
         # The graph holds chunk ids, which compaction keeps: it moves over as it is.
         fresh.graph = self.graph
         fresh.graph_upto = int(np.searchsorted(keep, self.graph_upto))
+        pending = self.pending[np.isin(self.pending, keep)]
+        fresh.pending = np.searchsorted(keep, pending).astype(np.int64)
         fresh.dropped = None if self.dropped is None else list(self.dropped)
+        fresh.inherited = self.inherited
         return fresh
 
     def scores(
@@ -181,7 +232,9 @@ class VectorMatrix:
         where = self.where
         found = [where.get(key, n) for key in graph.search(query, count).tolist()]
         picked = np.fromiter((row for row in found if row < n), dtype=np.int64)
-        rows: Ids = np.unique(np.concatenate([picked, np.arange(upto, n, dtype=np.int64)]))
+        rows: Ids = np.unique(
+            np.concatenate([picked, self.pending, np.arange(upto, n, dtype=np.int64)])
+        )
         out: Floats = self.vecs[rows] @ query
         out[~self._passing(rows, kinds, exclude_paths)] = -np.inf
         return out, rows

@@ -1,15 +1,21 @@
-"""Chunk vectors and the embedding cache, as functions run on the database thread.
+"""Chunk vectors and the vectors themselves, as functions run on the database thread.
 
-`chunk_vectors` holds one float32 vector (`ndarray.tobytes()`) per chunk, with the scope,
-the embedder's name and a hash of the text it was made from: a vector whose chunk is gone,
-moved to another scope, holds another text, or came from another model is stale, and
-`VectorIndex` replaces or drops it. `embedding_cache` maps (embedder name, text) to a
-vector, so the same text is embedded once per model: a reindex, which gives every chunk a
-new id, or a text said in two scopes costs no model call. `vector_scopes.version` moves
-with every change to a scope's vectors, so a process holding them in memory knows when
+`embeddings` holds each vector once, keyed by the embedder's name and the hash of the
+text it was made from (float16 bytes, codec.py): the same text said in two scopes, or
+given a new chunk id by a reindex, costs no model call and no second copy.
+`chunk_vectors` says which chunk has a vector: its scope, the embedder's name and the
+hash of its text, so its vector is `embeddings[(model, text_hash)]`. A chunk vector whose
+chunk is gone, moved to another scope, holds another text, or came from another model is
+stale, and `VectorIndex` replaces or drops it; the vector stays in `embeddings` (the
+cache of what the model already made) until a purge. `vector_scopes.version` moves with
+every change to a scope's vectors, so a process holding them in memory knows when
 another process changed them.
 
-Nothing here imports numpy: vectors travel as bytes.
+Every `chunk_vectors` row has its `embeddings` row: `store` writes both in one
+transaction, and only `forget` deletes vectors, those no chunk vector names any more.
+
+Nothing here imports numpy at import time: vectors travel as float32 bytes in the
+process, and codec.py converts them at this edge.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from memory_core.base.sql import Connection, data_version
+from memory_core.storage.vectors import codec
 
 T = TypeVar("T")
 _IN_LIMIT = 500
@@ -56,11 +63,6 @@ def text_hash(text: str) -> str:
     return hashlib.blake2b(text.encode("utf-8"), digest_size=16).hexdigest()
 
 
-def cache_key(model: str, text: str) -> str:
-    """The cache key of seed 004 §5.2: provider/model name and text, hashed."""
-    return hashlib.blake2b(f"{model}\0{text}".encode(), digest_size=16).hexdigest()
-
-
 @dataclass(frozen=True, slots=True)
 class ChunkText:
     id: int
@@ -87,6 +89,8 @@ class Counters:
 
 @dataclass(frozen=True, slots=True)
 class VectorRow:
+    """A chunk's vector as the process holds it: `vec` is float32 bytes."""
+
     chunk_id: int
     text_hash: str
     kind: str
@@ -215,15 +219,17 @@ def vector_meta(conn: Connection, chunk_ids: Sequence[int]) -> list[VectorMeta]:
     return out
 
 
-def cached(conn: Connection, keys: Sequence[str]) -> dict[str, bytes]:
+def cached(conn: Connection, model: str, hashes: Sequence[str]) -> dict[str, bytes]:
+    """Text hash → float32 bytes of the vectors `model` already made of those texts."""
     out: dict[str, bytes] = {}
-    for part in _parts(keys):
-        out.update(
-            (str(r[0]), bytes(r[1]))
-            for r in conn.execute(
-                f"SELECT key, vec FROM embedding_cache WHERE key IN ({_marks(part)})", part
-            )
-        )
+    for part in _parts(hashes):
+        found = conn.execute(
+            "SELECT text_hash, vec FROM embeddings"
+            f" WHERE model = ? AND text_hash IN ({_marks(part)})",
+            (model, *part),
+        ).fetchall()
+        vecs = codec.many_to_memory([bytes(r[1]) for r in found])
+        out.update((str(r[0]), vec) for r, vec in zip(found, vecs, strict=True))
     return out
 
 
@@ -235,15 +241,13 @@ def store(
     cache_rows: Sequence[tuple[str, bytes]],
     stale: Sequence[int],
 ) -> Stored:
-    """One write (inside `Database.run`): new cache rows, the vectors of `items` whose
+    """One write (inside `Database.run`): the vectors of `items` (float32 bytes) whose
     chunk still belongs to the scope with the same text (a chunk changed while it was
-    being embedded gets its vector at the next backfill), and the deletion of the
-    scope's `stale` vectors. Bumps the scope's version when anything changed."""
-    if cache_rows:
-        conn.executemany(
-            "INSERT INTO embedding_cache (key, vec) VALUES (?, ?) ON CONFLICT DO NOTHING",
-            cache_rows,
-        )
+    being embedded gets its vector at the next backfill), `cache_rows` (text hash,
+    float32 bytes: what the model just made, kept even for a chunk that changed), and
+    the deletion of the scope's `stale` chunk vectors. Bumps the scope's version when
+    anything changed. The rows returned hold the vectors as stored and read back
+    (float16 precision), so this process's matrix holds what a load would."""
     current: dict[int, tuple[str, str, str]] = {}
     for part in _parts([chunk.id for chunk, _ in items]):
         current.update(
@@ -254,18 +258,35 @@ def store(
                 (sid, *part),
             )
         )
-    rows = []
+    made: dict[str, bytes] = dict(cache_rows)
+    written: list[tuple[int, str, str, str]] = []
     for chunk, vec in items:
         text, kind, path = current.get(chunk.id, ("", "", ""))
         if text == chunk.text:
-            rows.append(VectorRow(chunk.id, text_hash(text), kind, path, vec))
+            digest = text_hash(text)
+            made.setdefault(digest, vec)
+            written.append((chunk.id, digest, kind, path))
+    stored = {digest: codec.to_stored(vec) for digest, vec in made.items()}
+    # A vector already there is left alone; one of another size (the model's dimensions
+    # changed under the same name) is replaced by what the model just made.
     conn.executemany(
-        "INSERT INTO chunk_vectors (chunk_id, scope_id, model, text_hash, vec)"
-        " VALUES (?, ?, ?, ?, ?) ON CONFLICT (chunk_id) DO UPDATE SET"
-        " scope_id = excluded.scope_id, model = excluded.model,"
-        " text_hash = excluded.text_hash, vec = excluded.vec",
-        [(row.chunk_id, sid, model, row.text_hash, row.vec) for row in rows],
+        "INSERT INTO embeddings (model, text_hash, vec) VALUES (?, ?, ?)"
+        " ON CONFLICT (model, text_hash) DO UPDATE SET vec = excluded.vec"
+        " WHERE length(embeddings.vec) <> length(excluded.vec)",
+        [(model, digest, vec) for digest, vec in stored.items()],
     )
+    conn.executemany(
+        "INSERT INTO chunk_vectors (chunk_id, scope_id, model, text_hash)"
+        " VALUES (?, ?, ?, ?) ON CONFLICT (chunk_id) DO UPDATE SET"
+        " scope_id = excluded.scope_id, model = excluded.model,"
+        " text_hash = excluded.text_hash",
+        [(chunk_id, sid, model, digest) for chunk_id, digest, _, _ in written],
+    )
+    back = dict(zip(stored, codec.many_to_memory(list(stored.values())), strict=True))
+    rows = [
+        VectorRow(chunk_id, digest, kind, path, back[digest])
+        for chunk_id, digest, kind, path in written
+    ]
     removed: list[int] = []
     for chunk_id in stale:
         cursor = conn.execute(
@@ -308,16 +329,21 @@ def has_any(conn: Connection, sid: int, model: str) -> bool:
 
 
 def load_page(
-    conn: Connection, sid: int, model: str, after: int, limit: int
+    conn: Connection, sid: int, model: str, after: int, limit: int, *, stored: bool = False
 ) -> tuple[int, list[VectorRow], int | None]:
-    """One page of a scope's vectors of `model`, in chunk id order after `after`, each
-    with its chunk's kind and path (a vector whose chunk left the scope is skipped); the
-    scope's version; and the id to go on after (None on the last page). Pages keep each
-    call short: a 100 000-vector scope is 200 MB, which one call would hold the database
-    thread for seconds to read."""
+    """One page of a scope's vectors of `model` (float32 bytes; with `stored`, the bytes
+    as stored, for `VectorMatrix.apply(stored=True)`, which converts a page at once), in
+    chunk id order after `after`, each with its chunk's kind and path (a vector whose
+    chunk left the scope is skipped); the scope's version; and the id to go on after
+    (None on the last page). Pages keep each call short: a 100 000-vector scope is 100 MB
+    as stored, which one call would hold the database thread for a second or more to
+    read."""
+    # LEFT JOIN: a page is `limit` chunk vectors whatever they hold, so paging never
+    # stops early (every chunk vector has its vector: see the module's note).
     raw = conn.execute(
-        "SELECT chunk_id, text_hash, vec FROM chunk_vectors WHERE scope_id = ? AND model = ?"
-        " AND chunk_id > ? ORDER BY chunk_id LIMIT ?",
+        "SELECT v.chunk_id, v.text_hash, e.vec FROM chunk_vectors AS v"
+        " LEFT JOIN embeddings AS e ON e.model = v.model AND e.text_hash = v.text_hash"
+        " WHERE v.scope_id = ? AND v.model = ? AND v.chunk_id > ? ORDER BY v.chunk_id LIMIT ?",
         (sid, model, after, limit),
     ).fetchall()
     meta: dict[int, tuple[str, str]] = {}
@@ -329,10 +355,12 @@ def load_page(
                 (sid, *part),
             )
         )
+    present = [r for r in raw if int(r[0]) in meta and r[2] is not None]
+    raw_vecs = [bytes(r[2]) for r in present]
+    vecs = raw_vecs if stored else codec.many_to_memory(raw_vecs)
     rows = [
-        VectorRow(int(r[0]), str(r[1]), *meta[int(r[0])], bytes(r[2]))
-        for r in raw
-        if int(r[0]) in meta
+        VectorRow(int(r[0]), str(r[1]), *meta[int(r[0])], vec)
+        for r, vec in zip(present, vecs, strict=True)
     ]
     last = int(raw[-1][0]) if len(raw) == limit else None
     return version(conn, sid), rows, last
@@ -371,9 +399,41 @@ def recheck(
     return version(conn, sid), texts
 
 
-def clear_cache(conn: Connection) -> int:
-    """Drop every cached vector (a purge: a vector can hint at the text it came from)."""
-    return conn.execute("DELETE FROM embedding_cache").rowcount
+def forget(conn: Connection) -> int:
+    """Drop every vector that no current chunk vouches for (inside `Database.run`, for a
+    purge: a vector can hint at the text it came from): the chunk vectors whose chunk is
+    gone, moved or holds another text now, then every vector no chunk vector names (what
+    the model made for texts no chunk holds any more). Bumps the version of each scope
+    that lost a chunk vector; returns how many vectors went."""
+    touched: set[int] = set()
+    after = 0
+    while True:
+        # LEFT JOIN: a chunk vector whose chunk is gone comes with NULLs.
+        page = conn.execute(
+            f"SELECT v.chunk_id, v.scope_id, v.text_hash, c.scope_id, {EMBED_TEXT}"
+            " FROM chunk_vectors AS v LEFT JOIN chunks AS c ON c.id = v.chunk_id"
+            " WHERE v.chunk_id > ? ORDER BY v.chunk_id LIMIT ?",
+            (after, PAGE),
+        ).fetchall()
+        if not page:
+            break
+        unvouched = [
+            (int(r[0]), int(r[1]))
+            for r in page
+            if r[3] is None or int(r[3]) != int(r[1]) or text_hash(str(r[4])) != str(r[2])
+        ]
+        conn.executemany(
+            "DELETE FROM chunk_vectors WHERE chunk_id = ?", [(i,) for i, _ in unvouched]
+        )
+        touched.update(sid for _, sid in unvouched)
+        after = int(page[-1][0])
+    gone = conn.execute(
+        "DELETE FROM embeddings WHERE (model, text_hash) NOT IN"
+        " (SELECT model, text_hash FROM chunk_vectors)"
+    ).rowcount
+    for sid in sorted(touched):
+        bump(conn, sid)
+    return int(gone)
 
 
 def _marks(values: Sequence[object]) -> str:
