@@ -24,6 +24,7 @@ from memory_core.config import Config
 from memory_core.config.memory import HistorySettings
 from memory_core.config.services import StorageSettings
 from memory_core.storage.audit import AuditLog
+from memory_core.storage.blas import one_blas_thread
 from memory_core.storage.db import Database
 from memory_core.storage.history import HistoryStore, MessageIndexer
 from memory_core.storage.journal import CaptureJournal, FileOwners, Owners
@@ -147,6 +148,7 @@ class SqliteBackend:
     async def vector_index(self, db: Db, embedder: Embedder, batch_size: int) -> VectorSearch:
         from memory_core.storage.vectors.index import VectorIndex
 
+        one_blas_thread()
         return VectorIndex(db, embedder, batch_size=batch_size, monotonic=self.monotonic)
 
     async def recover(self, history: HistoryStore, audit: AuditLog | None) -> None:

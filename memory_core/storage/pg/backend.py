@@ -20,6 +20,7 @@ from memory_core.base.workspace import Workspace
 from memory_core.config.memory import HistorySettings
 from memory_core.config.services import StorageSettings
 from memory_core.storage.audit import AuditLog
+from memory_core.storage.blas import one_blas_thread
 from memory_core.storage.history import HistoryStore, MessageIndexer
 from memory_core.storage.journal import CaptureJournal, LockOwners, Owners
 from memory_core.storage.pg.database import Owner, PgDatabase
@@ -92,6 +93,7 @@ class PostgresBackend:
         from memory_core.storage.pg.vectors import PgVectorIndex, ensure_pgvector
         from memory_core.storage.vectors.index import VectorIndex
 
+        one_blas_thread()
         version = await ensure_pgvector(db)
         if version is not None:
             log.info("dense recall: pgvector %s, searched in the database", version)
