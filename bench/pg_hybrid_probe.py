@@ -8,7 +8,8 @@ the same run. Reads a JSON spec (the config's environment, the workspace, each s
 query texts) from the file named by its one argument and prints one JSON line of figures.
 
 Per scope: how long from the core's open until its vectors answer at their steady state
-(``load`` + ``wait_graph``: a matrix, a graph, or nothing to wait for), then
+(``load`` + ``wait_graph``: a matrix, a graph, or nothing to wait for; then ``settle``,
+the backfill's first survey of the scope, which finds nothing to embed), then
 ``core.finder.recall`` of each query text (each text once, so neither the recall cache
 nor the query-vector cache answers; the first ``warm_up`` untimed), then the dense search
 alone (``vectors.search``, k = ``dense_k``) of the same texts, embedded beforehand.
@@ -48,6 +49,9 @@ async def probe(spec: dict[str, Any]) -> dict[str, Any]:
             begin = time.perf_counter()
             rows = await vectors.load(sid)
             graph = await vectors.wait_graph(sid)
+            # The first look at a scope surveys it for chunks without a vector (the
+            # backfill, seconds of Python at 100 000 chunks): over before timing.
+            await vectors.settle(sid, 3600)
             ready = time.perf_counter() - begin
             warm = spec["warm_up"]
             for text in texts[:warm]:

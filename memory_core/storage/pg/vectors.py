@@ -289,6 +289,8 @@ class PgVectorIndex(VectorIndex):
             if matrix is not None and sid in self._behind:
                 await self._catch_up(sid, matrix)
             await super().load(sid)  # loads a missing matrix, starts its graph
+            if self._matrices.get(sid) is not matrix:
+                self._behind.discard(sid)  # loaded afresh (it had been evicted)
             await super().wait_graph(sid)
         except asyncio.CancelledError:
             raise
