@@ -21,9 +21,9 @@ column, and `PgVectorIndex` searches
 
 *Why in the process* (bench/pg_scale_bench.py --hybrid, 2 cores): pgvector searched a
 small scope by an exact scan of its rows joined to `chunks`, in a transaction of four
-statements, 4 ms for 100 vectors and 21 ms for 10 000, where a matrix answers in well
-under a millisecond and reads its hits back in one call; at 100 000 vectors its HNSW
-index took 16-24 ms a search against 6-9 ms for the process's graph (measured side by
+statements: 3.5 ms for 1 000 vectors and 26 ms for 10 000, where a matrix answers in
+1.4 and 4.9 ms with reading its hits back in one call; at 100 000 vectors its HNSW
+index took 13-24 ms a search against 6-9 ms for the process's graph (measured side by
 side), and found 0.79 of the exact top 20 against 0.95. The cost is memory in every
 process that searches the scope (its matrix, 2 KB a 512-d vector, and a large scope's
 graph; `MAX_BYTES` for all of them) and a graph built in each process.
