@@ -21,6 +21,7 @@ from memory_core.storage.db import Database
 from memory_core.storage.vectors import graph_files, graphs
 from memory_core.storage.vectors import rows as vectors
 from memory_core.storage.vectors.index import VectorIndex
+from memory_core.storage.vectors.lazy import LazyVectors
 from testkit.openai_server import FakeOpenAI
 from tests.unit.test_vector_index import (
     GRAPH_DIM,
@@ -361,3 +362,28 @@ async def test_the_scope_loads_while_the_first_query_is_embedded(
     finally:
         await second.close()
         await plain.close()
+
+
+async def test_a_commands_lazy_index_forgets_too(
+    db: Database, spread: FakeOpenAI, folder: Path
+) -> None:
+    """`chatmem purge` runs with the lazy index of a command, which may not have searched:
+    the purge still drops the vectors no chunk vouches for, and the graph files."""
+    sid, ids = await graph_scope(db, spread)
+    vi = graphed(db, spread, folder)
+    await graph_of(vi, sid)
+    await vi.close()
+    assert graph_files.path(folder, sid).is_file()
+    await delete(db, sid, ids[:5])
+
+    async def build() -> VectorIndex:
+        return graphed(db, spread, folder)
+
+    lazy = LazyVectors(db, embedder(spread), build)
+    try:
+        await lazy.forget()
+        assert lazy.built
+        assert set(await stored(db)) == set(ids[5:])
+        assert not await asyncio.to_thread(folder.exists)
+    finally:
+        await lazy.close()

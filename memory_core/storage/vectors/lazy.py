@@ -98,6 +98,11 @@ class LazyVectors:
         if self._index is not None:
             self._index.invalidate(scope_id)
 
+    async def forget(self) -> None:
+        # A purge must drop the stored vectors and graph files whether or not this
+        # command searched: the real index is built for it (purges are rare).
+        await (await self._real()).forget()
+
     async def drain(self) -> None:
         if self._index is not None:
             await self._index.drain()
