@@ -1,17 +1,19 @@
 """How a vector is stored: little-endian float16, half the bytes of the float32 the
 models give and the matrices search.
 
-A 512-d vector is 1 KB stored instead of 2 KB: four rows of a 4 KB SQLite page hold
-three vectors where a float32 row took a page to itself (a row over half a page leaves
-the rest of the page unused), so a vector went from about 4.2 KB a copy to about 1.4 KB.
-What float16 loses does not show in a ranking: each component keeps 11 significant bits,
-so a cosine between unit vectors moves by at most about 5e-4 (measured on the labelled
-set and 100 000 chat-like chunks: bench/vector_bench.py). Everything in the process stays
-float32: the models' output, the matrices, the products.
+A 512-d vector is 1 KB stored instead of 2 KB. A float32 row was over half a 4 KB SQLite
+page, so each took a page to itself, twice (the chunk's row and the cache entry): 8.3 KB
+a vector on disk. Stored once as float16, three share a page: 1.55 KB a vector with its
+chunk's row and the indexes (bench/vector_bench.py). What float16 loses does not show in
+a ranking: each component keeps 11 significant bits, and on the labelled set and 100 000
+chat-like vectors the top 10 were the same as float32's for every query, the largest
+cosine moving by 5e-5. Everything in the process stays float32: the models' output, the
+matrices, the products.
 
-numpy is imported by the functions that need it, with a pure-Python fallback: the
-schema migration (migrations.py, `m010`) converts stored vectors in every process that
-opens an old database, including one installed without the vector extra.
+numpy is imported by the functions that need it, with a pure-Python fallback for
+`to_stored`: the schema migration (migrations.py, `m010`) converts stored vectors in
+every process that opens an old database, including one installed without the vector
+extra.
 """
 
 from __future__ import annotations
