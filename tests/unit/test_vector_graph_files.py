@@ -70,6 +70,15 @@ async def graph_of(vi: VectorIndex, sid: int) -> set[int]:
     return {key for key in range(1, 10_000) if graph._index.contains(key)}
 
 
+async def write_graph(db: Database, fake: FakeOpenAI, folder: Path, sid: int) -> None:
+    """A process that builds (or reads) the scope's graph, writes its file and exits."""
+    vi = graphed(db, fake, folder)
+    try:
+        await graph_of(vi, sid)
+    finally:
+        await vi.close()
+
+
 async def top(vi: VectorIndex, sid: int, text: str) -> int:
     vec = np.array(seeded(text, GRAPH_DIM), dtype=np.float32)
     return (await vi.search(sid, vec, 1))[0][0]
@@ -103,11 +112,7 @@ async def test_rows_added_removed_or_changed_since_the_file_are_caught_up(
     db: Database, spread: FakeOpenAI, folder: Path
 ) -> None:
     sid, ids = await graph_scope(db, spread)
-    first = graphed(db, spread, folder)
-    try:
-        await graph_of(first, sid)
-    finally:
-        await first.close()
+    await write_graph(db, spread, folder, sid)
     # Another process's writes the file does not know of: 10 chunks deleted, the newest
     # one's id taken again by another text, and three new ones.
     await delete(db, sid, ids[:10])
@@ -148,11 +153,7 @@ async def test_rows_the_read_graph_lacks_are_searched_exactly_until_it_has_them(
     db: Database, spread: FakeOpenAI, folder: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     sid, _ = await graph_scope(db, spread)
-    first = graphed(db, spread, folder)
-    try:
-        await graph_of(first, sid)
-    finally:
-        await first.close()
+    await write_graph(db, spread, folder, sid)
     _, (new,) = await add(db, "main", ["q5"])
     writer = VectorIndex(db, embedder(spread), ann_min_rows=None)
     try:
@@ -181,11 +182,7 @@ async def test_a_graph_of_another_model_is_not_used(
     db: Database, spread: FakeOpenAI, folder: Path
 ) -> None:
     sid, _ = await graph_scope(db, spread)
-    first = graphed(db, spread, folder)
-    try:
-        await graph_of(first, sid)
-    finally:
-        await first.close()
+    await write_graph(db, spread, folder, sid)
     other = OpenAIEmbedder(
         "other",
         base_url=spread.base_url,
@@ -211,11 +208,7 @@ async def test_a_damaged_graph_file_is_built_again_and_replaced(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     sid, ids = await graph_scope(db, spread)
-    first = graphed(db, spread, folder)
-    try:
-        await graph_of(first, sid)
-    finally:
-        await first.close()
+    await write_graph(db, spread, folder, sid)
     path = graph_files.path(folder, sid)
     data = bytearray(path.read_bytes())
     if damage == "flipped":
@@ -248,11 +241,7 @@ async def test_a_graph_whose_ids_all_changed_is_built_afresh(
     db: Database, spread: FakeOpenAI, folder: Path
 ) -> None:
     sid, ids = await graph_scope(db, spread)
-    first = graphed(db, spread, folder)
-    try:
-        await graph_of(first, sid)
-    finally:
-        await first.close()
+    await write_graph(db, spread, folder, sid)
     # A reindex: every chunk again, under new ids (the texts, so the vectors, the same;
     # another scope's newer chunk keeps the ids from starting over).
     await add(db, "peer:other", ["s1"])
@@ -346,11 +335,7 @@ async def test_the_scope_loads_while_the_first_query_is_embedded(
     load and the graph's read, so they overlap the model instead of following it; an
     index without graphs (pgvector's, which holds no matrices) loads nothing."""
     sid, _ = await graph_scope(db, spread)
-    first = graphed(db, spread, folder)
-    try:
-        await graph_of(first, sid)
-    finally:
-        await first.close()
+    await write_graph(db, spread, folder, sid)
     second = graphed(db, spread, folder)
     plain = VectorIndex(db, embedder(spread), ann_min_rows=None)
     try:
