@@ -6,7 +6,8 @@ applied is never applied again. On both backends."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import contextlib
+from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -44,6 +45,18 @@ async def open_db(env: Mapping[str, str], tmp_path: Path, migrations: Sequence[M
     if env:
         return await PgDatabase.open(env["CHATMEM_POSTGRES_DSN"], migrations=migrations)
     return await Database.open(tmp_path / "index.sqlite3", migrations=migrations)
+
+
+@contextlib.asynccontextmanager
+async def opened(
+    env: Mapping[str, str], tmp_path: Path, migrations: Sequence[Migration]
+) -> AsyncIterator[Db]:
+    """The database opened with these migrations, closed after the block."""
+    db = await open_db(env, tmp_path, migrations)
+    try:
+        yield db
+    finally:
+        await db.close()
 
 
 def lists(env: Mapping[str, str]) -> tuple[list[Migration], Sequence[Migration], str]:
@@ -137,39 +150,27 @@ async def test_old_vectors_are_stored_once_as_float16_and_only_once_migrated(
     storage_env: Mapping[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     old, new, name = lists(storage_env)
-    db = await open_db(storage_env, tmp_path, old)
-    try:
+    async with opened(storage_env, tmp_path, old) as db:
         await db.run(old_rows)
-    finally:
-        await db.close()
 
-    db = await open_db(storage_env, tmp_path, new)
-    try:
+    async with opened(storage_env, tmp_path, new) as db:
         await check_migrated(db, name)
-    finally:
-        await db.close()
 
     def never(conn: Connection, blob: str) -> None:
         raise AssertionError("applied twice")
 
     monkeypatch.setattr(sqlite_migrations, "vectors_once", never)
     monkeypatch.setattr(pg_migrations, "vectors_once", never)
-    db = await open_db(storage_env, tmp_path, new)
-    try:
+    async with opened(storage_env, tmp_path, new) as db:
         await check_migrated(db, name)
-    finally:
-        await db.close()
 
 
 async def test_a_migration_that_fails_half_way_leaves_the_old_vectors_and_runs_again(
     storage_env: Mapping[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     old, new, name = lists(storage_env)
-    db = await open_db(storage_env, tmp_path, old)
-    try:
+    async with opened(storage_env, tmp_path, old) as db:
         await db.run(old_rows)
-    finally:
-        await db.close()
 
     calls = []
     real = codec.to_stored
@@ -186,8 +187,7 @@ async def test_a_migration_that_fails_half_way_leaves_the_old_vectors_and_runs_a
         await db.call(lambda conn: None)  # PostgreSQL migrates at open, or at the first call
     monkeypatch.undo()
 
-    db = await open_db(storage_env, tmp_path, old)
-    try:
+    async with opened(storage_env, tmp_path, old) as db:
         untouched = await db.call(
             lambda conn: (
                 tables(conn),
@@ -197,13 +197,8 @@ async def test_a_migration_that_fails_half_way_leaves_the_old_vectors_and_runs_a
         )
         assert "embeddings" not in untouched[0] and "embedding_cache" in untouched[0]
         assert untouched[1][-1] == "vec" and tuple(untouched[2]) == (3,)
-    finally:
-        await db.close()
-    db = await open_db(storage_env, tmp_path, new)
-    try:
+    async with opened(storage_env, tmp_path, new) as db:
         await check_migrated(db, name)
-    finally:
-        await db.close()
 
 
 def test_the_pure_python_conversion_rounds_as_numpy_does(monkeypatch: pytest.MonkeyPatch) -> None:
