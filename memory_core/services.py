@@ -123,6 +123,9 @@ async def open_services(
         if staging is not None:
             stack.push_async_callback(staging.close)
             await staging.recover()
+        # The main scope's memories read ahead: what its first capture, recall or status
+        # needs (on a large file, from its parse cache), before anyone asks.
+        await memory.long_term.warm(MAIN)
         history: HistoryStore | None = None
         conversation: Runtime | None = None
         if audit is not None:
@@ -205,7 +208,7 @@ async def _search_index(
         build = partial(backend.vector_index, db, embedder, config.embedding.batch_size)
         vectors = await build() if serving else LazyVectors(db, embedder, build)
         stack.push_async_callback(vectors.close)
-    return SearchIndex(
+    index = SearchIndex(
         db,
         workspace,
         recall.sync_min_interval_seconds,
@@ -215,7 +218,10 @@ async def _search_index(
         rank_settings=rank_settings(recall),
         monotonic=monotonic,
         vectors=vectors,
+        archive_below=config.scoring.policy().archive_below,
     )
+    stack.push_async_callback(index.close)  # its background scans, before the database
+    return index
 
 
 async def _journal(

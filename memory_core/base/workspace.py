@@ -122,6 +122,11 @@ class Workspace:
     def summary_dir(self, scope: ScopeKey) -> Path:
         return self.memory_dir(scope) / "summary"
 
+    def parse_cache_path(self, scope: ScopeKey) -> Path:
+        """Where the parse of the scope's long-term file is kept (`longterm/parse_cache.py`
+        adds the suffixes): under `.chatmem/`, which nothing that serves a scope reads."""
+        return self.state_dir / "parsed" / scope_slug(scope)
+
     def lock_name(self, scope: ScopeKey, what: str) -> str:
         return f"{scope_slug(scope)}.{what}"
 

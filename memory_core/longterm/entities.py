@@ -187,33 +187,104 @@ def extract_entities(entries: Sequence[MemoryEntry]) -> list[Entity]:
     mention it (entries in the order given: pass them best first)."""
     found: dict[str, tuple[str, EntityKind, set[str], set[str]]] = {}
     for entry in entries:
-        for rule in _rules_for(entry.content):
-            for match in rule.pattern.finditer(entry.content):
-                name = match.group("name").strip(" '")
-                if len(name) < 2 and not _HAN.search(name):
-                    continue
-                groups = match.groupdict()
-                chinese = bool(_HAN.search(match.group(0)))
-                aliases, relation = _aliases(
-                    rule, groups.get("rel") or "", groups.get("owner") or "", chinese
-                )
-                key = name.casefold()
-                _, _, known_aliases, relations = found.setdefault(
-                    key, (name, rule.kind, set(), set())
-                )
-                known_aliases.update(aliases)
-                if relation:
-                    relations.add(relation)
+        for name, kind, aliases, relation in named_in(entry.content):
+            _, _, known_aliases, relations = found.setdefault(
+                name.casefold(), (name, kind, set(), set())
+            )
+            known_aliases.update(aliases)
+            if relation:
+                relations.add(relation)
     entities = []
-    # Each text folded once, not once per entity: with 10 000 memories naming 80 entities
-    # the per-pair casefold was 0.7 s of the 0.8 s this took.
-    folded = [(e.id, e.content.casefold()) for e in entries] if found else []
-    for name, kind, alias_set, relation_set in found.values():
-        keys = [word.casefold() for word in (name, *alias_set) if word]
-        facts = tuple(entry_id for entry_id, text in folded if any(k in text for k in keys))
+    keys_of = {
+        key: [word.casefold() for word in (name, *alias_set) if word]
+        for key, (name, _, alias_set, _) in found.items()
+    }
+    texts = [e.content.casefold() for e in entries] if found else []
+    holding = _Holders(texts, [word for keys in keys_of.values() for word in keys])
+    ids = [e.id for e in entries]
+    for key, (name, kind, alias_set, relation_set) in found.items():
+        holders = set().union(*map(holding.texts_with, keys_of[key]))
+        facts = tuple(ids[i] for i in sorted(holders))
         entity = Entity(name, kind, tuple(sorted(alias_set)), tuple(sorted(relation_set)), facts)
         entities.append(entity)
     return sorted(entities, key=lambda e: (-len(e.facts), e.name.casefold()))
+
+
+Named = tuple[str, EntityKind, tuple[str, ...], str]
+"""An entity a text names: name, kind, aliases, relation."""
+_NAMED: dict[str, tuple[Named, ...]] = {}
+_NAMED_KEPT = 1 << 18
+"""Texts whose named entities are remembered: the views find the entities again after
+every write of a file, and all but the written entries are texts seen before (the rules'
+scans cost about 20 us a text: seconds a write for 100 000 memories)."""
+
+
+def known_named(text: str) -> tuple[Named, ...] | None:
+    """`named_in(text)` if it is remembered, else None (nothing is computed)."""
+    return _NAMED.get(text)
+
+
+def remember_named(texts: Sequence[str], named: Iterable[tuple[Named, ...] | None]) -> None:
+    """Take `named[i]` as `named_in(texts[i])` where it is not None: what the parse cache
+    kept, made by these very rules (its format names their source)."""
+    if len(_NAMED) + len(texts) > _NAMED_KEPT:
+        _NAMED.clear()  # room for these first: they are what is wanted now
+    _NAMED.update((t, n) for t, n in zip(texts, named, strict=True) if n is not None)
+
+
+def forget_named() -> None:
+    """Forget every remembered text's entities (for tests and cold-start measurements)."""
+    _NAMED.clear()
+
+
+def named_in(text: str) -> tuple[Named, ...]:
+    """What the rules find in one text, in the order they find it (remembered)."""
+    named = _NAMED.get(text)
+    if named is not None:
+        return named
+    out: list[Named] = []
+    for rule in _rules_for(text):
+        for match in rule.pattern.finditer(text):
+            name = match.group("name").strip(" '")
+            if len(name) < 2 and not _HAN.search(name):
+                continue
+            groups = match.groupdict()
+            chinese = bool(_HAN.search(match.group(0)))
+            aliases, relation = _aliases(
+                rule, groups.get("rel") or "", groups.get("owner") or "", chinese
+            )
+            out.append((name, rule.kind, aliases, relation))
+    named = tuple(out)
+    if len(_NAMED) >= _NAMED_KEPT:
+        _NAMED.clear()
+    _NAMED[text] = named
+    return named
+
+
+class _Holders:
+    """Which of many folded texts hold a word, for every word asked of them: the texts
+    holding each character of the words are listed once (one C-level pass over each text),
+    and a word is looked for only in the texts holding its rarest character. The plain
+    test, one `in` per word and text, was a Python loop of entities times memories:
+    seconds for 100 000 memories naming a thousand entities."""
+
+    def __init__(self, texts: list[str], words: Iterable[str]) -> None:
+        self._texts = texts
+        chars = set().union(*words)
+        postings: dict[str, list[int]] = {char: [] for char in chars}
+        for index, text in enumerate(texts):
+            for char in chars.intersection(text):
+                postings[char].append(index)
+        self._postings = postings
+
+    def texts_with(self, word: str) -> set[int]:
+        """Indexes of the texts `word` occurs in (as `word in text` says); `word` must be
+        one of the words given (or made of their characters)."""
+        if not word:
+            return set(range(len(self._texts)))
+        texts = self._texts
+        rarest = min((self._postings[char] for char in set(word)), key=len)
+        return {index for index in rarest if word in texts[index]}
 
 
 def mentions(text: str, words: Iterable[str]) -> bool:

@@ -21,9 +21,10 @@ rare. `skeleton` is (the merge computes it for every short entry of a category).
 
 from __future__ import annotations
 
-import functools
+import contextlib
 import re
 import unicodedata
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -289,19 +290,68 @@ def _mask_chinese(match: re.Match[str]) -> str:
     return _NUMBER_MASK if match.group("number") else ""
 
 
-@functools.lru_cache(maxsize=1 << 16)
+_SKELETONS: dict[str, str] = {}
+_SKELETONS_KEPT = 1 << 18
+"""Texts whose skeleton is remembered (oldest forgotten first), seeded by the long-term
+parse cache (`remember_skeletons`): a skeleton costs tens of microseconds, and a capture
+may ask for those of every short entry of its category."""
+
+
 def skeleton(text: str) -> str:
     """`text` with its numbers and dates masked and its negations dropped, normalized like
     `matching.normalize_content`: two texts with one skeleton say the same but for those keys
     ("我儿子上三年级" and "我儿子上四年级", "I like tea" and "I don't like tea"), even when
     too short for their bigrams to be alike. One pass per script: the merge computes it
     for every entry of a category."""
+    found = _SKELETONS.get(text)
+    if found is not None:
+        return found
     folded = unicodedata.normalize("NFKC", text).casefold().replace("’", "'")
     masked = _EN_TOKEN.sub(_mask_english, _THOUSANDS.sub("", folded))
     if _HAS_HAN.search(masked):
         masked = _ZH_KEY.sub(_mask_chinese, masked)
     masked = _ASCII_DIGITS.sub(_NUMBER_MASK, masked)
-    return _NOISE.sub("", masked)
+    found = _NOISE.sub("", masked)
+    if len(_SKELETONS) >= _SKELETONS_KEPT:
+        with contextlib.suppress(KeyError, RuntimeError, StopIteration):
+            del _SKELETONS[next(iter(_SKELETONS))]  # another thread may be at it too
+    _SKELETONS[text] = found
+    return found
+
+
+def known_skeleton(text: str) -> str | None:
+    """`skeleton(text)` if it is remembered, else None (nothing is computed)."""
+    return _SKELETONS.get(text)
+
+
+def known_skeletons(texts: Iterable[str]) -> list[str | None]:
+    """`known_skeleton` of each text (one C-level pass: a category holds thousands)."""
+    return list(map(_SKELETONS.get, texts))
+
+
+def remember_skeletons(texts: Sequence[str], skeletons: Iterable[str | None]) -> None:
+    """Take `skeletons[i]` as `skeleton(texts[i])` where it is not None: what the parse
+    cache kept, made by this very function (its format names the Unicode version)."""
+    if len(_SKELETONS) + len(texts) > _SKELETONS_KEPT:
+        _SKELETONS.clear()  # room for these first: they are what is wanted now
+    _SKELETONS.update((t, k) for t, k in zip(texts, skeletons, strict=True) if k is not None)
+
+
+def forget_skeletons() -> None:
+    """Forget every remembered skeleton (for tests and cold-start measurements)."""
+    _SKELETONS.clear()
+
+
+def kept_characters(key: str) -> str:
+    """Characters every text whose skeleton is `key` holds in its normalized form, rarest
+    (highest code point, so Han before Latin) first: those of `key` outside its masks.
+
+    A skeleton keeps only characters of its text (a word, part of one: "can" of
+    "cannot"), besides its masks, and normalizes like `matching.normalize_content`; so
+    a text lacking one of these cannot have the skeleton `key`. Every `date` and `0` of
+    `key` is left out, a mask or not: a weaker test, never a wrong one."""
+    kept = set(key.replace(_DATE_MASK, "").replace(_NUMBER_MASK, ""))
+    return "".join(sorted(kept, reverse=True))
 
 
 def has_keys(text: str) -> bool:

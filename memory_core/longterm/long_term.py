@@ -85,6 +85,18 @@ class LongTermMemory:
         self.kept = after.kept
         self.views = LongTermViews(config, workspace, store, self.kept, self.policy)
 
+    async def warm(self, scope: ScopeKey) -> None:
+        """Read the scope's file and build what its captures match against now, so that
+        the first capture or recall does not wait for it (a bot's start; on a file of
+        100 000 entries, about a second from its parse cache). A file that cannot be read
+        is logged and left for its first use to report."""
+        try:
+            await self.store.load(scope)
+            if self.staging is not None:
+                await self.staging.warm(scope)
+        except (ChatmemError, OSError) as exc:
+            log.warning("long-term memory of %s not read ahead: %s", scope, exc)
+
     async def flush(self, scope: ScopeKey | None = None) -> None:
         """Write staged captures to MEMORY.md now (of one scope, or of all)."""
         if self.staging is None:

@@ -9,24 +9,64 @@ between captures.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import re
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from operator import attrgetter
 from typing import NamedTuple
 
 from memory_core.base.entries import MemoryEntry
 from memory_core.base.merge_values import Candidate
-from memory_core.longterm.fact_keys import Relation, relation, skeleton
+from memory_core.longterm.fact_keys import (
+    Relation,
+    kept_characters,
+    known_skeletons,
+    relation,
+    skeleton,
+)
 
 _NOISE = re.compile(r"[\s\W_]+", re.UNICODE)
 
 
-@functools.lru_cache(maxsize=1 << 18)
+_NORMS: dict[str, str] = {}
+_NORMS_KEPT = 1 << 18
+"""Texts whose normalised form is remembered (oldest forgotten first): more than the
+entries of the largest file we expect, as every merge normalises every entry."""
+
+
 def normalize_content(text: str) -> str:
-    """Key for 'the same memory': case, width, spaces and punctuation do not matter."""
-    return _NOISE.sub("", unicodedata.normalize("NFKC", text).casefold())
+    """Key for 'the same memory': case, width, spaces and punctuation do not matter.
+
+    Remembered per text (about 10 us each, for every entry of a file at a merge), and
+    seeded by the long-term parse cache (`remember_norms`), so a new process matches its
+    first capture against a large file without normalising every entry of it first."""
+    norm = _NORMS.get(text)
+    if norm is None:
+        norm = _NOISE.sub("", unicodedata.normalize("NFKC", text).casefold())
+        _remember(text, norm)
+    return norm
+
+
+def _remember(text: str, norm: str) -> None:
+    if len(_NORMS) >= _NORMS_KEPT:
+        with contextlib.suppress(KeyError, RuntimeError, StopIteration):
+            del _NORMS[next(iter(_NORMS))]  # another thread may be at it too
+    _NORMS[text] = norm
+
+
+def remember_norms(texts: Sequence[str], norms: Iterable[str]) -> None:
+    """Take `norms[i]` as `normalize_content(texts[i])`: what the parse cache kept, made by
+    this very function (its format names the Unicode version it ran with)."""
+    if len(_NORMS) + len(texts) > _NORMS_KEPT:
+        _NORMS.clear()  # room for these first: they are what is wanted now
+    _NORMS.update(zip(texts, norms, strict=True))
+
+
+def forget_norms() -> None:
+    """Forget every remembered form (for tests and cold-start measurements)."""
+    _NORMS.clear()
 
 
 @functools.lru_cache(maxsize=1 << 16)
@@ -120,18 +160,57 @@ class _MatchIndex:
         """Ids of the category's entries whose text is `content`'s but for numbers, dates
         and negations (`fact_keys.skeleton`), in `by_id` order.
 
-        Built per category on first use (only a short candidate that holds such a key
-        asks), of the category's short entries (`SKELETON_MAX`).
+        Of the category's short entries (`SKELETON_MAX`), grouped by skeleton on first
+        use when every one of them is remembered (the parse cache keeps them) or when the
+        wanted skeleton keeps nothing but masks. Otherwise (a fresh file) only the entries
+        that hold every character the wanted skeleton keeps get one: a skeleton costs
+        tens of microseconds, for each of thousands of short entries.
         """
+        key = skeleton(content)
         grouped = self._by_skeleton.get(category)
-        if grouped is None:
-            grouped = {}
-            for _, entry_id, size in self.category(category):
-                if size <= SKELETON_MAX:
-                    key = skeleton(self._by_id[entry_id].content)
-                    grouped.setdefault(key, []).append(entry_id)
-            self._by_skeleton[category] = grouped
-        return grouped.get(skeleton(content), [])
+        if grouped is not None:
+            return grouped.get(key, [])
+        needed = kept_characters(key)
+        grouped = self.group_skeletons(category, all_known=bool(needed))
+        if grouped is not None:
+            return grouped.get(key, [])
+        by_id = self._by_id
+        pool = [(norm, i) for norm, i, size in self.category(category) if size <= SKELETON_MAX]
+        for char in needed:
+            # Each character's test is one C-level substring search per entry left.
+            pool = [item for item in pool if char in item[0]]
+            if not pool:
+                return []
+        return [i for _, i in pool if skeleton(by_id[i].content) == key]
+
+    def group_skeletons(self, category: str, *, all_known: bool) -> dict[str, list[str]] | None:
+        """The category's short entries grouped by skeleton (kept), made of remembered
+        skeletons; None when `all_known` and some are not remembered (nothing is made)."""
+        grouped = self._by_skeleton.get(category)
+        if grouped is not None:
+            return grouped
+        by_id = self._by_id
+        pool = [i for _, i, size in self.category(category) if size <= SKELETON_MAX]
+        contents = [by_id[i].content for i in pool]
+        known = known_skeletons(contents)
+        if all_known and None in known:
+            return None
+        grouped = {}
+        for entry_id, content, found in zip(pool, contents, known, strict=True):
+            key = skeleton(content) if found is None else found
+            same = grouped.get(key)
+            if same is None:
+                grouped[key] = [entry_id]
+            else:
+                same.append(entry_id)
+        self._by_skeleton[category] = grouped
+        return grouped
+
+    def categories(self) -> list[str]:
+        """Every category an entry has (grouping them, if not done yet)."""
+        self.category("")
+        assert self._by_category is not None
+        return list(self._by_category)
 
     def add(self, entry_id: str, category: str, norm: str) -> None:
         """Index an entry added by the merge (it comes last in `by_id`)."""
@@ -258,6 +337,14 @@ class EntryView:
 
     def entries(self) -> list[MemoryEntry]:
         return list(self.by_id.values())
+
+    def ready(self) -> EntryView:
+        """Group the entries by category, and by skeleton where every one is remembered,
+        now rather than at the first candidate that needs them (passes over every entry):
+        for a view built ahead of use."""
+        for category in self._index.categories():
+            self._index.group_skeletons(category, all_known=True)
+        return self
 
     def find(self, cand: Candidate, norm: str) -> _Match:
         return _find_match(self.by_id, self._index, cand, norm)

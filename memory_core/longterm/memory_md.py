@@ -12,7 +12,9 @@ they share, so neither side depends on the other.
 
 from __future__ import annotations
 
+import hashlib
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 TITLE = "# Agent Memory"
@@ -58,3 +60,16 @@ def split_lines(text: str) -> list[str]:
 
 def format_score(score: float) -> str:
     return f"{score:.2f}"
+
+
+def block_key(section: str | None, lines: Sequence[str]) -> bytes:
+    """What a block of lines parses from: its section and its lines up to the last one
+    that is not blank (the blank lines after a block change nothing of its entry). Equal
+    keys parse to equal entries, wherever the block stands; the parse cache finds the
+    unchanged blocks of an edited file by them (`parse_cache.py`)."""
+    end = len(lines)
+    while end and not lines[end - 1].strip():
+        end -= 1
+    head = "" if section is None else section
+    text = head + "\x00" + "\n".join(lines[:end])
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()

@@ -12,6 +12,7 @@ import contextlib
 import json
 import re
 from collections import OrderedDict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -33,6 +34,7 @@ from memory_core.longterm.memory_md import (
     QUARANTINED,
     TITLE,
     QuarantinedBlock,
+    block_key,
     format_score,
     split_lines,
 )
@@ -55,6 +57,11 @@ class ParsedMemory:
     quarantined: list[QuarantinedBlock] = field(default_factory=list)
     lines: dict[str, tuple[int, int]] = field(default_factory=dict, compare=False)
     """Entry id → (first, last) line of its block in the file, for `path:line` answers."""
+    keys: dict[str, bytes] = field(default_factory=dict, compare=False)
+    """Entry id → its block's key (`block_key`), when the parse was asked for them: what a
+    later parse of the changed file looks its unchanged blocks up by (`parse_cache.py`)."""
+    reused: int = field(default=0, compare=False)
+    """Blocks whose entry came from `known` instead of being parsed."""
 
 
 def _as_lines(text: str) -> str:
@@ -62,8 +69,16 @@ def _as_lines(text: str) -> str:
     return "\n".join(split_lines(text)).strip()
 
 
-def parse_memory(text: str, *, archive_below: float = 0.2) -> ParsedMemory:
+def parse_memory(
+    text: str, *, archive_below: float = 0.2, known: Mapping[bytes, MemoryEntry] | None = None
+) -> ParsedMemory:
     """Parse a MEMORY.md; never raises for content, only sorts what it cannot read aside.
+
+    With `known` (block key → entry, from an earlier parse made with the same
+    `archive_below`), each block is keyed (`ParsedMemory.keys`) and a block found there
+    is not parsed again: a file of 100 000 entries with one edited is read at the cost
+    of splitting and hashing its blocks, and of parsing one. Give `{}` to have the keys
+    of a first parse.
 
     Lines not starting with `#` (most of a file) are sorted out first: `_SECTION` and a
     block header both need a leading `#`, and `_DELIMITER` a leading `<`.
@@ -78,7 +93,7 @@ def parse_memory(text: str, *, archive_below: float = 0.2) -> ParsedMemory:
     def flush() -> None:
         nonlocal block
         if block:
-            _take_block(block, block_start, block_section, result, seen_ids, archive_below)
+            _take_block(block, block_start, block_section, result, seen_ids, archive_below, known)
         block = []
 
     for number, line in enumerate(split_lines(text), start=1):
@@ -142,12 +157,22 @@ def _take_block(
     result: ParsedMemory,
     seen_ids: set[str],
     archive_below: float,
+    known: Mapping[bytes, MemoryEntry] | None = None,
 ) -> None:
     last = _last_filled(lines)
     if last < 0:
         return  # only blank lines: nothing to keep
+    key = b""
+    found = None
+    if known is not None:
+        key = block_key(section, lines)
+        found = known.get(key)
     try:
-        entry = _parse_block_remembered(lines, section, archive_below)
+        if found is not None:
+            entry = found
+            result.reused += 1
+        else:
+            entry = _parse_block_remembered(lines, section, archive_below)
     except ValueError as exc:
         verbatim = "\n".join(lines).strip("\n")
         result.quarantined.append(QuarantinedBlock(verbatim, start, str(exc)))
@@ -159,6 +184,8 @@ def _take_block(
     seen_ids.add(entry.id)
     result.entries.append(entry)
     result.lines[entry.id] = (start, start + last)
+    if known is not None:
+        result.keys[entry.id] = key
 
 
 _PARSED: OrderedDict[tuple[object, ...], MemoryEntry] = OrderedDict()

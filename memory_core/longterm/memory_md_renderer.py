@@ -26,6 +26,7 @@ from memory_core.longterm.memory_md import (
     QUARANTINED,
     TITLE,
     QuarantinedBlock,
+    block_key,
     escape_line,
     format_score,
     split_lines,
@@ -70,8 +71,10 @@ def render_memory_lines(
     *,
     now: datetime | None = None,
     archive_below: float = 0.2,
+    keys: dict[str, bytes] | None = None,
 ) -> tuple[str, dict[str, tuple[int, int]]]:
-    """`render_memory`, plus where each entry's block landed (first and last line)."""
+    """`render_memory`, plus where each entry's block landed (first and last line); with
+    `keys`, each entry's block key (`memory_md.block_key`) is put there too."""
     positions: dict[str, tuple[int, int]] = {}
     active, archived = split_sections(entries, archive_below)
     stamp = format_when(now or datetime.now(UTC))
@@ -88,11 +91,15 @@ def render_memory_lines(
         block = _entry_block(entry)
         positions[entry.id] = (len(out) + 1, len(out) + len(block) - 1)
         out.extend(block)
+        if keys is not None:
+            keys[entry.id] = block_key(ACTIVE, block)
     out.extend([f"## {ARCHIVED}", ""])
     for entry in archived:
         block = _entry_block(entry)
         positions[entry.id] = (len(out) + 1, len(out) + len(block) - 1)
         out.extend(block)
+        if keys is not None:
+            keys[entry.id] = block_key(ARCHIVED, block)
     if quarantined:
         out.extend([f"## {QUARANTINED}", "", QUARANTINE_NOTE, ""])
         for kept in quarantined:

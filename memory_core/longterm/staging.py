@@ -147,10 +147,7 @@ class Staging:
         await self._replay_kept(scope)  # older captures first
         queue = self._queues.setdefault(scope, _Queue())
         async with queue.mutex:
-            if queue.view is None:
-                parsed = await self._store.load(scope, max_age=self._view_max_age)
-                queue.base, queue.view = parsed, EntryView.of(parsed.entries)
-            view = queue.view
+            view = await self._view(scope, queue)
             staged = _Staged(candidate, source, when, None, [])
             changes = staged.apply(view, self._policy)
             if not changes:
@@ -171,6 +168,26 @@ class Staging:
         if queue.task is None or queue.task.done():
             queue.task = asyncio.create_task(self._write_later(scope, queue))
         return result
+
+    async def _view(self, scope: ScopeKey, queue: _Queue) -> EntryView:
+        """The view captures apply to (under the mutex): built on the file as it is, unless
+        captures wait to be written, whose view it is (their write replays them onto a
+        file that changed meanwhile)."""
+        if queue.view is None or not (queue.staged or queue.writing.locked()):
+            parsed = await self._store.load(scope, max_age=self._view_max_age)
+            if queue.view is None or parsed is not queue.base:
+                queue.base, queue.view = parsed, EntryView.of(parsed.entries)
+        assert queue.view is not None
+        return queue.view
+
+    async def warm(self, scope: ScopeKey) -> None:
+        """Build the scope's view now (a bot's start), so that its first capture matches
+        against it at once instead of reading and indexing the whole file first. It is
+        checked against the file at that capture (a stat), and built again if the file
+        changed meanwhile."""
+        queue = self._queues.setdefault(scope, _Queue())
+        async with queue.mutex:
+            (await self._view(scope, queue)).ready()
 
     async def _rebuild_view(self, scope: ScopeKey, queue: _Queue) -> None:
         """The view from the file plus the captures still staged (under the mutex)."""

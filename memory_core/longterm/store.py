@@ -15,6 +15,10 @@ vouches for it, and the hot path stays one stat.
 A file that is not all UTF-8 is served, not refused: its bytes are copied once beside it
 (`MEMORY.md.undecodable-<hash>`), the blocks holding undecodable bytes are quarantined
 with those bytes shown as `\\xNN`, and the rest is read as usual.
+
+A large file's parse is also kept on disk (`parse_cache.py`), by the same rules, so that a
+new process reads neither the file nor its blocks again when it has not changed, and
+parses only the blocks that changed when it has.
 """
 
 from __future__ import annotations
@@ -40,9 +44,11 @@ from memory_core.base.errors import StoreError
 from memory_core.base.locks import LockRegistry
 from memory_core.base.scope import ScopeKey
 from memory_core.base.workspace import Workspace
+from memory_core.longterm import parse_cache
 from memory_core.longterm.memory_md import QuarantinedBlock
 from memory_core.longterm.memory_md_parser import ParsedMemory, parse_memory
 from memory_core.longterm.memory_md_renderer import render_memory_lines, split_sections
+from memory_core.longterm.parse_cache import CacheFiles, Mark
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +71,12 @@ class Snapshot:
     racy: bool = False
     """Read within `RACY_NS` of the file's mtime: an equal stamp does not prove the same
     bytes, so the next check compares `digest` too."""
+    parsed_blocks: int = 0
+    """Blocks this read parsed (not taken from the parse cache): what a test counts."""
+    from_cache: bool = False
+    """The parse came whole from the parse cache."""
+    utf8: bool = True
+    """The bytes were all UTF-8 (else the blocks holding others are quarantined)."""
 
 
 def _stamp(path: Path) -> Stamp | None:
@@ -83,19 +95,62 @@ def _racy(stamp: Stamp | None, read_at_ns: int) -> bool:
     return stamp is not None and read_at_ns - stamp[0] < RACY_NS
 
 
-def read_memory_file(path: Path, archive_below: float) -> Snapshot:
-    """Blocking read + parse; callers run it in a thread."""
+def read_memory_file(
+    path: Path,
+    archive_below: float,
+    cache: CacheFiles | None = None,
+    cache_min_bytes: int = parse_cache.MIN_BYTES,
+    *,
+    warn: bool = True,
+) -> Snapshot:
+    """Blocking read + parse; callers run it in a thread. With `cache`, a file of at least
+    `cache_min_bytes` is read through its parse cache (`parse_cache.py`); `warn` logs
+    each quarantined block."""
     read_at = time.time_ns()  # before the stat: a write after it makes the read racy
     stamp = _stamp(path)
     if stamp is None:
         return Snapshot(ParsedMemory(), None)
+    if cache is not None and stamp[1] < cache_min_bytes:
+        cache = None
+    mark = parse_cache.read_mark(cache) if cache is not None else None
+    cached = None
+    if cache is not None and mark is not None and mark.stamp == stamp:
+        cached = parse_cache.load(cache, archive_below)
+        if cached is not None and cached.digest == mark.digest and not _racy(stamp, mark.known_ns):
+            # The stamp vouches for the bytes: the file need not even be read.
+            if warn:
+                _warn_quarantined(path, cached.parsed)
+            return Snapshot(cached.parsed, stamp, cached.digest, from_cache=True)
     try:
         data = path.read_bytes()
     except FileNotFoundError:
         return Snapshot(ParsedMemory(), None)
     except OSError as exc:
         raise StoreError(f"cannot read {path}: {exc.strerror or exc}") from exc
-    parsed = _parse_bytes(path, data, archive_below)
+    digest = _digest(data)
+    racy = _racy(stamp, read_at)
+    if cache is not None:
+        cached = cached or parse_cache.load(cache, archive_below)
+        if cached is not None and cached.digest == digest:
+            # The same bytes under another stamp (a copy, a restore, a racy record).
+            parse_cache.save_mark(cache, Mark(stamp, digest, read_at))
+            if warn:
+                _warn_quarantined(path, cached.parsed)
+            return Snapshot(cached.parsed, stamp, digest, racy, from_cache=True)
+    known = cached.by_key() if cached is not None else ({} if cache is not None else None)
+    parsed, utf8 = _parse_bytes(path, data, archive_below, known)
+    if cache is not None:
+        if utf8:
+            parse_cache.save(cache, parsed, Mark(stamp, digest, read_at), archive_below)
+        else:
+            parse_cache.forget(cache)
+    if warn:
+        _warn_quarantined(path, parsed)
+    blocks = len(parsed.entries) + len(parsed.quarantined) - parsed.reused
+    return Snapshot(parsed, stamp, digest, racy, parsed_blocks=blocks, utf8=utf8)
+
+
+def _warn_quarantined(path: Path, parsed: ParsedMemory) -> None:
     for block in parsed.quarantined:
         log.warning(
             "%s:%d: block quarantined (%s); it is kept verbatim, run `chatmem validate`",
@@ -103,10 +158,15 @@ def read_memory_file(path: Path, archive_below: float) -> Snapshot:
             block.line,
             block.reason,
         )
-    return Snapshot(parsed, stamp, _digest(data), _racy(stamp, read_at))
 
 
-def _refresh(path: Path, cached: Snapshot | None, archive_below: float) -> Snapshot:
+def _refresh(
+    path: Path,
+    cached: Snapshot | None,
+    archive_below: float,
+    cache: CacheFiles | None = None,
+    cache_min_bytes: int = parse_cache.MIN_BYTES,
+) -> Snapshot:
     """Blocking: `cached` while the file is still the one it was parsed from (the same
     object, so callers can compare parses by identity), else the file read again."""
     if cached is not None and _stamp(path) == cached.stamp:
@@ -119,8 +179,8 @@ def _refresh(path: Path, cached: Snapshot | None, archive_below: float) -> Snaps
             data = None  # gone or unreadable since the stat: read_memory_file says which
         if data is not None and _digest(data) == cached.digest:
             # Past the racy window now, the stamp alone will vouch for these bytes.
-            return replace(cached, racy=_racy(cached.stamp, read_at))
-    return read_memory_file(path, archive_below)
+            return replace(cached, racy=_racy(cached.stamp, read_at), parsed_blocks=0)
+    return read_memory_file(path, archive_below, cache, cache_min_bytes)
 
 
 # --- files that are not all UTF-8 -------------------------------------------------------
@@ -132,12 +192,15 @@ def undecodable_copy_path(path: Path, data: bytes) -> Path:
     return path.with_name(f"{path.name}.undecodable-{_digest(data).hex()[:16]}")
 
 
-def _parse_bytes(path: Path, data: bytes, archive_below: float) -> ParsedMemory:
+def _parse_bytes(
+    path: Path, data: bytes, archive_below: float, known: dict[bytes, MemoryEntry] | None = None
+) -> tuple[ParsedMemory, bool]:
+    """The parse, and whether the bytes were all UTF-8 (only such a parse is cached)."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
-        return _parse_undecodable(path, data, archive_below)
-    return parse_memory(text, archive_below=archive_below)
+        return _parse_undecodable(path, data, archive_below), False
+    return parse_memory(text, archive_below=archive_below, known=known), True
 
 
 def _parse_undecodable(path: Path, data: bytes, archive_below: float) -> ParsedMemory:
@@ -212,6 +275,16 @@ class WriteRecord:
     after_stamp: Stamp | None
 
 
+@dataclass(slots=True)
+class ReadCounts:
+    """What this store's reads cost, for tests and benches to assert on instead of time."""
+
+    parsed_blocks: int = 0
+    """Blocks parsed (neither remembered in this process nor found in the parse cache)."""
+    cache_reads: int = 0
+    """Reads the parse cache answered whole."""
+
+
 class LongTermStore:
     def __init__(
         self,
@@ -220,18 +293,39 @@ class LongTermStore:
         archive_below: float = 0.2,
         *,
         monotonic: Monotonic = time.monotonic,
+        parse_cache_min_bytes: int | None = parse_cache.MIN_BYTES,
     ) -> None:
-        """`monotonic` times the `max_age` of a load (the hot path's stat interval)."""
+        """`monotonic` times the `max_age` of a load (the hot path's stat interval);
+        files of at least `parse_cache_min_bytes` keep their parse on disk (None: none do)."""
         self._ws = workspace
         self._monotonic = monotonic
         self.locks = locks
         self._archive_below = archive_below
+        self._cache_min_bytes = parse_cache_min_bytes
         self._cache: dict[ScopeKey, Snapshot] = {}
         self._checked_at: dict[ScopeKey, float] = {}
         self.last_write: dict[ScopeKey, WriteRecord] = {}
+        self.reads = ReadCounts()
 
     def path(self, scope: ScopeKey) -> Path:
         return self._ws.long_term_path(scope)
+
+    def cache_files(self, scope: ScopeKey) -> CacheFiles | None:
+        """Where the scope's parse is kept; None when this store keeps none."""
+        if self._cache_min_bytes is None:
+            return None
+        return parse_cache.files_for(self._ws, scope)
+
+    def _read(self, scope: ScopeKey, cached: Snapshot | None) -> Snapshot:
+        """Blocking: the scope's snapshot, fresh or `cached`, counted."""
+        min_bytes = self._cache_min_bytes or 0
+        snapshot = _refresh(
+            self.path(scope), cached, self._archive_below, self.cache_files(scope), min_bytes
+        )
+        if snapshot is not cached:
+            self.reads.parsed_blocks += snapshot.parsed_blocks
+            self.reads.cache_reads += snapshot.from_cache
+        return snapshot
 
     async def load(self, scope: ScopeKey, *, max_age: float = 0.0) -> ParsedMemory:
         """The scope's entries as on disk (parsed again only when the file changed).
@@ -239,12 +333,11 @@ class LongTermStore:
         `max_age` lets a hot path (a chat turn) reuse a check made less than that many
         seconds ago instead of a stat per call; writes by this process are always seen.
         """
-        path = self.path(scope)
         cached = self._cache.get(scope)
         checked = self._checked_at.get(scope)
         if cached is not None and checked is not None and self._monotonic() - checked < max_age:
             return cached.parsed
-        snapshot = await asyncio.to_thread(_refresh, path, cached, self._archive_below)
+        snapshot = await asyncio.to_thread(self._read, scope, cached)
         self._checked_at[scope] = self._monotonic()
         self._cache[scope] = snapshot
         return snapshot.parsed
@@ -279,14 +372,10 @@ class LongTermStore:
         now: datetime,
     ) -> tuple[Snapshot, Snapshot, T]:
         self._ws.ensure_scope(scope)
-        snapshot = self._current(scope, self.path(scope))
+        snapshot = self._read(scope, self._cache.get(scope))
         entries, result = change(snapshot.parsed)
         after = self._write(scope, entries, snapshot.parsed.quarantined, now)
         return snapshot, after, result
-
-    def _current(self, scope: ScopeKey, path: Path) -> Snapshot:
-        """Under the lock: the cached parse if the file is still the one we cached."""
-        return _refresh(path, self._cache.get(scope), self._archive_below)
 
     def _write(
         self,
@@ -296,19 +385,37 @@ class LongTermStore:
         now: datetime,
     ) -> Snapshot:
         path = self.path(scope)
+        files = self.cache_files(scope)
+        min_bytes = self._cache_min_bytes or 0
+        # A rendered entry takes more than 128 bytes: fewer than this cannot fill a file
+        # the parse cache keeps, and need no block keys.
+        keys: dict[str, bytes] | None = (
+            {} if files is not None and len(entries) * 128 >= min_bytes else None
+        )
         text, lines = render_memory_lines(
-            entries, quarantined, now=now, archive_below=self._archive_below
+            entries, quarantined, now=now, archive_below=self._archive_below, keys=keys
         )
         _remove_stale_temps(path)
         written_at = time.time_ns()
+        data = text.encode("utf-8")
         backup_then_write(path, text, self._ws.backup_path(scope))
         # The entries we rendered are what a re-read would give (the format round-trips),
         # so cache them against the new stat and spare the next load a parse.
         active, archived = split_sections(entries, self._archive_below)
-        parsed = ParsedMemory(entries=active + archived, quarantined=list(quarantined), lines=lines)
+        parsed = ParsedMemory(
+            entries=active + archived, quarantined=list(quarantined), lines=lines, keys=keys or {}
+        )
         stamp = _stamp(path)
-        snapshot = Snapshot(parsed, stamp, _digest(text.encode("utf-8")), _racy(stamp, written_at))
+        digest = _digest(data)
+        snapshot = Snapshot(parsed, stamp, digest, _racy(stamp, written_at))
         self._cache[scope] = snapshot
+        if files is not None and stamp is not None:
+            if keys is not None and stamp[1] >= min_bytes:
+                # And the next process's: the parse cache, keyed as a parse keys blocks.
+                mark = Mark(stamp, digest, written_at)
+                parse_cache.save(files, parsed, mark, self._archive_below, complete=True)
+            else:
+                parse_cache.forget(files)
         return snapshot
 
 

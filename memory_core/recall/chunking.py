@@ -44,10 +44,15 @@ MAX_PARAGRAPH_CHARS = 2000
 def classify(relative_path: str) -> tuple[ChunkKind, date | None] | None:
     """Kind and date of a memory file from its workspace-relative path; None to skip."""
     path = PurePosixPath(relative_path)
-    name = path.name
+    return classify_name(path.name, in_summary=path.parent.name == "summary")
+
+
+def classify_name(name: str, *, in_summary: bool) -> tuple[ChunkKind, date | None] | None:
+    """`classify` of a file called `name`, in a `summary` directory or not: what listing
+    a directory asks for every file in it."""
     if name in (MAIN_LONG_TERM, SCOPED_LONG_TERM):
         return ChunkKind.LONG_TERM, None
-    if path.parent.name == "summary":
+    if in_summary:
         if m := _DAY_FILE.match(name):
             return _dated(ChunkKind.SUMMARY, m.group(1))
         if m := _MONTH_FILE.match(name):

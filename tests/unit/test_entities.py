@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from memory_core.base.entries import MemoryEntry
 from memory_core.base.scope import ScopeKey
 from memory_core.config import Config
 from memory_core.engine import MemoryCore
-from memory_core.longterm.entities import EntityKind, expand_query, extract_entities
+from memory_core.longterm.entities import EntityKind, _Holders, expand_query, extract_entities
 
 NOW = datetime(2026, 3, 1, tzinfo=UTC)
 
@@ -140,3 +143,15 @@ async def test_without_expansion_the_alias_finds_nothing(config: Config) -> None
         recall = await core.finder.recall(ALICE, "我的猫吃什么牌子的猫粮")
         assert "橘" not in recall.keywords
         assert not any("salmon" in hit.text for hit in recall.hits)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.text(alphabet="ab猫x\x00 ", max_size=8), max_size=8),
+    st.text(alphabet="ab猫x\x00 ", min_size=1, max_size=3),
+)
+def test_the_texts_holding_a_word_are_those_in_says(texts: list[str], word: str) -> None:
+    """Found among the texts holding its rarest character: exactly `word in text`, at
+    either end of a text, in an empty one, with a character repeated."""
+    holding = _Holders(texts, [word, "b猫"])
+    assert holding.texts_with(word) == {i for i, t in enumerate(texts) if word in t}

@@ -15,7 +15,14 @@ from hypothesis import strategies as st
 from memory_core.base.entries import CATEGORIES, MemoryEntry
 from memory_core.base.merge_values import Candidate, ChangeKind
 from memory_core.longterm.decay import decay_all
-from memory_core.longterm.fact_keys import Relation, has_keys, relation, skeleton
+from memory_core.longterm.fact_keys import (
+    Relation,
+    forget_skeletons,
+    has_keys,
+    kept_characters,
+    relation,
+    skeleton,
+)
 from memory_core.longterm.matching import SKELETON_MAX, EntryView, _similar, normalize_content
 from memory_core.longterm.merge import apply_candidates, merge
 from tests.support import FACT_DAY, add_candidates, believed
@@ -116,3 +123,25 @@ def test_a_reinforced_entry_is_decayed_first() -> None:
     decayed = 0.6 * FACT_DAY**30
     assert result.entries[0].score == pytest.approx(decayed + (1 - decayed) * 0.2)
     assert [c.kind for c in result.changes] == [ChangeKind.DECAYED, ChangeKind.REINFORCED]
+
+
+@settings(max_examples=150, deadline=None)
+@given(entries(), texts, st.sampled_from(CATEGORIES[:3]))
+def test_find_is_the_same_whatever_skeletons_are_remembered(
+    existing: list[MemoryEntry], text: str, cat: str
+) -> None:
+    """A fresh process remembers no skeleton and tests characters first; one whose parse
+    cache holds them all groups the category at once: both find the same entry."""
+    norm = normalize_content(text)
+    forget_skeletons()
+    fresh = EntryView.of(existing).find(Candidate(text, cat), norm)
+    for entry in existing:
+        skeleton(entry.content)
+    remembered = EntryView.of(existing).find(Candidate(text, cat), norm)
+    assert fresh == remembered
+
+
+def test_characters_kept_by_a_skeleton_are_in_every_text_that_has_it() -> None:
+    for text in ["I don't like 3 teas", "我儿子上三年级", "cannot swim on monday", "isn't 5"]:
+        norm = normalize_content(text)
+        assert set(kept_characters(skeleton(text))) <= set(norm)

@@ -1124,3 +1124,59 @@ async def test_recall_k1_and_b_are_the_ranking_parameters(
         assert [h.score for h in indexed] == pytest.approx([h.score for h in from_files])
         scores[(k1, b)] = [h.score for h in indexed]
     assert scores[(1.2, 0.75)] != pytest.approx(scores[(2.0, 0.3)])
+
+
+async def test_many_changed_files_are_written_a_group_at_a_time(
+    core: MemoryCore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    notes = core.workspace.memory_dir(MAIN)
+    notes.mkdir(parents=True, exist_ok=True)
+    for n in range(150):
+        day = date(2025, 1, 1) + timedelta(days=n)
+        (notes / f"{day.isoformat()}.md").write_text(f"- 09:00:00 note number w{n}x\n")
+    transactions: list[int] = []
+    real = index_writes.replace_files
+
+    def counting(raw: Any, sid: int, items: Any, restamped: Any, stats: Any) -> None:
+        transactions.append(len(items))
+        real(raw, sid, items, restamped, stats)
+
+    monkeypatch.setattr(index_writes, "replace_files", counting)
+    stats = await index_of(core).sync_scope(MAIN)
+    assert stats.files_indexed == 150
+    assert transactions == [64, 64, 22]
+    [hit] = await core.finder.search(MAIN, "w149x")
+    assert hit.path == "memory/2025-05-30.md"
+
+
+async def test_a_large_scope_is_scanned_for_edits_after_the_search(
+    core: MemoryCore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    notes = core.workspace.memory_dir(MAIN)
+    notes.mkdir(parents=True, exist_ok=True)
+    for n in range(3):
+        (notes / f"2025-01-0{n + 1}.md").write_text(f"- 09:00:00 note number {n}\n")
+    ticking = ManualMonotonic()
+    index = SearchIndex(
+        database(core), core.workspace, 2.0, monotonic=ticking, background_scan_files=2
+    )
+    try:
+        await index.sync_scope(MAIN)
+        (notes / "2025-01-02.md").write_text("- 09:00:00 a zebra crossed the road\n")
+        ticking.advance(3)
+        listing = threading.Event()
+        real = sqlite_index.stat_files
+
+        def held_listing(*args: Any) -> Any:
+            listing.wait(10)
+            return real(*args)
+
+        monkeypatch.setattr(sqlite_index, "stat_files", held_listing)
+        await index.sync_if_stale(MAIN)  # three files: more than two, so in the background
+        assert [h.path for h in await index.search(MAIN, "zebra", today=TODAY)] == []
+        listing.set()
+        await index.scanned()
+        [hit] = await index.search(MAIN, "zebra", today=TODAY)
+        assert hit.path == "memory/2025-01-02.md"
+    finally:
+        await index.close()

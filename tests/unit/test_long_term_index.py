@@ -60,3 +60,43 @@ async def test_a_hand_edit_before_a_write_is_not_lost(core: MemoryCore) -> None:
     assert texts[entry.id] == "likes sailing on the lake"
     assert [h.ref for h in await core.finder.search(MAIN, "sailing")] == [entry.id]
     assert await core.finder.search(MAIN, "alps") == []
+
+
+async def test_a_hand_edited_file_is_indexed_again_entry_by_entry(core: MemoryCore) -> None:
+    kept, _ = await core.memories.capture(MAIN, "drinks oolong tea every morning", importance="low")
+    edited, _ = await core.memories.capture(MAIN, "works on the billing service")
+    dropped, _ = await core.memories.capture(MAIN, "住在杭州西湖边", importance="high")
+    await core.memories.flush()
+    path = core.workspace.long_term_path(MAIN)
+    text = path.read_text(encoding="utf-8")
+    dropped_block = text[
+        text.index(f"### [{dropped.id}]") : text.index("\n### ", text.index(f"### [{dropped.id}]"))
+        + 1
+    ]
+    text = text.replace(dropped_block, "").replace("billing service", "payments service")
+    text = text.replace(
+        "## Archived Memories",
+        "### [byhand1] fact | 0.50 | 2026-02-01 | 0\nplays the cello on sundays\n\n## Archived Memories",
+    )
+    path.write_text(text, encoding="utf-8")
+
+    index = core.guard.index
+    assert index is not None
+    stats = await index.sync_scope(MAIN)
+    # The edited entry and the new one tokenized; the edited and the dropped one removed;
+    # the one left alone only moved.
+    assert (stats.files_indexed, stats.chunks_added, stats.chunks_removed) == (1, 2, 2)
+    assert dict(await long_term_chunks(core)) == {
+        kept.id: "drinks oolong tea every morning",
+        edited.id: "works on the payments service",
+        "byhand1": "plays the cello on sundays",
+    }
+    assert await core.finder.search(MAIN, "billing") == []
+    assert await core.finder.search(MAIN, "杭州") == []
+    [hit] = await core.finder.search(MAIN, "cello", kinds=[ChunkKind.LONG_TERM])
+    assert (hit.ref, hit.line_from) == ("byhand1", header_line(core, "byhand1"))
+    [hit] = await core.finder.search(MAIN, "oolong", kinds=[ChunkKind.LONG_TERM])
+    assert hit.line_from == header_line(core, kept.id)
+    # Unchanged since: nothing is read again.
+    again = await index.sync_scope(MAIN)
+    assert (again.files_indexed, again.chunks_added, again.chunks_removed) == (0, 0, 0)

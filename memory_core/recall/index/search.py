@@ -184,3 +184,19 @@ def file_stamps(conn: Connection, sid: int) -> dict[str, tuple[int, int, str]]:
 def file_stamp(conn: Connection, path: str) -> tuple[int, int] | None:
     row = conn.execute("SELECT mtime_ns, size FROM files WHERE path = ?", (path,)).fetchone()
     return (int(row[0]), int(row[1])) if row else None
+
+
+def file_chunks(
+    conn: Connection, sid: int, path: str
+) -> list[tuple[str | None, int, int, str, str]]:
+    """(ref, line_from, line_to, created_at, text) of every chunk of one file of the scope:
+    what a long-term file's sync compares its entries with."""
+    rows = conn.execute(
+        "SELECT ref, line_from, line_to, created_at, text FROM chunks"
+        " WHERE scope_id = ? AND path = ?",
+        (sid, path),
+    ).fetchall()
+    return [
+        (None if r[0] is None else str(r[0]), int(r[1]), int(r[2]), str(r[3]), str(r[4]))
+        for r in rows
+    ]

@@ -14,6 +14,7 @@ thread.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -26,16 +27,22 @@ import memory_core.recall.index.search as reads
 import memory_core.recall.index.writes as writes
 from memory_core.base.chunks import Appended, Chunk, ChunkKind
 from memory_core.base.clock import Monotonic, format_when
-from memory_core.base.errors import ChatmemError, DatabaseConflict
+from memory_core.base.errors import ChatmemError, DatabaseConflict, StoreError
 from memory_core.base.scope import ScopeKey
 from memory_core.base.sql import Connection, Db
 from memory_core.base.text import tokenize
 from memory_core.base.turn_dates import mentioned_days
 from memory_core.base.when import day_bounds
 from memory_core.base.workspace import Workspace
-from memory_core.longterm.store import WriteRecord
+from memory_core.longterm import parse_cache
+from memory_core.longterm.store import WriteRecord, read_memory_file
 from memory_core.recall.chunking import summary_period
-from memory_core.recall.index.files import prepare_file, stat_files, tokenize_chunks
+from memory_core.recall.index.files import (
+    prepare_chunk,
+    prepare_file,
+    stat_files,
+    tokenize_chunks,
+)
 from memory_core.recall.index.model import Hit, PreparedFile, Progress, SyncStats
 from memory_core.recall.index.pipeline import (
     EMPTY_STATS,
@@ -67,6 +74,11 @@ call: milliseconds); a command that just started reads the scope first (about 1 
 100 000 chunks) and makes what is missing (about 400 chunks/s with the local model). A
 scope far behind (the vector extra just installed) is ranked with the vectors made so far
 and said so, rather than holding every turn for minutes."""
+SYNC_GROUP = 64
+"""Changed files a sync reads and writes at a time (one transaction each group)."""
+BACKGROUND_SCAN_FILES = 2000
+"""Above this many files a scope's stale sync runs in the background (`sync_if_stale`):
+stat'ing them would cost a search more than its own query (2 000 files: a few ms)."""
 log = logging.getLogger(__name__)
 
 
@@ -83,10 +95,17 @@ class SearchIndex:
         rank_settings: RankSettings | None = None,
         monotonic: Monotonic = time.monotonic,
         vectors: VectorSearch | None = None,
+        archive_below: float = 0.2,
+        parse_cache_min_bytes: int | None = parse_cache.MIN_BYTES,
+        background_scan_files: int = BACKGROUND_SCAN_FILES,
     ) -> None:
         """`monotonic` times `sync_min_interval`, the least time between two syncs of a
         scope before a search (`sync_if_stale`); `vectors` is dense recall, when an
-        embedder is configured (see memory_core/embedding)."""
+        embedder is configured (see memory_core/embedding). A long-term file is read as
+        its store reads it (`archive_below`, and through the parse cache of files of at
+        least `parse_cache_min_bytes`; None: without it). A scope of more than
+        `background_scan_files` files is scanned for hand edits in the background, not
+        before each search (`sync_if_stale`)."""
         self.rank_settings = rank_settings or RankSettings()
         self.vectors = vectors
         self._zone = zone
@@ -101,6 +120,11 @@ class SearchIndex:
         self._last_sync: dict[str, float] = {}
         self._sync_min_interval = sync_min_interval
         self._monotonic = monotonic
+        self._archive_below = archive_below
+        self._cache_min_bytes = parse_cache_min_bytes
+        self._background_scan_files = background_scan_files
+        self._files_seen: dict[str, int] = {}
+        self._scans: dict[str, asyncio.Task[None]] = {}
 
     # --- scopes and their FTS tables ------------------------------------------------
     async def scope_id(self, scope: ScopeKey, *, create: bool = True) -> int | None:
@@ -151,52 +175,100 @@ class SearchIndex:
 
     # --- syncing files --------------------------------------------------------------
     async def sync_scope(self, scope: ScopeKey, *, force: bool = False) -> SyncStats:
-        """Bring the scope's chunks in line with its files (one stat per unchanged file)."""
+        """Bring the scope's chunks in line with its files (one stat per unchanged file).
+
+        The files are listed and stat'ed before the scope's lock is taken, so a large
+        scope's listing does not hold up a note being appended meanwhile: a file written
+        after its stat only looks changed, and is read again."""
+        current = await asyncio.to_thread(stat_files, self._ws, scope)
         async with self._lock(scope):
-            stats = await self._sync_scope_locked(scope, force)
+            stats = await self._sync_scope_locked(scope, force, current)
             self._last_sync[scope.value] = self._monotonic()
+        self._files_seen[scope.value] = stats.files_seen
         if stats.files_indexed or stats.files_removed or stats.chunks_removed:
             self._changed(scope)
         return stats
 
     async def sync_if_stale(self, scope: ScopeKey) -> None:
-        """Before a search: pick up hand edits, at most once per min interval."""
-        last = self._last_sync.get(scope.value)
-        if last is None or self._monotonic() - last >= self._sync_min_interval:
-            await self.sync_scope(scope)
+        """Before a search: pick up hand edits, at most once per min interval.
 
-    async def _sync_scope_locked(self, scope: ScopeKey, force: bool) -> SyncStats:
+        A scope of more than `background_scan_files` files (100 000 daily notes take
+        most of a second to stat) is scanned in the background instead, one scan at a
+        time: the search answers from the index as it stands, and the searches after the
+        scan see what it found. Every write by a chatmem process is indexed as it is
+        made; only other programs' edits wait for that scan."""
+        last = self._last_sync.get(scope.value)
+        if last is not None and self._monotonic() - last < self._sync_min_interval:
+            return
+        if self._files_seen.get(scope.value, 0) <= self._background_scan_files:
+            await self.sync_scope(scope)
+            return
+        running = self._scans.get(scope.value)
+        if running is None or running.done():
+            self._scans[scope.value] = asyncio.create_task(self._scan(scope))
+
+    async def _scan(self, scope: ScopeKey) -> None:
+        """A background `sync_scope`: its failure is logged, and the next search's sync
+        (or this scan's next round) meets it again."""
+        try:
+            await self.sync_scope(scope)
+        except ChatmemError as exc:
+            log.warning("background sync of scope %s failed: %s", scope, exc)
+
+    async def scanned(self) -> None:
+        """Wait for the background scans under way (tests, benches)."""
+        for task in list(self._scans.values()):
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def close(self) -> None:
+        """Stop the background scans (what they did is committed scan by scan)."""
+        scans = [task for task in self._scans.values() if not task.done()]
+        for task in scans:
+            task.cancel()
+        for task in scans:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def _sync_scope_locked(
+        self, scope: ScopeKey, force: bool, current: dict[str, tuple[int, int]]
+    ) -> SyncStats:
         sid = await self._sid(scope)
         stats = SyncStats()
         known = await self._db.call(lambda conn: reads.file_stamps(conn, sid))
-        current = await asyncio.to_thread(stat_files, self._ws, scope)
         stats.files_seen = len(current)
         changed = [
-            path
-            for path, (rel, mtime, size) in current.items()
-            if force or known.get(rel, (None, None, None))[:2] != (mtime, size)
+            rel
+            for rel, stamp in current.items()
+            if force or known.get(rel, (None, None, None))[:2] != stamp
         ]
-        if changed:
-            prepared = await asyncio.to_thread(
-                lambda: [
-                    p for p in (prepare_file(self._ws, path, self._zone) for path in changed) if p
-                ]
-            )
+        if not force:
+            # A long-term file is compared entry by entry: one edited entry of 100 000 is
+            # one entry read, tokenized and written again.
+            long_term = self._ws.relative(self._ws.long_term_path(scope))
+            if long_term in changed:
+                changed.remove(long_term)
+                known_hash = known.get(long_term, (0, 0, ""))[2]
+                await self._sync_long_term(scope, sid, long_term, stats, known_hash)
+        root = self._ws.root
+
+        def prepare(group: list[str]) -> list[PreparedFile]:
+            found = (prepare_file(self._ws, root / rel, self._zone) for rel in group)
+            return [p for p in found if p is not None]
+
+        for start in range(0, len(changed), SYNC_GROUP):
+            # Read and written a group at a time: one transaction per group, not per
+            # file, and never every changed file in memory at once.
+            prepared = await asyncio.to_thread(prepare, changed[start : start + SYNC_GROUP])
+            fresh: list[PreparedFile] = []
+            same: list[PreparedFile] = []
             for item in prepared:
-                if not force and known.get(item.path, (0, 0, ""))[2] == item.hash:
-                    await self._db.call(
-                        partial(
-                            writes.restamp_file,
-                            path=item.path,
-                            mtime_ns=item.mtime_ns,
-                            size=item.size,
-                            digest=item.hash,
-                        )
-                    )
-                    continue
-                await self._write_file(sid, item, stats)
-        present = {rel for rel, _, _ in current.values()}
-        for gone in sorted(set(known) - present):
+                unchanged = not force and known.get(item.path, (0, 0, ""))[2] == item.hash
+                (same if unchanged else fresh).append(item)
+            await self._db.run(
+                partial(writes.replace_files, sid=sid, items=fresh, restamped=same, stats=stats)
+            )
+        for gone in sorted(set(known) - set(current)):
             stats.chunks_removed += await self._db.run(
                 partial(writes.remove_file, sid=sid, path=gone)
             )
@@ -204,6 +276,86 @@ class SearchIndex:
         if changed or stats.files_removed:
             await self._db.run(partial(writes.update_hidden, sid=sid))
         return stats
+
+    async def _sync_long_term(
+        self, scope: ScopeKey, sid: int, relative_path: str, stats: SyncStats, known_hash: str
+    ) -> None:
+        """Bring a long-term file's chunks in line with it by difference: the file is
+        read as its store reads it (through the parse cache: only its changed blocks are
+        parsed), its entries compared with the chunks the index holds (text, time, id),
+        and only added and edited entries tokenized; the others move to their new lines.
+        An index whose chunks of the file are not one per entry (none should be) gets
+        the whole file again."""
+        path = self._ws.root / relative_path
+        files = (
+            parse_cache.files_for(self._ws, scope) if self._cache_min_bytes is not None else None
+        )
+        try:
+            snapshot = await asyncio.to_thread(
+                read_memory_file,
+                path,
+                self._archive_below,
+                files,
+                self._cache_min_bytes or 0,
+                warn=False,  # the store says what it quarantined
+            )
+        except StoreError:
+            snapshot = None  # a file it may not read, bytes it cannot keep a copy of
+        if snapshot is None or not snapshot.utf8:
+            # Read as any file, as a rebuild reads it (bytes not UTF-8 replaced).
+            await self._reread(sid, relative_path)
+            stats.files_indexed += 1
+            return
+        stamp, digest = snapshot.stamp, (snapshot.digest or b"").hex()
+        if stamp is None:
+            stats.chunks_removed += await self._db.run(
+                partial(writes.remove_file, sid=sid, path=relative_path)
+            )
+            stats.files_removed += 1
+            return
+        if digest == known_hash:
+            await self._db.call(
+                partial(
+                    writes.restamp_file,
+                    path=relative_path,
+                    mtime_ns=stamp[0],
+                    size=stamp[1],
+                    digest=digest,
+                )
+            )
+            return
+        rows = await self._db.call(lambda conn: reads.file_chunks(conn, sid, relative_path))
+        held: dict[str, tuple[str, str]] = {}
+        for ref, _, _, created_at, text in rows:
+            if ref is None or ref in held:
+                await self._reread(sid, relative_path)
+                stats.files_indexed += 1
+                return
+            held[ref] = (text, created_at)
+        parsed = snapshot.parsed
+        now = {e.id: (e.content, format_when(e.created_at)) for e in parsed.entries}
+        stale = [ref for ref, was in held.items() if now.get(ref) != was]
+        changed = set(stale)
+        fresh = [e for e in parsed.entries if e.id not in held or e.id in changed]
+        lines = parsed.lines
+        prepared = await asyncio.to_thread(
+            lambda: [
+                prepare_chunk(
+                    Chunk(*lines.get(e.id, (0, 0)), e.content, e.created_at, ref=e.id),
+                    ChunkKind.LONG_TERM,
+                    self._zone,
+                )
+                for e in fresh
+            ]
+        )
+        await self._db.run(
+            lambda conn: writes.apply_long_term(
+                conn, sid, relative_path, stale, prepared, lines, (stamp[0], stamp[1]), digest
+            )
+        )
+        stats.files_indexed += 1
+        stats.chunks_added += len(prepared)
+        stats.chunks_removed += len(stale)
 
     async def sync_file(self, scope: ScopeKey, relative_path: str) -> None:
         """Re-index one file the core just wrote (no directory scan)."""
@@ -299,7 +451,8 @@ class SearchIndex:
         removed entries are (re)tokenized, the others only get their new line numbers.
 
         Only when the index holds exactly the version that was replaced; otherwise (a hand
-        edit not yet synced, a first write) the file is simply indexed again.
+        edit not yet synced, a first write) the file is compared with the index entry by
+        entry (`_sync_long_term`).
         """
         before = {e.id: e for e in record.before}
         after = {e.id: e for e in record.after.entries}
@@ -318,7 +471,7 @@ class SearchIndex:
             in_step = record.before_stamp is not None and known == record.before_stamp[:2]
             stamp = record.after_stamp
             if not in_step or stamp is None:
-                await self._reread(sid, relative_path)
+                await self._sync_long_term(scope, sid, relative_path, SyncStats(), "")
             else:
                 try:
                     await self._db.run(
@@ -329,7 +482,7 @@ class SearchIndex:
                 except DatabaseConflict:
                     # Another process indexed the new file meanwhile (PostgreSQL): a
                     # chunk is on a line this write moves one to. The file decides.
-                    await self._reread(sid, relative_path)
+                    await self._sync_long_term(scope, sid, relative_path, SyncStats(), "")
         self._changed(scope)
 
     async def message_step(

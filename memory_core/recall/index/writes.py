@@ -219,6 +219,34 @@ def replace_file(raw: Connection, sid: int, item: PreparedFile, stats: SyncStats
     stats.chunks_added += len(item.chunks)
 
 
+def replace_files(
+    raw: Connection,
+    sid: int,
+    items: Sequence[PreparedFile],
+    restamped: Sequence[PreparedFile],
+    stats: SyncStats,
+) -> None:
+    """`replace_file` for a group of files in one transaction (a sync that finds many
+    files changed: a workspace copied in, the index's first sight of 100 000 notes),
+    and the rows of `restamped` files (same bytes, new stamp) moved to their stamps.
+    Every file lock first, then the chunk rows, the counters, the file rows: the order
+    every writer takes them in."""
+    postings(raw).hold_files(raw, sorted(item.path for item in items))
+    tally = Tally()
+    for item in items:
+        stats.chunks_removed += delete_path(raw, sid, item.path, tally)
+        insert_chunks(raw, sid, item.path, item.kind, item.chunks, tally)
+        stats.files_indexed += 1
+        stats.chunks_added += len(item.chunks)
+    tally.apply(raw)
+    for item in sorted(items, key=lambda i: i.path):
+        raw.execute(
+            UPSERT_FILE, (item.path, sid, item.mtime_ns, item.size, item.hash, item.kind.value)
+        )
+    for item in sorted(restamped, key=lambda i: i.path):
+        restamp_file(raw, item.path, item.mtime_ns, item.size, item.hash)
+
+
 def add_appended_rows(
     raw: Connection,
     sid: int,
@@ -364,10 +392,12 @@ def apply_long_term(
     fresh: Sequence[tuple[Chunk, str]],
     lines: dict[str, tuple[int, int]],
     stamp: tuple[int, int],
+    digest: str = "",
 ) -> None:
     """One long-term write by difference: chunks of removed and edited entries out, of
     added and edited ones in, every other entry moved to its new lines, the file row
-    stamped (its hash forgotten: it no longer describes the file)."""
+    stamped (with the hash of the bytes it now describes, when the caller read them: a
+    write knows its own, `''` forgets the old one)."""
     postings(conn).hold_files(conn, [path])
     tally = Tally()
     for start in range(0, len(stale), 500):
@@ -395,6 +425,4 @@ def apply_long_term(
     if moves:
         conn.executemany("UPDATE chunks SET line_from = ?, line_to = ? WHERE id = ?", moves)
     tally.apply(conn)
-    conn.execute(
-        "UPDATE files SET mtime_ns = ?, size = ?, hash = '' WHERE path = ?", (*stamp, path)
-    )
+    conn.execute(UPSERT_FILE, (path, sid, *stamp, digest, ChunkKind.LONG_TERM.value))

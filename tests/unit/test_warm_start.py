@@ -1,0 +1,67 @@
+"""A core reads the main scope's long-term file as it opens, so its first capture answers
+at once; and the view read then is not trusted once the file changed under it."""
+
+from __future__ import annotations
+
+import os
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+from memory_core.base.clock import ManualClock, ManualMonotonic
+from memory_core.base.entries import MemoryEntry
+from memory_core.base.merge_values import ChangeKind
+from memory_core.base.scope import MAIN
+from memory_core.config import Config
+from memory_core.engine import MemoryCore
+from memory_core.longterm.memory_md_renderer import render_memory
+
+WHEN = datetime(2026, 2, 1, 12, 0, tzinfo=UTC)
+
+
+def hand_written(path: Path, *contents: str) -> list[str]:
+    """A MEMORY.md a person wrote, dated an hour back; the ids of its entries."""
+    entries = [
+        MemoryEntry(f"hand{n}", text, "fact", 0.6, WHEN, WHEN, WHEN)
+        for n, text in enumerate(contents)
+    ]
+    path.write_text(render_memory(entries, now=WHEN), encoding="utf-8")
+    past = time.time() - 3600
+    os.utime(path, (past, past))
+    return [e.id for e in entries]
+
+
+async def test_the_first_capture_reads_nothing_the_open_did_not(
+    config: Config, clock: ManualClock, monotonic: ManualMonotonic
+) -> None:
+    hand_written(config.workspace_path / "MEMORY.md", "likes green tea", "lives in Hangzhou")
+    async with MemoryCore.open(config, clock=clock, monotonic=monotonic) as core:
+        reads = core.memories.store.files.reads
+        read_at_open = reads.parsed_blocks
+        assert read_at_open == 2
+        _, result = await core.memories.capture(MAIN, "works at the Hangzhou office")
+        assert result.count(ChangeKind.ADDED) == 1
+        assert reads.parsed_blocks == read_at_open
+
+
+async def test_a_hand_edit_after_the_open_is_what_the_first_capture_meets(
+    config: Config, clock: ManualClock, monotonic: ManualMonotonic
+) -> None:
+    path = config.workspace_path / "MEMORY.md"
+    hand_written(path, "lives in Hangzhou")
+    async with MemoryCore.open(config, clock=clock, monotonic=monotonic) as core:
+        # The bot runs; a person adds a memory by hand, and later the user says it again.
+        [_, tea] = hand_written(path, "lives in Hangzhou", "likes green tea")
+        monotonic.advance(5)
+        entry, result = await core.memories.capture(MAIN, "Likes green tea!")
+        assert (result.count(ChangeKind.REINFORCED), entry.id) == (1, tea)
+
+
+async def test_a_file_that_cannot_be_read_does_not_stop_the_open(
+    config: Config, clock: ManualClock
+) -> None:
+    path = config.workspace_path / "MEMORY.md"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.mkdir()  # a directory where the file should be: its first use says so
+    async with MemoryCore.open(config, clock=clock) as core:
+        assert core.memories.path(MAIN).is_dir()
