@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+from datetime import UTC
+
 import pytest
 
+import memory_core.recall.index.search as search
+import memory_core.recall.index.writes as writes
 from memory_core.base.chunks import ChunkKind
 from memory_core.base.scope import MAIN
+from memory_core.base.sql import Connection
 from memory_core.engine import MemoryCore
+from memory_core.recall.index import SyncStats
+from memory_core.recall.index.files import prepare_file
 from tests.support import sql
 
 pytestmark = pytest.mark.storage
@@ -100,3 +107,58 @@ async def test_a_hand_edited_file_is_indexed_again_entry_by_entry(core: MemoryCo
     # Unchanged since: nothing is read again.
     again = await index.sync_scope(MAIN)
     assert (again.files_indexed, again.chunks_added, again.chunks_removed) == (0, 0, 0)
+
+
+async def test_a_sync_overtaken_by_another_writer_indexes_the_file_as_it_now_is(
+    core: MemoryCore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two processes sync one long-term file: between this sync's read of the index and
+    its write, the other one writes a newer file (an entry added above the others, every
+    line moved) and indexes it. The difference computed from the older read no longer
+    applies; the file is indexed as it now is, one chunk per entry on its own line."""
+    first, _ = await core.memories.capture(MAIN, "drinks oolong tea every morning")
+    second, _ = await core.memories.capture(MAIN, "works on the billing service")
+    await core.memories.flush()
+    index = core.guard.index
+    assert index is not None
+    path = core.workspace.long_term_path(MAIN)
+    path.write_text(  # a hand edit this process's next sync compares entry by entry
+        path.read_text(encoding="utf-8").replace("billing service", "payments service"),
+        encoding="utf-8",
+    )
+    relative = core.workspace.relative(path)
+    sid = await index.scope_id(MAIN)
+    assert sid is not None
+    read_held = search.held_chunks
+
+    def overtaken(conn: Connection, scope_id: int, file: str) -> dict[str, tuple[str, str]] | None:
+        held = read_held(conn, scope_id, file)
+        text = path.read_text(encoding="utf-8")
+        top = text.index("### [")
+        path.write_text(
+            text[:top]
+            + "### [other1] fact | 0.90 | 2026-02-01 | 0\nplays the cello\n\n"
+            + text[top:],
+            encoding="utf-8",
+        )
+        item = prepare_file(core.workspace, path, UTC)
+        assert item is not None
+        writes.replace_file(conn, scope_id, item, SyncStats())  # the other process's index
+        monkeypatch.setattr(search, "held_chunks", read_held)
+        return held
+
+    monkeypatch.setattr(search, "held_chunks", overtaken)
+    await index.sync_scope(MAIN)
+
+    assert dict(await long_term_chunks(core)) == {
+        first.id: "drinks oolong tea every morning",
+        second.id: "works on the payments service",
+        "other1": "plays the cello",
+    }
+    rows = await sql(
+        core, "SELECT ref, line_from FROM chunks WHERE kind = 'long_term' AND path = ?", relative
+    )
+    assert {str(ref): int(line) for ref, line in rows} == {
+        ref: header_line(core, ref) for ref in (first.id, second.id, "other1")
+    }
+    assert core.degraded_reason is None

@@ -186,17 +186,15 @@ def file_stamp(conn: Connection, path: str) -> tuple[int, int] | None:
     return (int(row[0]), int(row[1])) if row else None
 
 
-def file_chunks(
-    conn: Connection, sid: int, path: str
-) -> list[tuple[str | None, int, int, str, str]]:
-    """(ref, line_from, line_to, created_at, text) of every chunk of one file of the scope:
-    what a long-term file's sync compares its entries with."""
-    rows = conn.execute(
-        "SELECT ref, line_from, line_to, created_at, text FROM chunks"
-        " WHERE scope_id = ? AND path = ?",
-        (sid, path),
-    ).fetchall()
-    return [
-        (None if r[0] is None else str(r[0]), int(r[1]), int(r[2]), str(r[3]), str(r[4]))
-        for r in rows
-    ]
+def held_chunks(conn: Connection, sid: int, path: str) -> dict[str, tuple[str, str]] | None:
+    """Ref → (text, created_at) of a long-term file's chunks, as a difference is computed
+    from; None when they are not one chunk per entry (none should be: the file is then
+    indexed whole)."""
+    held: dict[str, tuple[str, str]] = {}
+    for ref, text, created_at in conn.execute(
+        "SELECT ref, text, created_at FROM chunks WHERE scope_id = ? AND path = ?", (sid, path)
+    ).fetchall():
+        if ref is None or str(ref) in held:
+            return None
+        held[str(ref)] = (str(text), str(created_at))
+    return held

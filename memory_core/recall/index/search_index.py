@@ -324,14 +324,11 @@ class SearchIndex:
                 )
             )
             return
-        rows = await self._db.call(lambda conn: reads.file_chunks(conn, sid, relative_path))
-        held: dict[str, tuple[str, str]] = {}
-        for ref, _, _, created_at, text in rows:
-            if ref is None or ref in held:
-                await self._reread(sid, relative_path)
-                stats.files_indexed += 1
-                return
-            held[ref] = (text, created_at)
+        held = await self._db.call(lambda conn: reads.held_chunks(conn, sid, relative_path))
+        if held is None:
+            await self._reread(sid, relative_path)
+            stats.files_indexed += 1
+            return
         parsed = snapshot.parsed
         now = {e.id: (e.content, format_when(e.created_at)) for e in parsed.entries}
         stale = [ref for ref, was in held.items() if now.get(ref) != was]
@@ -348,11 +345,26 @@ class SearchIndex:
                 for e in fresh
             ]
         )
-        await self._db.run(
-            lambda conn: writes.apply_long_term(
-                conn, sid, relative_path, stale, prepared, lines, (stamp[0], stamp[1]), digest
+        try:
+            await self._db.run(
+                lambda conn: writes.apply_long_term(
+                    conn,
+                    sid,
+                    relative_path,
+                    stale,
+                    prepared,
+                    lines,
+                    (stamp[0], stamp[1]),
+                    digest,
+                    held=held,
+                )
             )
-        )
+        except writes.StaleDifference:
+            # Another process indexed the file since `held` was read: the whole file,
+            # replaced in one transaction, is right whatever it wrote.
+            await self._reread(sid, relative_path)
+            stats.files_indexed += 1
+            return
         stats.files_indexed += 1
         stats.chunks_added += len(prepared)
         stats.chunks_removed += len(stale)
@@ -476,12 +488,19 @@ class SearchIndex:
                 try:
                     await self._db.run(
                         lambda conn: writes.apply_long_term(
-                            conn, sid, relative_path, stale, prepared, record.after.lines, stamp[:2]
+                            conn,
+                            sid,
+                            relative_path,
+                            stale,
+                            prepared,
+                            record.after.lines,
+                            stamp[:2],
+                            held_stamp=known,
                         )
                     )
-                except DatabaseConflict:
-                    # Another process indexed the new file meanwhile (PostgreSQL): a
-                    # chunk is on a line this write moves one to. The file decides.
+                except (writes.StaleDifference, DatabaseConflict):
+                    # Another process indexed the file since `known` was read: the index
+                    # no longer holds the version this write replaced. The file decides.
                     await self._sync_long_term(scope, sid, relative_path, SyncStats(), "")
         self._changed(scope)
 

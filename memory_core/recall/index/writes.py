@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from memory_core.base.chunks import Chunk, ChunkKind
 from memory_core.base.clock import format_when
@@ -16,6 +16,7 @@ from memory_core.base.sql import Connection
 from memory_core.base.turn_dates import encode_days
 from memory_core.recall.index.model import PreparedFile, SyncStats
 from memory_core.recall.index.postings import postings
+from memory_core.recall.index.search import held_chunks
 
 UPSERT_FILE = (
     "INSERT INTO files (path, scope_id, mtime_ns, size, hash, kind) VALUES (?, ?, ?, ?, ?, ?)"
@@ -384,6 +385,12 @@ def remove_messages(conn: Connection, sid: int, message_ids: Sequence[int]) -> N
     delete_rows(conn, sid, rows)
 
 
+class StaleDifference(Exception):
+    """The chunks of a file changed between the read a difference was computed from and
+    the transaction that would apply it (another process indexed the file meanwhile):
+    the difference no longer applies, and the file is indexed whole instead."""
+
+
 def apply_long_term(
     conn: Connection,
     sid: int,
@@ -393,12 +400,26 @@ def apply_long_term(
     lines: dict[str, tuple[int, int]],
     stamp: tuple[int, int],
     digest: str = "",
+    *,
+    held: Mapping[str, tuple[str, str]] | None = None,
+    held_stamp: tuple[int, int] | None = None,
 ) -> None:
     """One long-term write by difference: chunks of removed and edited entries out, of
     added and edited ones in, every other entry moved to its new lines, the file row
     stamped (with the hash of the bytes it now describes, when the caller read them: a
-    write knows its own, `''` forgets the old one)."""
+    write knows its own, `''` forgets the old one).
+
+    The difference was computed from a read made before this transaction: `held` (ref →
+    (text, created_at) of the file's chunks) or `held_stamp` (the file row's stamp) is
+    what that read saw, checked again once the file is held; if another writer changed
+    it meanwhile, `StaleDifference` (nothing written)."""
     postings(conn).hold_files(conn, [path])
+    if held is not None and held_chunks(conn, sid, path) != held:
+        raise StaleDifference(path)
+    if held_stamp is not None:
+        row = conn.execute("SELECT mtime_ns, size FROM files WHERE path = ?", (path,)).fetchone()
+        if row is None or (int(row[0]), int(row[1])) != held_stamp:
+            raise StaleDifference(path)
     tally = Tally()
     for start in range(0, len(stale), 500):
         part = list(stale[start : start + 500])
