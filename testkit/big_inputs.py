@@ -53,6 +53,12 @@ def peak_kib() -> int:
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
 
 
+def workspace_bytes(workspace: Path) -> int:
+    """Bytes of every file under the workspace (the database's write-ahead log too):
+    what an input costs the disk until the next checkpoint."""
+    return sum(p.stat().st_size for p in workspace.rglob("*") if p.is_file())
+
+
 async def run_case(case: str, workspace: Path, size: int, env: dict[str, str]) -> dict[str, object]:
     """In the child: warm up, note the idle peak, then feed the case's input."""
     from adapters.console import console_message
@@ -75,6 +81,7 @@ async def run_case(case: str, workspace: Path, size: int, env: dict[str, str]) -
         await core.finder.recall(scope, "what tea does alice like")
         await router.handle(console_message("hello, remember the tea?", "me", None, 1))
         idle = peak_kib()
+        stored_before = await asyncio.to_thread(workspace_bytes, workspace)
         text = big_text(size)
         started = time.perf_counter()
         if case == "capture":
@@ -90,6 +97,7 @@ async def run_case(case: str, workspace: Path, size: int, env: dict[str, str]) -
             await core.vectors_ready()
         seconds = time.perf_counter() - started
         del text
+        grew = await asyncio.to_thread(workspace_bytes, workspace) - stored_before
     return {
         "case": case,
         "dense": dense,
@@ -97,6 +105,7 @@ async def run_case(case: str, workspace: Path, size: int, env: dict[str, str]) -
         "idle_kib": idle,
         "peak_kib": peak_kib(),
         "seconds": round(seconds, 2),
+        "grew_bytes": grew,
         "reply": replied[:200],
     }
 
