@@ -1,5 +1,5 @@
 """Typed settings from one TOML file plus environment overrides: `Config` (the whole
-file, a frozen dataclass of sections) and `load_config`, with the checks that span
+file, a frozen value of sections) and `load_config`, with the checks that span
 sections.
 
 The sections live in config/memory.py and config/services.py, their field convention
@@ -17,11 +17,9 @@ the config is `Config()`, the defaults, and nothing is checked (bench/cli_bench.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import tomllib
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -31,15 +29,7 @@ from memory_core.base.entries import MemoryClass
 from memory_core.base.errors import ConfigError, ScopeError
 from memory_core.base.scope import DmScope, ScopeKey
 from memory_core.config.checks import Invalid, build
-from memory_core.config.fields import (
-    Section,
-    default_of,
-    env_of,
-    is_secret,
-    part,
-    section_of,
-    setting,
-)
+from memory_core.config.fields import Field, Section, fields, part, setting
 from memory_core.config.memory import (
     ArchiveSettings,
     HistorySettings,
@@ -61,7 +51,6 @@ from memory_core.config.services import (
 )
 
 
-@dataclass(frozen=True)
 class Config(Section):
     """Everything chatmem reads from `chatmem.toml` and the environment (`load_config`);
     `Config()` is the defaults, never the process environment."""
@@ -101,7 +90,7 @@ class Config(Section):
         return DmScope(self.dm_scope)
 
     def with_workspace(self, path: Path | str) -> Config:
-        return dataclasses.replace(self, workspace=str(path))
+        return self.model_copy(update={"workspace": str(path)})
 
 
 DEFAULT_CONFIG_NAME = "chatmem.toml"
@@ -163,12 +152,10 @@ def _encoding_hint(path: Path | str) -> str:
     return ""
 
 
-def _leaves(
-    cls: type[Section] = Config, prefix: str = ""
-) -> Iterator[tuple[str, dataclasses.Field[Any]]]:
-    for info in dataclasses.fields(cls):  # type: ignore[arg-type]
-        if (section := section_of(info)) is not None:
-            yield from _leaves(section, f"{prefix}{info.name}.")
+def _leaves(cls: type[Section] = Config, prefix: str = "") -> Iterator[tuple[str, Field]]:
+    for info in fields(cls):
+        if info.section is not None:
+            yield from _leaves(info.section, f"{prefix}{info.name}.")
         else:
             yield f"{prefix}{info.name}", info
 
@@ -183,7 +170,7 @@ def secret_values(config: Config) -> list[str]:
     the MCP clients' tokens): what no log line or message may show."""
     found: list[str] = []
     for dotted, info in _leaves():
-        if not is_secret(info):
+        if not info.secret:
             continue
         value: Any = config
         for name in dotted.split("."):
@@ -194,7 +181,7 @@ def secret_values(config: Config) -> list[str]:
 
 def env_bindings() -> list[tuple[str, str]]:
     """(ENV_NAME, dotted key) pairs: the public environment contract."""
-    return [(name, dotted) for dotted, info in _leaves() if (name := env_of(info))]
+    return [(info.env, dotted) for dotted, info in _leaves() if info.env]
 
 
 def _env_values(env: Mapping[str, str]) -> dict[str, Any]:
@@ -202,11 +189,11 @@ def _env_values(env: Mapping[str, str]) -> dict[str, Any]:
     the file's tables would hold them; an empty value counts as unset."""
     data: dict[str, Any] = {}
     for dotted, info in _leaves():
-        name = env_of(info)
+        name = info.env
         if not name or not (value := env.get(name)):
             continue
         parsed: Any = value
-        if isinstance(default_of(info), list):
+        if isinstance(info.default, list):
             try:
                 parsed = [int(part) for part in value.replace(" ", "").split(",") if part]
             except ValueError:

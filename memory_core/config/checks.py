@@ -11,12 +11,11 @@ of every start (config/fields.py).
 
 from __future__ import annotations
 
-import dataclasses
 import typing
 from collections.abc import Mapping
 from typing import Any, Literal, TypeVar
 
-from memory_core.config.fields import Section, check_of
+from memory_core.config.fields import Section, fields
 
 Loc = tuple[str | int, ...]
 S = TypeVar("S", bound=Section)
@@ -59,12 +58,12 @@ def build(cls: type[S], data: Any, loc: Loc = ()) -> S:
         raise Invalid(loc, expected=EXPECTED[dict], value=data)
     hints = _hints(cls)
     values: dict[str, Any] = {}
-    for info in dataclasses.fields(cls):  # type: ignore[arg-type]
+    for info in fields(cls):
         if info.name not in data:
             continue
         where = (*loc, info.name)
         value = _value(hints[info.name], data[info.name], where)
-        check = check_of(info)
+        check = info.check
         if check is not None and (problem := check(value)):
             raise Invalid(where, message=problem)
         values[info.name] = value

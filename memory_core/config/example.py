@@ -5,13 +5,12 @@ Pure rendering, apart from the loader (config/__init__.py) it only reads.
 
 from __future__ import annotations
 
-import dataclasses
 import inspect
 import json
 from typing import Any
 
 from memory_core.config import Config
-from memory_core.config.fields import Section, doc_of, env_of
+from memory_core.config.fields import Section, fields
 
 
 def render_example() -> str:
@@ -31,14 +30,14 @@ def _example_section(value: Section, name: str, lines: list[str]) -> None:
     if name:
         lines.append(f"[{name}]")
         lines += [f"# {line}" for line in _summary_lines(value.__doc__)]
-    for info in dataclasses.fields(value):  # type: ignore[arg-type]
+    for info in fields(value):
         key = info.name
         current = getattr(value, key)
         if isinstance(current, Section):
             nested.append((f"{name}.{key}" if name else key, current))
             continue
-        env = env_of(info)
-        lines.append(f"# {doc_of(info)}" + (f" Env: {env}." if env else ""))
+        env = info.env
+        lines.append(f"# {info.doc}" + (f" Env: {env}." if env else ""))
         lines.append(f"{key} = {_toml_value(current)}")
     lines.append("")
     for sub_name, sub_value in nested:

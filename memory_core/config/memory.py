@@ -8,16 +8,13 @@ loader. `base/policy.py` must never import this module: `[scoring]` takes its de
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass
 from datetime import time
 from typing import Any, Literal
 
 from memory_core.base.policy import CLASS_DECAY, DEFAULT_POLICY, ScoringPolicy
-from memory_core.config.fields import Section, setting
+from memory_core.config.fields import Section, fields, setting
 
 
-@dataclass(frozen=True)
 class ScoringSettings(Section):
     """Lifecycle of long-term memories."""
 
@@ -28,7 +25,7 @@ class ScoringSettings(Section):
         DEFAULT_POLICY.contradict_factor, "A contradicted entry's score is multiplied by this."
     )
     decay: Literal["class", "flat"] = setting(
-        DEFAULT_POLICY.decay,  # type: ignore[arg-type]
+        DEFAULT_POLICY.decay,
         "class: each memory class decays at its own rate (class_decay); "
         "flat: every entry at daily_decay.",
     )
@@ -62,13 +59,12 @@ class ScoringSettings(Section):
     def policy(self) -> ScoringPolicy:
         # Same names. Field by field, the mappings copied: the policy owns its own.
         values: dict[str, Any] = {}
-        for info in dataclasses.fields(self):
+        for info in fields(self):
             value = getattr(self, info.name)
             values[info.name] = dict(value) if isinstance(value, dict) else value
         return ScoringPolicy(**values)
 
 
-@dataclass(frozen=True)
 class LongTermSettings(Section):
     """How captures reach MEMORY.md, and how long forgotten entries stay restorable."""
 
@@ -96,7 +92,6 @@ class LongTermSettings(Section):
     )
 
 
-@dataclass(frozen=True)
 class PromptSettings(Section):
     """What of long-term memory rides in every system prompt."""
 
@@ -108,7 +103,6 @@ class PromptSettings(Section):
     )
 
 
-@dataclass(frozen=True)
 class RecallSettings(Section):
     """Recall over the scope's memories: BM25 with context, time and fields, fused with
     vectors when an embedder is available (docs/architecture.md, "Ranking")."""
@@ -208,7 +202,6 @@ class RecallSettings(Section):
     )
 
 
-@dataclass(frozen=True)
 class HistorySettings(Section):
     """Session history kept in SQLite and injected into prompts."""
 
@@ -227,7 +220,6 @@ class HistorySettings(Section):
     )
 
 
-@dataclass(frozen=True)
 class SnapshotSettings(Section):
     """Layer 1: the per-scope SNAPSHOT.md that can ride in every prompt."""
 
@@ -242,7 +234,6 @@ class SnapshotSettings(Section):
     constraints: str = setting("", "Constraints section: rules it keeps (~100 tokens).")
 
 
-@dataclass(frozen=True)
 class ArchiveSettings(Section):
     """Moving old session history into files and summaries."""
 
@@ -255,7 +246,6 @@ class ArchiveSettings(Section):
     max_attempts: int = setting(5, "After this many failures an archive_backlog event is recorded.")
 
 
-@dataclass(frozen=True)
 class ScheduleSettings(Section):
     """In-process schedules of a running bot."""
 

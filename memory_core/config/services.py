@@ -8,7 +8,6 @@ nothing of how memories are scored or ranked.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal
 from urllib.parse import urlsplit
 
@@ -16,7 +15,6 @@ from memory_core.base.errors import ConfigError, install_hint
 from memory_core.config.fields import Section, above, at_least, setting
 
 
-@dataclass(frozen=True)
 class LLMSettings(Section):
     """Any OpenAI-compatible chat completions server."""
 
@@ -45,7 +43,6 @@ class LLMSettings(Section):
     )
 
 
-@dataclass(frozen=True)
 class EmbeddingSettings(Section):
     """Vectors for recall by meaning, next to BM25 (memory_core/embedding)."""
 
@@ -87,7 +84,6 @@ class EmbeddingSettings(Section):
     )
 
 
-@dataclass(frozen=True)
 class StorageSettings(Section):
     """Where the index, history, audit log and capture journal live (MEMORY.md and the
     daily notes are always files in the workspace)."""
@@ -109,7 +105,6 @@ class StorageSettings(Section):
     postgres_pool_size: int = setting(4, "Connections (and worker threads) of one process.")
 
 
-@dataclass(frozen=True)
 class McpSettings(Section):
     """`chatmem mcp`: the memory tools for agents over the Model Context Protocol."""
 
@@ -129,7 +124,6 @@ class McpSettings(Section):
     path: str = setting("/mcp", "URL path of the streamable HTTP endpoint.")
 
 
-@dataclass(frozen=True)
 class TelegramSettings(Section):
     """The Telegram bot (python-telegram-bot)."""
 
@@ -179,7 +173,6 @@ class TelegramSettings(Section):
     )
 
 
-@dataclass(frozen=True)
 class DingTalkSettings(Section):
     """The DingTalk robot (HTTP callback or Stream mode)."""
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from memory_core.base.scope import DmScope, InboundContext, ScopeKey, resolve_scope
 from memory_core.config import Config
 from memory_core.config.checks import Invalid, build
-from memory_core.config.fields import Section
+from memory_core.config.fields import Section, values_of
 
 Overrides = Mapping[str, Mapping[str, object]]
 """config section -> {key: value}"""
@@ -58,7 +58,7 @@ def apply_overrides(config: Config, overrides: Overrides) -> Config:
         if not isinstance(current, Section):
             raise ValueError(f"unknown config section {section!r}")
         try:
-            update[section] = build(type(current), {**vars(current), **values}, (section,))
+            update[section] = build(type(current), {**values_of(current), **values}, (section,))
         except Invalid as exc:
             raise ValueError(f"config {'.'.join(map(str, exc.loc))}: {exc}") from None
     return config.model_copy(update=update)

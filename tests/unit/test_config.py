@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import subprocess
 import sys
@@ -17,7 +16,7 @@ from memory_core.base.scope import DmScope
 from memory_core.config import Config, env_bindings, load_config
 from memory_core.config.checks import build
 from memory_core.config.example import render_example
-from memory_core.config.fields import Section, is_secret, section_of
+from memory_core.config.fields import Section, as_dict, fields
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "config.example.toml"
@@ -66,12 +65,11 @@ def test_the_defaults_are_built_unchecked_and_pass_the_checks() -> None:
     spelling out every default would give it."""
     built = load_config(None, env={})
     assert built == Config() == build(Config, {})
-    assert build(Config, dataclasses.asdict(built)) == built
-    for info in dataclasses.fields(Config):
+    assert build(Config, as_dict(built)) == built
+    for info in fields(Config):
         section = getattr(built, info.name)
         if isinstance(section, Section):
-            values = dataclasses.asdict(section)  # type: ignore[call-overload]
-            assert build(type(section), values) == section, info.name
+            assert build(type(section), as_dict(section)) == section, info.name
     assert load_config(None, env={}, workspace="/w") == Config(workspace="/w")
 
 
@@ -346,12 +344,12 @@ def test_secrets_are_not_in_repr(tmp_path: Path) -> None:
 
 def test_every_secret_field_is_hidden_from_repr() -> None:
     secrets = []
-    for section_field in dataclasses.fields(Config):
-        section = section_of(section_field)
+    for section_field in fields(Config):
+        section = section_field.section
         if section is None:
             continue
-        for f in dataclasses.fields(section):  # type: ignore[arg-type]
-            if is_secret(f):
+        for f in fields(section):
+            if f.secret:
                 secrets.append(f.name)
                 assert f.repr is False, f"{f.name} is secret but shown in repr"
     assert {"api_key", "bot_token", "webhook_secret", "app_secret"} <= set(secrets)
