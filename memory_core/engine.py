@@ -20,7 +20,7 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from memory_core import migrate
 from memory_core.base.clock import Clock, Monotonic, ensure_aware, system_clock
@@ -43,9 +43,7 @@ from memory_core.base.scope import MAIN, ScopeKey
 from memory_core.base.sql import Db
 from memory_core.base.workspace import Workspace
 from memory_core.config import Config
-from memory_core.consolidation.consolidator import Consolidator
 from memory_core.conversation import tools
-from memory_core.conversation.runtime import Runtime
 from memory_core.llm.client import LLMClient
 from memory_core.longterm.long_term import LongTermMemory
 from memory_core.longterm.long_term_views import ScopeStatus, ValidationProblem
@@ -64,6 +62,10 @@ from memory_core.storage.sessions import ArchiveState
 from memory_core.storage.vectors.graph_files import directory as graph_directory
 from memory_core.storage.vectors.graph_files import remove_all as remove_graph_files
 from memory_core.storage.vectors.rows import forget as forget_vectors
+
+if TYPE_CHECKING:
+    from memory_core.consolidation.consolidator import Consolidator
+    from memory_core.conversation.runtime import Runtime
 
 __all__ = ["MemoryCore", "ScopeStatus", "ValidationProblem"]
 
@@ -231,8 +233,8 @@ class MemoryCore:
     @property
     def consolidation(self) -> Consolidator:
         """Seed 001's consolidation phases (decay, filter, extract, verify, summarize,
-        snapshot), resumable and idempotent."""
-        return self._open.consolidation
+        snapshot), resumable and idempotent; built at its first use (services.LateParts)."""
+        return self._open.late.consolidation()
 
     @property
     def audit(self) -> AuditLog:
@@ -247,8 +249,8 @@ class MemoryCore:
     @property
     def conversation(self) -> Runtime:
         """Turns, /new, the archive and the schedules of a running bot (needs the
-        database)."""
-        return self._needs_database(self._open.conversation)
+        database); built at its first use (services.LateParts)."""
+        return self._needs_database(self._open.late.conversation())
 
     @property
     def database(self) -> Db:

@@ -893,6 +893,43 @@ def test_commands_import_no_tokenizer_numpy_or_model(tmp_path: Path) -> None:
     assert [m for m in chinese if not m.startswith("rjieba")] == []
 
 
+UNUSED_PARTS_PROBE = """
+import json, sys
+from adapters.cli import main
+code = main(sys.argv[1:])
+unused = ("pydantic", "pydantic_core", "memory_core.consolidation.consolidator",
+          "memory_core.consolidation.phases", "memory_core.conversation.runtime",
+          "memory_core.conversation.chat", "memory_core.conversation.archiver")
+loaded = sorted(m for m in sys.modules if any(m == u or m.startswith(u + ".") for u in unused))
+print(json.dumps({"code": code, "loaded": loaded}), file=sys.stderr)
+"""
+
+
+def test_commands_import_no_pydantic_consolidation_or_conversation(tmp_path: Path) -> None:
+    """`status`, `capture` and `search` build the config without pydantic (config/checks.py
+    checks what a file or a variable sets) and use neither the consolidation nor the
+    conversation runtime, which are built, and their modules imported, at their first
+    use (services.LateParts); `consolidate` does use its part. Each command runs in its
+    own interpreter, which then lists what it imported: a guard, not a timing."""
+    env = {k: v for k, v in os.environ.items() if k not in dict(env_bindings())}
+    ws = str(tmp_path / "W")
+
+    def imported(*argv: str) -> list[str]:
+        done = subprocess.run(
+            [sys.executable, "-c", UNUSED_PARTS_PROBE, *argv, "--workspace", ws],
+            capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120, check=False,
+        )  # fmt: skip
+        report = json.loads(done.stderr.strip().splitlines()[-1])
+        assert report["code"] == 0, done.stderr
+        return list(report["loaded"])
+
+    assert imported("init") == []
+    assert imported("capture", "the staging server is called Bluebird") == []
+    assert imported("status") == []
+    assert imported("search", "staging server") == []
+    assert "memory_core.consolidation.consolidator" in imported("consolidate", "--phase", "filter")
+
+
 def test_rebuild_index_is_reindex(cli: Run) -> None:
     cli.capture("用户喜欢用 pytest 而非 unittest")
     rebuilt, reindexed = cli.json("rebuild-index"), cli.json("reindex")
