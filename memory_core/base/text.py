@@ -267,6 +267,9 @@ class _Stemmer(Protocol):
 
 @functools.cache
 def _english_stemmer() -> _Stemmer:
+    """snowballstemmer's English stemmer: PyStemmer's C one (a dependency) when it is
+    installed, the same stems; its own pure-Python modules, every language's, cost
+    ~15 ms to import."""
     import snowballstemmer
 
     stemmer: _Stemmer = snowballstemmer.stemmer("english")

@@ -930,6 +930,27 @@ def test_commands_import_no_pydantic_consolidation_or_conversation(tmp_path: Pat
     assert "memory_core.consolidation.consolidator" in imported("consolidate", "--phase", "filter")
 
 
+def test_words_are_stemmed_by_the_c_stemmer(tmp_path: Path) -> None:
+    """With PyStemmer installed (a dependency), a `search` stems its words with it and
+    never imports snowballstemmer's pure-Python modules (every language's tables, ~15 ms
+    of a command's start)."""
+    pytest.importorskip("Stemmer", reason="PyStemmer is what replaces them")
+    probe = (
+        "import sys\n"
+        "from adapters.cli import main\n"
+        "code = main(sys.argv[1:])\n"
+        "print(code, sorted(m for m in sys.modules if m.startswith('snowballstemmer.')),"
+        " file=sys.stderr)\n"
+    )
+    ws = str(tmp_path / "W")
+    for argv in (["init"], ["search", "running servers"]):
+        done = subprocess.run(
+            [sys.executable, "-c", probe, *argv, "--workspace", ws],
+            capture_output=True, text=True, cwd=tmp_path, timeout=120, check=False,
+        )  # fmt: skip
+        assert done.stderr.strip().splitlines()[-1] == "0 []", done.stderr
+
+
 def test_rebuild_index_is_reindex(cli: Run) -> None:
     cli.capture("用户喜欢用 pytest 而非 unittest")
     rebuilt, reindexed = cli.json("rebuild-index"), cli.json("reindex")
