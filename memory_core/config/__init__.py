@@ -18,12 +18,9 @@ the config is `Config()`, the defaults, and nothing is checked (bench/cli_bench.
 from __future__ import annotations
 
 import os
-import tomllib
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Literal
-
-from platformdirs import user_data_dir
 
 from memory_core.base.entries import MemoryClass
 from memory_core.base.errors import ConfigError, ScopeError
@@ -83,7 +80,13 @@ class Config(Section):
 
     @property
     def workspace_path(self) -> Path:
-        return Path(self.workspace or user_data_dir("chatmem", appauthor=False)).expanduser()
+        if self.workspace:
+            return Path(self.workspace).expanduser()
+        # Imported here: only a config that names no workspace needs the platform's
+        # directories (~2 ms of a command's start).
+        from platformdirs import user_data_dir
+
+        return Path(user_data_dir("chatmem", appauthor=False)).expanduser()
 
     @property
     def dm_scope_mode(self) -> DmScope:
@@ -109,6 +112,8 @@ def load_config(
     source = "defaults" if path is None else str(path)
     values: dict[str, Any] = {}
     if path is not None:
+        import tomllib  # only a config file needs a TOML parser (~2 ms of imports)
+
         if not Path(path).is_file():
             raise ConfigError(f"{source}: config file not found")
         try:
