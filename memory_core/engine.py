@@ -59,8 +59,6 @@ from memory_core.storage.audit import AuditLog
 from memory_core.storage.backends import backend_for, same_storage
 from memory_core.storage.history import HistoryStore
 from memory_core.storage.sessions import ArchiveState
-from memory_core.storage.vectors.graph_files import directory as graph_directory
-from memory_core.storage.vectors.graph_files import remove_all as remove_graph_files
 from memory_core.storage.vectors.rows import forget as forget_vectors
 
 if TYPE_CHECKING:
@@ -324,6 +322,10 @@ class MemoryCore:
             # with the graphs that hold them too; the backfill makes what is new.
             await vectors.forget()
         elif db is not None:  # no embedder now: the vectors of an earlier one still go
+            # Imported here: only a purge without an embedder handles graph files itself.
+            from memory_core.storage.vectors.graph_files import directory as graph_directory
+            from memory_core.storage.vectors.graph_files import remove_all as remove_graph_files
+
             await db.run(forget_vectors)
             await asyncio.to_thread(remove_graph_files, graph_directory(self.workspace.state_dir))
         if not await audit.vacuum():
