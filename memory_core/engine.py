@@ -22,7 +22,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from memory_core import migrate
 from memory_core.base.clock import Clock, Monotonic, ensure_aware, system_clock
 from memory_core.base.entries import MemoryEntry
 from memory_core.base.errors import (
@@ -62,6 +61,7 @@ from memory_core.storage.sessions import ArchiveState
 from memory_core.storage.vectors.rows import forget as forget_vectors
 
 if TYPE_CHECKING:
+    from memory_core import migrate
     from memory_core.consolidation.consolidator import Consolidator
     from memory_core.conversation.runtime import Runtime
 
@@ -427,6 +427,8 @@ class MemoryCore:
         index the files there (`chatmem migrate`). Idempotent: run again after an
         interruption, it copies what is missing. The bots of the workspace should be
         stopped; the configuration is the caller's to switch afterwards."""
+        from memory_core import migrate  # the module of this command only
+
         current = self.config.storage
         storage = current.model_copy(update={"backend": backend, "postgres_dsn": dsn})
         if same_storage(current, storage):
