@@ -8,11 +8,15 @@ with `python -X importtime`: the total time spent importing and the packages who
 modules took most of it. Not a test: figures vary with the machine and its load.
 
     python bench/cli_bench.py [--runs N] [--tree DIR] [--compare DIR]
+                              [--python EXE] [--compare-python EXE]
 
 `--tree DIR` runs the code of another checkout (e.g. `git archive` of an older commit
 unpacked in DIR) with this environment's packages, instead of this one. `--compare DIR`
 runs DIR ("before") and this checkout (or `--tree`, "after") in the same run, their
 runs interleaved so both see the same load, and prints them side by side.
+`--python EXE` / `--compare-python EXE` run "after" / "before" as a user's install
+instead: the `chatmem` of EXE's environment (a venv with `pip install DIR`, not
+editable), no PYTHONPATH, that environment's packages and `.pth` files.
 
 The children run as a user's install does: with bytecode files (PYTHONDONTWRITEBYTECODE
 is dropped, each command runs once untimed first) kept under the bench's temporary
@@ -58,13 +62,14 @@ asyncio.run(main(sys.argv[1]))
 """What a bot does for a workspace at its start: every chunk gets its vector."""
 
 
-def chatmem_argv() -> list[str]:
-    """The installed console script run by this interpreter, else `-m adapters.cli`.
-    PYTHONPATH (set per tree) decides whose `adapters.cli` the script imports."""
-    script = Path(sys.executable).with_name("chatmem")
+def chatmem_argv(python: str = sys.executable) -> list[str]:
+    """The console script installed beside `python`, run by it, else `-m adapters.cli`.
+    PYTHONPATH (set per tree, unless the tree is an install) decides whose `adapters.cli`
+    the script imports."""
+    script = Path(python).with_name("chatmem")
     if script.exists():
-        return [sys.executable, str(script)]
-    return [sys.executable, "-m", "adapters.cli"]
+        return [python, str(script)]
+    return [python, "-m", "adapters.cli"]
 
 
 @dataclass
@@ -72,24 +77,29 @@ class Tree:
     """One checkout under measurement: its environment and its workspaces."""
 
     label: str
-    path: Path
+    path: Path | str
     env: dict[str, str]
     workspace: Path
     vector_workspace: Path
+    python: str = sys.executable
     runs: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
     imports: dict[str, dict[str, float]] = field(default_factory=dict)
     loaded: dict[str, set[str]] = field(default_factory=dict)
 
 
-def child_env(tree: Path, cache: Path) -> dict[str, str]:
+def child_env(tree: Path | None, cache: Path) -> dict[str, str]:
+    """The environment of a tree's commands: its code first on the path, or, for an
+    install (`tree` None), the install's own code and bytecode, as a user runs it."""
     env = {
         k: v
         for k, v in os.environ.items()
-        if not k.startswith(("CHATMEM_", "OPENAI_")) and k != "PYTHONDONTWRITEBYTECODE"
+        if not k.startswith(("CHATMEM_", "OPENAI_", "PYTHONPATH", "PYTHONPYCACHEPREFIX"))
+        and k != "PYTHONDONTWRITEBYTECODE"
     }
-    # PYTHONPATH comes before the editable install's finder (which may point elsewhere).
-    env["PYTHONPATH"] = str(tree)
-    env["PYTHONPYCACHEPREFIX"] = str(cache)
+    if tree is not None:
+        # PYTHONPATH comes before the editable install's finder (which may point elsewhere).
+        env["PYTHONPATH"] = str(tree)
+        env["PYTHONPYCACHEPREFIX"] = str(cache)
     return env
 
 
@@ -119,15 +129,15 @@ def commands(tree: Tree) -> dict[str, Callable[[int], list[str]]]:
     }
 
 
-def prepare(tree: Tree, chatmem: list[str], root: Path) -> None:
+def prepare(tree: Tree, root: Path) -> None:
     """The small workspace (init + captures, by the tree's own commands) and a copy of it
     whose chunks have vectors, as a bot's start makes them."""
-    ws = str(tree.workspace)
+    ws, chatmem = str(tree.workspace), chatmem_argv(tree.python)
     run([*chatmem, "init", "--workspace", ws], tree.env, root)
     for i in range(CAPTURES):
         run([*chatmem, "capture", f"bench memory {i}", "--workspace", ws], tree.env, root)
     shutil.copytree(tree.workspace, tree.vector_workspace)
-    run([sys.executable, "-c", MAKE_VECTORS, str(tree.vector_workspace)], tree.env, root)
+    run([tree.python, "-c", MAKE_VECTORS, str(tree.vector_workspace)], tree.env, root)
 
 
 def import_summary(stderr: str) -> tuple[dict[str, float], set[str]]:
@@ -155,10 +165,10 @@ def p95(values: list[float]) -> float:
     return ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
 
 
-def floor(env: dict[str, str], root: Path, runs: int) -> tuple[float, float]:
-    """The interpreter alone (`python -c pass`) in this environment: what no change to
-    chatmem can remove (site-packages' .pth files included)."""
-    timed = [run([sys.executable, "-c", "pass"], env, root)[:2] for _ in range(runs)]
+def floor(tree: Tree, root: Path, runs: int) -> tuple[float, float]:
+    """The interpreter alone (`python -c pass`) in the tree's environment: what no change
+    to chatmem can remove (site-packages' .pth files included)."""
+    timed = [run([tree.python, "-c", "pass"], tree.env, root)[:2] for _ in range(runs)]
     return statistics.median(w for w, _ in timed), statistics.median(c for _, c in timed)
 
 
@@ -167,38 +177,46 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=10, help="timed runs per command")
     parser.add_argument("--tree", type=Path, help="source tree to run instead of this one")
     parser.add_argument("--compare", type=Path, help="also run this tree, as 'before'")
+    parser.add_argument("--python", help="run 'after' as installed for this interpreter")
+    parser.add_argument("--compare-python", help="run 'before' as installed for this one")
     args = parser.parse_args()
 
-    chatmem = chatmem_argv()
     root = Path(tempfile.mkdtemp(prefix="chatmem-cli-bench-"))
     cache = root / "pycache"
-    after_path = (args.tree or HERE).resolve()
-    paths = [("before", args.compare.resolve())] if args.compare else []
-    paths.append(("after" if args.compare else "this", after_path))
+    before = args.compare is not None or args.compare_python is not None
+    paths: list[tuple[str, Path | None, str | None]] = []
+    if before:
+        paths.append(("before", args.compare and args.compare.resolve(), args.compare_python))
+    after_path = None if args.python else (args.tree or HERE).resolve()
+    paths.append(("after" if before else "this", after_path, args.python))
     trees = [
         Tree(
             label,
-            path,
-            child_env(path, cache),
+            path or f"installed for {python}",
+            child_env(None if python else path, cache),
             root / f"ws-{label}",
             root / f"ws-{label}-vectors",
+            python or sys.executable,
         )
-        for label, path in paths
+        for label, path, python in paths
     ]
     try:
         for tree in trees:
-            prepare(tree, chatmem, root)
-        base_wall, base_cpu = floor(trees[0].env, root, args.runs)
+            prepare(tree, root)
+        base_wall, base_cpu = floor(trees[-1], root, args.runs)
         names = list(commands(trees[0]))
         for name in names:
             for tree in trees:
+                chatmem = chatmem_argv(tree.python)
                 run([*chatmem, *commands(tree)[name](-1)], tree.env, root)  # warm-up
             for i in range(args.runs):
                 for tree in trees:  # interleaved: both trees see the same load
+                    chatmem = chatmem_argv(tree.python)
                     wall, cpu, _ = run([*chatmem, *commands(tree)[name](i)], tree.env, root)
                     tree.runs.setdefault(name, []).append((wall, cpu))
             for tree in trees:
-                argv = [sys.executable, "-X", "importtime", *chatmem[1:]]
+                chatmem = chatmem_argv(tree.python)
+                argv = [chatmem[0], "-X", "importtime", *chatmem[1:]]
                 _, _, stderr = run([*argv, *commands(tree)[name](args.runs)], tree.env, root)
                 tree.imports[name], tree.loaded[name] = import_summary(stderr)
         report(trees, names, args.runs, base_wall, base_cpu)
@@ -209,10 +227,14 @@ def main() -> None:
 def report(trees: list[Tree], names: list[str], runs: int, wall: float, cpu: float) -> None:
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
     print(
-        f"{runs} runs each, whole process ({' '.join(Path(a).name for a in chatmem_argv())}); "
+        f"{runs} runs each, whole process ({' '.join(Path(a).name for a in chatmem_argv())}, "
+        "or each install's own); "
         f"load average {load} on {os.cpu_count()} cores"
     )
-    print(f"interpreter alone (python -c pass): wall {1000 * wall:.0f} ms, CPU {1000 * cpu:.0f} ms")
+    print(
+        f"interpreter alone (python -c pass, {trees[-1].label}'s): wall {1000 * wall:.0f} ms, "
+        f"CPU {1000 * cpu:.0f} ms"
+    )
     for tree in trees:
         print(f"  {tree.label}: {tree.path}")
     header = f"{'ms':<18}" + "".join(

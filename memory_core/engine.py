@@ -20,9 +20,8 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from memory_core import migrate
 from memory_core.base.clock import Clock, Monotonic, ensure_aware, system_clock
 from memory_core.base.entries import MemoryEntry
 from memory_core.base.errors import (
@@ -43,9 +42,7 @@ from memory_core.base.scope import MAIN, ScopeKey
 from memory_core.base.sql import Db
 from memory_core.base.workspace import Workspace
 from memory_core.config import Config
-from memory_core.consolidation.consolidator import Consolidator
 from memory_core.conversation import tools
-from memory_core.conversation.runtime import Runtime
 from memory_core.llm.client import LLMClient
 from memory_core.longterm.long_term import LongTermMemory
 from memory_core.longterm.long_term_views import ScopeStatus, ValidationProblem
@@ -61,9 +58,12 @@ from memory_core.storage.audit import AuditLog
 from memory_core.storage.backends import backend_for, same_storage
 from memory_core.storage.history import HistoryStore
 from memory_core.storage.sessions import ArchiveState
-from memory_core.storage.vectors.graph_files import directory as graph_directory
-from memory_core.storage.vectors.graph_files import remove_all as remove_graph_files
 from memory_core.storage.vectors.rows import forget as forget_vectors
+
+if TYPE_CHECKING:
+    from memory_core import migrate
+    from memory_core.consolidation.consolidator import Consolidator
+    from memory_core.conversation.runtime import Runtime
 
 __all__ = ["MemoryCore", "ScopeStatus", "ValidationProblem"]
 
@@ -231,8 +231,8 @@ class MemoryCore:
     @property
     def consolidation(self) -> Consolidator:
         """Seed 001's consolidation phases (decay, filter, extract, verify, summarize,
-        snapshot), resumable and idempotent."""
-        return self._open.consolidation
+        snapshot), resumable and idempotent; built at its first use (services.LateParts)."""
+        return self._open.late.consolidation()
 
     @property
     def audit(self) -> AuditLog:
@@ -247,8 +247,8 @@ class MemoryCore:
     @property
     def conversation(self) -> Runtime:
         """Turns, /new, the archive and the schedules of a running bot (needs the
-        database)."""
-        return self._needs_database(self._open.conversation)
+        database); built at its first use (services.LateParts)."""
+        return self._needs_database(self._open.late.conversation())
 
     @property
     def database(self) -> Db:
@@ -322,6 +322,10 @@ class MemoryCore:
             # with the graphs that hold them too; the backfill makes what is new.
             await vectors.forget()
         elif db is not None:  # no embedder now: the vectors of an earlier one still go
+            # Imported here: only a purge without an embedder handles graph files itself.
+            from memory_core.storage.vectors.graph_files import directory as graph_directory
+            from memory_core.storage.vectors.graph_files import remove_all as remove_graph_files
+
             await db.run(forget_vectors)
             await asyncio.to_thread(remove_graph_files, graph_directory(self.workspace.state_dir))
         if not await audit.vacuum():
@@ -423,6 +427,8 @@ class MemoryCore:
         index the files there (`chatmem migrate`). Idempotent: run again after an
         interruption, it copies what is missing. The bots of the workspace should be
         stopped; the configuration is the caller's to switch afterwards."""
+        from memory_core import migrate  # the module of this command only
+
         current = self.config.storage
         storage = current.model_copy(update={"backend": backend, "postgres_dsn": dsn})
         if same_storage(current, storage):

@@ -3,8 +3,8 @@
 `open_services` is the one place that knows how the parts fit: it opens the database
 through the backend object, builds the audit log, history, journal, search index and
 vectors over it, the memory service over those, and the conversation runtime over that.
-Nothing is built on first use and nothing is attached afterwards: what `Services` holds
-is what the workspace has for its whole life (a part the database would give is None
+Nothing is attached afterwards: what `Services` holds is what the workspace has for its
+whole life (a part the database would give is None
 when the database could not be opened, and the files still answer). An exit stack
 closes each part it opened, in reverse order, however far the opening got.
 
@@ -12,9 +12,11 @@ A process that serves (a bot, the TUI, the MCP server; the default) and one that
 single command and exits (the CLI's commands: `serving=False`) open the same parts; a
 command only skips the work that pays off over a process's life: the tokenizer's
 dictionary is not loaded at the open (the first Han text loads it, where it is met), the
-vectors are not backfilled, and the vector index is the lazy one (storage/vectors/
-lazy.py, the one part built on first use: numpy and the model only for a search of a
-scope that has vectors).
+vectors are not backfilled, and three parts are built on first use: the vector index
+(storage/vectors/lazy.py: numpy and the model only for a search of a scope that has
+vectors), the consolidation and the conversation runtime (`LateParts`: their modules
+cost ~12 ms of a command's start, and only `consolidate`, the bots and the archive
+commands use them).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
+from typing import TYPE_CHECKING
 
 from memory_core.base.clock import Monotonic
 from memory_core.base.errors import DatabaseUnreachable, IndexUnavailable
@@ -39,8 +42,6 @@ from memory_core.base.sql import Db
 from memory_core.base.text import ensure_loaded
 from memory_core.base.workspace import Workspace
 from memory_core.config import Config
-from memory_core.consolidation.consolidator import Consolidator
-from memory_core.conversation.runtime import Runtime
 from memory_core.embedding.factory import build_embedder
 from memory_core.llm.client import LLMClient
 from memory_core.memory_service import MemoryService, build_memory_service
@@ -57,6 +58,10 @@ from memory_core.storage.journal import CaptureJournal
 from memory_core.storage.schedules import ScheduleState
 from memory_core.storage.vectors.lazy import LazyVectors
 
+if TYPE_CHECKING:
+    from memory_core.consolidation.consolidator import Consolidator
+    from memory_core.conversation.runtime import Runtime
+
 log = logging.getLogger(__name__)
 
 Progress = Callable[[int, int], None]
@@ -64,18 +69,80 @@ Progress = Callable[[int, int], None]
 
 @dataclass(frozen=True, slots=True)
 class Services:
-    """The parts of one open workspace. `db`, `audit`, `history`, `deliveries` and
-    `conversation` are None when the database could not be opened (`guard.reason` says
-    why); `journal` is None without `long_term.journal` or when it could not be opened."""
+    """The parts of one open workspace. `db`, `audit`, `history` and `deliveries` are None
+    when the database could not be opened (`guard.reason` says why); `journal` is None
+    without `long_term.journal` or when it could not be opened. The consolidation and
+    the conversation runtime are `late`'s."""
 
     memory: MemoryService
-    consolidation: Consolidator
     db: Db | None
     audit: AuditLog | None
     history: HistoryStore | None
     deliveries: Deliveries | None
     journal: CaptureJournal | None
-    conversation: Runtime | None
+    late: LateParts
+
+
+class LateParts:
+    """The consolidation and the conversation runtime, each built the first time it is
+    asked for (a serving process asks at its open) from parts already built, and then
+    the same one for the workspace's life; the runtime is stopped at the close, before
+    what it uses. Their modules (the phases, the chat engine, the archiver) are imported
+    at that first use: a command that uses neither (`status`, `search`, `capture`, most
+    of them) does not pay for them."""
+
+    def __init__(
+        self,
+        memory: MemoryService,
+        history: HistoryStore | None,
+        audit: AuditLog | None,
+        llm: LLMClient,
+        config: Config,
+        locks: LockRegistry,
+        db: Db | None,
+        stack: AsyncExitStack,
+    ) -> None:
+        self._memory = memory
+        self._history = history
+        self._audit = audit
+        self._llm = llm
+        self._config = config
+        self._locks = locks
+        self._db = db
+        self._stack = stack
+        self._consolidation: Consolidator | None = None
+        self._conversation: Runtime | None = None
+
+    def consolidation(self) -> Consolidator:
+        if self._consolidation is None:
+            # Imported here, at the part's first use (see the class).
+            from memory_core.consolidation.consolidator import Consolidator
+
+            self._consolidation = Consolidator(
+                self._memory, self._history, self._audit, self._llm, self._config, self._locks
+            )
+        return self._consolidation
+
+    def conversation(self) -> Runtime | None:
+        """None without the database (no history to hold the turns)."""
+        if self._conversation is None:
+            if self._db is None or self._history is None or self._audit is None:
+                return None
+            # Imported here, at the part's first use (see the class).
+            from memory_core.conversation.runtime import Runtime
+
+            runtime = Runtime(
+                self._memory,
+                self._history,
+                self._llm,
+                self._config,
+                self._audit,
+                self._locks,
+                ScheduleState(self._db),
+            )
+            self._stack.push_async_callback(runtime.stop)
+            self._conversation = runtime
+        return self._conversation
 
 
 @asynccontextmanager
@@ -127,7 +194,6 @@ async def open_services(
         # needs (on a large file, from its parse cache), before anyone asks.
         await memory.long_term.warm(MAIN)
         history: HistoryStore | None = None
-        conversation: Runtime | None = None
         if audit is not None:
             # The history (when there is one) and the audit log may hold rows not yet
             # stored (PostgreSQL's spools): given back before the database closes.
@@ -145,11 +211,11 @@ async def open_services(
             # inputs from under its /new.
             history = backend.history(db, config.history, guard.index)
             await backend.recover(history, audit)
-        if db is not None and history is not None and audit is not None:
-            conversation = Runtime(memory, history, llm, config, audit, locks, ScheduleState(db))
-            stack.push_async_callback(conversation.stop)
-        consolidation = Consolidator(memory, history, audit, llm, config, locks)
-        yield Services(memory, consolidation, db, audit, history, deliveries, journal, conversation)
+        late = LateParts(memory, history, audit, llm, config, locks, db, stack)
+        if serving:
+            late.conversation()
+            late.consolidation()
+        yield Services(memory, db, audit, history, deliveries, journal, late)
 
 
 async def _open_database(backend: Backend) -> tuple[Db | None, str | None]:

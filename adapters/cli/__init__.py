@@ -9,7 +9,7 @@ workspace it uses when the command line did not name it.
 
 `chatmem --help` must answer at once, so this module and the subcommand modules import
 at the top only what the parser needs: running a command is `running.py` (asyncio, the
-config with pydantic, the engine), imported once the arguments are parsed, and a
+config, the engine), imported once the arguments are parsed, and a
 subcommand's `run` imports what only it uses (Textual, the snapshot builder, asyncio's
 threads) (bench/cli_bench.py measures; a test checks what `--help` imports).
 """

@@ -1,7 +1,7 @@
 """Running one parsed command: its config, its core, its event loop.
 
 Imported by `adapters.cli` only once the arguments are parsed, so `chatmem --help` and
-a mistyped option never pay for asyncio, the config (pydantic) or the engine. The core
+a mistyped option never pay for asyncio, the config or the engine. The core
 a command opens is a command's (`MemoryCore.open(serving=False)`: no tokenizer loaded
 in advance, no vectors made; memory_core/services.py), except for the commands that
 serve until stopped (`SERVES`: the bots, the TUI, MCP).

@@ -1,36 +1,32 @@
-"""Typed settings from one TOML file plus environment overrides, on pydantic:
-`Config` (the whole file) and `load_config`, with the checks that span sections.
+"""Typed settings from one TOML file plus environment overrides: `Config` (the whole
+file, a frozen value of sections) and `load_config`, with the checks that span
+sections.
 
 The sections live in config/memory.py and config/services.py, their field convention
 in config/fields.py, and `config.example.toml` is generated from them (config/example.py;
 a test keeps them equal), so the example can never fall behind the code. Validation is
-strict and unknown keys are forbidden: a typo or a quoted number must not silently fall
-back to a default or be coerced. Errors are one line naming the key and the file (or the
-environment variable), not pydantic's multi-line report.
+strict and unknown keys are forbidden (config/checks.py): a typo or a quoted number must
+not silently fall back to a default or be coerced. Errors are one line naming the key and
+the file (or the environment variable).
 
-The sources are ours, not pydantic-settings': the TOML file (tomllib) under the
-environment variables `env_bindings` lists, merged key by key and validated once.
-pydantic-settings did the same through its source classes and cost every command about
-60 ms of imports (bench/cli_bench.py), for two sources whose rules we wrote anyway.
+The sources are ours: the TOML file (tomllib) under the environment variables
+`env_bindings` lists, merged key by key and checked once. Neither pydantic-settings
+(~60 ms of imports) nor pydantic (~75 ms more) is imported: with no file and no variable
+the config is `Config()`, the defaults, and nothing is checked (bench/cli_bench.py).
 """
 
 from __future__ import annotations
 
 import os
-import tomllib
-import typing
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from platformdirs import user_data_dir
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
-from pydantic.fields import FieldInfo
-
 from memory_core.base.entries import MemoryClass
 from memory_core.base.errors import ConfigError, ScopeError
 from memory_core.base.scope import DmScope, ScopeKey
-from memory_core.config.fields import defaults_of, field_extra, setting
+from memory_core.config.checks import Invalid, build
+from memory_core.config.fields import Field, Section, fields, part, setting
 from memory_core.config.memory import (
     ArchiveSettings,
     HistorySettings,
@@ -52,13 +48,9 @@ from memory_core.config.services import (
 )
 
 
-class Config(BaseModel):
+class Config(Section):
     """Everything chatmem reads from `chatmem.toml` and the environment (`load_config`);
     `Config()` is the defaults, never the process environment."""
-
-    model_config = ConfigDict(
-        frozen=True, extra="forbid", strict=True, validate_default=True, defer_build=True
-    )
 
     workspace: str = setting(
         "",
@@ -71,24 +63,30 @@ class Config(BaseModel):
     topic_scope: bool = setting(False, "Give each forum topic of a group its own scope.")
     timezone: str = setting("UTC", "IANA time zone for daily-note dates and schedules.")
     log_level: str = setting("INFO", "Logging level.")
-    scoring: ScoringSettings = Field(default_factory=ScoringSettings)
-    long_term: LongTermSettings = Field(default_factory=LongTermSettings)
-    prompt: PromptSettings = Field(default_factory=PromptSettings)
-    snapshot: SnapshotSettings = Field(default_factory=SnapshotSettings)
-    recall: RecallSettings = Field(default_factory=RecallSettings)
-    history: HistorySettings = Field(default_factory=HistorySettings)
-    archive: ArchiveSettings = Field(default_factory=ArchiveSettings)
-    schedule: ScheduleSettings = Field(default_factory=ScheduleSettings)
-    llm: LLMSettings = Field(default_factory=LLMSettings)
-    embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
-    storage: StorageSettings = Field(default_factory=StorageSettings)
-    mcp: McpSettings = Field(default_factory=McpSettings)
-    telegram: TelegramSettings = Field(default_factory=TelegramSettings)
-    dingtalk: DingTalkSettings = Field(default_factory=DingTalkSettings)
+    scoring: ScoringSettings = part(ScoringSettings)
+    long_term: LongTermSettings = part(LongTermSettings)
+    prompt: PromptSettings = part(PromptSettings)
+    snapshot: SnapshotSettings = part(SnapshotSettings)
+    recall: RecallSettings = part(RecallSettings)
+    history: HistorySettings = part(HistorySettings)
+    archive: ArchiveSettings = part(ArchiveSettings)
+    schedule: ScheduleSettings = part(ScheduleSettings)
+    llm: LLMSettings = part(LLMSettings)
+    embedding: EmbeddingSettings = part(EmbeddingSettings)
+    storage: StorageSettings = part(StorageSettings)
+    mcp: McpSettings = part(McpSettings)
+    telegram: TelegramSettings = part(TelegramSettings)
+    dingtalk: DingTalkSettings = part(DingTalkSettings)
 
     @property
     def workspace_path(self) -> Path:
-        return Path(self.workspace or user_data_dir("chatmem", appauthor=False)).expanduser()
+        if self.workspace:
+            return Path(self.workspace).expanduser()
+        # Imported here: only a config that names no workspace needs the platform's
+        # directories (~2 ms of a command's start).
+        from platformdirs import user_data_dir
+
+        return Path(user_data_dir("chatmem", appauthor=False)).expanduser()
 
     @property
     def dm_scope_mode(self) -> DmScope:
@@ -114,6 +112,8 @@ def load_config(
     source = "defaults" if path is None else str(path)
     values: dict[str, Any] = {}
     if path is not None:
+        import tomllib  # only a config file needs a TOML parser (~2 ms of imports)
+
         if not Path(path).is_file():
             raise ConfigError(f"{source}: config file not found")
         try:
@@ -126,27 +126,21 @@ def load_config(
                 f"{source}: not UTF-8 text, as TOML must be{_encoding_hint(path)}"
             ) from None
         try:  # alone first: a bad value is an error even where the environment overrides it
-            Config.model_validate(values)
-        except ValidationError as exc:
+            build(Config, values)
+        except Invalid as exc:
             raise _config_error(exc, source, {}) from None
     overrides = _env_values(env)
     if not values and not overrides:
-        config = defaults()
+        config = Config()
     else:
         try:
-            config = Config.model_validate(_merged(values, overrides))
-        except ValidationError as exc:
+            config = build(Config, _merged(values, overrides))
+        except Invalid as exc:
             raise _config_error(exc, source, env) from None
     if workspace is not None:
         config = config.with_workspace(workspace)
     _validate(config, source)
     return config
-
-
-def defaults() -> Config:
-    """`Config()` when neither a file nor a variable sets anything: nothing came from
-    outside to check (`defaults_of`)."""
-    return defaults_of(Config)
 
 
 _BYTE_ORDER_MARKS = {b"\xef\xbb\xbf": "UTF-8", b"\xff\xfe": "UTF-16", b"\xfe\xff": "UTF-16"}
@@ -163,12 +157,12 @@ def _encoding_hint(path: Path | str) -> str:
     return ""
 
 
-def _leaves(cls: type[BaseModel] = Config, prefix: str = "") -> Iterator[tuple[str, FieldInfo]]:
-    for name, info in cls.model_fields.items():
-        if isinstance(info.annotation, type) and issubclass(info.annotation, BaseModel):
-            yield from _leaves(info.annotation, f"{prefix}{name}.")
+def _leaves(cls: type[Section] = Config, prefix: str = "") -> Iterator[tuple[str, Field]]:
+    for info in fields(cls):
+        if info.section is not None:
+            yield from _leaves(info.section, f"{prefix}{info.name}.")
         else:
-            yield f"{prefix}{name}", info
+            yield f"{prefix}{info.name}", info
 
 
 SHORTEST_SECRET = 6
@@ -181,22 +175,18 @@ def secret_values(config: Config) -> list[str]:
     the MCP clients' tokens): what no log line or message may show."""
     found: list[str] = []
     for dotted, info in _leaves():
-        if not field_extra(info).get("secret"):
+        if not info.secret:
             continue
         value: Any = config
-        for part in dotted.split("."):
-            value = getattr(value, part)
+        for name in dotted.split("."):
+            value = getattr(value, name)
         found.extend(value if isinstance(value, dict) else [value])
     return [value for value in found if isinstance(value, str) and len(value) >= SHORTEST_SECRET]
 
 
 def env_bindings() -> list[tuple[str, str]]:
     """(ENV_NAME, dotted key) pairs: the public environment contract."""
-    return [
-        (field_extra(info)["env"], dotted)
-        for dotted, info in _leaves()
-        if "env" in field_extra(info)
-    ]
+    return [(info.env, dotted) for dotted, info in _leaves() if info.env]
 
 
 def _env_values(env: Mapping[str, str]) -> dict[str, Any]:
@@ -204,11 +194,11 @@ def _env_values(env: Mapping[str, str]) -> dict[str, Any]:
     the file's tables would hold them; an empty value counts as unset."""
     data: dict[str, Any] = {}
     for dotted, info in _leaves():
-        name = field_extra(info).get("env")
+        name = info.env
         if not name or not (value := env.get(name)):
             continue
         parsed: Any = value
-        if typing.get_origin(info.annotation) is list:
+        if isinstance(info.default, list):
             try:
                 parsed = [int(part) for part in value.replace(" ", "").split(",") if part]
             except ValueError:
@@ -233,34 +223,21 @@ def _merged(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
     return merged
 
 
-_EXPECTED = {
-    "bool_type": "true or false",
-    "int_type": "a whole number",
-    "float_type": "a number",
-    "string_type": "a string",
-    "list_type": "a list",
-    "dict_type": "a table",
-    "model_type": "a table",
-}
-
-
-def _config_error(exc: ValidationError, source: str, env: Mapping[str, str]) -> ConfigError:
-    """Pydantic's first error as today's one line: the key, and the file or the variable."""
-    error = exc.errors()[0]
-    loc = list(error["loc"])
+def _config_error(error: Invalid, source: str, env: Mapping[str, str]) -> ConfigError:
+    """The first value that does not fit as one line: the key, and the file or the
+    variable."""
+    loc = list(error.loc)
     if loc[:2] == ["mcp", "clients"] and len(loc) > 2:
         loc = loc[:2]  # the next part would be a token: a secret, never printed
     key = "".join("[]" if isinstance(p, int) else f".{p}" for p in loc).lstrip(".")
     for name, dotted in env_bindings():
         if env.get(name) and key.partition("[")[0] == dotted:
             source = f"environment variable {name}"
-    if error["type"] == "extra_forbidden":
+    if error.unknown:
         return ConfigError(f"{source}: unknown key '{key}'")
-    if error["type"] == "literal_error":
-        expected = f"one of {error['ctx']['expected']}"
-    elif not (expected := _EXPECTED.get(error["type"], "")):
-        return ConfigError(f"{source}: '{key}': {error['msg']}")
-    return ConfigError(f"{source}: '{key}' must be {expected}, not {error['input']!r}")
+    if error.message:
+        return ConfigError(f"{source}: '{key}': {error.message}")
+    return ConfigError(f"{source}: '{key}' must be {error.expected}, not {error.value!r}")
 
 
 def _validate(config: Config, source: str) -> None:

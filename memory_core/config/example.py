@@ -9,10 +9,8 @@ import inspect
 import json
 from typing import Any
 
-from pydantic import BaseModel
-
 from memory_core.config import Config
-from memory_core.config.fields import field_extra
+from memory_core.config.fields import Section, fields
 
 
 def render_example() -> str:
@@ -27,18 +25,19 @@ def render_example() -> str:
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
-def _example_section(value: BaseModel, name: str, lines: list[str]) -> None:
-    nested: list[tuple[str, BaseModel]] = []
+def _example_section(value: Section, name: str, lines: list[str]) -> None:
+    nested: list[tuple[str, Section]] = []
     if name:
         lines.append(f"[{name}]")
         lines += [f"# {line}" for line in _summary_lines(value.__doc__)]
-    for key, info in type(value).model_fields.items():
+    for info in fields(value):
+        key = info.name
         current = getattr(value, key)
-        if isinstance(current, BaseModel):
+        if isinstance(current, Section):
             nested.append((f"{name}.{key}" if name else key, current))
             continue
-        env = field_extra(info).get("env")
-        lines.append(f"# {info.description}" + (f" Env: {env}." if env else ""))
+        env = info.env
+        lines.append(f"# {info.doc}" + (f" Env: {env}." if env else ""))
         lines.append(f"{key} = {_toml_value(current)}")
     lines.append("")
     for sub_name, sub_value in nested:

@@ -11,11 +11,8 @@ from __future__ import annotations
 from typing import Literal
 from urllib.parse import urlsplit
 
-from pydantic import field_validator
-from pydantic_core import PydanticCustomError
-
 from memory_core.base.errors import ConfigError, install_hint
-from memory_core.config.fields import Section, setting
+from memory_core.config.fields import Section, above, at_least, setting
 
 
 class LLMSettings(Section):
@@ -70,11 +67,13 @@ class EmbeddingSettings(Section):
         secret=True,
     )
     dimensions: int = setting(
-        0, "Vector size asked of the server (text-embedding-3-* can shorten); 0 = the model's."
+        0,
+        "Vector size asked of the server (text-embedding-3-* can shorten); 0 = the model's.",
+        check=at_least(0),
     )
-    batch_size: int = setting(64, "Texts per embedding call.")
-    timeout_seconds: float = setting(30.0, "Per-request timeout of 'openai'.")
-    max_retries: int = setting(2, "Retries of 'openai' on rate limits and 5xx.")
+    batch_size: int = setting(64, "Texts per embedding call.", check=at_least(1))
+    timeout_seconds: float = setting(30.0, "Per-request timeout of 'openai'.", check=above(0))
+    max_retries: int = setting(2, "Retries of 'openai' on rate limits and 5xx.", check=at_least(0))
     model_cache: str = setting(
         "",
         "Directory where a local model's parsed form is kept, so that loads after the first "
@@ -83,27 +82,6 @@ class EmbeddingSettings(Section):
         "directory (~/.cache/chatmem/models on Linux), 'off' keeps none.",
         env="CHATMEM_MODEL_CACHE",
     )
-
-    @field_validator("dimensions", "max_retries")
-    @classmethod
-    def _not_negative(cls, value: int) -> int:
-        if value < 0:
-            raise PydanticCustomError("too_small", "must be >= 0")
-        return value
-
-    @field_validator("batch_size")
-    @classmethod
-    def _positive(cls, value: int) -> int:
-        if value < 1:
-            raise PydanticCustomError("too_small", "must be >= 1")
-        return value
-
-    @field_validator("timeout_seconds")
-    @classmethod
-    def _positive_time(cls, value: float) -> float:
-        if value <= 0:
-            raise PydanticCustomError("too_small", "must be > 0")
-        return value
 
 
 class StorageSettings(Section):
@@ -215,9 +193,12 @@ class DingTalkSettings(Section):
         "Where replies may go: a callback whose sessionWebhook is not https on one of these "
         "hosts is refused (400). An entry spelled as an origin, e.g. 'http://127.0.0.1:8091', "
         "allows exactly that scheme, host and port (a local proxy or a test).",
+        check=lambda hosts: _bad_webhook_host(hosts),
     )
     max_body_bytes: int = setting(
-        256 * 1024, "Largest callback body read (bytes); a larger one is refused with 413."
+        256 * 1024,
+        "Largest callback body read (bytes); a larger one is refused with 413.",
+        check=lambda size: None if size >= 1024 else "must be at least 1024",
     )
     signature_max_age_seconds: int = setting(
         300,
@@ -225,33 +206,8 @@ class DingTalkSettings(Section):
         "sign pair is accepted once within it, so a replayed header is refused (403). "
         "DingTalk's protocol allows an hour (3600, the most); a shorter window keeps fewer "
         "pairs and bounds replays sooner.",
+        check=lambda age: None if 1 <= age <= 3600 else "must be from 1 to 3600 seconds",
     )
-
-    @field_validator("webhook_hosts")
-    @classmethod
-    def _check_webhook_hosts(cls, value: list[str]) -> list[str]:
-        for entry in value:
-            try:
-                webhook_origin(entry)
-            except ValueError as exc:
-                raise PydanticCustomError(
-                    "webhook_host", "{problem}", {"problem": str(exc)}
-                ) from None
-        return value
-
-    @field_validator("max_body_bytes")
-    @classmethod
-    def _check_max_body_bytes(cls, value: int) -> int:
-        if value < 1024:
-            raise PydanticCustomError("too_small", "must be at least 1024")
-        return value
-
-    @field_validator("signature_max_age_seconds")
-    @classmethod
-    def _check_signature_max_age(cls, value: int) -> int:
-        if not 1 <= value <= 3600:
-            raise PydanticCustomError("out_of_range", "must be from 1 to 3600 seconds")
-        return value
 
     def webhook_origins(self) -> frozenset[tuple[str, str, int]]:
         """`webhook_hosts` as (scheme, host, port), the form a webhook URL is compared in.
@@ -260,6 +216,16 @@ class DingTalkSettings(Section):
             return frozenset(webhook_origin(entry) for entry in self.webhook_hosts)
         except ValueError as exc:
             raise ConfigError(f"dingtalk.webhook_hosts: {exc}") from None
+
+
+def _bad_webhook_host(hosts: list[str]) -> str | None:
+    """The first entry of `webhook_hosts` that is no host or origin, said why."""
+    for entry in hosts:
+        try:
+            webhook_origin(entry)
+        except ValueError as exc:
+            return str(exc)
+    return None
 
 
 def webhook_origin(entry: str) -> tuple[str, str, int]:

@@ -8,10 +8,10 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from pydantic import BaseModel
-
 from memory_core.base.scope import DmScope, InboundContext, ScopeKey, resolve_scope
 from memory_core.config import Config
+from memory_core.config.checks import Invalid, build
+from memory_core.config.fields import Section, values_of
 
 Overrides = Mapping[str, Mapping[str, object]]
 """config section -> {key: value}"""
@@ -55,9 +55,12 @@ def apply_overrides(config: Config, overrides: Overrides) -> Config:
     update: dict[str, object] = {}
     for section, values in overrides.items():
         current = getattr(config, section, None)
-        if not isinstance(current, BaseModel):
+        if not isinstance(current, Section):
             raise ValueError(f"unknown config section {section!r}")
-        update[section] = type(current).model_validate({**current.model_dump(), **values})
+        try:
+            update[section] = build(type(current), {**values_of(current), **values}, (section,))
+        except Invalid as exc:
+            raise ValueError(f"config {'.'.join(map(str, exc.loc))}: {exc}") from None
     return config.model_copy(update=update)
 
 

@@ -893,6 +893,64 @@ def test_commands_import_no_tokenizer_numpy_or_model(tmp_path: Path) -> None:
     assert [m for m in chinese if not m.startswith("rjieba")] == []
 
 
+UNUSED_PARTS_PROBE = """
+import json, sys
+from adapters.cli import main
+code = main(sys.argv[1:])
+unused = ("pydantic", "pydantic_core", "memory_core.consolidation.consolidator",
+          "memory_core.consolidation.phases", "memory_core.conversation.runtime",
+          "memory_core.conversation.chat", "memory_core.conversation.archiver")
+loaded = sorted(m for m in sys.modules if any(m == u or m.startswith(u + ".") for u in unused))
+print(json.dumps({"code": code, "loaded": loaded}), file=sys.stderr)
+"""
+
+
+def test_commands_import_no_pydantic_consolidation_or_conversation(tmp_path: Path) -> None:
+    """`status`, `capture` and `search` build the config without pydantic (config/checks.py
+    checks what a file or a variable sets) and use neither the consolidation nor the
+    conversation runtime, which are built, and their modules imported, at their first
+    use (services.LateParts); `consolidate` does use its part. Each command runs in its
+    own interpreter, which then lists what it imported: a guard, not a timing."""
+    env = {k: v for k, v in os.environ.items() if k not in dict(env_bindings())}
+    ws = str(tmp_path / "W")
+
+    def imported(*argv: str) -> list[str]:
+        done = subprocess.run(
+            [sys.executable, "-c", UNUSED_PARTS_PROBE, *argv, "--workspace", ws],
+            capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120, check=False,
+        )  # fmt: skip
+        report = json.loads(done.stderr.strip().splitlines()[-1])
+        assert report["code"] == 0, done.stderr
+        return list(report["loaded"])
+
+    assert imported("init") == []
+    assert imported("capture", "the staging server is called Bluebird") == []
+    assert imported("status") == []
+    assert imported("search", "staging server") == []
+    assert "memory_core.consolidation.consolidator" in imported("consolidate", "--phase", "filter")
+
+
+def test_words_are_stemmed_by_the_c_stemmer(tmp_path: Path) -> None:
+    """With PyStemmer installed (a dependency), a `search` stems its words with it and
+    never imports snowballstemmer's pure-Python modules (every language's tables, ~15 ms
+    of a command's start)."""
+    pytest.importorskip("Stemmer", reason="PyStemmer is what replaces them")
+    probe = (
+        "import sys\n"
+        "from adapters.cli import main\n"
+        "code = main(sys.argv[1:])\n"
+        "print(code, sorted(m for m in sys.modules if m.startswith('snowballstemmer.')),"
+        " file=sys.stderr)\n"
+    )
+    ws = str(tmp_path / "W")
+    for argv in (["init"], ["search", "running servers"]):
+        done = subprocess.run(
+            [sys.executable, "-c", probe, *argv, "--workspace", ws],
+            capture_output=True, text=True, cwd=tmp_path, timeout=120, check=False,
+        )  # fmt: skip
+        assert done.stderr.strip().splitlines()[-1] == "0 []", done.stderr
+
+
 def test_rebuild_index_is_reindex(cli: Run) -> None:
     cli.capture("用户喜欢用 pytest 而非 unittest")
     rebuilt, reindexed = cli.json("rebuild-index"), cli.json("reindex")

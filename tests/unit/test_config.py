@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import itertools
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 from platformdirs import user_data_dir
-from pydantic import BaseModel
 
 from memory_core.base.errors import ConfigError
 from memory_core.base.scope import DmScope
-from memory_core.config import Config, defaults, env_bindings, load_config
+from memory_core.config import Config, env_bindings, load_config
+from memory_core.config.checks import build
 from memory_core.config.example import render_example
-from memory_core.config.fields import defaults_of
+from memory_core.config.fields import Section, as_dict, fields
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "config.example.toml"
@@ -57,20 +59,33 @@ def test_defaults_without_a_file() -> None:
     assert (policy.reinforce_rate, policy.contradict_factor) == (0.2, 0.5)
 
 
-def test_the_defaults_are_built_unvalidated_and_are_valid() -> None:
-    """Without a file or a variable, `load_config` builds the defaults without validating
-    them (a command's start: no schema is built); they are what `Config()` validates to,
-    every value the strict types accept."""
-    built = defaults()
-    assert built == Config() == Config.model_validate({})
-    assert built.model_fields_set == Config().model_fields_set == set()
-    assert Config.model_validate(built.model_dump()) == built
-    for name in Config.model_fields:
-        section = getattr(built, name)
-        if isinstance(section, BaseModel):
-            assert type(section).model_validate(section.model_dump()) == section, name
-            assert defaults_of(type(section)) == type(section)(), name
+def test_the_defaults_are_built_unchecked_and_pass_the_checks() -> None:
+    """Without a file or a variable, `load_config` is `Config()`, nothing checked (a
+    command's start); every default is a value the strict checks accept, as a file
+    spelling out every default would give it."""
+    built = load_config(None, env={})
+    assert built == Config() == build(Config, {})
+    assert build(Config, as_dict(built)) == built
+    for info in fields(Config):
+        section = getattr(built, info.name)
+        if isinstance(section, Section):
+            assert build(type(section), as_dict(section)) == section, info.name
     assert load_config(None, env={}, workspace="/w") == Config(workspace="/w")
+
+
+def test_a_command_loading_the_config_imports_no_pydantic() -> None:
+    """pydantic cost ~75 ms of every command's start: the config neither imports it for
+    the defaults nor to check a file's values."""
+    code = (
+        "import sys\n"
+        "from memory_core.config import load_config\n"
+        "load_config(None, env={'CHATMEM_MODEL': 'm'})\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('pydantic', 'pydantic_core')))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.strip() == "[]"
 
 
 def test_default_file_in_cwd_is_read(tmp_path: Path) -> None:
@@ -329,14 +344,14 @@ def test_secrets_are_not_in_repr(tmp_path: Path) -> None:
 
 def test_every_secret_field_is_hidden_from_repr() -> None:
     secrets = []
-    for section_field in Config.model_fields.values():
-        section = section_field.annotation
-        if not (isinstance(section, type) and issubclass(section, BaseModel)):
+    for section_field in fields(Config):
+        section = section_field.section
+        if section is None:
             continue
-        for name, f in section.model_fields.items():
-            if isinstance(f.json_schema_extra, dict) and f.json_schema_extra.get("secret"):
-                secrets.append(name)
-                assert f.repr is False, f"{name} is secret but shown in repr"
+        for f in fields(section):
+            if f.secret:
+                secrets.append(f.name)
+                assert f.repr is False, f"{f.name} is secret but shown in repr"
     assert {"api_key", "bot_token", "webhook_secret", "app_secret"} <= set(secrets)
 
 

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-import multiprocessing
 import os
 import signal
 from collections import Counter
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
 from datetime import UTC, datetime, tzinfo
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from memory_core.base.chunks import ChunkKind
 from memory_core.base.clock import format_when, parse_when
@@ -33,6 +32,9 @@ from memory_core.recall.index.writes import (
     stored,
     update_hidden,
 )
+
+if TYPE_CHECKING:
+    from multiprocessing.context import BaseContext
 
 REBUILD_GROUP = 64
 """Files read, tokenized and written together during a rebuild."""
@@ -122,10 +124,14 @@ def ignore_interrupts() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def worker_start() -> multiprocessing.context.BaseContext:
+def worker_start() -> BaseContext:
     """How the tokenizing workers start: from a fork server (or a fresh interpreter),
     never by forking this process, whose other threads may hold locks a fork copies
     held (a vector backfill's BLAS threads: the fork would wait for them forever)."""
+    # Imported here, with the pool below: only a rebuild of many files starts workers,
+    # and multiprocessing's modules cost every command's start ~4 ms.
+    import multiprocessing
+
     methods = multiprocessing.get_all_start_methods()
     return multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
 
@@ -209,6 +215,8 @@ async def rebuild(
     groups_left = Counter(sid for group in groups for sid in {sid for sid, _ in group})
     loop = asyncio.get_running_loop()
     workers = min(os.cpu_count() or 1, 4) if len(groups) > 2 else 0
+    from concurrent.futures import ProcessPoolExecutor  # see worker_start
+
     pool = (
         ProcessPoolExecutor(
             max_workers=workers, mp_context=worker_start(), initializer=ignore_interrupts

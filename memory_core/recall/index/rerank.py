@@ -27,11 +27,10 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta, tzinfo
 
 from memory_core.base.chunks import ChunkKind
-from memory_core.config.fields import defaults_of
 from memory_core.config.memory import RecallSettings
 
-_RECALL = defaults_of(RecallSettings)
-"""The `[recall]` defaults (read, not validated: at import, validating costs ~10 ms)."""
+_RECALL = RecallSettings()
+"""The `[recall]` defaults."""
 CONVERSATION_KINDS = frozenset({ChunkKind.MESSAGE, ChunkKind.ARCHIVE_RAW})
 """Chunks that are turns of a conversation: they have neighbours worth reading."""
 
