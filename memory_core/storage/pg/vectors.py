@@ -50,6 +50,7 @@ from memory_core.base.sql import Connection, Db
 from memory_core.embedding.base import EmbeddingError
 from memory_core.storage.pg.database import apply_step
 from memory_core.storage.pg.migrations import PGVECTOR, hnsw_step
+from memory_core.storage.vectors import codec
 from memory_core.storage.vectors import rows as vectors
 from memory_core.storage.vectors.ann import CANDIDATES
 from memory_core.storage.vectors.index import VectorIndex
@@ -402,16 +403,20 @@ def _listing(conn: Connection, sid: int, model: str) -> tuple[int, dict[int, str
 
 
 def _rows_of(conn: Connection, sid: int, model: str, chunk_ids: Sequence[int]) -> list[VectorRow]:
-    """The vectors of `chunk_ids` with their chunk's kind and path (a vector whose chunk
-    left the scope is skipped, as a load skips it)."""
+    """The vectors of `chunk_ids` (float32 bytes, from `embeddings` where each is stored
+    once as float16, as a load reads them) with their chunk's kind and path (a vector
+    whose chunk left the scope is skipped, as a load skips it)."""
+    found = conn.execute(
+        "SELECT v.chunk_id, v.text_hash, c.kind, c.path, e.vec FROM chunk_vectors AS v"
+        " JOIN chunks AS c ON c.id = v.chunk_id AND c.scope_id = v.scope_id"
+        " JOIN embeddings AS e ON e.model = v.model AND e.text_hash = v.text_hash"
+        " WHERE v.scope_id = ? AND v.model = ? AND v.chunk_id = ANY(?)",
+        (sid, model, list(chunk_ids)),
+    ).fetchall()
+    vecs = codec.many_to_memory([bytes(r[4]) for r in found])
     return [
-        VectorRow(int(r[0]), str(r[1]), str(r[2]), str(r[3]), bytes(r[4]))
-        for r in conn.execute(
-            "SELECT v.chunk_id, v.text_hash, c.kind, c.path, v.vec FROM chunk_vectors AS v"
-            " JOIN chunks AS c ON c.id = v.chunk_id AND c.scope_id = v.scope_id"
-            " WHERE v.scope_id = ? AND v.model = ? AND v.chunk_id = ANY(?)",
-            (sid, model, list(chunk_ids)),
-        )
+        VectorRow(int(r[0]), str(r[1]), str(r[2]), str(r[3]), vec)
+        for r, vec in zip(found, vecs, strict=True)
     ]
 
 
