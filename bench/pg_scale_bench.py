@@ -208,11 +208,12 @@ def bulk(conn: psycopg.Connection[object]) -> Iterator[list[float]]:
     after; the list it yields holds the seconds it took once it is done."""
     took = [0.0]
     start = time.perf_counter()
+    # Made again as the migrations made it (its storage parameters with it).
+    row = conn.execute("SELECT pg_get_indexdef('chunks_postings'::regclass)").fetchone()
+    assert row is not None
     conn.execute("DROP INDEX IF EXISTS chunks_postings")
     yield took
-    conn.execute(
-        "CREATE INDEX chunks_postings ON chunks USING gin (chatmem_postings(scope_id, tokens))"
-    )
+    conn.execute(str(row[0]))
     conn.execute("ANALYZE")
     took[0] = time.perf_counter() - start
 
@@ -253,30 +254,35 @@ def copy_vectors(
     texts: Sequence[str],
     vecs: np.ndarray,
     model: str,
+    *,
+    pgvector: bool = True,
 ) -> None:
-    """The scope's vectors as the backfill writes them (row bytes, text hash of what was
-    embedded, pgvector's column), and the scope's vector version."""
+    """The scope's vectors as the backfill writes them (each vector once in `embeddings`
+    as float16, the chunk's row naming it by text hash, and pgvector's column when the
+    schema has it), and the scope's vector version."""
     dim = vecs.shape[1]
+    # The text as COPY stored it (copy_rows): what the backfill would hash.
+    hashes = [text_hash(t.replace("\t", " ").replace("\n", " ")) for t in texts]
+    known = {
+        str(r[0])
+        for r in conn.execute(
+            "SELECT text_hash FROM embeddings WHERE model = %s AND text_hash = ANY(%s)",
+            (model, hashes),
+        )
+    }
     with (
         conn.cursor() as cursor,
-        cursor.copy(
-            "COPY chunk_vectors (chunk_id, scope_id, model, text_hash, vec, embedding, dims)"
-            " FROM STDIN"
-        ) as copy,
+        cursor.copy("COPY embeddings (model, text_hash, vec) FROM STDIN") as copy,
     ):
-        for offset, (text, row) in enumerate(zip(texts, vecs, strict=True)):
-            safe = text.replace("\\", "\\\\").replace("\t", " ").replace("\n", " ")
-            copy.write_row(
-                (
-                    first_id + offset,
-                    sid,
-                    model,
-                    text_hash(safe),
-                    row.tobytes(),
-                    pg_literal(row),
-                    dim,
-                )
-            )
+        for digest, row in zip(hashes, vecs, strict=True):
+            if digest not in known:
+                known.add(digest)
+                copy.write_row((model, digest, row.astype("<f2").tobytes()))
+    columns = "chunk_id, scope_id, model, text_hash" + (", embedding, dims" if pgvector else "")
+    with conn.cursor() as cursor, cursor.copy(f"COPY chunk_vectors ({columns}) FROM STDIN") as copy:
+        for offset, (digest, row) in enumerate(zip(hashes, vecs, strict=True)):
+            extra = (pg_literal(row), dim) if pgvector else ()
+            copy.write_row((first_id + offset, sid, model, digest, *extra))
     conn.execute(
         "INSERT INTO vector_scopes (scope_id, version) VALUES (%s, 1) ON CONFLICT (scope_id)"
         " DO UPDATE SET version = vector_scopes.version + 1",

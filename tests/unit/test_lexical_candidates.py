@@ -19,7 +19,7 @@ from memory_core.recall.index import search as reads
 from memory_core.recall.index.postings import FTS5_B, FTS5_K1, fts5_idf
 from memory_core.recall.index.ranking import CorpusStats
 from tests.conftest import START
-from tests.support import database, index_of
+from tests.support import database, index_of, sql
 
 pytestmark = pytest.mark.storage
 
@@ -86,3 +86,14 @@ async def test_a_cut_keeps_the_best_by_bm25_with_filters(config: Config, questio
     assert len(expected) > 3  # the cut leaves some out
     assert best == expected[:3]
     assert filtered == expected[1:4]
+
+
+@pytest.mark.postgres_only
+async def test_the_postings_pending_list_is_kept_small(config: Config) -> None:
+    """Every search reads the GIN index's whole pending list: it is bounded at 256 kB
+    (m014), not the server's 4 MB default."""
+    async with MemoryCore.open(config, clock=ManualClock(START)) as core:
+        [(options,)] = await sql(
+            core, "SELECT reloptions FROM pg_class WHERE oid = 'chunks_postings'::regclass"
+        )
+    assert options == ["gin_pending_list_limit=256"]

@@ -99,7 +99,13 @@ class PostgresBackend:
         version = await ensure_pgvector(db)
         if version is not None:
             log.info("dense recall: pgvector %s beside the process's own search", version)
-            return PgVectorIndex(db, embedder, batch_size=batch_size, monotonic=self.monotonic)
+            return PgVectorIndex(
+                db,
+                embedder,
+                batch_size=batch_size,
+                monotonic=self.monotonic,
+                graph_dir=graph_files.directory(self.workspace.state_dir),
+            )
         log.warning(
             "dense recall: pgvector is not installed in this database; a large scope is"
             " searched exactly in each process until its graph is built (CREATE EXTENSION"

