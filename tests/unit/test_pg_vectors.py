@@ -92,8 +92,7 @@ async def test_the_database_finds_what_the_process_finds_in_the_scope_only(
     in_db = vectors_of(pg_core)
     assert isinstance(in_db, PgVectorIndex)
     in_process = VectorIndex(database(pg_core), in_db.embedder, ann_min_rows=None)
-    index = pg_core.guard.index
-    assert index is not None
+    index = index_of(pg_core)
     for scope in (MAIN, ScopeKey("peer:other")):
         sid = await index.scope_id(scope)
         assert sid is not None
@@ -292,3 +291,31 @@ async def test_a_vector_index_keeps_numpy_to_one_blas_thread(pg_config: Config) 
         assert isinstance(vectors, PgVectorIndex)
         await vectors.embedder.embed(["a query after the index was made"], query=True)
         assert blas_threads() == {1}
+
+
+async def test_a_restart_reads_a_large_scopes_graph_from_its_file(
+    large_core: MemoryCore, pg_config: Config, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A large scope's graph is written beside the workspace when the process closes, and
+    the next process reads it back (no build) and answers in the process, as on SQLite."""
+    vectors = vectors_of(large_core)
+    assert isinstance(vectors, PgVectorIndex)
+    sid = await index_of(large_core).scope_id(MAIN)
+    assert sid is not None
+    await vectors.load(sid)
+    assert await vectors.wait_graph(sid)
+    assert vectors.graph_counts.built == 1
+    query = await vectors.embed_query("what dog did we get")
+    first = await vectors.search(sid, query, 3)
+    await large_core.close()
+
+    searched = in_database_only(monkeypatch)
+    async with MemoryCore.open(pg_config, clock=ManualClock(START)) as again:
+        restarted = vectors_of(again)
+        assert isinstance(restarted, PgVectorIndex)
+        await restarted.load(sid)
+        assert await restarted.wait_graph(sid)
+        assert (restarted.graph_counts.read, restarted.graph_counts.built) == (1, 0)
+        second = await restarted.search(sid, query, 3)
+    assert searched == []
+    assert [i for i, _ in second] == [i for i, _ in first]
