@@ -43,6 +43,7 @@ import io
 import json
 import os
 import random
+import sqlite3
 import statistics
 import subprocess
 import sys
@@ -393,6 +394,66 @@ def hybrid_report(
     )
 
 
+def sqlite_copy(dsn: str, key: str, workspace: Path) -> None:
+    """A SQLite workspace holding `key`'s chunk rows and vectors as PostgreSQL holds them
+    (same ids, text, tokens, float16 vectors): the SQLite hybrid recall of the same scope,
+    timed beside PostgreSQL's for reference. Written as the index would hold them: the
+    scope's FTS5 table, its terms from FTS5's vocabulary, its counters."""
+
+    async def create() -> None:
+        config = load_config(None, env={}, workspace=workspace)
+        embedding = config.embedding.model_copy(update={"provider": "none"})
+        async with MemoryCore.open(config.model_copy(update={"embedding": embedding})) as core:
+            index = core.guard.index
+            assert index is not None
+            await index.scope_id(ScopeKey(key))  # type: ignore[attr-defined]
+
+    workspace.mkdir(parents=True)
+    asyncio.run(create())
+    lite = sqlite3.connect(workspace / ".chatmem" / "index.sqlite3")
+    sid = lite.execute("SELECT id FROM scopes WHERE key = ?", (key,)).fetchone()[0]
+    columns = [
+        r[1] for r in lite.execute("PRAGMA table_info(chunks)") if r[1] not in ("id", "scope_id")
+    ]
+    with psycopg.connect(dsn) as pg:
+        found = pg.execute("SELECT id, chunk_count, token_count FROM scopes WHERE key = %s", (key,))
+        pg_sid, chunk_count, token_count = found.fetchone()  # type: ignore[misc]
+        rows = pg.execute(
+            f"SELECT id, {', '.join(columns)} FROM chunks WHERE scope_id = %s ORDER BY id",
+            (pg_sid,),
+        ).fetchall()
+        vecs = pg.execute(
+            "SELECT v.chunk_id, v.model, v.text_hash, e.vec FROM chunk_vectors AS v"
+            " JOIN embeddings AS e USING (model, text_hash) WHERE v.scope_id = %s",
+            (pg_sid,),
+        ).fetchall()
+    marks = ", ".join("?" * len(columns))
+    lite.executemany(
+        f"INSERT INTO chunks (id, scope_id, {', '.join(columns)}) VALUES (?, {sid}, {marks})",
+        rows,
+    )
+    lite.execute(f"INSERT INTO fts_{sid} (rowid, tokens) SELECT id, tokens FROM chunks ORDER BY id")
+    lite.execute(f"CREATE VIRTUAL TABLE temp.vocab USING fts5vocab(main, fts_{sid}, row)")
+    lite.execute(
+        "INSERT INTO terms (scope_id, term, df) SELECT ?, term, doc FROM temp.vocab", (sid,)
+    )
+    lite.execute(
+        "UPDATE scopes SET chunk_count = ?, token_count = ? WHERE id = ?",
+        (chunk_count, token_count, sid),
+    )
+    lite.executemany(
+        "INSERT OR IGNORE INTO embeddings (model, text_hash, vec) VALUES (?, ?, ?)",
+        [(model, digest, bytes(vec)) for _, model, digest, vec in vecs],
+    )
+    lite.executemany(
+        "INSERT INTO chunk_vectors (chunk_id, scope_id, model, text_hash) VALUES (?, ?, ?, ?)",
+        [(chunk_id, sid, model, digest) for chunk_id, model, digest, _ in vecs],
+    )
+    lite.execute("INSERT INTO vector_scopes (scope_id, version) VALUES (?, 1)", (sid,))
+    lite.commit()
+    lite.close()
+
+
 def measure_hybrid(
     dsn: str,
     root: Path,
@@ -401,9 +462,11 @@ def measure_hybrid(
     trees: Sequence[tuple[str, Path]],
     rounds: int,
     cache_dir: Path,
+    sqlite: bool = False,
 ) -> str:
     """Vectors for the bench scope and the small scopes, then each tree's hybrid recall,
-    alternating; the report's table."""
+    alternating (with `sqlite`, this tree's on a SQLite copy of the bench scope too);
+    the report's tables."""
     extra: list[tuple[str, int, list[str]]] = []
     with psycopg.connect(dsn, autocommit=True) as conn:
         next_id = int(conn.execute("SELECT COALESCE(MAX(id), 0) + 1 FROM chunks").fetchone()[0])  # type: ignore[index]
@@ -435,11 +498,29 @@ def measure_hybrid(
     }
     spec_path = tmp / "hybrid-spec.json"
     spec_path.write_text(json.dumps(spec), encoding="utf-8")
-    runs: dict[str, list[dict[str, object]]] = {label: [] for label, _ in trees}
+    probes = [(label, tree, spec_path) for label, tree in trees]
+    if sqlite:
+        log("copying peer:bench into a SQLite workspace")
+        sqlite_copy(dsn, "peer:bench", tmp / "sqlite-ws")
+        sqlite_spec = tmp / "sqlite-spec.json"
+        only = {"peer:bench": queries["peer:bench"]}
+        sqlite_spec.write_text(
+            json.dumps({**spec, "env": {}, "workspace": str(tmp / "sqlite-ws"), "scopes": only}),
+            encoding="utf-8",
+        )
+        probes.append(("sqlite", trees[-1][1], sqlite_spec))
+    runs: dict[str, list[dict[str, object]]] = {label: [] for label, _, _ in probes}
     for number in range(rounds):
-        for label, tree in trees if number % 2 == 0 else list(reversed(trees)):
+        for label, tree, path in probes if number % 2 == 0 else list(reversed(probes)):
             log(f"hybrid recall, round {number + 1} of {rounds}: {label} ({tree})")
-            runs[label].append(run_probe(tree, spec_path))
+            runs[label].append(run_probe(tree, path))
+    if sqlite:
+        sqlite_tree = [("sqlite", trees[-1][1])]
+        return (
+            hybrid_report(trees, runs, list(queries))
+            + "\n"
+            + hybrid_report(sqlite_tree, runs, ["peer:bench"])
+        )
     return hybrid_report(trees, runs, list(queries))
 
 
@@ -458,6 +539,11 @@ def main() -> None:
         "--before", type=Path, help="with --hybrid: another source tree, timed beside this one"
     )
     parser.add_argument("--rounds", type=int, default=3, help="with --hybrid: rounds per tree")
+    parser.add_argument(
+        "--sqlite",
+        action="store_true",
+        help="with --hybrid: also this tree's hybrid recall of peer:bench copied into SQLite",
+    )
     parser.add_argument(
         "--vectors-cache",
         type=Path,
@@ -512,7 +598,7 @@ def main() -> None:
                 if args.before is not None:
                     trees.insert(0, ("before", args.before))
                 hybrid = measure_hybrid(
-                    dsn, root, tmp, bench, trees, args.rounds, args.vectors_cache
+                    dsn, root, tmp, bench, trees, args.rounds, args.vectors_cache, args.sqlite
                 )
             remaining = max(args.total - first_total, 0)
             more_scopes = max(args.scopes - FIRST_SCOPES - 1, 1)
