@@ -24,6 +24,7 @@ from memory_core.config import Config
 from memory_core.config.memory import HistorySettings
 from memory_core.config.services import StorageSettings
 from memory_core.storage.audit import AuditLog
+from memory_core.storage.blas import one_blas_thread
 from memory_core.storage.db import Database
 from memory_core.storage.history import HistoryStore, MessageIndexer
 from memory_core.storage.journal import CaptureJournal, FileOwners, Owners
@@ -148,6 +149,7 @@ class SqliteBackend:
         from memory_core.storage.vectors import graph_files
         from memory_core.storage.vectors.index import VectorIndex
 
+        one_blas_thread()
         return VectorIndex(
             db,
             embedder,

@@ -2,8 +2,8 @@
 
 Its advisory locks, not lock files, keep processes from writing one file at once
 (docs/operations.md); the journal is a table of the database; history and audit rows wait
-in a local spool while the server is away; vectors are searched by pgvector when the
-database has it.
+in a local spool while the server is away; with pgvector, vectors are also pgvector's
+column and its HNSW index answers a large scope until the process has its graph.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from memory_core.base.workspace import Workspace
 from memory_core.config.memory import HistorySettings
 from memory_core.config.services import StorageSettings
 from memory_core.storage.audit import AuditLog
+from memory_core.storage.blas import one_blas_thread
 from memory_core.storage.history import HistoryStore, MessageIndexer
 from memory_core.storage.journal import CaptureJournal, LockOwners, Owners
 from memory_core.storage.pg.database import Owner, PgDatabase
@@ -87,19 +88,28 @@ class PostgresBackend:
         return LockOwners(self.advisory)
 
     async def vector_index(self, db: Db, embedder: Embedder, batch_size: int) -> VectorSearch:
-        """In the database with pgvector; without it, exactly in each process (said once
-        at start)."""
+        """In the process, pgvector's HNSW index answering a large scope until its graph
+        is ready (`PgVectorIndex`); without pgvector, in the process alone (said once at
+        start)."""
         from memory_core.storage.pg.vectors import PgVectorIndex, ensure_pgvector
         from memory_core.storage.vectors import graph_files
         from memory_core.storage.vectors.index import VectorIndex
 
+        one_blas_thread()
         version = await ensure_pgvector(db)
         if version is not None:
-            log.info("dense recall: pgvector %s, searched in the database", version)
-            return PgVectorIndex(db, embedder, batch_size=batch_size, monotonic=self.monotonic)
+            log.info("dense recall: pgvector %s beside the process's own search", version)
+            return PgVectorIndex(
+                db,
+                embedder,
+                batch_size=batch_size,
+                monotonic=self.monotonic,
+                graph_dir=graph_files.directory(self.workspace.state_dir),
+            )
         log.warning(
-            "dense recall: pgvector is not installed in this database; vectors are"
-            " searched exactly in each process (CREATE EXTENSION vector to change that)"
+            "dense recall: pgvector is not installed in this database; a large scope is"
+            " searched exactly in each process until its graph is built (CREATE EXTENSION"
+            " vector: the database answers meanwhile)"
         )
         return VectorIndex(
             db,

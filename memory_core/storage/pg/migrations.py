@@ -314,6 +314,17 @@ migration(
 )
 
 
+migration(
+    "m014_postings_pending",
+    # New chunks' terms wait in the GIN index's pending list (fastupdate) until it is
+    # merged, and every search reads that whole list: by default up to 4 MB, about
+    # 1.4 ms a lexical query (360 pages cost 1 ms where the query itself took 0.4,
+    # bench/pg_scale_bench.py). 256 kB keeps a search's share near 0.1 ms; writes still
+    # go in batches, merged by the writer that fills the list (smaller merges, more often).
+    "ALTER INDEX chunks_postings SET (gin_pending_list_limit = 256)",
+)
+
+
 # --- Steps decided at run time ----------------------------------------------------------
 #
 # pgvector is an extension the server may lack (or the role may not create), and the
@@ -322,7 +333,7 @@ migration(
 # embedding model's, known at the first vector written. These steps are therefore not in
 # `PG_MIGRATIONS` (applied at every open, whatever the configuration) but numbered in
 # the same sequence and recorded in the same `_migrations` when applied
-# (`database.apply_step`): m011 and m012 are theirs; m013 followed them above.
+# (`database.apply_step`): m011 and m012 are theirs; m013 on followed them above.
 # A later change to what they make is a further step of the same kind, never an edit.
 
 PGVECTOR: tuple[str, str] = (

@@ -387,6 +387,24 @@ def recheck(
         params += exclude_paths
     where = " AND ".join(filters)
     texts: dict[int, str] = {}
+    if conn.backend == "postgres":
+        # One statement, the version a row of its own (id -1: a statement sees one
+        # snapshot), the ids as one array: each round trip to the server costs a
+        # search its wait for the server's process, and 160 ids as as many parameters
+        # took twice as long to parse and plan (1.2 ms against 0.6 at 100 000 chunks).
+        rows = conn.execute(
+            "SELECT -1, COALESCE((SELECT version::text FROM vector_scopes WHERE scope_id = ?),"
+            f" '0') UNION ALL (SELECT c.id, {EMBED_TEXT} FROM chunks AS c WHERE {where}"
+            " AND c.id = ANY(?))",
+            (sid, *params, list(chunk_ids)),
+        ).fetchall()
+        found = 0
+        for chunk_id, text in rows:
+            if int(chunk_id) == -1:
+                found = int(text)
+            else:
+                texts[int(chunk_id)] = str(text)
+        return found, texts
     for part in _parts(chunk_ids):
         texts.update(
             (int(r[0]), str(r[1]))
