@@ -176,7 +176,10 @@ class Staging:
         if queue.view is None or not (queue.staged or queue.writing.locked()):
             parsed = await self._store.load(scope, max_age=self._view_max_age)
             if queue.view is None or parsed is not queue.base:
-                queue.base, queue.view = parsed, EntryView.of(parsed.entries)
+                # In a worker thread: normalizing every entry of a large file takes a
+                # fraction of a second the event loop would otherwise stand still for.
+                view = await asyncio.to_thread(EntryView.of, parsed.entries)
+                queue.base, queue.view = parsed, view
         assert queue.view is not None
         return queue.view
 
@@ -187,12 +190,14 @@ class Staging:
         changed meanwhile."""
         queue = self._queues.setdefault(scope, _Queue())
         async with queue.mutex:
-            (await self._view(scope, queue)).ready()
+            # The grouping passes over every entry: off the event loop too (the mutex
+            # keeps every capture off the view meanwhile).
+            await asyncio.to_thread((await self._view(scope, queue)).ready)
 
     async def _rebuild_view(self, scope: ScopeKey, queue: _Queue) -> None:
         """The view from the file plus the captures still staged (under the mutex)."""
         parsed = await self._store.load(scope)
-        view = EntryView.of(parsed.entries)
+        view = await asyncio.to_thread(EntryView.of, parsed.entries)
         for staged in queue.staged:
             staged.apply(view, self._policy)
         queue.base, queue.view = None, view
