@@ -55,6 +55,15 @@ def vectors_of(core: MemoryCore) -> object:
     return index.vectors
 
 
+async def pg_vectors_of(core: MemoryCore) -> tuple[PgVectorIndex, int]:
+    """The core's in-process PostgreSQL vector index and the main scope's id."""
+    vectors = vectors_of(core)
+    assert isinstance(vectors, PgVectorIndex)
+    sid = await index_of(core).scope_id(MAIN)
+    assert sid is not None
+    return vectors, sid
+
+
 async def test_pgvector_holds_every_vector_and_an_hnsw_index(pg_core: MemoryCore) -> None:
     assert isinstance(vectors_of(pg_core), PgVectorIndex)
     [(total, with_embedding, dims)] = await sql(
@@ -149,10 +158,7 @@ async def test_another_writers_vectors_are_in_the_next_search(
         for note in NOTES[:2]:
             await reader.notes.append(MAIN, note)
         await reader.vectors_ready()
-        vectors = vectors_of(reader)
-        assert isinstance(vectors, PgVectorIndex)
-        sid = await index_of(reader).scope_id(MAIN)
-        assert sid is not None
+        vectors, sid = await pg_vectors_of(reader)
         query = await vectors.embed_query("what dog did we get")
         before = await vectors.search(sid, query, 5)
         assert len(before) == 2  # the matrix is loaded, with the reader's own two
@@ -209,10 +215,7 @@ async def test_a_large_scope_is_answered_by_the_database_until_its_graph_is_read
     graph are made in the background; once they are ready it is answered in the
     process, with the same chunks and cosines."""
     searched = in_database_only(monkeypatch)
-    vectors = vectors_of(large_core)
-    assert isinstance(vectors, PgVectorIndex)
-    sid = await index_of(large_core).scope_id(MAIN)
-    assert sid is not None
+    vectors, sid = await pg_vectors_of(large_core)
     query = await vectors.embed_query("what dog did we get")
     first = await vectors.search(sid, query, 3)
     assert searched == [sid]
@@ -230,10 +233,7 @@ async def test_another_writer_reaches_a_large_scope_without_a_new_graph(
     answers while the matrix is behind), then in the graph's answers, taken in by a
     catch-up: the matrix and graph are the same objects, not loaded and built again."""
     searched = in_database_only(monkeypatch)
-    vectors = vectors_of(large_core)
-    assert isinstance(vectors, PgVectorIndex)
-    sid = await index_of(large_core).scope_id(MAIN)
-    assert sid is not None
+    vectors, sid = await pg_vectors_of(large_core)
     await vectors.load(sid)
     assert await vectors.wait_graph(sid)
     matrix = vectors._matrices[sid]
@@ -298,10 +298,7 @@ async def test_a_restart_reads_a_large_scopes_graph_from_its_file(
 ) -> None:
     """A large scope's graph is written beside the workspace when the process closes, and
     the next process reads it back (no build) and answers in the process, as on SQLite."""
-    vectors = vectors_of(large_core)
-    assert isinstance(vectors, PgVectorIndex)
-    sid = await index_of(large_core).scope_id(MAIN)
-    assert sid is not None
+    vectors, sid = await pg_vectors_of(large_core)
     await vectors.load(sid)
     assert await vectors.wait_graph(sid)
     assert vectors.graph_counts.built == 1

@@ -255,15 +255,7 @@ class PgVectorIndex(VectorIndex):
             matrix.near, graph, q, k * CANDIDATES, kinds, exclude_paths
         )
         picked = matrix.pick(scores, max(2 * k, k + 16), rows)
-        version, texts = await self._db.call(
-            partial(
-                vectors.recheck,
-                sid=sid,
-                chunk_ids=[chunk_id for chunk_id, _, _ in picked],
-                kinds=kinds,
-                exclude_paths=list(exclude_paths),
-            )
-        )
+        version, texts = await self._recheck(sid, picked, kinds, exclude_paths)
         if version != matrix.version:
             self._behind.add(sid)
             return None

@@ -287,6 +287,25 @@ class VectorIndex:
             self._retire(scope_id)  # another process changed it: load again
         return hits
 
+    async def _recheck(
+        self,
+        sid: int,
+        picked: Sequence[tuple[int, str, float]],
+        kinds: Sequence[str] | None,
+        exclude_paths: Sequence[str],
+    ) -> tuple[int, dict[int, str]]:
+        """The scope's version and the texts the chunks table vouches for, of the rows
+        `VectorMatrix.pick` chose (`rows.recheck`, one round trip)."""
+        return await self._db.call(
+            partial(
+                vectors.recheck,
+                sid=sid,
+                chunk_ids=[chunk_id for chunk_id, _, _ in picked],
+                kinds=kinds,
+                exclude_paths=list(exclude_paths),
+            )
+        )
+
     async def _confirm(
         self,
         sid: int,
@@ -305,15 +324,7 @@ class VectorIndex:
         m = max(2 * k, k + 16)
         while True:
             picked = matrix.pick(scores, m, rows)
-            version, texts = await self._db.call(
-                partial(
-                    vectors.recheck,
-                    sid=sid,
-                    chunk_ids=[chunk_id for chunk_id, _, _ in picked],
-                    kinds=kinds,
-                    exclude_paths=list(exclude_paths),
-                )
-            )
+            version, texts = await self._recheck(sid, picked, kinds, exclude_paths)
             if version != matrix.version:
                 return _Miss.STALE
             hits = []
