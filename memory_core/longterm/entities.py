@@ -200,7 +200,7 @@ def extract_entities(entries: Sequence[MemoryEntry]) -> list[Entity]:
         for key, (name, _, alias_set, _) in found.items()
     }
     texts = [e.content.casefold() for e in entries] if found else []
-    holding = _Holders(texts, [word for keys in keys_of.values() for word in keys])
+    holding = Holders(texts, [word for keys in keys_of.values() for word in keys])
     ids = [e.id for e in entries]
     for key, (name, kind, alias_set, relation_set) in found.items():
         holders = set().union(*map(holding.texts_with, keys_of[key]))
@@ -261,7 +261,7 @@ def named_in(text: str) -> tuple[Named, ...]:
     return named
 
 
-class _Holders:
+class Holders:
     """Which of many folded texts hold a word, for every word asked of them: the texts
     holding each character of the words are listed once (one C-level pass over each text),
     and a word is looked for only in the texts holding its rarest character. The plain

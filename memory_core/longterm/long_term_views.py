@@ -21,7 +21,8 @@ from memory_core.base.policy import ScoringPolicy
 from memory_core.base.scope import ScopeKey
 from memory_core.base.workspace import Workspace
 from memory_core.config import Config
-from memory_core.longterm.entities import Entity, extract_entities
+from memory_core.longterm.entities import Entity
+from memory_core.longterm.entity_tracker import EntityTracker
 from memory_core.longterm.forgotten_keeper import ForgottenKeeper
 from memory_core.longterm.memory_md import QuarantinedBlock
 from memory_core.longterm.memory_md_parser import ParsedMemory
@@ -68,6 +69,8 @@ class LongTermViews:
         self.policy = policy
         self._ranked_cache: dict[ScopeKey, tuple[ParsedMemory, list[MemoryEntry]]] = {}
         self._entities: dict[str, tuple[ParsedMemory, list[Entity]]] = {}
+        self._trackers: dict[str, EntityTracker] = {}
+        self._entity_locks: dict[str, asyncio.Lock] = {}
         # Per scope: the ranked entries a prompt block was made from, the instants it holds
         # for (from, until) and the block itself.
         self._prompt_cache: dict[ScopeKey, tuple[list[MemoryEntry], datetime, datetime, str]] = {}
@@ -75,14 +78,18 @@ class LongTermViews:
     async def entities(self, scope: ScopeKey) -> list[Entity]:
         """The entities the scope's Active memories name (best first), found again only
         when the file changed: the store hands out the same parse until then."""
-        parsed = await self.store.load(scope)
-        cached = self._entities.get(scope.value)
-        if cached is not None and cached[0] is parsed:
-            return cached[1]
-        active = [e for e in parsed.entries if e.archived is None]
-        found = await asyncio.to_thread(extract_entities, active)
-        self._entities[scope.value] = (parsed, found)
-        return found
+        async with self._entity_locks.setdefault(scope.value, asyncio.Lock()):
+            parsed = await self.store.load(scope)
+            cached = self._entities.get(scope.value)
+            if cached is not None and cached[0] is parsed:
+                return cached[1]
+            active = [e for e in parsed.entries if e.archived is None]
+            # By difference from the last version's (a write changes a few entries of
+            # what may be 100 000): one tracker per scope, updated one version at a time.
+            tracker = self._trackers.setdefault(scope.value, EntityTracker())
+            found = await asyncio.to_thread(tracker.update, active)
+            self._entities[scope.value] = (parsed, found)
+            return found
 
     async def prompt_memories(self, scope: ScopeKey, when: datetime) -> str:
         """The prompt's memory block, rendered once per version of the long-term file and

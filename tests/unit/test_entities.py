@@ -11,7 +11,7 @@ from memory_core.base.entries import MemoryEntry
 from memory_core.base.scope import ScopeKey
 from memory_core.config import Config
 from memory_core.engine import MemoryCore
-from memory_core.longterm.entities import EntityKind, _Holders, expand_query, extract_entities
+from memory_core.longterm.entities import EntityKind, Holders, expand_query, extract_entities
 
 NOW = datetime(2026, 3, 1, tzinfo=UTC)
 
@@ -153,5 +153,5 @@ async def test_without_expansion_the_alias_finds_nothing(config: Config) -> None
 def test_the_texts_holding_a_word_are_those_in_says(texts: list[str], word: str) -> None:
     """Found among the texts holding its rarest character: exactly `word in text`, at
     either end of a text, in an empty one, with a character repeated."""
-    holding = _Holders(texts, [word, "b猫"])
+    holding = Holders(texts, [word, "b猫"])
     assert holding.texts_with(word) == {i for i, t in enumerate(texts) if word in t}

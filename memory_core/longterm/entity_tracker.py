@@ -1,0 +1,157 @@
+"""`extract_entities` kept up to date across versions of one file, by difference.
+
+Every write of a long-term file is a new version, and recall's query expansion wants the
+entities of the new one. Found from scratch they cost about two seconds at 100 000
+memories (which memories hold each name is a pass over every text), after each capture
+of a bot's large file. A write changes a few entries: only those are read for names and
+tested against every known name, and only a name no entry used before is looked for in
+every text. The result is `extract_entities(entries)` exactly (tests compare the two
+over random edits); a change of most of the file is simply found again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from memory_core.base.entries import MemoryEntry
+from memory_core.longterm.entities import (
+    Entity,
+    EntityKind,
+    Holders,
+    extract_entities,
+    named_in,
+)
+
+REBUILD_SHARE = 0.2
+"""A version whose added and removed entries exceed this share of it is found again from
+scratch: one pass over every text then costs less than each new text tested against
+every name."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Naming:
+    """One naming of an entity in one entry: what `named_in` gave, in its place there."""
+
+    key: str
+    name: str
+    kind: EntityKind
+    aliases: tuple[str, ...]
+    relation: str
+    order: int
+
+
+class EntityTracker:
+    """The entities of the last entries given, and what finding them again needs: per
+    entry its folded text and its namings, per entity key the entries naming it, and per
+    word (a name or an alias, folded) the entries whose text holds it."""
+
+    def __init__(self) -> None:
+        self._reset()
+
+    def _reset(self) -> None:
+        self._texts: dict[str, str] = {}
+        self._namings: dict[str, list[_Naming]] = {}
+        self._named_by: dict[str, dict[str, list[_Naming]]] = {}
+        self._holders: dict[str, set[str]] = {}
+        self._contents: dict[str, str] = {}
+
+    def update(self, entries: Sequence[MemoryEntry]) -> list[Entity]:
+        """The entities of `entries` (best first, as `extract_entities` takes them)."""
+        contents = {e.id: e.content for e in entries}
+        if len(contents) != len(entries):  # ids twice: the plain way decides
+            self._reset()
+            return extract_entities(entries)
+        old = self._contents
+        removed = [i for i, text in old.items() if contents.get(i) != text]
+        added = [i for i, text in contents.items() if old.get(i) != text]
+        if not old or len(removed) + len(added) > REBUILD_SHARE * max(len(contents), 1):
+            self._rebuild(contents)
+        else:
+            self._apply(contents, removed, added)
+        return self._entities([e.id for e in entries])
+
+    # --- state ---------------------------------------------------------------------------
+    def _rebuild(self, contents: dict[str, str]) -> None:
+        self._reset()
+        for entry_id, content in contents.items():
+            self._add_entry(entry_id, content)
+        self._contents = dict(contents)
+        self._find_words(self._words(), list(self._texts))
+
+    def _apply(self, contents: dict[str, str], removed: list[str], added: list[str]) -> None:
+        for entry_id in removed:
+            self._remove_entry(entry_id)
+        for held in self._holders.values():
+            held.difference_update(removed)
+        known = set(self._holders)
+        for entry_id in added:
+            self._add_entry(entry_id, contents[entry_id])
+            text = self._texts[entry_id]
+            for word in known:
+                if word in text:
+                    self._holders[word].add(entry_id)
+        self._contents = dict(contents)
+        words = self._words()
+        for gone in known - words:
+            del self._holders[gone]
+        self._find_words(words - known, list(self._texts))
+
+    def _add_entry(self, entry_id: str, content: str) -> None:
+        self._texts[entry_id] = content.casefold()
+        namings = [
+            _Naming(name.casefold(), name, kind, aliases, relation, order)
+            for order, (name, kind, aliases, relation) in enumerate(named_in(content))
+        ]
+        self._namings[entry_id] = namings
+        for naming in namings:
+            self._named_by.setdefault(naming.key, {}).setdefault(entry_id, []).append(naming)
+
+    def _remove_entry(self, entry_id: str) -> None:
+        self._texts.pop(entry_id, None)
+        for naming in self._namings.pop(entry_id, []):
+            by_entry = self._named_by[naming.key]
+            by_entry.pop(entry_id, None)
+            if not by_entry:
+                del self._named_by[naming.key]
+
+    def _words(self) -> set[str]:
+        """Every folded name and alias some entry gives (what holders are kept of)."""
+        words: set[str] = set()
+        for key, by_entry in self._named_by.items():
+            words.add(key)
+            for namings in by_entry.values():
+                words.update(alias.casefold() for n in namings for alias in n.aliases)
+        words.discard("")
+        return words
+
+    def _find_words(self, words: set[str], ids: list[str]) -> None:
+        """Holders of words no entry used before, found in every text in one pass."""
+        if not words:
+            return
+        texts = [self._texts[i] for i in ids]
+        holding = Holders(texts, words)
+        for word in words:
+            self._holders[word] = {ids[index] for index in holding.texts_with(word)}
+
+    # --- the result ------------------------------------------------------------------------
+    def _entities(self, order: list[str]) -> list[Entity]:
+        place = {entry_id: n for n, entry_id in enumerate(order)}
+        entities = []
+        for key, by_entry in self._named_by.items():
+            namings = [n for entry_id in by_entry for n in by_entry[entry_id]]
+            first_entry = min(by_entry, key=place.__getitem__)
+            first = min(by_entry[first_entry], key=lambda n: n.order)
+            aliases = {alias for n in namings for alias in n.aliases}
+            relations = {n.relation for n in namings if n.relation}
+            holders: set[str] = set()
+            for word in (key, *(alias.casefold() for alias in aliases)):
+                if word:
+                    holders |= self._holders.get(word, set())
+            facts = tuple(sorted(holders, key=place.__getitem__))
+            entities.append(
+                Entity(
+                    first.name, first.kind, tuple(sorted(aliases)), tuple(sorted(relations)), facts
+                )
+            )
+        return sorted(entities, key=lambda e: (-len(e.facts), e.name.casefold()))

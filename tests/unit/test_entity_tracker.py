@@ -1,0 +1,98 @@
+"""The entities kept up to date by difference are `extract_entities`' exactly, after any
+sequence of edits to a file's entries."""
+
+from __future__ import annotations
+
+import random
+from datetime import UTC, datetime
+
+import pytest
+
+from memory_core.base.entries import MemoryEntry
+from memory_core.longterm import entity_tracker
+from memory_core.longterm.entities import extract_entities
+from memory_core.longterm.entity_tracker import EntityTracker
+
+NOW = datetime(2026, 3, 1, tzinfo=UTC)
+
+TEXTS = [
+    "我的猫叫小橘，很喜欢吃鱼",
+    "小橘昨天去看了兽医",
+    "My dog is called Max",
+    "my dog Max hates baths",
+    "Alice moved to Hangzhou in May",
+    "我老婆叫小雪",
+    "小雪 likes hiking",
+    "Working on project Apollo this month",
+    "Apollo ships on Friday",
+    "用户的猫叫小橘",
+    "My dog Rex loves the beach",
+    "I work at Acme Corp in Berlin",
+    "The user's son Leo is in grade 3 at Hillview primary school",
+    "Leo plays football",
+    "User's wife is called Anna",
+    "Anna and Leo went to Berlin",
+    "The user has a parrot named Kiwi",
+    "kiwi fruit for breakfast",
+    "用户养了一只狗叫旺财",
+    "用户的同事叫张伟",
+    "张伟 sent the report",
+    "用户在字节跳动工作",
+    "The user works for Bank of China in Shanghai",
+    "the cat sleeps all day",
+    "nothing to see here",
+]
+
+
+def entry(n: int, text: str) -> MemoryEntry:
+    return MemoryEntry(f"e{n:04d}", text, "fact", 0.5, NOW, NOW, NOW)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_every_version_gives_what_finding_them_again_gives(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Every version is applied by difference (none is found again from scratch), unless
+    # the share says so at the start.
+    monkeypatch.setattr(entity_tracker, "REBUILD_SHARE", 10.0 if seed % 2 else 0.5)
+    rng = random.Random(seed)
+    entries = [entry(n, rng.choice(TEXTS)) for n in range(12)]
+    tracker = EntityTracker()
+    assert tracker.update(entries) == extract_entities(entries)
+    serial = 100
+    for _ in range(40):
+        move = rng.choice(("add", "remove", "edit", "reorder", "rename"))
+        if move == "add" or not entries:
+            serial += 1
+            entries.insert(rng.randrange(len(entries) + 1), entry(serial, rng.choice(TEXTS)))
+        elif move == "remove":
+            entries.pop(rng.randrange(len(entries)))
+        elif move == "edit":
+            at = rng.randrange(len(entries))
+            entries[at] = entries[at].with_(content=rng.choice(TEXTS))
+        elif move == "reorder":
+            rng.shuffle(entries)
+        else:  # a name some entries hold gains or loses its naming entry
+            at = rng.randrange(len(entries))
+            entries[at] = entries[at].with_(content=entries[at].content + " and Kiwi")
+        assert tracker.update(entries) == extract_entities(entries), move
+
+
+def test_an_unchanged_version_reads_no_text_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    entries = [entry(n, text) for n, text in enumerate(TEXTS)]
+    tracker = EntityTracker()
+    first = tracker.update(entries)
+    calls: list[str] = []
+    real = entity_tracker.named_in
+
+    def counted(text: str) -> object:
+        calls.append(text)
+        return real(text)
+
+    monkeypatch.setattr(entity_tracker, "named_in", counted)
+    assert tracker.update(list(reversed(entries))) == extract_entities(list(reversed(entries)))
+    assert calls == []
+    edited = [entries[0].with_(content="My dog is called Biscuit"), *entries[1:]]
+    found = tracker.update(edited)
+    assert calls == ["My dog is called Biscuit"]
+    assert found == extract_entities(edited) != first
