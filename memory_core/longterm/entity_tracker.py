@@ -43,14 +43,13 @@ class _Naming:
 
 class EntityTracker:
     """The entities of the last entries given, and what finding them again needs: per
-    entry its folded text and its namings, per entity key the entries naming it, and per
+    entry its text and its namings, per entity key the entries naming it, and per
     word (a name or an alias, folded) the entries whose text holds it."""
 
     def __init__(self) -> None:
         self._reset()
 
     def _reset(self) -> None:
-        self._texts: dict[str, str] = {}
         self._namings: dict[str, list[_Naming]] = {}
         self._named_by: dict[str, dict[str, list[_Naming]]] = {}
         self._holders: dict[str, set[str]] = {}
@@ -77,7 +76,7 @@ class EntityTracker:
         for entry_id, content in contents.items():
             self._add_entry(entry_id, content)
         self._contents = dict(contents)
-        self._find_words(self._words(), list(self._texts))
+        self._find_words(self._words())
 
     def _apply(self, contents: dict[str, str], removed: list[str], added: list[str]) -> None:
         for entry_id in removed:
@@ -87,7 +86,7 @@ class EntityTracker:
         known = set(self._holders)
         for entry_id in added:
             self._add_entry(entry_id, contents[entry_id])
-            text = self._texts[entry_id]
+            text = contents[entry_id].casefold()
             for word in known:
                 if word in text:
                     self._holders[word].add(entry_id)
@@ -95,10 +94,9 @@ class EntityTracker:
         words = self._words()
         for gone in known - words:
             del self._holders[gone]
-        self._find_words(words - known, list(self._texts))
+        self._find_words(words - known)
 
     def _add_entry(self, entry_id: str, content: str) -> None:
-        self._texts[entry_id] = content.casefold()
         namings = [
             _Naming(name.casefold(), name, kind, aliases, relation, order)
             for order, (name, kind, aliases, relation) in enumerate(named_in(content))
@@ -108,7 +106,6 @@ class EntityTracker:
             self._named_by.setdefault(naming.key, {}).setdefault(entry_id, []).append(naming)
 
     def _remove_entry(self, entry_id: str) -> None:
-        self._texts.pop(entry_id, None)
         for naming in self._namings.pop(entry_id, []):
             by_entry = self._named_by[naming.key]
             by_entry.pop(entry_id, None)
@@ -125,11 +122,13 @@ class EntityTracker:
         words.discard("")
         return words
 
-    def _find_words(self, words: set[str], ids: list[str]) -> None:
-        """Holders of words no entry used before, found in every text in one pass."""
+    def _find_words(self, words: set[str]) -> None:
+        """Holders of words no entry used before, found in every text in one pass (the
+        texts folded for it, not kept: 100 000 memories' would be tens of megabytes)."""
         if not words:
             return
-        texts = [self._texts[i] for i in ids]
+        ids = list(self._contents)
+        texts = [self._contents[i].casefold() for i in ids]
         holding = Holders(texts, words)
         for word in words:
             self._holders[word] = {ids[index] for index in holding.texts_with(word)}
