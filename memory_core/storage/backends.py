@@ -24,7 +24,6 @@ from memory_core.config import Config
 from memory_core.config.memory import HistorySettings
 from memory_core.config.services import StorageSettings
 from memory_core.storage.audit import AuditLog
-from memory_core.storage.blas import one_blas_thread
 from memory_core.storage.db import Database
 from memory_core.storage.history import HistoryStore, MessageIndexer
 from memory_core.storage.journal import CaptureJournal, FileOwners, Owners
@@ -146,16 +145,10 @@ class SqliteBackend:
         return FileOwners(self.workspace.state_dir / "owners")
 
     async def vector_index(self, db: Db, embedder: Embedder, batch_size: int) -> VectorSearch:
-        from memory_core.storage.vectors import graph_files
         from memory_core.storage.vectors.index import VectorIndex
 
-        one_blas_thread()
-        return VectorIndex(
-            db,
-            embedder,
-            batch_size=batch_size,
-            monotonic=self.monotonic,
-            graph_dir=graph_files.directory(self.workspace.state_dir),
+        return VectorIndex.for_workspace(
+            db, embedder, self.workspace.state_dir, batch_size=batch_size, monotonic=self.monotonic
         )
 
     async def recover(self, history: HistoryStore, audit: AuditLog | None) -> None:

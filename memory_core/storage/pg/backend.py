@@ -20,7 +20,6 @@ from memory_core.base.workspace import Workspace
 from memory_core.config.memory import HistorySettings
 from memory_core.config.services import StorageSettings
 from memory_core.storage.audit import AuditLog
-from memory_core.storage.blas import one_blas_thread
 from memory_core.storage.history import HistoryStore, MessageIndexer
 from memory_core.storage.journal import CaptureJournal, LockOwners, Owners
 from memory_core.storage.pg.database import Owner, PgDatabase
@@ -92,31 +91,21 @@ class PostgresBackend:
         is ready (`PgVectorIndex`); without pgvector, in the process alone (said once at
         start)."""
         from memory_core.storage.pg.vectors import PgVectorIndex, ensure_pgvector
-        from memory_core.storage.vectors import graph_files
         from memory_core.storage.vectors.index import VectorIndex
 
-        one_blas_thread()
         version = await ensure_pgvector(db)
+        index: type[VectorIndex] = PgVectorIndex
         if version is not None:
             log.info("dense recall: pgvector %s beside the process's own search", version)
-            return PgVectorIndex(
-                db,
-                embedder,
-                batch_size=batch_size,
-                monotonic=self.monotonic,
-                graph_dir=graph_files.directory(self.workspace.state_dir),
+        else:
+            log.warning(
+                "dense recall: pgvector is not installed in this database; a large scope is"
+                " searched exactly in each process until its graph is built (CREATE EXTENSION"
+                " vector: the database answers meanwhile)"
             )
-        log.warning(
-            "dense recall: pgvector is not installed in this database; a large scope is"
-            " searched exactly in each process until its graph is built (CREATE EXTENSION"
-            " vector: the database answers meanwhile)"
-        )
-        return VectorIndex(
-            db,
-            embedder,
-            batch_size=batch_size,
-            monotonic=self.monotonic,
-            graph_dir=graph_files.directory(self.workspace.state_dir),
+            index = VectorIndex
+        return index.for_workspace(
+            db, embedder, self.workspace.state_dir, batch_size=batch_size, monotonic=self.monotonic
         )
 
     async def recover(self, history: HistoryStore, audit: AuditLog | None) -> None:

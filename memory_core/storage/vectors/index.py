@@ -31,7 +31,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Self
 
 import numpy as np
 import numpy.typing as npt
@@ -39,6 +39,7 @@ import numpy.typing as npt
 from memory_core.base.clock import Monotonic
 from memory_core.base.sql import Db
 from memory_core.embedding.base import Embedder, EmbeddingError
+from memory_core.storage.blas import one_blas_thread
 from memory_core.storage.vectors import codec
 from memory_core.storage.vectors import rows as vectors
 from memory_core.storage.vectors.ann import ANN_MIN_ROWS, CANDIDATES
@@ -74,6 +75,29 @@ class VectorIndex:
 
     `close()` closes the embedder too: the index owns the embedder it was given.
     """
+
+    @classmethod
+    def for_workspace(
+        cls,
+        db: Db,
+        embedder: Embedder,
+        state_dir: Path,
+        *,
+        batch_size: int,
+        monotonic: Monotonic,
+    ) -> Self:
+        """The index a workspace's core searches with: its graphs kept as files under
+        `state_dir`, numpy's BLAS on one thread in this process (storage/blas.py)."""
+        from memory_core.storage.vectors import graph_files
+
+        one_blas_thread()
+        return cls(
+            db,
+            embedder,
+            batch_size=batch_size,
+            monotonic=monotonic,
+            graph_dir=graph_files.directory(state_dir),
+        )
 
     def __init__(
         self,
