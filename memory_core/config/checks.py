@@ -96,7 +96,7 @@ def _value(kind: Any, value: Any, loc: Loc) -> Any:
     if kind is float and type(value) is int:
         return float(value)
     # bool is an int to Python, not to a config: only the exact type passes.
-    if type(value) is not kind and not (kind is float and type(value) is float):
+    if type(value) is not kind:
         raise Invalid(loc, expected=EXPECTED[kind], value=value)
     return value
 
