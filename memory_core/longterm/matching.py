@@ -305,9 +305,10 @@ def _find_match(
             if found is not None and found.restates:
                 return found
             update = _believed(by_id, update, found)
-    if size <= SKELETON_MAX and skeleton(content) != norm:
+    if size <= SKELETON_MAX:
         # A number, date or negation in a text too short for bigrams to find alike
-        # ("我儿子上三年级" / "四年级"); the skeleton of a text without one is its `norm`.
+        # ("我儿子上三年级" / "四年级"), or a value written otherwise ("at 7" / "at 07:00",
+        # "I am" / "I'm"): either text may be the one that holds it, so always asked.
         for entry_id in index.same_skeleton(cand.category, content):
             found = _related(by_id, entry_id, content)
             if found is not None and found.restates:

@@ -55,7 +55,14 @@ from memory_core.base.entries import (
 )
 from memory_core.base.scope import ScopeKey
 from memory_core.base.workspace import Workspace
-from memory_core.longterm import entities, fact_keys, matching, memory_md, memory_md_parser
+from memory_core.longterm import (
+    entities,
+    fact_keys,
+    matching,
+    memory_md,
+    memory_md_parser,
+    values,
+)
 from memory_core.longterm.entities import EntityKind, Named
 from memory_core.longterm.fact_keys import known_skeleton, remember_skeletons, skeleton
 from memory_core.longterm.matching import SKELETON_MAX, normalize_content, remember_norms
@@ -64,10 +71,19 @@ from memory_core.longterm.memory_md_parser import ParsedMemory
 
 log = logging.getLogger(__name__)
 
-VERSION = 1
-_PRODUCERS = (memory_md, memory_md_parser, entries_module, clock, matching, fact_keys, entities)
+VERSION = 2
+_PRODUCERS = (
+    memory_md,
+    memory_md_parser,
+    entries_module,
+    clock,
+    matching,
+    fact_keys,
+    values,
+    entities,
+)
 """The modules whose code decides what the cache holds: the parse, the normalised text,
-the skeleton and the entities named."""
+the skeleton (with the values' one writing) and the entities named."""
 
 
 @functools.cache
