@@ -83,6 +83,8 @@ _ZH_DATE = LazyPattern(r"(?:(\d{4})年)?(\d{1,2})月(\d{1,2})[日号]")
 _ZH_TIME = LazyPattern(
     r"(早上|上午|中午|下午|晚上|凌晨)?(\d{1,2})[点點](?:钟)?(?:(\d{1,2})分?|(半))?"
 )
+_ZH_FINAL_PARTICLE = LazyPattern("[了啊呀呢吧哦嘛啦](?=[。！!？?，,;；\\s]*$)")
+"""A particle that ends a sentence adds tone, not a fact ("我不喜欢喝咖啡了")."""
 _ZH_PM = frozenset({"下午", "晚上"})
 _ZH_PART_CLOCK = LazyPattern(r"(早上|上午|中午|下午|晚上|凌晨)\s*(\d{1,2}):(\d{2})")
 _ZH_TEN_THOUSANDS = LazyPattern(r"(?<![\d.])(\d{1,12})(?:\.(\d{1,8}))?([万亿])")
@@ -132,6 +134,23 @@ _EN_CARDINALS.update(
         for v, w in enumerate(_split("thirty forty fifty sixty seventy eighty ninety"), 3)
     }
 )
+_EN_COMPOUND = LazyPattern(
+    r"\b(twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety)[- ]"
+    r"(one|two|three|four|five|six|seven|eight|nine)\b"
+)
+"""forty-five -> 45."""
+_EN_CARDINALS.update(
+    {
+        word: str(value)
+        for value, word in enumerate(
+            _split(
+                "first second third fourth fifth sixth seventh eighth ninth tenth eleventh twelfth"
+            ),
+            1,
+        )
+    }
+)
+_EN_CARDINALS.update({"twice": "2", "thrice": "3"})
 _EN_CARDINAL = LazyPattern(r"\b(?:" + "|".join(_EN_CARDINALS) + r")\b")
 _TIMES = LazyPattern(r"\b(\d+) times?\b")
 _ARTICLE = LazyPattern(r"\b(?:a|an|the) ")
@@ -175,6 +194,7 @@ def _chinese_values(text: str) -> str:
         ),
         text,
     )
+    text = _ZH_FINAL_PARTICLE.sub("", text)
     text = _ZH_TEN_THOUSANDS.sub(_zh_ten_thousands, text)
     text = _ZH_NUMBER_OR_WORD.sub(lambda m: m.group("word") or chinese_number(m.group("num")), text)
     text = _ZH_DATE.sub(_zh_date, text)
@@ -296,6 +316,9 @@ def _numbers(text: str) -> str:
 
 
 def _cardinals(text: str) -> str:
+    text = _EN_COMPOUND.sub(
+        lambda m: str(int(_EN_CARDINALS[m[1]]) + int(_EN_CARDINALS[m[2]])), text
+    )
     return _EN_CARDINAL.sub(lambda m: _EN_CARDINALS[m.group()], text)
 
 
@@ -326,7 +349,8 @@ def canonical(text: str) -> str:
 
 
 _HAS_HAN = LazyPattern("[\u4e00-\u9fff]")
-_SQUASH = LazyPattern(r"[\s\W_]+", re.UNICODE)
+_SQUASH = LazyPattern(r"(?:(?!(?<=\d)[.:](?=\d))[\s\W_])+", re.UNICODE)
+"""Spaces and punctuation, but not the point of 1.5 or the colon of 7:30."""
 
 
 def squashed(text: str) -> str:
