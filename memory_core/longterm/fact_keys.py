@@ -346,12 +346,6 @@ def kept_characters(key: str) -> str:
     return "".join(sorted(kept, reverse=True))
 
 
-def has_keys(text: str) -> bool:
-    """Whether `text` holds a number, a date or a negation (what an update can change):
-    its skeleton masks or drops something, so differs from its normalized text."""
-    return skeleton(text) != _NOISE.sub("", unicodedata.normalize("NFKC", text).casefold())
-
-
 def _folded_words(text: str) -> frozenset[str]:
     return frozenset(word.casefold() for word in _english_words(text))
 
@@ -370,6 +364,14 @@ def _names_only_in(one: str, keys: FactKeys, other: str) -> bool:
     return False
 
 
+def _other_place(old: tuple[str, ...], new: tuple[str, ...]) -> bool:
+    """Whether both texts give a single-valued attribute a value and no value of one is
+    part of one of the other's: 杭州 / 杭州西湖区 is the same city said more precisely."""
+    if not old or not new:
+        return False
+    return not any(a in b or b in a for a in old for b in new)
+
+
 def relation(old: str, new: str) -> Relation:
     """How `new` stands to `old`, two texts the merge found alike (the same either way
     round)."""
@@ -384,7 +386,7 @@ def relation(old: str, new: str) -> Relation:
         a.numbers != b.numbers
         or a.dates != b.dates
         or a.negations != b.negations
-        or a.slots != b.slots
+        or _other_place(a.slots, b.slots)
     ):
         return Relation.UPDATES
     return Relation.RESTATES

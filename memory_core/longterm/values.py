@@ -98,8 +98,8 @@ _MONTH_DAY = LazyPattern(
 )
 _WEEKDAY = "|".join(WEEKDAYS)
 _DATED_WEEKDAY = LazyPattern(
-    rf"(?P<date>\d{{4}}-\d{{2}}-\d{{2}})\s*[,(（]?\s*(?P<day>{_WEEKDAY})\s*[)）]?"
-    rf"|(?P<day2>{_WEEKDAY})\s*,?\s*(?P<date2>\d{{4}}-\d{{2}}-\d{{2}})"
+    rf"(?P<date>(?<!\d)\d{{8}}(?!\d))\s*[,(（]?\s*(?P<day>{_WEEKDAY})\s*[)）]?"
+    rf"|(?P<day2>{_WEEKDAY})\s*,?\s*(?P<date2>(?<!\d)\d{{8}}(?!\d))"
 )
 _HALF_DAY = (
     r"(?:(?P<am>a\.?m\.?|in the morning)|(?P<pm>p\.?m\.?|in the (?:afternoon|evening)|at night))"
@@ -178,28 +178,30 @@ _PLURAL = LazyPattern(r"\b([a-z]{2,}[a-hj-rtv-z])s\b")
 def _iso(year: int | None, month: int, day: int) -> str | None:
     if not (1 <= month <= 12 and 1 <= day <= 31):
         return None
-    return f"{year:04d}-{month:02d}-{day:02d}" if year is not None else f"{month:02d}-{day:02d}"
+    return f"{year:04d}{month:02d}{day:02d}" if year is not None else f"{month:02d}{day:02d}"
+
+
+def _zh_weekday(match: re.Match[str]) -> str:
+    day = match.group(1)
+    return f" {WEEKDAYS[int(day) - 1 if day.isdigit() else _ZH_WEEKDAY_INDEX[day]]} "
 
 
 def _chinese_values(text: str) -> str:
-    text = _ZH_WEEKDAY.sub(
-        lambda m: (
-            " "
-            + WEEKDAYS[
-                _ZH_WEEKDAY_INDEX.get(
-                    m.group(1), int(m.group(1)) - 1 if m.group(1).isdigit() else 0
-                )
-            ]
-            + " "
-        ),
-        text,
-    )
+    """Chinese weekdays, numerals, dates and clock times; each pass only when a
+    character it needs is there (this runs for every entry a cache is built of)."""
+    if "周" in text or "星期" in text or "礼拜" in text:
+        text = _ZH_WEEKDAY.sub(_zh_weekday, text)
     text = _ZH_FINAL_PARTICLE.sub("", text)
-    text = _ZH_TEN_THOUSANDS.sub(_zh_ten_thousands, text)
+    if "万" in text or "亿" in text:
+        text = _ZH_TEN_THOUSANDS.sub(_zh_ten_thousands, text)
     text = _ZH_NUMBER_OR_WORD.sub(lambda m: m.group("word") or chinese_number(m.group("num")), text)
-    text = _ZH_DATE.sub(_zh_date, text)
-    text = _ZH_TIME.sub(_zh_time, text)
-    return _ZH_PART_CLOCK.sub(_zh_part_clock, text)
+    if "月" in text:
+        text = _ZH_DATE.sub(_zh_date, text)
+    if "点" in text or "點" in text:
+        text = _ZH_TIME.sub(_zh_time, text)
+    if ":" in text:
+        text = _ZH_PART_CLOCK.sub(_zh_part_clock, text)
+    return text
 
 
 def _zh_part_clock(match: re.Match[str]) -> str:
@@ -234,11 +236,12 @@ def _zh_time(match: re.Match[str]) -> str:
     return f" {hour:02d}:{minute:02d} "
 
 
-def _dates(text: str) -> str:
-    text = _ISO_DATE.sub(lambda m: _iso(int(m[1]), int(m[2]), int(m[3])) or m.group(), text)
-    text = _NUMERIC_DATE.sub(_numeric_date, text)
+def _dates(text: str, grouped: bool) -> str:
+    if grouped:
+        text = _ISO_DATE.sub(lambda m: _iso(int(m[1]), int(m[2]), int(m[3])) or m.group(), text)
+        text = _NUMERIC_DATE.sub(_numeric_date, text)
     text = _MONTH_DAY.sub(_month_day, text)
-    return _DATED_WEEKDAY.sub(_dated_weekday, text)
+    return _DATED_WEEKDAY.sub(_dated_weekday, text) if "day" in text else text
 
 
 def _numeric_date(match: re.Match[str]) -> str:
@@ -264,7 +267,7 @@ def _dated_weekday(match: re.Match[str]) -> str:
     """A date's added weekday is dropped when it is the date's own."""
     written = match["date"] or match["date2"]
     day = match["day"] or match["day2"]
-    year, month, mday = map(int, written.split("-"))
+    year, month, mday = int(written[:4]), int(written[4:6]), int(written[6:])
     try:
         own = WEEKDAYS[date(year, month, mday).weekday()]
     except ValueError:
@@ -292,7 +295,8 @@ def _at_hour(match: re.Match[str]) -> str:
 
 def _times(text: str) -> str:
     text = _CLOCK_HALF.sub(_clock_half, text)
-    text = _CLOCK.sub(_clock, text)
+    if ":" in text:
+        text = _CLOCK.sub(_clock, text)
     return _AT_HOUR.sub(_at_hour, text)
 
 
@@ -306,8 +310,10 @@ def _phone(match: re.Match[str]) -> str:
     return digits if len(digits) >= 7 else written
 
 
-def _numbers(text: str) -> str:
+def _numbers(text: str, grouped: bool) -> str:
     text = _ORDINAL.sub(r"\1", text)
+    if not grouped:
+        return text
     text = _THOUSANDS.sub(_digits_only, text)
     text = _DOT_THOUSANDS.sub(_digits_only, text)
     text = _PHONE.sub(_phone, text)
@@ -316,18 +322,23 @@ def _numbers(text: str) -> str:
 
 
 def _cardinals(text: str) -> str:
-    text = _EN_COMPOUND.sub(
-        lambda m: str(int(_EN_CARDINALS[m[1]]) + int(_EN_CARDINALS[m[2]])), text
-    )
+    if "ty" in text:
+        text = _EN_COMPOUND.sub(
+            lambda m: str(int(_EN_CARDINALS[m[1]]) + int(_EN_CARDINALS[m[2]])), text
+        )
     return _EN_CARDINAL.sub(lambda m: _EN_CARDINALS[m.group()], text)
 
 
 def _words(text: str) -> str:
-    text = _TIMES.sub(r"\1", text)
-    text = _CONTRACTED.sub(lambda m: _CONTRACTIONS[m.group()], text)
-    text = _DO_NOT.sub("not", text)
+    if "time" in text:
+        text = _TIMES.sub(r"\1", text)
+    if "'" in text or "never" in text or "cannot" in text:
+        text = _CONTRACTED.sub(lambda m: _CONTRACTIONS[m.group()], text)
+    if " not" in text:
+        text = _DO_NOT.sub("not", text)
     text = _ARTICLE.sub("", text)
-    text = _PERIOD.sub(r"\1", text)
+    if "every" in text or "each" in text or "per " in text:
+        text = _PERIOD.sub(r"\1", text)
     return _PLURAL.sub(r"\1", text)
 
 
@@ -335,20 +346,25 @@ def _words(text: str) -> str:
 def canonical(text: str) -> str:
     """`text` casefolded (NFKC) with every value written one way: numbers as ASCII digits
     without separators (a decimal point, not a comma), times as HH:MM (24 h), dates as
-    YYYY-MM-DD or MM-DD without the weekday they fall on, digit groups of a phone number
+    YYYYMMDD or MMDD without the weekday they fall on, digit groups of a phone number
     or PIN joined, weekdays and months spelled out, English contractions written short,
     plural -s dropped."""
     text = unicodedata.normalize("NFKC", text).replace("’", "'")
-    text = _ABBREVIATED.sub(lambda m: _ABBREVIATIONS[m.group().rstrip(".")], text)
+    if not text.islower():
+        text = _ABBREVIATED.sub(lambda m: _ABBREVIATIONS[m.group().rstrip(".")], text)
     text = _cardinals(text.casefold())
     if _HAS_HAN.search(text):
         text = _chinese_values(text)
-    text = _dates(text)
-    text = _times(text)
-    return _words(_numbers(text))
+    if _HAS_DIGIT.search(text):
+        grouped = _DIGIT_GROUPS.search(text) is not None
+        text = _numbers(_times(_dates(text, grouped)), grouped)
+    return _words(text)
 
 
 _HAS_HAN = LazyPattern("[\u4e00-\u9fff]")
+_HAS_DIGIT = LazyPattern("[0-9]")
+_DIGIT_GROUPS = LazyPattern(r"[0-9][-/., ][0-9]")
+"""Digits a separator splits: a numeric date, a phone number, thousands, a decimal comma."""
 _SQUASH = LazyPattern(r"(?:(?!(?<=\d)[.:](?=\d))[\s\W_])+", re.UNICODE)
 """Spaces and punctuation, but not the point of 1.5 or the colon of 7:30."""
 
@@ -381,7 +397,7 @@ _EN_SLOT = LazyPattern(
     rf"\s+(?:the\s+)?(?P<value>{_EN_SLOT_WORD}(?:\s+{_EN_SLOT_WORD}){{0,2}})"
 )
 _ZH_SLOT = LazyPattern(
-    "(?:住在|住|搬到|搬去|搬家到|定居在|定居|来自)(?P<value>[\u4e00-\u9fff]{2,4}?)"
+    "(?:住在|住|搬到|搬去|搬家到|定居在|定居|来自)(?P<value>[\u4e00-\u9fff]{2,6}?)"
     "(?=$|[^\u4e00-\u9fff]|了|的|和|附近|一带)"
     "|在(?P<work>[\u4e00-\u9fff]{2,6}?)(?:工作|上班|上学|读书|实习)"
     "|最喜欢的[\u4e00-\u9fff]{1,3}?是(?P<liked>[\u4e00-\u9fff]{1,4}?)(?=$|[^\u4e00-\u9fff])"

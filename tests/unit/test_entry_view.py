@@ -18,7 +18,6 @@ from memory_core.longterm.decay import decay_all
 from memory_core.longterm.fact_keys import (
     Relation,
     forget_skeletons,
-    has_keys,
     kept_characters,
     relation,
     skeleton,
@@ -74,8 +73,7 @@ def test_find_agrees_with_the_plain_rule(existing: list[MemoryEntry], text: str,
     skeletons = [
         e.id
         for e in existing
-        if has_keys(text)
-        and e.category == cat
+        if e.category == cat
         and max(len(norm), len(normalize_content(e.content))) <= SKELETON_MAX
         and skeleton(e.content) == skeleton(text)
     ]
