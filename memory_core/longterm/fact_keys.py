@@ -1,19 +1,23 @@
-"""What makes two nearly identical texts two facts: numbers, dates, names and negation.
+"""What makes two nearly identical texts two facts: numbers, dates, codes, names, negation.
 
 The merge takes two texts whose bigrams are at least 85 % alike for one memory said again
 (`matching.SIMILAR`). That holds for "My son Leo is in grade 3" and "... grade 4 ...", for
 two phone numbers, for 喜欢 and 不喜欢: the texts differ in exactly the part that matters.
-`relation` tells such a pair apart by the keys a fact turns on, found by offline rules:
+`relation` tells such a pair apart by the keys a fact turns on, found by offline rules on
+the values' one writing (`values.canonical`: "at 7" = "at 07:00", 三 = 3 = three):
 
-* a different name (a capitalised word, or a Chinese name after 叫/姓/a relation word or
-  with a common surname) makes them DIFFERENT facts: both are kept, neither loses score;
-* otherwise different numbers (digits, English and Chinese numerals: 3 = three = 三),
-  dates (month, weekday and day words) or a different count of negations make the new text
-  an UPDATE of the old one: it is added and the old one is contradicted (seed 002's rule);
+* the same canonical text RESTATES the old one, however its values were written;
+* another code or id (`values.codes`: qz000mk, z0007q) or another name (a capitalised
+  word, or a Chinese name after 叫/姓/a relation word or with a common surname) makes them
+  DIFFERENT facts: both are kept, neither loses score;
+* otherwise different numbers, dates (month, weekday and day words), a different count of
+  negations or another value of a single-valued attribute (`values.slots`: where one
+  lives or works) make the new text an UPDATE of the old one: it is added and the old one
+  is contradicted (seed 002's rule);
 * otherwise it RESTATES the old one, which is reinforced.
 
 Texts too short for their bigrams to be alike ("我儿子上三年级" / "四年级") are paired by
-their `skeleton` instead: the text with numbers and dates masked and negations dropped.
+their `skeleton` instead: the canonical text with values masked and negations dropped.
 
 Pure. `fact_keys` is not cached: the merge asks only about pairs already alike, which is
 rare. `skeleton` is (the merge computes it for every short entry of a category).

@@ -263,8 +263,9 @@ def _find_match(
 ) -> _Match:
     """The entry `cand` restates: named by id, the same normalized text, or else the first
     entry (in file order) of its category whose text is `_similar` and differs in no number,
-    date, name or negation (`fact_keys.relation`), or else one of its category with the
-    same skeleton (`fact_keys.skeleton`: the text but for numbers, dates and negations). Failing that,
+    date, code, name or negation (`fact_keys.relation`), or else one of its category with
+    the same skeleton (`fact_keys.skeleton`: the text but for its values, each written one
+    way, and negations). Failing that,
     of the entries that only a number, date or negation sets apart, the one with the highest
     score (the later on a tie) is the one `cand` updates.
 
