@@ -29,7 +29,9 @@ from tests.support import FACT_DAY, add_candidates, believed
 START = datetime(2026, 1, 1, 12, tzinfo=UTC)
 WORDS = [
     "tea", "coffee", "green", "black", "likes", "hates", "drinks", "morning", "用户", "喜欢",
-    "3", "三", "4", "not", "不", "Leo", "Max",
+    "3", "三", "4", "not", "不", "Leo", "Max", "I'm", "I", "am", "never", "don't", "at", "7",
+    "07:00", "Mon", "Monday", "mornings", "twice", "2 times", "z0007q", "live in", "Berlin",
+    "我住在", "北京", "七点",
 ]  # fmt: skip
 
 texts = st.lists(st.sampled_from(WORDS), min_size=1, max_size=6).map(" ".join)
