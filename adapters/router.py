@@ -157,7 +157,9 @@ class MessageRouter:
     async def _remember(self, scope: ScopeKey, argument: str, message: InboundMessage) -> str:
         if not argument:
             return "Usage: /remember TEXT"
-        return await self.core.conversation.chat.remember(scope, argument)
+        return await self.core.conversation.chat.remember(
+            scope, argument, speaker=message.sender_name
+        )
 
     async def _forget(self, scope: ScopeKey, argument: str, message: InboundMessage) -> str:
         if not argument:

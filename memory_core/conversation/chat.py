@@ -195,7 +195,7 @@ class ChatEngine:
         said = not is_request(text)
         await self.records.message(scope, session.id, "user", text, now, speaker, evidence=said)
         if explicit is not None:
-            reply = await self._remember(scope, explicit[1], chinese)
+            reply = await self._remember(scope, explicit[1], chinese, speaker)
             await self.records.message(
                 scope, session.id, "assistant", reply, self.memory.now(), "", evidence=False
             )
@@ -239,7 +239,7 @@ class ChatEngine:
             *history_window(earlier, self.config.history),
             {"role": "user", "content": text},
         ]
-        ctx = ToolContext(self.memory, scope, session.id)
+        ctx = ToolContext(self.memory, scope, session.id, speaker or None)
         try:
             reply, calls, stored = await self._tool_loop(ctx, messages, force_search=intent)
         except LLMError as exc:
@@ -307,11 +307,12 @@ class ChatEngine:
         return (final.content or "").strip(), calls, stored
 
     # --- memory requests ------------------------------------------------------------
-    async def remember(self, scope: ScopeKey, text: str) -> str:
-        """`/remember TEXT`: keep `text` as a memory the person asked for; the reply."""
+    async def remember(self, scope: ScopeKey, text: str, *, speaker: str = "") -> str:
+        """`/remember TEXT`: keep `text` as a memory the person (`speaker`, in a group)
+        asked for; the reply."""
         with self._working_on(scope):
             async with self.lock_for(scope):
-                return await self._remember(scope, text.strip(), writes_cjk(text))
+                return await self._remember(scope, text.strip(), writes_cjk(text), speaker)
 
     async def ask_forget(self, scope: ScopeKey, what: str) -> str:
         """`/forget WHAT`: the question listing the memories about `what`; the scope's next
@@ -320,9 +321,9 @@ class ChatEngine:
             async with self.lock_for(scope):
                 return await self.forget_questions.ask(scope, what.strip(), writes_cjk(what))
 
-    async def _remember(self, scope: ScopeKey, what: str, chinese: bool) -> str:
+    async def _remember(self, scope: ScopeKey, what: str, chinese: bool, speaker: str) -> str:
         entry, result = await self.memory.long_term.capture(
-            scope, what, category="fact", importance="high", source="explicit"
+            scope, what, category="fact", importance="high", source="explicit", speaker=speaker
         )
         await self.records.decided(scope, "remember", result, None)
         kept = result.outcome.kept if result.outcome else Kept.SAVED
