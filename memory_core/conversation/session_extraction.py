@@ -18,12 +18,12 @@ from memory_core.base.requests import evidence
 from memory_core.base.scope import ScopeKey
 from memory_core.conversation.chat_records import ChatRecords
 from memory_core.llm.client import LLMClient
-from memory_core.longterm.claims import group_speaker
 from memory_core.llm.extract import (
     TranscriptLine,
     extract_with_llm,
     heuristic_candidates,
 )
+from memory_core.longterm.claims import group_speaker
 from memory_core.memory_service import MemoryService
 from memory_core.storage.interfaces import AuditBackend, HistoryBackend
 from memory_core.storage.sessions import StoredMessage

@@ -117,11 +117,13 @@ async def test_another_member_cannot_demote_a_self_fact(core: MemoryCore) -> Non
         shown = [h.text for h in hits]
         mine = shown.index(f"(by Alice) {fact}")
         theirs = [i for i, t in enumerate(shown) if t.startswith("(claim by Bob)")]
+        assert len(theirs) == 2, shown  # both of Bob's claims on the fact, shown as claims
         assert all(mine < i for i in theirs), shown
         injection = await core.finder.recall(scope, query)
         lines = injection.block.splitlines()
         first_mine = next(i for i, line in enumerate(lines) if f"(by Alice) {fact}" in line)
         assert all(first_mine < i for i, line in enumerate(lines) if "(claim by Bob)" in line)
+        assert not any(f"] {t}" in line or f"- {t}" in line for line in lines for _, t in UPDATES)
         above += 1
     block = await core.snapshots.prompt_block(scope)
     for fact in SELF_FACTS:

@@ -31,6 +31,7 @@ from memory_core.longterm.memory_md_parser import ParsedMemory, parse_memory
 from memory_core.longterm.memory_md_renderer import render_entry, render_memory
 from memory_core.longterm.merge import apply_candidates, merge
 from memory_core.longterm.prompt import render_prompt_memories
+from memory_core.snapshot.builder import index_line
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 GROUP = ScopeKey("group:telegram:-100")
@@ -203,7 +204,7 @@ def test_the_prompt_shows_claims_as_claims_after_the_facts() -> None:
 def test_the_speaker_round_trips_through_memory_md() -> None:
     items = [
         entry("a1", GRADE_3, speaker="Alice"),
-        entry("b1", GRADE_4, speaker="Bob \"the\" builder", claim_on="a1", score=0.5),
+        entry("b1", GRADE_4, speaker='Bob "the" builder', claim_on="a1", score=0.5),
     ]
     text = render_memory(items, now=NOW)
     assert '"speaker": "Alice"' in text
@@ -278,3 +279,9 @@ def test_the_model_is_shown_speakers_and_must_name_one() -> None:
     assert candidates_from_json(data[:1], ())[0].speaker is None  # not a group
     solo = build_extraction_messages([TranscriptLine("user", "I live in Berlin")], [], NOW)
     assert "speaker" not in str(solo[1]["content"])
+
+
+def test_the_snapshot_index_shows_claims_as_claims() -> None:
+    claim = entry("b1", GRADE_4, speaker="Bob", claim_on="a1")
+    assert f"(claim by Bob) {GRADE_4}" in index_line(claim, 1, 200)
+    assert index_line(entry("c1", GRADE_4), 1, 200).endswith(f": {GRADE_4}")

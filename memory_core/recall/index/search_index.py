@@ -469,12 +469,12 @@ class SearchIndex:
         """
         before = {e.id: e for e in record.before}
         after = {e.id: e for e in record.after.entries}
-        stale = [i for i, e in before.items() if i not in after or after[i].content != e.content]
-        fresh = [e for i, e in after.items() if i not in before or before[i].content != e.content]
+        stale = [i for i, e in before.items() if i not in after or shown(after[i]) != shown(e)]
+        fresh = [e for i, e in after.items() if i not in before or shown(before[i]) != shown(e)]
         prepared = await asyncio.to_thread(
             tokenize_chunks,
             [
-                Chunk(*record.after.lines.get(e.id, (0, 0)), e.content, e.created_at, ref=e.id)
+                Chunk(*record.after.lines.get(e.id, (0, 0)), shown(e), e.created_at, ref=e.id)
                 for e in fresh
             ],
         )
