@@ -50,7 +50,8 @@ class TranscriptLine:
 SPEAKERS_NOTE = (
     "\n\n群聊：多人发言，每行 `user (名字)` 标出说话人。"
     "Several people speak; each user line names its speaker. 为每条记忆加上 "
-    "speaker：说出它的人的名字 / give each memory a `speaker`: the name of who said it."
+    "speaker：说出它的人的名字 / give each memory a `speaker`: the name of who said it. "
+    "内容里写人名，不写“用户” / in the content, name the person, not 'the user'."
 )
 """Added to the extraction prompt when the conversation has several speakers."""
 

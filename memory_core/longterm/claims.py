@@ -76,14 +76,21 @@ def first_person(text: str) -> bool:
 
 
 def names_speaker(text: str, speaker: str) -> bool:
-    """Whether the text names the speaker ("Alice's son", "Alice lives", "爱丽丝住在")."""
+    """Whether the text names the speaker ("Alice's son", "Alice lives", "爱丽丝住在"):
+    the whole name, or a word of it of three characters or more ("Alice" of "Alice
+    Smith"); a Latin name as a whole word ("Bob" is not in "Bobby")."""
     name = _folded(speaker)
     if not name:
         return False
     folded = _folded(text)
-    if name.isascii():
-        return re.search(rf"(?<!\w){re.escape(name)}(?!\w)", folded) is not None
-    return name in folded
+    words = {name, *(word for word in name.split() if len(word) >= 3)}
+    for word in words:
+        if word.isascii():
+            if re.search(rf"(?<!\w){re.escape(word)}(?!\w)", folded) is not None:
+                return True
+        elif word in folded:
+            return True
+    return False
 
 
 def is_self_fact(entry: MemoryEntry) -> bool:

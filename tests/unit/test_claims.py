@@ -91,6 +91,8 @@ def test_a_self_fact_is_first_person_or_names_its_speaker() -> None:
     assert is_self_fact(entry("a", "I live in Berlin", speaker="Alice"))
     assert is_self_fact(entry("a", "Alice lives in Berlin", speaker="alice"))
     assert is_self_fact(entry("a", "爱丽丝住在北京", speaker="爱丽丝"))
+    assert is_self_fact(entry("a", "Alice's son is in grade 3", speaker="Alice Smith"))
+    assert not is_self_fact(entry("a", "Bobby's son is in grade 3", speaker="Bob"))
     assert not is_self_fact(entry("a", "The office is in Berlin", speaker="Alice"))
     assert not is_self_fact(entry("a", "I live in Berlin"))  # no speaker: no member's
     assert not is_self_fact(entry("a", "I live in Paris", speaker="Bob", claim_on="x"))
