@@ -149,8 +149,11 @@ def _contradict(
 
 
 def _added(entry: MemoryEntry, updates: str | None) -> Change:
-    """The ADDED change of a new entry; an update names the entry it replaces."""
+    """The ADDED change of a new entry; an update names the entry it replaces, a group
+    member's claim the self-fact it disputes (`claim on <id>`)."""
     detail = f"{UPDATES_DETAIL}{updates}" if updates is not None else ""
+    if entry.claim_on is not None:
+        detail = f"claim on {entry.claim_on}"
     return Change(
         ChangeKind.ADDED, entry.id, None, entry.score, entry.content, entry.category, detail
     )

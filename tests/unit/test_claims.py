@@ -117,6 +117,9 @@ def test_another_members_update_becomes_a_claim_and_leaves_the_self_fact() -> No
     assert kept["a1"].score == alice.score  # not demoted
     assert result.count(ChangeKind.CONTRADICTED) == 0
     (claim,) = [e for e in result.entries if e.id != "a1"]
+    (added,) = [c for c in result.changes if c.kind is ChangeKind.ADDED]
+    assert (added.entry_id, added.detail) == (claim.id, "claim on a1")
+    assert result.outcome is not None and result.outcome.kept.value == "saved"
     assert (claim.speaker, claim.claim_on) == ("Bob", "a1")
     assert claim.memory_class is MemoryClass.BELIEF
     assert claim.confidence == 0.6
