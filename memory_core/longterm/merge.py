@@ -76,9 +76,9 @@ def merge(
         match = view.find(cand, norm)
         cand, restates, updates = ruled(cand, match.restates, match.updates, by_id)
         if restates is not None:
-            _reinforce(by_id, restates, now, session_id, policy, changes)
-            for claim in refuted(by_id, restates, cand):
-                _contradict(by_id, claim, now, policy, changes, f"refuted by {cand.speaker}")
+            if _reinforce(by_id, restates, now, session_id, policy, changes):
+                for claim in refuted(by_id, restates, cand):
+                    _contradict(by_id, claim, now, policy, changes, f"refuted by {cand.speaker}")
             continue
         entry = _new_entry(cand, content, now, session_id, by_id)
         if is_expired(entry, now):
@@ -99,10 +99,11 @@ def _reinforce(
     session_id: str | None,
     policy: ScoringPolicy,
     changes: list[Change],
-) -> None:
+) -> bool:
+    """Reinforce the entry; False when this session did already (nothing changes)."""
     entry = by_id[entry_id]
     if session_id is not None and session_id in entry.sessions:
-        return
+        return False
     score = reinforce(entry.score, policy)
     sessions = entry.sessions + ((session_id,) if session_id else ())
     archived = entry.archived if entry.archived is ArchiveReason.MANUAL else None
@@ -117,6 +118,7 @@ def _reinforce(
     changes.append(
         Change(ChangeKind.REINFORCED, entry_id, entry.score, score, entry.content, entry.category)
     )
+    return True
 
 
 def _contradict(

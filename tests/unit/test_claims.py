@@ -176,6 +176,9 @@ def test_the_members_restatement_wins_again() -> None:
     assert [(c.entry_id, c.detail) for c in refuted] == [(claim_id, "refuted by Alice")]
     ordered = [e.id for e in restated.entries]
     assert ordered.index("a1") < ordered.index(claim_id)
+    # The same session merged onto its own result again refutes nothing twice.
+    twice = merge(restated.entries, [Candidate(GRADE_3, speaker="Alice")], NOW, "s3")
+    assert by_id(twice.entries)[claim_id] == claim
 
 
 def test_a_capture_applies_the_same_rule() -> None:
