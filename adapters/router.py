@@ -16,6 +16,7 @@ from memory_core.base.scope import ScopeKey
 from memory_core.base.text import writes_cjk
 from memory_core.base.wording import counted
 from memory_core.engine import MemoryCore
+from memory_core.longterm.claims import shown
 
 log = logging.getLogger(__name__)
 
@@ -173,7 +174,7 @@ class MessageRouter:
         lines = [f"{counted(len(status.active), 'memory')}, best first:"]
         for rank, entry in enumerate(status.active[:10], start=1):
             lines.append(
-                f"{rank}. [{entry.category}] {' '.join(entry.content.split())} ({entry.score:.2f})"
+                f"{rank}. [{entry.category}] {' '.join(shown(entry).split())} ({entry.score:.2f})"
             )
         return "\n".join(lines)
 

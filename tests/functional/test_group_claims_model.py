@@ -61,7 +61,8 @@ async def test_a_models_extraction_keeps_another_members_update_as_a_claim(
         assert (claim.speaker, claim.claim_on) == ("Bob", alice.id)
 
         [memory] = await bot.group(GROUP, ALICE, "/memory")
-        assert "Alice's son Leo is in grade 3" in memory.text
+        assert "(by Alice) Alice's son Leo is in grade 3" in memory.text
+        assert "(claim by Bob) Alice's son Leo is in grade 4" in memory.text
         await bot.group(GROUP, ALICE, f"{MENTION} which grade is Leo in?")
         asked = [
             "\n".join(str(m.get("content") or "") for m in r["messages"])

@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from adapters.cli.commands import entry_json, entry_line
 from memory_core.base.entries import Importance, MemoryClass, MemoryEntry
 from memory_core.base.merge_values import Candidate, ChangeKind
 from memory_core.base.scope import MAIN, ScopeKey
@@ -293,3 +294,10 @@ def test_the_snapshot_index_shows_claims_as_claims() -> None:
     claim = entry("b1", GRADE_4, speaker="Bob", claim_on="a1")
     assert f"(claim by Bob) {GRADE_4}" in index_line(claim, 1, 200)
     assert index_line(entry("c1", GRADE_4), 1, 200).endswith(f": {GRADE_4}")
+
+
+def test_the_command_line_shows_who_said_an_entry() -> None:
+    claim = entry("b1", GRADE_4, speaker="Bob", claim_on="a1")
+    assert entry_json(claim)["speaker"] == "Bob" and entry_json(claim)["claim_on"] == "a1"
+    assert "speaker" not in entry_json(entry("c1", GRADE_4))  # as before outside groups
+    assert f"(claim by Bob) {GRADE_4}" in entry_line(1, claim)
