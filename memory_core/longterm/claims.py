@@ -43,7 +43,7 @@ SPEAKER_CHARS = 64
 _FIRST_PERSON = re.compile(
     r"(?<![\w'’])(?:i|i['’](?:m|ve|d|ll)|me|my|mine|myself)(?![\w'’])", re.IGNORECASE
 )
-_CJK_FIRST_PERSON = re.compile(r"[我俺](?![们們])|本人|自己")
+_CJK_FIRST_PERSON = re.compile(r"[我俺](?![们們])|本人")
 
 
 def is_group(scope: ScopeKey) -> bool:
