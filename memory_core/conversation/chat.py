@@ -53,6 +53,7 @@ from memory_core.conversation.prompting import history_window, system_prompt
 from memory_core.conversation.session_extraction import SessionExtractor
 from memory_core.conversation.tools import TOOL_SCHEMAS, ToolContext, dispatch
 from memory_core.llm.client import LLMClient, Message
+from memory_core.longterm.claims import claim_reply
 from memory_core.memory_service import MemoryService
 from memory_core.recall.injection import has_recall_intent, without_known
 from memory_core.storage.interfaces import AuditBackend, HistoryBackend
@@ -326,6 +327,8 @@ class ChatEngine:
             scope, what, category="fact", importance="high", source="explicit", speaker=speaker
         )
         await self.records.decided(scope, "remember", result, None)
+        if entry.claim_on is not None and entry.speaker is not None:
+            return claim_reply(entry.speaker, chinese) + entry.content
         kept = result.outcome.kept if result.outcome else Kept.SAVED
         chinese_reply, english_reply = REMEMBER_REPLIES[kept.value]
         return (chinese_reply if chinese else english_reply) + entry.content

@@ -188,6 +188,14 @@ def shown(entry: MemoryEntry) -> str:
     return f"(by {speaker}) {entry.content}"
 
 
+def claim_reply(speaker: str, chinese: bool) -> str:
+    """What a member who asked to remember is told when it became their claim (the
+    reply goes on with the text kept)."""
+    if chinese:
+        return f"已记为 {speaker} 的说法（不改变本人说过的事）："
+    return f"Noted as a claim by {speaker} (it does not change what the person said): "
+
+
 def is_claim_text(text: str) -> bool:
     """Whether a shown text (a search hit's) is a claim's."""
     return text.startswith(CLAIM_MARK)

@@ -76,7 +76,8 @@ async def test_another_member_cannot_demote_a_self_fact(core: MemoryCore) -> Non
     stated = {fact: before[fact].score for fact in SELF_FACTS}
 
     for prefix, update in UPDATES:
-        await send(router, "Bob", prefix + update)
+        reply = await send(router, "Bob", prefix + update)
+        assert reply.endswith(update) and ("claim by Bob" in reply or "Bob 的说法" in reply)
     after = await entries(core, scope)
     demoted = [fact for fact in SELF_FACTS if after[fact].score < stated[fact]]
     claims = [after[text] for _, text in UPDATES]
