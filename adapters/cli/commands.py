@@ -27,6 +27,7 @@ from memory_core.base.merge_values import ChangeKind, MergeResult
 from memory_core.base.scope import printable_key
 from memory_core.base.wording import counted
 from memory_core.consolidation.phase_names import PHASES, Phase
+from memory_core.longterm.claims import shown
 from memory_core.longterm.scoring import Status, score_at, status_of
 
 if TYPE_CHECKING:
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
 
 
 def entry_json(entry: MemoryEntry) -> dict[str, object]:
+    said = {"speaker": entry.speaker, "claim_on": entry.claim_on} if entry.speaker else {}
     return {
         "id": entry.id,
         "category": entry.category,
@@ -47,6 +49,7 @@ def entry_json(entry: MemoryEntry) -> dict[str, object]:
         "pinned": entry.pinned,
         "archived": entry.archived.value if entry.archived else None,
         "content": entry.content,
+        **said,
     }
 
 
@@ -54,7 +57,7 @@ def entry_line(rank: int, entry: MemoryEntry) -> str:
     flags = (" [pinned]" if entry.pinned else "") + (
         f" [{entry.archived.value}]" if entry.archived else ""
     )
-    content = " ".join(entry.content.split())
+    content = " ".join(shown(entry).split())
     return (
         f"{rank:>3}. [{entry.id}] {entry.category:<11} {entry.score:.2f}  "
         f"{entry.last_activated.date()}  hits {entry.hits}{flags}\n     {content}"

@@ -53,6 +53,7 @@ from memory_core.conversation.prompting import history_window, system_prompt
 from memory_core.conversation.session_extraction import SessionExtractor
 from memory_core.conversation.tools import TOOL_SCHEMAS, ToolContext, dispatch
 from memory_core.llm.client import LLMClient, Message
+from memory_core.longterm.claims import claim_reply
 from memory_core.memory_service import MemoryService
 from memory_core.recall.injection import has_recall_intent, without_known
 from memory_core.storage.interfaces import AuditBackend, HistoryBackend
@@ -195,7 +196,7 @@ class ChatEngine:
         said = not is_request(text)
         await self.records.message(scope, session.id, "user", text, now, speaker, evidence=said)
         if explicit is not None:
-            reply = await self._remember(scope, explicit[1], chinese)
+            reply = await self._remember(scope, explicit[1], chinese, speaker)
             await self.records.message(
                 scope, session.id, "assistant", reply, self.memory.now(), "", evidence=False
             )
@@ -239,7 +240,7 @@ class ChatEngine:
             *history_window(earlier, self.config.history),
             {"role": "user", "content": text},
         ]
-        ctx = ToolContext(self.memory, scope, session.id)
+        ctx = ToolContext(self.memory, scope, session.id, speaker or None)
         try:
             reply, calls, stored = await self._tool_loop(ctx, messages, force_search=intent)
         except LLMError as exc:
@@ -307,11 +308,12 @@ class ChatEngine:
         return (final.content or "").strip(), calls, stored
 
     # --- memory requests ------------------------------------------------------------
-    async def remember(self, scope: ScopeKey, text: str) -> str:
-        """`/remember TEXT`: keep `text` as a memory the person asked for; the reply."""
+    async def remember(self, scope: ScopeKey, text: str, *, speaker: str = "") -> str:
+        """`/remember TEXT`: keep `text` as a memory the person (`speaker`, in a group)
+        asked for; the reply."""
         with self._working_on(scope):
             async with self.lock_for(scope):
-                return await self._remember(scope, text.strip(), writes_cjk(text))
+                return await self._remember(scope, text.strip(), writes_cjk(text), speaker)
 
     async def ask_forget(self, scope: ScopeKey, what: str) -> str:
         """`/forget WHAT`: the question listing the memories about `what`; the scope's next
@@ -320,11 +322,13 @@ class ChatEngine:
             async with self.lock_for(scope):
                 return await self.forget_questions.ask(scope, what.strip(), writes_cjk(what))
 
-    async def _remember(self, scope: ScopeKey, what: str, chinese: bool) -> str:
+    async def _remember(self, scope: ScopeKey, what: str, chinese: bool, speaker: str) -> str:
         entry, result = await self.memory.long_term.capture(
-            scope, what, category="fact", importance="high", source="explicit"
+            scope, what, category="fact", importance="high", source="explicit", speaker=speaker
         )
         await self.records.decided(scope, "remember", result, None)
+        if entry.claim_on is not None and entry.speaker is not None:
+            return claim_reply(entry.speaker, chinese) + entry.content
         kept = result.outcome.kept if result.outcome else Kept.SAVED
         chinese_reply, english_reply = REMEMBER_REPLIES[kept.value]
         return (chinese_reply if chinese else english_reply) + entry.content

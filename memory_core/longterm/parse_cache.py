@@ -71,7 +71,9 @@ from memory_core.longterm.memory_md_parser import ParsedMemory
 
 log = logging.getLogger(__name__)
 
-VERSION = 2
+VERSION = 3
+"""2: an entry's row ends with its `speaker` and `claim_on` (group scopes); 3: skeletons
+made of the values' one writing."""
 _PRODUCERS = (
     memory_md,
     memory_md_parser,
@@ -200,6 +202,8 @@ def _row(entry: MemoryEntry) -> tuple[object, ...]:
         None if entry.memory_class is None else entry.memory_class.value,
         None if entry.granularity is None else entry.granularity.value,
         None if entry.importance is None else entry.importance.value,
+        entry.speaker,
+        entry.claim_on,
     )
 
 
@@ -222,6 +226,8 @@ def _plain(entry: MemoryEntry) -> bool:
         and all(type(s) is str for s in entry.sessions)
         and (entry.source_session is None or type(entry.source_session) is str)
         and (entry.confidence is None or type(entry.confidence) in _NUMBERS)
+        and (entry.speaker is None or type(entry.speaker) is str)
+        and (entry.claim_on is None or type(entry.claim_on) is str)
     )
 
 
@@ -334,6 +340,8 @@ def _entry(row: tuple[object, ...]) -> MemoryEntry:
         memory_class,
         granularity,
         importance,
+        speaker,
+        claim_on,
     ) = row
     return build_entry(
         entry_id,  # type: ignore[arg-type]
@@ -353,6 +361,8 @@ def _entry(row: tuple[object, ...]) -> MemoryEntry:
         None if memory_class is None else _CLASSES[memory_class],  # type: ignore[index]
         None if granularity is None else _GRANULARITIES[granularity],  # type: ignore[index]
         None if importance is None else _IMPORTANCES[importance],  # type: ignore[index]
+        speaker,  # type: ignore[arg-type]
+        claim_on,  # type: ignore[arg-type]
     )
 
 

@@ -16,6 +16,7 @@ from memory_core.base.chunks import Chunk, ChunkKind
 from memory_core.base.clock import parse_day
 from memory_core.base.requests import evidence
 from memory_core.base.workspace import MAIN_LONG_TERM, SCOPED_LONG_TERM
+from memory_core.longterm.claims import shown
 from memory_core.longterm.memory_md_parser import parse_memory
 from memory_core.notes.daily import parse_notes
 
@@ -158,7 +159,7 @@ def chunk_long_term(text: str) -> list[Chunk]:
         end = boundaries[following] - 1 if following < len(boundaries) else len(lines)
         while end > start and not lines[end - 1].strip():
             end -= 1
-        chunks.append(Chunk(start, end, entry.content, entry.created_at, ref=entry.id))
+        chunks.append(Chunk(start, end, shown(entry), entry.created_at, ref=entry.id))
     return chunks
 
 
