@@ -154,8 +154,8 @@ def test_own_updates_and_other_facts_follow_the_usual_rule() -> None:
     alice = entry("a1", GRADE_3, speaker="Alice")
     result = merge([alice], [Candidate(GRADE_4, speaker="Alice")], NOW, "s1")
     assert by_id(result.entries)["a1"].score == pytest.approx(0.4)
-    office = entry("o1", "The office wifi password is hill-2024", speaker="Alice")
-    result = merge([office], [Candidate("The office wifi password is hill-2025", speaker="Bob")], NOW, "s2")  # fmt: skip
+    lunch = entry("o1", "The team lunch is on Friday", speaker="Alice")
+    result = merge([lunch], [Candidate("The team lunch is on Monday", speaker="Bob")], NOW, "s2")
     assert by_id(result.entries)["o1"].score == pytest.approx(0.4)
     assert all(e.claim_on is None for e in result.entries)
 
@@ -249,7 +249,7 @@ def test_the_parse_cache_keeps_the_speaker() -> None:
     cached = parse_cache.decode(data)
     assert cached is not None
     assert cached.parsed.entries == items
-    assert parse_cache.VERSION == 2
+    assert parse_cache.VERSION >= 2  # 2 added the speaker
 
 
 # --- extraction names the speaker -------------------------------------------------------
