@@ -181,11 +181,6 @@ def is_command(text: str) -> bool:
     return text.lstrip().startswith("/")
 
 
-def is_request(text: str) -> bool:
-    """A command or an explicit remember/forget request."""
-    return is_command(text) or explicit_request(text) is not None
-
-
 def is_canned_reply(text: str) -> bool:
     return text.lstrip().startswith(CANNED_REPLIES)
 
