@@ -71,6 +71,8 @@ _NOT_A_FACT = LazyPattern(
 'remember when …', 'remember how great you are', 'remember to buy milk', 'remember me?'."""
 _ZH_NOT_A_FACT = ("了", "要", "吗", "啊", "哦", "呀")
 """'记住了' ("got it"), '记住要…' ("remember to …": an action), '记住吗'."""
+_ZH_THIS = LazyPattern(r"这一?(?:个|点|件事|条)?(?:就好|哦|啊|吧)?")
+"""'记住这一点！' alone names nothing to keep."""
 _ZH_SUBJECTS = ("我", "咱", "他", "她", "它", "你")
 """'别忘了' is a request about a fact ('别忘了我不吃辣') when a person is its subject; before a
 verb it is a reminder to act ('别忘了带伞')."""
@@ -109,7 +111,7 @@ def _remembered_at_start(text: str) -> str | None:
         return what
     if (zh := _ZH_START.match(text)) is not None:
         what, verb = zh.group("what") or "", zh.group("verb")
-        if what.startswith(_ZH_NOT_A_FACT):
+        if what.startswith(_ZH_NOT_A_FACT) or _ZH_THIS.fullmatch(what.rstrip(_TRAILING)):
             return None
         if verb == "记住" and zh.group("sep") in (",", "，") and not zh.group("polite"):
             return None  # "记住，坚持就是胜利": advice, as "Remember, …"

@@ -58,6 +58,13 @@ DENTIST = "my dentist is on Friday"
         "你还记得我们第一次见面吗？",
         "我永远记住那一天",
         "You're stronger than you think, remember that.",
+        "Remember this!",
+        "记住这一点！",
+        # Some of the LoCoMo turns above in Chinese (our translation).
+        "记住，建立感情需要时间，别着急！",
+        "梳毛要慢要轻，注意耳朵和爪子。记住要保持耐心和积极。",
+        "还记得16年总决赛第七场那个盖帽吗？他追身封盖了伊戈达拉。",
+        "记住，你不必和游戏里的每个角色都做朋友。我不想剧透，但记住这一点就好！",
     ],
 )
 def test_remember_inside_talk_is_no_request(text: str) -> None:
