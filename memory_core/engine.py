@@ -37,7 +37,7 @@ from memory_core.base.inputs import storable
 from memory_core.base.locks import LockRegistry
 from memory_core.base.policy import ScoringPolicy
 from memory_core.base.records import RecordedMessage
-from memory_core.base.requests import evidence
+from memory_core.base.requests import searchable
 from memory_core.base.scope import MAIN, ScopeKey
 from memory_core.base.sql import Db
 from memory_core.base.workspace import Workspace
@@ -383,8 +383,9 @@ class MemoryCore:
     ) -> None:
         """Store a conversation held elsewhere (an export, a migration, a demo) as a
         session of the scope: its messages keep their times and archive states, and the
-        user and assistant lines are indexed for recall as a chat turn's would be (requests,
-        commands and the replies to them are stored, not indexed: `requests.evidence`).
+        user and assistant lines are indexed for recall as a chat turn's would be (commands,
+        forget requests and the replies to them are stored, not indexed:
+        `requests.searchable`).
         Checked whole before the first write: a message UTF-8 cannot hold refuses them all."""
         for message in messages:
             storable(message.content, "a message")
@@ -392,7 +393,7 @@ class MemoryCore:
         history = self.history
         await history.add_session(scope, session_id, started_at, status)
         talk = [m for m in messages if m.role in ("user", "assistant")]
-        said = iter(evidence((m.role == "assistant", m.content) for m in talk))
+        said = iter(searchable((m.role == "assistant", m.content) for m in talk))
         for message in messages:
             indexed = message.role in ("user", "assistant") and next(said)
             await history.add_message(

@@ -202,6 +202,18 @@ async def extract_with_llm(
 
 # --- the offline extractor -------------------------------------------------------------
 
+_ZH_OFTEN = (
+    r"(?:每天|每日|每晚|每早|每周|每星期|每礼拜|每个?(?:月|周末|星期|礼拜|工作日)|每年|天天|"
+    r"经常|常常|通常|平时|平常|总是|每隔)"
+)
+"""How often, in Chinese: the words that make a statement a habit."""
+_EN_OFTEN = (
+    r"(?:(?:every|each)\s+(?:other\s+)?(?:day|morning|afternoon|evening|night|week|weekend|"
+    r"month|year|monday|tuesday|wednesday|thursday|friday|saturday|sunday)s?\b|"
+    r"(?:daily|weekly|nightly|monthly)\b|(?:once|twice|\d+\s+times)\s+a\s+(?:day|week|month)\b)"
+)
+"""How often, in English: 'every morning', 'each Friday', 'daily', 'twice a week'."""
+
 _RULES: list[tuple[LazyPattern, str, Importance]] = [
     (
         LazyPattern(
@@ -260,6 +272,26 @@ _RULES: list[tuple[LazyPattern, str, Importance]] = [
         Importance.MEDIUM,
     ),
     (LazyPattern(r"^i(?:'m| am)\s+allergic\b", re.I), "fact", Importance.HIGH),
+    # Habits and routines: what a person does every day, week or usually ("我每天早上跑步五
+    # 公里", "I swim every Wednesday"). Each run is bounded, so a sentence is read in one pass.
+    (
+        LazyPattern(
+            rf"^(?:我们|我|本人)[^，,。；;]{{0,6}}?{_ZH_OFTEN}"
+            rf"|^{_ZH_OFTEN}[^，,。；;]{{0,8}}?(?:我们|我)"
+        ),
+        "fact",
+        Importance.MEDIUM,
+    ),
+    (
+        LazyPattern(
+            r"^(?:i|we)\s+(?:usually|always|often|normally|regularly|typically|habitually)\b"
+            rf"|^(?:i|we)\b[^.!?;]{{0,80}}?\b{_EN_OFTEN}"
+            rf"|^{_EN_OFTEN}[^.!?;]{{0,20}}?\b(?:i|we)\b",
+            re.I,
+        ),
+        "fact",
+        Importance.MEDIUM,
+    ),
 ]
 _SENTENCE = LazyPattern(r"[^。！？!?\n.;；]+[。！？!?.;；]?")
 _SKIP = LazyPattern(r"[?？吗]\s*$|^(?:你|您|can you|could you|what|how|why|do you)", re.I)
