@@ -196,6 +196,19 @@ def claim_reply(speaker: str, chinese: bool) -> str:
     return f"Noted as a claim by {speaker} (it does not change what the person said): "
 
 
+_LABEL = re.compile(r"\((?:claim )?by ([^)]*)\) ")
+
+
+def label_words(text: str) -> int:
+    """How many words of a shown text are its label ("(by Alice Smith) " → 2, "(claim by
+    Bob) " → 2 with "claim"), not what was said: a turn that said the entry's words holds
+    none of them."""
+    label = _LABEL.match(text)
+    if label is None:
+        return 0
+    return len(label.group(1).split()) + is_claim_text(text)
+
+
 def is_claim_text(text: str) -> bool:
     """Whether a shown text (a search hit's) is a claim's."""
     return text.startswith(CLAIM_MARK)

@@ -117,9 +117,12 @@ async def test_another_member_cannot_demote_a_self_fact(core: MemoryCore) -> Non
         hits = await core.finder.search(scope, query, limit=10)
         shown = [h.text for h in hits]
         mine = shown.index(f"(by Alice) {fact}")
-        theirs = [i for i, t in enumerate(shown) if t.startswith("(claim by Bob)")]
-        assert len(theirs) == 2, shown  # both of Bob's claims on the fact, shown as claims
-        assert all(mine < i for i in theirs), shown
+        # Bob's claims on the fact are shown as claims, and what he said is shown as his
+        # turns (every turn is indexed, a request too): Alice's fact ranks above all of it.
+        claimed = [i for i, t in enumerate(shown) if t.startswith("(claim by Bob)")]
+        theirs = claimed + [i for i, t in enumerate(shown) if t.startswith("Bob:")]
+        assert claimed, shown
+        assert all(mine < i for i in theirs), "\n---\n".join(shown)
         injection = await core.finder.recall(scope, query)
         lines = injection.block.splitlines()
         first_mine = next(i for i, line in enumerate(lines) if f"(by Alice) {fact}" in line)
