@@ -141,8 +141,10 @@ class Capture:
             import asyncio  # here, not at the top: the parser (`--help`) never needs it
 
             text = await asyncio.to_thread(_read_stdin, core.config.long_term.max_capture_bytes)
+        scope = args.scope_key
+        new_scope = not scope.is_main and scope not in await core.known_scopes()
         entry, result = await core.memories.capture(
-            args.scope_key,
+            scope,
             text,
             category=args.category,
             importance=args.importance,
@@ -152,9 +154,14 @@ class Capture:
         )
         outcome = result.outcome
         assert outcome is not None  # capture raises when nothing was kept
+        # Outside main the scope is named, and a new one said so: `--scope mian` shows.
+        where = "" if scope.is_main else f" in scope {printable_key(scope)}"
+        where += " (new scope)" if new_scope else ""
         Output(args.json).emit(
-            {**outcome.as_json(), "entry": entry_json(entry)},
-            f"{outcome.describe()} {entry.category} {entry.score:.2f}: {entry.content}",
+            {**outcome.as_json(), "scope": scope.value, "new_scope": new_scope}
+            | {"entry": entry_json(entry)},
+            f"{outcome.describe()}{where}{':' if where else ''} {entry.category} "
+            f"{entry.score:.2f}: {entry.content}",
         )
         return 0
 

@@ -26,6 +26,12 @@ class Mcp:
             help="serve streamable HTTP here instead of stdio; clients send a bearer token "
             "(CHATMEM_MCP_TOKEN, mcp.clients), and without one only loopback is served",
         )
+        parser.add_argument(
+            "--create",
+            action="store_true",
+            help="serve --scope even when it holds nothing yet (without it a scope the "
+            "workspace does not know is refused: most often a typo)",
+        )
 
     @staticmethod
     async def run(core: MemoryCore, args: argparse.Namespace) -> int:
@@ -39,6 +45,10 @@ class Mcp:
         setup_logging(core)
         logging.getLogger("mcp").setLevel(logging.WARNING)
         scope = args.scope_key
+        if not args.create:
+            from adapters.cli.running import refuse_unknown_scope  # imported once parsed
+
+            await refuse_unknown_scope(core, scope, "; --create serves it anyway")
         if args.http is None:
             await mcp_server.serve_stdio(mcp_server.build_server(core, scope))
             return 0
