@@ -1,5 +1,5 @@
 """Subcommands over the long-term store: init, capture, status, stats, consolidate,
-validate, scopes, forget, pin/unpin, archive/restore, purge."""
+forget, pin/unpin, archive/restore, purge (validate and scopes: scopes.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from adapters.cli import (
-    EXIT_PROBLEMS,
     TIME_ARG_RANGE,
     Output,
     category_arg,
@@ -387,64 +386,6 @@ class Consolidate:
             },
             "\n".join(lines),
         )
-        return 0
-
-
-@command(
-    "validate",
-    "check every memory file; non-zero exit if blocks are quarantined",
-    reads_only=True,
-    scoped=False,
-)
-class Validate:
-    @staticmethod
-    async def run(core: MemoryCore, args: argparse.Namespace) -> int:
-        problems = await core.memories.validate()
-        data = [
-            {
-                "scope": p.scope.value,
-                "path": p.path,
-                "line": p.block.line,
-                "reason": p.block.reason,
-                "text": p.block.text,
-            }
-            for p in problems
-        ]
-        if not problems:
-            Output(args.json).emit({"ok": True, "problems": []}, "all memory files are valid")
-            return 0
-        lines = [
-            f"{counted(len(problems), 'quarantined block')}; they are kept verbatim, fix and "
-            "re-run:"
-        ]
-        for p in problems:
-            first = p.block.text.splitlines()[0] if p.block.text else ""
-            lines.append(f"  {p.path}:{p.block.line}: {p.block.reason}\n      {first}")
-        Output(args.json).emit({"ok": False, "problems": data}, "\n".join(lines))
-        return EXIT_PROBLEMS
-
-
-@command("scopes", "list the workspace's scopes", reads_only=True, scoped=False)
-class Scopes:
-    @staticmethod
-    async def run(core: MemoryCore, args: argparse.Namespace) -> int:
-        rows = []
-        for scope in await core.memories.scopes():
-            status = await core.memories.status(scope)
-            rows.append(
-                {
-                    "scope": scope.value,
-                    "active": len(status.active),
-                    "archived": len(status.archived),
-                    "path": status.path,
-                }
-            )
-        human = "\n".join(
-            f"{printable_key(str(r['scope'])):<40} {r['active']:>5} active "
-            f"{r['archived']:>5} archived  {r['path']}"
-            for r in rows
-        )
-        Output(args.json).emit(rows, human)
         return 0
 
 

@@ -166,6 +166,16 @@ def _escaped(ch: str) -> str:
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
+def lookalike_groups(keys: list[ScopeKey]) -> list[list[ScopeKey]]:
+    """Stored scopes that are one key now (`lookalike_form`), each group sorted, the
+    groups in key order: what `validate` reports and `scopes --merge` folds together."""
+    groups: dict[str, list[ScopeKey]] = {}
+    for key in keys:
+        groups.setdefault(lookalike_form(key), []).append(key)
+    found = [sorted(set(group), key=lambda k: k.value) for group in groups.values()]
+    return sorted((g for g in found if len(g) > 1), key=lambda g: g[0].value)
+
+
 @dataclass(frozen=True, slots=True)
 class InboundContext:
     """Where a message came from, as much as scoping needs to know."""
