@@ -35,6 +35,10 @@ class Mcp:
 
     @staticmethod
     async def run(core: MemoryCore, args: argparse.Namespace) -> int:
+        if not args.create:
+            from adapters.cli.running import refuse_unknown_scope  # imported once parsed
+
+            await refuse_unknown_scope(core, args.scope_key, "; --create serves it anyway")
         try:
             from adapters import mcp_server
         except ImportError as exc:
@@ -45,10 +49,6 @@ class Mcp:
         setup_logging(core)
         logging.getLogger("mcp").setLevel(logging.WARNING)
         scope = args.scope_key
-        if not args.create:
-            from adapters.cli.running import refuse_unknown_scope  # imported once parsed
-
-            await refuse_unknown_scope(core, scope, "; --create serves it anyway")
         if args.http is None:
             await mcp_server.serve_stdio(mcp_server.build_server(core, scope))
             return 0
