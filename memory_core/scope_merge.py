@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from memory_core.base.entries import MemoryEntry, new_entry_id
 from memory_core.base.errors import ScopeError
@@ -42,7 +42,31 @@ from memory_core.recall.index.writes import Tally, ensure_scope
 from memory_core.scope_merge_files import FilesMerged, merge_directory, set_aside
 
 if TYPE_CHECKING:
-    from memory_core.engine import MemoryCore
+    from memory_core.base.sql import Db
+    from memory_core.longterm.long_term import LongTermMemory
+    from memory_core.recall.guard import IndexGuard
+    from memory_core.snapshot.snapshots import Snapshots
+    from memory_core.storage.audit import AuditLog
+
+
+class MergingCore(Protocol):
+    """What a merge uses of `MemoryCore` (`MemoryCore.merge_scopes` passes itself)."""
+
+    workspace: Workspace
+
+    @property
+    def memories(self) -> LongTermMemory: ...
+    @property
+    def database(self) -> Db: ...
+    @property
+    def guard(self) -> IndexGuard: ...
+    @property
+    def snapshots(self) -> Snapshots: ...
+    @property
+    def audit(self) -> AuditLog: ...
+    def now(self) -> datetime: ...
+    async def known_scopes(self) -> list[ScopeKey]: ...
+
 
 MERGED_DIR = "merged"
 """Under `.chatmem/`: what is left of each merged scope's directory."""
@@ -121,7 +145,7 @@ def merged_entries(
     return entries, changes, renamed
 
 
-async def check_merge(core: MemoryCore, source: ScopeKey, target: ScopeKey) -> None:
+async def check_merge(core: MergingCore, source: ScopeKey, target: ScopeKey) -> None:
     """One clear line for a merge that cannot be made."""
     if source == target:
         raise ScopeError(f"cannot merge scope {printable_key(source)} into itself")
@@ -135,7 +159,7 @@ async def check_merge(core: MemoryCore, source: ScopeKey, target: ScopeKey) -> N
             )
 
 
-async def merge_scopes(core: MemoryCore, source: ScopeKey, target: ScopeKey) -> MergeReport:
+async def merge_scopes(core: MergingCore, source: ScopeKey, target: ScopeKey) -> MergeReport:
     """Everything scope `source` owns into scope `target` (module docstring)."""
     await check_merge(core, source, target)
     db = core.database  # the audit log and the history: refused without the database
@@ -182,7 +206,7 @@ async def merge_scopes(core: MemoryCore, source: ScopeKey, target: ScopeKey) -> 
     return report
 
 
-def _forget_key_files(core: MemoryCore, source: ScopeKey, aside: Path | None) -> None:
+def _forget_key_files(core: MergingCore, source: ScopeKey, aside: Path | None) -> None:
     """A's second key copy and parse cache go (without them A is no longer listed); its
     forgotten file, which can still hold blocks no entry was read from, is set aside."""
     workspace = core.workspace

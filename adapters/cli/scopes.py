@@ -152,11 +152,9 @@ class Scopes:
 
 
 async def _merge(core: MemoryCore, args: argparse.Namespace) -> int:
-    from memory_core.scope_merge import merge_scopes  # the module of this command only
-
     known = await core.known_scopes()
     source, target = (stored_scope(known, text) for text in args.merge)
-    report = await merge_scopes(core, source, target)
+    report = await core.merge_scopes(source, target)
     rows = sum(report.rows.values())
     files = report.files
     renamed = f" ({len(report.renamed)} with a new id)" if report.renamed else ""

@@ -40,7 +40,7 @@ from memory_core.base.scope import (
 )
 from memory_core.config import Config, env_bindings, load_config
 from memory_core.engine import MemoryCore
-from memory_core.scope_merge import merge_scopes, merged_entries
+from memory_core.scope_merge import merged_entries
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -332,7 +332,7 @@ async def test_merge_folds_a_lookalike_scope_without_loss(
         new_ids = await fill(core, ANN, "green", clock)
         assert lookalike_groups(await core.known_scopes()) == [[ANN, old]]
         audit_before = await rows(core, "SELECT COUNT(*) FROM audit WHERE scope = ?", old.value)
-        report = await merge_scopes(core, old, ANN)
+        report = await core.merge_scopes(old, ANN)
 
         assert old not in await core.known_scopes()
         assert lookalike_groups(await core.known_scopes()) == []
