@@ -380,6 +380,8 @@ def test_merge_refusals_are_one_line(config: Config, capsys: pytest.CaptureFixtu
     code, out, err = run(capsys, "validate", "--workspace", ws)
     assert code == 1 and "peer:Ann, peer:An\\u200bn" in out
     assert "chatmem scopes --merge 'peer:An\\u200bn' 'peer:Ann'" in out
+    code, out, err = run(capsys, "scopes", "--workspace", ws)
+    assert code == 0 and "note: 1 group of these scopes look alike" in err
     cases = {
         ("peer:Ann", "peer:Ann"): "into itself",
         ("peer:Ann", "peer:Bob"): "no scope 'peer:Bob'",
