@@ -332,6 +332,19 @@ async def test_merge_folds_a_lookalike_scope_without_loss(
         new_ids = await fill(core, ANN, "green", clock)
         assert lookalike_groups(await core.known_scopes()) == [[ANN, old]]
         audit_before = await rows(core, "SELECT COUNT(*) FROM audit WHERE scope = ?", old.value)
+        [(chunk, sid_old)] = await rows(
+            core,
+            "SELECT c.id, c.scope_id FROM chunks AS c JOIN scopes AS s ON s.id = c.scope_id"
+            " WHERE s.key = ? AND c.kind = 'message'",
+            old.value,
+        )
+        await core.database.run(  # the vector a serving process made of the message
+            lambda conn: conn.execute(
+                "INSERT INTO chunk_vectors (chunk_id, scope_id, model, text_hash)"
+                " VALUES (?, ?, 'test-model', 'h1')",
+                (chunk, sid_old),
+            )
+        )
         report = await core.merge_scopes(old, ANN)
 
         assert old not in await core.known_scopes()
@@ -356,6 +369,9 @@ async def test_merge_folds_a_lookalike_scope_without_loss(
         events = await core.audit.events(ANN, "scope_merged")
         assert events and events[0].detail["from"] == old.value
         assert report.message_chunks == 1
+        [(sid_ann,)] = await rows(core, "SELECT id FROM scopes WHERE key = ?", ANN.value)
+        vector = await rows(core, "SELECT scope_id FROM chunk_vectors WHERE chunk_id = ?", chunk)
+        assert vector == [(sid_ann,)]
         note = core.workspace.daily_path(ANN, core.notes.today()).read_text(encoding="utf-8")
         assert "blue note" in note and "green note" in note
         assert report.set_aside is not None
