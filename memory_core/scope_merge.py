@@ -89,6 +89,9 @@ class MergeReport:
     renamed: dict[str, str] = field(default_factory=dict)
     """A's entry id → its new id in B (B used the id for another text)."""
     forgotten: int = 0
+    unreadable: int = 0
+    """Blocks of A's long-term file no entry could be read from: kept, verbatim, in the
+    copy of the file set aside (`set_aside`), for a person to mend and capture again."""
     rows: dict[str, int] = field(default_factory=dict)
     message_chunks: int = 0
     files: FilesMerged = field(default_factory=FilesMerged)
@@ -102,6 +105,7 @@ class MergeReport:
             "entries": self.entries,
             "renamed": self.renamed,
             "forgotten": self.forgotten,
+            "unreadable_blocks": self.unreadable,
             "rows": self.rows,
             "message_chunks": self.message_chunks,
             "files_moved": self.files.moved + self.files.renamed,
@@ -166,7 +170,9 @@ async def merge_scopes(core: MergingCore, source: ScopeKey, target: ScopeKey) ->
     report = MergeReport(source, target)
     memories = core.memories
     await memories.flush()  # staged captures into the files first
-    source_entries = (await memories.load(source)).entries
+    parsed = await memories.load(source)
+    source_entries = parsed.entries
+    report.unreadable = len(parsed.quarantined)
     renamed: dict[str, str] = {}
 
     def plan(entries: list[MemoryEntry], when: datetime) -> tuple[list[MemoryEntry], list[Change]]:
@@ -215,9 +221,9 @@ def _forget_key_files(core: MergingCore, source: ScopeKey, aside: Path | None) -
         with contextlib.suppress(FileNotFoundError):
             (workspace.scope_keys_dir / slug).unlink()
     cache = workspace.parse_cache_path(source)
-    for path in cache.parent.glob(f"{cache.name}*"):
+    for suffix in (".marshal", ".stamp"):  # longterm/parse_cache.py: a cache, made again
         with contextlib.suppress(FileNotFoundError):
-            path.unlink()
+            cache.with_name(cache.name + suffix).unlink()
     forgotten = core.memories.kept.file.path(source)
     if forgotten.exists():
         if aside is None:

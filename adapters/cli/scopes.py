@@ -168,5 +168,10 @@ async def _merge(core: MemoryCore, args: argparse.Namespace) -> int:
     )
     if report.set_aside:
         human += f"; the rest of its directory is kept in {report.set_aside}"
+    if report.unreadable:
+        human += (
+            f" ({counted(report.unreadable, 'unreadable block')} of its long-term file kept "
+            "there, not merged: mend and capture by hand)"
+        )
     Output(args.json).emit(report.as_json(), human)
     return 0

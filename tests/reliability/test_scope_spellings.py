@@ -38,6 +38,7 @@ from memory_core.base.scope import (
     normalise_id,
     resolve_scope,
 )
+from memory_core.base.workspace import Workspace
 from memory_core.config import Config, env_bindings, load_config
 from memory_core.engine import MemoryCore
 from memory_core.scope_merge import merged_entries
@@ -407,10 +408,16 @@ def test_merge_refusals_are_one_line(config: Config, capsys: pytest.CaptureFixtu
         code, out, err = run(capsys, "scopes", "--merge", source, target, "--workspace", ws)
         assert (code, out) == (2, ""), (source, target)
         assert said in err and len(err.splitlines()) == 1, err
+    long_term = Workspace.at(ws).long_term_path(OLD_SPELLINGS[1])
+    with long_term.open("a", encoding="utf-8") as handle:
+        handle.write("\n### [zz] not | a | valid | header\nmended by hand\n")
     code, out, err = run(
         capsys, "scopes", "--merge", "peer:An\\u200bn", "peer:Ann", "--workspace", ws
     )
     assert code == 0, err
     assert out.startswith("merged scope peer:An\\u200bn into peer:Ann: 1 entry")
+    assert "(1 unreadable block of its long-term file kept there, not merged" in out
+    aside = next((Path(ws) / ".chatmem" / "merged").iterdir())
+    assert "mended by hand" in (aside / "LONG_TERM.md").read_text(encoding="utf-8")
     code, out, err = run(capsys, "validate", "--workspace", ws)
     assert code == 0 and out.strip() == "all memory files are valid"
