@@ -423,7 +423,7 @@ class MemoryCore:
     async def merge_scopes(self, source: ScopeKey, target: ScopeKey) -> MergeReport:
         """Everything scope `source` owns into scope `target`, nothing lost (`chatmem
         scopes --merge`: a look-alike scope stored before keys were normalised); see
-        memory_core/scope_merge.py. Needs the database; the bots should be stopped."""
+        memory_core/scope_merge/. Needs the database; the bots should be stopped."""
         from memory_core import scope_merge  # the module of this command only
 
         return await scope_merge.merge_scopes(self, source, target)

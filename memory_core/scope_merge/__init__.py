@@ -8,7 +8,7 @@ losing nothing:
 - long-term entries: added to B's file (an id B already uses for another text gets a
   new one; an entry B holds already, same id and text, is not added twice), each with
   an `add` audit row whose detail names A; forgotten entries: into B's forgotten file;
-- daily notes, event logs, summaries, archives: `scope_merge_files`;
+- daily notes, event logs, summaries, archives: `scope_merge.files`;
 - the database's rows of A (sessions, messages, archive runs, audit, events,
   extractions, activations) re-addressed to B in one transaction, with the index's
   message chunks and their vectors;
@@ -39,7 +39,7 @@ from memory_core.base.sql import Connection
 from memory_core.base.workspace import Workspace
 from memory_core.recall.index.postings import postings
 from memory_core.recall.index.writes import Tally, ensure_scope
-from memory_core.scope_merge_files import FilesMerged, merge_directory, set_aside
+from memory_core.scope_merge.files import FilesMerged, merge_directory, set_aside
 
 if TYPE_CHECKING:
     from memory_core.base.sql import Db
