@@ -252,6 +252,10 @@ def test_capture_names_a_new_scope(tmp_path: Path, capsys: pytest.CaptureFixture
     assert "in scope" not in out
     code, out, _ = run(capsys, "capture", "x y", "--scope", "mia", "--json", "--workspace", ws)
     assert json.loads(out)["scope"] == "mia" and json.loads(out)["new_scope"] is True
+    code, out, _ = run(capsys, "append", "a note", "--scope", "mina", "--workspace", ws)
+    assert code == 0 and out.rstrip().endswith(".md:3 (new scope mina)")
+    code, out, _ = run(capsys, "append", "a note", "--scope", "mina", "--workspace", ws)
+    assert code == 0 and "new scope" not in out
 
 
 def test_mcp_refuses_an_unknown_scope_unless_create(
