@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -114,39 +114,54 @@ class MergeReport:
         }
 
 
-def merged_entries(
-    source: Sequence[MemoryEntry], target: Sequence[MemoryEntry], scope: ScopeKey, now: datetime
-) -> tuple[list[MemoryEntry], list[Change], dict[str, str]]:
-    """Pure: B's entries with A's added, the changes to audit, and the ids given anew.
-    An entry B already holds (same id, same text: a merge run again) is not added."""
-    held = {entry.id: entry for entry in target}
-    taken: set[str] = set(held)
-    entries = list(target)
-    changes: list[Change] = []
+def placed(
+    incoming: Sequence[MemoryEntry], held: Sequence[MemoryEntry], taken: Collection[str] = ()
+) -> tuple[list[MemoryEntry], dict[str, str]]:
+    """Pure: the entries of `incoming` to add beside `held`, each under an id no entry of
+    `held` or `taken` has (a new one where A used an id B uses for another text), and
+    those new ids by old. An entry `held` has already (same id, same text: a merge run
+    again) is not added twice."""
+    by_id = {entry.id: entry for entry in held}
+    used: set[str] = set(by_id) | set(taken)
+    added: list[MemoryEntry] = []
     renamed: dict[str, str] = {}
-    for entry in source:
-        same = held.get(entry.id)
+    for entry in incoming:
+        same = by_id.get(entry.id)
         if same is not None and same.content == entry.content:
             continue
         moved = entry
-        if entry.id in taken:
-            moved = entry.with_(id=new_entry_id(taken))
+        if entry.id in used:
+            moved = entry.with_(id=new_entry_id(used))
             renamed[entry.id] = moved.id
-        taken.add(moved.id)
-        entries.append(moved)
-        was = f" (was [{entry.id}])" if moved.id != entry.id else ""
-        changes.append(
-            Change(
-                ChangeKind.ADDED,
-                moved.id,
-                None,
-                moved.score,
-                moved.content,
-                moved.category,
-                detail=f"merged from scope {printable_key(scope)}{was}",
-            )
+        used.add(moved.id)
+        added.append(moved)
+    return added, renamed
+
+
+def merged_entries(
+    source: Sequence[MemoryEntry],
+    target: Sequence[MemoryEntry],
+    scope: ScopeKey,
+    taken: Collection[str] = (),
+) -> tuple[list[MemoryEntry], list[Change], dict[str, str]]:
+    """Pure: B's entries with A's added (`placed`; `taken`: the ids of B's forgotten
+    entries, which a restore brings back), the changes to audit, and the new ids."""
+    added, renamed = placed(source, target, taken)
+    old_ids = {new: old for old, new in renamed.items()}
+    changes = [
+        Change(
+            ChangeKind.ADDED,
+            entry.id,
+            None,
+            entry.score,
+            entry.content,
+            entry.category,
+            detail=f"merged from scope {printable_key(scope)}"
+            + (f" (was [{old_ids[entry.id]}])" if entry.id in old_ids else ""),
         )
-    return entries, changes, renamed
+        for entry in added
+    ]
+    return [*target, *added], changes, renamed
 
 
 async def check_merge(core: MergingCore, source: ScopeKey, target: ScopeKey) -> None:
@@ -173,23 +188,30 @@ async def merge_scopes(core: MergingCore, source: ScopeKey, target: ScopeKey) ->
     parsed = await memories.load(source)
     source_entries = parsed.entries
     report.unreadable = len(parsed.quarantined)
+    kept = memories.kept
+    kept_before = (await asyncio.to_thread(kept.file.read, target)).entries
     renamed: dict[str, str] = {}
 
     def plan(entries: list[MemoryEntry], when: datetime) -> tuple[list[MemoryEntry], list[Change]]:
-        merged, changes, given = merged_entries(source_entries, entries, source, when)
+        merged, changes, given = merged_entries(
+            source_entries, entries, source, {e.id for e in kept_before}
+        )
         renamed.update(given)
         return merged, changes
 
     changes = await memories.rewrite(target, plan, source="merge")
-    report.entries, report.renamed = len(changes), renamed
-    kept = memories.kept
+    report.entries = len(changes)
     forgotten = (await asyncio.to_thread(kept.file.read, source)).entries
     if forgotten:
+        live = {e.id for e in await memories.entries(target)}
         taken = await kept.take(source, {e.id for e in forgotten})
-        await kept.keep(target, taken)
-        report.forgotten = len(taken)
+        moved, given = placed(taken, kept_before, live | set(renamed.values()))
+        renamed.update(given)
+        await kept.keep(target, moved)
+        report.forgotten = len(moved)
+    report.renamed = renamed
     report.rows, report.message_chunks = await db.run(
-        lambda conn: move_rows(conn, source.value, target.value)
+        lambda conn: move_rows(conn, source.value, target.value, renamed)
     )
     workspace = core.workspace
     source_dir, target_dir = workspace.memory_dir(source), workspace.memory_dir(target)
@@ -238,9 +260,18 @@ def set_aside_root(workspace: Workspace, source: ScopeKey) -> Path:
     return path
 
 
-def move_rows(conn: Connection, source: str, target: str) -> tuple[dict[str, int], int]:
-    """A's rows re-addressed to B, in the caller's one transaction; returns the rows moved
-    per table and the message chunks moved in the index."""
+def move_rows(
+    conn: Connection, source: str, target: str, renamed: Mapping[str, str] | None = None
+) -> tuple[dict[str, int], int]:
+    """A's rows re-addressed to B, in the caller's one transaction (an entry given a new
+    id takes its audit rows and activations along); returns the rows moved per table and
+    the message chunks moved in the index."""
+    for old, new in (renamed or {}).items():
+        for table in ("audit", "activations"):
+            conn.execute(
+                f"UPDATE {table} SET entry_id = ? WHERE scope = ? AND entry_id = ?",
+                (new, source, old),
+            )
     moved: dict[str, int] = {}
     for table in RE_ADDRESSED:
         cursor = conn.execute(f"UPDATE {table} SET scope = ? WHERE scope = ?", (target, source))

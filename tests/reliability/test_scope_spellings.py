@@ -304,10 +304,18 @@ def test_merged_entries_keep_both_texts_of_one_id_and_never_double() -> None:
     mine = MemoryEntry("a1", "likes tea", "fact", 0.6, at, at, at)
     theirs = MemoryEntry("a1", "likes coffee", "fact", 0.6, at, at, at)
     same = MemoryEntry("b2", "rides a bike", "fact", 0.6, at, at, at)
-    entries, changes, renamed = merged_entries([theirs, same], [mine, same], ANN, at)
-    assert [e.content for e in entries] == ["likes tea", "rides a bike", "likes coffee"]
-    assert list(renamed) == ["a1"] and entries[-1].id == renamed["a1"] != "a1"
-    assert [c.entry_id for c in changes] == [renamed["a1"]]
+    gone = MemoryEntry("c3", "likes rain", "fact", 0.6, at, at, at)
+    entries, changes, renamed = merged_entries([theirs, same, gone], [mine, same], ANN, {"c3"})
+    assert [e.content for e in entries] == [
+        "likes tea",
+        "rides a bike",
+        "likes coffee",
+        "likes rain",
+    ]
+    assert list(renamed) == ["a1", "c3"]  # c3: the id of one of B's forgotten entries
+    assert [e.id for e in entries[2:]] == [renamed["a1"], renamed["c3"]]
+    assert len({e.id for e in entries}) == len(entries)
+    assert [c.entry_id for c in changes] == [renamed["a1"], renamed["c3"]]
     assert "merged from scope peer:Ann (was [a1])" in changes[0].detail
 
 
@@ -387,6 +395,42 @@ async def test_merge_folds_a_lookalike_scope_without_loss(
         await core.reindex()
         assert {h.text for h in await core.finder.search(ANN, "blue kayak")}
         assert old not in await core.known_scopes()
+
+
+@pytest.mark.storage
+async def test_an_id_both_scopes_use_is_given_anew_with_its_history(
+    config: Config, clock: ManualClock
+) -> None:
+    old = OLD_SPELLINGS[2]
+    async with MemoryCore.open(config, clock=clock) as core:
+        theirs, _ = await core.memories.capture(old, "plays the oboe on sundays")
+        mine, _ = await core.memories.capture(ANN, "plays chess on mondays")
+        await core.memories.flush()
+        path = core.workspace.long_term_path(old)  # a file copied by hand once: one id, two texts
+        text = path.read_text(encoding="utf-8").replace(f"[{theirs.id}]", f"[{mine.id}]")
+        path.write_text(text, encoding="utf-8")
+        await core.database.run(
+            lambda conn: conn.execute(
+                "UPDATE audit SET entry_id = ? WHERE scope = ? AND entry_id = ?",
+                (mine.id, old.value, theirs.id),
+            )
+        )
+        report = await core.merge_scopes(old, ANN)
+        new_id = report.renamed[mine.id]
+        entries = {e.id: e.content for e in await core.memories.entries(ANN)}
+        assert entries == {mine.id: "plays chess on mondays", new_id: "plays the oboe on sundays"}
+        history = await rows(
+            core,
+            "SELECT entry_id, content FROM audit WHERE scope = ? AND action = 'add' ORDER BY id",
+            ANN.value,
+        )
+        by_id: dict[str, set[str]] = {}
+        for entry_id, content in history:
+            by_id.setdefault(entry_id, set()).add(content)
+        assert by_id == {
+            mine.id: {"plays chess on mondays"},
+            new_id: {"plays the oboe on sundays"},
+        }
 
 
 def test_merge_refusals_are_one_line(config: Config, capsys: pytest.CaptureFixture[str]) -> None:
