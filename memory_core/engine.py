@@ -64,6 +64,7 @@ if TYPE_CHECKING:
     from memory_core import migrate
     from memory_core.consolidation.consolidator import Consolidator
     from memory_core.conversation.runtime import Runtime
+    from memory_core.scope_merge import MergeReport
 
 __all__ = ["MemoryCore", "ScopeStatus", "ValidationProblem"]
 
@@ -419,6 +420,14 @@ class MemoryCore:
         except (DatabaseUnreachable, IndexUnavailable):
             return scopes  # the history's server is away: the scopes the files know
         return scopes + [ScopeKey(s) for s in sorted(messages) if s not in known]
+
+    async def merge_scopes(self, source: ScopeKey, target: ScopeKey) -> MergeReport:
+        """Everything scope `source` owns into scope `target`, nothing lost (`chatmem
+        scopes --merge`: a look-alike scope stored before keys were normalised); see
+        memory_core/scope_merge/. Needs the database; the bots should be stopped."""
+        from memory_core import scope_merge  # the module of this command only
+
+        return await scope_merge.merge_scopes(self, source, target)
 
     async def move_storage(
         self, backend: str, dsn: str = "", progress: migrate.Progress | None = None

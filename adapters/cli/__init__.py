@@ -210,6 +210,7 @@ def _command(argv: list[str]) -> int:
         entities,
         mcp,
         recall,
+        scopes,
         snapshot,
         storage,
         tui,

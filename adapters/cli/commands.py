@@ -1,5 +1,5 @@
 """Subcommands over the long-term store: init, capture, status, stats, consolidate,
-validate, scopes, forget, pin/unpin, archive/restore, purge."""
+forget, pin/unpin, archive/restore, purge (validate and scopes: scopes.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from adapters.cli import (
-    EXIT_PROBLEMS,
     TIME_ARG_RANGE,
     Output,
     category_arg,
@@ -144,8 +143,10 @@ class Capture:
             import asyncio  # here, not at the top: the parser (`--help`) never needs it
 
             text = await asyncio.to_thread(_read_stdin, core.config.long_term.max_capture_bytes)
+        scope = args.scope_key
+        new_scope = not scope.is_main and scope not in await core.known_scopes()
         entry, result = await core.memories.capture(
-            args.scope_key,
+            scope,
             text,
             category=args.category,
             importance=args.importance,
@@ -155,9 +156,14 @@ class Capture:
         )
         outcome = result.outcome
         assert outcome is not None  # capture raises when nothing was kept
+        # Outside main the scope is named, and a new one said so: `--scope mian` shows.
+        where = "" if scope.is_main else f" in scope {printable_key(scope)}"
+        where += " (new scope)" if new_scope else ""
         Output(args.json).emit(
-            {**outcome.as_json(), "entry": entry_json(entry)},
-            f"{outcome.describe()} {entry.category} {entry.score:.2f}: {entry.content}",
+            {**outcome.as_json(), "scope": scope.value, "new_scope": new_scope}
+            | {"entry": entry_json(entry)},
+            f"{outcome.describe()}{where}{':' if where else ''} {entry.category} "
+            f"{entry.score:.2f}: {entry.content}",
         )
         return 0
 
@@ -383,64 +389,6 @@ class Consolidate:
             },
             "\n".join(lines),
         )
-        return 0
-
-
-@command(
-    "validate",
-    "check every memory file; non-zero exit if blocks are quarantined",
-    reads_only=True,
-    scoped=False,
-)
-class Validate:
-    @staticmethod
-    async def run(core: MemoryCore, args: argparse.Namespace) -> int:
-        problems = await core.memories.validate()
-        data = [
-            {
-                "scope": p.scope.value,
-                "path": p.path,
-                "line": p.block.line,
-                "reason": p.block.reason,
-                "text": p.block.text,
-            }
-            for p in problems
-        ]
-        if not problems:
-            Output(args.json).emit({"ok": True, "problems": []}, "all memory files are valid")
-            return 0
-        lines = [
-            f"{counted(len(problems), 'quarantined block')}; they are kept verbatim, fix and "
-            "re-run:"
-        ]
-        for p in problems:
-            first = p.block.text.splitlines()[0] if p.block.text else ""
-            lines.append(f"  {p.path}:{p.block.line}: {p.block.reason}\n      {first}")
-        Output(args.json).emit({"ok": False, "problems": data}, "\n".join(lines))
-        return EXIT_PROBLEMS
-
-
-@command("scopes", "list the workspace's scopes", reads_only=True, scoped=False)
-class Scopes:
-    @staticmethod
-    async def run(core: MemoryCore, args: argparse.Namespace) -> int:
-        rows = []
-        for scope in await core.memories.scopes():
-            status = await core.memories.status(scope)
-            rows.append(
-                {
-                    "scope": scope.value,
-                    "active": len(status.active),
-                    "archived": len(status.archived),
-                    "path": status.path,
-                }
-            )
-        human = "\n".join(
-            f"{printable_key(str(r['scope'])):<40} {r['active']:>5} active "
-            f"{r['archived']:>5} archived  {r['path']}"
-            for r in rows
-        )
-        Output(args.json).emit(rows, human)
         return 0
 
 

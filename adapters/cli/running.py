@@ -63,7 +63,7 @@ async def _run(config: Config, handler: Handler, args: argparse.Namespace) -> in
             )
             core = await stack.enter_async_context(opened)
         if reads_only and args.command not in UNSCOPED:
-            await _refuse_unknown_scope(core, args.scope_key)
+            await refuse_unknown_scope(core, args.scope_key)
         return await handler(core, args)
 
 
@@ -91,9 +91,9 @@ def _start_quietly() -> Iterator[None]:
         logger.setLevel(level)
 
 
-async def _refuse_unknown_scope(core: MemoryCore, scope: ScopeKey) -> None:
-    """A read of a scope that holds nothing is most often a typo (`--scope mian`): say
-    so, and which scopes there are, instead of showing an empty scope."""
+async def refuse_unknown_scope(core: MemoryCore, scope: ScopeKey, hint: str = "") -> None:
+    """A read of a scope that holds nothing (or serving it over MCP) is most often a typo
+    (`--scope mian`): say so, and which scopes there are, instead of an empty scope."""
     if scope.is_main:
         return
     known = await core.known_scopes()
@@ -103,7 +103,7 @@ async def _refuse_unknown_scope(core: MemoryCore, scope: ScopeKey) -> None:
     more = f" and {len(known) - KNOWN_SHOWN} more" if len(known) > KNOWN_SHOWN else ""
     raise ChatmemError(
         f"no memories in scope {printable_key(scope)} (known: {shown}{more}; `chatmem scopes` "
-        "lists them)"
+        f"lists them){hint}"
     )
 
 

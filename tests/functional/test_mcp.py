@@ -53,7 +53,7 @@ async def stdio_client(
     await made(workspace)
     params = StdioServerParameters(
         command=chatmem_executable(),
-        args=["mcp", "--workspace", str(workspace), "--scope", scope.value],
+        args=["mcp", "--workspace", str(workspace), "--scope", scope.value, "--create"],
         env=clean_env(with_storage(env)),
         cwd=str(workspace.parent),
     )
@@ -293,7 +293,7 @@ async def test_stdio_server_ends_cleanly_when_the_client_goes_mid_call(workspace
         "        await asyncio.sleep(60)\n"
         "asyncio.run(main())\n"
     )
-    args = ["mcp", "--workspace", str(workspace), "--scope", ALICE.value]
+    args = ["mcp", "--workspace", str(workspace), "--scope", ALICE.value, "--create"]
     await made(workspace)
     process = await asyncio.create_subprocess_exec(
         sys.executable,
@@ -582,6 +582,7 @@ async def test_the_command_serves_http_with_the_configured_tokens(
         str(workspace),
         "--scope",
         ALICE.value,
+        "--create",
         stderr=asyncio.subprocess.PIPE,
         env=clean_env(with_storage({"CHATMEM_MCP_TOKEN": ALICE_TOKEN})),
     )
