@@ -461,7 +461,7 @@ class MemoryCore:
             if source_journal is not None and target_journal is not None:
                 await migrate.copy_captures(source_journal.db, target_journal.db, report)
             await migrate.copy_message_chunks(source_db, target_db, report, progress)
-        await target_backend.finish_move_target()
+        report.kept_aside = await target_backend.finish_move_target()
         return report
 
     async def claim_delivery(self, channel: str, chat_id: str, message_id: str) -> bool:
