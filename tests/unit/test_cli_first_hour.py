@@ -293,3 +293,37 @@ def test_counts_of_one_are_singular(ws: Path, capsys: pytest.CaptureFixture[str]
     assert run(capsys, "append", "a note", "--scope", "peer:42", "--workspace", str(ws))[0] == 0
     code, out, err = run(capsys, "status", "--scope", "peer:42", "--workspace", str(ws))
     assert out.splitlines()[0].endswith("1 active, 0 archived, 1 daily file")
+
+
+# --- reindex after hand-added notes ------------------------------------------------------
+
+
+def test_reindex_reads_each_hand_added_note_once(
+    ws: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Daily notes written by hand were read, chunked and written twice by `reindex`:
+    by the open's sync and again by the rebuild (the time it reported was half the
+    time it took). Every file the index covers is prepared once."""
+    import memory_core.recall.index.rebuild as rebuild_module
+    import memory_core.recall.index.search_index as search_index_module
+
+    notes = ws / "memory"
+    added = [f"2026-01-{day:02d}.md" for day in range(1, 6)]
+    for name in added:
+        (notes / name).write_text(f"# {name[:10]}\n\n- 10:00:00 tea note {name}\n", "utf-8")
+    prepared: list[str] = []
+
+    def counting(real: Any) -> Any:
+        def prepare(workspace: Workspace, path: Path, *rest: Any) -> Any:
+            prepared.append(path.name)
+            return real(workspace, path, *rest)
+
+        return prepare
+
+    for module in (rebuild_module, search_index_module):
+        monkeypatch.setattr(module, "prepare_file", counting(module.prepare_file))
+    code, out, err = run(capsys, "reindex", "--workspace", str(ws), "--json")
+    assert code == 0, err
+    files = json.loads(out)["files"]
+    assert sorted(name for name in prepared if name in added) == added
+    assert len(prepared) == files  # every file once, none twice
