@@ -564,6 +564,17 @@ class Purge:
             if args.older_than is not None:
                 cutoff = core.now() - timedelta(days=args.older_than)
                 kept = [e for e in kept if e.scored_at <= cutoff]
+            if not kept:
+                older = (
+                    f" forgotten more than {counted(args.older_than, 'day')} ago"
+                    if args.older_than is not None
+                    else ""
+                )
+                out.emit(
+                    {"purged": []} if args.yes else {"purged": [], "would_purge": []},
+                    f"nothing to erase: scope {scope} has no forgotten entries{older}",
+                )
+                return 0
             if not args.yes:
                 lines = [
                     f"would erase {counted(len(kept), 'forgotten entry')}"

@@ -327,3 +327,26 @@ def test_reindex_reads_each_hand_added_note_once(
     files = json.loads(out)["files"]
     assert sorted(name for name in prepared if name in added) == added
     assert len(prepared) == files  # every file once, none twice
+
+
+# --- purge with nothing to erase ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (("purge", "--all"), "nothing to erase: scope main has no forgotten entries\n"),
+        (
+            ("purge", "--older-than", "3"),
+            "nothing to erase: scope main has no forgotten entries forgotten more than "
+            "3 days ago\n",
+        ),
+        (("purge", "--all", "--yes"), "nothing to erase: scope main has no forgotten entries\n"),
+    ],
+)
+def test_purge_with_nothing_to_erase_says_so_and_asks_nothing(
+    ws: Path, capsys: pytest.CaptureFixture[str], argv: tuple[str, ...], said: str
+) -> None:
+    code, out, err = run(capsys, *argv, "--workspace", str(ws))
+    assert (code, out) == (0, said), err
+    assert "--yes" not in out
