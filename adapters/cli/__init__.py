@@ -209,6 +209,7 @@ def _command(argv: list[str]) -> int:
     from adapters.cli import (  # noqa: F401
         bots,
         commands,
+        curate,
         entities,
         mcp,
         recall,

@@ -350,3 +350,24 @@ def test_purge_with_nothing_to_erase_says_so_and_asks_nothing(
     code, out, err = run(capsys, *argv, "--workspace", str(ws))
     assert (code, out) == (0, said), err
     assert "--yes" not in out
+
+
+# --- forget takes ids --------------------------------------------------------------------
+
+
+def test_forget_with_words_says_it_takes_ids_and_names_the_entries(
+    ws: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = run(capsys, "capture", "my cat is called Mochi", "--workspace", str(ws))
+    assert code == 0, err
+    entry_id = out.split("[", 1)[1].split("]", 1)[0]
+    code, out, err = run(capsys, "forget", "Mochi", "--workspace", str(ws))
+    assert (code, out) == (2, "")
+    assert err.count("\n") == 1 and err.startswith("chatmem: error: no entry 'Mochi'")
+    assert "`forget` takes entry ids" in err and "`chatmem search Mochi`" in err
+    assert f"entries that mention it: [{entry_id}] my cat is called Mochi" in err
+    # Nothing was forgotten; words that no entry holds get the hint alone.
+    code, out, err = run(capsys, "pin", "oolong", "--workspace", str(ws))
+    assert code == 2 and "`pin` takes entry ids" in err and "mention" not in err
+    code, out, _ = run(capsys, "status", "--workspace", str(ws))
+    assert "Mochi" in out
