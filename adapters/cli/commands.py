@@ -68,6 +68,34 @@ def stored_scores(result: MergeResult) -> dict[str, float | None]:
     return {c.entry_id: c.old_score for c in result.changes if c.kind is ChangeKind.DECAYED}
 
 
+DECAYED_SHOWN = 20
+"""Entries that only decayed, listed one a line before `… and N more` (--json has all)."""
+
+
+def change_lines(result: MergeResult, stored: dict[str, float | None]) -> list[str]:
+    """A line per entry the merge changed, so that every count of the summary has its
+    entries: an archive or forget from the score the entry had, then those that only
+    decayed (a decayed entry that is also archived or forgotten is on that line)."""
+    lines: list[str] = []
+    moved = {c.entry_id for c in result.changes if c.kind is not ChangeKind.DECAYED}
+    decayed = [
+        c for c in result.changes if c.kind is ChangeKind.DECAYED and c.entry_id not in moved
+    ]
+    for c in result.changes:
+        if c.kind is not ChangeKind.DECAYED:
+            before = stored.get(c.entry_id, c.old_score)
+            scores = f"{before or 0:.3f} -> " + (
+                f"{c.new_score:.3f}" if c.new_score is not None else "forgotten"
+            )
+            lines.append(f"  {c.kind.value:<8} [{c.entry_id}] {scores}  {c.content}")
+    for c in decayed[:DECAYED_SHOWN]:
+        scores = f"{c.old_score or 0:.3f} -> {c.new_score or 0:.3f}"
+        lines.append(f"  {c.kind.value:<8} [{c.entry_id}] {scores}  {c.content}")
+    if len(decayed) > DECAYED_SHOWN:
+        lines.append(f"  … and {len(decayed) - DECAYED_SHOWN} more decayed (--json lists all)")
+    return lines
+
+
 def merge_summary(result: MergeResult) -> str:
     names = {
         ChangeKind.ADDED: "new",
@@ -347,13 +375,7 @@ class Consolidate:
         lines = [
             f"{what} scope {args.scope_key} as of {format_when(when)}: {merge_summary(result)}"
         ]
-        for c in result.changes:
-            if c.kind is not ChangeKind.DECAYED:
-                before = stored.get(c.entry_id, c.old_score)
-                scores = f"{before or 0:.3f} -> " + (
-                    f"{c.new_score:.3f}" if c.new_score is not None else "forgotten"
-                )
-                lines.append(f"  {c.kind.value:<8} [{c.entry_id}] {scores}  {c.content}")
+        lines.extend(change_lines(result, stored))
         keep_days = core.config.long_term.forgotten_keep_days
         if preview:
             hint = "; add --apply to write it" if future and not args.dry_run else ""

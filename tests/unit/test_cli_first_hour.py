@@ -371,3 +371,26 @@ def test_forget_with_words_says_it_takes_ids_and_names_the_entries(
     assert code == 2 and "`pin` takes entry ids" in err and "mention" not in err
     code, out, _ = run(capsys, "status", "--workspace", str(ws))
     assert "Mochi" in out
+
+
+# --- a future dry run lists what it counts -----------------------------------------------
+
+
+def test_a_future_dry_run_lists_every_entry_it_says_decayed(
+    ws: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """"8 decayed" came with no entry listed: entries that only decay (not archived or
+    forgotten) were counted and never shown."""
+    for note in ("likes long walks", "reads before bed", "plays chess on Sundays"):
+        code, _, err = run(capsys, "capture", note, "--workspace", str(ws))
+        assert code == 0, err
+    when = (dt.datetime.now(dt.UTC) + dt.timedelta(days=20)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    for scope in ("main", "peer:42"):
+        argv = ("consolidate", "--dry-run", "--now", when, "--scope", scope)
+        code, out, err = run(capsys, *argv, "--workspace", str(ws))
+        assert code == 0, err
+        head, *listed = out.splitlines()
+        decayed = int(head.split(": ", 1)[1].split(" decayed")[0].rsplit(" ", 1)[-1])
+        ids = {line.split("[", 1)[1].split("]", 1)[0] for line in listed if "[" in line}
+        assert decayed >= 1 and len(ids) == decayed, out
+        assert all(" -> " in line for line in listed if "[" in line)
