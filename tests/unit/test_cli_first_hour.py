@@ -379,8 +379,8 @@ def test_forget_with_words_says_it_takes_ids_and_names_the_entries(
 def test_a_future_dry_run_lists_every_entry_it_says_decayed(
     ws: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """"8 decayed" came with no entry listed: entries that only decay (not archived or
-    forgotten) were counted and never shown."""
+    """A count of "8 decayed" came with no entry listed: entries that only decay (not
+    archived or forgotten) were counted and never shown."""
     for note in ("likes long walks", "reads before bed", "plays chess on Sundays"):
         code, _, err = run(capsys, "capture", note, "--workspace", str(ws))
         assert code == 0, err

@@ -419,8 +419,7 @@ def test_a_bad_mcp_token_error_names_where_the_token_came_from(tmp_path: Path) -
     with pytest.raises(ConfigError) as err:
         load_config(None, env={"CHATMEM_MCP_TOKEN": "short"})
     assert str(err.value) == (
-        "environment variable CHATMEM_MCP_TOKEN: an MCP bearer token must be at least 16 "
-        "characters"
+        "environment variable CHATMEM_MCP_TOKEN: an MCP bearer token must be at least 16 characters"
     )
     path = write(tmp_path, '[mcp]\ntoken = "short"\n')
     with pytest.raises(ConfigError) as err:
