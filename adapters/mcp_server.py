@@ -476,7 +476,7 @@ async def serve_http(
                 if scopes
                 else f"no bearer token configured: loopback only, every client in scope {own}"
             )
-            log.warning("MCP server on http://%s:%s%s (%s)", host, bound, settings.path, auth)
+            log.info("MCP server on http://%s:%s%s (%s)", host, bound, settings.path, auth)
             if ready is not None:
                 ready(bound)
             stopping = asyncio.create_task(stop.wait())

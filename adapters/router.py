@@ -181,7 +181,7 @@ class MessageRouter:
     async def _search(self, scope: ScopeKey, argument: str, message: InboundMessage) -> str:
         if not argument:
             return "Usage: /search WORDS"
-        hits = await self.core.finder.search(scope, argument, limit=5)
+        hits = await self.core.finder.search_words(scope, argument, limit=5)
         if not hits:
             return "Nothing found. 没有找到。"
         return "\n".join(

@@ -157,11 +157,12 @@ async def open_services(
     monotonic: Monotonic = time.monotonic,
     progress: Progress | None = None,
     serving: bool = True,
+    sync_files: bool = True,
 ) -> AsyncIterator[Services]:
     """Open every part of the workspace (index what the files hold that the index does
-    not, `progress(files done, files)`, and, when `serving`, load the tokenizer's
-    dictionary and start the vectors' backfill); close them all on exit, the last opened
-    first."""
+    not, `progress(files done, files)`, unless `sync_files` is False: a rebuild follows;
+    and, when `serving`, load the tokenizer's dictionary and start the vectors'
+    backfill); close them all on exit, the last opened first."""
     async with AsyncExitStack() as stack:
         await asyncio.to_thread(workspace.ensure_scope, MAIN)
         stack.push_async_callback(backend.close)
@@ -203,7 +204,8 @@ async def open_services(
                 # Whatever runs on the loop later (a turn's query, ranking) never waits
                 # for the dictionary; a command loads it only if it meets Han text.
                 await ensure_loaded()
-            await guard.sync_all(progress)
+            if sync_files:
+                await guard.sync_all(progress)
             if serving and guard.index is not None:  # the sync may have found it unusable
                 guard.index.embed_all()
             # Built before anyone runs: a history that did not exist yet made a

@@ -34,6 +34,10 @@ from memory_core.base.workspace import Workspace
 from memory_core.config import Config, load_config
 from memory_core.engine import MemoryCore
 
+REBUILDS_INDEX = frozenset({"reindex", "rebuild-index"})
+"""Commands that rebuild the index from the files: their core's open does not first
+bring the index in line with the files (hand-added notes would be parsed twice)."""
+
 
 def run_command(args: argparse.Namespace) -> int:
     """The parsed command, run to its exit code (errors are the caller's to report)."""
@@ -59,7 +63,10 @@ async def _run(config: Config, handler: Handler, args: argparse.Namespace) -> in
     async with contextlib.AsyncExitStack() as stack:
         with _start_quietly() if read_only_workspace else contextlib.nullcontext():
             opened = MemoryCore.open(
-                config, create=args.command in CREATES, serving=args.command in SERVES
+                config,
+                create=args.command in CREATES,
+                serving=args.command in SERVES,
+                sync_files=args.command not in REBUILDS_INDEX,
             )
             core = await stack.enter_async_context(opened)
         if reads_only and args.command not in UNSCOPED:

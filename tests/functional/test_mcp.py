@@ -554,12 +554,14 @@ async def test_without_a_token_http_is_loopback_only(
             with pytest.raises(ChatmemError, match="loopback only"):
                 async with http_server(core, ALICE, host=host):
                     pass
-        with caplog.at_level("WARNING", logger="adapters.mcp_server"):
+        with caplog.at_level("INFO", logger="adapters.mcp_server"):
             async with http_server(core, ALICE) as url, http_client(url, None) as client:
                 await ok(
                     client, "memory_save", {"content": "open on loopback", "target": "long-term"}
                 )
-        assert "loopback only" in caplog.text
+        # The start line is news, not a warning: INFO.
+        [start] = [r for r in caplog.records if r.getMessage().startswith("MCP server on")]
+        assert start.levelname == "INFO" and "loopback only" in start.getMessage()
         assert [e.content for e in await core.memories.entries(ALICE)] == ["open on loopback"]
 
 

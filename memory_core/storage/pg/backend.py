@@ -27,6 +27,8 @@ from memory_core.storage.pg.locks import AdvisoryLocks
 from memory_core.storage.spool import SpoolingAudit, SpoolingHistory
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from memory_core.embedding.base import Embedder
     from memory_core.storage.interfaces import VectorSearch
 
@@ -141,5 +143,5 @@ class PostgresBackend:
         finally:
             await target.close()
 
-    async def finish_move_target(self) -> None:
-        return None
+    async def finish_move_target(self) -> list[Path]:
+        return []
