@@ -159,11 +159,13 @@ class PostgresBackend:
         workspace's already (a move run again); a database another workspace uses is a
         `DatabaseForeign`, before anything is written to it."""
         owner = Owner(await asyncio.to_thread(self.workspace.identity), adopt=False)
-        target = await PgDatabase.open(self.storage.postgres_dsn, pool_size=1, owner=owner)
+        dsn = self.storage.postgres_dsn
+        target = await PgDatabase.open(dsn, pool_size=1, owner=owner)
         try:
             await target.call(lambda conn: None)  # migrates, and checks the owner, now
         finally:
             await target.close()
+        await asyncio.to_thread(ReachedServers(self.workspace.state_dir).record, dsn)
 
     async def finish_move_target(self) -> None:
         return None
