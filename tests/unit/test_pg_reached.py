@@ -5,9 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import psycopg
+import pytest
 
-from memory_core.base.errors import DatabaseUnreachable
-from memory_core.storage.pg.database import refusal
+from memory_core.base.errors import ConfigError, DatabaseUnreachable
+from memory_core.storage.pg.database import PgDatabase, refusal
 from memory_core.storage.pg.reached import ReachedServers, fingerprint
 
 DSN = "postgresql://bot:secret@db.example:5432/chatmem?options=-csearch_path%3Dbot1"
@@ -61,3 +62,12 @@ def test_only_a_lasting_refusal_is_one() -> None:
     assert refusal(unreachable("FATAL:  the database system is starting up")) is None
     assert refusal(unreachable("failed: Connection refused")) is None
     assert refusal(DatabaseUnreachable("no cause")) is None
+
+
+async def test_a_server_never_reached_is_one_config_line_without_the_password() -> None:
+    dsn = "postgresql://chatmem:hunter2@127.0.0.1:1/nowhere"
+    with pytest.raises(ConfigError) as caught:
+        await PgDatabase.open(dsn, known=False)
+    said = str(caught.value)
+    assert "Connection refused" in said and "never reached" in said
+    assert "hunter2" not in said and "\n" not in said
