@@ -313,7 +313,7 @@ def test_remember_anywhere_and_new_learns_only_real_statements(tmp_path: Path) -
         tmp_path,
         [
             "我喜欢乌龙茶，请记住",
-            "I prefer jasmine tea, remember that",
+            "I prefer jasmine tea, please remember that",
             "记住：我下周三要出差",
             "please remember my badge number is 7788",
             "/remember I prefer tabs over spaces",
