@@ -32,6 +32,7 @@ PUBLIC_API = frozenset(
         "memory_core.base.policy",
         "memory_core.longterm.scoring",
         "memory_core.longterm.merge",
+        "memory_core.longterm.claims",
         "memory_core.base.merge_values",
         "memory_core.recall.injection",
         "memory_core.base.text",
