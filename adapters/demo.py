@@ -22,6 +22,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from memory_core.base.atomic import atomic_write_text
 from memory_core.base.clock import ManualClock, format_when
 from memory_core.base.entries import Importance
 from memory_core.base.errors import ChatmemError, LLMError
@@ -306,9 +307,8 @@ def _check_target(path: Path | str) -> tuple[Path, bool]:
 
 def _write_marker(root: Path, end: datetime) -> None:
     marker = root / ".chatmem" / MARKER
-    marker.write_text(
-        json.dumps({"built_for": format_when(end), "version": 1}) + "\n", encoding="utf-8"
-    )
+    text = json.dumps({"built_for": format_when(end), "version": 1}) + "\n"
+    atomic_write_text(marker, text, root=root)
 
 
 async def build_demo(path: Path | str, *, now: datetime | None = None) -> DemoResult:

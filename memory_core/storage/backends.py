@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from memory_core.base.atomic import atomic_write_text
 from memory_core.base.clock import Monotonic
 from memory_core.base.errors import ConfigError, install_hint
 from memory_core.base.locks import LockRegistry
@@ -199,4 +200,4 @@ def fresh_sqlite_target(workspace: Workspace) -> None:
             part = workspace.state_dir / (name + suffix)
             if part.exists():
                 part.rename(part.with_name(f"{part.name}.before-move-{stamp}"))
-    marker.touch()
+    atomic_write_text(marker, "", root=workspace.root)  # never through a link out
