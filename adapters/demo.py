@@ -22,13 +22,13 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from memory_core.base.atomic import atomic_write_text
 from memory_core.base.clock import ManualClock, format_when
 from memory_core.base.entries import Importance
 from memory_core.base.errors import ChatmemError, LLMError
 from memory_core.base.merge_values import Candidate, MergeResult
 from memory_core.base.records import RecordedMessage
 from memory_core.base.scope import MAIN, ScopeKey
+from memory_core.base.workspace import Workspace
 from memory_core.config import Config
 from memory_core.config.services import LLMSettings
 from memory_core.engine import MemoryCore
@@ -308,7 +308,7 @@ def _check_target(path: Path | str) -> tuple[Path, bool]:
 def _write_marker(root: Path, end: datetime) -> None:
     marker = root / ".chatmem" / MARKER
     text = json.dumps({"built_for": format_when(end), "version": 1}) + "\n"
-    atomic_write_text(marker, text, root=root)
+    Workspace.at(root).replace_file(marker, text)
 
 
 async def build_demo(path: Path | str, *, now: datetime | None = None) -> DemoResult:

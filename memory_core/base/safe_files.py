@@ -17,12 +17,16 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import logging
 import os
 import stat
 from collections.abc import Iterator
 from pathlib import Path
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not POSIX
+    fcntl = None  # type: ignore[assignment]
 
 from memory_core.base.errors import FileRefused
 
@@ -41,7 +45,8 @@ SNAPSHOT_BYTES = 64 * MIB
 SMALL_BYTES = 64 * KIB
 """Key files, the workspace id, markers: a few bytes each."""
 
-_OPEN_FLAGS = os.O_NONBLOCK | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+_OPEN_FLAGS = _NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
 def _real_root(root: Path) -> str:
@@ -120,7 +125,8 @@ def open_fd(root: Path, path: Path | str, flags: int, mode: int = 0o644) -> int:
         st = os.fstat(fd)
         _refuse_special(root, path, st.st_mode)
         _same_file(root, path, st)
-        fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+        if fcntl is not None:
+            fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~_NONBLOCK)
     except BaseException:
         os.close(fd)
         raise

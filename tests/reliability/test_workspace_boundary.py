@@ -31,8 +31,10 @@ from pathlib import Path
 import pytest
 
 from adapters.cli import main
+from memory_core.base.errors import FileRefused
 from memory_core.base.scope import MAIN, ScopeKey, scope_slug
 from memory_core.config import env_bindings
+from memory_core.engine import MemoryCore
 
 REPO = Path(__file__).resolve().parents[2]
 CANARY = "zqcanary7"
@@ -408,3 +410,27 @@ def test_no_link_or_special_file_leads_out_of_the_workspace(
         said = str(step["err"]) + str(step["out"])
         assert step["code"] == 2 or "refused" in said, (case.name, name, step)
         assert "refused" in said, (case.name, name, step)
+
+
+async def test_a_refused_scope_leaves_the_others_served(core: MemoryCore) -> None:
+    """Bob's long-term file is a link to /dev/zero and main's today's note a FIFO: Bob's
+    reads and writes are one refusal line each, and main is served as before."""
+    await core.memories.capture(BOB, "plays the cello")
+    await core.memories.flush()
+    core.memories.path(BOB).unlink()
+    core.memories.path(BOB).symlink_to("/dev/zero")
+    await core.memories.capture(MAIN, "likes green tea")
+    await core.memories.flush()
+    fifo(core.workspace.daily_path(MAIN, core.notes.today()))
+
+    with pytest.raises(FileRefused, match=r"LONG_TERM\.md: a link leads outside"):
+        await core.memories.entries(BOB)
+    with pytest.raises(FileRefused, match="FIFO"):
+        await core.notes.append(MAIN, "fed the cat")
+
+    await core.memories.capture(MAIN, "walks to work")
+    await core.memories.flush()
+    assert "walks to work" in [e.content for e in await core.memories.entries(MAIN)]
+    assert [h.text for h in await core.finder.search(MAIN, "green tea")] == ["likes green tea"]
+    assert await core.notes.recent(MAIN) == ""  # the FIFO is left out, never waited on
+    assert "walks to work" in await core.snapshots.prompt_block(MAIN)
