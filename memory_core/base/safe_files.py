@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import logging
 import os
 import stat
@@ -49,7 +50,9 @@ _NONBLOCK = getattr(os, "O_NONBLOCK", 0)
 _OPEN_FLAGS = _NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
-def _real_root(root: Path) -> str:
+@functools.lru_cache(maxsize=64)
+def _real_root(root: str) -> str:
+    """The workspace root with its own links resolved (a root may itself be a link)."""
     return os.path.realpath(root)
 
 
@@ -61,17 +64,60 @@ def shown(root: Path, path: Path | str) -> str:
         return str(path)
 
 
+def _within(real_root: str, real: str) -> bool:
+    return real == real_root or real.startswith(real_root.rstrip(os.sep) + os.sep)
+
+
+def _resolve(root: Path, path: Path | str) -> tuple[str, os.stat_result | None]:
+    """The real path of `path` and the `lstat` of what is there (None: nothing yet),
+    refused unless it stays under the workspace's real root.
+
+    Below the root one `lstat` per part, instead of `realpath`'s one per part from `/`
+    (a daily append and a long-term load pay this on every call); a part that is a link
+    is resolved whole and must land inside again."""
+    real_root = _real_root(str(root))
+    text = os.path.abspath(path)
+    for base in (os.path.abspath(root), real_root):
+        if _within(base, text):
+            rest = text[len(base) :]
+            break
+    else:  # named from elsewhere: inside only if it resolves there
+        text = os.path.realpath(text)
+        if not _within(real_root, text):
+            raise FileRefused(f"refused {path}: outside the workspace ({text})")
+        rest = text[len(real_root) :]
+    current = real_root
+    st: os.stat_result | None = None
+    parts = [part for part in rest.split(os.sep) if part]
+    for index, part in enumerate(parts):
+        step = os.path.join(current, part)
+        try:
+            st = os.lstat(step)
+        except (FileNotFoundError, NotADirectoryError):
+            # Nothing there yet: what would be made is made under `current`.
+            current, st = os.path.normpath(os.path.join(step, *parts[index + 1 :])), None
+            break
+        if stat.S_ISLNK(st.st_mode):
+            step = os.path.realpath(step)
+            try:
+                st = os.lstat(step)
+            except (FileNotFoundError, NotADirectoryError):
+                st = None
+        current = step
+        if not _within(real_root, current):
+            break
+    if not _within(real_root, current):
+        raise FileRefused(
+            f"refused {shown(root, path)}: a link leads outside the workspace ({current})"
+        )
+    return current, st
+
+
 def inside(root: Path, path: Path | str) -> Path:
     """The real path of `path` (every link resolved), refused unless it stays under the
     workspace's real root. Parts that do not exist yet are fine: they will be made
     inside."""
-    real_root = _real_root(root)
-    real = os.path.realpath(path)
-    if real != real_root and not real.startswith(real_root.rstrip(os.sep) + os.sep):
-        raise FileRefused(
-            f"refused {shown(root, path)}: a link leads outside the workspace ({real})"
-        )
-    return Path(real)
+    return Path(_resolve(root, path)[0])
 
 
 def _kind(mode: int) -> str | None:
@@ -95,23 +141,24 @@ def _refuse_special(root: Path, path: Path | str, mode: int) -> None:
         raise FileRefused(f"refused {shown(root, path)}: {kind}, not a memory file")
 
 
+def _checked(root: Path, path: Path | str) -> tuple[str, os.stat_result | None]:
+    real, st = _resolve(root, path)
+    if st is not None:
+        _refuse_special(root, path, st.st_mode)
+    return real, st
+
+
 def check_file(root: Path, path: Path | str) -> Path:
     """`inside`, and refused when it exists and is no regular file (not opened: a FIFO
     is never waited on). Missing files pass: the caller says what missing means."""
-    real = inside(root, path)
-    try:
-        mode = os.lstat(real).st_mode
-    except (FileNotFoundError, NotADirectoryError):
-        return real
-    _refuse_special(root, path, mode)
-    return real
+    return Path(_checked(root, path)[0])
 
 
 def open_fd(root: Path, path: Path | str, flags: int, mode: int = 0o644) -> int:
     """An open descriptor of a regular file inside the workspace (the caller closes it),
     never blocking on a FIFO. `flags` are `os.open`'s; the non-blocking flag is dropped
     again once the file is known to be regular. FileNotFoundError passes through."""
-    real = check_file(root, path)
+    real, checked = _checked(root, path)
     try:
         fd = os.open(real, flags | _OPEN_FLAGS, mode)
     except OSError as exc:
@@ -124,7 +171,7 @@ def open_fd(root: Path, path: Path | str, flags: int, mode: int = 0o644) -> int:
     try:
         st = os.fstat(fd)
         _refuse_special(root, path, st.st_mode)
-        _same_file(root, path, st)
+        _same_file(root, path, st, checked)
         if fcntl is not None:
             fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~_NONBLOCK)
     except BaseException:
@@ -133,14 +180,18 @@ def open_fd(root: Path, path: Path | str, flags: int, mode: int = 0o644) -> int:
     return fd
 
 
-def _same_file(root: Path, path: Path | str, opened: os.stat_result) -> None:
-    """The path still leads, inside, to the file that was opened (a parent folder swapped
-    for a link between the check and the open is caught here)."""
-    try:
-        now = os.stat(inside(root, path))
-    except FileNotFoundError:
-        now = None
-    if now is None or (now.st_dev, now.st_ino) != (opened.st_dev, opened.st_ino):
+def _same_file(
+    root: Path, path: Path | str, opened: os.stat_result, checked: os.stat_result | None
+) -> None:
+    """The file opened is the one checked (a parent folder swapped for a link between
+    the check and the open lands on another file, and is caught here). A file the open
+    made is looked up again."""
+    if checked is None:
+        try:
+            checked = os.stat(inside(root, path))
+        except FileNotFoundError:
+            checked = None
+    if checked is None or (checked.st_dev, checked.st_ino) != (opened.st_dev, opened.st_ino):
         raise FileRefused(f"refused {shown(root, path)}: it changed while being opened")
 
 

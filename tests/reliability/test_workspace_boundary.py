@@ -111,6 +111,8 @@ class Case:
     must_work: bool = False
     refused_steps: set[str] = field(default_factory=set)
     """Steps that must answer with a refusal naming the problem (exit 2 or a refusal)."""
+    skipped_by_reindex: bool = False
+    """`reindex` succeeds, skipping the refused file with one warning line."""
 
 
 def today() -> str:
@@ -291,7 +293,8 @@ CASES = [
     Case("fifo-daily-note", _fifo_daily, get_path=f"memory/{today()}.md",
          refused_steps={"append", "get", "memory_get"}),
     Case("fifo-memory-md", _fifo_memory_md,
-         refused_steps={"capture", "status", "get", "recall", "memory_get"}),
+         refused_steps={"capture", "status", "get", "recall", "memory_get"},
+         skipped_by_reindex=True),
     Case("socket-daily-note", _socket_daily, get_path=f"memory/{yesterday()}.md",
          refused_steps={"get", "memory_get"}),
     Case("dangling-daily-note", _dangling, get_path=f"memory/{today()}.md",
@@ -402,6 +405,12 @@ def test_no_link_or_special_file_leads_out_of_the_workspace(
         assert "likes black coffee" in str(by_step["status"]["out"])
         assert "likes black coffee" in (ws / "kept" / "MEMORY.md").read_text(encoding="utf-8")
         assert (ws / "MEMORY.md").is_symlink()  # written through, still a link
+    if case.skipped_by_reindex:
+        reindex = by_step["reindex"]
+        assert reindex["code"] == 0, reindex
+        assert [line for line in str(reindex["err"]).splitlines() if "skipped" in line] == [
+            "refused MEMORY.md: a FIFO (named pipe), not a memory file; skipped"
+        ]
     for name in case.refused_steps:
         # A workspace refused whole (its state or memory folder leads out) refuses every
         # API call at its open.

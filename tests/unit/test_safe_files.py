@@ -111,6 +111,21 @@ def test_reads_are_bounded_with_a_clear_line(ws: Path) -> None:
     assert (head, size) == (b"x" * 10, 5000)
 
 
+def test_a_workspace_reached_through_a_link_is_inside_itself(tmp_path: Path) -> None:
+    """The root may itself be a link (a home on another disk): paths named through it,
+    through its real path, or linked absolutely to its real path are all inside."""
+    real = tmp_path / "disk" / "ws"
+    (real / "memory").mkdir(parents=True)
+    root = tmp_path / "ws"
+    root.symlink_to(real)
+    atomic_write_text(root / "memory" / "a.md", "a\n", root=root)
+    assert safe_files.read_text(root, real / "memory" / "a.md", 100) == "a\n"
+    (real / "memory" / "b.md").symlink_to(real / "memory" / "a.md")
+    assert safe_files.read_text(root, root / "memory" / "b.md", 100) == "a\n"
+    with pytest.raises(FileRefused, match="outside the workspace"):
+        safe_files.read_text(root, tmp_path / "disk" / "other.md", 100)
+
+
 def test_a_missing_file_is_missing_not_refused(ws: Path) -> None:
     with pytest.raises(FileNotFoundError):
         safe_files.read_bytes(ws, ws / "memory" / "none.md", 1000)
