@@ -154,6 +154,12 @@ def check_file(root: Path, path: Path | str) -> Path:
     return Path(_checked(root, path)[0])
 
 
+def file_stat(root: Path, path: Path | str) -> os.stat_result | None:
+    """The file's stat (None when missing), refused as `check_file` refuses: what a
+    caller compares stamps with, in the one walk the check makes."""
+    return _checked(root, path)[1]
+
+
 def open_fd(root: Path, path: Path | str, flags: int, mode: int = 0o644) -> int:
     """An open descriptor of a regular file inside the workspace (the caller closes it),
     never blocking on a FIFO. `flags` are `os.open`'s; the non-blocking flag is dropped

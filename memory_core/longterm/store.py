@@ -28,7 +28,6 @@ import contextlib
 import glob
 import hashlib
 import logging
-import os
 import re
 import time
 from collections.abc import Awaitable, Callable
@@ -83,9 +82,8 @@ class Snapshot:
 def _stamp(root: Path, path: Path) -> Stamp | None:
     """The file's stamp; FileRefused when it leads outside `root` or is no regular file
     (so no stamp of an outside file ever vouches for a cached parse)."""
-    try:
-        st = os.stat(safe_files.check_file(root, path))
-    except FileNotFoundError:
+    st = safe_files.file_stat(root, path)
+    if st is None:
         return None
     return (st.st_mtime_ns, st.st_size, st.st_ino)
 
