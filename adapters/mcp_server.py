@@ -24,13 +24,23 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
 
 import anyio
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.prompts.base import Message as PromptMessage
+from mcp.server.mcpserver.prompts.base import Prompt
 from mcp.server.mcpserver.tools import Tool
 from mcp.server.stdio import stdio_server
 from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE
+from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
-from mcp_types import INVALID_REQUEST, ErrorData, JSONRPCError, ToolAnnotations
+from mcp_types import (
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    ErrorData,
+    InputRequiredResult,
+    JSONRPCError,
+    ToolAnnotations,
+)
 from pydantic import BaseModel, ConfigDict, Field
 
 from adapters.mcp_envelope import CheckedLines, check
@@ -220,14 +230,33 @@ def build_server(core: MemoryCore, scope: ScopeKey) -> MCPServer:
     async def snapshot() -> str:
         return await core.snapshots.prompt_block(scope)
 
-    @server.prompt(
-        name="when_to_search",
-        description="How and when to use the memory tools.",
-    )
     def when_to_search() -> str:
         return GUIDE
 
+    server.add_prompt(
+        _NoArguments.from_function(
+            when_to_search,
+            name="when_to_search",
+            description="How and when to use the memory tools.",
+        )
+    )
     return server
+
+
+class _NoArguments(Prompt):
+    """A prompt that takes no arguments refuses any it is given with INVALID_PARAMS, in
+    one line: the SDK's own refusal (any error while rendering) is logged with three
+    chained tracebacks for what is only a client's mistake."""
+
+    async def render(
+        self, arguments: dict[str, Any] | None, context: Context[Any, Any]
+    ) -> list[PromptMessage] | InputRequiredResult:
+        if arguments:
+            given = ", ".join(sorted(arguments))
+            raise MCPError(
+                INVALID_PARAMS, f"prompt {self.name} takes no arguments (given: {given})"
+            )
+        return await super().render(arguments, context)
 
 
 async def serve_stdio(server: MCPServer) -> None:
@@ -476,7 +505,7 @@ async def serve_http(
                 if scopes
                 else f"no bearer token configured: loopback only, every client in scope {own}"
             )
-            log.warning("MCP server on http://%s:%s%s (%s)", host, bound, settings.path, auth)
+            log.info("MCP server on http://%s:%s%s (%s)", host, bound, settings.path, auth)
             if ready is not None:
                 ready(bound)
             stopping = asyncio.create_task(stop.wait())

@@ -16,6 +16,7 @@ from memory_core.base.scope import ScopeKey
 from memory_core.base.text import writes_cjk
 from memory_core.base.wording import counted
 from memory_core.engine import MemoryCore
+from memory_core.longterm.claims import shown
 
 log = logging.getLogger(__name__)
 
@@ -157,7 +158,9 @@ class MessageRouter:
     async def _remember(self, scope: ScopeKey, argument: str, message: InboundMessage) -> str:
         if not argument:
             return "Usage: /remember TEXT"
-        return await self.core.conversation.chat.remember(scope, argument)
+        return await self.core.conversation.chat.remember(
+            scope, argument, speaker=message.sender_name
+        )
 
     async def _forget(self, scope: ScopeKey, argument: str, message: InboundMessage) -> str:
         if not argument:
@@ -171,14 +174,14 @@ class MessageRouter:
         lines = [f"{counted(len(status.active), 'memory')}, best first:"]
         for rank, entry in enumerate(status.active[:10], start=1):
             lines.append(
-                f"{rank}. [{entry.category}] {' '.join(entry.content.split())} ({entry.score:.2f})"
+                f"{rank}. [{entry.category}] {' '.join(shown(entry).split())} ({entry.score:.2f})"
             )
         return "\n".join(lines)
 
     async def _search(self, scope: ScopeKey, argument: str, message: InboundMessage) -> str:
         if not argument:
             return "Usage: /search WORDS"
-        hits = await self.core.finder.search(scope, argument, limit=5)
+        hits = await self.core.finder.search_words(scope, argument, limit=5)
         if not hits:
             return "Nothing found. 没有找到。"
         return "\n".join(

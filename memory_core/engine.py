@@ -27,6 +27,7 @@ from memory_core.base.clock import Clock, Monotonic, ensure_aware, system_clock
 from memory_core.base.entries import MemoryEntry
 from memory_core.base.errors import (
     ChatmemError,
+    DatabaseCorrupt,
     DatabaseUnreachable,
     IndexUnavailable,
     StorageError,
@@ -38,7 +39,7 @@ from memory_core.base.inputs import storable
 from memory_core.base.locks import LockRegistry
 from memory_core.base.policy import ScoringPolicy
 from memory_core.base.records import RecordedMessage
-from memory_core.base.requests import evidence
+from memory_core.base.requests import searchable
 from memory_core.base.scope import MAIN, ScopeKey
 from memory_core.base.sql import Db
 from memory_core.base.workspace import Workspace
@@ -65,6 +66,8 @@ if TYPE_CHECKING:
     from memory_core import migrate
     from memory_core.consolidation.consolidator import Consolidator
     from memory_core.conversation.runtime import Runtime
+    from memory_core.recall.index.model import IndexBackend
+    from memory_core.scope_merge import MergeReport
 
 __all__ = ["MemoryCore", "ScopeStatus", "ValidationProblem"]
 
@@ -104,6 +107,7 @@ class MemoryCore:
         self._clock = clock
         self._monotonic = monotonic
         self._serving = serving
+        self._sync_files = True
         self._locks = LockRegistry(self.workspace.locks_dir)
         self._backend = backend_for(config, self.workspace, self._locks, monotonic)
         self._stack: AsyncExitStack | None = None
@@ -122,17 +126,21 @@ class MemoryCore:
         progress: Progress | None = None,
         monotonic: Monotonic = time.monotonic,
         serving: bool = True,
+        sync_files: bool = True,
     ) -> AsyncIterator[MemoryCore]:
         """With `create=False` a workspace that does not exist (`workspace_exists`) is a
         `WorkspaceMissing` error instead of a new, empty one: what a person's command wants
         (a mistyped path), where a bot or a test wants its workspace made. `serving=False`:
-        a command's core (see `__init__`)."""
+        a command's core (see `__init__`). `sync_files=False`: the open leaves the index as
+        it is, for a caller that rebuilds it next (`reindex`), which would otherwise read,
+        chunk and write every file changed by hand twice."""
         root = config.workspace_path
         if not await asyncio.to_thread(cls.workspace_exists, root):
             if not create:
                 raise WorkspaceMissing(f"no workspace at {root} (run chatmem init)")
             log.info("creating workspace at %s", root)
         core = cls(config, clock=clock, llm=llm, monotonic=monotonic, serving=serving)
+        core._sync_files = sync_files
         try:
             await core.start(progress)
             yield core
@@ -157,6 +165,7 @@ class MemoryCore:
                 monotonic=self._monotonic,
                 progress=progress,
                 serving=self._serving,
+                sync_files=self._sync_files,
             )
         )
         self._stack = stack
@@ -369,15 +378,29 @@ class MemoryCore:
         return await asyncio.to_thread(read)
 
     async def reindex(self, progress: Callable[[int, int], None] | None = None) -> SyncStats:
-        """Rebuild the index from files; a database SQLite cannot read is moved aside."""
+        """Rebuild the index from files; a database SQLite cannot read is moved aside
+        (found at the open, by a search, or, in a core opened with `sync_files=False`
+        that has not read the index yet, by the rebuild itself)."""
         if self.guard.index is None and self._backend.files_of_workspace:
-            await self._close_services()
-            await self._backend.move_damaged_aside()
-            await self.start()
+            await self._restart_beside_damaged()
+        try:
+            return await self._index_to_rebuild().rebuild(progress)
+        except DatabaseCorrupt:
+            if not self._backend.files_of_workspace:
+                raise
+            await self._restart_beside_damaged()
+            return await self._index_to_rebuild().rebuild(progress)
+
+    async def _restart_beside_damaged(self) -> None:
+        await self._close_services()
+        await self._backend.move_damaged_aside()
+        await self.start()
+
+    def _index_to_rebuild(self) -> IndexBackend:
         index = self.guard.index
         if index is None:
             raise IndexUnavailable(self.degraded_reason or "the index cannot be opened")
-        return await index.rebuild(progress)
+        return index
 
     async def record_session(
         self,
@@ -390,8 +413,9 @@ class MemoryCore:
     ) -> None:
         """Store a conversation held elsewhere (an export, a migration, a demo) as a
         session of the scope: its messages keep their times and archive states, and the
-        user and assistant lines are indexed for recall as a chat turn's would be (requests,
-        commands and the replies to them are stored, not indexed: `requests.evidence`).
+        user and assistant lines are indexed for recall as a chat turn's would be (commands,
+        forget requests and the replies to them are stored, not indexed:
+        `requests.searchable`).
         Checked whole before the first write: a message UTF-8 cannot hold refuses them all."""
         for message in messages:
             storable(message.content, "a message")
@@ -399,7 +423,7 @@ class MemoryCore:
         history = self.history
         await history.add_session(scope, session_id, started_at, status)
         talk = [m for m in messages if m.role in ("user", "assistant")]
-        said = iter(evidence((m.role == "assistant", m.content) for m in talk))
+        said = iter(searchable((m.role == "assistant", m.content) for m in talk))
         for message in messages:
             indexed = message.role in ("user", "assistant") and next(said)
             await history.add_message(
@@ -425,6 +449,14 @@ class MemoryCore:
         except (DatabaseUnreachable, IndexUnavailable):
             return scopes  # the history's server is away: the scopes the files know
         return scopes + [ScopeKey(s) for s in sorted(messages) if s not in known]
+
+    async def merge_scopes(self, source: ScopeKey, target: ScopeKey) -> MergeReport:
+        """Everything scope `source` owns into scope `target`, nothing lost (`chatmem
+        scopes --merge`: a look-alike scope stored before keys were normalised); see
+        memory_core/scope_merge/. Needs the database; the bots should be stopped."""
+        from memory_core import scope_merge  # the module of this command only
+
+        return await scope_merge.merge_scopes(self, source, target)
 
     async def move_storage(
         self, backend: str, dsn: str = "", progress: migrate.Progress | None = None
@@ -468,7 +500,7 @@ class MemoryCore:
             if source_journal is not None and target_journal is not None:
                 await migrate.copy_captures(source_journal.db, target_journal.db, report)
             await migrate.copy_message_chunks(source_db, target_db, report, progress)
-        await target_backend.finish_move_target()
+        report.kept_aside = await target_backend.finish_move_target()
         return report
 
     async def claim_delivery(self, channel: str, chat_id: str, message_id: str) -> bool:

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 from memory_core.base.chunks import Chunk, ChunkKind
@@ -57,6 +58,9 @@ class MoveReport:
     """New rows on the target per table (0 for a table moved already)."""
     read: dict[str, int] = field(default_factory=dict)
     message_chunks: int = 0
+    kept_aside: list[Path] = field(default_factory=list)
+    """Files the target kept aside, stale from before the workspace moved away (the
+    SQLite database and journal when moving back to SQLite): the person's to delete."""
 
 
 async def count(db: Db, table: str) -> int:

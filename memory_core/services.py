@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING
 from memory_core.base.clock import Monotonic
 from memory_core.base.errors import DatabaseUnreachable, IndexUnavailable
 from memory_core.base.locks import LockRegistry
+from memory_core.base.retry import Backoff
 from memory_core.base.scope import MAIN
 from memory_core.base.sql import Db
 from memory_core.base.text import ensure_loaded
@@ -44,6 +45,7 @@ from memory_core.base.workspace import Workspace
 from memory_core.config import Config
 from memory_core.embedding.factory import build_embedder
 from memory_core.llm.client import LLMClient
+from memory_core.longterm.staging import Staging
 from memory_core.memory_service import MemoryService, build_memory_service
 from memory_core.recall.finder import rank_settings
 from memory_core.recall.guard import IndexGuard
@@ -157,11 +159,12 @@ async def open_services(
     monotonic: Monotonic = time.monotonic,
     progress: Progress | None = None,
     serving: bool = True,
+    sync_files: bool = True,
 ) -> AsyncIterator[Services]:
     """Open every part of the workspace (index what the files hold that the index does
-    not, `progress(files done, files)`, and, when `serving`, load the tokenizer's
-    dictionary and start the vectors' backfill); close them all on exit, the last opened
-    first."""
+    not, `progress(files done, files)`, unless `sync_files` is False: a rebuild follows;
+    and, when `serving`, load the tokenizer's dictionary and start the vectors'
+    backfill); close them all on exit, the last opened first."""
     async with AsyncExitStack() as stack:
         await asyncio.to_thread(workspace.ensure_scope, MAIN)
         stack.push_async_callback(backend.close)
@@ -189,7 +192,7 @@ async def open_services(
         staging = memory.long_term.staging
         if staging is not None:
             stack.push_async_callback(staging.close)
-            await staging.recover()
+            await _recover(staging)
         # The main scope's memories read ahead: what its first capture, recall or status
         # needs (on a large file, from its parse cache), before anyone asks.
         await memory.long_term.warm(MAIN)
@@ -203,7 +206,8 @@ async def open_services(
                 # Whatever runs on the loop later (a turn's query, ranking) never waits
                 # for the dictionary; a command loads it only if it meets Han text.
                 await ensure_loaded()
-            await guard.sync_all(progress)
+            if sync_files:
+                await guard.sync_all(progress)
             if serving and guard.index is not None:  # the sync may have found it unusable
                 guard.index.embed_all()
             # Built before anyone runs: a history that did not exist yet made a
@@ -216,6 +220,34 @@ async def open_services(
             late.conversation()
             late.consolidation()
         yield Services(memory, db, audit, history, deliveries, journal, late)
+
+
+RECOVER_WAITS = Backoff(0.5, 4.0)
+RECOVER_TRIES = 5
+"""A replay at start that finds the server away is tried this many times, the waits
+doubling (0.5 s to 4 s: past `DOWN_SECONDS`, so the last tries reach a server that is
+coming back), then left to a later start."""
+
+
+async def _recover(staging: Staging) -> None:
+    """Replay what processes that died journalled. The journal was reached a moment ago,
+    but the server may be going or coming back as this process starts: the replay is
+    tried again with backoff instead of failing the start, and if the server stays away
+    the rows stay in the journal (nothing acknowledged is lost) for the next start."""
+    waits = RECOVER_WAITS.waits()
+    for tried in range(1, RECOVER_TRIES + 1):
+        try:
+            await staging.recover()
+            return
+        except DatabaseUnreachable as exc:
+            if tried == RECOVER_TRIES:
+                log.warning(
+                    "captures journalled by processes that died are not replayed yet (%s);"
+                    " they stay in the journal for the next start",
+                    exc,
+                )
+                return
+        await asyncio.sleep(next(waits))
 
 
 async def _open_database(backend: Backend) -> tuple[Db | None, str | None]:

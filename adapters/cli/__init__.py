@@ -187,7 +187,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; a reader that goes away (`chatmem status | head -1`) ends it
-    quietly, as the Python docs advise for SIGPIPE."""
+    quietly with exit 0, as the Python docs advise for SIGPIPE: the reader took what it
+    wanted, so whether the pipe closed before or after the last write (a race) must not
+    change the exit code."""
     try:
         code = _command(list(sys.argv[1:] if argv is None else argv))
         sys.stdout.flush()
@@ -195,7 +197,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # What is still buffered would fail again at exit: send it nowhere instead.
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
-        return EXIT_PROBLEMS
+        return 0
     return code
 
 
@@ -207,9 +209,11 @@ def _command(argv: list[str]) -> int:
     from adapters.cli import (  # noqa: F401
         bots,
         commands,
+        curate,
         entities,
         mcp,
         recall,
+        scopes,
         snapshot,
         storage,
         tui,

@@ -83,10 +83,14 @@ async def serve_until_signal(serve: Callable[[asyncio.Event], Awaitable[None]]) 
 
 def name_arg(value: str) -> str:
     """A name typed on the command line, refused when it holds bytes that are not UTF-8
-    (it becomes a chat id and a speaker's name, both stored)."""
+    (it becomes a chat id and a speaker's name, both stored), normalised as every id a
+    scope is made of (`--as Ａｎｎ` is `Ann`; an invisible character is refused)."""
+    from memory_core.base.errors import ScopeError
+    from memory_core.base.scope import normalise_id
+
     try:
-        return storable(value, "the name")
-    except InputRefused as exc:
+        return normalise_id(storable(value, "the name"), "the name")
+    except (InputRefused, ScopeError) as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 

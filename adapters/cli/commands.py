@@ -1,5 +1,5 @@
 """Subcommands over the long-term store: init, capture, status, stats, consolidate,
-validate, scopes, forget, pin/unpin, archive/restore, purge."""
+(validate and scopes: scopes.py; the entry actions and purge: curate.py)."""
 
 from __future__ import annotations
 
@@ -10,12 +10,10 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from adapters.cli import (
-    EXIT_PROBLEMS,
     TIME_ARG_RANGE,
     Output,
     category_arg,
     command,
-    days_arg,
     importance_arg,
     parse_time_arg,
     positive_int,
@@ -27,7 +25,7 @@ from memory_core.base.merge_values import ChangeKind, MergeResult
 from memory_core.base.scope import printable_key
 from memory_core.base.wording import counted
 from memory_core.consolidation.phase_names import PHASES, Phase
-from memory_core.longterm.scoring import Status, score_at, status_of
+from memory_core.longterm.claims import shown
 
 if TYPE_CHECKING:
     from memory_core.consolidation.phases import PhaseReport
@@ -35,6 +33,7 @@ if TYPE_CHECKING:
 
 
 def entry_json(entry: MemoryEntry) -> dict[str, object]:
+    said = {"speaker": entry.speaker, "claim_on": entry.claim_on} if entry.speaker else {}
     return {
         "id": entry.id,
         "category": entry.category,
@@ -47,6 +46,7 @@ def entry_json(entry: MemoryEntry) -> dict[str, object]:
         "pinned": entry.pinned,
         "archived": entry.archived.value if entry.archived else None,
         "content": entry.content,
+        **said,
     }
 
 
@@ -54,7 +54,7 @@ def entry_line(rank: int, entry: MemoryEntry) -> str:
     flags = (" [pinned]" if entry.pinned else "") + (
         f" [{entry.archived.value}]" if entry.archived else ""
     )
-    content = " ".join(entry.content.split())
+    content = " ".join(shown(entry).split())
     return (
         f"{rank:>3}. [{entry.id}] {entry.category:<11} {entry.score:.2f}  "
         f"{entry.last_activated.date()}  hits {entry.hits}{flags}\n     {content}"
@@ -68,6 +68,34 @@ def stored_scores(result: MergeResult) -> dict[str, float | None]:
     old score (the audit log's step by step); a person reading what a consolidation does
     wants the score the entry had, which is the old score of its decay."""
     return {c.entry_id: c.old_score for c in result.changes if c.kind is ChangeKind.DECAYED}
+
+
+DECAYED_SHOWN = 20
+"""Entries that only decayed, listed one a line before `… and N more` (--json has all)."""
+
+
+def change_lines(result: MergeResult, stored: dict[str, float | None]) -> list[str]:
+    """A line per entry the merge changed, so that every count of the summary has its
+    entries: an archive or forget from the score the entry had, then those that only
+    decayed (a decayed entry that is also archived or forgotten is on that line)."""
+    lines: list[str] = []
+    moved = {c.entry_id for c in result.changes if c.kind is not ChangeKind.DECAYED}
+    decayed = [
+        c for c in result.changes if c.kind is ChangeKind.DECAYED and c.entry_id not in moved
+    ]
+    for c in result.changes:
+        if c.kind is not ChangeKind.DECAYED:
+            before = stored.get(c.entry_id, c.old_score)
+            scores = f"{before or 0:.3f} -> " + (
+                f"{c.new_score:.3f}" if c.new_score is not None else "forgotten"
+            )
+            lines.append(f"  {c.kind.value:<8} [{c.entry_id}] {scores}  {c.content}")
+    for c in decayed[:DECAYED_SHOWN]:
+        scores = f"{c.old_score or 0:.3f} -> {c.new_score or 0:.3f}"
+        lines.append(f"  {c.kind.value:<8} [{c.entry_id}] {scores}  {c.content}")
+    if len(decayed) > DECAYED_SHOWN:
+        lines.append(f"  … and {len(decayed) - DECAYED_SHOWN} more decayed (--json lists all)")
+    return lines
 
 
 def merge_summary(result: MergeResult) -> str:
@@ -141,8 +169,10 @@ class Capture:
             import asyncio  # here, not at the top: the parser (`--help`) never needs it
 
             text = await asyncio.to_thread(_read_stdin, core.config.long_term.max_capture_bytes)
+        scope = args.scope_key
+        new_scope = not scope.is_main and scope not in await core.known_scopes()
         entry, result = await core.memories.capture(
-            args.scope_key,
+            scope,
             text,
             category=args.category,
             importance=args.importance,
@@ -152,9 +182,14 @@ class Capture:
         )
         outcome = result.outcome
         assert outcome is not None  # capture raises when nothing was kept
+        # Outside main the scope is named, and a new one said so: `--scope mian` shows.
+        where = "" if scope.is_main else f" in scope {printable_key(scope)}"
+        where += " (new scope)" if new_scope else ""
         Output(args.json).emit(
-            {**outcome.as_json(), "entry": entry_json(entry)},
-            f"{outcome.describe()} {entry.category} {entry.score:.2f}: {entry.content}",
+            {**outcome.as_json(), "scope": scope.value, "new_scope": new_scope}
+            | {"entry": entry_json(entry)},
+            f"{outcome.describe()}{where}{':' if where else ''} {entry.category} "
+            f"{entry.score:.2f}: {entry.content}",
         )
         return 0
 
@@ -349,13 +384,7 @@ class Consolidate:
         lines = [
             f"{what} scope {args.scope_key} as of {format_when(when)}: {merge_summary(result)}"
         ]
-        for c in result.changes:
-            if c.kind is not ChangeKind.DECAYED:
-                before = stored.get(c.entry_id, c.old_score)
-                scores = f"{before or 0:.3f} -> " + (
-                    f"{c.new_score:.3f}" if c.new_score is not None else "forgotten"
-                )
-                lines.append(f"  {c.kind.value:<8} [{c.entry_id}] {scores}  {c.content}")
+        lines.extend(change_lines(result, stored))
         keep_days = core.config.long_term.forgotten_keep_days
         if preview:
             hint = "; add --apply to write it" if future and not args.dry_run else ""
@@ -381,210 +410,3 @@ class Consolidate:
             "\n".join(lines),
         )
         return 0
-
-
-@command(
-    "validate",
-    "check every memory file; non-zero exit if blocks are quarantined",
-    reads_only=True,
-    scoped=False,
-)
-class Validate:
-    @staticmethod
-    async def run(core: MemoryCore, args: argparse.Namespace) -> int:
-        problems = await core.memories.validate()
-        data = [
-            {
-                "scope": p.scope.value,
-                "path": p.path,
-                "line": p.block.line,
-                "reason": p.block.reason,
-                "text": p.block.text,
-            }
-            for p in problems
-        ]
-        if not problems:
-            Output(args.json).emit({"ok": True, "problems": []}, "all memory files are valid")
-            return 0
-        lines = [
-            f"{counted(len(problems), 'quarantined block')}; they are kept verbatim, fix and "
-            "re-run:"
-        ]
-        for p in problems:
-            first = p.block.text.splitlines()[0] if p.block.text else ""
-            lines.append(f"  {p.path}:{p.block.line}: {p.block.reason}\n      {first}")
-        Output(args.json).emit({"ok": False, "problems": data}, "\n".join(lines))
-        return EXIT_PROBLEMS
-
-
-@command("scopes", "list the workspace's scopes", reads_only=True, scoped=False)
-class Scopes:
-    @staticmethod
-    async def run(core: MemoryCore, args: argparse.Namespace) -> int:
-        rows = []
-        for scope in await core.memories.scopes():
-            status = await core.memories.status(scope)
-            rows.append(
-                {
-                    "scope": scope.value,
-                    "active": len(status.active),
-                    "archived": len(status.archived),
-                    "path": status.path,
-                }
-            )
-        human = "\n".join(
-            f"{printable_key(str(r['scope'])):<40} {r['active']:>5} active "
-            f"{r['archived']:>5} archived  {r['path']}"
-            for r in rows
-        )
-        Output(args.json).emit(rows, human)
-        return 0
-
-
-ID_HELP = "entry id as `chatmem status` shows it, or a prefix of it that names one entry"
-
-
-def _already(name: str, entry: MemoryEntry | None, core: MemoryCore) -> str | None:
-    """What to say when the action would change nothing (`entry` None: not a live entry,
-    so a kept forgotten one); None when it would."""
-    if entry is None:
-        return "already forgotten" if name == "forget" else None
-    if name == "pin" and entry.pinned:
-        return "already pinned"
-    if name == "unpin" and not entry.pinned:
-        return "not pinned"
-    if name == "archive" and entry.archived is not None:
-        return "already archived"
-    if name == "restore":
-        now = core.now()
-        current = entry.with_(score=score_at(entry, now, core.policy), scored_at=now)
-        if status_of(current, core.policy) is Status.ACTIVE:
-            return "already active"
-    return None
-
-
-def _entry_action(name: str, verb: str, help_text: str) -> None:
-    """forget / pin / unpin / archive / restore share one shape: an id in, an entry out."""
-
-    class EntryAction:
-        @staticmethod
-        def arguments(parser: argparse.ArgumentParser) -> None:
-            parser.add_argument("id", help=ID_HELP)
-
-        @staticmethod
-        async def run(core: MemoryCore, args: argparse.Namespace) -> int:
-            scope = args.scope_key
-            entry_id = await core.memories.match_id(scope, args.id)
-            live = {e.id: e for e in await core.memories.entries(scope)}
-            if entry_id not in live and name not in ("forget", "restore"):
-                raise ChatmemError(
-                    f"entry {entry_id!r} of scope {scope} is forgotten: bring it back first"
-                    f" (chatmem restore {entry_id})"
-                )
-            already = _already(name, live.get(entry_id), core)
-            if already is not None:
-                entry = live.get(entry_id) or next(
-                    e for e in await core.memories.restorable(scope) if e.id == entry_id
-                )
-                Output(args.json).emit(
-                    {"action": name, "already": True, "entry": entry_json(entry)},
-                    f"{already} [{entry.id}] {entry.content}",
-                )
-                return 0
-            if name == "forget":
-                entry = await core.memories.forget(scope, entry_id, source="cli")
-            elif name in ("pin", "unpin"):
-                entry = await core.memories.set_pinned(scope, entry_id, name == "pin", source="cli")
-            elif name == "archive":
-                entry = await core.memories.archive(scope, entry_id, source="cli")
-            else:
-                entry = await core.memories.restore(scope, entry_id, source="cli")
-            human = f"{verb} [{entry.id}] {entry.content}"
-            keep_days = core.config.long_term.forgotten_keep_days
-            if name == "forget" and keep_days:
-                human += f"\n(restorable for {keep_days} days: chatmem restore {entry.id})"
-            Output(args.json).emit(
-                {"action": name, "already": False, "entry": entry_json(entry)}, human
-            )
-            return 0
-
-    command(name, help_text)(EntryAction)
-
-
-_entry_action(
-    "forget",
-    "forgot",
-    "delete an entry; restorable for long_term.forgotten_keep_days (see purge)",
-)
-_entry_action("pin", "pinned", "pin an entry: it never decays")
-_entry_action("unpin", "unpinned", "unpin an entry")
-_entry_action("archive", "archived", "move an entry to Archived")
-_entry_action("restore", "restored", "move an archived or forgotten entry back to Active")
-
-
-@command(
-    "purge",
-    "erase forgotten entries for good, their text in the audit log included",
-    reads_only=lambda args: args.id is None and not args.yes,
-)
-class Purge:
-    @staticmethod
-    def arguments(parser: argparse.ArgumentParser) -> None:
-        parser.add_argument(
-            "id",
-            nargs="?",
-            help="id (or unique prefix) of a forgotten entry; a live entry must be forgotten first",
-        )
-        parser.add_argument(
-            "--older-than",
-            type=days_arg,
-            metavar="DAYS",
-            help="every forgotten entry forgotten more than DAYS days ago (needs --yes)",
-        )
-        parser.add_argument(
-            "--all", action="store_true", help="every forgotten entry of the scope (needs --yes)"
-        )
-        parser.add_argument(
-            "--yes",
-            action="store_true",
-            help="confirm --older-than or --all; without it they only list what would be erased",
-        )
-
-    @staticmethod
-    async def run(core: MemoryCore, args: argparse.Namespace) -> int:
-        scope = args.scope_key
-        chosen_ways = [args.id is not None, args.older_than is not None, args.all]
-        if sum(chosen_ways) != 1:
-            raise ChatmemError("purge takes one of: an ID, --older-than DAYS or --all")
-        out = Output(args.json)
-        if args.id is not None:
-            ids = [await core.memories.match_id(scope, args.id)]
-        else:
-            kept = await core.memories.restorable(scope)
-            if args.older_than is not None:
-                cutoff = core.now() - timedelta(days=args.older_than)
-                kept = [e for e in kept if e.scored_at <= cutoff]
-            if not args.yes:
-                lines = [
-                    f"would erase {counted(len(kept), 'forgotten entry')}"
-                    f" of scope {scope} for good:"
-                ]
-                lines += [_purge_line(e) for e in kept]
-                lines.append("nothing was erased: add --yes to erase them")
-                out.emit(
-                    {"purged": [], "would_purge": [entry_json(e) for e in kept]},
-                    "\n".join(lines),
-                )
-                return 0
-            ids = [e.id for e in kept]
-        purged = await core.purge(scope, ids, source="cli") if ids else []
-        lines = [f"erased {counted(len(purged), 'forgotten entry')} of scope {scope}"]
-        lines += [_purge_line(e) for e in purged]
-        out.emit({"purged": [e.id for e in purged]}, "\n".join(lines))
-        return 0
-
-
-def _purge_line(entry: MemoryEntry) -> str:
-    content = " ".join(entry.content.split())
-    short = content if len(content) <= 60 else content[:59] + "…"
-    return f"  [{entry.id}] forgotten {entry.scored_at.date()}  {short}"

@@ -26,9 +26,19 @@ class Mcp:
             help="serve streamable HTTP here instead of stdio; clients send a bearer token "
             "(CHATMEM_MCP_TOKEN, mcp.clients), and without one only loopback is served",
         )
+        parser.add_argument(
+            "--create",
+            action="store_true",
+            help="serve --scope even when it holds nothing yet (without it a scope the "
+            "workspace does not know is refused: most often a typo)",
+        )
 
     @staticmethod
     async def run(core: MemoryCore, args: argparse.Namespace) -> int:
+        if not args.create:
+            from adapters.cli.running import refuse_unknown_scope  # imported once parsed
+
+            await refuse_unknown_scope(core, args.scope_key, "; --create serves it anyway")
         try:
             from adapters import mcp_server
         except ImportError as exc:

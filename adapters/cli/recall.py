@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from adapters.cli import ERROR_PREFIX, EXIT_PROBLEMS, Output, command, positive_int
 from memory_core.base.chunks import ChunkKind
 from memory_core.base.errors import ChatmemError, PathRefused
+from memory_core.base.scope import printable_key
 from memory_core.base.wording import counted
 
 if TYPE_CHECKING:
@@ -197,6 +198,11 @@ class Append:
 
     @staticmethod
     async def run(core: MemoryCore, args: argparse.Namespace) -> int:
-        path, line = await core.notes.append(args.scope_key, args.text)
-        Output(args.json).emit({"path": path, "line": line}, f"noted at {path}:{line}")
+        scope = args.scope_key
+        new_scope = not scope.is_main and scope not in await core.known_scopes()
+        path, line = await core.notes.append(scope, args.text)
+        new = f" (new scope {printable_key(scope)})" if new_scope else ""
+        Output(args.json).emit(
+            {"path": path, "line": line, "new_scope": new_scope}, f"noted at {path}:{line}{new}"
+        )
         return 0

@@ -34,6 +34,10 @@ from memory_core.base.workspace import Workspace
 from memory_core.config import Config, load_config
 from memory_core.engine import MemoryCore
 
+REBUILDS_INDEX = frozenset({"reindex", "rebuild-index"})
+"""Commands that rebuild the index from the files: their core's open does not first
+bring the index in line with the files (hand-added notes would be parsed twice)."""
+
 
 def run_command(args: argparse.Namespace) -> int:
     """The parsed command, run to its exit code (errors are the caller's to report)."""
@@ -59,11 +63,14 @@ async def _run(config: Config, handler: Handler, args: argparse.Namespace) -> in
     async with contextlib.AsyncExitStack() as stack:
         with _start_quietly() if read_only_workspace else contextlib.nullcontext():
             opened = MemoryCore.open(
-                config, create=args.command in CREATES, serving=args.command in SERVES
+                config,
+                create=args.command in CREATES,
+                serving=args.command in SERVES,
+                sync_files=args.command not in REBUILDS_INDEX,
             )
             core = await stack.enter_async_context(opened)
         if reads_only and args.command not in UNSCOPED:
-            await _refuse_unknown_scope(core, args.scope_key)
+            await refuse_unknown_scope(core, args.scope_key)
         return await handler(core, args)
 
 
@@ -91,9 +98,9 @@ def _start_quietly() -> Iterator[None]:
         logger.setLevel(level)
 
 
-async def _refuse_unknown_scope(core: MemoryCore, scope: ScopeKey) -> None:
-    """A read of a scope that holds nothing is most often a typo (`--scope mian`): say
-    so, and which scopes there are, instead of showing an empty scope."""
+async def refuse_unknown_scope(core: MemoryCore, scope: ScopeKey, hint: str = "") -> None:
+    """A read of a scope that holds nothing (or serving it over MCP) is most often a typo
+    (`--scope mian`): say so, and which scopes there are, instead of an empty scope."""
     if scope.is_main:
         return
     known = await core.known_scopes()
@@ -103,7 +110,7 @@ async def _refuse_unknown_scope(core: MemoryCore, scope: ScopeKey) -> None:
     more = f" and {len(known) - KNOWN_SHOWN} more" if len(known) > KNOWN_SHOWN else ""
     raise ChatmemError(
         f"no memories in scope {printable_key(scope)} (known: {shown}{more}; `chatmem scopes` "
-        "lists them)"
+        f"lists them){hint}"
     )
 
 

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import sys
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from adapters.cli import Output, command
@@ -64,6 +66,7 @@ class Migrate:
             "read": report.read,
             "message_chunks": report.message_chunks,
             "seconds": round(elapsed, 3),
+            "kept_aside": [str(path) for path in report.kept_aside],
         }
         switch = (
             "set storage.backend = 'postgres' (and CHATMEM_POSTGRES_DSN)"
@@ -74,6 +77,19 @@ class Migrate:
             data,
             f"copied {counted(copied, 'row')} and {counted(report.message_chunks, 'message chunk')}"
             f" to {args.to}"
-            f" in {elapsed:.2f}s; now {switch} and start the bots again",
+            f" in {elapsed:.2f}s; now {switch} and start the bots again"
+            + kept_aside_lines(report.kept_aside),
         )
         return 0
+
+
+def kept_aside_lines(paths: list[Path]) -> str:
+    """The stale files a move back to SQLite kept aside: named, with how to delete them
+    once the moved workspace works (nothing reads or deletes them)."""
+    if not paths:
+        return ""
+    listed = "".join(f"\n  {path}" for path in paths)
+    return (
+        f"\nkept aside, from before the workspace moved away (stale; delete them once the"
+        f" moved workspace works: rm {' '.join(shlex.quote(str(p)) for p in paths)}):{listed}"
+    )

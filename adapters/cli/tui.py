@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import argparse
 import shutil
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from adapters.cli import TIME_ARG_RANGE, Output, command, parse_time_arg
+from memory_core.base.errors import ChatmemError
 
 if TYPE_CHECKING:
     from memory_core.base.scope import ScopeKey
@@ -22,8 +24,20 @@ DEMO_DIR = "chatmem-demo"
 """`adapters.demo.DEFAULT_DIR`, spelled here so the help text needs no import of the demo."""
 
 
+def has_terminal() -> bool:
+    """The TUI reads keys from stdin and draws on stdout: both must be a terminal, or it
+    would write escape codes into a pipe or a file until killed."""
+    return sys.stdin.isatty() and sys.stdout.isatty()
+
+
 async def run_tui(core: MemoryCore, scope: ScopeKey | None = None) -> int:
     from tui import make_app
+
+    if not has_terminal():
+        raise ChatmemError(
+            "no terminal: the TUI needs stdin and stdout on a terminal "
+            "(status, search and get read a workspace from a script)"
+        )
 
     await make_app(core, scope=scope).run_async()
     return 0
@@ -75,6 +89,11 @@ class Demo:
         # Without --workspace the demo goes to ./chatmem-demo, never into the configured
         # workspace, which is not even opened.
         target = args.workspace or DEFAULT_DIR
+        if not args.no_tui and not has_terminal():
+            raise ChatmemError(
+                "no terminal: use --no-tui to only build the demo (the TUI needs stdin "
+                "and stdout on a terminal); nothing was done"
+            )
         if args.reset:
             await asyncio.to_thread(_remove_demo, target)
         result = await build_demo(target, now=args.now)

@@ -123,6 +123,12 @@ class MemoryEntry:
     importance: Importance | None = None
     """As extraction judged it, for the ranking's importance bonus; None for entries
     written before it was kept (the bonus then counts them medium)."""
+    speaker: str | None = None
+    """Who said it, in a group scope (the member's name); None elsewhere and for entries
+    written before it was kept. Decides whose self-fact an entry is (longterm/claims.py)."""
+    claim_on: str | None = None
+    """The id of the member's self-fact this entry disputes: set, the entry is another
+    member's claim (a belief shown as "(claim by <speaker>)"), never an update of it."""
 
     def with_(self, **changes: object) -> MemoryEntry:
         return replace(self, **changes)  # type: ignore[arg-type]
@@ -148,6 +154,8 @@ class MemoryEntry:
             self.memory_class,
             self.granularity,
             self.importance,
+            self.speaker,
+            self.claim_on,
         )
 
 
@@ -182,6 +190,8 @@ class _EntrySlots:
     memory_class: MemoryClass | None
     granularity: Granularity | None
     importance: Importance | None
+    speaker: str | None
+    claim_on: str | None
 
 
 _new_object = object.__new__
@@ -206,6 +216,8 @@ def build_entry(
     memory_class: MemoryClass | None = None,
     granularity: Granularity | None = None,
     importance: Importance | None = None,
+    speaker: str | None = None,
+    claim_on: str | None = None,
 ) -> MemoryEntry:
     """`MemoryEntry(...)` with every field given positionally, about three times faster.
 
@@ -230,6 +242,8 @@ def build_entry(
     entry.memory_class = memory_class
     entry.granularity = granularity
     entry.importance = importance
+    entry.speaker = speaker
+    entry.claim_on = claim_on
     _set_attribute(entry, "__class__", MemoryEntry)
     return entry  # type: ignore[return-value]
 

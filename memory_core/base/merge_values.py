@@ -44,6 +44,10 @@ class Candidate:
     new_id: str | None = None
     """Id for the entry if the candidate is added: a staged capture fixes it up front so
     replaying the capture (after a crash, or onto a file edited meanwhile) keeps it."""
+    speaker: str | None = None
+    """The group member who said it; None outside group scopes (see longterm/claims.py)."""
+    claim_on: str | None = None
+    """Set by the claim rule: the member's self-fact this candidate disputes."""
 
 
 @dataclass(frozen=True, slots=True)

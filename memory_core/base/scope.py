@@ -52,18 +52,19 @@ class ScopeKey:
 
     @classmethod
     def parse(cls, text: str) -> ScopeKey:
-        """A scope key as a person types it (`--scope`): spaces around it and around its
-        `:`-parts are dropped (`main ` is `main`, `peer: 42` is `peer:42`), and an empty
-        part (`peer:`, `group::1`) is refused, and so is a control or text-direction
-        character (`refuse_odd_characters`, as `resolve_scope` does for a platform's ids).
-        The constructor takes a key unchanged: it also reads the keys older workspaces
-        stored, whatever they hold (`printable_key` shows them)."""
-        parts = [part.strip() for part in text.split(":")]
+        """A scope key as a person types it (`--scope`, `mcp.clients`): normalised as a
+        platform's ids are (`normalise_id`: `ｐｅｅｒ：４２` is `peer:42`), spaces around
+        its `:`-parts dropped (`peer: 42` is `peer:42`), an empty part (`peer:`,
+        `group::1`) refused, and so is a control, text-direction or invisible format
+        character. The constructor takes a key unchanged: it also reads the keys older
+        workspaces stored, whatever they hold (`printable_key` shows them)."""
+        normal = normalise_id(text, "a scope key", allow_empty=True)
+        parts = [part.strip() for part in normal.split(":")]
         if not any(parts):
             raise ScopeError("a scope key cannot be empty")
         if not all(parts):
             raise ScopeError(f"scope key {text!r} has an empty part (e.g. peer:42, main)")
-        return cls(refuse_odd_characters(":".join(parts), "a scope key"))
+        return cls(":".join(parts))
 
 
 MAIN = ScopeKey("main")
@@ -78,7 +79,38 @@ _BIDI_CONTROLS = frozenset(
 
 
 def is_odd_character(ch: str) -> bool:
-    return unicodedata.category(ch) in ("Cc", "Zl", "Zp") or ch in _BIDI_CONTROLS
+    """Invisible or reordering: a control, a line or paragraph separator, a bidi
+    control, or a format or default-ignorable character (zero-width space and joiners,
+    U+FEFF, the soft hyphen, variation selectors, tags), which make one key look like
+    another (`Ann` and `An\u200bn`)."""
+    return (
+        unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp")
+        or ch in _BIDI_CONTROLS
+        or _is_default_ignorable(ord(ch))
+    )
+
+
+# Unicode's Default_Ignorable_Code_Point ranges that are not already format (Cf)
+# characters: the combining grapheme joiner, the Hangul fillers, the Mongolian and other
+# variation selectors, and reserved ignorables. Shown as nothing by most fonts.
+_IGNORABLE_RANGES = (
+    (0x034F, 0x034F),
+    (0x115F, 0x1160),
+    (0x17B4, 0x17B5),
+    (0x180B, 0x180F),
+    (0x2060, 0x206F),
+    (0x3164, 0x3164),
+    (0xFE00, 0xFE0F),
+    (0xFFA0, 0xFFA0),
+    (0xFFF0, 0xFFF8),
+    (0x1BCA0, 0x1BCA3),
+    (0x1D173, 0x1D17A),
+    (0xE0000, 0xE0FFF),
+)
+
+
+def _is_default_ignorable(code: int) -> bool:
+    return any(first <= code <= last for first, last in _IGNORABLE_RANGES)
 
 
 def refuse_odd_characters(text: str, what: str) -> str:
@@ -87,10 +119,39 @@ def refuse_odd_characters(text: str, what: str) -> str:
     for ch in text:
         if is_odd_character(ch):
             raise ScopeError(
-                f"{what} cannot contain control or text-direction characters "
-                f"(found {_escaped(ch)} in {printable_key(text)})"
+                f"{what} cannot contain control or text-direction characters or invisible "
+                f"format characters (found {_escaped(ch)} in {printable_key(text)})"
             )
     return text
+
+
+_SPACES = re.compile(r"\s+")
+
+
+def normalise_id(text: str, what: str, *, allow_empty: bool = False) -> str:
+    """One spelling per id, decided once where an id or key enters (the adapters'
+    platform ids, `--as`, `--scope`, MCP): the same person is then the same scope on
+    every path. NFKC (the canonical composition of NFC, plus the compatibility forms
+    keyboards send: full-width `Ａｎｎ` is `Ann`, U+00A0 and U+3000 are a space), spaces
+    around it dropped and runs of spaces inside made one. Invisible and reordering
+    characters are refused, not removed (`refuse_odd_characters`): a key that holds one
+    was not typed by a person. Case is kept: platform ids are case-sensitive."""
+    refuse_odd_characters(text, what)
+    normal = _SPACES.sub(" ", unicodedata.normalize("NFKC", text)).strip()
+    refuse_odd_characters(normal, what)
+    if not normal and not allow_empty:
+        raise ScopeError(f"{what} cannot be empty or only spaces")
+    return normal
+
+
+def lookalike_form(key: ScopeKey | str) -> str:
+    """The key a stored one would be if it were made today: what `validate` groups
+    older scopes by. Invisible characters, which are refused now, are dropped here, so
+    `An\u200bn` and `Ann` fall together."""
+    text = key.value if isinstance(key, ScopeKey) else key
+    visible = "".join(ch for ch in text if not is_odd_character(ch))
+    normal = _SPACES.sub(" ", unicodedata.normalize("NFKC", visible))
+    return ":".join(part.strip() for part in normal.split(":"))
 
 
 def printable_key(key: ScopeKey | str) -> str:
@@ -103,6 +164,16 @@ def printable_key(key: ScopeKey | str) -> str:
 def _escaped(ch: str) -> str:
     code = ord(ch)
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def lookalike_groups(keys: list[ScopeKey]) -> list[list[ScopeKey]]:
+    """Stored scopes that are one key now (`lookalike_form`), each group sorted, the
+    groups in key order: what `validate` reports and `scopes --merge` folds together."""
+    groups: dict[str, list[ScopeKey]] = {}
+    for key in keys:
+        groups.setdefault(lookalike_form(key), []).append(key)
+    found = [sorted(set(group), key=lambda k: k.value) for group in groups.values()]
+    return sorted((g for g in found if len(g) > 1), key=lambda g: g[0].value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,26 +192,32 @@ def resolve_scope(
     ctx: InboundContext, dm_scope: DmScope | str = DmScope.MAIN, *, topic_scope: bool = False
 ) -> ScopeKey:
     """Map an inbound message to its scope (the table in docs/architecture.md §Scopes).
-    An id with a control or text-direction character is refused (`ScopeError`)."""
+    Every id the key is made of is normalised (`normalise_id`) first; one with a
+    control, text-direction or invisible format character is refused (`ScopeError`)."""
     mode = DmScope(dm_scope)
-    key = _resolved(ctx, mode, topic_scope)
-    refuse_odd_characters(key.value, "a chat's scope (its channel, account, peer or chat id)")
-    return key
+    return _resolved(ctx, mode, topic_scope)
+
+
+def _id(text: str) -> str:
+    return normalise_id(
+        text, "a chat's scope (its channel, account, peer or chat id)", allow_empty=True
+    )
 
 
 def _resolved(ctx: InboundContext, mode: DmScope, topic_scope: bool) -> ScopeKey:
     if ctx.chat_type == "group":
-        key = f"group:{ctx.channel}:{ctx.chat_id}"
-        if topic_scope and ctx.thread_id:
-            key += f":topic:{ctx.thread_id}"
+        key = f"group:{_id(ctx.channel)}:{_id(ctx.chat_id)}"
+        thread = _id(ctx.thread_id) if topic_scope and ctx.thread_id else ""
+        if thread:
+            key += f":topic:{thread}"
         return ScopeKey(key)
     if mode is DmScope.MAIN:
         return MAIN
     if mode is DmScope.PER_PEER:
-        return ScopeKey(f"peer:{ctx.peer_id}")
+        return ScopeKey(f"peer:{_id(ctx.peer_id)}")
     if mode is DmScope.PER_CHANNEL_PEER:
-        return ScopeKey(f"{ctx.channel}:peer:{ctx.peer_id}")
-    return ScopeKey(f"{ctx.channel}:{ctx.account_id}:peer:{ctx.peer_id}")
+        return ScopeKey(f"{_id(ctx.channel)}:peer:{_id(ctx.peer_id)}")
+    return ScopeKey(f"{_id(ctx.channel)}:{_id(ctx.account_id)}:peer:{_id(ctx.peer_id)}")
 
 
 # --- directory slugs -------------------------------------------------------------------

@@ -139,7 +139,7 @@ def load_config(
             raise _config_error(exc, source, env) from None
     if workspace is not None:
         config = config.with_workspace(workspace)
-    _validate(config, source)
+    _validate(config, source, overrides)
     return config
 
 
@@ -240,7 +240,7 @@ def _config_error(error: Invalid, source: str, env: Mapping[str, str]) -> Config
     return ConfigError(f"{source}: '{key}' must be {error.expected}, not {error.value!r}")
 
 
-def _validate(config: Config, source: str) -> None:
+def _validate(config: Config, source: str, overrides: Mapping[str, Any]) -> None:
     s, h, lt = config.scoring, config.history, config.long_term
     checks: list[tuple[bool, str]] = [
         (0 < s.daily_decay <= 1, "scoring.daily_decay must be in (0, 1]"),
@@ -296,7 +296,7 @@ def _validate(config: Config, source: str) -> None:
         raise ConfigError(
             f"{source}: 'timezone' {config.timezone!r} is not a known time zone"
         ) from None
-    _validate_mcp(config.mcp, source)
+    _validate_mcp(config.mcp, source, token_from=_origin("mcp.token", source, overrides))
     if config.schedule.active_hours and parse_hours(config.schedule.active_hours) is None:
         raise ConfigError(f"{source}: 'schedule.active_hours' must be HH:MM-HH:MM or empty")
     hh, _, mm = config.schedule.daily_archive_at.partition(":")
@@ -307,25 +307,40 @@ def _validate(config: Config, source: str) -> None:
 MIN_TOKEN_CHARS = 16
 
 
-def _validate_mcp(mcp: McpSettings, source: str) -> None:
-    """A short token is guessable and a bad scope key would only fail at the first call."""
-    tokens = [mcp.token] if mcp.token else []
+def _origin(dotted: str, source: str, overrides: Mapping[str, Any]) -> str:
+    """Where a key's value came from, as an error names it: the environment variable
+    that set it, else the file (or "defaults" without one)."""
+    section, _, key = dotted.rpartition(".")
+    if key in (overrides.get(section, {}) if section else overrides):
+        return next(
+            f"environment variable {name}" for name, bound in env_bindings() if bound == dotted
+        )
+    return f"{source}: 'mcp.token'" if dotted == "mcp.token" else source
+
+
+def _validate_mcp(mcp: McpSettings, source: str, token_from: str) -> None:
+    """A short token is guessable and a bad scope key would only fail at the first call.
+    An error names where the bad token came from (`token_from` for `mcp.token`: its
+    environment variable or the file), never the token itself."""
+    tokens = [(mcp.token, token_from)] if mcp.token else []
     for token, scope in mcp.clients.items():
         try:
             ScopeKey.parse(scope)
         except ScopeError as exc:
             raise ConfigError(f"{source}: 'mcp.clients': {exc}") from None
-        tokens.append(token)
-    if any(len(token) < MIN_TOKEN_CHARS for token in tokens):
-        raise ConfigError(
-            f"{source}: MCP bearer tokens must be at least {MIN_TOKEN_CHARS} characters"
-        )
-    if not all(token.isascii() and token.isprintable() and " " not in token for token in tokens):
-        raise ConfigError(f"{source}: MCP bearer tokens must be printable ASCII without spaces")
+        tokens.append((token, f"{source}: 'mcp.clients'"))
+    for token, origin in tokens:
+        if len(token) < MIN_TOKEN_CHARS:
+            raise ConfigError(
+                f"{origin}: an MCP bearer token must be at least {MIN_TOKEN_CHARS} characters"
+            )
+        if not (token.isascii() and token.isprintable() and " " not in token):
+            raise ConfigError(
+                f"{origin}: an MCP bearer token must be printable ASCII without spaces"
+            )
     if mcp.token and mcp.token in mcp.clients:
         raise ConfigError(
-            f"{source}: the MCP token (CHATMEM_MCP_TOKEN / mcp.token) is also a key of "
-            "mcp.clients: one token, one scope"
+            f"{token_from}: the MCP token is also a key of mcp.clients: one token, one scope"
         )
     if not mcp.path.startswith("/"):
         raise ConfigError(f"{source}: 'mcp.path' must start with '/'")

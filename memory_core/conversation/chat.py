@@ -9,12 +9,11 @@ What is not stored as a message: commands (`/remember`, `/forget` come here as
 `remember` / `ask_forget`), forget requests with their question and answer (stored, the
 question kept the very text a person asked to forget indexed and archived), and the
 offline notice (stored, it was indexed and came back as a "related memory" of later
-turns). A "remember that …" said in the chat, a message starting with "/" and the replies
-to them are stored like any message (what a person says is kept) but are no evidence
-(memory_core/base/requests.py): they are not indexed, so search and recall never rank them
-above, or hide as their near-copy, the long-term entry they made, and the extractor
-leaves them out, since the request was captured when it was said (the heuristic used to
-keep "我喜欢乌龙茶，请记住" beside the "我喜欢乌龙茶" it had saved).
+turns). A "remember that …" said in the chat is stored and indexed like any message (it
+stays findable as a turn; the entry it made ranks above it), but the canned confirmation
+is not indexed, and the extractor leaves the request out, since it was captured when it
+was said (memory_core/base/requests.py). A message starting with "/" and the reply to it
+are stored, not indexed.
 
 The engine serialises the work of each scope (one turn, request or `/new` at a time, any of
 them interruptible) and runs the turn itself; the parts a turn or `/new` hands off live
@@ -41,7 +40,7 @@ from memory_core.base.requests import (
     MODEL_DOWN_REPLIES,
     REMEMBER_REPLIES,
     explicit_request,
-    is_request,
+    is_command,
 )
 from memory_core.base.scope import ScopeKey
 from memory_core.base.text import tokenize, writes_cjk
@@ -53,6 +52,7 @@ from memory_core.conversation.prompting import history_window, system_prompt
 from memory_core.conversation.session_extraction import SessionExtractor
 from memory_core.conversation.tools import TOOL_SCHEMAS, ToolContext, dispatch
 from memory_core.llm.client import LLMClient, Message
+from memory_core.longterm.claims import claim_reply
 from memory_core.memory_service import MemoryService
 from memory_core.recall.injection import has_recall_intent, without_known
 from memory_core.storage.interfaces import AuditBackend, HistoryBackend
@@ -191,13 +191,14 @@ class ChatEngine:
         # Live characters of the session, kept up to date with what this turn stores so
         # the flush check after the reply needs no query of its own.
         chars = context.chars + sql_length(text)
-        # A request or command and the reply to it are stored, not indexed (see above).
-        said = not is_request(text)
-        await self.records.message(scope, session.id, "user", text, now, speaker, evidence=said)
+        # A command and the reply to it are stored, not indexed; a request is indexed,
+        # its canned confirmation is not (see above).
+        said = explicit is not None or not is_command(text)
+        await self.records.message(scope, session.id, "user", text, now, speaker, indexed=said)
         if explicit is not None:
-            reply = await self._remember(scope, explicit[1], chinese)
+            reply = await self._remember(scope, explicit[1], chinese, speaker)
             await self.records.message(
-                scope, session.id, "assistant", reply, self.memory.now(), "", evidence=False
+                scope, session.id, "assistant", reply, self.memory.now(), "", indexed=False
             )
             return TurnResult(reply=reply, session_id=session.id)
 
@@ -239,7 +240,7 @@ class ChatEngine:
             *history_window(earlier, self.config.history),
             {"role": "user", "content": text},
         ]
-        ctx = ToolContext(self.memory, scope, session.id)
+        ctx = ToolContext(self.memory, scope, session.id, speaker or None)
         try:
             reply, calls, stored = await self._tool_loop(ctx, messages, force_search=intent)
         except LLMError as exc:
@@ -253,7 +254,7 @@ class ChatEngine:
                 self.memory.now(),
                 "",
                 meta={"error": str(exc)},
-                evidence=False,
+                indexed=False,
             )
             return TurnResult(reply=reply, session_id=session.id)
         await self.records.message(
@@ -264,7 +265,7 @@ class ChatEngine:
             self.memory.now(),
             "",
             used=injection,
-            evidence=said,
+            indexed=said,
         )
         await self.compactor.maybe_flush(scope, session, chars + stored + sql_length(reply))
         return TurnResult(
@@ -307,11 +308,12 @@ class ChatEngine:
         return (final.content or "").strip(), calls, stored
 
     # --- memory requests ------------------------------------------------------------
-    async def remember(self, scope: ScopeKey, text: str) -> str:
-        """`/remember TEXT`: keep `text` as a memory the person asked for; the reply."""
+    async def remember(self, scope: ScopeKey, text: str, *, speaker: str = "") -> str:
+        """`/remember TEXT`: keep `text` as a memory the person (`speaker`, in a group)
+        asked for; the reply."""
         with self._working_on(scope):
             async with self.lock_for(scope):
-                return await self._remember(scope, text.strip(), writes_cjk(text))
+                return await self._remember(scope, text.strip(), writes_cjk(text), speaker)
 
     async def ask_forget(self, scope: ScopeKey, what: str) -> str:
         """`/forget WHAT`: the question listing the memories about `what`; the scope's next
@@ -320,11 +322,13 @@ class ChatEngine:
             async with self.lock_for(scope):
                 return await self.forget_questions.ask(scope, what.strip(), writes_cjk(what))
 
-    async def _remember(self, scope: ScopeKey, what: str, chinese: bool) -> str:
+    async def _remember(self, scope: ScopeKey, what: str, chinese: bool, speaker: str) -> str:
         entry, result = await self.memory.long_term.capture(
-            scope, what, category="fact", importance="high", source="explicit"
+            scope, what, category="fact", importance="high", source="explicit", speaker=speaker
         )
         await self.records.decided(scope, "remember", result, None)
+        if entry.claim_on is not None and entry.speaker is not None:
+            return claim_reply(entry.speaker, chinese) + entry.content
         kept = result.outcome.kept if result.outcome else Kept.SAVED
         chinese_reply, english_reply = REMEMBER_REPLIES[kept.value]
         return (chinese_reply if chinese else english_reply) + entry.content

@@ -39,12 +39,12 @@ class ChatRecords:
         *,
         meta: dict[str, Any] | None = None,
         used: Injection | None = None,
-        evidence: bool = True,
+        indexed: bool = True,
     ) -> StoredMessage:
         """Store a message, its index row and (for a reply) the long-term entries its
         prompt used, in one transaction: one commit per message instead of two or three;
-        then its events in the scope's event log. A message that is no `evidence` (a
-        request, a command, a reply to one) gets no index row."""
+        then its events in the scope's event log. A message not `indexed` (a command, a
+        reply to one, a canned reply: `requests.searchable`) gets no index row."""
         stored = await self.history.add_message(
             scope,
             session_id,
@@ -53,7 +53,7 @@ class ChatRecords:
             now,
             speaker=speaker,
             meta=meta,
-            indexed=evidence and role in ("user", "assistant") and self.memory.indexed,
+            indexed=indexed and role in ("user", "assistant") and self.memory.indexed,
             used_entry_ids=used.used_entry_ids if used is not None else (),
         )
         if self.config.history.event_log:

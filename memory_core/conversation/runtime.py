@@ -19,6 +19,7 @@ from memory_core.base.clock import format_when
 from memory_core.base.errors import StorageError
 from memory_core.base.inputs import storable
 from memory_core.base.locks import LockRegistry
+from memory_core.base.retry import OutageNotice
 from memory_core.base.scope import ScopeKey
 from memory_core.config import Config
 from memory_core.config.memory import within_hours
@@ -66,6 +67,7 @@ class Runtime:
         own to flush at `stop` (a command that opened the workspace beside a running bot
         must not flush the bot's sessions)."""
         self._turns: dict[str, int] = {}
+        self._outage = OutageNotice(log, "background memory work (caps, archive, schedules)")
 
     # --- turns ----------------------------------------------------------------------
     async def turn(self, scope: ScopeKey, text: str, *, speaker: str = "") -> TurnResult:
@@ -122,8 +124,20 @@ class Runtime:
 
     def _background_done(self, task: asyncio.Task[object]) -> None:
         self._background.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("background memory work failed", exc_info=task.exception())
+        if task.cancelled():
+            return
+        failure = task.exception()
+        if failure is None:
+            self._outage.worked()
+        elif not self._outage.failed(failure):
+            log.error("background memory work failed", exc_info=failure)
+
+    async def quiet(self) -> None:
+        """Wait for the background work started so far (caps and archive passes after
+        turns), its failures reported: a stop, and a test, wait for a state, not a pause."""
+        while self._background:
+            await asyncio.gather(*self._background, return_exceptions=True)
+            await asyncio.sleep(0)  # each task's done callback reports it, then leaves
 
     # --- schedules ------------------------------------------------------------------
     def start(self) -> None:
@@ -135,8 +149,11 @@ class Runtime:
         while True:
             try:
                 await self.tick()
-            except Exception:
-                log.exception("scheduled memory work failed; will try again")
+            except Exception as exc:
+                if not self._outage.failed(exc):
+                    log.exception("scheduled memory work failed; will try again")
+            else:
+                self._outage.worked()
             await asyncio.sleep(TICK_SECONDS)
 
     async def tick(self, now: datetime | None = None) -> list[str]:
@@ -223,8 +240,9 @@ class Runtime:
             async with gate:
                 try:
                     await self.chat.flush(ScopeKey(scope), session_id)
-                except Exception:
-                    log.exception("shutdown flush of session %s failed", session_id)
+                except Exception as exc:
+                    if not self._outage.failed(exc):
+                        log.exception("shutdown flush of session %s failed", session_id)
 
         tasks = [asyncio.ensure_future(flush_one(s.id, s.scope)) for s in sessions]
         _, pending = await asyncio.wait(tasks, timeout=SHUTDOWN_FLUSH_SECONDS)
@@ -240,8 +258,7 @@ class Runtime:
         self._stopping = True
         if self._inflight:
             await asyncio.gather(*self._inflight, return_exceptions=True)
-        if self._background:
-            await asyncio.gather(*self._background, return_exceptions=True)
+        await self.quiet()
         if self._ticker is not None:
             self._ticker.cancel()
             with contextlib.suppress(asyncio.CancelledError):

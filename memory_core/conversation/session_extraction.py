@@ -23,6 +23,7 @@ from memory_core.llm.extract import (
     extract_with_llm,
     heuristic_candidates,
 )
+from memory_core.longterm.claims import group_speaker
 from memory_core.memory_service import MemoryService
 from memory_core.storage.interfaces import AuditBackend, HistoryBackend
 from memory_core.storage.sessions import StoredMessage
@@ -75,7 +76,7 @@ class SessionExtractor:
                 await self.history.mark_extracted(session_id, {})
             return MergeResult(entries=await self.memory.long_term.entries(scope), skipped=True)
         messages = await self.history.session_messages(session_id, include_compacted=True)
-        lines = conversation_lines(messages)
+        lines = conversation_lines(messages, scope)
         now = self.memory.now()
         if self.llm.configured:
             try:
@@ -105,12 +106,24 @@ class SessionExtractor:
         return result
 
 
-def conversation_lines(messages: Sequence[StoredMessage]) -> list[TranscriptLine]:
+def conversation_lines(
+    messages: Sequence[StoredMessage], scope: ScopeKey | None = None
+) -> list[TranscriptLine]:
     """What the extractor may learn from: the user's and the assistant's messages that
     are evidence (`requests.evidence`): without "remember …" requests (captured when they
     were said: left in, the heuristic kept "我喜欢乌龙茶，请记住" beside the "我喜欢乌龙茶" it
     had saved), nor the commands, forget requests and offline notices that older versions
-    stored; nor the replies to them."""
+    stored; nor the replies to them. In a group `scope` a user line names its speaker."""
     talk = [m for m in messages if m.role in ("user", "assistant")]
     kept = evidence((m.role == "assistant", m.content) for m in talk)
-    return [TranscriptLine(m.role, m.content) for m, keep in zip(talk, kept, strict=True) if keep]
+    return [
+        TranscriptLine(m.role, m.content, _speaker(scope, m))
+        for m, keep in zip(talk, kept, strict=True)
+        if keep
+    ]
+
+
+def _speaker(scope: ScopeKey | None, message: StoredMessage) -> str:
+    if scope is None or message.role != "user":
+        return ""
+    return group_speaker(scope, message.speaker) or ""

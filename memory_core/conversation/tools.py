@@ -112,6 +112,8 @@ class ToolContext:
     memory: MemoryService
     scope: ScopeKey
     session_id: str | None = None
+    speaker: str | None = None
+    """Whose turn the model is answering (a group member); a long-term save is theirs."""
 
 
 async def dispatch(ctx: ToolContext, name: str, arguments: str | dict[str, Any]) -> str:
@@ -206,6 +208,7 @@ async def memory_save(
             category=category if category in CATEGORIES else "fact",
             importance=importance,
             source="memory_save",
+            speaker=ctx.speaker,
         )
         outcome = result.outcome
         assert outcome is not None  # capture raises when nothing was kept

@@ -42,6 +42,18 @@ EXTRACT_PROMPT = load_prompt("extract")
 class TranscriptLine:
     role: str
     text: str
+    speaker: str = ""
+    """The group member who said a user line ('' outside group scopes): the model is
+    shown it, and the memory is theirs (longterm/claims.py)."""
+
+
+SPEAKERS_NOTE = (
+    "\n\n群聊：多人发言，每行 `user (名字)` 标出说话人。"
+    "Several people speak; each user line names its speaker. 为每条记忆加上 "
+    "speaker：说出它的人的名字 / give each memory a `speaker`: the name of who said it. "
+    "内容里写人名，不写“用户” / in the content, name the person, not 'the user'."
+)
+"""Added to the extraction prompt when the conversation has several speakers."""
 
 
 def existing_summary(
@@ -62,7 +74,8 @@ def render_conversation(
     kept: list[str] = []
     budget = max_tokens
     for line in reversed(lines):
-        rendered = f"{line.role}: {line.text}"
+        who = f"{line.role} ({line.speaker})" if line.speaker else line.role
+        rendered = f"{who}: {line.text}"
         cost = estimate_tokens(rendered)
         if cost > budget:
             break
@@ -82,6 +95,8 @@ def build_extraction_messages(
         now=now.isoformat(),
         conversation=render_conversation(lines),
     )
+    if speakers_of(lines):
+        prompt += SPEAKERS_NOTE
     return [
         {"role": "system", "content": "You extract long-term memories and answer only JSON."},
         {"role": "user", "content": prompt},
@@ -103,8 +118,27 @@ def _confidence(value: object) -> float | None:
     return round(float(value), 4)
 
 
-def candidates_from_json(data: Any, known_ids: Iterable[str] = ()) -> list[Candidate]:
-    """Validate the model's array item by item; a bad item is skipped, not fatal."""
+def speakers_of(lines: Sequence[TranscriptLine]) -> tuple[str, ...]:
+    """The speakers of the user lines, in order of first appearance."""
+    return tuple(dict.fromkeys(line.speaker for line in lines if line.speaker))
+
+
+def _speaker(value: object, speakers: Sequence[str]) -> str | None:
+    """The speaker the model named, if it is one of the conversation's (case aside);
+    the only one when there is one; else None (no speaker: no member's fact)."""
+    if isinstance(value, str):
+        folded = value.strip().casefold()
+        for speaker in speakers:
+            if speaker.casefold() == folded:
+                return speaker
+    return speakers[0] if len(speakers) == 1 else None
+
+
+def candidates_from_json(
+    data: Any, known_ids: Iterable[str] = (), speakers: Sequence[str] = ()
+) -> list[Candidate]:
+    """Validate the model's array item by item; a bad item is skipped, not fatal. In a
+    group (`speakers`), each item's `speaker` must name one of them."""
     if isinstance(data, dict):
         data = data.get("memories") or data.get("items") or []
     if not isinstance(data, list):
@@ -144,6 +178,7 @@ def candidates_from_json(data: Any, known_ids: Iterable[str] = ()) -> list[Candi
                 expires_at=expires_at if category == "todo" else None,
                 confidence=_confidence(item.get("confidence")),
                 memory_class=_EXTRACTED_CLASSES.get(str(item.get("memory_class", "")).lower()),
+                speaker=_speaker(item.get("speaker"), speakers) if speakers else None,
             )
         )
     return out
@@ -162,10 +197,22 @@ async def extract_with_llm(
     if len(said) < MIN_USER_CHARS:
         return []
     data = await llm.complete_json(build_extraction_messages(lines, entries, now, policy))
-    return candidates_from_json(data, (e.id for e in entries))
+    return candidates_from_json(data, (e.id for e in entries), speakers_of(lines))
 
 
 # --- the offline extractor -------------------------------------------------------------
+
+_ZH_OFTEN = (
+    r"(?:每天|每日|每晚|每早|每周|每星期|每礼拜|每个?(?:月|周末|星期|礼拜|工作日)|每年|天天|"
+    r"经常|常常|通常|平时|平常|总是|每隔)"
+)
+"""How often, in Chinese: the words that make a statement a habit."""
+_EN_OFTEN = (
+    r"(?:(?:every|each)\s+(?:other\s+)?(?:day|morning|afternoon|evening|night|week|weekend|"
+    r"month|year|monday|tuesday|wednesday|thursday|friday|saturday|sunday)s?\b|"
+    r"(?:daily|weekly|nightly|monthly)\b|(?:once|twice|\d+\s+times)\s+a\s+(?:day|week|month)\b)"
+)
+"""How often, in English: 'every morning', 'each Friday', 'daily', 'twice a week'."""
 
 _RULES: list[tuple[LazyPattern, str, Importance]] = [
     (
@@ -225,13 +272,34 @@ _RULES: list[tuple[LazyPattern, str, Importance]] = [
         Importance.MEDIUM,
     ),
     (LazyPattern(r"^i(?:'m| am)\s+allergic\b", re.I), "fact", Importance.HIGH),
+    # Habits and routines: what a person does every day, week or usually ("我每天早上跑步五
+    # 公里", "I swim every Wednesday"). Each run is bounded, so a sentence is read in one pass.
+    (
+        LazyPattern(
+            rf"^(?:我们|我|本人)[^，,。；;]{{0,6}}?{_ZH_OFTEN}"
+            rf"|^{_ZH_OFTEN}[^，,。；;]{{0,8}}?(?:我们|我)"
+        ),
+        "fact",
+        Importance.MEDIUM,
+    ),
+    (
+        LazyPattern(
+            r"^(?:i|we)\s+(?:usually|always|often|normally|regularly|typically|habitually)\b"
+            rf"|^(?:i|we)\b[^.!?;]{{0,80}}?\b{_EN_OFTEN}"
+            rf"|^{_EN_OFTEN}[^.!?;]{{0,20}}?\b(?:i|we)\b",
+            re.I,
+        ),
+        "fact",
+        Importance.MEDIUM,
+    ),
 ]
 _SENTENCE = LazyPattern(r"[^。！？!?\n.;；]+[。！？!?.;；]?")
 _SKIP = LazyPattern(r"[?？吗]\s*$|^(?:你|您|can you|could you|what|how|why|do you)", re.I)
 
 
 def heuristic_candidates(lines: Sequence[TranscriptLine]) -> list[Candidate]:
-    """Clear first-person statements of the user, one candidate per matching sentence."""
+    """Clear first-person statements of the user, one candidate per matching sentence
+    (its speaker's, in a group)."""
     out: list[Candidate] = []
     seen: set[str] = set()
     for line in lines:
@@ -243,11 +311,16 @@ def heuristic_candidates(lines: Sequence[TranscriptLine]) -> list[Candidate]:
                 continue
             for pattern, category, importance in _RULES:
                 if pattern.search(sentence):
-                    key = sentence.casefold()
+                    key = f"{line.speaker}\n{sentence.casefold()}"
                     if key not in seen:
                         seen.add(key)
                         out.append(
-                            Candidate(content=sentence, category=category, importance=importance)
+                            Candidate(
+                                content=sentence,
+                                category=category,
+                                importance=importance,
+                                speaker=line.speaker or None,
+                            )
                         )
                     break
     return out

@@ -120,6 +120,8 @@ def decay_into(
                 entry.memory_class,
                 entry.granularity,
                 entry.importance,
+                entry.speaker,
+                entry.claim_on,
             )
             append(
                 build_change(_DECAYED, entry.id, score, new_score, entry.content, entry.category)

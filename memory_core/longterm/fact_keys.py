@@ -1,19 +1,23 @@
-"""What makes two nearly identical texts two facts: numbers, dates, names and negation.
+"""What makes two nearly identical texts two facts: numbers, dates, codes, names, negation.
 
 The merge takes two texts whose bigrams are at least 85 % alike for one memory said again
 (`matching.SIMILAR`). That holds for "My son Leo is in grade 3" and "... grade 4 ...", for
 two phone numbers, for 喜欢 and 不喜欢: the texts differ in exactly the part that matters.
-`relation` tells such a pair apart by the keys a fact turns on, found by offline rules:
+`relation` tells such a pair apart by the keys a fact turns on, found by offline rules on
+the values' one writing (`values.canonical`: "at 7" = "at 07:00", 三 = 3 = three):
 
-* a different name (a capitalised word, or a Chinese name after 叫/姓/a relation word or
-  with a common surname) makes them DIFFERENT facts: both are kept, neither loses score;
-* otherwise different numbers (digits, English and Chinese numerals: 3 = three = 三),
-  dates (month, weekday and day words) or a different count of negations make the new text
-  an UPDATE of the old one: it is added and the old one is contradicted (seed 002's rule);
+* the same canonical text RESTATES the old one, however its values were written;
+* another code or id (`values.codes`: qz000mk, z0007q) or another name (a capitalised
+  word, or a Chinese name after 叫/姓/a relation word or with a common surname) makes them
+  DIFFERENT facts: both are kept, neither loses score;
+* otherwise different numbers, dates (month, weekday and day words), a different count of
+  negations or another value of a single-valued attribute (`values.slots`: where one
+  lives or works) make the new text an UPDATE of the old one: it is added and the old one
+  is contradicted (seed 002's rule);
 * otherwise it RESTATES the old one, which is reinforced.
 
 Texts too short for their bigrams to be alike ("我儿子上三年级" / "四年级") are paired by
-their `skeleton` instead: the text with numbers and dates masked and negations dropped.
+their `skeleton` instead: the canonical text with values masked and negations dropped.
 
 Pure. `fact_keys` is not cached: the merge asks only about pairs already alike, which is
 rare. `skeleton` is (the merge computes it for every short entry of a category).
@@ -29,6 +33,17 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from memory_core.base.patterns import LazyPattern
+from memory_core.longterm.values import (
+    ADDED_LETTERS,
+    ZH_NOT_NUMBERS,
+    ZH_NUMERAL,
+    canonical,
+    chinese_number,
+    codes,
+    mask_slots,
+    slots_of_canonical,
+    squashed,
+)
 
 
 class Relation(StrEnum):
@@ -50,6 +65,8 @@ class FactKeys:
     """Capitalised English words and Chinese names, casefolded."""
     negations: int
     """How many negations the text holds (not, n't, never, 不, 没, ...)."""
+    slots: tuple[str, ...] = ()
+    """Values of single-valued attributes (`values.slots`: where one lives or works)."""
 
 
 def _words(text: str) -> list[str]:
@@ -82,6 +99,7 @@ _EN_NUMBERS.update(
         )
     }
 )
+_EN_NUMBERS.update({"twice": "2", "thrice": "3"})
 # Lowercase "may" is a verb: only "May" is the month (with the abbreviations below).
 _MONTHS = "january february march april june july august september october november december"
 _WEEKDAYS = "monday tuesday wednesday thursday friday saturday sunday"
@@ -117,27 +135,8 @@ _ASCII_DIGITS = LazyPattern(r"[0-9]+(?:[.:][0-9]+)*")
 _DIGITS = LazyPattern(r"\d+(?:[.:]\d+)*")
 _THOUSANDS = LazyPattern(r"(?<=\d),(?=\d{3}(?!\d))")
 
-_ZH_DIGITS = {
-    "零": 0,
-    "〇": 0,
-    "一": 1,
-    "二": 2,
-    "两": 2,
-    "三": 3,
-    "四": 4,
-    "五": 5,
-    "六": 6,
-    "七": 7,
-    "八": 8,
-    "九": 9,
-}
-_ZH_UNITS = {"十": 10, "百": 100, "千": 1000}
-_ZH_BIG_UNITS = {"万": 10_000, "亿": 100_000_000}
-_ZH_NUMERAL = LazyPattern("[零〇一二两三四五六七八九十百千万亿]+")
-_ZH_NOT_NUMBERS = LazyPattern(
-    "一起|一直|一样|一些|一下|一定|一般|一切|一致|一边|一向|一旦|一再|一会儿?|一点儿?|"
-    "统一|唯一|万一|十分|千万|不一|同一|一起|三明治|一路|一律|七八糟"
-)
+_ZH_NUMERAL = ZH_NUMERAL
+_ZH_NOT_NUMBERS = ZH_NOT_NUMBERS
 _ZH_DATES = LazyPattern(
     "今天|明天|后天|昨天|前天|今晚|明晚|昨晚|早上|上午|中午|下午|晚上|凌晨|周末|"
     "上周|下周|本周|这周|上个?月|下个?月|这个月|本月|今年|明年|去年|前年|"
@@ -174,22 +173,7 @@ _ZH_THIRD_STOPS = _ZH_NOT_NAME_START | frozenset("年岁月日号")
 """A third character that ends a Chinese name rather than continues it."""
 
 
-def _chinese_number(run: str) -> str:
-    """一 -> 1, 十二 -> 12, 两千三百 -> 2300, 二〇二四 -> 2024 (digit by digit)."""
-    if not any(ch in _ZH_UNITS or ch in _ZH_BIG_UNITS for ch in run):
-        # Not int(): a hostile run of thousands of numerals is past int()'s digit limit.
-        return "".join(str(_ZH_DIGITS[ch]) for ch in run).lstrip("0") or "0"
-    total = section = digit = 0
-    for ch in run:
-        if ch in _ZH_DIGITS:
-            digit = _ZH_DIGITS[ch]
-        elif ch in _ZH_UNITS:
-            section += (digit or 1) * _ZH_UNITS[ch]
-            digit = 0
-        else:
-            total += (section + digit) * _ZH_BIG_UNITS[ch]
-            section = digit = 0
-    return str(total + section + digit)
+_chinese_number = chinese_number
 
 
 def _numbers(text: str) -> tuple[str, ...]:
@@ -226,26 +210,37 @@ def _chinese_names(text: str) -> set[str]:
     return names
 
 
+def _not_a_name(word: str) -> bool:
+    """A contraction ("I'm", "Don't", "It's") or a value word, however capitalised."""
+    folded = word.casefold()
+    return (
+        folded in _EN_NOT_NAMES
+        or folded in _EN_DATES
+        or word in _EN_DATE_ABBREVIATIONS
+        or folded in _EN_NUMBERS
+        or folded.endswith("n't")
+        or folded.split("'")[0] in _EN_NOT_NAMES
+    )
+
+
 def fact_keys(text: str) -> FactKeys:
-    """The keys `relation` compares, for one text."""
-    words = _english_words(text)
-    folded = [word.casefold() for word in words]
-    dates = {w for w in folded if w in _EN_DATES}
-    dates.update(w.casefold() for w in words if w in _EN_DATE_ABBREVIATIONS)
-    dates.update(_ZH_DATES.findall(text))
+    """The keys `relation` compares, for one text: values read in their one writing
+    (`values.canonical`), names in the text as written (they need its capitals)."""
+    written = canonical(text)
+    found_slots = slots_of_canonical(written)
+    slot_words = {word for value in found_slots for word in value.split()}
+    words = _english_words(written)
+    dates = {w for w in words if w in _EN_DATES}
+    dates.update(_ZH_DATES.findall(written))
     names = {
         word.casefold()
-        for word in words
-        if word[0].isupper()
-        and word.casefold() not in _EN_NOT_NAMES
-        and word.casefold() not in _EN_DATES
-        and word not in _EN_DATE_ABBREVIATIONS
-        and word.casefold() not in _EN_NUMBERS
+        for word in _english_words(unicodedata.normalize("NFKC", text).replace("’", "'"))
+        if word[0].isupper() and not _not_a_name(word) and squashed(word) not in slot_words
     }
-    names.update(_chinese_names(text))
-    negations = sum(1 for w in folded if w in _EN_NEGATIONS or w.endswith(("n't", "n’t")))
-    negations += len(_ZH_NEGATION.findall(_ZH_NOT_NEGATIONS.sub("", text)))
-    return FactKeys(_numbers(text), frozenset(dates), frozenset(names), negations)
+    names.update(name for name in _chinese_names(text) if not any(name in v for v in found_slots))
+    negations = sum(1 for w in words if w in _EN_NEGATIONS or w.endswith("n't"))
+    negations += len(_ZH_NEGATION.findall(_ZH_NOT_NEGATIONS.sub("", written)))
+    return FactKeys(_numbers(written), frozenset(dates), frozenset(names), negations, found_slots)
 
 
 _NUMBER_MASK = "0"
@@ -306,8 +301,8 @@ def skeleton(text: str) -> str:
     found = _SKELETONS.get(text)
     if found is not None:
         return found
-    folded = unicodedata.normalize("NFKC", text).casefold().replace("’", "'")
-    masked = _EN_TOKEN.sub(_mask_english, _THOUSANDS.sub("", folded))
+    folded = mask_slots(canonical(text), _NUMBER_MASK)
+    masked = _EN_TOKEN.sub(_mask_english, folded)
     if _HAS_HAN.search(masked):
         masked = _ZH_KEY.sub(_mask_chinese, masked)
     masked = _ASCII_DIGITS.sub(_NUMBER_MASK, masked)
@@ -349,15 +344,10 @@ def kept_characters(key: str) -> str:
     A skeleton keeps only characters of its text (a word, part of one: "can" of
     "cannot"), besides its masks, and normalizes like `matching.normalize_content`; so
     a text lacking one of these cannot have the skeleton `key`. Every `date` and `0` of
-    `key` is left out, a mask or not: a weaker test, never a wrong one."""
-    kept = set(key.replace(_DATE_MASK, "").replace(_NUMBER_MASK, ""))
+    `key` is left out, a mask or not, and so is every letter a written-out contraction
+    may add (`values.ADDED_LETTERS`): a weaker test, never a wrong one."""
+    kept = set(key.replace(_DATE_MASK, "").replace(_NUMBER_MASK, "")) - ADDED_LETTERS
     return "".join(sorted(kept, reverse=True))
-
-
-def has_keys(text: str) -> bool:
-    """Whether `text` holds a number, a date or a negation (what an update can change):
-    its skeleton masks or drops something, so differs from its normalized text."""
-    return skeleton(text) != _NOISE.sub("", unicodedata.normalize("NFKC", text).casefold())
 
 
 def _folded_words(text: str) -> frozenset[str]:
@@ -378,12 +368,29 @@ def _names_only_in(one: str, keys: FactKeys, other: str) -> bool:
     return False
 
 
+def _other_place(old: tuple[str, ...], new: tuple[str, ...]) -> bool:
+    """Whether both texts give a single-valued attribute a value and no value of one is
+    part of one of the other's: 杭州 / 杭州西湖区 is the same city said more precisely."""
+    if not old or not new:
+        return False
+    return not any(a in b or b in a for a in old for b in new)
+
+
 def relation(old: str, new: str) -> Relation:
     """How `new` stands to `old`, two texts the merge found alike (the same either way
     round)."""
+    if squashed(old) == squashed(new):
+        return Relation.RESTATES  # the same values, written otherwise
+    if codes(old) != codes(new):
+        return Relation.DIFFERENT  # another id or code: another thing
     a, b = fact_keys(old), fact_keys(new)
     if _names_only_in(old, a, new) or _names_only_in(new, b, old):
         return Relation.DIFFERENT
-    if a.numbers != b.numbers or a.dates != b.dates or a.negations != b.negations:
+    if (
+        a.numbers != b.numbers
+        or a.dates != b.dates
+        or a.negations != b.negations
+        or _other_place(a.slots, b.slots)
+    ):
         return Relation.UPDATES
     return Relation.RESTATES

@@ -263,8 +263,9 @@ def _find_match(
 ) -> _Match:
     """The entry `cand` restates: named by id, the same normalized text, or else the first
     entry (in file order) of its category whose text is `_similar` and differs in no number,
-    date, name or negation (`fact_keys.relation`), or else one of its category with the
-    same skeleton (`fact_keys.skeleton`: the text but for numbers, dates and negations). Failing that,
+    date, code, name or negation (`fact_keys.relation`), or else one of its category with
+    the same skeleton (`fact_keys.skeleton`: the text but for its values, each written one
+    way, and negations). Failing that,
     of the entries that only a number, date or negation sets apart, the one with the highest
     score (the later on a tie) is the one `cand` updates.
 
@@ -305,9 +306,10 @@ def _find_match(
             if found is not None and found.restates:
                 return found
             update = _believed(by_id, update, found)
-    if size <= SKELETON_MAX and skeleton(content) != norm:
+    if size <= SKELETON_MAX:
         # A number, date or negation in a text too short for bigrams to find alike
-        # ("我儿子上三年级" / "四年级"); the skeleton of a text without one is its `norm`.
+        # ("我儿子上三年级" / "四年级"), or a value written otherwise ("at 7" / "at 07:00",
+        # "I am" / "I'm"): either text may be the one that holds it, so always asked.
         for entry_id in index.same_skeleton(cand.category, content):
             found = _related(by_id, entry_id, content)
             if found is not None and found.restates:

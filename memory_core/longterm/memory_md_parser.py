@@ -322,6 +322,8 @@ def _parse_block(lines: list[str], section: str | None, archive_below: float) ->
     kind = meta.get("memory_class")
     granularity = meta.get("granularity")
     importance = meta.get("importance")
+    speaker = meta.get("speaker")
+    claim_on = meta.get("claim_on")
     return build_entry(
         entry_id,
         content,
@@ -340,6 +342,8 @@ def _parse_block(lines: list[str], section: str | None, archive_below: float) ->
         _CLASSES.get(kind) if isinstance(kind, str) else None,
         _GRANULARITIES.get(granularity) if isinstance(granularity, str) else None,
         _IMPORTANCES.get(importance) if isinstance(importance, str) else None,
+        speaker if isinstance(speaker, str) and speaker.strip() else None,
+        claim_on if isinstance(claim_on, str) and is_valid_entry_id(claim_on) else None,
     )
 
 

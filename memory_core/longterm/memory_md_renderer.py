@@ -42,8 +42,10 @@ def _exact_text(content: str) -> str | None:
 
 
 def _labels(entry: MemoryEntry) -> list[tuple[str, str]]:
-    """The seed 001 labels an entry carries explicitly, in the order they are written;
-    an entry without them (every file older than them) renders exactly as before."""
+    """The seed 001 labels an entry carries explicitly, then who said it in a group
+    (`speaker`, and `claim_on` for another member's claim), in the order they are
+    written; an entry without them (every file older than them) renders exactly as
+    before."""
     labels = []
     if entry.memory_class is not None:
         labels.append(("memory_class", entry.memory_class.value))
@@ -51,6 +53,10 @@ def _labels(entry: MemoryEntry) -> list[tuple[str, str]]:
         labels.append(("granularity", entry.granularity.value))
     if entry.importance is not None:
         labels.append(("importance", entry.importance.value))
+    if entry.speaker is not None:
+        labels.append(("speaker", entry.speaker))
+    if entry.claim_on is not None:
+        labels.append(("claim_on", entry.claim_on))
     return labels
 
 

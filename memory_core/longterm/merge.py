@@ -6,7 +6,8 @@ and report without recomputing anything. `apply_candidates` is a capture's fast 
 same adding, reinforcing and contradicting without decaying every other entry.
 
 What a candidate resembles is `matching`'s question, the decay/expire/archive/forget pass
-is `decay`'s, and the values in and out are `merge_values`'.
+is `decay`'s, whose fact a group member may change is `claims`', and the values in and
+out are `merge_values`'.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from memory_core.base.entries import (
 )
 from memory_core.base.merge_values import UPDATES_DETAIL, Candidate, Change, ChangeKind, MergeResult
 from memory_core.base.policy import DEFAULT_POLICY, ScoringPolicy
+from memory_core.longterm.claims import claim_contradictions, refuted, ruled
 from memory_core.longterm.decay import decay_into, settle
 from memory_core.longterm.matching import EntryView, normalize_content
 from memory_core.longterm.scoring import (
@@ -67,20 +69,24 @@ def merge(
         content = cand.content.strip()
         if not content:
             continue
+        cand = claim_contradictions(cand, by_id)
         for target in cand.contradicts:
             _contradict(by_id, target, now, policy, changes)
         norm = normalize_content(content)
         match = view.find(cand, norm)
-        if match.restates is not None:
-            _reinforce(by_id, match.restates, now, session_id, policy, changes)
+        cand, restates, updates = ruled(cand, match.restates, match.updates, by_id)
+        if restates is not None:
+            if _reinforce(by_id, restates, now, session_id, policy, changes):
+                for claim in refuted(by_id, restates, cand):
+                    _contradict(by_id, claim, now, policy, changes, f"refuted by {cand.speaker}")
             continue
         entry = _new_entry(cand, content, now, session_id, by_id)
         if is_expired(entry, now):
             continue
-        if match.updates is not None:
-            _contradict(by_id, match.updates, now, policy, changes, f"updated by {entry.id}")
+        if updates is not None:
+            _contradict(by_id, updates, now, policy, changes, f"updated by {entry.id}")
         view.add(entry, norm)
-        changes.append(_added(entry, match.updates))
+        changes.append(_added(entry, updates))
 
     settle(by_id, before_status, policy, changes)
     return MergeResult(entries=sort_entries(by_id.values()), changes=changes)
@@ -93,10 +99,11 @@ def _reinforce(
     session_id: str | None,
     policy: ScoringPolicy,
     changes: list[Change],
-) -> None:
+) -> bool:
+    """Reinforce the entry; False when this session did already (nothing changes)."""
     entry = by_id[entry_id]
     if session_id is not None and session_id in entry.sessions:
-        return
+        return False
     score = reinforce(entry.score, policy)
     sessions = entry.sessions + ((session_id,) if session_id else ())
     archived = entry.archived if entry.archived is ArchiveReason.MANUAL else None
@@ -111,6 +118,7 @@ def _reinforce(
     changes.append(
         Change(ChangeKind.REINFORCED, entry_id, entry.score, score, entry.content, entry.category)
     )
+    return True
 
 
 def _contradict(
@@ -143,8 +151,11 @@ def _contradict(
 
 
 def _added(entry: MemoryEntry, updates: str | None) -> Change:
-    """The ADDED change of a new entry; an update names the entry it replaces."""
+    """The ADDED change of a new entry; an update names the entry it replaces, a group
+    member's claim the self-fact it disputes (`claim on <id>`)."""
     detail = f"{UPDATES_DETAIL}{updates}" if updates is not None else ""
+    if entry.claim_on is not None:
+        detail = f"claim on {entry.claim_on}"
     return Change(
         ChangeKind.ADDED, entry.id, None, entry.score, entry.content, entry.category, detail
     )
@@ -178,6 +189,8 @@ def _new_entry(
         memory_class=cand.memory_class,
         granularity=cand.granularity,
         importance=cand.importance,
+        speaker=cand.speaker,
+        claim_on=cand.claim_on,
     )
 
 
@@ -201,27 +214,32 @@ def apply_candidates(
         content = cand.content.strip()
         if not content:
             continue
+        cand = claim_contradictions(cand, by_id)
         for target in cand.contradicts:
             if target in by_id:
                 _touch(by_id, target, now, policy, changes)
                 _contradict(by_id, target, now, policy, changes)
         norm = normalize_content(content)
         match = view.find(cand, norm)
-        if match.restates is not None:
-            match_id = match.restates
+        cand, match_id, updates = ruled(cand, match.restates, match.updates, by_id)
+        if match_id is not None:
             before = _touch(by_id, match_id, now, policy, changes)
             _reinforce(by_id, match_id, now, None, policy, changes)
             # Archive/restore transitions of the touched entry, as `merge` records them.
             settle({match_id: by_id[match_id]}, before, policy, changes)
+            for claim in refuted(by_id, match_id, cand):
+                # As a contradiction named by a candidate: decayed, then contradicted.
+                _touch(by_id, claim, now, policy, changes)
+                _contradict(by_id, claim, now, policy, changes, f"refuted by {cand.speaker}")
             continue
         entry = _new_entry(cand, content, now, None, by_id)
         if is_expired(entry, now):
             continue
-        if match.updates is not None:
-            _touch(by_id, match.updates, now, policy, changes)
-            _contradict(by_id, match.updates, now, policy, changes, f"updated by {entry.id}")
+        if updates is not None:
+            _touch(by_id, updates, now, policy, changes)
+            _contradict(by_id, updates, now, policy, changes, f"updated by {entry.id}")
         view.add(entry, norm)
-        changes.append(_added(entry, match.updates))
+        changes.append(_added(entry, updates))
     return changes
 
 

@@ -56,7 +56,14 @@ from memory_core.base.entries import (
 from memory_core.base.errors import FileRefused
 from memory_core.base.scope import ScopeKey
 from memory_core.base.workspace import Workspace
-from memory_core.longterm import entities, fact_keys, matching, memory_md, memory_md_parser
+from memory_core.longterm import (
+    entities,
+    fact_keys,
+    matching,
+    memory_md,
+    memory_md_parser,
+    values,
+)
 from memory_core.longterm.entities import EntityKind, Named
 from memory_core.longterm.fact_keys import known_skeleton, remember_skeletons, skeleton
 from memory_core.longterm.matching import SKELETON_MAX, normalize_content, remember_norms
@@ -65,10 +72,21 @@ from memory_core.longterm.memory_md_parser import ParsedMemory
 
 log = logging.getLogger(__name__)
 
-VERSION = 1
-_PRODUCERS = (memory_md, memory_md_parser, entries_module, clock, matching, fact_keys, entities)
+VERSION = 3
+"""2: an entry's row ends with its `speaker` and `claim_on` (group scopes); 3: skeletons
+made of the values' one writing."""
+_PRODUCERS = (
+    memory_md,
+    memory_md_parser,
+    entries_module,
+    clock,
+    matching,
+    fact_keys,
+    values,
+    entities,
+)
 """The modules whose code decides what the cache holds: the parse, the normalised text,
-the skeleton and the entities named."""
+the skeleton (with the values' one writing) and the entities named."""
 
 
 @functools.cache
@@ -185,6 +203,8 @@ def _row(entry: MemoryEntry) -> tuple[object, ...]:
         None if entry.memory_class is None else entry.memory_class.value,
         None if entry.granularity is None else entry.granularity.value,
         None if entry.importance is None else entry.importance.value,
+        entry.speaker,
+        entry.claim_on,
     )
 
 
@@ -207,6 +227,8 @@ def _plain(entry: MemoryEntry) -> bool:
         and all(type(s) is str for s in entry.sessions)
         and (entry.source_session is None or type(entry.source_session) is str)
         and (entry.confidence is None or type(entry.confidence) in _NUMBERS)
+        and (entry.speaker is None or type(entry.speaker) is str)
+        and (entry.claim_on is None or type(entry.claim_on) is str)
     )
 
 
@@ -319,6 +341,8 @@ def _entry(row: tuple[object, ...]) -> MemoryEntry:
         memory_class,
         granularity,
         importance,
+        speaker,
+        claim_on,
     ) = row
     return build_entry(
         entry_id,  # type: ignore[arg-type]
@@ -338,6 +362,8 @@ def _entry(row: tuple[object, ...]) -> MemoryEntry:
         None if memory_class is None else _CLASSES[memory_class],  # type: ignore[index]
         None if granularity is None else _GRANULARITIES[granularity],  # type: ignore[index]
         None if importance is None else _IMPORTANCES[importance],  # type: ignore[index]
+        speaker,  # type: ignore[arg-type]
+        claim_on,  # type: ignore[arg-type]
     )
 
 

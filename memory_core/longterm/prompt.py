@@ -1,6 +1,7 @@
 """The long-term memories that ride in every system prompt.
 
-Every entry is one line of one shape, `- [category] content`: a model reads a list more
+Every entry is one line of one shape, `- [category] content` (in a group, the content says
+who said it: `claims.shown`): a model reads a list more
 surely when its lines agree (the block once mixed three shapes: with score and date, bare,
 cut). A line that does not fit the token cap whole is cut, in the same shape, so the block
 stays under its cap without dropping the best.
@@ -15,6 +16,7 @@ from datetime import UTC, datetime, timedelta
 from memory_core.base.entries import MemoryEntry, sort_entries
 from memory_core.base.policy import DEFAULT_POLICY, ScoringPolicy
 from memory_core.base.text import estimate_tokens
+from memory_core.longterm.claims import is_claim_text, shown
 from memory_core.longterm.scoring import score_at
 
 HEADER = "# 历史记忆 (long-term memory)\n\n关于用户的关键信息 / What I know about the user:"
@@ -83,7 +85,7 @@ def select_prompt_entries_until(
 
 def _forms(entry: MemoryEntry) -> list[str]:
     """The entry's line, whole first, then cut: one shape either way."""
-    content = " ".join(entry.content.split())
+    content = " ".join(shown(entry).split())
     line = f"- [{entry.category}] {content}"
     if len(content) <= SHORT_CHARS:
         return [line]
@@ -91,9 +93,11 @@ def _forms(entry: MemoryEntry) -> list[str]:
 
 
 def render_prompt_memories(entries: Sequence[MemoryEntry], max_tokens: int = 1500) -> str:
-    """Render already-selected entries; empty string when there is nothing to say."""
+    """Render already-selected entries; empty string when there is nothing to say.
+    Another member's claims (a group's, longterm/claims.py) come after the rest."""
     if not entries:
         return ""
+    entries = sorted(entries, key=lambda entry: is_claim_text(shown(entry)))
     budget = max_tokens - estimate_tokens(HEADER)
     lines: list[str] = []
     for entry in entries:

@@ -369,7 +369,7 @@ class Staging:
 
 def _payload(staged: _Staged) -> dict[str, Any]:
     cand = staged.candidate
-    return {
+    payload: dict[str, Any] = {
         "content": cand.content,
         "category": cand.category,
         "importance": cand.importance.value,
@@ -382,6 +382,9 @@ def _payload(staged: _Staged) -> dict[str, Any]:
         "source": staged.source,
         "when": format_when(staged.when),
     }
+    if cand.speaker is not None:
+        payload["speaker"] = cand.speaker  # a group member's capture (longterm/claims.py)
+    return payload
 
 
 def _staged_from(row: JournalRow) -> _Staged | None:
@@ -396,6 +399,7 @@ def _staged_from(row: JournalRow) -> _Staged | None:
             expires_at=parse_when(expires) if expires else None,
             new_id=str(data["new_id"]) if data.get("new_id") else None,
             memory_class=MemoryClass(data["memory_class"]) if data.get("memory_class") else None,
+            speaker=str(data["speaker"]) if data.get("speaker") else None,
         )
         return _Staged(
             candidate,

@@ -14,8 +14,9 @@ from pathlib import PurePosixPath
 
 from memory_core.base.chunks import Chunk, ChunkKind
 from memory_core.base.clock import parse_day
-from memory_core.base.requests import evidence
+from memory_core.base.requests import searchable
 from memory_core.base.workspace import MAIN_LONG_TERM, SCOPED_LONG_TERM
+from memory_core.longterm.claims import shown
 from memory_core.longterm.memory_md_parser import parse_memory
 from memory_core.notes.daily import parse_notes
 
@@ -100,19 +101,19 @@ def chunk_file(relative_path: str, text: str, zone: tzinfo = UTC) -> list[Chunk]
     if kind is ChunkKind.ARCHIVE_RAW and day is not None:
         # The file's "# date conversation" heading is no turn: the date is every turn's
         # own, and as a chunk it would sit in the exchange shown around the first turn.
-        return evidence_only(
+        return searchable_only(
             [_as_turn(c, day, zone) for c in chunks if not c.text.startswith("# ")]
         )
     return chunks
 
 
-def evidence_only(turns: list[Chunk]) -> list[Chunk]:
-    """The archived turns that are evidence (`requests.evidence`): a "remember …", a
-    command and the bot's replies to them stay in the file but get no chunk, as they got
-    no index row while they were session messages. A piece of a long turn (no speaker of
-    its own) is kept."""
+def searchable_only(turns: list[Chunk]) -> list[Chunk]:
+    """The archived turns search may rank (`requests.searchable`): a command, a forget
+    request, the bot's replies to them and its canned replies stay in the file but get no
+    chunk, as they got no index row while they were session messages; a "remember …" is
+    a turn like any other. A piece of a long turn (no speaker of its own) is kept."""
     spoken = [t for t in turns if t.speaker is not None]
-    kept = iter(evidence((t.speaker == BOT_SPEAKER, search_text(t)) for t in spoken))
+    kept = iter(searchable((t.speaker == BOT_SPEAKER, search_text(t)) for t in spoken))
     return [t for t in turns if t.speaker is None or next(kept)]
 
 
@@ -158,7 +159,7 @@ def chunk_long_term(text: str) -> list[Chunk]:
         end = boundaries[following] - 1 if following < len(boundaries) else len(lines)
         while end > start and not lines[end - 1].strip():
             end -= 1
-        chunks.append(Chunk(start, end, entry.content, entry.created_at, ref=entry.id))
+        chunks.append(Chunk(start, end, shown(entry), entry.created_at, ref=entry.id))
     return chunks
 
 

@@ -24,6 +24,7 @@ from memory_core.base.errors import (
 )
 from memory_core.base.inputs import all_storable, storable
 from memory_core.base.scope import ScopeKey
+from memory_core.base.text import tokenize
 from memory_core.base.workspace import Workspace
 from memory_core.config.memory import RecallSettings
 from memory_core.longterm.entities import Entity, expand_query
@@ -141,6 +142,18 @@ class Finder:
             until=until,
             exclude_paths=exclude_paths,
         )
+
+    async def search_words(self, scope: ScopeKey, text: str, *, limit: int = 10) -> list[Hit]:
+        """A person's search for words (`/search`): `search`'s hits, but only those that
+        hold one of the query's terms (or fall in the time it names) and score above
+        zero. The ranking also hands on a matching turn's neighbours and, with vectors,
+        texts that mean the same: context a recall wants, noise to a person who asked for
+        a word ("/search oolong" listing a turn without it)."""
+        storable(text, "the query")
+        query = await self.query(scope, text)
+        hits = await self.search(scope, query, limit=limit * 2)
+        shown = await asyncio.to_thread(_holding_terms, hits, query)
+        return shown[:limit]
 
     async def recall(
         self,
@@ -263,3 +276,18 @@ def rank_settings(settings: RecallSettings) -> RankSettings:
         speaker_names=settings.speaker_names,
         exchange_documents=settings.exchange_documents,
     )
+
+
+SHOWN_ZERO = 0.005
+"""A score below this is shown as 0.00: nothing to list."""
+
+
+def _holding_terms(hits: Sequence[Hit], query: Query) -> list[Hit]:
+    """The hits that score above zero and hold a term of `query` (any hit, when the query
+    names a time and no words). Blocking: tokenizing may load the dictionary."""
+    terms = set(query.terms)
+    return [
+        hit
+        for hit in hits
+        if hit.score >= SHOWN_ZERO and (not terms or terms.intersection(tokenize(hit.text)))
+    ]

@@ -28,6 +28,7 @@ from datetime import datetime
 from memory_core.base.clock import format_when
 from memory_core.base.entries import MemoryEntry
 from memory_core.base.text import estimate_tokens
+from memory_core.longterm.claims import shown
 
 IDENTITY, OWNER, CONSTRAINTS = "Identity", "Owner", "Constraints"
 TOP_SUMMARIES, RANKED_INDEX, RECENT = "Top Summaries", "Ranked Index", "Recent"
@@ -165,7 +166,7 @@ def index_line(entry: MemoryEntry, rank: int, tokens: int, where: str = "") -> s
         pointer += f" {entry.last_activated.date()}"
     if rank > CONCISE_RANKS:
         return f"- {pointer} {where}".rstrip()
-    content = cut_to_tokens(entry.content, tokens - estimate_tokens(pointer) - 2)
+    content = cut_to_tokens(shown(entry), tokens - estimate_tokens(pointer) - 2)
     return f"- {pointer}: {content}" if content else f"- {pointer}"
 
 

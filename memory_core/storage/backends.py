@@ -86,8 +86,9 @@ class Backend(Protocol):
         """Before `chatmem migrate` copies into this backend: make it ready (or refuse)."""
         ...
 
-    async def finish_move_target(self) -> None:
-        """After the copy into this backend finished."""
+    async def finish_move_target(self) -> list[Path]:
+        """After the copy into this backend finished: the files it kept aside (stale
+        ones from before the workspace moved away), for the person to delete."""
         ...
 
 
@@ -167,9 +168,10 @@ class SqliteBackend:
     async def prepare_move_target(self) -> None:
         await asyncio.to_thread(fresh_sqlite_target, self.workspace)
 
-    async def finish_move_target(self) -> None:
+    async def finish_move_target(self) -> list[Path]:
         marker = self.workspace.state_dir / MOVING_MARKER
         await asyncio.to_thread(marker.unlink, missing_ok=True)
+        return await asyncio.to_thread(kept_before_move, self.workspace)
 
 
 def move_aside(path: Path) -> None:
@@ -194,10 +196,27 @@ def fresh_sqlite_target(workspace: Workspace) -> None:
     if marker.exists():
         return
     workspace.state_dir.mkdir(parents=True, exist_ok=True)
+    parts = [
+        part
+        for name in ("index.sqlite3", "journal.sqlite3")
+        for suffix in ("", "-wal", "-shm")
+        if (part := workspace.state_dir / (name + suffix)).exists()
+    ]
     stamp = int(time.time())
-    for name in ("index.sqlite3", "journal.sqlite3"):
-        for suffix in ("", "-wal", "-shm"):
-            part = workspace.state_dir / (name + suffix)
-            if part.exists():
-                part.rename(part.with_name(f"{part.name}.before-move-{stamp}"))
+    while any(p.with_name(f"{p.name}{BEFORE_MOVE}{stamp}").exists() for p in parts):
+        stamp += 1  # a second move within the same second keeps the first one's files
+    for part in parts:
+        part.rename(part.with_name(f"{part.name}{BEFORE_MOVE}{stamp}"))
     atomic_write_text(marker, "", root=workspace.root)  # never through a link out
+
+
+BEFORE_MOVE = ".before-move-"
+"""The suffix (then a Unix time) of a file `fresh_sqlite_target` kept aside."""
+
+
+def kept_before_move(workspace: Workspace) -> list[Path]:
+    """Every file a move to SQLite kept aside in the workspace (this move's and earlier
+    ones'): `chatmem migrate` names them, since nothing else ever reads or deletes them."""
+    if not workspace.state_dir.is_dir():
+        return []
+    return sorted(p for p in workspace.state_dir.iterdir() if BEFORE_MOVE in p.name)

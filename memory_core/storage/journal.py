@@ -36,7 +36,7 @@ from memory_core.base.errors import (
     StorageError,
     StoreError,
 )
-from memory_core.base.locks import ProcessLocks
+from memory_core.base.locks import Health, ProcessLocks
 from memory_core.base.sql import Connection, Db
 from memory_core.storage.db import Database
 from memory_core.storage.migrations import JOURNAL_MIGRATIONS
@@ -78,13 +78,29 @@ class FileOwners:
 
 
 class LockOwners:
-    """An owner's lock in another process-lock layer (the database's advisory locks)."""
+    """An owner's lock in another process-lock layer (the database's advisory locks);
+    while `health` counts the database as down, each call is a `DatabaseUnreachable` at
+    once instead of a wait for a lock's connection."""
 
-    def __init__(self, locks: ProcessLocks) -> None:
+    def __init__(self, locks: ProcessLocks, health: Health | None = None) -> None:
         self._locks = locks
+        self._health = health
+
+    def _reachable(self) -> None:
+        if self._health is not None and self._health.is_down():
+            raise DatabaseUnreachable("the database is unreachable (trying again shortly)")
+
+    def _try_take(self, name: str) -> object | None:
+        self._reachable()
+        try:
+            return self._locks.try_take(name)
+        except DatabaseUnreachable:
+            if self._health is not None:
+                self._health.mark_down()  # the next part does not wait for it again
+            raise
 
     def take(self, owner: str) -> object:
-        handle = self._locks.try_take(f"owner-{owner}")
+        handle = self._try_take(f"owner-{owner}")
         if handle is None:  # a fresh random id held by someone else: never
             raise IndexUnavailable(f"journal owner {owner} is taken")
         return handle
@@ -92,7 +108,7 @@ class LockOwners:
     def is_gone(self, owner: str) -> bool:
         if not owner.isalnum():
             return False
-        handle = self._locks.try_take(f"owner-{owner}")
+        handle = self._try_take(f"owner-{owner}")
         if handle is None:
             return False
         self._locks.give_back(handle)

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import subprocess
+import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -19,6 +22,7 @@ from memory_core.engine import MemoryCore
 from tests.support import recent_messages
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def digest(root: Path) -> dict[str, str]:
@@ -126,3 +130,37 @@ def test_cli_demo_refuses_a_real_workspace(
     err = capsys.readouterr().err
     assert err.startswith("chatmem: error: ") and "not a demo workspace" in err
     assert err.count("\n") == 1
+
+
+def _without_terminal(cwd: Path, *argv: str) -> subprocess.CompletedProcess[str]:
+    """The command as a script runs it: stdin and stdout are pipes, not a terminal."""
+    env = {k: v for k, v in os.environ.items() if k not in dict(env_bindings())}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+    return subprocess.run(
+        [sys.executable, "-m", "adapters.cli", *argv],
+        cwd=cwd,
+        stdin=subprocess.PIPE,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,  # before the fix the TUI drew into the pipe until killed
+        check=False,
+    )
+
+
+def test_demo_without_a_terminal_says_use_no_tui_and_builds_nothing(tmp_path: Path) -> None:
+    done = _without_terminal(tmp_path, "demo", "--now", "2026-03-01T12:00:00Z")
+    assert done.returncode == 2
+    assert done.stdout == ""
+    assert done.stderr.startswith("chatmem: error: no terminal: use --no-tui")
+    assert done.stderr.count("\n") == 1
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_tui_without_a_terminal_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    ws = tmp_path / "W"
+    assert _without_terminal(tmp_path, "init", "--workspace", str(ws)).returncode == 0
+    done = _without_terminal(tmp_path, "tui", "--workspace", str(ws))
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr.startswith("chatmem: error: no terminal:")
+    assert done.stderr.count("\n") == 1

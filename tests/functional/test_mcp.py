@@ -53,7 +53,7 @@ async def stdio_client(
     await made(workspace)
     params = StdioServerParameters(
         command=chatmem_executable(),
-        args=["mcp", "--workspace", str(workspace), "--scope", scope.value],
+        args=["mcp", "--workspace", str(workspace), "--scope", scope.value, "--create"],
         env=clean_env(with_storage(env)),
         cwd=str(workspace.parent),
     )
@@ -293,7 +293,7 @@ async def test_stdio_server_ends_cleanly_when_the_client_goes_mid_call(workspace
         "        await asyncio.sleep(60)\n"
         "asyncio.run(main())\n"
     )
-    args = ["mcp", "--workspace", str(workspace), "--scope", ALICE.value]
+    args = ["mcp", "--workspace", str(workspace), "--scope", ALICE.value, "--create"]
     await made(workspace)
     process = await asyncio.create_subprocess_exec(
         sys.executable,
@@ -554,12 +554,14 @@ async def test_without_a_token_http_is_loopback_only(
             with pytest.raises(ChatmemError, match="loopback only"):
                 async with http_server(core, ALICE, host=host):
                     pass
-        with caplog.at_level("WARNING", logger="adapters.mcp_server"):
+        with caplog.at_level("INFO", logger="adapters.mcp_server"):
             async with http_server(core, ALICE) as url, http_client(url, None) as client:
                 await ok(
                     client, "memory_save", {"content": "open on loopback", "target": "long-term"}
                 )
-        assert "loopback only" in caplog.text
+        # The start line is news, not a warning: INFO.
+        [start] = [r for r in caplog.records if r.getMessage().startswith("MCP server on")]
+        assert start.levelname == "INFO" and "loopback only" in start.getMessage()
         assert [e.content for e in await core.memories.entries(ALICE)] == ["open on loopback"]
 
 
@@ -582,6 +584,7 @@ async def test_the_command_serves_http_with_the_configured_tokens(
         str(workspace),
         "--scope",
         ALICE.value,
+        "--create",
         stderr=asyncio.subprocess.PIPE,
         env=clean_env(with_storage({"CHATMEM_MCP_TOKEN": ALICE_TOKEN})),
     )

@@ -244,6 +244,43 @@ async def test_search(router: MessageRouter, core: MemoryCore) -> None:
     assert text == "Alice prefers pytest over unittest for testing"
 
 
+async def test_search_lists_only_hits_that_hold_a_word_of_the_query(
+    router: MessageRouter,
+) -> None:
+    """The ranking hands on a matching turn's neighbours (context for a recall): a
+    person's /search lists only hits that hold one of the words asked for."""
+    for text in (
+        "I drink oolong tea every morning",
+        "my cat is called Mochi",
+        "I like green tea",
+        "the weather is nice today",
+        "we went hiking on the weekend",
+    ):
+        await say(router, text)
+    lines = (await say(router, "/search oolong")).splitlines()
+    assert len(lines) == 1 and "oolong" in lines[0]
+    lines = (await say(router, "/search oolong tea")).splitlines()
+    assert lines and all("oolong" in line or "tea" in line for line in lines)
+    assert not any("hiking" in line and "tea" not in line for line in lines)
+    assert all(float(line.split(" ", 1)[0]) > 0 for line in lines)
+
+
+def test_a_hit_scoring_zero_or_holding_no_term_is_not_listed() -> None:
+    from memory_core.base.chunks import ChunkKind
+    from memory_core.base.records import Hit
+    from memory_core.recall.finder import _holding_terms
+    from memory_core.recall.query import Query
+
+    def hit(text: str, score: float) -> Hit:
+        return Hit("MEMORY.md", 1, 1, score, text, ChunkKind.LONG_TERM, None)
+
+    query = Query(text="oolong", terms={"oolong": 1.0})
+    hits = [hit("oolong at breakfast", 1.2), hit("green tea", 0.9), hit("oolong again", 0.001)]
+    assert [h.text for h in _holding_terms(hits, query)] == ["oolong at breakfast"]
+    # A query of a time and no words keeps every hit that scores.
+    assert len(_holding_terms(hits[:2], Query(text="yesterday"))) == 2
+
+
 async def test_scope(router: MessageRouter) -> None:
     assert await say(router, "/scope") == "scope: main (dm_scope = main)"
     assert await say(router, "/scope", chat_type="group", chat="-5") == (

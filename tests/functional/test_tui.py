@@ -1013,6 +1013,18 @@ async def test_usable_at_80_by_24(demo_ws: Path) -> None:
         await run.pilot.press("n")
 
 
+@pytest.mark.parametrize("size", [(80, 24), (100, 30)])
+async def test_the_palette_key_covers_the_footer_keys_it_is_docked_over(
+    demo_ws: Path, size: tuple[int, int]
+) -> None:
+    """When the footer's keys do not fit they scroll beneath the palette key docked at
+    the right; a letter of theirs once showed in the last column ("palettet")."""
+    async with running(demo_ws, size=size) as run:
+        footer = screen_text(run.app).splitlines()[-1]
+        assert footer.endswith("▏^p palette"), footer
+        assert "? Help" in footer
+
+
 async def test_footer_and_what_if_banner_fit_at_120_columns(demo_ws: Path) -> None:
     async with running(demo_ws, size=(120, 40)) as run:
         footer = screen_text(run.app).splitlines()[-1]

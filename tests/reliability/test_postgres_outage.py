@@ -105,9 +105,13 @@ async def _index_finds(core: MemoryCore, scope: ScopeKey, word: str) -> bool:
 async def test_a_start_while_the_server_is_down_works_from_files(
     own_postgres: PostgresServer, tmp_path: Path, monotonic: ManualMonotonic
 ) -> None:
-    await asyncio.to_thread(own_postgres.pause)
     clock = ManualClock(START)
     config = pg_config(own_postgres, tmp_path / "ws")
+    # The workspace has reached its server once: a server never reached must answer at
+    # the start (tests/reliability/test_start_around_outage.py).
+    async with MemoryCore.open(config, clock=clock):
+        pass
+    await asyncio.to_thread(own_postgres.pause)
     # The first call that finds the server away marks it down; the calls after it fail at
     # once for as long as the test's monotonic clock stands still.
     async with MemoryCore.open(config, clock=clock, monotonic=monotonic) as core:

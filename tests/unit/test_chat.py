@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from memory_core.base.chunks import ChunkKind
 from memory_core.base.clock import ManualClock
 from memory_core.base.entries import Importance
 from memory_core.base.merge_values import Candidate, ChangeKind
@@ -527,9 +528,10 @@ async def test_offline_remember_and_forget_flow(core: MemoryCore, clock: ManualC
     text = core.memories.path(ALICE).read_text(encoding="utf-8")
     assert "我对花生过敏" not in text
     assert [r.action for r in await core.audit.history(ALICE, entry.id)][-1] == "forget"
-    # Gone from memory and from search: the chat lines that asked to remember it are
-    # kept in the session but were never indexed (a request is no evidence).
-    assert await core.finder.search(ALICE, "花生过敏") == []
+    # Gone from memory and from search's entries; the chat lines that asked to remember
+    # it are turns like any other, indexed as what was said (issue 34).
+    hits = await core.finder.search(ALICE, "花生过敏")
+    assert hits and all(h.kind is not ChunkKind.LONG_TERM for h in hits)
     assert (
         await core.conversation.turn(ALICE, "忘掉 火星基地")
     ).reply == "没有找到关于「火星基地」的记忆。"
@@ -560,7 +562,10 @@ async def test_offline_english_remember_and_forget(core: MemoryCore) -> None:
     ("text", "reply"),
     [
         ("我喜欢乌龙茶，请记住", "好的，我记住了：我喜欢乌龙茶"),
-        ("I prefer jasmine tea, remember that", "Got it, I'll remember: I prefer jasmine tea"),
+        (
+            "I prefer jasmine tea, please remember that",
+            "Got it, I'll remember: I prefer jasmine tea",
+        ),
         ("记住：我下周三要出差", "好的，我记住了：我下周三要出差"),
         (
             "please remember my badge number is 7788",
@@ -582,7 +587,7 @@ async def test_offline_new_learns_only_real_statements(core: MemoryCore) -> None
     already captured (with "请记住" still in them) or commands."""
     for text in [
         "我喜欢乌龙茶，请记住",
-        "I prefer jasmine tea, remember that",
+        "I prefer jasmine tea, please remember that",
         "please remember I prefer tabs over spaces",
         "I like hiking in the Alps",
     ]:

@@ -308,7 +308,7 @@ def test_validate_exit_codes(cli: Run, ws: Path) -> None:
     code, out, _ = cli("validate")
     assert code == 0
     assert "valid" in out
-    assert cli.json("validate") == {"ok": True, "problems": []}
+    assert cli.json("validate") == {"ok": True, "problems": [], "lookalike_scopes": []}
 
     path = ws / "MEMORY.md"
     broken = "### [bad1] fact | lots | 2026-01-01 | 1\nedited by hand"

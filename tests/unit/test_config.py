@@ -414,6 +414,28 @@ def test_bad_mcp_settings_are_refused(tmp_path: Path, toml: str, message: str) -
         load_config(write(tmp_path, toml), env={})
 
 
+def test_a_bad_mcp_token_error_names_where_the_token_came_from(tmp_path: Path) -> None:
+    """Not "defaults" for a token the environment gave: the variable, or the file's key."""
+    with pytest.raises(ConfigError) as err:
+        load_config(None, env={"CHATMEM_MCP_TOKEN": "short"})
+    assert str(err.value) == (
+        "environment variable CHATMEM_MCP_TOKEN: an MCP bearer token must be at least 16 characters"
+    )
+    path = write(tmp_path, '[mcp]\ntoken = "short"\n')
+    with pytest.raises(ConfigError) as err:
+        load_config(path, env={})
+    assert str(err.value).startswith(f"{path}: 'mcp.token': an MCP bearer token must be")
+    # The environment's token beats the file's: the error is about the environment's.
+    with pytest.raises(ConfigError) as err:
+        load_config(path, env={"CHATMEM_MCP_TOKEN": "short too"})
+    assert str(err.value).startswith("environment variable CHATMEM_MCP_TOKEN: ")
+    assert "short" not in str(err.value).partition(": ")[2]
+    clients = write(tmp_path, '[mcp]\nclients = { "short" = "main" }\n', name="clients.toml")
+    with pytest.raises(ConfigError) as err:
+        load_config(clients, env={"CHATMEM_MCP_TOKEN": "a-long-enough-token-0123"})
+    assert str(err.value).startswith(f"{clients}: 'mcp.clients': ")
+
+
 def test_mcp_tokens_stay_out_of_repr(tmp_path: Path) -> None:
     path = write(tmp_path, '[mcp]\nclients = { "a-long-enough-token-0123" = "peer:42" }\n')
     config = load_config(path, env={"CHATMEM_MCP_TOKEN": "another-long-token-456789"})

@@ -1,10 +1,11 @@
 """A long-term entry beats the chatter about it: after "remember that the staging server is
-at 10.0.0.7", a search for "staging" shows the MEMORY.md entry, not the request and the
-bot's "Got it, I'll remember: …" (which used to rank first and hide the entry as their
+at 10.0.0.7", a search for "staging" shows the MEMORY.md entry first (the request's turn
+and the bot's "Got it, I'll remember: …" used to rank first and hide the entry as their
 near-copy); a conversation turn saying what an entry says ranks below the entry.
 
-Requests, commands and the chat engine's own replies are stored in the session (nothing
-said is lost) but never indexed, as session messages or once archived."""
+The request is a turn like any other: indexed, and findable below its entry (issue 34).
+Commands and the chat engine's own replies are stored in the session (nothing said is
+lost) but never indexed, as session messages or once archived."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from pathlib import Path
 from memory_core.base.chunks import ChunkKind
 from memory_core.base.clock import ManualClock
 from memory_core.base.records import Hit, RecordedMessage
-from memory_core.base.requests import evidence
+from memory_core.base.requests import evidence, searchable
 from memory_core.base.scope import MAIN
 from memory_core.config import load_config
 from memory_core.conversation.archive import render_raw
@@ -38,9 +39,21 @@ HOME_TALK = (
 )
 
 
-def chatter(hit: Hit) -> bool:
-    """Whether a hit shows a request or the bot's confirmation of one."""
-    return any(mark in hit.text for mark in ("remember that", "记住", "Got it", "好的，我记住了"))
+def confirmation(hit: Hit) -> bool:
+    """Whether a hit shows the bot's canned confirmation of a request."""
+    return any(mark in hit.text for mark in ("Got it", "好的，我记住了"))
+
+
+async def anchored(core: MemoryCore, hits: list[Hit], said: str) -> list[int]:
+    """The ranks of the hits anchored on a conversation turn holding `said` (another
+    turn's hit may show it beside its own)."""
+    return [
+        i
+        for i, h in enumerate(hits)
+        if h.kind is not ChunkKind.LONG_TERM
+        and h.anchor is not None
+        and said in (await core.finder.read(MAIN, h.path, h.anchor, 1)).text
+    ]
 
 
 async def talk(core: MemoryCore, *texts: str) -> None:
@@ -51,7 +64,7 @@ async def talk(core: MemoryCore, *texts: str) -> None:
 # --- pure rules ------------------------------------------------------------------------
 
 
-def test_requests_commands_and_canned_replies_are_no_evidence() -> None:
+def test_requests_are_searchable_not_evidence_and_canned_replies_neither() -> None:
     turns = [
         (False, f"remember that {STAGING}"),
         (True, f"Got it, I'll remember: {STAGING}"),
@@ -64,6 +77,7 @@ def test_requests_commands_and_canned_replies_are_no_evidence() -> None:
         (False, f"好的，我记住了：{HOME}"),  # a canned reply, whoever it is put down to
     ]
     assert evidence(turns) == [False, False, True, True, False, False, True, False, False]
+    assert searchable(turns) == [True, False, True, True, False, False, True, False, False]
 
 
 def test_an_entry_goes_above_the_turns_that_say_what_it_says() -> None:
@@ -95,7 +109,7 @@ def message(number: int, role: str, text: str) -> StoredMessage:
     )
 
 
-def test_archived_requests_and_confirmations_get_no_chunk() -> None:
+def test_an_archived_request_gets_a_chunk_and_its_confirmation_none() -> None:
     messages = [
         message(1, "user", f"remember that {STAGING}"),
         message(2, "assistant", f"Got it, I'll remember: {STAGING}"),
@@ -105,6 +119,7 @@ def test_archived_requests_and_confirmations_get_no_chunk() -> None:
     text = render_raw(START.date(), messages, UTC)
     chunks = chunk_file("memory/2026-03-01-staging.md", text)
     assert [c.text.split(": ", 1)[1] for c in chunks] == [
+        f"remember that {STAGING}",
         "the staging deploy failed again today",
         "That is annoying.",
     ]
@@ -113,11 +128,18 @@ def test_archived_requests_and_confirmations_get_no_chunk() -> None:
 # --- through a core -------------------------------------------------------------------
 
 
-async def test_search_and_recall_show_the_entry_not_the_request(core: MemoryCore) -> None:
+async def test_search_and_recall_show_the_entry_then_the_request(core: MemoryCore) -> None:
     await talk(core, *STAGING_TALK)
-    assert [h.text for h in await core.finder.search(MAIN, "staging")] == [STAGING]
+    hits = await core.finder.search(MAIN, "staging")
+    assert hits[0].text == STAGING
+    assert not any(confirmation(h) for h in hits)
+    # The request is the entry's near-copy, so it takes no slot of its own beside the
+    # entry; it is a turn all the same (it used to have no index row at all).
+    turns = await core.finder.search(MAIN, "staging", kinds=[ChunkKind.MESSAGE])
+    assert await anchored(core, turns, f"remember that {STAGING}") == [0]
     recalled = (await core.finder.recall(MAIN, "where is the staging server")).hits
-    assert [h.text for h in recalled] == [STAGING]
+    assert recalled[0].text == STAGING
+    assert not any(confirmation(h) for h in recalled)
     # Nothing said is lost: the session keeps the request and the reply.
     stored = [m.content for m in await recent_messages(core, MAIN, 10)]
     assert f"remember that {STAGING}" in stored
@@ -129,8 +151,10 @@ async def test_a_chinese_entry_is_found_among_the_talk_about_its_city(core: Memo
     near-copy of the "记住：…" turn ranked above it."""
     await talk(core, *HOME_TALK)
     hits = await core.finder.search(MAIN, "杭州")
-    assert HOME in [h.text for h in hits]
-    assert not any(chatter(h) for h in hits)
+    texts = [h.text for h in hits]
+    assert HOME in texts
+    assert all(i > texts.index(HOME) for i in await anchored(core, hits, HOME))
+    assert not any(confirmation(h) for h in hits)
 
 
 async def test_an_entry_ranks_above_a_plain_turn_saying_the_same(core: MemoryCore) -> None:
@@ -160,11 +184,11 @@ async def test_archived_chatter_stays_in_the_file_out_of_the_index(core: MemoryC
     assert f"Got it, I'll remember: {STAGING}" in archived
     hits = await core.finder.search(MAIN, "staging server")
     assert hits[0].kind is ChunkKind.LONG_TERM and hits[0].text == STAGING
-    assert not any(chatter(h) for h in hits)
+    assert not any(confirmation(h) for h in hits)
     assert any(h.kind is ChunkKind.ARCHIVE_RAW for h in hits)  # the rest of the talk
 
 
-async def test_a_recorded_conversation_indexes_no_requests(
+async def test_a_recorded_conversation_indexes_requests_not_confirmations(
     core: MemoryCore, clock: ManualClock
 ) -> None:
     at = clock()
@@ -179,7 +203,9 @@ async def test_a_recorded_conversation_indexes_no_requests(
         ],
     )
     hits = await core.finder.search(MAIN, "staging")
-    assert [h.text for h in hits] == ["Ann: the staging deploy failed again today"]
+    assert any(f"remember that {STAGING}" in h.text for h in hits)
+    assert any("the staging deploy failed again today" in h.text for h in hits)
+    assert not any(confirmation(h) for h in hits)
 
 
 # --- through the command line ----------------------------------------------------------
@@ -197,11 +223,12 @@ def test_chatmem_search_staging_shows_the_entry_first(cli: Run, ws: Path) -> Non
     """It used to show only the request's turn: the entry appeared with --kind long_term."""
     seed(ws, *STAGING_TALK)
     hits = cli.json("search", "staging")
-    assert [(h["kind"], h["text"]) for h in hits] == [("long_term", STAGING)]
+    assert (hits[0]["kind"], hits[0]["text"]) == ("long_term", STAGING)
+    assert not any("Got it" in h["text"] for h in hits)
 
 
 def test_chatmem_search_finds_the_chinese_entry(cli: Run, ws: Path) -> None:  # noqa: F811
     seed(ws, *HOME_TALK)
     hits = cli.json("search", "杭州")
     assert HOME in [h["text"] for h in hits]
-    assert not any("记住" in h["text"] for h in hits)
+    assert not any("好的，我记住了" in h["text"] for h in hits)

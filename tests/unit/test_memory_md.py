@@ -526,6 +526,8 @@ def entries(draw: st.DrawFn) -> MemoryEntry:
         pinned=draw(st.booleans()),
         archived=draw(st.none() | st.sampled_from(ArchiveReason)),
         sessions=tuple(draw(st.lists(st.text(max_size=12), max_size=3))),
+        speaker=draw(st.none() | st.text(min_size=1, max_size=20).filter(str.strip)),
+        claim_on=draw(st.none() | ids),
     )
 
 
@@ -597,6 +599,10 @@ def reference_render_entry(entry: MemoryEntry) -> list[str]:
         meta["pinned"] = True
     if entry.archived is not None:
         meta["archived"] = entry.archived.value
+    if entry.speaker is not None:
+        meta["speaker"] = entry.speaker
+    if entry.claim_on is not None:
+        meta["claim_on"] = entry.claim_on
     if "\r" in entry.content:
         meta["text"] = entry.content
     encoded = json.dumps(meta, ensure_ascii=False, separators=(", ", ": "))

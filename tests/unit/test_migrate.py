@@ -154,6 +154,38 @@ async def test_the_command_line_moves_and_says_what_to_do_next(
     assert "needs --dsn or CHATMEM_POSTGRES_DSN" in capsys.readouterr().err
 
 
+async def test_a_move_back_to_sqlite_names_the_files_it_kept_aside(
+    tmp_path: Path, pg_dsn: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The SQLite files from before the move to PostgreSQL are stale once the workspace
+    moves back: they are kept, and the command says where and how to delete them."""
+    workspace = tmp_path / "ws"
+    async with MemoryCore.open(sqlite_config(workspace), clock=ManualClock(START)) as core:
+        await core.conversation.turn(ALICE, "the kayak is red")
+    to_pg = ["--workspace", str(workspace), "migrate", "--to", "postgres", "--dsn", pg_dsn]
+    assert await _run_cli(to_pg) == 0
+    assert "kept aside" not in capsys.readouterr().out
+    env = {"CHATMEM_STORAGE_BACKEND": "postgres", "CHATMEM_POSTGRES_DSN": pg_dsn}
+    back = ["--workspace", str(workspace), "migrate", "--to", "sqlite"]
+    assert await asyncio.to_thread(_main_with_env, back, env) == 0
+    out = capsys.readouterr().out
+    kept = sorted((workspace / ".chatmem").glob("*.before-move-*"))
+    assert {p.name.split(".before-move-")[0] for p in kept} >= {
+        "index.sqlite3",
+        "journal.sqlite3",
+    }
+    lines = out.splitlines()
+    assert lines[1].startswith("kept aside, from before the workspace moved away (stale;")
+    assert "rm " in lines[1]
+    assert [line.strip() for line in lines[2:]] == [str(p) for p in kept]
+    # Moved again (the config still names PostgreSQL): this move's files and the earlier
+    # one's, none overwritten even within the same second.
+    assert await asyncio.to_thread(_main_with_env, [*back, "--json"], env) == 0
+    again = json.loads(capsys.readouterr().out)["kept_aside"]
+    assert again == [str(p) for p in sorted((workspace / ".chatmem").glob("*.before-move-*"))]
+    assert len(again) == 2 * len(kept)
+
+
 async def _run_cli(argv: list[str]) -> int:
     return await asyncio.to_thread(main, argv)
 

@@ -144,7 +144,7 @@ ALLOWED: dict[str, set[str]] = {
     # safe_files.
     "memory_core/base/locks.py": {"mkdir", "os.open"},  # O_NOFOLLOW | O_NONBLOCK
     "memory_core/longterm/parse_cache.py": {"mkdir", "read_bytes"},  # + its own modules' code
-    "memory_core/storage/backends.py": {"mkdir"},
+    "memory_core/storage/backends.py": {"mkdir", "iterdir"},  # names of `.chatmem/`
     "memory_core/storage/db.py": {"mkdir"},
     "memory_core/storage/journal.py": {"mkdir"},
     "memory_core/storage/spool.py": {"glob", "mkdir"},
@@ -154,6 +154,9 @@ ALLOWED: dict[str, set[str]] = {
     "memory_core/base/atomic.py": {"os.open"},
     "memory_core/longterm/store.py": {"glob"},
     "memory_core/recall/index/files.py": {"os.scandir"},
+    # A scope's folder checked inside and listed without following links to folders
+    # (files that are links are skipped), then set aside by a rename in the workspace.
+    "memory_core/scope_merge/files.py": {"rglob", "shutil.move"},
     # Not workspace files: the config file, package data, the model cache, /dev/null.
     "memory_core/config/__init__.py": {"open"},
     "memory_core/base/text.py": {"read_text"},

@@ -47,7 +47,7 @@ from memory_core.base.policy import DEFAULT_POLICY, ScoringPolicy
 from memory_core.longterm import matching
 from memory_core.longterm import merge as merge_module
 from memory_core.longterm.decay import decay_all
-from memory_core.longterm.fact_keys import Relation, has_keys, relation, skeleton
+from memory_core.longterm.fact_keys import Relation, relation, skeleton
 from memory_core.longterm.matching import SKELETON_MAX, normalize_content, same_memory
 from memory_core.longterm.memory_md_parser import parse_memory
 from memory_core.longterm.memory_md_renderer import render_memory
@@ -704,7 +704,7 @@ def reference_merge(
             if e.category == cand.category
             and _reference_similar(normalize_content(e.content), norm)
         ]
-        if has_keys(content) and len(norm) <= SKELETON_MAX:
+        if len(norm) <= SKELETON_MAX:
             alike += [
                 e.id
                 for e in by_id.values()

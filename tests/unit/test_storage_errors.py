@@ -299,6 +299,33 @@ async def test_a_file_damaged_under_a_core_is_corrupt_degrades_and_is_moved_asid
         assert [h.text for h in hits] == ["the kayak is red"]
 
 
+@pytest.mark.sqlite_only
+async def test_a_rebuild_that_meets_the_damage_first_moves_the_file_aside(
+    config: Config, clock: ManualClock
+) -> None:
+    """`chatmem reindex` opens its core without syncing the files (`sync_files=False`),
+    so the rebuild may be the first to read the damaged pages: it moves the file aside
+    and rebuilds, as when the open or a search found the damage."""
+    async with MemoryCore.open(config, clock=clock) as core:
+        await core.notes.append(MAIN, "the kayak is red")
+        path = core.workspace.db_path
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        [(page,)] = conn.execute("SELECT rootpage FROM sqlite_master WHERE name = 'chunks'")
+        [(size,)] = conn.execute("PRAGMA page_size")
+    with path.open("r+b") as file:
+        file.seek((page - 1) * size)
+        file.write(random.Random(5).randbytes(size))
+
+    async with MemoryCore.open(config, clock=clock, sync_files=False) as core:
+        assert core.guard.index is not None  # nothing read the damaged pages yet
+        stats = await core.reindex()
+        assert stats.files_indexed >= 1
+        assert list(path.parent.glob("index.sqlite3.corrupt-*"))
+        assert core.guard.index is not None
+        hits = await core.guard.index.search(MAIN, "kayak")
+        assert [h.text for h in hits] == ["the kayak is red"]
+
+
 async def test_a_server_that_cannot_be_reached_is_unreachable_in_one_line(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -21,6 +21,7 @@ from memory_core.base.clock import parse_when
 from memory_core.base.records import Hit
 from memory_core.base.text import tokenize
 from memory_core.base.turn_dates import decode_days
+from memory_core.longterm.claims import CLAIM_FACTOR, is_claim_text
 from memory_core.recall.index.ranking import K1, B, CorpusStats, bm25_scorer, ideal_score, idf
 from memory_core.recall.index.rerank import (
     CONVERSATION_KINDS,
@@ -268,6 +269,8 @@ def rank(
         c.factor = timely * prior_factor(
             c.kind, c.created_at, ranking.today, ranking.zone, settings
         )
+        if c.kind is ChunkKind.LONG_TERM and is_claim_text(c.text):
+            c.factor *= CLAIM_FACTOR  # another member's word ranks below the member's
         if _heading_only(c.text):
             c.factor *= HEADING_FACTOR
         elif ranking.answer is not None and holds_answer(

@@ -28,6 +28,7 @@ from datetime import date, datetime, timedelta, tzinfo
 
 from memory_core.base.chunks import ChunkKind
 from memory_core.config.memory import RecallSettings
+from memory_core.longterm.claims import label_words
 
 _RECALL = RecallSettings()
 """The `[recall]` defaults."""
@@ -289,7 +290,9 @@ def entries_over_turns(candidates: Sequence[Candidate], share: float) -> None:
     staging server is at 10.0.0.7", "我住在杭州…" said in passing) outscored the entry
     despite its ×1.15, and then hid it as a near-copy. Only entries move: turns keep
     their order among themselves, and a turn that merely shares some of an entry's words
-    keeps its place."""
+    keeps its place. A group entry's label ("(by Alice) ") is not what was said: its
+    words are not asked of the turn, so a member's fact stays above another member's turn
+    that says it with another value."""
     turns = [
         (frozenset(c.tokens.split()), c.score) for c in candidates if c.kind in CONVERSATION_KINDS
     ]
@@ -299,7 +302,8 @@ def entries_over_turns(candidates: Sequence[Candidate], share: float) -> None:
         words = frozenset(c.tokens.split()) if c.kind is ChunkKind.LONG_TERM else frozenset()
         if not words:
             continue
-        said = [score for held, score in turns if len(words & held) >= share * len(words)]
+        needed = share * (len(words) - label_words(c.text))
+        said = [score for held, score in turns if len(words & held) >= needed]
         best = max(said, default=0.0)
         if best >= c.score:
             c.score = math.nextafter(best, math.inf)

@@ -35,6 +35,7 @@ from memory_core.base.turn_dates import mentioned_days
 from memory_core.base.when import day_bounds
 from memory_core.base.workspace import Workspace
 from memory_core.longterm import parse_cache
+from memory_core.longterm.claims import shown
 from memory_core.longterm.store import WriteRecord, read_memory_file
 from memory_core.recall.chunking import summary_period
 from memory_core.recall.index.files import (
@@ -331,7 +332,7 @@ class SearchIndex:
             stats.files_indexed += 1
             return
         parsed = snapshot.parsed
-        now = {e.id: (e.content, format_when(e.created_at)) for e in parsed.entries}
+        now = {e.id: (shown(e), format_when(e.created_at)) for e in parsed.entries}
         stale = [ref for ref, was in held.items() if now.get(ref) != was]
         changed = set(stale)
         fresh = [e for e in parsed.entries if e.id not in held or e.id in changed]
@@ -339,7 +340,7 @@ class SearchIndex:
         prepared = await asyncio.to_thread(
             lambda: [
                 prepare_chunk(
-                    Chunk(*lines.get(e.id, (0, 0)), e.content, e.created_at, ref=e.id),
+                    Chunk(*lines.get(e.id, (0, 0)), shown(e), e.created_at, ref=e.id),
                     ChunkKind.LONG_TERM,
                     self._zone,
                 )
@@ -469,12 +470,12 @@ class SearchIndex:
         """
         before = {e.id: e for e in record.before}
         after = {e.id: e for e in record.after.entries}
-        stale = [i for i, e in before.items() if i not in after or after[i].content != e.content]
-        fresh = [e for i, e in after.items() if i not in before or before[i].content != e.content]
+        stale = [i for i, e in before.items() if i not in after or shown(after[i]) != shown(e)]
+        fresh = [e for i, e in after.items() if i not in before or shown(before[i]) != shown(e)]
         prepared = await asyncio.to_thread(
             tokenize_chunks,
             [
-                Chunk(*record.after.lines.get(e.id, (0, 0)), e.content, e.created_at, ref=e.id)
+                Chunk(*record.after.lines.get(e.id, (0, 0)), shown(e), e.created_at, ref=e.id)
                 for e in fresh
             ],
         )

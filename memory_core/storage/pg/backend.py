@@ -13,7 +13,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from memory_core.base.clock import Monotonic
-from memory_core.base.errors import IndexUnavailable
+from memory_core.base.errors import DatabaseUnreachable, IndexUnavailable
 from memory_core.base.locks import LOCK_TIMEOUT_SECONDS, FallbackLocks, FileLocks, LockRegistry
 from memory_core.base.sql import Db
 from memory_core.base.workspace import Workspace
@@ -24,9 +24,12 @@ from memory_core.storage.history import HistoryStore, MessageIndexer
 from memory_core.storage.journal import CaptureJournal, LockOwners, Owners
 from memory_core.storage.pg.database import Owner, PgDatabase
 from memory_core.storage.pg.locks import AdvisoryLocks
+from memory_core.storage.pg.reached import ReachedServers
 from memory_core.storage.spool import SpoolingAudit, SpoolingHistory
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from memory_core.embedding.base import Embedder
     from memory_core.storage.interfaces import VectorSearch
 
@@ -50,15 +53,24 @@ class PostgresBackend:
         self.locks = locks
         self.monotonic = monotonic
         self.advisory: AdvisoryLocks | None = None
+        self._db: PgDatabase | None = None
 
     async def open(self) -> Db:
+        """The database; a server this workspace never reached must answer now, one it
+        did may be down (storage/pg/reached.py)."""
         owner = Owner(await asyncio.to_thread(self.workspace.identity))
+        dsn = self.storage.postgres_dsn
+        reached = ReachedServers(self.workspace.state_dir)
         db = await PgDatabase.open(
-            self.storage.postgres_dsn,
+            dsn,
             pool_size=self.storage.postgres_pool_size,
             owner=owner,
             monotonic=self.monotonic,
+            known=await asyncio.to_thread(reached.known, dsn),
         )
+        self._db = db
+        if db.migrated and not await asyncio.to_thread(reached.recorded, dsn):
+            await asyncio.to_thread(reached.record, dsn)
         advisory = AdvisoryLocks(self.storage.postgres_dsn)
         await asyncio.to_thread(advisory.open)
         self.advisory = advisory
@@ -79,12 +91,15 @@ class PostgresBackend:
     async def journal(self, db: Db | None) -> CaptureJournal:
         if db is None or self.advisory is None:
             raise IndexUnavailable("the database is not open")
-        return await CaptureJournal.attach(db, LockOwners(self.advisory))
+        return await CaptureJournal.attach(db, LockOwners(self.advisory, health=self._db))
 
     def owners(self) -> Owners:
+        """Owner locks that fail at once while the database counts as down: a start that
+        just found the server away goes on without them instead of waiting for a lock's
+        connection (`CONNECT_TIMEOUT_SECONDS`) once for each."""
         if self.advisory is None:
             raise IndexUnavailable("the database is not open")
-        return LockOwners(self.advisory)
+        return LockOwners(self.advisory, health=self._db)
 
     async def vector_index(self, db: Db, embedder: Embedder, batch_size: int) -> VectorSearch:
         """In the process, pgvector's HNSW index answering a large scope until its graph
@@ -93,17 +108,28 @@ class PostgresBackend:
         from memory_core.storage.pg.vectors import PgVectorIndex, ensure_pgvector
         from memory_core.storage.vectors.index import VectorIndex
 
-        version = await ensure_pgvector(db)
         index: type[VectorIndex] = PgVectorIndex
-        if version is not None:
-            log.info("dense recall: pgvector %s beside the process's own search", version)
-        else:
+        try:
+            version = await ensure_pgvector(db)
+        except DatabaseUnreachable as exc:
+            # Not asked: nothing is known of pgvector. The process searches its own
+            # vectors (as without it) until a later start finds the server.
             log.warning(
-                "dense recall: pgvector is not installed in this database; a large scope is"
-                " searched exactly in each process until its graph is built (CREATE EXTENSION"
-                " vector: the database answers meanwhile)"
+                "dense recall: whether this database has pgvector is not known yet (%s);"
+                " each process searches its own vectors meanwhile",
+                exc,
             )
             index = VectorIndex
+        else:
+            if version is not None:
+                log.info("dense recall: pgvector %s beside the process's own search", version)
+            else:
+                log.warning(
+                    "dense recall: pgvector is not installed in this database; a large scope"
+                    " is searched exactly in each process until its graph is built (CREATE"
+                    " EXTENSION vector: the database answers meanwhile)"
+                )
+                index = VectorIndex
         return index.for_workspace(
             db, embedder, self.workspace.state_dir, batch_size=batch_size, monotonic=self.monotonic
         )
@@ -135,11 +161,13 @@ class PostgresBackend:
         workspace's already (a move run again); a database another workspace uses is a
         `DatabaseForeign`, before anything is written to it."""
         owner = Owner(await asyncio.to_thread(self.workspace.identity), adopt=False)
-        target = await PgDatabase.open(self.storage.postgres_dsn, pool_size=1, owner=owner)
+        dsn = self.storage.postgres_dsn
+        target = await PgDatabase.open(dsn, pool_size=1, owner=owner)
         try:
             await target.call(lambda conn: None)  # migrates, and checks the owner, now
         finally:
             await target.close()
+        await asyncio.to_thread(ReachedServers(self.workspace.state_dir).record, dsn)
 
-    async def finish_move_target(self) -> None:
-        return None
+    async def finish_move_target(self) -> list[Path]:
+        return []

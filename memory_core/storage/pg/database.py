@@ -37,6 +37,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from memory_core.base.clock import Monotonic
 from memory_core.base.errors import (
+    ConfigError,
     DatabaseBusy,
     DatabaseConflict,
     DatabaseCorrupt,
@@ -64,6 +65,10 @@ CONNECT_TIMEOUT_SECONDS = 5.0
 server that gives none in this time is taken for unreachable."""
 STATEMENT_LOCK_TIMEOUT = "30s"
 """How long one statement waits for a row lock before it is a `DatabaseBusy`."""
+FIRST_CONTACT_SECONDS = 3.0
+"""How long the start of a workspace that never reached its server waits to connect: a
+mistyped or unreachable DSN is one line within about this long (libpq counts whole
+seconds)."""
 DOWN_SECONDS = 5.0
 """After a call found the server unreachable, calls fail at once for this long instead of
 each waiting `CONNECT_TIMEOUT_SECONDS` for a connection: a turn during an outage goes on
@@ -129,12 +134,21 @@ class PgDatabase:
         migrations: Sequence[Migration] = PG_MIGRATIONS,
         owner: Owner | None = None,
         monotonic: Monotonic = time.monotonic,
+        known: bool = True,
     ) -> PgDatabase:
-        """Connect and migrate. A server that cannot be reached now is no error: every
-        call is a `DatabaseUnreachable` until it answers (the core works from its files
-        and its spool meanwhile), and the first call that reaches it migrates. With an
-        `owner`, a database of another workspace is a `DatabaseForeign`, at open or at
-        that first call."""
+        """Connect and migrate, on a connection of its own first: its failure says why
+        at once (a refused connection, a name that does not resolve), where the pool
+        would only time out.
+
+        A server that cannot be reached now is no error when it is `known` (this
+        workspace reached it before: storage/pg/reached.py): every call is a
+        `DatabaseUnreachable` until it answers (the core works from its files and its
+        spool meanwhile), and the first call that reaches it migrates. One never reached
+        is a `ConfigError` within `FIRST_CONTACT_SECONDS`, and so is a server that
+        refuses this DSN for good (no such database or role, a password refused) and a
+        DSN that is no connection string: one line, never a wait. With an `owner`, a
+        database of another workspace is a `DatabaseForeign`, at open or at that first
+        call."""
         pool = ConnectionPool(
             dsn,
             min_size=1,
@@ -150,15 +164,47 @@ class PgDatabase:
         )
         threads = ThreadPoolExecutor(max_workers=pool_size, thread_name_prefix="chatmem-pg")
         database = cls(pool, threads, migrations, owner, monotonic=monotonic)
+        wait = CONNECT_TIMEOUT_SECONDS if known else FIRST_CONTACT_SECONDS
         try:
+            await database._first_contact(dsn, wait)
             await database._submit(pool.open, False)
-            await database._migrate()
         except DatabaseUnreachable as exc:
+            refused = refusal(exc)
+            if refused is not None or not known:
+                await database.close()
+                raise ConfigError(_not_reached(refused, exc)) from exc
             log.warning("database unreachable at start, working without it for now: %s", exc)
+            await asyncio.get_running_loop().run_in_executor(threads, pool.open, False)
         except BaseException:
             await database.close()
             raise
         return database
+
+    @property
+    def migrated(self) -> bool:
+        """Whether the server answered and the migrations (and owner) were checked."""
+        return self._migrated
+
+    async def _first_contact(self, dsn: str, wait: float) -> None:
+        """Migrate over a connection of its own, made with `wait` seconds to connect."""
+
+        def contact() -> list[str]:
+            try:
+                raw = psycopg.connect(dsn, autocommit=True, connect_timeout=max(2, int(wait)))
+            except psycopg.ProgrammingError as exc:  # its text may quote the DSN: not shown
+                raise ConfigError(
+                    "storage.postgres_dsn is not a PostgreSQL connection string (expected"
+                    " postgresql://user@host:port/dbname or key=value pairs)"
+                ) from exc
+            with raw:
+                _configure(raw)
+                return migrate(PgConnection(raw, self.writer), self._migrations, self._owner)
+
+        async with self._migrating:
+            applied = await self._submit(contact)
+            self._migrated = True
+        if applied:
+            log.info("applied PostgreSQL migrations: %s", ", ".join(applied))
 
     async def _migrate(self) -> None:
         async with self._migrating:
@@ -241,6 +287,9 @@ class PgDatabase:
             self._threads.shutdown(wait=False)
 
 
+UNREACHABLE = "the database is unreachable: "
+
+
 def translate(exc: psycopg.Error) -> StorageError:
     """The project's error for a psycopg one: its message, never the connection string."""
     text = _message(exc)
@@ -253,8 +302,40 @@ def translate(exc: psycopg.Error) -> StorageError:
     if isinstance(exc, _CORRUPT):
         return DatabaseCorrupt(f"the database's data is damaged: {text}")
     if isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError):
-        return DatabaseUnreachable(f"the database is unreachable: {text}")
+        return DatabaseUnreachable(f"{UNREACHABLE}{text}")
     return DatabaseFailure(f"database error: {text}")
+
+
+REFUSED_FOR_GOOD = (
+    "does not exist",
+    "authentication failed",
+    "no pg_hba.conf entry",
+    "permission denied",
+)
+"""A server's answer to a connection that no retry changes (a database or role that does
+not exist, a password or host refused), as libpq words it: the server's SQLSTATE does not
+reach a client that could not connect."""
+
+
+def refusal(exc: DatabaseUnreachable) -> str | None:
+    """The server's own words when it answered and refused the connection for good; None
+    when it could not be reached (or refused only for now: starting up, shutting down)."""
+    cause = exc.__cause__
+    text = str(cause) if isinstance(cause, psycopg.Error) else ""
+    if "FATAL:" not in text:
+        return None
+    said = text.split("FATAL:", 1)[1].strip().splitlines()[0].strip()
+    return said if any(words in said for words in REFUSED_FOR_GOOD) else None
+
+
+def _not_reached(refused: str | None, exc: DatabaseUnreachable) -> str:
+    if refused is not None:
+        return f"the PostgreSQL server refused storage.postgres_dsn: {refused}"
+    cause = str(exc).removeprefix(UNREACHABLE)
+    return (
+        "cannot reach the PostgreSQL server of storage.postgres_dsn, which this workspace"
+        f" has never reached: {cause} (check its host, port and database name)"
+    )
 
 
 def _message(exc: psycopg.Error) -> str:

@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from memory_core.base.errors import DatabaseConflict, DatabaseFailure, DatabaseUnreachable
+from memory_core.base.errors import DatabaseConflict, DatabaseFailure
 from memory_core.base.sql import Connection, Db
 from memory_core.embedding.base import EmbeddingError
 from memory_core.storage.pg.database import apply_step
@@ -75,7 +75,8 @@ EF_SEARCH = 100
 async def ensure_pgvector(db: Db) -> str | None:
     """pgvector's version once the extension and the `embedding` column are in place
     (the recorded step `PGVECTOR`, storage/pg/migrations.py); None when the server lacks it (or
-    the role may not create it)."""
+    the role may not create it). A server that cannot be asked is a `DatabaseUnreachable`:
+    that says nothing of pgvector."""
 
     def prepare(conn: Connection) -> str | None:
         row = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'")
@@ -98,11 +99,7 @@ async def ensure_pgvector(db: Db) -> str | None:
 
     try:
         return await db.run(prepare)
-    except (
-        DatabaseFailure,
-        DatabaseConflict,
-        DatabaseUnreachable,
-    ) as exc:  # no extension, a race to create it, no server
+    except (DatabaseFailure, DatabaseConflict) as exc:  # no extension, a race to create it
         log.warning("pgvector cannot be used here (%s)", exc)
         return None
 

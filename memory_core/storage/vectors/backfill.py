@@ -22,6 +22,7 @@ from functools import partial
 from typing import Protocol
 
 from memory_core.base.clock import Monotonic
+from memory_core.base.retry import OutageNotice
 from memory_core.base.sql import Db
 from memory_core.embedding.base import Embedder, EmbeddingError
 from memory_core.storage.vectors import rows as vectors
@@ -116,6 +117,7 @@ class Backfills:
         self._behind: set[int] = set()
         """Scopes a search went on without all their vectors (warned once)."""
         self._closed = False
+        self._outage = OutageNotice(log, "vector backfill")
 
     def schedule(self, scope_id: int) -> None:
         """Backfill the scope in the background; joins a backfill already under way (it
@@ -142,7 +144,10 @@ class Backfills:
                 except asyncio.CancelledError:
                     raise
                 except Exception as exc:  # a background task: log it, never crash the loop
-                    log.warning("vectors of scope %d not updated: %s", scope_id, exc)
+                    if not self._outage.failed(exc):
+                        log.warning("vectors of scope %d not updated: %s", scope_id, exc)
+                else:
+                    self._outage.worked()
                 if scope_id not in self._again or self._closed:
                     break
         finally:
