@@ -28,6 +28,7 @@ from memory_core.base.errors import ChatmemError, LLMError
 from memory_core.base.merge_values import Candidate, MergeResult
 from memory_core.base.records import RecordedMessage
 from memory_core.base.scope import MAIN, ScopeKey
+from memory_core.base.workspace import Workspace
 from memory_core.config import Config
 from memory_core.config.services import LLMSettings
 from memory_core.engine import MemoryCore
@@ -306,9 +307,8 @@ def _check_target(path: Path | str) -> tuple[Path, bool]:
 
 def _write_marker(root: Path, end: datetime) -> None:
     marker = root / ".chatmem" / MARKER
-    marker.write_text(
-        json.dumps({"built_for": format_when(end), "version": 1}) + "\n", encoding="utf-8"
-    )
+    text = json.dumps({"built_for": format_when(end), "version": 1}) + "\n"
+    Workspace.at(root).replace_file(marker, text)
 
 
 async def build_demo(path: Path | str, *, now: datetime | None = None) -> DemoResult:

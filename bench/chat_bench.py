@@ -72,7 +72,7 @@ async def run(memories: int, turns: int, texts: list[str]) -> dict[str, float]:
             core_for_paths = MemoryCore(config)
             path = core_for_paths.workspace.long_term_path(scope)
             core_for_paths.workspace.ensure_scope(scope)
-            atomic_write_text(path, render_memory(entries, now=now))
+            atomic_write_text(path, render_memory(entries, now=now), root=root)
             llm = TimedLLM(config.llm)
             async with MemoryCore.open(config, llm=llm) as core:
                 await core.memories.prompt_memories(scope)  # first parse of the big file

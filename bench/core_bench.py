@@ -207,14 +207,14 @@ async def capture_breakdown(
     relative = core.workspace.relative(path)
     policy = core.policy
     now = core.now()
-    parsed = read_memory_file(path, policy.archive_below).parsed
+    parsed = read_memory_file(path, policy.archive_below, root=path.parent).parsed
     entries = parsed.entries
     cand = [Candidate(content=sentences(1, rng.randrange(1 << 30))[0], category="fact")]
     rendered = render_memory(entries, now=now, archive_below=policy.archive_below)
     scratch = path.with_name("scratch.md")
     out: dict[str, list[float]] = {}
     out["read + parse MEMORY.md"] = runs(
-        lambda: read_memory_file(path, policy.archive_below), repeats
+        lambda: read_memory_file(path, policy.archive_below, root=path.parent), repeats
     )
     view = EntryView.of(entries)
     fresh = iter(sentences(4 * repeats + 4, rng.randrange(1 << 30)))
@@ -234,10 +234,14 @@ async def capture_breakdown(
         lambda: render_memory(entries, now=now, archive_below=policy.archive_below), repeats
     )
     out["backup_then_write (2 atomic writes)"] = runs(
-        lambda: backup_then_write(scratch, rendered, scratch.with_name("scratch.md.bak")), repeats
+        lambda: backup_then_write(
+            scratch, rendered, scratch.with_name("scratch.md.bak"), root=scratch.parent
+        ),
+        repeats,
     )
     out["atomic write of 1 KB (fsync floor)"] = runs(
-        lambda: atomic_write_text(scratch.with_name("small.md"), "x" * 1024), repeats
+        lambda: atomic_write_text(scratch.with_name("small.md"), "x" * 1024, root=scratch.parent),
+        repeats,
     )
     timings = []
     for _ in range(repeats):
@@ -331,7 +335,7 @@ def bench_layers(root: Path, quick: bool) -> list[Row]:
         rows.append(row("snapshot build", f"{size:,} entries", [runs(build, repeats)], note))
     log_file = root / "events" / "2026-05-01.jsonl"
     events = message_events("user", sentences(1, SEED)[0], now, "bench-session", "alice")
-    samples = runs(lambda: append_blocking(log_file, events), 200 if not quick else 20)
+    samples = runs(lambda: append_blocking(log_file, events, root=root), 200 if not quick else 20)
     rows.append(row("event log append (fsync)", "1 event", [samples]))
     return rows
 
@@ -431,11 +435,16 @@ async def bench_consolidation(root: Path, quick: bool) -> list[Row]:
 
 
 def _save(path: Path, entries: Sequence[MemoryEntry], now: datetime) -> None:
-    atomic_write_text(path, render_memory(entries, now=now))
+    atomic_write_text(path, render_memory(entries, now=now), root=path.parent)
 
 
 def _save_like_store(path: Path, entries: Sequence[MemoryEntry], now: datetime) -> None:
-    backup_then_write(path, render_memory(entries, now=now), path.with_name(path.name + ".bak"))
+    backup_then_write(
+        path,
+        render_memory(entries, now=now),
+        path.with_name(path.name + ".bak"),
+        root=path.parent,
+    )
 
 
 def bench_file(root: Path, quick: bool) -> list[Row]:
@@ -447,7 +456,7 @@ def bench_file(root: Path, quick: bool) -> list[Row]:
         path = root / f"file-{size}" / "MEMORY.md"
         path.parent.mkdir(parents=True)
         text = render_memory(entries, now=now)
-        atomic_write_text(path, text)
+        atomic_write_text(path, text, root=path.parent)
         kb = os.path.getsize(path) / 1024
         label = f"{size:,} entries, {kb:,.0f} KB"
         # parse_memory remembers blocks it parsed and render_memory blocks it rendered
@@ -457,7 +466,7 @@ def bench_file(root: Path, quick: bool) -> list[Row]:
         measured: list[tuple[str, Callable[[], object], Callable[[], object] | None]] = [
             (
                 "load: read + parse (cold store.load)",
-                partial(read_memory_file, path, 0.2),
+                partial(read_memory_file, path, 0.2, root=path.parent),
                 clear_parse_cache,
             ),
             ("  parse_memory, nothing remembered", partial(parse_memory, text), clear_parse_cache),

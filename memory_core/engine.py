@@ -22,6 +22,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from memory_core.base import safe_files
 from memory_core.base.clock import Clock, Monotonic, ensure_aware, system_clock
 from memory_core.base.entries import MemoryEntry
 from memory_core.base.errors import (
@@ -149,7 +150,9 @@ class MemoryCore:
     async def start(self, progress: Progress | None = None) -> None:
         """Open the workspace's services (what `open` does on entry), for an owner that
         opens and closes on events of its own (the TUI's mount and unmount); `close`
-        closes them."""
+        closes them. A workspace whose own state (`.chatmem/`) leads outside it is
+        refused here, before any database or lock file is opened."""
+        await asyncio.to_thread(self.workspace.check_state)
         stack = AsyncExitStack()
         self._services = await stack.enter_async_context(
             open_services(
@@ -292,7 +295,11 @@ class MemoryCore:
         the file announces (None for a smaller file: load it whole). The file is sorted
         by score, so these are the top of the rankings, read in milliseconds."""
         return await asyncio.to_thread(
-            read_head, self.memories.path(scope), self.policy.archive_below, max_bytes
+            read_head,
+            self.workspace.root,
+            self.memories.path(scope),
+            self.policy.archive_below,
+            max_bytes,
         )
 
     async def purge(
@@ -364,7 +371,7 @@ class MemoryCore:
 
         def read() -> str:
             try:
-                return path.read_text(encoding="utf-8")
+                return safe_files.read_text(self.workspace.root, path, safe_files.LONG_TERM_BYTES)
             except FileNotFoundError:
                 return ""
 

@@ -14,6 +14,7 @@ import os
 import tempfile
 from pathlib import Path
 
+from memory_core.base import safe_files
 from memory_core.base.errors import StoreError
 
 log = logging.getLogger(__name__)
@@ -55,17 +56,19 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write to a temp file beside `path`, fsync it, then rename over `path`."""
-    atomic_write_bytes(path, text.encode("utf-8"))
+def atomic_write_text(path: Path, text: str, *, root: Path) -> None:
+    """Write to a temp file beside `path`, fsync it, then rename over `path`. `root` is
+    the workspace's: a path that leads outside it is refused (`safe_files`)."""
+    atomic_write_bytes(path, text.encode("utf-8"), root=root)
 
 
-def atomic_write_bytes(path: Path, data: bytes, *, kept: Path | None = None) -> None:
+def atomic_write_bytes(path: Path, data: bytes, *, root: Path, kept: Path | None = None) -> None:
     """`atomic_write_text` for bytes; StoreError when the disk refuses, saying that the
-    old `kept` (default `path`) is left as it was."""
+    old `kept` (default `path`) is left as it was. A link inside the workspace is
+    written through (it stays a link); one leading out is refused."""
     what = f"{(kept or path).name} left as it was"
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        path = safe_files.writable_target(root, path)
         fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     except OSError as exc:
         raise write_error(what, path, exc) from exc
@@ -99,13 +102,15 @@ def _mode_for(path: Path) -> int:
         return 0o644
 
 
-def backup_then_write(path: Path, text: str, backup: Path) -> None:
+def backup_then_write(path: Path, text: str, backup: Path, *, root: Path) -> None:
     """Keep the previous version as `backup`, then write.
 
     The backup is a hard link to the old file, swapped in by rename: no copy, no second
     fsync, and `backup` is always a whole file. Where links are not possible it falls back
     to an atomic copy.
     """
+    path = safe_files.writable_target(root, path)
+    backup = safe_files.writable_target(root, backup)
     if path.exists():
         link = backup.with_name(f".{backup.name}.{os.getpid()}.link.tmp")
         try:
@@ -117,8 +122,8 @@ def backup_then_write(path: Path, text: str, backup: Path) -> None:
             with contextlib.suppress(OSError):
                 link.unlink()
             try:
-                old = path.read_bytes()
+                old = safe_files.read_bytes(root, path, safe_files.LONG_TERM_BYTES)
             except OSError as exc:
                 raise write_error(f"{path.name} left as it was", backup, exc) from exc
-            atomic_write_bytes(backup, old, kept=path)
-    atomic_write_text(path, text)
+            atomic_write_bytes(backup, old, root=root, kept=path)
+    atomic_write_text(path, text, root=root)

@@ -29,6 +29,11 @@ class StoreError(ChatmemError):
     """A memory file cannot be read or written."""
 
 
+class FileRefused(StoreError):
+    """A workspace path the product will not open (`base/safe_files.py`): a link that
+    leads outside the workspace, a FIFO, device or socket, or a file over its size bound."""
+
+
 class EntryNotFound(ChatmemError):
     """No entry with that id exists in the scope."""
 

@@ -18,8 +18,9 @@ from typing import Protocol, TypeVar
 
 from filelock import FileLock, Timeout
 
+from memory_core.base import safe_files
 from memory_core.base.atomic import write_error
-from memory_core.base.errors import DatabaseUnreachable
+from memory_core.base.errors import DatabaseUnreachable, FileRefused
 
 try:
     import fcntl
@@ -66,9 +67,13 @@ class FileLocks:
         lock = self._locks.get(name)
         if lock is None:
             self._directory.mkdir(parents=True, exist_ok=True)
-            lock = FileLock(
-                self._directory / f"{name}.lock", timeout=self._timeout, thread_local=False
-            )
+            path = self._directory / f"{name}.lock"
+            # The folder is checked when the workspace opens; the file must be no link
+            # (filelock truncates what it opens) and no FIFO.
+            safe_files.check_file(self._directory, path)
+            if path.is_symlink():
+                raise FileRefused(f"refused lock file {path}: a link")
+            lock = FileLock(path, timeout=self._timeout, thread_local=False)
             self._locks[name] = lock
         return lock
 
@@ -264,7 +269,8 @@ def try_lock_file(path: Path) -> int | None:
     """
     if fcntl is None:  # pragma: no cover - not POSIX
         return None
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    # A lock file is never a link or a FIFO (`safe_files`): neither is followed or waited on.
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:

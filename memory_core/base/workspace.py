@@ -21,8 +21,9 @@ from dataclasses import dataclass
 from datetime import date
 from pathlib import Path, PurePosixPath
 
+from memory_core.base import safe_files
 from memory_core.base.atomic import atomic_write_text, write_error
-from memory_core.base.errors import ChatmemError, PathRefused, ScopeError
+from memory_core.base.errors import ChatmemError, FileRefused, PathRefused, ScopeError
 from memory_core.base.scope import (
     MAIN,
     ScopeKey,
@@ -39,6 +40,17 @@ SCOPE_KEY_FILE = ".scope"
 SCOPE_KEYS_DIR = "scope-keys"
 IDENTITY_FILE = "workspace-id"
 _UNLISTED: set[str] = set()
+STATE_FILES = (
+    *(
+        f"{name}{suffix}"
+        for name in ("index.sqlite3", "journal.sqlite3")
+        for suffix in ("", "-wal", "-shm", "-journal")
+    ),
+    IDENTITY_FILE,
+)
+"""Files of `.chatmem/` that SQLite and the workspace open directly."""
+STATE_DIRS = ("locks", "owners", "parsed", "forgotten", SCOPE_KEYS_DIR, "spool", "graphs")
+"""Folders of `.chatmem/` whose files the product makes and reads."""
 MAIN_LONG_TERM = "MEMORY.md"
 SCOPED_LONG_TERM = "LONG_TERM.md"
 
@@ -73,11 +85,11 @@ class Workspace:
         link wins and the other reads it."""
         path = self.identity_path
         with contextlib.suppress(FileNotFoundError):
-            return _read_identity(path)
+            return _read_identity(self.root, path)
         draft = path.with_name(f".{IDENTITY_FILE}.{uuid.uuid4().hex}")
-        atomic_write_text(draft, uuid.uuid4().hex + "\n")  # a StoreError line if refused
+        atomic_write_text(draft, uuid.uuid4().hex + "\n", root=self.root)  # a StoreError line
         try:
-            os.link(draft, path)
+            os.link(safe_files.inside(self.root, draft), safe_files.inside(self.root, path))
         except FileExistsError:
             pass
         except OSError as exc:
@@ -85,7 +97,22 @@ class Workspace:
         finally:
             with contextlib.suppress(OSError):
                 draft.unlink()
-        return _read_identity(path)
+        return _read_identity(self.root, path)
+
+    def replace_file(self, path: Path, text: str) -> None:
+        """Write a file of the workspace atomically, through its boundary (`safe_files`:
+        never through a link out): for front ends, which write no file otherwise."""
+        atomic_write_text(path, text, root=self.root)
+
+    def check_state(self) -> None:
+        """Refuse a workspace whose own state leads outside it (blocking: a few stats):
+        `.chatmem/`, its databases (which SQLite opens itself) and its folders must be
+        in the workspace and be what they say (no FIFO for a database), so no index,
+        journal or lock file is ever made or written outside."""
+        for name in STATE_FILES:
+            safe_files.check_file(self.root, self.state_dir / name)
+        for name in STATE_DIRS:
+            safe_files.inside(self.root, self.state_dir / name)
 
     @property
     def locks_dir(self) -> Path:
@@ -138,24 +165,31 @@ class Workspace:
         """Create the scope's directory and record its key (hashed slugs cannot be decoded:
         their key files are checked and repaired on every call, a read of two tiny files)."""
         directory = self.memory_dir(scope)
-        directory.mkdir(parents=True, exist_ok=True)
+        safe_files.make_dirs(self.root, directory)
         if scope.is_main:
             return
         key_file = directory / SCOPE_KEY_FILE
         if is_hashed_slug(directory.name):
-            _keep_key(key_file, scope)
-            _keep_key(self.scope_keys_dir / directory.name, scope)
+            _keep_key(self.root, key_file, scope)
+            _keep_key(self.root, self.scope_keys_dir / directory.name, scope)
         elif not key_file.exists():
-            atomic_write_text(key_file, scope.value)
+            atomic_write_text(key_file, scope.value, root=self.root)
 
     def scopes(self) -> list[ScopeKey]:
         """Every scope with a directory, main first, others sorted by key."""
         found: list[ScopeKey] = []
-        if self.scopes_dir.is_dir():
-            for child in self.scopes_dir.iterdir():
-                key = self._scope_of_dir(child)
-                if key is not None:
-                    found.append(key)
+        try:
+            with safe_files.scan_dir(self.root, self.scopes_dir) as listing:
+                children = [Path(entry.path) for entry in listing]
+        except (FileNotFoundError, NotADirectoryError):
+            children = []
+        except FileRefused as exc:
+            safe_files.warn_once(exc)  # no scope but main is listed
+            children = []
+        for child in children:
+            key = self._scope_of_dir(child)
+            if key is not None:
+                found.append(key)
         return [MAIN, *sorted(found, key=lambda k: k.value)]
 
     def _scope_of_dir(self, directory: Path) -> ScopeKey | None:
@@ -172,18 +206,18 @@ class Workspace:
             return key if scope_slug(key) == slug and not key.is_main else None
         key_file = directory / SCOPE_KEY_FILE
         copy = self.scope_keys_dir / slug
-        recorded = _read_key(key_file, slug)
+        recorded = _read_key(self.root, key_file, slug)
         if recorded is None:
             # Empty, torn or wrong: the second copy tells, and puts it right.
-            recorded = _read_key(copy, slug)
+            recorded = _read_key(self.root, copy, slug)
             if recorded is None:
                 if slug not in _UNLISTED:  # once per process: listings are polled
                     _UNLISTED.add(slug)
                     log.warning("scope directory %s has no readable key file: not listed", slug)
                 return None
-            _repair_quietly(key_file, recorded)
-        elif _read_key(copy, slug) != recorded:
-            _repair_quietly(copy, recorded)  # a workspace from before the copies existed
+            _repair_quietly(self.root, key_file, recorded)
+        elif _read_key(self.root, copy, slug) != recorded:
+            _repair_quietly(self.root, copy, recorded)  # a workspace from before the copies existed
         return recorded
 
     # --- reading on behalf of a scope -------------------------------------------------
@@ -218,9 +252,9 @@ class Workspace:
         return real
 
 
-def _read_identity(path: Path) -> str:
+def _read_identity(root: Path, path: Path) -> str:
     try:
-        text = path.read_text(encoding="utf-8", errors="replace").strip()
+        text = safe_files.read_text(root, path, safe_files.SMALL_BYTES, "replace").strip()
     except FileNotFoundError:
         raise
     except OSError as exc:
@@ -230,32 +264,33 @@ def _read_identity(path: Path) -> str:
     return text
 
 
-def _read_key(path: Path, slug: str) -> ScopeKey | None:
-    """The key recorded at `path` if it is one and names the directory `slug`."""
+def _read_key(root: Path, path: Path, slug: str) -> ScopeKey | None:
+    """The key recorded at `path` if it is one and names the directory `slug` (a key
+    file that is a link out, a FIFO or too big is no key: the repair replaces it)."""
     try:
-        key = ScopeKey(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ScopeError):
+        key = ScopeKey(safe_files.read_text(root, path, safe_files.SMALL_BYTES))
+    except (OSError, UnicodeDecodeError, ScopeError, FileRefused):
         return None
     return key if scope_slug(key) == slug else None
 
 
-def _keep_key(path: Path, scope: ScopeKey) -> None:
+def _keep_key(root: Path, path: Path, scope: ScopeKey) -> None:
     """Make `path` hold exactly `scope`'s key (written atomically: never torn)."""
     try:
-        current: bytes | None = path.read_bytes()
-    except OSError:
+        current: bytes | None = safe_files.read_bytes(root, path, safe_files.SMALL_BYTES)
+    except (OSError, FileRefused):
         current = None
     if current == scope.value.encode("utf-8"):
         return
     if current is not None:
         log.warning("%s did not hold the scope's key; repaired", path)
-    atomic_write_text(path, scope.value)
+    atomic_write_text(path, scope.value, root=root)
 
 
-def _repair_quietly(path: Path, key: ScopeKey) -> None:
+def _repair_quietly(root: Path, path: Path, key: ScopeKey) -> None:
     """A repair made while listing: a failure leaves the listing right, and is logged."""
     try:
-        atomic_write_text(path, key.value)
+        atomic_write_text(path, key.value, root=root)
     except (OSError, ChatmemError) as exc:
         log.warning("could not repair %s: %s", path, exc)
     else:

@@ -24,6 +24,7 @@ from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
+from memory_core.base import safe_files
 from memory_core.base.atomic import atomic_write_text
 from memory_core.base.clock import format_when, parse_when
 from memory_core.base.entries import Importance, MemoryClass, MemoryEntry
@@ -167,17 +168,19 @@ class Consolidator:
     # --- state ------------------------------------------------------------------------
     async def _load(self, scope: ScopeKey) -> _State:
         path = self.state_path(scope)
+        root = self.memory.long_term.workspace.root
 
         def read() -> _State:
             try:
-                text = path.read_text(encoding="utf-8")
-            except FileNotFoundError:
+                text = safe_files.read_text(root, path, safe_files.SNAPSHOT_BYTES)
+            except (FileNotFoundError, NotADirectoryError):
                 return _State()
             try:
                 return _State.from_json(text)
             except (ValueError, TypeError, KeyError) as exc:
                 # Kept, not overwritten: a person can see what was there.
                 aside = path.with_name(f"{path.name}.unreadable")
+                safe_files.inside(root, aside)
                 path.replace(aside)
                 log.warning("consolidation state %s unreadable (%s); moved to %s", path, exc, aside)
                 return _State()
@@ -189,7 +192,8 @@ class Consolidator:
 
         def write() -> None:
             self.memory.long_term.workspace.ensure_scope(scope)
-            atomic_write_text(path, state.to_json())
+            root = self.memory.long_term.workspace.root
+            atomic_write_text(path, state.to_json(), root=root)
 
         await asyncio.to_thread(write)
 

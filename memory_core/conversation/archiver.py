@@ -8,8 +8,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from enum import Enum
+from fnmatch import fnmatch
+from functools import partial
 from pathlib import Path
 
+from memory_core.base import safe_files
 from memory_core.base.atomic import atomic_write_text
 from memory_core.base.clock import format_when
 from memory_core.base.errors import LLMError
@@ -135,14 +138,20 @@ class Archiver:
 
     async def _write_raw(self, scope: ScopeKey, day: str, group: list[StoredMessage]) -> str:
         directory = self.workspace.memory_dir(scope)
-        taken = {
-            p.stem[len(day) + 1 :]
-            for p in await asyncio.to_thread(lambda: list(directory.glob(f"{day}-*.md")))
-        }
+        root = self.workspace.root
+
+        def names() -> list[str]:
+            try:
+                with safe_files.scan_dir(root, directory) as listing:
+                    return [e.name for e in listing if fnmatch(e.name, f"{day}-*.md")]
+            except FileNotFoundError:
+                return []
+
+        taken = {name[len(day) + 1 : -3] for name in await asyncio.to_thread(names)}
         slug = make_slug([m.content for m in group], f"{group[0].session_id[-8:]}", taken)
         path = directory / f"{day}-{slug}.md"
         text = render_raw(group[0].created_at.astimezone(self.zone).date(), group, self.zone)
-        await asyncio.to_thread(atomic_write_text, path, text)
+        await asyncio.to_thread(partial(atomic_write_text, path, text, root=root))
         return self.workspace.relative(path)
 
     async def _summarise(
@@ -182,7 +191,7 @@ class Archiver:
         section = render_summary(
             period, body, kind="Day" if daily else "Month", generated_at=now, by_model=by_model
         )
-        await asyncio.to_thread(_append_section, path, section)
+        await asyncio.to_thread(_append_section, self.workspace.root, path, section)
         report.files.append(self.workspace.relative(path))
         report.summarized += len(group)
         await self._finish([m.id for m in group], scope)
@@ -213,7 +222,10 @@ class Archiver:
             )
 
 
-def _append_section(path: Path, section: str) -> None:
-    existing = path.read_text(encoding="utf-8") if path.exists() else ""
+def _append_section(root: Path, path: Path, section: str) -> None:
+    try:
+        existing = safe_files.read_text(root, path, safe_files.NOTE_BYTES)
+    except FileNotFoundError:
+        existing = ""
     text = (existing.rstrip() + "\n\n" + section) if existing.strip() else section
-    atomic_write_text(path, text)
+    atomic_write_text(path, text, root=root)

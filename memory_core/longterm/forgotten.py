@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 
+from memory_core.base import safe_files
 from memory_core.base.atomic import atomic_write_text
 from memory_core.base.entries import MemoryEntry
 from memory_core.base.errors import StoreError
@@ -76,8 +77,8 @@ class ForgottenFile:
     def read(self, scope: ScopeKey) -> Kept:
         path = self.path(scope)
         try:
-            text = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
+            text = safe_files.read_text(self._ws.root, path, safe_files.LONG_TERM_BYTES)
+        except (FileNotFoundError, NotADirectoryError):
             return Kept([], [])
         except UnicodeDecodeError as exc:
             raise StoreError(f"{path} is not UTF-8 text: {exc}") from exc
@@ -125,9 +126,11 @@ class ForgottenFile:
         path = self.path(scope)
         if not entries and not quarantined:
             with contextlib.suppress(FileNotFoundError):
+                safe_files.inside(self._ws.root, path.parent)
                 path.unlink()
             return
-        atomic_write_text(path, render_kept(entries, quarantined, now, self._archive_below))
+        text = render_kept(entries, quarantined, now, self._archive_below)
+        atomic_write_text(path, text, root=self._ws.root)
 
 
 def render_kept(

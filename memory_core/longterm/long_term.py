@@ -21,7 +21,13 @@ from datetime import datetime
 from pathlib import Path
 
 from memory_core.base.entries import Importance, MemoryClass, MemoryEntry
-from memory_core.base.errors import ChatmemError, DatabaseUnreachable, EntryNotFound, StorageError
+from memory_core.base.errors import (
+    ChatmemError,
+    DatabaseUnreachable,
+    EntryNotFound,
+    FileRefused,
+    StorageError,
+)
 from memory_core.base.inputs import choice, storable
 from memory_core.base.merge_values import Candidate, Change, ChangeKind, MergeResult
 from memory_core.base.policy import ScoringPolicy
@@ -95,6 +101,8 @@ class LongTermMemory:
             await self.store.load(scope)
             if self.staging is not None:
                 await self.staging.warm(scope)
+        except FileRefused:
+            pass  # the workspace boundary refused it: its first use says so, in one line
         except (ChatmemError, OSError) as exc:
             log.warning("long-term memory of %s not read ahead: %s", scope, exc)
 

@@ -13,10 +13,12 @@ import asyncio
 from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime
+from fnmatch import fnmatch
 from pathlib import Path
 
+from memory_core.base import safe_files
 from memory_core.base.entries import MemoryEntry
-from memory_core.base.errors import EntryNotFound
+from memory_core.base.errors import EntryNotFound, FileRefused
 from memory_core.base.policy import ScoringPolicy
 from memory_core.base.scope import ScopeKey
 from memory_core.base.workspace import Workspace
@@ -129,7 +131,9 @@ class LongTermViews:
         ]
         active = [e for e in current if status_of(e, self.policy) is Status.ACTIVE]
         archived = [e for e in current if status_of(e, self.policy) is not Status.ACTIVE]
-        daily_files = await asyncio.to_thread(_count_daily, self.workspace.memory_dir(scope))
+        daily_files = await asyncio.to_thread(
+            _count_daily, self.workspace.root, self.workspace.memory_dir(scope)
+        )
         return ScopeStatus(
             scope=scope,
             active=sorted(active, key=lambda e: -e.score),
@@ -193,7 +197,10 @@ class LongTermViews:
         )
 
 
-def _count_daily(directory: Path) -> int:
-    if not directory.is_dir():
+def _count_daily(root: Path, directory: Path) -> int:
+    """Daily files of the folder; 0 when it is missing or leads outside the workspace."""
+    try:
+        with safe_files.scan_dir(root, directory) as listing:
+            return sum(1 for e in listing if fnmatch(e.name, "????-??-??.md"))
+    except (OSError, FileRefused):
         return 0
-    return sum(1 for p in directory.glob("????-??-??.md"))

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from memory_core.base import clock
+from memory_core.base import clock, safe_files
 from memory_core.base import entries as entries_module
 from memory_core.base.entries import (
     ArchiveReason,
@@ -53,6 +53,7 @@ from memory_core.base.entries import (
     MemoryEntry,
     build_entry,
 )
+from memory_core.base.errors import FileRefused
 from memory_core.base.scope import ScopeKey
 from memory_core.base.workspace import Workspace
 from memory_core.longterm import (
@@ -369,13 +370,13 @@ def _entry(row: tuple[object, ...]) -> MemoryEntry:
 def read_mark(files: CacheFiles) -> Mark | None:
     """The stamp file (blocking), None when there is none usable."""
     try:
-        body = marshal.loads(files.stamp.read_bytes())
+        body = marshal.loads(_read(files.stamp))
         if not isinstance(body, tuple) or len(body) != 4 or body[0] != _format():
             return None
         _, stamp, digest, known_ns = body
         mtime, size, inode = stamp
         return Mark((int(mtime), int(size), int(inode)), bytes(digest), int(known_ns))
-    except (OSError, EOFError, ValueError, TypeError) as exc:
+    except (OSError, EOFError, ValueError, TypeError, FileRefused) as exc:
         if not isinstance(exc, FileNotFoundError):
             log.info("long-term parse cache stamp unreadable (%s)", exc)
         return None
@@ -384,8 +385,8 @@ def read_mark(files: CacheFiles) -> Mark | None:
 def load(files: CacheFiles, archive_below: float) -> CachedParse | None:
     """The cached parse (blocking), None when there is none usable."""
     try:
-        data = files.data.read_bytes()
-    except OSError:
+        data = _read(files.data)
+    except (OSError, FileRefused):
         return None
     cached = decode(data)
     if cached is None or cached.archive_below != archive_below:
@@ -413,6 +414,12 @@ def save(
 def save_mark(files: CacheFiles, mark: Mark) -> bool:
     """Write only the stamp file: the cached parse still holds, under a new stamp."""
     return _write(files.stamp, marshal.dumps((_format(), mark.stamp, mark.digest, mark.known_ns)))
+
+
+def _read(path: Path) -> bytes:
+    """A cache file, through the workspace boundary (its folder, `.chatmem/parsed/`, is
+    checked when the workspace opens): no link out, no FIFO, bounded."""
+    return safe_files.read_bytes(path.parent, path, 2 * safe_files.LONG_TERM_BYTES)
 
 
 def _write(path: Path, data: bytes) -> bool:

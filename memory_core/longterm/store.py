@@ -28,7 +28,6 @@ import contextlib
 import glob
 import hashlib
 import logging
-import os
 import re
 import time
 from collections.abc import Awaitable, Callable
@@ -37,6 +36,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TypeVar
 
+from memory_core.base import safe_files
 from memory_core.base.atomic import atomic_write_bytes, backup_then_write
 from memory_core.base.clock import Monotonic
 from memory_core.base.entries import MemoryEntry
@@ -79,10 +79,11 @@ class Snapshot:
     """The bytes were all UTF-8 (else the blocks holding others are quarantined)."""
 
 
-def _stamp(path: Path) -> Stamp | None:
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
+def _stamp(root: Path, path: Path) -> Stamp | None:
+    """The file's stamp; FileRefused when it leads outside `root` or is no regular file
+    (so no stamp of an outside file ever vouches for a cached parse)."""
+    st = safe_files.file_stat(root, path)
+    if st is None:
         return None
     return (st.st_mtime_ns, st.st_size, st.st_ino)
 
@@ -101,13 +102,15 @@ def read_memory_file(
     cache: CacheFiles | None = None,
     cache_min_bytes: int = parse_cache.MIN_BYTES,
     *,
+    root: Path,
     warn: bool = True,
 ) -> Snapshot:
     """Blocking read + parse; callers run it in a thread. With `cache`, a file of at least
     `cache_min_bytes` is read through its parse cache (`parse_cache.py`); `warn` logs
-    each quarantined block."""
+    each quarantined block. `root` is the workspace's: the file is read through its
+    boundary (`safe_files`: no link out, no FIFO or device, at most LONG_TERM_BYTES)."""
     read_at = time.time_ns()  # before the stat: a write after it makes the read racy
-    stamp = _stamp(path)
+    stamp = _stamp(root, path)
     if stamp is None:
         return Snapshot(ParsedMemory(), None)
     if cache is not None and stamp[1] < cache_min_bytes:
@@ -122,7 +125,7 @@ def read_memory_file(
                 _warn_quarantined(path, cached.parsed)
             return Snapshot(cached.parsed, stamp, cached.digest, from_cache=True)
     try:
-        data = path.read_bytes()
+        data = safe_files.read_bytes(root, path, safe_files.LONG_TERM_BYTES)
     except FileNotFoundError:
         return Snapshot(ParsedMemory(), None)
     except OSError as exc:
@@ -138,7 +141,7 @@ def read_memory_file(
                 _warn_quarantined(path, cached.parsed)
             return Snapshot(cached.parsed, stamp, digest, racy, from_cache=True)
     known = cached.by_key() if cached is not None else ({} if cache is not None else None)
-    parsed, utf8 = _parse_bytes(path, data, archive_below, known)
+    parsed, utf8 = _parse_bytes(root, path, data, archive_below, known)
     if cache is not None:
         if utf8:
             parse_cache.save(cache, parsed, Mark(stamp, digest, read_at), archive_below)
@@ -161,6 +164,7 @@ def _warn_quarantined(path: Path, parsed: ParsedMemory) -> None:
 
 
 def _refresh(
+    root: Path,
     path: Path,
     cached: Snapshot | None,
     archive_below: float,
@@ -169,18 +173,18 @@ def _refresh(
 ) -> Snapshot:
     """Blocking: `cached` while the file is still the one it was parsed from (the same
     object, so callers can compare parses by identity), else the file read again."""
-    if cached is not None and _stamp(path) == cached.stamp:
+    if cached is not None and _stamp(root, path) == cached.stamp:
         if not cached.racy:
             return cached
         read_at = time.time_ns()
         try:
-            data = path.read_bytes()
+            data = safe_files.read_bytes(root, path, safe_files.LONG_TERM_BYTES)
         except OSError:
             data = None  # gone or unreadable since the stat: read_memory_file says which
         if data is not None and _digest(data) == cached.digest:
             # Past the racy window now, the stamp alone will vouch for these bytes.
             return replace(cached, racy=_racy(cached.stamp, read_at), parsed_blocks=0)
-    return read_memory_file(path, archive_below, cache, cache_min_bytes)
+    return read_memory_file(path, archive_below, cache, cache_min_bytes, root=root)
 
 
 # --- files that are not all UTF-8 -------------------------------------------------------
@@ -193,23 +197,27 @@ def undecodable_copy_path(path: Path, data: bytes) -> Path:
 
 
 def _parse_bytes(
-    path: Path, data: bytes, archive_below: float, known: dict[bytes, MemoryEntry] | None = None
+    root: Path,
+    path: Path,
+    data: bytes,
+    archive_below: float,
+    known: dict[bytes, MemoryEntry] | None = None,
 ) -> tuple[ParsedMemory, bool]:
     """The parse, and whether the bytes were all UTF-8 (only such a parse is cached)."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
-        return _parse_undecodable(path, data, archive_below), False
+        return _parse_undecodable(root, path, data, archive_below), False
     return parse_memory(text, archive_below=archive_below, known=known), True
 
 
-def _parse_undecodable(path: Path, data: bytes, archive_below: float) -> ParsedMemory:
+def _parse_undecodable(root: Path, path: Path, data: bytes, archive_below: float) -> ParsedMemory:
     """Serve what decodes; quarantine each block holding bytes that do not, shown as
     `\\xNN` (the copy beside the file keeps them as they were)."""
     copy = undecodable_copy_path(path, data)
     if not copy.exists():
         try:
-            atomic_write_bytes(copy, data)
+            atomic_write_bytes(copy, data, root=root)
         except OSError as exc:
             # Without the copy, the next write would lose the bytes: refuse instead.
             raise StoreError(
@@ -320,7 +328,12 @@ class LongTermStore:
         """Blocking: the scope's snapshot, fresh or `cached`, counted."""
         min_bytes = self._cache_min_bytes or 0
         snapshot = _refresh(
-            self.path(scope), cached, self._archive_below, self.cache_files(scope), min_bytes
+            self._ws.root,
+            self.path(scope),
+            cached,
+            self._archive_below,
+            self.cache_files(scope),
+            min_bytes,
         )
         if snapshot is not cached:
             self.reads.parsed_blocks += snapshot.parsed_blocks
@@ -395,17 +408,17 @@ class LongTermStore:
         text, lines = render_memory_lines(
             entries, quarantined, now=now, archive_below=self._archive_below, keys=keys
         )
-        _remove_stale_temps(path)
+        _remove_stale_temps(safe_files.inside(self._ws.root, path))
         written_at = time.time_ns()
         data = text.encode("utf-8")
-        backup_then_write(path, text, self._ws.backup_path(scope))
+        backup_then_write(path, text, self._ws.backup_path(scope), root=self._ws.root)
         # The entries we rendered are what a re-read would give (the format round-trips),
         # so cache them against the new stat and spare the next load a parse.
         active, archived = split_sections(entries, self._archive_below)
         parsed = ParsedMemory(
             entries=active + archived, quarantined=list(quarantined), lines=lines, keys=keys or {}
         )
-        stamp = _stamp(path)
+        stamp = _stamp(self._ws.root, path)
         digest = _digest(data)
         snapshot = Snapshot(parsed, stamp, digest, _racy(stamp, written_at))
         self._cache[scope] = snapshot
@@ -432,15 +445,14 @@ _BLOCK = b"\n### "
 
 
 def read_head(
-    path: Path, archive_below: float, max_bytes: int
+    root: Path, path: Path, archive_below: float, max_bytes: int
 ) -> tuple[list[MemoryEntry], int | None] | None:
     """The first whole blocks of a large file; None when the file is small (read it all)."""
     try:
-        if os.stat(path).st_size <= max_bytes:
-            return None
-        with open(path, "rb") as handle:
-            data = handle.read(max_bytes)
+        data, size = safe_files.read_head(root, path, max_bytes)
     except FileNotFoundError:
+        return None
+    if size <= max_bytes:
         return None
     cut = data.rfind(_BLOCK)
     if cut <= 0:

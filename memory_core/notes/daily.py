@@ -8,6 +8,7 @@ indented, which keeps one note one Markdown list item (and one index chunk).
 from __future__ import annotations
 
 import errno
+import logging
 import os
 import re
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -15,8 +16,11 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from pathlib import Path
 
+from memory_core.base import safe_files
 from memory_core.base.atomic import describe, write_error
-from memory_core.base.errors import StoreError
+from memory_core.base.errors import FileRefused, StoreError
+
+log = logging.getLogger(__name__)
 
 NOTE = re.compile(r"^- (?P<time>\d{2}:\d{2}(?::\d{2})?) (?P<text>.*)$")
 
@@ -51,7 +55,7 @@ class AppendedNote:
 
 
 def append_note_blocking(
-    path: Path, text: str, when: datetime, *, durable: bool = True
+    path: Path, text: str, when: datetime, *, root: Path, durable: bool = True
 ) -> AppendedNote:
     """Append one note. Caller holds the scope's file lock.
 
@@ -62,17 +66,18 @@ def append_note_blocking(
 
     A note is written whole or not at all: a write the disk cannot take (full, over the
     file size limit, read-only) is cut back to the old length and raised as StoreError,
-    so no caller is told a torn note was saved.
+    so no caller is told a torn note was saved. `root` is the workspace's: a note file
+    or folder that leads outside it, or is no regular file, is refused (`safe_files`).
     """
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        safe_files.make_dirs(root, path.parent)
         try:
-            st = os.stat(path)
+            st = os.stat(safe_files.check_file(root, path))
             before = (st.st_mtime_ns, st.st_size)
         except FileNotFoundError:
             before = (0, 0)
         # Read and write: the last byte says whether the file ends its last line.
-        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+        fd = safe_files.open_fd(root, path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
     except OSError as exc:
         raise write_error("note not saved", path, exc) from exc
     try:
@@ -138,18 +143,18 @@ def _write_whole(fd: int, data: bytes, old_size: int, path: Path) -> None:
 _SYNCING = ThreadPoolExecutor(max_workers=2, thread_name_prefix="chatmem-fsync")
 
 
-def fsync_soon(path: Path) -> Future[None]:
+def fsync_soon(path: Path, root: Path) -> Future[None]:
     """`fsync_path` on a worker thread, started now: a caller on another thread (the
     database's) overlaps it with its own work and waits for the future before it says the
     note is stored."""
-    return _SYNCING.submit(fsync_path, path)
+    return _SYNCING.submit(fsync_path, path, root)
 
 
-def fsync_path(path: Path) -> None:
+def fsync_path(path: Path, root: Path) -> None:
     """Flush a file written through another descriptor (fsync is per file, not per
     descriptor). Some file systems report a full disk only here (NFS, some FUSE)."""
     try:
-        fd = os.open(path, os.O_RDONLY)
+        fd = safe_files.open_fd(root, path, os.O_RDONLY)
         try:
             os.fsync(fd)
         finally:
@@ -210,17 +215,22 @@ def parse_notes(text: str, day: date) -> list[DailyNote]:
 
 
 def read_recent_blocking(
-    directory: Path, today: date, max_chars: int, days: int = 2
+    root: Path, directory: Path, today: date, max_chars: int, days: int = 2
 ) -> list[tuple[date, str]]:
-    """Today's and yesterday's files, newest notes kept when the cap bites."""
+    """Today's and yesterday's files, newest notes kept when the cap bites. A file the
+    workspace boundary refuses (`safe_files`) is left out with a warning: the prompt is
+    built all the same."""
     picked: list[tuple[date, str]] = []
     budget = max_chars
     for offset in range(days):
         day = today - timedelta(days=offset)
         path = directory / f"{day.isoformat()}.md"
         try:
-            text = path.read_text(encoding="utf-8")
-        except (FileNotFoundError, UnicodeDecodeError):
+            text = safe_files.read_text(root, path, safe_files.NOTE_BYTES)
+        except (FileNotFoundError, NotADirectoryError, UnicodeDecodeError):
+            continue
+        except FileRefused as exc:
+            log.warning("%s", exc)
             continue
         notes = parse_notes(text, day)
         kept: list[str] = []

@@ -135,7 +135,7 @@ class DailyNotes:
                 finally:
                     unlock_file(held)
                 # The fsync runs while the index write does; both end before we return.
-                written.append((note, daily.fsync_soon(path)))
+                written.append((note, daily.fsync_soon(path, self.workspace.root)))
                 assert prepared is not None  # indexed=True
                 return Appended([prepared], note.after, note.before)
 
@@ -171,7 +171,9 @@ class DailyNotes:
                 self.prepare if self.guard.index is not None else None,
             ),
         ) as (note, prepared):
-            syncing = asyncio.ensure_future(asyncio.to_thread(daily.fsync_path, path))
+            syncing = asyncio.ensure_future(
+                asyncio.to_thread(daily.fsync_path, path, self.workspace.root)
+            )
             try:
                 index = self.guard.index
                 if index is not None and prepared is not None:
@@ -196,6 +198,7 @@ class DailyNotes:
         """Today's and yesterday's notes under the configured character cap."""
         notes = await asyncio.to_thread(
             daily.read_recent_blocking,
+            self.workspace.root,
             self.workspace.memory_dir(scope),
             self.today(now),
             self.max_chars,
@@ -224,7 +227,7 @@ def _append_blocking(
         workspace.ensure_scope(scope)
     except OSError as exc:
         raise write_error("note not saved", path.parent, exc) from exc
-    note = daily.append_note_blocking(path, text, when, durable=False)
+    note = daily.append_note_blocking(path, text, when, root=workspace.root, durable=False)
     if prepare is None:  # no index will take them
         return note, None
     chunk = Chunk(note.line_from, note.line_to, note.text, when)

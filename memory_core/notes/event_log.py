@@ -21,11 +21,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from enum import StrEnum
+from functools import partial
 from pathlib import Path
 from typing import Any
 
+from memory_core.base import safe_files
 from memory_core.base.atomic import atomic_write_bytes, describe, fsync_dir
 from memory_core.base.clock import format_when, parse_day, parse_when
+from memory_core.base.errors import FileRefused
 from memory_core.base.scope import ScopeKey
 from memory_core.base.workspace import Workspace
 
@@ -90,13 +93,14 @@ def log_path(memory_dir: Path, day: date) -> Path:
     return memory_dir / f"{day.isoformat()}.jsonl"
 
 
-def append_blocking(path: Path, events: Sequence[Event]) -> None:
-    """Append `events` in one write and fsync. Blocking: run it off the event loop."""
+def append_blocking(path: Path, events: Sequence[Event], *, root: Path) -> None:
+    """Append `events` in one write and fsync. Blocking: run it off the event loop.
+    `root` is the workspace's: a log or folder leading outside it is refused."""
     if not events:
         return
     payload = "".join(event.to_line() for event in events).encode("utf-8")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+    safe_files.make_dirs(root, path.parent)
+    fd = safe_files.open_fd(root, path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         size = os.fstat(fd).st_size
         if size and os.pread(fd, 1, size - 1) != b"\n":
@@ -111,11 +115,15 @@ def append_blocking(path: Path, events: Sequence[Event]) -> None:
         fsync_dir(path.parent)  # a new day's file: its name must survive a power loss
 
 
-def read_blocking(path: Path) -> DayLog:
-    """A day's events in order; a missing file is an empty day."""
+def read_blocking(path: Path, *, root: Path) -> DayLog:
+    """A day's events in order; a missing file is an empty day, and so is one the
+    workspace boundary refuses (warned once)."""
     try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
+        raw = safe_files.read_bytes(root, path, safe_files.NOTE_BYTES)
+    except (FileNotFoundError, NotADirectoryError):
+        return DayLog([])
+    except FileRefused as exc:
+        safe_files.warn_once(exc)
         return DayLog([])
     events: list[Event] = []
     unreadable = 0
@@ -152,13 +160,14 @@ class EventLog:
 
         def append() -> None:
             self._workspace.ensure_scope(scope)  # a hashed scope's directory keeps its key
-            append_blocking(path, events)
+            append_blocking(path, events, root=self._workspace.root)
 
         try:
             await asyncio.to_thread(append)
-        except OSError as exc:
+        except (OSError, FileRefused) as exc:
             if not self._failing:
-                log.warning("event log of scope %s not written: %s", scope, describe(exc))
+                why = describe(exc) if isinstance(exc, OSError) else str(exc)
+                log.warning("event log of scope %s not written: %s", scope, why)
             self._failing = True
             return False
         if self._failing:
@@ -167,21 +176,23 @@ class EventLog:
         return True
 
     async def read(self, scope: ScopeKey, day: date) -> DayLog:
-        return await asyncio.to_thread(read_blocking, self.path(scope, day))
+        return await asyncio.to_thread(
+            partial(read_blocking, self.path(scope, day), root=self._workspace.root)
+        )
 
     async def redact(self, scope: ScopeKey, texts: Sequence[str]) -> int:
         """`redact_blocking` over the scope's logs (for `chatmem purge`)."""
         directory = self._workspace.memory_dir(scope)
-        return await asyncio.to_thread(redact_blocking, directory, texts)
+        return await asyncio.to_thread(redact_blocking, self._workspace.root, directory, texts)
 
     async def days(self, scope: ScopeKey) -> list[date]:
         """Days with a log, oldest first."""
 
         def listing() -> list[date]:
             found = []
-            for path in self._workspace.memory_dir(scope).glob("*.jsonl"):
+            for name in _log_names(self._workspace.root, self._workspace.memory_dir(scope)):
                 with contextlib.suppress(ValueError):
-                    found.append(parse_day(path.stem))
+                    found.append(parse_day(name.removesuffix(".jsonl")))
             return sorted(found)
 
         return await asyncio.to_thread(listing)
@@ -245,7 +256,19 @@ def _redacted(value: Any, forms: Sequence[str]) -> Any:
     return value
 
 
-def redact_blocking(directory: Path, texts: Sequence[str]) -> int:
+def _log_names(root: Path, directory: Path) -> list[str]:
+    """The names of the folder's day logs; none when it is missing or refused (warned)."""
+    try:
+        with safe_files.scan_dir(root, directory) as listing:
+            return [e.name for e in listing if e.name.endswith(".jsonl")]
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    except FileRefused as exc:
+        safe_files.warn_once(exc)
+        return []
+
+
+def redact_blocking(root: Path, directory: Path, texts: Sequence[str]) -> int:
     """Blank `texts` wherever the day files in `directory` hold them: as they are, and as
     they stand inside a JSON string a value holds (a tool call's arguments). The one
     rewrite the log allows, for `chatmem purge`; each file is replaced atomically. The
@@ -264,8 +287,12 @@ def redact_blocking(directory: Path, texts: Sequence[str]) -> int:
         return 0
     encoded = [json.dumps(form, ensure_ascii=False)[1:-1].encode("utf-8") for form in forms]
     rewritten = 0
-    for path in sorted(directory.glob("*.jsonl")):
-        raw = path.read_bytes()
+    for path in sorted(directory / name for name in _log_names(root, directory)):
+        try:
+            raw = safe_files.read_bytes(root, path, safe_files.NOTE_BYTES)
+        except FileRefused as exc:
+            safe_files.warn_once(exc)  # no text of it is in this workspace
+            continue
         if not any(needle in raw for needle in encoded):
             continue
         lines = []
@@ -281,6 +308,6 @@ def redact_blocking(directory: Path, texts: Sequence[str]) -> int:
                 for needle in encoded:  # a torn line: blank the bytes themselves
                     line = line.replace(needle, PURGED.encode())
             lines.append(line)
-        atomic_write_bytes(path, b"\n".join(lines))
+        atomic_write_bytes(path, b"\n".join(lines), root=root)
         rewritten += 1
     return rewritten

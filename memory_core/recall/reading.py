@@ -11,6 +11,7 @@ import asyncio
 import re
 from dataclasses import dataclass
 
+from memory_core.base import safe_files
 from memory_core.base.errors import ChatmemError, PathRefused
 from memory_core.base.scope import ScopeKey
 from memory_core.base.workspace import Workspace
@@ -61,7 +62,9 @@ async def read_memory_path(
         return await _read_session(index, scope, path, first, count)
     resolved = workspace.resolve_readable(scope, path)
     try:
-        content = await asyncio.to_thread(resolved.read_text, encoding="utf-8", errors="replace")
+        content = await asyncio.to_thread(
+            safe_files.read_text, workspace.root, resolved, safe_files.LONG_TERM_BYTES, "replace"
+        )
     except FileNotFoundError:
         raise ChatmemError(f"no such memory file: {path}") from None
     except IsADirectoryError:

@@ -28,9 +28,11 @@ import os
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from memory_core.base import safe_files
 from memory_core.base.entries import MemoryEntry, new_entry_id
 from memory_core.base.errors import ScopeError
 from memory_core.base.merge_values import Change, ChangeKind
@@ -216,9 +218,17 @@ async def merge_scopes(core: MergingCore, source: ScopeKey, target: ScopeKey) ->
     workspace = core.workspace
     source_dir, target_dir = workspace.memory_dir(source), workspace.memory_dir(target)
     if await asyncio.to_thread(source_dir.is_dir):
-        report.files = await asyncio.to_thread(merge_directory, source_dir, target_dir)
+        report.files = await asyncio.to_thread(
+            partial(merge_directory, source_dir, target_dir, root=workspace.root)
+        )
     aside = await asyncio.to_thread(
-        set_aside, source_dir, workspace.state_dir / MERGED_DIR, scope_slug(source)
+        partial(
+            set_aside,
+            source_dir,
+            workspace.state_dir / MERGED_DIR,
+            scope_slug(source),
+            root=workspace.root,
+        )
     )
     report.set_aside = workspace.relative(aside) if aside is not None else None
     await asyncio.to_thread(_forget_key_files, core, source, aside)
@@ -256,7 +266,7 @@ def _forget_key_files(core: MergingCore, source: ScopeKey, aside: Path | None) -
 def set_aside_root(workspace: Workspace, source: ScopeKey) -> Path:
     """A directory of its own under `.chatmem/merged/` (A had no directory to move)."""
     path = workspace.state_dir / MERGED_DIR / f"{scope_slug(source)}.files"
-    path.mkdir(parents=True, exist_ok=True)
+    safe_files.make_dirs(workspace.root, path)
     return path
 
 

@@ -21,6 +21,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from memory_core.base import safe_files
 from memory_core.base.atomic import fsync_dir
 
 APPENDED = re.compile(r"^(?:\d{4}-\d{2}-\d{2}\.md|.*\.jsonl|summary/[^/]+\.md)$")
@@ -48,13 +49,15 @@ class FilesMerged:
     """Moved under a new name (`<stem>.merged-<n><suffix>`): the target had one of the name."""
 
 
-def merge_directory(source: Path, target: Path) -> FilesMerged:
+def merge_directory(source: Path, target: Path, *, root: Path) -> FilesMerged:
     """Every file under `source` into `target` (see the module docstring); relative
     paths in the report. The source is never the main scope's `memory/` (which holds
-    the other scopes' directories): `scope_merge` refuses to merge main away."""
+    the other scopes' directories): `scope_merge` refuses to merge main away. Both lie
+    inside the workspace `root`, and every file is written through its boundary."""
     report = FilesMerged()
-    target.mkdir(parents=True, exist_ok=True)
-    for path in sorted(source.rglob("*")):
+    safe_files.inside(root, source)
+    safe_files.make_dirs(root, target)
+    for path in sorted(source.rglob("*")):  # links to folders are not followed
         relative = path.relative_to(source).as_posix()
         if path.is_symlink() or not path.is_file():
             continue
@@ -63,12 +66,12 @@ def merge_directory(source: Path, target: Path) -> FilesMerged:
         if relative.endswith(".tmp") or "/." in f"/{relative}":
             continue  # temporary and hidden files (a torn write's leftovers)
         destination = target / relative
-        destination.parent.mkdir(parents=True, exist_ok=True)
-        if not destination.exists():
-            os.replace(path, destination)
+        safe_files.make_dirs(root, destination.parent)
+        if safe_files.file_stat(root, destination) is None:
+            os.replace(path, destination)  # a rename: never through a link
             report.moved.append(relative)
         elif APPENDED.match(relative):
-            append_file(path, destination)
+            append_file(path, destination, root=root)
             path.unlink()
             report.appended.append(relative)
         else:
@@ -79,18 +82,16 @@ def merge_directory(source: Path, target: Path) -> FilesMerged:
     return report
 
 
-def append_file(source: Path, destination: Path) -> None:
+def append_file(source: Path, destination: Path, *, root: Path) -> None:
     """`source`'s bytes after `destination`'s, on a line of their own."""
-    data = source.read_bytes()
+    data = safe_files.read_bytes(root, source, safe_files.NOTE_BYTES)
     if not data:
         return
-    with destination.open("ab") as out:
-        size = out.tell()
-        if size:
-            with destination.open("rb") as existing:
-                existing.seek(size - 1)
-                if existing.read(1) != b"\n":
-                    out.write(b"\n")
+    fd = safe_files.open_fd(root, destination, os.O_RDWR | os.O_APPEND)
+    with os.fdopen(fd, "r+b") as out:
+        size = os.fstat(fd).st_size
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            out.write(b"\n")
         out.write(data if data.endswith(b"\n") else data + b"\n")
         out.flush()
         os.fsync(out.fileno())
@@ -104,13 +105,13 @@ def free_name(path: Path) -> Path:
     raise FileExistsError(f"no free name beside {path}")
 
 
-def set_aside(directory: Path, aside_root: Path, name: str) -> Path | None:
+def set_aside(directory: Path, aside_root: Path, name: str, *, root: Path) -> Path | None:
     """Move what is left of a merged scope's directory under `aside_root` (never
     deleted: its long-term file, backup and anything not merged stay readable there).
     None when the directory is gone already."""
-    if not directory.is_dir():
+    if not safe_files.inside(root, directory).is_dir():
         return None
-    aside_root.mkdir(parents=True, exist_ok=True)
+    safe_files.make_dirs(root, aside_root)
     destination = aside_root / name
     number = 1
     while destination.exists():

@@ -10,13 +10,16 @@ is kept as written, whole, by every rebuild."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 from collections.abc import Callable
 from datetime import datetime, timedelta, tzinfo
 from pathlib import Path
 
+from memory_core.base import safe_files
 from memory_core.base.atomic import atomic_write_text
 from memory_core.base.entries import MemoryClass, class_of
+from memory_core.base.errors import FileRefused
 from memory_core.base.scope import ScopeKey
 from memory_core.base.workspace import Workspace
 from memory_core.config import Config
@@ -32,6 +35,8 @@ from memory_core.snapshot.builder import (
     kept_sections,
     source_of,
 )
+
+log = logging.getLogger(__name__)
 
 FILE_NAME = "SNAPSHOT.md"
 _BUILT = re.compile(r" built [^;]*;", re.ASCII)
@@ -71,13 +76,20 @@ class Snapshots:
         return await self.current(scope)
 
     async def text(self, scope: ScopeKey) -> str:
-        """The file as it stands; '' before the first build."""
+        """The file as it stands; '' before the first build, and when the workspace's
+        boundary refuses it (a link out, a FIFO: logged, never read)."""
+        root = self.workspace.root
 
         def read() -> str:
             try:
                 # A hand edit saved in another encoding still reads (and is kept).
-                return self.path(scope).read_bytes().decode("utf-8", errors="replace")
-            except FileNotFoundError:
+                return safe_files.read_text(
+                    root, self.path(scope), safe_files.SNAPSHOT_BYTES, "replace"
+                )
+            except (FileNotFoundError, NotADirectoryError):
+                return ""
+            except FileRefused as exc:
+                log.warning("%s", exc)
                 return ""
 
         return await asyncio.to_thread(read)
@@ -90,7 +102,12 @@ class Snapshots:
         text = await self.text(scope)
         if text and source_of(text) == await asyncio.to_thread(self._source, scope):
             return text
-        return (await self.rebuild(scope)).render()
+        try:
+            return (await self.rebuild(scope)).render()
+        except FileRefused as exc:
+            # The prompt is still built (from the entries): only the file is not written.
+            log.warning("snapshot not written: %s", exc)
+            return (await self.build(scope)).render()
 
     def _source(self, scope: ScopeKey) -> str:
         """The long-term file's (mtime, size, inode) stamp: a rewrite is a new file."""
@@ -151,27 +168,32 @@ class Snapshots:
 
     def _write(self, scope: ScopeKey, text: str) -> None:
         path = self.path(scope)
+        root = self.workspace.root
         try:
-            if _BUILT.sub("", path.read_text(encoding="utf-8")) == _BUILT.sub("", text):
+            old = safe_files.read_text(root, path, safe_files.SNAPSHOT_BYTES)
+            if _BUILT.sub("", old) == _BUILT.sub("", text):
                 return
         except (OSError, UnicodeDecodeError):
-            pass  # missing or unreadable: written anew
+            pass  # missing or unreadable: written anew (a refused file raises below)
         self.workspace.ensure_scope(scope)  # a hashed scope's directory keeps its key
-        atomic_write_text(path, text)
+        atomic_write_text(path, text, root=root)
 
     def _summaries(self, scope: ScopeKey) -> list[str]:
         """The archive's summaries, newest first by name (a month's days before the
         month's own summary), each as its text without its heading."""
         directory = self.workspace.summary_dir(scope)
+        root = self.workspace.root
         try:
-            files = sorted(directory.glob("*.md"), key=lambda p: p.stem, reverse=True)
-        except OSError:
+            with safe_files.scan_dir(root, directory) as listing:
+                names = [e.name for e in listing if e.name.endswith(".md")]
+        except (OSError, FileRefused):
             return []
+        files = sorted((directory / n for n in names), key=lambda p: p.stem, reverse=True)
         texts = []
         for path in files[:MAX_SUMMARIES]:
             try:
-                lines = path.read_text(encoding="utf-8").splitlines()
-            except OSError:
+                lines = safe_files.read_text(root, path, safe_files.NOTE_BYTES).splitlines()
+            except (OSError, UnicodeDecodeError, FileRefused):
                 continue
             body = " ".join(line for line in lines if line.strip() and not line.startswith("#"))
             if body:

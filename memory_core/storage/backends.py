@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from memory_core.base.atomic import atomic_write_text
 from memory_core.base.clock import Monotonic
 from memory_core.base.errors import ConfigError, install_hint
 from memory_core.base.locks import LockRegistry
@@ -206,7 +207,7 @@ def fresh_sqlite_target(workspace: Workspace) -> None:
         stamp += 1  # a second move within the same second keeps the first one's files
     for part in parts:
         part.rename(part.with_name(f"{part.name}{BEFORE_MOVE}{stamp}"))
-    marker.touch()
+    atomic_write_text(marker, "", root=workspace.root)  # never through a link out
 
 
 BEFORE_MOVE = ".before-move-"

@@ -33,11 +33,14 @@ from typing import Any
 
 from filelock import FileLock, Timeout
 
+from memory_core.base import safe_files
+from memory_core.base.atomic import atomic_write_bytes
 from memory_core.base.clock import format_when, parse_when
 from memory_core.base.errors import (
     DatabaseBusy,
     DatabaseUnreachable,
     DatabaseUnwritable,
+    FileRefused,
     StorageError,
 )
 from memory_core.base.merge_values import Change
@@ -348,7 +351,8 @@ class SpoolFiles:
             self._lock = FileLock(self.directory / f"{self.owner}.lock", timeout=0)
             self._lock.acquire()
         line = json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n"
-        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND
+        fd = safe_files.open_fd(self.directory, self.path, flags, 0o600)
         try:
             os.write(fd, line.encode("utf-8"))
             os.fsync(fd)
@@ -481,8 +485,13 @@ def _read_records(path: Path) -> list[dict[str, Any]]:
     """The spool's whole lines; a torn last line (a crash mid-append) was never
     acknowledged and is dropped."""
     try:
-        raw = path.read_bytes()
+        # The spool folder is checked when the workspace opens; a file in it that is a
+        # link or a FIFO is no spool of ours.
+        raw = safe_files.read_bytes(path.parent, path, safe_files.NOTE_BYTES)
     except FileNotFoundError:
+        return []
+    except FileRefused as exc:
+        safe_files.warn_once(exc)
         return []
     records = []
     for line in raw.split(b"\n"):
@@ -500,12 +509,10 @@ def _remove_written(path: Path, count: int, drop_lock: bool) -> None:
     and with it a dead writer's lock file (`drop_lock`)."""
     rest = _read_records(path)[count:]
     if rest:
-        temp = path.with_suffix(".tmp")
-        temp.write_text(
-            "".join(json.dumps(r, ensure_ascii=False, separators=(",", ":")) + "\n" for r in rest),
-            encoding="utf-8",
+        text = "".join(
+            json.dumps(r, ensure_ascii=False, separators=(",", ":")) + "\n" for r in rest
         )
-        os.replace(temp, path)
+        atomic_write_bytes(path, text.encode("utf-8"), root=path.parent)
         return
     with contextlib.suppress(FileNotFoundError):
         path.unlink()

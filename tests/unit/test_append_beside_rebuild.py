@@ -50,7 +50,9 @@ def append_beside(
     `path` and `add_appended_rows` runs on another until it waits on a lock; then the
     holder commits. Returns the append's answer (read the file again?)."""
     relative = core.workspace.relative(path)
-    note = daily.append_note_blocking(path, "wlatezq the late note", datetime.now(UTC))
+    note = daily.append_note_blocking(
+        path, "wlatezq the late note", datetime.now(UTC), root=core.workspace.root
+    )
     chunk = Chunk(note.line_from, note.line_to, note.text, None)
     prepared = [(chunk, " ".join(tokenize(note.text)))]
     answer: list[bool] = []

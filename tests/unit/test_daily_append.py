@@ -174,7 +174,9 @@ def test_the_blocking_append_checks_the_last_byte(tmp_path: Path) -> None:
 
     path = tmp_path / "2026-03-01.md"
     path.write_text("# 2026-03-01\n\nloose text", encoding="utf-8")
-    note = daily.append_note_blocking(path, "next", datetime(2026, 3, 1, 12, tzinfo=UTC))
+    note = daily.append_note_blocking(
+        path, "next", datetime(2026, 3, 1, 12, tzinfo=UTC), root=tmp_path
+    )
     assert (note.line_from, note.line_to) == (4, 4)
     assert path.read_text(encoding="utf-8") == "# 2026-03-01\n\nloose text\n- 12:00:00 next\n"
 

@@ -46,9 +46,11 @@ def kinds(events: list[Event]) -> list[str]:
 def test_events_round_trip_in_order(tmp_path: Path) -> None:
     path = tmp_path / "2026-03-01.jsonl"
     first = message_events("user", "你好, is it sunny?", AT, "s1", "alice")
-    append_blocking(path, first)
-    append_blocking(path, message_events("assistant", "Sunny.", AT + timedelta(seconds=2), "s1"))
-    log = read_blocking(path)
+    append_blocking(path, first, root=tmp_path)
+    append_blocking(
+        path, message_events("assistant", "Sunny.", AT + timedelta(seconds=2), "s1"), root=tmp_path
+    )
+    log = read_blocking(path, root=tmp_path)
     assert log.unreadable == 0
     assert kinds(log.events) == ["input", "output"]
     assert log.events[0] == first[0]
@@ -75,8 +77,10 @@ def test_message_kinds() -> None:
 
 def test_long_texts_are_cut(tmp_path: Path) -> None:
     path = tmp_path / "day.jsonl"
-    append_blocking(path, message_events("user", "x" * (MAX_TEXT_CHARS * 3), AT, None))
-    (event,) = read_blocking(path).events
+    append_blocking(
+        path, message_events("user", "x" * (MAX_TEXT_CHARS * 3), AT, None), root=tmp_path
+    )
+    (event,) = read_blocking(path, root=tmp_path).events
     assert len(event.data["text"]) == MAX_TEXT_CHARS and event.data["text"].endswith("…")
 
 
@@ -84,22 +88,22 @@ def test_appends_never_rewrite_what_is_there(tmp_path: Path) -> None:
     path = tmp_path / "day.jsonl"
     seen = b""
     for n in range(20):
-        append_blocking(path, message_events("user", f"message {n}", AT, "s"))
+        append_blocking(path, message_events("user", f"message {n}", AT, "s"), root=tmp_path)
         now = path.read_bytes()
         assert now.startswith(seen) and len(now) > len(seen)
         seen = now
-    assert [e.data["text"] for e in read_blocking(path).events] == [
+    assert [e.data["text"] for e in read_blocking(path, root=tmp_path).events] == [
         f"message {n}" for n in range(20)
     ]
 
 
 def test_a_torn_line_is_kept_apart_and_skipped(tmp_path: Path) -> None:
     path = tmp_path / "day.jsonl"
-    append_blocking(path, message_events("user", "before", AT, "s"))
+    append_blocking(path, message_events("user", "before", AT, "s"), root=tmp_path)
     with path.open("ab") as torn:
         torn.write(b'{"at":"2026-03-01T12:00:01Z","type":"inp')
-    append_blocking(path, message_events("user", "after", AT, "s"))
-    log = read_blocking(path)
+    append_blocking(path, message_events("user", "after", AT, "s"), root=tmp_path)
+    log = read_blocking(path, root=tmp_path)
     assert [e.data["text"] for e in log.events] == ["before", "after"]
     assert log.unreadable == 1
     assert b'"type":"inp\n' in path.read_bytes()  # the torn bytes stay as they were
@@ -110,14 +114,16 @@ def test_concurrent_writers_never_interleave(tmp_path: Path) -> None:
 
     def writer(name: str) -> None:
         for n in range(100):
-            append_blocking(path, message_events("user", f"{name} {n} " + "y" * 3000, AT, name))
+            append_blocking(
+                path, message_events("user", f"{name} {n} " + "y" * 3000, AT, name), root=tmp_path
+            )
 
     threads = [threading.Thread(target=writer, args=(f"w{i}",)) for i in range(4)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    log = read_blocking(path)
+    log = read_blocking(path, root=tmp_path)
     assert log.unreadable == 0 and len(log.events) == 400
     for i in range(4):
         mine = [e.data["text"].split()[1] for e in log.events if e.session == f"w{i}"]
@@ -132,7 +138,7 @@ from memory_core.notes.event_log import append_blocking, message_events
 path = Path(sys.argv[1])
 n = 0
 while True:
-    append_blocking(path, message_events("user", f"note {n} " + "z" * 5000, datetime.now(UTC), "s"))
+    append_blocking(path, message_events("user", f"note {n} " + "z" * 5000, datetime.now(UTC), "s"), root=path.parent)
     n += 1
     if n == 5:
         print("writing", flush=True)
@@ -149,14 +155,14 @@ def test_a_writer_killed_mid_append_loses_nothing_before_it(tmp_path: Path, roun
     time.sleep(0.01 * round_)
     os.kill(child.pid, signal.SIGKILL)
     child.wait()
-    log = read_blocking(path)
+    log = read_blocking(path, root=tmp_path)
     # Each append is one write; the kernel may still stop a write between two pages when
     # the kill comes, so at most the last line is torn, and nothing before it is lost.
     assert log.unreadable <= 1
     numbers = [int(e.data["text"].split()[1]) for e in log.events]
     assert numbers == list(range(len(numbers))) and len(numbers) >= 5
-    append_blocking(path, message_events("user", "after the crash", AT, "s"))
-    after = read_blocking(path)
+    append_blocking(path, message_events("user", "after the crash", AT, "s"), root=tmp_path)
+    after = read_blocking(path, root=tmp_path)
     assert after.events[-1].data["text"] == "after the crash"
     assert after.unreadable == log.unreadable and len(after.events) == len(numbers) + 1
 
@@ -224,24 +230,26 @@ def test_redaction_blanks_a_text_wherever_it_stands(tmp_path: Path) -> None:
 
     secret = 'my PIN is "4711"'
     day = tmp_path / "2026-03-01.jsonl"
-    append_blocking(day, message_events("user", f"remember {secret}", AT, "s"))
+    append_blocking(day, message_events("user", f"remember {secret}", AT, "s"), root=tmp_path)
     arguments = json.dumps({"content": secret, "target": "long-term"})
     append_blocking(
-        day, message_events("tool", "{}", AT, "s", "memory_save", {"arguments": arguments})
+        day,
+        message_events("tool", "{}", AT, "s", "memory_save", {"arguments": arguments}),
+        root=tmp_path,
     )
     with day.open("ab") as torn:
         torn.write(json.dumps(secret)[1:-1].encode() + b" torn")
     other = tmp_path / "2026-03-02.jsonl"
-    append_blocking(other, message_events("user", "nothing to see", AT, "s"))
+    append_blocking(other, message_events("user", "nothing to see", AT, "s"), root=tmp_path)
     before = other.read_bytes()
-    assert redact_blocking(tmp_path, [secret]) == 1
+    assert redact_blocking(tmp_path, tmp_path, [secret]) == 1
     raw = day.read_bytes().decode()
     assert "4711" not in raw and PURGED in raw
-    log = read_blocking(day)
+    log = read_blocking(day, root=tmp_path)
     assert log.events[0].data["text"] == f"remember {PURGED}"
     assert json.loads(log.events[1].data["arguments"])["content"] == PURGED
     assert other.read_bytes() == before
-    assert redact_blocking(tmp_path, [secret]) == 0
+    assert redact_blocking(tmp_path, tmp_path, [secret]) == 0
 
 
 async def test_purge_blanks_the_text_in_the_event_log_too(core: MemoryCore) -> None:

@@ -154,7 +154,7 @@ def test_empty_text_gives_no_entries() -> None:
 
 
 def test_missing_file_gives_no_entries(tmp_path: Path) -> None:
-    snapshot = read_memory_file(tmp_path / "MEMORY.md", 0.2)
+    snapshot = read_memory_file(tmp_path / "MEMORY.md", 0.2, root=tmp_path)
     assert snapshot.parsed.entries == []
     assert snapshot.parsed.quarantined == []
     assert snapshot.stamp is None
@@ -163,7 +163,7 @@ def test_missing_file_gives_no_entries(tmp_path: Path) -> None:
 def test_empty_file_gives_no_entries(tmp_path: Path) -> None:
     path = tmp_path / "MEMORY.md"
     path.write_text("", encoding="utf-8")
-    snapshot = read_memory_file(path, 0.2)
+    snapshot = read_memory_file(path, 0.2, root=tmp_path)
     assert snapshot.parsed.entries == []
     assert snapshot.parsed.quarantined == []
 
@@ -559,7 +559,7 @@ def test_round_trip_through_disk(
 ) -> None:
     path = tmp_path_factory.mktemp("rt") / "MEMORY.md"
     path.write_bytes(render_memory(items, now=NOW).encode("utf-8"))
-    parsed = read_memory_file(path, 0.2).parsed
+    parsed = read_memory_file(path, 0.2, root=path.parent).parsed
     assert parsed.quarantined == []
     assert by_id(parsed) == {e.id: e for e in items}
 

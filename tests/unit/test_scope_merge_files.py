@@ -26,7 +26,7 @@ def test_files_are_joined_moved_or_left_for_the_set_aside_copy(tmp_path: Path) -
         write(source / kept, f"a's {kept}\n")
     write(source / ".LONG_TERM.md.x.tmp", "torn\n")
 
-    report = merge_directory(source, target)
+    report = merge_directory(source, target, root=tmp_path)
 
     note = (target / "2026-03-01.md").read_text(encoding="utf-8")
     assert note == "- 08:00:00 from b\n- 09:00:00 from a\n"
@@ -51,9 +51,9 @@ def test_files_are_joined_moved_or_left_for_the_set_aside_copy(tmp_path: Path) -
         "SNAPSHOT.md",
     ]
 
-    aside = set_aside(source, tmp_path / "merged", "a")
+    aside = set_aside(source, tmp_path / "merged", "a", root=tmp_path)
     assert aside == tmp_path / "merged" / "a" and not source.exists()
     assert (aside / "LONG_TERM.md").read_text(encoding="utf-8") == "a's LONG_TERM.md\n"
     write(source / "x.md", "again")
-    assert set_aside(source, tmp_path / "merged", "a") == tmp_path / "merged" / "a.2"
-    assert set_aside(tmp_path / "gone", tmp_path / "merged", "gone") is None
+    assert set_aside(source, tmp_path / "merged", "a", root=tmp_path) == tmp_path / "merged" / "a.2"
+    assert set_aside(tmp_path / "gone", tmp_path / "merged", "gone", root=tmp_path) is None

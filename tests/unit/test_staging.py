@@ -76,9 +76,9 @@ async def test_a_burst_of_captures_is_one_write(
     writes: list[Path] = []
     real = atomic.backup_then_write
 
-    def counting(path: Path, text: str, backup: Path) -> None:
+    def counting(path: Path, text: str, backup: Path, *, root: Path) -> None:
         writes.append(path)
-        real(path, text, backup)
+        real(path, text, backup, root=root)
 
     monkeypatch.setattr(store, "backup_then_write", counting)
     texts = [f"{word} is on the list" for word in BURST]
@@ -108,10 +108,10 @@ async def test_a_read_waits_for_the_write_in_progress(
     real = atomic.backup_then_write
     writing, release = threading.Event(), threading.Event()
 
-    def slow(path: Path, text: str, backup: Path) -> None:
+    def slow(path: Path, text: str, backup: Path, *, root: Path) -> None:
         writing.set()
         release.wait(30)
-        real(path, text, backup)
+        real(path, text, backup, root=root)
 
     monkeypatch.setattr(store, "backup_then_write", slow)
     async with MemoryCore.open(slow_writes(config, 0.0), clock=clock) as core:
@@ -160,10 +160,10 @@ async def test_a_failed_write_keeps_the_captures_and_retries(
     failures = [OSError("disk full")]
     real = atomic.backup_then_write
 
-    def flaky(path: Path, text: str, backup: Path) -> None:
+    def flaky(path: Path, text: str, backup: Path, *, root: Path) -> None:
         if failures:
             raise failures.pop()
-        real(path, text, backup)
+        real(path, text, backup, root=root)
 
     monkeypatch.setattr(store, "backup_then_write", flaky)
     monkeypatch.setattr("memory_core.longterm.staging.RETRY_FIRST_SECONDS", 0.01)
@@ -182,7 +182,7 @@ async def test_flush_reports_a_failing_write(
 ) -> None:
     entry, _ = await held.memories.capture(MAIN, "allergic to peanuts")
 
-    def broken(path: Path, text: str, backup: Path) -> None:
+    def broken(path: Path, text: str, backup: Path, *, root: Path) -> None:
         raise OSError("read-only file system")
 
     with monkeypatch.context() as patch:

@@ -293,7 +293,7 @@ main()
 
 def check_consistent(path: Path) -> int:
     """The file is one whole version the writer produced; returns its generation."""
-    parsed = read_memory_file(path, 0.2).parsed
+    parsed = read_memory_file(path, 0.2, root=path.parent).parsed
     assert parsed.quarantined == [], parsed.quarantined
     gens = {int(e.content.split()[1]) for e in parsed.entries}
     assert len(gens) == 1, f"mixed generations {gens}"
@@ -510,7 +510,7 @@ def test_concurrent_captures_from_two_processes_lose_nothing(
     written = {text for output in outputs for text in output}  # type: ignore[attr-defined]
     assert len(written) == 40
     ws = Workspace.at(workspace)
-    parsed = read_memory_file(ws.long_term_path(scope), 0.2).parsed
+    parsed = read_memory_file(ws.long_term_path(scope), 0.2, root=ws.root).parsed
     assert parsed.quarantined == []
     assert {e.content for e in parsed.entries} == written
     assert len({e.id for e in parsed.entries}) == 40

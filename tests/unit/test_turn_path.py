@@ -223,7 +223,9 @@ async def test_prompt_memories_cache_follows_the_file_and_the_clock(
         e.with_(content="I drink black coffee every morning") if "tea" in e.content else e
         for e in entries
     ]
-    atomic_write_text(core.memories.path(MAIN), render_memory(edited, now=clock()))
+    atomic_write_text(
+        core.memories.path(MAIN), render_memory(edited, now=clock()), root=core.workspace.root
+    )
     clock.advance(timedelta(seconds=5))
     within = await core.memories.prompt_memories(MAIN, now=clock() + timedelta(seconds=5))
     assert "green tea" in within  # the hot path re-stats at most once per HOT_PATH_MAX_AGE

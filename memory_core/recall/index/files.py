@@ -10,7 +10,9 @@ from dataclasses import replace
 from datetime import UTC, tzinfo
 from pathlib import Path
 
+from memory_core.base import safe_files
 from memory_core.base.chunks import Chunk, ChunkKind
+from memory_core.base.errors import FileRefused
 from memory_core.base.scope import ScopeKey
 from memory_core.base.text import tokenize
 from memory_core.base.turn_dates import mentioned_days
@@ -25,16 +27,16 @@ summary's the start of its period; neither is the day its words are relative to.
 
 
 def scope_files(workspace: Workspace, scope: ScopeKey) -> list[Path]:
-    """Every file of the scope that the index covers (blocking: directory listing)."""
+    """Every file of the scope that the index covers (blocking: directory listing). A
+    file or folder the workspace boundary refuses is left out, with one warning."""
     out: list[Path] = []
     long_term = workspace.long_term_path(scope)
-    if long_term.is_file():
+    if _regular(workspace, long_term):
         out.append(long_term)
     directory = workspace.memory_dir(scope)
     for sub in (directory, directory / "summary"):
-        if not sub.is_dir():
-            continue
-        for entry in os.scandir(sub):
+        entries = _listing(workspace, sub)
+        for entry in entries:
             if entry.is_file(follow_symlinks=False) and entry.name.endswith(".md"):
                 path = Path(entry.path)
                 # A scope's LONG_TERM.md sits in its own directory: list it once; a file
@@ -51,10 +53,13 @@ def prepare_file(workspace: Workspace, path: Path, zone: tzinfo = UTC) -> Prepar
     if classified is None:
         return None
     try:
-        st = path.stat()
-        data = path.read_bytes()
-    except FileNotFoundError:
+        st = os.stat(safe_files.check_file(workspace.root, path))
+        data = safe_files.read_bytes(workspace.root, path, safe_files.LONG_TERM_BYTES)
+    except (FileNotFoundError, NotADirectoryError):
         return None
+    except FileRefused as exc:
+        safe_files.warn_once(exc)
+        return None  # as if it were not there: nothing of it is indexed
     text = data.decode("utf-8", errors="replace")
     chunks = chunk_file(relative, text, zone)
     return PreparedFile(
@@ -90,9 +95,11 @@ def stat_files(workspace: Workspace, scope: ScopeKey) -> dict[str, tuple[int, in
     out: dict[str, tuple[int, int]] = {}
     long_term = workspace.long_term_path(scope)
     try:
-        st = os.stat(long_term)
+        st = os.stat(safe_files.inside(workspace.root, long_term))
     except FileNotFoundError:
         pass
+    except FileRefused as exc:
+        safe_files.warn_once(exc)
     else:
         if stat.S_ISREG(st.st_mode):
             out[workspace.relative(long_term)] = (st.st_mtime_ns, st.st_size)
@@ -100,8 +107,12 @@ def stat_files(workspace: Workspace, scope: ScopeKey) -> dict[str, tuple[int, in
     directory = workspace.memory_dir(scope)
     for sub, in_summary in ((directory, False), (directory / "summary", True)):
         try:
+            safe_files.inside(workspace.root, sub)
             listing = os.scandir(sub)
         except (FileNotFoundError, NotADirectoryError):
+            continue
+        except FileRefused as exc:
+            safe_files.warn_once(exc)
             continue
         prefix = workspace.relative(sub) + "/"
         with listing:
@@ -119,3 +130,25 @@ def stat_files(workspace: Workspace, scope: ScopeKey) -> dict[str, tuple[int, in
                     continue
                 out[prefix + name] = (st.st_mtime_ns, st.st_size)
     return out
+
+
+def _regular(workspace: Workspace, path: Path) -> bool:
+    """Whether `path` is a regular file inside the workspace (a refusal warns once)."""
+    try:
+        return safe_files.check_file(workspace.root, path).is_file()
+    except FileRefused as exc:
+        safe_files.warn_once(exc)
+        return False
+
+
+def _listing(workspace: Workspace, directory: Path) -> list[os.DirEntry[str]]:
+    """The entries of a folder inside the workspace; none when it is missing, not a
+    folder, or refused (warned once)."""
+    try:
+        with safe_files.scan_dir(workspace.root, directory) as listing:
+            return list(listing)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    except FileRefused as exc:
+        safe_files.warn_once(exc)
+        return []

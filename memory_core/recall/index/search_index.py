@@ -298,6 +298,7 @@ class SearchIndex:
                 self._archive_below,
                 files,
                 self._cache_min_bytes or 0,
+                root=self._ws.root,
                 warn=False,  # the store says what it quarantined
             )
         except StoreError:

@@ -23,8 +23,9 @@ from pathlib import Path
 
 from psycopg.conninfo import conninfo_to_dict
 
+from memory_core.base import safe_files
 from memory_core.base.atomic import atomic_write_text
-from memory_core.base.errors import StoreError
+from memory_core.base.errors import FileRefused, StoreError
 
 RECORD_FILE = "postgres-reached"
 SPOOL_DIR = "spool"
@@ -47,16 +48,17 @@ class ReachedServers:
     """The record in a workspace's state directory (blocking: a small file)."""
 
     def __init__(self, state_dir: Path) -> None:
+        self._state_dir = state_dir  # checked inside the workspace when a core starts
         self.path = state_dir / RECORD_FILE
         self._spool = state_dir / SPOOL_DIR
 
     def _recorded(self) -> set[str] | None:
         """The fingerprints recorded, None when there is no record at all."""
         try:
-            text = self.path.read_text(encoding="utf-8")
+            text = safe_files.read_text(self._state_dir, self.path, safe_files.SMALL_BYTES)
         except FileNotFoundError:
             return None
-        except (OSError, UnicodeDecodeError):
+        except (OSError, UnicodeDecodeError, FileRefused):
             return set()
         return {line.strip() for line in text.splitlines() if line.strip()}
 
@@ -81,4 +83,5 @@ class ReachedServers:
         if mark in marks:
             return
         with contextlib.suppress(OSError, StoreError):
-            atomic_write_text(self.path, "".join(f"{m}\n" for m in sorted(marks | {mark})))
+            text = "".join(f"{m}\n" for m in sorted(marks | {mark}))
+            atomic_write_text(self.path, text, root=self._state_dir)

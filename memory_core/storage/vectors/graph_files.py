@@ -35,6 +35,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from memory_core.base import safe_files
+from memory_core.base.errors import FileRefused
+
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
@@ -47,6 +50,9 @@ SUFFIX = ".graph"
 MARK_BYTES = 32
 """A text hash as stored (its 32 hex digits)."""
 _LENGTH = struct.Struct("<I")
+MAX_FILE_BYTES = 8 << 30
+"""A graph file larger than this is no graph this process wrote (its vectors are capped
+far below): refused unread, and built again."""
 
 
 def directory(state_dir: Path) -> Path:
@@ -138,10 +144,12 @@ def read(folder: Path, sid: int, fingerprint: Fingerprint) -> Saved | None:
     deleted, and said so in the log)."""
     target = path(folder, sid)
     try:
-        data = target.read_bytes()
+        # The folder (`.chatmem/graphs`) is checked when the workspace opens; a file in
+        # it that is a link or a FIFO is no graph of ours.
+        data = safe_files.read_bytes(folder, target, MAX_FILE_BYTES)
     except FileNotFoundError:
         return None
-    except OSError as exc:
+    except (OSError, FileRefused) as exc:
         log.warning("graph of scope %d not read, building it again: %s", sid, exc)
         return None
     try:
