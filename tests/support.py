@@ -13,8 +13,10 @@ from datetime import datetime
 from typing import Any
 
 import psycopg
+import pytest
 from filelock import FileLock
 
+from adapters.cli import main
 from memory_core.base.chunks import ChunkKind
 from memory_core.base.clock import format_when
 from memory_core.base.entries import MemoryEntry
@@ -30,6 +32,16 @@ from memory_core.recall.index import K1, B, CorpusStats, SearchIndex, idf
 from memory_core.recall.index.rerank import Candidate
 from memory_core.storage.history_rows import MESSAGE_COLUMNS, message_from_row
 from memory_core.storage.sessions import StoredMessage
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    """`chatmem ARGV` in this process: its exit code, stdout and stderr."""
+    try:
+        code: Any = main(list(argv))
+    except SystemExit as exc:
+        code = exc.code
+    out, err = capsys.readouterr()
+    return int(code or 0), out, err
 
 
 def database(core: MemoryCore) -> Db:

@@ -35,6 +35,7 @@ from enum import StrEnum
 from memory_core.base.patterns import LazyPattern
 from memory_core.longterm.values import (
     ADDED_LETTERS,
+    EN_NUMBER_WORDS,
     ZH_NOT_NUMBERS,
     ZH_NUMERAL,
     canonical,
@@ -73,33 +74,6 @@ def _words(text: str) -> list[str]:
     return text.split()
 
 
-_EN_NUMBERS = {
-    word: str(value)
-    for value, word in enumerate(
-        _words(
-            "zero one two three four five six seven eight nine ten eleven twelve thirteen "
-            "fourteen fifteen sixteen seventeen eighteen nineteen twenty"
-        )
-    )
-}
-_EN_NUMBERS.update(
-    {
-        word: str(value * 10)
-        for value, word in enumerate(_words("thirty forty fifty sixty seventy eighty ninety"), 3)
-    }
-)
-_EN_NUMBERS.update(
-    {
-        word: str(value)
-        for value, word in enumerate(
-            _words(
-                "first second third fourth fifth sixth seventh eighth ninth tenth eleventh twelfth"
-            ),
-            1,
-        )
-    }
-)
-_EN_NUMBERS.update({"twice": "2", "thrice": "3"})
 # Lowercase "may" is a verb: only "May" is the month (with the abbreviations below).
 _MONTHS = "january february march april june july august september october november december"
 _WEEKDAYS = "monday tuesday wednesday thursday friday saturday sunday"
@@ -178,7 +152,11 @@ _chinese_number = chinese_number
 
 def _numbers(text: str) -> tuple[str, ...]:
     found = [match.group() for match in _DIGITS.finditer(_THOUSANDS.sub("", text))]
-    found += [_EN_NUMBERS[w] for w in map(str.casefold, _EN_WORD.findall(text)) if w in _EN_NUMBERS]
+    found += [
+        EN_NUMBER_WORDS[w]
+        for w in map(str.casefold, _EN_WORD.findall(text))
+        if w in EN_NUMBER_WORDS
+    ]
     chinese = _ZH_NOT_NUMBERS.sub("，", text)
     found += [_chinese_number(run) for run in _ZH_NUMERAL.findall(chinese)]
     return tuple(sorted(found))
@@ -217,7 +195,7 @@ def _not_a_name(word: str) -> bool:
         folded in _EN_NOT_NAMES
         or folded in _EN_DATES
         or word in _EN_DATE_ABBREVIATIONS
-        or folded in _EN_NUMBERS
+        or folded in EN_NUMBER_WORDS
         or folded.endswith("n't")
         or folded.split("'")[0] in _EN_NOT_NAMES
     )
@@ -263,7 +241,7 @@ _EN_DO_NOT = frozenset({"do not", "does not", "did not", "don't", "doesn't", "di
 
 def _mask_english(match: re.Match[str]) -> str:
     word = match.group()
-    if word in _EN_NUMBERS:
+    if word in EN_NUMBER_WORDS:
         return _NUMBER_MASK
     if word in _EN_DATES:
         return _DATE_MASK

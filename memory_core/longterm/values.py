@@ -119,7 +119,7 @@ _DOT_THOUSANDS = LazyPattern(r"(?<![\d.,])\d{1,3}(?:\.\d{3}){2,}(?![\d]|[.,]\d)"
 _PHONE = LazyPattern(r"(?<![\d.,:-])\+?\d{2,4}(?:[ .-]\d{2,4}){1,4}(?![\d]|[.,:-]\d)")
 _SPELLED_DIGITS = LazyPattern(r"(?<![\d.,:-])\d(?: \d){3,}(?![\d]|[.,:-]\d)")
 _DECIMAL_COMMA = LazyPattern(r"(?<![\d,])(\d+),(\d{1,2})(?![\d,])")
-_EN_CARDINALS = {
+EN_NUMBER_WORDS = {
     word: str(value)
     for value, word in enumerate(
         _split(
@@ -128,7 +128,7 @@ _EN_CARDINALS = {
         )
     )
 }
-_EN_CARDINALS.update(
+EN_NUMBER_WORDS.update(
     {
         w: str(v * 10)
         for v, w in enumerate(_split("thirty forty fifty sixty seventy eighty ninety"), 3)
@@ -139,7 +139,7 @@ _EN_COMPOUND = LazyPattern(
     r"(one|two|three|four|five|six|seven|eight|nine)\b"
 )
 """forty-five -> 45."""
-_EN_CARDINALS.update(
+EN_NUMBER_WORDS.update(
     {
         word: str(value)
         for value, word in enumerate(
@@ -150,8 +150,9 @@ _EN_CARDINALS.update(
         )
     }
 )
-_EN_CARDINALS.update({"twice": "2", "thrice": "3"})
-_EN_CARDINAL = LazyPattern(r"\b(?:" + "|".join(_EN_CARDINALS) + r")\b")
+EN_NUMBER_WORDS.update({"twice": "2", "thrice": "3"})
+"""English number words and ordinals as digits (fact keys read them as numbers too)."""
+_EN_CARDINAL = LazyPattern(r"\b(?:" + "|".join(EN_NUMBER_WORDS) + r")\b")
 _TIMES = LazyPattern(r"\b(\d+) times?\b")
 _ARTICLE = LazyPattern(r"\b(?:a|an|the) ")
 _PERIOD = LazyPattern(r"\b(?:every|each|per) (day|week|month|year)\b")
@@ -324,9 +325,9 @@ def _numbers(text: str, grouped: bool) -> str:
 def _cardinals(text: str) -> str:
     if "ty" in text:
         text = _EN_COMPOUND.sub(
-            lambda m: str(int(_EN_CARDINALS[m[1]]) + int(_EN_CARDINALS[m[2]])), text
+            lambda m: str(int(EN_NUMBER_WORDS[m[1]]) + int(EN_NUMBER_WORDS[m[2]])), text
         )
-    return _EN_CARDINAL.sub(lambda m: _EN_CARDINALS[m.group()], text)
+    return _EN_CARDINAL.sub(lambda m: EN_NUMBER_WORDS[m.group()], text)
 
 
 def _words(text: str) -> str:

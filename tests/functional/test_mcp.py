@@ -368,19 +368,45 @@ MALFORMED: dict[str, tuple[bytes, Any, int]] = {
 INTERNAL = ("pydantic", "Traceback", "validation error", "input_value", "errors.pydantic", "Error(")
 
 
-def assert_plain(error: dict[str, Any]) -> None:
-    """One plain sentence: none of Python's or pydantic's own text."""
-    text = json.dumps(error)
-    assert not any(word in text for word in INTERNAL), text
-    assert error["message"] and "\n" not in error["message"]
+HELLO = {
+    "jsonrpc": "2.0",
+    "id": 0,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "test", "version": "1"},
+    },
+}
+"""A client's `initialize`, as raw JSON-RPC."""
 
 
-async def test_stdio_answers_every_malformed_request(tmp_path: Path) -> None:
-    """Over the real command's stdin: each malformed line that carries an id gets its
-    JSON-RPC error (the id echoed when it is a valid one, else null), a malformed
-    notification gets nothing, and the server goes on serving."""
-    workspace = tmp_path / "ws"
-    await made(workspace)
+class RawStdio:
+    """The real `chatmem mcp` over its stdio, spoken to line by line (for what a
+    well-behaved client never sends); its whole stderr once it has exited."""
+
+    def __init__(self, process: asyncio.subprocess.Process) -> None:
+        self.process = process
+        self.stderr = b""
+
+    def send(self, line: bytes) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(line + b"\n")
+
+    async def answer(self, line: bytes) -> dict[str, Any]:
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.send(line)
+        await self.process.stdin.drain()
+        reply = await asyncio.wait_for(self.process.stdout.readline(), CALL_TIMEOUT)
+        assert reply, "the server ended"
+        parsed: dict[str, Any] = json.loads(reply)
+        return parsed
+
+
+@contextlib.asynccontextmanager
+async def raw_stdio(workspace: Path) -> AsyncIterator[RawStdio]:
+    """`chatmem mcp` on `workspace`; on leaving, its stdin closed and a clean exit
+    (0) asserted, with its stderr kept on the value for the test to read."""
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -394,47 +420,44 @@ async def test_stdio_answers_every_malformed_request(tmp_path: Path) -> None:
         env=clean_env(with_storage()),
         limit=1 << 20,
     )
-    assert process.stdin is not None and process.stdout is not None
-
-    async def answer(line: bytes) -> dict[str, Any]:
-        assert process.stdin is not None and process.stdout is not None
-        process.stdin.write(line + b"\n")
-        await process.stdin.drain()
-        reply = await asyncio.wait_for(process.stdout.readline(), CALL_TIMEOUT)
-        assert reply, "the server ended"
-        parsed: dict[str, Any] = json.loads(reply)
-        return parsed
-
+    server = RawStdio(process)
     try:
-        hello = {
-            "jsonrpc": "2.0",
-            "id": 0,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-06-18",
-                "capabilities": {},
-                "clientInfo": {"name": "test", "version": "1"},
-            },
-        }
-        assert "result" in await answer(json.dumps(hello).encode())
-        process.stdin.write(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
+        yield server
+    finally:
+        assert process.stdin is not None and process.stderr is not None
+        process.stdin.close()
+        server.stderr = await asyncio.wait_for(process.stderr.read(), CALL_TIMEOUT)
+        code = await asyncio.wait_for(process.wait(), CALL_TIMEOUT)
+        assert code == 0, server.stderr.decode()
+
+
+def assert_plain(error: dict[str, Any]) -> None:
+    """One plain sentence: none of Python's or pydantic's own text."""
+    text = json.dumps(error)
+    assert not any(word in text for word in INTERNAL), text
+    assert error["message"] and "\n" not in error["message"]
+
+
+async def test_stdio_answers_every_malformed_request(tmp_path: Path) -> None:
+    """Over the real command's stdin: each malformed line that carries an id gets its
+    JSON-RPC error (the id echoed when it is a valid one, else null), a malformed
+    notification gets nothing, and the server goes on serving."""
+    workspace = tmp_path / "ws"
+    await made(workspace)
+    async with raw_stdio(workspace) as server:
+        assert "result" in await server.answer(json.dumps(HELLO).encode())
+        server.send(b'{"jsonrpc":"2.0","method":"notifications/initialized"}')
         # A malformed notification (no id) is not answered: the next answer is the next
         # request's.
-        process.stdin.write(b'{"jsonrpc":"1.0","method":"notifications/initialized"}\n')
+        server.send(b'{"jsonrpc":"1.0","method":"notifications/initialized"}')
         for name, (line, request_id, code) in MALFORMED.items():
-            reply = await answer(line)
+            reply = await server.answer(line)
             assert reply.get("id") == request_id and "error" in reply, (name, reply)
             assert reply["error"]["code"] == code, (name, reply)
             assert_plain(reply["error"])
-        listed = await answer(b'{"jsonrpc":"2.0","id":99,"method":"tools/list"}')
+        listed = await server.answer(b'{"jsonrpc":"2.0","id":99,"method":"tools/list"}')
         assert listed["id"] == 99 and {t["name"] for t in listed["result"]["tools"]} == TOOLS
-    finally:
-        process.stdin.close()
-        rest = (
-            await asyncio.wait_for(process.stderr.read(), CALL_TIMEOUT) if process.stderr else b""
-        )
-        assert await asyncio.wait_for(process.wait(), CALL_TIMEOUT) == 0, rest.decode()
-    assert b"Traceback" not in rest
+    assert b"Traceback" not in server.stderr
 
 
 # --- HTTP -------------------------------------------------------------------------------

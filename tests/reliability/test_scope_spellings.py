@@ -42,6 +42,7 @@ from memory_core.base.workspace import Workspace
 from memory_core.config import Config, env_bindings, load_config
 from memory_core.engine import MemoryCore
 from memory_core.scope_merge import merged_entries
+from tests.support import run_cli as run
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -198,15 +199,6 @@ def _clean_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(name, raising=False)
     (tmp_path / "cwd").mkdir()
     monkeypatch.chdir(tmp_path / "cwd")
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    try:
-        code: Any = main(list(argv))
-    except SystemExit as exc:
-        code = exc.code
-    out, err = capsys.readouterr()
-    return int(code or 0), out, err
 
 
 def test_console_as_a_full_width_name_is_the_same_person() -> None:

@@ -15,23 +15,14 @@ from typing import Any
 
 import pytest
 
-from adapters.cli import main
 from memory_core.base.errors import ConfigError, ScopeError
 from memory_core.base.scope import InboundContext, ScopeKey, printable_key, resolve_scope
 from memory_core.base.workspace import Workspace
 from memory_core.config import env_bindings, load_config
+from tests.support import run_cli as run
 from tests.unit.test_cli import _clean_env  # noqa: F401  (autouse: no config or env leaks in)
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    try:
-        code: Any = main(list(argv))
-    except SystemExit as exc:
-        code = exc.code
-    out, err = capsys.readouterr()
-    return int(code or 0), out, err
 
 
 @pytest.fixture

@@ -271,6 +271,17 @@ async def test_a_lock_held_past_waiting_is_busy_on_each_backend(
     await store.run(write)  # the lock is gone: the same write goes through
 
 
+def damage_the_chunks_table(path: Path) -> None:
+    """Overwrite the first page of the index's chunks table with noise: the file still
+    opens, and the damage is found when that table is read."""
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        [(page,)] = conn.execute("SELECT rootpage FROM sqlite_master WHERE name = 'chunks'")
+        [(size,)] = conn.execute("PRAGMA page_size")
+    with path.open("r+b") as file:
+        file.seek((page - 1) * size)
+        file.write(random.Random(5).randbytes(size))
+
+
 @pytest.mark.sqlite_only
 async def test_a_file_damaged_under_a_core_is_corrupt_degrades_and_is_moved_aside(
     config: Config, clock: ManualClock
@@ -280,12 +291,7 @@ async def test_a_file_damaged_under_a_core_is_corrupt_degrades_and_is_moved_asid
     async with MemoryCore.open(config, clock=clock) as core:
         await core.notes.append(MAIN, "the kayak is red")
         path = core.workspace.db_path
-    with contextlib.closing(sqlite3.connect(path)) as conn:
-        [(page,)] = conn.execute("SELECT rootpage FROM sqlite_master WHERE name = 'chunks'")
-        [(size,)] = conn.execute("PRAGMA page_size")
-    with path.open("r+b") as file:
-        file.seek((page - 1) * size)
-        file.write(random.Random(5).randbytes(size))
+    damage_the_chunks_table(path)
 
     async with MemoryCore.open(config, clock=clock) as core:
         assert core.degraded_reason is None  # it opened: the damage is further in
@@ -309,12 +315,7 @@ async def test_a_rebuild_that_meets_the_damage_first_moves_the_file_aside(
     async with MemoryCore.open(config, clock=clock) as core:
         await core.notes.append(MAIN, "the kayak is red")
         path = core.workspace.db_path
-    with contextlib.closing(sqlite3.connect(path)) as conn:
-        [(page,)] = conn.execute("SELECT rootpage FROM sqlite_master WHERE name = 'chunks'")
-        [(size,)] = conn.execute("PRAGMA page_size")
-    with path.open("r+b") as file:
-        file.seek((page - 1) * size)
-        file.write(random.Random(5).randbytes(size))
+    damage_the_chunks_table(path)
 
     async with MemoryCore.open(config, clock=clock, sync_files=False) as core:
         assert core.guard.index is not None  # nothing read the damaged pages yet
