@@ -7,7 +7,11 @@ names its speaker ("Alice's son ..."; an extractor may rewrite "my" so), is that
 member's self-fact. A candidate of another member that would update or contradict it
 becomes that member's *claim* instead: a belief with its speaker and the id of the
 self-fact it disputes (`claim_on`), shown to the model as "(claim by Bob) ...", and the
-self-fact is left untouched. When the member restates their self-fact, it is
+self-fact is left untouched. Another member's first-person text is about that member:
+their own self-fact, a different fact (it neither restates, updates nor disputes the
+first one). A text naming a member ("Ann lives in Shanghai") is compared with what they
+said of themselves as if they said it (`as_member`: "I live in Shanghai"), so that it
+restates or updates their self-fact as usual. When the member restates their self-fact, it is
 reinforced and every other member's claim on it is contradicted: their word wins again.
 
 Pure, and a no-op for a candidate without a speaker: outside group scopes nothing
@@ -102,6 +106,72 @@ def is_self_fact(entry: MemoryEntry) -> bool:
     return first_person(entry.content) or names_speaker(entry.content, speaker)
 
 
+def speaks_of_self(text: str, other: str) -> bool:
+    """Whether a member's text is about its own speaker rather than member `other`: in
+    the first person ("I", "my", "我") and not naming `other`."""
+    return first_person(text) and not names_speaker(text, other)
+
+
+def other_subject(speaker: str | None, text: str, entry: MemoryEntry) -> bool:
+    """Whether `entry` is another member's self-fact while the text of `speaker` is about
+    its own speaker: two members' first-person facts are about two people, so neither
+    restates, updates nor contradicts the other."""
+    owner = entry.speaker
+    return (
+        speaker is not None
+        and owner is not None
+        and not same_speaker(owner, speaker)
+        and is_self_fact(entry)
+        and speaks_of_self(text, owner)
+    )
+
+
+_CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
+_THIRD_PERSON = {
+    "she": "I", "he": "I", "her": "my", "his": "my", "him": "me", "hers": "mine",
+    "herself": "myself", "himself": "myself", "她": "我", "他": "我",
+}  # fmt: skip
+"""Once a text names a member, its third person is taken for them ("Ann's number is
+555-0143, she prefers texts")."""
+_PRONOUN = re.compile(
+    r"(?<![a-z0-9'’])(?:she|he|her|his|him|hers|herself|himself)(?![a-z0-9'’])|[她他](?![们們])",
+    re.IGNORECASE,
+)
+
+
+def _name_pattern(word: str) -> re.Pattern[str]:
+    """A name as a whole word (a Latin one not inside another word, "Ann" not in
+    "Anna"), with its possessive: "'s" or 的."""
+    edge_before, edge_after = (r"(?<![a-z0-9])", r"(?![a-z0-9])") if word.isascii() else ("", "")
+    own = r"(?P<own>['’]s(?![a-z0-9])|的)?"
+    return re.compile(rf"{edge_before}{re.escape(word)}{edge_after}{own}", re.IGNORECASE)
+
+
+def as_member(text: str, name: str) -> tuple[str, ...]:
+    """`text` as member `name` would say it ("Ann lives in Shanghai" → "I lives in
+    Shanghai", "Ann's son" → "my son", "Ann的儿子" → "我儿子" and "我的儿子", "she" →
+    "I"), so that
+    matching compares it with what they said of themselves; () when it does not name
+    them. (Verb agreement aside: values' one writing folds "lives" into "live".)"""
+    folded = _folded(name)
+    if not folded:
+        return ()
+    text = unicodedata.normalize("NFKC", text)
+    chinese = _CJK.search(text) is not None
+    words = sorted({folded, *(w for w in folded.split() if len(w) >= 3)}, key=len, reverse=True)
+    for word in words:
+        pattern = _name_pattern(word)
+        if pattern.search(text) is None:
+            continue
+        text = _PRONOUN.sub(lambda m: _THIRD_PERSON[m.group().lower()], text)
+        if not chinese:
+            return (pattern.sub(lambda m: "my" if m.group("own") else "I", text),)
+        dropped = pattern.sub("我", text)
+        kept = pattern.sub(lambda m: "我的" if m.group("own") else "我", text)
+        return (dropped,) if kept == dropped else (dropped, kept)
+    return ()
+
+
 def _disputed(by_id: Mapping[str, MemoryEntry], target_id: str, speaker: str) -> str | None:
     """The self-fact `speaker` would overrule by changing entry `target_id` (the entry
     itself, or the self-fact a claim on it disputes); None when the change is theirs to
@@ -125,20 +195,24 @@ def as_claim(cand: Candidate, disputed: str) -> Candidate:
 
 def claim_contradictions(cand: Candidate, by_id: Mapping[str, MemoryEntry]) -> Candidate:
     """The candidate without the entries it names as contradicted that are another
-    member's self-facts; naming one makes it a claim on the first such."""
+    member's self-facts; naming one makes it a claim on the first such, unless the
+    candidate is about its own speaker (another subject: it disputes nothing)."""
     speaker = cand.speaker
     if speaker is None or not cand.contradicts:
         return cand
     kept: list[str] = []
     disputed: str | None = None
+    dropped = False
     for target in cand.contradicts:
         owner = _disputed(by_id, target, speaker)
         if owner is None:
             kept.append(target)
+        elif other_subject(speaker, cand.content, by_id[owner]):
+            dropped = True
         elif disputed is None:
             disputed = owner
     if disputed is None:
-        return cand
+        return replace(cand, contradicts=tuple(kept)) if dropped else cand
     return as_claim(replace(cand, contradicts=tuple(kept)), disputed)
 
 

@@ -13,12 +13,14 @@ import contextlib
 import functools
 import re
 import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
 from operator import attrgetter
 from typing import NamedTuple
 
 from memory_core.base.entries import MemoryEntry
 from memory_core.base.merge_values import Candidate
+from memory_core.longterm.claims import as_member, is_self_fact, other_subject, same_speaker
 from memory_core.longterm.fact_keys import (
     Relation,
     kept_characters,
@@ -134,6 +136,18 @@ class _MatchIndex:
         self._by_category: dict[str, list[tuple[str, str, int]]] | None = None
         self._by_id = by_id
         self._by_skeleton: dict[str, dict[str, list[str]]] = {}
+        self._speakers: list[str] | None = None
+
+    def speakers(self) -> list[str]:
+        """The members who said an entry (a group scope's), one spelling each; found on
+        first use: only a candidate with a speaker asks."""
+        if self._speakers is None:
+            seen: list[str] = []
+            for entry in self._by_id.values():
+                if entry.speaker and not any(same_speaker(entry.speaker, s) for s in seen):
+                    seen.append(entry.speaker)
+            self._speakers = seen
+        return self._speakers
 
     def exact(self, norm: str) -> str | None:
         """The first entry whose normalized text is `norm`."""
@@ -218,6 +232,10 @@ class _MatchIndex:
         self._categories.append(category)
         self._norms.append(norm)
         self._by_norm.setdefault(norm, entry_id)
+        speaker = self._by_id[entry_id].speaker
+        known = self._speakers
+        if speaker and known is not None and not any(same_speaker(speaker, s) for s in known):
+            known.append(speaker)
         if self._by_category is not None:
             self._by_category.setdefault(category, []).append((norm, entry_id, len(norm)))
         grouped = self._by_skeleton.get(category)
@@ -238,10 +256,20 @@ class _Match(NamedTuple):
 _NO_MATCH = _Match()
 
 
-def _related(by_id: dict[str, MemoryEntry], entry_id: str, content: str) -> _Match | None:
+Keep = Callable[[MemoryEntry], bool]
+"""Which entries a candidate may restate or update at all (a group member's: not another
+member's self-fact when it speaks of itself)."""
+
+
+def _related(
+    by_id: dict[str, MemoryEntry], entry_id: str, content: str, keep: Keep | None
+) -> _Match | None:
     """`content` against an entry found alike: a restatement or an update of it, or None
-    for a different fact (another name)."""
-    found = relation(by_id[entry_id].content, content)
+    for a different fact (another name, or an entry `keep` refuses)."""
+    entry = by_id[entry_id]
+    if keep is not None and not keep(entry):
+        return None
+    found = relation(entry.content, content)
     if found is Relation.RESTATES:
         return _Match(restates=entry_id)
     if found is Relation.UPDATES:
@@ -259,7 +287,11 @@ def _believed(by_id: dict[str, MemoryEntry], a: _Match | None, b: _Match | None)
 
 
 def _find_match(
-    by_id: dict[str, MemoryEntry], index: _MatchIndex, cand: Candidate, norm: str
+    by_id: dict[str, MemoryEntry],
+    index: _MatchIndex,
+    cand: Candidate,
+    norm: str,
+    keep: Keep | None = None,
 ) -> _Match:
     """The entry `cand` restates: named by id, the same normalized text, or else the first
     entry (in file order) of its category whose text is `_similar` and differs in no number,
@@ -275,13 +307,13 @@ def _find_match(
     content = cand.content
     update: _Match | None = None
     if cand.matches and cand.matches in by_id:
-        named = _related(by_id, cand.matches, content)
+        named = _related(by_id, cand.matches, content, keep)
         if named is not None and named.restates:
             return named
         update = named
     exact = index.exact(norm)
     if exact is not None:
-        found = _related(by_id, exact, content)
+        found = _related(by_id, exact, content, keep)
         if found is not None and found.restates:
             return found
         update = _believed(by_id, update, found)
@@ -302,7 +334,7 @@ def _find_match(
             continue
         shared = len(other_grams & grams)
         if shared / (other_count + count - shared) >= SIMILAR:
-            found = _related(by_id, entry_id, content)
+            found = _related(by_id, entry_id, content, keep)
             if found is not None and found.restates:
                 return found
             update = _believed(by_id, update, found)
@@ -311,11 +343,38 @@ def _find_match(
         # ("我儿子上三年级" / "四年级"), or a value written otherwise ("at 7" / "at 07:00",
         # "I am" / "I'm"): either text may be the one that holds it, so always asked.
         for entry_id in index.same_skeleton(cand.category, content):
-            found = _related(by_id, entry_id, content)
+            found = _related(by_id, entry_id, content, keep)
             if found is not None and found.restates:
                 return found
             update = _believed(by_id, update, found)
     return update or _NO_MATCH
+
+
+def _group_match(
+    by_id: dict[str, MemoryEntry], index: _MatchIndex, cand: Candidate, norm: str
+) -> _Match:
+    """A group member's candidate: matched as usual but never to another member's
+    self-fact when it speaks of its own speaker; failing a restatement, a text naming a
+    member is matched, as that member would say it, to their self-facts (`as_member`)."""
+    speaker, content = cand.speaker, cand.content
+    match = _find_match(
+        by_id, index, cand, norm, lambda entry: not other_subject(speaker, content, entry)
+    )
+    if match.restates is not None:
+        return match
+    for member in index.speakers():
+        if same_speaker(member, speaker):
+            continue
+
+        def theirs(entry: MemoryEntry, member: str = member) -> bool:
+            return same_speaker(entry.speaker, member) and is_self_fact(entry)
+
+        for text in as_member(content, member):
+            said = replace(cand, content=text, speaker=member, matches=None)
+            found = _find_match(by_id, index, said, normalize_content(text), theirs)
+            if found != _NO_MATCH:
+                return found
+    return match
 
 
 class EntryView:
@@ -349,4 +408,6 @@ class EntryView:
         return self
 
     def find(self, cand: Candidate, norm: str) -> _Match:
+        if cand.speaker is not None:  # a group scope's: whose fact it is matters
+            return _group_match(self.by_id, self._index, cand, norm)
         return _find_match(self.by_id, self._index, cand, norm)

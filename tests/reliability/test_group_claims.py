@@ -29,15 +29,17 @@ SELF_FACTS = [
     "我儿子上三年级",
 ]
 UPDATES = [
-    ("remember that ", "My son Leo is in grade 4 at Hillview primary school"),
-    ("/remember ", "My son Leo is in grade 5 at Hillview primary school"),
-    ("remember that ", "My new phone number is 555-0143, I prefer texts to calls"),
-    ("/remember ", "My new phone number is 555-0199, I prefer texts to calls"),
-    ("/remember ", "我儿子上四年级"),
-    ("/remember ", "我儿子上五年级"),
+    ("remember that ", "Alice's son Leo is in grade 4 at Hillview primary school"),
+    ("/remember ", "Alice's son Leo is in grade 5 at Hillview primary school"),
+    ("remember that ", "Alice's new phone number is 555-0143, she prefers texts to calls"),
+    ("/remember ", "Alice's new phone number is 555-0199, she prefers texts to calls"),
+    ("/remember ", "Alice的儿子上四年级"),
+    ("/remember ", "Alice的儿子上五年级"),
 ]
-"""Bob's six updates, each the text of one of Alice's facts with another value: on their
-own each is taken for an update (tests/reliability/test_updates_not_folded.py)."""
+"""Bob's six updates, each one of Alice's facts with another value, said of her by name:
+read as Alice would say it ("my son ..."), each is an update of her fact
+(tests/reliability/test_updates_not_folded.py). Bob's own first-person texts are about
+Bob (`test_a_members_first_person_fact_is_their_own`)."""
 QUERIES = ["Leo grade Hillview primary school", "phone number 555 texts calls", "儿子 年级"]
 
 
@@ -141,7 +143,7 @@ async def test_another_member_cannot_demote_a_self_fact(core: MemoryCore) -> Non
 
 async def test_a_group_sessions_extraction_keeps_whose_fact_it_is(core: MemoryCore) -> None:
     """`/new` in a group: the offline extractor's memories carry their speaker, and Bob's
-    first-person "update" of Alice's age is kept as his claim, not as her update."""
+    first-person "I am 35 ..." is Bob's own fact: no claim on Alice's age, no update."""
     router = MessageRouter(core, bot_username="chatmem_bot")
     scope = router.scope_of(said("Alice", "hi"))
     await send(router, "Alice", "I am 34 years old and work as a nurse.")
@@ -153,19 +155,79 @@ async def test_a_group_sessions_extraction_keeps_whose_fact_it_is(core: MemoryCo
     now = await entries(core, scope)
     assert now[alice.content].score == alice.score
     bob = now["I am 35 years old and work as a nurse"]
-    assert (bob.speaker, bob.claim_on) == ("Bob", alice.id)
+    assert (bob.speaker, bob.claim_on, bob.memory_class) == ("Bob", None, alice.memory_class)
 
 
 async def test_a_direct_chat_keeps_no_speaker(core: MemoryCore) -> None:
     """Outside a group nothing changes: no speaker is written, an update demotes."""
     router = MessageRouter(core, bot_username="chatmem_bot")
     scope = router.scope_of(replace(said("Alice", "hi"), chat_type="direct", chat_id="alice"))
-    for fact in (SELF_FACTS[0], UPDATES[0][1]):
+    update = "My son Leo is in grade 4 at Hillview primary school"
+    for fact in (SELF_FACTS[0], update):
         reply = await router.handle(
             replace(said("Alice", f"/remember {fact}"), chat_type="direct", chat_id="alice")
         )
         assert reply is not None and reply.scope == scope
     kept = await entries(core, scope)
-    assert kept[SELF_FACTS[0]].score < kept[UPDATES[0][1]].score
+    assert kept[SELF_FACTS[0]].score < kept[update].score
     assert all(e.speaker is None and e.claim_on is None for e in kept.values())
     assert "speaker" not in await core.long_term_text(scope)
+
+
+async def search_ranks(core: MemoryCore, scope: ScopeKey, query: str) -> list[str]:
+    return [hit.text for hit in await core.finder.search(scope, query, limit=10)]
+
+
+async def test_each_member_has_their_own_first_person_facts(core: MemoryCore) -> None:
+    """Issue 34 item 2, the review's case: Ann "I live in Beijing", Bob "I live in
+    Shanghai" (his own fact), Bob "Ann lives in Shanghai" (his claim on Ann's fact), Ann
+    says hers again (only the claim is refuted), and Ann's fact ranks above Bob's claim."""
+    router = MessageRouter(core, bot_username="chatmem_bot")
+    scope = router.scope_of(said("Ann", "hi"))
+    ann_fact, bob_fact, bob_claim = (
+        "I live in Beijing", "I live in Shanghai", "Ann lives in Shanghai",
+    )  # fmt: skip
+    await send(router, "Ann", f"remember that {ann_fact}")
+    reply = await send(router, "Bob", f"remember that {bob_fact}")
+    assert "claim" not in reply
+    stored = await entries(core, scope)
+    ann, bob = stored[ann_fact], stored[bob_fact]
+    # (2) Bob's "I" is Bob: his own fact, Ann's untouched, nothing restated or updated.
+    assert (ann.speaker, bob.speaker, bob.claim_on) == ("Ann", "Bob", None)
+    assert bob.memory_class is not MemoryClass.BELIEF
+    assert (ann.score, ann.hits) == (0.8, 0)
+    block = await core.snapshots.prompt_block(scope)
+    assert f"(by Bob) {bob_fact}" in block and "(claim by Bob)" not in block
+
+    # (3) Bob's word about Ann is read against what Ann said of herself: a claim on it.
+    reply = await send(router, "Bob", f"remember that {bob_claim}")
+    assert "claim by Bob" in reply
+    stored = await entries(core, scope)
+    claim = stored[bob_claim]
+    assert (claim.speaker, claim.claim_on) == ("Bob", ann.id)
+    assert claim.memory_class is MemoryClass.BELIEF
+    assert stored[ann_fact].score == ann.score and stored[bob_fact].score == bob.score
+    print(f"\nBob's texts: own fact {bob.score:.2f}, claim on Ann's {claim.score:.2f}")
+
+    # (4) Ann says hers again: reinforced; Bob's claim refuted; Bob's own fact stays.
+    await send(router, "Ann", f"remember that {ann_fact}")
+    restated = await entries(core, scope)
+    assert restated[ann_fact].score > ann.score
+    assert restated[bob_claim].score < claim.score
+    assert restated[bob_fact].score == bob.score and restated[bob_fact].claim_on is None
+    print(
+        f"after Ann restates: Ann {restated[ann_fact].score:.2f}, Bob's own fact "
+        f"{restated[bob_fact].score:.2f}, Bob's claim {restated[bob_claim].score:.2f}"
+    )
+
+    # (5) Search and recall rank Ann's fact above Bob's claim on it.
+    for query in ("live", "Where does Ann live?", "Who lives in Shanghai?"):
+        shown = await search_ranks(core, scope, query)
+        assert f"(by Ann) {ann_fact}" in shown, (query, shown)
+        mine = shown.index(f"(by Ann) {ann_fact}")
+        theirs = [i for i, text in enumerate(shown) if text.startswith("(claim by Bob)")]
+        assert theirs and all(mine < i for i in theirs), (query, shown)
+    for query in ("Where does Ann live?", "where do Ann and Bob live"):
+        lines = (await core.finder.recall(scope, query)).block.splitlines()
+        first_mine = next(i for i, line in enumerate(lines) if f"(by Ann) {ann_fact}" in line)
+        assert all(first_mine < i for i, line in enumerate(lines) if "(claim by Bob)" in line)

@@ -20,10 +20,12 @@ from memory_core.llm.extract import (
 )
 from memory_core.longterm import parse_cache
 from memory_core.longterm.claims import (
+    as_member,
     first_person,
     group_speaker,
     is_claim_text,
     is_self_fact,
+    other_subject,
     same_speaker,
     shown,
 )
@@ -38,6 +40,8 @@ NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 GROUP = ScopeKey("group:telegram:-100")
 GRADE_3 = "My son Leo is in grade 3 at Hillview primary school"
 GRADE_4 = "My son Leo is in grade 4 at Hillview primary school"
+ALICE_4 = "Alice's son Leo is in grade 4 at Hillview primary school"
+"""Bob's word on Alice's GRADE_3: names her, so it is compared with what she said."""
 
 
 def entry(
@@ -113,7 +117,7 @@ def test_speakers_are_recorded_in_group_scopes_only() -> None:
 
 def test_another_members_update_becomes_a_claim_and_leaves_the_self_fact() -> None:
     alice = entry("a1", GRADE_3, speaker="Alice")
-    result = merge([alice], [Candidate(GRADE_4, speaker="Bob")], NOW, "s1")
+    result = merge([alice], [Candidate(ALICE_4, speaker="Bob")], NOW, "s1")
     kept = by_id(result.entries)
     assert kept["a1"].score == alice.score  # not demoted
     assert result.count(ChangeKind.CONTRADICTED) == 0
@@ -124,7 +128,7 @@ def test_another_members_update_becomes_a_claim_and_leaves_the_self_fact() -> No
     assert (claim.speaker, claim.claim_on) == ("Bob", "a1")
     assert claim.memory_class is MemoryClass.BELIEF
     assert claim.confidence == 0.6
-    assert shown(claim) == f"(claim by Bob) {GRADE_4}"
+    assert shown(claim) == f"(claim by Bob) {ALICE_4}"
     assert shown(kept["a1"]) == f"(by Alice) {GRADE_3}"
 
 
@@ -162,10 +166,10 @@ def test_own_updates_and_other_facts_follow_the_usual_rule() -> None:
 
 def test_the_members_restatement_wins_again() -> None:
     alice = entry("a1", GRADE_3, speaker="Alice")
-    first = merge([alice], [Candidate(GRADE_4, speaker="Bob")], NOW, "s1")
+    first = merge([alice], [Candidate(ALICE_4, speaker="Bob")], NOW, "s1")
     (claim_id,) = [e.id for e in first.entries if e.id != "a1"]
     # Bob says it again: his claim is reinforced, Alice's fact still untouched.
-    again = merge(first.entries, [Candidate(GRADE_4, speaker="Bob")], NOW, "s2")
+    again = merge(first.entries, [Candidate(ALICE_4, speaker="Bob")], NOW, "s2")
     assert by_id(again.entries)["a1"].score == alice.score
     restated = merge(again.entries, [Candidate(GRADE_3, speaker="Alice")], NOW, "s3")
     kept = by_id(restated.entries)
@@ -185,7 +189,7 @@ def test_the_members_restatement_wins_again() -> None:
 def test_a_capture_applies_the_same_rule() -> None:
     alice = entry("a1", GRADE_3, speaker="Alice")
     view = EntryView.of([alice])
-    changes = apply_candidates(view, [Candidate(GRADE_4, speaker="Bob")], NOW)
+    changes = apply_candidates(view, [Candidate(ALICE_4, speaker="Bob")], NOW)
     assert [c.kind for c in changes] == [ChangeKind.ADDED]
     assert view.by_id["a1"].score == alice.score
     (claim,) = [e for e in view.by_id.values() if e.id != "a1"]
@@ -199,11 +203,11 @@ def test_a_capture_applies_the_same_rule() -> None:
 
 
 def test_the_prompt_shows_claims_as_claims_after_the_facts() -> None:
-    claim = entry("b1", GRADE_4, speaker="Bob", claim_on="a1", score=0.9)
+    claim = entry("b1", ALICE_4, speaker="Bob", claim_on="a1", score=0.9)
     alice = entry("a1", GRADE_3, speaker="Alice", score=0.8)
     block = render_prompt_memories([claim, alice])
     lines = block.splitlines()
-    assert lines[-2:] == [f"- [fact] (by Alice) {GRADE_3}", f"- [fact] (claim by Bob) {GRADE_4}"]
+    assert lines[-2:] == [f"- [fact] (by Alice) {GRADE_3}", f"- [fact] (claim by Bob) {ALICE_4}"]
     assert is_claim_text(shown(claim)) and not is_claim_text(shown(alice))
 
 
@@ -213,7 +217,7 @@ def test_the_prompt_shows_claims_as_claims_after_the_facts() -> None:
 def test_the_speaker_round_trips_through_memory_md() -> None:
     items = [
         entry("a1", GRADE_3, speaker="Alice"),
-        entry("b1", GRADE_4, speaker='Bob "the" builder', claim_on="a1", score=0.5),
+        entry("b1", ALICE_4, speaker='Bob "the" builder', claim_on="a1", score=0.5),
     ]
     text = render_memory(items, now=NOW)
     assert '"speaker": "Alice"' in text
@@ -237,7 +241,7 @@ def test_bad_speaker_fields_are_ignored() -> None:
 
 
 def test_the_parse_cache_keeps_the_speaker() -> None:
-    items = [entry("a1", GRADE_3, speaker="Alice"), entry("b1", GRADE_4, speaker="Bob", claim_on="a1")]  # fmt: skip
+    items = [entry("a1", GRADE_3, speaker="Alice"), entry("b1", ALICE_4, speaker="Bob", claim_on="a1")]  # fmt: skip
     parsed = ParsedMemory(
         entries=items,
         quarantined=[],
@@ -291,13 +295,106 @@ def test_the_model_is_shown_speakers_and_must_name_one() -> None:
 
 
 def test_the_snapshot_index_shows_claims_as_claims() -> None:
-    claim = entry("b1", GRADE_4, speaker="Bob", claim_on="a1")
-    assert f"(claim by Bob) {GRADE_4}" in index_line(claim, 1, 200)
+    claim = entry("b1", ALICE_4, speaker="Bob", claim_on="a1")
+    assert f"(claim by Bob) {ALICE_4}" in index_line(claim, 1, 200)
     assert index_line(entry("c1", GRADE_4), 1, 200).endswith(f": {GRADE_4}")
 
 
 def test_the_command_line_shows_who_said_an_entry() -> None:
-    claim = entry("b1", GRADE_4, speaker="Bob", claim_on="a1")
+    claim = entry("b1", ALICE_4, speaker="Bob", claim_on="a1")
     assert entry_json(claim)["speaker"] == "Bob" and entry_json(claim)["claim_on"] == "a1"
     assert "speaker" not in entry_json(entry("c1", GRADE_4))  # as before outside groups
-    assert f"(claim by Bob) {GRADE_4}" in entry_line(1, claim)
+    assert f"(claim by Bob) {ALICE_4}" in entry_line(1, claim)
+
+
+# --- two members, two subjects (issue 34 item 2, the review's cases) ----------------------
+
+BEIJING = "I live in Beijing"
+
+
+def test_two_members_first_person_facts_are_different_facts() -> None:
+    """Bob's "I" is Bob: his first-person text neither updates, restates nor becomes a
+    claim on Ann's first-person fact, even word for word."""
+    ann = entry("a1", BEIJING, speaker="Ann")
+    for text in ("I live in Shanghai", BEIJING):
+        result = merge([ann], [Candidate(text, speaker="Bob")], NOW, "s1")
+        kept = by_id(result.entries)
+        assert kept["a1"].score == ann.score and kept["a1"].hits == 0
+        (bob,) = [e for e in result.entries if e.id != "a1"]
+        assert (bob.content, bob.speaker, bob.claim_on, bob.memory_class) == (
+            text, "Bob", None, None
+        )  # fmt: skip
+        assert shown(bob) == f"(by Bob) {text}"
+    # A model naming Ann's fact as contradicted by Bob's own fact changes nothing either.
+    cand = Candidate("I live in Shanghai", speaker="Bob", contradicts=("a1",))
+    result = merge([ann], [cand], NOW, "s1")
+    assert result.count(ChangeKind.CONTRADICTED) == 0
+    assert all(e.claim_on is None for e in result.entries)
+
+
+def test_a_text_naming_a_member_is_read_against_their_self_facts() -> None:
+    """Bob's "Ann lives in Shanghai" is read as Ann would say it: an update of her "I live
+    in Beijing", so his claim on it; "Ann lives in Beijing" restates it."""
+    ann = entry("a1", BEIJING, speaker="Ann")
+    view = EntryView.of([ann])
+    changes = apply_candidates(view, [Candidate("Ann lives in Shanghai", speaker="Bob")], NOW)
+    assert [(c.kind, c.detail) for c in changes] == [(ChangeKind.ADDED, "claim on a1")]
+    assert view.by_id["a1"].score == ann.score
+    changes = apply_candidates(view, [Candidate("Ann lives in Beijing", speaker="Bob")], NOW)
+    assert [(c.kind, c.entry_id) for c in changes] == [(ChangeKind.REINFORCED, "a1")]
+    zh = entry("z1", "我儿子上三年级", speaker="Ann")
+    result = merge([zh], [Candidate("Ann的儿子上四年级", speaker="Bob")], NOW, "s1")
+    (claim,) = [e for e in result.entries if e.id != "z1"]
+    assert claim.claim_on == "z1" and by_id(result.entries)["z1"].score == zh.score
+
+
+def test_restating_refutes_only_the_claims_on_the_fact() -> None:
+    ann = entry("a1", BEIJING, speaker="Ann")
+    view = EntryView.of([ann])
+    apply_candidates(view, [Candidate("I live in Shanghai", speaker="Bob")], NOW)
+    apply_candidates(view, [Candidate("Ann lives in Shanghai", speaker="Bob")], NOW)
+    own, claim = (e for e in view.by_id.values() if e.id != "a1")
+    assert (own.claim_on, claim.claim_on) == (None, "a1")
+    changes = apply_candidates(view, [Candidate(BEIJING, speaker="Ann")], NOW)
+    assert [(c.kind, c.entry_id) for c in changes] == [
+        (ChangeKind.REINFORCED, "a1"),
+        (ChangeKind.CONTRADICTED, claim.id),
+    ]
+    assert view.by_id[own.id] == own
+
+
+def test_without_speakers_nothing_is_read_as_a_member() -> None:
+    """Outside group scopes a name is a word like any other: no claim, no reinforcement."""
+    old = entry("a1", BEIJING)
+    result = merge([old], [Candidate("Ann lives in Shanghai")], NOW, "s1")
+    kept = by_id(result.entries)["a1"]
+    assert (kept.score, kept.hits) == (old.score, old.hits)
+    assert all(e.claim_on is None for e in result.entries)
+
+
+@pytest.mark.parametrize(
+    ("text", "name", "expected"),
+    [
+        ("Ann lives in Shanghai", "Ann", ("I lives in Shanghai",)),
+        ("ANN's son Leo is in grade 4", "Ann", ("my son Leo is in grade 4",)),
+        ("Ann's number is 555-0143, she prefers texts", "Ann", ("my number is 555-0143, I prefers texts",)),
+        ("Ann的儿子上四年级", "Ann", ("我儿子上四年级", "我的儿子上四年级")),
+        ("安娜住在上海", "安娜", ("我住在上海",)),
+        ("Ann Smith lives in Paris", "Ann Smith", ("I lives in Paris",)),
+        ("Smith lives in Paris", "Ann Smith", ("I lives in Paris",)),
+        ("Annie lives in Paris", "Ann", ()),
+        ("I live in Paris", "Ann", ()),
+    ],
+)  # fmt: skip
+def test_as_member(text: str, name: str, expected: tuple[str, ...]) -> None:
+    assert as_member(text, name) == expected
+
+
+def test_other_subject() -> None:
+    ann = entry("a1", BEIJING, speaker="Ann")
+    assert other_subject("Bob", "I live in Shanghai", ann)
+    assert not other_subject("Ann", "I live in Shanghai", ann)  # her own
+    assert not other_subject("Bob", "Ann lives in Shanghai", ann)  # about her
+    assert not other_subject("Bob", "I think Ann lives in Shanghai", ann)  # names her
+    assert not other_subject(None, "I live in Shanghai", ann)  # no group
+    assert not other_subject("Bob", "I live in Shanghai", entry("o1", BEIJING))
