@@ -29,12 +29,18 @@ _EN_CODED = LazyPattern(
     r"(?: (?:is|was changed to|changed to|has changed to)(?: now)?|\s*[:=])"
     r" (?P<value>[^\s,;]*[0-9@][^\s,;]*(?: [a-z0-9#\-./]+){0,4})"
 )
-_EN_NOT_QUALIFIERS = frozenset(
-    "my our your his her their its new old current updated actual real main and or".split()
+
+
+def _word_set(words: str) -> frozenset[str]:
+    return frozenset(words.split())
+
+
+_EN_NOT_QUALIFIERS = _word_set(
+    "my our your his her their its new old current updated actual real main and or"
 )
-_EN_VALUE_STOPS = frozenset(
+_EN_VALUE_STOPS = _word_set(
     "and or but for since now at on in to from of by as with because when while so then "
-    "too also again still".split()
+    "too also again still"
 )
 _ZH_CODED = LazyPattern(
     "(?P<before>wi-?fi|门禁|银行卡|保险箱|储物柜|电脑|邮箱|家里的?|公司的?|办公室的?)?"
@@ -62,7 +68,9 @@ def coded_slots(canonical_text: str) -> tuple[tuple[str, str], ...]:
         for match in _EN_CODED.finditer(canonical_text):
             before = match["before"]
             qualifier = before if before and before not in _EN_NOT_QUALIFIERS else ""
-            attribute = " ".join(w for w in (qualifier, match["key"], (match["of"] or "").strip()) if w)
+            attribute = " ".join(
+                w for w in (qualifier, match["key"], (match["of"] or "").strip()) if w
+            )
             value = _english_value(match["value"])
             if "address" not in match["key"] and "plate" not in match["key"]:
                 value = value.split(" ")[0] if value else value  # one token: a code, a number
