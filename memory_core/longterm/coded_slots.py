@@ -42,6 +42,11 @@ _EN_VALUE_STOPS = _word_set(
     "and or but for since now at on in to from of by as with because when while so then "
     "too also again still"
 )
+_EN_ONE_OF_MANY = _word_set(
+    "order ticket booking tracking reference case invoice transaction issue bug request "
+    "confirmation parcel package shipment receipt flight reservation"
+)
+"""What one has many of: "my order id is X1" then "... X2" is another order."""
 _ZH_CODED = LazyPattern(
     "(?P<before>wi-?fi|门禁|银行卡|保险箱|储物柜|电脑|邮箱|家里的?|公司的?|办公室的?)?"
     "(?P<key>密码|口令|门禁码|电话号码|电话|手机号码|手机号|邮箱地址|邮箱|地址|账号|帐号|卡号|"
@@ -67,6 +72,8 @@ def coded_slots(canonical_text: str) -> tuple[tuple[str, str], ...]:
     if any(ch.isdigit() or ch == "@" for ch in canonical_text):
         for match in _EN_CODED.finditer(canonical_text):
             before = match["before"]
+            if before in _EN_ONE_OF_MANY:
+                continue
             qualifier = before if before and before not in _EN_NOT_QUALIFIERS else ""
             attribute = " ".join(
                 w for w in (qualifier, match["key"], (match["of"] or "").strip()) if w

@@ -1,4 +1,4 @@
-"""The update rule on a labelled set of 365 pairs (tests/data/update_pairs.tsv), English
+"""The update rule on a labelled set of 369 pairs (tests/data/update_pairs.tsv), English
 and Chinese: an entry says OLD, then NEW arrives.
 
 A restatement (the same value written otherwise: 7 / 07:00, 2026-12-24 / 24.12.2026,

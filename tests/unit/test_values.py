@@ -189,6 +189,7 @@ def test_coded_slots_name_the_attribute_and_need_is_or_a_colon() -> None:
     assert found("公司的门禁码是8831") == (("公司门禁码", "8831"),)
     assert found("flood r1 stdio number 7 qz000mk z0007q") == ()  # no "is": no attribute
     assert found("My phone is broken") == ()  # a value needs a digit or an @
+    assert found("My order id is X1234") == ()  # one of many orders, not one value
 
 
 @pytest.mark.parametrize(
@@ -213,6 +214,7 @@ def test_coded_slots_name_the_attribute_and_need_is_or_a_colon() -> None:
             Relation.DIFFERENT,
         ),
         ("ticket AB12 is mine", "ticket CD34 is mine", Relation.DIFFERENT),
+        ("My booking code is QX12", "My booking code is RT34", Relation.DIFFERENT),
     ],
 )
 def test_a_code_that_is_an_attributes_value_updates_it(
