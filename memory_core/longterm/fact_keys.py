@@ -7,7 +7,8 @@ two phone numbers, for 喜欢 and 不喜欢: the texts differ in exactly the par
 the values' one writing (`values.canonical`: "at 7" = "at 07:00", 三 = 3 = three):
 
 * the same canonical text RESTATES the old one, however its values were written;
-* another code or id (`values.codes`: qz000mk, z0007q) or another name (a capitalised
+* another code or id (`values.codes`: qz000mk, z0007q; unless it is the value of one
+  attribute both give one, `coded_slots`: another wifi password) or another name (a capitalised
   word, or a Chinese name after 叫/姓/a relation word or with a common surname) makes them
   DIFFERENT facts: both are kept, neither loses score;
 * otherwise different numbers, dates (month, weekday and day words), a different count of
@@ -33,6 +34,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from memory_core.base.patterns import LazyPattern
+from memory_core.longterm.coded_slots import coded_slots
 from memory_core.longterm.values import (
     ADDED_LETTERS,
     EN_NUMBER_WORDS,
@@ -106,7 +108,8 @@ _EN_WORD = LazyPattern(r"[A-Za-z]+(?:['’][A-Za-z]+)*")
 _NOISE = LazyPattern(r"[\s\W_]+", re.UNICODE)
 """What `matching.normalize_content` drops (case, width, spaces, punctuation)."""
 _ASCII_DIGITS = LazyPattern(r"[0-9]+(?:[.:][0-9]+)*")
-_DIGITS = LazyPattern(r"\d+(?:[.:]\d+)*")
+_DIGITS = LazyPattern(r"[$€¥]?\d+(?:[.:]\d+)*")
+"""A number with its currency (`values.canonical` writes one as a symbol): $500 is not €500."""
 _THOUSANDS = LazyPattern(r"(?<=\d),(?=\d{3}(?!\d))")
 
 _ZH_NUMERAL = ZH_NUMERAL
@@ -207,6 +210,7 @@ def fact_keys(text: str) -> FactKeys:
     written = canonical(text)
     found_slots = slots_of_canonical(written)
     slot_words = {word for value in found_slots for word in value.split()}
+    slot_words.update(part.casefold() for value in found_slots for part in _EN_WORD.findall(value))
     words = _english_words(written)
     dates = {w for w in words if w in _EN_DATES}
     dates.update(_ZH_DATES.findall(written))
@@ -354,12 +358,27 @@ def _other_place(old: tuple[str, ...], new: tuple[str, ...]) -> bool:
     return not any(a in b or b in a for a in old for b in new)
 
 
+def _codes_apart(old: str, new: str) -> bool:
+    """Whether the texts differ in a code that is not the value of one attribute both
+    give a value: another password for the same wifi is an update, not another thing."""
+    old_codes, new_codes = codes(old), codes(new)
+    if old_codes == new_codes:
+        return False
+    old_values, new_values = dict(coded_slots(canonical(old))), dict(coded_slots(canonical(new)))
+    changed = [a for a in old_values.keys() & new_values.keys() if old_values[a] != new_values[a]]
+    if not changed:
+        return True
+    old_codes -= codes(" ".join(old_values[a] for a in changed))
+    new_codes -= codes(" ".join(new_values[a] for a in changed))
+    return old_codes != new_codes
+
+
 def relation(old: str, new: str) -> Relation:
     """How `new` stands to `old`, two texts the merge found alike (the same either way
     round)."""
     if squashed(old) == squashed(new):
         return Relation.RESTATES  # the same values, written otherwise
-    if codes(old) != codes(new):
+    if _codes_apart(old, new):
         return Relation.DIFFERENT  # another id or code: another thing
     a, b = fact_keys(old), fact_keys(new)
     if _names_only_in(old, a, new) or _names_only_in(new, b, old):

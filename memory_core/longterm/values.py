@@ -10,7 +10,7 @@ merge compares values, not spellings (`fact_keys.relation`, `fact_keys.skeleton`
 (which a skeleton masks), never adds other letters: what `fact_keys.kept_characters`
 relies on. `codes` are the tokens that identify (qz000mk, z0007q, r1): texts that differ
 in one are different facts. `slots` are the values of single-valued attributes (where
-one lives or works): another one there is an update, not another person.
+one lives or works, a password): another one there is an update, not another person.
 
 Pure and cheap: patterns compile at first use, results are cached per text.
 """
@@ -23,6 +23,7 @@ import unicodedata
 from datetime import date
 
 from memory_core.base.patterns import LazyPattern
+from memory_core.longterm.coded_slots import coded_slots
 
 ZH_DIGITS = {
     "零": 0, "〇": 0, "一": 1, "二": 2, "两": 2, "三": 3, "四": 4,
@@ -294,8 +295,52 @@ def _at_hour(match: re.Match[str]) -> str:
     return f"{match[1]} {hour:02d}:00" if hour <= 24 else match.group()
 
 
+_DOT_AFTER_WORD = LazyPattern(
+    r"\b(at|around|by|until|till|before|after|from)\s+(\d{1,2})\.(\d{2})(?![\d]|[.,]\d)"
+    r"(?=\s*(?:$|[^\w\s$€¥%]|h\b|(?:a\.?m\.?|p\.?m\.?|every|each|on|in|at|and|or|daily|sharp|"
+    r"tomorrow|today|tonight|then|to|until|till)\b|[\u4e00-\u9fff]))"
+)
+"""8.30 after a word that asks for a time ("at 8.30"): "1.5 years", "version 2.10", "at
+2.50 dollars" are not times."""
+_DOT_HALF_DAY = LazyPattern(r"(?<![\w.,:])(\d{1,2})\.(\d{2})(?=\s*[ap]\.?m\b)")
+_HOURS_MARK = LazyPattern(r"(?<![\w.,:])(\d{1,2})(?:h(\d{2})|[.:](\d{2})h)(?!\w)")
+"""8h30 and 18.45h."""
+_PAST_TO = LazyPattern(r"\b(?:a )?(half|quarter) (past|after|to) (\d{1,2})\b(?![:.]\d)")
+"""half past 8 (the number words are digits by now), quarter to 8."""
+
+
+def _hours_minutes(hour: int, minute: int, written: str) -> str:
+    return f"{hour}:{minute:02d}" if hour <= 24 and minute <= 59 else written
+
+
+def _past_to(match: re.Match[str]) -> str:
+    hour = int(match[3])
+    if not 1 <= hour <= 12:
+        return match.group()
+    minutes = 30 if match[1] == "half" else 15
+    if match[2] == "to":
+        return f"{hour - 1 or 12}:{60 - minutes:02d}"
+    return f"{hour}:{minutes:02d}"
+
+
+def _spoken_times(text: str) -> str:
+    """Times written with a dot, an h, or in words, written H:MM for `_times`."""
+    if "." in text:
+        text = _DOT_AFTER_WORD.sub(
+            lambda m: f"{m[1]} " + _hours_minutes(int(m[2]), int(m[3]), f"{m[2]}.{m[3]}"), text
+        )
+        text = _DOT_HALF_DAY.sub(lambda m: _hours_minutes(int(m[1]), int(m[2]), m.group()), text)
+    if "h" in text:
+        text = _HOURS_MARK.sub(
+            lambda m: _hours_minutes(int(m[1]), int(m[2] or m[3]), m.group()), text
+        )
+    if "past" in text or " to " in text or "after" in text:
+        text = _PAST_TO.sub(_past_to, text)
+    return text
+
+
 def _times(text: str) -> str:
-    text = _CLOCK_HALF.sub(_clock_half, text)
+    text = _CLOCK_HALF.sub(_clock_half, _spoken_times(text))
     if ":" in text:
         text = _CLOCK.sub(_clock, text)
     return _AT_HOUR.sub(_at_hour, text)
@@ -322,12 +367,45 @@ def _numbers(text: str, grouped: bool) -> str:
     return _DECIMAL_COMMA.sub(r"\1.\2", text)
 
 
+_MAGNITUDE = LazyPattern(
+    r"(?<![\d.,])(?:(\d{1,12})(?:\.(\d{1,9}))?|\ba) (hundred|thousand|million|billion)\b"
+)
+_MAGNITUDE_ZEROS = {"hundred": 2, "thousand": 3, "million": 6, "billion": 9}
+_CURRENCY_WORD = LazyPattern(
+    r"(?<![a-z0-9_.,:])(\d+(?:\.\d+)?)\s*"
+    r"(?:(dollars?|bucks?|usd)|(euros?|eur)|(yuan|rmb|元|块钱|块(?![\u4e00-\u9fff])))(?![a-z])"
+)
+_CURRENCY_AFTER = LazyPattern(r"(?<![a-z0-9_.,:])(\d+(?:\.\d+)?)\s*([$€¥])|([$€¥])\s+(?=\d)")
+"""A currency named by a word or written after the amount: one writing, the symbol before
+it ($ dollars, € euros, ¥ yuan), which drops letters and adds none."""
+
+
+def _magnitude(match: re.Match[str]) -> str:
+    whole, fraction, zeros = match[1] or "1", match[2] or "", _MAGNITUDE_ZEROS[match[3]]
+    if len(fraction) > zeros:
+        return match.group()
+    return (whole + fraction.ljust(zeros, "0")).lstrip("0") or "0"
+
+
+def _currency(match: re.Match[str]) -> str:
+    symbol = "$" if match[2] else "€" if match[3] else "¥"
+    return f"{symbol}{match[1]}"
+
+
+def _currencies(text: str) -> str:
+    text = _CURRENCY_AFTER.sub(lambda m: m[3] or f"{m[2]}{m[1]}", text)
+    return _CURRENCY_WORD.sub(_currency, text)
+
+
 def _cardinals(text: str) -> str:
     if "ty" in text:
         text = _EN_COMPOUND.sub(
             lambda m: str(int(EN_NUMBER_WORDS[m[1]]) + int(EN_NUMBER_WORDS[m[2]])), text
         )
-    return _EN_CARDINAL.sub(lambda m: EN_NUMBER_WORDS[m.group()], text)
+    text = _EN_CARDINAL.sub(lambda m: EN_NUMBER_WORDS[m.group()], text)
+    if "illion" in text or "hundred" in text or "thousand" in text:
+        text = _MAGNITUDE.sub(_magnitude, text)
+    return text
 
 
 def _words(text: str) -> str:
@@ -358,7 +436,7 @@ def canonical(text: str) -> str:
         text = _chinese_values(text)
     if _HAS_DIGIT.search(text):
         grouped = _DIGIT_GROUPS.search(text) is not None
-        text = _numbers(_times(_dates(text, grouped)), grouped)
+        text = _currencies(_numbers(_times(_dates(text, grouped)), grouped))
     return _words(text)
 
 
@@ -366,8 +444,8 @@ _HAS_HAN = LazyPattern("[\u4e00-\u9fff]")
 _HAS_DIGIT = LazyPattern("[0-9]")
 _DIGIT_GROUPS = LazyPattern(r"[0-9][-/., ][0-9]")
 """Digits a separator splits: a numeric date, a phone number, thousands, a decimal comma."""
-_SQUASH = LazyPattern(r"(?:(?!(?<=\d)[.:](?=\d))[\s\W_])+", re.UNICODE)
-"""Spaces and punctuation, but not the point of 1.5 or the colon of 7:30."""
+_SQUASH = LazyPattern(r"(?:(?![$€¥])(?!(?<=\d)[.:](?=\d))[\s\W_])+", re.UNICODE)
+"""Spaces and punctuation, but not the point of 1.5, the colon of 7:30 or a currency."""
 
 
 def squashed(text: str) -> str:
@@ -378,10 +456,16 @@ def squashed(text: str) -> str:
 _CODE = LazyPattern(r"(?<![a-z0-9])[a-z0-9]*(?:[a-z]-?[0-9]|[0-9][a-z]+[0-9])[a-z0-9]*(?![a-z0-9])")
 
 
+_CLOCK_CODE = LazyPattern(r"(?:[01]?\d|2[0-4])h[0-5]\d")
+"""8h30: a time, not a code."""
+
+
 def codes(text: str) -> frozenset[str]:
     """Tokens that identify rather than count (qz000mk, z0007q, r1, ab12, jira-4521): letters
-    before digits somewhere in one ASCII word. "3pm", "5km", "2nd" are a number and its unit."""
-    return frozenset(_CODE.findall(unicodedata.normalize("NFKC", text).casefold()))
+    before digits somewhere in one ASCII word. "3pm", "5km", "2nd" are a number and its unit,
+    "8h30" a time."""
+    found = _CODE.findall(unicodedata.normalize("NFKC", text).casefold())
+    return frozenset(token for token in found if not _CLOCK_CODE.fullmatch(token))
 
 
 _EN_SLOT_WORD = r"[a-z][a-z'\-]*"
@@ -417,7 +501,8 @@ def _english_slot(value: str) -> str:
 @functools.lru_cache(maxsize=1 << 12)
 def slots(text: str) -> tuple[str, ...]:
     """Values of single-valued attributes in `canonical(text)`: where one lives or works,
-    a favourite thing. A place there is a value, not a name: another one updates it."""
+    a favourite thing, a password, PIN or phone number (`coded_slots`). A place there is a
+    value, not a name: another one updates it."""
     return slots_of_canonical(canonical(text))
 
 
@@ -425,6 +510,7 @@ def slots_of_canonical(canonical_text: str) -> tuple[str, ...]:
     """`slots` of a text already made `canonical`."""
     values = [_english_slot(m["value"]) for m in _EN_SLOT.finditer(canonical_text)]
     values += [m["value"] or m["work"] or m["liked"] for m in _ZH_SLOT.finditer(canonical_text)]
+    values += [value for _, value in coded_slots(canonical_text)]
     return tuple(v for v in values if v)
 
 
