@@ -30,12 +30,10 @@ from dataclasses import replace
 from memory_core.base.entries import DEFAULT_CONFIDENCE, MemoryClass, MemoryEntry
 from memory_core.base.merge_values import Candidate
 from memory_core.base.scope import ScopeKey
+from memory_core.base.speaker_label import CLAIM_MARK
 
 GROUP_PREFIX = "group:"
 """How a group chat's scope key starts (base/scope.py: `group:{channel}:{chat_id}`)."""
-
-CLAIM_MARK = "(claim by "
-"""How a claim's shown text starts: the prompt and the search index both show it."""
 
 CLAIM_FACTOR = 0.5
 """What a claim's search rank is multiplied by: another member's word about someone
@@ -268,21 +266,3 @@ def claim_reply(speaker: str, chinese: bool) -> str:
     if chinese:
         return f"已记为 {speaker} 的说法（不改变本人说过的事）："
     return f"Noted as a claim by {speaker} (it does not change what the person said): "
-
-
-_LABEL = re.compile(r"\((?:claim )?by ([^)]*)\) ")
-
-
-def label_words(text: str) -> int:
-    """How many words of a shown text are its label ("(by Alice Smith) " → 2, "(claim by
-    Bob) " → 2 with "claim"), not what was said: a turn that said the entry's words holds
-    none of them."""
-    label = _LABEL.match(text)
-    if label is None:
-        return 0
-    return len(label.group(1).split()) + is_claim_text(text)
-
-
-def is_claim_text(text: str) -> bool:
-    """Whether a shown text (a search hit's) is a claim's."""
-    return text.startswith(CLAIM_MARK)

@@ -15,8 +15,9 @@ from datetime import UTC, datetime, timedelta
 
 from memory_core.base.entries import MemoryEntry, sort_entries
 from memory_core.base.policy import DEFAULT_POLICY, ScoringPolicy
+from memory_core.base.speaker_label import is_claim_text
 from memory_core.base.text import estimate_tokens
-from memory_core.longterm.claims import is_claim_text, shown
+from memory_core.longterm.claims import shown
 from memory_core.longterm.scoring import score_at
 
 HEADER = "# 历史记忆 (long-term memory)\n\n关于用户的关键信息 / What I know about the user:"

@@ -12,6 +12,7 @@ from adapters.cli.commands import entry_json, entry_line
 from memory_core.base.entries import Importance, MemoryClass, MemoryEntry
 from memory_core.base.merge_values import Candidate, ChangeKind
 from memory_core.base.scope import MAIN, ScopeKey
+from memory_core.base.speaker_label import is_claim_text, without_label
 from memory_core.llm.extract import (
     TranscriptLine,
     build_extraction_messages,
@@ -23,7 +24,6 @@ from memory_core.longterm.claims import (
     as_member,
     first_person,
     group_speaker,
-    is_claim_text,
     is_self_fact,
     other_subject,
     same_speaker,
@@ -398,3 +398,9 @@ def test_other_subject() -> None:
     assert not other_subject("Bob", "I think Ann lives in Shanghai", ann)  # names her
     assert not other_subject(None, "I live in Shanghai", ann)  # no group
     assert not other_subject("Bob", "I live in Shanghai", entry("o1", BEIJING))
+
+
+def test_without_label_is_what_was_said() -> None:
+    assert without_label("(by Alice Smith) my son is in grade 3") == "my son is in grade 3"
+    assert without_label("(claim by Bob) Alice moved") == "Alice moved"
+    assert without_label("no label (by Bob) here") == "no label (by Bob) here"

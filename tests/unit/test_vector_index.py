@@ -149,6 +149,22 @@ async def test_backfill_then_search_orders_by_cosine(
     assert await index.search(sid, query([0, 0, 0, 0]), 3) == []
 
 
+async def test_a_group_entrys_vector_is_made_of_what_was_said(
+    db: Database, fake: FakeOpenAI, index: VectorIndex
+) -> None:
+    """The label "(by Alice) " says who said an entry: embedded with it, every entry of a
+    person came close to each question naming them (LoCoMo dev, frac@5 with vectors 70.3
+    → 69.0), so the model is given the text after it."""
+    texts = ["(by Alice) I live in Beijing", "(claim by Bob) Alice lives in Shanghai", "plain"]
+    sid, _ = await add(db, "group:t:1", texts, kind=ChunkKind.LONG_TERM)
+    assert await index.backfill(sid) == 3
+    assert sorted(fake.embedded_texts()) == [
+        "Alice lives in Shanghai",
+        "I live in Beijing",
+        "plain",
+    ]
+
+
 async def test_each_vector_is_stored_once_as_float16_by_model_and_text_hash(
     db: Database, index: VectorIndex
 ) -> None:

@@ -19,9 +19,10 @@ from memory_core.base.answer_kind import AnswerKind, holds_answer
 from memory_core.base.chunks import ChunkKind
 from memory_core.base.clock import parse_when
 from memory_core.base.records import Hit
+from memory_core.base.speaker_label import is_claim_text
 from memory_core.base.text import tokenize
 from memory_core.base.turn_dates import decode_days
-from memory_core.longterm.claims import CLAIM_FACTOR, is_claim_text
+from memory_core.longterm.claims import CLAIM_FACTOR
 from memory_core.recall.index.ranking import K1, B, CorpusStats, bm25_scorer, ideal_score, idf
 from memory_core.recall.index.rerank import (
     CONVERSATION_KINDS,

@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta, tzinfo
 
 from memory_core.base.chunks import ChunkKind
+from memory_core.base.speaker_label import label_words
 from memory_core.config.memory import RecallSettings
-from memory_core.longterm.claims import label_words
 
 _RECALL = RecallSettings()
 """The `[recall]` defaults."""

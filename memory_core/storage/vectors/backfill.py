@@ -23,6 +23,7 @@ from typing import Protocol
 
 from memory_core.base.clock import Monotonic
 from memory_core.base.retry import OutageNotice
+from memory_core.base.speaker_label import without_label
 from memory_core.base.sql import Db
 from memory_core.embedding.base import Embedder, EmbeddingError
 from memory_core.storage.vectors import rows as vectors
@@ -252,7 +253,9 @@ class Backfills:
             misses = [(chunk, key) for chunk, key in batch if key not in found]
             fresh: dict[str, bytes] = {}
             if misses:
-                rows = await self._embedder.embed([chunk.text for chunk, _ in misses])
+                rows = await self._embedder.embed(
+                    [without_label(chunk.text) for chunk, _ in misses]
+                )
                 if rows.shape[0] != len(misses):
                     raise EmbeddingError(
                         f"{self._model} returned {rows.shape[0]} vectors for {len(misses)} texts"
