@@ -154,6 +154,17 @@ def lookalike_form(key: ScopeKey | str) -> str:
     return ":".join(part.strip() for part in normal.split(":"))
 
 
+def today_key(key: ScopeKey | str) -> ScopeKey | None:
+    """The key every path (`--scope`, `--as`, the adapters, MCP) reaches a stored one's
+    scope by now: where `validate` says to merge a look-alike group and where `scopes
+    --merge` may make a scope that does not exist yet. None for a key no path can make
+    (an empty part once its invisible characters are gone)."""
+    try:
+        return ScopeKey.parse(lookalike_form(key))
+    except ScopeError:
+        return None
+
+
 def printable_key(key: ScopeKey | str) -> str:
     """A key as it can be shown on one line: invisible and reordering characters (which a
     key from an older workspace may still hold) written as `\\x1b`, `\\u202e`."""

@@ -80,7 +80,7 @@ async def test_no_link_or_copy_lets_one_scope_reach_anothers_files(
     note_text = ann_note.read_text(encoding="utf-8")
     make(core.workspace.root)
 
-    with pytest.raises(FileRefused, match="a scope's (files|folder) must be its own"):
+    with pytest.raises(FileRefused, match=r"a scope's (files|folder) must be its own"):
         await core.memories.capture(BOB, "Bob secret: the safe code is 4711")
         await core.memories.flush()
     await refused_or_without_ann(lambda: core.memories.entries(BOB))
