@@ -123,8 +123,9 @@ class Scopes:
             nargs=2,
             metavar=("FROM", "INTO"),
             help="move everything scope FROM holds (memories, notes, history, index, "
-            "audit) into scope INTO, which must exist unless it is FROM's key as made today; FROM's directory is kept under "
-            ".chatmem/merged/. Stop the bots first",
+            "audit) into scope INTO, which must exist unless it is FROM's key as made "
+            "today (then it is made); FROM's directory is kept under .chatmem/merged/. "
+            "Stop the bots first",
         )
 
     @staticmethod
