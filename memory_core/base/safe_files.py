@@ -169,7 +169,8 @@ def _refuse_other_scope(
 
 
 _KEY_FILE = ".scope"
-_KEY_VERDICTS: dict[tuple[str, int, int, int], bool] = {}
+_KEYS_SEEN: set[tuple[str, int, int, int, int]] = set()
+"""Key files found to name their folder's scope, by stamp (a refusal is read again)."""
 
 
 def _refuse_foreign_key_file(root: Path, path: Path | str, real_root: str, slug: str) -> None:
@@ -185,15 +186,15 @@ def _refuse_foreign_key_file(root: Path, path: Path | str, real_root: str, slug:
     except (FileNotFoundError, NotADirectoryError):
         return
     if not stat.S_ISREG(st.st_mode):
-        return  # a link or special key file is opened through here, and refused then
-    stamp = (key_path, st.st_ino, st.st_mtime_ns, st.st_size)
-    ours = _KEY_VERDICTS.get(stamp)
-    if ours is None:
-        ours = _names_slug(key_path, slug, st.st_size)
-        if len(_KEY_VERDICTS) > 4096:
-            _KEY_VERDICTS.clear()
-        _KEY_VERDICTS[stamp] = ours
-    if not ours:
+        return  # names no key itself; where a link leads is checked when it is opened
+    stamp = (key_path, st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size)
+    if stamp in _KEYS_SEEN:
+        return
+    if _names_slug(key_path, slug, st.st_size):
+        if len(_KEYS_SEEN) > 4096:
+            _KEYS_SEEN.clear()
+        _KEYS_SEEN.add(stamp)
+    else:
         raise FileRefused(
             f"refused {shown(root, path)}: scope folder {slug}'s key file names another "
             "scope, and a scope's folder must be its own"

@@ -187,6 +187,7 @@ async def check_merge(core: MergingCore, source: ScopeKey, target: ScopeKey) -> 
             raise ScopeError(
                 f"no scope {printable_key(key)} {role} (`chatmem scopes` lists the scopes)"
             )
+    return creates
 
 
 async def merge_scopes(core: MergingCore, source: ScopeKey, target: ScopeKey) -> MergeReport:

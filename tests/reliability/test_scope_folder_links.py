@@ -65,7 +65,7 @@ async def refused_or_without_ann(call: Callable[[], object]) -> None:
         assert "refused" in str(exc) and "\n" not in str(exc)
         return
     except ChatmemError as exc:
-        assert "refused" in str(exc), exc
+        assert "blue pot" not in str(exc) and "\n" not in str(exc), exc
         return
     assert "blue pot" not in repr(answer), answer
 
@@ -83,6 +83,17 @@ async def test_no_link_or_copy_lets_one_scope_reach_anothers_files(
     with pytest.raises(FileRefused, match=r"a scope's (files|folder) must be its own"):
         await core.memories.capture(BOB, "Bob secret: the safe code is 4711")
         await core.memories.flush()
+    await refused_or_without_ann(lambda: core.long_term_text(BOB))  # MCP's resource
+    await refused_or_without_ann(
+        lambda: core.memory_tool(BOB, "memory_search", {"query": "spare key blue pot"})
+    )
+    await refused_or_without_ann(
+        lambda: core.memory_tool(BOB, "memory_save", {"content": "Bob secret: code 4711"})
+    )
+    await refused_or_without_ann(lambda: core.snapshots.rebuild(BOB))
+    await refused_or_without_ann(lambda: core.reindex())
+    await refused_or_without_ann(lambda: core.finder.search(BOB, "spare key blue pot"))
+    await refused_or_without_ann(lambda: core.merge_scopes(BOB, ScopeKey("peer:Cy")))
     await refused_or_without_ann(lambda: core.memories.entries(BOB))
     await refused_or_without_ann(lambda: core.finder.recall(BOB, "spare key blue pot"))
     await refused_or_without_ann(lambda: core.snapshots.prompt_block(BOB))
@@ -98,6 +109,7 @@ async def test_no_link_or_copy_lets_one_scope_reach_anothers_files(
         with pytest.raises(ChatmemError, match="refused"):
             await core.notes.append(BOB, "Bob walked the dog")
 
+    assert "4711" not in ann_file.read_text(encoding="utf-8")
     assert ann_file.read_text(encoding="utf-8") == ann_text
     assert ann_note.read_text(encoding="utf-8") == note_text
     assert BOB not in await core.known_scopes() or make is long_term_link
