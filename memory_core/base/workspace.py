@@ -248,8 +248,11 @@ class Workspace:
             candidate = self.root / pure
         allowed_root = self.memory_dir(scope)
         # A scope folder that is a link, or a link into another scope's files: refused.
-        for path in (allowed_root, self.long_term_path(scope), candidate):
-            safe_files.inside(self.root, path)
+        try:
+            for path in (allowed_root, self.long_term_path(scope), candidate):
+                safe_files.inside(self.root, path)
+        except OSError as exc:  # a name too long, a file where a folder is named
+            raise PathRefused(f"refused path {requested!r}: {exc.strerror}") from None
         real_root = Path(os.path.realpath(self.root))
         real = Path(os.path.realpath(candidate))
         real_allowed = Path(os.path.realpath(allowed_root))
