@@ -54,6 +54,9 @@ SERVES: set[str] = set()
 one; every other command's is a command's (`MemoryCore.open(serving=False)`)."""
 UNSCOPED: set[str] = set()
 """Subcommands that read every scope, not the --scope one (no check that it exists)."""
+OWN_SCOPES: dict[str, str] = {}
+"""Subcommands that make their scope from what they are told (chat: `--as`, `--group`),
+and what they take instead of `--scope`: a `--scope` other than main is refused."""
 INTERRUPTED: dict[str, str] = {}
 """What a subcommand stopped by Ctrl-C left behind, said after `interrupted`."""
 COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Handler]] = {}
@@ -79,6 +82,7 @@ def command(
     scoped: bool = True,
     interrupted: str = "",
     serves: bool = False,
+    own_scope: str = "",
 ) -> Callable[[Any], Any]:
     """Register a subcommand: a class with `run(core, args)` and, when it takes its own
     options, `arguments(parser)`. With `opens_core=False`, `run(config, args)` gets the
@@ -88,7 +92,8 @@ def command(
     nothing: it runs in a read-only workspace and refuses a --scope that holds nothing,
     unless `scoped=False` (it reads every scope). `interrupted` says what Ctrl-C leaves.
     `serves=True` marks a command that runs until stopped (a bot): its core loads the
-    tokenizer and backfills vectors at the open, where a one-shot command's does not."""
+    tokenizer and backfills vectors at the open, where a one-shot command's does not.
+    `own_scope` (what it takes instead) marks a command that refuses `--scope`."""
 
     def register(cls: Any) -> Any:
         COMMANDS[name] = (help_text, getattr(cls, "arguments", _no_arguments), cls.run)
@@ -104,6 +109,8 @@ def command(
             INTERRUPTED[name] = interrupted
         if serves:
             SERVES.add(name)
+        if own_scope:
+            OWN_SCOPES[name] = own_scope
         return cls
 
     return register

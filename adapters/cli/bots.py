@@ -95,7 +95,11 @@ def name_arg(value: str) -> str:
 
 
 @command(
-    "chat", "chat with the memory bot in this terminal (no token needed)", creates=True, serves=True
+    "chat",
+    "chat with the memory bot in this terminal (no token needed)",
+    creates=True,
+    serves=True,
+    own_scope="its scope is made from who is talking: use --as NAME or --group CHAT_ID",
 )
 class Chat:
     @staticmethod

@@ -22,6 +22,7 @@ from adapters.cli import (
     CREATES,
     KNOWN_SHOWN,
     OWN_CORE,
+    OWN_SCOPES,
     READS_ONLY,
     SERVES,
     UNSCOPED,
@@ -43,6 +44,11 @@ def run_command(args: argparse.Namespace) -> int:
     """The parsed command, run to its exit code (errors are the caller's to report)."""
     config = load_config(args.config, workspace=args.workspace)
     args.scope_key = ScopeKey.parse(args.scope)
+    if args.command in OWN_SCOPES and not args.scope_key.is_main:
+        raise ChatmemError(
+            f"`chatmem {args.command}` does not take --scope: "
+            f"{OWN_SCOPES[args.command]} (nothing was done)"
+        )
     handler = COMMANDS[args.command][2]
     if args.command in OWN_CORE:
         own: ConfigHandler = handler  # type: ignore[assignment]

@@ -9,26 +9,23 @@ from typing import TYPE_CHECKING
 
 from adapters.cli import EXIT_PROBLEMS, Output, command
 from memory_core.base.errors import ChatmemError, ScopeError
-from memory_core.base.scope import ScopeKey, lookalike_groups, printable_key
+from memory_core.base.scope import ScopeKey, lookalike_groups, printable_key, today_key
 from memory_core.base.wording import counted
 
 if TYPE_CHECKING:
     from memory_core.engine import MemoryCore
 
 
-def merge_hint(group: list[ScopeKey]) -> str:
-    """The command that folds a look-alike group into its first key as made today."""
-    keep = min(group, key=lambda k: (_today(k) != k.value, k.value))
-    others = " ".join(f"'{printable_key(k)}'" for k in group if k != keep)
-    return f"chatmem scopes --merge {others} '{printable_key(keep)}'"
-
-
-def _today(key: ScopeKey) -> str:
-    """The key as it would be made now (look-alikes keep their odd spelling otherwise)."""
-    try:
-        return ScopeKey.parse(key.value).value
-    except ScopeError:
-        return ""
+def merge_hints(group: list[ScopeKey]) -> list[str]:
+    """The commands that fold a look-alike group into the key every path uses now
+    (`today_key`, made by the merge when no stored scope has it): one per other
+    spelling, since `--merge` takes one FROM and one INTO."""
+    target = today_key(group[0]) or min(group, key=lambda k: k.value)
+    return [
+        f"chatmem scopes --merge '{printable_key(k)}' '{printable_key(target)}'"
+        for k in group
+        if k != target
+    ]
 
 
 @command(
@@ -75,7 +72,8 @@ class Validate:
             )
         for group in groups:
             shown = ", ".join(printable_key(k) for k in group)
-            lines.append(f"  {shown}\n      {merge_hint(group)}")
+            hints = "".join(f"\n      {hint}" for hint in merge_hints(group))
+            lines.append(f"  {shown}{hints}")
         Output(args.json).emit(
             {"ok": False, "problems": data, "lookalike_scopes": lookalikes}, "\n".join(lines)
         )
@@ -101,6 +99,16 @@ def stored_scope(known: list[ScopeKey], text: str) -> ScopeKey:
     raise ChatmemError(f"no scope {text!r} in this workspace (`chatmem scopes` lists them)")
 
 
+def merge_target(known: list[ScopeKey], source: ScopeKey, text: str) -> ScopeKey:
+    """INTO as typed, normalised as every key a person types (`ScopeKey.parse`: an old
+    spelling is never merged into): a scope of the workspace, or FROM's key as made
+    today, which the merge makes; one line otherwise."""
+    target = ScopeKey.parse(text)
+    if target in known or target == today_key(source):
+        return target
+    raise ChatmemError(f"no scope {text!r} in this workspace (`chatmem scopes` lists them)")
+
+
 @command(
     "scopes",
     "list the workspace's scopes, or merge one into another (--merge FROM INTO)",
@@ -115,8 +123,9 @@ class Scopes:
             nargs=2,
             metavar=("FROM", "INTO"),
             help="move everything scope FROM holds (memories, notes, history, index, "
-            "audit) into scope INTO, which must exist; FROM's directory is kept under "
-            ".chatmem/merged/. Stop the bots first",
+            "audit) into scope INTO, which must exist unless it is FROM's key as made "
+            "today (then it is made); FROM's directory is kept under .chatmem/merged/. "
+            "Stop the bots first",
         )
 
     @staticmethod
@@ -153,7 +162,8 @@ class Scopes:
 
 async def _merge(core: MemoryCore, args: argparse.Namespace) -> int:
     known = await core.known_scopes()
-    source, target = (stored_scope(known, text) for text in args.merge)
+    source = stored_scope(known, args.merge[0])
+    target = merge_target(known, source, args.merge[1])
     report = await core.merge_scopes(source, target)
     rows = sum(report.rows.values())
     files = report.files

@@ -30,6 +30,7 @@ except ImportError:  # pragma: no cover - not POSIX
     fcntl = None  # type: ignore[assignment]
 
 from memory_core.base.errors import FileRefused
+from memory_core.base.scope import ScopeKey, is_hashed_slug, is_valid_slug, scope_slug
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +90,7 @@ def _resolve(root: Path, path: Path | str) -> tuple[str, os.stat_result | None]:
     current = real_root
     st: os.stat_result | None = None
     parts = [part for part in rest.split(os.sep) if part]
+    linked = False
     for index, part in enumerate(parts):
         step = os.path.join(current, part)
         try:
@@ -98,6 +100,12 @@ def _resolve(root: Path, path: Path | str) -> tuple[str, os.stat_result | None]:
             current, st = os.path.normpath(os.path.join(step, *parts[index + 1 :])), None
             break
         if stat.S_ISLNK(st.st_mode):
+            if index == 2 and parts[:2] == list(SCOPES_FOLDER):
+                raise FileRefused(
+                    f"refused {shown(root, path)}: the scope folder {part} is a link, "
+                    "and a scope's folder must be its own"
+                )
+            linked = True
             step = os.path.realpath(step)
             try:
                 st = os.lstat(step)
@@ -110,7 +118,107 @@ def _resolve(root: Path, path: Path | str) -> tuple[str, os.stat_result | None]:
         raise FileRefused(
             f"refused {shown(root, path)}: a link leads outside the workspace ({current})"
         )
+    named = scope_owner(parts)
+    if linked:
+        _refuse_other_scope(root, path, real_root, named, current)
+    if named:
+        _refuse_foreign_key_file(root, path, real_root, named)
     return current, st
+
+
+SCOPES_FOLDER = ("memory", "scopes")
+"""Where the scopes other than main keep their folders (base/workspace.py)."""
+
+
+def scope_owner(parts: list[str]) -> str | None:
+    """Pure: whose files a workspace-relative path names: a scope folder's name, `""`
+    for the main scope (`MEMORY.md`, `memory/`), None for the rest (`.chatmem/`)."""
+    if parts[:2] == list(SCOPES_FOLDER):
+        return parts[2] if len(parts) > 2 else None
+    if parts[:1] in (["memory"], ["MEMORY.md"]):
+        return ""
+    return None
+
+
+def _real_owner(real_root: str, real: str) -> str | None:
+    """Whose files a real path is, the scope folders and main's files looked up by their
+    own real paths (a link inside to inside may have moved any of them)."""
+    scopes = os.path.realpath(os.path.join(real_root, *SCOPES_FOLDER))
+    if _within(scopes, real) and real != scopes:
+        return real[len(scopes) :].lstrip(os.sep).split(os.sep)[0]
+    memory = os.path.realpath(os.path.join(real_root, "memory"))
+    main_file = os.path.realpath(os.path.join(real_root, "MEMORY.md"))
+    if real == main_file or _within(memory, real):
+        return ""
+    return None
+
+
+def _refuse_other_scope(
+    root: Path, path: Path | str, real_root: str, named: str | None, real: str
+) -> None:
+    """A link inside the workspace must not cross from one scope's files into another's
+    (Bob's note linked to Ann's would write Bob's words into Ann's memory, and read
+    hers back to him)."""
+    owner = _real_owner(real_root, real)
+    if owner is not None and owner != named:
+        whose = "the main scope's files" if owner == "" else f"scope folder {owner}"
+        raise FileRefused(
+            f"refused {shown(root, path)}: a link leads into {whose}, "
+            "and a scope's files must be its own"
+        )
+
+
+_KEY_FILE = ".scope"
+_KEYS_SEEN: set[tuple[str, int, int, int, int]] = set()
+"""Key files found to name their folder's scope, by stamp (a refusal is read again)."""
+
+
+def _refuse_foreign_key_file(root: Path, path: Path | str, real_root: str, slug: str) -> None:
+    """A scope folder whose key file names another scope (a copy of Ann's folder under
+    Bob's name) is not Bob's: refused. Only plain names, which say their key; a hashed
+    name's key file is checked and repaired by the workspace (`Workspace.ensure_scope`).
+    One `lstat` per open, the file read again only when it changed."""
+    if not is_valid_slug(slug) or is_hashed_slug(slug):
+        return
+    key_path = os.path.join(real_root, *SCOPES_FOLDER, slug, _KEY_FILE)
+    try:
+        st = os.lstat(key_path)
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    if not stat.S_ISREG(st.st_mode):
+        return  # names no key itself; where a link leads is checked when it is opened
+    stamp = (key_path, st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size)
+    if stamp in _KEYS_SEEN:
+        return
+    if _names_slug(key_path, slug, st.st_size):
+        if len(_KEYS_SEEN) > 4096:
+            _KEYS_SEEN.clear()
+        _KEYS_SEEN.add(stamp)
+    else:
+        raise FileRefused(
+            f"refused {shown(root, path)}: scope folder {slug}'s key file names another "
+            "scope, and a scope's folder must be its own"
+        )
+
+
+def _names_slug(key_path: str, slug: str, size: int) -> bool:
+    """Whether the key file names the scope of folder `slug` (unreadable or empty: no
+    other scope is named, so it is not refused)."""
+    if size > SMALL_BYTES:
+        return True
+    try:
+        fd = os.open(key_path, os.O_RDONLY | _OPEN_FLAGS)
+    except OSError:
+        return True
+    try:
+        text = os.read(fd, SMALL_BYTES).decode("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return True
+    finally:
+        os.close(fd)
+    if not text or "\x00" in text:
+        return True
+    return scope_slug(ScopeKey(text)) == slug
 
 
 def inside(root: Path, path: Path | str) -> Path:

@@ -92,17 +92,21 @@ def is_odd_character(ch: str) -> bool:
 
 # Unicode's Default_Ignorable_Code_Point ranges that are not already format (Cf)
 # characters: the combining grapheme joiner, the Hangul fillers, the Mongolian and other
-# variation selectors, and reserved ignorables. Shown as nothing by most fonts.
+# variation selectors, and reserved ignorables. Shown as nothing by most fonts. Also
+# blanks that are symbols or letters, not ignorable, yet drawn as nothing: the braille
+# pattern blank (U+2800, a "So") and the Khitan filler.
 _IGNORABLE_RANGES = (
     (0x034F, 0x034F),
     (0x115F, 0x1160),
     (0x17B4, 0x17B5),
     (0x180B, 0x180F),
     (0x2060, 0x206F),
+    (0x2800, 0x2800),
     (0x3164, 0x3164),
     (0xFE00, 0xFE0F),
     (0xFFA0, 0xFFA0),
     (0xFFF0, 0xFFF8),
+    (0x16FE4, 0x16FE4),
     (0x1BCA0, 0x1BCA3),
     (0x1D173, 0x1D17A),
     (0xE0000, 0xE0FFF),
@@ -152,6 +156,17 @@ def lookalike_form(key: ScopeKey | str) -> str:
     visible = "".join(ch for ch in text if not is_odd_character(ch))
     normal = _SPACES.sub(" ", unicodedata.normalize("NFKC", visible))
     return ":".join(part.strip() for part in normal.split(":"))
+
+
+def today_key(key: ScopeKey | str) -> ScopeKey | None:
+    """The key every path (`--scope`, `--as`, the adapters, MCP) reaches a stored one's
+    scope by now: where `validate` says to merge a look-alike group and where `scopes
+    --merge` may make a scope that does not exist yet. None for a key no path can make
+    (an empty part once its invisible characters are gone)."""
+    try:
+        return ScopeKey.parse(lookalike_form(key))
+    except ScopeError:
+        return None
 
 
 def printable_key(key: ScopeKey | str) -> str:

@@ -203,7 +203,14 @@ class Workspace:
                 key = key_from_slug(slug)
             except ScopeError:
                 return None
-            return key if scope_slug(key) == slug and not key.is_main else None
+            if scope_slug(key) != slug or key.is_main:
+                return None
+            try:  # a copy of another scope's folder (its key file names that scope)
+                safe_files.inside(self.root, directory / SCOPE_KEY_FILE)
+            except FileRefused as exc:
+                safe_files.warn_once(exc)
+                return None
+            return key
         key_file = directory / SCOPE_KEY_FILE
         copy = self.scope_keys_dir / slug
         recorded = _read_key(self.root, key_file, slug)
@@ -240,6 +247,12 @@ class Workspace:
         else:
             candidate = self.root / pure
         allowed_root = self.memory_dir(scope)
+        # A scope folder that is a link, or a link into another scope's files: refused.
+        try:
+            for path in (allowed_root, self.long_term_path(scope), candidate):
+                safe_files.inside(self.root, path)
+        except OSError as exc:  # a name too long, a file where a folder is named
+            raise PathRefused(f"refused path {requested!r}: {exc.strerror}") from None
         real_root = Path(os.path.realpath(self.root))
         real = Path(os.path.realpath(candidate))
         real_allowed = Path(os.path.realpath(allowed_root))

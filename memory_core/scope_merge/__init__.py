@@ -36,7 +36,13 @@ from memory_core.base import safe_files
 from memory_core.base.entries import MemoryEntry, new_entry_id
 from memory_core.base.errors import ScopeError
 from memory_core.base.merge_values import Change, ChangeKind
-from memory_core.base.scope import ScopeKey, is_hashed_slug, printable_key, scope_slug
+from memory_core.base.scope import (
+    ScopeKey,
+    is_hashed_slug,
+    printable_key,
+    scope_slug,
+    today_key,
+)
 from memory_core.base.sql import Connection
 from memory_core.base.workspace import Workspace
 from memory_core.recall.index.postings import postings
@@ -166,23 +172,28 @@ def merged_entries(
     return [*target, *added], changes, renamed
 
 
-async def check_merge(core: MergingCore, source: ScopeKey, target: ScopeKey) -> None:
-    """One clear line for a merge that cannot be made."""
+async def check_merge(core: MergingCore, source: ScopeKey, target: ScopeKey) -> bool:
+    """One clear line for a merge that cannot be made; whether `target` is to be made
+    (it need not exist when it is `source`'s key as made today, `today_key`: a workspace
+    with only old spellings of a person is folded into the key every path uses)."""
     if source == target:
         raise ScopeError(f"cannot merge scope {printable_key(source)} into itself")
     if source.is_main:
         raise ScopeError("the main scope cannot be merged away; merge the other scope into main")
     known = await core.known_scopes()
+    creates = target not in known and target == today_key(source)
     for key, role in ((source, "to merge"), (target, "to merge into")):
-        if key not in known:
+        if key not in known and not (creates and key == target):
             raise ScopeError(
                 f"no scope {printable_key(key)} {role} (`chatmem scopes` lists the scopes)"
             )
+    return creates
 
 
 async def merge_scopes(core: MergingCore, source: ScopeKey, target: ScopeKey) -> MergeReport:
     """Everything scope `source` owns into scope `target` (module docstring)."""
-    await check_merge(core, source, target)
+    if await check_merge(core, source, target):
+        await asyncio.to_thread(core.workspace.ensure_scope, target)
     db = core.database  # the audit log and the history: refused without the database
     report = MergeReport(source, target)
     memories = core.memories

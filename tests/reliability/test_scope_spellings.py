@@ -87,6 +87,11 @@ INVISIBLE = {
     "byte order mark": "\ufeff",
     "soft hyphen": "\u00ad",
     "variation selector": "\ufe0f",
+    "braille pattern blank": "\u2800",
+    "hangul filler": "\u3164",
+    "halfwidth hangul filler": "\uffa0",
+    "hangul choseong filler": "\u115f",
+    "hangul jungseong filler": "\u1160",
 }
 """Characters that make one id look like another: refused, never silently dropped."""
 

@@ -69,6 +69,47 @@ def test_a_link_inside_to_inside_is_read_and_written_through(ws: Path) -> None:
     assert (ws / "MEMORY.md.bak").read_text(encoding="utf-8") == "old\n"
 
 
+def test_scope_owner_names_whose_files_a_path_is() -> None:
+    owner = safe_files.scope_owner
+    assert owner(["memory", "scopes", "peer_bob", "LONG_TERM.md"]) == "peer_bob"
+    assert owner(["memory", "scopes", "peer_bob"]) == "peer_bob"
+    assert owner(["memory", "2026-03-01.md"]) == owner(["MEMORY.md"]) == ""
+    assert owner(["memory", "scopes"]) is None
+    assert owner([".chatmem", "parsed", "peer_bob"]) is None
+
+
+def test_a_link_between_scopes_or_into_main_is_refused(ws: Path) -> None:
+    """Links inside that cross from one scope's files into another's (or main's) are
+    refused both ways; a scope's link to a place no scope owns keeps working."""
+    scopes = ws / "memory" / "scopes"
+    (scopes / "peer_ann").mkdir(parents=True)
+    (scopes / "peer_ann" / "LONG_TERM.md").write_text("ann\n", encoding="utf-8")
+    (ws / "memory" / "2026-03-01.md").write_text("main\n", encoding="utf-8")
+    (scopes / "peer_bob").mkdir()
+    (scopes / "peer_bob" / "2026-03-01.md").symlink_to(Path("../../2026-03-01.md"))
+    (ws / "memory" / "2026-03-02.md").symlink_to(Path("scopes/peer_ann/LONG_TERM.md"))
+    for path in (scopes / "peer_bob" / "2026-03-01.md", ws / "memory" / "2026-03-02.md"):
+        with pytest.raises(FileRefused, match="a scope's files must be its own"):
+            safe_files.read_text(ws, path, 1000)
+    (scopes / "peer_cy").symlink_to("peer_ann")
+    with pytest.raises(FileRefused, match="scope folder peer_cy is a link"):
+        safe_files.make_dirs(ws, scopes / "peer_cy" / "summary")
+    (ws / "notes").mkdir()
+    (ws / "notes" / "bob.md").write_text("bob\n", encoding="utf-8")
+    (scopes / "peer_bob" / "LONG_TERM.md").symlink_to(Path("../../../notes/bob.md"))
+    assert safe_files.read_text(ws, scopes / "peer_bob" / "LONG_TERM.md", 1000) == "bob\n"
+
+
+def test_a_copy_of_another_scopes_folder_is_refused(ws: Path) -> None:
+    bob = ws / "memory" / "scopes" / "peer_bob"
+    bob.mkdir(parents=True)
+    (bob / ".scope").write_text("peer:ann", encoding="utf-8")
+    with pytest.raises(FileRefused, match="key file names another scope"):
+        safe_files.read_text(ws, bob / ".scope", 1000)
+    (bob / ".scope").write_text("peer:bob", encoding="utf-8")
+    assert safe_files.read_text(ws, bob / ".scope", 1000) == "peer:bob"
+
+
 def test_a_fifo_is_refused_without_waiting(ws: Path) -> None:
     path = ws / "memory" / "2026-03-01.md"
     os.mkfifo(path)
