@@ -16,6 +16,12 @@ CLAIM_MARK = "(claim by "
 _LABEL = re.compile(r"\((?:claim )?by ([^)]*)\) ")
 
 
+def labelled(content: str, speaker: str, claim: bool) -> str:
+    """`content` under its speaker's label: "(by Alice) …", a claim's "(claim by Bob) …"
+    (what `label_words` and `without_label` read back)."""
+    return f"{CLAIM_MARK if claim else '(by '}{speaker}) {content}"
+
+
 def is_claim_text(text: str) -> bool:
     """Whether a shown text (a search hit's) is a claim's."""
     return text.startswith(CLAIM_MARK)

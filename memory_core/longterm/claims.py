@@ -30,7 +30,7 @@ from dataclasses import replace
 from memory_core.base.entries import DEFAULT_CONFIDENCE, MemoryClass, MemoryEntry
 from memory_core.base.merge_values import Candidate
 from memory_core.base.scope import ScopeKey
-from memory_core.base.speaker_label import CLAIM_MARK
+from memory_core.base.speaker_label import labelled
 
 GROUP_PREFIX = "group:"
 """How a group chat's scope key starts (base/scope.py: `group:{channel}:{chat_id}`)."""
@@ -252,12 +252,9 @@ def shown(entry: MemoryEntry) -> str:
     """The entry as the model and search see it: a group member's entry says who said
     it, "(by Alice) my son is in grade 3", a claim "(claim by Bob) ..."; any other entry
     is its content."""
-    speaker = entry.speaker
-    if speaker is None:
+    if entry.speaker is None:
         return entry.content
-    if entry.claim_on is not None:
-        return f"{CLAIM_MARK}{speaker}) {entry.content}"
-    return f"(by {speaker}) {entry.content}"
+    return labelled(entry.content, entry.speaker, claim=entry.claim_on is not None)
 
 
 def claim_reply(speaker: str, chinese: bool) -> str:

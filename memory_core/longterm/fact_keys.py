@@ -112,8 +112,6 @@ _DIGITS = LazyPattern(r"[$€¥]?\d+(?:[.:]\d+)*")
 """A number with its currency (`values.canonical` writes one as a symbol): $500 is not €500."""
 _THOUSANDS = LazyPattern(r"(?<=\d),(?=\d{3}(?!\d))")
 
-_ZH_NUMERAL = ZH_NUMERAL
-_ZH_NOT_NUMBERS = ZH_NOT_NUMBERS
 _ZH_DATES = LazyPattern(
     "今天|明天|后天|昨天|前天|今晚|明晚|昨晚|早上|上午|中午|下午|晚上|凌晨|周末|"
     "上周|下周|本周|这周|上个?月|下个?月|这个月|本月|今年|明年|去年|前年|"
@@ -150,9 +148,6 @@ _ZH_THIRD_STOPS = _ZH_NOT_NAME_START | frozenset("年岁月日号")
 """A third character that ends a Chinese name rather than continues it."""
 
 
-_chinese_number = chinese_number
-
-
 def _numbers(text: str) -> tuple[str, ...]:
     found = [match.group() for match in _DIGITS.finditer(_THOUSANDS.sub("", text))]
     found += [
@@ -160,8 +155,8 @@ def _numbers(text: str) -> tuple[str, ...]:
         for w in map(str.casefold, _EN_WORD.findall(text))
         if w in EN_NUMBER_WORDS
     ]
-    chinese = _ZH_NOT_NUMBERS.sub("，", text)
-    found += [_chinese_number(run) for run in _ZH_NUMERAL.findall(chinese)]
+    chinese = ZH_NOT_NUMBERS.sub("，", text)
+    found += [chinese_number(run) for run in ZH_NUMERAL.findall(chinese)]
     return tuple(sorted(found))
 
 
@@ -233,8 +228,8 @@ _EN_TOKEN = LazyPattern(r"\b(?:do|does|did) not\b|[a-z]+(?:'[a-z]+)?")
 _ZH_KEY = LazyPattern(
     "(?=[一统唯万十千不同三七非无别特分区告级类性差未而除是今明后昨前早上中下晚凌周本这去星礼"
     "零〇二两四五六八九百亿没勿莫])"  # the first characters below: fail fast elsewhere
-    f"(?:(?P<word>{_ZH_NOT_NUMBERS.pattern}|{_ZH_NOT_NEGATIONS.pattern})"
-    f"|(?P<date>{_ZH_DATES.pattern})|(?P<number>{_ZH_NUMERAL.pattern})|{_ZH_NEGATION.pattern})"
+    f"(?:(?P<word>{ZH_NOT_NUMBERS.pattern}|{_ZH_NOT_NEGATIONS.pattern})"
+    f"|(?P<date>{_ZH_DATES.pattern})|(?P<number>{ZH_NUMERAL.pattern})|{_ZH_NEGATION.pattern})"
 )
 """Chinese words kept as they are, dates, numbers, and negations, in that order."""
 _HAS_HAN = LazyPattern("[\u4e00-\u9fff]")
