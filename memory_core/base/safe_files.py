@@ -355,8 +355,12 @@ def _too_big(root: Path, path: Path | str, size: int, limit: int) -> FileRefused
 
 
 def make_dirs(root: Path, path: Path | str) -> Path:
-    """Make a folder (and its parents) inside the workspace; its real path."""
-    real = inside(root, path)
+    """Make a folder (and its parents) inside the workspace; its real path. A folder
+    already there costs the one walk (every append and atomic write asks)."""
+    found, st = _resolve(root, path)
+    real = Path(found)
+    if st is not None and stat.S_ISDIR(st.st_mode):
+        return real
     real.mkdir(parents=True, exist_ok=True)
     if not real.is_dir() or inside(root, path) != real:
         raise FileRefused(f"refused {shown(root, path)}: not a folder inside the workspace")
@@ -370,6 +374,19 @@ def scan_dir(root: Path, path: Path | str) -> Iterator[Iterator[os.DirEntry[str]
     inside(root, path)
     with os.scandir(path) as listing:
         yield listing
+
+
+def entries(root: Path, path: Path | str) -> list[os.DirEntry[str]]:
+    """`scan_dir`'s entries as a list; none when the folder is missing, no folder, or
+    refused (warned once): what a scan or listing that is polled wants."""
+    try:
+        with scan_dir(root, path) as listing:
+            return list(listing)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    except FileRefused as exc:
+        warn_once(exc)
+        return []
 
 
 def writable_target(root: Path, path: Path | str) -> Path:

@@ -178,14 +178,8 @@ class Workspace:
     def scopes(self) -> list[ScopeKey]:
         """Every scope with a directory, main first, others sorted by key."""
         found: list[ScopeKey] = []
-        try:
-            with safe_files.scan_dir(self.root, self.scopes_dir) as listing:
-                children = [Path(entry.path) for entry in listing]
-        except (FileNotFoundError, NotADirectoryError):
-            children = []
-        except FileRefused as exc:
-            safe_files.warn_once(exc)  # no scope but main is listed
-            children = []
+        # A refused scopes folder lists no scope but main (warned once).
+        children = [Path(e.path) for e in safe_files.entries(self.root, self.scopes_dir)]
         for child in children:
             key = self._scope_of_dir(child)
             if key is not None:
@@ -249,14 +243,13 @@ class Workspace:
         allowed_root = self.memory_dir(scope)
         # A scope folder that is a link, or a link into another scope's files: refused.
         try:
-            for path in (allowed_root, self.long_term_path(scope), candidate):
+            real_allowed, real_long_term, real = (
                 safe_files.inside(self.root, path)
+                for path in (allowed_root, self.long_term_path(scope), candidate)
+            )
         except OSError as exc:  # a name too long, a file where a folder is named
             raise PathRefused(f"refused path {requested!r}: {exc.strerror}") from None
         real_root = Path(os.path.realpath(self.root))
-        real = Path(os.path.realpath(candidate))
-        real_allowed = Path(os.path.realpath(allowed_root))
-        real_long_term = Path(os.path.realpath(self.long_term_path(scope)))
         inside = real == real_long_term or real_allowed in real.parents
         if scope.is_main and Path(os.path.realpath(self.scopes_dir)) in (real, *real.parents):
             inside = False

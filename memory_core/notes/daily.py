@@ -71,11 +71,8 @@ def append_note_blocking(
     """
     try:
         safe_files.make_dirs(root, path.parent)
-        try:
-            st = os.stat(safe_files.check_file(root, path))
-            before = (st.st_mtime_ns, st.st_size)
-        except FileNotFoundError:
-            before = (0, 0)
+        st = safe_files.file_stat(root, path)
+        before = (0, 0) if st is None else (st.st_mtime_ns, st.st_size)
         # Read and write: the last byte says whether the file ends its last line.
         fd = safe_files.open_fd(root, path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
     except OSError as exc:

@@ -258,14 +258,7 @@ def _redacted(value: Any, forms: Sequence[str]) -> Any:
 
 def _log_names(root: Path, directory: Path) -> list[str]:
     """The names of the folder's day logs; none when it is missing or refused (warned)."""
-    try:
-        with safe_files.scan_dir(root, directory) as listing:
-            return [e.name for e in listing if e.name.endswith(".jsonl")]
-    except (FileNotFoundError, NotADirectoryError):
-        return []
-    except FileRefused as exc:
-        safe_files.warn_once(exc)
-        return []
+    return [e.name for e in safe_files.entries(root, directory) if e.name.endswith(".jsonl")]
 
 
 def redact_blocking(root: Path, directory: Path, texts: Sequence[str]) -> int:

@@ -102,12 +102,13 @@ class Snapshots:
         text = await self.text(scope)
         if text and source_of(text) == await asyncio.to_thread(self._source, scope):
             return text
+        rendered = (await self.build(scope)).render()
         try:
-            return (await self.rebuild(scope)).render()
+            await asyncio.to_thread(self._write, scope, rendered)
         except FileRefused as exc:
             # The prompt is still built (from the entries): only the file is not written.
             log.warning("snapshot not written: %s", exc)
-            return (await self.build(scope)).render()
+        return rendered
 
     def _source(self, scope: ScopeKey) -> str:
         """The long-term file's (mtime, size, inode) stamp: a rewrite is a new file."""

@@ -35,7 +35,7 @@ def scope_files(workspace: Workspace, scope: ScopeKey) -> list[Path]:
         out.append(long_term)
     directory = workspace.memory_dir(scope)
     for sub in (directory, directory / "summary"):
-        entries = _listing(workspace, sub)
+        entries = safe_files.entries(workspace.root, sub)
         for entry in entries:
             if entry.is_file(follow_symlinks=False) and entry.name.endswith(".md"):
                 path = Path(entry.path)
@@ -53,7 +53,9 @@ def prepare_file(workspace: Workspace, path: Path, zone: tzinfo = UTC) -> Prepar
     if classified is None:
         return None
     try:
-        st = os.stat(safe_files.check_file(workspace.root, path))
+        st = safe_files.file_stat(workspace.root, path)
+        if st is None:
+            return None
         data = safe_files.read_bytes(workspace.root, path, safe_files.LONG_TERM_BYTES)
     except (FileNotFoundError, NotADirectoryError):
         return None
@@ -106,29 +108,20 @@ def stat_files(workspace: Workspace, scope: ScopeKey) -> dict[str, tuple[int, in
     skip = str(long_term)
     directory = workspace.memory_dir(scope)
     for sub, in_summary in ((directory, False), (directory / "summary", True)):
-        try:
-            safe_files.inside(workspace.root, sub)
-            listing = os.scandir(sub)
-        except (FileNotFoundError, NotADirectoryError):
-            continue
-        except FileRefused as exc:
-            safe_files.warn_once(exc)
-            continue
         prefix = workspace.relative(sub) + "/"
-        with listing:
-            for entry in listing:
-                name = entry.name
-                if not name.endswith(".md") or entry.path == skip:
+        for entry in safe_files.entries(workspace.root, sub):
+            name = entry.name
+            if not name.endswith(".md") or entry.path == skip:
+                continue
+            try:
+                if not entry.is_file(follow_symlinks=False):
                     continue
-                try:
-                    if not entry.is_file(follow_symlinks=False):
-                        continue
-                    if classify_name(name, in_summary=in_summary) is None:
-                        continue
-                    st = entry.stat(follow_symlinks=False)
-                except FileNotFoundError:
+                if classify_name(name, in_summary=in_summary) is None:
                     continue
-                out[prefix + name] = (st.st_mtime_ns, st.st_size)
+                st = entry.stat(follow_symlinks=False)
+            except FileNotFoundError:
+                continue
+            out[prefix + name] = (st.st_mtime_ns, st.st_size)
     return out
 
 
@@ -139,16 +132,3 @@ def _regular(workspace: Workspace, path: Path) -> bool:
     except FileRefused as exc:
         safe_files.warn_once(exc)
         return False
-
-
-def _listing(workspace: Workspace, directory: Path) -> list[os.DirEntry[str]]:
-    """The entries of a folder inside the workspace; none when it is missing, not a
-    folder, or refused (warned once)."""
-    try:
-        with safe_files.scan_dir(workspace.root, directory) as listing:
-            return list(listing)
-    except (FileNotFoundError, NotADirectoryError):
-        return []
-    except FileRefused as exc:
-        safe_files.warn_once(exc)
-        return []

@@ -69,7 +69,7 @@ class PostgresBackend:
             known=await asyncio.to_thread(reached.known, dsn),
         )
         self._db = db
-        if db.migrated and not await asyncio.to_thread(reached.recorded, dsn):
+        if db.migrated:  # `record` writes only a server not recorded yet
             await asyncio.to_thread(reached.record, dsn)
         advisory = AdvisoryLocks(self.storage.postgres_dsn)
         await asyncio.to_thread(advisory.open)

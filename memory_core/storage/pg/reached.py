@@ -69,9 +69,11 @@ class ReachedServers:
 
     def known(self, dsn: str) -> bool:
         """Recorded, or a workspace used with PostgreSQL before the record existed."""
-        if self.recorded(dsn):
-            return True
-        return self._recorded() is None and self._spool.is_dir()
+        marks = self._recorded()
+        if marks is None:
+            return self._spool.is_dir()
+        mark = fingerprint(dsn)
+        return mark is not None and mark in marks
 
     def record(self, dsn: str) -> None:
         """`dsn`'s server answered: a later start finds it known. A record that cannot
