@@ -170,7 +170,9 @@ class Capture:
 
             text = await asyncio.to_thread(_read_stdin, core.config.long_term.max_capture_bytes)
         scope = args.scope_key
-        new_scope = not scope.is_main and scope not in await core.known_scopes()
+        from adapters.cli.running import is_new_scope  # the parser never needs it
+
+        new_scope = await is_new_scope(core, scope)
         entry, result = await core.memories.capture(
             scope,
             text,

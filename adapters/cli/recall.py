@@ -199,7 +199,9 @@ class Append:
     @staticmethod
     async def run(core: MemoryCore, args: argparse.Namespace) -> int:
         scope = args.scope_key
-        new_scope = not scope.is_main and scope not in await core.known_scopes()
+        from adapters.cli.running import is_new_scope  # the parser never needs it
+
+        new_scope = await is_new_scope(core, scope)
         path, line = await core.notes.append(scope, args.text)
         new = f" (new scope {printable_key(scope)})" if new_scope else ""
         Output(args.json).emit(

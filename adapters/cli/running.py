@@ -104,6 +104,11 @@ def _start_quietly() -> Iterator[None]:
         logger.setLevel(level)
 
 
+async def is_new_scope(core: MemoryCore, scope: ScopeKey) -> bool:
+    """Whether a write to `scope` makes it (main always exists): the output says so."""
+    return not scope.is_main and scope not in await core.known_scopes()
+
+
 async def refuse_unknown_scope(core: MemoryCore, scope: ScopeKey, hint: str = "") -> None:
     """A read of a scope that holds nothing (or serving it over MCP) is most often a typo
     (`--scope mian`): say so, and which scopes there are, instead of an empty scope."""

@@ -132,6 +132,12 @@ def refuse_odd_characters(text: str, what: str) -> str:
 _SPACES = re.compile(r"\s+")
 
 
+def _spelling(text: str) -> str:
+    """NFKC with each run of spaces one space: the spelling `normalise_id` gives an id
+    and `lookalike_form` a stored key (the two must agree)."""
+    return _SPACES.sub(" ", unicodedata.normalize("NFKC", text))
+
+
 def normalise_id(text: str, what: str, *, allow_empty: bool = False) -> str:
     """One spelling per id, decided once where an id or key enters (the adapters'
     platform ids, `--as`, `--scope`, MCP): the same person is then the same scope on
@@ -141,7 +147,7 @@ def normalise_id(text: str, what: str, *, allow_empty: bool = False) -> str:
     characters are refused, not removed (`refuse_odd_characters`): a key that holds one
     was not typed by a person. Case is kept: platform ids are case-sensitive."""
     refuse_odd_characters(text, what)
-    normal = _SPACES.sub(" ", unicodedata.normalize("NFKC", text)).strip()
+    normal = _spelling(text).strip()
     refuse_odd_characters(normal, what)
     if not normal and not allow_empty:
         raise ScopeError(f"{what} cannot be empty or only spaces")
@@ -154,8 +160,7 @@ def lookalike_form(key: ScopeKey | str) -> str:
     `An\u200bn` and `Ann` fall together."""
     text = key.value if isinstance(key, ScopeKey) else key
     visible = "".join(ch for ch in text if not is_odd_character(ch))
-    normal = _SPACES.sub(" ", unicodedata.normalize("NFKC", visible))
-    return ":".join(part.strip() for part in normal.split(":"))
+    return ":".join(part.strip() for part in _spelling(visible).split(":"))
 
 
 def today_key(key: ScopeKey | str) -> ScopeKey | None:

@@ -309,13 +309,13 @@ MIN_TOKEN_CHARS = 16
 
 def _origin(dotted: str, source: str, overrides: Mapping[str, Any]) -> str:
     """Where a key's value came from, as an error names it: the environment variable
-    that set it, else the file (or "defaults" without one)."""
+    that set it, else the file (or "defaults" without one) and the key."""
     section, _, key = dotted.rpartition(".")
     if key in (overrides.get(section, {}) if section else overrides):
         return next(
             f"environment variable {name}" for name, bound in env_bindings() if bound == dotted
         )
-    return f"{source}: 'mcp.token'" if dotted == "mcp.token" else source
+    return f"{source}: '{dotted}'"
 
 
 def _validate_mcp(mcp: McpSettings, source: str, token_from: str) -> None:

@@ -106,9 +106,7 @@ class SessionExtractor:
         return result
 
 
-def conversation_lines(
-    messages: Sequence[StoredMessage], scope: ScopeKey | None = None
-) -> list[TranscriptLine]:
+def conversation_lines(messages: Sequence[StoredMessage], scope: ScopeKey) -> list[TranscriptLine]:
     """What the extractor may learn from: the user's and the assistant's messages that
     are evidence (`requests.evidence`): without "remember …" requests (captured when they
     were said: left in, the heuristic kept "我喜欢乌龙茶，请记住" beside the "我喜欢乌龙茶" it
@@ -117,13 +115,9 @@ def conversation_lines(
     talk = [m for m in messages if m.role in ("user", "assistant")]
     kept = evidence((m.role == "assistant", m.content) for m in talk)
     return [
-        TranscriptLine(m.role, m.content, _speaker(scope, m))
+        TranscriptLine(
+            m.role, m.content, (group_speaker(scope, m.speaker) or "") if m.role == "user" else ""
+        )
         for m, keep in zip(talk, kept, strict=True)
         if keep
     ]
-
-
-def _speaker(scope: ScopeKey | None, message: StoredMessage) -> str:
-    if scope is None or message.role != "user":
-        return ""
-    return group_speaker(scope, message.speaker) or ""

@@ -45,6 +45,7 @@ from memory_core.base.scope import (
 )
 from memory_core.base.sql import Connection
 from memory_core.base.workspace import Workspace
+from memory_core.longterm import parse_cache
 from memory_core.recall.index.postings import postings
 from memory_core.recall.index.writes import Tally, ensure_scope
 from memory_core.scope_merge.files import FilesMerged, merge_directory, set_aside
@@ -263,10 +264,7 @@ def _forget_key_files(core: MergingCore, source: ScopeKey, aside: Path | None) -
     if is_hashed_slug(slug):
         with contextlib.suppress(FileNotFoundError):
             (workspace.scope_keys_dir / slug).unlink()
-    cache = workspace.parse_cache_path(source)
-    for suffix in (".marshal", ".stamp"):  # longterm/parse_cache.py: a cache, made again
-        with contextlib.suppress(FileNotFoundError):
-            cache.with_name(cache.name + suffix).unlink()
+    parse_cache.forget(parse_cache.files_for(workspace, source))  # a cache, made again
     forgotten = core.memories.kept.file.path(source)
     if forgotten.exists():
         if aside is None:
