@@ -71,9 +71,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from memory_core.base.compounds import (
+    NON_BREAKING,
+    closed_compound,
+    closed_compounds,
+    has_hyphen,
+    hyphen_joins,
+)
 from memory_core.base.patterns import LazyPattern
 
 __all__ = [
+    "TOKENIZER_VERSION",
     "ensure_loaded",
     "estimate_tokens",
     "has_cjk",
@@ -81,6 +89,12 @@ __all__ = [
     "tokenize",
     "warm_up",
 ]
+
+TOKENIZER_VERSION = 2
+"""Moves with every change to what `tokenize` returns for some text. A stored index keeps
+the version its terms were made by and is tokenized again, in place, when it differs
+(memory_core/recall/index/retokenize.py). 1: before versions were kept; 2: compounds
+(memory_core/base/compounds.py)."""
 
 # ---------------------------------------------------------------------------
 # Character classes (regex class bodies)
@@ -356,13 +370,21 @@ def tokenize(text: str) -> list[str]:
     hmm = config.hmm
     min_han = 1 if config.keep_single_han else 2
     zh_stop, en_stop = _stopwords()
+    firsts, closed = closed_compounds()
     terms: list[str] = []
     append = terms.append
-    for han, hiragana, katakana, other in _WORD_RE.findall(_normalise(text)):
+    normalised = _normalise(text)
+    previous = ""  # the Latin word just before, for compounds written apart
+    for han, hiragana, katakana, other in _WORD_RE.findall(normalised):
         if other:
+            if previous and (previous + other) in closed:  # `closed_compound`, inlined
+                append(_word_term(previous + other))
+            previous = other if other in firsts else ""
             if other not in en_stop:
                 append(_word_term(other))
-        elif han:
+            continue
+        previous = ""
+        if han:
             if cut is None:
                 segmenter = _segmenter()
                 cut = segmenter.cut_for_search if config.search_mode else segmenter.cut
@@ -375,6 +397,8 @@ def tokenize(text: str) -> list[str]:
             kana = hiragana or katakana
             if len(kana) >= 2:
                 append(kana)
+    if "-" in normalised or NON_BREAKING in normalised:  # `has_hyphen`, inlined
+        terms.extend(_word_term(joined) for joined, _, _ in hyphen_joins(normalised))
     return terms
 
 
@@ -384,13 +408,20 @@ def _term_spans(normalised: str) -> Iterator[tuple[str, int, int]]:
     mode = "search" if config.search_mode else "default"
     min_han = 1 if config.keep_single_han else 2
     zh_stop, en_stop = _stopwords()
+    listed = closed_compounds()
+    previous, previous_start = "", 0
     for match in _WORD_RE.finditer(normalised):
         han, hiragana, katakana, other = match.groups()
         start, end = match.span()
         if other:
+            if previous and (closed := closed_compound(listed, previous, other)):
+                yield _word_term(closed), previous_start, end
+            previous, previous_start = other, start
             if other not in en_stop:
                 yield _word_term(other), start, end
-        elif han:
+            continue
+        previous = ""
+        if han:
             for piece, offset in _han_pieces(han):
                 base = start + offset
                 spans = _segmenter().tokenize(piece, mode, config.hmm)
@@ -401,6 +432,9 @@ def _term_spans(normalised: str) -> Iterator[tuple[str, int, int]]:
             kana = hiragana or katakana
             if len(kana) >= 2:
                 yield kana, start, end
+    if has_hyphen(normalised):
+        for joined, start, end in hyphen_joins(normalised):
+            yield _word_term(joined), start, end
 
 
 def _normalise_with_origin(text: str) -> tuple[str, list[int] | None, list[int] | None]:

@@ -373,6 +373,22 @@ migration(
 )
 
 
+INDEX_META = """
+    CREATE TABLE index_meta (
+        key TEXT PRIMARY KEY,
+        value TEXT NOT NULL
+    );
+"""
+"""Facts about how the index was made, the same on both backends: `tokenizer`, the
+version of the tokenizer its terms come from (memory_core/recall/index/retokenize.py)."""
+
+migration(
+    "m011_index_meta",
+    # An index made by another tokenizer is tokenized again at its next open.
+    INDEX_META,
+)
+
+
 JOURNAL_MIGRATIONS: list[Migration] = [
     (
         "m001_captures",

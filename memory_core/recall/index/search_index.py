@@ -23,6 +23,7 @@ from functools import partial
 from typing import Any
 
 import memory_core.recall.index.rebuild as rebuilding
+import memory_core.recall.index.retokenize as retokenize
 import memory_core.recall.index.search as reads
 import memory_core.recall.index.writes as writes
 from memory_core.base.chunks import Appended, Chunk, ChunkKind
@@ -30,7 +31,7 @@ from memory_core.base.clock import Monotonic, format_when
 from memory_core.base.errors import ChatmemError, DatabaseConflict, StoreError
 from memory_core.base.scope import ScopeKey
 from memory_core.base.sql import Connection, Db
-from memory_core.base.text import tokenize
+from memory_core.base.text import TOKENIZER_VERSION, tokenize
 from memory_core.base.turn_dates import mentioned_days
 from memory_core.base.when import day_bounds
 from memory_core.base.workspace import Workspace
@@ -126,9 +127,13 @@ class SearchIndex:
         self._background_scan_files = background_scan_files
         self._files_seen: dict[str, int] = {}
         self._scans: dict[str, asyncio.Task[None]] = {}
+        self._tokens_current = False
+        self._tokens_lock = asyncio.Lock()
 
     # --- scopes and their FTS tables ------------------------------------------------
     async def scope_id(self, scope: ScopeKey, *, create: bool = True) -> int | None:
+        if not self._tokens_current:
+            await self._current_tokens()
         cached = self._scope_ids.get(scope.value)
         if cached is not None:
             return cached
@@ -139,6 +144,25 @@ class SearchIndex:
             sid = await self._db.run(lambda conn: writes.ensure_scope(conn, scope.value))
         self._scope_ids[scope.value] = sid
         return sid
+
+    async def _current_tokens(self) -> None:
+        """Once per process, before the index is first used: an index whose terms another
+        tokenizer made is tokenized again (`retokenize`; ~10 s per 100 000 chunks, once,
+        and every process opening it meanwhile waits for that transaction)."""
+        async with self._tokens_lock:
+            if self._tokens_current:
+                return
+            if await self._db.call(retokenize.stored_version) != TOKENIZER_VERSION:
+                started = self._monotonic()
+                changed = await self._db.run(retokenize.retokenize)
+                if changed:
+                    log.info(
+                        "index tokenized again for tokenizer %d: %d chunks in %.1f s",
+                        TOKENIZER_VERSION,
+                        changed,
+                        self._monotonic() - started,
+                    )
+            self._tokens_current = True
 
     async def _sid(self, scope: ScopeKey) -> int:
         sid = await self.scope_id(scope)

@@ -20,6 +20,7 @@ from memory_core.storage.migrations import (
     CHUNK_DATES,
     DELIVERIES,
     DELIVERY_OWNERS,
+    INDEX_META,
     PIECES,
     VECTOR_SCOPES_MOVED,
     Migration,
@@ -322,6 +323,13 @@ migration(
     # bench/pg_scale_bench.py). 256 kB keeps a search's share near 0.1 ms; writes still
     # go in batches, merged by the writer that fills the list (smaller merges, more often).
     "ALTER INDEX chunks_postings SET (gin_pending_list_limit = 256)",
+)
+
+
+migration(
+    "m015_index_meta",
+    # As SQLite's m011 (memory_core/storage/migrations.py): the tokenizer version of the terms.
+    INDEX_META,
 )
 
 
