@@ -9,6 +9,7 @@ from memory_core.base.compounds import closed_compounds, hyphen_joins
 from memory_core.base.scope import MAIN, ScopeKey
 from memory_core.base.text import matched_terms, tokenize
 from memory_core.engine import MemoryCore
+from memory_core.recall import fallback
 
 SPELLINGS = [
     ("roadtrip", "road trip", "road-trip", "road trips", "roadtrips"),
@@ -76,6 +77,22 @@ def test_highlights_cover_the_joined_words() -> None:
     assert [text[start:end] for start, end in spans] == ["road trip", "self-care", "e-mail"]
 
 
+@pytest.mark.parametrize(
+    ("question", "turn"),
+    [
+        ("舅舅借的钱还了吗", "我舅写了借条"),
+        ("她妈妈喜欢什么", "小雨说她妈喜欢酒红色"),
+        ("小红喜欢什么", "新邻居红红喜欢捉迷藏"),
+    ],
+)
+def test_a_reduplicated_chinese_word_meets_its_character(question: str, turn: str) -> None:
+    """妈妈 / 我妈, 舅舅 / 我舅, 红红 / 小红 (pairs of MADial-zh and the labelled set): the
+    reduplicated word adds its character, on either side."""
+    assert set(tokenize(question)) & set(tokenize(turn)) - {"喜欢"}
+    assert tokenize("妈妈") == ["妈妈", "妈"]
+    assert tokenize("哈哈") == ["哈哈"]  # no stopword character is added
+
+
 pytestmark = pytest.mark.storage
 
 
@@ -116,3 +133,14 @@ async def test_the_index_finds_every_spelling_both_ways(core: MemoryCore) -> Non
                 assert hits, (written, asked)
                 assert written in hits[0].text, (written, asked)
     assert await core.finder.search(MAIN, "road trip") == []
+
+
+async def test_the_file_search_finds_them_too(core: MemoryCore) -> None:
+    """The degraded search, straight from the files, tokenizes as the index does."""
+    await core.notes.append(MAIN, "booked the roadtrip and a check-up")
+    distractors = ("the road was wet", "a long road home", "a trip to the zoo", "the trip was long")
+    for text in (*distractors, "check it", "check the mail"):
+        await core.notes.append(MAIN, text)
+    for query in ("road trip", "checkups"):
+        hits = fallback.search_files(core.workspace, MAIN, query)
+        assert [h.text for h in hits][:1] == ["booked the roadtrip and a check-up"], query
