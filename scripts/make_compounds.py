@@ -111,7 +111,8 @@ HEADER = """\
 # roadtrip): the tokenizer adds the closed form when a text writes the two parts side
 # by side (memory_core/base/compounds.py). Made by scripts/make_compounds.py from the
 # English word frequencies of wordfreq 3.1.1 (Robyn Speer and contributors; data
-# CC BY-SA 4.0), plus a few by hand.
+# CC BY-SA 4.0), plus a few by hand. A blank line ends this header.
+
 """
 
 

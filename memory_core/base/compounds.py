@@ -63,14 +63,12 @@ def closed_compounds() -> Listed:
     """`data/compounds_en.txt` read once, at the first Latin text tokenized (about 12 000
     splits, lowercase ASCII as scripts/make_compounds.py writes them: ~3 ms)."""
     raw = (DATA / "compounds_en.txt").read_text(encoding="ascii")
-    firsts: set[str] = set()
-    closed: list[str] = []
-    for line in raw.splitlines():
-        first, _, second = line.partition(" ")
-        if second and not first.startswith("#"):
-            firsts.add(first)
-            closed.append(first + second)
-    return Listed(frozenset(firsts), frozenset(closed + [word + "s" for word in closed]))
+    body = raw[raw.index("\n\n") + 2 :] if raw.startswith("#") else raw  # after the header
+    words = body.split()
+    firsts, seconds = words[0::2], words[1::2]
+    closed = list(map(str.__add__, firsts, seconds))
+    plurals = [word + "s" for word in closed]
+    return Listed(frozenset(firsts), frozenset(closed + plurals))
 
 
 def closed_compound(listed: Listed, first: str, second: str) -> str | None:
