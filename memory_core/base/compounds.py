@@ -1,5 +1,4 @@
-"""Words written more than one way share a term: "road trip", "road-trip" and "roadtrip";
-"妈妈" and "我妈", "画画" and "画".
+"""Compound words written three ways: "road trip", "road-trip" and "roadtrip" share a term.
 
 The tokenizer (`text.tokenize`, the same for documents and queries) adds the closed form
 of a compound to the terms its parts give:
@@ -16,12 +15,13 @@ form is added, never the parts of a closed word: a query for "trip" does not rea
 "roadtrip", and a text grows by one term per compound it spells apart, so BM25's lengths
 and term counts move by that much and no more.
 
-Chinese: a reduplicated word (妈妈, 舅舅, 画画, 红红) adds its one character, which is what
-a text that uses it once says ("我妈", "我舅", "画了一只", "小红"). Segmentation splits other
-words the same way in a question and a turn, search mode giving the sub-words of the
-longer one (咖啡店 -> 咖啡, 咖啡店): a probe over the labelled Chinese sets and MADial-zh
-(666 question/evidence pairs) found no question word whose characters the evidence holds
-in a row but not as a term; reduplication was the one mismatch of its kind that recurs.
+Chinese has no such rule: search mode already gives the sub-words of the longer word on
+either side (咖啡店 -> 咖啡, 咖啡店; 打篮球 -> 篮球, 打篮球), and bench/segmentation_probe.py
+over the labelled Chinese sets and MADial-zh (666 question/evidence pairs) finds no
+question word whose characters the evidence holds in a row but not as a term. The one
+recurring mismatch, reduplication (舅舅 / 我舅, 画画 / 画), was tried as a rule (妈妈 also
+gives 妈) and cost BM25 0.3-0.4 points on both Chinese sets for no gain (docs/
+architecture.md, "Variants tried").
 """
 
 from __future__ import annotations
@@ -39,7 +39,6 @@ __all__ = [
     "closed_compounds",
     "has_hyphen",
     "hyphen_joins",
-    "reduplicated",
 ]
 
 DATA = Path(__file__).with_name("data")
@@ -109,8 +108,3 @@ def hyphen_joins(text: str) -> Iterator[tuple[str, int, int]]:
 def has_hyphen(text: str) -> bool:
     """Whether `hyphen_joins` can find anything (a cheap test before calling it)."""
     return "-" in text or NON_BREAKING in text
-
-
-def reduplicated(word: str) -> str | None:
-    """The character a reduplicated two-character word repeats (妈妈 -> 妈), else None."""
-    return word[0] if len(word) == 2 and word[0] == word[1] else None

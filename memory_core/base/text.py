@@ -47,9 +47,8 @@ measurement with ``bench/tokenizer_bench.py`` (figures from one core, Python 3.1
   almost always particles (は が を に) and are dropped.
 * **Compounds** (:mod:`memory_core.base.compounds`): "road trip", "road-trip" and
   "roadtrip" all hold the term ``roadtrip`` (two adjacent words spelling a listed closed
-  compound, or a hyphenated chain of letters, add the joined word); a reduplicated Han
-  word adds its character (``妈妈`` -> ``妈妈``, ``妈``). Only those terms are added: the
-  parts of a closed word are not. The cost: tokenizing LoCoMo's English turns takes
+  compound, or a hyphenated chain of letters, add the joined word). Only that term is
+  added: the parts of a closed word are not. The cost: tokenizing LoCoMo's English turns takes
   ~25 % longer (a set lookup a word, ~70 000 turns/s on one core), the labelled
   Chinese turns ~10 % (~86 000/s); the word list loads in ~3-10 ms, at the first Latin
   text.
@@ -88,7 +87,6 @@ from memory_core.base.compounds import (
     closed_compounds,
     has_hyphen,
     hyphen_joins,
-    reduplicated,
 )
 from memory_core.base.patterns import LazyPattern
 
@@ -106,7 +104,7 @@ TOKENIZER_VERSION = 2
 """Moves with every change to what `tokenize` returns for some text. A stored index keeps
 the version its terms were made by and is tokenized again, in place, when it differs
 (memory_core/recall/index/retokenize.py). 1: before versions were kept; 2: compounds
-and reduplicated Chinese words (memory_core/base/compounds.py)."""
+(memory_core/base/compounds.py)."""
 
 # ---------------------------------------------------------------------------
 # Character classes (regex class bodies)
@@ -405,8 +403,6 @@ def tokenize(text: str) -> list[str]:
             for word in words:
                 if len(word) >= min_han and word not in zh_stop:
                     append(word)
-                    if len(word) == 2 and word[0] == word[1] and word[0] not in zh_stop:
-                        append(word[0])  # `reduplicated`, inlined: 妈妈 also 妈
         else:
             kana = hiragana or katakana
             if len(kana) >= 2:
@@ -442,9 +438,6 @@ def _term_spans(normalised: str) -> Iterator[tuple[str, int, int]]:
                 for word, word_start, word_end in spans:
                     if len(word) >= min_han and word not in zh_stop:
                         yield word, base + word_start, base + word_end
-                        single = reduplicated(word)
-                        if single is not None and single not in zh_stop:
-                            yield single, base + word_start, base + word_end
         else:
             kana = hiragana or katakana
             if len(kana) >= 2:

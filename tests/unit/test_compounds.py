@@ -77,22 +77,6 @@ def test_highlights_cover_the_joined_words() -> None:
     assert [text[start:end] for start, end in spans] == ["road trip", "self-care", "e-mail"]
 
 
-@pytest.mark.parametrize(
-    ("question", "turn"),
-    [
-        ("舅舅借的钱还了吗", "我舅写了借条"),
-        ("她妈妈喜欢什么", "小雨说她妈喜欢酒红色"),
-        ("小红喜欢什么", "新邻居红红喜欢捉迷藏"),
-    ],
-)
-def test_a_reduplicated_chinese_word_meets_its_character(question: str, turn: str) -> None:
-    """妈妈 / 我妈, 舅舅 / 我舅, 红红 / 小红 (pairs of MADial-zh and the labelled set): the
-    reduplicated word adds its character, on either side."""
-    assert set(tokenize(question)) & set(tokenize(turn)) - {"喜欢"}
-    assert tokenize("妈妈") == ["妈妈", "妈"]
-    assert tokenize("哈哈") == ["哈哈"]  # no stopword character is added
-
-
 pytestmark = pytest.mark.storage
 
 
