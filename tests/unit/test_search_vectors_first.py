@@ -18,11 +18,12 @@ from adapters.cli.vectors import ProgressLine
 from memory_core import services
 from memory_core.base.clock import ManualMonotonic
 from memory_core.base.scope import MAIN
-from memory_core.config import env_bindings, load_config
+from memory_core.config import Config, env_bindings, load_config
 from memory_core.embedding.base import EmbeddingError
 from memory_core.engine import MemoryCore
-from tests.support import run_cli
+from memory_core.storage.interfaces import CatchUp
 from testkit.embedder import ConceptEmbedder
+from tests.support import run_cli
 
 HOME = "我住在杭州，在阿里巴巴做数据工程师"
 MEMORIES = (
@@ -123,9 +124,7 @@ async def bot_answers(ws: Path, question: str) -> tuple[list[str], list[str]]:
     return [hit["text"] for hit in tool["results"]], [hit.text for hit in recall.hits]
 
 
-def test_a_command_line_workspace_ranks_as_the_bot_does(
-    cli: Cli, embedders: Embedders
-) -> None:
+def test_a_command_line_workspace_ranks_as_the_bot_does(cli: Cli, embedders: Embedders) -> None:
     """The issue's case: before, `chatmem search` of a workspace only used from the
     command line ranked by words ("where do I live" found nothing) until a bot had made
     the vectors. Now the search makes them first, and the command line and the bot give
@@ -290,3 +289,33 @@ def test_with_the_local_model_the_command_line_and_the_bot_agree(cli: Cli) -> No
     tool, recall = asyncio.run(bot_answers(cli.ws, question))
     assert tool == first
     assert set(recall) <= set(first)
+
+
+@pytest.mark.storage
+async def test_a_commands_core_makes_the_missing_vectors_within_its_bound(
+    config: Config, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`Finder.make_vectors` on a command's core (serving=False), on either backend:
+    above the bound nothing is made and the scope is ranked by words; within it (or
+    without one) the vectors are made and ranked with."""
+    made = Embedders()
+    monkeypatch.setattr(services, "build_embedder", made)
+    async with MemoryCore.open(config, serving=False) as command:
+        for text in MEMORIES:
+            await command.memories.capture(MAIN, text)
+        await command.memories.flush(MAIN)
+        assert await command.finder.make_vectors(MAIN, most=2) == CatchUp(
+            missing=len(MEMORIES), made=0, done=False
+        )
+        assert made.embedded == []
+        assert await command.finder.search(MAIN, LIVE) == []  # by words alone
+    async with MemoryCore.open(config, serving=False) as command:
+        steps: list[tuple[int, int]] = []
+        state = await command.finder.make_vectors(
+            MAIN, most=None, progress=lambda done, total: steps.append((done, total))
+        )
+        assert state == CatchUp(missing=len(MEMORIES), made=len(MEMORIES), done=True)
+        assert steps[-1] == (len(MEMORIES), len(MEMORIES))
+        assert [h.text for h in await command.finder.search(MAIN, LIVE)][:1] == [HOME]
+        again = await command.finder.make_vectors(MAIN, most=0)
+        assert again == CatchUp(missing=0, made=0, done=True)
