@@ -3,7 +3,8 @@
 A one-shot `chatmem search` ranks as a bot would: before it searches, it makes the
 scope's missing vectors when that is cheap (at most `embedding.command_backfill_max`
 texts for the model; memory_core/storage/vectors/lazy.py), with a progress line on
-stderr once that has taken a second. When it ranks by words alone (no model, provider
+stderr (a terminal) once that has taken a second (in a read-only workspace it makes none, and says
+nothing: the person knows). When it ranks by words alone (no model, provider
 'none', too many missing, the model failed) it says so in one line on stderr: why, and
 how to have the vectors. Nothing of this goes to stdout, which scripts parse.
 """
@@ -31,10 +32,16 @@ common: a few thousand texts; less goes unsaid)."""
 WORDS_ONLY = "chatmem: searched by words only: "
 
 
+def on_terminal(stream: TextIO) -> bool:
+    """Whether a person watches `stream` (a progress line is for them, not for a log or a
+    script's pipe, as `chatmem reindex`'s)."""
+    return stream.isatty()
+
+
 class ProgressLine:
-    """`chatmem: making vectors 1200/3000` on `stream`, once `after` seconds have passed
-    since it was made: rewritten in place on a terminal; elsewhere (a log) written once,
-    when it first shows. `end()` finishes a line that was shown."""
+    """`chatmem: making vectors 1200/3000` on `stream`, rewritten in place, once `after`
+    seconds have passed since it was made; only on a terminal, and not when `shown` is
+    False (--json). `end()` finishes a line that was shown."""
 
     def __init__(
         self,
@@ -45,27 +52,22 @@ class ProgressLine:
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self._stream = stream
-        self._enabled = shown
+        self._enabled = shown and on_terminal(stream)
         self._after = PROGRESS_AFTER_SECONDS if after is None else after
         self._monotonic = monotonic
         self._started = monotonic()
-        self._tty = stream.isatty()
         self.showing = False
 
     def __call__(self, done: int, total: int) -> None:
-        if not self._enabled or (self.showing and not self._tty):
+        if not self._enabled:
             return
         if not self.showing and self._monotonic() - self._started < self._after:
             return
-        line = f"chatmem: making vectors {done}/{total}"
-        if self._tty:
-            print(f"\r{line}", end="", file=self._stream, flush=True)
-        else:
-            print(f"{line} …", file=self._stream, flush=True)
+        print(f"\rchatmem: making vectors {done}/{total}", end="", file=self._stream, flush=True)
         self.showing = True
 
     def end(self) -> None:
-        if self.showing and self._tty:
+        if self.showing:
             print(file=self._stream, flush=True)
 
 
@@ -85,7 +87,7 @@ def words_only_reason(core: MemoryCore, scope: ScopeKey, state: CatchUp | None) 
     if state.done:
         return ""
     if state.failure:
-        return f"the embedding model failed ({state.failure}); {vectors_hint(scope)} tries again"
+        return f"its vectors could not be made ({state.failure}); {vectors_hint(scope)} tries again"
     most = core.config.embedding.command_backfill_max
     return (
         f"scope {printable_key(scope)} has {counted(state.missing, 'text', grouped=True)} without vectors, "
@@ -104,6 +106,12 @@ async def vectors_for_search(
     """Before a one-shot search: the scope's missing vectors made when cheap, with a
     progress line past a second (not under --json); or the one line saying it ranks by
     words alone."""
+    import asyncio
+
+    from adapters.cli.running import read_only_workspace
+
+    if await asyncio.to_thread(read_only_workspace, core.config):
+        return  # nothing can be made there, and the person knows it is read-only
     out = sys.stderr if stream is None else stream
     progress = ProgressLine(out, shown=not args.json, monotonic=monotonic)
     try:
@@ -140,10 +148,8 @@ class Vectors:
         if state is None:
             raise ChatmemError(f"no vectors to make: {why_no_embedder(core.config.embedding)}")
         if state.failure:
-            raise ChatmemError(
-                f"the embedding model failed: {state.failure} ({counted(state.made, 'vector', grouped=True)} "
-                "made before it are kept)"
-            )
+            kept = counted(state.made, "vector", grouped=True)
+            raise ChatmemError(f"vectors not made: {state.failure} ({kept} made before are kept)")
         elapsed = time.perf_counter() - started
         where = f"scope {printable_key(scope)}"
         human = (

@@ -8,8 +8,10 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import os
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -221,24 +223,52 @@ def test_a_failing_model_is_one_line_and_the_words_still_answer(
     hits, err = cli.texts("staging server")
     assert hits == ["The staging server is called Bluebird"]
     assert err.splitlines() == [
-        f"{cli_vectors.WORDS_ONLY}the embedding model failed (the model file is damaged); "
+        f"{cli_vectors.WORDS_ONLY}its vectors could not be made (the model file is damaged); "
         "`chatmem vectors` tries again"
     ]
     code, _, err = cli("vectors")
-    assert code == 2 and "the embedding model failed: the model file is damaged" in err
+    assert code == 2
+    assert (
+        err
+        == "chatmem: error: vectors not made: the model file is damaged (0 vectors made before are kept)\n"
+    )
+
+
+def test_a_read_only_workspace_makes_no_vectors_and_says_nothing(
+    cli: Cli, embedders: Embedders, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Nothing could be written there (as for a read-only mount: `access` says so), and
+    the person knows the workspace is read-only: the search ranks with what there is."""
+    real_access = os.access
+
+    def access(path: Any, mode: int, **kwargs: Any) -> bool:
+        if mode & os.W_OK and Path(path).is_relative_to(cli.ws):
+            return False
+        return real_access(path, mode, **kwargs)
+
+    monkeypatch.setattr(os, "access", access)
+    hits, err = cli.texts("staging server")
+    assert hits == ["The staging server is called Bluebird"] and err == ""
+    assert embedders.embedded == []
 
 
 def test_the_progress_line_shows_past_its_time_and_never_under_json(
     cli: Cli, embedders: Embedders, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """On a terminal (as captured here, stderr is not one: `on_terminal` says it is), a
+    search that makes vectors for longer than `PROGRESS_AFTER_SECONDS` (0 here) shows the
+    progress line on stderr, ended by a newline; never on stdout, never with --json."""
     monkeypatch.setattr(cli_vectors, "PROGRESS_AFTER_SECONDS", 0.0)
+    monkeypatch.setattr(cli_vectors, "on_terminal", lambda stream: True)
     code, out, err = cli("search", "staging server")
     assert code == 0
-    assert f"chatmem: making vectors {len(MEMORIES)}/{len(MEMORIES)} …" in err.splitlines()
+    count = len(MEMORIES)
+    assert err == f"\rchatmem: making vectors {count}/{count}\n"
     assert "making vectors" not in out
     assert cli("capture", "the kettle is blue")[0] == 0
-    _, err = cli.texts("kettle")
-    assert "making vectors" not in err  # --json: nothing but errors on stderr
+    hits, err = cli.texts("kettle")
+    assert hits == ["the kettle is blue"] and err == ""
+    assert "the kettle is blue" in embedders.embedded
 
 
 class Tty(io.StringIO):
@@ -246,33 +276,29 @@ class Tty(io.StringIO):
         return True
 
 
-def test_progress_line_waits_for_its_second() -> None:
-    clock = ManualMonotonic()
-    log = io.StringIO()
-    line = ProgressLine(log, after=1.0, monotonic=clock)
-    line(64, 300)
-    assert log.getvalue() == ""  # under a second: nothing said
-    clock.advance(1.5)
-    line(128, 300)
-    line(192, 300)
-    line.end()
-    assert log.getvalue() == "chatmem: making vectors 128/300 …\n"  # once, in a log
-
-
-def test_progress_line_on_a_terminal_is_rewritten_and_ended() -> None:
+def test_progress_line_waits_for_its_second_and_is_ended() -> None:
     clock = ManualMonotonic()
     tty = Tty()
     line = ProgressLine(tty, after=1.0, monotonic=clock)
-    clock.advance(2.0)
-    line(10, 20)
-    line(20, 20)
+    line(64, 300)
+    assert tty.getvalue() == ""  # under a second: nothing said
+    clock.advance(1.5)
+    line(128, 300)
+    line(300, 300)
     line.end()
-    assert tty.getvalue() == "\rchatmem: making vectors 10/20\rchatmem: making vectors 20/20\n"
-    quiet = Tty()
-    hidden = ProgressLine(quiet, shown=False, after=0.0, monotonic=clock)
-    hidden(1, 1)
-    hidden.end()
-    assert quiet.getvalue() == ""
+    assert tty.getvalue() == (
+        "\rchatmem: making vectors 128/300\rchatmem: making vectors 300/300\n"
+    )
+
+
+def test_progress_line_is_for_a_terminal_and_not_for_json() -> None:
+    clock = ManualMonotonic()
+    for stream, shown in ((io.StringIO(), True), (Tty(), False)):
+        line = ProgressLine(stream, shown=shown, after=0.0, monotonic=clock)
+        clock.advance(5.0)
+        line(1, 1)
+        line.end()
+        assert stream.getvalue() == ""
 
 
 @pytest.mark.dense

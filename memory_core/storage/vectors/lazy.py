@@ -29,6 +29,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
 from typing import Any
 
+from memory_core.base.errors import DatabaseBusy, DatabaseUnwritable
 from memory_core.base.sql import Db
 from memory_core.embedding.base import Embedder
 from memory_core.storage.interfaces import CatchUp, Progress, VectorSearch
@@ -101,7 +102,10 @@ class LazyVectors:
         chunks, vectors = await self._db.call(check)
         if vectors >= chunks:  # a drift the count cannot see is the search's `settle`'s
             return CatchUp(missing=0, made=0, done=True)
-        result = await (await self._real()).catch_up(scope_id, most=most, progress=progress)
+        try:
+            result = await (await self._real()).catch_up(scope_id, most=most, progress=progress)
+        except (DatabaseBusy, DatabaseUnwritable) as exc:  # the index is sound: words answer
+            result = CatchUp(missing=chunks - vectors, made=0, done=False, failure=str(exc))
         if result.done:
             self._has_vectors[scope_id] = True
             self._by_words.discard(scope_id)
