@@ -131,32 +131,54 @@ async def vectors_for_search(
 )
 class Vectors:
     @staticmethod
+    def arguments(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument(
+            "--all-scopes",
+            action="store_true",
+            help="every scope of the workspace, not only --scope's (after an import)",
+        )
+
+    @staticmethod
     async def run(core: MemoryCore, args: argparse.Namespace) -> int:
         from adapters.cli.running import refuse_unknown_scope  # the parser never needs it
-        from memory_core.embedding.factory import why_no_embedder
 
-        scope = args.scope_key
-        await refuse_unknown_scope(core, scope)
-        started = time.perf_counter()
-        progress = ProgressLine(sys.stderr, shown=not args.json)
-        try:
-            state = await core.finder.make_vectors(scope, most=None, progress=progress)
-        finally:
-            progress.end()
-        if core.degraded_reason:
-            raise ChatmemError(f"no vectors made: the index is unusable ({core.degraded_reason})")
-        if state is None:
-            raise ChatmemError(f"no vectors to make: {why_no_embedder(core.config.embedding)}")
-        if state.failure:
-            kept = counted(state.made, "vector", grouped=True)
-            raise ChatmemError(f"vectors not made: {state.failure} ({kept} made before are kept)")
-        elapsed = time.perf_counter() - started
-        where = f"scope {printable_key(scope)}"
-        human = (
-            f"made {counted(state.made, 'vector', grouped=True)} in {where} in {elapsed:.2f}s"
-            if state.missing
-            else f"the vectors of {where} are up to date"
-        )
-        data = {"scope": scope.value, "made": state.made, "seconds": round(elapsed, 3)}
-        Output(args.json).emit(data, human)
+        if args.all_scopes:
+            scopes = await core.known_scopes()
+        else:
+            await refuse_unknown_scope(core, args.scope_key)
+            scopes = [args.scope_key]
+        data: list[dict[str, object]] = []
+        lines: list[str] = []
+        for scope in scopes:
+            started = time.perf_counter()
+            made = await _make_all(core, scope, show=not args.json)
+            elapsed = time.perf_counter() - started
+            where = f"scope {printable_key(scope)}"
+            lines.append(
+                f"made {counted(made, 'vector', grouped=True)} in {where} in {elapsed:.2f}s"
+                if made
+                else f"the vectors of {where} are up to date"
+            )
+            data.append({"scope": scope.value, "made": made, "seconds": round(elapsed, 3)})
+        Output(args.json).emit(data if args.all_scopes else data[0], "\n".join(lines))
         return 0
+
+
+async def _make_all(core: MemoryCore, scope: ScopeKey, *, show: bool) -> int:
+    """Every missing vector of `scope`, with a progress line; how many were made. A core
+    that cannot make them is a one-line error."""
+    from memory_core.embedding.factory import why_no_embedder
+
+    progress = ProgressLine(sys.stderr, shown=show)
+    try:
+        state = await core.finder.make_vectors(scope, most=None, progress=progress)
+    finally:
+        progress.end()
+    if core.degraded_reason:
+        raise ChatmemError(f"no vectors made: the index is unusable ({core.degraded_reason})")
+    if state is None:
+        raise ChatmemError(f"no vectors to make: {why_no_embedder(core.config.embedding)}")
+    if state.failure:
+        kept = counted(state.made, "vector", grouped=True)
+        raise ChatmemError(f"vectors not made: {state.failure} ({kept} made before are kept)")
+    return state.made

@@ -184,6 +184,20 @@ def test_above_the_bound_it_ranks_by_words_and_says_so(
     assert cli("vectors")[1] == "the vectors of scope main are up to date\n"
 
 
+def test_chatmem_vectors_makes_every_scopes_after_an_import(cli: Cli, embedders: Embedders) -> None:
+    assert cli("capture", "Bluebird runs the nightly backup", "--scope", "peer:7")[0] == 0
+    code, out, err = cli("vectors", "--all-scopes", "--json")
+    assert code == 0, err
+    made = {row["scope"]: row["made"] for row in json.loads(out)}
+    assert made == {"main": len(MEMORIES), "peer:7": 1}
+    assert err == ""
+    code, out, _ = cli("vectors", "--all-scopes")
+    assert out.splitlines() == [
+        "the vectors of scope main are up to date",
+        "the vectors of scope peer:7 are up to date",
+    ]
+
+
 def test_vectors_made_already_do_not_count_against_the_bound(
     cli: Cli, embedders: Embedders, tmp_path: Path
 ) -> None:
