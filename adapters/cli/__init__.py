@@ -224,6 +224,7 @@ def _command(argv: list[str]) -> int:
         snapshot,
         storage,
         tui,
+        vectors,
     )
 
     parser = build_parser()

@@ -32,7 +32,7 @@ def kind_arg(value: str) -> ChunkKind:
 @command(
     "search",
     "search the scope's memories, ranked as recall ranks them (words, and vectors when an "
-    "embedder is configured)",
+    "embedder is configured: the few missing are made first)",
     reads_only=True,
 )
 class Search:
@@ -57,6 +57,9 @@ class Search:
     async def run(core: MemoryCore, args: argparse.Namespace) -> int:
         if not args.query.strip():
             raise ChatmemError("search needs some words to look for")
+        from adapters.cli.vectors import vectors_for_search  # the parser never needs it
+
+        await vectors_for_search(core, args)
         hits = await core.finder.search(
             args.scope_key, args.query, limit=args.limit, kinds=args.kind
         )

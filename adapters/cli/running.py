@@ -59,15 +59,15 @@ def run_command(args: argparse.Namespace) -> int:
 
 async def _run(config: Config, handler: Handler, args: argparse.Namespace) -> int:
     reads_only = args.command in READS_ONLY and READS_ONLY[args.command](args)
-    read_only_workspace = await asyncio.to_thread(_read_only_workspace, config)
-    if read_only_workspace and not reads_only:
+    read_only = await asyncio.to_thread(read_only_workspace, config)
+    if read_only and not reads_only:
         raise ChatmemError(
             f"workspace {config.workspace_path} is read-only and `{args.command}` would "
             "change it: nothing was done (commands that only read, such as status and "
             "search, still work)"
         )
     async with contextlib.AsyncExitStack() as stack:
-        with _start_quietly() if read_only_workspace else contextlib.nullcontext():
+        with _start_quietly() if read_only else contextlib.nullcontext():
             opened = MemoryCore.open(
                 config,
                 create=args.command in CREATES,
@@ -80,7 +80,7 @@ async def _run(config: Config, handler: Handler, args: argparse.Namespace) -> in
         return await handler(core, args)
 
 
-def _read_only_workspace(config: Config) -> bool:
+def read_only_workspace(config: Config) -> bool:
     """Whether this process may not write the workspace (a read-only mount, or files it
     does not own); False for one that does not exist yet (blocking: two access calls)."""
     workspace = Workspace.at(config.workspace_path)

@@ -72,6 +72,15 @@ class EmbeddingSettings(Section):
         check=at_least(0),
     )
     batch_size: int = setting(64, "Texts per embedding call.", check=at_least(1))
+    command_backfill_max: int = setting(
+        2000,
+        "Texts without a vector that a one-shot search (chatmem search) embeds before it "
+        "ranks, so that it ranks as a bot would (the local model makes 400 to 560 a second "
+        "on a quiet machine: 2 000 take about 4 s, once; a progress line shows past a "
+        "second). With more, it ranks by words and says so: `chatmem vectors`, or a running "
+        "bot, makes them. 0: never.",
+        check=at_least(0),
+    )
     timeout_seconds: float = setting(30.0, "Per-request timeout of 'openai'.", check=above(0))
     max_retries: int = setting(2, "Retries of 'openai' on rate limits and 5xx.", check=at_least(0))
     model_cache: str = setting(

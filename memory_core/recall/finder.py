@@ -36,6 +36,7 @@ from memory_core.recall.index.rerank import RankSettings
 from memory_core.recall.injection import Injection, build_injection
 from memory_core.recall.query import Query, build_query
 from memory_core.recall.reading import MemoryRead, read_memory_path
+from memory_core.storage.interfaces import CatchUp, Progress
 
 log = logging.getLogger(__name__)
 
@@ -142,6 +143,27 @@ class Finder:
             until=until,
             exclude_paths=exclude_paths,
         )
+
+    async def make_vectors(
+        self, scope: ScopeKey, *, most: int | None, progress: Progress | None = None
+    ) -> CatchUp | None:
+        """Make the scope's missing vectors now, unless the model would have to make more
+        than `most` (`VectorSearch.catch_up`): what a one-shot command does before it
+        searches, so that it ranks with the vectors a bot would have made. None when this
+        core ranks by words alone anyway (no embedder, or no usable index)."""
+        await self.flush(scope)
+        index = await self.guard.revive(scope)
+        if index is None or index.vectors is None:
+            return None
+        try:
+            await index.sync_if_stale(scope)
+            sid = await index.scope_id(scope, create=False)
+            if sid is None:
+                return CatchUp(missing=0, made=0, done=True)
+            return await index.vectors.catch_up(sid, most=most, progress=progress)
+        except StorageError as exc:
+            self.guard.failed(exc)
+            return None
 
     async def search_words(self, scope: ScopeKey, text: str, *, limit: int = 10) -> list[Hit]:
         """A person's search for words (`/search`): `search`'s hits, but only those that

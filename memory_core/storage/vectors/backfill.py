@@ -26,6 +26,7 @@ from memory_core.base.retry import OutageNotice
 from memory_core.base.speaker_label import without_label
 from memory_core.base.sql import Db
 from memory_core.embedding.base import Embedder, EmbeddingError
+from memory_core.storage.interfaces import CatchUp, Progress
 from memory_core.storage.vectors import rows as vectors
 from memory_core.storage.vectors.rows import ChunkText, Stored
 from memory_core.storage.vectors.survey import Surveys
@@ -219,6 +220,52 @@ class Backfills:
                 self._recovered(scope_id)
             return progress[0]
 
+    async def catch_up(
+        self, scope_id: int, *, most: int | None, progress: Progress | None = None
+    ) -> CatchUp:
+        """Make the scope's missing vectors now, reporting `progress(stored, total)` after
+        each batch, unless the model would have to make more than `most` of them (the
+        vectors already made of the same texts, a reindex's, cost nothing and do not
+        count). For a command about to search (`LazyVectors.catch_up`): a model failure is
+        returned, not logged nor tried again later, since the command says it itself."""
+        lock = self._filling.setdefault(scope_id, asyncio.Lock())
+        async with lock:
+            work, stale, watch = await self._surveys.plan(scope_id)
+            if most is not None and len(work) > most:
+                needed = await self._uncached(work)
+                if needed > most:
+                    watch.forced = True  # what this survey found is still to make
+                    return CatchUp(missing=needed, made=0, done=False)
+            if stale:
+                await self._write(scope_id, [], [], stale)
+            stored = [0]
+            total = len(work)
+
+            def report(done: int) -> None:
+                if progress is not None:
+                    progress(done, total)
+
+            try:
+                for start in range(0, len(work), CACHE_GROUP):
+                    group = work[start : start + CACHE_GROUP]
+                    await self._embed_group(scope_id, group, stored, report)
+            except EmbeddingError as exc:
+                watch.forced = True
+                return CatchUp(missing=len(work), made=stored[0], done=False, failure=str(exc))
+            except BaseException:
+                watch.forced = True
+                raise
+            return CatchUp(missing=len(work), made=stored[0], done=not self._closed)
+
+    async def _uncached(self, work: list[ChunkText]) -> int:
+        """How many of `work`'s texts have no vector made yet (by any scope)."""
+        needed = 0
+        for start in range(0, len(work), CACHE_GROUP):
+            keys = [vectors.text_hash(chunk.text) for chunk in work[start : start + CACHE_GROUP]]
+            hits = await self._db.call(partial(vectors.cached, model=self._model, hashes=keys))
+            needed += sum(1 for key in keys if key not in hits)
+        return needed
+
     async def _backfill(self, sid: int, limit: int | None, progress: list[int]) -> None:
         work, stale, watch = await self._surveys.plan(sid)
         truncated = limit is not None and len(work) > limit
@@ -238,9 +285,16 @@ class Backfills:
         if truncated:
             watch.due = True
 
-    async def _embed_group(self, sid: int, group: list[ChunkText], progress: list[int]) -> None:
+    async def _embed_group(
+        self,
+        sid: int,
+        group: list[ChunkText],
+        progress: list[int],
+        report: Callable[[int], None] | None = None,
+    ) -> None:
         """One cache lookup for the group, the model for its misses batch by batch, one
-        write per batch; counts the vectors stored in `progress[0]` as it goes."""
+        write per batch; counts the vectors stored in `progress[0]` as it goes (and
+        tells `report` the count after each batch)."""
         keys = [vectors.text_hash(chunk.text) for chunk in group]
         hits = await self._db.call(partial(vectors.cached, model=self._model, hashes=keys))
         for batch in _batches(list(zip(group, keys, strict=True)), self._batch_size):
@@ -264,6 +318,8 @@ class Backfills:
             items = [(chunk, found.get(key) or fresh[key]) for chunk, key in batch]
             result = await self._write(sid, items, list(fresh.items()), [])
             progress[0] += len(result.rows)
+            if report is not None:
+                report(progress[0])
 
     async def _write(
         self,

@@ -40,6 +40,7 @@ from memory_core.base.clock import Monotonic
 from memory_core.base.sql import Db
 from memory_core.embedding.base import Embedder, EmbeddingError
 from memory_core.storage.blas import one_blas_thread
+from memory_core.storage.interfaces import CatchUp, Progress
 from memory_core.storage.vectors import codec
 from memory_core.storage.vectors import rows as vectors
 from memory_core.storage.vectors.ann import ANN_MIN_ROWS, CANDIDATES
@@ -189,6 +190,12 @@ class VectorIndex:
         """Embed the scope's chunks that lack a current vector, drop vectors of chunks
         gone; how many vectors were stored (`Backfills.backfill`)."""
         return await self._backfills.backfill(scope_id, limit=limit)
+
+    async def catch_up(
+        self, scope_id: int, *, most: int | None, progress: Progress | None = None
+    ) -> CatchUp:
+        """Make the scope's missing vectors now, within `most` (`Backfills.catch_up`)."""
+        return await self._backfills.catch_up(scope_id, most=most, progress=progress)
 
     def _stored(self, sid: int, result: Stored) -> None:
         """A backfill wrote: the scope's matrix takes the rows in, unless another process

@@ -1,22 +1,23 @@
 """Dense recall for a process that runs one command and exits: the vectors a scope
-already has, and none made for what the command writes.
+already has, and those its search makes first when that is cheap.
 
 A command (`chatmem capture`, `status`, `search`, ...) lives a fraction of a second; the
 vector index costs it numpy (~0.1 s to import) and the model (its weights) before it
 could embed a thing. So a command's index (`SearchIndex.vectors`) is this object
-instead, which imports neither until a search meets a scope that has vectors of the
-model (one indexed row looked up): then the real index (index.py, or pgvector's) is
-built and does the rest exactly as in a bot, `settle` included, so the command ranks
-with the same vectors a bot would, the chunks its own writes added embedded first.
+instead, which imports neither until a search needs vectors: then the real index
+(index.py, or pgvector's) is built and does the rest exactly as in a bot, `settle`
+included, so the command ranks with the same vectors a bot would.
 
-Its writes are not embedded here (`schedule` does nothing): the chunks wait, as they
-would for a bot whose embedder is failing, for the next backfill of the scope: a
-serving process (bot, TUI, MCP server) backfills every scope when it starts, and a
-scope at its own next write there (the backfill's look for new chunks finds the
-command's too), and a command's search of a scope with vectors catches the scope up
-before it compares (`settle`). Until then recall finds them by
-their words. A scope that has no vectors at all (a workspace only ever used from the
-command line) is ranked by words alone, as it would be without an embedder.
+Its writes are not embedded here (`schedule` does nothing): `capture` and the like end
+without loading a model. A search makes what is missing first (`catch_up`, which the
+command calls before it searches): the scope's chunks and vectors are counted (one
+indexed count), and where chunks lack vectors the real index is built, the scope
+surveyed, and the missing vectors made, unless the model would have to make more than
+the command allows (`embedding.command_backfill_max`). Then, or when the model fails,
+the scope is ranked by words alone for the rest of the command (`searches`), which says
+so; a serving process (bot, TUI, MCP server), or `chatmem vectors`, makes them. So a
+workspace only ever used from the command line ranks as a bot's would, and a search's
+top hits do not depend on which process ran last.
 
 This is the one part built on first use (services.py builds every other part when the
 workspace opens): building it at the open is what costs the command its start-up.
@@ -28,9 +29,10 @@ from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
 from typing import Any
 
+from memory_core.base.errors import DatabaseBusy, DatabaseUnwritable
 from memory_core.base.sql import Db
 from memory_core.embedding.base import Embedder
-from memory_core.storage.interfaces import VectorSearch
+from memory_core.storage.interfaces import CatchUp, Progress, VectorSearch
 from memory_core.storage.vectors import rows
 
 
@@ -48,6 +50,8 @@ class LazyVectors:
         self._build = build
         self._index: VectorSearch | None = None
         self._has_vectors: dict[int, bool] = {}
+        self._by_words: set[int] = set()
+        """Scopes this command ranks by words alone (`catch_up` made none)."""
 
     @property
     def built(self) -> bool:
@@ -55,7 +59,10 @@ class LazyVectors:
         return self._index is not None
 
     async def searches(self, scope_id: int) -> bool:
-        """Only a scope that has vectors of this model (found once per process)."""
+        """Only a scope that has vectors of this model (found once per process), unless
+        `catch_up` left it to words."""
+        if scope_id in self._by_words:
+            return False
         known = self._has_vectors.get(scope_id)
         if known is None:
             check = partial(rows.has_any, sid=scope_id, model=self._embedder.name)
@@ -84,6 +91,27 @@ class LazyVectors:
 
     def schedule(self, scope_id: int) -> None:
         """Nothing: a command leaves its writes' vectors to the next backfill (above)."""
+
+    async def catch_up(
+        self, scope_id: int, *, most: int | None, progress: Progress | None = None
+    ) -> CatchUp:
+        """Make the scope's missing vectors before a search, within `most` (the module
+        docstring); a scope whose count shows none missing costs one indexed count and
+        loads nothing."""
+        check = partial(rows.coverage, sid=scope_id, model=self._embedder.name)
+        chunks, vectors = await self._db.call(check)
+        if vectors >= chunks:  # a drift the count cannot see is the search's `settle`'s
+            return CatchUp(missing=0, made=0, done=True)
+        try:
+            result = await (await self._real()).catch_up(scope_id, most=most, progress=progress)
+        except (DatabaseBusy, DatabaseUnwritable) as exc:  # the index is sound: words answer
+            result = CatchUp(missing=chunks - vectors, made=0, done=False, failure=str(exc))
+        if result.done:
+            self._has_vectors[scope_id] = True
+            self._by_words.discard(scope_id)
+        else:
+            self._by_words.add(scope_id)
+        return result
 
     async def settle(self, scope_id: int, within: float) -> bool:
         if not await self.searches(scope_id):

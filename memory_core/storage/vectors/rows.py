@@ -320,6 +320,13 @@ def count(conn: Connection, sid: int, model: str) -> int:
     return int(row[0])
 
 
+def coverage(conn: Connection, sid: int, model: str) -> tuple[int, int]:
+    """The scope's chunk count and its vectors of `model` (from the covering index): a
+    command's first guess at whether any are missing, before a survey reads the texts."""
+    row = conn.execute("SELECT chunk_count FROM scopes WHERE id = ?", (sid,)).fetchone()
+    return (int(row[0]) if row else 0), count(conn, sid, model)
+
+
 def has_any(conn: Connection, sid: int, model: str) -> bool:
     """Whether the scope holds a vector of `model` (one row looked up, whatever its size)."""
     row = conn.execute(
