@@ -111,7 +111,9 @@ HEADER = """\
 # roadtrip): the tokenizer adds the closed form when a text writes the two parts side
 # by side (memory_core/base/compounds.py). Made by scripts/make_compounds.py from the
 # English word frequencies of wordfreq 3.1.1 (Robyn Speer and contributors; data
-# CC BY-SA 4.0), plus a few by hand. A blank line ends this header.
+# CC BY-SA 4.0), plus a few by hand. As a work derived from that data, this file
+# alone is licensed CC BY-SA 4.0 (https://creativecommons.org/licenses/by-sa/4.0/);
+# the rest of the project is MIT. A blank line ends this header.
 
 """
 
