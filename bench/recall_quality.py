@@ -68,6 +68,7 @@ _WORDS = {"embedding": {"provider": "none"}}
 VARIANTS: dict[str, dict[str, dict[str, object]]] = {
     "current": {},
     "bm25": _WORDS,
+    "plain-bm25": _WORDS,
     "bm25-no-reply-anchors": {**_WORDS, "recall": {"reply_anchors": False}},
     "bm25-no-exchange-documents": {**_WORDS, "recall": {"exchange_documents": False}},
     "bm25-no-speaker-names": {**_WORDS, "recall": {"speaker_names": False, "speaker_weight": 0.5}},
@@ -92,6 +93,10 @@ VARIANTS: dict[str, dict[str, dict[str, object]]] = {
     "hybrid-snapshot": {"snapshot": {"enabled": True}},
 }
 """Variant name -> {config section -> {key: value}} on top of the product's defaults."""
+
+FLOOR = "plain-bm25"
+"""The variant that stores as the product does and ranks with the plain-BM25 floor
+(`testkit/quality/floor.py`): the row the product's default must stay at or above."""
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -181,6 +186,10 @@ class Task:
     modes: tuple[str, ...]
     summaries: bool
 
+    @property
+    def floor(self) -> bool:
+        return self.variant == FLOOR
+
 
 @dataclass(slots=True)
 class Done:
@@ -195,14 +204,23 @@ def run_task(task: Task) -> Done:
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="chatmem-quality-") as tmp:
         if isinstance(task.dataset, madial.MadialSet):
-            mrun = asyncio.run(madial.run_set(task.dataset, task.overrides, Path(tmp)))
+            mrun = asyncio.run(
+                madial.run_set(task.dataset, task.overrides, Path(tmp), floor=task.floor)
+            )
             return Done(task, None, mrun, time.perf_counter() - started)
         if isinstance(task.dataset, locomo.LocomoSet):
-            lrun = asyncio.run(locomo.run_set(task.dataset, task.overrides, Path(tmp)))
+            lrun = asyncio.run(
+                locomo.run_set(task.dataset, task.overrides, Path(tmp), floor=task.floor)
+            )
             return Done(task, {locomo.MODE: lrun}, None, time.perf_counter() - started)
         runs = asyncio.run(
             labelled.run_set(
-                task.dataset, task.modes, task.overrides, Path(tmp), summaries=task.summaries
+                task.dataset,
+                task.modes,
+                task.overrides,
+                Path(tmp),
+                summaries=task.summaries,
+                floor=task.floor,
             )
         )
     return Done(task, runs, None, time.perf_counter() - started)
