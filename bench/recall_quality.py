@@ -58,8 +58,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from memory_core.config import Config
-from testkit.quality import labelled, locomo, madial, published
-from testkit.quality.report import Group, Key, main_table, pooled, type_table
+from testkit.quality import labelled, locomo, madial, pooled, published
+from testkit.quality.report import Group, Key, main_table, type_table
+from testkit.quality.report import pooled as pooled_groups
 from testkit.quality.setup import RAW_FOREVER, apply_overrides, merge_overrides, sets_to_overrides
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -173,7 +174,16 @@ def locomo_sets(root: Path, pattern: str, limit: int | None) -> list[locomo.Loco
     return [locomo.load_set(root).limited(limit)]
 
 
-Dataset = labelled.LabelledSet | madial.MadialSet | locomo.LocomoSet
+def pooled_sets(root: Path, pattern: str, limit: int | None) -> list[pooled.PooledSet]:
+    if not fnmatch.fnmatch(pooled.NAME, pattern):
+        return []
+    if not (root / "zh" / "dialogue.json").is_file():
+        print(f"MADial-Bench not found under {root}: {pooled.NAME} skipped (--madial DIR)")
+        return []
+    return [pooled.load_set(root, sorted(DATA.glob("recall_zh-*.json"))).limited(limit)]
+
+
+Dataset = labelled.LabelledSet | madial.MadialSet | locomo.LocomoSet | pooled.PooledSet
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,6 +218,13 @@ def run_task(task: Task) -> Done:
                 madial.run_set(task.dataset, task.overrides, Path(tmp), floor=task.floor)
             )
             return Done(task, None, mrun, time.perf_counter() - started)
+        if isinstance(task.dataset, pooled.PooledSet):
+            prun = asyncio.run(
+                pooled.run_set(
+                    task.dataset, task.modes, task.overrides, Path(tmp), floor=task.floor
+                )
+            )
+            return Done(task, prun, None, time.perf_counter() - started)
         if isinstance(task.dataset, locomo.LocomoSet):
             lrun = asyncio.run(
                 locomo.run_set(task.dataset, task.overrides, Path(tmp), floor=task.floor)
@@ -359,17 +376,27 @@ def ordered(results: Results) -> list[Group]:
     groups = list(results.groups.values())
     public = [g for g in groups if g.key.dataset == "locomo-dev"]
     out = sorted(public, key=lambda g: (g.key.path, g.key.variant))
-    plain = [g for g in groups if not g.key.dataset.startswith(("madial-", "locomo-"))]
+    plain = [
+        g
+        for g in groups
+        if not g.key.dataset.startswith(("madial-", "locomo-")) and g.key.dataset != pooled.NAME
+    ]
     out += sorted(plain, key=lambda g: (g.key.dataset, g.key.mode, g.key.path, g.key.variant))
     for language in sorted({results.languages[g.key.dataset] for g in plain}):
         files = [g for g in plain if results.languages[g.key.dataset] == language]
         if len({g.key.dataset for g in files}) > 1:
             out.extend(
                 sorted(
-                    pooled(f"{language} (all)", files),
+                    pooled_groups(f"{language} (all)", files),
                     key=lambda g: (g.key.mode, g.key.path, g.key.variant),
                 )
             )
+    out.extend(
+        sorted(
+            (g for g in groups if g.key.dataset == pooled.NAME),
+            key=lambda g: (g.key.mode, g.key.path, g.key.variant),
+        )
+    )
     out.extend(
         sorted(
             (g for g in groups if g.key.dataset.startswith("madial-")),
@@ -386,15 +413,16 @@ def run(args: argparse.Namespace) -> Results:
     sets = labelled_sets(args.sets, args.limit)
     mad = madial_sets(args.madial, args.sets, args.limit)
     public = locomo_sets(args.locomo, args.sets, args.limit)
+    pool = pooled_sets(args.madial, args.sets, args.limit)
     archive_rule = (
         "default archive rules (older days summarised offline)"
         if args.summaries
         else f"archive.raw_days = {RAW_FOREVER} (every archived turn kept verbatim)"
     )
-    datasets: list[Dataset] = [*public, *sets, *mad]
+    datasets: list[Dataset] = [*public, *sets, *pool, *mad]
     names = ", ".join(d.name for d in datasets) or "none"
     print(f"variants: {', '.join(variants)}; sets: {names}; --jobs {args.jobs}")
-    if sets and "archived" in modes:
+    if (sets or pool) and "archived" in modes:
         print(f"archived mode: {archive_rule}")
     tasks: list[Task] = []
     for variant in variants:
