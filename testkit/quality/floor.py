@@ -142,9 +142,7 @@ class Floor:
         self.chunks = list(chunks)
         self.documents = [tokenize(c.words()) for c in self.chunks]
         self._scorer = (
-            ReferenceBM25([list(d) for d in self.documents], k1=K1, b=B)
-            if self.documents
-            else None
+            ReferenceBM25([list(d) for d in self.documents], k1=K1, b=B) if self.documents else None
         )
 
     @classmethod

@@ -141,7 +141,12 @@ def _madial_part(
     for (user, day), memories in days.items():
         start = datetime.combine(day, dtime(hours.get(user, 14)), tzinfo=UTC) + shift
         messages = tuple(
-            Message(f"madial/{m.id}", names.get(user, f"user {user}"), m.text, start + timedelta(minutes=i))
+            Message(
+                f"madial/{m.id}",
+                names.get(user, f"user {user}"),
+                m.text,
+                start + timedelta(minutes=i),
+            )
             for i, m in enumerate(memories)
         )
         sessions.append(PooledSession(f"madial-{user}-{day}", messages))
@@ -160,7 +165,6 @@ def _madial_part(
             )
         )
     return sessions, questions
-
 
 
 def build(data: madial.MadialSet, sets: Sequence[labelled.LabelledSet]) -> PooledSet:
@@ -195,9 +199,7 @@ def second(at: datetime) -> datetime:
 
 
 def load_set(madial_root: Path, labelled_paths: Sequence[Path]) -> PooledSet:
-    return build(
-        madial.load_set(madial_root, "zh"), [labelled.load_set(p) for p in labelled_paths]
-    )
+    return build(madial.load_set(madial_root, "zh"), [labelled.load_set(p) for p in labelled_paths])
 
 
 def group_scope() -> ScopeKey:
