@@ -30,6 +30,16 @@ the local model (15 s with `--set embedding.provider=none`).
 * MADial-Bench (`--madial DIR`, default ../shared/datasets/madial-bench): memories as
   dated long-term entries, one scope per user, scored on `relevant-id`; beside it the
   published embedding baselines (`bench/data/madial_published.json`), scored the same way.
+* `pooled-zh` (`testkit/quality/pooled.py`): many people's short Chinese messages in ONE
+  group scope, as a stress set: MADial-zh's memories as their users' messages (the
+  dialogue's pending line as question, `relevant-id` as evidence) and the labelled zh
+  sets' user turns (their labelled evidence), moved by whole weeks into the same weeks,
+  790 messages and 316 questions, stored (`history`) then archived (`archived`).
+
+Variant `plain-bm25` is the floor (`testkit/quality/floor.py`): the same storing, then
+textbook BM25 (jieba precise mode, stopwords, the reference scorer, k1 1.2, b 0.75) over
+exactly the chunks the scope's index holds, each hit anchored on its own chunk. The
+product's default must be at or above it on every set.
 
 Metrics (means over questions), each hit counted for the one turn it is anchored on (the
 turn whose text it ranks, known by its time), never for the neighbours it shows:
