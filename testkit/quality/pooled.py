@@ -36,7 +36,7 @@ import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from datetime import time as dtime
 from pathlib import Path
 
@@ -134,7 +134,7 @@ def _madial_part(
     shift = weeks_to(data.asked_at(), target)
     names = {d.user: d.lines[1].speaker or f"user {d.user}" for d in data.dialogues}
     hours = dict(zip(sorted(names), MADIAL_HOURS, strict=False))
-    days: dict[tuple[int, object], list[madial.Memory]] = {}
+    days: dict[tuple[int, date], list[madial.Memory]] = {}
     for m in sorted(data.memories, key=lambda m: (m.day, m.id)):
         days.setdefault((m.user, m.day), []).append(m)
     sessions = []
