@@ -30,6 +30,16 @@ the local model (15 s with `--set embedding.provider=none`).
 * MADial-Bench (`--madial DIR`, default ../shared/datasets/madial-bench): memories as
   dated long-term entries, one scope per user, scored on `relevant-id`; beside it the
   published embedding baselines (`bench/data/madial_published.json`), scored the same way.
+* `pooled-zh` (`testkit/quality/pooled.py`): many people's short Chinese messages in ONE
+  group scope, as a stress set: MADial-zh's memories as their users' messages (the
+  dialogue's pending line as question, `relevant-id` as evidence) and the labelled zh
+  sets' user turns (their labelled evidence), moved by whole weeks into the same weeks,
+  790 messages and 316 questions, stored (`history`) then archived (`archived`).
+
+Variant `plain-bm25` is the floor (`testkit/quality/floor.py`): the same storing, then
+textbook BM25 (jieba precise mode, stopwords, the reference scorer, k1 1.2, b 0.75) over
+exactly the chunks the scope's index holds, each hit anchored on its own chunk. The
+product's default must be at or above it on every set.
 
 Metrics (means over questions), each hit counted for the one turn it is anchored on (the
 turn whose text it ranks, known by its time), never for the neighbours it shows:
@@ -58,8 +68,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from memory_core.config import Config
-from testkit.quality import labelled, locomo, madial, published
-from testkit.quality.report import Group, Key, main_table, pooled, type_table
+from testkit.quality import labelled, locomo, madial, pooled, published
+from testkit.quality.report import Group, Key, main_table, type_table
+from testkit.quality.report import pooled as pooled_groups
 from testkit.quality.setup import RAW_FOREVER, apply_overrides, merge_overrides, sets_to_overrides
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -68,6 +79,7 @@ _WORDS = {"embedding": {"provider": "none"}}
 VARIANTS: dict[str, dict[str, dict[str, object]]] = {
     "current": {},
     "bm25": _WORDS,
+    "plain-bm25": _WORDS,
     "bm25-no-reply-anchors": {**_WORDS, "recall": {"reply_anchors": False}},
     "bm25-no-exchange-documents": {**_WORDS, "recall": {"exchange_documents": False}},
     "bm25-no-speaker-names": {**_WORDS, "recall": {"speaker_names": False, "speaker_weight": 0.5}},
@@ -92,6 +104,10 @@ VARIANTS: dict[str, dict[str, dict[str, object]]] = {
     "hybrid-snapshot": {"snapshot": {"enabled": True}},
 }
 """Variant name -> {config section -> {key: value}} on top of the product's defaults."""
+
+FLOOR = "plain-bm25"
+"""The variant that stores as the product does and ranks with the plain-BM25 floor
+(`testkit/quality/floor.py`): the row the product's default must stay at or above."""
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -168,7 +184,16 @@ def locomo_sets(root: Path, pattern: str, limit: int | None) -> list[locomo.Loco
     return [locomo.load_set(root).limited(limit)]
 
 
-Dataset = labelled.LabelledSet | madial.MadialSet | locomo.LocomoSet
+def pooled_sets(root: Path, pattern: str, limit: int | None) -> list[pooled.PooledSet]:
+    if not fnmatch.fnmatch(pooled.NAME, pattern):
+        return []
+    if not (root / "zh" / "dialogue.json").is_file():
+        print(f"MADial-Bench not found under {root}: {pooled.NAME} skipped (--madial DIR)")
+        return []
+    return [pooled.load_set(root, sorted(DATA.glob("recall_zh-*.json"))).limited(limit)]
+
+
+Dataset = labelled.LabelledSet | madial.MadialSet | locomo.LocomoSet | pooled.PooledSet
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,6 +205,10 @@ class Task:
     dataset: Dataset
     modes: tuple[str, ...]
     summaries: bool
+
+    @property
+    def floor(self) -> bool:
+        return self.variant == FLOOR
 
 
 @dataclass(slots=True)
@@ -195,14 +224,30 @@ def run_task(task: Task) -> Done:
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="chatmem-quality-") as tmp:
         if isinstance(task.dataset, madial.MadialSet):
-            mrun = asyncio.run(madial.run_set(task.dataset, task.overrides, Path(tmp)))
+            mrun = asyncio.run(
+                madial.run_set(task.dataset, task.overrides, Path(tmp), floor=task.floor)
+            )
             return Done(task, None, mrun, time.perf_counter() - started)
+        if isinstance(task.dataset, pooled.PooledSet):
+            prun = asyncio.run(
+                pooled.run_set(
+                    task.dataset, task.modes, task.overrides, Path(tmp), floor=task.floor
+                )
+            )
+            return Done(task, prun, None, time.perf_counter() - started)
         if isinstance(task.dataset, locomo.LocomoSet):
-            lrun = asyncio.run(locomo.run_set(task.dataset, task.overrides, Path(tmp)))
+            lrun = asyncio.run(
+                locomo.run_set(task.dataset, task.overrides, Path(tmp), floor=task.floor)
+            )
             return Done(task, {locomo.MODE: lrun}, None, time.perf_counter() - started)
         runs = asyncio.run(
             labelled.run_set(
-                task.dataset, task.modes, task.overrides, Path(tmp), summaries=task.summaries
+                task.dataset,
+                task.modes,
+                task.overrides,
+                Path(tmp),
+                summaries=task.summaries,
+                floor=task.floor,
             )
         )
     return Done(task, runs, None, time.perf_counter() - started)
@@ -341,17 +386,27 @@ def ordered(results: Results) -> list[Group]:
     groups = list(results.groups.values())
     public = [g for g in groups if g.key.dataset == "locomo-dev"]
     out = sorted(public, key=lambda g: (g.key.path, g.key.variant))
-    plain = [g for g in groups if not g.key.dataset.startswith(("madial-", "locomo-"))]
+    plain = [
+        g
+        for g in groups
+        if not g.key.dataset.startswith(("madial-", "locomo-")) and g.key.dataset != pooled.NAME
+    ]
     out += sorted(plain, key=lambda g: (g.key.dataset, g.key.mode, g.key.path, g.key.variant))
     for language in sorted({results.languages[g.key.dataset] for g in plain}):
         files = [g for g in plain if results.languages[g.key.dataset] == language]
         if len({g.key.dataset for g in files}) > 1:
             out.extend(
                 sorted(
-                    pooled(f"{language} (all)", files),
+                    pooled_groups(f"{language} (all)", files),
                     key=lambda g: (g.key.mode, g.key.path, g.key.variant),
                 )
             )
+    out.extend(
+        sorted(
+            (g for g in groups if g.key.dataset == pooled.NAME),
+            key=lambda g: (g.key.mode, g.key.path, g.key.variant),
+        )
+    )
     out.extend(
         sorted(
             (g for g in groups if g.key.dataset.startswith("madial-")),
@@ -368,15 +423,16 @@ def run(args: argparse.Namespace) -> Results:
     sets = labelled_sets(args.sets, args.limit)
     mad = madial_sets(args.madial, args.sets, args.limit)
     public = locomo_sets(args.locomo, args.sets, args.limit)
+    pool = pooled_sets(args.madial, args.sets, args.limit)
     archive_rule = (
         "default archive rules (older days summarised offline)"
         if args.summaries
         else f"archive.raw_days = {RAW_FOREVER} (every archived turn kept verbatim)"
     )
-    datasets: list[Dataset] = [*public, *sets, *mad]
+    datasets: list[Dataset] = [*public, *sets, *pool, *mad]
     names = ", ".join(d.name for d in datasets) or "none"
     print(f"variants: {', '.join(variants)}; sets: {names}; --jobs {args.jobs}")
-    if sets and "archived" in modes:
+    if (sets or pool) and "archived" in modes:
         print(f"archived mode: {archive_rule}")
     tasks: list[Task] = []
     for variant in variants:

@@ -22,6 +22,7 @@ from memory_core.base.clock import ManualClock
 from memory_core.base.records import Hit, RecordedMessage
 from memory_core.base.scope import ScopeKey
 from memory_core.engine import MemoryCore
+from testkit.quality.floor import Floor
 from testkit.quality.metrics import Scores, found_turns, score
 from testkit.quality.setup import RAW_FOREVER, Overrides, bench_config, peer_scope, zone_of
 
@@ -178,11 +179,13 @@ async def run_set(
     root: Path,
     *,
     summaries: bool = False,
+    floor: bool = False,
 ) -> dict[str, SetRun]:
-    """Every conversation in a fresh workspace under `root` with a fresh core."""
+    """Every conversation in a fresh workspace under `root` with a fresh core; with
+    `floor`, the questions are ranked by the plain-BM25 floor over the stored chunks."""
     runs = {mode: SetRun() for mode in modes}
     for conv in dataset.conversations:
-        part = await _run_conversation(conv, modes, overrides, root / conv.id, summaries)
+        part = await _run_conversation(conv, modes, overrides, root / conv.id, summaries, floor)
         for mode, run in part.items():
             total = runs[mode]
             total.outcomes.extend(run.outcomes)
@@ -198,6 +201,7 @@ async def _run_conversation(
     overrides: Overrides,
     workspace: Path,
     summaries: bool,
+    floor: bool,
 ) -> dict[str, SetRun]:
     """Store the sessions, ask in `history` mode, then archive as the bot does and ask
     again in `archived` mode: one core for both, as one bot's life."""
@@ -221,14 +225,14 @@ async def _run_conversation(
         # A bot answers questions days later, every turn embedded by then; a bench waits.
         await core.vectors_ready()
         if "history" in modes:
-            runs["history"] = await _ask(core, scope, conv, clock, started)
+            runs["history"] = await _ask(core, scope, conv, clock, started, floor)
             started = time.perf_counter()
         if "archived" in modes:
             # The bot's own archive pass, run when the first question is asked.
             clock.set(min(q.asked_at for q in conv.questions))
             report = await core.conversation.archive(scope)
             await core.vectors_ready()
-            run = runs["archived"] = await _ask(core, scope, conv, clock, started)
+            run = runs["archived"] = await _ask(core, scope, conv, clock, started, floor)
             run.stored["archive files"] += len(report.files)
             run.stored["archived verbatim"] += report.moved
             run.stored["summarised"] += report.summarized
@@ -250,20 +254,33 @@ def turn_times(conv: Conversation) -> dict[datetime, tuple[str, int]]:
 
 
 async def _ask(
-    core: MemoryCore, scope: ScopeKey, conv: Conversation, clock: ManualClock, started: float
+    core: MemoryCore,
+    scope: ScopeKey,
+    conv: Conversation,
+    clock: ManualClock,
+    started: float,
+    floor: bool,
 ) -> SetRun:
-    """Every question of the conversation through both paths, as of its time."""
+    """Every question of the conversation through both paths, as of its time (or
+    through the plain-BM25 floor, the same list for both paths)."""
     run = SetRun(ingest_s=time.perf_counter() - started)
     for state, count in (await core.history.counts_by_scope()).get(scope.value, {}).items():
         run.stored[f"messages {state}"] += count
     asking = time.perf_counter()
     anchors = turn_times(conv)
+    plain = await Floor.of(core, scope) if floor else None
     for question in conv.questions:
         clock.set(question.asked_at)
         wanted = conv.evidence_texts(question)
-        explicit = await core.finder.search(scope, question.question, limit=10)
-        injection = await core.finder.recall(scope, question.question, [], now=question.asked_at)
-        for path, hits in (("explicit", explicit), ("automatic", injection.hits)):
+        if plain is not None:
+            explicit = automatic = plain.search(question.question)
+        else:
+            explicit = await core.finder.search(scope, question.question, limit=10)
+            injection = await core.finder.recall(
+                scope, question.question, [], now=question.asked_at
+            )
+            automatic = injection.hits
+        for path, hits in (("explicit", explicit), ("automatic", automatic)):
             run.outcomes.append(_outcome(question, path, wanted, hits, anchors))
     run.query_s = time.perf_counter() - asking
     return run

@@ -34,6 +34,7 @@ from memory_core.base.records import Hit
 from memory_core.base.scope import DmScope, InboundContext, ScopeKey, resolve_scope
 from memory_core.config import Config
 from memory_core.engine import MemoryCore
+from testkit.quality.floor import Floor
 from testkit.quality.labelled import Outcome, SetRun
 from testkit.quality.metrics import finds, score
 from testkit.quality.setup import Overrides, apply_overrides
@@ -221,10 +222,14 @@ class Ticker:
             self.next_at = when + BUSY_TICK
 
 
-async def run_set(dataset: LocomoSet, overrides: Overrides, root: Path) -> SetRun:
+async def run_set(
+    dataset: LocomoSet, overrides: Overrides, root: Path, *, floor: bool = False
+) -> SetRun:
+    """With `floor`, the questions are ranked by the plain-BM25 floor over the stored
+    chunks (one list for both paths)."""
     run = SetRun()
     for conv in dataset.conversations:
-        part = await run_conversation(conv, overrides, root / conv.id)
+        part = await run_conversation(conv, overrides, root / conv.id, floor=floor)
         run.outcomes.extend(part.outcomes)
         run.ingest_s += part.ingest_s
         run.query_s += part.query_s
@@ -232,7 +237,9 @@ async def run_set(dataset: LocomoSet, overrides: Overrides, root: Path) -> SetRu
     return run
 
 
-async def run_conversation(conv: Conversation, overrides: Overrides, workspace: Path) -> SetRun:
+async def run_conversation(
+    conv: Conversation, overrides: Overrides, workspace: Path, *, floor: bool = False
+) -> SetRun:
     config = apply_overrides(Config(workspace=str(workspace), timezone="UTC"), overrides)
     first = conv.sessions[0][0].at
     clock = ManualClock(first)
@@ -260,10 +267,15 @@ async def run_conversation(conv: Conversation, overrides: Overrides, workspace: 
         counts["ticks"] += ticker.ticks
         run.stored.update(counts)
         asking = time.perf_counter()
+        plain = await Floor.of(core, scope) if floor else None
         for question in conv.questions:
-            explicit = await core.finder.search(scope, question.question, limit=10)
-            injection = await core.finder.recall(scope, question.question, [], now=asked)
-            for path, hits in (("explicit", explicit), ("automatic", injection.hits)):
+            if plain is not None:
+                explicit = automatic = plain.search(question.question)
+            else:
+                explicit = await core.finder.search(scope, question.question, limit=10)
+                injection = await core.finder.recall(scope, question.question, [], now=asked)
+                automatic = injection.hits
+            for path, hits in (("explicit", explicit), ("automatic", automatic)):
                 run.outcomes.append(outcome(question, path, hits, turns, by_time))
         run.query_s = time.perf_counter() - asking
     return run

@@ -26,6 +26,7 @@ from memory_core.base.clock import ManualClock
 from memory_core.base.merge_values import Candidate, ChangeKind
 from memory_core.base.records import Hit
 from memory_core.engine import MemoryCore
+from testkit.quality.floor import Floor
 from testkit.quality.metrics import Scores, found_ids, score
 from testkit.quality.setup import Overrides, bench_config, peer_scope
 
@@ -191,10 +192,13 @@ class MadialRun:
     memories: int = 0
 
 
-async def run_set(dataset: MadialSet, overrides: Overrides, workspace: Path) -> MadialRun:
+async def run_set(
+    dataset: MadialSet, overrides: Overrides, workspace: Path, *, floor: bool = False
+) -> MadialRun:
     """One workspace; one scope per user; memories merged as extraction would merge
     them, each on its own day, newest first (so no entry decays between its day and the
-    next one's: the benchmark ranks over every memory)."""
+    next one's: the benchmark ranks over every memory). With `floor`, the pending line
+    is ranked by the plain-BM25 floor over the stored entries (one list, both paths)."""
     run = MadialRun(memories=len(dataset.memories))
     config = bench_config(workspace, overrides, raw_days=None)
     asked = dataset.asked_at()
@@ -223,12 +227,19 @@ async def run_set(dataset: MadialSet, overrides: Overrides, workspace: Path) -> 
         await core.vectors_ready()
         run.ingest_s = time.perf_counter() - started
         started = time.perf_counter()
+        floors: dict[int, Floor] = {}
         for dialogue in dataset.dialogues:
             scope = peer_scope(f"madial-{dialogue.user}")
             pending, recent = dialogue.query()
-            explicit = await core.finder.search(scope, pending, limit=10)
-            injection = await core.finder.recall(scope, pending, recent, now=asked)
-            for path, hits in (("explicit", explicit), ("automatic", injection.hits)):
+            if floor:
+                if dialogue.user not in floors:
+                    floors[dialogue.user] = await Floor.of(core, scope)
+                explicit = automatic = floors[dialogue.user].search(pending)
+            else:
+                explicit = await core.finder.search(scope, pending, limit=10)
+                injection = await core.finder.recall(scope, pending, recent, now=asked)
+                automatic = injection.hits
+            for path, hits in (("explicit", explicit), ("automatic", automatic)):
                 ranked = memory_ranking(hits, owners.get(dialogue.user, {}))
                 found = found_ids(dialogue.relevant, ranked)
                 run.outcomes.append(

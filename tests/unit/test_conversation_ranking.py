@@ -218,3 +218,18 @@ def test_gated_fusion_adds_vectors_by_kind() -> None:
     gated = sorted(entries, key=lambda c: -c.base)
     fuse(entries, RankSettings(fusion="weighted"))
     assert [c.id for c in gated] == [c.id for c in sorted(entries, key=lambda c: -c.base)]
+
+
+def test_a_turn_alone_scores_as_its_own_exchange() -> None:
+    """Many people's messages in one scope: a message with no neighbour is an exchange of
+    one turn, not worth less than a turn whose neighbours add nothing (issue 35: it lost
+    to the plain-BM25 floor on pooled daily-life messages)."""
+    r = ranking({"kite": 3}, docs=100)
+    alone = turns(("Bart", "I flew a kite at the beach"), path="memory/a.md")
+    talk = turns(
+        ("Lisa", "we flew a kite in the park"),
+        ("Lisa", "then ate mango ice cream"),
+        path="memory/b.md",
+    )
+    pool = pool_of(r, alone, talk)
+    assert anchored(rank(pool, r, limit=2), pool)[0] == "I flew a kite at the beach"

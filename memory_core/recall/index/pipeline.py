@@ -229,8 +229,10 @@ def rank(
     window_scorer = exchange_scorer(ranking) if settings.exchange_documents else None
     reach = len(settings.context_weights)
     if window_scorer is not None and reach:
+        # Every turn, a lone one too: many people's separate messages pooled in one scope
+        # lost to turns of conversations, which alone had their exchange's score added.
         for c in candidates:
-            if c.kind in CONVERSATION_KINDS and c.neighbours:
+            if c.kind in CONVERSATION_KINDS:
                 c.exchange = window_scorer(exchange_tokens(c, pool, reach))
     fuse(candidates, settings)
     if _dated_only(ranking):

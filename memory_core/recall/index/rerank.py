@@ -69,8 +69,9 @@ class RankSettings:
     speaker_weight: float = _RECALL.speaker_weight
     """A query word naming a turn's speaker counts this share of its idf."""
     exchange_documents: bool = _RECALL.exchange_documents
-    """A turn whose neighbours were read scores as one document with them (BM25 of the
-    exchange's words) instead of its own score plus shares of theirs."""
+    """A turn scores as one document with the neighbours read around it (BM25 of the
+    exchange's words) instead of its own score plus shares of theirs; a turn with none
+    is an exchange of one turn, scored the same way."""
     speaker_names: bool = _RECALL.speaker_names
     """A query word naming a turn's speaker counts as its speaker, not as a word."""
     reply_anchors: bool = _RECALL.reply_anchors
