@@ -72,6 +72,9 @@ class Ranking:
     answer: AnswerKind | None = None
     speaker_terms: frozenset[str] = frozenset()
     """Query terms naming a speaker of the candidate turns (see `names_as_speakers`)."""
+    several: bool = False
+    """The question gathers its answer from several moments: a session's later hits rank
+    lower (`settings.session_repeat`, see `rerank.diversify`)."""
 
 
 def to_candidate(row: Sequence[Any]) -> Candidate:
@@ -288,6 +291,7 @@ def rank(
         settings.duplicate_similarity,
         shown=_window,
         dropped=partial(_without_copies, pool, weights, window_scorer),
+        repeat=settings.session_repeat if ranking.several else 1.0,
     )
     chosen = with_named(chosen, [c for c in weighed if c.id in named], limit)
     ideal = ideal_score(ranking.terms, ranking.stats, ranking.k1, ranking.b)
