@@ -4,18 +4,23 @@ moments (`asks_for_several`), and the step that then ranks a session's later hit
 
 from __future__ import annotations
 
-from datetime import UTC, date
+from datetime import UTC, date, timedelta
 
 import pytest
 
 from memory_core.base.chunks import ChunkKind
+from memory_core.base.clock import ManualClock
+from memory_core.base.scope import MAIN
+from memory_core.config import Config
 from memory_core.config.memory import RecallSettings
+from memory_core.engine import MemoryCore
 from memory_core.recall.finder import rank_settings
 from memory_core.recall.index import CorpusStats
 from memory_core.recall.index.pipeline import Ranking, rank
 from memory_core.recall.index.rerank import Candidate, RankSettings, diversify, session_of
 from memory_core.recall.query import asks_for_several, build_query
-from tests.support import candidate
+from tests.conftest import START
+from tests.support import candidate, index_message
 
 TODAY = date(2026, 3, 1)
 FIRST = "memory/scopes/s/2026-02-01-first.md"
@@ -131,3 +136,27 @@ def test_rank_spreads_only_a_question_asking_for_several() -> None:
 def test_the_setting_reaches_the_ranking() -> None:
     assert RankSettings().session_repeat == RecallSettings().session_repeat
     assert rank_settings(RecallSettings(session_repeat=0.7)).session_repeat == 0.7
+
+
+@pytest.mark.storage
+async def test_a_list_question_gathers_answers_from_another_session(
+    config: Config, clock: ManualClock
+) -> None:
+    """Through the index: one session talks of desserts at length, another names one in
+    passing; "What desserts has Mia made?" shows both sessions, a question for one fact
+    keeps the first session's turns."""
+    recall = config.recall.model_copy(update={"session_repeat": 0.5, "context_window": []})
+    talk = [
+        ("party", "Mia: the dessert table was all my desserts, a sundae dessert bar"),
+        ("party", "Mia: I made every dessert there, even the dessert cups"),
+        ("party", "Mia: desserts and more desserts, I made them all night"),
+        ("later", "Mia: I made a peach cobbler dessert yesterday"),
+    ]
+    async with MemoryCore.open(config.model_copy(update={"recall": recall}), clock=clock) as core:
+        for i, (session, text) in enumerate(talk, start=1):
+            speaker, said = text.split(": ", 1)
+            await index_message(core, MAIN, session, i, speaker, said, START + timedelta(minutes=i))
+        listed = await core.finder.search(MAIN, "What desserts has Mia made?", limit=2)
+        one = await core.finder.search(MAIN, "What dessert did Mia make at the party?", limit=2)
+    assert [h.path for h in listed] == ["sessions/party", "sessions/later"]
+    assert [h.path for h in one] == ["sessions/party", "sessions/party"]
