@@ -80,6 +80,7 @@ VARIANTS: dict[str, dict[str, dict[str, object]]] = {
     "bm25-no-diversity": {**_WORDS, "recall": {"duplicate_similarity": 1.01}},
     "bm25-no-answer-kind": {**_WORDS, "recall": {"answer_boost": 0.0}},
     "bm25-no-entities": {**_WORDS, "recall": {"entity_expansion": False}},
+    "bm25-no-question-factor": {**_WORDS, "recall": {"question_factor": 1.0}},
     "bm25-session-diversity-0.9": {**_WORDS, "recall": {"session_repeat": 0.9}},
     "bm25-session-diversity-0.8": {**_WORDS, "recall": {"session_repeat": 0.8}},
     "bm25-snapshot": {**_WORDS, "snapshot": {"enabled": True}},

@@ -28,6 +28,7 @@ from memory_core.recall.index.rerank import (
     CONVERSATION_KINDS,
     Candidate,
     RankSettings,
+    asks,
     confidence,
     context_score,
     diversify,
@@ -275,6 +276,8 @@ def rank(
         )
         if c.kind is ChunkKind.LONG_TERM and is_claim_text(c.text):
             c.factor *= CLAIM_FACTOR  # another member's word ranks below the member's
+        if asks(c):
+            c.factor *= settings.question_factor
         if _heading_only(c.text):
             c.factor *= HEADING_FACTOR
         elif ranking.answer is not None and holds_answer(

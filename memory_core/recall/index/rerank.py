@@ -79,6 +79,8 @@ class RankSettings:
     answer_boost: float = _RECALL.answer_boost
     """A chunk holding the kind of answer the question wants (a date for "when", a
     number for "how many") scores (1 + this) times more (see base/answer_kind.py)."""
+    question_factor: float = _RECALL.question_factor
+    """What a turn ending in a question scores, as a share of its score (see `asks`)."""
     session_repeat: float = _RECALL.session_repeat
     """A turn ranks at this share of its score for each hit already taken from its
     conversation session (1 leaves the order alone; see `diversify`)."""
@@ -311,6 +313,12 @@ def entries_over_turns(candidates: Sequence[Candidate], share: float) -> None:
         best = max(said, default=0.0)
         if best >= c.score:
             c.score = math.nextafter(best, math.inf)
+
+
+def asks(c: Candidate) -> bool:
+    """Whether a conversation turn ends in a question: "Did you bake for the party?"
+    shares the words of what it asks about, and the answer is another turn's."""
+    return c.kind in CONVERSATION_KINDS and c.body.rstrip().endswith(("?", "？"))
 
 
 def session_of(c: Candidate) -> str | None:
