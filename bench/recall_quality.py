@@ -92,6 +92,9 @@ VARIANTS: dict[str, dict[str, dict[str, object]]] = {
     "bm25-no-diversity": {**_WORDS, "recall": {"duplicate_similarity": 1.01}},
     "bm25-no-answer-kind": {**_WORDS, "recall": {"answer_boost": 0.0}},
     "bm25-no-entities": {**_WORDS, "recall": {"entity_expansion": False}},
+    "bm25-no-question-factor": {**_WORDS, "recall": {"question_factor": 1.0}},
+    "bm25-session-diversity-0.9": {**_WORDS, "recall": {"session_repeat": 0.9}},
+    "bm25-session-diversity-0.8": {**_WORDS, "recall": {"session_repeat": 0.8}},
     "bm25-snapshot": {**_WORDS, "snapshot": {"enabled": True}},
     "hybrid-weighted-0.7": {"recall": {"fusion": "weighted", "dense_weight": 0.7}},
     "hybrid-weighted-0.3": {"recall": {"fusion": "weighted", "dense_weight": 0.3}},
@@ -101,6 +104,7 @@ VARIANTS: dict[str, dict[str, dict[str, object]]] = {
     "hybrid-gated-floor-0.4": {"recall": {"turn_dense_floor": 0.4}},
     "hybrid-gated-turn-0.5": {"recall": {"turn_dense_weight": 0.5}},
     "hybrid-no-context-window": {"recall": {"context_window": []}},
+    "hybrid-session-diversity-0.9": {"recall": {"session_repeat": 0.9}},
     "hybrid-snapshot": {"snapshot": {"enabled": True}},
 }
 """Variant name -> {config section -> {key: value}} on top of the product's defaults."""

@@ -189,6 +189,16 @@ class RecallSettings(Section):
         "A question's rank goes to the other speaker's reply right after it: the hit is"
         " the answer, shown with its question.",
     )
+    question_factor: float = setting(
+        0.8,
+        "A conversation turn ending in a question scores this many times its score: it"
+        " asks, the answer is in another turn; 1 turns it off.",
+    )
+    session_repeat: float = setting(
+        1.0,
+        "A conversation turn ranks at this share of its score for each better hit of its"
+        " session: a question with several answers finds them in several sessions; 1 is off.",
+    )
     cache_minutes: float = setting(
         30.0, "The same recall again in a session, with nothing written since, is cached."
     )

@@ -88,7 +88,16 @@ def search_files(
     score = bm25_scorer(terms, stats, k1, b)
     lexical = [score(tokens) for tokens in corpus]
     ranking = Ranking(
-        terms, stats, plan.window, day, zone, settings or RankSettings(), k1, b, plan.answer
+        terms,
+        stats,
+        plan.window,
+        day,
+        zone,
+        settings or RankSettings(),
+        k1,
+        b,
+        plan.answer,
+        several=plan.several,
     )
     pool: dict[int, Candidate] = {}
     excluded = set(exclude_paths)

@@ -297,6 +297,8 @@ def rank_settings(settings: RecallSettings) -> RankSettings:
         reply_anchors=settings.reply_anchors,
         speaker_names=settings.speaker_names,
         exchange_documents=settings.exchange_documents,
+        question_factor=settings.question_factor,
+        session_repeat=settings.session_repeat,
     )
 
 

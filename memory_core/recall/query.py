@@ -32,6 +32,7 @@ __all__ = [
     "QueryBudget",
     "QueryType",
     "as_query",
+    "asks_for_several",
     "build_query",
     "classify_query",
 ]
@@ -74,6 +75,24 @@ _TOPIC = re.compile(
 )
 
 
+_SEVERAL = re.compile(
+    # "What desserts has Maria made?", "Which cities has John been to?": a perfect tense
+    # gathers what happened over time, unlike "what did she make at the party?"
+    r"\b(?:what|which)\b(?:\s+[\w'-]+){0,4}?\s+(?:has|have)\b(?!\s+(?:to|got to)\b)"
+    r"|\bhow many\b(?:\s+[\w'-]+){0,4}?\s+(?:has|have)\b|\bhow many times\b"
+    # "What shelters does she volunteer at?": a plural asked for (not "kind of ... did")
+    r"|\b(?:what|which)\s+(?:[\w-]+\s+)?[\w-]*[^\Wsu]s\s+(?:does|do|has|have|are|were)\b"
+    r"|\bwhat are (?:the|some|my|his|her|their|\w+'s?)\b"
+    r"|\bboth\b|\ball (?:the|my|of)\b|\bso far\b|\blately\b|\boverall\b|\ball told\b"
+    r"|\bin total\b|\baltogether\b|\bsince\b"
+    r"|哪些|哪几|都有|都[做干学买去花让]|一共|总共|加起来|前后|分别|各自|几次|多少次|这阵子"
+    r"|这段时间|这几个月|这两个月|以来|到现在",
+    re.IGNORECASE,
+)
+"""Questions whose answer is gathered from several moments: a list ("What X has Maria
+done", "哪些"), a count over time ("how many times"), a change ("since", "到现在")."""
+
+
 class QueryType(StrEnum):
     PRECISE = "precise"
     TOPIC = "topic"
@@ -108,6 +127,8 @@ class Query:
     kind: QueryType = QueryType.PRECISE
     answer: AnswerKind | None = None
     """The shape of answer the question wants (a date, a number, a name, a place)."""
+    several: bool = False
+    """Whether its answer is gathered from several moments (`asks_for_several`)."""
 
     @property
     def budget(self) -> QueryBudget:
@@ -133,6 +154,12 @@ def classify_query(text: str) -> QueryType:
     if _TOPIC.search(text):
         return QueryType.TOPIC
     return QueryType.PRECISE
+
+
+def asks_for_several(text: str) -> bool:
+    """Whether a question asks for what was said at several moments (a list, a count, a
+    change over time) rather than for one fact: its evidence lies in several sessions."""
+    return _SEVERAL.search(text) is not None
 
 
 def _without_spans(text: str, spans: Sequence[tuple[int, int]]) -> str:
@@ -192,6 +219,7 @@ def build_query(
         window=(reference.first, reference.last) if reference else None,
         kind=classify_query(pending),
         answer=wanted_answer(pending),
+        several=asks_for_several(pending),
     )
 
 

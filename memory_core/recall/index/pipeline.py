@@ -28,6 +28,7 @@ from memory_core.recall.index.rerank import (
     CONVERSATION_KINDS,
     Candidate,
     RankSettings,
+    asks,
     confidence,
     context_score,
     diversify,
@@ -72,6 +73,9 @@ class Ranking:
     answer: AnswerKind | None = None
     speaker_terms: frozenset[str] = frozenset()
     """Query terms naming a speaker of the candidate turns (see `names_as_speakers`)."""
+    several: bool = False
+    """The question gathers its answer from several moments: a session's later hits rank
+    lower (`settings.session_repeat`, see `rerank.diversify`)."""
 
 
 def to_candidate(row: Sequence[Any]) -> Candidate:
@@ -274,6 +278,8 @@ def rank(
         )
         if c.kind is ChunkKind.LONG_TERM and is_claim_text(c.text):
             c.factor *= CLAIM_FACTOR  # another member's word ranks below the member's
+        if asks(c):
+            c.factor *= settings.question_factor
         if _heading_only(c.text):
             c.factor *= HEADING_FACTOR
         elif ranking.answer is not None and holds_answer(
@@ -290,6 +296,7 @@ def rank(
         settings.duplicate_similarity,
         shown=_window,
         dropped=partial(_without_copies, pool, weights, window_scorer),
+        repeat=settings.session_repeat if ranking.several else 1.0,
     )
     chosen = with_named(chosen, [c for c in weighed if c.id in named], limit)
     ideal = ideal_score(ranking.terms, ranking.stats, ranking.k1, ranking.b)

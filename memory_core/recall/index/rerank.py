@@ -22,6 +22,7 @@ from __future__ import annotations
 import heapq
 import math
 import re
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta, tzinfo
@@ -79,6 +80,11 @@ class RankSettings:
     answer_boost: float = _RECALL.answer_boost
     """A chunk holding the kind of answer the question wants (a date for "when", a
     number for "how many") scores (1 + this) times more (see base/answer_kind.py)."""
+    question_factor: float = _RECALL.question_factor
+    """What a turn ending in a question scores, as a share of its score (see `asks`)."""
+    session_repeat: float = _RECALL.session_repeat
+    """A turn ranks at this share of its score for each hit already taken from its
+    conversation session (1 leaves the order alone; see `diversify`)."""
 
 
 @dataclass(slots=True)
@@ -310,12 +316,25 @@ def entries_over_turns(candidates: Sequence[Candidate], share: float) -> None:
             c.score = math.nextafter(best, math.inf)
 
 
+def asks(c: Candidate) -> bool:
+    """Whether a conversation turn ends in a question: "Did you bake for the party?"
+    shares the words of what it asks about, and the answer is another turn's."""
+    return c.kind in CONVERSATION_KINDS and c.body.rstrip().endswith(("?", "？"))
+
+
+def session_of(c: Candidate) -> str | None:
+    """The conversation session a turn was said in (a session's messages share a path,
+    an archived session has a file of its own); None for what is no turn."""
+    return c.path if c.kind in CONVERSATION_KINDS else None
+
+
 def diversify(
     ranked: Sequence[Candidate],
     limit: int,
     threshold: float,
     shown: Callable[[Candidate], set[int]] = lambda c: {c.id},
     dropped: Callable[[Candidate, set[int]], Iterable[Candidate]] = lambda c, gone: (),
+    repeat: float = 1.0,
 ) -> list[Candidate]:
     """The best `limit` candidates, skipping near-copies of one taken (the same note saved
     twice, a summary repeating a turn word for word) and turns a better hit already shows
@@ -330,18 +349,30 @@ def diversify(
     that scored part of the copy (its neighbours), which then take the place their own
     evidence earns, so the slot goes to the next best candidate, not to the copy's
     neighbours.
+
+    A turn of a session that already has hits ranks at `repeat` of its score for each
+    of them (the score it is taken with): a question with several answers has them in
+    several sessions, and the second best turn of one session mostly says the first's
+    again.
     """
     taken: list[Candidate] = []
     taken_sets: list[frozenset[str]] = []
     seen: set[int] = set()
     displayed: set[frozenset[int]] = set()
     gone: set[int] = set()
+    sessions: Counter[str] = Counter()
+
+    def current(c: Candidate) -> float:
+        session = session_of(c) if repeat < 1 else None
+        return c.score * repeat ** sessions[session] if session is not None else c.score
+
     queue = [(-c.score, c.id, c) for c in ranked]
     heapq.heapify(queue)
     while queue and len(taken) < limit:
         score, _, c = heapq.heappop(queue)
-        if -score != c.score:  # rescored since it was queued
-            heapq.heappush(queue, (-c.score, c.id, c))
+        now = current(c)
+        if -score != now:  # rescored, or its session took a hit, since it was queued
+            heapq.heappush(queue, (-now, c.id, c))
             continue
         window = frozenset(shown(c))
         if c.id in seen and (c.lexical <= 0 or window in displayed):
@@ -351,10 +382,14 @@ def diversify(
             gone.add(c.id)
             dropped(c, gone)
             continue
+        c.score = now
         taken.append(c)
         taken_sets.append(words)
         seen |= window
         displayed.add(window)
+        session = session_of(c)
+        if session is not None:
+            sessions[session] += 1
     return taken
 
 

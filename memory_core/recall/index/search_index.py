@@ -670,6 +670,7 @@ class SearchIndex:
                 self._k1,
                 self._b,
                 answer=plan.answer,
+                several=plan.several,
             )
             rows: list[Any] = []
             chosen = candidate_terms(list(terms), stats, rank_budget)
