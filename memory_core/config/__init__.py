@@ -244,7 +244,6 @@ def _validate(config: Config, source: str, overrides: Mapping[str, Any]) -> None
     s, h, lt = config.scoring, config.history, config.long_term
     checks: list[tuple[bool, str]] = [
         (0 < s.daily_decay <= 1, "scoring.daily_decay must be in (0, 1]"),
-        (config.recall.rank_budget >= 1, "recall.rank_budget must be >= 1"),
         (
             0 <= s.forget_below <= s.archive_below <= 1,
             "scoring thresholds must satisfy 0 <= forget_below <= archive_below <= 1",

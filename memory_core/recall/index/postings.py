@@ -1,28 +1,28 @@
 """The one part of the index that differs by backend: how a scope's term postings are
-kept and how they choose BM25 candidates.
+kept and how they choose the BM25 candidates.
 
-SQLite keeps a per-scope FTS5 table (`fts_<scope id>`) over the pre-tokenized text and
-lets FTS5's `rank` (bm25) pick candidates. PostgreSQL has no FTS5 and no jieba in the
-server, so its `chunks_postings` GIN index (memory_core/storage/pg/migrations.py) maps each
-(scope, term) to its chunks, and the candidates are ranked in SQL by the very formula
-FTS5's bm25() uses (k1 1.2, b 0.75, idf `log((N - n + 0.5) / (n + 0.5))` floored at
-1e-6), over the same per-scope statistics (`scopes`, `terms`). Both then hand the
-candidates to the same pure ranking (`pipeline.rank`), so a query scores the same on
-both. Everything else of the index (chunks, terms, files, counters) is shared SQL.
+Both return the exact top N of the query's BM25 (`topk.Scoring`: its terms' weights ×
+idf, k1 and b as the ranking uses them; ties by chunk id), every term counted. SQLite
+keeps a per-scope FTS5 table (`fts_<scope id>`) over the pre-tokenized text; each term's
+postings (chunk, term frequency, chunk length) are read from FTS5's own index
+(`fts5vocab` instances and the table's `docsize`) and pruned by MaxScore (`topk.py`), so
+the long postings of common words are read only when they can change the top N.
+PostgreSQL has no FTS5 and no jieba in the server, so its `chunks_postings` GIN index
+(memory_core/storage/pg/migrations.py) maps each (scope, term) to its chunks, and every
+chunk holding a term is scored in SQL by the same expression (`Scoring.part`). Both then
+hand the candidates to the same pure ranking (`pipeline.rank`), so a query scores the
+same on both. Everything else of the index (chunks, terms, files, counters) is shared SQL.
 """
 
 from __future__ import annotations
 
-import math
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any, Protocol
 
 from memory_core.base.sql import Connection
-from memory_core.recall.index.ranking import CorpusStats, fts_query
+from memory_core.recall.index.topk import Scoring, exact_top
 
-FTS5_K1 = 1.2
-FTS5_B = 0.75
-"""The parameters of FTS5's bm25() as the `rank` column uses it (its defaults)."""
 CANDIDATE_COLUMNS = (
     "c.id, c.path, c.line_from, c.line_to, c.tokens, c.text, c.kind, c.created_at, c.ref, c.dates"
 )
@@ -47,13 +47,13 @@ class Postings(Protocol):
         self,
         conn: Connection,
         sid: int,
-        terms: Sequence[str],
-        stats: CorpusStats,
+        scoring: Scoring,
         filters: list[str],
         params: list[object],
         wanted: int,
     ) -> list[Any]:
-        """The scope's visible chunks holding any of `terms`, best `wanted` by bm25."""
+        """The scope's visible chunks (and `filters`') holding any of the query's terms:
+        the exact best `wanted` by `scoring` (ties: lower id first), best first."""
         ...
 
     def reset(self, conn: Connection) -> None:
@@ -106,31 +106,44 @@ class Fts5Postings:
         self,
         conn: Connection,
         sid: int,
-        terms: Sequence[str],
-        stats: CorpusStats,
+        scoring: Scoring,
         filters: list[str],
         params: list[object],
         wanted: int,
     ) -> list[Any]:
-        """The scope is the FTS table itself (and `c.scope_id` again in the join), so no
-        other scope's chunk can be a candidate. With no filter beyond the scope, FTS5
-        takes its top-N before the join."""
-        del stats  # FTS5 keeps its own
-        match = fts_query(terms)
+        """Postings from FTS5's index, pruned by MaxScore (`topk.exact_top`); the rows
+        read back by id through the scope (`c.scope_id` again), so no other scope's
+        chunk can be a candidate."""
         table = f"fts_{int(sid)}"
-        where = " AND ".join(["c.scope_id = ?", "c.hidden = 0", *filters])
-        if not filters:
-            sql = (
-                f"SELECT {CANDIDATE_COLUMNS} FROM (SELECT rowid, rank FROM {table} WHERE {table}"
-                f" MATCH ? ORDER BY rank LIMIT ?) AS f JOIN chunks AS c ON c.id = f.rowid"
-                f" WHERE {where} ORDER BY f.rank"
-            )
-            return conn.execute(sql, [match, wanted, sid, *params]).fetchall()
-        sql = (
-            f"SELECT {CANDIDATE_COLUMNS} FROM {table} AS f JOIN chunks AS c ON c.id = f.rowid"
-            f" WHERE {table} MATCH ? AND {where} ORDER BY f.rank LIMIT ?"
+        vocab = f"temp.chatmem_instances_{int(sid)}"
+        # One per connection and scope; FTS5 looks its table up at each query.
+        conn.execute(
+            f"CREATE VIRTUAL TABLE IF NOT EXISTS {vocab} USING fts5vocab(main, {table}, instance)"
         )
-        return conn.execute(sql, [match, sid, *params, wanted]).fetchall()
+        # One row per occurrence, in chunk order (so a chunk's rows are adjacent: its
+        # term frequency), with the chunk's length from FTS5's own `docsize`.
+        read = (
+            f"SELECT v.doc, d.sz FROM {vocab} AS v JOIN {table}_docsize AS d ON d.id = v.doc"
+            " WHERE v.term = ?"
+        )
+
+        def postings(term: str) -> list[tuple[int, int, int]]:
+            rows = Counter(conn.execute(read, (term,)).fetchall())
+            return [
+                (doc, tf, _LENGTHS.get(size) or _length(size)) for (doc, size), tf in rows.items()
+            ]
+
+        # `+`: look the ids up by rowid, not through the scope's index (see `by_ids`).
+        where = " AND ".join(["+c.scope_id = ?", "+c.hidden = 0", *filters])
+
+        def fetch(ids: list[int]) -> list[Any]:
+            sql = (
+                f"SELECT {CANDIDATE_COLUMNS} FROM chunks AS c"
+                f" WHERE c.id IN ({','.join('?' * len(ids))}) AND {where}"
+            )
+            return conn.execute(sql, [*ids, sid, *params]).fetchall()
+
+        return exact_top(scoring, wanted, postings, fetch)
 
     def reset(self, conn: Connection) -> None:
         """Every scope's FTS table is dropped and made again (far faster than deleting its
@@ -199,22 +212,18 @@ class GinPostings:
         self,
         conn: Connection,
         sid: int,
-        terms: Sequence[str],
-        stats: CorpusStats,
+        scoring: Scoring,
         filters: list[str],
         params: list[object],
         wanted: int,
     ) -> list[Any]:
         """The GIN index finds the scope's chunks holding any term (keys hashed with the
-        scope id, and `c.scope_id` again in the filter); each is ranked by FTS5's bm25
-        so the candidates are the ones SQLite's FTS5 would pick."""
-        unique = list(dict.fromkeys(t for t in terms if t))
+        scope id, and `c.scope_id` again in the filter); every one is scored by
+        `Scoring.part`'s expression, operation for operation, so the top N is exact and
+        the one SQLite's pruned search finds."""
+        unique = [t for t in scoring.weights if t]
         if not unique:
             return []
-        weights = [fts5_idf(stats.docs, stats.doc_freq.get(t, 0)) * (FTS5_K1 + 1.0) for t in unique]
-        # norm = k1 * (1 - b + b * dl / avgdl) = flat + per_token * dl
-        flat = FTS5_K1 * (1.0 - FTS5_B)
-        per_token = FTS5_K1 * FTS5_B / max(stats.avg_len, 1e-9)
         # `c.scope_id + 0`: the postings' keys hold the scope already; on `c.scope_id`
         # the planner ANDed them with the scope's index, 100 000 rows read for nothing
         # (2-3 ms at 100 000 chunks). `OFFSET 0`: each row's tokens are split, and each
@@ -227,7 +236,8 @@ class GinPostings:
             for i in range(len(unique))
         )
         score = " + ".join(
-            f"CASE WHEN x.t{i} > 0 THEN ? * x.t{i} / (x.t{i} + ? + ? * x.n) ELSE 0 END"
+            f"CASE WHEN x.t{i} > 0 THEN ? * x.t{i} * ? / (x.t{i} + ? * (? + ? * x.n / ?))"
+            " ELSE 0 END"
             for i in range(len(unique))
         )
         where = " AND ".join(
@@ -242,9 +252,14 @@ class GinPostings:
             f"SELECT {CANDIDATE_COLUMNS} FROM chunks AS c"
             " CROSS JOIN LATERAL (SELECT string_to_array(c.tokens, ' ') AS doc OFFSET 0) AS d"
             f" CROSS JOIN LATERAL (SELECT {counts}, cardinality(d.doc)::float8 AS n OFFSET 0)"
-            f" AS x WHERE {where} ORDER BY NULLIF({score}, 0) DESC NULLS LAST, c.id LIMIT ?"
+            f" AS x WHERE {where} ORDER BY {score} DESC, c.id LIMIT ?"
         )
-        per_term = [value for w in weights for value in (w, flat, per_token)]
+        k1, b = scoring.k1, scoring.b
+        per_term = [
+            value
+            for t in unique
+            for value in (scoring.weights[t], k1 + 1.0, k1, 1.0 - b, b, scoring.avg_len)
+        ]
         return conn.execute(
             sql, [*unique, sid, " ".join(unique), sid, *params, *per_term, wanted]
         ).fetchall()
@@ -281,17 +296,19 @@ class GinPostings:
         )
 
 
-def fts5_idf(docs: int, containing: int) -> float:
-    """FTS5's bm25 idf: the classic form, floored at 1e-6 for a term in half the rows.
+_LENGTHS: dict[bytes, int] = {}
+"""FTS5 `docsize` records already decoded (as many as chunk lengths met)."""
 
-    Defined for any counts: the statistics are kept by concurrent writers and may lag
-    the rows for a moment (a term counted in more rows than the scope holds, a negative
-    count), and a query must rank on regardless, never fail on a logarithm."""
-    docs = max(docs, 0)
-    containing = min(max(containing, 0), docs)
-    ratio = (docs - containing + 0.5) / (containing + 0.5)
-    value = math.log(ratio) if ratio > 0 else 0.0
-    return value if value > 0 else 1e-6
+
+def _length(record: bytes) -> int:
+    """A chunk's length from its FTS5 `docsize` record: one varint per column (one)."""
+    value = 0
+    for byte in record:
+        value = (value << 7) | (byte & 0x7F)
+        if byte < 0x80:
+            break
+    _LENGTHS[record] = value
+    return value
 
 
 _BY_BACKEND: dict[str, Postings] = {"sqlite": Fts5Postings(), "postgres": GinPostings()}
