@@ -223,6 +223,12 @@ def _merged(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
     return merged
 
 
+RETIRED = {
+    "recall.rank_budget": "every search now ranks the exact BM25 top hits over all its words",
+}
+"""Keys an earlier version read: a file that still sets one is told why it goes."""
+
+
 def _config_error(error: Invalid, source: str, env: Mapping[str, str]) -> ConfigError:
     """The first value that does not fit as one line: the key, and the file or the
     variable."""
@@ -234,6 +240,9 @@ def _config_error(error: Invalid, source: str, env: Mapping[str, str]) -> Config
         if env.get(name) and key.partition("[")[0] == dotted:
             source = f"environment variable {name}"
     if error.unknown:
+        retired = RETIRED.get(key)
+        if retired:
+            return ConfigError(f"{source}: '{key}' is no longer a setting ({retired}): remove it")
         return ConfigError(f"{source}: unknown key '{key}'")
     if error.message:
         return ConfigError(f"{source}: '{key}': {error.message}")
