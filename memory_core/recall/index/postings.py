@@ -16,9 +16,11 @@ same on both. Everything else of the index (chunks, terms, files, counters) is s
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Sequence
 from typing import Any, Protocol
+
+import numpy as np
+from numpy.typing import NDArray
 
 from memory_core.base.sql import Connection
 from memory_core.recall.index.topk import Scoring, exact_top
@@ -120,18 +122,24 @@ class Fts5Postings:
         conn.execute(
             f"CREATE VIRTUAL TABLE IF NOT EXISTS {vocab} USING fts5vocab(main, {table}, instance)"
         )
-        # One row per occurrence, in chunk order (so a chunk's rows are adjacent: its
-        # term frequency), with the chunk's length from FTS5's own `docsize`.
+        # Each occurrence (in chunk order, so a chunk's are adjacent: its term frequency)
+        # with the chunk's length from FTS5's own `docsize`, a one-byte varint below 128
+        # tokens; a longer chunk's is given as 0, which only loosens its bound. As two
+        # strings: one value a row made into Python objects cost as much as the read.
         read = (
-            f"SELECT v.doc, d.sz FROM {vocab} AS v JOIN {table}_docsize AS d ON d.id = v.doc"
-            " WHERE v.term = ?"
+            "SELECT group_concat(v.doc), group_concat(CASE WHEN length(d.sz) = 1"
+            f" THEN COALESCE(unicode(d.sz), 0) ELSE 0 END) FROM {vocab} AS v"
+            f" JOIN {table}_docsize AS d ON d.id = v.doc WHERE v.term = ?"
         )
 
-        def postings(term: str) -> list[tuple[int, int, int]]:
-            rows = Counter(conn.execute(read, (term,)).fetchall())
-            return [
-                (doc, tf, _LENGTHS.get(size) or _length(size)) for (doc, size), tf in rows.items()
-            ]
+        def postings(term: str) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]:
+            docs, lengths = conn.execute(read, (term,)).fetchone()
+            if not docs:
+                empty = np.zeros(0, dtype=np.int64)
+                return empty, empty, empty
+            every = np.array(str(docs).split(","), dtype=np.int64)
+            ids, first, tf = np.unique(every, return_index=True, return_counts=True)
+            return ids, tf, np.array(str(lengths).split(","), dtype=np.int64)[first]
 
         # `+`: look the ids up by rowid, not through the scope's index (see `by_ids`).
         where = " AND ".join(["+c.scope_id = ?", "+c.hidden = 0", *filters])
@@ -294,21 +302,6 @@ class GinPostings:
             " ON CONFLICT (scope_id, term) DO UPDATE SET df = excluded.df",
             (sid, sid),
         )
-
-
-_LENGTHS: dict[bytes, int] = {}
-"""FTS5 `docsize` records already decoded (as many as chunk lengths met)."""
-
-
-def _length(record: bytes) -> int:
-    """A chunk's length from its FTS5 `docsize` record: one varint per column (one)."""
-    value = 0
-    for byte in record:
-        value = (value << 7) | (byte & 0x7F)
-        if byte < 0x80:
-            break
-    _LENGTHS[record] = value
-    return value
 
 
 _BY_BACKEND: dict[str, Postings] = {"sqlite": Fts5Postings(), "postgres": GinPostings()}

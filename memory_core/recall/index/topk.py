@@ -17,16 +17,20 @@ chunk id: the result is the brute-force one.
 
 from __future__ import annotations
 
-import heapq
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
 from memory_core.recall.index.ranking import CorpusStats, idf
 
-Postings = Callable[[str], Iterable[tuple[int, int, int]]]
-"""(chunk id, term frequency, chunk length in tokens) of every chunk holding a term."""
+Postings = Callable[[str], tuple[ArrayLike, ArrayLike, ArrayLike]]
+"""Chunk ids, term frequencies and chunk lengths in tokens of every chunk holding a
+term, as three arrays, one entry per chunk. A length may be given shorter than it is
+(0 when unknown): that only loosens the bound, never the result."""
 Fetch = Callable[[list[int]], Sequence[Sequence[Any]]]
 """Candidate rows (`postings.CANDIDATE_COLUMNS`) of those ids that pass the search's
 filters (visible, of the scope, kinds, times, paths); the others are left out."""
@@ -97,62 +101,73 @@ def exact_top(scoring: Scoring, wanted: int, postings: Postings, fetch: Fetch) -
     for j in range(len(order) - 1, -1, -1):
         rest[j] = rest[j + 1] + scoring.bound(order[j])
     top = _Top(scoring, wanted, fetch)
-    partial: dict[int, float] = {}
     k1, b = scoring.k1, scoring.b
     flat, per_token = k1 * (1.0 - b), k1 * b / scoring.avg_len
+    seen: list[NDArray[np.int64]] = []
+    parts: list[NDArray[np.float64]] = []
+    ids: NDArray[np.int64] = np.zeros(0, dtype=np.int64)
+    partial: NDArray[np.float64] = np.zeros(0)
     read = 0
     for term in order:
         cut = top.cut()
         if read and rest[read] < cut:
             # No chunk holding only the terms not read can enter the top N: stop, unless
             # verifying the chunks seen that still might costs more than this term.
-            floor = cut - rest[read]
-            needed = sum(1 for p in partial.values() if p >= floor)
+            needed = int(np.count_nonzero(partial >= cut - rest[read]))
             if needed * VERIFY_COST <= scoring.postings.get(term, 0):
                 break
+        chunk_ids, tf, length = (np.asarray(a) for a in postings(term))
         # `part`'s value in another order of operations: a bound, exact to SLACK.
         gain = scoring.weights[term] * (k1 + 1.0)
-        held = partial.get
-        for chunk_id, tf, length in postings(term):
-            partial[chunk_id] = held(chunk_id, 0.0) + gain * tf / (tf + flat + per_token * length)
+        tf = tf.astype(np.float64)
+        seen.append(chunk_ids.astype(np.int64))
+        parts.append(gain * tf / (tf + flat + per_token * length.astype(np.float64)))
+        ids, where = np.unique(np.concatenate(seen), return_inverse=True)
+        partial = np.bincount(where, weights=np.concatenate(parts), minlength=len(ids))
         read += 1
-        if read < len(order) and len(partial) >= wanted:
+        if read < len(order) and len(ids) >= wanted:
             # Could the terms left be skipped? Only the best seen chunks tell (their
             # exact scores set the bar); worth reading them when their partial scores
             # alone already clear the terms' bounds.
-            best = heapq.nlargest(wanted, partial.values())[-1]
+            best = float(np.partition(partial, len(partial) - wanted)[len(partial) - wanted])
             if best > rest[read] * (1.0 + SLACK):
-                top.verify(_best_unchecked(partial, top.checked, rest[read], wanted))
+                top.verify(_best(ids, partial, top.checked, -math.inf, wanted))
     remaining = rest[read]
+    bounds = partial + remaining
     if top.cut() == -math.inf:
         # No bar yet (every term read, or too few seen): the best seen set it.
-        top.verify(_best_unchecked(partial, top.checked, remaining, wanted))
+        top.verify(_best(ids, bounds, top.checked, -math.inf, wanted))
     # The seen chunks left that may still enter, highest bound first (ties: lowest id):
     # few, once the bar is set.
-    floor = top.cut() - remaining
-    bounds = sorted(
-        (-p, chunk_id)
-        for chunk_id, p in partial.items()
-        if p >= floor and chunk_id not in top.checked
-    )
     step = max(BATCH, wanted)
-    start = 0
-    while start < len(bounds):
-        floor = top.cut() - remaining
-        batch = [i for negative, i in bounds[start : start + step] if -negative >= floor]
+    while True:
+        batch = _best(ids, bounds, top.checked, top.cut(), step)
         if not batch:
             break
-        start += step
         top.verify(batch)
     return top.rows()
 
 
-def _best_unchecked(
-    partial: Mapping[int, float], checked: set[int], remaining: float, count: int
+def _best(
+    ids: NDArray[np.int64],
+    bounds: NDArray[np.float64],
+    checked: set[int],
+    floor: float,
+    count: int,
 ) -> list[int]:
-    """The `count` unchecked chunks of highest bound (ties: lowest id)."""
-    unchecked = ((p + remaining, -i) for i, p in partial.items() if i not in checked)
-    return [-negative for _, negative in heapq.nlargest(count, unchecked)]
+    """Up to `count` unchecked chunks of highest bound, none below `floor` (ties: lowest
+    id), best first."""
+    keep = bounds >= floor
+    if checked:
+        keep &= ~np.isin(ids, np.fromiter(checked, dtype=np.int64, count=len(checked)))
+    candidates, values = ids[keep], bounds[keep]
+    if len(candidates) > count:
+        # Only what may make the first `count` is sorted: the count-th best and above.
+        bar = np.partition(values, len(values) - count)[len(values) - count]
+        near = values >= bar
+        candidates, values = candidates[near], values[near]
+    order = np.lexsort((candidates, -values))[:count]
+    return [int(i) for i in candidates[order]]
 
 
 class _Top:
