@@ -61,8 +61,11 @@ def run(
         fetched.update(ids)
         return [(i, "", 0, 0, docs[i - 1]) for i in ids if i not in hidden]
 
+    def admit(ids: list[int]) -> set[int]:
+        return {i for i in ids if i not in hidden}
+
     fetched: set[int] = set()
-    return [int(row[0]) for row in exact_top(scoring, wanted, terms, fetch)]
+    return [int(row[0]) for row in exact_top(scoring, wanted, terms, fetch, admit)]
 
 
 doc = st.lists(st.sampled_from(WORDS), min_size=1, max_size=12).map(" ".join)
@@ -75,7 +78,7 @@ doc = st.lists(st.sampled_from(WORDS), min_size=1, max_size=12).map(" ".join)
         st.sampled_from(WORDS), st.sampled_from([0.3, 0.5, 1.0, 2.0]), min_size=1
     ),
     wanted=st.integers(1, 8),
-    hidden=st.sets(st.integers(1, 40), max_size=10),
+    hidden=st.sets(st.integers(1, 40), max_size=30),
     k1=st.sampled_from([0.5, 1.2, 2.0]),
     b=st.sampled_from([0.0, 0.75, 1.0]),
     blind=st.booleans(),

@@ -16,6 +16,7 @@ same on both. Everything else of the index (chunks, terms, files, counters) is s
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any, Protocol
 
@@ -151,7 +152,14 @@ class Fts5Postings:
             )
             return conn.execute(sql, [*ids, sid, *params]).fetchall()
 
-        return exact_top(scoring, wanted, postings, fetch)
+        def admit(ids: list[int]) -> set[int]:
+            sql = (
+                "SELECT c.id FROM chunks AS c WHERE c.id IN (SELECT value FROM json_each(?))"
+                f" AND {where}"
+            )
+            return {int(r[0]) for r in conn.execute(sql, [json.dumps(ids), sid, *params])}
+
+        return exact_top(scoring, wanted, postings, fetch, admit)
 
     def reset(self, conn: Connection) -> None:
         """Every scope's FTS table is dropped and made again (far faster than deleting its

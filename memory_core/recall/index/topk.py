@@ -34,6 +34,8 @@ term, as three arrays, one entry per chunk. A length may be given shorter than i
 Fetch = Callable[[list[int]], Sequence[Sequence[Any]]]
 """Candidate rows (`postings.CANDIDATE_COLUMNS`) of those ids that pass the search's
 filters (visible, of the scope, kinds, times, paths); the others are left out."""
+Admit = Callable[[list[int]], set[int]]
+"""Which of these ids pass the search's filters: by id alone, far cheaper than `Fetch`."""
 ID, TOKENS = 0, 4
 """Where a candidate row holds its chunk id and its tokens."""
 SLACK = 1e-9
@@ -90,10 +92,14 @@ class Scoring:
         return total
 
 
-def exact_top(scoring: Scoring, wanted: int, postings: Postings, fetch: Fetch) -> list[Any]:
+def exact_top(
+    scoring: Scoring, wanted: int, postings: Postings, fetch: Fetch, admit: Admit | None = None
+) -> list[Any]:
     """The `wanted` best rows by `scoring.score` (ties: lower chunk id first), best first.
 
-    Only rows `fetch` returns count (the filters); a chunk is fetched at most once."""
+    Only rows `fetch` returns count (the filters); a chunk is fetched at most once. When
+    most of a batch fails the filters (a question's named day), `admit` sorts out every
+    chunk left by id first, so only those that pass are fetched."""
     if wanted <= 0 or not scoring.weights:
         return []
     order = sorted(scoring.weights, key=lambda t: (-scoring.weights[t], t))
@@ -144,7 +150,12 @@ def exact_top(scoring: Scoring, wanted: int, postings: Postings, fetch: Fetch) -
         batch = _best(ids, bounds, top.checked, top.cut(), step)
         if not batch:
             break
-        top.verify(batch)
+        passed = top.verify(batch)
+        if admit is not None and passed * 2 < len(batch):
+            left = _best(ids, bounds, top.checked, top.cut(), len(ids))
+            admitted = admit(left) if left else set()
+            top.checked.update(i for i in left if i not in admitted)
+            admit = None  # once: the rest are known to pass
     return top.rows()
 
 
@@ -186,17 +197,20 @@ class _Top:
         bar = self._bar
         return -math.inf if bar is None else bar - SLACK * (1.0 + abs(bar))
 
-    def verify(self, ids: list[int]) -> None:
+    def verify(self, ids: list[int]) -> int:
+        """Read and score these chunks; how many passed the filters."""
         if not ids:
-            return
+            return 0
         self.checked.update(ids)
-        for row in self._fetch(ids):
+        rows = self._fetch(ids)
+        for row in rows:
             chunk_id = int(row[ID])
             self._kept.append((self._scoring.score(str(row[TOKENS])), chunk_id, row))
         if len(self._kept) >= self._wanted:
             self._kept.sort(key=lambda k: (-k[0], k[1]))
             del self._kept[self._wanted :]
             self._bar = self._kept[-1][0]
+        return len(rows)
 
     def rows(self) -> list[Any]:
         self._kept.sort(key=lambda k: (-k[0], k[1]))
