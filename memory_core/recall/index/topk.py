@@ -129,7 +129,9 @@ def exact_top(
         seen.append(chunk_ids.astype(np.int64))
         parts.append(gain * tf / (tf + flat + per_token * length.astype(np.float64)))
         ids, where = np.unique(np.concatenate(seen), return_inverse=True)
-        partial = np.bincount(where, weights=np.concatenate(parts), minlength=len(ids))
+        partial = np.bincount(where, weights=np.concatenate(parts), minlength=len(ids)).astype(
+            np.float64
+        )
         read += 1
         if read < len(order) and len(ids) >= wanted:
             # Could the terms left be skipped? Only the best seen chunks tell (their
