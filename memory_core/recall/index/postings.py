@@ -26,6 +26,9 @@ from numpy.typing import NDArray
 from memory_core.base.sql import Connection
 from memory_core.recall.index.topk import Scoring, exact_top
 
+Arrays = tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]
+Memo = dict[str, Arrays]
+"""A term's postings as one search read them (chunk ids, term frequencies, lengths)."""
 CANDIDATE_COLUMNS = (
     "c.id, c.path, c.line_from, c.line_to, c.tokens, c.text, c.kind, c.created_at, c.ref, c.dates"
 )
@@ -54,9 +57,11 @@ class Postings(Protocol):
         filters: list[str],
         params: list[object],
         wanted: int,
+        memo: Memo | None = None,
     ) -> list[Any]:
         """The scope's visible chunks (and `filters`') holding any of the query's terms:
-        the exact best `wanted` by `scoring` (ties: lower id first), best first."""
+        the exact best `wanted` by `scoring` (ties: lower id first), best first. `memo`
+        keeps what one search read for its next read (the same terms within a time)."""
         ...
 
     def reset(self, conn: Connection) -> None:
@@ -113,6 +118,7 @@ class Fts5Postings:
         filters: list[str],
         params: list[object],
         wanted: int,
+        memo: Memo | None = None,
     ) -> list[Any]:
         """Postings from FTS5's index, pruned by MaxScore (`topk.exact_top`); the rows
         read back by id through the scope (`c.scope_id` again), so no other scope's
@@ -133,14 +139,22 @@ class Fts5Postings:
             f" JOIN {table}_docsize AS d ON d.id = v.doc WHERE v.term = ?"
         )
 
-        def postings(term: str) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]:
+        held: Memo = {} if memo is None else memo
+
+        def postings(term: str) -> Arrays:
+            known = held.get(term)
+            if known is not None:
+                return known
             docs, lengths = conn.execute(read, (term,)).fetchone()
             if not docs:
                 empty = np.zeros(0, dtype=np.int64)
-                return empty, empty, empty
-            every = np.array(str(docs).split(","), dtype=np.int64)
-            ids, first, tf = np.unique(every, return_index=True, return_counts=True)
-            return ids, tf, np.array(str(lengths).split(","), dtype=np.int64)[first]
+                found: Arrays = (empty, empty, empty)
+            else:
+                every = np.array(str(docs).split(","), dtype=np.int64)
+                ids, first, tf = np.unique(every, return_index=True, return_counts=True)
+                found = (ids, tf, np.array(str(lengths).split(","), dtype=np.int64)[first])
+            held[term] = found
+            return found
 
         # `+`: look the ids up by rowid, not through the scope's index (see `by_ids`).
         where = " AND ".join(["+c.scope_id = ?", "+c.hidden = 0", *filters])
@@ -232,11 +246,13 @@ class GinPostings:
         filters: list[str],
         params: list[object],
         wanted: int,
+        memo: Memo | None = None,
     ) -> list[Any]:
         """The GIN index finds the scope's chunks holding any term (keys hashed with the
         scope id, and `c.scope_id` again in the filter); every one is scored by
         `Scoring.part`'s expression, operation for operation, so the top N is exact and
         the one SQLite's pruned search finds."""
+        del memo  # one SQL statement: nothing read twice
         unique = [t for t in scoring.weights if t]
         if not unique:
             return []

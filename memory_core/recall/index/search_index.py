@@ -54,6 +54,7 @@ from memory_core.recall.index.pipeline import (
     collect,
     rank,
 )
+from memory_core.recall.index.postings import Memo
 from memory_core.recall.index.ranking import (
     CANDIDATE_FACTOR,
     K1,
@@ -648,11 +649,13 @@ class SearchIndex:
             rows: list[Any] = []
             if terms:
                 scoring = Scoring.of(terms, stats, self._k1, self._b)
-                rows += reads.candidates(conn, sid, scoring, filters, params, wanted)
+                memo: Memo = {}  # the read within the time reuses the first's postings
+                rows += reads.candidates(conn, sid, scoring, filters, params, wanted, memo)
                 if window is not None:
                     named, bounds = window.filter()
+                    within = [*filters, named]
                     rows += reads.candidates(
-                        conn, sid, scoring, [*filters, named], [*params, *bounds], wanted
+                        conn, sid, scoring, within, [*params, *bounds], wanted, memo
                     )
             elif window is not None and not terms:
                 rows += reads.dated(conn, sid, filters, params, window, wanted)
