@@ -8,7 +8,7 @@ was made from, its label) go through
 
 * **chatmem**: the real index on SQLite (``core.finder.search``, limit 10, words alone:
   ``embedding.provider = "none"``; and ``SearchIndex.search`` of the same index, without
-  the finder's question analysis, with and without its rank budget). The chunks are daily-note files indexed by
+  the finder's question analysis). The chunks are daily-note files indexed by
   ``sync_scope`` (tokenized by the product's own tokenizer: rjieba search mode and
   stemmed latin words); size = the index database (its text, tokens and FTS5 postings).
   Hybrid recall is left out: the vectors of 100 000 chunks take the local model minutes
@@ -66,7 +66,6 @@ CHUNKS = 100_000
 QUERIES = 200
 PASSES = 3
 TOP = 10
-UNBOUNDED = 1 << 40
 WORD_RE = re.compile(r"\w+")
 HAN_RE = re.compile(r"[\u4e00-\u9fff]")
 
@@ -128,13 +127,11 @@ async def run_chatmem(
     passes: int,
     engine: Engine,
     bare: Engine,
-    unbudgeted: Engine,
 ) -> None:
     """`engine`: `core.finder.search` (what a user's search runs: the question's terms,
     time words and kind, then the ranking pipeline); `bare`: `SearchIndex.search` of the
-    same index (the index and its ranking alone); `unbudgeted`: the same without its rank
-    budget (`ranking.RANK_BUDGET`: past 2 000 postings only the rarest terms pick the
-    candidates, which bounds a query's time and costs recall)."""
+    same index (the index and its ranking alone: the exact BM25 top N, `topk.py`, then
+    the ranking pipeline)."""
     config = load_config(None, env={}, workspace=root)
     embedding = config.embedding.model_copy(update={"provider": "none"})
     config = config.model_copy(update={"embedding": embedding})
@@ -171,20 +168,10 @@ async def run_chatmem(
                         [key_of.get((h.path, h.anchor or h.line_from), -1) for h in hits]
                     )
             bare.passes.append(samples)
-            samples = []
-            for question in questions:
-                start = time.perf_counter()
-                hits = await index.search(corpus.scope, question, limit=TOP, rank_budget=UNBOUNDED)
-                samples.append(time.perf_counter() - start)
-                if number == 0:
-                    unbudgeted.tops.append(
-                        [key_of.get((h.path, h.anchor or h.line_from), -1) for h in hits]
-                    )
-            unbudgeted.passes.append(samples)
     with sqlite3.connect(ws.db_path) as conn:
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    engine.size = bare.size = unbudgeted.size = ws.db_path.stat().st_size
-    bare.build_s = unbudgeted.build_s = engine.build_s
+    engine.size = bare.size = ws.db_path.stat().st_size
+    bare.build_s = engine.build_s
 
 
 def timed_queries(
@@ -395,10 +382,9 @@ def main() -> None:
     try:
         ours = Engine("chatmem search (SQLite, words)")
         bare = Engine("chatmem index alone")
-        unbudgeted = Engine("chatmem index, no rank budget")
         log("chatmem: index and queries")
-        asyncio.run(run_chatmem(tmp / "ws", corpus, questions, args.passes, ours, bare, unbudgeted))
-        engines = [ours, bare, unbudgeted]
+        asyncio.run(run_chatmem(tmp / "ws", corpus, questions, args.passes, ours, bare))
+        engines = [ours, bare]
         peers: list[tuple[str, Callable[[Engine], None]]] = [
             (
                 "FTS5 unicode61 (raw text)",

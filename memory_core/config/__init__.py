@@ -223,6 +223,12 @@ def _merged(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
     return merged
 
 
+RETIRED = {
+    "recall.rank_budget": "every search now ranks the exact BM25 top hits over all its words",
+}
+"""Keys an earlier version read: a file that still sets one is told why it goes."""
+
+
 def _config_error(error: Invalid, source: str, env: Mapping[str, str]) -> ConfigError:
     """The first value that does not fit as one line: the key, and the file or the
     variable."""
@@ -234,6 +240,9 @@ def _config_error(error: Invalid, source: str, env: Mapping[str, str]) -> Config
         if env.get(name) and key.partition("[")[0] == dotted:
             source = f"environment variable {name}"
     if error.unknown:
+        retired = RETIRED.get(key)
+        if retired:
+            return ConfigError(f"{source}: '{key}' is no longer a setting ({retired}): remove it")
         return ConfigError(f"{source}: unknown key '{key}'")
     if error.message:
         return ConfigError(f"{source}: '{key}': {error.message}")
@@ -244,7 +253,6 @@ def _validate(config: Config, source: str, overrides: Mapping[str, Any]) -> None
     s, h, lt = config.scoring, config.history, config.long_term
     checks: list[tuple[bool, str]] = [
         (0 < s.daily_decay <= 1, "scoring.daily_decay must be in (0, 1]"),
-        (config.recall.rank_budget >= 1, "recall.rank_budget must be >= 1"),
         (
             0 <= s.forget_below <= s.archive_below <= 1,
             "scoring thresholds must satisfy 0 <= forget_below <= archive_below <= 1",

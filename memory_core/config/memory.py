@@ -114,12 +114,6 @@ class RecallSettings(Section):
         "Automatic recall drops hits whose BM25 evidence (with their neighbours') is below "
         "this, unless their vector similarity alone makes them likely.",
     )
-    rank_budget: int = setting(
-        1500,
-        "Postings FTS5 may rank for the recall of one chat turn before only the rarest terms "
-        "pick candidates (explicit searches allow 2000): lower is faster in very large "
-        "scopes and a little less exact.",
-    )
     max_hits: int = setting(
         0,
         "At most this many hits are injected; 0 lets the kind of question decide "

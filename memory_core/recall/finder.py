@@ -31,7 +31,7 @@ from memory_core.longterm.entities import Entity, expand_query
 from memory_core.recall.cache import RecallCache
 from memory_core.recall.fallback import search_files
 from memory_core.recall.guard import IndexGuard
-from memory_core.recall.index import RANK_BUDGET, Hit
+from memory_core.recall.index import Hit
 from memory_core.recall.index.rerank import RankSettings
 from memory_core.recall.injection import Injection, build_injection
 from memory_core.recall.query import Query, build_query
@@ -77,7 +77,6 @@ class Finder:
         since: datetime | None = None,
         until: datetime | None = None,
         min_score: float = 0.0,
-        rank_budget: int = RANK_BUDGET,
         exclude_paths: Sequence[str] = (),
         now: datetime | None = None,
     ) -> list[Hit]:
@@ -91,8 +90,7 @@ class Finder:
         to catch up first, `SearchIndex.search`) through memory_core/recall/index/pipeline.py.
         What may differ between callers is only what they ask for: `limit`, `kinds`,
         `since`/`until`, and for the recall of a chat turn `min_score` (weak matches stay
-        out of the prompt: explicit searches show every match), `rank_budget` (a turn
-        allows fewer postings, `recall.rank_budget`: it runs on every turn) and
+        out of the prompt: explicit searches show every match) and
         `exclude_paths` (the current session, already in the prompt). A degraded search
         (no usable database) ranks by words alone, for search and recall alike: the
         vectors live in the database.
@@ -117,7 +115,6 @@ class Finder:
                     since=since,
                     until=until,
                     min_score=min_score,
-                    rank_budget=rank_budget,
                     exclude_paths=exclude_paths,
                     today=today,
                 )
@@ -189,7 +186,7 @@ class Finder:
         """The memory block for a prompt: `search` of the message (its recent messages'
         words weighing less), over every kind of memory, the messages of earlier sessions
         included and the current session's (already in the prompt) left out, with
-        `recall.min_score` and `recall.rank_budget`; as many hits as the query's kind
+        `recall.min_score`; as many hits as the query's kind
         allows and the token budget holds (seed 001 §2.2). So its hits are the first of
         the same search's, less the weak ones. A repeat of the same recall in the session
         within `recall.cache_minutes`, with nothing written since, is answered from cache.
@@ -213,7 +210,6 @@ class Finder:
             query,
             limit=budget.rerank,
             min_score=settings.min_score,
-            rank_budget=settings.rank_budget,
             exclude_paths=[f"sessions/{session_id}"] if session_id else (),
             now=now,
         )

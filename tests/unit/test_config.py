@@ -157,6 +157,18 @@ def test_unknown_key_names_key_and_file(tmp_path: Path, text: str, key: str) -> 
     assert "unknown key" in message
 
 
+def test_a_retired_key_says_why_it_goes(tmp_path: Path) -> None:
+    """A file written for an earlier version (`recall.rank_budget`, gone since search
+    ranks the exact top hits) is told, in one line, to drop the key."""
+    path = write(tmp_path, "[recall]\nrank_budget = 1500\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(path, env={})
+    message = str(err.value)
+    assert str(path) in message
+    assert "'recall.rank_budget' is no longer a setting" in message
+    assert "remove it" in message
+
+
 @pytest.mark.parametrize(
     ("text", "key", "words"),
     [

@@ -30,7 +30,6 @@ from memory_core.base.text import tokenize
 from memory_core.config import Config, load_config
 from memory_core.engine import MemoryCore
 from memory_core.recall import fallback
-from memory_core.recall import index as index_module
 from memory_core.recall.index import K1, B, CorpusStats, Hit, SearchIndex, idf
 from memory_core.recall.index import rebuild as index_rebuild
 from memory_core.recall.index import search_index as sqlite_index
@@ -1069,34 +1068,6 @@ async def test_index_and_file_fallback_agree_on_a_real_workspace(core: MemoryCor
     assert not any(
         "排查" in h.text for h in fallback.search_files(core.workspace, MAIN, "数据库连接池 排查")
     )
-
-
-def test_the_rank_budget_keeps_the_rarest_terms() -> None:
-    stats = CorpusStats(docs=100, avg_len=5.0, doc_freq={"common": 60, "rare": 5, "mid": 20})
-    terms = ["common", "rare", "mid", "absent"]
-    assert index_module.candidate_terms(terms, stats, 1000) == ["rare", "mid", "common"]
-    assert index_module.candidate_terms(terms, stats, 30) == ["rare", "mid"]
-    assert index_module.candidate_terms(terms, stats, 1) == ["rare"]  # never none
-
-
-async def test_recall_ranks_within_its_own_budget(
-    core: MemoryCore, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Automatic recall passes `recall.rank_budget`; an explicit search the full budget."""
-    seen: list[int] = []
-    real = index_module.candidate_terms
-
-    def spy(terms: Any, stats: CorpusStats, budget: int = index_module.RANK_BUDGET) -> Any:
-        seen.append(budget)
-        return real(terms, stats, budget)
-
-    monkeypatch.setattr(sqlite_index, "candidate_terms", spy)
-    await core.notes.append(MAIN, "ordered a blue bicycle for the commute")
-    await core.finder.recall(MAIN, "what did I order yesterday? the bicycle?")
-    await core.finder.search(MAIN, "bicycle")
-    assert seen[:-1] and set(seen[:-1]) == {core.config.recall.rank_budget}
-    assert seen[-1] == index_module.RANK_BUDGET
-    assert core.config.recall.rank_budget < index_module.RANK_BUDGET
 
 
 async def test_recall_k1_and_b_are_the_ranking_parameters(

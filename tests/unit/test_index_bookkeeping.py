@@ -14,7 +14,6 @@ from memory_core.base.scope import MAIN
 from memory_core.config import Config
 from memory_core.engine import MemoryCore
 from memory_core.recall.index import idf
-from memory_core.recall.index.postings import fts5_idf
 from tests.support import sql, sql_write
 
 pytestmark = pytest.mark.storage
@@ -33,7 +32,6 @@ def test_idf_is_defined_for_any_counts() -> None:
     """Statistics that lag their rows (more rows holding a term than the scope has, a
     negative count) rank on; they never raise a math domain error."""
     for docs, containing in itertools.product((-5, -1, 0, 1, 2, 283), (-3, 0, 1, 235, 10_000)):
-        assert fts5_idf(docs, containing) > 0
         assert idf(docs, containing) > 0
 
 

@@ -10,18 +10,15 @@ from memory_core.recall.index.files import prepare_file, scope_files
 from memory_core.recall.index.model import Hit, PreparedFile, SyncStats
 from memory_core.recall.index.ranking import (
     K1,
-    RANK_BUDGET,
     B,
     CorpusStats,
     bm25_scorer,
-    candidate_terms,
     idf,
 )
 from memory_core.recall.index.search_index import SearchIndex
 
 __all__ = [
     "K1",
-    "RANK_BUDGET",
     "Appended",
     "B",
     "CorpusStats",
@@ -30,7 +27,6 @@ __all__ = [
     "SearchIndex",
     "SyncStats",
     "bm25_scorer",
-    "candidate_terms",
     "idf",
     "prepare_file",
     "scope_files",

@@ -99,7 +99,6 @@ class IndexBackend(Protocol):
         since: datetime | None = None,
         until: datetime | None = None,
         min_score: float = 0.0,
-        rank_budget: int = ...,
         exclude_paths: Sequence[str] = (),
         today: date | None = None,
     ) -> list[Hit]: ...

@@ -1,28 +1,34 @@
 """The one part of the index that differs by backend: how a scope's term postings are
-kept and how they choose BM25 candidates.
+kept and how they choose the BM25 candidates.
 
-SQLite keeps a per-scope FTS5 table (`fts_<scope id>`) over the pre-tokenized text and
-lets FTS5's `rank` (bm25) pick candidates. PostgreSQL has no FTS5 and no jieba in the
-server, so its `chunks_postings` GIN index (memory_core/storage/pg/migrations.py) maps each
-(scope, term) to its chunks, and the candidates are ranked in SQL by the very formula
-FTS5's bm25() uses (k1 1.2, b 0.75, idf `log((N - n + 0.5) / (n + 0.5))` floored at
-1e-6), over the same per-scope statistics (`scopes`, `terms`). Both then hand the
-candidates to the same pure ranking (`pipeline.rank`), so a query scores the same on
-both. Everything else of the index (chunks, terms, files, counters) is shared SQL.
+Both return the exact top N of the query's BM25 (`topk.Scoring`: its terms' weights ×
+idf, k1 and b as the ranking uses them; ties by chunk id), every term counted. SQLite
+keeps a per-scope FTS5 table (`fts_<scope id>`) over the pre-tokenized text; each term's
+postings (chunk, term frequency, chunk length) are read from FTS5's own index
+(`fts5vocab` instances and the table's `docsize`) and pruned by MaxScore (`topk.py`), so
+the long postings of common words are read only when they can change the top N.
+PostgreSQL has no FTS5 and no jieba in the server, so its `chunks_postings` GIN index
+(memory_core/storage/pg/migrations.py) maps each (scope, term) to its chunks, and every
+chunk holding a term is scored in SQL by the same expression (`Scoring.part`). Both then
+hand the candidates to the same pure ranking (`pipeline.rank`), so a query scores the
+same on both. Everything else of the index (chunks, terms, files, counters) is shared SQL.
 """
 
 from __future__ import annotations
 
-import math
+import json
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from memory_core.base.sql import Connection
-from memory_core.recall.index.ranking import CorpusStats, fts_query
+import numpy as np
+from numpy.typing import NDArray
 
-FTS5_K1 = 1.2
-FTS5_B = 0.75
-"""The parameters of FTS5's bm25() as the `rank` column uses it (its defaults)."""
+from memory_core.base.sql import Connection
+from memory_core.recall.index.topk import Scoring, exact_top
+
+Arrays = tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]
+Memo = dict[str, Arrays]
+"""A term's postings as one search read them (chunk ids, term frequencies, lengths)."""
 CANDIDATE_COLUMNS = (
     "c.id, c.path, c.line_from, c.line_to, c.tokens, c.text, c.kind, c.created_at, c.ref, c.dates"
 )
@@ -47,13 +53,15 @@ class Postings(Protocol):
         self,
         conn: Connection,
         sid: int,
-        terms: Sequence[str],
-        stats: CorpusStats,
+        scoring: Scoring,
         filters: list[str],
         params: list[object],
         wanted: int,
+        memo: Memo | None = None,
     ) -> list[Any]:
-        """The scope's visible chunks holding any of `terms`, best `wanted` by bm25."""
+        """The scope's visible chunks (and `filters`') holding any of the query's terms:
+        the exact best `wanted` by `scoring` (ties: lower id first), best first. `memo`
+        keeps what one search read for its next read (the same terms within a time)."""
         ...
 
     def reset(self, conn: Connection) -> None:
@@ -106,31 +114,66 @@ class Fts5Postings:
         self,
         conn: Connection,
         sid: int,
-        terms: Sequence[str],
-        stats: CorpusStats,
+        scoring: Scoring,
         filters: list[str],
         params: list[object],
         wanted: int,
+        memo: Memo | None = None,
     ) -> list[Any]:
-        """The scope is the FTS table itself (and `c.scope_id` again in the join), so no
-        other scope's chunk can be a candidate. With no filter beyond the scope, FTS5
-        takes its top-N before the join."""
-        del stats  # FTS5 keeps its own
-        match = fts_query(terms)
+        """Postings from FTS5's index, pruned by MaxScore (`topk.exact_top`); the rows
+        read back by id through the scope (`c.scope_id` again), so no other scope's
+        chunk can be a candidate."""
         table = f"fts_{int(sid)}"
-        where = " AND ".join(["c.scope_id = ?", "c.hidden = 0", *filters])
-        if not filters:
-            sql = (
-                f"SELECT {CANDIDATE_COLUMNS} FROM (SELECT rowid, rank FROM {table} WHERE {table}"
-                f" MATCH ? ORDER BY rank LIMIT ?) AS f JOIN chunks AS c ON c.id = f.rowid"
-                f" WHERE {where} ORDER BY f.rank"
-            )
-            return conn.execute(sql, [match, wanted, sid, *params]).fetchall()
-        sql = (
-            f"SELECT {CANDIDATE_COLUMNS} FROM {table} AS f JOIN chunks AS c ON c.id = f.rowid"
-            f" WHERE {table} MATCH ? AND {where} ORDER BY f.rank LIMIT ?"
+        vocab = f"temp.chatmem_instances_{int(sid)}"
+        # One per connection and scope; FTS5 looks its table up at each query.
+        conn.execute(
+            f"CREATE VIRTUAL TABLE IF NOT EXISTS {vocab} USING fts5vocab(main, {table}, instance)"
         )
-        return conn.execute(sql, [match, sid, *params, wanted]).fetchall()
+        # Each occurrence (in chunk order, so a chunk's are adjacent: its term frequency)
+        # with the chunk's length from FTS5's own `docsize`, a one-byte varint below 128
+        # tokens; a longer chunk's is given as 0, which only loosens its bound. As two
+        # strings: one value a row made into Python objects cost as much as the read.
+        read = (
+            "SELECT group_concat(v.doc), group_concat(CASE WHEN length(d.sz) = 1"
+            f" THEN COALESCE(unicode(d.sz), 0) ELSE 0 END) FROM {vocab} AS v"
+            f" JOIN {table}_docsize AS d ON d.id = v.doc WHERE v.term = ?"
+        )
+
+        held: Memo = {} if memo is None else memo
+
+        def postings(term: str) -> Arrays:
+            known = held.get(term)
+            if known is not None:
+                return known
+            docs, lengths = conn.execute(read, (term,)).fetchone()
+            if not docs:
+                empty = np.zeros(0, dtype=np.int64)
+                found: Arrays = (empty, empty, empty)
+            else:
+                every = np.array(str(docs).split(","), dtype=np.int64)
+                ids, first, tf = np.unique(every, return_index=True, return_counts=True)
+                found = (ids, tf, np.array(str(lengths).split(","), dtype=np.int64)[first])
+            held[term] = found
+            return found
+
+        # `+`: look the ids up by rowid, not through the scope's index (see `by_ids`).
+        where = " AND ".join(["+c.scope_id = ?", "+c.hidden = 0", *filters])
+
+        def fetch(ids: list[int]) -> list[Any]:
+            sql = (
+                f"SELECT {CANDIDATE_COLUMNS} FROM chunks AS c"
+                f" WHERE c.id IN ({','.join('?' * len(ids))}) AND {where}"
+            )
+            return conn.execute(sql, [*ids, sid, *params]).fetchall()
+
+        def admit(ids: list[int]) -> set[int]:
+            sql = (
+                "SELECT c.id FROM chunks AS c WHERE c.id IN (SELECT value FROM json_each(?))"
+                f" AND {where}"
+            )
+            return {int(r[0]) for r in conn.execute(sql, [json.dumps(ids), sid, *params])}
+
+        return exact_top(scoring, wanted, postings, fetch, admit)
 
     def reset(self, conn: Connection) -> None:
         """Every scope's FTS table is dropped and made again (far faster than deleting its
@@ -199,22 +242,20 @@ class GinPostings:
         self,
         conn: Connection,
         sid: int,
-        terms: Sequence[str],
-        stats: CorpusStats,
+        scoring: Scoring,
         filters: list[str],
         params: list[object],
         wanted: int,
+        memo: Memo | None = None,
     ) -> list[Any]:
         """The GIN index finds the scope's chunks holding any term (keys hashed with the
-        scope id, and `c.scope_id` again in the filter); each is ranked by FTS5's bm25
-        so the candidates are the ones SQLite's FTS5 would pick."""
-        unique = list(dict.fromkeys(t for t in terms if t))
+        scope id, and `c.scope_id` again in the filter); every one is scored by
+        `Scoring.part`'s expression, operation for operation, so the top N is exact and
+        the one SQLite's pruned search finds."""
+        del memo  # one SQL statement: nothing read twice
+        unique = [t for t in scoring.weights if t]
         if not unique:
             return []
-        weights = [fts5_idf(stats.docs, stats.doc_freq.get(t, 0)) * (FTS5_K1 + 1.0) for t in unique]
-        # norm = k1 * (1 - b + b * dl / avgdl) = flat + per_token * dl
-        flat = FTS5_K1 * (1.0 - FTS5_B)
-        per_token = FTS5_K1 * FTS5_B / max(stats.avg_len, 1e-9)
         # `c.scope_id + 0`: the postings' keys hold the scope already; on `c.scope_id`
         # the planner ANDed them with the scope's index, 100 000 rows read for nothing
         # (2-3 ms at 100 000 chunks). `OFFSET 0`: each row's tokens are split, and each
@@ -227,7 +268,8 @@ class GinPostings:
             for i in range(len(unique))
         )
         score = " + ".join(
-            f"CASE WHEN x.t{i} > 0 THEN ? * x.t{i} / (x.t{i} + ? + ? * x.n) ELSE 0 END"
+            f"CASE WHEN x.t{i} > 0 THEN ? * x.t{i} * ? / (x.t{i} + ? * (? + ? * x.n / ?))"
+            " ELSE 0 END"
             for i in range(len(unique))
         )
         where = " AND ".join(
@@ -242,9 +284,14 @@ class GinPostings:
             f"SELECT {CANDIDATE_COLUMNS} FROM chunks AS c"
             " CROSS JOIN LATERAL (SELECT string_to_array(c.tokens, ' ') AS doc OFFSET 0) AS d"
             f" CROSS JOIN LATERAL (SELECT {counts}, cardinality(d.doc)::float8 AS n OFFSET 0)"
-            f" AS x WHERE {where} ORDER BY NULLIF({score}, 0) DESC NULLS LAST, c.id LIMIT ?"
+            f" AS x WHERE {where} ORDER BY {score} DESC, c.id LIMIT ?"
         )
-        per_term = [value for w in weights for value in (w, flat, per_token)]
+        k1, b = scoring.k1, scoring.b
+        per_term = [
+            value
+            for t in unique
+            for value in (scoring.weights[t], k1 + 1.0, k1, 1.0 - b, b, scoring.avg_len)
+        ]
         return conn.execute(
             sql, [*unique, sid, " ".join(unique), sid, *params, *per_term, wanted]
         ).fetchall()
@@ -279,19 +326,6 @@ class GinPostings:
             " ON CONFLICT (scope_id, term) DO UPDATE SET df = excluded.df",
             (sid, sid),
         )
-
-
-def fts5_idf(docs: int, containing: int) -> float:
-    """FTS5's bm25 idf: the classic form, floored at 1e-6 for a term in half the rows.
-
-    Defined for any counts: the statistics are kept by concurrent writers and may lag
-    the rows for a moment (a term counted in more rows than the scope holds, a negative
-    count), and a query must rank on regardless, never fail on a logarithm."""
-    docs = max(docs, 0)
-    containing = min(max(containing, 0), docs)
-    ratio = (docs - containing + 0.5) / (containing + 0.5)
-    value = math.log(ratio) if ratio > 0 else 0.0
-    return value if value > 0 else 1e-6
 
 
 _BY_BACKEND: dict[str, Postings] = {"sqlite": Fts5Postings(), "postgres": GinPostings()}

@@ -1,14 +1,14 @@
 """BM25 over pre-tokenized chunks: pure functions, the same for every storage backend.
 
-*Why not FTS5's bm25() scores directly:* it clamps idf to 1e-6 once a term is in half the
+*Why not FTS5's bm25() scores:* it clamps idf to 1e-6 once a term is in half the
 documents, so in a scope of one or two memories nothing would ever pass a minimum score.
-FTS5 only picks candidates; these functions score them.
+The candidates are the exact top N by this BM25 (`topk.py`); these functions score them.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 K1 = 1.2
@@ -16,13 +16,7 @@ B = 0.75
 """BM25's defaults (`recall.k1`, `recall.b` override them)."""
 CANDIDATE_FACTOR = 5
 MIN_CANDIDATES = 50
-RANK_BUDGET = 2000
-"""Postings FTS5 may rank for one explicit search before only the rarest terms pick
-candidates. FTS5 ranks ~0.4 M postings/s here, so this bounds a query's ranking at a few
-ms. Measured over the bench's 100 000-chunk scope (bench/recall_bench.py, same machine):
-budget 3 000: query p50 5.1 ms, recall@5 of the source sentence 71.5%; 2 000: 3.0 ms,
-67.0%; 1 500: 2.8 ms, 65.0%. Automatic recall in a chat turn uses `recall.rank_budget`
-(1 500): it runs on every turn."""
+"""Lexical candidates a search ranks: the exact BM25 top max(limit × factor, minimum)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,29 +96,3 @@ def select_terms(
     present = [(t, w) for t, w in query_terms.items() if stats.doc_freq.get(t) and w > 0]
     present.sort(key=lambda tw: -tw[1] * idf(stats.docs, stats.doc_freq[tw[0]]))
     return dict(present[: max(limit, 0)])
-
-
-def candidate_terms(
-    terms: Sequence[str], stats: CorpusStats, budget: int = RANK_BUDGET
-) -> list[str]:
-    """Terms that choose candidates: all of them when their postings fit the budget,
-    else the rarest ones that fit (at least one). Terms absent from the scope drop out."""
-    present = sorted((t for t in terms if stats.doc_freq.get(t)), key=lambda t: stats.doc_freq[t])
-    chosen: list[str] = []
-    postings = 0
-    for term in present:
-        postings += stats.doc_freq[term]
-        if chosen and postings > budget:
-            break
-        chosen.append(term)
-    return chosen
-
-
-def fts_query(terms: Iterable[str]) -> str:
-    """An FTS5 MATCH string that can only mean 'any of these terms'.
-
-    Terms are alphanumeric by construction; quoting each one still makes FTS5 operators
-    (NEAR, OR, AND, NOT, *, ^, -, :) inert even if that ever changed.
-    """
-    unique = dict.fromkeys(t for t in terms if t)
-    return " OR ".join('"' + t.replace('"', '""') + '"' for t in unique)

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date
 from typing import Any
 
 from memory_core.base.sql import Connection
 from memory_core.base.turn_dates import decode_days, overlaps
-from memory_core.recall.index.postings import CANDIDATE_COLUMNS, postings
+from memory_core.recall.index.postings import CANDIDATE_COLUMNS, Memo, postings
 from memory_core.recall.index.ranking import CorpusStats
+from memory_core.recall.index.topk import Scoring
 
 
 def corpus_stats(conn: Connection, sid: int, terms: set[str]) -> CorpusStats:
@@ -39,15 +39,15 @@ def find_scope(conn: Connection, key: str) -> int | None:
 def candidates(
     conn: Connection,
     sid: int,
-    terms: Sequence[str],
-    stats: CorpusStats,
+    scoring: Scoring,
     filters: list[str],
     params: list[object],
     wanted: int,
+    memo: Memo | None = None,
 ) -> list[Any]:
-    """The scope's visible chunks holding any of `terms`, best `wanted` by bm25 (FTS5's
-    rank, or the same formula over the GIN index: `postings.py`)."""
-    return postings(conn).candidates(conn, sid, terms, stats, filters, params, wanted)
+    """The scope's visible chunks holding any of the query's terms: the exact best
+    `wanted` by its BM25, every term counted (`postings.py`, `topk.py`)."""
+    return postings(conn).candidates(conn, sid, scoring, filters, params, wanted, memo)
 
 
 MENTIONS_WINDOW = (

@@ -55,16 +55,16 @@ from memory_core.recall.index.pipeline import (
     collect,
     rank,
 )
+from memory_core.recall.index.postings import Memo
 from memory_core.recall.index.ranking import (
     CANDIDATE_FACTOR,
     K1,
     MIN_CANDIDATES,
-    RANK_BUDGET,
     B,
-    candidate_terms,
     select_terms,
 )
 from memory_core.recall.index.rerank import Candidate, RankSettings
+from memory_core.recall.index.topk import Scoring
 from memory_core.recall.query import Query, as_query
 from memory_core.storage.interfaces import VectorSearch
 
@@ -606,14 +606,13 @@ class SearchIndex:
         since: datetime | None = None,
         until: datetime | None = None,
         min_score: float = 0.0,
-        rank_budget: int = RANK_BUDGET,
         exclude_paths: Sequence[str] = (),
         today: date | None = None,
     ) -> list[Hit]:
         """Hits of one scope, best first; `query` is text, pre-made terms or a `Query`.
 
-        FTS5 picks lexical candidates (when the terms' postings exceed `rank_budget`, the
-        rarest terms alone pick them), the vector index adds its nearest chunks, a time
+        The exact BM25 top N over every query term are the lexical candidates (pruned by
+        MaxScore: `topk.py`), the vector index adds its nearest chunks, a time
         the question names adds that time's chunks; all are scored by `pipeline.rank`
         with the best turns' neighbours. `since`/`until` are hard filters,
         `exclude_paths` leaves out whole files or sessions (the prompt's own session).
@@ -673,13 +672,15 @@ class SearchIndex:
                 several=plan.several,
             )
             rows: list[Any] = []
-            chosen = candidate_terms(list(terms), stats, rank_budget)
-            if chosen:
-                rows += reads.candidates(conn, sid, chosen, stats, filters, params, wanted)
+            if terms:
+                scoring = Scoring.of(terms, stats, self._k1, self._b)
+                memo: Memo = {}  # the read within the time reuses the first's postings
+                rows += reads.candidates(conn, sid, scoring, filters, params, wanted, memo)
                 if window is not None:
                     named, bounds = window.filter()
+                    within = [*filters, named]
                     rows += reads.candidates(
-                        conn, sid, chosen, stats, [*filters, named], [*params, *bounds], wanted
+                        conn, sid, scoring, within, [*params, *bounds], wanted, memo
                     )
             elif window is not None and not terms:
                 rows += reads.dated(conn, sid, filters, params, window, wanted)
