@@ -23,6 +23,7 @@ __all__ = ["AnswerKind", "holds_answer", "wanted_answer"]
 
 class AnswerKind(StrEnum):
     DATE = "date"
+    DURATION = "duration"
     NUMBER = "number"
     NAME = "name"
     PLACE = "place"
@@ -32,7 +33,12 @@ _ASK_EN: tuple[tuple[AnswerKind, str], ...] = (
     (
         AnswerKind.DATE,
         r"\bwhen(?:'s|s)?\b|\bwhat (?:day|date|time|month|year|week)\b"
-        r"|\bwhich (?:day|date|month|year|week|weekend)\b|\bhow soon\b",
+        r"|\bwhich (?:day|date|month|year|week|weekend)\b|\bhow soon\b|\bsince when\b",
+    ),
+    (
+        # Before NUMBER: "how many years" is a length of time, answered by a start too.
+        AnswerKind.DURATION,
+        r"\bhow long\b|\bhow many (?:years|months|weeks|days)\b",
     ),
     (
         AnswerKind.NUMBER,
@@ -57,6 +63,7 @@ _ASK_ZH: tuple[tuple[AnswerKind, str], ...] = (
         AnswerKind.DATE,
         r"什么时候|啥时候|哪天|哪一天|几号|几月|哪个月|哪年|几点|哪周|星期几|周几|礼拜几",
     ),
+    (AnswerKind.DURATION, r"多久|多长时间|多少年|几年了|几个月了|多少个月|有几年"),
     (
         AnswerKind.NUMBER,
         r"多少|几个|几岁|多大|多久|多长|几年|几次|多远|多重|几斤|几公里|几天|几小时|几分|多高",
@@ -75,6 +82,10 @@ _HAN_DIGIT = "[0-9一二两三四五六七八九十百千万半]"
 _CAPITALISED = r"(?<=[a-z,;] )(?!I\b|I'm\b|I'll\b|I've\b|I'd\b)[A-Z][\w'.-]+"
 """A capitalised word after the first of its sentence ("I" and its contractions aside):
 in Latin script, a person's or a place's name."""
+_COUNT_EN = (
+    r"\d+|a|an|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen"
+    r"|twenty|thirty|forty|fifty|sixty|a few|few|several|a couple of|couple of|many"
+)
 _HOLD: dict[AnswerKind, LazyPattern] = {
     AnswerKind.DATE: LazyPattern(
         rf"\b(?:{_MONTHS})\b|\b(?:{_DAYS})s?\b|\b\d{{1,2}}(?:st|nd|rd|th)\b"
@@ -83,6 +94,15 @@ _HOLD: dict[AnswerKind, LazyPattern] = {
         r"|\b(?:19|20)\d{2}\b"
         rf"|{_HAN_DIGIT}+\s*(?:月|号|日|点)|周[一二三四五六日天末]|星期|礼拜"
         r"|明天|后天|昨天|前天|下周|下个月|月底|月初|月中|年底|年初|春节|国庆|中秋|元旦",
+        re.IGNORECASE,
+    ),
+    # A length of time ("for about an hour", "3 years now", "两年了", "半个月"), or a start
+    # ("since March"); a resolved start counts too (`holds_answer(dated=True)`).
+    AnswerKind.DURATION: LazyPattern(
+        rf"\b(?:{_COUNT_EN})(?:\s+|-)(?:and a half\s+)?(?:second|minute|hour|day|night|week"
+        r"|weekend|month|year|decade)s?\b"
+        rf"|\bsince (?:{_MONTHS}|(?:19|20)\d\d|last|high school|college|childhood)\b"
+        rf"|{_HAN_DIGIT}+\s*(?:(?:个多?|多个?)?(?:年|周|星期|礼拜|天|小时|钟头|分钟)|(?:个多?|多个?)月)",
         re.IGNORECASE,
     ),
     AnswerKind.NUMBER: LazyPattern(
@@ -106,7 +126,7 @@ _HOLD: dict[AnswerKind, LazyPattern] = {
 
 def wanted_answer(question: str) -> AnswerKind | None:
     """The kind of answer the question asks for, by its earliest question word ("how long
-    had I been there when I left?" wants a number, not a date), or None."""
+    had I been there when I left?" wants a length of time, not a date), or None."""
     best: tuple[int, AnswerKind] | None = None
     for kind, pattern in _ASK:
         m = pattern.search(question)
@@ -120,7 +140,7 @@ def holds_answer(kind: AnswerKind, text: str, *, dated: bool = False) -> bool:
 
     `dated`: the index resolved a day the text speaks of (memory_core/base/turn_dates.py), so
     it answers "when" even in words this pattern does not know ("two weeks ago", "上个
-    月")."""
-    if dated and kind is AnswerKind.DATE:
+    月"), and "how long" by the start it resolved ("two years now")."""
+    if dated and kind in (AnswerKind.DATE, AnswerKind.DURATION):
         return True
     return _HOLD[kind].search(text) is not None

@@ -18,6 +18,7 @@ from __future__ import annotations
 from memory_core.base.sql import Connection
 from memory_core.storage.migrations import (
     CHUNK_DATES,
+    CHUNK_DATES_AGAIN,
     DELIVERIES,
     DELIVERY_OWNERS,
     PIECES,
@@ -322,6 +323,13 @@ migration(
     # bench/pg_scale_bench.py). 256 kB keeps a search's share near 0.1 ms; writes still
     # go in batches, merged by the writer that fills the list (smaller merges, more often).
     "ALTER INDEX chunks_postings SET (gin_pending_list_limit = 256)",
+)
+
+
+migration(
+    "m015_chunk_dates_starts",
+    # As SQLite's m011 (memory_core/storage/migrations.py): every turn's days read again.
+    CHUNK_DATES_AGAIN,
 )
 
 
