@@ -52,10 +52,8 @@ _NUM_EN = (
     r"(\d{1,2}|a couple of|couple of|an|a|one|two|three|four|five|six|seven|eight|nine|ten"
     r"|eleven|twelve|fifteen|twenty)"
 )
-_HEDGE_EN = (
-    r"(?:(?:about|around|almost|nearly|over|roughly|like|more than|less than|close to"
-    r"|just under|just over|at least)\s+)?"
-)
+_HEDGE_EN = r"(?:\w+\s+){0,2}?"
+"""'about', 'just under', 'more than': any two words between 'for' and the count."""
 _UNIT_EN = r"(day|week|month|year)s?"
 _PERFECT = (
     r"(?:\bbeen|(?:'ve|’ve|\bhave|\bhas|'s|’s)\s+(?:\w+\s+)?(?:had|known|owned|kept|lived"
@@ -67,17 +65,17 @@ _ZH_UNITS = r"(年|个多?月|个?多?(?:星期|礼拜)|周|天)"
 
 _PATTERNS: tuple[tuple[str, LazyPattern], ...] = (
     # "two years now", "for 3 years now", "5 years already!"
-    ("en", LazyPattern(rf"\b{_HEDGE_EN}{_NUM_EN}\s+{_UNIT_EN}\s+(?:now|already)\b", re.I)),
+    ("en_now", LazyPattern(rf"\b{_NUM_EN}\s+{_UNIT_EN}\s+(?:now|already)\b", re.I)),
     # "I've had them for 3 years", "been doing it for six months"
     (
-        "en",
+        "en_for",
         LazyPattern(
             rf"{_PERFECT}[^.!?\n]{{0,50}}?\bfor\s+{_HEDGE_EN}{_NUM_EN}\s+{_UNIT_EN}\b", re.I
         ),
     ),
     # "it's been two years since …", "since three years"
     (
-        "en",
+        "en_since",
         LazyPattern(
             rf"(?:\bit(?:'s|’s| has) been|\bsince)\s+{_HEDGE_EN}{_NUM_EN}\s+{_UNIT_EN}\b"
             r"(?!\s+ago)",
@@ -130,12 +128,12 @@ def _zh_unit(text: str) -> str:
     return "day"
 
 
-def _resolve(script: str, m: re.Match[str], today: date) -> tuple[date, date] | None:
+def _resolve(kind: str, m: re.Match[str], today: date) -> tuple[date, date] | None:
     parts = [g for g in m.groups() if g is not None]
     if len(parts) != 2:
         return None
     number, unit_text = parts
-    if script == "en":
+    if kind != "zh":
         count = float(number) if number.isdigit() else float(_EN_COUNT[number.lower()])
         unit = unit_text.lower()
     else:
@@ -154,7 +152,38 @@ def _resolve(script: str, m: re.Match[str], today: date) -> tuple[date, date] | 
 
 _HALF = {"year": (6, "month"), "month": (2, "week"), "week": (3, "day")}
 """'半年' is six months back (a month's precision), '半个月' two weeks."""
-_UNIT_WORDS = ("day", "week", "month", "year")
+_UNIT_FORMS = frozenset({"day", "days", "week", "weeks", "month", "months", "year", "years"})
+_PERFECT_WORDS = frozenset(
+    [
+        "been",
+        "had",
+        "known",
+        "owned",
+        "kept",
+        "lived",
+        "worked",
+        "run",
+        "taught",
+        "studied",
+        "played",
+        "practiced",
+        "practised",
+        "used",
+        "done",
+        "volunteered",
+        "dated",
+        "loved",
+    ]
+)
+_GATES: dict[str, tuple[frozenset[str], ...]] = {
+    "en_now": (frozenset({"now", "already"}),),
+    "en_for": (frozenset({"for"}), _PERFECT_WORDS),
+    "en_since": (frozenset({"since", "been"}),),
+}
+"""The words a text must hold for a pattern to be worth running (each set: one of
+them): most turns name no duration, and these tests cost a few µs where the patterns
+cost tens."""
+_LATIN_WORD = LazyPattern(r"[a-z]+")
 _HAN_UNITS = ("年", "月", "周", "星期", "礼拜", "天")
 
 
@@ -162,18 +191,23 @@ def starts(text: str, today: date) -> list[Start]:
     """The starts `text`, said on `today`, names by a duration that lasts up to then."""
     found: list[Start] = []
     folded = text.casefold()
-    latin = any(word in folded for word in _UNIT_WORDS)
-    han = any(word in text for word in _HAN_UNITS) and ("了" in text or "已经" in text)
-    if not (latin or han):
-        return found
-    for script, pattern in _PATTERNS:
-        if not (latin if script == "en" else han):
+    words: set[str] = set()
+    if any(unit in folded for unit in ("day", "week", "month", "year")):
+        words = set(_LATIN_WORD.findall(folded))
+        if words.isdisjoint(_UNIT_FORMS):
+            words = set()
+    han = ("了" in text or "已经" in text) and any(unit in text for unit in _HAN_UNITS)
+    for kind, pattern in _PATTERNS:
+        if kind == "zh":
+            if not han:
+                continue
+        elif not words or any(words.isdisjoint(gate) for gate in _GATES[kind]):
             continue
         for m in pattern.finditer(text):
             span = m.span()
             if any(span[0] < s.span[1] and s.span[0] < span[1] for s in found):
                 continue
-            window = _resolve(script, m, today)
+            window = _resolve(kind, m, today)
             if window is not None:
                 found.append(Start(window[0], window[1], m.span()))
     return found

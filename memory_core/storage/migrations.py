@@ -373,7 +373,6 @@ migration(
 )
 
 
-
 CHUNK_DATES_AGAIN = """
     UPDATE chunks SET dates = NULL WHERE kind = 'message';
     CREATE INDEX chunks_dates_unresolved ON chunks (id) WHERE kind = 'message' AND dates IS NULL;

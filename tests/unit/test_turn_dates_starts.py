@@ -1,0 +1,153 @@
+"""Times a turn counts back from its own day, resolved when it is stored: the start a
+duration that still lasts points at ("two years now", "已经两年了"), points years back
+("three years ago", "三年前"), and last week or month as the whole week or month. A "how
+long" question wants a length of time, and a resolved start answers it; an index made
+before the resolver read these is brought up to date at its next open."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from memory_core.base.answer_kind import AnswerKind, holds_answer, wanted_answer
+from memory_core.base.clock import ManualClock
+from memory_core.base.records import RecordedMessage
+from memory_core.base.scope import MAIN
+from memory_core.base.turn_dates import encode_days, mentioned_days
+from memory_core.config import Config
+from memory_core.engine import MemoryCore
+from tests.support import sql, sql_write
+
+MONDAY = datetime(2023, 2, 13, 10, 0, tzinfo=UTC)
+"""Monday 13 February 2023. Two years back is 13 February 2021, a year's precision."""
+TWO_YEARS = "2020-08-15..2021-08-14"
+THREE_YEARS = "2019-08-16..2020-08-14"
+SIX_MONTHS = "2022-08-02..2022-09-01"
+LAST_WEEK = "2023-02-06..2023-02-12"
+LAST_MONTH = "2023-01-01..2023-01-31"
+
+
+@pytest.mark.parametrize(
+    ("text", "days"),
+    [
+        ("we have been together for two years now", TWO_YEARS),
+        ("two years now!", TWO_YEARS),
+        ("been doing it for six months", SIX_MONTHS),
+        ("I play guitar since three years", THREE_YEARS),
+        ("I've had him for 3 years", THREE_YEARS),
+        ("Been playing it for a month now", "2022-12-30..2023-01-29"),
+        ("I've been playing for about four months now", "2022-10-01..2022-10-31"),
+        ("it's been a year since Dad passed", "2021-08-15..2022-08-14"),
+        ("I started surfing three years ago", THREE_YEARS),
+        ("三年前我去过一次", THREE_YEARS),
+        ("两个月前开始的", "2022-11-30..2022-12-30"),
+        ("半年前换的工作", SIX_MONTHS),
+        ("我们在一起已经两年了", TWO_YEARS),
+        ("这份工作我做了六个月", SIX_MONTHS),
+        ("学吉他两年了", TWO_YEARS),
+        ("last week was busy", LAST_WEEK),
+        ("上周很忙", LAST_WEEK),
+        ("上个星期去了趟上海", LAST_WEEK),
+        ("last month I quit", LAST_MONTH),
+        ("上个月辞职了", LAST_MONTH),
+        ("last weekend we hiked", "2023-02-11..2023-02-12"),
+    ],
+)
+def test_a_time_counted_back_from_the_turn_is_kept(text: str, days: str) -> None:
+    assert encode_days(mentioned_days(text, MONDAY, UTC)) == days
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "I'm going to Paris for two weeks",  # a plan, not something that still lasts
+        "I worked there for three years",  # it ended: no start relative to today
+        "买了三个月的会员",  # a three-month membership
+        "好几年了",  # "several years": no count
+        "去年我们搬家了",  # a whole year lifts a turn into too many windows (measured)
+        "last year was hard",
+    ],
+)
+def test_durations_without_a_start_or_too_wide_are_not_kept(text: str) -> None:
+    assert mentioned_days(text, MONDAY, UTC) == ()
+
+
+@pytest.mark.parametrize(
+    ("question", "kind"),
+    [
+        ("How long did it take Jon to open his studio?", AnswerKind.DURATION),
+        ("How long has Nate had his turtles?", AnswerKind.DURATION),
+        ("How many years did he play in high school?", AnswerKind.DURATION),
+        ("When did Melanie start painting?", AnswerKind.DATE),
+        ("Since when does she paint?", AnswerKind.DATE),
+        ("你弹吉他多久了？", AnswerKind.DURATION),
+        ("他做这份工作多长时间了", AnswerKind.DURATION),
+        ("你什么时候开始学钢琴的？", AnswerKind.DATE),
+        ("How many kids does she have?", AnswerKind.NUMBER),
+    ],
+)
+def test_how_long_wants_a_length_of_time(question: str, kind: AnswerKind) -> None:
+    assert wanted_answer(question) is kind
+
+
+@pytest.mark.parametrize(
+    ("text", "holds"),
+    [
+        ("usually for about an hour", True),
+        ("I've had them for 3 years now", True),
+        ("a two-hour hike", True),
+        ("I've been here since March", True),
+        ("我学了两年了", True),
+        ("三个多月", True),
+        ("I have two kids", False),
+        ("婚礼定在5月20号", False),  # a date, not a length
+    ],
+)
+def test_a_length_of_time_is_held(text: str, holds: bool) -> None:
+    assert holds_answer(AnswerKind.DURATION, text) is holds
+
+
+def test_a_resolved_start_answers_when_and_how_long() -> None:
+    """'I've been playing for about four months now' names no date in words; its start,
+    resolved at write time, answers "When did Tim start playing the violin?"."""
+    text = "I've been playing for about four months now"
+    assert not holds_answer(AnswerKind.DATE, text)
+    assert mentioned_days(text, MONDAY, UTC) != ()
+    assert holds_answer(AnswerKind.DATE, text, dated=True)
+    assert holds_answer(AnswerKind.DURATION, "we met at the studio", dated=True)
+
+
+# --- an index made by the previous resolver ---------------------------------------------
+
+STARTED = "I've had the turtles for 3 years now"
+PLAIN = "the turtles love the new tank"
+
+
+async def _dates(core: MemoryCore) -> dict[str, str | None]:
+    rows = await sql(core, "SELECT text, dates FROM chunks WHERE kind = 'message'")
+    return {str(text).removeprefix("user: "): dates for text, dates in rows}
+
+
+@pytest.mark.storage
+async def test_an_index_of_the_previous_resolver_is_resolved_again_at_open(
+    config: Config,
+) -> None:
+    """The previous resolver stored '' for the start; the migration that followed it
+    forgets every message's days and the next open fills them (`sync_all`)."""
+    clock = ManualClock(MONDAY)
+    async with MemoryCore.open(config, clock=clock) as core:
+        for session, text in (("a", STARTED), ("b", PLAIN)):
+            message = RecordedMessage("user", "", text, MONDAY)
+            await core.record_session(MAIN, session, MONDAY, [message])
+        assert await _dates(core) == {STARTED: THREE_YEARS, PLAIN: ""}
+        # As the previous code left it: no start, and the migration not yet applied.
+        await sql_write(
+            core,
+            ("UPDATE chunks SET dates = '' WHERE kind = 'message'", ()),
+            ("DROP INDEX chunks_dates_unresolved", ()),
+            ("DELETE FROM _migrations WHERE name LIKE '%chunk_dates_starts'", ()),
+        )
+        assert await _dates(core) == {STARTED: "", PLAIN: ""}
+    async with MemoryCore.open(config, clock=clock) as core:
+        assert await _dates(core) == {STARTED: THREE_YEARS, PLAIN: ""}
