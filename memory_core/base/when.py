@@ -262,8 +262,8 @@ def _resolve(kind: str, m: re.Match[str], today: date) -> tuple[date, date] | No
     if kind == "zh_ago":
         unit = _ZH_UNITS[g[1]]
         if g[0] == "几":
-            back = {"day": 6, "week": 35, "month": 150, "year": 5 * 365}[unit]
-            return today - timedelta(days=back), today
+            widest = {"day": 6, "week": 35, "month": 150, "year": 5 * 365}[unit]
+            return today - timedelta(days=widest), today
         if g[0] == "半":  # "半年前": six months ago, "半个月前": two weeks ago
             half = {"year": (6, "month"), "month": (2, "week")}.get(unit)
             return _ago(*half, today) if half else None

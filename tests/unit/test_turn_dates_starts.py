@@ -15,6 +15,7 @@ from memory_core.base.clock import ManualClock
 from memory_core.base.records import RecordedMessage
 from memory_core.base.scope import MAIN
 from memory_core.base.turn_dates import encode_days, mentioned_days
+from memory_core.base.when import find_time_reference
 from memory_core.config import Config
 from memory_core.engine import MemoryCore
 from tests.support import sql, sql_write
@@ -71,6 +72,22 @@ def test_a_time_counted_back_from_the_turn_is_kept(text: str, days: str) -> None
 )
 def test_durations_without_a_start_or_too_wide_are_not_kept(text: str) -> None:
     assert mentioned_days(text, MONDAY, UTC) == ()
+
+
+@pytest.mark.parametrize(
+    ("question", "window"),
+    [
+        ("三年前我在哪儿工作？", THREE_YEARS),
+        ("半年前我换了什么工作", SIX_MONTHS),
+        ("半个月前我们吃了什么", "2023-01-27..2023-02-02"),
+    ],
+)
+def test_a_question_counting_years_or_half_back_names_that_time(question: str, window: str) -> None:
+    """The question's parser is the turn's: '三年前' is a year around then, '半年前' six
+    months back (neither was read before)."""
+    found = find_time_reference(question, MONDAY.date())
+    assert found is not None
+    assert f"{found.first.isoformat()}..{found.last.isoformat()}" == window
 
 
 @pytest.mark.parametrize(
