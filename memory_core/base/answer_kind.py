@@ -82,10 +82,6 @@ _HAN_DIGIT = "[0-9一二两三四五六七八九十百千万半]"
 _CAPITALISED = r"(?<=[a-z,;] )(?!I\b|I'm\b|I'll\b|I've\b|I'd\b)[A-Z][\w'.-]+"
 """A capitalised word after the first of its sentence ("I" and its contractions aside):
 in Latin script, a person's or a place's name."""
-_COUNT_EN = (
-    r"\d+|a|an|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen"
-    r"|twenty|thirty|forty|fifty|sixty|a few|few|several|a couple of|couple of|many"
-)
 _HOLD: dict[AnswerKind, LazyPattern] = {
     AnswerKind.DATE: LazyPattern(
         rf"\b(?:{_MONTHS})\b|\b(?:{_DAYS})s?\b|\b\d{{1,2}}(?:st|nd|rd|th)\b"
@@ -96,13 +92,13 @@ _HOLD: dict[AnswerKind, LazyPattern] = {
         r"|明天|后天|昨天|前天|下周|下个月|月底|月初|月中|年底|年初|春节|国庆|中秋|元旦",
         re.IGNORECASE,
     ),
-    # A length of time ("for about an hour", "3 years now", "两年了", "半个月"), or a start
-    # ("since March"); a resolved start counts too (`holds_answer(dated=True)`).
+    # A length of time counted in words the number shape misses ("an hour", "a month"),
+    # or a start ("since March"); any number counts too ("it got to 36"), and a resolved
+    # start (`holds_answer(dated=True)`).
     AnswerKind.DURATION: LazyPattern(
-        rf"\b(?:{_COUNT_EN})(?:\s+|-)(?:and a half\s+)?(?:second|minute|hour|day|night|week"
-        r"|weekend|month|year|decade)s?\b"
-        rf"|\bsince (?:{_MONTHS}|(?:19|20)\d\d|last|high school|college|childhood)\b"
-        rf"|{_HAN_DIGIT}+\s*(?:(?:个多?|多个?)?(?:年|周|星期|礼拜|天|小时|钟头|分钟)|(?:个多?|多个?)月)",
+        r"\b(?:a|an|a few|few|several|a couple of|many)(?:\s+|-)(?:second|minute|hour|day"
+        r"|night|week|weekend|month|year|decade)s?\b"
+        rf"|\bsince (?:{_MONTHS}|(?:19|20)\d\d|last|high school|college|childhood)\b",
         re.IGNORECASE,
     ),
     AnswerKind.NUMBER: LazyPattern(
@@ -142,5 +138,7 @@ def holds_answer(kind: AnswerKind, text: str, *, dated: bool = False) -> bool:
     it answers "when" even in words this pattern does not know ("two weeks ago", "上个
     月"), and "how long" by the start it resolved ("two years now")."""
     if dated and kind in (AnswerKind.DATE, AnswerKind.DURATION):
+        return True
+    if kind is AnswerKind.DURATION and _HOLD[AnswerKind.NUMBER].search(text) is not None:
         return True
     return _HOLD[kind].search(text) is not None

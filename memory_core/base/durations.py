@@ -187,6 +187,17 @@ _LATIN_WORD = LazyPattern(r"[a-z]+")
 _HAN_UNITS = ("年", "月", "周", "星期", "礼拜", "天")
 
 
+_LEFT_ZH = ("剩", "还有", "不到", "离", "还差", "再过", "只有")
+"""'离比赛不到两个月了', '只剩一个月了': the time left, not the time since."""
+
+
+def _left(text: str, start: int) -> bool:
+    """Whether the clause before `start` counts down rather than back."""
+    before = text[max(0, start - 8) : start]
+    clause = re.split(r"[，。！？,.!?\s]", before)[-1]
+    return any(cue in clause for cue in _LEFT_ZH)
+
+
 def starts(text: str, today: date) -> list[Start]:
     """The starts `text`, said on `today`, names by a duration that lasts up to then."""
     found: list[Start] = []
@@ -206,6 +217,8 @@ def starts(text: str, today: date) -> list[Start]:
         for m in pattern.finditer(text):
             span = m.span()
             if any(span[0] < s.span[1] and s.span[0] < span[1] for s in found):
+                continue
+            if kind == "zh" and _left(text, span[0]):
                 continue
             window = _resolve(kind, m, today)
             if window is not None:
