@@ -23,7 +23,6 @@ __all__ = ["AnswerKind", "holds_answer", "wanted_answer"]
 
 class AnswerKind(StrEnum):
     DATE = "date"
-    DURATION = "duration"
     NUMBER = "number"
     NAME = "name"
     PLACE = "place"
@@ -33,12 +32,7 @@ _ASK_EN: tuple[tuple[AnswerKind, str], ...] = (
     (
         AnswerKind.DATE,
         r"\bwhen(?:'s|s)?\b|\bwhat (?:day|date|time|month|year|week)\b"
-        r"|\bwhich (?:day|date|month|year|week|weekend)\b|\bhow soon\b|\bsince when\b",
-    ),
-    (
-        # Before NUMBER: "how many years" is a length of time, answered by a start too.
-        AnswerKind.DURATION,
-        r"\bhow long\b|\bhow many (?:years|months|weeks|days)\b",
+        r"|\bwhich (?:day|date|month|year|week|weekend)\b|\bhow soon\b",
     ),
     (
         AnswerKind.NUMBER,
@@ -63,7 +57,6 @@ _ASK_ZH: tuple[tuple[AnswerKind, str], ...] = (
         AnswerKind.DATE,
         r"什么时候|啥时候|哪天|哪一天|几号|几月|哪个月|哪年|几点|哪周|星期几|周几|礼拜几",
     ),
-    (AnswerKind.DURATION, r"多久|多长时间|多少年|几年了|几个月了|多少个月|有几年"),
     (
         AnswerKind.NUMBER,
         r"多少|几个|几岁|多大|多久|多长|几年|几次|多远|多重|几斤|几公里|几天|几小时|几分|多高",
@@ -92,15 +85,6 @@ _HOLD: dict[AnswerKind, LazyPattern] = {
         r"|明天|后天|昨天|前天|下周|下个月|月底|月初|月中|年底|年初|春节|国庆|中秋|元旦",
         re.IGNORECASE,
     ),
-    # A length of time counted in words the number shape misses ("an hour", "a month"),
-    # or a start ("since March"); any number counts too ("it got to 36"), and a resolved
-    # start (`holds_answer(dated=True)`).
-    AnswerKind.DURATION: LazyPattern(
-        r"\b(?:a|an|a few|few|several|a couple of|many)(?:\s+|-)(?:second|minute|hour|day"
-        r"|night|week|weekend|month|year|decade)s?\b"
-        rf"|\bsince (?:{_MONTHS}|(?:19|20)\d\d|last|high school|college|childhood)\b",
-        re.IGNORECASE,
-    ),
     AnswerKind.NUMBER: LazyPattern(
         r"\d|\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen"
         r"|twenty|thirty|forty|fifty|sixty|hundred|thousand|half|dozen|couple|once|twice)\b"
@@ -122,7 +106,7 @@ _HOLD: dict[AnswerKind, LazyPattern] = {
 
 def wanted_answer(question: str) -> AnswerKind | None:
     """The kind of answer the question asks for, by its earliest question word ("how long
-    had I been there when I left?" wants a length of time, not a date), or None."""
+    had I been there when I left?" wants a number, not a date), or None."""
     best: tuple[int, AnswerKind] | None = None
     for kind, pattern in _ASK:
         m = pattern.search(question)
@@ -136,9 +120,7 @@ def holds_answer(kind: AnswerKind, text: str, *, dated: bool = False) -> bool:
 
     `dated`: the index resolved a day the text speaks of (memory_core/base/turn_dates.py), so
     it answers "when" even in words this pattern does not know ("two weeks ago", "上个
-    月"), and "how long" by the start it resolved ("two years now")."""
-    if dated and kind in (AnswerKind.DATE, AnswerKind.DURATION):
-        return True
-    if kind is AnswerKind.DURATION and _HOLD[AnswerKind.NUMBER].search(text) is not None:
+    月", or the start of "two years now": "when did she start?")."""
+    if dated and kind is AnswerKind.DATE:
         return True
     return _HOLD[kind].search(text) is not None

@@ -24,7 +24,7 @@ from tests.support import candidate
         ("When's my first day at the new place?", AnswerKind.DATE),
         ("what date is the wedding again", AnswerKind.DATE),
         ("How old is my son now?", AnswerKind.NUMBER),
-        ("How long had I been at my old job when I left?", AnswerKind.DURATION),
+        ("How long had I been at my old job when I left?", AnswerKind.NUMBER),
         ("Who's the doctor doing the surgery?", AnswerKind.NAME),
         ("What's the daycare called?", AnswerKind.NAME),
         ("Where did we eat on Valentine's?", AnswerKind.PLACE),

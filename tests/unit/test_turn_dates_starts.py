@@ -1,8 +1,8 @@
 """Times a turn counts back from its own day, resolved when it is stored: the start a
 duration that still lasts points at ("two years now", "已经两年了"), points years back
-("three years ago", "三年前"), and last week or month as the whole week or month. A "how
-long" question wants a length of time, and a resolved start answers it; an index made
-before the resolver read these is brought up to date at its next open."""
+("three years ago", "三年前"), and last week or month as the whole week or month. A "when
+did … start" question is answered by a resolved start; an index made before the resolver
+read these is brought up to date at its next open."""
 
 from __future__ import annotations
 
@@ -95,47 +95,27 @@ def test_a_question_counting_years_or_half_back_names_that_time(question: str, w
 @pytest.mark.parametrize(
     ("question", "kind"),
     [
-        ("How long did it take Jon to open his studio?", AnswerKind.DURATION),
-        ("How long has Nate had his turtles?", AnswerKind.DURATION),
-        ("How many years did he play in high school?", AnswerKind.DURATION),
         ("When did Melanie start painting?", AnswerKind.DATE),
-        ("Since when does she paint?", AnswerKind.DATE),
-        ("你弹吉他多久了？", AnswerKind.DURATION),
-        ("他做这份工作多长时间了", AnswerKind.DURATION),
         ("你什么时候开始学钢琴的？", AnswerKind.DATE),
-        ("How many kids does she have?", AnswerKind.NUMBER),
+        # A length of time is a number ("3 years", "两年"): a kind of its own for it,
+        # lengths in words ("an hour") and resolved starts, cost LoCoMo dev 0.1 and the
+        # labelled en set 0.3 (docs/architecture.md, "Variants tried").
+        ("How long did it take Jon to open his studio?", AnswerKind.NUMBER),
+        ("你弹吉他多久了？", AnswerKind.NUMBER),
     ],
 )
-def test_how_long_wants_a_length_of_time(question: str, kind: AnswerKind) -> None:
+def test_start_and_length_questions(question: str, kind: AnswerKind) -> None:
     assert wanted_answer(question) is kind
 
 
-@pytest.mark.parametrize(
-    ("text", "holds"),
-    [
-        ("usually for about an hour", True),
-        ("I've had them for 3 years now", True),
-        ("a two-hour hike", True),
-        ("I've been here since March", True),
-        ("我学了两年了", True),
-        ("三个多月", True),
-        ("it got to 36 and I quit", True),  # any number, as "how long" wanted before
-        ("we met at the studio", False),
-        ("好的，明白了", False),
-    ],
-)
-def test_a_length_of_time_is_held(text: str, holds: bool) -> None:
-    assert holds_answer(AnswerKind.DURATION, text) is holds
-
-
-def test_a_resolved_start_answers_when_and_how_long() -> None:
+def test_a_resolved_start_answers_when() -> None:
     """'I've been playing for about four months now' names no date in words; its start,
     resolved at write time, answers "When did Tim start playing the violin?"."""
     text = "I've been playing for about four months now"
     assert not holds_answer(AnswerKind.DATE, text)
     assert mentioned_days(text, MONDAY, UTC) != ()
     assert holds_answer(AnswerKind.DATE, text, dated=True)
-    assert holds_answer(AnswerKind.DURATION, "we met at the studio", dated=True)
+    assert holds_answer(AnswerKind.NUMBER, text)  # and "how long?" by its count
 
 
 # --- an index made by the previous resolver ---------------------------------------------
