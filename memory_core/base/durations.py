@@ -19,7 +19,7 @@ from datetime import date, timedelta
 
 from memory_core.base.patterns import LazyPattern
 
-__all__ = ["Start", "starts", "units_back"]
+__all__ = ["Start", "starts"]
 
 UNIT_DAYS = {"day": 1, "week": 7, "month": 30, "year": 365}
 _HALF_WIDTH = {"day": 1, "week": 3, "month": 15, "year": 182}
@@ -103,7 +103,7 @@ class Start:
     span: tuple[int, int]
 
 
-def units_back(count: float, unit: str, today: date) -> tuple[date, date]:
+def _units_back(count: float, unit: str, today: date) -> tuple[date, date]:
     """`count` `unit`s before `today`, as a range as wide as the unit (not after today)."""
     centre = today - timedelta(days=round(count * UNIT_DAYS[unit]))
     half = timedelta(days=_HALF_WIDTH[unit])
@@ -147,7 +147,7 @@ def _resolve(kind: str, m: re.Match[str], today: date) -> tuple[date, date] | No
         if unit not in _HALF:
             return None
         count, unit = _HALF[unit]
-    return units_back(count, unit, today)
+    return _units_back(count, unit, today)
 
 
 _HALF = {"year": (6, "month"), "month": (2, "week"), "week": (3, "day")}

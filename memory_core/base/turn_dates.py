@@ -10,8 +10,9 @@ treats the turn as of those days too (`rerank.time_factor`).
 
 Only what names a day, a week or a month is kept, and a point counted back from the turn
 ("three years ago", "two years now", "三年前", "已经两年了"), as wide as its unit:
-"recently", "these days", "the last three months" or a bare year would put a turn inside
-nearly every question's window.
+"recently", "these days", "the last three months", a bare year or "去年" / "last year" as
+the whole year would put a turn inside nearly every question's window (kept, they gained
+nothing on the quality bench).
 """
 
 from __future__ import annotations
@@ -36,9 +37,6 @@ WIDEST_POINT_DAYS = 366
 """A point counted back in years ("three years ago", "已经两年了") is a year wide: it names
 one time, only less precisely, and answers "when did she start?"."""
 _POINT_KINDS = frozenset({"en_ago", "zh_ago"})
-_WHOLE_YEARS: frozenset[str] = frozenset()
-"""Words naming the whole of a year before the turn's kept as a range ('去年', 'last year'):
-none (measured: see docs/architecture.md, "Days a turn speaks of")."""
 MAX_CHARS = 4000
 """A turn is read from its first this many characters (a pasted document is no turn)."""
 _VAGUE_KINDS = frozenset({"en_span", "zh_span"})
@@ -74,8 +72,6 @@ def mentioned_days(text: str, at: datetime, zone: tzinfo) -> DayRanges:
         start, end = mention.span
         words = head[start:end].lower()
         widest = WIDEST_POINT_DAYS if mention.kind in _POINT_KINDS else WIDEST_DAYS
-        if words in _WHOLE_YEARS:
-            widest = WIDEST_POINT_DAYS
         if mention.kind in _VAGUE_KINDS or (last - first).days >= widest:
             continue
         if first == last == today or words in _VAGUE_WORDS:
