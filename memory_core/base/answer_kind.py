@@ -120,7 +120,7 @@ def holds_answer(kind: AnswerKind, text: str, *, dated: bool = False) -> bool:
 
     `dated`: the index resolved a day the text speaks of (memory_core/base/turn_dates.py), so
     it answers "when" even in words this pattern does not know ("two weeks ago", "上个
-    月")."""
+    月", or the start of "two years now": "when did she start?")."""
     if dated and kind is AnswerKind.DATE:
         return True
     return _HOLD[kind].search(text) is not None

@@ -4,11 +4,15 @@
 question about 10 February should find it, though the turn was stored on the 13th. So when
 a turn is stored (a message, a line of an archive file, a daily note), its time
 expressions are resolved against its own local date (`when.time_mentions`, the parsers
-that read questions, plus times to come) and kept with its chunk as a few ranges of local
-dates. Ranking then treats the turn as of those days too (`rerank.time_factor`).
+that read questions, plus times to come, and the starts its durations point at:
+`durations.starts`) and kept with its chunk as a few ranges of local dates. Ranking then
+treats the turn as of those days too (`rerank.time_factor`).
 
-Only what names a day, a week or a month is kept: "recently", "these days", "the last
-three months" or a bare year would put a turn inside nearly every question's window.
+Only what names a day, a week or a month is kept, and a point counted back from the turn
+("three years ago", "two years now", "三年前", "已经两年了"), as wide as its unit:
+"recently", "these days", "the last three months", a bare year or "去年" / "last year" as
+the whole year would put a turn inside nearly every question's window (kept, they gained
+nothing on the quality bench).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from datetime import date, datetime, tzinfo
 
+from memory_core.base.durations import starts
 from memory_core.base.when import time_mentions
 
 __all__ = ["DayRanges", "decode_days", "encode_days", "mentioned_days", "merged", "overlaps"]
@@ -28,6 +33,10 @@ MAX_RANGES = 4
 not a turn about each of them."""
 WIDEST_DAYS = 31
 """A range wider than a month says too little to lift a turn into a question's window."""
+WIDEST_POINT_DAYS = 366
+"""A point counted back in years ("three years ago", "已经两年了") is a year wide: it names
+one time, only less precisely, and answers "when did she start?"."""
+_POINT_KINDS = frozenset({"en_ago", "zh_ago"})
 MAX_CHARS = 4000
 """A turn is read from its first this many characters (a pasted document is no turn)."""
 _VAGUE_KINDS = frozenset({"en_span", "zh_span"})
@@ -57,16 +66,21 @@ def mentioned_days(text: str, at: datetime, zone: tzinfo) -> DayRanges:
     today = at.astimezone(zone).date()
     head = text[:MAX_CHARS]
     found: list[tuple[date, date]] = []
-    for mention in time_mentions(head, today, ahead=True):
+    mentions = time_mentions(head, today, ahead=True)
+    for mention in mentions:
         first, last = mention.first, mention.last
-        if mention.kind in _VAGUE_KINDS or (last - first).days >= WIDEST_DAYS:
-            continue
-        if first == last == today:
-            continue
         start, end = mention.span
-        if head[start:end].lower() in _VAGUE_WORDS:
+        words = head[start:end].lower()
+        widest = WIDEST_POINT_DAYS if mention.kind in _POINT_KINDS else WIDEST_DAYS
+        if mention.kind in _VAGUE_KINDS or (last - first).days >= widest:
+            continue
+        if first == last == today or words in _VAGUE_WORDS:
             continue
         found.append((first, last))
+    for begun in starts(head, today):
+        a, b = begun.span
+        if not any(a < m.span[1] and m.span[0] < b for m in mentions):
+            found.append((begun.first, begun.last))
     found.sort(key=lambda r: ((r[1] - r[0]).days, r[0]))
     return merged(found[:MAX_RANGES])
 

@@ -43,7 +43,7 @@ _ZH_DIGITS |= {"八": 8, "九": 9, "十": 10}
 _ZH_WEEKDAY = {"一": 0, "二": 1, "三": 2, "四": 3, "五": 4, "六": 5, "日": 6, "天": 6}
 _EN_NUMBERS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6}
 _EN_NUMBERS |= {"a couple of": 2, "couple of": 2, "a few": 3, "few": 3, "several": 4}
-_ZH_UNITS = {"天": "day", "周": "week", "星期": "week", "礼拜": "week", "月": "month"}
+_ZH_UNITS = {"天": "day", "周": "week", "星期": "week", "礼拜": "week", "月": "month", "年": "year"}
 _UNIT_DAYS = {"day": 1, "week": 7, "month": 30, "year": 365}
 
 _MONTH_EN = "|".join(sorted(_MONTHS_EN, key=len, reverse=True))
@@ -58,7 +58,7 @@ _PATTERNS: list[tuple[str, LazyPattern]] = [
     ("zh_md", LazyPattern(rf"({_ZH_NUM})月({_ZH_NUM})[日号]")),
     ("zh_month", LazyPattern(rf"(去年|今年|前年)?({_ZH_NUM})月(初|中旬|中|底|末|下旬|上旬)?")),
     ("zh_year", LazyPattern(r"(\d{4})年|(去年|今年|前年)")),
-    ("zh_ago", LazyPattern(rf"({_ZH_NUM}|几|两)(?:个)?(天|周|星期|礼拜|月)(?:以)?前")),
+    ("zh_ago", LazyPattern(rf"({_ZH_NUM}|几|两|半)(?:个)?(天|周|星期|礼拜|月|年)(?:以)?前")),
     (
         # "一周一次", "每周一" are "once a week", "every Monday": no day.
         "zh_weekday",
@@ -260,11 +260,14 @@ def _resolve(kind: str, m: re.Match[str], today: date) -> tuple[date, date] | No
         found = int(g[0]) if g[0] else _relative_year(g[1], today)
         return (date(found, 1, 1), date(found, 12, 31)) if found else None
     if kind == "zh_ago":
-        count = _zh_number(g[0]) or 2
         unit = _ZH_UNITS[g[1]]
         if g[0] == "几":
-            return today - timedelta(days={"day": 6, "week": 35, "month": 150}[unit]), today
-        return _ago(count, unit, today)
+            widest = {"day": 6, "week": 35, "month": 150, "year": 5 * 365}[unit]
+            return today - timedelta(days=widest), today
+        if g[0] == "半":  # "半年前": six months ago, "半个月前": two weeks ago
+            half = {"year": (6, "month"), "month": (2, "week")}.get(unit)
+            return _ago(*half, today) if half else None
+        return _ago(_zh_number(g[0]) or 2, unit, today)
     if kind == "zh_span":
         count = _zh_number(g[0]) or 3
         unit = _ZH_UNITS[g[1]]

@@ -389,6 +389,25 @@ migration(
 )
 
 
+CHUNK_DATES_AGAIN = """
+    UPDATE chunks SET dates = NULL WHERE kind = 'message';
+    CREATE INDEX chunks_dates_unresolved ON chunks (id) WHERE kind = 'message' AND dates IS NULL;
+    UPDATE files SET mtime_ns = 0, size = -1, hash = '' WHERE kind IN ('daily', 'archive_raw');
+"""
+"""The days of every turn resolved again, after a change of what `base/turn_dates.py`
+reads (this one: the starts durations point at, "two years now", "三年前"): message chunks
+forget theirs, and the next open fills them (`rebuild.fill_message_dates`, from
+`SearchIndex.sync_all`; the partial index finds them at once, and none at all once
+filled); daily notes and archive files are read again by that open's sync. A later change
+of the resolver is a further step of this kind, the same on both backends."""
+
+migration(
+    "m012_chunk_dates_starts",
+    # "I've had them for 3 years now" is a turn about 2019 too.
+    CHUNK_DATES_AGAIN,
+)
+
+
 JOURNAL_MIGRATIONS: list[Migration] = [
     (
         "m001_captures",

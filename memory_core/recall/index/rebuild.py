@@ -62,14 +62,24 @@ def reset(raw: Connection) -> list[int]:
     return kept
 
 
+UNRESOLVED = "kind = 'message' AND dates IS NULL AND created_at IS NOT NULL"
+"""Message chunks whose days are not resolved yet: stored before the column existed, or
+after the resolver changed (a migration forgets them, `CHUNK_DATES_AGAIN`). The index
+`chunks_dates_unresolved` holds exactly those (created_at aside), so finding none costs
+nothing whatever the scope's size."""
+
+
+def has_unresolved_dates(raw: Connection) -> bool:
+    """Whether any message chunk waits for `fill_message_dates`."""
+    return raw.execute(f"SELECT 1 FROM chunks WHERE {UNRESOLVED} LIMIT 1").fetchone() is not None
+
+
 def fill_message_dates(raw: Connection, zone: tzinfo) -> int:
-    """The days each message chunk stored before they were kept speaks of (its `dates`
-    NULL), resolved now as a new message's are (`SearchIndex.message_step`): after a
-    reindex every row is what a write today makes. Returns how many were filled."""
-    rows = raw.execute(
-        "SELECT id, text, created_at FROM chunks WHERE kind = 'message' AND dates IS NULL"
-        " AND created_at IS NOT NULL"
-    ).fetchall()
+    """The days each message chunk stored before they were kept, or before the resolver
+    last changed, speaks of (its `dates` NULL), resolved now as a new message's are
+    (`SearchIndex.message_step`): after an open's sync or a reindex every row is what a
+    write today makes. Returns how many were filled."""
+    rows = raw.execute(f"SELECT id, text, created_at FROM chunks WHERE {UNRESOLVED}").fetchall()
     filled: list[tuple[str, int]] = []
     for chunk_id, text, created in rows:
         try:

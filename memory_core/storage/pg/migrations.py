@@ -18,6 +18,7 @@ from __future__ import annotations
 from memory_core.base.sql import Connection
 from memory_core.storage.migrations import (
     CHUNK_DATES,
+    CHUNK_DATES_AGAIN,
     DELIVERIES,
     DELIVERY_OWNERS,
     INDEX_META,
@@ -330,6 +331,13 @@ migration(
     "m015_index_meta",
     # As SQLite's m011 (memory_core/storage/migrations.py): the tokenizer version of the terms.
     INDEX_META,
+)
+
+
+migration(
+    "m016_chunk_dates_starts",
+    # As SQLite's m012 (memory_core/storage/migrations.py): every turn's days read again.
+    CHUNK_DATES_AGAIN,
 )
 
 
