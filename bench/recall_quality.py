@@ -89,6 +89,12 @@ VARIANTS: dict[str, dict[str, dict[str, object]]] = {
     "hybrid-gated-floor-0.4": {"recall": {"turn_dense_floor": 0.4}},
     "hybrid-gated-turn-0.5": {"recall": {"turn_dense_weight": 0.5}},
     "hybrid-no-context-window": {"recall": {"context_window": []}},
+    "hybrid-window-max": {"recall": {"turn_window_max": True}},
+    "hybrid-rocchio-3": {"recall": {"dense_feedback": 3}},
+    "hybrid-rocchio-3-window-max": {"recall": {"dense_feedback": 3, "turn_window_max": True}},
+    "hybrid-e5-small": {"embedding": {"model": "e5-small"}},
+    "bm25-prf-rare-5": {**_WORDS, "recall": {"lexical_feedback": 5}},
+    "hybrid-prf-rare-5": {"recall": {"lexical_feedback": 5}},
     "hybrid-snapshot": {"snapshot": {"enabled": True}},
 }
 """Variant name -> {config section -> {key: value}} on top of the product's defaults."""

@@ -22,6 +22,8 @@ from datetime import UTC, date, datetime, tzinfo
 from functools import partial
 from typing import Any
 
+import memory_core.recall.index.dense as dense_extra
+import memory_core.recall.index.feedback as feedback
 import memory_core.recall.index.rebuild as rebuilding
 import memory_core.recall.index.search as reads
 import memory_core.recall.index.writes as writes
@@ -658,7 +660,20 @@ class SearchIndex:
                     )
             elif window is not None and not terms:
                 rows += reads.dated(conn, sid, filters, params, window, wanted)
-            return collect(rows, {}, ranking), ranking
+            pool = collect(rows, {}, ranking)
+            if settings.lexical_feedback > 0 and chosen:
+                return feedback.expand(
+                    conn,
+                    sid,
+                    rows,
+                    pool,
+                    ranking,
+                    settings.lexical_feedback,
+                    lambda words, stats: reads.candidates(
+                        conn, sid, words, stats, filters, params, wanted
+                    ),
+                )
+            return pool, ranking
 
         def widen(
             conn: Connection,
@@ -692,8 +707,25 @@ class SearchIndex:
             try:
                 pool, ranking = await self._db.call(lexical)
             finally:
-                dense = await dense_task
+                query_vector, dense = await dense_task
+            vectors = self.vectors
+            if vectors is not None and query_vector is not None and settings.dense_feedback > 0:
+                moved = await dense_extra.moved_query(
+                    vectors,
+                    sid,
+                    query_vector,
+                    pool,
+                    settings.dense_feedback,
+                    settings.dense_feedback_weight,
+                )
+                if moved is not None:
+                    query_vector = moved
+                    dense = await dense_extra.nearest(
+                        vectors, sid, moved, wanted, kind_list, exclude_paths
+                    )
             await self._db.call(lambda conn: widen(conn, pool, ranking, dense))
+            if vectors is not None and query_vector is not None and settings.turn_window_max:
+                await dense_extra.compare_all(vectors, sid, query_vector, pool)
         return rank(pool, ranking, limit=limit, min_score=min_score)
 
     async def _dense(
@@ -703,18 +735,19 @@ class SearchIndex:
         wanted: int,
         kinds: Sequence[str] | None,
         exclude_paths: Sequence[str],
-    ) -> dict[int, float]:
-        """Chunk id → cosine of the query's nearest chunks; empty without an embedder or
-        when it fails (the lexical ranking still answers). The query is embedded while the
-        scope's vectors catch up with what was written (at most `VECTOR_WAIT_SECONDS`),
-        so every process, a short-lived command too, ranks with the same vectors; a
-        command's index does all this only in a scope that has vectors (`searches`)."""
+    ) -> tuple[Any, dict[int, float]]:
+        """The query's vector and chunk id → cosine of its nearest chunks; (None, {})
+        without an embedder or when it fails (the lexical ranking still answers). The
+        query is embedded while the scope's vectors catch up with what was written (at
+        most `VECTOR_WAIT_SECONDS`), so every process, a short-lived command too, ranks
+        with the same vectors; a command's index does all this only in a scope that has
+        vectors (`searches`)."""
         vectors = self.vectors
         if vectors is None or not text.strip():
-            return {}
+            return None, {}
         try:
             if not await vectors.searches(sid):
-                return {}
+                return None, {}
             query, _ = await asyncio.gather(
                 vectors.embed_query(text), vectors.settle(sid, VECTOR_WAIT_SECONDS)
             )
@@ -723,8 +756,8 @@ class SearchIndex:
             )
         except ChatmemError as exc:
             log.warning("dense recall unavailable, ranking by words alone: %s", exc)
-            return {}
-        return dict(found)
+            return None, {}
+        return query, dict(found)
 
     async def session_messages(
         self, scope: ScopeKey, session_id: str, first_id: int, count: int
