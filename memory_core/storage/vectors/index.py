@@ -317,7 +317,7 @@ class VectorIndex:
         """Cosine of `query` with each of `ids` that has a row in the scope's matrix. For
         ranking candidates already read through `chunks`: a row another process has made
         stale since costs a little precision, never a hit."""
-        matrix = await self._matrix(scope_id)
+        matrix = await self._held(scope_id)
         if matrix is None or not ids:
             return {}
         held = [
@@ -337,7 +337,7 @@ class VectorIndex:
     ) -> Floats:
         """Rocchio's feedback: the query's vector plus `weight` × the mean vector of
         `ids` (the best BM25 hits), unit length; the query itself when none has a vector."""
-        matrix = await self._matrix(scope_id)
+        matrix = await self._held(scope_id)
         if matrix is None:
             return query
         rows = [row for chunk_id in ids if (row := matrix.where.get(chunk_id)) is not None]
@@ -351,6 +351,10 @@ class VectorIndex:
             return query
         out: Floats = (moved / norm).astype(np.float32)
         return out
+
+    async def _held(self, sid: int) -> VectorMatrix | None:
+        """The matrix `similarities` and `moved_toward` read: loaded when missing."""
+        return await self._matrix(sid)
 
     async def _recheck(
         self,
