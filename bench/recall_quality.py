@@ -92,6 +92,10 @@ VARIANTS: dict[str, dict[str, dict[str, object]]] = {
     "hybrid-window-max": {"recall": {"turn_window_max": True}},
     "hybrid-rocchio-3": {"recall": {"dense_feedback": 3}},
     "hybrid-rocchio-3-window-max": {"recall": {"dense_feedback": 3, "turn_window_max": True}},
+    "hybrid-rocchio-3-w1-window-max": {
+        "recall": {"dense_feedback": 3, "dense_feedback_weight": 1.0, "turn_window_max": True}
+    },
+    "hybrid-rocchio-5-window-max": {"recall": {"dense_feedback": 5, "turn_window_max": True}},
     "hybrid-e5-small": {"embedding": {"model": "e5-small"}},
     "bm25-prf-rare-5": {**_WORDS, "recall": {"lexical_feedback": 5}},
     "hybrid-prf-rare-5": {"recall": {"lexical_feedback": 5}},

@@ -624,7 +624,16 @@ class SearchIndex:
         # The query's embedding and vector search run while the database thread reads
         # the lexical candidates: the two halves of the hybrid cost the slower one.
         dense_task = (
-            asyncio.create_task(self._dense(sid, plan.text, wanted, kind_list, exclude_paths))
+            asyncio.create_task(
+                # With feedback the nearest chunks are searched once the BM25 hits are known.
+                self._dense(
+                    sid,
+                    plan.text,
+                    0 if self.rank_settings.dense_feedback > 0 else wanted,
+                    kind_list,
+                    exclude_paths,
+                )
+            )
             if self.vectors is not None
             else None
         )
@@ -718,11 +727,10 @@ class SearchIndex:
                     settings.dense_feedback,
                     settings.dense_feedback_weight,
                 )
-                if moved is not None:
-                    query_vector = moved
-                    dense = await dense_extra.nearest(
-                        vectors, sid, moved, wanted, kind_list, exclude_paths
-                    )
+                query_vector = query_vector if moved is None else moved
+                dense = await dense_extra.nearest(
+                    vectors, sid, query_vector, wanted, kind_list, exclude_paths
+                )
             await self._db.call(lambda conn: widen(conn, pool, ranking, dense))
             if vectors is not None and query_vector is not None and settings.turn_window_max:
                 await dense_extra.compare_all(vectors, sid, query_vector, pool)
