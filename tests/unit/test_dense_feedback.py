@@ -20,12 +20,13 @@ from memory_core.base.scope import MAIN
 from memory_core.embedding.remote import OpenAIEmbedder
 from memory_core.engine import MemoryCore
 from memory_core.recall.index import CorpusStats, SearchIndex
+from memory_core.recall.index.dense import moved_query
 from memory_core.recall.index.feedback import FEEDBACK_WEIGHT, feedback_terms
 from memory_core.recall.index.rerank import RankSettings, window_max
 from memory_core.storage.vectors.index import VectorIndex
 from testkit.openai_server import FakeOpenAI
 from tests.conftest import START
-from tests.support import candidate, database
+from tests.support import candidate, database, index_message
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -84,10 +85,11 @@ VECTORS = {
 
 
 def crafted(text: str, dim: int) -> list[float]:
-    """A text holding a known word gets its vector (the first in `VECTORS`: the kiln
-    note's is the glaze's); any other text one far from all."""
+    """A text whose last line holds a known word gets its vector (the first in
+    `VECTORS`: the kiln line's is the glaze's); any other text one far from all."""
+    line = text.splitlines()[-1]  # a turn's own line, not the turn before it
     for word, vector in VECTORS.items():
-        if word in text:
+        if word in line:
             return vector
     return [0.0, 0.0, 0.0, 1.0]
 
@@ -154,32 +156,56 @@ async def vectors_of(core: MemoryCore) -> list[tuple[str, int]]:
     return out
 
 
-@pytest.mark.parametrize("feedback", [0, 1])
 async def test_rocchio_finds_what_the_words_hit_means_without_its_words(
-    core: MemoryCore, fake: FakeOpenAI, feedback: int
+    core: MemoryCore, fake: FakeOpenAI
 ) -> None:
-    write_note(core, ["the kiln glaze recipe", "she loves ceramics", "a walk by the river"])
+    # Vectors by each turn's own line: the ceramics turn's is near the glaze's, the kiln
+    # turn's is the glaze's, the others far from all; the ceramics turn is four turns
+    # from the kiln turn, out of its context window and its neighbours' hits.
+    said = [
+        "Bob: she loves ceramics",
+        "Ann: a walk by the river",
+        "Bob: the weather is grey",
+        "Ann: rain all week",
+        "Bob: the kiln glaze recipe",
+    ]
+    for n, text in enumerate(said):
+        speaker, words = text.split(": ")
+        await index_message(core, MAIN, "s1", n + 1, speaker, words, START)
     vectors = vector_index(core, fake)
-    index = SearchIndex(
-        database(core),
-        core.workspace,
-        vectors=vectors,
-        rank_settings=RankSettings(dense_feedback=feedback),
-    )
-    try:
-        await index.sync_scope(MAIN)
-        sid = await index.scope_id(MAIN, create=False)
-        assert sid is not None
-        await vectors.backfill(sid)
-        hits = await index.search(MAIN, "kiln", limit=3, today=START.date())
-        scores = {h.text.split()[-1]: h.score for h in hits}
-        assert hits[0].text.endswith("the kiln glaze recipe")
-        # The query's own vector is far from every note; moved toward the kiln note's
-        # (glaze), it is near the ceramics note, which then ranks by meaning.
-        if feedback:
-            assert scores.get("ceramics", 0.0) > scores.get("river", 0.0) + 0.1
-        else:
-            assert scores.get("ceramics", 0.0) == pytest.approx(scores.get("river", 0.0))
-    finally:
-        await index.close()
-        await vectors.close()
+    anchored: dict[int, set[int]] = {}
+    for feedback in (0, 1):
+        index = SearchIndex(
+            database(core),
+            core.workspace,
+            vectors=vectors,
+            rank_settings=RankSettings(dense_feedback=feedback),
+        )
+        try:
+            sid = await index.scope_id(MAIN, create=False)
+            assert sid is not None
+            await vectors.backfill(sid)
+            hits = await index.search(MAIN, "kiln", limit=3, today=START.date())
+            assert hits[0].text.endswith("the kiln glaze recipe")
+            anchored[feedback] = {h.line_from if h.anchor is None else h.anchor for h in hits}
+        finally:
+            await index.close()
+    await vectors.close()
+    # The query's own vector ("kiln") is far from every turn: the ceramics turn (line 1),
+    # without a word of the question, anchors no hit (it may be shown beside one). Moved
+    # toward the kiln turn's vector (glaze), the query is near it: found by meaning.
+    assert 1 not in anchored[0]
+    assert 1 in anchored[1]
+
+
+async def test_rocchio_takes_no_feedback_from_statements() -> None:
+    notes = {1: candidate(1, "the kiln glaze recipe", lexical=3.0)}
+    # Long-term entries and notes are clean statements: no turn, no move (and no call).
+    assert await moved_query(NoVectors(), 1, [1.0], notes, 3, 0.5) is None
+
+
+class NoVectors:
+    """A vector index that must not be asked."""
+
+    async def moved_toward(self, *args: object) -> object:
+        raise AssertionError("asked for feedback without a turn")

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from memory_core.base.errors import ChatmemError
-from memory_core.recall.index.rerank import Candidate, window_max
+from memory_core.recall.index.rerank import CONVERSATION_KINDS, Candidate, window_max
 from memory_core.storage.interfaces import VectorSearch
 
 log = logging.getLogger(__name__)
@@ -25,10 +25,15 @@ async def moved_query(
     best: int,
     weight: float,
 ) -> Any | None:
-    """The query's vector moved toward the `best` BM25 hits' vectors, or None when there
-    are none or the vectors failed."""
+    """The query's vector moved toward the vectors of the `best` conversation turns BM25
+    found, or None when there are none or the vectors failed. Turns only: a turn's vector
+    mixes its words with small talk, and the turns the words found lend the query their
+    talk; long-term entries are clean statements whose own vectors already match by
+    meaning (moved toward entries, MADial-Bench lost 2.4 / 0.5 points of frac@5)."""
     hits = heapq.nlargest(
-        best, (c for c in pool.values() if c.lexical > 0), key=lambda c: c.lexical
+        best,
+        (c for c in pool.values() if c.lexical > 0 and c.kind in CONVERSATION_KINDS),
+        key=lambda c: c.lexical,
     )
     if not hits:
         return None
