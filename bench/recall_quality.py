@@ -89,8 +89,9 @@ VARIANTS: dict[str, dict[str, dict[str, object]]] = {
     "hybrid-gated-floor-0.4": {"recall": {"turn_dense_floor": 0.4}},
     "hybrid-gated-turn-0.5": {"recall": {"turn_dense_weight": 0.5}},
     "hybrid-no-context-window": {"recall": {"context_window": []}},
-    "hybrid-window-max": {"recall": {"turn_window_max": True}},
-    "hybrid-rocchio-3": {"recall": {"dense_feedback": 3}},
+    "hybrid-gated-plain": {"recall": {"turn_window_max": False, "dense_feedback": 0}},
+    "hybrid-window-max": {"recall": {"turn_window_max": True, "dense_feedback": 0}},
+    "hybrid-rocchio-3": {"recall": {"dense_feedback": 3, "turn_window_max": False}},
     "hybrid-rocchio-3-window-max": {"recall": {"dense_feedback": 3, "turn_window_max": True}},
     "hybrid-rocchio-3-w1-window-max": {
         "recall": {"dense_feedback": 3, "dense_feedback_weight": 1.0, "turn_window_max": True}

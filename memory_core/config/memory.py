@@ -149,14 +149,14 @@ class RecallSettings(Section):
         1.0, "'gated': what a turn's vector adds at most, as a share of the best BM25 score."
     )
     turn_window_max: bool = setting(
-        False,
+        True,
         "A turn's similarity is the best of the two vectors holding it: its own (made with"
         " the turn before) and the next turn's (made with it); every candidate is compared.",
     )
     dense_feedback: int = setting(
-        0,
-        "The query's vector is moved toward the vectors of this many best BM25 hits"
-        " (Rocchio) before the vector search; 0 turns it off.",
+        3,
+        "The query's vector is moved toward the vectors of this many conversation turns"
+        " BM25 ranks best (Rocchio) before the vector search; 0 turns it off.",
     )
     dense_feedback_weight: float = setting(
         0.5, "What the BM25 hits' mean vector adds to the query's (dense_feedback)."
