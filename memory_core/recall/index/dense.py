@@ -1,10 +1,12 @@
-"""The dense half of a search beyond the nearest chunks: Rocchio's feedback (the query's
-vector moved toward the best BM25 hits' vectors) and every candidate's cosine with the
-best of a turn's two windows (`rerank.window_max`). Both are `[recall]` options measured
-in bench/recall_quality.py; a vector failure leaves the ranking by words."""
+"""The dense half of a search: the query embedded and searched, Rocchio's feedback (the
+query's vector moved toward the best BM25 turns' vectors) and every candidate's cosine
+with the best of a turn's two windows (`rerank.window_max`); the last two are `[recall]`
+options measured in bench/recall_quality.py. A vector failure leaves the ranking by
+words."""
 
 from __future__ import annotations
 
+import asyncio
 import heapq
 import logging
 from collections.abc import Sequence
@@ -15,6 +17,43 @@ from memory_core.recall.index.rerank import CONVERSATION_KINDS, Candidate, windo
 from memory_core.storage.interfaces import VectorSearch
 
 log = logging.getLogger(__name__)
+
+VECTOR_WAIT_SECONDS = 3.0
+"""How long a search waits for the scope's vectors to cover what was written before it
+(`VectorIndex.settle`). A bot's are current but for the message just stored (one model
+call: milliseconds); a command that just started reads the scope first (about 1 s per
+100 000 chunks) and makes what is missing (about 400 chunks/s with the local model). A
+scope far behind (the vector extra just installed) is ranked with the vectors made so far
+and said so, rather than holding every turn for minutes."""
+
+
+async def embed_and_search(
+    vectors: VectorSearch | None,
+    sid: int,
+    text: str,
+    wanted: int,
+    kinds: Sequence[str] | None,
+    exclude_paths: Sequence[str],
+) -> tuple[Any, dict[int, float]]:
+    """The query's vector and chunk id → cosine of its `wanted` nearest chunks; (None, {})
+    without an embedder or when it fails (the lexical ranking still answers). The query
+    is embedded while the scope's vectors catch up with what was written (at most
+    `VECTOR_WAIT_SECONDS`), so every process, a short-lived command too, ranks with the
+    same vectors; a command's index does all this only in a scope that has vectors
+    (`searches`)."""
+    if vectors is None or not text.strip():
+        return None, {}
+    try:
+        if not await vectors.searches(sid):
+            return None, {}
+        query, _ = await asyncio.gather(
+            vectors.embed_query(text), vectors.settle(sid, VECTOR_WAIT_SECONDS)
+        )
+        found = await vectors.search(sid, query, wanted, kinds=kinds, exclude_paths=exclude_paths)
+    except ChatmemError as exc:
+        log.warning("dense recall unavailable, ranking by words alone: %s", exc)
+        return None, {}
+    return query, dict(found)
 
 
 async def moved_query(

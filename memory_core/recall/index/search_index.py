@@ -70,13 +70,6 @@ from memory_core.recall.query import Query, as_query
 from memory_core.storage.interfaces import VectorSearch
 
 AfterInsert = Callable[[Connection, int], None]
-VECTOR_WAIT_SECONDS = 3.0
-"""How long a search waits for the scope's vectors to cover what was written before it
-(`VectorIndex.settle`). A bot's are current but for the message just stored (one model
-call: milliseconds); a command that just started reads the scope first (about 1 s per
-100 000 chunks) and makes what is missing (about 400 chunks/s with the local model). A
-scope far behind (the vector extra just installed) is ranked with the vectors made so far
-and said so, rather than holding every turn for minutes."""
 SYNC_GROUP = 64
 """Changed files a sync reads and writes at a time (one transaction each group)."""
 BACKGROUND_SCAN_FILES = 2000
@@ -626,7 +619,8 @@ class SearchIndex:
         dense_task = (
             asyncio.create_task(
                 # With feedback the nearest chunks are searched once the BM25 hits are known.
-                self._dense(
+                dense_extra.embed_and_search(
+                    self.vectors,
                     sid,
                     plan.text,
                     0 if self.rank_settings.dense_feedback > 0 else wanted,
@@ -735,37 +729,6 @@ class SearchIndex:
             if vectors is not None and query_vector is not None and settings.turn_window_max:
                 await dense_extra.compare_all(vectors, sid, query_vector, pool)
         return rank(pool, ranking, limit=limit, min_score=min_score)
-
-    async def _dense(
-        self,
-        sid: int,
-        text: str,
-        wanted: int,
-        kinds: Sequence[str] | None,
-        exclude_paths: Sequence[str],
-    ) -> tuple[Any, dict[int, float]]:
-        """The query's vector and chunk id → cosine of its nearest chunks; (None, {})
-        without an embedder or when it fails (the lexical ranking still answers). The
-        query is embedded while the scope's vectors catch up with what was written (at
-        most `VECTOR_WAIT_SECONDS`), so every process, a short-lived command too, ranks
-        with the same vectors; a command's index does all this only in a scope that has
-        vectors (`searches`)."""
-        vectors = self.vectors
-        if vectors is None or not text.strip():
-            return None, {}
-        try:
-            if not await vectors.searches(sid):
-                return None, {}
-            query, _ = await asyncio.gather(
-                vectors.embed_query(text), vectors.settle(sid, VECTOR_WAIT_SECONDS)
-            )
-            found = await vectors.search(
-                sid, query, wanted, kinds=kinds, exclude_paths=exclude_paths
-            )
-        except ChatmemError as exc:
-            log.warning("dense recall unavailable, ranking by words alone: %s", exc)
-            return None, {}
-        return query, dict(found)
 
     async def session_messages(
         self, scope: ScopeKey, session_id: str, first_id: int, count: int
