@@ -105,6 +105,17 @@ VARIANTS: dict[str, dict[str, dict[str, object]]] = {
     "hybrid-gated-turn-0.5": {"recall": {"turn_dense_weight": 0.5}},
     "hybrid-no-context-window": {"recall": {"context_window": []}},
     "hybrid-session-diversity-0.9": {"recall": {"session_repeat": 0.9}},
+    "hybrid-gated-plain": {"recall": {"turn_window_max": False, "dense_feedback": 0}},
+    "hybrid-window-max": {"recall": {"turn_window_max": True, "dense_feedback": 0}},
+    "hybrid-rocchio-3": {"recall": {"dense_feedback": 3, "turn_window_max": False}},
+    "hybrid-rocchio-3-window-max": {"recall": {"dense_feedback": 3, "turn_window_max": True}},
+    "hybrid-rocchio-3-w1-window-max": {
+        "recall": {"dense_feedback": 3, "dense_feedback_weight": 1.0, "turn_window_max": True}
+    },
+    "hybrid-rocchio-5-window-max": {"recall": {"dense_feedback": 5, "turn_window_max": True}},
+    "hybrid-e5-small": {"embedding": {"model": "e5-small"}},
+    "bm25-prf-rare-5": {**_WORDS, "recall": {"lexical_feedback": 5}},
+    "hybrid-prf-rare-5": {"recall": {"lexical_feedback": 5}},
     "hybrid-snapshot": {"snapshot": {"enabled": True}},
 }
 """Variant name -> {config section -> {key: value}} on top of the product's defaults."""

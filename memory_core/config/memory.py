@@ -142,6 +142,24 @@ class RecallSettings(Section):
     turn_dense_weight: float = setting(
         1.0, "'gated': what a turn's vector adds at most, as a share of the best BM25 score."
     )
+    turn_window_max: bool = setting(
+        True,
+        "A turn's similarity is the best of the two vectors holding it: its own (made with"
+        " the turn before) and the next turn's (made with it); every candidate is compared.",
+    )
+    dense_feedback: int = setting(
+        3,
+        "The query's vector is moved toward the vectors of this many conversation turns"
+        " BM25 ranks best (Rocchio) before the vector search; 0 turns it off.",
+    )
+    dense_feedback_weight: float = setting(
+        0.5, "What the BM25 hits' mean vector adds to the query's (dense_feedback)."
+    )
+    lexical_feedback: int = setting(
+        0,
+        "Up to this many rare words of the best 3 BM25 hits join the query at 0.3 of a"
+        " query word (pseudo-relevance feedback); 0 turns it off.",
+    )
     time_boost: float = setting(
         1.0, "A turn inside the time a question names scores (1 + this) times more."
     )

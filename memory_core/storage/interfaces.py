@@ -180,6 +180,16 @@ class VectorSearch(Protocol):
         exclude_paths: Sequence[str] = (),
     ) -> list[tuple[int, float]]: ...
 
+    async def similarities(self, scope_id: int, query: Any, ids: Sequence[int]) -> dict[int, float]:
+        """Cosine of `query` with each of the chunks `ids` that has a vector."""
+        ...
+
+    async def moved_toward(
+        self, scope_id: int, query: Any, ids: Sequence[int], weight: float
+    ) -> Any:
+        """The query's vector moved toward the mean vector of `ids` (Rocchio)."""
+        ...
+
     def schedule(self, scope_id: int) -> None: ...
 
     async def catch_up(

@@ -54,6 +54,14 @@ class RankSettings:
     """Cosine below which a conversation turn's vector adds nothing ('gated')."""
     turn_dense_weight: float = _RECALL.turn_dense_weight
     """What a turn's vector adds at most, as a share of the best BM25 score ('gated')."""
+    turn_window_max: bool = _RECALL.turn_window_max
+    """A turn's similarity is the best of its own vector's and the next turn's (which is
+    made with it); every candidate's cosine is read, not only the nearest chunks'."""
+    dense_feedback: int = _RECALL.dense_feedback
+    """The query vector moves toward this many best BM25 hits' vectors (0: off)."""
+    dense_feedback_weight: float = _RECALL.dense_feedback_weight
+    lexical_feedback: int = _RECALL.lexical_feedback
+    """Rare words of the best BM25 hits added to the query (0: off; recall/index/feedback.py)."""
     rrf_k: int = 60
     time_boost: float = _RECALL.time_boost
     """A dated chunk inside the question's time window scores (1 + this) times more."""
@@ -178,6 +186,29 @@ def fuse(candidates: Sequence[Candidate], settings: RankSettings) -> None:
         # Scaled so a first place in both lists scores 1: thresholds stay readable.
         c.base = score * (k + 1)
         c.unit = 0.0  # ranks: a lost word moves no score
+
+
+def window_max(pool: Mapping[int, Candidate]) -> None:
+    """A turn's similarity becomes the best of the two vectors that hold it: its own
+    (made with the turn before, `vectors.EMBED_TEXT`) and the next turn's (made with it),
+    so an answer whose meaning the next line completes is not judged by the line before
+    alone. The next turn is its distance-1 neighbour further down the same file."""
+    own = {c.id: c.dense for c in pool.values()}
+    for c in pool.values():
+        if c.kind not in CONVERSATION_KINDS:
+            continue
+        for distance, other_id in c.neighbours:
+            other = pool.get(other_id)
+            if (
+                distance != 1
+                or other is None
+                or other.path != c.path
+                or other.line_from <= c.line_from
+            ):
+                continue
+            after = own.get(other_id)
+            if after is not None and (c.dense is None or after > c.dense):
+                c.dense = after
 
 
 def words(c: Candidate) -> float:

@@ -22,6 +22,8 @@ from datetime import UTC, date, datetime, tzinfo
 from functools import partial
 from typing import Any
 
+import memory_core.recall.index.dense as dense_extra
+import memory_core.recall.index.feedback as feedback
 import memory_core.recall.index.rebuild as rebuilding
 import memory_core.recall.index.retokenize as retokenize
 import memory_core.recall.index.search as reads
@@ -69,13 +71,6 @@ from memory_core.recall.query import Query, as_query
 from memory_core.storage.interfaces import VectorSearch
 
 AfterInsert = Callable[[Connection, int], None]
-VECTOR_WAIT_SECONDS = 3.0
-"""How long a search waits for the scope's vectors to cover what was written before it
-(`VectorIndex.settle`). A bot's are current but for the message just stored (one model
-call: milliseconds); a command that just started reads the scope first (about 1 s per
-100 000 chunks) and makes what is missing (about 400 chunks/s with the local model). A
-scope far behind (the vector extra just installed) is ranked with the vectors made so far
-and said so, rather than holding every turn for minutes."""
 SYNC_GROUP = 64
 """Changed files a sync reads and writes at a time (one transaction each group)."""
 BACKGROUND_SCAN_FILES = 2000
@@ -649,7 +644,17 @@ class SearchIndex:
         # The query's embedding and vector search run while the database thread reads
         # the lexical candidates: the two halves of the hybrid cost the slower one.
         dense_task = (
-            asyncio.create_task(self._dense(sid, plan.text, wanted, kind_list, exclude_paths))
+            asyncio.create_task(
+                # With feedback the nearest chunks are searched once the BM25 hits are known.
+                dense_extra.embed_and_search(
+                    self.vectors,
+                    sid,
+                    plan.text,
+                    0 if self.rank_settings.dense_feedback > 0 else wanted,
+                    kind_list,
+                    exclude_paths,
+                )
+            )
             if self.vectors is not None
             else None
         )
@@ -688,7 +693,20 @@ class SearchIndex:
                     )
             elif window is not None and not terms:
                 rows += reads.dated(conn, sid, filters, params, window, wanted)
-            return collect(rows, {}, ranking), ranking
+            pool = collect(rows, {}, ranking)
+            if settings.lexical_feedback > 0 and chosen:
+                return feedback.expand(
+                    conn,
+                    sid,
+                    rows,
+                    pool,
+                    ranking,
+                    settings.lexical_feedback,
+                    lambda words, stats: reads.candidates(
+                        conn, sid, words, stats, filters, params, wanted
+                    ),
+                )
+            return pool, ranking
 
         def widen(
             conn: Connection,
@@ -722,39 +740,25 @@ class SearchIndex:
             try:
                 pool, ranking = await self._db.call(lexical)
             finally:
-                dense = await dense_task
+                query_vector, dense = await dense_task
+            vectors = self.vectors
+            if vectors is not None and query_vector is not None and settings.dense_feedback > 0:
+                moved = await dense_extra.moved_query(
+                    vectors,
+                    sid,
+                    query_vector,
+                    pool,
+                    settings.dense_feedback,
+                    settings.dense_feedback_weight,
+                )
+                query_vector = query_vector if moved is None else moved
+                dense = await dense_extra.nearest(
+                    vectors, sid, query_vector, wanted, kind_list, exclude_paths
+                )
             await self._db.call(lambda conn: widen(conn, pool, ranking, dense))
+            if vectors is not None and query_vector is not None and settings.turn_window_max:
+                await dense_extra.compare_all(vectors, sid, query_vector, pool)
         return rank(pool, ranking, limit=limit, min_score=min_score)
-
-    async def _dense(
-        self,
-        sid: int,
-        text: str,
-        wanted: int,
-        kinds: Sequence[str] | None,
-        exclude_paths: Sequence[str],
-    ) -> dict[int, float]:
-        """Chunk id → cosine of the query's nearest chunks; empty without an embedder or
-        when it fails (the lexical ranking still answers). The query is embedded while the
-        scope's vectors catch up with what was written (at most `VECTOR_WAIT_SECONDS`),
-        so every process, a short-lived command too, ranks with the same vectors; a
-        command's index does all this only in a scope that has vectors (`searches`)."""
-        vectors = self.vectors
-        if vectors is None or not text.strip():
-            return {}
-        try:
-            if not await vectors.searches(sid):
-                return {}
-            query, _ = await asyncio.gather(
-                vectors.embed_query(text), vectors.settle(sid, VECTOR_WAIT_SECONDS)
-            )
-            found = await vectors.search(
-                sid, query, wanted, kinds=kinds, exclude_paths=exclude_paths
-            )
-        except ChatmemError as exc:
-            log.warning("dense recall unavailable, ranking by words alone: %s", exc)
-            return {}
-        return dict(found)
 
     async def session_messages(
         self, scope: ScopeKey, session_id: str, first_id: int, count: int

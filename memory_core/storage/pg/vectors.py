@@ -225,6 +225,14 @@ class PgVectorIndex(VectorIndex):
             )
         )
 
+    async def _held(self, sid: int) -> VectorMatrix | None:
+        """A large scope's matrix only once loaded: its first searches are the database's
+        while it loads in the background, and the extra comparisons wait for it too."""
+        if await self._is_large(sid):
+            self._warm(sid)
+            return self._matrices.get(sid)
+        return await super()._held(sid)
+
     async def _from_graph(
         self,
         sid: int,

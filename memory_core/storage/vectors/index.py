@@ -318,6 +318,51 @@ class VectorIndex:
             self._retire(scope_id)  # another process changed it: load again
         return hits
 
+    async def similarities(
+        self, scope_id: int, query: Floats, ids: Sequence[int]
+    ) -> dict[int, float]:
+        """Cosine of `query` with each of `ids` that has a row in the scope's matrix. For
+        ranking candidates already read through `chunks`: a row another process has made
+        stale since costs a little precision, never a hit."""
+        matrix = await self._held(scope_id)
+        if matrix is None or not ids:
+            return {}
+        held = [
+            (chunk_id, row) for chunk_id in ids if (row := matrix.where.get(chunk_id)) is not None
+        ]
+        if not held:
+            return {}
+        q = np.asarray(query, dtype=np.float32).reshape(-1)
+        if q.shape[0] != matrix.dim:
+            return {}
+        rows = np.fromiter((row for _, row in held), dtype=np.int64, count=len(held))
+        sims = (matrix.vecs[rows] @ q).tolist()
+        return {chunk_id: float(sim) for (chunk_id, _), sim in zip(held, sims, strict=True)}
+
+    async def moved_toward(
+        self, scope_id: int, query: Floats, ids: Sequence[int], weight: float
+    ) -> Floats:
+        """Rocchio's feedback: the query's vector plus `weight` × the mean vector of
+        `ids` (the best BM25 hits), unit length; the query itself when none has a vector."""
+        matrix = await self._held(scope_id)
+        if matrix is None:
+            return query
+        rows = [row for chunk_id in ids if (row := matrix.where.get(chunk_id)) is not None]
+        if not rows:
+            return query
+        moved = np.asarray(query, dtype=np.float32).reshape(-1) + weight * matrix.vecs[
+            np.asarray(rows, dtype=np.int64)
+        ].mean(axis=0)
+        norm = float(np.linalg.norm(moved))
+        if norm == 0.0 or not np.isfinite(norm):
+            return query
+        out: Floats = (moved / norm).astype(np.float32)
+        return out
+
+    async def _held(self, sid: int) -> VectorMatrix | None:
+        """The matrix `similarities` and `moved_toward` read: loaded when missing."""
+        return await self._matrix(sid)
+
     async def _recheck(
         self,
         sid: int,

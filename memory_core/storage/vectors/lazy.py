@@ -89,6 +89,14 @@ class LazyVectors:
         index = await self._real()
         return await index.search(scope_id, query, k, kinds=kinds, exclude_paths=exclude_paths)
 
+    async def similarities(self, scope_id: int, query: Any, ids: Sequence[int]) -> dict[int, float]:
+        return await (await self._real()).similarities(scope_id, query, ids)
+
+    async def moved_toward(
+        self, scope_id: int, query: Any, ids: Sequence[int], weight: float
+    ) -> Any:
+        return await (await self._real()).moved_toward(scope_id, query, ids, weight)
+
     def schedule(self, scope_id: int) -> None:
         """Nothing: a command leaves its writes' vectors to the next backfill (above)."""
 
