@@ -694,7 +694,7 @@ class SearchIndex:
             elif window is not None and not terms:
                 rows += reads.dated(conn, sid, filters, params, window, wanted)
             pool = collect(rows, {}, ranking)
-            if settings.lexical_feedback > 0 and chosen:
+            if settings.lexical_feedback > 0 and terms:
                 return feedback.expand(
                     conn,
                     sid,
@@ -703,7 +703,12 @@ class SearchIndex:
                     ranking,
                     settings.lexical_feedback,
                     lambda words, stats: reads.candidates(
-                        conn, sid, words, stats, filters, params, wanted
+                        conn,
+                        sid,
+                        Scoring.of(dict.fromkeys(words, 1.0), stats, self._k1, self._b),
+                        filters,
+                        params,
+                        wanted,
                     ),
                 )
             return pool, ranking
