@@ -45,6 +45,7 @@ from memory_core.base.sql import Db
 from memory_core.base.workspace import Workspace
 from memory_core.config import Config
 from memory_core.conversation import tools
+from memory_core.embedding.factory import why_no_embedder as why_no_embedder
 from memory_core.llm.client import LLMClient
 from memory_core.longterm.long_term import LongTermMemory
 from memory_core.longterm.long_term_views import ScopeStatus, ValidationProblem
@@ -59,6 +60,7 @@ from memory_core.snapshot.snapshots import Snapshots
 from memory_core.storage.audit import AuditLog
 from memory_core.storage.backends import backend_for, same_storage
 from memory_core.storage.history import HistoryStore
+from memory_core.storage.interfaces import CatchUp as CatchUp
 from memory_core.storage.sessions import ArchiveState
 from memory_core.storage.vectors.rows import forget as forget_vectors
 

@@ -23,8 +23,7 @@ from memory_core.base.scope import ScopeKey, printable_key
 from memory_core.base.wording import counted
 
 if TYPE_CHECKING:
-    from memory_core.engine import MemoryCore
-    from memory_core.storage.interfaces import CatchUp
+    from memory_core.engine import CatchUp, MemoryCore
 
 PROGRESS_AFTER_SECONDS = 1.0
 """Making vectors shows a progress line once it has taken this long (a second or two is
@@ -81,7 +80,7 @@ def words_only_reason(core: MemoryCore, scope: ScopeKey, state: CatchUp | None) 
     if core.degraded_reason:
         return ""
     if state is None:
-        from memory_core.embedding.factory import why_no_embedder
+        from memory_core.engine import why_no_embedder
 
         return why_no_embedder(core.config.embedding)
     if state.done:
@@ -167,7 +166,7 @@ class Vectors:
 async def _make_all(core: MemoryCore, scope: ScopeKey, *, show: bool) -> int:
     """Every missing vector of `scope`, with a progress line; how many were made. A core
     that cannot make them is a one-line error."""
-    from memory_core.embedding.factory import why_no_embedder
+    from memory_core.engine import why_no_embedder
 
     progress = ProgressLine(sys.stderr, shown=show)
     try:

@@ -268,10 +268,29 @@ def file_stat(root: Path, path: Path | str) -> os.stat_result | None:
     return _checked(root, path)[1]
 
 
+SWAP_RETRIES = 3
+"""Opens tried again when the file was replaced between its check and its open: another
+process's atomic rename of the same file (a MEMORY.md write) is no attack, and the next
+check and open see the new file. A swap every time is refused."""
+
+
+class _Swapped(FileRefused):
+    """The file opened is not the one checked."""
+
+
 def open_fd(root: Path, path: Path | str, flags: int, mode: int = 0o644) -> int:
     """An open descriptor of a regular file inside the workspace (the caller closes it),
     never blocking on a FIFO. `flags` are `os.open`'s; the non-blocking flag is dropped
     again once the file is known to be regular. FileNotFoundError passes through."""
+    for _ in range(SWAP_RETRIES - 1):
+        try:
+            return _open_checked(root, path, flags, mode)
+        except _Swapped:
+            continue
+    return _open_checked(root, path, flags, mode)
+
+
+def _open_checked(root: Path, path: Path | str, flags: int, mode: int) -> int:
     real, checked = _checked(root, path)
     try:
         fd = os.open(real, flags | _OPEN_FLAGS, mode)
@@ -306,7 +325,7 @@ def _same_file(
         except FileNotFoundError:
             checked = None
     if checked is None or (checked.st_dev, checked.st_ino) != (opened.st_dev, opened.st_ino):
-        raise FileRefused(f"refused {shown(root, path)}: it changed while being opened")
+        raise _Swapped(f"refused {shown(root, path)}: it changed while being opened")
 
 
 def read_bytes(root: Path, path: Path | str, limit: int) -> bytes:

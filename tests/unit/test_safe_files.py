@@ -201,6 +201,7 @@ ALLOWED: dict[str, set[str]] = {
     # Not workspace files: the config file, package data, the model cache, /dev/null.
     "memory_core/config/__init__.py": {"open"},
     "memory_core/base/text.py": {"read_text"},
+    "memory_core/base/compounds.py": {"read_text"},
     "memory_core/llm/prompts/__init__.py": {"read_text"},
     "memory_core/embedding/model_cache.py": {"iterdir", "mkdir", "open", "read_text",
                                              "shutil.rmtree"},
@@ -249,3 +250,44 @@ def test_workspace_files_are_opened_only_through_safe_files() -> None:
             if extra:
                 unexpected[name] = extra
     assert unexpected == {}
+
+
+def test_a_file_replaced_between_check_and_open_is_read_as_the_new_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process's atomic rename of the same file is no attack: opened again."""
+    memory = tmp_path / "MEMORY.md"
+    memory.write_text("old\n", encoding="utf-8")
+    checked = safe_files._checked
+    swaps: list[int] = []
+
+    def swapping(root: Path, path: Path | str) -> tuple[str, os.stat_result | None]:
+        found = checked(root, path)
+        if len(swaps) < 1:
+            swaps.append(1)
+            new = tmp_path / "MEMORY.md.tmp"
+            new.write_text("new\n", encoding="utf-8")
+            os.replace(new, memory)
+        return found
+
+    monkeypatch.setattr(safe_files, "_checked", swapping)
+    assert safe_files.read_text(tmp_path, memory, 100) == "new\n"
+
+
+def test_a_file_swapped_at_every_open_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    memory = tmp_path / "MEMORY.md"
+    memory.write_text("old\n", encoding="utf-8")
+    checked = safe_files._checked
+
+    def swapping(root: Path, path: Path | str) -> tuple[str, os.stat_result | None]:
+        found = checked(root, path)
+        new = tmp_path / "MEMORY.md.tmp"
+        new.write_text("new\n", encoding="utf-8")
+        os.replace(new, memory)
+        return found
+
+    monkeypatch.setattr(safe_files, "_checked", swapping)
+    with pytest.raises(FileRefused, match="changed while being opened"):
+        safe_files.read_text(tmp_path, memory, 100)

@@ -18,15 +18,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any, Protocol
-
-import numpy as np
-from numpy.typing import NDArray
+from typing import TYPE_CHECKING, Any, Protocol
 
 from memory_core.base.sql import Connection
 from memory_core.recall.index.topk import Scoring, exact_top
 
-Arrays = tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]
+if TYPE_CHECKING:  # numpy is loaded by the first search, never by a command's import
+    import numpy as np
+    from numpy.typing import NDArray
+
+Arrays = tuple["NDArray[np.int64]", "NDArray[np.int64]", "NDArray[np.int64]"]
 Memo = dict[str, Arrays]
 """A term's postings as one search read them (chunk ids, term frequencies, lengths)."""
 CANDIDATE_COLUMNS = (
@@ -140,6 +141,8 @@ class Fts5Postings:
         )
 
         held: Memo = {} if memo is None else memo
+
+        import numpy as np
 
         def postings(term: str) -> Arrays:
             known = held.get(term)

@@ -20,14 +20,15 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
-
-import numpy as np
-from numpy.typing import ArrayLike, NDArray
+from typing import TYPE_CHECKING, Any
 
 from memory_core.recall.index.ranking import CorpusStats, idf
 
-Postings = Callable[[str], tuple[ArrayLike, ArrayLike, ArrayLike]]
+if TYPE_CHECKING:  # numpy is loaded by the first search, never by a command's import
+    import numpy as np
+    from numpy.typing import ArrayLike, NDArray
+
+Postings = Callable[[str], tuple["ArrayLike", "ArrayLike", "ArrayLike"]]
 """Chunk ids, term frequencies and chunk lengths in tokens of every chunk holding a
 term, as three arrays, one entry per chunk. A length may be given shorter than it is
 (0 when unknown): that only loosens the bound, never the result."""
@@ -100,6 +101,8 @@ def exact_top(
     Only rows `fetch` returns count (the filters); a chunk is fetched at most once. When
     most of a batch fails the filters (a question's named day), `admit` sorts out every
     chunk left by id first, so only those that pass are fetched."""
+    import numpy as np
+
     if wanted <= 0 or not scoring.weights:
         return []
     order = sorted(scoring.weights, key=lambda t: (-scoring.weights[t], t))
@@ -170,6 +173,8 @@ def _best(
 ) -> list[int]:
     """Up to `count` unchecked chunks of highest bound, none below `floor` (ties: lowest
     id), best first."""
+    import numpy as np
+
     keep = bounds >= floor
     if checked:
         keep &= ~np.isin(ids, np.fromiter(checked, dtype=np.int64, count=len(checked)))
