@@ -252,25 +252,30 @@ def test_workspace_files_are_opened_only_through_safe_files() -> None:
     assert unexpected == {}
 
 
+def swap_after_checks(monkeypatch: pytest.MonkeyPatch, memory: Path, times: int) -> None:
+    """Another process's atomic rename lands between the check and the open, `times` times."""
+    checked = safe_files._checked
+    swaps: list[int] = []
+
+    def swapping(root: Path, path: Path | str) -> tuple[str, os.stat_result | None]:
+        found = checked(root, path)
+        if len(swaps) < times:
+            swaps.append(1)
+            new = memory.with_name(memory.name + ".tmp")
+            new.write_text("new\n", encoding="utf-8")
+            os.replace(new, memory)
+        return found
+
+    monkeypatch.setattr(safe_files, "_checked", swapping)
+
+
 def test_a_file_replaced_between_check_and_open_is_read_as_the_new_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Another process's atomic rename of the same file is no attack: opened again."""
     memory = tmp_path / "MEMORY.md"
     memory.write_text("old\n", encoding="utf-8")
-    checked = safe_files._checked
-    swaps: list[int] = []
-
-    def swapping(root: Path, path: Path | str) -> tuple[str, os.stat_result | None]:
-        found = checked(root, path)
-        if len(swaps) < 1:
-            swaps.append(1)
-            new = tmp_path / "MEMORY.md.tmp"
-            new.write_text("new\n", encoding="utf-8")
-            os.replace(new, memory)
-        return found
-
-    monkeypatch.setattr(safe_files, "_checked", swapping)
+    swap_after_checks(monkeypatch, memory, times=1)
     assert safe_files.read_text(tmp_path, memory, 100) == "new\n"
 
 
@@ -279,15 +284,6 @@ def test_a_file_swapped_at_every_open_is_refused(
 ) -> None:
     memory = tmp_path / "MEMORY.md"
     memory.write_text("old\n", encoding="utf-8")
-    checked = safe_files._checked
-
-    def swapping(root: Path, path: Path | str) -> tuple[str, os.stat_result | None]:
-        found = checked(root, path)
-        new = tmp_path / "MEMORY.md.tmp"
-        new.write_text("new\n", encoding="utf-8")
-        os.replace(new, memory)
-        return found
-
-    monkeypatch.setattr(safe_files, "_checked", swapping)
+    swap_after_checks(monkeypatch, memory, times=safe_files.SWAP_RETRIES)
     with pytest.raises(FileRefused, match="changed while being opened"):
         safe_files.read_text(tmp_path, memory, 100)
