@@ -10,6 +10,7 @@ import math
 import os
 from collections.abc import AsyncIterator, Iterable, Sequence
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -25,6 +26,7 @@ from memory_core.base.merge_values import MergeResult
 from memory_core.base.scope import ScopeKey
 from memory_core.base.sql import Connection, Db
 from memory_core.base.text import tokenize
+from memory_core.config import env_bindings
 from memory_core.engine import MemoryCore
 from memory_core.longterm.matching import EntryView
 from memory_core.longterm.merge import apply_candidates
@@ -32,6 +34,16 @@ from memory_core.recall.index import K1, B, CorpusStats, SearchIndex, idf
 from memory_core.recall.index.rerank import Candidate
 from memory_core.storage.history_rows import MESSAGE_COLUMNS, message_from_row
 from memory_core.storage.sessions import StoredMessage
+
+
+def clean_cli_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No ./chatmem.toml and no CHATMEM_* / token variables reach the commands: an empty
+    working directory, every bound variable unset."""
+    for name, _ in env_bindings():
+        monkeypatch.delenv(name, raising=False)
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
 
 
 def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

@@ -42,6 +42,7 @@ from memory_core.base.workspace import Workspace
 from memory_core.config import Config, env_bindings, load_config
 from memory_core.engine import MemoryCore
 from memory_core.scope_merge import merged_entries
+from tests.support import clean_cli_env
 from tests.support import run_cli as run
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -200,10 +201,7 @@ def test_case_is_kept_and_spaces_are_trimmed() -> None:
 
 @pytest.fixture(autouse=True)
 def _clean_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    for name, _ in env_bindings():
-        monkeypatch.delenv(name, raising=False)
-    (tmp_path / "cwd").mkdir()
-    monkeypatch.chdir(tmp_path / "cwd")
+    clean_cli_env(tmp_path, monkeypatch)
 
 
 def test_console_as_a_full_width_name_is_the_same_person() -> None:

@@ -20,7 +20,7 @@ from memory_core.base.clock import format_when
 from memory_core.base.entries import CATEGORIES
 from memory_core.config import env_bindings
 from memory_core.longterm.memory_md_parser import parse_memory
-from tests.support import FACT_DAY
+from tests.support import FACT_DAY, clean_cli_env
 
 PYTEST_PREF = "用户喜欢用 pytest 而非 unittest"
 CHATMEM = Path(sys.executable).with_name("chatmem")
@@ -28,12 +28,7 @@ CHATMEM = Path(sys.executable).with_name("chatmem")
 
 @pytest.fixture(autouse=True)
 def _clean_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """No ./chatmem.toml and no CHATMEM_* / token variables leak into the commands."""
-    for name, _ in env_bindings():
-        monkeypatch.delenv(name, raising=False)
-    cwd = tmp_path / "cwd"
-    cwd.mkdir()
-    monkeypatch.chdir(cwd)
+    clean_cli_env(tmp_path, monkeypatch)
 
 
 @pytest.fixture

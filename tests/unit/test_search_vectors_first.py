@@ -20,12 +20,12 @@ from adapters.cli.vectors import ProgressLine
 from memory_core import services
 from memory_core.base.clock import ManualMonotonic
 from memory_core.base.scope import MAIN
-from memory_core.config import Config, env_bindings, load_config
+from memory_core.config import Config, load_config
 from memory_core.embedding.base import EmbeddingError
 from memory_core.engine import MemoryCore
 from memory_core.storage.interfaces import CatchUp
 from testkit.embedder import ConceptEmbedder
-from tests.support import run_cli
+from tests.support import clean_cli_env, run_cli
 
 HOME = "我住在杭州，在阿里巴巴做数据工程师"
 MEMORIES = (
@@ -64,12 +64,7 @@ class FailingEmbedder(ConceptEmbedder):
 
 @pytest.fixture(autouse=True)
 def _clean_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """No ./chatmem.toml and no CHATMEM_* variables reach the commands."""
-    for name, _ in env_bindings():
-        monkeypatch.delenv(name, raising=False)
-    cwd = tmp_path / "cwd"
-    cwd.mkdir()
-    monkeypatch.chdir(cwd)
+    clean_cli_env(tmp_path, monkeypatch)
 
 
 @pytest.fixture
