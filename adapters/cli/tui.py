@@ -7,6 +7,7 @@ other commands (and `--help`) start fast.
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -20,13 +21,18 @@ if TYPE_CHECKING:
     from memory_core.config import Config
     from memory_core.engine import MemoryCore
 
+WEB_DRIVER = "textual.drivers.web_driver:WebDriver"
+"""What textual-serve sets TEXTUAL_DRIVER to in each page's `chatmem tui` (tui/web.py)."""
 DEMO_DIR = "chatmem-demo"
 """`adapters.demo.DEFAULT_DIR`, spelled here so the help text needs no import of the demo."""
 
 
 def has_terminal() -> bool:
     """The TUI reads keys from stdin and draws on stdout: both must be a terminal, or it
-    would write escape codes into a pipe or a file until killed."""
+    would write escape codes into a pipe or a file until killed. The child a web page
+    starts (`tui --web`) draws through textual's web driver, over pipes on purpose."""
+    if os.environ.get("TEXTUAL_DRIVER") == WEB_DRIVER:
+        return True
     return sys.stdin.isatty() and sys.stdout.isatty()
 
 
@@ -51,8 +57,40 @@ async def run_tui(core: MemoryCore, scope: ScopeKey | None = None) -> int:
 )
 class Tui:
     @staticmethod
+    def arguments(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument(
+            "--web",
+            metavar="HOST:PORT",
+            help="serve the TUI to a browser instead (the web extra; e.g. 127.0.0.1:8080, "
+            "port 0 picks a free one); off loopback only with --token",
+        )
+        parser.add_argument(
+            "--token",
+            default=None,
+            help="with --web: a secret every page must bring (?token=…); "
+            "env CHATMEM_TUI_TOKEN. Needed to serve on a non-loopback address",
+        )
+
+    @staticmethod
     async def run(core: MemoryCore, args: argparse.Namespace) -> int:
+        if args.web:
+            return await serve_web(core, args)
+        if args.token:
+            raise ChatmemError("--token goes with --web (nothing was done)")
         return await run_tui(core, args.scope_key)
+
+
+async def serve_web(core: MemoryCore, args: argparse.Namespace) -> int:
+    from tui import web
+
+    address = web.parse_address(args.web)
+    token = args.token or os.environ.get("CHATMEM_TUI_TOKEN", "")
+    web.check_exposure(address, token)
+    command = web.child_command(
+        core.config.workspace_path.absolute(), args.scope_key.value, args.config
+    )
+    await web.serve(address, token, command, lambda line: print(line, flush=True))
+    return 0
 
 
 @command(
