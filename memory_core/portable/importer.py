@@ -118,6 +118,7 @@ async def import_records(
         if changed and kinds["snapshot"]:
             await core.snapshots.rebuild(scope)
     await core.memories.flush()
+    report.added, report.present = +report.added, +report.present  # no zero counts
     return report
 
 
