@@ -113,8 +113,16 @@ async def results(core: MemoryCore) -> list[Any]:
 
 
 async def export_to(core: MemoryCore, path: Path, *scopes: ScopeKey) -> Path:
-    path.write_text("\n".join([t async for t in core.export_lines(scopes)]) + "\n", "utf-8")
+    return write_lines(path, [t async for t in core.export_lines(scopes)])
+
+
+def write_lines(path: Path, lines: list[str]) -> Path:
+    path.write_text("\n".join(lines) + "\n", "utf-8")
     return path
+
+
+def names(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir())
 
 
 async def test_a_round_trip_gives_the_same_files_and_search_results(
@@ -327,11 +335,11 @@ async def test_crafted_scope_keys_and_session_ids_never_reach_another_scope(
         {"kind": "message", "scope": "peer:mallory", "session": "s-bob-1", "role": "user",
          "content": "planted into bob's session", "at": "2026-01-01T00:00:00Z"},
     )  # fmt: skip
-    outside = sorted(p.name for p in tmp_path.iterdir())
+    outside = names(tmp_path)
     _, report = await core.import_from(source)
     assert report.refused == 2  # the session and its message: bob's session id
     assert await core.history.session_messages("s-bob-1") == bob_messages
-    assert sorted(p.name for p in tmp_path.iterdir()) == outside
+    assert names(tmp_path) == outside
     for key, text in (("../../outside", "traversal text"), ("peer:../../../etc", "etc text")):
         scope = ScopeKey.parse(key)
         assert [e.content for e in await core.memories.entries(scope)] == [text]
