@@ -61,11 +61,10 @@ class ImportReport:
     scopes: list[str] = field(default_factory=list)
 
     def as_json(self) -> dict[str, Any]:
-        kinds = sorted(set(self.added) | set(self.present))
         return {
             "scopes": self.scopes,
-            "added": {k: self.added[k] for k in kinds},
-            "present": {k: self.present[k] for k in kinds},
+            "added": dict(sorted((+self.added).items())),
+            "present": dict(sorted((+self.present).items())),
             "quarantined": self.quarantined,
             "refused": self.refused,
         }
