@@ -95,9 +95,7 @@ def test_export_to_a_file_and_as_markdown(
         )
     )  # fmt: skip
     assert "is not an empty folder" in line
-    line = one_line(
-        *run_cli(capsys, "export", "--format", "markdown", "--workspace", str(source))
-    )
+    line = one_line(*run_cli(capsys, "export", "--format", "markdown", "--workspace", str(source)))
     assert "needs --output" in line
 
 
@@ -105,7 +103,9 @@ def test_refusals_are_one_line(
     source: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     bad = tmp_path / "bad.jsonl"
-    bad.write_text('{"kind": "header", "format": "chatmem-export", "format_version": 1}\n{', "utf-8")
+    bad.write_text(
+        '{"kind": "header", "format": "chatmem-export", "format_version": 1}\n{', "utf-8"
+    )
     line = one_line(*run_cli(capsys, "import", str(bad), "--workspace", str(source)))
     assert line == "chatmem: error: line 2: not JSON (nothing was imported)"
 
@@ -121,9 +121,9 @@ def test_refusals_are_one_line(
         *run_cli(capsys, "import", str(mem0), "--scope", "peer:a", "--workspace", str(source))
     )
     assert "holds 2 users" in line and "mix" in line
-    line = one_line(
-        *run_cli(capsys, "import", str(tmp_path / "none"), "--workspace", str(source))
-    )
+    line = one_line(*run_cli(capsys, "import", str(tmp_path / "none"), "--workspace", str(source)))
     assert "no such file or folder" in line
-    line = one_line(*run_cli(capsys, "export", "--scope", "peer:nobody", "--workspace", str(source)))
+    line = one_line(
+        *run_cli(capsys, "export", "--scope", "peer:nobody", "--workspace", str(source))
+    )
     assert "no scope 'peer:nobody' to export" in line
