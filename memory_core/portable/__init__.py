@@ -35,9 +35,17 @@ from memory_core.portable.foreign import (
     workspace_records,
 )
 from memory_core.portable.importer import ImportingCore, ImportReport, import_records
-from memory_core.portable.records import ImportRefused, Record, header, line, read_lines
+from memory_core.portable.records import (
+    ExportRefused,
+    ImportRefused,
+    Record,
+    header,
+    line,
+    read_lines,
+)
 
 __all__ = [
+    "ExportRefused",
     "ImportRefused",
     "ImportReport",
     "export_file",
@@ -108,7 +116,7 @@ async def export_markdown(core: PortableCore, wanted: Sequence[ScopeKey], out: P
 
 def _empty_folder(out: Path) -> None:
     if out.exists() and (not out.is_dir() or safe_files.entries(out, out)):
-        raise ImportRefused(f"{out} exists and is not an empty folder: nothing was written")
+        raise ExportRefused(f"{out} exists and is not an empty folder: nothing was written")
     safe_files.make_dirs(out, out)
 
 

@@ -19,7 +19,7 @@ from memory_core.base import safe_files
 from memory_core.base.scope import ScopeKey
 from memory_core.base.workspace import Workspace
 from memory_core.notes.daily import parse_notes
-from memory_core.portable.records import ImportRefused, Record, entry_data
+from memory_core.portable.records import ExportRefused, Record, entry_data
 
 if TYPE_CHECKING:
     from memory_core.longterm.long_term import LongTermMemory
@@ -87,25 +87,24 @@ async def scope_records(core: PortableCore, scope: ScopeKey) -> AsyncIterator[Re
         yield Record("quarantined", scope, {"text": block.text, "reason": block.reason})
     for record in await asyncio.to_thread(_notes, core.workspace, scope):
         yield record
-    if core.has_database:
-        async for record in _history(core, scope):
-            yield record
-        for row in reversed(await core.audit.recent(scope, limit=ALL_ROWS)):
-            yield Record(
-                "audit",
-                scope,
-                {
-                    "at": row.at.isoformat(),
-                    "entry_id": row.entry_id,
-                    "action": row.action,
-                    "old_score": row.old_score,
-                    "new_score": row.new_score,
-                    "source": row.source,
-                    "category": row.category,
-                    "content": row.content,
-                    "detail": row.detail,
-                },
-            )
+    async for record in _history(core, scope):
+        yield record
+    for row in reversed(await core.audit.recent(scope, limit=ALL_ROWS)):
+        yield Record(
+            "audit",
+            scope,
+            {
+                "at": row.at.isoformat(),
+                "entry_id": row.entry_id,
+                "action": row.action,
+                "old_score": row.old_score,
+                "new_score": row.new_score,
+                "source": row.source,
+                "category": row.category,
+                "content": row.content,
+                "detail": row.detail,
+            },
+        )
     snapshot = await core.snapshots.text(scope)
     if snapshot:
         yield Record("snapshot", scope, {"text": snapshot})
@@ -144,12 +143,17 @@ async def _history(core: PortableCore, scope: ScopeKey) -> AsyncIterator[Record]
 
 async def chosen_scopes(core: PortableCore, wanted: Sequence[ScopeKey]) -> list[ScopeKey]:
     """The scopes to export: those named (each must hold something), else every one."""
+    if not core.has_database:
+        raise ExportRefused(
+            "the database is not open, and the history and audit log are in it: "
+            "nothing was exported (`chatmem status` says why)"
+        )
     known = await core.known_scopes()
     if not wanted:
         return known
     for scope in wanted:
         if scope not in known and not scope.is_main:
-            raise ImportRefused(f"no scope {scope.value!r} to export (`chatmem scopes` lists them)")
+            raise ExportRefused(f"no scope {scope.value!r} to export (`chatmem scopes` lists them)")
     return list(dict.fromkeys(wanted))
 
 

@@ -29,7 +29,7 @@ from memory_core.longterm.matching import normalize_content
 from memory_core.longterm.memory_md import QuarantinedBlock
 from memory_core.notes.daily import parse_notes
 from memory_core.portable.export import ALL_ROWS, PortableCore
-from memory_core.portable.records import Record, entry_from
+from memory_core.portable.records import ImportRefused, Record, entry_from
 from memory_core.storage.sessions import ArchiveState
 
 SOURCE = "import"
@@ -104,6 +104,12 @@ async def import_records(
     for record in records:
         if not only or record.scope in only:
             by_scope[record.scope].append(record)
+    kept = {r.kind for rs in by_scope.values() for r in rs} & {"session", "message", "audit"}
+    if kept and not core.has_database:
+        raise ImportRefused(
+            f"the database is not open and the source holds {', '.join(sorted(kept))} "
+            "records, which go there: nothing was imported (`chatmem status` says why)"
+        )
     report = ImportReport(scopes=[s.value for s in by_scope])
     for scope, scoped in by_scope.items():
         kinds: dict[str, list[Record]] = defaultdict(list)
@@ -111,9 +117,8 @@ async def import_records(
             kinds[record.kind].append(record)
         changed = await _entries(core, scope, kinds["entry"], kinds["quarantined"], report)
         changed = await _notes(core, scope, kinds["note"], report) or changed
-        if core.has_database:
-            await _history(core, scope, kinds["session"], kinds["message"], report)
-            await _audit(core, scope, kinds["audit"], report)
+        await _history(core, scope, kinds["session"], kinds["message"], report)
+        await _audit(core, scope, kinds["audit"], report)
         if changed and kinds["snapshot"]:
             await core.snapshots.rebuild(scope)
     await core.memories.flush()
@@ -207,6 +212,8 @@ async def _history(
     messages: Sequence[Record],
     report: ImportReport,
 ) -> None:
+    if not sessions and not messages:
+        return
     history = core.history
     declared = {str(r.data["id"]): r.data for r in sessions}
     grouped: dict[str, list[RecordedMessage]] = defaultdict(list)

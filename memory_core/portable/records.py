@@ -40,6 +40,10 @@ class ImportRefused(ChatmemError):
     """The source cannot be imported as it is; nothing was written."""
 
 
+class ExportRefused(ChatmemError):
+    """The export cannot be made whole; nothing was written."""
+
+
 @dataclass(frozen=True, slots=True)
 class Record:
     kind: str

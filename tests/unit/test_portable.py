@@ -393,3 +393,29 @@ async def test_links_out_of_an_imported_folder_are_not_followed(
     (folder / "MEMORY.md").symlink_to(secret)
     with pytest.raises(ChatmemError, match="outside"):
         await core.import_from(folder)
+
+
+@pytest.mark.sqlite_only
+async def test_without_the_database_nothing_half_is_exported_or_imported(
+    config: Config, clock: ManualClock, tmp_path: Path
+) -> None:
+    """The history and audit live in the database: an export without them would look
+    whole and not be, and an import of them would drop them silently."""
+    async with opened(config, clock) as core:
+        await fill(core, clock)
+        exported = await export_to(core, tmp_path / "all.jsonl")
+    damage(config.workspace_path / ".chatmem" / "index.sqlite3")
+    async with opened(config, clock) as core:
+        assert not core.has_database
+        with pytest.raises(ChatmemError, match="the database is not open"):
+            [t async for t in core.export_lines()]
+        before = await core.memories.entries(MAIN)
+        with pytest.raises(ImportRefused, match="holds audit, message, session records"):
+            await core.import_from(exported)
+        assert await core.memories.entries(MAIN) == before
+        _, report = await core.import_from(openclaw(tmp_path))  # files alone still import
+        assert report.added["entry"] == 4
+
+
+def damage(path: Path) -> None:
+    path.write_bytes(b"not a database" * 512)
