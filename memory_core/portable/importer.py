@@ -119,8 +119,7 @@ async def import_records(
         changed = await _notes(core, scope, kinds["note"], report) or changed
         await _history(core, scope, kinds["session"], kinds["message"], report)
         await _audit(core, scope, kinds["audit"], report)
-        if changed and kinds["snapshot"]:
-            await core.snapshots.rebuild(scope)
+        await _snapshot(core, scope, kinds["snapshot"], changed)
     await core.memories.flush()
     report.added, report.present = +report.added, +report.present  # no zero counts
     return report
@@ -160,6 +159,20 @@ async def _entries(
     report.quarantined += len(new_blocks)
     report.present["quarantined"] += len(quarantine) - len(new_blocks)
     return bool(added or new_blocks)
+
+
+async def _snapshot(
+    core: PortableCore, scope: ScopeKey, snapshots: Sequence[Record], changed: bool
+) -> None:
+    """A scope imported with its snapshot gets one, built from what it holds now with
+    the sections a person wrote into the exported one (a scope's own snapshot keeps its
+    own); rebuilt only when the import changed the scope or it has none."""
+    if not snapshots:
+        return
+    if not await core.snapshots.text(scope):
+        await core.snapshots.rebuild(scope, kept_from=str(snapshots[-1].data["text"]))
+    elif changed:
+        await core.snapshots.rebuild(scope)
 
 
 def _note_key(note_time: str, text: str) -> tuple[str, str]:

@@ -29,6 +29,7 @@ MAIN = ScopeKey("main")
 BOB = ScopeKey.parse("telegram:peer:bob")
 GROUP = ScopeKey.parse("group:telegram:-100")
 BAD_BLOCK = "### [broken header without pipes\nthis block cannot be parsed"
+IDENTITY = "## Identity\n\nA hand-written identity: the family's assistant.\n"
 QUERIES = ("green tea", "Rex the dog", "Alice cafe", "sushi dinner", "budget meeting")
 
 
@@ -79,6 +80,9 @@ async def fill(core: MemoryCore, clock: ManualClock) -> None:
         ],
     )
     await core.snapshots.rebuild(MAIN)
+    snapshot = core.snapshots.path(MAIN)
+    edited = snapshot.read_text(encoding="utf-8").replace("## Identity\n", IDENTITY, 1)
+    snapshot.write_text(edited, encoding="utf-8")
 
 
 async def quarantine_one(core: MemoryCore) -> None:
@@ -169,6 +173,7 @@ async def test_a_round_trip_gives_the_same_files_and_search_results(
             assert files_of(config.workspace_path) == files_of(core.workspace.root)
             assert await results(copy) == before
             assert [p.block.text for p in await copy.memories.validate()] == [BAD_BLOCK]
+            assert IDENTITY in copy.snapshots.path(MAIN).read_text(encoding="utf-8")
             written = {p: (config.workspace_path / p).read_bytes() for p in files_of(
                 config.workspace_path)}  # fmt: skip
 
