@@ -177,6 +177,13 @@ def mem0_records(raw: Any, scope: ScopeKey | None, now: datetime) -> list[Record
                 raise ImportRefused(
                     f"mem0 item {number}: user_id {user!r}: {exc} (nothing was imported)"
                 ) from None
+            other = next((u for u, k in users.items() if k == users[user] and u != user), None)
+            if other is not None and scope is None:
+                raise ImportRefused(
+                    f"mem0 item {number}: user_ids {printable_key(other)!r} and "
+                    f"{printable_key(user)!r} are one scope key ({printable_key(users[user])}): "
+                    "importing both would mix them (nothing was imported)"
+                )
         created = _created(item.get("created_at"), now)
         category = _mem0_category(item.get("categories"))
         entry = new_entry(memory.strip(), category, created, now)

@@ -221,8 +221,19 @@ def read_lines(lines: Iterable[str]) -> Iterator[Record]:
             f"export format version {version!r} is newer than this chatmem reads "
             f"({FORMAT_VERSION}); upgrade chatmem (nothing was imported)"
         )
+    spelled: dict[ScopeKey, str] = {}
     for number, text in numbered:
-        yield checked(_parsed(number, text), number)
+        raw = _parsed(number, text)
+        record = checked(raw, number)
+        seen = spelled.setdefault(record.scope, raw["scope"])
+        if seen != raw["scope"]:
+            raise ImportRefused(
+                f"line {number}: scope keys {printable_key(seen)!r} and "
+                f"{printable_key(raw['scope'])!r} are one key now ({printable_key(record.scope)}): "
+                "importing both would mix them; merge them in the source first "
+                "(`chatmem scopes --merge`) (nothing was imported)"
+            )
+        yield record
 
 
 def _parsed(number: int, text: str) -> Any:

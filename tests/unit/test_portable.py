@@ -424,3 +424,23 @@ async def test_without_the_database_nothing_half_is_exported_or_imported(
 
 def damage(path: Path) -> None:
     path.write_bytes(b"not a database" * 512)
+
+
+async def test_two_spellings_of_one_key_are_refused_not_mixed(
+    core: MemoryCore, tmp_path: Path
+) -> None:
+    """Keys are normalised where they enter (`ScopeKey.parse`): `peer:Ａｎｎ` is `peer:Ann`.
+    Two people a source keeps apart must not become one scope silently."""
+    source = export_file(
+        tmp_path / "two.jsonl",
+        {"kind": "entry", "scope": "peer:Ann", "entry": entry("e1", "Ann's fact")},
+        {"kind": "entry", "scope": "peer:\uff21\uff4e\uff4e", "entry": entry("e2", "other")},
+    )
+    with pytest.raises(ImportRefused, match=r"line 3: scope keys 'peer:Ann' and .* one key now"):
+        await core.import_from(source)
+    mem0 = tmp_path / "mem0.json"
+    users = [{"user_id": "Ann", "memory": "a"}, {"user_id": "\uff21\uff4e\uff4e", "memory": "b"}]
+    mem0.write_text(json.dumps(users), encoding="utf-8")
+    with pytest.raises(ImportRefused, match=r"item 2: user_ids 'Ann' and .* one scope key"):
+        await core.import_from(mem0)
+    assert await core.known_scopes() == [MAIN]
