@@ -335,7 +335,7 @@ async def _audit(
                 data.get("old_score"),
                 data.get("new_score"),
                 data.get("content"),  # type: ignore[arg-type]  # NULL once purged
-                str(data.get("category") or ""),
+                data.get("category"),  # type: ignore[arg-type]  # NULL in a purge row
                 str(data.get("detail") or ""),
             )
             await audit.record(scope, [change], str(data["source"]), at)
