@@ -68,6 +68,7 @@ if TYPE_CHECKING:
     from memory_core import migrate
     from memory_core.consolidation.consolidator import Consolidator
     from memory_core.conversation.runtime import Runtime
+    from memory_core.portable import ImportReport
     from memory_core.recall.index.model import IndexBackend
     from memory_core.scope_merge import MergeReport
 
@@ -459,6 +460,35 @@ class MemoryCore:
         from memory_core import scope_merge  # the module of this command only
 
         return await scope_merge.merge_scopes(self, source, target)
+
+    async def export_lines(self, scopes: Sequence[ScopeKey] = ()) -> AsyncIterator[str]:
+        """The named scopes (or every one) as chatmem's export: JSON lines, a versioned
+        header first (memory_core/portable/). No vectors: an import makes them again."""
+        from memory_core import portable  # the module of this command only
+
+        async for text in portable.export_lines(self, scopes, self.now()):
+            yield text
+
+    async def export_file(self, scopes: Sequence[ScopeKey], out: Path) -> int:
+        """`export_lines` written to the file `out` at once; how many records."""
+        from memory_core import portable
+
+        return await portable.export_file(self, scopes, out, self.now())
+
+    async def export_markdown(self, scopes: Sequence[ScopeKey], out: Path) -> list[Path]:
+        """The export as a Markdown tree laid out as a workspace, in the empty folder `out`."""
+        from memory_core import portable
+
+        return await portable.export_markdown(self, scopes, out)
+
+    async def import_from(
+        self, source: Path, scopes: Sequence[ScopeKey] = ()
+    ) -> tuple[str, ImportReport]:
+        """Import chatmem's export, a workspace-like folder or a mem0 export, each record
+        into its own scope through the parts (idempotent); its form and what it did."""
+        from memory_core import portable
+
+        return await portable.import_from(self, source, scopes, self.now())
 
     async def move_storage(
         self, backend: str, dsn: str = "", progress: migrate.Progress | None = None

@@ -137,6 +137,21 @@ class Output:
             print(human)
 
 
+class _ScopeOption(argparse.Action):
+    """`--scope KEY`: the last one given is `args.scope`; every one given, in order, is
+    `args.scopes` too, for the commands that take several (export, import)."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        setattr(namespace, self.dest, values)
+        namespace.scopes = [*getattr(namespace, "scopes", []), values]
+
+
 def _common_options(with_defaults: bool) -> OneLineParser:
     """Options accepted before and after the command. Only the top level sets defaults:
     a subcommand's default would overwrite a value given before the command."""
@@ -161,6 +176,7 @@ def _common_options(with_defaults: bool) -> OneLineParser:
     common.add_argument(
         "--scope",
         metavar="KEY",
+        action=_ScopeOption,
         default=default("main"),
         help="scope key: main (default), peer:ID, CHANNEL:peer:ID, "
         "CHANNEL:ACCOUNT:peer:ID or group:CHANNEL:CHAT_ID",
@@ -219,6 +235,7 @@ def _command(argv: list[str]) -> int:
         curate,
         entities,
         mcp,
+        portable,
         recall,
         scopes,
         snapshot,

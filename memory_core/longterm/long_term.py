@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Sequence
 from datetime import datetime
 from pathlib import Path
 
@@ -51,6 +51,7 @@ from memory_core.longterm.long_term_changes import (
     revived,
 )
 from memory_core.longterm.long_term_views import LongTermViews, ScopeStatus, ValidationProblem
+from memory_core.longterm.memory_md import QuarantinedBlock
 from memory_core.longterm.memory_md_parser import ParsedMemory
 from memory_core.longterm.staging import Staging
 from memory_core.longterm.store import SettledStore
@@ -346,22 +347,30 @@ class LongTermMemory:
         return path
 
     async def rewrite(
-        self, scope: ScopeKey, plan: RewriteFn, *, source: str, now: datetime | None = None
+        self,
+        scope: ScopeKey,
+        plan: RewriteFn,
+        *,
+        source: str,
+        now: datetime | None = None,
+        quarantine: Sequence[QuarantinedBlock] = (),
     ) -> list[Change]:
         """Apply a pure plan over all of the scope's entries (consolidation's phases) in
         one locked write: the file gets every change of the plan or none. The plan runs
         on what is on disk at write time, so it decides again if the file moved since the
-        caller last read it; no write at all when it changes nothing."""
+        caller last read it; no write at all when it changes nothing. `quarantine`: blocks
+        an import could not read, kept in the file's quarantine (those it lacks)."""
         when = now or self.now()
 
         def change(parsed: ParsedMemory) -> tuple[list[MemoryEntry], list[Change]]:
             entries, changes = plan(list(parsed.entries), when)
-            if not changes:
+            held = {block.text for block in parsed.quarantined}
+            if not changes and all(block.text in held for block in quarantine):
                 raise _Unchanged
             return entries, changes
 
         try:
-            changes = await self.store.update(scope, change, when)
+            changes = await self.store.update(scope, change, when, quarantine=quarantine)
         except _Unchanged:
             return []
         await self.after.record(scope, changes, source, when)

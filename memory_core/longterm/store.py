@@ -30,7 +30,7 @@ import hashlib
 import logging
 import re
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
@@ -360,16 +360,22 @@ class LongTermStore:
         scope: ScopeKey,
         change: Callable[[ParsedMemory], tuple[list[MemoryEntry], T]],
         now: datetime,
+        *,
+        quarantine: Sequence[QuarantinedBlock] = (),
     ) -> T:
         """Apply `change` to the current file under the scope's locks and write the result.
 
         `change` is pure: it gets what is on disk and returns the new entries plus any
-        value for the caller. Quarantined blocks are carried over untouched.
+        value for the caller. Quarantined blocks are carried over untouched, and
+        `quarantine` (blocks an import could not read) added after them, each block whose
+        text the file does not quarantine already.
         """
         async with self.locks.hold(self._ws.lock_name(scope, "memory")):
             # One worker call for the whole read-change-write: `change` is pure, and every
             # hop to a thread costs more than the small file's own I/O.
-            before, after, result = await asyncio.to_thread(self._apply, scope, change, now)
+            before, after, result = await asyncio.to_thread(
+                self._apply, scope, change, now, quarantine
+            )
             self.last_write[scope] = WriteRecord(
                 before=before.parsed.entries,
                 after=after.parsed,
@@ -383,11 +389,15 @@ class LongTermStore:
         scope: ScopeKey,
         change: Callable[[ParsedMemory], tuple[list[MemoryEntry], T]],
         now: datetime,
+        quarantine: Sequence[QuarantinedBlock] = (),
     ) -> tuple[Snapshot, Snapshot, T]:
         self._ws.ensure_scope(scope)
         snapshot = self._read(scope, self._cache.get(scope))
         entries, result = change(snapshot.parsed)
-        after = self._write(scope, entries, snapshot.parsed.quarantined, now)
+        kept = list(snapshot.parsed.quarantined)
+        held = {block.text for block in kept}
+        kept += [block for block in quarantine if block.text not in held]
+        after = self._write(scope, entries, kept, now)
         return snapshot, after, result
 
     def _write(
@@ -492,8 +502,10 @@ class SettledStore:
         scope: ScopeKey,
         change: Callable[[ParsedMemory], tuple[list[MemoryEntry], T]],
         now: datetime,
+        *,
+        quarantine: Sequence[QuarantinedBlock] = (),
     ) -> T:
         """`LongTermStore.update` once the scope's staged captures are written."""
         if self._settle is not None:
             await self._settle(scope)
-        return await self.files.update(scope, change, now)
+        return await self.files.update(scope, change, now, quarantine=quarantine)

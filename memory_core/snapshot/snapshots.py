@@ -118,8 +118,12 @@ class Snapshots:
             return "none"
         return f"{st.st_mtime_ns}-{st.st_size}-{st.st_ino}"
 
-    async def build(self, scope: ScopeKey, *, now: datetime | None = None) -> Snapshot:
-        """The snapshot as a rebuild would write it now (nothing is written)."""
+    async def build(
+        self, scope: ScopeKey, *, now: datetime | None = None, kept_from: str | None = None
+    ) -> Snapshot:
+        """The snapshot as a rebuild would write it now (nothing is written). The
+        sections a person wrote are taken from the scope's file, or from `kept_from` (the
+        snapshot of an imported scope)."""
         when = now or self.now()
         settings = self.config.snapshot
         from_config = {
@@ -127,7 +131,8 @@ class Snapshots:
             OWNER: settings.owner,
             CONSTRAINTS: settings.constraints,
         }
-        fixed = kept_sections(await self.text(scope), from_config)
+        written = kept_from if kept_from is not None else await self.text(scope)
+        fixed = kept_sections(written, from_config)
         # The stamp before the read: a write between the two leaves the snapshot marked
         # older than the file, so the next prompt builds again (never the reverse).
         source = await asyncio.to_thread(self._source, scope)
@@ -158,12 +163,14 @@ class Snapshots:
             source=source,
         )
 
-    async def rebuild(self, scope: ScopeKey, *, now: datetime | None = None) -> Snapshot:
+    async def rebuild(
+        self, scope: ScopeKey, *, now: datetime | None = None, kept_from: str | None = None
+    ) -> Snapshot:
         """Build and write the file (atomically: a crash leaves the old file or the new).
         A build that says what the file already says, but for its build time, is not
         written: a daily rebuild of a quiet scope costs no fsync and keeps the file's
-        time telling when it last changed."""
-        snapshot = await self.build(scope, now=now)
+        time telling when it last changed. `kept_from`: as for `build`."""
+        snapshot = await self.build(scope, now=now, kept_from=kept_from)
         await asyncio.to_thread(self._write, scope, snapshot.render())
         return snapshot
 

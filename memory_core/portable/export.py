@@ -1,0 +1,198 @@
+"""`chatmem export`: every record of the chosen scopes, read through the core's parts.
+
+Long-term entries (all their metadata) and quarantined blocks from the long-term file,
+daily notes from the scope's `YYYY-MM-DD.md` files, sessions and their messages from the
+history, the audit rows, and the snapshot's text. No vectors: an import makes its chunks
+and the next backfill their vectors.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import AsyncIterator, Sequence
+from datetime import date
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+from memory_core.base import safe_files
+from memory_core.base.scope import ScopeKey
+from memory_core.base.workspace import Workspace
+from memory_core.notes.daily import parse_notes
+from memory_core.portable.records import ExportRefused, Record, entry_data
+
+if TYPE_CHECKING:
+    from memory_core.longterm.long_term import LongTermMemory
+    from memory_core.notes.daily_notes import DailyNotes
+    from memory_core.snapshot.snapshots import Snapshots
+    from memory_core.storage.audit import AuditLog
+    from memory_core.storage.history import HistoryStore
+
+DAILY_FILE = re.compile(r"^(\d{4}-\d{2}-\d{2})\.md$")
+ALL_ROWS = 2**62
+"""A limit no scope's history or audit reaches: every row."""
+
+
+class PortableCore(Protocol):
+    """What export and import use of `MemoryCore` (it passes itself)."""
+
+    workspace: Workspace
+
+    @property
+    def memories(self) -> LongTermMemory: ...
+    @property
+    def notes(self) -> DailyNotes: ...
+    @property
+    def snapshots(self) -> Snapshots: ...
+    @property
+    def audit(self) -> AuditLog: ...
+    @property
+    def history(self) -> HistoryStore: ...
+    @property
+    def has_database(self) -> bool: ...
+    async def known_scopes(self) -> list[ScopeKey]: ...
+    async def long_term_text(self, scope: ScopeKey) -> str: ...
+
+
+def note_days(workspace: Workspace, scope: ScopeKey) -> list[date]:
+    """The days the scope has a daily-notes file for, oldest first (blocking)."""
+    days: list[date] = []
+    for item in safe_files.entries(workspace.root, workspace.memory_dir(scope)):
+        match = DAILY_FILE.match(item.name)
+        if match and item.is_file(follow_symlinks=False):
+            try:
+                days.append(date.fromisoformat(match.group(1)))
+            except ValueError:
+                continue
+    return sorted(days)
+
+
+def _notes(workspace: Workspace, scope: ScopeKey) -> list[Record]:
+    records: list[Record] = []
+    for day in note_days(workspace, scope):
+        path = workspace.daily_path(scope, day)
+        text = safe_files.read_text(workspace.root, path, safe_files.NOTE_BYTES, "replace")
+        for note in parse_notes(text, day):
+            data = {"date": day.isoformat(), "time": note.time, "text": note.text}
+            records.append(Record("note", scope, data))
+    return records
+
+
+async def scope_records(core: PortableCore, scope: ScopeKey) -> AsyncIterator[Record]:
+    """One scope's records: entries, quarantined blocks, notes, history, audit, snapshot."""
+    parsed = await core.memories.load(scope)
+    for entry in parsed.entries:
+        yield Record("entry", scope, {"entry": entry_data(entry)})
+    for block in parsed.quarantined:
+        yield Record("quarantined", scope, {"text": block.text, "reason": block.reason})
+    for record in await asyncio.to_thread(_notes, core.workspace, scope):
+        yield record
+    async for record in _history(core, scope):
+        yield record
+    for row in reversed(await core.audit.recent(scope, limit=ALL_ROWS)):
+        yield Record(
+            "audit",
+            scope,
+            {
+                "at": row.at.isoformat(),
+                "entry_id": row.entry_id,
+                "action": row.action,
+                "old_score": row.old_score,
+                "new_score": row.new_score,
+                "source": row.source,
+                "category": row.category,
+                "content": row.content,
+                "detail": row.detail,
+            },
+        )
+    snapshot = await core.snapshots.text(scope)
+    if snapshot:
+        yield Record("snapshot", scope, {"text": snapshot})
+
+
+async def _history(core: PortableCore, scope: ScopeKey) -> AsyncIterator[Record]:
+    history = core.history
+    listed = await history.sessions_by_state(scope, limit=ALL_ROWS)
+    for item in reversed(listed):  # oldest first
+        session = await history.get_session(item.session_id)
+        started = session.started_at if session is not None else item.first_at
+        status = session.status if session is not None else "closed"
+        yield Record(
+            "session",
+            scope,
+            {"id": item.session_id, "started_at": started.isoformat(), "status": status},
+        )
+        for message in await history.session_messages(item.session_id, include_compacted=True):
+            if message.scope != scope.value:
+                continue  # a session id another scope also used: each keeps its own rows
+            yield Record(
+                "message",
+                scope,
+                {
+                    "session": message.session_id,
+                    "role": message.role,
+                    "speaker": message.speaker,
+                    "content": message.content,
+                    "at": message.created_at.isoformat(),
+                    "archived": message.archived.value,
+                    "compacted": message.compacted,
+                    "meta": message.meta,
+                },
+            )
+
+
+async def chosen_scopes(core: PortableCore, wanted: Sequence[ScopeKey]) -> list[ScopeKey]:
+    """The scopes to export: those named (each must hold something), else every one."""
+    if not core.has_database:
+        raise ExportRefused(
+            "the database is not open, and the history and audit log are in it: "
+            "nothing was exported (`chatmem status` says why)"
+        )
+    known = await core.known_scopes()
+    if not wanted:
+        return known
+    for scope in wanted:
+        if scope not in known and not scope.is_main:
+            raise ExportRefused(f"no scope {scope.value!r} to export (`chatmem scopes` lists them)")
+    return list(dict.fromkeys(wanted))
+
+
+async def export_records(core: PortableCore, scopes: Sequence[ScopeKey]) -> AsyncIterator[Record]:
+    for scope in scopes:
+        async for record in scope_records(core, scope):
+            yield record
+
+
+def markdown_files(records: Sequence[Record], out: Path) -> dict[Path, str]:
+    """Pure: the Markdown tree of an export, laid out as a workspace (`Workspace` paths):
+    each scope's long-term file rendered as the core renders it is not known here, so
+    the caller adds it; this gives the daily notes, the snapshot, one transcript per
+    session and the audit, by path."""
+    workspace = Workspace.at(out)
+    files: dict[Path, list[str]] = {}
+    sessions: dict[tuple[ScopeKey, str], int] = {}
+    for record in records:
+        scope, data = record.scope, record.data
+        folder = workspace.memory_dir(scope)
+        if record.kind == "note":
+            path = folder / f"{data['date']}.md"
+            text = str(data["text"]).replace("\n", "\n  ")
+            files.setdefault(path, []).append(f"- {data['time'] or '00:00:00'} {text}\n")
+        elif record.kind == "snapshot":
+            files[folder / "SNAPSHOT.md"] = [str(data["text"])]
+        elif record.kind == "session":
+            number = sessions.setdefault((scope, str(data["id"])), len(sessions) + 1)
+            path = folder / "history" / f"session-{number:05d}.md"
+            files[path] = [f"# Session {data['id']}\n\nStarted {data['started_at']}\n\n"]
+        elif record.kind == "message":
+            number = sessions.setdefault((scope, str(data["session"])), len(sessions) + 1)
+            path = folder / "history" / f"session-{number:05d}.md"
+            who = data.get("speaker") or data["role"]
+            files.setdefault(path, []).append(f"- {data['at']} **{who}**: {data['content']}\n")
+        elif record.kind == "audit":
+            line = (
+                f"- {data['at']} {data['action']} [{data['entry_id']}] by {data['source']}"
+                f"{': ' + str(data['content']) if data.get('content') else ''}\n"
+            )
+            files.setdefault(folder / "audit.md", []).append(line)
+    return {path: "".join(parts) for path, parts in files.items()}
