@@ -218,6 +218,7 @@ def _command(argv: list[str]) -> int:
         commands,
         curate,
         entities,
+        erase,
         mcp,
         recall,
         scopes,
