@@ -373,18 +373,24 @@ class MemoryCore:
         self,
         *,
         scope: ScopeKey | None = None,
-        person: erasure.Person | None = None,
+        person: str | None = None,
         names: Sequence[str] = (),
         by: str,
         dry_run: bool = False,
     ) -> erasure.ErasureReport:
         """Everything about a person gone for good (`chatmem erase`): a scope, or each
-        scope keyed by the person and their lines in their channel's groups; see
+        scope keyed by the person (`CHANNEL:ID`) and their lines in their channel's
+        groups (`report.as_json()` says what went, or would go with `dry_run`); see
         memory_core/erasure/. Needs the database; the bots should be stopped."""
         from memory_core import erasure  # the module of this command only
 
         return await erasure.erase(
-            self, scope=scope, person=person, names=names, by=by, dry_run=dry_run
+            self,
+            scope=scope,
+            person=erasure.Person.parse(person) if person is not None else None,
+            names=names,
+            by=by,
+            dry_run=dry_run,
         )
 
     async def memory_tool(

@@ -6,14 +6,13 @@ import argparse
 import asyncio
 import getpass
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from adapters.cli import Output, command
 from memory_core.base.errors import ChatmemError
 
 if TYPE_CHECKING:
     from memory_core.engine import MemoryCore
-    from memory_core.erasure import ErasureReport, Person
 
 
 @command(
@@ -53,9 +52,7 @@ class Erase:
 
     @staticmethod
     async def run(core: MemoryCore, args: argparse.Namespace) -> int:
-        from memory_core.erasure import Person  # the module of this command only
-
-        person = Person.parse(args.person) if args.person else None
+        person: str | None = args.person
         scope = None if args.scope_key.is_main else args.scope_key
         if person is None and scope is None:
             raise ChatmemError(
@@ -65,8 +62,9 @@ class Erase:
         by = args.by or _os_user()
         out = Output(args.json)
         plan = await core.erase(scope=scope, person=person, names=args.name, by=by, dry_run=True)
+        listed = plan.as_json()
         if args.dry_run:
-            out.emit(plan.as_json(), _listing(plan, person, "would erase"))
+            out.emit(listed, _listing(listed, person, "would erase"))
             return 0
         if not args.yes:
             if not (sys.stdin.isatty() and sys.stdout.isatty()) or args.json:
@@ -74,13 +72,14 @@ class Erase:
                     "erase needs --yes when not run in a terminal (--dry-run lists what it "
                     "would erase); nothing was erased"
                 )
-            print(_listing(plan, person, "would erase"))
+            print(_listing(listed, person, "would erase"))
             answer = await asyncio.to_thread(input, "erase all this for good? [y/N] ")
             if answer.strip().lower() not in ("y", "yes"):
                 print("nothing was erased")
                 return 0
         done = await core.erase(scope=scope, person=person, names=args.name, by=by)
-        out.emit(done.as_json(), _listing(done, person, "erased"))
+        report = done.as_json()
+        out.emit(report, _listing(report, person, "erased"))
         if done.wal_kept:
             print(
                 "chatmem: another process kept the database's WAL from being emptied: "
@@ -97,16 +96,18 @@ def _os_user() -> str:
         return "unknown"
 
 
-def _listing(report: ErasureReport, person: Person | None, verb: str) -> str:
+def _listing(report: dict[str, Any], person: str | None, verb: str) -> str:
     who = f" for {person}" if person is not None else ""
     lines = [f"{verb}{who}:"]
-    for found in report.scopes:
-        what = "whole scope" if found.whole else "their lines"
-        counts = ", ".join(f"{n} {kind.replace('_', ' ')}" for kind, n in found.counts.items() if n)
-        lines.append(f"  {found.scope} ({what}): {counts or 'nothing'}")
+    for found in report["scopes"]:
+        what = "whole scope" if found["what"] == "scope" else "their lines"
+        counts = ", ".join(
+            f"{n} {kind.replace('_', ' ')}" for kind, n in found["counts"].items() if n
+        )
+        lines.append(f"  {found['scope']} ({what}): {counts or 'nothing'}")
     if person is not None:
-        names = ", ".join(report.names) if report.names else "none known (add --name)"
+        names = ", ".join(report["names"]) if report["names"] else "none known (add --name)"
         lines.append(f"  group lines found by name: {names}")
-    if report.refused:
-        lines.append(f"  left as they are (refused): {', '.join(report.refused)}")
+    if report["refused"]:
+        lines.append(f"  left as they are (refused): {', '.join(report['refused'])}")
     return "\n".join(lines)

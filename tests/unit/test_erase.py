@@ -62,7 +62,9 @@ async def plant(core: MemoryCore, clock: ManualClock, alice: Canaries, bob: Cana
         await core.notes.append(scope, f"asked about {person('dmnote')} tickets")
         await core.snapshots.rebuild(scope)
         assert kept.id
-    await chat.turn(ALICE_ACCOUNT_DM, f"second bot, same {alice('accountdm')} person", speaker="Alice")
+    await chat.turn(
+        ALICE_ACCOUNT_DM, f"second bot, same {alice('accountdm')} person", speaker="Alice"
+    )
     # A block the parser cannot read: quarantined, kept verbatim in the file.
     path = core.memories.path(ALICE_DM)
     await core.memories.flush()
@@ -74,6 +76,12 @@ async def plant(core: MemoryCore, clock: ManualClock, alice: Canaries, bob: Cana
     await chat.turn(GROUP, f"my favourite band is {bob('groupturn')} instead", speaker="Bob")
     await chat.chat.remember(GROUP, f"I sail a boat named {alice('groupentry')}", speaker="Alice")
     await chat.chat.remember(GROUP, f"I sail a kayak named {bob('groupentry')}", speaker="Bob")
+    session = await core.history.current_session(GROUP)
+    assert session is not None
+    await core.history.add_message(
+        GROUP, session.id, "assistant", f"Bob, Alice said {alice('quoted')}", clock(), indexed=True
+    )
+    await chat.archive(GROUP)  # an archive file of the group's lines
     await core.notes.append(GROUP, f"Alice mentioned {alice('groupnote')} at lunch")
     await core.notes.append(GROUP, f"Bob mentioned {bob('groupnote')} at lunch")
     await core.snapshots.rebuild(GROUP)
@@ -209,7 +217,7 @@ def no_secure_delete(monkeypatch: pytest.MonkeyPatch) -> None:
     real = sqlite3.connect
 
     def connect(*args: Any, **kwargs: Any) -> sqlite3.Connection:
-        conn = real(*args, **kwargs)
+        conn: sqlite3.Connection = real(*args, **kwargs)
         conn.execute("PRAGMA secure_delete = OFF")
         return conn
 
@@ -296,7 +304,9 @@ async def test_erasing_one_scope_keeps_the_others(
     for name, value in storage_env.items():
         monkeypatch.setenv(name, value)
     root = str(config.workspace_path)
-    code, out, err = await cli(capsys, "--workspace", root, "erase", "--scope", "peer:nobody", "--yes")
+    code, out, err = await cli(
+        capsys, "--workspace", root, "erase", "--scope", "peer:nobody", "--yes"
+    )
     assert code == 2 and err.startswith("chatmem: error: no scope peer:nobody to erase")
     code, out, err = await cli(capsys, "--workspace", root, "erase", "--yes")
     assert code == 2 and "erase takes --person CHANNEL:ID or --scope KEY" in err
