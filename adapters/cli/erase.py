@@ -67,7 +67,7 @@ class Erase:
             out.emit(listed, _listing(listed, person, "would erase"))
             return 0
         if not args.yes:
-            if not (sys.stdin.isatty() and sys.stdout.isatty()) or args.json:
+            if not _interactive() or args.json:
                 raise ChatmemError(
                     "erase needs --yes when not run in a terminal (--dry-run lists what it "
                     "would erase); nothing was erased"
@@ -87,6 +87,11 @@ class Erase:
                 file=sys.stderr,
             )
         return 0
+
+
+def _interactive() -> bool:
+    """Whether a person at a terminal can be asked (not a script, not a pipe)."""
+    return sys.stdin.isatty() and sys.stdout.isatty()
 
 
 def _os_user() -> str:

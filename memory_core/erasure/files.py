@@ -32,6 +32,10 @@ NOT_SCRUBBED = frozenset({"LONG_TERM.md", "LONG_TERM.md.bak", "SNAPSHOT.md", ".s
 backup are rewritten entry by entry, the snapshot is built again."""
 
 
+REPLY_TYPES = frozenset({"output", "action", "result", "error"})
+"""Event types that answer the input before them (a decision names only an entry id)."""
+
+
 @dataclass
 class FilesErased:
     files: list[str] = field(default_factory=list)
@@ -131,7 +135,7 @@ def scrub_group_files(
 def kept_records(text: str, traces: Traces) -> tuple[str, int]:
     """An event log without the person's records: their inputs (by speaker), any record
     that names them or holds their text, and what followed one of their inputs in its
-    session (the reply, the tool calls) up to the next input."""
+    session (the reply, the tool calls: `REPLY_TYPES`) up to the next input."""
     kept: list[str] = []
     dropped = 0
     following: set[str] = set()
@@ -156,7 +160,7 @@ def kept_records(text: str, traces: Traces) -> tuple[str, int]:
         )
         if theirs and record.get("type") == "input":
             following.add(session)
-        if theirs or (session in following and record.get("type") != "input"):
+        if theirs or (session in following and record.get("type") in REPLY_TYPES):
             dropped += 1
             continue
         kept.append(line)
@@ -195,11 +199,22 @@ def scrub_spools(spool_dir: Path, scope: ScopeKey, traces: Traces | None, *, roo
 
 
 def _spooled_by(line: str, scope: ScopeKey, traces: Traces | None) -> bool:
-    if scope.value not in line:
+    """Whether a spool line is the scope's (a message or session record names its
+    scope, an audit record its rows'), and with `traces`, the person's too. A line that
+    is no JSON object goes when it holds the scope's key."""
+    try:
+        record = json.loads(line)
+    except ValueError:
+        record = None
+    if not isinstance(record, dict):
+        return scope.value in line and (traces is None or traces.found_in(line))
+    rows = record.get("rows")
+    scopes = {str(record.get("scope"))}
+    if isinstance(rows, list):
+        scopes |= {str(r[1]) for r in rows if isinstance(r, list) and len(r) > 1}
+    if scope.value not in scopes:
         return False
-    if traces is None:
-        return True
-    return traces.found_in(line)
+    return traces is None or traces.found_in(line)
 
 
 def _walk(root: Path, directory: Path, skip: Path | None = None) -> Iterator[Path]:

@@ -83,6 +83,9 @@ async def plant(core: MemoryCore, clock: ManualClock, alice: Canaries, bob: Cana
     )
     await chat.archive(GROUP)  # an archive file of the group's lines
     await core.notes.append(GROUP, f"Alice mentioned {alice('groupnote')} at lunch")
+    await core.memories.flush()
+    with core.memories.path(GROUP).open("a", encoding="utf-8") as out:
+        out.write(f"\n### [torn] header\n(by Alice) {alice('groupquarantined')}\n")
     await core.notes.append(GROUP, f"Bob mentioned {bob('groupnote')} at lunch")
     await core.snapshots.rebuild(GROUP)
     # Another process's capture, not yet in the files (its owner still runs).
@@ -322,6 +325,31 @@ async def test_erasing_one_scope_keeps_the_others(
     assert holders("zqaliceseat", after, dump) == []
     assert holders("zqalicetrain", after, dump) == []
     assert holders("zqbobseat", after, dump)
+
+
+async def test_at_a_terminal_erase_asks_first(
+    config: Config,
+    clock: ManualClock,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    async with MemoryCore.open(config, clock=clock) as core:
+        await core.memories.capture(ALICE_DM, "prefers the window seat zqaliceseat")
+    clean_cli_env(tmp_path, monkeypatch)
+    answers = iter(["n", "yes"])
+    monkeypatch.setattr("adapters.cli.erase._interactive", lambda: True)
+    monkeypatch.setattr("builtins.input", lambda prompt: next(answers))
+    root = str(config.workspace_path)
+    code, out, err = await cli(capsys, "--workspace", root, "erase", "--person", "telegram:42")
+    assert code == 0, err
+    assert out.splitlines()[-1] == "nothing was erased"
+    assert f"{ALICE_DM} (whole scope): 1 memories" in out
+    assert holders("zqaliceseat", workspace_bytes(config.workspace_path), [])
+    code, out, err = await cli(capsys, "--workspace", root, "erase", "--person", "telegram:42")
+    assert code == 0, err
+    assert "erased for telegram:42:" in out
+    assert holders("zqaliceseat", workspace_bytes(config.workspace_path), []) == []
 
 
 # --- the rules, pure ------------------------------------------------------------------
