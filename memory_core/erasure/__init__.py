@@ -27,7 +27,8 @@ bot holding the conversation in memory could write it again.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
@@ -224,7 +225,8 @@ async def _whole(
         )
     kinds = {k: v for k, v in erasure.counts.items() if k != "audit_rows"}
     await db.run(partial(_erase_scope_rows, scope=scope.value, at=at, by=by, kinds=kinds))
-    removed = await asyncio.to_thread(files.remove_scope_files, workspace, scope)
+    async with _holding(core, scope, ("archive", "memory", "daily", "forgotten")):
+        removed = await asyncio.to_thread(files.remove_scope_files, workspace, scope)
     erasure.files = removed.files
     refused += removed.refused
     erasure.counts["spooled"] = await asyncio.to_thread(
@@ -267,9 +269,10 @@ async def _lines(
     # Others' messages that repeat their words or name them (a reply quoting them).
     ids += [m[0] for m in messages if m[0] not in chosen and traces.found_in(m[4])]
     quarantined = [b for b in parsed.quarantined if traces.found_in(b.text)]
-    scrubbed = await asyncio.to_thread(
-        partial(files.scrub_group_files, workspace, scope, traces, write=not dry_run)
-    )
+    async with _holding(core, scope, () if dry_run else ("archive", "daily")):
+        scrubbed = await asyncio.to_thread(
+            partial(files.scrub_group_files, workspace, scope, traces, write=not dry_run)
+        )
     refused += scrubbed.refused
     erasure = ScopeErasure(
         scope,
@@ -320,6 +323,18 @@ async def _lines(
     if await core.snapshots.text(scope):
         await core.snapshots.rebuild(scope)
     return erasure
+
+
+@asynccontextmanager
+async def _holding(core: ErasingCore, scope: ScopeKey, what: Sequence[str]) -> AsyncIterator[None]:
+    """The scope's locks of `what` (its writers' own: archive, long-term file, notes,
+    forgotten entries), taken in that order, so no writer of this or another process
+    writes a file of the scope while it is rewritten or removed."""
+    async with AsyncExitStack() as stack:
+        locks = core.memories.store.locks
+        for name in what:
+            await stack.enter_async_context(locks.hold(core.workspace.lock_name(scope, name)))
+        yield
 
 
 def _drop_their_captures(conn: Connection, scope: str, traces: Traces) -> int:
