@@ -313,6 +313,13 @@ async def test_erasing_one_scope_keeps_the_others(
     assert code == 2 and err.startswith("chatmem: error: no scope peer:nobody to erase")
     code, out, err = await cli(capsys, "--workspace", root, "erase", "--yes")
     assert code == 2 and "erase takes --person CHANNEL:ID or --scope KEY" in err
+    for argv, said in (
+        (("--person", "telegram:99"), "nothing is kept of telegram:99"),
+        (("--person", "42"), "--person takes CHANNEL:ID"),
+        (("--scope", BOB_DM.value, "--name", "Bob"), "--name needs --person"),
+    ):
+        code, out, err = await cli(capsys, "--workspace", root, "erase", *argv, "--yes")
+        assert (code, out, err.count("\n")) == (2, "", 1) and said in err, err
     code, out, err = await cli(
         capsys, "--workspace", root, "--json", "erase", "--scope", ALICE_DM.value, "--yes"
     )
