@@ -83,6 +83,12 @@ async def plant(core: MemoryCore, clock: ManualClock, alice: Canaries, bob: Cana
     )
     await chat.archive(GROUP)  # an archive file of the group's lines
     await core.notes.append(GROUP, f"Alice mentioned {alice('groupnote')} at lunch")
+    summaries = core.workspace.summary_dir(GROUP)
+    summaries.mkdir(parents=True, exist_ok=True)
+    (summaries / "2026-02.md").write_text(
+        f"# 2026-02\n\n- Alice planned {alice('summary')}\n- Bob planned {bob('summary')}\n",
+        encoding="utf-8",
+    )
     await core.memories.flush()
     with core.memories.path(GROUP).open("a", encoding="utf-8") as out:
         out.write(f"\n### [torn] header\n(by Alice) {alice('groupquarantined')}\n")
