@@ -65,7 +65,7 @@ from memory_core.storage.sessions import ArchiveState
 from memory_core.storage.vectors.rows import forget as forget_vectors
 
 if TYPE_CHECKING:
-    from memory_core import migrate
+    from memory_core import erasure, migrate
     from memory_core.consolidation.consolidator import Consolidator
     from memory_core.conversation.runtime import Runtime
     from memory_core.portable import ImportReport
@@ -332,6 +332,16 @@ class MemoryCore:
         await self.event_log.redact(scope, [e.content for e in entries])
         if await self.snapshots.text(scope):
             await self.snapshots.rebuild(scope)
+        if not await self.forget_erased_text():
+            log.warning("purge: another process kept the database's WAL from being emptied")
+        return entries
+
+    async def forget_erased_text(self, tables: Sequence[str] = ()) -> bool:
+        """The end of a purge or an erasure, once the text is out of the files and rows:
+        the index rebuilt (FTS5 keeps a deleted chunk's words in its segments), the vectors
+        no chunk vouches for dropped with the graphs that hold them, and the databases
+        vacuumed (`AuditLog.vacuum`; `tables` besides a purge's, on PostgreSQL). False
+        when another process's open read kept SQLite's WAL from being emptied."""
         if self.guard.index is not None:
             await self.guard.index.rebuild()
         db = self._open.db
@@ -347,9 +357,42 @@ class MemoryCore:
 
             await db.run(forget_vectors)
             await asyncio.to_thread(remove_graph_files, graph_directory(self.workspace.state_dir))
-        if not await audit.vacuum():
-            log.warning("purge: another process kept the database's WAL from being emptied")
-        return entries
+        emptied = await self.audit.vacuum(tables)
+        journal = self.journal_db
+        if journal is not None and journal is not db and journal.backend == "sqlite":
+            emptied = await AuditLog(journal).vacuum() and emptied
+        return emptied
+
+    @property
+    def journal_db(self) -> Db | None:
+        """Where the capture journal's rows live (its own SQLite file, or the shared
+        PostgreSQL database); None without a journal."""
+        journal = self._open.journal
+        return journal.db if journal is not None else None
+
+    async def erase(
+        self,
+        *,
+        scope: ScopeKey | None = None,
+        person: str | None = None,
+        names: Sequence[str] = (),
+        by: str,
+        dry_run: bool = False,
+    ) -> erasure.ErasureReport:
+        """Everything about a person gone for good (`chatmem erase`): a scope, or each
+        scope keyed by the person (`CHANNEL:ID`) and their lines in their channel's
+        groups (`report.as_json()` says what went, or would go with `dry_run`); see
+        memory_core/erasure/. Needs the database; the bots should be stopped."""
+        from memory_core import erasure  # the module of this command only
+
+        return await erasure.erase(
+            self,
+            scope=scope,
+            person=erasure.Person.parse(person) if person is not None else None,
+            names=names,
+            by=by,
+            dry_run=dry_run,
+        )
 
     async def memory_tool(
         self, scope: ScopeKey, name: str, arguments: Mapping[str, Any]

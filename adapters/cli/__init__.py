@@ -234,6 +234,7 @@ def _command(argv: list[str]) -> int:
         commands,
         curate,
         entities,
+        erase,
         mcp,
         portable,
         recall,

@@ -108,15 +108,16 @@ class AuditLog:
         if ids:
             await self._db.run(erase)
 
-    async def vacuum(self) -> bool:
+    async def vacuum(self, tables: Sequence[str] = ()) -> bool:
         """Rewrite the database file without free space, then empty its WAL: the last step
         of a purge. SQLite leaves deleted and overwritten text in free parts of its pages
         (unless built with secure_delete), and the old pages in the WAL. False when
         another process's open read kept the WAL from being emptied (its frames are
         overwritten by later writes). On PostgreSQL, `VACUUM FULL` of the tables a purge
-        writes: their old row versions go, and with them the erased text."""
+        writes, and `tables` (an erasure's): their old row versions go, and with them the
+        erased text."""
         if self._db.backend == "postgres":
-            await self._db.call(_vacuum_purged_tables)
+            await self._db.call(lambda conn: _vacuum_purged_tables(conn, tables))
             return True
         await self._db.call(lambda conn: conn.execute("VACUUM"))
         row = await self._db.call(
@@ -209,6 +210,9 @@ class AuditLog:
         ]
 
 
-def _vacuum_purged_tables(conn: Connection) -> None:
-    for table in ("audit", "chunks", "messages"):
+PURGED_TABLES = ("audit", "chunks", "messages")
+
+
+def _vacuum_purged_tables(conn: Connection, tables: Sequence[str] = ()) -> None:
+    for table in dict.fromkeys((*PURGED_TABLES, *tables)):
         conn.execute(f"VACUUM FULL {table}")
