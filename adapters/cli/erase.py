@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import getpass
 import sys
 from typing import TYPE_CHECKING, Any
@@ -73,6 +72,8 @@ class Erase:
                     "would erase); nothing was erased"
                 )
             print(_listing(listed, person, "would erase"))
+            import asyncio  # here, not at the top: `--help` never needs it
+
             answer = await asyncio.to_thread(input, "erase all this for good? [y/N] ")
             if answer.strip().lower() not in ("y", "yes"):
                 print("nothing was erased")
