@@ -29,6 +29,7 @@ from adapters.cli import (
     ConfigHandler,
     Handler,
 )
+from adapters.cli.logs import setup_logging
 from memory_core.base.errors import ChatmemError
 from memory_core.base.scope import ScopeKey, printable_key
 from memory_core.base.workspace import Workspace
@@ -43,6 +44,7 @@ bring the index in line with the files (hand-added notes would be parsed twice).
 def run_command(args: argparse.Namespace) -> int:
     """The parsed command, run to its exit code (errors are the caller's to report)."""
     config = load_config(args.config, workspace=args.workspace)
+    setup_logging(config, args.command)
     args.scope_key = ScopeKey.parse(args.scope)
     if args.command in OWN_SCOPES and not args.scope_key.is_main:
         raise ChatmemError(
