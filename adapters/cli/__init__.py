@@ -180,6 +180,11 @@ def build_parser() -> argparse.ArgumentParser:
         description="Long-term memory for chat bots.",
         parents=[_common_options(True)],
     )
+    parser.add_argument(
+        "--version",
+        action="store_true",
+        help="print the version, the schema versions and the installed extras, then exit",
+    )
     subparsers = parser.add_subparsers(
         dest="command", metavar="COMMAND", parser_class=OneLineParser
     )
@@ -229,6 +234,10 @@ def _command(argv: list[str]) -> int:
 
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.version:
+        from adapters.cli import version
+
+        return version.show(args)
     if not args.command:
         parser.print_help()
         return EXIT_USER_ERROR
