@@ -21,6 +21,7 @@ from adapters.cli import (
     COMMANDS,
     CREATES,
     KNOWN_SHOWN,
+    OWN_CONFIG,
     OWN_CORE,
     OWN_SCOPES,
     READS_ONLY,
@@ -43,6 +44,9 @@ bring the index in line with the files (hand-added notes would be parsed twice).
 
 def run_command(args: argparse.Namespace) -> int:
     """The parsed command, run to its exit code (errors are the caller's to report)."""
+    if args.command in OWN_CONFIG:
+        loads: ConfigHandler = COMMANDS[args.command][2]  # type: ignore[assignment]
+        return asyncio.run(loads(None, args))  # type: ignore[arg-type]
     config = load_config(args.config, workspace=args.workspace)
     setup_logging(config, args.command)
     args.scope_key = ScopeKey.parse(args.scope)

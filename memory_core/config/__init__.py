@@ -200,6 +200,12 @@ def secret_values(config: Config) -> list[str]:
     return [value for value in found if isinstance(value, str) and len(value) >= SHORTEST_SECRET]
 
 
+def secret_keys() -> list[str]:
+    """The dotted keys of every secret setting (`chatmem doctor` checks who can read a
+    file that sets one)."""
+    return [dotted for dotted, info in _leaves() if info.secret]
+
+
 def env_bindings() -> list[tuple[str, str]]:
     """(ENV_NAME, dotted key) pairs: the public environment contract."""
     return [(info.env, dotted) for dotted, info in _leaves() if info.env]
