@@ -12,7 +12,6 @@ workspace as `chatmem validate` does (which brings the index up to date with the
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import re
 from pathlib import Path
@@ -57,6 +56,8 @@ class Doctor:
 
 
 async def diagnose(args: argparse.Namespace) -> list[Check]:
+    import asyncio  # here: the parser (`--help`) never needs it
+
     from adapters.cli.logs import setup_logging
     from memory_core.base.errors import ChatmemError
     from memory_core.config import Config, env_bindings, load_config, secret_values
@@ -83,6 +84,8 @@ async def diagnose(args: argparse.Namespace) -> list[Check]:
 
 async def storage_checks(config: Config, args: argparse.Namespace) -> list[Check]:
     """The workspace, the disk, the database and what it holds, the models."""
+    import asyncio  # here: the parser (`--help`) never needs it
+
     from memory_core.base.workspace import Workspace
     from memory_core.engine import MemoryCore
     from memory_core.ops import checks as files
