@@ -140,7 +140,10 @@ async def opened_checks(
         return [skip(name, why) for name in names]
     try:
         async with MemoryCore.open(config, serving=False) as core:
-            return await live.workspace_checks(core, model)
+            scopes = await core.known_scopes()
+            problems = await core.memories.validate()
+            coverage = await core.vector_coverage(model) if model else (0, 0)
+            return live.workspace_checks(core.degraded_reason, scopes, problems, model, coverage)
     except ChatmemError as exc:
         return [fail("index", f"the workspace does not open: {exc}")]
 

@@ -16,7 +16,6 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from memory_core.ops.report import Check, fail, ok, skip, warn
 from memory_core.ops.versions import SchemaState, schema_state
@@ -76,36 +75,17 @@ def visit_sqlite(state_dir: Path) -> Visit:
 
 
 def visit_postgres(dsn: str) -> Visit:
-    import psycopg
-
     from memory_core.storage.pg.migrations import PG_MIGRATIONS
+    from memory_core.storage.pg.probe import probe
 
-    found = Visit()
-    with psycopg.connect(dsn, connect_timeout=CONNECT_SECONDS, autocommit=True) as conn:
-        names: set[str] = set()
-        if _has_table(conn, "_migrations"):
-            names = {str(r[0]) for r in conn.execute("SELECT name FROM _migrations")}
-        found.schemas = [schema_state("postgres", names, [n for n, _ in PG_MIGRATIONS])]
-        if _has_table(conn, "captures"):
-            row = conn.execute("SELECT COUNT(*) FROM captures").fetchone()
-            found.journal_rows = int(row[0]) if row else 0
-        try:
-            row = conn.execute(
-                "SELECT extversion FROM pg_extension WHERE extname = 'vector'"
-            ).fetchone()
-            found.pgvector = str(row[0]) if row else ""
-            available = conn.execute(
-                "SELECT 1 FROM pg_available_extensions WHERE name = 'vector'"
-            ).fetchone()
-            found.pgvector_available = available is not None
-        except psycopg.Error:
-            found.pgvector = None
-    return found
-
-
-def _has_table(conn: Any, name: str) -> bool:
-    row = conn.execute("SELECT to_regclass(%s)", (name,)).fetchone()
-    return row is not None and row[0] is not None
+    found = probe(dsn, CONNECT_SECONDS)
+    names = [name for name, _ in PG_MIGRATIONS]
+    return Visit(
+        schemas=[schema_state("postgres", found.migrations, names)],
+        journal_rows=found.journal_rows,
+        pgvector=found.pgvector,
+        pgvector_available=found.pgvector_available,
+    )
 
 
 def database_check(backend: str, outcome: Visit | BaseException | None) -> Check:

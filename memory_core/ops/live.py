@@ -1,13 +1,12 @@
 """The checks of `chatmem doctor` that run chatmem's own parts: the embedding model, the
-model server (`--online` only: it costs a request), and, through an open core, what
-`chatmem validate` and `chatmem status` compute (quarantined blocks, look-alike scopes)
-and how far the vectors lag behind the index.
+model server (`--online` only: it costs a request), and what an open workspace tells
+(the values `chatmem validate` computes, handed in: quarantined blocks, look-alike
+scopes; how far the vectors lag behind the index).
 """
 
 from __future__ import annotations
 
 import asyncio
-from functools import partial
 from typing import TYPE_CHECKING
 
 from memory_core.base.scope import ScopeKey, lookalike_groups, printable_key
@@ -17,7 +16,7 @@ from memory_core.ops.report import Check, fail, ok, skip, warn
 
 if TYPE_CHECKING:
     from memory_core.config import Config
-    from memory_core.engine import MemoryCore
+    from memory_core.longterm.long_term_views import ValidationProblem
 
 EMBED_SECONDS = 120.0
 """How long a model may take to load and embed one text (a first load unpacks it)."""
@@ -83,11 +82,16 @@ async def llm_check(config: Config, online: bool) -> Check:
     return ok(name, f"{settings.model} at {where} answered")
 
 
-async def workspace_checks(core: MemoryCore, vector_model: str | None) -> list[Check]:
-    """What an open core tells: the index, quarantined blocks, look-alike scopes."""
-    scopes = await core.known_scopes()
-    checks = [await index_check(core, vector_model, scopes)]
-    problems = await core.memories.validate()
+def workspace_checks(
+    degraded: str | None,
+    scopes: list[ScopeKey],
+    problems: list[ValidationProblem],
+    model: str | None,
+    coverage: tuple[int, int],
+) -> list[Check]:
+    """What an open workspace tells (pure): the index and its vectors' lag (`coverage`:
+    chunks, and those with a vector of `model`), quarantined blocks, look-alike scopes."""
+    checks = [index_check(degraded, model, coverage)]
     if problems:
         where = sorted({p.path for p in problems})
         checks.append(
@@ -114,29 +118,17 @@ async def workspace_checks(core: MemoryCore, vector_model: str | None) -> list[C
     return checks
 
 
-async def index_check(core: MemoryCore, model: str | None, scopes: list[ScopeKey]) -> Check:
-    """Usable, and how many chunks still lack the model's vectors (the vectors' lag)."""
-    from memory_core.storage.vectors.rows import coverage
-
+def index_check(degraded: str | None, model: str | None, coverage: tuple[int, int]) -> Check:
     name = "index"
-    if core.degraded_reason:
-        return fail(name, f"unusable: {core.degraded_reason}")
-    index = core.guard.index
-    db = core.database
-    if model is None or index is None:
+    if degraded:
+        return fail(name, f"unusable: {degraded}")
+    if model is None:
         return ok(name, "usable; searched by words only (no embedding model)")
-    chunks = missing = 0
-    for scope in scopes:
-        sid = await index.scope_id(scope, create=False)
-        if sid is None:
-            continue
-        count, vectors = await db.call(partial(coverage, sid=sid, model=model))
-        chunks += count
-        missing += max(0, count - vectors)
-    if missing:
+    chunks, vectors = coverage
+    if vectors < chunks:
         return warn(
             name,
-            f"{missing} of {chunks} chunks have no {model} vectors yet (a bot makes them in "
-            "the background; `chatmem vectors` makes them now)",
+            f"{chunks - vectors} of {chunks} chunks have no {model} vectors yet (a bot makes "
+            "them in the background; `chatmem vectors` makes them now)",
         )
     return ok(name, f"usable; {counted(chunks, 'chunk')}, every one with vectors of {model}")

@@ -141,20 +141,11 @@ def _sqlite_names(path: Path) -> set[str]:
         conn.close()
 
 
-def postgres_names(dsn: str, timeout_seconds: int) -> set[str]:
-    """The migrations a PostgreSQL database recorded (blocking, at most about
-    `timeout_seconds` to connect); psycopg's errors pass to the caller."""
-    import psycopg
-
-    with psycopg.connect(dsn, connect_timeout=timeout_seconds, autocommit=True) as conn:
-        exists = conn.execute("SELECT to_regclass('_migrations')").fetchone()
-        if exists is None or exists[0] is None:
-            return set()
-        return {str(r[0]) for r in conn.execute("SELECT name FROM _migrations")}
-
-
 def postgres_state(dsn: str, timeout_seconds: int) -> SchemaState:
+    """The schema a PostgreSQL database is at (blocking, at most about `timeout_seconds`
+    to connect); psycopg's errors pass to the caller."""
     from memory_core.storage.pg.migrations import PG_MIGRATIONS
+    from memory_core.storage.pg.probe import migrations
 
     names = [name for name, _ in PG_MIGRATIONS]
-    return schema_state("postgres", postgres_names(dsn, timeout_seconds), names)
+    return schema_state("postgres", migrations(dsn, timeout_seconds), names)
