@@ -37,6 +37,13 @@ PUBLIC_API = frozenset(
         "memory_core.recall.injection",
         "memory_core.base.text",
         "memory_core.base.wording",
+        # what an operator asks (`chatmem --version`, `chatmem doctor`)
+        "memory_core.ops",
+        "memory_core.ops.versions",
+        "memory_core.ops.report",
+        "memory_core.ops.checks",
+        "memory_core.ops.database",
+        "memory_core.ops.live",
     }
 )
 """The modules front ends (adapters/, tui/, scripts/) may import. Everything else (table

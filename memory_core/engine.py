@@ -19,6 +19,7 @@ import zoneinfo
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -495,6 +496,22 @@ class MemoryCore:
         except (DatabaseUnreachable, IndexUnavailable):
             return scopes  # the history's server is away: the scopes the files know
         return scopes + [ScopeKey(s) for s in sorted(messages) if s not in known]
+
+    async def vector_coverage(self, model: str) -> tuple[int, int]:
+        """(chunks, chunks with a vector of `model`) over every scope: how far the vectors
+        lag behind the index (`chatmem doctor`); (0, 0) without a usable index."""
+        from memory_core.storage.vectors.rows import coverage
+
+        index, db = self.guard.index, self._open.db
+        if index is None or db is None:
+            return 0, 0
+        chunks = vectors = 0
+        for scope in await self.known_scopes():
+            sid = await index.scope_id(scope, create=False)
+            if sid is not None:
+                count, have = await db.call(partial(coverage, sid=sid, model=model))
+                chunks, vectors = chunks + count, vectors + min(have, count)
+        return chunks, vectors
 
     async def merge_scopes(self, source: ScopeKey, target: ScopeKey) -> MergeReport:
         """Everything scope `source` owns into scope `target`, nothing lost (`chatmem

@@ -44,6 +44,9 @@ Handler = Callable[["MemoryCore", argparse.Namespace], Coroutine[Any, Any, int]]
 ConfigHandler = Callable[["Config", argparse.Namespace], Coroutine[Any, Any, int]]
 OWN_CORE: set[str] = set()
 """Subcommands whose `run` takes the config and opens (or not) a core of its own."""
+OWN_CONFIG: set[str] = set()
+"""Subcommands whose `run(None, args)` loads the config itself (doctor: a bad config is
+one of its findings, not a refusal)."""
 CREATES: set[str] = set()
 """Subcommands that create the workspace when it does not exist (the others refuse)."""
 READS_ONLY: dict[str, Callable[[argparse.Namespace], bool]] = {}
@@ -83,6 +86,7 @@ def command(
     interrupted: str = "",
     serves: bool = False,
     own_scope: str = "",
+    own_config: bool = False,
 ) -> Callable[[Any], Any]:
     """Register a subcommand: a class with `run(core, args)` and, when it takes its own
     options, `arguments(parser)`. With `opens_core=False`, `run(config, args)` gets the
@@ -111,6 +115,8 @@ def command(
             SERVES.add(name)
         if own_scope:
             OWN_SCOPES[name] = own_scope
+        if own_config:
+            OWN_CONFIG.add(name)
         return cls
 
     return register
@@ -196,6 +202,11 @@ def build_parser() -> argparse.ArgumentParser:
         description="Long-term memory for chat bots.",
         parents=[_common_options(True)],
     )
+    parser.add_argument(
+        "--version",
+        action="store_true",
+        help="print the version, the schema versions and the installed extras, then exit",
+    )
     subparsers = parser.add_subparsers(
         dest="command", metavar="COMMAND", parser_class=OneLineParser
     )
@@ -233,6 +244,7 @@ def _command(argv: list[str]) -> int:
         bots,
         commands,
         curate,
+        doctor,
         entities,
         erase,
         mcp,
@@ -247,6 +259,10 @@ def _command(argv: list[str]) -> int:
 
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.version:
+        from adapters.cli import version
+
+        return version.show(args)
     if not args.command:
         parser.print_help()
         return EXIT_USER_ERROR

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import logging
 from typing import TYPE_CHECKING
 
 from adapters.cli import command
-from adapters.cli.bots import serve_until_signal, setup_logging
+from adapters.cli.bots import serve_until_signal
 from memory_core.base.errors import ChatmemError, install_hint
 
 if TYPE_CHECKING:
@@ -45,9 +44,7 @@ class Mcp:
             raise ChatmemError(
                 f"the MCP server needs the mcp extra: {install_hint('mcp')} ({exc})"
             ) from None
-        # stdout is the protocol's over stdio: log lines go to stderr (logging's default).
-        setup_logging(core)
-        logging.getLogger("mcp").setLevel(logging.WARNING)
+        # stdout is the protocol's over stdio: log lines go to stderr (adapters/cli/logs.py).
         scope = args.scope_key
         if args.http is None:
             await mcp_server.serve_stdio(mcp_server.build_server(core, scope))

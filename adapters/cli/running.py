@@ -21,6 +21,7 @@ from adapters.cli import (
     COMMANDS,
     CREATES,
     KNOWN_SHOWN,
+    OWN_CONFIG,
     OWN_CORE,
     OWN_SCOPES,
     READS_ONLY,
@@ -29,6 +30,7 @@ from adapters.cli import (
     ConfigHandler,
     Handler,
 )
+from adapters.cli.logs import setup_logging
 from memory_core.base.errors import ChatmemError
 from memory_core.base.scope import ScopeKey, printable_key
 from memory_core.base.workspace import Workspace
@@ -42,7 +44,11 @@ bring the index in line with the files (hand-added notes would be parsed twice).
 
 def run_command(args: argparse.Namespace) -> int:
     """The parsed command, run to its exit code (errors are the caller's to report)."""
+    if args.command in OWN_CONFIG:
+        loads: ConfigHandler = COMMANDS[args.command][2]  # type: ignore[assignment]
+        return asyncio.run(loads(None, args))  # type: ignore[arg-type]
     config = load_config(args.config, workspace=args.workspace)
+    setup_logging(config, args.command)
     args.scope_key = ScopeKey.parse(args.scope)
     if args.command in OWN_SCOPES and not args.scope_key.is_main:
         raise ChatmemError(

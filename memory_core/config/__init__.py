@@ -42,10 +42,19 @@ from memory_core.config.services import (
     DingTalkSettings,
     EmbeddingSettings,
     LLMSettings,
+    LoggingSettings,
     McpSettings,
     StorageSettings,
     TelegramSettings,
 )
+
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+def log_level_problem(value: str) -> str:
+    """'' for a level `logging` knows (any case), else what is wrong: a typo must not
+    silently log at INFO."""
+    return "" if value.upper() in LOG_LEVELS else f"must be one of {', '.join(LOG_LEVELS)}"
 
 
 class Config(Section):
@@ -62,7 +71,13 @@ class Config(Section):
     )
     topic_scope: bool = setting(False, "Give each forum topic of a group its own scope.")
     timezone: str = setting("UTC", "IANA time zone for daily-note dates and schedules.")
-    log_level: str = setting("INFO", "Logging level.")
+    log_level: str = setting(
+        "INFO",
+        "Logging level: DEBUG, INFO, WARNING or ERROR (the bots and the MCP server log at it;"
+        " the other commands show warnings and errors, and everything at DEBUG).",
+        env="CHATMEM_LOG_LEVEL",
+        check=log_level_problem,
+    )
     scoring: ScoringSettings = part(ScoringSettings)
     long_term: LongTermSettings = part(LongTermSettings)
     prompt: PromptSettings = part(PromptSettings)
@@ -75,6 +90,7 @@ class Config(Section):
     embedding: EmbeddingSettings = part(EmbeddingSettings)
     storage: StorageSettings = part(StorageSettings)
     mcp: McpSettings = part(McpSettings)
+    logging: LoggingSettings = part(LoggingSettings)
     telegram: TelegramSettings = part(TelegramSettings)
     dingtalk: DingTalkSettings = part(DingTalkSettings)
 
@@ -182,6 +198,12 @@ def secret_values(config: Config) -> list[str]:
             value = getattr(value, name)
         found.extend(value if isinstance(value, dict) else [value])
     return [value for value in found if isinstance(value, str) and len(value) >= SHORTEST_SECRET]
+
+
+def secret_keys() -> list[str]:
+    """The dotted keys of every secret setting (`chatmem doctor` checks who can read a
+    file that sets one)."""
+    return [dotted for dotted, info in _leaves() if info.secret]
 
 
 def env_bindings() -> list[tuple[str, str]]:

@@ -133,6 +133,18 @@ class McpSettings(Section):
     path: str = setting("/mcp", "URL path of the streamable HTTP endpoint.")
 
 
+class LoggingSettings(Section):
+    """How every command writes its log lines to stderr (adapters/cli/logs.py): the
+    level is `log_level` at the top of the file."""
+
+    format: Literal["text", "json"] = setting(
+        "text",
+        "'text': one line per record (time, level, logger, message); 'json': one JSON "
+        "object per line with the same fields, for a log collector.",
+        env="CHATMEM_LOG_FORMAT",
+    )
+
+
 class TelegramSettings(Section):
     """The Telegram bot (python-telegram-bot)."""
 

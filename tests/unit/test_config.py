@@ -271,6 +271,8 @@ ENV_CASES: list[tuple[str, str, Any]] = [
         ("storage.postgres_dsn", "postgresql://bot:pw@db/chatmem"),
     ),
     ("CHATMEM_MCP_TOKEN", "a-bearer-token-0123456789", ("mcp.token", "a-bearer-token-0123456789")),
+    ("CHATMEM_LOG_LEVEL", "DEBUG", ("log_level", "DEBUG")),
+    ("CHATMEM_LOG_FORMAT", "json", ("logging.format", "json")),
 ]
 
 
@@ -294,6 +296,10 @@ def test_env_overrides(tmp_path: Path, name: str, value: str, expected: tuple[st
         other = '"sqlite"'
     if name == "CHATMEM_MCP_TOKEN":
         other = '"a-token-from-the-config-file"'
+    if name == "CHATMEM_LOG_LEVEL":
+        other = '"WARNING"'
+    if name == "CHATMEM_LOG_FORMAT":
+        other = '"text"'
     toml = f"[{section}]\n{key} = {other}\n" if section else f"{key} = {other}\n"
     path = write(tmp_path, toml)
     assert get(load_config(path, env={}), dotted) != result

@@ -6,7 +6,7 @@ import io
 import logging
 from pathlib import Path
 
-from adapters.cli.bots import SecretsHidden
+from adapters.cli.logs import SecretsHidden
 from memory_core.config import load_config, secret_values
 
 TOKEN = "123456:secret-bot-token"

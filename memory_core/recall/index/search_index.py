@@ -32,6 +32,7 @@ from memory_core.base.chunks import Appended, Chunk, ChunkKind
 from memory_core.base.clock import Monotonic, format_when
 from memory_core.base.errors import ChatmemError, DatabaseConflict, StoreError
 from memory_core.base.scope import ScopeKey
+from memory_core.base.scope_names import remember_scope
 from memory_core.base.sql import Connection, Db
 from memory_core.base.text import TOKENIZER_VERSION, tokenize
 from memory_core.base.turn_dates import mentioned_days
@@ -138,6 +139,7 @@ class SearchIndex:
                 return None
             sid = await self._db.run(lambda conn: writes.ensure_scope(conn, scope.value))
         self._scope_ids[scope.value] = sid
+        remember_scope(sid, scope.value)
         return sid
 
     async def _current_tokens(self) -> None:

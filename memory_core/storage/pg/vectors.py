@@ -46,6 +46,7 @@ import numpy as np
 import numpy.typing as npt
 
 from memory_core.base.errors import DatabaseConflict, DatabaseFailure
+from memory_core.base.scope_names import scope_name
 from memory_core.base.sql import Connection, Db
 from memory_core.embedding.base import EmbeddingError
 from memory_core.storage.pg.database import apply_step
@@ -293,7 +294,9 @@ class PgVectorIndex(VectorIndex):
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a background task: the database answers meanwhile
-            log.warning("vectors of scope %d stay in the database for now: %s", sid, exc)
+            log.warning(
+                "vectors of scope %s stay in the database for now: %s", scope_name(sid), exc
+            )
         finally:
             self._warming.pop(sid, None)
 

@@ -23,6 +23,7 @@ from typing import Protocol
 
 from memory_core.base.clock import Monotonic
 from memory_core.base.retry import OutageNotice
+from memory_core.base.scope_names import scope_name
 from memory_core.base.speaker_label import without_label
 from memory_core.base.sql import Db
 from memory_core.embedding.base import Embedder, EmbeddingError
@@ -147,7 +148,9 @@ class Backfills:
                     raise
                 except Exception as exc:  # a background task: log it, never crash the loop
                     if not self._outage.failed(exc):
-                        log.warning("vectors of scope %d not updated: %s", scope_id, exc)
+                        log.warning(
+                            "vectors of scope %s not updated: %s", scope_name(scope_id), exc
+                        )
                 else:
                     self._outage.worked()
                 if scope_id not in self._again or self._closed:
@@ -195,8 +198,8 @@ class Backfills:
         elif scope_id not in self._behind:
             self._behind.add(scope_id)
             log.warning(
-                "vectors of scope %d are still being made: ranked with those made so far",
-                scope_id,
+                "vectors of scope %s are still being made: ranked with those made so far",
+                scope_name(scope_id),
             )
         return bool(done)
 
@@ -345,7 +348,7 @@ class Backfills:
                 exc,
             )
         else:
-            log.debug("embedding still failing for scope %d: %s", sid, exc)
+            log.debug("embedding still failing for scope %s: %s", scope_name(sid), exc)
         if self._closed:
             return
         with contextlib.suppress(RuntimeError):

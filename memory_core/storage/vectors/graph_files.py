@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING
 
 from memory_core.base import safe_files
 from memory_core.base.errors import FileRefused
+from memory_core.base.scope_names import scope_name
 
 if TYPE_CHECKING:
     import numpy as np
@@ -150,7 +151,7 @@ def read(folder: Path, sid: int, fingerprint: Fingerprint) -> Saved | None:
     except FileNotFoundError:
         return None
     except (OSError, FileRefused) as exc:
-        log.warning("graph of scope %d not read, building it again: %s", sid, exc)
+        log.warning("graph of scope %s not read, building it again: %s", scope_name(sid), exc)
         return None
     try:
         return _parse(data, fingerprint)

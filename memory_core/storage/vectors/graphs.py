@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
+from memory_core.base.scope_names import scope_name
 from memory_core.storage.vectors import ann, graph_files
 from memory_core.storage.vectors.ann import Graph
 from memory_core.storage.vectors.matrix import GraphContent, VectorMatrix
@@ -163,7 +164,9 @@ class Graphs:
                 except ann.Stopped:
                     break
                 except Exception as exc:  # a background task: log it, search stays exact
-                    log.warning("graph of scope %d failed, searching it exactly: %s", sid, exc)
+                    log.warning(
+                        "graph of scope %s failed, searching it exactly: %s", scope_name(sid), exc
+                    )
                     matrix.graph, matrix.dropped, matrix.graph_failed = None, None, True
                     break
                 if sid not in self._again:
@@ -200,8 +203,8 @@ class Graphs:
         plan = await asyncio.to_thread(_plan, content, ids, hashes)
         if not plan.worth_it:
             log.info(
-                "graph of scope %d: %d of %d rows changed since it was written, building it",
-                sid,
+                "graph of scope %s: %d of %d rows changed since it was written, building it",
+                scope_name(sid),
                 len(plan.pending) + len(plan.remove),
                 plan.live,
             )
@@ -217,8 +220,8 @@ class Graphs:
             self.counts.inherited += 1
         self._seen.add(sid)
         log.info(
-            "graph of scope %d %s: %d vectors, %d to add, %d to remove",
-            sid,
+            "graph of scope %s %s: %d vectors, %d to add, %d to remove",
+            scope_name(sid),
             source,
             len(content.keys),
             len(plan.pending),
@@ -239,7 +242,7 @@ class Graphs:
         try:
             graph = Graph.restore(dim, saved.blob)
         except ValueError as exc:
-            log.warning("graph of scope %d not used, building it again: %s", sid, exc)
+            log.warning("graph of scope %s not used, building it again: %s", scope_name(sid), exc)
             graph_files.remove(self._folder, sid)
             return None
         graph.unsaved = 0
@@ -269,7 +272,10 @@ class Graphs:
         self.counts.built += 1
         self._seen.add(sid)
         log.info(
-            "graph of scope %d: %d vectors in %.1f s", sid, len(rows), time.perf_counter() - started
+            "graph of scope %s: %d vectors in %.1f s",
+            scope_name(sid),
+            len(rows),
+            time.perf_counter() - started,
         )
         await self._catch_up(sid, matrix)
         await self._save(sid, matrix)
@@ -334,14 +340,14 @@ class Graphs:
         try:
             size = await asyncio.to_thread(save)
         except OSError as exc:  # a full or read-only disk: the next start builds it
-            log.warning("graph of scope %d not written: %s", sid, exc)
+            log.warning("graph of scope %s not written: %s", scope_name(sid), exc)
             return
         if not size:
             return
         self.counts.saved += 1
         log.info(
-            "graph of scope %d written: %d vectors, %.0f MB in %.2f s",
-            sid,
+            "graph of scope %s written: %d vectors, %.0f MB in %.2f s",
+            scope_name(sid),
             len(content.keys),
             size / 2**20,
             time.perf_counter() - started,

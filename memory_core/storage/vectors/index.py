@@ -37,6 +37,7 @@ import numpy as np
 import numpy.typing as npt
 
 from memory_core.base.clock import Monotonic
+from memory_core.base.scope_names import scope_name
 from memory_core.base.sql import Db
 from memory_core.embedding.base import Embedder, EmbeddingError
 from memory_core.storage.blas import one_blas_thread
@@ -177,7 +178,7 @@ class VectorIndex:
         try:
             matrix = await self._matrix(sid)
         except Exception as exc:  # the search that follows meets it and says so
-            log.debug("vectors of scope %d not loaded ahead: %s", sid, exc)
+            log.debug("vectors of scope %s not loaded ahead: %s", scope_name(sid), exc)
             return
         if matrix is not None:
             self._graphs.ready(sid, matrix)
