@@ -132,7 +132,7 @@ def load(
                 )
             loaded = [t for t in sorted(tables) if t not in NOT_LOADED]
             raw.execute("TRUNCATE " + ", ".join(_ident(t) for t in loaded) + " RESTART IDENTITY")
-            for table in loaded:
+            for table in _parents_first(raw, loaded):
                 kept = [c for c in tables[table] if c in target[table]]
                 left_out += [f"{table}.{c}" for c in tables[table] if c not in kept]
                 _copy_in(raw, directory / f"{table}.copy", table, tables[table], kept)
@@ -140,6 +140,30 @@ def load(
     except psycopg.Error as exc:
         raise translate(exc) from exc
     return left_out
+
+
+def _parents_first(raw: psycopg.Connection[Any], tables: list[str]) -> list[str]:
+    """`tables` ordered so that a table referenced by a foreign key comes before the
+    tables that reference it (the constraints are checked row by row)."""
+    edges = raw.execute(
+        "SELECT c.conrelid::regclass::text, c.confrelid::regclass::text FROM pg_constraint c"
+        " JOIN pg_namespace n ON n.oid = c.connamespace"
+        " WHERE c.contype = 'f' AND n.nspname = current_schema()"
+    ).fetchall()
+    parents: dict[str, set[str]] = {t: set() for t in tables}
+    for child, parent in edges:
+        child, parent = str(child).strip('"'), str(parent).strip('"')
+        if child in parents and parent in parents and child != parent:
+            parents[child].add(parent)
+    ordered: list[str] = []
+    while parents:
+        ready = sorted(t for t, needs in parents.items() if not needs - set(ordered))
+        if not ready:  # a cycle: no order satisfies it; load the rest as they come
+            ready = sorted(parents)
+        for table in ready:
+            ordered.append(table)
+            del parents[table]
+    return ordered
 
 
 def _same_schema(dumped: list[str], have: list[str]) -> None:
