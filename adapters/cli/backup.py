@@ -42,7 +42,7 @@ class Backup:
             postgres_dsn=config.storage.postgres_dsn,
             created_at=format_when(core.now()),
         )
-        dest = Path(args.dest).expanduser().absolute()
+        dest = absolute(args.dest)
         manifest = await take_backup(source, core.locks, dest)
         rows = sum(t.rows for t in manifest.tables)
         data = {
@@ -60,6 +60,10 @@ class Backup:
             f"backed up {what} to {dest} (restore: chatmem restore {dest})",
         )
         return 0
+
+
+def absolute(value: str) -> Path:
+    return Path(value).expanduser().absolute()
 
 
 def is_backup_path(value: str) -> bool:
@@ -90,9 +94,11 @@ class Restore:
 
     @staticmethod
     async def run(config: Config, args: argparse.Namespace) -> int:
+        import asyncio
+
         from adapters.cli import running
 
-        if not is_backup_path(args.id):
+        if not await asyncio.to_thread(is_backup_path, args.id):
             if args.force:
                 raise ChatmemError("--force is for restoring a backup directory, not an entry")
             running.announce_workspace(config, args)
@@ -112,7 +118,7 @@ async def _restore_backup(config: Config, args: argparse.Namespace) -> int:
     workspace = Workspace.at(config.workspace_path)
     restored = await asyncio.to_thread(
         restore_blocking,
-        Path(args.id).expanduser().absolute(),
+        absolute(args.id),
         workspace,
         config.storage.backend,
         config.storage.postgres_dsn,

@@ -157,6 +157,11 @@ async def check_restored(
         if kind == "capture" and entries[scope].get(where) != text
     ]
     assert missing == []
+    check_notes(workspace, before)
+
+
+def check_notes(workspace: Path, before: list[tuple[str, str, str, str]]) -> None:
+    """Every acknowledged note is in its daily file, and every note line is whole."""
     for kind, _, where, text in before:
         if kind == "note":
             assert text in (workspace / where).read_text("utf-8")
