@@ -177,8 +177,9 @@ def _same_schema(dumped: list[str], have: list[str]) -> None:
     older = sorted(_static(have) - _static(dumped))
     if older:
         raise ChatmemError(
-            f"the backup was made by an older chatmem (it lacks migrations {', '.join(older)}):"
-            " restore it with that version into an empty database, then upgrade"
+            f"the database has migrations the backup lacks ({', '.join(older)}): restore it"
+            " into an empty database (a new one, or its schema dropped and made again) with"
+            " the chatmem version that made the backup"
         )
 
 
