@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     "backup",
     "copy the workspace (files, databases, journal) to DEST while bots run, with a manifest",
     own_scope="it copies every scope",
+    interrupted="nothing was kept in DEST",
 )
 class Backup:
     @staticmethod

@@ -23,6 +23,7 @@ from memory_core.backup.manifest import (
     read_manifest,
     verify,
 )
+from memory_core.base.atomic import describe
 from memory_core.base.workspace import Workspace
 from memory_core.storage.journal import FileOwners
 
@@ -75,12 +76,19 @@ def restore_blocking(
         restored.rows = sum(t.rows for t in manifest.tables)
     if occupied:
         restored.moved_aside = _move_aside(root)
-    root.mkdir(parents=True, exist_ok=True)
     prefix = f"{FILES_DIR}/"
-    for relative in sorted(manifest.files):
-        if relative.startswith(prefix):
-            copy_file(source / relative, root / relative.removeprefix(prefix))
-            restored.files += 1
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        for relative in sorted(manifest.files):
+            if relative.startswith(prefix):
+                copy_file(source / relative, root / relative.removeprefix(prefix))
+                restored.files += 1
+    except OSError as exc:
+        where = f" {exc.filename}" if exc.filename else ""
+        raise BackupRefused(
+            f"restore stopped: cannot write{where}: {describe(exc)} (the backup is intact:"
+            " make room and run it again with --force)"
+        ) from exc
     return restored
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 from collections import defaultdict
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
@@ -30,7 +31,7 @@ from memory_core.backup.manifest import (
     sha256_of,
 )
 from memory_core.backup.sqlite_copy import copy_database
-from memory_core.base.atomic import fsync_dir
+from memory_core.base.atomic import describe, fsync_dir
 from memory_core.base.workspace import STATE_DIR, Workspace
 
 
@@ -48,21 +49,47 @@ class Source:
     created_at: str
 
 
-def check_destination(dest: Path, workspace: Workspace) -> None:
-    """A new or empty directory outside the workspace (blocking)."""
+def check_destination(dest: Path, workspace: Workspace) -> bool:
+    """A new or empty directory outside the workspace (blocking); whether it exists."""
     root = workspace.root.resolve()
     resolved = dest.resolve()
     if resolved == root or root in resolved.parents:
         raise BackupRefused(f"the backup cannot go inside the workspace it copies: {dest}")
     if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
         raise BackupRefused(f"{dest} exists and is not an empty directory (nothing was done)")
+    return dest.exists()
 
 
 async def take_backup(source: Source, locks: Locks, dest: Path) -> Manifest:
     """Copy the workspace into `dest` (see the module docstring); its manifest, written
-    last."""
+    last. A backup that fails or is interrupted removes what it wrote (`dest` was new
+    or empty)."""
+    existed = await asyncio.to_thread(check_destination, dest, source.workspace)
+    try:
+        return await _take(source, locks, dest)
+    except BaseException as exc:
+        _remove(dest, keep_dir=existed)  # ours alone: it was checked empty above
+        if isinstance(exc, OSError):
+            where = f" {exc.filename}" if exc.filename else ""
+            raise BackupRefused(
+                f"backup not made: cannot copy{where}: {describe(exc)}; nothing was kept in {dest}"
+            ) from exc
+        raise
+
+
+def _remove(dest: Path, *, keep_dir: bool) -> None:
+    if not keep_dir:
+        shutil.rmtree(dest, ignore_errors=True)
+        return
+    for child in dest.iterdir():
+        if child.is_dir() and not child.is_symlink():
+            shutil.rmtree(child, ignore_errors=True)
+        else:
+            child.unlink(missing_ok=True)
+
+
+async def _take(source: Source, locks: Locks, dest: Path) -> Manifest:
     workspace = source.workspace
-    await asyncio.to_thread(check_destination, dest, workspace)
     identity = workspace.identity_path
     manifest = Manifest(
         backend=source.backend,

@@ -198,3 +198,20 @@ def test_force_belongs_to_backups_and_an_id_still_restores_an_entry(
     code, out, err = run("restore", entry_id, "--workspace", str(ws))
     assert code == 0, err
     assert out.startswith(f"restored [{entry_id}]")
+
+
+def test_a_backup_that_fails_leaves_nothing_in_dest(
+    run: Run, backed_up: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ws, _ = backed_up
+    from memory_core.backup import take
+
+    def broken(*_: object) -> bool:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(take, "copy_database", broken)
+    dest = tmp_path / "empty"
+    dest.mkdir()
+    code, _, err = run("backup", str(dest), "--workspace", str(ws))
+    assert code == 2 and err.count("\n") == 1 and "disk full" in err
+    assert dest.is_dir() and list(dest.iterdir()) == []  # the directory it was given stays
