@@ -215,3 +215,30 @@ def test_a_backup_that_fails_leaves_nothing_in_dest(
     code, _, err = run("backup", str(dest), "--workspace", str(ws))
     assert code == 2 and err.count("\n") == 1 and "disk full" in err
     assert dest.is_dir() and list(dest.iterdir()) == []  # the directory it was given stays
+
+
+@pytest.mark.storage
+def test_a_database_in_use_is_replaced_only_with_force(
+    run: Run, storage_env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On PostgreSQL an empty directory is not enough: the database must hold nothing
+    either (here it holds the original workspace's rows) unless --force."""
+    for name, value in storage_env.items():
+        monkeypatch.setenv(name, value)
+    ws, fresh, bk = tmp_path / "ws", tmp_path / "fresh", tmp_path / "bk"
+    assert run("init", "--workspace", str(ws))[0] == 0
+    assert run("capture", "keeps bees on the roof", "--workspace", str(ws))[0] == 0
+    assert run("backup", str(bk), "--workspace", str(ws))[0] == 0
+    assert run("capture", "after the backup", "--workspace", str(ws))[0] == 0
+
+    code, _, err = run("restore", str(bk), "--workspace", str(fresh))
+    if storage_env:
+        assert code == 2 and err.count("\n") == 1
+        assert "the database: it belongs to workspace" in err and "--force" in err
+        assert not fresh.exists()
+        code, _, err = run("restore", str(bk), "--workspace", str(fresh), "--force")
+    assert code == 0, err
+    code, out, _ = run("search", "bees", "--workspace", str(fresh))
+    assert code == 0 and "keeps bees on the roof" in out
+    code, out, _ = run("search", "after the backup", "--workspace", str(fresh))
+    assert "after the backup" not in out
