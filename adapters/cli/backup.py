@@ -99,10 +99,11 @@ class Restore:
 
         from adapters.cli import running
 
-        if not await asyncio.to_thread(is_backup_path, args.id):
-            if args.force:
-                raise ChatmemError("--force is for restoring a backup directory, not an entry")
-            running.announce_workspace(config, args)
+        backup = await asyncio.to_thread(is_backup_path, args.id)
+        if args.force and not backup:
+            raise ChatmemError("--force is for restoring a backup directory, not an entry")
+        running.announce_workspace(config, args)  # which workspace it restores into
+        if not backup:
             return await running.run_core(config, RestoreEntry.run, args)
         return await _restore_backup(config, args)
 
