@@ -15,6 +15,7 @@ the validation `chatmem restore` runs on what it restored passes (it exits 1 if 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import re
@@ -214,19 +215,21 @@ async def test_backup_while_six_processes_write_restores_every_acknowledged_capt
     )
     assert "restore" in done.stdout
 
+    # Into a fresh directory (and database) and over the workspace itself, at once.
     fresh = tmp_path / "fresh"
     with fresh_storage(storage_env, request) as other:
-        done = run_cli(child_env(other), "restore", str(dest), "--workspace", str(fresh))
-        assert done.returncode == 0, done.stdout + done.stderr
-        assert "all memory files are valid" in done.stdout  # restore validates (exit 1 if not)
+        into_fresh, over = await asyncio.gather(
+            asyncio.to_thread(
+                run_cli, child_env(other), "restore", str(dest), "--workspace", str(fresh)
+            ),
+            asyncio.to_thread(
+                run_cli, env, "restore", str(dest), "--workspace", str(workspace), "--force"
+            ),
+        )
+        for done in (into_fresh, over):
+            assert done.returncode == 0, done.stdout + done.stderr
+            assert "all memory files are valid" in done.stdout  # it validates (exit 1 if not)
+        assert "before-restore" in over.stdout  # what it replaced is kept aside
         await check_restored(fresh, other, before)
-
-    refused = run_cli(env, "restore", str(dest), "--workspace", str(workspace))
-    assert refused.returncode == 2
-    assert refused.stderr.count("\n") == 1 and "--force" in refused.stderr
-    done = run_cli(env, "restore", str(dest), "--workspace", str(workspace), "--force")
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "all memory files are valid" in done.stdout
-    assert "before-restore" in done.stdout  # what it replaced is kept aside
     await check_restored(workspace, storage_env, before)
     print(f"backup and two restores took {time.monotonic() - started:.1f} s")
