@@ -214,6 +214,11 @@ class MemoryCore:
         return self._services
 
     @property
+    def locks(self) -> LockRegistry:
+        """The workspace's locks (`chatmem backup` holds each file's while copying it)."""
+        return self._locks
+
+    @property
     def memories(self) -> LongTermMemory:
         """Long-term memory: captures, entries, edits, forget and restore, consolidation,
         status and validation."""

@@ -241,6 +241,7 @@ def _command(argv: list[str]) -> int:
             return _command(argv)
     # Importing registers the subcommands of every area.
     from adapters.cli import (  # noqa: F401
+        backup,
         bots,
         commands,
         curate,

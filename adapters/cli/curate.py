@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import shlex
 from datetime import timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from adapters.cli import Output, command, days_arg
 from adapters.cli.commands import entry_json
@@ -43,8 +43,10 @@ def _already(name: str, entry: MemoryEntry | None, core: MemoryCore) -> str | No
     return None
 
 
-def _entry_action(name: str, verb: str, help_text: str) -> None:
-    """forget / pin / unpin / archive / restore share one shape: an id in, an entry out."""
+def _entry_action(name: str, verb: str, help_text: str, *, register: bool = True) -> Any:
+    """forget / pin / unpin / archive / restore share one shape: an id in, an entry out.
+    The class, registered unless `register` is False (`restore` of an entry is one form
+    of `chatmem restore`: adapters/cli/backup.py)."""
 
     class EntryAction:
         @staticmethod
@@ -88,7 +90,9 @@ def _entry_action(name: str, verb: str, help_text: str) -> None:
             )
             return 0
 
-    command(name, help_text)(EntryAction)
+    if register:
+        command(name, help_text)(EntryAction)
+    return EntryAction
 
 
 _entry_action(
@@ -99,7 +103,9 @@ _entry_action(
 _entry_action("pin", "pinned", "pin an entry: it never decays")
 _entry_action("unpin", "unpinned", "unpin an entry")
 _entry_action("archive", "archived", "move an entry to Archived")
-_entry_action("restore", "restored", "move an archived or forgotten entry back to Active")
+RestoreEntry = _entry_action(
+    "restore", "restored", "move an archived or forgotten entry back to Active", register=False
+)
 
 
 @command(

@@ -60,10 +60,11 @@ def run_command(args: argparse.Namespace) -> int:
         own: ConfigHandler = handler  # type: ignore[assignment]
         return asyncio.run(own(config, args))
     announce_workspace(config, args)
-    return asyncio.run(_run(config, handler, args))
+    return asyncio.run(run_core(config, handler, args))
 
 
-async def _run(config: Config, handler: Handler, args: argparse.Namespace) -> int:
+async def run_core(config: Config, handler: Handler, args: argparse.Namespace) -> int:
+    """`handler` on the workspace's core, opened as the command needs it."""
     reads_only = args.command in READS_ONLY and READS_ONLY[args.command](args)
     read_only = await asyncio.to_thread(read_only_workspace, config)
     if read_only and not reads_only:
