@@ -29,7 +29,8 @@ from memory_core.base.errors import (
     StorageError,
 )
 from memory_core.base.inputs import choice, storable
-from memory_core.base.merge_values import Candidate, Change, ChangeKind, MergeResult
+from memory_core.base.merge_values import Candidate, Change, ChangeKind, Kept, MergeResult
+from memory_core.base.meter import NO_METER, CaptureAction, Meter
 from memory_core.base.policy import ScoringPolicy
 from memory_core.base.scope import ScopeKey
 from memory_core.base.workspace import Workspace
@@ -64,6 +65,13 @@ class _Unchanged(Exception):
     """Raised inside a store update to leave the file as it is (nothing is written)."""
 
 
+CAPTURE_ACTION: dict[Kept, CaptureAction] = {
+    Kept.SAVED: "new",
+    Kept.UPDATED: "updated",
+    Kept.REINFORCED: "reinforced",
+}
+
+
 class LongTermMemory:
     def __init__(
         self,
@@ -76,9 +84,11 @@ class LongTermMemory:
         staging: Staging | None = None,
         audit: AuditBackend | None = None,
         activations: ActivationBackend | None = None,
+        meter: Meter = NO_METER,
     ) -> None:
         """`store` settles staged captures before each read and write; `after` follows
-        each write (forgotten entries, audit, index), as it follows the staging's."""
+        each write (forgotten entries, audit, index), as it follows the staging's;
+        `meter` counts captures by how they were kept."""
         self.config = config
         self.policy: ScoringPolicy = config.scoring.policy()
         self.workspace = workspace
@@ -88,6 +98,7 @@ class LongTermMemory:
         self.staging = staging
         self.audit = audit
         self.activations = activations
+        self.meter = meter
         self._journal_away = False
         self.kept = after.kept
         self.views = LongTermViews(config, workspace, store, self.kept, self.policy)
@@ -242,6 +253,7 @@ class LongTermMemory:
         outcome = result.outcome
         if outcome is None:
             raise ChatmemError("the memory was not stored (already expired?)")
+        self.meter.capture(CAPTURE_ACTION[outcome.kept])
         entry = next(e for e in reversed(result.entries) if e.id == outcome.entry_id)
         return entry, result
 
