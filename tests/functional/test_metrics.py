@@ -11,7 +11,7 @@ import asyncio
 import os
 import re
 import signal
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -104,10 +104,9 @@ def samples(body: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
 
 
 async def until(
-    http: aiohttp.ClientSession, url: str, done: object, what: str
+    http: aiohttp.ClientSession, url: str, done: Callable[[int, str], bool], what: str
 ) -> tuple[int, str]:
     """GET `url` again until `done(status, body)` holds (at most `WAIT` seconds)."""
-    assert callable(done)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + WAIT
     while True:
@@ -141,7 +140,7 @@ async def test_a_running_bot_is_scraped_while_it_answers(
     async with running_bot(tmp_path, env) as bot, aiohttp.ClientSession() as http:
         async with http.get(f"{bot.base}/healthz") as health:
             assert health.status == 200
-        status, ready = await until(
+        _, ready = await until(
             http, f"{bot.base}/readyz", lambda s, b: s == 200, "the bot to be ready"
         )
         assert "database: ok" in ready and "index: ok" in ready
