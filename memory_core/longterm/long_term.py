@@ -29,7 +29,13 @@ from memory_core.base.errors import (
     StorageError,
 )
 from memory_core.base.inputs import choice, storable
-from memory_core.base.merge_values import Candidate, Change, ChangeKind, Kept, MergeResult
+from memory_core.base.merge_values import (
+    UPDATES_DETAIL,
+    Candidate,
+    Change,
+    ChangeKind,
+    MergeResult,
+)
 from memory_core.base.meter import NO_METER, CaptureAction, Meter
 from memory_core.base.policy import ScoringPolicy
 from memory_core.base.scope import ScopeKey
@@ -65,11 +71,16 @@ class _Unchanged(Exception):
     """Raised inside a store update to leave the file as it is (nothing is written)."""
 
 
-CAPTURE_ACTION: dict[Kept, CaptureAction] = {
-    Kept.SAVED: "new",
-    Kept.UPDATED: "updated",
-    Kept.REINFORCED: "reinforced",
-}
+def kept_actions(changes: Iterable[Change]) -> list[CaptureAction]:
+    """How each candidate of a merge was kept (what the meter counts): an added entry is
+    new, or updated when it replaces an alike one; a repeat is reinforced."""
+    actions: list[CaptureAction] = []
+    for change in changes:
+        if change.kind is ChangeKind.REINFORCED:
+            actions.append("reinforced")
+        elif change.kind is ChangeKind.ADDED:
+            actions.append("updated" if change.detail.startswith(UPDATES_DETAIL) else "new")
+    return actions
 
 
 class LongTermMemory:
@@ -204,6 +215,8 @@ class LongTermMemory:
             if session_id is not None and self.audit is not None:
                 await self.audit.mark_session(scope, session_id, when, result.stats)
             await self.after.indexed(scope)
+            for action in kept_actions(result.changes) if batch else ():
+                self.meter.capture(action)
         return result
 
     async def capture(
@@ -240,6 +253,8 @@ class LongTermMemory:
         if self.staging is not None:
             try:
                 result = await self.staging.capture(scope, cand, source, self.now())
+                for action in kept_actions(result.changes)[-1:]:  # this capture's
+                    self.meter.capture(action)
             except DatabaseUnreachable as exc:
                 # The journal lives in the database: without it the capture is written
                 # to MEMORY.md at once, as without a journal. Said once per outage.
@@ -253,7 +268,6 @@ class LongTermMemory:
         outcome = result.outcome
         if outcome is None:
             raise ChatmemError("the memory was not stored (already expired?)")
-        self.meter.capture(CAPTURE_ACTION[outcome.kept])
         entry = next(e for e in reversed(result.entries) if e.id == outcome.entry_id)
         return entry, result
 

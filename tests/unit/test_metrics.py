@@ -16,6 +16,7 @@ from adapters.metrics import MetricsServer, PrometheusMeter, serve_metrics
 from memory_core import services
 from memory_core.base.clock import ManualClock
 from memory_core.base.errors import ChatmemError, ConfigError, LLMError
+from memory_core.base.merge_values import Candidate
 from memory_core.base.meter import CaptureAction, Meter, Outcome
 from memory_core.base.scope import MAIN, ScopeKey
 from memory_core.config import Config, load_config
@@ -80,6 +81,27 @@ async def test_the_core_reports_captures_searches_rebuilds_and_consolidation(
     assert len(meter.named("recall")) == 1 and meter.named("recall")[0] > 0
     assert meter.named("rebuild") == [None]
     assert meter.named("consolidation") == ["ok"]
+
+
+@pytest.mark.parametrize("journal", [True, False])
+async def test_each_kept_memory_is_counted_once_whichever_path_keeps_it(
+    config: Config, clock: ManualClock, journal: bool
+) -> None:
+    """A capture through the journal or straight into MEMORY.md, and a session's
+    extracted memories (merged without `capture`), each counted once."""
+    settings = config.long_term.model_copy(update={"journal": journal})
+    config = config.model_copy(update={"long_term": settings})
+    meter = Recording()
+    async with MemoryCore.open(config, clock=clock, meter=meter) as core:
+        await core.memories.capture(MAIN, "My bike is red")
+        await core.memories.flush()
+        await core.memories.merge_candidates(
+            MAIN,
+            [Candidate("I work at the harbour office"), Candidate("My bike is red")],
+            session_id="session-1",
+            source="session",
+        )
+    assert meter.named("capture") == ["new", "new", "reinforced"]
 
 
 async def test_model_calls_are_timed_and_failures_counted() -> None:
