@@ -13,7 +13,7 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from memory_core.base.errors import StorageError
+from memory_core.base.errors import ChatmemError
 from memory_core.base.sql import Connection, Db
 from memory_core.services import Services
 
@@ -73,7 +73,7 @@ async def _probe(db: Db, work: Callable[[Connection], object]) -> str:
         await asyncio.wait_for(db.call(work), PROBE_SECONDS)
     except TimeoutError:
         return f"no answer within {PROBE_SECONDS:g}s"
-    except StorageError as exc:
+    except ChatmemError as exc:  # unreachable, closed, refused: one line, never a crash
         return f"unreachable: {exc}"
     return "ok"
 
@@ -81,7 +81,7 @@ async def _probe(db: Db, work: Callable[[Connection], object]) -> str:
 async def _count(db: Db, work: Callable[[Connection], int]) -> int | None:
     try:
         return await asyncio.wait_for(db.call(work), PROBE_SECONDS)
-    except (TimeoutError, StorageError):
+    except (TimeoutError, ChatmemError):
         return None
 
 

@@ -93,13 +93,17 @@ METERED = frozenset({"telegram", "dingtalk", "chat"})
 """Serving commands that serve `[metrics] listen` (and `mcp --http`)."""
 
 
+def metered(args: argparse.Namespace) -> bool:
+    """Whether the command serves `[metrics] listen`: a bot, the console, MCP over HTTP."""
+    return args.command in METERED or (args.command == "mcp" and bool(args.http))
+
+
 async def _metrics_server(
     config: Config, args: argparse.Namespace, stack: contextlib.AsyncExitStack
 ) -> MetricsServer | None:
     """With `metrics.listen` set, a serving command's health and metrics server, started
     before its core opens (`/healthz` answers at once, `/readyz` once the core is open)."""
-    metered = args.command in METERED or (args.command == "mcp" and args.http)
-    address = config.metrics.address() if metered else None
+    address = config.metrics.address() if metered(args) else None
     if address is None:
         return None
     from adapters.metrics import serve_metrics  # prometheus_client only when metrics are on

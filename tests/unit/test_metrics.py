@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import socket
 from collections.abc import AsyncIterator
 from typing import Any
@@ -13,9 +14,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from adapters.cli import main
 from adapters.metrics import MetricsServer, PrometheusMeter, serve_metrics
-from memory_core import services
+from memory_core import health, services
 from memory_core.base.clock import ManualClock
-from memory_core.base.errors import ChatmemError, ConfigError, LLMError
+from memory_core.base.errors import ChatmemError, ConfigError, DatabaseUnreachable, LLMError
 from memory_core.base.merge_values import Candidate
 from memory_core.base.meter import CaptureAction, Meter, Outcome
 from memory_core.base.scope import MAIN, ScopeKey
@@ -153,6 +154,33 @@ async def test_a_core_without_its_database_is_not_ready(
     assert backlogs.vector_backlog is None
 
 
+class Away:
+    """A database whose server is gone, or one that never answers."""
+
+    def __init__(self, hangs: bool) -> None:
+        self.hangs = hangs
+
+    async def call(self, work: Any) -> Any:
+        if self.hangs:
+            await asyncio.Event().wait()
+        raise DatabaseUnreachable("the database is unreachable: connection refused")
+
+
+@pytest.mark.parametrize("hangs", [False, True])
+async def test_a_probe_of_a_database_away_answers_at_once(
+    hangs: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """/readyz and /metrics must answer while the database is away or stuck: the probe
+    says why, the count is unknown, neither raises or waits past `PROBE_SECONDS`."""
+    monkeypatch.setattr(health, "PROBE_SECONDS", 0.05)
+    db: Any = Away(hangs)
+    word = await health._probe(db, lambda conn: None)
+    count = await health._count(db, lambda conn: 0)
+    expected = "no answer within 0.05s" if hangs else "unreachable: the database is"
+    assert word.startswith(expected)
+    assert count is None
+
+
 def values(body: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     return {
         (s.name, tuple(sorted(s.labels.items()))): s.value
@@ -240,3 +268,21 @@ def test_a_serving_command_refuses_a_taken_address_with_exit_2(
     assert code == 2
     assert f"chatmem: error: cannot serve metrics on 127.0.0.1:{port}" in err
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "serves"),
+    [
+        (["telegram"], True),
+        (["dingtalk"], True),
+        (["chat"], True),
+        (["mcp", "--http", "127.0.0.1:8765"], True),
+        (["mcp"], False),
+        (["tui"], False),
+        (["status"], False),
+    ],
+)
+def test_which_commands_serve_metrics(argv: list[str], serves: bool) -> None:
+    from adapters.cli import bots, build_parser, commands, mcp, running, tui  # noqa: F401  (registers them)
+
+    assert running.metered(build_parser().parse_args(argv)) is serves
