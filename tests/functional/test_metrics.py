@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import aiohttp
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from testkit.bot import llm_env
@@ -123,6 +124,7 @@ def turns(body: str) -> float:
     return samples(body).get(("chatmem_turns_total", (("outcome", "ok"),)), 0.0)
 
 
+@pytest.mark.storage  # /readyz and the backlogs read the database: both backends
 async def test_a_running_bot_is_scraped_while_it_answers(
     tmp_path: Path, fake_tg: FakeTelegramAPI, fake_llm: FakeOpenAI
 ) -> None:
