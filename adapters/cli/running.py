@@ -106,8 +106,13 @@ async def _metrics_server(
     address = config.metrics.address() if metered(args) else None
     if address is None:
         return None
-    from adapters.metrics import serve_metrics  # prometheus_client only when metrics are on
-
+    try:
+        from adapters.metrics import serve_metrics  # prometheus_client only when metrics are on
+    except ImportError as exc:  # an install from before it was a dependency
+        raise ChatmemError(
+            f"metrics.listen is set but {exc.name or 'prometheus_client'} is not installed: "
+            "python -m pip install -e . in the checkout (nothing was started)"
+        ) from None
     return await stack.enter_async_context(serve_metrics(*address))
 
 

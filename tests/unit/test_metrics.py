@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import sys
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -286,3 +287,19 @@ def test_which_commands_serve_metrics(argv: list[str], serves: bool) -> None:
     from adapters.cli import bots, build_parser, commands, mcp, running, tui  # noqa: F401  (registers them)
 
     assert running.metered(build_parser().parse_args(argv)) is serves
+
+
+def test_metrics_without_prometheus_client_are_refused_in_one_line(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An install made before prometheus-client was a dependency: one line, exit 2."""
+    monkeypatch.setitem(sys.modules, "prometheus_client", None)
+    monkeypatch.delitem(sys.modules, "adapters.metrics", raising=False)
+    monkeypatch.setenv("CHATMEM_METRICS_LISTEN", "127.0.0.1:0")
+    monkeypatch.chdir(tmp_path)
+    code = main(["chat", "--workspace", str(tmp_path / "ws")])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "chatmem: error: metrics.listen is set but prometheus_client is not installed" in err
+    assert "Traceback" not in err
+    assert not (tmp_path / "ws").exists()  # refused before anything was made
