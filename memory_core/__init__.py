@@ -28,6 +28,8 @@ PUBLIC_API = frozenset(
         "memory_core.consolidation.phases",
         "memory_core.consolidation.phase_names",
         "memory_core.base.inputs",
+        "memory_core.base.meter",
+        "memory_core.health",
         # pure rules a front end shows or previews
         "memory_core.base.policy",
         "memory_core.longterm.scoring",

@@ -23,6 +23,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from memory_core import health
 from memory_core.base import safe_files
 from memory_core.base.clock import Clock, Monotonic, ensure_aware, system_clock
 from memory_core.base.entries import MemoryEntry
@@ -38,6 +39,7 @@ from memory_core.base.errors import (
 )
 from memory_core.base.inputs import storable
 from memory_core.base.locks import LockRegistry
+from memory_core.base.meter import NO_METER, Meter
 from memory_core.base.policy import ScoringPolicy
 from memory_core.base.records import RecordedMessage
 from memory_core.base.requests import searchable
@@ -98,16 +100,21 @@ class MemoryCore:
         llm: LLMClient | None = None,
         monotonic: Monotonic = time.monotonic,
         serving: bool = True,
+        meter: Meter | None = None,
     ) -> None:
         """`clock` is the wall time stored and scored; `monotonic` times what only waits
         (caches, backoffs, the cool-downs of a failed index or an unreachable server).
         `serving=False` is a process that runs one command and exits: it skips what only
-        pays off over a serving process's life (services.py)."""
+        pays off over a serving process's life (services.py). `meter` is told of the
+        work done (base/meter.py; a serving process's metrics), the model's calls too."""
         self.config = config
         self.workspace = Workspace.at(config.workspace_path)
         self.policy: ScoringPolicy = config.scoring.policy()
         self.tz = zoneinfo.ZoneInfo(config.timezone)
+        self.meter = meter or NO_METER
         self.llm = llm or LLMClient(config.llm)
+        if meter is not None:
+            self.llm.meter = meter
         self._clock = clock
         self._monotonic = monotonic
         self._serving = serving
@@ -131,6 +138,7 @@ class MemoryCore:
         monotonic: Monotonic = time.monotonic,
         serving: bool = True,
         sync_files: bool = True,
+        meter: Meter | None = None,
     ) -> AsyncIterator[MemoryCore]:
         """With `create=False` a workspace that does not exist (`workspace_exists`) is a
         `WorkspaceMissing` error instead of a new, empty one: what a person's command wants
@@ -143,7 +151,7 @@ class MemoryCore:
             if not create:
                 raise WorkspaceMissing(f"no workspace at {root} (run chatmem init)")
             log.info("creating workspace at %s", root)
-        core = cls(config, clock=clock, llm=llm, monotonic=monotonic, serving=serving)
+        core = cls(config, clock=clock, llm=llm, monotonic=monotonic, serving=serving, meter=meter)
         core._sync_files = sync_files
         try:
             await core.start(progress)
@@ -170,6 +178,7 @@ class MemoryCore:
                 progress=progress,
                 serving=self._serving,
                 sync_files=self._sync_files,
+                meter=self.meter,
             )
         )
         self._stack = stack
@@ -200,6 +209,14 @@ class MemoryCore:
     def degraded_reason(self) -> str | None:
         """Why search reads files instead of the index (None while the index works)."""
         return self._open.memory.guard.reason
+
+    async def readiness(self) -> health.Readiness:
+        """Whether this process can serve: database, journal replay, index (`/readyz`)."""
+        return await health.readiness(self._open, self.degraded_reason)
+
+    async def backlogs(self) -> health.Backlogs:
+        """Journal depth and texts without vectors, workspace totals (`/metrics`)."""
+        return await health.backlogs(self._open)
 
     @property
     def has_database(self) -> bool:
@@ -350,6 +367,7 @@ class MemoryCore:
         when another process's open read kept SQLite's WAL from being emptied."""
         if self.guard.index is not None:
             await self.guard.index.rebuild()
+            self.meter.index_rebuild()
         db = self._open.db
         vectors = self.guard.index.vectors if self.guard.index is not None else None
         if vectors is not None:
@@ -436,12 +454,14 @@ class MemoryCore:
         if self.guard.index is None and self._backend.files_of_workspace:
             await self._restart_beside_damaged()
         try:
-            return await self._index_to_rebuild().rebuild(progress)
+            stats = await self._index_to_rebuild().rebuild(progress)
         except DatabaseCorrupt:
             if not self._backend.files_of_workspace:
                 raise
             await self._restart_beside_damaged()
-            return await self._index_to_rebuild().rebuild(progress)
+            stats = await self._index_to_rebuild().rebuild(progress)
+        self.meter.index_rebuild()
+        return stats
 
     async def _restart_beside_damaged(self) -> None:
         await self._close_services()

@@ -12,6 +12,7 @@ from datetime import date, datetime
 
 from memory_core.base.clock import Monotonic
 from memory_core.base.locks import LockRegistry
+from memory_core.base.meter import NO_METER, Meter
 from memory_core.base.workspace import Workspace
 from memory_core.config import Config
 from memory_core.longterm.after_writes import AfterWrites
@@ -51,6 +52,8 @@ class MemoryService:
     now: Callable[[], datetime]
     events: EventLog
     snapshots: Snapshots
+    meter: Meter = NO_METER
+    """What the parts above it (the chat turn, consolidation) report their work to."""
 
     def today(self, when: datetime | None = None) -> date:
         return self.notes.today(when)
@@ -72,6 +75,7 @@ def build_memory_service(
     audit: AuditBackend | None = None,
     activations: ActivationBackend | None = None,
     journal: CaptureJournal | None = None,
+    meter: Meter = NO_METER,
 ) -> MemoryService:
     """The service over a workspace; without a guard holding an index it searches files.
 
@@ -112,6 +116,7 @@ def build_memory_service(
         staging=staging,
         audit=audit,
         activations=activations,
+        meter=meter,
     )
     notes = DailyNotes(
         workspace, locks, guard, prepare_chunk, zone, now, config.prompt.daily_max_chars
@@ -125,7 +130,8 @@ def build_memory_service(
         long_term.flush,
         long_term.entities,
         monotonic=monotonic,
+        meter=meter,
     )
     events = EventLog(workspace, notes.today)
     snapshots = Snapshots(config, workspace, long_term, events, now, zone)
-    return MemoryService(long_term, notes, finder, guard, now, events, snapshots)
+    return MemoryService(long_term, notes, finder, guard, now, events, snapshots, meter)

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING
 from memory_core.base.clock import Monotonic
 from memory_core.base.errors import DatabaseUnreachable, IndexUnavailable
 from memory_core.base.locks import LockRegistry
+from memory_core.base.meter import NO_METER, Meter
 from memory_core.base.retry import Backoff
 from memory_core.base.scope import MAIN
 from memory_core.base.sql import Db
@@ -83,6 +84,11 @@ class Services:
     deliveries: Deliveries | None
     journal: CaptureJournal | None
     late: LateParts
+    replayed: bool = True
+    """Whether the captures of processes that died were replayed at the open (False: the
+    server was away; they wait in the journal for the next start)."""
+    vector_model: str = ""
+    """The embedder whose vectors the index makes ('' without one)."""
 
 
 class LateParts:
@@ -160,6 +166,7 @@ async def open_services(
     progress: Progress | None = None,
     serving: bool = True,
     sync_files: bool = True,
+    meter: Meter = NO_METER,
 ) -> AsyncIterator[Services]:
     """Open every part of the workspace (index what the files hold that the index does
     not, `progress(files done, files)`, unless `sync_files` is False: a rebuild follows;
@@ -170,12 +177,15 @@ async def open_services(
         stack.push_async_callback(backend.close)
         db, reason = await _open_database(backend)
         audit = index = deliveries = activations = None
+        vector_model = ""
         if db is not None:
             stack.push_async_callback(db.close)
             audit = backend.audit_log(db)
             activations = Activations(db)
             deliveries = await _deliveries(backend, db, stack)
-            index = await _search_index(config, workspace, backend, db, monotonic, stack, serving)
+            index, vector_model = await _search_index(
+                config, workspace, backend, db, monotonic, stack, serving
+            )
         guard = IndexGuard(index, reason, monotonic=monotonic)
         journal = await _journal(config, backend, db, stack)
         memory = build_memory_service(
@@ -188,11 +198,13 @@ async def open_services(
             audit=audit,
             activations=activations,
             journal=journal,
+            meter=meter,
         )
         staging = memory.long_term.staging
+        replayed = True
         if staging is not None:
             stack.push_async_callback(staging.close)
-            await _recover(staging)
+            replayed = await _recover(staging)
         # The main scope's memories read ahead: what its first capture, recall or status
         # needs (on a large file, from its parse cache), before anyone asks.
         await memory.long_term.warm(MAIN)
@@ -219,7 +231,9 @@ async def open_services(
         if serving:
             late.conversation()
             late.consolidation()
-        yield Services(memory, db, audit, history, deliveries, journal, late)
+        yield Services(
+            memory, db, audit, history, deliveries, journal, late, replayed, vector_model
+        )
 
 
 RECOVER_WAITS = Backoff(0.5, 4.0)
@@ -229,16 +243,17 @@ doubling (0.5 s to 4 s: past `DOWN_SECONDS`, so the last tries reach a server th
 coming back), then left to a later start."""
 
 
-async def _recover(staging: Staging) -> None:
+async def _recover(staging: Staging) -> bool:
     """Replay what processes that died journalled. The journal was reached a moment ago,
     but the server may be going or coming back as this process starts: the replay is
     tried again with backoff instead of failing the start, and if the server stays away
-    the rows stay in the journal (nothing acknowledged is lost) for the next start."""
+    the rows stay in the journal (nothing acknowledged is lost) for the next start.
+    Whether they were replayed."""
     waits = RECOVER_WAITS.waits()
     for tried in range(1, RECOVER_TRIES + 1):
         try:
             await staging.recover()
-            return
+            return True
         except DatabaseUnreachable as exc:
             if tried == RECOVER_TRIES:
                 log.warning(
@@ -246,8 +261,9 @@ async def _recover(staging: Staging) -> None:
                     " they stay in the journal for the next start",
                     exc,
                 )
-                return
+                return False
         await asyncio.sleep(next(waits))
+    return False
 
 
 async def _open_database(backend: Backend) -> tuple[Db | None, str | None]:
@@ -294,11 +310,12 @@ async def _search_index(
     monotonic: Monotonic,
     stack: AsyncExitStack,
     serving: bool,
-) -> SearchIndex:
+) -> tuple[SearchIndex, str]:
     """The index over the database, with dense recall when an embedder is configured or
     installed (`[embedding]`; the vector index, and numpy, are only imported then; for a
     command, only at its first search of a scope that has vectors). On PostgreSQL with
-    pgvector the vectors are searched in the database; without it, in the process."""
+    pgvector the vectors are searched in the database; without it, in the process. With
+    the index, the name of the model its vectors are made by ('' without one)."""
     recall = config.recall
     vectors: VectorSearch | None = None
     embedder = build_embedder(config.embedding)
@@ -319,7 +336,7 @@ async def _search_index(
         archive_below=config.scoring.policy().archive_below,
     )
     stack.push_async_callback(index.close)  # its background scans, before the database
-    return index
+    return index, embedder.name if embedder is not None else ""
 
 
 async def _journal(

@@ -16,6 +16,7 @@ import logging
 import os
 import sys
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from adapters.cli import (
     COMMANDS,
@@ -36,6 +37,9 @@ from memory_core.base.scope import ScopeKey, printable_key
 from memory_core.base.workspace import Workspace
 from memory_core.config import Config, load_config
 from memory_core.engine import MemoryCore
+
+if TYPE_CHECKING:
+    from adapters.metrics import MetricsServer
 
 REBUILDS_INDEX = frozenset({"reindex", "rebuild-index"})
 """Commands that rebuild the index from the files: their core's open does not first
@@ -74,17 +78,49 @@ async def run_core(config: Config, handler: Handler, args: argparse.Namespace) -
             "search, still work)"
         )
     async with contextlib.AsyncExitStack() as stack:
+        metrics = await _metrics_server(config, args, stack)
         with _start_quietly() if read_only else contextlib.nullcontext():
             opened = MemoryCore.open(
                 config,
                 create=args.command in CREATES,
                 serving=args.command in SERVES,
                 sync_files=args.command not in REBUILDS_INDEX,
+                meter=metrics.meter if metrics is not None else None,
             )
             core = await stack.enter_async_context(opened)
+        if metrics is not None:
+            metrics.core = core
+            stack.callback(setattr, metrics, "core", None)  # before the core closes
         if reads_only and args.command not in UNSCOPED:
             await refuse_unknown_scope(core, args.scope_key)
         return await handler(core, args)
+
+
+METERED = frozenset({"telegram", "dingtalk", "chat"})
+"""Serving commands that serve `[metrics] listen` (and `mcp --http`)."""
+
+
+def metered(args: argparse.Namespace) -> bool:
+    """Whether the command serves `[metrics] listen`: a bot, the console, MCP over HTTP."""
+    return args.command in METERED or (args.command == "mcp" and bool(args.http))
+
+
+async def _metrics_server(
+    config: Config, args: argparse.Namespace, stack: contextlib.AsyncExitStack
+) -> MetricsServer | None:
+    """With `metrics.listen` set, a serving command's health and metrics server, started
+    before its core opens (`/healthz` answers at once, `/readyz` once the core is open)."""
+    address = config.metrics.address() if metered(args) else None
+    if address is None:
+        return None
+    try:
+        from adapters.metrics import serve_metrics  # prometheus_client only when metrics are on
+    except ImportError as exc:  # an install from before it was a dependency
+        raise ChatmemError(
+            f"metrics.listen is set but {exc.name or 'prometheus_client'} is not installed: "
+            "python -m pip install -e . in the checkout (nothing was started)"
+        ) from None
+    return await stack.enter_async_context(serve_metrics(*address))
 
 
 def read_only_workspace(config: Config) -> bool:

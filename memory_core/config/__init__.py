@@ -44,6 +44,7 @@ from memory_core.config.services import (
     LLMSettings,
     LoggingSettings,
     McpSettings,
+    MetricsSettings,
     StorageSettings,
     TelegramSettings,
 )
@@ -93,6 +94,7 @@ class Config(Section):
     logging: LoggingSettings = part(LoggingSettings)
     telegram: TelegramSettings = part(TelegramSettings)
     dingtalk: DingTalkSettings = part(DingTalkSettings)
+    metrics: MetricsSettings = part(MetricsSettings)
 
     @property
     def workspace_path(self) -> Path:
@@ -326,6 +328,10 @@ def _validate(config: Config, source: str, overrides: Mapping[str, Any]) -> None
         raise ConfigError(
             f"{source}: 'timezone' {config.timezone!r} is not a known time zone"
         ) from None
+    try:
+        config.metrics.address()
+    except ConfigError as exc:
+        raise ConfigError(f"{_origin('metrics.listen', source, overrides)}: {exc}") from None
     _validate_mcp(config.mcp, source, token_from=_origin("mcp.token", source, overrides))
     if config.schedule.active_hours and parse_hours(config.schedule.active_hours) is None:
         raise ConfigError(f"{source}: 'schedule.active_hours' must be HH:MM-HH:MM or empty")

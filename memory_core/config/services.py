@@ -145,6 +145,28 @@ class LoggingSettings(Section):
     )
 
 
+class MetricsSettings(Section):
+    """Health and Prometheus metrics of a serving process (telegram, dingtalk, mcp --http,
+    chat): /healthz, /readyz and /metrics over HTTP."""
+
+    listen: str = setting(
+        "",
+        "HOST:PORT to serve them on, e.g. 127.0.0.1:9464 (port 0: any free port, logged); "
+        "empty = off. Metrics carry no scope key and no text; keep the address private "
+        "all the same.",
+        env="CHATMEM_METRICS_LISTEN",
+    )
+
+    def address(self) -> tuple[str, int] | None:
+        """(host, port) to listen on, None when off; a bad value is a ConfigError."""
+        if not self.listen:
+            return None
+        host, sep, port = self.listen.rpartition(":")
+        if not sep or not port.isdigit() or not 0 <= int(port) < 65536:
+            raise ConfigError(f"must be HOST:PORT (e.g. 127.0.0.1:9464), not {self.listen!r}")
+        return host.strip("[]") or "127.0.0.1", int(port)
+
+
 class TelegramSettings(Section):
     """The Telegram bot (python-telegram-bot)."""
 

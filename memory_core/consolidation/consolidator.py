@@ -31,6 +31,7 @@ from memory_core.base.entries import Importance, MemoryClass, MemoryEntry
 from memory_core.base.errors import LLMError
 from memory_core.base.locks import LockRegistry
 from memory_core.base.merge_values import Candidate, Change
+from memory_core.base.meter import Outcome
 from memory_core.base.scope import ScopeKey
 from memory_core.base.text import tokenize
 from memory_core.base.wording import counted
@@ -136,14 +137,18 @@ class Consolidator:
             state = await self._load(scope)
             saved = state.to_json()
             try:
-                for phase in wanted:
-                    reports.append(await self._run_phase(phase, scope, state, when))
+                with self.memory.meter.timed(self._ran):
+                    for phase in wanted:
+                        reports.append(await self._run_phase(phase, scope, state, when))
             finally:
                 # Whatever the phases got through is kept, even when one failed: a
                 # phase's work is written before its part of the state moves on.
                 if state.to_json() != saved:
                     await self._save(scope, state)
         return reports
+
+    def _ran(self, seconds: float, outcome: Outcome) -> None:
+        self.memory.meter.consolidation(outcome)
 
     async def _run_phase(
         self, phase: Phase, scope: ScopeKey, state: _State, when: datetime

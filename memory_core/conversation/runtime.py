@@ -85,7 +85,9 @@ class Runtime:
         # waiting: `stop()` must still wait for a turn whose caller was cancelled.
         self._inflight.add(task)
         task.add_done_callback(self._inflight.discard)
-        result = await asyncio.shield(task)
+        meter = self.memory.meter
+        with meter.timed(meter.turn):
+            result = await asyncio.shield(task)
         if self._due_for_checks(scope):
             self._spawn(self.after_turn(scope))
         return result

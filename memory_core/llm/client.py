@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from memory_core.base.errors import LLMError
+from memory_core.base.meter import NO_METER, Meter
 from memory_core.config.services import LLMSettings
 
 if TYPE_CHECKING:
@@ -56,9 +57,15 @@ class ChatReply:
 
 class LLMClient:
     def __init__(
-        self, settings: LLMSettings, *, http_client: openai.DefaultAsyncHttpxClient | None = None
+        self,
+        settings: LLMSettings,
+        *,
+        http_client: openai.DefaultAsyncHttpxClient | None = None,
+        meter: Meter = NO_METER,
     ) -> None:
         self.settings = settings
+        self.meter = meter
+        """Times each call (its owner may set it later: a core given a client)."""
         self._client: openai.AsyncOpenAI | None = None
         self._http_client = http_client
 
@@ -110,7 +117,8 @@ class LLMClient:
             if tool_choice is not None:
                 kwargs["tool_choice"] = tool_choice
         try:
-            response = await self._get().chat.completions.create(**kwargs)
+            with self.meter.timed(self.meter.llm_call):
+                response = await self._get().chat.completions.create(**kwargs)
         except openai.APITimeoutError as exc:
             raise LLMError(f"the model timed out after {self.settings.timeout_seconds:g}s") from exc
         except openai.APIStatusError as exc:

@@ -29,7 +29,14 @@ from memory_core.base.errors import (
     StorageError,
 )
 from memory_core.base.inputs import choice, storable
-from memory_core.base.merge_values import Candidate, Change, ChangeKind, MergeResult
+from memory_core.base.merge_values import (
+    UPDATES_DETAIL,
+    Candidate,
+    Change,
+    ChangeKind,
+    MergeResult,
+)
+from memory_core.base.meter import NO_METER, CaptureAction, Meter
 from memory_core.base.policy import ScoringPolicy
 from memory_core.base.scope import ScopeKey
 from memory_core.base.workspace import Workspace
@@ -65,6 +72,18 @@ class _Unchanged(Exception):
     """Raised inside a store update to leave the file as it is (nothing is written)."""
 
 
+def kept_actions(changes: Iterable[Change]) -> list[CaptureAction]:
+    """How each candidate of a merge was kept (what the meter counts): an added entry is
+    new, or updated when it replaces an alike one; a repeat is reinforced."""
+    actions: list[CaptureAction] = []
+    for change in changes:
+        if change.kind is ChangeKind.REINFORCED:
+            actions.append("reinforced")
+        elif change.kind is ChangeKind.ADDED:
+            actions.append("updated" if change.detail.startswith(UPDATES_DETAIL) else "new")
+    return actions
+
+
 class LongTermMemory:
     def __init__(
         self,
@@ -77,9 +96,11 @@ class LongTermMemory:
         staging: Staging | None = None,
         audit: AuditBackend | None = None,
         activations: ActivationBackend | None = None,
+        meter: Meter = NO_METER,
     ) -> None:
         """`store` settles staged captures before each read and write; `after` follows
-        each write (forgotten entries, audit, index), as it follows the staging's."""
+        each write (forgotten entries, audit, index), as it follows the staging's;
+        `meter` counts captures by how they were kept."""
         self.config = config
         self.policy: ScoringPolicy = config.scoring.policy()
         self.workspace = workspace
@@ -89,6 +110,7 @@ class LongTermMemory:
         self.staging = staging
         self.audit = audit
         self.activations = activations
+        self.meter = meter
         self._journal_away = False
         self.kept = after.kept
         self.views = LongTermViews(config, workspace, store, self.kept, self.policy)
@@ -194,6 +216,8 @@ class LongTermMemory:
             if session_id is not None and self.audit is not None:
                 await self.audit.mark_session(scope, session_id, when, result.stats)
             await self.after.indexed(scope)
+            for action in kept_actions(result.changes) if batch else ():
+                self.meter.capture(action)
         return result
 
     async def capture(
@@ -230,6 +254,8 @@ class LongTermMemory:
         if self.staging is not None:
             try:
                 result = await self.staging.capture(scope, cand, source, self.now())
+                for action in kept_actions(result.changes)[-1:]:  # this capture's
+                    self.meter.capture(action)
             except DatabaseUnreachable as exc:
                 # The journal lives in the database: without it the capture is written
                 # to MEMORY.md at once, as without a journal. Said once per outage.

@@ -23,6 +23,7 @@ from memory_core.base.errors import (
     StorageError,
 )
 from memory_core.base.inputs import all_storable, storable
+from memory_core.base.meter import NO_METER, Meter
 from memory_core.base.scope import ScopeKey
 from memory_core.base.text import tokenize
 from memory_core.base.workspace import Workspace
@@ -55,8 +56,10 @@ class Finder:
         entities_of: Callable[[ScopeKey], Awaitable[list[Entity]]] | None = None,
         *,
         monotonic: Monotonic = time.monotonic,
+        meter: Meter = NO_METER,
     ) -> None:
         self.workspace = workspace
+        self.meter = meter
         self.guard = guard
         self.settings = settings
         self.zone = zone
@@ -95,6 +98,34 @@ class Finder:
         (no usable database) ranks by words alone, for search and recall alike: the
         vectors live in the database.
         """
+        started = self.meter.monotonic()
+        hits = await self._search(
+            scope,
+            query,
+            limit=limit,
+            kinds=kinds,
+            since=since,
+            until=until,
+            min_score=min_score,
+            exclude_paths=exclude_paths,
+            now=now,
+        )
+        self.meter.search(self.meter.monotonic() - started, len(hits))
+        return hits
+
+    async def _search(
+        self,
+        scope: ScopeKey,
+        query: str | Sequence[str] | Query,
+        *,
+        limit: int,
+        kinds: Iterable[ChunkKind] | None,
+        since: datetime | None,
+        until: datetime | None,
+        min_score: float,
+        exclude_paths: Sequence[str],
+        now: datetime | None,
+    ) -> list[Hit]:
         if isinstance(query, str):
             storable(query, "the query")
             query = await self.query(scope, query, now=now)
@@ -191,6 +222,20 @@ class Finder:
         the same search's, less the weak ones. A repeat of the same recall in the session
         within `recall.cache_minutes`, with nothing written since, is answered from cache.
         """
+        started = self.meter.monotonic()
+        injection = await self._recall(scope, pending, recent, now=now, session_id=session_id)
+        self.meter.recall(self.meter.monotonic() - started, len(injection.hits))
+        return injection
+
+    async def _recall(
+        self,
+        scope: ScopeKey,
+        pending: str,
+        recent: Sequence[str],
+        *,
+        now: datetime | None,
+        session_id: str | None,
+    ) -> Injection:
         storable(pending, "the message")
         all_storable(recent, "a recent message")
         settings = self.settings

@@ -273,6 +273,7 @@ ENV_CASES: list[tuple[str, str, Any]] = [
     ("CHATMEM_MCP_TOKEN", "a-bearer-token-0123456789", ("mcp.token", "a-bearer-token-0123456789")),
     ("CHATMEM_LOG_LEVEL", "DEBUG", ("log_level", "DEBUG")),
     ("CHATMEM_LOG_FORMAT", "json", ("logging.format", "json")),
+    ("CHATMEM_METRICS_LISTEN", "127.0.0.1:9464", ("metrics.listen", "127.0.0.1:9464")),
 ]
 
 
@@ -300,6 +301,8 @@ def test_env_overrides(tmp_path: Path, name: str, value: str, expected: tuple[st
         other = '"WARNING"'
     if name == "CHATMEM_LOG_FORMAT":
         other = '"text"'
+    if name == "CHATMEM_METRICS_LISTEN":
+        other = '"0.0.0.0:9100"'
     toml = f"[{section}]\n{key} = {other}\n" if section else f"{key} = {other}\n"
     path = write(tmp_path, toml)
     assert get(load_config(path, env={}), dotted) != result
