@@ -69,6 +69,8 @@ from memory_core.storage.vectors.rows import forget as forget_vectors
 
 if TYPE_CHECKING:
     from memory_core import erasure, migrate
+    from memory_core.backup.manifest import Manifest
+    from memory_core.backup.put_back import Restored
     from memory_core.consolidation.consolidator import Consolidator
     from memory_core.conversation.runtime import Runtime
     from memory_core.portable import ImportReport
@@ -230,10 +232,35 @@ class MemoryCore:
             raise ChatmemError("the workspace is closed")
         return self._services
 
-    @property
-    def locks(self) -> LockRegistry:
-        """The workspace's locks (`chatmem backup` holds each file's while copying it)."""
-        return self._locks
+    async def backup(self, dest: Path) -> Manifest:
+        """A consistent copy of this workspace into `dest` while bots write (`chatmem
+        backup`): each file under the lock its writers take; see memory_core/backup/."""
+        from memory_core.backup.take import Source, take_backup
+        from memory_core.base.clock import format_when
+
+        source = Source(
+            workspace=self.workspace,
+            backend=self.config.storage.backend,
+            postgres_dsn=self.config.storage.postgres_dsn,
+            created_at=format_when(self.now()),
+        )
+        return await take_backup(source, self._locks, dest)
+
+    @staticmethod
+    async def restore_backup(config: Config, source: Path, *, force: bool) -> Restored:
+        """Put the backup at `source` into the configured workspace, checked first
+        (`chatmem restore DIR`; no core may be open on it). Open it after."""
+        from memory_core.backup.put_back import restore_blocking
+
+        storage = config.storage
+        return await asyncio.to_thread(
+            restore_blocking,
+            source,
+            Workspace.at(config.workspace_path),
+            storage.backend,
+            storage.postgres_dsn,
+            force=force,
+        )
 
     @property
     def memories(self) -> LongTermMemory:

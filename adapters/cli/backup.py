@@ -33,18 +33,8 @@ class Backup:
 
     @staticmethod
     async def run(core: MemoryCore, args: argparse.Namespace) -> int:
-        from memory_core.backup.take import Source, take_backup
-        from memory_core.base.clock import format_when
-
-        config = core.config
-        source = Source(
-            workspace=core.workspace,
-            backend=config.storage.backend,
-            postgres_dsn=config.storage.postgres_dsn,
-            created_at=format_when(core.now()),
-        )
         dest = absolute(args.dest)
-        manifest = await take_backup(source, core.locks, dest)
+        manifest = await core.backup(dest)
         rows = sum(t.rows for t in manifest.tables)
         data = {
             "dest": str(dest),
@@ -109,23 +99,14 @@ class Restore:
 
 
 async def _restore_backup(config: Config, args: argparse.Namespace) -> int:
-    import asyncio
 
-    from memory_core.backup.put_back import restore_blocking
     from memory_core.base.workspace import Workspace
     from memory_core.engine import MemoryCore
 
     if not args.scope_key.is_main:
         raise ChatmemError("`chatmem restore DIR` does not take --scope: it restores every scope")
     workspace = Workspace.at(config.workspace_path)
-    restored = await asyncio.to_thread(
-        restore_blocking,
-        absolute(args.id),
-        workspace,
-        config.storage.backend,
-        config.storage.postgres_dsn,
-        force=args.force,
-    )
+    restored = await MemoryCore.restore_backup(config, absolute(args.id), force=args.force)
     # Open it as every command will: the journal's captures are written to MEMORY.md,
     # the index is brought in line with the files; then validate.
     async with MemoryCore.open(config) as core:
