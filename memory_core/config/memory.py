@@ -206,6 +206,11 @@ class RecallSettings(Section):
         "A conversation turn ending in a question scores this many times its score: it"
         " asks, the answer is in another turn; 1 turns it off.",
     )
+    other_speaker_factor: float = setting(
+        0.7,
+        "When a question names who spoke in the conversation ('What pets does Nate have?'),"
+        " a turn said by someone else scores this many times its score; 1 turns it off.",
+    )
     session_repeat: float = setting(
         1.0,
         "A conversation turn ranks at this share of its score for each better hit of its"

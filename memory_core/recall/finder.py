@@ -343,6 +343,7 @@ def rank_settings(settings: RecallSettings) -> RankSettings:
         speaker_names=settings.speaker_names,
         exchange_documents=settings.exchange_documents,
         question_factor=settings.question_factor,
+        other_speaker_factor=settings.other_speaker_factor,
         session_repeat=settings.session_repeat,
     )
 

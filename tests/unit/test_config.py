@@ -515,6 +515,7 @@ def test_the_ranking_and_the_lifecycle_take_every_setting_from_the_config() -> N
         answer_boost=0.1,
         reply_anchors=False,
         question_factor=1.0,
+        other_speaker_factor=1.0,
         session_repeat=0.8,
     )
     ranked = rank_settings(recall)

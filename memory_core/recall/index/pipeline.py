@@ -280,6 +280,8 @@ def rank(
             c.factor *= CLAIM_FACTOR  # another member's word ranks below the member's
         if asks(c):
             c.factor *= settings.question_factor
+        if ranking.speaker_terms and not speaks(c, ranking.speaker_terms):
+            c.factor *= settings.other_speaker_factor
         if _heading_only(c.text):
             c.factor *= HEADING_FACTOR
         elif ranking.answer is not None and holds_answer(
@@ -367,6 +369,17 @@ def hand_to_replies(
             reply.lent = (question.id, question.score)
     for _, question in moves:
         question.score *= QUESTION_KEEPS
+
+
+def speaks(c: Candidate, named: frozenset[str]) -> bool:
+    """Whether a conversation turn is said by someone the question names; what is no turn
+    (an entry, a note) is not weighed by who said it.
+
+    97 % of the evidence of public conversations' questions naming one person is that
+    person's own words, but 15 % of the top 5 was the other's turns (their exchange held
+    the named person's words): weighing those × 0.7 raised frac@5 0.714 → 0.719 (words
+    alone) and 0.720 → 0.732 (with vectors)."""
+    return c.kind not in CONVERSATION_KINDS or _names(c, named)
 
 
 def _names(c: Candidate, named: frozenset[str]) -> bool:

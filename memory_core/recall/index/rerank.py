@@ -90,6 +90,9 @@ class RankSettings:
     number for "how many") scores (1 + this) times more (see base/answer_kind.py)."""
     question_factor: float = _RECALL.question_factor
     """What a turn ending in a question scores, as a share of its score (see `asks`)."""
+    other_speaker_factor: float = _RECALL.other_speaker_factor
+    """What a turn said by someone the question does not name scores, as a share of its
+    score, when the question names a speaker (see `pipeline.rank`)."""
     session_repeat: float = _RECALL.session_repeat
     """A turn ranks at this share of its score for each hit already taken from its
     conversation session (1 leaves the order alone; see `diversify`)."""
