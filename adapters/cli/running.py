@@ -14,7 +14,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import sys
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
@@ -31,7 +30,7 @@ from adapters.cli import (
     ConfigHandler,
     Handler,
 )
-from adapters.cli.logs import setup_logging
+from adapters.cli.logs import notice, setup_logging
 from memory_core.base.errors import ChatmemError
 from memory_core.base.scope import ScopeKey, printable_key
 from memory_core.base.workspace import Workspace
@@ -179,6 +178,6 @@ def announce_workspace(config: Config, args: argparse.Namespace) -> None:
             origin = "from the config file"
         else:
             origin = "the default; --workspace DIR chooses another"
-        print(f"chatmem: using workspace {root} ({origin})", file=sys.stderr)
+        notice(f"chatmem: using workspace {root} ({origin})")
     if args.command in CREATES and not MemoryCore.workspace_exists(root):
-        print(f"chatmem: creating workspace at {root}", file=sys.stderr)
+        notice(f"chatmem: creating workspace at {root}")
