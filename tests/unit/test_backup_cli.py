@@ -285,7 +285,8 @@ def test_restore_refuses_at_once_while_a_process_is_connected_to_the_database(
         leave.set()
         serving.join(30)
     assert code == 2 and err.count("\n") == 1, err
-    assert "connected to this PostgreSQL database" in err and "stop the bots first" in err
+    assert "connected to this PostgreSQL database and schema" in err
+    assert "stop the bots first" in err and "connection" in err
     assert "Traceback" not in err and took < 10
     code, out, _ = run("search", "after the backup", "--workspace", str(ws))
     assert code == 0 and "after the backup" in out  # nothing was replaced

@@ -15,6 +15,7 @@ from typing import Any
 import psycopg
 
 from memory_core.base.errors import ChatmemError
+from memory_core.base.wording import counted
 
 IN_USE_LOCK = "chatmem:in-use"
 _KEY = "hashtextextended(COALESCE(current_schema(), '') || %s, 0)"
@@ -56,6 +57,7 @@ def refuse(pids: list[int]) -> None:
     if pids:
         shown = ", ".join(str(p) for p in pids[:5]) + (" …" if len(pids) > 5 else "")
         raise WorkspaceInUse(
-            f"chatmem processes are connected to this PostgreSQL database (server pids"
-            f" {shown}): stop the bots first (nothing was done)"
+            f"chatmem processes are connected to this PostgreSQL database and schema"
+            f" ({counted(len(pids), 'connection')}, server pids {shown}): stop the bots"
+            " first (nothing was done)"
         )
