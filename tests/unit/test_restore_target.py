@@ -75,3 +75,28 @@ def test_restore_force_into_a_mounted_workspace_is_refused_with_nothing_moved(
     assert "is a mount point" in err and "nothing was done" in err
     assert not list(tmp_path.glob("ws.before-restore-*"))
     assert "waters the ferns" in (mounted / "MEMORY.md").read_text("utf-8")
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("[]", "not a chatmem backup manifest"),
+        ("null", "not a chatmem backup manifest"),
+        ('{"format": "chatmem-backup", "format_version": 1}', "it lacks the field 'backend'"),
+    ],
+)
+def test_a_manifest_of_the_wrong_shape_is_refused_in_words(
+    text: str, said: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Python's own words ("'list' object has no attribute 'get'", "'backend'") told an
+    operator nothing."""
+    backup = tmp_path / "bk"
+    backup.mkdir()
+    (backup / "manifest.json").write_text(text, encoding="utf-8")
+    try:
+        code = main(["restore", str(backup), "--workspace", str(tmp_path / "fresh")])
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1, err
+    assert err.rstrip().endswith(said), err
