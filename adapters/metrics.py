@@ -14,7 +14,6 @@ text can reach a metric, so a scrape shows nothing a person said or who said it.
 from __future__ import annotations
 
 import logging
-import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
@@ -216,11 +215,9 @@ async def serve_metrics(host: str, port: int) -> AsyncIterator[MetricsServer]:
             f"cannot serve metrics on {host}:{port} (metrics.listen): {exc.strerror or exc}"
         ) from None
     shown = f"[{host}]" if ":" in host else host
-    print(
-        f"chatmem: metrics on http://{shown}:{bound}/metrics (and /healthz, /readyz)",
-        file=sys.stderr,
-        flush=True,
-    )
+    from adapters.cli.logs import notice
+
+    notice(f"chatmem: metrics on http://{shown}:{bound}/metrics (and /healthz, /readyz)")
     try:
         yield server
     finally:

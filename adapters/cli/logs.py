@@ -129,3 +129,17 @@ def setup_logging(config: Config, command: str) -> None:
     root.setLevel(command_level(config, command))
     for name in QUIET_LIBRARIES:
         logging.getLogger(name).setLevel(logging.WARNING)
+
+
+def notice(text: str) -> None:
+    """A line for the operator on stderr ("chatmem: metrics on …"): as it is, unless the
+    log is JSON lines, where it is one more record (logger `chatmem`, INFO, whatever the
+    level), so a collector reading stderr never meets a line that is not JSON."""
+    handler = next((h for h in logging.getLogger().handlers if isinstance(h, StderrHandler)), None)
+    if handler is None or not isinstance(handler.formatter, JsonFormatter):
+        print(text, file=sys.stderr, flush=True)
+        return
+    record = logging.LogRecord(
+        "chatmem", logging.INFO, __file__, 0, text.removeprefix("chatmem: "), None, None
+    )
+    handler.handle(record)

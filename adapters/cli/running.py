@@ -14,7 +14,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import sys
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
@@ -31,7 +30,7 @@ from adapters.cli import (
     ConfigHandler,
     Handler,
 )
-from adapters.cli.logs import setup_logging
+from adapters.cli.logs import notice, setup_logging
 from memory_core.base.errors import ChatmemError
 from memory_core.base.scope import ScopeKey, printable_key
 from memory_core.base.workspace import Workspace
@@ -77,6 +76,8 @@ async def run_core(config: Config, handler: Handler, args: argparse.Namespace) -
             "change it: nothing was done (commands that only read, such as status and "
             "search, still work)"
         )
+    if args.command in NEEDS_DATABASE and config.storage.backend == "postgres":
+        await asyncio.to_thread(require_database, config, args.command)
     async with contextlib.AsyncExitStack() as stack:
         metrics = await _metrics_server(config, args, stack)
         with _start_quietly() if read_only else contextlib.nullcontext():
@@ -94,6 +95,28 @@ async def run_core(config: Config, handler: Handler, args: argparse.Namespace) -
         if reads_only and args.command not in UNSCOPED:
             await refuse_unknown_scope(core, args.scope_key)
         return await handler(core, args)
+
+
+NEEDS_DATABASE = frozenset({"backup", "export", "import", "erase"})
+"""Commands that cannot do their work from the files while PostgreSQL is away: refused
+in one line before the core opens (degraded, with its warnings) for nothing."""
+
+
+def require_database(config: Config, command: str) -> None:
+    """One line when a server the workspace reached before does not answer now
+    (blocking). One never reached is left to the core's open, whose line says to check
+    the DSN."""
+    from memory_core.storage.pg.database import CONNECT_TIMEOUT_SECONDS
+    from memory_core.storage.pg.probe import unreachable
+    from memory_core.storage.pg.reached import ReachedServers
+
+    dsn = config.storage.postgres_dsn
+    state_dir = Workspace.at(config.workspace_path).state_dir
+    if not state_dir.is_dir() or not ReachedServers(state_dir).known(dsn):
+        return
+    why = unreachable(dsn, int(CONNECT_TIMEOUT_SECONDS))
+    if why is not None:
+        raise ChatmemError(f"`chatmem {command}` needs PostgreSQL, and {why} (nothing was done)")
 
 
 METERED = frozenset({"telegram", "dingtalk", "chat"})
@@ -179,6 +202,6 @@ def announce_workspace(config: Config, args: argparse.Namespace) -> None:
             origin = "from the config file"
         else:
             origin = "the default; --workspace DIR chooses another"
-        print(f"chatmem: using workspace {root} ({origin})", file=sys.stderr)
+        notice(f"chatmem: using workspace {root} ({origin})")
     if args.command in CREATES and not MemoryCore.workspace_exists(root):
-        print(f"chatmem: creating workspace at {root}", file=sys.stderr)
+        notice(f"chatmem: creating workspace at {root}")

@@ -57,7 +57,7 @@ class Manifest:
     def from_json(cls, text: str, where: Path) -> Manifest:
         try:
             data = json.loads(text)
-            if data.get("format") != FORMAT:
+            if not isinstance(data, dict) or data.get("format") != FORMAT:
                 raise ValueError("not a chatmem backup manifest")
             if int(data["format_version"]) > FORMAT_VERSION:
                 raise ValueError(f"format {data['format_version']} is newer than this chatmem's")
@@ -73,7 +73,11 @@ class Manifest:
                 ],
                 migrations=[str(m) for m in data.get("migrations", [])],
             )
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        except KeyError as exc:
+            raise BackupRefused(
+                f"{where} is not a usable backup manifest: it lacks the field {exc.args[0]!r}"
+            ) from exc
+        except (ValueError, TypeError, AttributeError) as exc:
             raise BackupRefused(f"{where} is not a usable backup manifest: {exc}") from exc
 
 

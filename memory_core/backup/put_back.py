@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -65,6 +66,9 @@ def restore_blocking(
             f"{what}; restore into an empty one, or give --force to replace it (the files"
             " are moved aside, not deleted; nothing was done)"
         )
+    refused = writable_refusal(root, occupied, os.access, renames_out)
+    if refused:
+        raise BackupRefused(f"{refused} (nothing was done)")
     restored = Restored(manifest)
     if backend == "postgres":  # first: one transaction, so a refusal changes nothing
         from memory_core.storage.pg import dump
@@ -106,6 +110,50 @@ def _refuse_running(workspace: Workspace) -> None:
             )
 
 
+def renames_out(root: Path) -> bool:
+    """Whether an entry of `root` can be renamed into its parent directory: not when
+    `root` is a mount point (a container's volume, a bind mount), whatever the devices'
+    numbers say. Tried with an empty file of its own, removed again."""
+    probe = root / f".chatmem-restore-probe-{os.getpid()}"
+    out = root.parent / f".{root.name}.restore-probe-{os.getpid()}"
+    try:
+        probe.touch()
+    except OSError:
+        return False
+    try:
+        os.rename(probe, out)
+    except OSError:
+        probe.unlink(missing_ok=True)
+        return False
+    out.unlink(missing_ok=True)
+    return True
+
+
+def writable_refusal(
+    root: Path,
+    occupied: bool,
+    access: Callable[[Path, int], bool],
+    renames: Callable[[Path], bool],
+) -> str | None:
+    """Why the restore could not put its files in place (or move the present ones
+    aside), found before anything changes: the database is loaded first, so a failure
+    after it would leave the files and the rows of two different times."""
+    if occupied:
+        for place in (root, root.parent):
+            if not access(place, os.W_OK):
+                return f"cannot move the files of workspace {root} aside: {place} is not writable"
+        if not renames(root):
+            return (
+                f"workspace {root} is a mount point, so its files cannot be moved aside"
+                " beside it: empty it yourself (keep a copy), then restore without --force"
+            )
+        return None
+    target = root if root.exists() else next(p for p in root.parents if p.exists())
+    if not access(target, os.W_OK):
+        return f"cannot restore into workspace {root}: {target} is not writable"
+    return None
+
+
 def _move_aside(root: Path) -> Path:
     """The workspace's current contents, moved into a folder beside it (same file
     system: renames)."""
@@ -115,7 +163,8 @@ def _move_aside(root: Path) -> Path:
         try:
             os.rename(root / entry, aside / entry)
         except OSError as exc:
+            moved = f"what was moved is in {aside}" if any(aside.iterdir()) else "nothing moved"
             raise BackupRefused(
-                f"cannot move {root / entry} aside ({exc}); the rest is in {aside}"
+                f"cannot move {root / entry} aside: {describe(exc)} ({moved})"
             ) from exc
     return aside

@@ -93,6 +93,9 @@ def database_check(backend: str, outcome: Visit | BaseException | None) -> Check
     if outcome is None:
         return fail(name, f"{backend}: no answer within {TIMEOUT_SECONDS:.0f} s")
     if isinstance(outcome, BaseException):
+        refused = server_refusal(outcome)
+        if refused is not None:
+            return fail(name, f"{backend}: the server refused the connection: {refused}")
         return fail(name, f"{backend}: unreachable: {first_line(outcome)}")
     if not outcome.schemas:
         return ok(name, f"{backend}: not made yet (the first command makes it)")
@@ -142,6 +145,17 @@ def journal_check(outcome: Visit | BaseException | None) -> Check:
             "replays them; a bot that keeps failing to shows why in its log)",
         )
     return ok(name, f"{rows} captures waiting" if rows else "empty")
+
+
+def server_refusal(exc: BaseException) -> str | None:
+    """The server's own words when it answered and refused (no such database or role, a
+    password refused), as libpq passes them on: the server was reached, so the line
+    must not say unreachable."""
+    text = str(exc)
+    if "FATAL:" not in text:
+        return None
+    said = text.split("FATAL:", 1)[1].strip().splitlines()
+    return said[0].strip() if said else None
 
 
 def first_line(exc: BaseException) -> str:

@@ -242,3 +242,54 @@ def test_a_database_in_use_is_replaced_only_with_force(
     assert code == 0 and "keeps bees on the roof" in out
     code, out, _ = run("search", "after the backup", "--workspace", str(fresh))
     assert "after the backup" not in out
+
+
+@pytest.mark.storage
+@pytest.mark.postgres_only
+def test_restore_refuses_at_once_while_a_process_is_connected_to_the_database(
+    run: Run, storage_env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bot on another machine (another workspace directory) uses the same database: the
+    restore is refused in one line before anything waits on its locks or replaces its
+    rows; once it has gone, the same restore goes through."""
+    import asyncio
+    import threading
+    import time
+
+    from memory_core.storage.pg.database import PgDatabase
+
+    for name, value in storage_env.items():
+        monkeypatch.setenv(name, value)
+    ws, fresh, bk = tmp_path / "ws", tmp_path / "fresh", tmp_path / "bk"
+    assert run("init", "--workspace", str(ws))[0] == 0
+    assert run("capture", "keeps bees on the roof", "--workspace", str(ws))[0] == 0
+    assert run("backup", str(bk), "--workspace", str(ws))[0] == 0
+    assert run("capture", "after the backup", "--workspace", str(ws))[0] == 0
+
+    connected, leave = threading.Event(), threading.Event()
+
+    async def bot() -> None:
+        database = await PgDatabase.open(storage_env["CHATMEM_POSTGRES_DSN"])
+        connected.set()
+        await asyncio.to_thread(leave.wait)
+        await database.close()
+
+    serving = threading.Thread(target=asyncio.run, args=(bot(),))
+    serving.start()
+    try:
+        assert connected.wait(30)
+        started = time.monotonic()
+        code, _, err = run("restore", str(bk), "--workspace", str(fresh), "--force")
+        took = time.monotonic() - started
+    finally:
+        leave.set()
+        serving.join(30)
+    assert code == 2 and err.count("\n") == 1, err
+    assert "connected to this PostgreSQL database and schema" in err
+    assert "stop the bots first" in err and "connection" in err
+    assert "Traceback" not in err and took < 10
+    code, out, _ = run("search", "after the backup", "--workspace", str(ws))
+    assert code == 0 and "after the backup" in out  # nothing was replaced
+
+    code, _, err = run("restore", str(bk), "--workspace", str(fresh), "--force")
+    assert code == 0, err

@@ -290,3 +290,19 @@ def test_exit_code_and_journal_backlog_rules() -> None:
     backlog = journal_check(Visit(journal_rows=database.JOURNAL_WARN_ROWS + 1))
     assert backlog.status is Status.WARN
     assert journal_check(None).detail.startswith("unknown")
+
+
+def test_a_server_that_refuses_the_dsn_is_named_as_refusing_not_unreachable() -> None:
+    """A mistyped database name reaches the server, which says why: the line used to call
+    that server unreachable."""
+    exc = OSError(
+        'connection failed: connection to server on socket "/tmp/pg/.s.PGSQL.5432" failed:'
+        ' FATAL:  database "nosuchdb" does not exist'
+    )
+    check = database.database_check("postgres", exc)
+    assert check.status == Status.FAIL
+    assert check.detail == (
+        'postgres: the server refused the connection: database "nosuchdb" does not exist'
+    )
+    check = database.database_check("postgres", OSError("Connection refused"))
+    assert check.detail == "postgres: unreachable: Connection refused"

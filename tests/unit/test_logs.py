@@ -114,3 +114,24 @@ async def test_log_lines_name_scopes_by_their_keys(core: MemoryCore) -> None:
     assert sid is not None
     assert scope_name(sid) == "telegram:peer:42"
     assert scope_name(10**9) == f"#{10**9}"
+
+
+def test_with_json_logs_every_stderr_line_of_a_bot_is_json(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The operator notices of a serving command (which workspace, that it is created,
+    where metrics are served) were plain lines among the JSON records: a collector
+    parsing stderr line by line stopped at the first one."""
+    import io
+
+    clean_cli_env(tmp_path, monkeypatch)
+    path = config_file(tmp_path, '[logging]\nformat = "json"\n[metrics]\nlisten = "127.0.0.1:0"\n')
+    monkeypatch.setenv("CHATMEM_WORKSPACE", str(tmp_path / "new-ws"))
+    monkeypatch.setattr("sys.stdin", io.StringIO("hello there\n"))
+    code, _, err = run_cli(capsys, "chat", "--config", str(path))
+    assert code == 0, err
+    records = [json.loads(line) for line in err.splitlines()]
+    said = [r["message"] for r in records if r["logger"] == "chatmem"]
+    assert any(m.startswith(f"using workspace {tmp_path / 'new-ws'}") for m in said), said
+    assert any(m.startswith("creating workspace at") for m in said), said
+    assert any(m.startswith("metrics on http://127.0.0.1:") for m in said), said

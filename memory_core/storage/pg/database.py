@@ -50,6 +50,7 @@ from memory_core.base.errors import (
 from memory_core.base.retry import CoolDown
 from memory_core.base.sql import Backend, Connection, data_version
 from memory_core.storage.migrations import Migration
+from memory_core.storage.pg import in_use
 from memory_core.storage.pg.connection import PgConnection
 from memory_core.storage.pg.migrations import PG_MIGRATIONS
 
@@ -154,7 +155,7 @@ class PgDatabase:
             min_size=1,
             max_size=pool_size,
             kwargs={"autocommit": True, "connect_timeout": int(CONNECT_TIMEOUT_SECONDS)},
-            configure=_configure,
+            configure=_configure_serving,
             # A connection the server dropped (a restart) is found out before use, not by
             # the call that borrows it.
             check=ConnectionPool.check_connection,
@@ -349,6 +350,13 @@ def _configure(raw: psycopg.Connection[Any]) -> None:
     """Each new connection: a row lock held too long is an error, not an endless wait
     (the DSN's own options, a search_path for instance, stay as given)."""
     raw.execute(f"SET lock_timeout = '{STATEMENT_LOCK_TIMEOUT}'")
+
+
+def _configure_serving(raw: psycopg.Connection[Any]) -> None:
+    """A connection of a process serving the workspace: also marked as in use, so a
+    restore refuses while it lives (storage/pg/in_use.py)."""
+    _configure(raw)
+    in_use.mark(raw)
 
 
 MIGRATION_LOCK = "chatmem:migrations"

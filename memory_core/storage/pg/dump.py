@@ -19,6 +19,7 @@ from typing import Any
 import psycopg
 
 from memory_core.base.errors import ChatmemError
+from memory_core.storage.pg import in_use
 from memory_core.storage.pg.connection import PgConnection
 from memory_core.storage.pg.database import (
     CONNECT_TIMEOUT_SECONDS,
@@ -32,6 +33,10 @@ NOT_DUMPED = frozenset({"writers"})
 """Per-process commit counters: meaningless in another database."""
 NOT_LOADED = frozenset({"_migrations", *NOT_DUMPED})
 """The target keeps its own record of the migrations it applied (it must match)."""
+
+LOAD_LOCK_TIMEOUT = "5s"
+"""How long the restore's TRUNCATE waits for another session's locks (one not marked
+as chatmem's: psql, a dump) before it stops with one line, nothing changed."""
 
 RUN_TIME_STEPS = ("m011_", "m012_")
 """Migrations applied when vectors are first used (`database.apply_step`), not at open."""
@@ -101,6 +106,7 @@ def used(dsn: str) -> str | None:
     migrations are applied first, so a new database is ready to load. Blocking."""
     try:
         with _connect(dsn) as raw:
+            in_use.refuse(in_use.holders(raw))
             migrate(PgConnection(raw, uuid.uuid4().hex))
             row = raw.execute("SELECT id FROM workspace").fetchone()
             if row is not None:
@@ -121,6 +127,8 @@ def load(
     left_out: list[str] = []
     try:
         with _connect(dsn) as raw, raw.transaction():
+            in_use.claim(raw)  # held to the commit: a bot starting now waits for it
+            raw.execute(f"SET LOCAL lock_timeout = '{LOAD_LOCK_TIMEOUT}'")
             have = [str(r[0]) for r in raw.execute("SELECT name FROM _migrations")]
             _same_schema(migrations, have)
             target = _tables(raw)

@@ -55,3 +55,15 @@ def _migrations(conn: Any) -> set[str]:
 def _has_table(conn: Any, name: str) -> bool:
     row = conn.execute("SELECT to_regclass(%s)", (name,)).fetchone()
     return row is not None and row[0] is not None
+
+
+def unreachable(dsn: str, connect_seconds: int) -> str | None:
+    """Why the server cannot be reached now (one line, never the DSN), or None when a
+    connection opens."""
+    from memory_core.storage.pg.database import translate
+
+    try:
+        psycopg.connect(dsn, connect_timeout=connect_seconds, autocommit=True).close()
+    except psycopg.Error as exc:
+        return str(translate(exc))
+    return None
