@@ -157,11 +157,23 @@ def exact_top(
             break
         passed = top.verify(batch)
         if admit is not None and passed * 2 < len(batch):
-            left = _best(ids, bounds, top.checked, top.cut(), len(ids))
+            left = _above(ids, bounds, top.checked, top.cut())
             admitted = admit(left) if left else set()
             top.checked.update(i for i in left if i not in admitted)
             admit = None  # once: the rest are known to pass
     return top.rows()
+
+
+def _above(
+    ids: NDArray[np.int64], bounds: NDArray[np.float64], checked: set[int], floor: float
+) -> list[int]:
+    """Every unchecked chunk of bound `floor` or more, in id order (`_best` unsorted)."""
+    import numpy as np
+
+    keep = bounds >= floor
+    if checked:
+        keep &= ~np.isin(ids, np.fromiter(checked, dtype=np.int64, count=len(checked)))
+    return [int(i) for i in ids[keep]]
 
 
 def _best(
