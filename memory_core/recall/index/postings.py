@@ -5,8 +5,9 @@ Both return the exact top N of the query's BM25 (`topk.Scoring`: its terms' weig
 idf, k1 and b as the ranking uses them; ties by chunk id), every term counted. SQLite
 keeps a per-scope FTS5 table (`fts_<scope id>`) over the pre-tokenized text; each term's
 postings (chunk, term frequency, chunk length) are read from FTS5's own index
-(`fts5vocab` instances and the table's `docsize`) and pruned by MaxScore (`topk.py`), so
-the long postings of common words are read only when they can change the top N.
+(`fts5vocab` instances and the table's `docsize`), kept for the connection's next
+searches (`postings_cache.py`), and pruned by MaxScore (`topk.py`), so the long postings
+of common words are read only when they can change the top N.
 PostgreSQL has no FTS5 and no jieba in the server, so its `chunks_postings` GIN index
 (memory_core/storage/pg/migrations.py) maps each (scope, term) to its chunks, and every
 chunk holding a term is scored in SQL by the same expression (`Scoring.part`). Both then
