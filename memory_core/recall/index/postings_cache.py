@@ -35,8 +35,8 @@ if TYPE_CHECKING:
 Arrays = tuple["NDArray[np.int64]", "NDArray[np.int64]", "NDArray[np.int64]"]
 """A term's postings: chunk ids, term frequencies, chunk lengths (see `topk.Postings`)."""
 BUDGET = 2_000_000
-"""Most postings kept per connection (about 48 bytes each as three int64 arrays:
-~100 MB at most; a question's common terms at 100 000 chunks hold a few thousand each)."""
+"""Most postings kept per connection (24 bytes each, three int64 arrays: ~48 MB at
+most; a question's common terms at 100 000 chunks hold a few thousand each)."""
 
 
 class PostingsCache:
