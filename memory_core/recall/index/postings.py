@@ -5,8 +5,9 @@ Both return the exact top N of the query's BM25 (`topk.Scoring`: its terms' weig
 idf, k1 and b as the ranking uses them; ties by chunk id), every term counted. SQLite
 keeps a per-scope FTS5 table (`fts_<scope id>`) over the pre-tokenized text; each term's
 postings (chunk, term frequency, chunk length) are read from FTS5's own index
-(`fts5vocab` instances and the table's `docsize`) and pruned by MaxScore (`topk.py`), so
-the long postings of common words are read only when they can change the top N.
+(`fts5vocab` instances and the table's `docsize`), kept for the connection's next
+searches (`postings_cache.py`), and pruned by MaxScore (`topk.py`), so the long postings
+of common words are read only when they can change the top N.
 PostgreSQL has no FTS5 and no jieba in the server, so its `chunks_postings` GIN index
 (memory_core/storage/pg/migrations.py) maps each (scope, term) to its chunks, and every
 chunk holding a term is scored in SQL by the same expression (`Scoring.part`). Both then
@@ -18,16 +19,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from memory_core.base.sql import Connection
+from memory_core.recall.index.postings_cache import Arrays, cache_of, known_cache
 from memory_core.recall.index.topk import Scoring, exact_top
 
-if TYPE_CHECKING:  # numpy is loaded by the first search, never by a command's import
-    import numpy as np
-    from numpy.typing import NDArray
-
-Arrays = tuple["NDArray[np.int64]", "NDArray[np.int64]", "NDArray[np.int64]"]
 Memo = dict[str, Arrays]
 """A term's postings as one search read them (chunk ids, term frequencies, lengths)."""
 CANDIDATE_COLUMNS = (
@@ -88,6 +85,8 @@ class Fts5Postings:
     """SQLite: an FTS5 table per scope, with `chunks` as its external content."""
 
     def scope_created(self, conn: Connection, sid: int) -> None:
+        if (cache := known_cache(conn)) is not None:
+            cache.clear()  # rare: a scope's id is never read before it exists
         conn.execute(
             f"CREATE VIRTUAL TABLE IF NOT EXISTS fts_{int(sid)} USING fts5(tokens,"
             " content='chunks', content_rowid='id', tokenize='unicode61 remove_diacritics 0')"
@@ -102,11 +101,16 @@ class Fts5Postings:
         by_scope: dict[int, list[tuple[int, str]]] = {}
         for chunk_id, sid, tokens in rows:
             by_scope.setdefault(sid, []).append((chunk_id, tokens))
+        cache = known_cache(conn)
         for sid, fts_rows in by_scope.items():
             conn.executemany(f"INSERT INTO fts_{int(sid)} (rowid, tokens) VALUES (?, ?)", fts_rows)
+            if cache is not None:
+                cache.added(sid, fts_rows)
 
     def removed(self, conn: Connection, sid: int, rows: Sequence[tuple[int, str]]) -> None:
         table = f"fts_{int(sid)}"
+        if (cache := known_cache(conn)) is not None:
+            cache.removed(sid, (tokens for _, tokens in rows))
         conn.executemany(
             f"INSERT INTO {table} ({table}, rowid, tokens) VALUES ('delete', ?, ?)", rows
         )
@@ -140,24 +144,24 @@ class Fts5Postings:
             f" JOIN {table}_docsize AS d ON d.id = v.doc WHERE v.term = ?"
         )
 
-        held: Memo = {} if memo is None else memo
+        del memo  # the connection's cache keeps every term read (`postings_cache.py`)
+        cache = cache_of(conn)
 
         import numpy as np
 
-        def postings(term: str) -> Arrays:
-            known = held.get(term)
-            if known is not None:
-                return known
+        def read_term(term: str) -> Arrays:
             docs, lengths = conn.execute(read, (term,)).fetchone()
             if not docs:
                 empty = np.zeros(0, dtype=np.int64)
-                found: Arrays = (empty, empty, empty)
-            else:
-                every = np.array(str(docs).split(","), dtype=np.int64)
-                ids, first, tf = np.unique(every, return_index=True, return_counts=True)
-                found = (ids, tf, np.array(str(lengths).split(","), dtype=np.int64)[first])
-            held[term] = found
-            return found
+                return (empty, empty, empty)
+            every = np.fromstring(str(docs), dtype=np.int64, sep=",")
+            # Adjacent per chunk (instances come in chunk order): runs are frequencies.
+            starts = np.flatnonzero(np.r_[True, every[1:] != every[:-1]])
+            tf = np.diff(np.r_[starts, len(every)])
+            return (every[starts], tf, np.fromstring(str(lengths), dtype=np.int64, sep=",")[starts])
+
+        def postings(term: str) -> Arrays:
+            return cache.get(sid, term, read_term)
 
         # `+`: look the ids up by rowid, not through the scope's index (see `by_ids`).
         where = " AND ".join(["+c.scope_id = ?", "+c.hidden = 0", *filters])
@@ -184,6 +188,8 @@ class Fts5Postings:
         # Deleting row by row costs more than emptying the table, which is page-level
         # work (SQLite's truncate optimization): the messages are put aside and back,
         # same ids.
+        if (cache := known_cache(conn)) is not None:
+            cache.clear()
         conn.execute(
             "CREATE TEMP TABLE kept_messages AS SELECT * FROM chunks WHERE kind = 'message'"
         )

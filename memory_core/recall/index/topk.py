@@ -18,7 +18,7 @@ chunk id: the result is the brute-force one.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -149,35 +149,54 @@ def exact_top(
         # No bar yet (every term read, or too few seen): the best seen set it.
         top.verify(_best(ids, bounds, top.checked, -math.inf, wanted))
     # The seen chunks left that may still enter, highest bound first (ties: lowest id):
-    # few, once the bar is set.
+    # few, once the bar is set. `ids` is fixed (sorted) from here: which are still
+    # unchecked is a mask, not a set searched at every batch.
+    unchecked = np.ones(len(ids), dtype=bool)
+    _mark(ids, unchecked, top.checked)
     step = max(BATCH, wanted)
     while True:
-        batch = _best(ids, bounds, top.checked, top.cut(), step)
+        batch = _best(ids, bounds, unchecked, top.cut(), step)
         if not batch:
             break
         passed = top.verify(batch)
+        _mark(ids, unchecked, batch)
         if admit is not None and passed * 2 < len(batch):
-            left = _best(ids, bounds, top.checked, top.cut(), len(ids))
+            left = [int(i) for i in ids[unchecked & (bounds >= top.cut())]]
             admitted = admit(left) if left else set()
-            top.checked.update(i for i in left if i not in admitted)
+            out = [i for i in left if i not in admitted]
+            top.checked.update(out)
+            _mark(ids, unchecked, out)
             admit = None  # once: the rest are known to pass
     return top.rows()
+
+
+def _mark(ids: NDArray[np.int64], unchecked: NDArray[np.bool_], done: Iterable[int]) -> None:
+    """Clear the mask at these chunks (every one is among the sorted `ids`)."""
+    import numpy as np
+
+    held = np.fromiter(done, dtype=np.int64)
+    if len(held):
+        unchecked[np.searchsorted(ids, held)] = False
 
 
 def _best(
     ids: NDArray[np.int64],
     bounds: NDArray[np.float64],
-    checked: set[int],
+    unchecked: NDArray[np.bool_] | set[int],
     floor: float,
     count: int,
 ) -> list[int]:
     """Up to `count` unchecked chunks of highest bound, none below `floor` (ties: lowest
-    id), best first."""
+    id), best first. `unchecked`: a mask over `ids`, or the set of chunks checked."""
     import numpy as np
 
     keep = bounds >= floor
-    if checked:
-        keep &= ~np.isin(ids, np.fromiter(checked, dtype=np.int64, count=len(checked)))
+    if isinstance(unchecked, set):
+        if unchecked:
+            checked = np.fromiter(unchecked, dtype=np.int64, count=len(unchecked))
+            keep &= ~np.isin(ids, checked)
+    else:
+        keep &= unchecked
     candidates, values = ids[keep], bounds[keep]
     if len(candidates) > count:
         # Only what may make the first `count` is sorted: the count-th best and above.
