@@ -46,6 +46,15 @@ def pytest_configure(config: pytest.Config) -> None:
     socket.socket.connect_ex = _loopback_only(socket.socket.connect_ex)  # type: ignore[method-assign]
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests marked `slow` run first, each file's order kept otherwise. xdist's
+    work-stealing schedule hands each worker a block of the list and lets an idle one
+    take the tail of another's: a long test met late ends the run alone, one started
+    first is overlapped by everything else. (A stable sort: every worker collects the
+    same order, as xdist requires.)"""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _model_cache_of_the_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """The local model's cache (memory_core/embedding/model_cache.py) of a test that loads

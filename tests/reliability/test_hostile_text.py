@@ -180,6 +180,7 @@ def cli(
     )
 
 
+@pytest.mark.slow
 def test_the_command_line_keeps_or_refuses(workspace: Path, storage_env: Mapping[str, str]) -> None:
     assert cli(workspace, storage_env, "init").returncode == 0
     # Bytes that are not UTF-8 in an argument: one line, exit 2, nothing stored.
