@@ -46,17 +46,24 @@ async def test_a_small_load_end_to_end(
     assert figures["model turns"] == 6 * 3
 
 
-def test_the_load_tests_print_nothing_in_a_quiet_run() -> None:
+def test_the_load_tests_print_nothing_in_a_quiet_run(tmp_path: Path) -> None:
     """`pytest -q` of a load test shows a dot and a summary, not figures: those are the
-    bench's. (The small test here; the slow one runs the same driver.)"""
+    bench's. (The small test here; the slow one runs the same driver.) In one process
+    (`-n 0`: workers to start for one test cost more than the test) and in this test's
+    directory: a session of its own would chmod the shared `/tmp/pytest-of-<user>` to
+    0700, which the outer run's PostgreSQL servers (another user) must traverse."""
     done = subprocess.run(
         [
             sys.executable,
             "-m",
             "pytest",
             "-q",
+            "-n",
+            "0",
             "-p",
             "no:cacheprovider",
+            "--basetemp",
+            str(tmp_path / "run"),
             f"{Path(__file__).resolve()}::test_a_small_load_end_to_end",
         ],
         capture_output=True,

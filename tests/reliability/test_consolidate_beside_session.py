@@ -79,6 +79,7 @@ async def consolidate(workspace: Path, env: Mapping[str, str]) -> dict[str, int]
     return {phase["phase"]: phase["changes"] for phase in report["phases"]}
 
 
+@pytest.mark.slow
 async def test_consolidate_beside_an_open_session_leaves_it_to_its_new(
     workspace: Path, storage_env: Mapping[str, str]
 ) -> None:

@@ -27,7 +27,7 @@ from memory_core.config import Config
 from memory_core.engine import MemoryCore
 from tests.functional.test_console import clean_env
 from tests.reliability.support import REPO
-from tests.support import recent_messages
+from tests.support import clean_cli_env, recent_messages, run_cli
 
 pytestmark = pytest.mark.storage
 
@@ -41,6 +41,9 @@ KEPT = [
     "emoji 🎉\r\n中文\r-->\r<!--",
 ]
 """Texts to keep exactly (each with a word of its own, for finding it again)."""
+
+HALF_BYTES = [b"\xff", b"caf\xe9 au lait", b"half \xe4\xb8"]
+"""Arguments that are not UTF-8."""
 
 SURROGATES = ["\ud800", "left \udcff right", "a pair \ud83d\ude00 of halves", "end \udfff"]
 
@@ -180,23 +183,49 @@ def cli(
     )
 
 
-def test_the_command_line_keeps_or_refuses(workspace: Path, storage_env: Mapping[str, str]) -> None:
+@pytest.mark.slow
+def test_the_command_line_keeps_or_refuses(
+    workspace: Path,
+    storage_env: Mapping[str, str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """One real process for each way in (an argument, stdin) and each outcome; the other
+    texts go to `main` in this process as the `str` a process makes of its argv
+    (`os.fsdecode`: bytes that are not UTF-8 become lone surrogates), a process each
+    costing seconds."""
+    clean_cli_env(tmp_path, monkeypatch)
+    for name, value in storage_env.items():
+        monkeypatch.setenv(name, value)
+
+    def here(*argv: str) -> tuple[int, str, str]:
+        return run_cli(capsys, *argv, "--workspace", str(workspace))
+
     assert cli(workspace, storage_env, "init").returncode == 0
-    # Bytes that are not UTF-8 in an argument: one line, exit 2, nothing stored.
-    for raw in (b"\xff", b"caf\xe9 au lait", b"half \xe4\xb8"):
-        for argv in (("capture", raw), ("search", raw)):
-            done = cli(workspace, storage_env, *argv)
-            assert done.returncode == 2, done
-            err = done.stderr.decode()
-            assert err.startswith("chatmem: error: ") and err.count("\n") == 1, err
-            assert_no_traceback(done.stdout.decode(), err)
+    # Bytes that are not UTF-8 in an argument: one line, exit 2, nothing stored. (A search
+    # here would add the words-only notice of a test without the model: a process each.)
+    for argv in (("capture", b"\xff"), *(("search", raw) for raw in HALF_BYTES)):
+        done = cli(workspace, storage_env, *argv)
+        assert done.returncode == 2, done
+        err = done.stderr.decode()
+        assert err.startswith("chatmem: error: ") and err.count("\n") == 1, err
+        assert_no_traceback(done.stdout.decode(), err)
+    for raw in HALF_BYTES[1:]:
+        code, out, err = here("capture", os.fsdecode(raw))
+        assert code == 2, err
+        assert err.startswith("chatmem: error: ") and err.count("\n") == 1, err
+        assert_no_traceback(out, err)
     # And on stdin, for `capture -`.
     done = cli(workspace, storage_env, "capture", "-", stdin=b"caf\xe9")
     assert done.returncode == 2 and done.stderr.decode().count("\n") == 1
     # Carriage returns, from an argument and from stdin, kept exactly.
-    for n, text in enumerate(KEPT):
-        done = cli(workspace, storage_env, "capture", marked(text, n))
-        assert done.returncode == 0, done.stderr.decode()
+    *in_process, last = list(enumerate(KEPT))
+    for n, text in in_process:
+        code, _, err = here("capture", marked(text, n))
+        assert code == 0, err
+    done = cli(workspace, storage_env, "capture", marked(last[1], last[0]))
+    assert done.returncode == 0, done.stderr.decode()
     from_stdin = "read from stdin\r\nwith its own\rcarriage returns"
     done = cli(workspace, storage_env, "capture", "-", stdin=from_stdin.encode())
     assert done.returncode == 0, done.stderr.decode()

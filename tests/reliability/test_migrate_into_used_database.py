@@ -64,6 +64,7 @@ def refused_in_one_line(done: subprocess.CompletedProcess[str]) -> None:
     assert "Traceback" not in done.stderr
 
 
+@pytest.mark.slow
 def test_a_used_database_is_refused_and_nothing_crosses(tmp_path: Path, pg_dsn: str) -> None:
     theirs, ours = tmp_path / "theirs", tmp_path / "ours"
     for workspace in (theirs, ours):

@@ -69,6 +69,7 @@ def test_help_states_the_years(tmp_path: Path) -> None:
         assert "years 2000 to 2200" in " ".join(done.stdout.split())
 
 
+@pytest.mark.slow
 async def test_every_reader_survives_far_dates_in_files(
     core: MemoryCore, storage_env: Mapping[str, str]
 ) -> None:

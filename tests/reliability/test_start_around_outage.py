@@ -117,6 +117,7 @@ async def spooled_message_reaches_the_database(config: Config, text: str) -> Non
     await eventually(written, WAIT)
 
 
+@pytest.mark.slow
 async def test_processes_started_while_the_server_is_down_or_coming_back_open_and_lose_nothing(
     own_postgres: PostgresServer, tmp_path: Path
 ) -> None:

@@ -75,6 +75,7 @@ def assert_one_line(code: int, stderr: str, took: float, cause: str) -> None:
     assert took < UPPER_GUARD_SECONDS, (took, stderr)
 
 
+@pytest.mark.slow
 async def test_a_dsn_never_reached_is_one_line_and_a_non_zero_exit(
     own_postgres: PostgresServer, tmp_path: Path
 ) -> None:

@@ -84,6 +84,7 @@ def cli_workspace(config: Config) -> Config:
     return config
 
 
+@pytest.mark.slow
 def test_the_command_keeps_every_update(cli_workspace: Config) -> None:
     config = cli_workspace
     where = ("--workspace", str(config.workspace_path))

@@ -874,6 +874,7 @@ print(json.dumps({"code": code, "loaded": loaded}), file=sys.stderr)
 """
 
 
+@pytest.mark.slow
 def test_commands_import_no_tokenizer_numpy_or_model(tmp_path: Path) -> None:
     """`status`, `capture` and a `search` in English of an empty scope need neither the
     tokenizer's dictionary (rjieba: no Han text) nor numpy nor the embedding model, with
@@ -910,6 +911,7 @@ print(json.dumps({"code": code, "loaded": loaded}), file=sys.stderr)
 """
 
 
+@pytest.mark.slow
 def test_commands_import_no_pydantic_consolidation_or_conversation(tmp_path: Path) -> None:
     """`status`, `capture` and `search` build the config without pydantic (config/checks.py
     checks what a file or a variable sets) and use neither the consolidation nor the
