@@ -133,9 +133,10 @@ def scrub_group_files(
 
 
 def kept_records(text: str, traces: Traces) -> tuple[str, int]:
-    """An event log without the person's records: their inputs (by speaker), any record
-    that names them or holds their text, and what followed one of their inputs in its
-    session (the reply, the tool calls: `REPLY_TYPES`) up to the next input."""
+    """An event log without the person's records: their inputs (by id, or by speaker
+    where the record kept no id), any record that names them or holds their text, and
+    what followed one of their inputs in its session (the reply, the tool calls:
+    `REPLY_TYPES`) up to the next input."""
     kept: list[str] = []
     dropped = 0
     following: set[str] = set()
@@ -153,11 +154,19 @@ def kept_records(text: str, traces: Traces) -> tuple[str, int]:
         session = str(record.get("session"))
         if record.get("type") == "input":
             following.discard(session)
-        theirs = (
-            traces.spoke(str(record.get("speaker", "")))
-            or traces.found_in(json.dumps(record, ensure_ascii=False))
-            or traces.found_in(line)
-        )
+        speaker_id = record.get("speaker_id")
+        if isinstance(speaker_id, str) and speaker_id:
+            # Who said it is known by id: their name in the record is no sign.
+            said = {k: v for k, v in record.items() if k not in ("speaker", "speaker_id")}
+            theirs = traces.spoke(None, speaker_id) or traces.found_in(
+                json.dumps(said, ensure_ascii=False)
+            )
+        else:
+            theirs = (
+                traces.spoke(str(record.get("speaker", "")))
+                or traces.found_in(json.dumps(record, ensure_ascii=False))
+                or traces.found_in(line)
+            )
         if theirs and record.get("type") == "input":
             following.add(session)
         if theirs or (session in following and record.get("type") in REPLY_TYPES):

@@ -174,6 +174,7 @@ class HistoryStore:
         now: datetime,
         *,
         speaker: str = "",
+        speaker_id: str | None = None,
         meta: dict[str, Any] | None = None,
         indexed: bool = False,
         used_entry_ids: Sequence[str] = (),
@@ -181,7 +182,8 @@ class HistoryStore:
         replay_key: str | None = None,
     ) -> StoredMessage:
         """Store one message and touch its session, in one transaction and one call on
-        the database thread.
+        the database thread. `speaker_id` is the sender's platform id in a group (what
+        `chatmem erase --person` finds their lines by), None when not known.
 
         `replay_key` names a message written before (a spooled one, `spool.py`): it is
         claimed in the same transaction, and a key claimed already stores nothing (the
@@ -197,6 +199,7 @@ class HistoryStore:
             session_id,
             role,
             speaker,
+            speaker_id or None,
             content,
             format_when(now),
             len(content.encode("utf-8")) + len(encoded),
@@ -221,8 +224,9 @@ class HistoryStore:
                 return 0
             message_id = int(
                 conn.execute(
-                    "INSERT INTO messages (scope, session_id, role, speaker, content, created_at,"
-                    " bytes, meta, archived) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+                    "INSERT INTO messages (scope, session_id, role, speaker, speaker_id, content,"
+                    " created_at, bytes, meta, archived) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                    " RETURNING id",
                     row,
                 ).fetchone()[0]
             )

@@ -158,6 +158,7 @@ class SpoolingHistory(HistoryStore):
         now: datetime,
         *,
         speaker: str = "",
+        speaker_id: str | None = None,
         meta: dict[str, Any] | None = None,
         indexed: bool = False,
         used_entry_ids: Sequence[str] = (),
@@ -175,6 +176,7 @@ class SpoolingHistory(HistoryStore):
                     content,
                     now,
                     speaker=speaker,
+                    speaker_id=speaker_id,
                     meta=meta,
                     indexed=indexed,
                     used_entry_ids=used_entry_ids,
@@ -192,6 +194,7 @@ class SpoolingHistory(HistoryStore):
             "content": content,
             "at": format_when(now),
             "speaker": speaker,
+            "speaker_id": speaker_id,
             "meta": meta or {},
             "indexed": indexed,
             "used": list(used_entry_ids),
@@ -271,6 +274,7 @@ class SpoolingHistory(HistoryStore):
                     str(record["content"]),
                     parse_when(str(record["at"])),
                     speaker=str(record.get("speaker", "")),
+                    speaker_id=_text_or_none(record.get("speaker_id")),
                     meta=dict(record.get("meta") or {}),
                     indexed=bool(record.get("indexed")),
                     used_entry_ids=[str(i) for i in record.get("used") or ()],
@@ -483,3 +487,7 @@ def _claimed_insert(
     """Audit rows of a spooled change, unless a replay wrote them before (the claim)."""
     if claim(conn):
         insert_rows(conn, rows)
+
+
+def _text_or_none(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None

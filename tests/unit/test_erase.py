@@ -19,6 +19,7 @@ from memory_core.base.scope import ScopeKey
 from memory_core.config import Config
 from memory_core.engine import MemoryCore
 from memory_core.erasure.people import (
+    GroupRow,
     Person,
     Traces,
     direct_scopes,
@@ -265,7 +266,10 @@ async def test_erasing_a_person_leaves_none_of_their_words(
     assert memory_files(workspace_bytes(root)) == memory_files(before)  # a dry run writes none
     code, out, err = await cli(capsys, "--workspace", str(root), "erase", "--person", "telegram:42")
     assert (code, out) == (2, "")
-    assert err.startswith("chatmem: error: erase needs --yes") and err.count("\n") == 1
+    # The refusal is the last line; before it, the log may name the planted unreadable
+    # journal row (logs go to stderr since the one log format).
+    assert err.splitlines()[-1].startswith("chatmem: error: erase needs --yes")
+    assert "Traceback" not in err
     code, out, err = await cli(
         capsys, "--workspace", str(root), "erase", "--person", "telegram:42", "--yes", "--by", "dpo"
     )
@@ -395,13 +399,13 @@ def test_a_persons_direct_scopes_under_every_dm_scope() -> None:
 
 def test_group_lines_go_with_the_replies_to_them() -> None:
     traces = Traces(frozenset({"Alice"}))
-    rows = [
-        (1, "s1", "user", "Alice", "hello"),
-        (2, "s1", "assistant", "", "hi Alice"),
-        (3, "s1", "tool", "memory_search", "{}"),
-        (4, "s1", "user", "Bob", "hey"),
-        (5, "s1", "assistant", "", "hi Bob"),
-        (6, "s2", "assistant", "", "a new session"),
+    rows: list[GroupRow] = [
+        (1, "s1", "user", "Alice", None, "hello"),
+        (2, "s1", "assistant", "", None, "hi Alice"),
+        (3, "s1", "tool", "memory_search", None, "{}"),
+        (4, "s1", "user", "Bob", None, "hey"),
+        (5, "s1", "assistant", "", None, "hi Bob"),
+        (6, "s2", "assistant", "", None, "a new session"),
     ]
     assert erased_messages(rows, traces) == [1, 2, 3]
     archive = (
