@@ -336,7 +336,13 @@ class ChatEngine:
         self, scope: ScopeKey, what: str, chinese: bool, speaker: str, speaker_id: str | None
     ) -> str:
         entry, result = await self.memory.long_term.capture(
-            scope, what, category="fact", importance="high", source="explicit", speaker=speaker
+            scope,
+            what,
+            category="fact",
+            importance="high",
+            source="explicit",
+            speaker=speaker,
+            speaker_id=speaker_id,
         )
         await self.records.decided(scope, "remember", result, None)
         if entry.claim_on is not None and entry.speaker is not None:

@@ -270,7 +270,10 @@ async def _lines(
     memories = core.memories
     workspace = core.workspace
     messages = await db.call(partial(rows.group_messages, scope=scope.value))
-    speakers = group_speakers(messages, traces)
+    parsed = await memories.load(scope)
+    kept = await asyncio.to_thread(memories.kept.file.read, scope)
+    every = (*parsed.entries, *kept.entries)
+    speakers = group_speakers(messages, traces, [(e.speaker, e.speaker_id) for e in every])
     # Old rows (no id) by every name of theirs; everything else never by a name another
     # member's id spoke under here.
     ids = erased_messages(messages, traces.with_names(speakers.own))
@@ -281,14 +284,12 @@ async def _lines(
 
     def theirs(entry: MemoryEntry) -> bool:
         return (
-            traces.spoke(entry.speaker)
+            traces.spoke(entry.speaker, entry.speaker_id)
             or traces.found_in(entry.content)
-            or traces.said(entry.content)
+            or (entry.speaker_id is None and traces.said(entry.content))
         )
 
-    parsed = await memories.load(scope)
-    kept = await asyncio.to_thread(memories.kept.file.read, scope)
-    entries = [e for e in (*parsed.entries, *kept.entries) if theirs(e)]
+    entries = [e for e in every if theirs(e)]
     traces = traces.with_texts(e.content for e in entries)
     # Others' messages that repeat their words or name them (a reply quoting them).
     ids += [m[0] for m in messages if m[0] not in chosen and traces.found_in(m[5])]

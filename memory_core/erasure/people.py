@@ -195,8 +195,13 @@ class GroupSpeakers:
     """The person's messages found by name (older ones, kept without an id)."""
 
 
-def group_speakers(rows: Sequence[GroupRow], traces: Traces) -> GroupSpeakers:
-    """`GroupSpeakers` of a group's rows (`traces` with the person's id and names)."""
+def group_speakers(
+    rows: Sequence[GroupRow],
+    traces: Traces,
+    entries: Iterable[tuple[str | None, str | None]] = (),
+) -> GroupSpeakers:
+    """`GroupSpeakers` of a group's rows (`traces` with the person's id and names), and
+    of its entries' `(speaker, speaker_id)`."""
     own: set[str] = set()
     shared: set[str] = set()
     by_id = 0
@@ -207,6 +212,9 @@ def group_speakers(rows: Sequence[GroupRow], traces: Traces) -> GroupSpeakers:
                 by_id += 1
             else:
                 shared.add(speaker.strip())
+    for name, name_id in entries:
+        if name and name_id:
+            (own if name_id == traces.id else shared).add(name.strip())
     names = traces.with_names(own)
     by_name = sum(1 for r in rows if r[2] == "user" and not r[4] and names.spoke(r[3]))
     return GroupSpeakers(frozenset(own - {""}), frozenset(shared - {""}), by_id, by_name)

@@ -62,9 +62,7 @@ async def test_a_malformed_spool_record_is_kept_aside_not_replayed_or_lost(
 
 
 @pytest.mark.storage
-async def test_a_malformed_audit_spool_record_is_kept_aside(
-    config: Config, tmp_path: Path
-) -> None:
+async def test_a_malformed_audit_spool_record_is_kept_aside(config: Config, tmp_path: Path) -> None:
     spool = tmp_path / "audit"
     spool.mkdir()
     row = ["2026-03-01T12:00:00Z", "peer:7", "abc123", "add", None, 1.0, "test", "fact"]
