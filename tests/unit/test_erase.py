@@ -125,6 +125,15 @@ async def plant(core: MemoryCore, clock: ManualClock, alice: Canaries, bob: Cana
     (spool / "ghost.jsonl").write_text(
         "".join(json.dumps(r) + "\n" for r in records), encoding="utf-8"
     )
+    # Records a replay set aside as malformed (no `kind`), kept for inspection.
+    (spool / "quarantine").mkdir()
+    (spool / "quarantine" / "old.jsonl").write_text(
+        "".join(
+            json.dumps({"scope": scope.value, "content": f"no kind {person('setaside')}"}) + "\n"
+            for scope, person in ((ALICE_DM, alice), (BOB_DM, bob))
+        ),
+        encoding="utf-8",
+    )
     # A vector made from Alice's turn (its bytes stand for what a model made of them).
     [(chunk, sid)] = await sql(
         core,
