@@ -246,7 +246,7 @@ class ChatEngine:
             *history_window(earlier, self.config.history),
             {"role": "user", "content": text},
         ]
-        ctx = ToolContext(self.memory, scope, session.id, speaker or None)
+        ctx = ToolContext(self.memory, scope, session.id, speaker or None, speaker_id)
         try:
             reply, calls, stored = await self._tool_loop(ctx, messages, force_search=intent)
         except LLMError as exc:

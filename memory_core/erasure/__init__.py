@@ -277,7 +277,8 @@ async def _lines(
     # Old rows (no id) by every name of theirs; everything else never by a name another
     # member's id spoke under here.
     ids = erased_messages(messages, traces.with_names(speakers.own))
-    shared |= speakers.shared & (traces.names | speakers.own)
+    clash = speakers.shared & (traces.names | speakers.own)
+    shared |= clash
     traces = traces.with_names(speakers.own).without_names(speakers.shared)
     chosen = set(ids)
     traces = traces.with_texts(m[5] for m in messages if m[0] in chosen)
@@ -290,6 +291,13 @@ async def _lines(
         )
 
     entries = [e for e in every if theirs(e)]
+    # Entries an extraction kept under a name alone, a name two members share: whose
+    # they are cannot be told, so they stay, and the listing says how many.
+    unsure = sum(
+        1
+        for e in every
+        if e.speaker_id is None and (e.speaker or "").strip() in clash and not theirs(e)
+    )
     traces = traces.with_texts(e.content for e in entries)
     # Others' messages that repeat their words or name them (a reply quoting them).
     ids += [m[0] for m in messages if m[0] not in chosen and traces.found_in(m[5])]
@@ -309,6 +317,7 @@ async def _lines(
             "messages": len(ids),
             "messages_by_id": speakers.by_id,
             "messages_by_name": speakers.by_name,
+            "kept_unsure_shared_name": unsure,
             "file_parts": scrubbed.parts,
         },
         scrubbed.files,
@@ -335,7 +344,9 @@ async def _lines(
         erasure.counts["journal_rows"] = await journal.run(
             partial(_drop_their_captures, scope=scope.value, traces=traces)
         )
-    kinds = {k: v for k, v in erasure.counts.items() if not k.startswith("messages_by_")}
+    kinds = {
+        k: v for k, v in erasure.counts.items() if not k.startswith(("messages_by_", "kept_unsure"))
+    }
 
     def step(conn: Connection) -> None:
         rows.erase_lines(conn, scope.value, ids, sorted(gone))
