@@ -253,6 +253,7 @@ class HistoryStore:
             archive_next_at=None,
             compacted=False,
             meta=meta or {},
+            speaker_id=speaker_id or None,
         )
 
     async def session_messages(
@@ -293,7 +294,7 @@ class HistoryStore:
             f" UNION ALL SELECT * FROM (SELECT {MESSAGE_COLUMNS}, 1 FROM messages"
             " WHERE session_id = ? AND role = ? ORDER BY id DESC LIMIT 1) AS summary"
             " UNION ALL SELECT COALESCE(SUM(LENGTH(content)), 0), NULL, NULL, NULL, NULL, NULL,"
-            " NULL, NULL, NULL, NULL, NULL, NULL, 2 FROM messages WHERE session_id = ?"
+            " NULL, NULL, NULL, NULL, NULL, NULL, NULL, 2 FROM messages WHERE session_id = ?"
             " AND compacted = 0",
             session_id,
             limit,
@@ -305,7 +306,7 @@ class HistoryStore:
         summary: StoredMessage | None = None
         chars = 0
         for row in rows:
-            part = row[12]
+            part = row[len(row) - 1]
             if part == 0:
                 latest.append(message_from_row(row))
             elif part == 1:

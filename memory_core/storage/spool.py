@@ -214,6 +214,7 @@ class SpoolingHistory(HistoryStore):
             archive_next_at=None,
             compacted=False,
             meta=meta or {},
+            speaker_id=speaker_id or None,
         )
         self._spooled.messages.append(message)
         return message

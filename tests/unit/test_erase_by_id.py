@@ -15,7 +15,7 @@ from adapters.inbound import InboundMessage
 from adapters.router import MessageRouter
 from memory_core.base.clock import ManualClock
 from memory_core.base.scope import ScopeKey
-from memory_core.config import Config
+from memory_core.config import Config, load_config
 from memory_core.engine import MemoryCore
 from memory_core.erasure.people import GroupRow, Traces, erased_messages, group_speakers
 from tests.support import clean_cli_env, sql
@@ -185,3 +185,30 @@ def test_lines_are_matched_by_id_and_by_name_only_without_one() -> None:
     speakers = group_speakers(rows, traces, [("Ann", "42"), ("Zed", "47")])
     assert speakers.own == {"Alice", "Ali", "Ann"} and speakers.shared == {"Alice", "Zed"}
     assert (speakers.by_id, speakers.by_name) == (2, 1)
+
+
+async def test_an_export_and_import_keep_the_sender_ids(
+    config: Config,
+    clock: ManualClock,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    async with MemoryCore.open(config, clock=clock) as core:
+        router = MessageRouter(core, bot_username="chatmem_bot")
+        await router.handle(said("42", "Alice", "my locker code is zqexportturn today"))
+        await router.handle(said("42", "Alice", "/remember I keep bees named zqexportbees"))
+    clean_cli_env(tmp_path, monkeypatch)
+    source, target = str(config.workspace_path), str(tmp_path / "target")
+    code, out, err = await cli(capsys, "export", "--scope", GROUP.value, "--workspace", source)
+    assert code == 0, err
+    dump = tmp_path / "export.jsonl"
+    dump.write_text(out, encoding="utf-8")
+    assert (await cli(capsys, "init", "--workspace", target))[0] == 0
+    code, _out, err = await cli(capsys, "import", str(dump), "--workspace", target)
+    assert code == 0, err
+    imported = load_config(None, env={}, workspace=Path(target))
+    async with MemoryCore.open(imported, clock=clock) as core:
+        assert [e.speaker_id for e in await core.memories.entries(GROUP)] == ["42"]
+        rows = await sql(core, "SELECT speaker_id FROM messages WHERE role = 'user'")
+        assert [r[0] for r in rows] == ["42"]
