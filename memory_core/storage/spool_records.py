@@ -109,8 +109,7 @@ def remove_written(path: Path, count: int, drop_lock: bool, check: Check) -> Non
 
 def quarantine(path: Path, lines: list[bytes]) -> Path:
     """Append `lines` to the spool's quarantine file (fsynced), with one warning."""
-    directory = path.parent / QUARANTINE_DIR
-    directory.mkdir(exist_ok=True)
+    directory = safe_files.make_dirs(path.parent, path.parent / QUARANTINE_DIR)
     target = directory / path.name
     flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND
     fd = safe_files.open_fd(directory, target, flags, 0o600)
