@@ -12,7 +12,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from adapters.inbound import InboundMessage
-from memory_core.base.scope import ScopeKey
+from memory_core.base.errors import ScopeError
+from memory_core.base.scope import ScopeKey, normalise_id
 from memory_core.base.text import writes_cjk
 from memory_core.base.wording import counted
 from memory_core.engine import MemoryCore
@@ -120,7 +121,7 @@ class MessageRouter:
         parts = split_command(message.text)
         if parts is None:
             result = await self.core.conversation.turn(
-                scope, message.text, speaker=message.sender_name
+                scope, message.text, speaker=message.sender_name, speaker_id=sender_id(message)
             )
             return Reply(result.reply, scope)
         # A command is answered, never stored as a message (or indexed as one).
@@ -159,7 +160,7 @@ class MessageRouter:
         if not argument:
             return "Usage: /remember TEXT"
         return await self.core.conversation.chat.remember(
-            scope, argument, speaker=message.sender_name
+            scope, argument, speaker=message.sender_name, speaker_id=sender_id(message)
         )
 
     async def _forget(self, scope: ScopeKey, argument: str, message: InboundMessage) -> str:
@@ -190,3 +191,13 @@ class MessageRouter:
 
     async def _scope(self, scope: ScopeKey, argument: str, message: InboundMessage) -> str:
         return f"scope: {scope} (dm_scope = {self.core.config.dm_scope})"
+
+
+def sender_id(message: InboundMessage) -> str | None:
+    """The sender's id as scope keys spell it (`normalise_id`), kept beside the name
+    the platform showed: `chatmem erase --person` finds a member's group lines by it.
+    None when the platform gave none (or one no key could hold)."""
+    try:
+        return normalise_id(message.sender_id, "a sender's id", allow_empty=True) or None
+    except ScopeError:
+        return None

@@ -532,6 +532,7 @@ class MemoryCore:
                 message.content,
                 message.at,
                 speaker=message.speaker,
+                speaker_id=message.speaker_id,
                 indexed=indexed and self._open.memory.indexed,
                 archived=ArchiveState(message.archived),
             )

@@ -112,8 +112,17 @@ def _listing(report: dict[str, Any], person: str | None, verb: str) -> str:
         )
         lines.append(f"  {found['scope']} ({what}): {counts or 'nothing'}")
     if person is not None:
+        lines.append(
+            f"  group messages matched by sender id: {report['by_id']}, by name: "
+            f"{report['by_name']} (older lines kept no id: check what a name takes)"
+        )
         names = ", ".join(report["names"]) if report["names"] else "none known (add --name)"
         lines.append(f"  group lines found by name: {names}")
+        if report["shared_names"]:
+            lines.append(
+                "  names another member also speaks under (no line went by them, only by "
+                f"id or by their words): {', '.join(report['shared_names'])}"
+            )
     if report["refused"]:
         lines.append(f"  left as they are (refused): {', '.join(report['refused'])}")
     return "\n".join(lines)

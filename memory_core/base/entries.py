@@ -129,6 +129,10 @@ class MemoryEntry:
     claim_on: str | None = None
     """The id of the member's self-fact this entry disputes: set, the entry is another
     member's claim (a belief shown as "(claim by <speaker>)"), never an update of it."""
+    speaker_id: str | None = None
+    """The platform id of the member who said it, in a group scope (`normalise_id`'s
+    spelling), when the front end gave one: what `chatmem erase --person` finds the
+    member's entries by. None elsewhere and for older entries."""
 
     def with_(self, **changes: object) -> MemoryEntry:
         return replace(self, **changes)  # type: ignore[arg-type]
@@ -156,6 +160,7 @@ class MemoryEntry:
             self.importance,
             self.speaker,
             self.claim_on,
+            self.speaker_id,
         )
 
 
@@ -192,6 +197,7 @@ class _EntrySlots:
     importance: Importance | None
     speaker: str | None
     claim_on: str | None
+    speaker_id: str | None
 
 
 _new_object = object.__new__
@@ -218,6 +224,7 @@ def build_entry(
     importance: Importance | None = None,
     speaker: str | None = None,
     claim_on: str | None = None,
+    speaker_id: str | None = None,
 ) -> MemoryEntry:
     """`MemoryEntry(...)` with every field given positionally, about three times faster.
 
@@ -244,6 +251,7 @@ def build_entry(
     entry.importance = importance
     entry.speaker = speaker
     entry.claim_on = claim_on
+    entry.speaker_id = speaker_id
     _set_attribute(entry, "__class__", MemoryEntry)
     return entry  # type: ignore[return-value]
 

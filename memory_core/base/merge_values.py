@@ -48,6 +48,8 @@ class Candidate:
     """The group member who said it; None outside group scopes (see longterm/claims.py)."""
     claim_on: str | None = None
     """Set by the claim rule: the member's self-fact this candidate disputes."""
+    speaker_id: str | None = None
+    """The speaker's platform id, when the front end gave one (a group scope only)."""
 
 
 @dataclass(frozen=True, slots=True)

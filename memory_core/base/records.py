@@ -99,3 +99,5 @@ class RecordedMessage:
     content: str
     at: datetime
     archived: str = "false"
+    speaker_id: str | None = None
+    """The sender's platform id, when the conversation kept one (`messages.speaker_id`)."""

@@ -162,12 +162,16 @@ class ChatEngine:
         return len(tasks)
 
     # --- one turn -------------------------------------------------------------------
-    async def turn(self, scope: ScopeKey, text: str, *, speaker: str = "") -> TurnResult:
+    async def turn(
+        self, scope: ScopeKey, text: str, *, speaker: str = "", speaker_id: str | None = None
+    ) -> TurnResult:
         with self._working_on(scope):
             async with self.lock_for(scope):
-                return await self._turn(scope, text.strip(), speaker)
+                return await self._turn(scope, text.strip(), speaker, speaker_id)
 
-    async def _turn(self, scope: ScopeKey, text: str, speaker: str) -> TurnResult:
+    async def _turn(
+        self, scope: ScopeKey, text: str, speaker: str, speaker_id: str | None
+    ) -> TurnResult:
         if not text:
             raise ChatmemError("empty message")
         now = self.memory.now()
@@ -194,9 +198,11 @@ class ChatEngine:
         # A command and the reply to it are stored, not indexed; a request is indexed,
         # its canned confirmation is not (see above).
         said = explicit is not None or not is_command(text)
-        await self.records.message(scope, session.id, "user", text, now, speaker, indexed=said)
+        await self.records.message(
+            scope, session.id, "user", text, now, speaker, indexed=said, speaker_id=speaker_id
+        )
         if explicit is not None:
-            reply = await self._remember(scope, explicit[1], chinese, speaker)
+            reply = await self._remember(scope, explicit[1], chinese, speaker, speaker_id)
             await self.records.message(
                 scope, session.id, "assistant", reply, self.memory.now(), "", indexed=False
             )
@@ -240,7 +246,7 @@ class ChatEngine:
             *history_window(earlier, self.config.history),
             {"role": "user", "content": text},
         ]
-        ctx = ToolContext(self.memory, scope, session.id, speaker or None)
+        ctx = ToolContext(self.memory, scope, session.id, speaker or None, speaker_id)
         try:
             reply, calls, stored = await self._tool_loop(ctx, messages, force_search=intent)
         except LLMError as exc:
@@ -308,12 +314,16 @@ class ChatEngine:
         return (final.content or "").strip(), calls, stored
 
     # --- memory requests ------------------------------------------------------------
-    async def remember(self, scope: ScopeKey, text: str, *, speaker: str = "") -> str:
-        """`/remember TEXT`: keep `text` as a memory the person (`speaker`, in a group)
-        asked for; the reply."""
+    async def remember(
+        self, scope: ScopeKey, text: str, *, speaker: str = "", speaker_id: str | None = None
+    ) -> str:
+        """`/remember TEXT`: keep `text` as a memory the person (`speaker`, in a group;
+        `speaker_id`, their platform id) asked for; the reply."""
         with self._working_on(scope):
             async with self.lock_for(scope):
-                return await self._remember(scope, text.strip(), writes_cjk(text), speaker)
+                return await self._remember(
+                    scope, text.strip(), writes_cjk(text), speaker, speaker_id
+                )
 
     async def ask_forget(self, scope: ScopeKey, what: str) -> str:
         """`/forget WHAT`: the question listing the memories about `what`; the scope's next
@@ -322,9 +332,17 @@ class ChatEngine:
             async with self.lock_for(scope):
                 return await self.forget_questions.ask(scope, what.strip(), writes_cjk(what))
 
-    async def _remember(self, scope: ScopeKey, what: str, chinese: bool, speaker: str) -> str:
+    async def _remember(
+        self, scope: ScopeKey, what: str, chinese: bool, speaker: str, speaker_id: str | None
+    ) -> str:
         entry, result = await self.memory.long_term.capture(
-            scope, what, category="fact", importance="high", source="explicit", speaker=speaker
+            scope,
+            what,
+            category="fact",
+            importance="high",
+            source="explicit",
+            speaker=speaker,
+            speaker_id=speaker_id,
         )
         await self.records.decided(scope, "remember", result, None)
         if entry.claim_on is not None and entry.speaker is not None:

@@ -40,6 +40,7 @@ class ChatRecords:
         meta: dict[str, Any] | None = None,
         used: Injection | None = None,
         indexed: bool = True,
+        speaker_id: str | None = None,
     ) -> StoredMessage:
         """Store a message, its index row and (for a reply) the long-term entries its
         prompt used, in one transaction: one commit per message instead of two or three;
@@ -52,12 +53,15 @@ class ChatRecords:
             content,
             now,
             speaker=speaker,
+            speaker_id=speaker_id,
             meta=meta,
             indexed=indexed and role in ("user", "assistant") and self.memory.indexed,
             used_entry_ids=used.used_entry_ids if used is not None else (),
         )
         if self.config.history.event_log:
-            events = message_events(role, content, now, session_id or None, speaker, meta)
+            events = message_events(
+                role, content, now, session_id or None, speaker, meta, speaker_id
+            )
             await self.memory.events.record(scope, *events)
         return stored
 

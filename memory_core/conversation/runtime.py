@@ -70,16 +70,19 @@ class Runtime:
         self._outage = OutageNotice(log, "background memory work (caps, archive, schedules)")
 
     # --- turns ----------------------------------------------------------------------
-    async def turn(self, scope: ScopeKey, text: str, *, speaker: str = "") -> TurnResult:
+    async def turn(
+        self, scope: ScopeKey, text: str, *, speaker: str = "", speaker_id: str | None = None
+    ) -> TurnResult:
         """One turn in the scope's open session (a session opens on first use); a text
-        or speaker UTF-8 cannot hold is one InputRefused, nothing stored."""
+        or speaker UTF-8 cannot hold is one InputRefused, nothing stored. `speaker_id`:
+        the sender's platform id (`adapters.router.sender_id`), kept with the message."""
         storable(text, "the message")
         storable(speaker, "the speaker's name")
         if self._stopping:
             raise RuntimeError("shutting down")
         self._served = True
         task: asyncio.Task[TurnResult] = asyncio.ensure_future(
-            self.chat.turn(scope, text, speaker=speaker)
+            self.chat.turn(scope, text, speaker=speaker, speaker_id=speaker_id)
         )
         # The task leaves the in-flight set when it ends, not when this caller stops
         # waiting: `stop()` must still wait for a turn whose caller was cancelled.

@@ -114,6 +114,8 @@ class ToolContext:
     session_id: str | None = None
     speaker: str | None = None
     """Whose turn the model is answering (a group member); a long-term save is theirs."""
+    speaker_id: str | None = None
+    """That member's platform id, when the front end gave one."""
 
 
 async def dispatch(ctx: ToolContext, name: str, arguments: str | dict[str, Any]) -> str:
@@ -209,6 +211,7 @@ async def memory_save(
             importance=importance,
             source="memory_save",
             speaker=ctx.speaker,
+            speaker_id=ctx.speaker_id,
         )
         outcome = result.outcome
         assert outcome is not None  # capture raises when nothing was kept

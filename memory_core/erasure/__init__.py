@@ -10,8 +10,9 @@ Two kinds of target:
   sessions, extractions, activations, events), its chunks and vectors in the index,
   its capture-journal rows and its records in dead processes' spools. Its audit rows
   stay with their text emptied;
-- the person's lines in their channel's group scopes (`--person`): found by the names
-  they spoke under (`people.Traces`): their messages and the replies to them, the
+- the person's lines in their channel's group scopes (`--person`): found by the
+  sender id their messages kept, and by name only where a line kept no id
+  (`people.Traces`, `people.group_speakers`): their messages and the replies to them, the
   entries they said or that name them (live, archived, forgotten, quarantined), the
   notes, archive lines, summary lines and event-log records that name them or hold
   their words. The snapshot is built again.
@@ -47,6 +48,7 @@ from memory_core.erasure.people import (
     direct_scopes,
     erased_messages,
     group_scopes,
+    group_speakers,
 )
 
 if TYPE_CHECKING:
@@ -120,6 +122,8 @@ class ScopeErasure:
 class ErasureReport:
     dry_run: bool
     names: list[str] = field(default_factory=list)
+    shared_names: list[str] = field(default_factory=list)
+    """Names another member's id also spoke under in a group: no line went by them."""
     scopes: list[ScopeErasure] = field(default_factory=list)
     refused: list[str] = field(default_factory=list)
     wal_kept: bool = False
@@ -129,6 +133,9 @@ class ErasureReport:
         return {
             "dry_run": self.dry_run,
             "names": self.names,
+            "shared_names": self.shared_names,
+            "by_id": sum(s.counts.get("messages_by_id", 0) for s in self.scopes),
+            "by_name": sum(s.counts.get("messages_by_name", 0) for s in self.scopes),
             "scopes": [s.as_json() for s in self.scopes],
             "refused": self.refused,
         }
@@ -165,8 +172,13 @@ async def erase(
         wholes += [k for k in direct_scopes(person, known) if k not in wholes]
         spoken = await db.call(partial(_speakers, scopes=[k.value for k in wholes]))
         report.names = sorted({n.strip() for n in (*names, *spoken) if n.strip()})
-        if report.names:
-            groups = group_scopes(person.channel, known)
+        prefix = f"group:{person.channel}:"
+        by_id = set(
+            await db.call(partial(rows.scopes_spoken_in, speaker_id=person.id, prefix=prefix))
+        )
+        groups = [
+            k for k in group_scopes(person.channel, known) if report.names or k.value in by_id
+        ]
     elif names:
         raise ScopeError("--name needs --person (whose lines in the groups to erase)")
     if not wholes and not groups:
@@ -174,11 +186,13 @@ async def erase(
     at = format_when(core.now())
     for key in wholes:
         report.scopes.append(await _whole(core, db, key, by, at, dry_run, report.refused))
-    traces = Traces(frozenset(report.names))
+    traces = Traces(frozenset(report.names), id=None if person is None else person.id)
+    shared: set[str] = set()
     for key in groups:
-        found = await _lines(core, db, key, traces, by, at, dry_run, report.refused)
+        found = await _lines(core, db, key, traces, by, at, dry_run, report.refused, shared)
         if not found.empty:
             report.scopes.append(found)
+    report.shared_names = sorted(shared)
     if person is not None and not dry_run:
         await db.run(partial(_deliveries, person=person))
     if not dry_run:
@@ -251,23 +265,42 @@ async def _lines(
     at: str,
     dry_run: bool,
     refused: list[str],
+    shared: set[str],
 ) -> ScopeErasure:
     memories = core.memories
     workspace = core.workspace
     messages = await db.call(partial(rows.group_messages, scope=scope.value))
-    ids = erased_messages(messages, traces)
-    chosen = set(ids)
-    traces = traces.with_texts(m[4] for m in messages if m[0] in chosen)
-
-    def theirs(entry: MemoryEntry) -> bool:
-        return traces.spoke(entry.speaker) or traces.found_in(entry.content)
-
     parsed = await memories.load(scope)
     kept = await asyncio.to_thread(memories.kept.file.read, scope)
-    entries = [e for e in (*parsed.entries, *kept.entries) if theirs(e)]
+    every = (*parsed.entries, *kept.entries)
+    speakers = group_speakers(messages, traces, [(e.speaker, e.speaker_id) for e in every])
+    # Old rows (no id) by every name of theirs; everything else never by a name another
+    # member's id spoke under here.
+    ids = erased_messages(messages, traces.with_names(speakers.own))
+    clash = speakers.shared & (traces.names | speakers.own)
+    shared |= clash
+    traces = traces.with_names(speakers.own).without_names(speakers.shared)
+    chosen = set(ids)
+    traces = traces.with_texts(m[5] for m in messages if m[0] in chosen)
+
+    def theirs(entry: MemoryEntry) -> bool:
+        return (
+            traces.spoke(entry.speaker, entry.speaker_id)
+            or traces.found_in(entry.content)
+            or (entry.speaker_id is None and traces.said(entry.content))
+        )
+
+    entries = [e for e in every if theirs(e)]
+    # Entries an extraction kept under a name alone, a name two members share: whose
+    # they are cannot be told, so they stay, and the listing says how many.
+    unsure = sum(
+        1
+        for e in every
+        if e.speaker_id is None and (e.speaker or "").strip() in clash and not theirs(e)
+    )
     traces = traces.with_texts(e.content for e in entries)
     # Others' messages that repeat their words or name them (a reply quoting them).
-    ids += [m[0] for m in messages if m[0] not in chosen and traces.found_in(m[4])]
+    ids += [m[0] for m in messages if m[0] not in chosen and traces.found_in(m[5])]
     quarantined = [b for b in parsed.quarantined if traces.found_in(b.text)]
     async with _holding(core, scope, () if dry_run else ("archive", "daily")):
         scrubbed = await asyncio.to_thread(
@@ -282,6 +315,9 @@ async def _lines(
             "forgotten": sum(1 for e in kept.entries if theirs(e)),
             "quarantined": len(quarantined),
             "messages": len(ids),
+            "messages_by_id": speakers.by_id,
+            "messages_by_name": speakers.by_name,
+            "kept_unsure_shared_name": unsure,
             "file_parts": scrubbed.parts,
         },
         scrubbed.files,
@@ -308,7 +344,9 @@ async def _lines(
         erasure.counts["journal_rows"] = await journal.run(
             partial(_drop_their_captures, scope=scope.value, traces=traces)
         )
-    kinds = dict(erasure.counts)
+    kinds = {
+        k: v for k, v in erasure.counts.items() if not k.startswith(("messages_by_", "kept_unsure"))
+    }
 
     def step(conn: Connection) -> None:
         rows.erase_lines(conn, scope.value, ids, sorted(gone))

@@ -23,6 +23,7 @@ from memory_core.base.scope import ScopeKey, scope_slug
 from memory_core.base.workspace import MAIN_LONG_TERM, Workspace
 from memory_core.erasure.people import Traces, kept_lines
 from memory_core.longterm import parse_cache
+from memory_core.storage.spool_records import QUARANTINE_DIR
 
 MERGED_DIR = "merged"
 """Under `.chatmem/`: what `scopes --merge` set aside of a merged scope's directory."""
@@ -133,9 +134,10 @@ def scrub_group_files(
 
 
 def kept_records(text: str, traces: Traces) -> tuple[str, int]:
-    """An event log without the person's records: their inputs (by speaker), any record
-    that names them or holds their text, and what followed one of their inputs in its
-    session (the reply, the tool calls: `REPLY_TYPES`) up to the next input."""
+    """An event log without the person's records: their inputs (by id, or by speaker
+    where the record kept no id), any record that names them or holds their text, and
+    what followed one of their inputs in its session (the reply, the tool calls:
+    `REPLY_TYPES`) up to the next input."""
     kept: list[str] = []
     dropped = 0
     following: set[str] = set()
@@ -153,11 +155,19 @@ def kept_records(text: str, traces: Traces) -> tuple[str, int]:
         session = str(record.get("session"))
         if record.get("type") == "input":
             following.discard(session)
-        theirs = (
-            traces.spoke(str(record.get("speaker", "")))
-            or traces.found_in(json.dumps(record, ensure_ascii=False))
-            or traces.found_in(line)
-        )
+        speaker_id = record.get("speaker_id")
+        if isinstance(speaker_id, str) and speaker_id:
+            # Who said it is known by id: their name in the record is no sign.
+            said = {k: v for k, v in record.items() if k not in ("speaker", "speaker_id")}
+            theirs = traces.spoke(None, speaker_id) or traces.found_in(
+                json.dumps(said, ensure_ascii=False)
+            )
+        else:
+            theirs = (
+                traces.spoke(str(record.get("speaker", "")))
+                or traces.found_in(json.dumps(record, ensure_ascii=False))
+                or traces.found_in(line)
+            )
         if theirs and record.get("type") == "input":
             following.add(session)
         if theirs or (session in following and record.get("type") in REPLY_TYPES):
@@ -168,14 +178,19 @@ def kept_records(text: str, traces: Traces) -> tuple[str, int]:
 
 
 def scrub_spools(spool_dir: Path, scope: ScopeKey, traces: Traces | None, *, root: Path) -> int:
-    """Records of dead processes' spools (PostgreSQL's outage spools, replayed by the
-    next process) that hold the scope's messages or audit rows: all of them (`traces`
-    None: the whole scope), or the person's. A live process's spool is left to it."""
+    """Records of dead processes' spools (PostgreSQL's outage spools of messages and of
+    audit rows, replayed by the next process; and the records set aside as malformed,
+    `storage/spool_records.py`) that hold the scope's messages or audit rows: all of
+    them (`traces` None: the whole scope), or the person's. A live process's spool is
+    left to it."""
     dropped = 0
-    for entry in safe_files.entries(root, spool_dir):
-        if not entry.name.endswith(".jsonl"):
-            continue
-        path = Path(entry.path)
+    folders = [spool_dir, spool_dir / "audit"]
+    for path in [
+        Path(entry.path)
+        for folder in (*folders, *(f / QUARANTINE_DIR for f in folders))
+        for entry in safe_files.entries(root, folder)
+        if entry.name.endswith(".jsonl")
+    ]:
         lock = FileLock(path.with_suffix(".lock"), timeout=0)
         try:
             lock.acquire()
@@ -184,8 +199,9 @@ def scrub_spools(spool_dir: Path, scope: ScopeKey, traces: Traces | None, *, roo
         try:
             raw = safe_files.read_bytes(root, path, safe_files.NOTE_BYTES)
             kept = []
+            set_aside = path.parent.name == QUARANTINE_DIR
             for line in raw.decode("utf-8", errors="replace").splitlines(keepends=True):
-                if _spooled_by(line, scope, traces):
+                if _spooled_by(line, scope, traces) or (set_aside and _held(line, scope, traces)):
                     dropped += 1
                 else:
                     kept.append(line)
@@ -207,14 +223,25 @@ def _spooled_by(line: str, scope: ScopeKey, traces: Traces | None) -> bool:
     except ValueError:
         record = None
     if not isinstance(record, dict):
-        return scope.value in line and (traces is None or traces.found_in(line))
+        return _held(line, scope, traces)
     rows = record.get("rows")
     scopes = {str(record.get("scope"))}
     if isinstance(rows, list):
         scopes |= {str(r[1]) for r in rows if isinstance(r, list) and len(r) > 1}
     if scope.value not in scopes:
         return False
+    speaker_id = record.get("speaker_id")
+    if traces is not None and isinstance(speaker_id, str) and speaker_id:
+        said = {k: v for k, v in record.items() if k not in ("speaker", "speaker_id")}
+        return traces.spoke(None, speaker_id) or traces.found_in(
+            json.dumps(said, ensure_ascii=False)
+        )
     return traces is None or traces.found_in(line)
+
+
+def _held(line: str, scope: ScopeKey, traces: Traces | None) -> bool:
+    """A line read as text: the scope's key in it, and with `traces`, the person's."""
+    return scope.value in line and (traces is None or traces.found_in(line))
 
 
 def _walk(root: Path, directory: Path, skip: Path | None = None) -> Iterator[Path]:

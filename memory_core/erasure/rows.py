@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from memory_core.base.sql import Connection
+from memory_core.erasure.people import GroupRow
 from memory_core.recall.index import writes
 
 OWNED = ("messages", "sessions", "archive_runs", "extractions", "activations", "events")
@@ -55,15 +56,28 @@ def erase_scope(conn: Connection, scope: str) -> None:
     conn.execute("UPDATE audit SET content = NULL, detail = '' WHERE scope = ?", (scope,))
 
 
-def group_messages(conn: Connection, scope: str) -> list[tuple[int, str, str, str, str]]:
-    """A group's messages as `(id, session, role, speaker, content)`, by session and id."""
+def group_messages(conn: Connection, scope: str) -> list[GroupRow]:
+    """A group's messages as `(id, session, role, speaker, speaker_id, content)`, by
+    session and id (`speaker_id` None where the message kept none)."""
     return [
-        (int(r[0]), str(r[1]), str(r[2]), str(r[3]), str(r[4]))
+        (int(r[0]), str(r[1]), str(r[2]), str(r[3]), None if r[4] is None else str(r[4]), str(r[5]))
         for r in conn.execute(
-            "SELECT id, session_id, role, speaker, content FROM messages WHERE scope = ?"
-            " ORDER BY session_id, id",
+            "SELECT id, session_id, role, speaker, speaker_id, content FROM messages"
+            " WHERE scope = ? ORDER BY session_id, id",
             (scope,),
         ).fetchall()
+    ]
+
+
+def scopes_spoken_in(conn: Connection, speaker_id: str, prefix: str) -> list[str]:
+    """The scopes starting with `prefix` (a channel's groups) where `speaker_id` spoke."""
+    return [
+        str(r[0])
+        for r in conn.execute(
+            "SELECT DISTINCT scope FROM messages WHERE speaker_id = ? AND role = 'user'",
+            (speaker_id,),
+        ).fetchall()
+        if str(r[0]).startswith(prefix)
     ]
 
 

@@ -122,6 +122,7 @@ def decay_into(
                 entry.importance,
                 entry.speaker,
                 entry.claim_on,
+                entry.speaker_id,
             )
             append(
                 build_change(_DECAYED, entry.id, score, new_score, entry.content, entry.category)

@@ -42,7 +42,7 @@ from memory_core.base.scope import ScopeKey
 from memory_core.base.workspace import Workspace
 from memory_core.config import Config
 from memory_core.longterm.after_writes import AfterWrites
-from memory_core.longterm.claims import group_speaker
+from memory_core.longterm.claims import group_speaker, is_group
 from memory_core.longterm.entities import Entity
 from memory_core.longterm.long_term_changes import (
     EditFn,
@@ -231,13 +231,15 @@ class LongTermMemory:
         expires_at: datetime | None = None,
         memory_class: MemoryClass | str | None = None,
         speaker: str | None = None,
+        speaker_id: str | None = None,
     ) -> tuple[MemoryEntry, MergeResult]:
         """Save one memory now: the entry that holds it, and the merge, whose `outcome`
         says whether it was saved new, updated an alike entry (another number, date or
         negation: the old one is contradicted) or reinforced a repeat. Labels are the enum
         members or their strings (`importance="high"`, `memory_class="event"`); anything
         else, or text UTF-8 cannot hold, is one InputRefused. `speaker`, the group member
-        who said it, is kept in a group scope only (longterm/claims.py: whose fact it is)."""
+        who said it, is kept in a group scope only (longterm/claims.py: whose fact it is),
+        with `speaker_id`, their platform id (what an erasure finds them by)."""
         text = self._checked_content(content)
         storable(source, "the source")
         cand = Candidate(
@@ -249,6 +251,7 @@ class LongTermMemory:
             if memory_class is None
             else choice(MemoryClass, memory_class, "memory_class"),
             speaker=group_speaker(scope, speaker),
+            speaker_id=speaker_id if is_group(scope) and speaker_id else None,
         )
         result: MergeResult | None = None
         if self.staging is not None:

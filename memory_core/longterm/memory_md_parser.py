@@ -324,6 +324,7 @@ def _parse_block(lines: list[str], section: str | None, archive_below: float) ->
     importance = meta.get("importance")
     speaker = meta.get("speaker")
     claim_on = meta.get("claim_on")
+    speaker_id = meta.get("speaker_id")
     return build_entry(
         entry_id,
         content,
@@ -344,6 +345,7 @@ def _parse_block(lines: list[str], section: str | None, archive_below: float) ->
         _IMPORTANCES.get(importance) if isinstance(importance, str) else None,
         speaker if isinstance(speaker, str) and speaker.strip() else None,
         claim_on if isinstance(claim_on, str) and is_valid_entry_id(claim_on) else None,
+        speaker_id if isinstance(speaker_id, str) and speaker_id.strip() else None,
     )
 
 

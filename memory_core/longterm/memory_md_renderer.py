@@ -57,6 +57,8 @@ def _labels(entry: MemoryEntry) -> list[tuple[str, str]]:
         labels.append(("speaker", entry.speaker))
     if entry.claim_on is not None:
         labels.append(("claim_on", entry.claim_on))
+    if entry.speaker_id is not None:
+        labels.append(("speaker_id", entry.speaker_id))
     return labels
 
 

@@ -191,6 +191,7 @@ def _new_entry(
         importance=cand.importance,
         speaker=cand.speaker,
         claim_on=cand.claim_on,
+        speaker_id=cand.speaker_id,
     )
 
 

@@ -72,9 +72,9 @@ from memory_core.longterm.memory_md_parser import ParsedMemory
 
 log = logging.getLogger(__name__)
 
-VERSION = 3
+VERSION = 4
 """2: an entry's row ends with its `speaker` and `claim_on` (group scopes); 3: skeletons
-made of the values' one writing."""
+made of the values' one writing; 4: then its `speaker_id`."""
 _PRODUCERS = (
     memory_md,
     memory_md_parser,
@@ -205,6 +205,7 @@ def _row(entry: MemoryEntry) -> tuple[object, ...]:
         None if entry.importance is None else entry.importance.value,
         entry.speaker,
         entry.claim_on,
+        entry.speaker_id,
     )
 
 
@@ -229,6 +230,7 @@ def _plain(entry: MemoryEntry) -> bool:
         and (entry.confidence is None or type(entry.confidence) in _NUMBERS)
         and (entry.speaker is None or type(entry.speaker) is str)
         and (entry.claim_on is None or type(entry.claim_on) is str)
+        and (entry.speaker_id is None or type(entry.speaker_id) is str)
     )
 
 
@@ -343,6 +345,7 @@ def _entry(row: tuple[object, ...]) -> MemoryEntry:
         importance,
         speaker,
         claim_on,
+        speaker_id,
     ) = row
     return build_entry(
         entry_id,  # type: ignore[arg-type]
@@ -364,6 +367,7 @@ def _entry(row: tuple[object, ...]) -> MemoryEntry:
         None if importance is None else _IMPORTANCES[importance],  # type: ignore[index]
         speaker,  # type: ignore[arg-type]
         claim_on,  # type: ignore[arg-type]
+        speaker_id,  # type: ignore[arg-type]
     )
 
 

@@ -384,6 +384,8 @@ def _payload(staged: _Staged) -> dict[str, Any]:
     }
     if cand.speaker is not None:
         payload["speaker"] = cand.speaker  # a group member's capture (longterm/claims.py)
+    if cand.speaker_id is not None:
+        payload["speaker_id"] = cand.speaker_id
     return payload
 
 
@@ -400,6 +402,7 @@ def _staged_from(row: JournalRow) -> _Staged | None:
             new_id=str(data["new_id"]) if data.get("new_id") else None,
             memory_class=MemoryClass(data["memory_class"]) if data.get("memory_class") else None,
             speaker=str(data["speaker"]) if data.get("speaker") else None,
+            speaker_id=str(data["speaker_id"]) if data.get("speaker_id") else None,
         )
         return _Staged(
             candidate,

@@ -205,13 +205,18 @@ def message_events(
     session: str | None,
     speaker: str = "",
     meta: Mapping[str, Any] | None = None,
+    speaker_id: str | None = None,
 ) -> list[Event]:
-    """The events of one stored chat message: a person's message is an input, a reply an
-    output (after the error that made it a canned one), a tool message the call (action)
-    and what it returned (result). Other roles (summaries) are derived, not events."""
+    """The events of one stored chat message: a person's message is an input (with who
+    said it: the name shown, and `speaker_id`, the sender's platform id, when known), a
+    reply an output (after the error that made it a canned one), a tool message the call
+    (action) and what it returned (result). Other roles (summaries) are derived, not
+    events."""
     meta = meta or {}
     if role == "user":
         data = {"speaker": speaker, "text": content} if speaker else {"text": content}
+        if speaker_id:
+            data["speaker_id"] = speaker_id
         return [Event(EventKind.INPUT, at, data, session)]
     if role == "assistant":
         events = []

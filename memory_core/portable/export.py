@@ -137,6 +137,7 @@ async def _history(core: PortableCore, scope: ScopeKey) -> AsyncIterator[Record]
                     "archived": message.archived.value,
                     "compacted": message.compacted,
                     "meta": message.meta,
+                    **({"speaker_id": message.speaker_id} if message.speaker_id else {}),
                 },
             )
 

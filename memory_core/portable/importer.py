@@ -239,6 +239,7 @@ async def _history(
                 content=str(data["content"]),
                 at=parse_when(str(data["at"])),
                 archived=ArchiveState(str(data.get("archived") or "false")).value,
+                speaker_id=str(data["speaker_id"]) if data.get("speaker_id") else None,
             )
         )
     for session_id in dict.fromkeys([*declared, *grouped]):
@@ -280,6 +281,7 @@ async def _history(
                 message.content,
                 message.at,
                 speaker=message.speaker,
+                speaker_id=message.speaker_id,
                 indexed=indexed.get(id(message), False),
                 archived=ArchiveState(message.archived),
             )

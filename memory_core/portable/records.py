@@ -94,6 +94,7 @@ def entry_data(entry: MemoryEntry) -> dict[str, Any]:
         "importance": entry.importance,
         "speaker": entry.speaker,
         "claim_on": entry.claim_on,
+        **({"speaker_id": entry.speaker_id} if entry.speaker_id else {}),
     }
 
 
@@ -128,6 +129,7 @@ def entry_from(data: Mapping[str, Any]) -> MemoryEntry:
         importance=maybe("importance", Importance),
         speaker=maybe("speaker", str),
         claim_on=maybe("claim_on", str),
+        speaker_id=maybe("speaker_id", str),
     )
 
 

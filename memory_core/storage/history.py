@@ -174,6 +174,7 @@ class HistoryStore:
         now: datetime,
         *,
         speaker: str = "",
+        speaker_id: str | None = None,
         meta: dict[str, Any] | None = None,
         indexed: bool = False,
         used_entry_ids: Sequence[str] = (),
@@ -181,7 +182,8 @@ class HistoryStore:
         replay_key: str | None = None,
     ) -> StoredMessage:
         """Store one message and touch its session, in one transaction and one call on
-        the database thread.
+        the database thread. `speaker_id` is the sender's platform id in a group (what
+        `chatmem erase --person` finds their lines by), None when not known.
 
         `replay_key` names a message written before (a spooled one, `spool.py`): it is
         claimed in the same transaction, and a key claimed already stores nothing (the
@@ -197,6 +199,7 @@ class HistoryStore:
             session_id,
             role,
             speaker,
+            speaker_id or None,
             content,
             format_when(now),
             len(content.encode("utf-8")) + len(encoded),
@@ -221,8 +224,9 @@ class HistoryStore:
                 return 0
             message_id = int(
                 conn.execute(
-                    "INSERT INTO messages (scope, session_id, role, speaker, content, created_at,"
-                    " bytes, meta, archived) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+                    "INSERT INTO messages (scope, session_id, role, speaker, speaker_id, content,"
+                    " created_at, bytes, meta, archived) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                    " RETURNING id",
                     row,
                 ).fetchone()[0]
             )
@@ -249,6 +253,7 @@ class HistoryStore:
             archive_next_at=None,
             compacted=False,
             meta=meta or {},
+            speaker_id=speaker_id or None,
         )
 
     async def session_messages(
@@ -289,7 +294,7 @@ class HistoryStore:
             f" UNION ALL SELECT * FROM (SELECT {MESSAGE_COLUMNS}, 1 FROM messages"
             " WHERE session_id = ? AND role = ? ORDER BY id DESC LIMIT 1) AS summary"
             " UNION ALL SELECT COALESCE(SUM(LENGTH(content)), 0), NULL, NULL, NULL, NULL, NULL,"
-            " NULL, NULL, NULL, NULL, NULL, NULL, 2 FROM messages WHERE session_id = ?"
+            " NULL, NULL, NULL, NULL, NULL, NULL, NULL, 2 FROM messages WHERE session_id = ?"
             " AND compacted = 0",
             session_id,
             limit,
@@ -301,7 +306,7 @@ class HistoryStore:
         summary: StoredMessage | None = None
         chars = 0
         for row in rows:
-            part = row[12]
+            part = row[len(row) - 1]
             if part == 0:
                 latest.append(message_from_row(row))
             elif part == 1:

@@ -18,7 +18,7 @@ from memory_core.storage.sessions import ArchiveState, Session, StoredMessage
 
 MESSAGE_COLUMNS = (
     "id, scope, session_id, role, speaker, content, created_at, archived, archive_attempts,"
-    " archive_next_at, compacted, meta"
+    " archive_next_at, compacted, meta, speaker_id"
 )
 SESSION_COLUMNS = (
     "id, scope, started_at, last_at, status, extract_attempts, next_extract_at, flushed_at"
@@ -48,6 +48,7 @@ def message_from_row(row: Sequence[Any]) -> StoredMessage:
         archive_next_at=_when(row[9]) if row[9] else None,
         compacted=bool(row[10]),
         meta=json.loads(meta) if meta and meta != "{}" else {},
+        speaker_id=row[12],
     )
 
 

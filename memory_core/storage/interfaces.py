@@ -57,6 +57,7 @@ class HistoryBackend(Protocol):
         now: datetime,
         *,
         speaker: str = "",
+        speaker_id: str | None = None,
         meta: dict[str, Any] | None = None,
         indexed: bool = False,
         used_entry_ids: Sequence[str] = (),

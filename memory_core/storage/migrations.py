@@ -407,6 +407,15 @@ migration(
     CHUNK_DATES_AGAIN,
 )
 
+SPEAKER_IDS = "ALTER TABLE messages ADD COLUMN speaker_id TEXT;"
+"""Who said a message by the platform's id of the sender (normalised as scope keys'
+ids are), beside the name the platform showed: `chatmem erase --person` then finds a
+member's group lines by id, whatever name they used. NULL on every older row (and on
+messages no person sent), which an erasure finds by name as before. The same on both
+backends."""
+
+migration("m013_message_speaker_ids", SPEAKER_IDS)
+
 
 JOURNAL_MIGRATIONS: list[Migration] = [
     (

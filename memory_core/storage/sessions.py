@@ -36,6 +36,8 @@ class StoredMessage:
     archive_next_at: datetime | None
     compacted: bool
     meta: dict[str, Any]
+    speaker_id: str | None = None
+    """The sender's platform id (a group member), when the front end gave one."""
 
 
 @dataclass(frozen=True, slots=True)

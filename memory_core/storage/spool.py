@@ -34,13 +34,11 @@ from typing import Any
 from filelock import FileLock, Timeout
 
 from memory_core.base import safe_files
-from memory_core.base.atomic import atomic_write_bytes
 from memory_core.base.clock import format_when, parse_when
 from memory_core.base.errors import (
     DatabaseBusy,
     DatabaseUnreachable,
     DatabaseUnwritable,
-    FileRefused,
     StorageError,
 )
 from memory_core.base.merge_values import Change
@@ -57,6 +55,12 @@ from memory_core.storage.sessions import (
     StoredMessage,
     TurnContext,
     sql_length,
+)
+from memory_core.storage.spool_records import (
+    audit_record,
+    history_record,
+    read_records,
+    remove_written,
 )
 
 log = logging.getLogger(__name__)
@@ -154,6 +158,7 @@ class SpoolingHistory(HistoryStore):
         now: datetime,
         *,
         speaker: str = "",
+        speaker_id: str | None = None,
         meta: dict[str, Any] | None = None,
         indexed: bool = False,
         used_entry_ids: Sequence[str] = (),
@@ -171,6 +176,7 @@ class SpoolingHistory(HistoryStore):
                     content,
                     now,
                     speaker=speaker,
+                    speaker_id=speaker_id,
                     meta=meta,
                     indexed=indexed,
                     used_entry_ids=used_entry_ids,
@@ -188,6 +194,7 @@ class SpoolingHistory(HistoryStore):
             "content": content,
             "at": format_when(now),
             "speaker": speaker,
+            "speaker_id": speaker_id,
             "meta": meta or {},
             "indexed": indexed,
             "used": list(used_entry_ids),
@@ -207,6 +214,7 @@ class SpoolingHistory(HistoryStore):
             archive_next_at=None,
             compacted=False,
             meta=meta or {},
+            speaker_id=speaker_id or None,
         )
         self._spooled.messages.append(message)
         return message
@@ -253,7 +261,7 @@ class SpoolingHistory(HistoryStore):
 
     async def _replay_file(self, path: Path) -> None:
         own = path == self._path
-        records = await asyncio.to_thread(_read_records, path)
+        records, _ = await asyncio.to_thread(read_records, path, history_record)
         for record in records:
             if record["kind"] == "session":
                 await self._replay_session(record)
@@ -267,6 +275,7 @@ class SpoolingHistory(HistoryStore):
                     str(record["content"]),
                     parse_when(str(record["at"])),
                     speaker=str(record.get("speaker", "")),
+                    speaker_id=_text_or_none(record.get("speaker_id")),
                     meta=dict(record.get("meta") or {}),
                     indexed=bool(record.get("indexed")),
                     used_entry_ids=[str(i) for i in record.get("used") or ()],
@@ -277,9 +286,9 @@ class SpoolingHistory(HistoryStore):
                     self._spooled.messages.pop(0)
         if own:
             async with self._writing:
-                await asyncio.to_thread(_remove_written, path, len(records), False)
+                await asyncio.to_thread(remove_written, path, len(records), False, history_record)
         else:
-            await asyncio.to_thread(_remove_written, path, len(records), True)
+            await asyncio.to_thread(remove_written, path, len(records), True, history_record)
 
     async def _replay_session(self, record: dict[str, Any]) -> None:
         session_id = str(record["id"])
@@ -452,7 +461,7 @@ class SpoolingAudit(AuditLog):
 
     async def _replay_file(self, path: Path) -> None:
         own = path == self._files.path
-        records = await asyncio.to_thread(_read_records, path)
+        records, _ = await asyncio.to_thread(read_records, path, audit_record)
         for record in records:
             rows = [tuple(r) for r in record["rows"]]
             at = parse_when(str(rows[0][0])) if rows else datetime.now(UTC)
@@ -463,9 +472,9 @@ class SpoolingAudit(AuditLog):
                 self._waiting -= 1
         if own:
             async with self._writing:
-                await asyncio.to_thread(_remove_written, path, len(records), False)
+                await asyncio.to_thread(remove_written, path, len(records), False, audit_record)
         else:
-            await asyncio.to_thread(_remove_written, path, len(records), True)
+            await asyncio.to_thread(remove_written, path, len(records), True, audit_record)
 
     async def close(self) -> None:
         """Try the spool once more; what is left stays on disk for the next process."""
@@ -481,41 +490,5 @@ def _claimed_insert(
         insert_rows(conn, rows)
 
 
-def _read_records(path: Path) -> list[dict[str, Any]]:
-    """The spool's whole lines; a torn last line (a crash mid-append) was never
-    acknowledged and is dropped."""
-    try:
-        # The spool folder is checked when the workspace opens; a file in it that is a
-        # link or a FIFO is no spool of ours.
-        raw = safe_files.read_bytes(path.parent, path, safe_files.NOTE_BYTES)
-    except FileNotFoundError:
-        return []
-    except FileRefused as exc:
-        safe_files.warn_once(exc)
-        return []
-    records = []
-    for line in raw.split(b"\n"):
-        if not line.strip():
-            continue
-        try:
-            records.append(json.loads(line))
-        except ValueError:
-            log.error("spool %s: an unreadable line is skipped: %r", path, line[:200])
-    return records
-
-
-def _remove_written(path: Path, count: int, drop_lock: bool) -> None:
-    """Drop the first `count` records (all written); the file goes when none is left,
-    and with it a dead writer's lock file (`drop_lock`)."""
-    rest = _read_records(path)[count:]
-    if rest:
-        text = "".join(
-            json.dumps(r, ensure_ascii=False, separators=(",", ":")) + "\n" for r in rest
-        )
-        atomic_write_bytes(path, text.encode("utf-8"), root=path.parent)
-        return
-    with contextlib.suppress(FileNotFoundError):
-        path.unlink()
-    if drop_lock:
-        with contextlib.suppress(FileNotFoundError):
-            path.with_suffix(".lock").unlink()
+def _text_or_none(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None

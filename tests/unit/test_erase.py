@@ -19,6 +19,7 @@ from memory_core.base.scope import ScopeKey
 from memory_core.config import Config
 from memory_core.engine import MemoryCore
 from memory_core.erasure.people import (
+    GroupRow,
     Person,
     Traces,
     direct_scopes,
@@ -123,6 +124,15 @@ async def plant(core: MemoryCore, clock: ManualClock, alice: Canaries, bob: Cana
     ]
     (spool / "ghost.jsonl").write_text(
         "".join(json.dumps(r) + "\n" for r in records), encoding="utf-8"
+    )
+    # Records a replay set aside as malformed (no `kind`), kept for inspection.
+    (spool / "quarantine").mkdir()
+    (spool / "quarantine" / "old.jsonl").write_text(
+        "".join(
+            json.dumps({"scope": scope.value, "content": f"no kind {person('setaside')}"}) + "\n"
+            for scope, person in ((ALICE_DM, alice), (BOB_DM, bob))
+        ),
+        encoding="utf-8",
     )
     # A vector made from Alice's turn (its bytes stand for what a model made of them).
     [(chunk, sid)] = await sql(
@@ -270,6 +280,7 @@ async def test_erasing_a_person_leaves_none_of_their_words(
     refusal = [line for line in err.splitlines() if "chatmem: error:" in line]
     assert refusal == err.splitlines()[-1:]
     assert refusal[0].startswith("chatmem: error: erase needs --yes")
+    assert "Traceback" not in err
     code, out, err = await cli(
         capsys, "--workspace", str(root), "erase", "--person", "telegram:42", "--yes", "--by", "dpo"
     )
@@ -399,13 +410,13 @@ def test_a_persons_direct_scopes_under_every_dm_scope() -> None:
 
 def test_group_lines_go_with_the_replies_to_them() -> None:
     traces = Traces(frozenset({"Alice"}))
-    rows = [
-        (1, "s1", "user", "Alice", "hello"),
-        (2, "s1", "assistant", "", "hi Alice"),
-        (3, "s1", "tool", "memory_search", "{}"),
-        (4, "s1", "user", "Bob", "hey"),
-        (5, "s1", "assistant", "", "hi Bob"),
-        (6, "s2", "assistant", "", "a new session"),
+    rows: list[GroupRow] = [
+        (1, "s1", "user", "Alice", None, "hello"),
+        (2, "s1", "assistant", "", None, "hi Alice"),
+        (3, "s1", "tool", "memory_search", None, "{}"),
+        (4, "s1", "user", "Bob", None, "hey"),
+        (5, "s1", "assistant", "", None, "hi Bob"),
+        (6, "s2", "assistant", "", None, "a new session"),
     ]
     assert erased_messages(rows, traces) == [1, 2, 3]
     archive = (

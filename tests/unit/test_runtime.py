@@ -273,10 +273,12 @@ async def test_stop_waits_for_a_turn_whose_caller_stopped_waiting(core: MemoryCo
     release = asyncio.Event()
     real_turn = runtime.chat.turn
 
-    async def slow_turn(scope: ScopeKey, text: str, *, speaker: str = "") -> Any:
+    async def slow_turn(
+        scope: ScopeKey, text: str, *, speaker: str = "", speaker_id: str | None = None
+    ) -> Any:
         entered.set()
         await release.wait()
-        return await real_turn(scope, text, speaker=speaker)
+        return await real_turn(scope, text, speaker=speaker, speaker_id=speaker_id)
 
     runtime.chat.turn = slow_turn  # type: ignore[method-assign]
     waiting = asyncio.ensure_future(runtime.turn(MAIN, "hello there"))

@@ -23,6 +23,7 @@ from memory_core.storage.migrations import (
     DELIVERY_OWNERS,
     INDEX_META,
     PIECES,
+    SPEAKER_IDS,
     VECTOR_SCOPES_MOVED,
     Migration,
     Step,
@@ -338,6 +339,13 @@ migration(
     "m016_chunk_dates_starts",
     # As SQLite's m012 (memory_core/storage/migrations.py): every turn's days read again.
     CHUNK_DATES_AGAIN,
+)
+
+
+migration(
+    "m017_message_speaker_ids",
+    # As SQLite's m013 (memory_core/storage/migrations.py): the sender's id of a message.
+    SPEAKER_IDS,
 )
 
 
