@@ -476,18 +476,23 @@ class MemoryCore:
         await history.add_session(scope, session_id, started_at, status)
         talk = [m for m in messages if m.role in ("user", "assistant")]
         said = iter(searchable((m.role == "assistant", m.content) for m in talk))
+        compacted: list[int] = []
         for message in messages:
             indexed = message.role in ("user", "assistant") and next(said)
-            await history.add_message(
+            stored = await history.add_message(
                 scope,
                 session_id,
                 message.role,
                 message.content,
                 message.at,
                 speaker=message.speaker,
+                meta=dict(message.meta or {}) or None,
                 indexed=indexed and self._open.memory.indexed,
                 archived=ArchiveState(message.archived),
             )
+            compacted += [stored.id] if message.compacted else []
+        if compacted:
+            await history.mark_compacted(compacted)
 
     async def known_scopes(self) -> list[ScopeKey]:
         """Every scope that holds something: the scopes with a directory (main first),
