@@ -465,7 +465,8 @@ class MemoryCore:
     ) -> None:
         """Store a conversation held elsewhere (an export, a migration, a demo) as a
         session of the scope: its messages keep their times and archive states, and the
-        user and assistant lines are indexed for recall as a chat turn's would be (commands,
+        user and assistant lines not archived yet are indexed for recall as a chat turn's
+        would be (an archived one is found in its archive file; commands,
         forget requests and the replies to them are stored, not indexed:
         `requests.searchable`).
         Checked whole before the first write: a message UTF-8 cannot hold refuses them all."""
@@ -479,6 +480,7 @@ class MemoryCore:
         compacted: list[int] = []
         for message in messages:
             indexed = message.role in ("user", "assistant") and next(said)
+            indexed = indexed and message.archived != ArchiveState.TRUE  # in its file
             stored = await history.add_message(
                 scope,
                 session_id,

@@ -348,7 +348,7 @@ async def _history(
                 message.at,
                 speaker=message.speaker,
                 meta=dict(message.meta or {}) or None,
-                indexed=indexed.get(id(message), False),
+                indexed=indexed.get(id(message), False) and message.archived != ArchiveState.TRUE,
                 archived=ArchiveState(message.archived),
             )
             if message.compacted:
