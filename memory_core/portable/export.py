@@ -183,7 +183,7 @@ def written_keys(scopes: Sequence[ScopeKey]) -> dict[ScopeKey, str]:
         today = today_key(scope)
         if today is None:
             raise ExportRefused(
-                f"scope {printable_key(scope)!r} has a key no import can take (empty once "
+                f"scope '{printable_key(scope)}' has a key no import can take (empty once "
                 "its invisible characters are gone): merge it into another scope first "
                 "(`chatmem scopes --merge`) or export the others with --scope; nothing "
                 "was written"
@@ -191,7 +191,7 @@ def written_keys(scopes: Sequence[ScopeKey]) -> dict[ScopeKey, str]:
         other = owner.setdefault(today.value, scope)
         if other != scope:
             raise ExportRefused(
-                f"scopes {printable_key(other)!r} and {printable_key(scope)!r} are one key "
+                f"scopes '{printable_key(other)}' and '{printable_key(scope)}' are one key "
                 f"now ({printable_key(today)}): merge them first (`chatmem scopes --merge`) "
                 "so the export does not mix them; nothing was written"
             )
