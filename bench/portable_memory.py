@@ -6,8 +6,10 @@ entries in all (bench/corpus.py's entries, rendered by the core's renderer), and
 the tree named (`--tree DIR` for another revision, e.g. a `git worktree` of it; this
 checkout by default): `export` writes the whole workspace to a file with
 `MemoryCore.export_file`; `import` reads that file into an empty workspace with
-`MemoryCore.import_from`. Printed: the peak Python heap (tracemalloc) of the call
-alone, and the process's peak resident size (ru_maxrss, open included). Not a test.
+`MemoryCore.import_from`. Printed: the process's peak resident size (ru_maxrss) once
+the core is open and at the end of the call, and how much the call raised it (what
+the export or import itself held). tracemalloc is not used: started in a process
+whose threads already run, it crashed this Python (3.11) twice. Not a test.
 
     python bench/portable_memory.py [--entries 20000] [--scopes 10] [--messages 5000]
                                     [--tree /tmp/old-tree]
@@ -24,7 +26,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import tracemalloc
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -68,7 +69,7 @@ async def measure(what: str, root: Path, file: Path) -> dict[str, float]:
 
     config = load_config(None, env={"CHATMEM_EMBEDDING_PROVIDER": "none"}, workspace=root)
     async with MemoryCore.open(config) as core:
-        tracemalloc.start()
+        opened = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         began = time.perf_counter()
         if what == "export":
             count = await core.export_file([], file)
@@ -76,10 +77,8 @@ async def measure(what: str, root: Path, file: Path) -> dict[str, float]:
             _, report = await core.import_from(file)
             count = sum(report.added.values())
         seconds = time.perf_counter() - began
-        _, peak = tracemalloc.get_traced_memory()
-        tracemalloc.stop()
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    return {"records": count, "peak_mib": peak / 2**20, "rss_mib": rss, "seconds": seconds}
+        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return {"records": count, "open_mib": opened, "rss_mib": rss, "seconds": seconds}
 
 
 def child(args: list[str], tree: Path) -> dict[str, float]:
@@ -88,7 +87,7 @@ def child(args: list[str], tree: Path) -> dict[str, float]:
         [sys.executable, __file__, "--child", *args], env=env, capture_output=True, text=True
     )
     if out.returncode:
-        raise SystemExit(out.stderr)
+        raise SystemExit(f"{args[0]} failed (exit {out.returncode}): {out.stderr[-2000:]}")
     return dict(json.loads(out.stdout.strip().splitlines()[-1]))
 
 
@@ -126,8 +125,9 @@ def main() -> None:
               f"export file {size:.1f} MiB")  # fmt: skip
         for name, row in (("export", exported), ("import", imported)):
             print(
-                f"  {name}: {row['records']:.0f} records, peak heap {row['peak_mib']:.1f} MiB, "
-                f"peak RSS {row['rss_mib']:.0f} MiB, {row['seconds']:.1f} s"
+                f"  {name}: {row['records']:.0f} records, peak RSS {row['open_mib']:.0f} MiB "
+                f"open, {row['rss_mib']:.0f} MiB at the end (+{row['rss_mib'] - row['open_mib']:.0f}"
+                f" MiB), {row['seconds']:.1f} s"
             )
 
 
