@@ -512,7 +512,8 @@ class MemoryCore:
     ) -> None:
         """Store a conversation held elsewhere (an export, a migration, a demo) as a
         session of the scope: its messages keep their times and archive states, and the
-        user and assistant lines are indexed for recall as a chat turn's would be (commands,
+        user and assistant lines not archived yet are indexed for recall as a chat turn's
+        would be (an archived one is found in its archive file; commands,
         forget requests and the replies to them are stored, not indexed:
         `requests.searchable`).
         Checked whole before the first write: a message UTF-8 cannot hold refuses them all."""
@@ -523,9 +524,11 @@ class MemoryCore:
         await history.add_session(scope, session_id, started_at, status)
         talk = [m for m in messages if m.role in ("user", "assistant")]
         said = iter(searchable((m.role == "assistant", m.content) for m in talk))
+        compacted: list[int] = []
         for message in messages:
             indexed = message.role in ("user", "assistant") and next(said)
-            await history.add_message(
+            indexed = indexed and message.archived != ArchiveState.TRUE  # in its file
+            stored = await history.add_message(
                 scope,
                 session_id,
                 message.role,
@@ -533,9 +536,13 @@ class MemoryCore:
                 message.at,
                 speaker=message.speaker,
                 speaker_id=message.speaker_id,
+                meta=dict(message.meta or {}) or None,
                 indexed=indexed and self._open.memory.indexed,
                 archived=ArchiveState(message.archived),
             )
+            compacted += [stored.id] if message.compacted else []
+        if compacted:
+            await history.mark_compacted(compacted)
 
     async def known_scopes(self) -> list[ScopeKey]:
         """Every scope that holds something: the scopes with a directory (main first),

@@ -28,7 +28,8 @@ def _scopes(args: argparse.Namespace) -> list[ScopeKey]:
 @command(
     "export",
     "write every scope (or those named with --scope, repeatable) as chatmem's export: "
-    "long-term entries, daily notes, conversations, audit and snapshot, no vectors",
+    "long-term and forgotten entries, daily notes, archives and summaries, conversations, "
+    "audit and snapshot, no vectors",
     reads_only=True,
     scoped=False,
 )
@@ -110,7 +111,10 @@ class ImportCommand:
 
 LABELS = {
     "entry": "long-term entries",
+    "forgotten": "forgotten entries",
     "note": "daily notes",
+    "archive": "archive files",
+    "summary": "summaries",
     "session": "sessions",
     "message": "messages",
     "audit": "audit rows",
@@ -126,6 +130,8 @@ def _summary(form: str, data: dict[str, Any]) -> str:
     ]
     held = data["present"].get("quarantined", 0)
     lines.append(f"  quarantined blocks: {data['quarantined']} added, {held} present")
+    if data["expired"]:
+        lines.append(f"  expired: {data['expired']} forgotten entries past their keep days")
     if data["refused"]:
         lines.append(f"  refused: {data['refused']} records that belong to another scope")
     return "\n".join(lines)

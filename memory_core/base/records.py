@@ -5,8 +5,10 @@ Front ends import these types from here, never from the modules that own the tab
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from memory_core.base.chunks import ChunkKind
 
@@ -92,7 +94,8 @@ class ArchiveRun:
 @dataclass(frozen=True, slots=True)
 class RecordedMessage:
     """A message of a conversation held elsewhere (an export, a migration, a demo), to be
-    stored with its own time and archive state ('false', 'pending' or 'true')."""
+    stored with its own time and archive state ('false', 'pending' or 'true'), its
+    metadata and whether compaction set it aside."""
 
     role: str
     speaker: str
@@ -101,3 +104,5 @@ class RecordedMessage:
     archived: str = "false"
     speaker_id: str | None = None
     """The sender's platform id, when the conversation kept one (`messages.speaker_id`)."""
+    meta: Mapping[str, Any] | None = None
+    compacted: bool = False

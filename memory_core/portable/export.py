@@ -1,9 +1,15 @@
 """`chatmem export`: every record of the chosen scopes, read through the core's parts.
 
 Long-term entries (all their metadata) and quarantined blocks from the long-term file,
-daily notes from the scope's `YYYY-MM-DD.md` files, sessions and their messages from the
-history, the audit rows, and the snapshot's text. No vectors: an import makes its chunks
-and the next backfill their vectors.
+the forgotten entries `restore` can still bring back, daily notes from the scope's
+`YYYY-MM-DD.md` files, its archive files and summaries, sessions and their messages from
+the history, the audit rows, and the snapshot's text; one scope after another, a record
+at a time. No vectors: an import makes its chunks and the next backfill their vectors.
+
+Each scope is written under the key every path reaches it by today (`today_key`): an
+older workspace may hold a key that `ScopeKey.parse` now refuses (a control or invisible
+character), which no import could take. A scope no path can reach, or two that are one
+key today, refuse the export in one line naming them (`chatmem scopes --merge` first).
 """
 
 from __future__ import annotations
@@ -16,14 +22,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from memory_core.base import safe_files
-from memory_core.base.scope import ScopeKey
+from memory_core.base.scope import ScopeKey, printable_key, today_key
 from memory_core.base.workspace import Workspace
 from memory_core.notes.daily import parse_notes
+from memory_core.portable.files import file_records
+from memory_core.portable.forgotten import forgotten_records
 from memory_core.portable.records import ExportRefused, Record, entry_data
 
 if TYPE_CHECKING:
     from memory_core.longterm.long_term import LongTermMemory
     from memory_core.notes.daily_notes import DailyNotes
+    from memory_core.recall.guard import IndexGuard
     from memory_core.snapshot.snapshots import Snapshots
     from memory_core.storage.audit import AuditLog
     from memory_core.storage.history import HistoryStore
@@ -48,6 +57,8 @@ class PortableCore(Protocol):
     def audit(self) -> AuditLog: ...
     @property
     def history(self) -> HistoryStore: ...
+    @property
+    def guard(self) -> IndexGuard: ...
     @property
     def has_database(self) -> bool: ...
     async def known_scopes(self) -> list[ScopeKey]: ...
@@ -79,13 +90,19 @@ def _notes(workspace: Workspace, scope: ScopeKey) -> list[Record]:
 
 
 async def scope_records(core: PortableCore, scope: ScopeKey) -> AsyncIterator[Record]:
-    """One scope's records: entries, quarantined blocks, notes, history, audit, snapshot."""
+    """One scope's records: entries, quarantined blocks, forgotten entries, notes,
+    archive files and summaries, history, audit, snapshot."""
     parsed = await core.memories.load(scope)
     for entry in parsed.entries:
         yield Record("entry", scope, {"entry": entry_data(entry)})
     for block in parsed.quarantined:
         yield Record("quarantined", scope, {"text": block.text, "reason": block.reason})
+    del parsed
+    for record in await forgotten_records(core.memories, scope):
+        yield record
     for record in await asyncio.to_thread(_notes, core.workspace, scope):
+        yield record
+    for record in await asyncio.to_thread(file_records, core.workspace, scope):
         yield record
     async for record in _history(core, scope):
         yield record
@@ -158,6 +175,31 @@ async def chosen_scopes(core: PortableCore, wanted: Sequence[ScopeKey]) -> list[
     return list(dict.fromkeys(wanted))
 
 
+def written_keys(scopes: Sequence[ScopeKey]) -> dict[ScopeKey, str]:
+    """Pure: the key each scope is exported under (its key today); ExportRefused naming
+    a scope no key reaches today, or two scopes that are one key today."""
+    written: dict[ScopeKey, str] = {}
+    owner: dict[str, ScopeKey] = {}
+    for scope in scopes:
+        today = today_key(scope)
+        if today is None:
+            raise ExportRefused(
+                f"scope '{printable_key(scope)}' has a key no import can take (empty once "
+                "its invisible characters are gone): merge it into another scope first "
+                "(`chatmem scopes --merge`) or export the others with --scope; nothing "
+                "was written"
+            )
+        other = owner.setdefault(today.value, scope)
+        if other != scope:
+            raise ExportRefused(
+                f"scopes '{printable_key(other)}' and '{printable_key(scope)}' are one key "
+                f"now ({printable_key(today)}): merge them first (`chatmem scopes --merge`) "
+                "so the export does not mix them; nothing was written"
+            )
+        written[scope] = today.value
+    return written
+
+
 async def export_records(core: PortableCore, scopes: Sequence[ScopeKey]) -> AsyncIterator[Record]:
     for scope in scopes:
         async for record in scope_records(core, scope):
@@ -181,6 +223,9 @@ def markdown_files(records: Sequence[Record], out: Path) -> dict[Path, str]:
             files.setdefault(path, []).append(f"- {data['time'] or '00:00:00'} {text}\n")
         elif record.kind == "snapshot":
             files[folder / "SNAPSHOT.md"] = [str(data["text"])]
+        elif record.kind in ("archive", "summary"):
+            where = folder if record.kind == "archive" else folder / "summary"
+            files[where / str(data["name"])] = [str(data["text"])]
         elif record.kind == "session":
             number = sessions.setdefault((scope, str(data["id"])), len(sessions) + 1)
             path = folder / "history" / f"session-{number:05d}.md"

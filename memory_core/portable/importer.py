@@ -1,17 +1,23 @@
 """`chatmem import`: records written into the workspace through the core's own parts.
 
 Entries and quarantined blocks go through `LongTermMemory.rewrite` (one locked write per
-scope, audited and indexed like any other), notes through `DailyNotes.append` (indexed
-as written), conversations through `MemoryCore.record_session` and the history, audit
-rows through the audit log. Each record lands in the scope it names and nowhere else.
+scope, audited and indexed like any other), forgotten entries through the forgotten
+file's keeper (`forgotten.py`), notes through `DailyNotes.append` (indexed as written),
+archive files and summaries through `files.py` (indexed as written), conversations
+through `MemoryCore.record_session` and the history (with each message's metadata and
+compaction mark), audit rows through the audit log. Each record lands in the scope it
+names and nowhere else. A source gives its records a scope at a time (`Source`), so an
+export file is never held whole.
 
 Idempotent: an entry whose text the scope holds already, a note the day's file holds
-already (as many times), a message its session holds, an audit row the log holds, is
-counted as present and not written again; a second import adds nothing.
+already (as many times), a file it holds with that text, a message its session holds,
+an audit row the log holds, is counted as present and not written again; a second
+import adds nothing.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter, defaultdict
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -29,6 +35,8 @@ from memory_core.longterm.matching import normalize_content
 from memory_core.longterm.memory_md import QuarantinedBlock
 from memory_core.notes.daily import parse_notes
 from memory_core.portable.export import ALL_ROWS, PortableCore
+from memory_core.portable.files import place
+from memory_core.portable.forgotten import import_forgotten
 from memory_core.portable.records import ImportRefused, Record, entry_from
 from memory_core.storage.sessions import ArchiveState
 
@@ -58,6 +66,8 @@ class ImportReport:
     """Blocks no entry could be read from, kept verbatim in the scope's quarantine."""
     refused: int = 0
     """Records that would have mixed scopes (a session id another scope holds)."""
+    expired: int = 0
+    """Forgotten entries past `long_term.forgotten_keep_days` by now: not kept."""
     scopes: list[str] = field(default_factory=list)
 
     def as_json(self) -> dict[str, Any]:
@@ -67,7 +77,33 @@ class ImportReport:
             "present": dict(sorted((+self.present).items())),
             "quarantined": self.quarantined,
             "refused": self.refused,
+            "expired": self.expired,
         }
+
+
+class Source(Protocol):
+    """What an import reads, checked whole already: its scopes in order, the kinds of
+    record it holds, and one scope's records when the import comes to that scope."""
+
+    scopes: list[ScopeKey]
+    kinds: frozenset[str]
+
+    async def records(self, scope: ScopeKey) -> list[Record]: ...
+
+
+class Listed:
+    """A source held in memory (a folder's or a mem0 file's records: small)."""
+
+    def __init__(self, records: Iterable[Record], only: Collection[ScopeKey] = ()) -> None:
+        self._by_scope: dict[ScopeKey, list[Record]] = defaultdict(list)
+        for record in records:
+            if not only or record.scope in only:
+                self._by_scope[record.scope].append(record)
+        self.scopes = list(self._by_scope)
+        self.kinds = frozenset(r.kind for rs in self._by_scope.values() for r in rs)
+
+    async def records(self, scope: ScopeKey) -> list[Record]:
+        return self._by_scope.get(scope, [])
 
 
 def placed_entries(
@@ -100,29 +136,60 @@ async def import_records(
     core: ImportingCore, records: Iterable[Record], only: Collection[ScopeKey] = ()
 ) -> ImportReport:
     """Write `records` (checked already) into their scopes; `only`: those scopes alone."""
-    by_scope: dict[ScopeKey, list[Record]] = defaultdict(list)
-    for record in records:
-        if not only or record.scope in only:
-            by_scope[record.scope].append(record)
-    kept = {r.kind for rs in by_scope.values() for r in rs} & {"session", "message", "audit"}
+    return await import_source(core, Listed(records, only))
+
+
+async def import_source(core: ImportingCore, source: Source) -> ImportReport:
+    """Write a checked source into its scopes, one scope's records at a time."""
+    kept = source.kinds & {"session", "message", "audit"}
     if kept and not core.has_database:
         raise ImportRefused(
             f"the database is not open and the source holds {', '.join(sorted(kept))} "
             "records, which go there: nothing was imported (`chatmem status` says why)"
         )
-    report = ImportReport(scopes=[s.value for s in by_scope])
-    for scope, scoped in by_scope.items():
+    report = ImportReport(scopes=[s.value for s in source.scopes])
+    for scope in source.scopes:
         kinds: dict[str, list[Record]] = defaultdict(list)
-        for record in scoped:
+        for record in await source.records(scope):
             kinds[record.kind].append(record)
         changed = await _entries(core, scope, kinds["entry"], kinds["quarantined"], report)
+        await _forgotten(core, scope, kinds["forgotten"], report)
         changed = await _notes(core, scope, kinds["note"], report) or changed
+        changed = await _files(core, scope, kinds["archive"] + kinds["summary"], report) or changed
         await _history(core, scope, kinds["session"], kinds["message"], report)
         await _audit(core, scope, kinds["audit"], report)
         await _snapshot(core, scope, kinds["snapshot"], changed)
+        del kinds  # the next scope's records replace these
     await core.memories.flush()
     report.added, report.present = +report.added, +report.present  # no zero counts
     return report
+
+
+async def _forgotten(
+    core: PortableCore, scope: ScopeKey, records: Sequence[Record], report: ImportReport
+) -> None:
+    memories = core.memories
+    placement = await import_forgotten(memories, scope, records, memories.now())
+    report.added["forgotten"] += len(placement.added)
+    report.present["forgotten"] += placement.present
+    report.expired += placement.expired
+
+
+async def _files(
+    core: PortableCore, scope: ScopeKey, records: Sequence[Record], report: ImportReport
+) -> bool:
+    """Archive files and summaries, each indexed once written."""
+    added = False
+    for record in records:
+        name, text = str(record.data["name"]), str(record.data["text"])
+        placed = await asyncio.to_thread(place, core.workspace, scope, record.kind, name, text)
+        if placed.written is None:
+            report.present[record.kind] += 1
+            continue
+        await core.guard.file_written(scope, placed.written)
+        report.added[record.kind] += 1
+        added = True
+    return added
 
 
 async def _entries(
@@ -192,8 +259,6 @@ def _held_notes(core: PortableCore, scope: ScopeKey, day: date) -> Counter[tuple
 async def _notes(
     core: PortableCore, scope: ScopeKey, notes: Sequence[Record], report: ImportReport
 ) -> bool:
-    import asyncio
-
     by_day: dict[date, list[tuple[str, str]]] = defaultdict(list)
     for record in notes:
         day = date.fromisoformat(str(record.data["date"]))
@@ -240,6 +305,8 @@ async def _history(
                 at=parse_when(str(data["at"])),
                 archived=ArchiveState(str(data.get("archived") or "false")).value,
                 speaker_id=str(data["speaker_id"]) if data.get("speaker_id") else None,
+                meta=dict(data.get("meta") or {}) or None,
+                compacted=bool(data.get("compacted")),
             )
         )
     for session_id in dict.fromkeys([*declared, *grouped]):
@@ -274,7 +341,7 @@ async def _history(
                 held[key] -= 1
                 report.present["message"] += 1
                 continue
-            await history.add_message(
+            written = await history.add_message(
                 scope,
                 session_id,
                 message.role,
@@ -282,9 +349,12 @@ async def _history(
                 message.at,
                 speaker=message.speaker,
                 speaker_id=message.speaker_id,
-                indexed=indexed.get(id(message), False),
+                meta=dict(message.meta or {}) or None,
+                indexed=indexed.get(id(message), False) and message.archived != ArchiveState.TRUE,
                 archived=ArchiveState(message.archived),
             )
+            if message.compacted:
+                await history.mark_compacted([written.id])
             report.added["message"] += 1
 
 

@@ -10,6 +10,7 @@ scope key the core refuses is one `ImportRefused` line naming the line number.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import date, datetime
@@ -28,12 +29,29 @@ from memory_core.base.errors import ChatmemError, ScopeError
 from memory_core.base.scope import ScopeKey, printable_key
 
 FORMAT = "chatmem-export"
-FORMAT_VERSION = 1
-"""Raised when a record's meaning changes; a reader refuses a newer version."""
+FORMAT_VERSION = 2
+"""Raised when a record's meaning changes or kinds are added; a reader refuses a newer
+version (2 added `forgotten`, `archive`, `summary`: a version-1 file still reads)."""
 
-KINDS = ("entry", "quarantined", "note", "session", "message", "audit", "snapshot")
+KINDS = (
+    "entry",
+    "quarantined",
+    "forgotten",
+    "note",
+    "archive",
+    "summary",
+    "session",
+    "message",
+    "audit",
+    "snapshot",
+)
 """Every kind of record after the header. `snapshot` is for reading: an import rebuilds
 the snapshot from what it imported."""
+
+ARCHIVE_NAME = re.compile(r"^(\d{4}-\d{2}-\d{2})-[A-Za-z0-9][A-Za-z0-9_-]{0,63}\.md$")
+"""An archive file of raw history: `YYYY-MM-DD-{slug}.md` in the scope's folder."""
+SUMMARY_NAME = re.compile(r"^(\d{4}-\d{2}(?:-\d{2})?)\.md$")
+"""A daily or monthly summary: `summary/YYYY-MM-DD.md` or `summary/YYYY-MM.md`."""
 
 
 class ImportRefused(ChatmemError):
@@ -62,10 +80,10 @@ def header(version: str, scopes: Iterable[ScopeKey], at: datetime) -> dict[str, 
     }
 
 
-def line(record: Record) -> str:
-    return json.dumps(
-        {"kind": record.kind, "scope": record.scope.value, **record.data}, ensure_ascii=False
-    )
+def line(record: Record, key: str | None = None) -> str:
+    """One record's line; `key`: the scope key written for it (default its own)."""
+    scope = record.scope.value if key is None else key
+    return json.dumps({"kind": record.kind, "scope": scope, **record.data}, ensure_ascii=False)
 
 
 def _when(value: datetime | None) -> str | None:
@@ -143,7 +161,10 @@ def _text(data: Mapping[str, Any], key: str) -> str:
 _NEEDS: dict[str, tuple[str, ...]] = {
     "entry": ("entry",),
     "quarantined": ("text",),
+    "forgotten": ("entry",),
     "note": ("date", "time", "text"),
+    "archive": ("name", "text"),
+    "summary": ("name", "text"),
     "session": ("id", "started_at", "status"),
     "message": ("session", "role", "content", "at"),
     "audit": ("at", "entry_id", "action", "source"),
@@ -182,8 +203,11 @@ def checked(raw: Any, number: int) -> Record:
 
 def _check_values(kind: str, data: Mapping[str, Any]) -> None:
     """What the importer reads of a record parses (dates, times, texts)."""
-    if kind == "entry":
+    if kind in ("entry", "forgotten"):
         entry_from(data["entry"])
+    elif kind in ("archive", "summary"):
+        file_name(kind, data)
+        _text(data, "text")
     elif kind == "note":
         date.fromisoformat(_text(data, "date"))
         _text(data, "text")
@@ -194,8 +218,22 @@ def _check_values(kind: str, data: Mapping[str, Any]) -> None:
         for name in _NEEDS[kind]:
             if name not in ("at", "started_at"):
                 _text(data, name)
+        if kind == "message" and not isinstance(data.get("meta") or {}, dict):
+            raise TypeError("meta is not an object")
     else:
         _text(data, "text")
+
+
+def file_name(kind: str, data: Mapping[str, Any]) -> str:
+    """An archive or summary record's file name, checked: one name of its pattern with a
+    real date (never a path); ValueError for anything else."""
+    name = _text(data, "name")
+    match = (ARCHIVE_NAME if kind == "archive" else SUMMARY_NAME).match(name)
+    if match is None:
+        raise ValueError(f"{kind} file name {name!r} is not one chatmem writes")
+    period = match.group(1)
+    date.fromisoformat(period if len(period) == 10 else period + "-01")
+    return name
 
 
 def _is_time(text: str) -> bool:
@@ -218,7 +256,7 @@ def read_lines(lines: Iterable[str]) -> Iterator[Record]:
     if not isinstance(head, dict) or head.get("kind") != "header" or head.get("format") != FORMAT:
         raise ImportRefused(f"line {first[0]}: not a chatmem export header (nothing was imported)")
     version = head.get("format_version")
-    if not isinstance(version, int) or version > FORMAT_VERSION:
+    if not isinstance(version, int) or isinstance(version, bool) or version > FORMAT_VERSION:
         raise ImportRefused(
             f"export format version {version!r} is newer than this chatmem reads "
             f"({FORMAT_VERSION}); upgrade chatmem (nothing was imported)"

@@ -85,6 +85,28 @@ async def fill(core: MemoryCore, clock: ManualClock) -> None:
     snapshot.write_text(edited, encoding="utf-8")
 
 
+async def fill_the_rest(core: MemoryCore, clock: ManualClock) -> str:
+    """What the first pass of export left out: a forgotten entry (its id returned), a
+    message with metadata that compaction set aside, and the group's older talk archived
+    into a raw file and summaries."""
+    gone, _ = await core.memories.capture(MAIN, "Old locker code is 4711", category="fact")
+    await core.memories.flush()
+    await core.memories.forget(MAIN, gone.id)
+    history = core.history
+    aside = await history.add_message(
+        BOB, "s-bob-1", "user", "Rex chewed a shoe", clock(), meta={"via": "voice"}, indexed=True
+    )
+    await history.mark_compacted([aside.id])
+    for days, text in ((2, "We planned the cafe quiz night"), (20, "Quiz prizes were books"),
+                       (60, "The group was founded in winter")):  # fmt: skip
+        when = clock() - timedelta(days=days)
+        session = await history.open_session(GROUP, when)
+        await history.add_message(GROUP, session.id, "user", text, when, indexed=True)
+    report = await core.conversation.archive(GROUP)
+    assert report.moved == 1 and report.summarized == 2
+    return gone.id
+
+
 async def quarantine_one(core: MemoryCore) -> None:
     """A block the parser cannot read, put in main's file as a person's edit would, and
     the file written once more by the core (which keeps the block in its quarantine)."""
@@ -112,8 +134,21 @@ async def results(core: MemoryCore) -> list[Any]:
     for scope in (MAIN, BOB, GROUP):
         for query in QUERIES:
             hits = await core.finder.search(scope, query, limit=8)
-            found.append([(h.path, h.line_from, h.kind, h.text, round(h.score, 9)) for h in hits])
+            # A message hit's line is its row id, which each database numbers itself.
+            found.append([(h.path, h.line_from if h.kind != "message" else 0, h.kind, h.text,
+                           round(h.score, 9)) for h in hits])  # fmt: skip
     return found
+
+
+async def messages_of(core: MemoryCore, *scopes: ScopeKey) -> list[tuple[Any, ...]]:
+    """Every message of the scopes' sessions with what an import must keep of it."""
+    found = []
+    for scope in scopes:
+        for item in await core.history.sessions_by_state(scope, limit=100):
+            for m in await core.history.session_messages(item.session_id, include_compacted=True):
+                found.append((m.scope, m.role, m.content, m.created_at, m.archived, m.compacted,
+                              m.meta))  # fmt: skip
+    return sorted(found, key=repr)
 
 
 async def export_to(core: MemoryCore, path: Path, *scopes: ScopeKey) -> Path:
@@ -137,6 +172,7 @@ async def test_a_round_trip_gives_the_same_files_and_search_results(
     request: pytest.FixtureRequest,
 ) -> None:
     await fill(core, clock)
+    gone = await fill_the_rest(core, clock)
     await quarantine_one(core)
     assert [p.block.text for p in await core.memories.validate()] == [BAD_BLOCK]
     exported = await export_to(core, tmp_path / "export.jsonl")
@@ -148,9 +184,12 @@ async def test_a_round_trip_gives_the_same_files_and_search_results(
         "header": 1,
         "entry": 6,
         "quarantined": 1,
+        "forgotten": 1,
         "note": 3,
-        "session": 1,
-        "message": 2,
+        "archive": 1,
+        "summary": 2,
+        "session": 2,
+        "message": 6,
         "audit": counts["audit"],
         "snapshot": 1,
     }
@@ -163,15 +202,19 @@ async def test_a_round_trip_gives_the_same_files_and_search_results(
             assert form == "chatmem"
             assert dict(report.added) == {
                 "entry": 6,
+                "forgotten": 1,
                 "note": 3,
-                "session": 1,
-                "message": 2,
+                "archive": 1,
+                "summary": 2,
+                "session": 2,
+                "message": 6,
                 "audit": counts["audit"],
             }
             assert report.quarantined == 1
             assert sum(report.present.values()) == 0
             assert files_of(config.workspace_path) == files_of(core.workspace.root)
             assert await results(copy) == before
+            assert await messages_of(copy, BOB, GROUP) == await messages_of(core, BOB, GROUP)
             assert [p.block.text for p in await copy.memories.validate()] == [BAD_BLOCK]
             assert IDENTITY in copy.snapshots.path(MAIN).read_text(encoding="utf-8")
             written = {p: (config.workspace_path / p).read_bytes() for p in files_of(
@@ -182,6 +225,9 @@ async def test_a_round_trip_gives_the_same_files_and_search_results(
             assert dict(again.present) == {**report.added, "quarantined": 1}
             assert {p: (config.workspace_path / p).read_bytes() for p in written} == written
             assert await results(copy) == before
+
+            restored = await copy.memories.restore(MAIN, gone)
+            assert restored.content == "Old locker code is 4711"
 
 
 async def test_only_the_named_scopes_are_exported_and_imported(
