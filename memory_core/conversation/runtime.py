@@ -271,4 +271,4 @@ class Runtime:
             self._ticker = None
         await self._flush_open_sessions()
         await self.llm.close()
-        log.info("memory runtime stopped at %s", format_when(self.memory.now()))
+        log.debug("memory runtime stopped at %s", format_when(self.memory.now()))

@@ -205,6 +205,18 @@ ALLOWED: dict[str, set[str]] = {
     "memory_core/llm/prompts/__init__.py": {"read_text"},
     "memory_core/embedding/model_cache.py": {"iterdir", "mkdir", "open", "read_text",
                                              "shutil.rmtree"},
+    # `chatmem backup`: the workspace walked without following links (links skipped) into
+    # DEST, a folder outside it that the backup makes, checks empty and removes on failure;
+    # the manifest is DEST's. `chatmem restore`: a backup checked against its checksums
+    # laid into an empty workspace (a used one is moved aside whole, never merged).
+    "memory_core/backup/files.py": {"mkdir", "os.walk"},
+    "memory_core/backup/manifest.py": {"read_text"},
+    "memory_core/backup/put_back.py": {"glob", "iterdir", "mkdir", "os.listdir", "touch"},
+    "memory_core/backup/sqlite_copy.py": {"mkdir"},
+    "memory_core/backup/take.py": {"iterdir", "shutil.rmtree"},
+    "memory_core/storage/pg/dump.py": {"mkdir"},
+    # `chatmem doctor`: names and free space only, never contents.
+    "memory_core/ops/checks.py": {"glob", "shutil.disk_usage"},
     "adapters/cli/__init__.py": {"os.open"},
     "adapters/cli/tui.py": {"shutil.rmtree"},  # the demo's own temporary folder
     "adapters/cli/commands.py": {"touch"},  # LongTermMemory.touch, not Path.touch
