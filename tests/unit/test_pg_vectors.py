@@ -316,3 +316,15 @@ async def test_a_restart_reads_a_large_scopes_graph_from_its_file(
         second = await restarted.search(sid, query, 3)
     assert searched == []
     assert [i for i, _ in second] == [i for i, _ in first]
+
+
+async def test_a_search_of_some_kinds_is_filtered_in_the_database(pg_core: MemoryCore) -> None:
+    """The kinds and paths filters of a vector search are SQL both backends read (a
+    unary `+` that keeps SQLite off an index is an error on a text column in PostgreSQL,
+    which turned dense recall off there)."""
+    vectors, sid = await pg_vectors_of(pg_core)
+    query = await vectors.embed_query("what breed is my kitty")
+    daily = await vectors.search(sid, query, 3, kinds=["daily"])
+    assert daily and all(isinstance(chunk_id, int) for chunk_id, _ in daily)
+    assert await vectors.search(sid, query, 3, kinds=["summary"]) == []
+    assert await vectors.search(sid, query, 3, exclude_paths=["nowhere.md"])

@@ -383,14 +383,15 @@ def recheck(
     """The scope's version, and the text of each of `chunk_ids` that is a visible chunk of
     this scope and passes the filters: a hit from memory is only ever returned after this
     says so, so a stale vector cannot show another scope's chunk or a changed one."""
-    # `+`: look the few ids up by rowid, never walk the scope by its index.
+    # `+` (numbers) and `|| ''` (texts): expressions, so SQLite looks the few ids up by
+    # rowid and never walks the scope by an index; both are SQL PostgreSQL reads too.
     filters = ["+c.scope_id = ?", "+c.hidden = 0"]
     params: list[object] = [sid]
     if kinds is not None:
-        filters.append(f"+c.kind IN ({_marks(kinds)})")
+        filters.append(f"c.kind || '' IN ({_marks(kinds)})")
         params += kinds
     if exclude_paths:
-        filters.append(f"+c.path NOT IN ({_marks(exclude_paths)})")
+        filters.append(f"c.path || '' NOT IN ({_marks(exclude_paths)})")
         params += exclude_paths
     where = " AND ".join(filters)
     texts: dict[int, str] = {}
