@@ -106,15 +106,9 @@ def require_database(config: Config, command: str) -> None:
     """One line when a server the workspace reached before does not answer now
     (blocking). One never reached is left to the core's open, whose line says to check
     the DSN."""
-    from memory_core.storage.pg.database import CONNECT_TIMEOUT_SECONDS
-    from memory_core.storage.pg.probe import unreachable
-    from memory_core.storage.pg.reached import ReachedServers
+    from memory_core.ops.database import known_server_down
 
-    dsn = config.storage.postgres_dsn
-    state_dir = Workspace.at(config.workspace_path).state_dir
-    if not state_dir.is_dir() or not ReachedServers(state_dir).known(dsn):
-        return
-    why = unreachable(dsn, int(CONNECT_TIMEOUT_SECONDS))
+    why = known_server_down(config.storage.postgres_dsn, config.workspace_path)
     if why is not None:
         raise ChatmemError(f"`chatmem {command}` needs PostgreSQL, and {why} (nothing was done)")
 

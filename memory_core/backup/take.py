@@ -30,9 +30,9 @@ from memory_core.backup.manifest import (
     TableDump,
     sha256_of,
 )
-from memory_core.backup.sqlite_copy import copy_database
 from memory_core.base.atomic import describe, fsync_dir
 from memory_core.base.workspace import STATE_DIR, Workspace
+from memory_core.storage.db import copy_database
 
 
 class Locks(Protocol):

@@ -11,7 +11,6 @@ read-only, PostgreSQL is only read.
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -64,13 +63,10 @@ def visit_sqlite(state_dir: Path) -> Visit:
     found = Visit(schemas=sqlite_states(state_dir))
     journal = state_dir / "journal.sqlite3"
     if journal.is_file():
-        conn = sqlite3.connect(f"{journal.resolve().as_uri()}?mode=ro", uri=True, timeout=2)
-        try:
-            found.journal_rows = int(conn.execute("SELECT COUNT(*) FROM captures").fetchone()[0])
-        except sqlite3.OperationalError:
-            found.journal_rows = 0  # no table yet: nothing was ever journalled
-        finally:
-            conn.close()
+        from memory_core.storage.db import read_only_rows
+
+        rows = read_only_rows(journal, "SELECT COUNT(*) FROM captures")
+        found.journal_rows = int(rows[0][0]) if rows else 0  # no table: never journalled
     return found
 
 
@@ -161,3 +157,18 @@ def server_refusal(exc: BaseException) -> str | None:
 def first_line(exc: BaseException) -> str:
     lines = str(exc).strip().splitlines()
     return lines[0] if lines else type(exc).__name__
+
+
+def known_server_down(dsn: str, workspace_path: Path) -> str | None:
+    """Why a PostgreSQL server this workspace reached before does not answer now, or None
+    (blocking, bounded by the connect timeout). A server never reached is left to the
+    core's open, whose line says to check the DSN."""
+    from memory_core.base.workspace import Workspace
+    from memory_core.storage.pg.database import CONNECT_TIMEOUT_SECONDS
+    from memory_core.storage.pg.probe import unreachable
+    from memory_core.storage.pg.reached import ReachedServers
+
+    state_dir = Workspace.at(workspace_path).state_dir
+    if not state_dir.is_dir() or not ReachedServers(state_dir).known(dsn):
+        return None
+    return unreachable(dsn, int(CONNECT_TIMEOUT_SECONDS))

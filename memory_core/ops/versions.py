@@ -8,9 +8,7 @@ extra is imported, an extra counts as installed when every distribution it requi
 
 from __future__ import annotations
 
-import contextlib
 import re
-import sqlite3
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -132,13 +130,10 @@ def sqlite_states(state_dir: Path) -> list[SchemaState]:
 
 
 def _sqlite_names(path: Path) -> set[str]:
-    conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=2)
-    try:
-        with contextlib.suppress(sqlite3.OperationalError):  # no table: nothing applied
-            return {str(r[0]) for r in conn.execute("SELECT name FROM _migrations")}
-        return set()
-    finally:
-        conn.close()
+    from memory_core.storage.db import read_only_rows
+
+    rows = read_only_rows(path, "SELECT name FROM _migrations")
+    return {str(r[0]) for r in rows or ()}  # no table: nothing applied
 
 
 def postgres_state(dsn: str, timeout_seconds: int) -> SchemaState:

@@ -15,7 +15,6 @@ key today, refuse the export in one line naming them (`chatmem scopes --merge` f
 from __future__ import annotations
 
 import asyncio
-import re
 from collections.abc import AsyncIterator, Sequence
 from datetime import date
 from pathlib import Path
@@ -27,7 +26,7 @@ from memory_core.base.workspace import Workspace
 from memory_core.notes.daily import parse_notes
 from memory_core.portable.files import file_records
 from memory_core.portable.forgotten import forgotten_records
-from memory_core.portable.records import ExportRefused, Record, entry_data
+from memory_core.portable.records import DAILY_FILE, ExportRefused, Record, entry_data
 
 if TYPE_CHECKING:
     from memory_core.longterm.long_term import LongTermMemory
@@ -37,7 +36,6 @@ if TYPE_CHECKING:
     from memory_core.storage.audit import AuditLog
     from memory_core.storage.history import HistoryStore
 
-DAILY_FILE = re.compile(r"^(\d{4}-\d{2}-\d{2})\.md$")
 ALL_ROWS = 2**62
 """A limit no scope's history or audit reaches: every row."""
 

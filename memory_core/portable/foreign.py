@@ -33,8 +33,7 @@ from memory_core.longterm.memory_md import QuarantinedBlock
 from memory_core.longterm.memory_md_parser import parse_memory
 from memory_core.longterm.scoring import initial_score
 from memory_core.notes.daily import parse_notes
-from memory_core.portable.export import DAILY_FILE
-from memory_core.portable.records import ImportRefused, Record, entry_data
+from memory_core.portable.records import DAILY_FILE, ImportRefused, Record, entry_data
 
 _ITEM = re.compile(r"^\s*[-*+]\s+(?:\[[ xX]\]\s+)?(?P<text>\S.*)$")
 _HEADING = re.compile(r"^#{1,6}\s+(?P<name>.+?)\s*#*\s*$")

@@ -53,6 +53,9 @@ ARCHIVE_NAME = re.compile(r"^(\d{4}-\d{2}-\d{2})-[A-Za-z0-9][A-Za-z0-9_-]{0,63}\
 SUMMARY_NAME = re.compile(r"^(\d{4}-\d{2}(?:-\d{2})?)\.md$")
 """A daily or monthly summary: `summary/YYYY-MM-DD.md` or `summary/YYYY-MM.md`."""
 
+DAILY_FILE = re.compile(r"^(\d{4}-\d{2}-\d{2})\.md$")
+"""A daily note's file name: its date."""
+
 
 class ImportRefused(ChatmemError):
     """The source cannot be imported as it is; nothing was written."""

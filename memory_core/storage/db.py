@@ -388,3 +388,45 @@ def _statements(sql: str) -> list[str]:
     if buffer.strip():
         parts.append(buffer.strip())
     return parts
+
+
+def read_only_rows(path: Path, sql: str) -> list[tuple[Any, ...]] | None:
+    """`sql`'s rows from the database file at `path`, opened read-only (blocking; the
+    doctor and `--version` look without writing). None when the table is not there yet;
+    another failure is a `StorageError`."""
+    try:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=2)
+    except sqlite3.Error as exc:
+        raise storage_error(exc) from exc
+    try:
+        return [tuple(row) for row in conn.execute(sql)]
+    except sqlite3.OperationalError as exc:
+        if "no such table" in str(exc):
+            return None
+        raise storage_error(exc) from exc
+    except sqlite3.Error as exc:
+        raise storage_error(exc) from exc
+    finally:
+        conn.close()
+
+
+BACKUP_BUSY_MS = 60_000
+
+
+def copy_database(source: Path, target: Path) -> bool:
+    """Copy the database at `source` to `target` in one step of SQLite's online backup
+    API (one read transaction: a single consistent version, however busy the writers).
+    False when there is no database to copy. Blocking: run it on a worker thread."""
+    if not source.is_file():
+        return False
+    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with contextlib.closing(sqlite3.connect(source, timeout=BACKUP_BUSY_MS / 1000)) as reader:
+            reader.execute(f"PRAGMA busy_timeout = {BACKUP_BUSY_MS}")
+            with contextlib.closing(sqlite3.connect(target)) as writer:
+                reader.backup(writer)
+                # The copy is one file: no -wal beside it to lose on the way to the backup.
+                writer.execute("PRAGMA journal_mode = DELETE")
+    except sqlite3.Error as exc:
+        raise storage_error(exc) from exc
+    return True

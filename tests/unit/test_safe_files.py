@@ -212,7 +212,6 @@ ALLOWED: dict[str, set[str]] = {
     "memory_core/backup/files.py": {"mkdir", "os.walk"},
     "memory_core/backup/manifest.py": {"read_text"},
     "memory_core/backup/put_back.py": {"glob", "iterdir", "mkdir", "os.listdir", "touch"},
-    "memory_core/backup/sqlite_copy.py": {"mkdir"},
     "memory_core/backup/take.py": {"iterdir", "shutil.rmtree"},
     "memory_core/storage/pg/dump.py": {"mkdir"},
     # `chatmem doctor`: names and free space only, never contents.
