@@ -19,7 +19,8 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 from datetime import date, datetime
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,7 @@ from memory_core.base.clock import parse_when
 from memory_core.base.entries import CATEGORIES, Importance, MemoryEntry
 from memory_core.base.errors import ScopeError
 from memory_core.base.scope import ScopeKey, printable_key
+from memory_core.longterm.matching import normalize_content
 from memory_core.longterm.memory_md import QuarantinedBlock
 from memory_core.longterm.memory_md_parser import parse_memory
 from memory_core.longterm.scoring import initial_score
@@ -43,6 +45,45 @@ MEM0_BYTES = 1 << 30
 def content_id(text: str) -> str:
     """A memory's id from its text: the same text, the same id, in every import."""
     return "m" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:11]
+
+
+@dataclass
+class Placement:
+    """Which incoming entries a scope lacks, under which ids (`place`)."""
+
+    added: list[MemoryEntry] = field(default_factory=list)
+    present: int = 0
+    expired: int = 0
+
+
+def place(
+    held: Iterable[MemoryEntry],
+    incoming: Iterable[MemoryEntry],
+    expired: Callable[[MemoryEntry], bool] | None = None,
+) -> Placement:
+    """Pure: the entries of `incoming` the scope lacks (by normalised text), each under
+    its own id or, when the scope uses that id for another text, one made from both (so
+    the same import places it the same way again); those present, and those `expired`
+    says are past keeping, only counted."""
+    held = list(held)
+    texts = {normalize_content(e.content) for e in held}
+    used = {e.id for e in held}
+    placement = Placement()
+    for entry in incoming:
+        text = normalize_content(entry.content)
+        if text in texts:
+            placement.present += 1
+            continue
+        if expired is not None and expired(entry):
+            placement.expired += 1
+            continue
+        placed = entry
+        if entry.id in used:
+            placed = entry.with_(id=content_id(f"{entry.id}\n{entry.content}"))
+        texts.add(text)
+        used.add(placed.id)
+        placement.added.append(placed)
+    return placement
 
 
 def new_entry(text: str, category: str, created: datetime, now: datetime) -> MemoryEntry:

@@ -12,13 +12,12 @@ for another text gets an id made from both, as a live entry would.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
 
 from memory_core.base.entries import MemoryEntry
 from memory_core.base.scope import ScopeKey
-from memory_core.longterm.matching import normalize_content
+from memory_core.portable.foreign import Placement, place
 from memory_core.portable.records import Record, entry_data, entry_from
 
 if TYPE_CHECKING:
@@ -30,15 +29,6 @@ async def forgotten_records(memories: LongTermMemory, scope: ScopeKey) -> list[R
     return [Record("forgotten", scope, {"entry": entry_data(e)}) for e in reversed(kept)]
 
 
-@dataclass
-class Placement:
-    """Pure result of `placed_forgotten`."""
-
-    added: list[MemoryEntry] = field(default_factory=list)
-    present: int = 0
-    expired: int = 0
-
-
 def placed_forgotten(
     kept: Sequence[MemoryEntry],
     live: Sequence[MemoryEntry],
@@ -46,26 +36,7 @@ def placed_forgotten(
     expired: Callable[[MemoryEntry], bool],
 ) -> Placement:
     """Pure: which incoming forgotten entries the scope lacks, under which ids."""
-    texts = {normalize_content(e.content) for e in (*kept, *live)}
-    used = {e.id for e in (*kept, *live)}
-    placement = Placement()
-    for entry in incoming:
-        text = normalize_content(entry.content)
-        if text in texts:
-            placement.present += 1
-            continue
-        if expired(entry):
-            placement.expired += 1
-            continue
-        placed = entry
-        if entry.id in used:
-            from memory_core.portable.foreign import content_id  # pure, same layer
-
-            placed = entry.with_(id=content_id(f"{entry.id}\n{entry.content}"))
-        texts.add(text)
-        used.add(placed.id)
-        placement.added.append(placed)
-    return placement
+    return place((*kept, *live), incoming, expired)
 
 
 async def import_forgotten(

@@ -31,7 +31,6 @@ from memory_core.base.merge_values import Change, ChangeKind
 from memory_core.base.records import RecordedMessage
 from memory_core.base.requests import searchable
 from memory_core.base.scope import ScopeKey
-from memory_core.longterm.matching import normalize_content
 from memory_core.longterm.memory_md import QuarantinedBlock
 from memory_core.notes.daily import parse_notes
 from memory_core.portable.export import ALL_ROWS, PortableCore
@@ -109,27 +108,12 @@ class Listed:
 def placed_entries(
     held: Sequence[MemoryEntry], incoming: Iterable[MemoryEntry]
 ) -> tuple[list[MemoryEntry], int]:
-    """Pure: the entries of `incoming` the scope lacks (by normalised text), each under
-    its own id or, when the scope uses that id for another text, one made from both (so
-    the same import places it the same way again); and how many were present."""
-    texts = {normalize_content(e.content) for e in held}
-    used = {e.id for e in held}
-    added: list[MemoryEntry] = []
-    present = 0
-    for entry in incoming:
-        text = normalize_content(entry.content)
-        if text in texts:
-            present += 1
-            continue
-        placed = entry
-        if entry.id in used:
-            from memory_core.portable.foreign import content_id  # pure, same layer
+    """Pure: the entries of `incoming` the scope lacks, and how many were present
+    (`foreign.place`)."""
+    from memory_core.portable.foreign import place  # pure, same layer
 
-            placed = entry.with_(id=content_id(f"{entry.id}\n{entry.content}"))
-        texts.add(text)
-        used.add(placed.id)
-        added.append(placed)
-    return added, present
+    placement = place(held, incoming)
+    return placement.added, placement.present
 
 
 async def import_records(
