@@ -38,6 +38,11 @@ class WebAddress:
     port: int
 
     @property
+    def url_host(self) -> str:
+        """The host as a URL or a Host header writes it (IPv6 in brackets)."""
+        return f"[{self.host}]" if ":" in self.host else self.host
+
+    @property
     def is_loopback(self) -> bool:
         if self.host == "localhost":
             return True
@@ -106,8 +111,7 @@ def guard(token: str, hosts: set[str]) -> Middleware:
 
 def served_hosts(address: WebAddress, port: int) -> frozenset[str]:
     """The Host headers a browser sends for this address (and `localhost` on loopback)."""
-    host = f"[{address.host}]" if ":" in address.host else address.host
-    names = {f"{host}:{port}"}
+    names = {f"{address.url_host}:{port}"}
     if address.is_loopback:
         names |= {f"localhost:{port}", f"127.0.0.1:{port}", f"[::1]:{port}"}
     return frozenset(names)
@@ -135,9 +139,8 @@ async def serve(
         site = web.TCPSite(runner, address.host, address.port)
         await site.start()
         port = int(runner.addresses[0][1])  # the chosen one when asked for port 0
-        host = f"[{address.host}]" if ":" in address.host else address.host
         # The page builds its static and websocket URLs from public_url: the real port.
-        server.public_url = f"http://{host}:{port}"
+        server.public_url = f"http://{address.url_host}:{port}"
         hosts.update(served_hosts(address, port))
         suffix = " (open it with ?token=<your token>)" if token else ""
         announce(f"serving the TUI on {server.public_url}/{suffix}; Ctrl-C stops")
