@@ -46,6 +46,13 @@ def clean_cli_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(cwd)
 
 
+def unbound_environ() -> dict[str, str]:
+    """This process's environment without any variable chatmem reads (`env_bindings`):
+    for a child process that must see only what the test gives it."""
+    names = {name for name, _ in env_bindings()}
+    return {k: v for k, v in os.environ.items() if k not in names}
+
+
 def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     """`chatmem ARGV` in this process: its exit code, stdout and stderr."""
     try:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import itertools
-import os
 import random
 import shutil
 import subprocess
@@ -39,12 +38,13 @@ from memory_core.base.clock import ManualClock
 from memory_core.base.entries import ArchiveReason, MemoryEntry
 from memory_core.base.policy import DEFAULT_POLICY
 from memory_core.base.scope import MAIN, ScopeKey
-from memory_core.config import Config, env_bindings
+from memory_core.config import Config
 from memory_core.engine import MemoryCore
 from memory_core.longterm.decay import decay_all
 from memory_core.longterm.memory_md_parser import parse_memory
 from memory_core.longterm.memory_md_renderer import render_memory
 from memory_core.longterm.scoring import Status, status_of
+from tests.support import unbound_environ
 from tui import ChatmemApp, make_app
 from tui.capture import screen_text
 from tui.commands import app_commands
@@ -1074,7 +1074,7 @@ async def test_a_loading_state_shows_until_the_first_rankings(demo_ws: Path) -> 
 async def test_a_capture_by_another_process_appears_within_two_seconds(
     demo_ws: Path, tmp_path: Path
 ) -> None:
-    env = {k: v for k, v in os.environ.items() if k not in {name for name, _ in env_bindings()}}
+    env = unbound_environ()
     async with running(demo_ws) as run:
         process = await asyncio.create_subprocess_exec(
             str(CHATMEM),

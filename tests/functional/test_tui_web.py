@@ -28,8 +28,7 @@ from pathlib import Path
 import pytest
 
 from adapters.demo import build_demo
-from memory_core.config import env_bindings
-from tests.support import run_cli
+from tests.support import run_cli, unbound_environ
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 SERVING = re.compile(r"serving the TUI on (http://\S+?)/")
@@ -45,11 +44,6 @@ def demo_ws(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def child_env() -> dict[str, str]:
-    names = {name for name, _ in env_bindings()}
-    return {k: v for k, v in os.environ.items() if k not in names}
-
-
 @contextmanager
 def serving(ws: Path, *extra: str) -> Iterator[tuple[str, list[str]]]:
     """`chatmem tui --web 127.0.0.1:0` in its own process: its URL once it listens, and
@@ -60,7 +54,7 @@ def serving(ws: Path, *extra: str) -> Iterator[tuple[str, list[str]]]:
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
-        env=child_env(),
+        env=unbound_environ(),
         start_new_session=True,
     )
     lines: queue.Queue[str] = queue.Queue()
