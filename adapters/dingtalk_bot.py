@@ -46,9 +46,9 @@ from yarl import URL
 
 from adapters.inbound import InboundMessage
 from adapters.router import MessageRouter
+from adapters.settings import DingTalkSettings
 from memory_core.base.clock import Clock, system_clock
 from memory_core.base.errors import ChatmemError, ConfigError, InboundRejected, install_hint
-from memory_core.config.services import DingTalkSettings
 from memory_core.engine import MemoryCore
 
 log = logging.getLogger(__name__)

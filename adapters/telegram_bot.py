@@ -30,8 +30,8 @@ from telegram.ext import AIORateLimiter, Application, ContextTypes, MessageHandl
 from adapters.inbound import InboundMessage
 from adapters.media import Attachment, MediaKind, describe_image, media_text
 from adapters.router import COMMANDS, MessageRouter, parse_command
+from adapters.settings import TelegramSettings
 from memory_core.base.errors import ChatmemError, ConfigError, LLMError
-from memory_core.config.services import TelegramSettings
 from memory_core.engine import MemoryCore
 
 log = logging.getLogger(__name__)

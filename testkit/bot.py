@@ -18,8 +18,8 @@ from typing import Any
 
 from telegram.ext import Application
 
+from adapters.settings import AppConfig, load_app_config
 from adapters.telegram_bot import build_telegram_app
-from memory_core.config import Config, load_config
 from memory_core.engine import MemoryCore
 from testkit.openai_server import FakeOpenAI
 from testkit.telegram_api import FakeTelegramAPI, SentMessage
@@ -40,13 +40,13 @@ def isolated_config(
     telegram: Mapping[str, Any] | None = None,
     dingtalk: Mapping[str, Any] | None = None,
     **top: Any,
-) -> Config:
-    """`load_config` from an explicit env (never the process's) and an empty file (never a
+) -> AppConfig:
+    """`load_app_config` from an explicit env (never the process's) and an empty file (never a
     ./chatmem.toml of whoever runs it), then field overrides."""
     empty = workspace.parent / "empty-chatmem.toml"
     empty.parent.mkdir(parents=True, exist_ok=True)
     empty.touch()
-    config = load_config(empty, env=dict(env or {}), workspace=workspace)
+    config = load_app_config(empty, env=dict(env or {}), workspace=workspace)
     if telegram:
         config = config.model_copy(update={"telegram": config.telegram.model_copy(update=telegram)})
     if dingtalk:
@@ -64,7 +64,7 @@ def llm_env(fake: FakeOpenAI) -> dict[str, str]:
 
 
 @asynccontextmanager
-async def running_app(core: MemoryCore, config: Config) -> AsyncIterator[AnyApp]:
+async def running_app(core: MemoryCore, config: AppConfig) -> AsyncIterator[AnyApp]:
     """The application `build_telegram_app` makes, polling the fake with no delay."""
     app = build_telegram_app(core, config.telegram)
     async with app:
@@ -97,7 +97,7 @@ class TelegramBot:
 
     fake: FakeTelegramAPI
     core: MemoryCore
-    config: Config
+    config: AppConfig
     app: AnyApp
     llm: FakeOpenAI | None = None
 

@@ -18,6 +18,7 @@ import pytest
 from filelock import FileLock
 
 from adapters.cli import main
+from adapters.settings import AppConfig
 from memory_core.base.chunks import ChunkKind
 from memory_core.base.clock import format_when
 from memory_core.base.entries import MemoryEntry
@@ -39,7 +40,7 @@ from memory_core.storage.sessions import StoredMessage
 def clean_cli_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """No ./chatmem.toml and no CHATMEM_* / token variables reach the commands: an empty
     working directory, every bound variable unset."""
-    for name, _ in env_bindings():
+    for name, _ in env_bindings(AppConfig):
         monkeypatch.delenv(name, raising=False)
     cwd = tmp_path / "cwd"
     cwd.mkdir()
@@ -49,7 +50,7 @@ def clean_cli_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 def unbound_environ() -> dict[str, str]:
     """This process's environment without any variable chatmem reads (`env_bindings`):
     for a child process that must see only what the test gives it."""
-    names = {name for name, _ in env_bindings()}
+    names = {name for name, _ in env_bindings(AppConfig)}
     return {k: v for k, v in os.environ.items() if k not in names}
 
 

@@ -80,9 +80,10 @@ class Chat:
 class Telegram:
     @staticmethod
     async def run(core: MemoryCore, args: argparse.Namespace) -> int:
+        from adapters.settings import AppConfig
         from adapters.telegram_bot import run_telegram
 
-        settings = core.config.telegram
+        settings = AppConfig.of(core.config).telegram
         return await serve_until_signal(lambda stop: run_telegram(core, settings, stop))
 
 
@@ -99,8 +100,9 @@ class DingTalk:
     @staticmethod
     async def run(core: MemoryCore, args: argparse.Namespace) -> int:
         from adapters.dingtalk_bot import run_dingtalk_callback, run_dingtalk_stream
+        from adapters.settings import AppConfig
 
-        settings = core.config.dingtalk
+        settings = AppConfig.of(core.config).dingtalk
         mode = args.mode or settings.mode
         runner = run_dingtalk_stream if mode == "stream" else run_dingtalk_callback
         return await serve_until_signal(lambda stop: runner(core, settings, stop))

@@ -23,6 +23,8 @@ if TYPE_CHECKING:
     from memory_core.config import Config
     from memory_core.ops.report import Check
 
+TELEGRAM_TOKEN = re.compile(r"^\d{3,15}:[A-Za-z0-9_-]{30,64}$")
+"""A Bot API token as @BotFather hands it out: the bot's id, a colon, ~35 characters."""
 _DSN_PASSWORD = (re.compile(r"://[^:/@\s]*:([^@\s]+)@"), re.compile(r"password\s*=\s*'?([^\s']+)"))
 
 
@@ -59,17 +61,18 @@ async def diagnose(args: argparse.Namespace) -> list[Check]:
     import asyncio  # here: the parser (`--help`) never needs it
 
     from adapters.cli.logs import setup_logging
+    from adapters.settings import AppConfig, load_app_config
     from memory_core.base.errors import ChatmemError
-    from memory_core.config import Config, env_bindings, load_config, secret_values
+    from memory_core.config import env_bindings, secret_values
     from memory_core.ops import checks as files
     from memory_core.ops.report import fail, ok, without_secrets
 
     path = config_path(args.config)
-    known_env = {name for name, _ in env_bindings()}
+    known_env = {name for name, _ in env_bindings(AppConfig)}
     try:
-        config = load_config(args.config, workspace=args.workspace)
+        config = load_app_config(args.config, workspace=args.workspace)
     except ChatmemError as exc:
-        setup_logging(Config(), "doctor")
+        setup_logging(AppConfig(), "doctor")
         found = [fail("config", str(exc)), files.environment_check(os.environ, known_env)]
         return found
     setup_logging(config, "doctor")
@@ -86,6 +89,7 @@ async def storage_checks(config: Config, args: argparse.Namespace) -> list[Check
     """The workspace, the disk, the database and what it holds, the models."""
     import asyncio  # here: the parser (`--help`) never needs it
 
+    from adapters.settings import AppConfig
     from memory_core.base.workspace import Workspace
     from memory_core.engine import MemoryCore
     from memory_core.ops import checks as files
@@ -114,7 +118,7 @@ async def storage_checks(config: Config, args: argparse.Namespace) -> list[Check
     ]
     embedding, model = await live.embedding_check(config, args.online)
     found += [embedding, await live.llm_check(config, args.online)]
-    found.append(files.telegram_token_check(config.telegram.bot_token))
+    found.append(telegram_token_check(AppConfig.of(config).telegram.bot_token))
     found += await opened_checks(config, exists, outcome, model)
     return found
 
@@ -161,6 +165,7 @@ def file_secrets(path: Path | None) -> list[str]:
     """The secret keys the config file itself sets (blocking: reads it)."""
     import tomllib
 
+    from adapters.settings import AppConfig
     from memory_core.config import secret_keys
     from memory_core.ops.checks import secrets_in_file
 
@@ -168,10 +173,28 @@ def file_secrets(path: Path | None) -> list[str]:
         return []
     with path.open("rb") as file:
         values: dict[str, Any] = tomllib.load(file)
-    return secrets_in_file(values, secret_keys())
+    return secrets_in_file(values, secret_keys(AppConfig))
 
 
 def dsn_passwords(config: Config) -> list[str]:
     """The password inside the DSN, which an error may quote without the rest of it."""
     dsn = config.storage.postgres_dsn
     return [m.group(1) for pattern in _DSN_PASSWORD if (m := pattern.search(dsn))]
+
+
+def telegram_token_check(token: str) -> Check:
+    """Whether the token has a token's form; the token itself is never shown."""
+    from memory_core.ops.report import fail, ok, skip
+
+    name = "telegram token"
+    if not token:
+        return skip(name, "not set (only `chatmem telegram` needs TELEGRAM_BOT_TOKEN)")
+    if token != token.strip():
+        return fail(name, "has spaces or a line break around it (copied with them?)")
+    if not TELEGRAM_TOKEN.match(token):
+        return fail(
+            name,
+            f"is not of a token's form (digits, a colon, ~35 letters, digits, - or _; "
+            f"{len(token)} characters given)",
+        )
+    return ok(name, "well-formed (not checked with Telegram)")

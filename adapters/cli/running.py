@@ -31,10 +31,11 @@ from adapters.cli import (
     Handler,
 )
 from adapters.cli.logs import notice, setup_logging
+from adapters.settings import load_app_config
 from memory_core.base.errors import ChatmemError
 from memory_core.base.scope import ScopeKey, printable_key
 from memory_core.base.workspace import Workspace
-from memory_core.config import Config, load_config
+from memory_core.config import Config
 from memory_core.engine import MemoryCore
 
 if TYPE_CHECKING:
@@ -50,7 +51,7 @@ def run_command(args: argparse.Namespace) -> int:
     if args.command in OWN_CONFIG:
         loads: ConfigHandler = COMMANDS[args.command][2]  # type: ignore[assignment]
         return asyncio.run(loads(None, args))  # type: ignore[arg-type]
-    config = load_config(args.config, workspace=args.workspace)
+    config = load_app_config(args.config, workspace=args.workspace)
     setup_logging(config, args.command)
     args.scope_key = ScopeKey.parse(args.scope)
     if args.command in OWN_SCOPES and not args.scope_key.is_main:

@@ -51,13 +51,13 @@ def show(args: argparse.Namespace) -> int:
 def workspace_schemas(args: argparse.Namespace) -> dict[str, Any] | None:
     """The schema of the workspace the command line, environment or config names; None
     when there is none there."""
+    from adapters.settings import load_app_config
     from memory_core.base.errors import ChatmemError
     from memory_core.base.workspace import Workspace
-    from memory_core.config import load_config
     from memory_core.ops import versions
 
     try:
-        config = load_config(args.config, workspace=args.workspace)
+        config = load_app_config(args.config, workspace=args.workspace)
     except ChatmemError as exc:
         return {"path": None, "backend": None, "schemas": [], "error": str(exc)}
     workspace = Workspace.at(config.workspace_path)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Self, TypeVar
 
 from memory_core.base.entries import MemoryClass
 from memory_core.base.errors import ConfigError, ScopeError
@@ -39,14 +39,12 @@ from memory_core.config.memory import (
     parse_hours,
 )
 from memory_core.config.services import (
-    DingTalkSettings,
     EmbeddingSettings,
     LLMSettings,
     LoggingSettings,
     McpSettings,
     MetricsSettings,
     StorageSettings,
-    TelegramSettings,
 )
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
@@ -92,8 +90,6 @@ class Config(Section):
     storage: StorageSettings = part(StorageSettings)
     mcp: McpSettings = part(McpSettings)
     logging: LoggingSettings = part(LoggingSettings)
-    telegram: TelegramSettings = part(TelegramSettings)
-    dingtalk: DingTalkSettings = part(DingTalkSettings)
     metrics: MetricsSettings = part(MetricsSettings)
 
     @property
@@ -110,11 +106,19 @@ class Config(Section):
     def dm_scope_mode(self) -> DmScope:
         return DmScope(self.dm_scope)
 
-    def with_workspace(self, path: Path | str) -> Config:
+    def with_workspace(self, path: Path | str) -> Self:
         return self.model_copy(update={"workspace": str(path)})
+
+    def rules(self) -> list[tuple[bool, str]]:
+        """Checks of a loaded config that a subclass adds for its own sections (the front
+        ends' config in adapters/): each is whether it holds and the line that says why
+        not. The core's own checks are `_validate`'s."""
+        return []
 
 
 DEFAULT_CONFIG_NAME = "chatmem.toml"
+
+C = TypeVar("C", bound=Config)
 
 
 def load_config(
@@ -122,8 +126,11 @@ def load_config(
     *,
     env: Mapping[str, str] | None = None,
     workspace: Path | str | None = None,
-) -> Config:
-    """File (explicit, else ./chatmem.toml when present), then env, then `workspace` arg."""
+    schema: type[C] = Config,  # type: ignore[assignment]
+) -> C:
+    """File (explicit, else ./chatmem.toml when present), then env, then `workspace` arg.
+    `schema` is the file's layout: `Config`, or a subclass with more sections (the front
+    ends' `AppConfig`), whose keys are then checked, bound and redacted the same way."""
     env = os.environ if env is None else env
     if path is None and Path(DEFAULT_CONFIG_NAME).is_file():
         path = DEFAULT_CONFIG_NAME
@@ -144,17 +151,17 @@ def load_config(
                 f"{source}: not UTF-8 text, as TOML must be{_encoding_hint(path)}"
             ) from None
         try:  # alone first: a bad value is an error even where the environment overrides it
-            build(Config, values)
+            build(schema, values)
         except Invalid as exc:
-            raise _config_error(exc, source, {}) from None
-    overrides = _env_values(env)
+            raise _config_error(exc, source, {}, schema) from None
+    overrides = _env_values(env, schema)
     if not values and not overrides:
-        config = Config()
+        config = schema()
     else:
         try:
-            config = build(Config, _merged(values, overrides))
+            config = build(schema, _merged(values, overrides))
         except Invalid as exc:
-            raise _config_error(exc, source, env) from None
+            raise _config_error(exc, source, env, schema) from None
     if workspace is not None:
         config = config.with_workspace(workspace)
     _validate(config, source, overrides)
@@ -192,7 +199,7 @@ def secret_values(config: Config) -> list[str]:
     """Every secret the config holds (bot tokens, app secrets, API keys, the database DSN,
     the MCP clients' tokens): what no log line or message may show."""
     found: list[str] = []
-    for dotted, info in _leaves():
+    for dotted, info in _leaves(type(config)):
         if not info.secret:
             continue
         value: Any = config
@@ -202,22 +209,22 @@ def secret_values(config: Config) -> list[str]:
     return [value for value in found if isinstance(value, str) and len(value) >= SHORTEST_SECRET]
 
 
-def secret_keys() -> list[str]:
+def secret_keys(schema: type[Config] = Config) -> list[str]:
     """The dotted keys of every secret setting (`chatmem doctor` checks who can read a
     file that sets one)."""
-    return [dotted for dotted, info in _leaves() if info.secret]
+    return [dotted for dotted, info in _leaves(schema) if info.secret]
 
 
-def env_bindings() -> list[tuple[str, str]]:
+def env_bindings(schema: type[Config] = Config) -> list[tuple[str, str]]:
     """(ENV_NAME, dotted key) pairs: the public environment contract."""
-    return [(info.env, dotted) for dotted, info in _leaves() if info.env]
+    return [(info.env, dotted) for dotted, info in _leaves(schema) if info.env]
 
 
-def _env_values(env: Mapping[str, str]) -> dict[str, Any]:
+def _env_values(env: Mapping[str, str], schema: type[Config]) -> dict[str, Any]:
     """The values the environment sets, by today's variable names (`env_bindings`), as
     the file's tables would hold them; an empty value counts as unset."""
     data: dict[str, Any] = {}
-    for dotted, info in _leaves():
+    for dotted, info in _leaves(schema):
         name = info.env
         if not name or not (value := env.get(name)):
             continue
@@ -236,7 +243,7 @@ def _env_values(env: Mapping[str, str]) -> dict[str, Any]:
 
 def _merged(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
     """`base` with `over`'s values in its place, table by table (the environment's
-    `telegram.bot_token` replaces that one key of the file's `[telegram]`, not the table)."""
+    `llm.api_key` replaces that one key of the file's `[llm]`, not the table)."""
     merged = dict(base)
     for key, value in over.items():
         below = merged.get(key)
@@ -253,14 +260,16 @@ RETIRED = {
 """Keys an earlier version read: a file that still sets one is told why it goes."""
 
 
-def _config_error(error: Invalid, source: str, env: Mapping[str, str]) -> ConfigError:
+def _config_error(
+    error: Invalid, source: str, env: Mapping[str, str], schema: type[Config]
+) -> ConfigError:
     """The first value that does not fit as one line: the key, and the file or the
     variable."""
     loc = list(error.loc)
     if loc[:2] == ["mcp", "clients"] and len(loc) > 2:
         loc = loc[:2]  # the next part would be a token: a secret, never printed
     key = "".join("[]" if isinstance(p, int) else f".{p}" for p in loc).lstrip(".")
-    for name, dotted in env_bindings():
+    for name, dotted in env_bindings(schema):
         if env.get(name) and key.partition("[")[0] == dotted:
             source = f"environment variable {name}"
     if error.unknown:
@@ -306,16 +315,12 @@ def _validate(config: Config, source: str, overrides: Mapping[str, Any]) -> None
         (h.min_messages <= h.max_messages, "history.min_messages must be <= history.max_messages"),
         (h.soft_cap <= h.hard_cap, "history.soft_cap must be <= history.hard_cap"),
         (bool(config.archive.backoff_minutes), "archive.backoff_minutes must not be empty"),
-        (config.telegram.max_photo_bytes >= 1, "telegram.max_photo_bytes must be >= 1"),
         (config.storage.postgres_pool_size >= 1, "storage.postgres_pool_size must be >= 1"),
         (
             2000 <= config.snapshot.budget_tokens <= 4000,
             "snapshot.budget_tokens must be in [2000, 4000]",
         ),
-        (
-            config.telegram.describe_timeout_seconds > 0,
-            "telegram.describe_timeout_seconds must be > 0",
-        ),
+        *config.rules(),
     ]
     for ok, message in checks:
         if not ok:

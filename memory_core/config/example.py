@@ -13,15 +13,16 @@ from memory_core.config import Config
 from memory_core.config.fields import Section, fields
 
 
-def render_example() -> str:
-    """config.example.toml, generated from the settings classes (tests keep the file equal)."""
+def render_example(schema: type[Config] = Config) -> str:
+    """config.example.toml, generated from the settings classes (tests keep the file equal):
+    `schema` is the whole file's layout (the CLI's is adapters/settings.py's `AppConfig`)."""
     lines = [
         "# chatmem configuration. Copy to chatmem.toml (or pass --config FILE).",
         "# Every key is optional; the values shown are the defaults.",
         "# Secrets belong in the environment, not in this file.",
         "",
     ]
-    _example_section(Config(), "", lines)
+    _example_section(schema(), "", lines)
     return "\n".join(lines).rstrip("\n") + "\n"
 
 

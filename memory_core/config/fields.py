@@ -120,7 +120,9 @@ class Section:
 
     FIELDS: ClassVar[tuple[Field, ...]] = ()
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
+    def __init_subclass__(cls, *, before: str | None = None, **kwargs: Any) -> None:
+        """`before` names an inherited field the subclass's own fields go in front of (a
+        file extended by its caller keeps its tables' order); by default they go last."""
         super().__init_subclass__(**kwargs)
         own: list[Field] = []
         for name in inspect.get_annotations(cls):
@@ -129,7 +131,11 @@ class Section:
                 declared.name = name
                 own.append(declared)
                 delattr(cls, name)  # the instance holds the value
-        cls.FIELDS = (*cls.FIELDS, *own)
+        inherited = cls.FIELDS
+        at = next((i for i, f in enumerate(inherited) if f.name == before), len(inherited))
+        if before is not None and at == len(inherited):
+            raise TypeError(f"{cls.__name__}: no inherited field {before!r} to go before")
+        cls.FIELDS = (*inherited[:at], *own, *inherited[at:])
 
     def __init__(self, **values: Any) -> None:
         for info in self.FIELDS:

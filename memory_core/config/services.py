@@ -1,5 +1,5 @@
 """The sections of what chatmem talks to: the model server, the embedder, the storage
-backend, the MCP server and the Telegram and DingTalk front ends.
+backend and the MCP server (the front ends' own sections are theirs: adapters/settings.py).
 
 Apart from the loader (config/__init__.py) and from the memory's own sections (config/memory.py):
 a front end, the model client or the embedder imports the one section it runs on, and
@@ -9,7 +9,6 @@ nothing of how memories are scored or ranked.
 from __future__ import annotations
 
 from typing import Literal
-from urllib.parse import urlsplit
 
 from memory_core.base.errors import ConfigError, install_hint
 from memory_core.config.fields import Section, above, at_least, setting
@@ -165,130 +164,3 @@ class MetricsSettings(Section):
         if not sep or not port.isdigit() or not 0 <= int(port) < 65536:
             raise ConfigError(f"must be HOST:PORT (e.g. 127.0.0.1:9464), not {self.listen!r}")
         return host.strip("[]") or "127.0.0.1", int(port)
-
-
-class TelegramSettings(Section):
-    """The Telegram bot (python-telegram-bot)."""
-
-    bot_token: str = setting(
-        "", "Bot token from @BotFather.", env="TELEGRAM_BOT_TOKEN", secret=True
-    )
-    api_base_url: str = setting(
-        "",
-        "Bot API base URL for a self-hosted server, e.g. http://127.0.0.1:8081/bot.",
-        env="TELEGRAM_API_BASE_URL",
-    )
-    allowed_users: list[int] = setting(
-        [],
-        "User ids allowed to talk to the bot; nobody else is.",
-        env="CHATMEM_TELEGRAM_ALLOWED_USERS",
-    )
-    allowed_chats: list[int] = setting([], "Group chat ids where anyone may talk to the bot.")
-    mode: Literal["polling", "webhook"] = setting("polling", "polling or webhook.")
-    webhook_url: str = setting("", "Public URL Telegram posts updates to.")
-    webhook_listen: str = setting("127.0.0.1", "Address the webhook binds.")
-    webhook_port: int = setting(8443, "Port the webhook binds.")
-    webhook_secret: str = setting("", "Secret token Telegram echoes back.", secret=True)
-    group_requires_mention: bool = setting(
-        True, "In groups, answer only when mentioned, replied to or commanded."
-    )
-    max_requests_per_second: int = setting(
-        30,
-        "Requests per second to the Bot API over all chats (Telegram's flood limit); "
-        "0 = no overall limit, e.g. for a local Bot API server.",
-    )
-    max_messages_per_minute_per_group: int = setting(
-        20, "Messages per minute into one group (Telegram's limit); 0 = no per-group limit."
-    )
-    describe_photos: bool = setting(
-        True,
-        "Download photos (and image files) and have llm.vision_model describe them; "
-        "without a vision model nothing is downloaded.",
-    )
-    max_photo_bytes: int = setting(
-        10 * 1024 * 1024,
-        "Largest image downloaded for a description (bytes); a larger one keeps its caption.",
-    )
-    describe_timeout_seconds: float = setting(
-        30.0,
-        "Download plus description of one photo; past it the photo is stored with its "
-        "caption alone.",
-    )
-
-
-class DingTalkSettings(Section):
-    """The DingTalk robot (HTTP callback or Stream mode)."""
-
-    app_key: str = setting("", "Robot AppKey.", env="DINGTALK_APP_KEY")
-    app_secret: str = setting(
-        "", "Robot AppSecret; signs callbacks.", env="DINGTALK_APP_SECRET", secret=True
-    )
-    mode: Literal["callback", "stream"] = setting("callback", "callback or stream.")
-    listen_host: str = setting("127.0.0.1", "Callback server address.")
-    listen_port: int = setting(8090, "Callback server port.")
-    callback_path: str = setting("/dingtalk/callback", "Callback URL path.")
-    group_requires_mention: bool = setting(
-        True, "In groups, answer only when the robot is @-mentioned."
-    )
-    reply_format: Literal["text", "markdown"] = setting("markdown", "Reply message type.")
-    webhook_hosts: list[str] = setting(
-        ["oapi.dingtalk.com", "api.dingtalk.com"],
-        "Where replies may go: a callback whose sessionWebhook is not https on one of these "
-        "hosts is refused (400). An entry spelled as an origin, e.g. 'http://127.0.0.1:8091', "
-        "allows exactly that scheme, host and port (a local proxy or a test).",
-        check=lambda hosts: _bad_webhook_host(hosts),
-    )
-    max_body_bytes: int = setting(
-        256 * 1024,
-        "Largest callback body read (bytes); a larger one is refused with 413.",
-        check=lambda size: None if size >= 1024 else "must be at least 1024",
-    )
-    signature_max_age_seconds: int = setting(
-        300,
-        "How old (or how far ahead) a callback's signed timestamp may be; each timestamp and "
-        "sign pair is accepted once within it, so a replayed header is refused (403). "
-        "DingTalk's protocol allows an hour (3600, the most); a shorter window keeps fewer "
-        "pairs and bounds replays sooner.",
-        check=lambda age: None if 1 <= age <= 3600 else "must be from 1 to 3600 seconds",
-    )
-
-    def webhook_origins(self) -> frozenset[tuple[str, str, int]]:
-        """`webhook_hosts` as (scheme, host, port), the form a webhook URL is compared in.
-        Checked again here: a settings object copied with new values skips validation."""
-        try:
-            return frozenset(webhook_origin(entry) for entry in self.webhook_hosts)
-        except ValueError as exc:
-            raise ConfigError(f"dingtalk.webhook_hosts: {exc}") from None
-
-
-def _bad_webhook_host(hosts: list[str]) -> str | None:
-    """The first entry of `webhook_hosts` that is no host or origin, said why."""
-    for entry in hosts:
-        try:
-            webhook_origin(entry)
-        except ValueError as exc:
-            return str(exc)
-    return None
-
-
-def webhook_origin(entry: str) -> tuple[str, str, int]:
-    """A bare host means https on port 443; an entry with a scheme is that one origin.
-    Nothing is guessed: a path, query, user or other scheme in an entry is an error rather
-    than an allowlist silently wider or narrower than written."""
-    text = entry.strip().lower()
-    if "://" not in text:
-        if not text or any(c in text for c in "/:@?#[] \t"):
-            raise ValueError(f"entry {entry!r} is not a host name")
-        return ("https", text, 443)
-    try:
-        parts = urlsplit(text)
-        port = parts.port or (443 if parts.scheme == "https" else 80)
-    except ValueError:
-        raise ValueError(f"entry {entry!r} has a bad port") from None
-    if parts.scheme not in ("http", "https"):
-        raise ValueError(f"entry {entry!r} must be http or https")
-    if not parts.hostname or parts.username is not None:
-        raise ValueError(f"entry {entry!r} needs a host and no user")
-    if parts.path not in ("", "/") or parts.query or parts.fragment:
-        raise ValueError(f"entry {entry!r} must be an origin (no path or query)")
-    return (parts.scheme, parts.hostname, port)

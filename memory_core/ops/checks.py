@@ -1,12 +1,12 @@
 """The checks of `chatmem doctor` that read only files and the process's environment:
-the config file's permissions, the environment's variables, the workspace, the disk, the
-Telegram token's form and the spool. Blocking, and quick: a stat or a small read each.
+the config file's permissions, the environment's variables, the workspace, the disk and
+the spool (a front end's own checks, such as its token's form, are the CLI's:
+adapters/cli/doctor.py). Blocking, and quick: a stat or a small read each.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import stat
 from collections.abc import Mapping
@@ -22,8 +22,6 @@ fail: a `fail`."""
 DISK_WARN_BYTES = 1024**3
 """Below this much free disk: a `warn` (an index rebuild writes a copy of the index)."""
 ENV_PREFIX = "CHATMEM_"
-TELEGRAM_TOKEN = re.compile(r"^\d{3,15}:[A-Za-z0-9_-]{30,64}$")
-"""A Bot API token as @BotFather hands it out: the bot's id, a colon, ~35 characters."""
 
 
 def config_file_check(path: Path | None, secret_keys: list[str]) -> Check:
@@ -99,22 +97,6 @@ def _existing_parent(path: Path) -> Path:
         if parent.is_dir():
             return parent
     return Path("/")
-
-
-def telegram_token_check(token: str) -> Check:
-    """Whether the token has a token's form; the token itself is never shown."""
-    name = "telegram token"
-    if not token:
-        return skip(name, "not set (only `chatmem telegram` needs TELEGRAM_BOT_TOKEN)")
-    if token != token.strip():
-        return fail(name, "has spaces or a line break around it (copied with them?)")
-    if not TELEGRAM_TOKEN.match(token):
-        return fail(
-            name,
-            f"is not of a token's form (digits, a colon, ~35 letters, digits, - or _; "
-            f"{len(token)} characters given)",
-        )
-    return ok(name, "well-formed (not checked with Telegram)")
 
 
 def spool_check(state_dir: Path, backend: str) -> Check:

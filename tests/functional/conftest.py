@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from memory_core.config import Config
+from adapters.settings import AppConfig
 from memory_core.engine import MemoryCore
 from testkit import bot as testkit_bot
 from testkit.bot import BOT_USERNAME, TOKEN, TelegramBot, isolated_config
@@ -52,7 +52,7 @@ def make_config(
     telegram: Mapping[str, Any] | None = None,
     dingtalk: Mapping[str, Any] | None = None,
     **top: Any,
-) -> Config:
+) -> AppConfig:
     """`testkit.bot.isolated_config` on the running test's storage backend."""
     return isolated_config(
         workspace, env=with_storage(env), telegram=telegram, dingtalk=dingtalk, **top

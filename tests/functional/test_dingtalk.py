@@ -25,10 +25,10 @@ from adapters.dingtalk_bot import (
     run_dingtalk_callback,
     verify_signature,
 )
+from adapters.settings import DingTalkSettings
+from adapters.settings import load_app_config as load_config
 from memory_core.base.clock import Clock, ManualClock, system_clock
 from memory_core.base.errors import ChatmemError, ConfigError
-from memory_core.config import load_config
-from memory_core.config.services import DingTalkSettings
 from memory_core.engine import MemoryCore
 from testkit.bot import llm_env
 from testkit.dingtalk import (

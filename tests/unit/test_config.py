@@ -11,9 +11,10 @@ from typing import Any
 import pytest
 from platformdirs import user_data_dir
 
+from adapters.settings import AppConfig, load_app_config
 from memory_core.base.errors import ConfigError
 from memory_core.base.scope import DmScope
-from memory_core.config import Config, env_bindings, load_config
+from memory_core.config import env_bindings
 from memory_core.config.checks import build
 from memory_core.config.example import render_example
 from memory_core.config.fields import Section, as_dict, fields
@@ -24,7 +25,7 @@ EXAMPLE = REPO / "config.example.toml"
 
 @pytest.fixture(autouse=True)
 def _away_from_chatmem_toml(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """load_config(None) reads ./chatmem.toml when present: run where there is none."""
+    """load_app_config(None) reads ./chatmem.toml when present: run where there is none."""
     run_dir = tmp_path / "cwd"
     run_dir.mkdir()
     monkeypatch.chdir(run_dir)
@@ -37,8 +38,8 @@ def write(tmp_path: Path, text: str, name: str = "chatmem.toml") -> Path:
 
 
 def test_defaults_without_a_file() -> None:
-    config = load_config(None, env={})
-    assert config == Config()
+    config = load_app_config(None, env={})
+    assert config == AppConfig()
     assert config.workspace == ""
     assert config.workspace_path == Path(user_data_dir("chatmem", appauthor=False))
     assert config.dm_scope == "main"
@@ -60,17 +61,17 @@ def test_defaults_without_a_file() -> None:
 
 
 def test_the_defaults_are_built_unchecked_and_pass_the_checks() -> None:
-    """Without a file or a variable, `load_config` is `Config()`, nothing checked (a
+    """Without a file or a variable, `load_app_config` is `AppConfig()`, nothing checked (a
     command's start); every default is a value the strict checks accept, as a file
     spelling out every default would give it."""
-    built = load_config(None, env={})
-    assert built == Config() == build(Config, {})
-    assert build(Config, as_dict(built)) == built
-    for info in fields(Config):
+    built = load_app_config(None, env={})
+    assert built == AppConfig() == build(AppConfig, {})
+    assert build(AppConfig, as_dict(built)) == built
+    for info in fields(AppConfig):
         section = getattr(built, info.name)
         if isinstance(section, Section):
             assert build(type(section), as_dict(section)) == section, info.name
-    assert load_config(None, env={}, workspace="/w") == Config(workspace="/w")
+    assert load_app_config(None, env={}, workspace="/w") == AppConfig(workspace="/w")
 
 
 def test_a_command_loading_the_config_imports_no_pydantic() -> None:
@@ -78,8 +79,8 @@ def test_a_command_loading_the_config_imports_no_pydantic() -> None:
     the defaults nor to check a file's values."""
     code = (
         "import sys\n"
-        "from memory_core.config import load_config\n"
-        "load_config(None, env={'CHATMEM_MODEL': 'm'})\n"
+        "from adapters.settings import load_app_config\n"
+        "load_app_config(None, env={'CHATMEM_MODEL': 'm'})\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('pydantic', 'pydantic_core')))"
     )
     out = subprocess.run(
@@ -90,7 +91,7 @@ def test_a_command_loading_the_config_imports_no_pydantic() -> None:
 
 def test_default_file_in_cwd_is_read(tmp_path: Path) -> None:
     Path("chatmem.toml").write_text('timezone = "Asia/Shanghai"\n', encoding="utf-8")
-    assert load_config(None, env={}).timezone == "Asia/Shanghai"
+    assert load_app_config(None, env={}).timezone == "Asia/Shanghai"
 
 
 def test_file_values(tmp_path: Path) -> None:
@@ -118,7 +119,7 @@ mode = "webhook"
 backoff_minutes = [5, 10]
 """,
     )
-    config = load_config(path, env={})
+    config = load_app_config(path, env={})
     assert config.workspace_path == Path("/srv/chatmem")
     assert config.dm_scope_mode is DmScope.PER_CHANNEL_PEER
     assert config.topic_scope is True
@@ -150,7 +151,7 @@ backoff_minutes = [5, 10]
 def test_unknown_key_names_key_and_file(tmp_path: Path, text: str, key: str) -> None:
     path = write(tmp_path, text)
     with pytest.raises(ConfigError) as err:
-        load_config(path, env={})
+        load_app_config(path, env={})
     message = str(err.value)
     assert str(path) in message
     assert key in message
@@ -162,7 +163,7 @@ def test_a_retired_key_says_why_it_goes(tmp_path: Path) -> None:
     ranks the exact top hits) is told, in one line, to drop the key."""
     path = write(tmp_path, "[recall]\nrank_budget = 1500\n")
     with pytest.raises(ConfigError) as err:
-        load_config(path, env={})
+        load_app_config(path, env={})
     message = str(err.value)
     assert str(path) in message
     assert "'recall.rank_budget' is no longer a setting" in message
@@ -193,7 +194,7 @@ def test_a_retired_key_says_why_it_goes(tmp_path: Path) -> None:
 def test_wrong_type_names_key_and_file(tmp_path: Path, text: str, key: str, words: str) -> None:
     path = write(tmp_path, text)
     with pytest.raises(ConfigError) as err:
-        load_config(path, env={})
+        load_app_config(path, env={})
     message = str(err.value)
     assert str(path) in message
     assert key in message
@@ -213,17 +214,17 @@ def test_wrong_type_names_key_and_file(tmp_path: Path, text: str, key: str, word
 def test_invalid_values_name_the_file(tmp_path: Path, text: str, words: str) -> None:
     path = write(tmp_path, text)
     with pytest.raises(ConfigError) as err:
-        load_config(path, env={})
+        load_app_config(path, env={})
     assert str(path) in str(err.value)
     assert words in str(err.value)
 
 
 def test_missing_and_broken_files(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="not found"):
-        load_config(tmp_path / "nope.toml", env={})
+        load_app_config(tmp_path / "nope.toml", env={})
     broken = write(tmp_path, "a = [\n")
     with pytest.raises(ConfigError) as err:
-        load_config(broken, env={})
+        load_app_config(broken, env={})
     assert str(broken) in str(err.value)
     assert "TOML" in str(err.value)
 
@@ -242,7 +243,7 @@ def test_a_file_in_another_encoding_is_one_clear_error(
     path = tmp_path / "chatmem.toml"
     path.write_bytes(data)
     with pytest.raises(ConfigError) as err:
-        load_config(path, env={})
+        load_app_config(path, env={})
     assert str(path) in str(err.value)
     assert words in str(err.value)
 
@@ -277,7 +278,7 @@ ENV_CASES: list[tuple[str, str, Any]] = [
 ]
 
 
-def get(config: Config, dotted: str) -> Any:
+def get(config: AppConfig, dotted: str) -> Any:
     value: Any = config
     for part in dotted.split("."):
         value = getattr(value, part)
@@ -287,7 +288,7 @@ def get(config: Config, dotted: str) -> Any:
 @pytest.mark.parametrize(("name", "value", "expected"), ENV_CASES)
 def test_env_overrides(tmp_path: Path, name: str, value: str, expected: tuple[str, Any]) -> None:
     dotted, result = expected
-    assert get(load_config(None, env={name: value}), dotted) == result
+    assert get(load_app_config(None, env={name: value}), dotted) == result
     # Env beats the file.
     section, _, key = dotted.rpartition(".")
     other = "[1]" if isinstance(result, list) else '"from-file"'
@@ -305,30 +306,30 @@ def test_env_overrides(tmp_path: Path, name: str, value: str, expected: tuple[st
         other = '"0.0.0.0:9100"'
     toml = f"[{section}]\n{key} = {other}\n" if section else f"{key} = {other}\n"
     path = write(tmp_path, toml)
-    assert get(load_config(path, env={}), dotted) != result
-    assert get(load_config(path, env={name: value}), dotted) == result
+    assert get(load_app_config(path, env={}), dotted) != result
+    assert get(load_app_config(path, env={name: value}), dotted) == result
 
 
 def test_env_binding_list_is_the_documented_contract() -> None:
-    assert {name for name, _ in env_bindings()} == {name for name, _, _ in ENV_CASES}
+    assert {name for name, _ in env_bindings(AppConfig)} == {name for name, _, _ in ENV_CASES}
 
 
 def test_empty_env_values_are_ignored(tmp_path: Path) -> None:
     path = write(tmp_path, 'dm_scope = "per-peer"\n')
-    assert load_config(path, env={"CHATMEM_DM_SCOPE": ""}).dm_scope == "per-peer"
+    assert load_app_config(path, env={"CHATMEM_DM_SCOPE": ""}).dm_scope == "per-peer"
 
 
 def test_bad_allowed_users_env_names_the_variable() -> None:
     with pytest.raises(ConfigError) as err:
-        load_config(None, env={"CHATMEM_TELEGRAM_ALLOWED_USERS": "x"})
+        load_app_config(None, env={"CHATMEM_TELEGRAM_ALLOWED_USERS": "x"})
     assert "CHATMEM_TELEGRAM_ALLOWED_USERS" in str(err.value)
     with pytest.raises(ConfigError, match="CHATMEM_TELEGRAM_ALLOWED_USERS"):
-        load_config(None, env={"CHATMEM_TELEGRAM_ALLOWED_USERS": "1,two"})
+        load_app_config(None, env={"CHATMEM_TELEGRAM_ALLOWED_USERS": "1,two"})
 
 
 def test_bad_dm_scope_env_names_the_variable() -> None:
     with pytest.raises(ConfigError) as err:
-        load_config(None, env={"CHATMEM_DM_SCOPE": "per-user"})
+        load_app_config(None, env={"CHATMEM_DM_SCOPE": "per-user"})
     assert "CHATMEM_DM_SCOPE" in str(err.value)
     assert "dm_scope" in str(err.value)
 
@@ -336,15 +337,15 @@ def test_bad_dm_scope_env_names_the_variable() -> None:
 def test_workspace_precedence(tmp_path: Path) -> None:
     path = write(tmp_path, 'workspace = "/from/file"\n')
     env = {"CHATMEM_WORKSPACE": "/from/env"}
-    assert load_config(path, env={}).workspace_path == Path("/from/file")
-    assert load_config(path, env=env).workspace_path == Path("/from/env")
-    assert load_config(path, env=env, workspace="/from/arg").workspace_path == Path("/from/arg")
-    assert load_config(None, env={}, workspace=tmp_path).workspace_path == tmp_path
+    assert load_app_config(path, env={}).workspace_path == Path("/from/file")
+    assert load_app_config(path, env=env).workspace_path == Path("/from/env")
+    assert load_app_config(path, env=env, workspace="/from/arg").workspace_path == Path("/from/arg")
+    assert load_app_config(None, env={}, workspace=tmp_path).workspace_path == tmp_path
 
 
 def test_real_environment_is_the_default_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CHATMEM_MODEL", "from-os-environ")
-    assert load_config(None).llm.model == "from-os-environ"
+    assert load_app_config(None).llm.model == "from-os-environ"
 
 
 def test_secrets_are_not_in_repr(tmp_path: Path) -> None:
@@ -354,7 +355,7 @@ def test_secrets_are_not_in_repr(tmp_path: Path) -> None:
         "TELEGRAM_BOT_TOKEN": "123456:bot-secret",
         "DINGTALK_APP_SECRET": "ding-very-secret",
     }
-    config = load_config(path, env=env)
+    config = load_app_config(path, env=env)
     assert config.llm.api_key == "sk-very-secret"
     text = repr(config) + str(config) + repr(config.llm) + repr(config.telegram)
     text += repr(config.dingtalk)
@@ -365,7 +366,7 @@ def test_secrets_are_not_in_repr(tmp_path: Path) -> None:
 
 def test_every_secret_field_is_hidden_from_repr() -> None:
     secrets = []
-    for section_field in fields(Config):
+    for section_field in fields(AppConfig):
         section = section_field.section
         if section is None:
             continue
@@ -381,11 +382,12 @@ def test_every_secret_field_is_hidden_from_repr() -> None:
 
 def test_example_file_matches_the_code() -> None:
     if not EXAMPLE.exists():  # first run: generate it (commit the result)
-        EXAMPLE.write_text(render_example(), encoding="utf-8")
-    assert EXAMPLE.read_text(encoding="utf-8") == render_example(), (
+        EXAMPLE.write_text(render_example(AppConfig), encoding="utf-8")
+    assert EXAMPLE.read_text(encoding="utf-8") == render_example(AppConfig), (
         "config.example.toml is stale: regenerate it with "
-        "python -c 'from memory_core.config.example import render_example; "
-        'print(render_example(), end="")\' > config.example.toml'
+        "python -c 'from adapters.settings import AppConfig; "
+        "from memory_core.config.example import render_example; "
+        'print(render_example(AppConfig), end="")\' > config.example.toml'
     )
 
 
@@ -394,7 +396,7 @@ def test_example_comments_are_whole_sentences() -> None:
     starts in lower case): no comment is cut mid-sentence."""
     comments = [
         (line.removeprefix("# "), after)
-        for line, after in itertools.pairwise([*render_example().splitlines(), ""])
+        for line, after in itertools.pairwise([*render_example(AppConfig).splitlines(), ""])
         if line.startswith("# ")
     ]
     cut = [
@@ -406,10 +408,10 @@ def test_example_comments_are_whole_sentences() -> None:
 
 
 def test_example_loads_back_to_the_defaults(tmp_path: Path) -> None:
-    path = write(tmp_path, render_example(), name="example.toml")
-    assert load_config(path, env={}) == Config()
-    text = render_example()
-    for name, dotted in env_bindings():
+    path = write(tmp_path, render_example(AppConfig), name="example.toml")
+    assert load_app_config(path, env={}) == AppConfig()
+    text = render_example(AppConfig)
+    for name, dotted in env_bindings(AppConfig):
         assert f"Env: {name}." in text, dotted
     assert "[scoring]" in text
     assert "[telegram]" in text
@@ -432,34 +434,34 @@ def test_example_loads_back_to_the_defaults(tmp_path: Path) -> None:
 )
 def test_bad_mcp_settings_are_refused(tmp_path: Path, toml: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
-        load_config(write(tmp_path, toml), env={})
+        load_app_config(write(tmp_path, toml), env={})
 
 
 def test_a_bad_mcp_token_error_names_where_the_token_came_from(tmp_path: Path) -> None:
     """Not "defaults" for a token the environment gave: the variable, or the file's key."""
     with pytest.raises(ConfigError) as err:
-        load_config(None, env={"CHATMEM_MCP_TOKEN": "short"})
+        load_app_config(None, env={"CHATMEM_MCP_TOKEN": "short"})
     assert str(err.value) == (
         "environment variable CHATMEM_MCP_TOKEN: an MCP bearer token must be at least 16 characters"
     )
     path = write(tmp_path, '[mcp]\ntoken = "short"\n')
     with pytest.raises(ConfigError) as err:
-        load_config(path, env={})
+        load_app_config(path, env={})
     assert str(err.value).startswith(f"{path}: 'mcp.token': an MCP bearer token must be")
     # The environment's token beats the file's: the error is about the environment's.
     with pytest.raises(ConfigError) as err:
-        load_config(path, env={"CHATMEM_MCP_TOKEN": "short too"})
+        load_app_config(path, env={"CHATMEM_MCP_TOKEN": "short too"})
     assert str(err.value).startswith("environment variable CHATMEM_MCP_TOKEN: ")
     assert "short" not in str(err.value).partition(": ")[2]
     clients = write(tmp_path, '[mcp]\nclients = { "short" = "main" }\n', name="clients.toml")
     with pytest.raises(ConfigError) as err:
-        load_config(clients, env={"CHATMEM_MCP_TOKEN": "a-long-enough-token-0123"})
+        load_app_config(clients, env={"CHATMEM_MCP_TOKEN": "a-long-enough-token-0123"})
     assert str(err.value).startswith(f"{clients}: 'mcp.clients': ")
 
 
 def test_mcp_tokens_stay_out_of_repr(tmp_path: Path) -> None:
     path = write(tmp_path, '[mcp]\nclients = { "a-long-enough-token-0123" = "peer:42" }\n')
-    config = load_config(path, env={"CHATMEM_MCP_TOKEN": "another-long-token-456789"})
+    config = load_app_config(path, env={"CHATMEM_MCP_TOKEN": "another-long-token-456789"})
     assert config.mcp.clients == {"a-long-enough-token-0123": "peer:42"}
     assert "a-long-enough-token-0123" not in repr(config)
     assert "another-long-token-456789" not in repr(config)
@@ -468,7 +470,7 @@ def test_mcp_tokens_stay_out_of_repr(tmp_path: Path) -> None:
 def test_a_bad_mcp_client_entry_never_prints_its_token(tmp_path: Path) -> None:
     path = write(tmp_path, '[mcp]\nclients = { "a-secret-token-0123456789" = 42 }\n')
     with pytest.raises(ConfigError) as err:
-        load_config(path, env={})
+        load_app_config(path, env={})
     assert "mcp.clients" in str(err.value)
     assert "a-secret-token-0123456789" not in str(err.value)
 
@@ -476,7 +478,7 @@ def test_a_bad_mcp_client_entry_never_prints_its_token(tmp_path: Path) -> None:
 @pytest.mark.parametrize("hours", ["8-23", "08:00", "25:00-26:00", "morning"])
 def test_bad_active_hours_are_refused(tmp_path: Path, hours: str) -> None:
     with pytest.raises(ConfigError, match="active_hours"):
-        load_config(write(tmp_path, f'[schedule]\nactive_hours = "{hours}"\n'), env={})
+        load_app_config(write(tmp_path, f'[schedule]\nactive_hours = "{hours}"\n'), env={})
 
 
 def test_the_ranking_and_the_lifecycle_take_every_setting_from_the_config() -> None:

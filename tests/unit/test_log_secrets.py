@@ -7,7 +7,8 @@ import logging
 from pathlib import Path
 
 from adapters.cli.logs import SecretsHidden
-from memory_core.config import load_config, secret_values
+from adapters.settings import load_app_config
+from memory_core.config import secret_values
 
 TOKEN = "123456:secret-bot-token"
 
@@ -16,7 +17,7 @@ def test_secrets_are_cut_from_messages_arguments_and_tracebacks(tmp_path: Path) 
     empty = tmp_path / "chatmem.toml"
     empty.touch()
     env = {"TELEGRAM_BOT_TOKEN": TOKEN, "CHATMEM_MCP_TOKEN": "mcp-token-0123456789"}
-    config = load_config(empty, env=env)
+    config = load_app_config(empty, env=env)
     stream = io.StringIO()
     handler = logging.StreamHandler(stream)
     handler.addFilter(SecretsHidden(secret_values(config)))

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from adapters.cli.logs import StderrHandler, command_level, setup_logging
+from adapters.settings import load_app_config
 from memory_core.base.scope import ScopeKey
 from memory_core.base.scope_names import scope_name
 from memory_core.config import load_config
@@ -64,7 +65,7 @@ def test_json_lines_parse_and_hide_secrets(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = config_file(tmp_path, '[logging]\nformat = "json"\n')
-    config = load_config(path, env={"TELEGRAM_BOT_TOKEN": TOKEN})
+    config = load_app_config(path, env={"TELEGRAM_BOT_TOKEN": TOKEN})
     setup_logging(config, "telegram")
     log = logging.getLogger("adapters.telegram_bot")
     log.info("calling https://api.telegram.org/bot%s/getMe", TOKEN)

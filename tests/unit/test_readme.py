@@ -7,8 +7,9 @@ import json
 import re
 from pathlib import Path
 
+from adapters.settings import load_app_config
 from memory_core.base.scope import InboundContext, resolve_scope
-from memory_core.config import Config, load_config
+from memory_core.config import Config
 from tui.app import ChatmemApp
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -25,7 +26,7 @@ def test_the_config_examples_load(tmp_path: Path) -> None:
     for number, text in enumerate(examples):
         path = tmp_path / f"example-{number}.toml"
         path.write_text(text, encoding="utf-8")
-        load_config(path, env={})
+        load_app_config(path, env={})
 
 
 def test_the_mcp_entry_names_the_full_path_and_a_scope_that_exists_by_default() -> None:
