@@ -6,33 +6,28 @@ base64(HMAC-SHA256(appSecret, timestamp + "\\n" + appSecret)) and `timestamp` (m
 within `signature_max_age_seconds` of now (5 minutes; DingTalk's protocol allows an hour),
 else 403 and nothing is stored. That signature covers no byte of the body, so a captured
 header pair could carry any body: each (timestamp, sign) pair is therefore accepted once
-(`SignedHeaders`, kept for the window), and a replay is refused (403) whatever its body.
+(the toolkit's `ReplayWindow`), and a replay is refused (403) whatever its body.
 Two genuine callbacks signed in the same millisecond share a pair: the second is refused
 too, the price of a protocol that signs only the time. The body is then read only up to
 `max_body_bytes` (413 above), parsed as a whole by one typed model and refused (400,
 nothing stored) when any field chatmem reads is malformed, and replies go only to a
 `sessionWebhook` on `webhook_hosts` (DingTalk's own, https), never to a URL a request
 names. DingTalk retries a callback it thinks failed; the router answers a `msgId` once.
+Everything but DingTalk's own formats is adapters/webhook's (`WebhookServer`): this
+module is its `DingTalkPlatform`, and the Stream mode.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
-import hashlib
-import heapq
-import hmac
 import json
 import logging
 import threading
-import weakref
-from collections.abc import Set
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Literal, Self
 
-import aiohttp
-from aiohttp import web
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -47,6 +42,9 @@ from yarl import URL
 from adapters.inbound import InboundMessage
 from adapters.router import MessageRouter
 from adapters.settings import DingTalkSettings
+from adapters.webhook.origins import Origins
+from adapters.webhook.server import WebhookServer, serve
+from adapters.webhook.signing import ReplayWindow, SignedPair, hmac_sha256_b64, same_sign
 from memory_core.base.clock import Clock, system_clock
 from memory_core.base.errors import ChatmemError, ConfigError, InboundRejected, install_hint
 from memory_core.engine import MemoryCore
@@ -57,22 +55,14 @@ MAX_SKEW_MS = 60 * 60 * 1000
 MAX_ID_CHARS = 256
 """DingTalk's ids are tens of characters; a longer one is not DingTalk's."""
 MAX_WEBHOOK_CHARS = 4096
-INLINE_PARSE_BYTES = 64 * 1024
-"""Bodies up to this size are parsed on the event loop (well under a millisecond); larger
-ones in a worker thread."""
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 MAX_CREATE_AT_MS = (datetime.max.replace(tzinfo=UTC) - _EPOCH) // timedelta(milliseconds=1)
 """The last millisecond a `datetime` can hold: `createAt` beyond it cannot be a time."""
 
-Origins = Set[tuple[str, str, int]]
-
 
 def expected_sign(timestamp: str, app_secret: str) -> str:
-    digest = hmac.new(
-        app_secret.encode("utf-8"), f"{timestamp}\n{app_secret}".encode(), hashlib.sha256
-    ).digest()
-    return base64.b64encode(digest).decode("ascii")
+    return hmac_sha256_b64(app_secret, f"{timestamp}\n{app_secret}".encode())
 
 
 def verify_signature(
@@ -82,52 +72,12 @@ def verify_signature(
     now_ms: int,
     max_age_ms: int = MAX_SKEW_MS,
 ) -> bool:
-    if not timestamp or not sign or not timestamp.isdigit() or not app_secret:
+    """Whether `sign` is DingTalk's for `timestamp`, within `max_age_ms` of `now_ms` (the
+    server checks the same through its `ReplayWindow`, which also refuses a replay)."""
+    pair = SignedPair.of(timestamp, sign)
+    if pair is None or not app_secret or abs(now_ms - pair.timestamp_ms) > max_age_ms:
         return False
-    if abs(now_ms - int(timestamp)) > max_age_ms:
-        return False
-    # As bytes: compare_digest raises TypeError for a str with non-ASCII characters, and a
-    # forged header must be refused (403), not crash the handler (500).
-    return hmac.compare_digest(
-        expected_sign(timestamp, app_secret).encode("ascii"),
-        sign.encode("utf-8", "surrogateescape"),
-    )
-
-
-class SignedHeaders:
-    """The callback headers accepted so far: each valid (timestamp, sign) pair once, within
-    the window. The signature covers only the timestamp, so this is what keeps a captured
-    header from carrying a second, different body. A pair is remembered until its
-    timestamp leaves the window, after which the signature check refuses it anyway: only
-    genuinely signed headers are kept, so their number is bounded by real traffic."""
-
-    def __init__(self, app_secret: str, max_age_seconds: int, clock: Clock = system_clock):
-        self._app_secret = app_secret
-        self._max_age_ms = max_age_seconds * 1000
-        self._clock = clock
-        self._seen: set[tuple[str, str]] = set()
-        self._by_age: list[tuple[int, str, str]] = []
-
-    def accept(self, timestamp: str | None, sign: str | None) -> bool:
-        """True once for a valid pair; False when forged, outside the window, or seen."""
-        now_ms = int(self._clock().timestamp() * 1000)
-        if not verify_signature(timestamp, sign, self._app_secret, now_ms, self._max_age_ms):
-            return False
-        assert timestamp is not None and sign is not None
-        self._forget_before(now_ms - self._max_age_ms)
-        if (timestamp, sign) in self._seen:
-            return False
-        self._seen.add((timestamp, sign))
-        heapq.heappush(self._by_age, (int(timestamp), timestamp, sign))
-        return True
-
-    def _forget_before(self, oldest_ms: int) -> None:
-        while self._by_age and self._by_age[0][0] < oldest_ms:
-            _, timestamp, sign = heapq.heappop(self._by_age)
-            self._seen.discard((timestamp, sign))
-
-    def __len__(self) -> int:
-        return len(self._seen)
+    return same_sign(expected_sign(pair.timestamp, app_secret), pair.sign)
 
 
 # --- the callback body ------------------------------------------------------------------
@@ -267,146 +217,87 @@ def reply_body(text: str, reply_format: str) -> dict[str, Any]:
     return {"msgtype": "text", "text": {"content": text}}
 
 
-class DingTalkCallbackServer:
-    """aiohttp app for the robot's HTTP callback; one instance per process."""
+class DingTalkPlatform:
+    """DingTalk's robot callback for `WebhookServer`: the signature covers only the
+    timestamp, the body is one `CallbackBody`, the reply goes to the message's
+    sessionWebhook while it lasts."""
+
+    name = "dingtalk"
+    signs_body = False
+
+    def __init__(self, settings: DingTalkSettings, now_ms: Callable[[], int]) -> None:
+        self.settings = settings
+        self.origins = settings.webhook_origins()
+        self._now_ms = now_ms
+
+    def signed_pair(self, headers: Mapping[str, str]) -> SignedPair | None:
+        return SignedPair.of(headers.get("timestamp"), headers.get("sign"))
+
+    def verify(self, pair: SignedPair, body: bytes) -> bool:
+        return same_sign(expected_sign(pair.timestamp, self.settings.app_secret), pair.sign)
+
+    def parse(self, body: bytes) -> Callback:
+        return parse_payload(decode_body(body), self.settings.app_key, self.origins)
+
+    def ignored(self, request: Callback) -> str | None:
+        message = request.message
+        if (
+            message.chat_type == "group"
+            and self.settings.group_requires_mention
+            and not message.mentioned
+        ):
+            return "not mentioned"
+        return None
+
+    def destination(self, request: Callback) -> URL | None:
+        expires = request.webhook_expires_ms
+        if request.webhook is None or (expires is not None and expires < self._now_ms()):
+            log.warning(
+                "dingtalk sessionWebhook missing or expired; reply for %s dropped",
+                request.message.chat_id,
+            )
+            return None
+        return request.webhook
+
+    def reply_body(self, text: str) -> dict[str, Any]:
+        return reply_body(text, self.settings.reply_format)
+
+    def delivered(self, status: int, answer: object) -> bool:
+        """DingTalk reports some failures (130101: sending too fast) in a 200 body."""
+        return status == 200 and isinstance(answer, dict) and answer.get("errcode", 0) == 0
+
+
+class DingTalkCallbackServer(WebhookServer[Callback]):
+    """aiohttp app for the robot's HTTP callback (adapters/webhook); one per process."""
 
     def __init__(
         self, core: MemoryCore, settings: DingTalkSettings, clock: Clock = system_clock
     ) -> None:
         if not settings.app_secret:
             raise ConfigError("dingtalk.app_secret is not set (use DINGTALK_APP_SECRET)")
-        self.core = core
-        self.settings = settings
-        self._clock = clock
-        self.signed = SignedHeaders(settings.app_secret, settings.signature_max_age_seconds, clock)
-        self.origins = settings.webhook_origins()
-        self.router = MessageRouter(core)
-        self._tasks: set[asyncio.Task[None]] = set()
-        self._session: aiohttp.ClientSession | None = None
-        # Callbacks run as concurrent tasks: one conversation's messages are handled and
-        # answered one at a time, in arrival order.
-        self._conversation_locks: weakref.WeakValueDictionary[str, asyncio.Lock] = (
-            weakref.WeakValueDictionary()
+        window = ReplayWindow(settings.signature_max_age_seconds, clock)
+        super().__init__(
+            core,
+            DingTalkPlatform(settings, window.now_ms),
+            window,
+            path=settings.callback_path,
+            max_body_bytes=settings.max_body_bytes,
         )
+        self.settings = settings
 
-    def app(self) -> web.Application:
-        # aiohttp stops reading a body past client_max_size (chunked ones too), with 413.
-        app = web.Application(client_max_size=self.settings.max_body_bytes)
-        app.router.add_post(self.settings.callback_path, self.callback)
-        app.on_cleanup.append(self._cleanup)
-        return app
-
-    async def callback(self, request: web.Request) -> web.Response:
-        if not self.signed.accept(request.headers.get("timestamp"), request.headers.get("sign")):
-            log.warning(
-                "dingtalk callback with a bad, expired or replayed signature from %s",
-                request.remote,
-            )
-            return web.json_response({"error": "bad signature"}, status=403)
-        limit = self.settings.max_body_bytes
-        too_large = f"body larger than dingtalk.max_body_bytes ({limit})"
-        if (request.content_length or 0) > limit:
-            log.warning("dingtalk callback refused: %s", too_large)
-            return web.json_response({"error": too_large}, status=413)
-        try:
-            raw = await request.read()
-        except web.HTTPRequestEntityTooLarge:
-            log.warning("dingtalk callback refused: %s", too_large)
-            return web.json_response({"error": too_large}, status=413)
-        try:
-            if len(raw) <= INLINE_PARSE_BYTES:
-                callback = self.parse(raw)
-            else:
-                callback = await asyncio.to_thread(self.parse, raw)
-        except InboundRejected as exc:
-            log.warning("dingtalk callback refused: %s", exc)
-            return web.json_response({"error": str(exc)}, status=400)
-        message = callback.message
-        if (
-            message.chat_type == "group"
-            and self.settings.group_requires_mention
-            and not message.mentioned
-        ):
-            return web.json_response({"ignored": "not mentioned"})
-        # Answer the callback at once; the reply goes through the sessionWebhook.
-        task = asyncio.ensure_future(self._process(callback))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        return web.json_response({})
-
-    def _now_ms(self) -> int:
-        return int(self._clock().timestamp() * 1000)
-
-    def parse(self, raw: bytes) -> Callback:
-        return parse_payload(decode_body(raw), self.settings.app_key, self.origins)
-
-    async def _process(self, callback: Callback) -> None:
-        lock = self._conversation_locks.setdefault(callback.message.chat_id, asyncio.Lock())
-        async with lock:
-            await self._process_in_order(callback)
-
-    async def _process_in_order(self, callback: Callback) -> None:
-        message, webhook, expires = callback.message, callback.webhook, callback.webhook_expires_ms
-        try:
-            reply = await self.router.handle(message)
-        except Exception:
-            log.exception("dingtalk message %s failed", message.message_id)
-            return
-        if reply is None:
-            return
-        if webhook is None or (expires is not None and expires < self._now_ms()):
-            log.warning(
-                "dingtalk sessionWebhook missing or expired; reply for %s dropped", message.chat_id
-            )
-            return
-        await self.send(webhook, reply.text)
-
-    async def send(self, webhook: URL, text: str) -> None:
-        """Post to a webhook `webhook_url` accepted. Redirects are not followed: the origin
-        that was checked is the only one that receives a scope's text."""
-        if self._session is None:
-            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=15))
-        body = reply_body(text, self.settings.reply_format)
-        for attempt in range(1, 4):
-            try:
-                async with self._session.post(
-                    webhook, json=body, allow_redirects=False
-                ) as response:
-                    data = await response.json(content_type=None)
-                    if (
-                        response.status == 200
-                        and isinstance(data, dict)
-                        and data.get("errcode", 0) == 0
-                    ):
-                        return
-                    log.warning("dingtalk webhook answered %s %s", response.status, data)
-            except (aiohttp.ClientError, TimeoutError, json.JSONDecodeError) as exc:
-                log.warning("dingtalk webhook failed (attempt %d): %s", attempt, exc)
-            await asyncio.sleep(0.5 * attempt)
-
-    async def drain(self) -> None:
-        """Wait for replies still being produced (graceful shutdown)."""
-        if self._tasks:
-            await asyncio.gather(*self._tasks, return_exceptions=True)
-
-    async def _cleanup(self, app: web.Application) -> None:
-        await self.drain()
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+    @property
+    def signed(self) -> ReplayWindow:
+        """The (timestamp, sign) pairs accepted and still held."""
+        return self.window
 
 
 async def run_dingtalk_callback(
     core: MemoryCore, settings: DingTalkSettings, stop: asyncio.Event
 ) -> None:
     server = DingTalkCallbackServer(core, settings)
-    runner = web.AppRunner(server.app())
-    await runner.setup()
-    site = web.TCPSite(runner, settings.listen_host, settings.listen_port)
     try:
-        await site.start()
+        runner = await serve(server.app(), settings.listen_host, settings.listen_port)
     except OSError as exc:
-        await runner.cleanup()
         where = f"{settings.listen_host}:{settings.listen_port}"
         raise ChatmemError(
             f"cannot listen on {where} (dingtalk.listen_host, listen_port): {exc.strerror or exc}"
