@@ -224,6 +224,7 @@ class DingTalkPlatform:
 
     name = "dingtalk"
     signs_body = False
+    bad_signature_status = 403
 
     def __init__(self, settings: DingTalkSettings, now_ms: Callable[[], int]) -> None:
         self.settings = settings
@@ -259,7 +260,7 @@ class DingTalkPlatform:
             return None
         return request.webhook
 
-    def reply_body(self, text: str) -> dict[str, Any]:
+    def reply_body(self, request: Callback, text: str) -> dict[str, Any]:
         return reply_body(text, self.settings.reply_format)
 
     def delivered(self, status: int, answer: object) -> bool:

@@ -3,7 +3,7 @@ and takes replies as posts to a URL. A front end writes a `Platform` (how a requ
 verified and parsed, where and how its reply goes); the server does the rest, the same
 for every platform:
 
-1. the signature and the replay window (`signing`): 403 when bad, stale or replayed,
+1. the signature and the replay window (`signing`): 403 (or 401) when bad, stale or replayed,
    before the body is read when the platform signs only the timestamp;
 2. the body read up to `max_body_bytes` (413 above it, chunked bodies too);
 3. the platform's parse, in a worker thread for a large body (400 on `InboundRejected`);
@@ -61,10 +61,12 @@ class Platform(Protocol[R]):
 
     `name` starts log lines and names the settings section (`<name>.max_body_bytes`).
     `signs_body`: False when the signature covers only the timestamp, so a bad one is
-    refused before the body is read."""
+    refused before the body is read. `bad_signature_status`: the HTTP status of a
+    refused signature (403 or 401, as the platform expects)."""
 
     name: str
     signs_body: bool
+    bad_signature_status: int
 
     def signed_pair(self, headers: Mapping[str, str]) -> SignedPair | None:
         """The request's timestamp and signature; None when either is missing or
@@ -89,8 +91,8 @@ class Platform(Protocol[R]):
         the log)."""
         ...
 
-    def reply_body(self, text: str) -> dict[str, Any]:
-        """The JSON posted to the destination."""
+    def reply_body(self, request: R, text: str) -> dict[str, Any]:
+        """The JSON posted to the destination, answering `request`."""
         ...
 
     def delivered(self, status: int, answer: object) -> bool:
@@ -180,7 +182,8 @@ class WebhookServer(Generic[R]):
             self.platform.name,
             request.remote,
         )
-        return web.json_response({"error": "bad signature"}, status=403)
+        status = self.platform.bad_signature_status
+        return web.json_response({"error": "bad signature"}, status=status)
 
     def _refused(self, why: str, status: int) -> web.Response:
         log.warning("%s callback refused: %s", self.platform.name, why)
@@ -202,16 +205,15 @@ class WebhookServer(Generic[R]):
             return
         destination = self.platform.destination(parsed)
         if destination is not None:
-            await self.send(destination, reply.text)
+            await self.send(destination, self.platform.reply_body(parsed, reply.text))
 
-    async def send(self, destination: URL, text: str) -> bool:
+    async def send(self, destination: URL, body: dict[str, Any]) -> bool:
         """Post a reply, tried again on failure; True once the platform took it.
         Redirects are not followed: the destination that was checked is the only one
         that receives a scope's text."""
         if self._session is None:
             timeout = aiohttp.ClientTimeout(total=SEND_TIMEOUT_SECONDS)
             self._session = aiohttp.ClientSession(timeout=timeout)
-        body = self.platform.reply_body(text)
         waits = SEND_WAITS.waits()
         for attempt in range(1, SEND_ATTEMPTS + 1):
             if attempt > 1:
