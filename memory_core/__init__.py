@@ -12,6 +12,7 @@ PUBLIC_API = frozenset(
         "memory_core.engine",
         "memory_core.config",
         "memory_core.config.services",
+        "memory_core.config.fields",  # a front end's own settings section (adapters/settings.py)
         "memory_core.base.errors",
         "memory_core.llm.client",
         # values it takes and returns
@@ -29,6 +30,7 @@ PUBLIC_API = frozenset(
         "memory_core.consolidation.phase_names",
         "memory_core.base.inputs",
         "memory_core.base.meter",
+        "memory_core.base.retry",  # the one retry schedule (adapters/webhook's replies)
         "memory_core.health",
         # pure rules a front end shows or previews
         "memory_core.base.policy",
