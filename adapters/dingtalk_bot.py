@@ -43,7 +43,7 @@ from adapters.inbound import InboundMessage
 from adapters.router import MessageRouter
 from adapters.settings import DingTalkSettings
 from adapters.webhook.origins import Origins
-from adapters.webhook.server import WebhookServer, serve
+from adapters.webhook.server import Sleep, WebhookServer, serve
 from adapters.webhook.signing import ReplayWindow, SignedPair, hmac_sha256_b64, same_sign
 from memory_core.base.clock import Clock, system_clock
 from memory_core.base.errors import ChatmemError, ConfigError, InboundRejected, install_hint
@@ -272,7 +272,11 @@ class DingTalkCallbackServer(WebhookServer[Callback]):
     """aiohttp app for the robot's HTTP callback (adapters/webhook); one per process."""
 
     def __init__(
-        self, core: MemoryCore, settings: DingTalkSettings, clock: Clock = system_clock
+        self,
+        core: MemoryCore,
+        settings: DingTalkSettings,
+        clock: Clock = system_clock,
+        sleep: Sleep = asyncio.sleep,
     ) -> None:
         if not settings.app_secret:
             raise ConfigError("dingtalk.app_secret is not set (use DINGTALK_APP_SECRET)")
@@ -283,6 +287,7 @@ class DingTalkCallbackServer(WebhookServer[Callback]):
             window,
             path=settings.callback_path,
             max_body_bytes=settings.max_body_bytes,
+            sleep=sleep,
         )
         self.settings = settings
 
