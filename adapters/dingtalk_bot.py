@@ -43,7 +43,7 @@ from adapters.inbound import InboundMessage
 from adapters.router import MessageRouter
 from adapters.settings import DingTalkSettings
 from adapters.webhook.origins import Origins
-from adapters.webhook.server import Sleep, WebhookServer, serve
+from adapters.webhook.server import Sleep, WebhookServer, start_listening
 from adapters.webhook.signing import ReplayWindow, SignedPair, hmac_sha256_b64, same_sign
 from memory_core.base.clock import Clock, system_clock
 from memory_core.base.errors import ChatmemError, ConfigError, InboundRejected, install_hint
@@ -302,7 +302,7 @@ async def run_dingtalk_callback(
 ) -> None:
     server = DingTalkCallbackServer(core, settings)
     try:
-        runner = await serve(server.app(), settings.listen_host, settings.listen_port)
+        runner = await start_listening(server.app(), settings.listen_host, settings.listen_port)
     except OSError as exc:
         where = f"{settings.listen_host}:{settings.listen_port}"
         raise ChatmemError(

@@ -252,7 +252,7 @@ def _json_or_none(raw: bytes) -> object:
         return None
 
 
-async def serve(app: web.Application, host: str, port: int) -> web.AppRunner:
+async def start_listening(app: web.Application, host: str, port: int) -> web.AppRunner:
     """The app listening on host:port; OSError when the address is taken (the caller
     names its settings)."""
     runner = web.AppRunner(app)

@@ -4,7 +4,9 @@ sections.
 
 The sections live in config/memory.py and config/services.py, their field convention
 in config/fields.py, and `config.example.toml` is generated from them (config/example.py;
-a test keeps them equal), so the example can never fall behind the code. Validation is
+a test keeps them equal), so the example can never fall behind the code. The core knows
+no front end: a caller adds its own sections by subclassing `Config` and passing the
+subclass as `load_config`'s `schema` (the front ends' `AppConfig`, adapters/settings.py). Validation is
 strict and unknown keys are forbidden (config/checks.py): a typo or a quoted number must
 not silently fall back to a default or be coerced. Errors are one line naming the key and
 the file (or the environment variable).
@@ -126,7 +128,7 @@ def load_config(
     *,
     env: Mapping[str, str] | None = None,
     workspace: Path | str | None = None,
-    schema: type[C] = Config,  # type: ignore[assignment]
+    schema: type[C] = Config,  # type: ignore[assignment]  # C is Config when not given
 ) -> C:
     """File (explicit, else ./chatmem.toml when present), then env, then `workspace` arg.
     `schema` is the file's layout: `Config`, or a subclass with more sections (the front
