@@ -5,7 +5,7 @@ Front ends import these types from here, never from the modules that own the tab
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
@@ -26,6 +26,11 @@ class Contribution:
         if self.how == "×":
             return f"{self.step} ×{self.value:.3g}"
         return f"{self.step} {self.value:+.3g}"
+
+
+def explained(steps: Sequence[Contribution]) -> str:
+    """A hit's ranking steps on one line: "words +1.2 · context +0.8 · time ×1.5"."""
+    return " · ".join(str(c) for c in steps) or "(no step changed its score)"
 
 
 @dataclass(frozen=True, slots=True)

@@ -71,6 +71,8 @@ def snapshot(c: Candidate) -> Snapshot:
 
 
 _INDEX = {m: i for i, m in enumerate(Measure)}
+WORDS = "words"
+"""The first line of an explanation: the candidate's BM25 score before the steps."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +107,12 @@ class Trace:
     """Each candidate's contributions, by id, in the order the steps made them."""
 
     steps: dict[int, list[Contribution]] = field(default_factory=dict)
+
+    def start(self, candidates: Sequence[Candidate]) -> None:
+        """What each candidate brings before any step: its words' score ("words")."""
+        for c in candidates:
+            if c.lexical:
+                self.steps[c.id] = [Contribution(WORDS, "+", c.lexical)]
 
     def around(self, step: Step, run: RankRun) -> None:
         """Run `step`, keeping what it changed of each candidate."""
@@ -174,6 +182,8 @@ class RankRun:
 def run_steps(run: RankRun, steps: Sequence[Step]) -> None:
     """Each step in order; with a trace, each one's contributions recorded."""
     trace = run.trace
+    if trace is not None:
+        trace.start(run.candidates)
     for step in steps:
         if trace is None:
             step.apply(run)
