@@ -13,7 +13,7 @@ from memory_core.recall.index.steps import explaining
 from tests.functional.test_tui import demo_template, demo_ws, running  # noqa: F401  (fixtures)
 
 
-async def test_the_recall_tab_shows_the_selected_hits_ranking_steps(demo_ws: Path) -> None:
+async def test_the_recall_tab_shows_the_selected_hits_ranking_steps(demo_ws: Path) -> None:  # noqa: F811
     async with running(demo_ws) as run:
         await run.pilot.press("4")
         run.app.query_one("#recall-query", Input).focus()
