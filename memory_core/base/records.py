@@ -24,8 +24,8 @@ class Contribution:
 
     def __str__(self) -> str:
         if self.how == "×":
-            return f"{self.step} ×{self.value:.3g}"
-        return f"{self.step} {self.value:+.3g}"
+            return f"{self.step} ×{self.value:.4g}"
+        return f"{self.step} {self.value:+.4g}"
 
 
 def explained(steps: Sequence[Contribution]) -> str:
