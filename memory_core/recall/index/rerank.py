@@ -1,6 +1,7 @@
-"""Pure: from scored candidates to the ranked hits of one query.
+"""Pure: the ranking's candidates and the rules its named steps call
+(recall/index/steps/ holds the steps and their order, `RANK_STEPS`).
 
-Each step is here because a measured loss showed it was needed (docs/architecture.md has
+Each rule is here because a measured loss showed it was needed (docs/architecture.md has
 the figures of each ablation):
 
 * **Fusion** of BM25 and vector similarity, reciprocal-rank or weighted, so a turn that

@@ -1,8 +1,8 @@
 """The ranking as a list of named steps, run in order by `pipeline.rank`.
 
 Adding a ranking rule (the whole recipe):
-1. Write memory_core/recall/index/steps/<rule>.py: a pure function `apply(run: RankRun)`
-   that changes the candidates (`run.weighed` for a factor: `c.factor *= ...`), and a
+1. Write memory_core/recall/index/steps/<rule>.py: a function `apply(run: RankRun)` (no
+   I/O) that changes the candidates (`run.weighed` for a factor: `c.factor *= ...`), and a
    `Step("<name>", apply, knobs, Measure.FACTOR)` naming the `RankSettings` fields it reads.
 2. Add the step to `RANK_STEPS` below, where it belongs (a factor goes before `WEIGH`).
    A new knob is one `[recall]` setting (config/memory.py) and one `knob()` field of
