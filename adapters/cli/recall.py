@@ -6,12 +6,14 @@ import argparse
 import re
 import sys
 import time
+from contextlib import nullcontext
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 from adapters.cli import ERROR_PREFIX, EXIT_PROBLEMS, Output, command, positive_int
 from memory_core.base.chunks import ChunkKind
 from memory_core.base.errors import ChatmemError, PathRefused
+from memory_core.base.records import explained
 from memory_core.base.scope import printable_key
 from memory_core.base.wording import counted
 
@@ -52,18 +54,25 @@ class Search:
             action="append",
             help=f"only hits of this kind: {KINDS}; repeat for several (default: all)",
         )
+        parser.add_argument(
+            "--explain",
+            action="store_true",
+            help="under each hit, what each ranking step contributed to its score",
+        )
 
     @staticmethod
     async def run(core: MemoryCore, args: argparse.Namespace) -> int:
         if not args.query.strip():
             raise ChatmemError("search needs some words to look for")
         from adapters.cli.vectors import vectors_for_search  # the parser never needs it
+        from memory_core.recall.index.steps import explaining
 
         await vectors_for_search(core, args)
-        hits = await core.finder.search(
-            args.scope_key, args.query, limit=args.limit, kinds=args.kind
-        )
-        data = [
+        with explaining() if args.explain else nullcontext():
+            hits = await core.finder.search(
+                args.scope_key, args.query, limit=args.limit, kinds=args.kind
+            )
+        data: list[dict[str, object]] = [
             {
                 "path": h.path,
                 "line_from": h.line_from,
@@ -75,6 +84,9 @@ class Search:
             }
             for h in hits
         ]
+        if args.explain:
+            for row, h in zip(data, hits, strict=True):
+                row["steps"] = [{"step": c.step, "how": c.how, "value": c.value} for c in h.steps]
         lines = [f"{counted(len(hits), 'hit')} in scope {args.scope_key}"]
         if core.degraded_reason:
             lines.append(f"(degraded: {core.degraded_reason})")
@@ -82,6 +94,8 @@ class Search:
             lines.append(
                 f"{h.score:7.3f}  {h.location}  [{h.kind.value}]\n         {' '.join(h.text.split())}"
             )
+            if args.explain:
+                lines.append(f"         steps: {explained(h.steps)}")
         Output(args.json).emit(data, "\n".join(lines))
         return 0
 

@@ -5,12 +5,32 @@ Front ends import these types from here, never from the modules that own the tab
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from memory_core.base.chunks import ChunkKind
+
+
+@dataclass(frozen=True, slots=True)
+class Contribution:
+    """What one ranking step did to a hit: multiplied its score's factor by `value`
+    (`how` "×") or added `value` to what it measures (`how` "+")."""
+
+    step: str
+    how: Literal["+", "×"]
+    value: float
+
+    def __str__(self) -> str:
+        if self.how == "×":
+            return f"{self.step} ×{self.value:.4g}"
+        return f"{self.step} {self.value:+.4g}"
+
+
+def explained(steps: Sequence[Contribution]) -> str:
+    """A hit's ranking steps on one line: "words +1.2 · context +0.8 · time ×1.5"."""
+    return " · ".join(str(c) for c in steps) or "(no step changed its score)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +48,9 @@ class Hit:
     anchor: int | None = None
     """The first line of the chunk the ranking scored (the turn a hit stands for; the
     lines around it are context). None when the hit is that chunk alone."""
+    steps: tuple[Contribution, ...] = ()
+    """What each ranking step contributed, in order: only when the search was explained
+    (`recall.index.steps.explaining`), else empty."""
 
     @property
     def location(self) -> str:

@@ -33,7 +33,7 @@ from memory_core.recall.cache import RecallCache
 from memory_core.recall.fallback import search_files
 from memory_core.recall.guard import IndexGuard
 from memory_core.recall.index import Hit
-from memory_core.recall.index.rerank import RankSettings
+from memory_core.recall.index.rank_settings import rank_settings as rank_settings
 from memory_core.recall.injection import Injection, build_injection
 from memory_core.recall.query import Query, build_query
 from memory_core.recall.reading import MemoryRead, read_memory_path
@@ -316,36 +316,6 @@ class Finder:
                 raise  # no damage: this read failed, the index did not
             self.guard.failed(exc)
             raise IndexUnavailable(f"cannot read {path}: the index failed: {exc}") from exc
-
-
-def rank_settings(settings: RecallSettings) -> RankSettings:
-    """The ranking's constants from the `[recall]` section."""
-    return RankSettings(
-        context_weights=tuple(settings.context_window),
-        fusion=settings.fusion,
-        dense_weight=settings.dense_weight,
-        turn_dense_floor=settings.turn_dense_floor,
-        turn_dense_weight=settings.turn_dense_weight,
-        turn_window_max=settings.turn_window_max,
-        dense_feedback=settings.dense_feedback,
-        dense_feedback_weight=settings.dense_feedback_weight,
-        lexical_feedback=settings.lexical_feedback,
-        time_boost=settings.time_boost,
-        spoken_time_boost=settings.spoken_time_boost,
-        long_term_boost=settings.long_term_boost,
-        summary_factor=settings.summary_factor,
-        recency_boost=settings.recency_boost,
-        recency_half_life_days=settings.recency_half_life_days,
-        duplicate_similarity=settings.duplicate_similarity,
-        speaker_weight=settings.speaker_weight,
-        answer_boost=settings.answer_boost,
-        reply_anchors=settings.reply_anchors,
-        speaker_names=settings.speaker_names,
-        exchange_documents=settings.exchange_documents,
-        question_factor=settings.question_factor,
-        other_speaker_factor=settings.other_speaker_factor,
-        session_repeat=settings.session_repeat,
-    )
 
 
 SHOWN_ZERO = 0.005

@@ -1,4 +1,5 @@
-"""Recall as the bot sees it: BM25 hits with matched terms, and the injected block."""
+"""Recall as the bot sees it: the hits with matched terms, what each ranking step
+contributed to the selected hit, and the injected block."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from textual.containers import Vertical, VerticalScroll
 from textual.message import Message
 from textual.widgets import DataTable, Input, Static
 
-from memory_core.base.records import Hit
+from memory_core.base.records import Hit, explained
 from memory_core.base.scope import ScopeKey
 from memory_core.base.text import matched_terms
 from memory_core.base.wording import counted
@@ -53,9 +54,13 @@ class RecallPane(Vertical):
             id="recall-hits", cursor_type="row", zebra_stripes=True
         )
         yield table
+        yield Static(id="recall-steps")
         yield Static(id="recall-budget")
         with VerticalScroll(id="recall-block-scroll"):
             yield Static(id="recall-block")
+
+    hits: tuple[Hit, ...] = ()
+    """The hits shown, in the table's order."""
 
     def on_mount(self) -> None:
         self.query_one("#recall-hits", DataTable).add_columns("score", "where", "kind", "text")
@@ -68,8 +73,23 @@ class RecallPane(Vertical):
         if event.value.strip():
             self.post_message(self.QuerySubmitted(event.value.strip()))
 
+    @on(DataTable.RowHighlighted, "#recall-hits")
+    def _highlighted(self, event: DataTable.RowHighlighted) -> None:
+        self.show_steps(event.cursor_row)
+
+    def show_steps(self, row: int) -> None:
+        """The ranking steps of the hit in `row` (their contributions to its score)."""
+        line = Text()
+        if 0 <= row < len(self.hits):
+            hit = self.hits[row]
+            line.append(f"ranking of {hit.location}: ", style="bold")
+            line.append(explained(hit.steps))
+        self.query_one("#recall-steps", Static).update(line)
+
     def rerunning(self, query: str, scope: ScopeKey) -> None:
         """The scope changed: the hits shown were the old scope's, so clear them now."""
+        self.hits = ()
+        self.query_one("#recall-steps", Static).update("")
         self.query_one("#recall-hits", DataTable).clear()
         self.query_one("#recall-budget", Static).update("")
         self.query_one("#recall-block", Static).update("")
@@ -82,6 +102,7 @@ class RecallPane(Vertical):
     ) -> None:
         table = self.query_one("#recall-hits", DataTable)
         table.clear()
+        self.hits = tuple(hits)
         for number, hit in enumerate(hits):
             table.add_row(
                 Text(f"{hit.score:.3f}", justify="right"),
@@ -90,6 +111,7 @@ class RecallPane(Vertical):
                 hit_text(hit, query),
                 key=f"{number}:{hit.location}",
             )
+        self.show_steps(table.cursor_row)
         keywords = ", ".join(injection.keywords) or "none"
         self.query_one("#recall-status", Static).update(
             Text(

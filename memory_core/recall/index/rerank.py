@@ -1,6 +1,7 @@
-"""Pure: from scored candidates to the ranked hits of one query.
+"""Pure: the ranking's candidates and the rules its named steps call
+(recall/index/steps/ holds the steps and their order, `RANK_STEPS`).
 
-Each step is here because a measured loss showed it was needed (docs/architecture.md has
+Each rule is here because a measured loss showed it was needed (docs/architecture.md has
 the figures of each ablation):
 
 * **Fusion** of BM25 and vector similarity, reciprocal-rank or weighted, so a turn that
@@ -29,73 +30,12 @@ from datetime import date, datetime, timedelta, tzinfo
 
 from memory_core.base.chunks import ChunkKind
 from memory_core.base.speaker_label import label_words
-from memory_core.config.memory import RecallSettings
+from memory_core.recall.index.rank_settings import RankSettings as RankSettings
 
-_RECALL = RecallSettings()
-"""The `[recall]` defaults."""
 CONVERSATION_KINDS = frozenset({ChunkKind.MESSAGE, ChunkKind.ARCHIVE_RAW})
 """Chunks that are turns of a conversation: they have neighbours worth reading."""
 
 _SPEAKER = re.compile(r"^(?:\d{2}:\d{2}(?::\d{2})? )?([^:\n]{1,64}): ")
-
-
-@dataclass(frozen=True, slots=True)
-class RankSettings:
-    """The ranking's constants, as `[recall]` sets them (`recall.finder.rank_settings`);
-    the defaults are that section's (config/memory.py is the one place they are written)."""
-
-    context_weights: tuple[float, ...] = tuple(_RECALL.context_window)
-    """Share of a neighbour's score a turn receives, by distance (1, 2, ...)."""
-    fusion: str = _RECALL.fusion
-    """'gated' (see `_fuse_gated`), 'rrf' (reciprocal rank) or 'weighted' (scores
-    divided by the best of each list)."""
-    dense_weight: float = _RECALL.dense_weight
-    turn_dense_floor: float = _RECALL.turn_dense_floor
-    """Cosine below which a conversation turn's vector adds nothing ('gated')."""
-    turn_dense_weight: float = _RECALL.turn_dense_weight
-    """What a turn's vector adds at most, as a share of the best BM25 score ('gated')."""
-    turn_window_max: bool = _RECALL.turn_window_max
-    """A turn's similarity is the best of its own vector's and the next turn's (which is
-    made with it); every candidate's cosine is read, not only the nearest chunks'."""
-    dense_feedback: int = _RECALL.dense_feedback
-    """The query vector moves toward this many best BM25 hits' vectors (0: off)."""
-    dense_feedback_weight: float = _RECALL.dense_feedback_weight
-    lexical_feedback: int = _RECALL.lexical_feedback
-    """Rare words of the best BM25 hits added to the query (0: off; recall/index/feedback.py)."""
-    rrf_k: int = 60
-    time_boost: float = _RECALL.time_boost
-    """A dated chunk inside the question's time window scores (1 + this) times more."""
-    spoken_time_boost: float = _RECALL.spoken_time_boost
-    """The lift of a turn whose words speak of a day inside the window ("last Friday")."""
-    time_near_days: int = 3
-    """Within this many days of the window, half the boost (dates are remembered loosely)."""
-    long_term_boost: float = _RECALL.long_term_boost
-    summary_factor: float = _RECALL.summary_factor
-    recency_boost: float = _RECALL.recency_boost
-    recency_half_life_days: float = _RECALL.recency_half_life_days
-    duplicate_similarity: float = _RECALL.duplicate_similarity
-    """Token-set Jaccard at or above which a hit is a near-copy of one ranked above it."""
-    speaker_weight: float = _RECALL.speaker_weight
-    """A query word naming a turn's speaker counts this share of its idf."""
-    exchange_documents: bool = _RECALL.exchange_documents
-    """A turn scores as one document with the neighbours read around it (BM25 of the
-    exchange's words) instead of its own score plus shares of theirs; a turn with none
-    is an exchange of one turn, scored the same way."""
-    speaker_names: bool = _RECALL.speaker_names
-    """A query word naming a turn's speaker counts as its speaker, not as a word."""
-    reply_anchors: bool = _RECALL.reply_anchors
-    """A question's score goes to the reply that answers it (see `hand_to_replies`)."""
-    answer_boost: float = _RECALL.answer_boost
-    """A chunk holding the kind of answer the question wants (a date for "when", a
-    number for "how many") scores (1 + this) times more (see base/answer_kind.py)."""
-    question_factor: float = _RECALL.question_factor
-    """What a turn ending in a question scores, as a share of its score (see `asks`)."""
-    other_speaker_factor: float = _RECALL.other_speaker_factor
-    """What a turn said by someone the question does not name scores, as a share of its
-    score, when the question names a speaker (see `pipeline.rank`)."""
-    session_repeat: float = _RECALL.session_repeat
-    """A turn ranks at this share of its score for each hit already taken from its
-    conversation session (1 leaves the order alone; see `diversify`)."""
 
 
 @dataclass(slots=True)
