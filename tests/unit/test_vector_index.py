@@ -572,9 +572,7 @@ async def test_search_with_a_query_of_another_size_is_an_embedding_error(
         await index.search(sid, np.ones(8, dtype=np.float32), 1)
 
 
-async def test_close_stops_retries_and_closes_the_embedder(
-    db: Database, fake: FakeOpenAI
-) -> None:
+async def test_close_stops_retries_and_closes_the_embedder(db: Database, fake: FakeOpenAI) -> None:
     clock = ManualMonotonic()
     vi = VectorIndex(db, embedder(fake), monotonic=clock, sleep=clock.sleep)
     sid, _ = await add(db, "main", ["alpha"])
