@@ -385,6 +385,33 @@ async def test_big_scopes_are_surveyed_within_the_duty(
         await vi.close()
 
 
+async def test_a_survey_put_off_starts_by_itself_on_the_injected_clock(
+    db: Database, fake: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The wait of a survey put off for the duty is reckoned and slept on one clock: the
+    test's, moved past it, starts the survey without any backfill being asked for."""
+    monkeypatch.setattr(vector_survey, "SMALL_SCOPE", 2)
+    clock = ManualMonotonic()
+    vi = VectorIndex(db, embedder(fake), monotonic=clock, sleep=clock.sleep)
+    try:
+        sid, ids = await add(db, "main", ["alpha", "beta", "gamma", "delta"])
+        await vi.backfill(sid)
+        vi._backfills._surveys._watch[sid].cost = 1.0  # as if the survey had taken a second
+        await delete(db, sid, [ids[0]])
+        await vi.backfill(sid)
+        assert ids[0] in await stored(db)  # wanted, but not before 100 s
+        await until(lambda: clock.sleeping == 1, what="the survey put off")
+        clock.advance(1.0 / vector_survey.SURVEY_DUTY)
+
+        async def surveyed() -> bool:
+            await vi.drain()
+            return ids[0] not in await stored(db)
+
+        await until(surveyed, what="the survey's backfill")
+    finally:
+        await vi.close()
+
+
 async def test_limit_embeds_part_and_the_next_backfill_the_rest(
     db: Database, index: VectorIndex
 ) -> None:

@@ -3,9 +3,10 @@
 Writers never wait for a model: `schedule(scope_id)` (the index calls it after every
 write) starts, or joins, one background backfill per scope, which embeds the chunks that
 have no vector (the vectors already made of the same texts first, the model for the
-misses, in batches, each batch written in one transaction) and drops vectors whose chunk is gone. A failing embedder is logged
-once and tried again later (`RETRY_WAITS`, on the injected clock's `sleep`); the chunks simply wait, and recall works by words
-meanwhile. Which chunks need a vector is survey.py's to find.
+misses, in batches, each batch written in one transaction) and drops vectors whose chunk
+is gone. A failing embedder is logged once and tried again later (`RETRY_WAITS`, waited
+with the injected `sleep`); the chunks simply wait, and recall works by words meanwhile.
+Which chunks need a vector is survey.py's to find.
 
 A batch is written through a `VectorWriter`: `vectors.store` in one transaction here;
 with pgvector, memory_core/storage/pg/vectors.py also writes each row's `embedding` column. The
@@ -112,7 +113,7 @@ class Backfills:
         self._writer = writer
         self._on_stored = on_stored
         self._batch_size = max(1, batch_size)
-        self._surveys = Surveys(db, self._model, monotonic, self.schedule)
+        self._surveys = Surveys(db, self._model, monotonic, self.schedule, sleep)
         self._filling: dict[int, asyncio.Lock] = {}
         self._tasks: dict[int, asyncio.Task[None]] = {}
         self._again: set[int] = set()
@@ -380,8 +381,7 @@ class Backfills:
         """Stop the backfills and retries. A backfill ends after the batch it is
         embedding, which is written (within `STOP_SECONDS`); then the rest is cancelled."""
         self._closed = True
-        self._surveys.close()
-        retries = list(self._retries.values())
+        retries = self._surveys.close() + list(self._retries.values())
         self._retries.clear()
         for retry in retries:
             retry.cancel()
