@@ -25,6 +25,7 @@ WAITING_HELPER = Path("testkit/waiting.py")
 TIME_READ = re.compile(
     r"\b(?:datetime\.(?:now|utcnow|today)|date\.today|time\.(?:time|time_ns|monotonic))\("
     r"|\b(?:asyncio|time)\.sleep\((?!\s*0\s*\))"
+    r"|^\s*from (?:time|asyncio) import .*\b(?:sleep|time|monotonic)\b"
 )
 """A read of the system's time, or a sleep other than `sleep(0)` (a yield, not a wait)."""
 FIXED_PAUSE = re.compile(r"\btime\.sleep\(\s*[\d.]|\basyncio\.sleep\(\s*(?!0\s*\))[\d.]")
@@ -78,6 +79,8 @@ def test_the_rules_see_what_they_forbid() -> None:
         "t = time.time()",
         "await asyncio.sleep(wait)",
         "time.sleep(0.5)",
+        "from time import monotonic",
+        "from asyncio import gather, sleep",
     ):
         assert TIME_READ.search(line), line
     for line in (
