@@ -20,12 +20,12 @@ import sys
 import threading
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
-from datetime import UTC, datetime
 from itertools import count
 from typing import Any, TypeVar
 
 from adapters.inbound import InboundMessage
 from adapters.router import MessageRouter, Reply
+from memory_core.base.clock import system_clock
 from memory_core.base.errors import ChatmemError
 from memory_core.engine import MemoryCore
 
@@ -49,7 +49,7 @@ def console_message(text: str, user: str, group: str | None, message_id: str) ->
         chat_id=group or user,
         text=text,
         message_id=message_id,
-        timestamp=datetime.now(UTC),
+        timestamp=system_clock(),
         mentioned=True,
     )
 

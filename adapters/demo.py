@@ -22,7 +22,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from memory_core.base.clock import ManualClock, format_when
+from memory_core.base.clock import ManualClock, format_when, system_clock
 from memory_core.base.entries import Importance
 from memory_core.base.errors import ChatmemError, LLMError
 from memory_core.base.merge_values import Candidate, MergeResult
@@ -316,7 +316,7 @@ async def build_demo(path: Path | str, *, now: datetime | None = None) -> DemoRe
     root, built = await asyncio.to_thread(_check_target, path)
     if built:
         return DemoResult(root, built=False)
-    end = (now or datetime.now(UTC)).astimezone(UTC).replace(second=0, microsecond=0)
+    end = (now or system_clock()).astimezone(UTC).replace(second=0, microsecond=0)
     clock = ManualClock(end - timedelta(days=300))
     model = _DemoModel()
     async with MemoryCore.open(Config(workspace=str(root)), clock=clock, llm=model) as core:

@@ -45,6 +45,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from adapters.mcp_envelope import CheckedLines, check
 from memory_core import __version__
+from memory_core.base.clock import system_sleep
 from memory_core.base.entries import CATEGORIES, Importance, MemoryEntry
 from memory_core.base.errors import ChatmemError, ToolRefused, refusal
 from memory_core.base.scope import ScopeKey
@@ -498,7 +499,7 @@ async def serve_http(
                 if serving.done():
                     serving.result()
                     raise ChatmemError(f"cannot listen on {host}:{port}")
-                await asyncio.sleep(0.02)
+                await system_sleep(0.02)  # until uvicorn listens
             bound = web.servers[0].sockets[0].getsockname()[1] if web.servers else port
             auth = (
                 f"{len(scopes)} bearer token(s), each bound to its scope"

@@ -31,6 +31,7 @@ from adapters.inbound import InboundMessage
 from adapters.media import Attachment, MediaKind, describe_image, media_text
 from adapters.router import COMMANDS, MessageRouter, parse_command
 from adapters.settings import TelegramSettings
+from memory_core.base.clock import Sleep, system_sleep
 from memory_core.base.errors import ChatmemError, ConfigError, LLMError
 from memory_core.engine import MemoryCore
 
@@ -90,8 +91,12 @@ class TelegramFrontEnd:
     """Holds the router and the settings; PTB calls `on_message` for every text, photo and
     file update."""
 
-    def __init__(self, core: MemoryCore, settings: TelegramSettings) -> None:
+    def __init__(
+        self, core: MemoryCore, settings: TelegramSettings, *, sleep: Sleep = system_sleep
+    ) -> None:
+        """`sleep` waits `TYPING_EVERY` between two typing signals."""
         self.core = core
+        self._sleep = sleep
         self.settings = settings
         self.router = MessageRouter(core)
         # PTB runs updates concurrently: one chat's messages are handled (and answered)
@@ -268,7 +273,7 @@ class TelegramFrontEnd:
                     await context.bot.send_chat_action(
                         chat_id, ChatAction.TYPING, message_thread_id=thread
                     )
-                await asyncio.sleep(TYPING_EVERY)
+                await self._sleep(TYPING_EVERY)
 
         task = asyncio.ensure_future(keep_typing())
         try:

@@ -34,7 +34,7 @@ from datetime import datetime
 from functools import partial
 from typing import TYPE_CHECKING
 
-from memory_core.base.clock import Monotonic
+from memory_core.base.clock import Monotonic, system_sleep
 from memory_core.base.errors import DatabaseUnreachable, IndexUnavailable
 from memory_core.base.locks import LockRegistry
 from memory_core.base.meter import NO_METER, Meter
@@ -262,7 +262,7 @@ async def _recover(staging: Staging) -> bool:
                     exc,
                 )
                 return False
-        await asyncio.sleep(next(waits))
+        await system_sleep(next(waits))
     return False
 
 

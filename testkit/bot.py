@@ -8,7 +8,6 @@ process's, so a caller picks the storage backend by passing its settings in `env
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -23,6 +22,7 @@ from adapters.telegram_bot import build_telegram_app
 from memory_core.engine import MemoryCore
 from testkit.openai_server import FakeOpenAI
 from testkit.telegram_api import FakeTelegramAPI, SentMessage
+from testkit.waiting import until
 
 TOKEN = "123456:TEST-token-for-the-fake"
 BOT_USERNAME = "chatmem_bot"
@@ -83,12 +83,11 @@ async def wait_until(
     what: str = "condition",
     timeout: float = 5.0,  # noqa: ASYNC109 - a plain deadline reads best in tests
 ) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not predicate():
-        if loop.time() > deadline:
-            raise TimeoutError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.01)
+    """`waiting.until`, failing with TimeoutError as the bot tests expect."""
+    try:
+        await until(predicate, within=timeout, what=what)
+    except AssertionError:
+        raise TimeoutError(f"timed out waiting for {what}") from None
 
 
 @dataclass

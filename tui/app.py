@@ -29,7 +29,7 @@ from textual.widgets import (
 )
 from textual.worker import Worker, WorkerState
 
-from memory_core.base.clock import Clock, ensure_aware
+from memory_core.base.clock import Clock, Sleep, ensure_aware, system_sleep
 from memory_core.base.records import AuditRecord
 from memory_core.base.scope import MAIN, ScopeKey, printable_key
 from memory_core.base.wording import counted
@@ -90,12 +90,15 @@ class ChatmemApp(App[None]):
         manage_core: bool = False,
         poll_seconds: float = POLL_SECONDS,
         head_bytes: int = HEAD_BYTES,
+        sleep: Sleep = system_sleep,
     ) -> None:
         super().__init__()
         self.core = core
         self.clock = clock
         self.manage_core = manage_core
         self.poll_seconds = poll_seconds
+        self.sleep = sleep
+        """Waits `poll_seconds` between two looks for other processes' changes."""
         self.zone = core.tz
         self.loader = EntryLoader(core, head_bytes)
         self.scope: ScopeKey = scope or MAIN
@@ -429,6 +432,7 @@ def make_app(
     manage_core: bool = False,
     poll_seconds: float = POLL_SECONDS,
     head_bytes: int = HEAD_BYTES,
+    sleep: Sleep = system_sleep,
 ) -> ChatmemApp:
     """The one factory the CLI, the tests and the bench use.
 
@@ -444,6 +448,7 @@ def make_app(
         manage_core=manage_core,
         poll_seconds=poll_seconds,
         head_bytes=head_bytes,
+        sleep=sleep,
     )
 
 

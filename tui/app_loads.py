@@ -9,7 +9,6 @@ and this module as what is read and in which order.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable, Coroutine
 from datetime import datetime
@@ -181,7 +180,7 @@ class Loads:
                 previous = current
                 if changes:
                     self.app.post_message(WorkspaceChanged(changes))
-            await asyncio.sleep(self.app.poll_seconds)
+            await self.app.sleep(self.app.poll_seconds)
 
     def detail(self, scope: ScopeKey, row: RankRow, when: datetime) -> Worker[None]:
         work = partial(self._detail, scope, row, when)

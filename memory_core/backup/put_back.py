@@ -10,7 +10,6 @@ open the workspace writes them into MEMORY.md (`longterm/staging.py`).
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +24,7 @@ from memory_core.backup.manifest import (
     verify,
 )
 from memory_core.base.atomic import describe
+from memory_core.base.clock import epoch_seconds
 from memory_core.base.workspace import Workspace
 from memory_core.storage.journal import FileOwners
 
@@ -157,7 +157,7 @@ def writable_refusal(
 def _move_aside(root: Path) -> Path:
     """The workspace's current contents, moved into a folder beside it (same file
     system: renames)."""
-    aside = root.with_name(f"{root.name}.before-restore-{int(time.time())}")
+    aside = root.with_name(f"{root.name}.before-restore-{int(epoch_seconds())}")
     aside.mkdir()
     for entry in sorted(os.listdir(root)):
         try:

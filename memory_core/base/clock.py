@@ -3,22 +3,53 @@ TUI's what-if view can move it without touching the system clock.
 
 Two clocks: the wall clock (`Clock`, aware UTC datetimes) for what is stored and scored,
 and a monotonic one (`Monotonic`, seconds) for what only measures waiting: TTLs,
-backoffs, cool-downs. Both are parameters, so a test moves time instead of sleeping."""
+backoffs, cool-downs. Waiting itself is a third parameter (`Sleep`), so a retry or a
+poll waits on the clock a test moves (`ManualMonotonic.sleep`) instead of sleeping.
+
+This module is the only one that reads the system's time or sleeps on it
+(tests/unit/test_rule_clock.py holds every other to that): product code takes a
+`Clock`, a `Monotonic` or a `Sleep`, with the system ones below as defaults."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
 from datetime import UTC, date, datetime, timedelta
 
 Clock = Callable[[], datetime]
 Monotonic = Callable[[], float]
 """Seconds that never go back (`time.monotonic` by default): a cache's age, a backoff's
 end, how long a database counts as down."""
+Sleep = Callable[[float], Awaitable[None]]
+"""Waiting from the event loop for a number of seconds: `system_sleep`, or a
+`ManualMonotonic`'s `sleep` in tests."""
+
+system_monotonic: Monotonic = time.monotonic
+"""The system's monotonic seconds."""
 
 
 def system_clock() -> datetime:
     """Aware UTC now; every stored timestamp is UTC."""
     return datetime.now(UTC)
+
+
+async def system_sleep(seconds: float) -> None:
+    """Wait `seconds` from the event loop (0 or less: let the other tasks run once)."""
+    await asyncio.sleep(max(seconds, 0.0))
+
+
+def epoch_seconds() -> float:
+    """Seconds since 1970 on the system clock, the scale of file times: a stamp in the
+    name of a file set aside, the age of a leftover temporary directory. Never stored
+    or scored (that is `Clock`'s)."""
+    return time.time()
+
+
+def epoch_ns() -> int:
+    """`epoch_seconds` in nanoseconds, to compare with a file's `st_mtime_ns` (whether a
+    file changed after it was read)."""
+    return time.time_ns()
 
 
 class ManualClock:
@@ -40,10 +71,15 @@ class ManualClock:
 class ManualMonotonic:
     """A monotonic clock that only moves when told to: a test lets a TTL or a backoff
     pass with `advance` instead of waiting it out. It starts well after 0.0, the time a
-    fresh cache or cool-down takes for "long ago"."""
+    fresh cache or cool-down takes for "long ago".
+
+    Its `sleep` (a `Sleep`) returns once `advance` has moved the clock past the sleep's
+    end, so a part that waits on it (a retry, a poll) is driven by the test; `sleeping`
+    tells the test that a part is waiting."""
 
     def __init__(self, start: float = 1000.0) -> None:
         self._now = start
+        self._sleepers: list[tuple[float, asyncio.Future[None]]] = []
 
     def __call__(self) -> float:
         return self._now
@@ -52,6 +88,29 @@ class ManualMonotonic:
         if seconds < 0:
             raise ValueError("a monotonic clock does not go back")
         self._now += seconds
+        waiting = []
+        for end, woken in self._sleepers:
+            if woken.done():
+                continue
+            if end <= self._now:
+                woken.set_result(None)
+            else:
+                waiting.append((end, woken))
+        self._sleepers = waiting
+
+    @property
+    def sleeping(self) -> int:
+        """How many sleeps wait for the clock to move."""
+        return sum(1 for _, woken in self._sleepers if not woken.done())
+
+    async def sleep(self, seconds: float) -> None:
+        """Wait until the clock reaches now + `seconds` (0 or less: one turn of the loop)."""
+        if seconds <= 0:
+            await asyncio.sleep(0)
+            return
+        woken = asyncio.get_running_loop().create_future()
+        self._sleepers.append((self._now + seconds, woken))
+        await woken
 
 
 def ensure_aware(when: datetime) -> datetime:

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta, tzinfo
 
+from memory_core.base.retry import Steps
 from memory_core.base.wording import counted
 from memory_core.notes.event_log import Event, EventKind
 from memory_core.storage.sessions import StoredMessage
@@ -127,12 +128,11 @@ def make_slug(texts: Sequence[str], short_id: str, taken: set[str]) -> str:
 
 def backoff_delay(attempts: int, schedule_minutes: Sequence[int], max_attempts: int) -> timedelta:
     """Wait after the `attempts`-th failure; past `max_attempts` the last wait doubles
-    (10m, 30m, 2h, 6h, 12h for failures 1-5, then 24h)."""
-    index = min(max(attempts, 1), len(schedule_minutes)) - 1
-    minutes = schedule_minutes[index]
-    if attempts > max_attempts:
-        minutes *= 2
-    return timedelta(minutes=minutes)
+    (10m, 30m, 2h, 6h, 12h for failures 1-5, then 24h): the setting read as a
+    `retry.Steps` schedule. The wait is stored as the archive's next try (a time on the
+    injected wall clock), not slept."""
+    schedule = Steps(tuple(float(m) for m in schedule_minutes), double_after=max_attempts)
+    return timedelta(minutes=schedule.wait(attempts))
 
 
 def render_raw(day: date, messages: Sequence[StoredMessage], zone: tzinfo) -> str:

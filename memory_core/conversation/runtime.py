@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from datetime import datetime, time, timedelta
 from functools import partial
 
-from memory_core.base.clock import format_when
+from memory_core.base.clock import Sleep, format_when, system_sleep
 from memory_core.base.errors import StorageError
 from memory_core.base.inputs import storable
 from memory_core.base.locks import LockRegistry
@@ -48,8 +48,12 @@ class Runtime:
         audit: AuditBackend,
         locks: LockRegistry,
         schedules: ScheduleBackend,
+        *,
+        sleep: Sleep = system_sleep,
     ) -> None:
+        """`sleep` waits `TICK_SECONDS` between two runs of the schedules."""
         self.memory = memory
+        self._sleep = sleep
         self.history = history
         self.llm = llm
         self.config = config
@@ -142,7 +146,7 @@ class Runtime:
         turns), its failures reported: a stop, and a test, wait for a state, not a pause."""
         while self._background:
             await asyncio.gather(*self._background, return_exceptions=True)
-            await asyncio.sleep(0)  # each task's done callback reports it, then leaves
+            await system_sleep(0)  # each task's done callback reports it, then leaves
 
     # --- schedules ------------------------------------------------------------------
     def start(self) -> None:
@@ -159,7 +163,7 @@ class Runtime:
                     log.exception("scheduled memory work failed; will try again")
             else:
                 self._outage.worked()
-            await asyncio.sleep(TICK_SECONDS)
+            await self._sleep(TICK_SECONDS)
 
     async def tick(self, now: datetime | None = None) -> list[str]:
         """Run whatever is due now; returns the names of the jobs that ran."""

@@ -28,13 +28,13 @@ import os
 import shutil
 import sys
 import tempfile
-import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memory_core.base.atomic import fsync_dir
+from memory_core.base.clock import epoch_seconds
 
 if TYPE_CHECKING:
     import numpy as np
@@ -203,7 +203,7 @@ def prune(root: Path, keep: str, *, now: float | None = None) -> None:
     directories older than `STALE_TEMP_SECONDS`. A process still using a removed bundle
     keeps its mapping (the file goes when the last map does)."""
     package = keep.split("-", 1)[0] + "-"
-    now = time.time() if now is None else now
+    now = epoch_seconds() if now is None else now
     try:
         entries = list(root.iterdir())
     except OSError:

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from json.encoder import encode_basestring as _encode_string
 
-from memory_core.base.clock import format_when
+from memory_core.base.clock import format_when, system_clock
 from memory_core.base.entries import MemoryEntry, sort_entries
 from memory_core.longterm.memory_md import (
     ACTIVE,
@@ -85,7 +85,7 @@ def render_memory_lines(
     `keys`, each entry's block key (`memory_md.block_key`) is put there too."""
     positions: dict[str, tuple[int, int]] = {}
     active, archived = split_sections(entries, archive_below)
-    stamp = format_when(now or datetime.now(UTC))
+    stamp = format_when(now or system_clock())
     out = [
         TITLE,
         "",

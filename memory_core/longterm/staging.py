@@ -27,13 +27,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from memory_core.base.clock import Monotonic, format_when, parse_when
+from memory_core.base.clock import (
+    Monotonic,
+    Sleep,
+    format_when,
+    parse_when,
+    system_monotonic,
+    system_sleep,
+)
 from memory_core.base.entries import Importance, MemoryClass, MemoryEntry
 from memory_core.base.errors import ChatmemError
 from memory_core.base.merge_values import Candidate, Change, ChangeKind, MergeResult
@@ -122,12 +128,15 @@ class Staging:
         on_written: WrittenHook,
         view_max_age: float = 1.0,
         *,
-        monotonic: Monotonic = time.monotonic,
+        monotonic: Monotonic = system_monotonic,
+        sleep: Sleep = system_sleep,
     ) -> None:
         """`monotonic` times the backoff of a scope whose journalled captures could not
-        be replayed (`_kept`)."""
+        be replayed (`_kept`); `sleep` waits `delay` before a write and the backoff
+        between failed writes."""
         self._store = store
         self._monotonic = monotonic
+        self._sleep = sleep
         self.journal = journal
         self._policy = policy
         self._delay = delay
@@ -286,7 +295,7 @@ class Staging:
 
     # --- writing -----------------------------------------------------------------------
     async def _write_later(self, scope: ScopeKey, queue: _Queue) -> None:
-        await asyncio.sleep(self._delay)
+        await self._sleep(self._delay)
         waits = _backoff().waits()
         while queue.staged and not self._closed:
             try:
@@ -295,7 +304,7 @@ class Staging:
                 await asyncio.shield(self._write(scope, queue))
             except Exception as exc:  # retried; the captures stay journalled
                 log.warning("writing staged captures of %s failed (%s); retrying", scope, exc)
-                await asyncio.sleep(next(waits))
+                await self._sleep(next(waits))
 
     async def _write(self, scope: ScopeKey, queue: _Queue) -> None:
         async with queue.writing:

@@ -29,7 +29,6 @@ import glob
 import hashlib
 import logging
 import re
-import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -38,7 +37,7 @@ from typing import TypeVar
 
 from memory_core.base import safe_files
 from memory_core.base.atomic import atomic_write_bytes, backup_then_write
-from memory_core.base.clock import Monotonic
+from memory_core.base.clock import Monotonic, epoch_ns, system_monotonic
 from memory_core.base.entries import MemoryEntry
 from memory_core.base.errors import StoreError
 from memory_core.base.locks import LockRegistry
@@ -109,7 +108,7 @@ def read_memory_file(
     `cache_min_bytes` is read through its parse cache (`parse_cache.py`); `warn` logs
     each quarantined block. `root` is the workspace's: the file is read through its
     boundary (`safe_files`: no link out, no FIFO or device, at most LONG_TERM_BYTES)."""
-    read_at = time.time_ns()  # before the stat: a write after it makes the read racy
+    read_at = epoch_ns()  # before the stat: a write after it makes the read racy
     stamp = _stamp(root, path)
     if stamp is None:
         return Snapshot(ParsedMemory(), None)
@@ -176,7 +175,7 @@ def _refresh(
     if cached is not None and _stamp(root, path) == cached.stamp:
         if not cached.racy:
             return cached
-        read_at = time.time_ns()
+        read_at = epoch_ns()
         try:
             data = safe_files.read_bytes(root, path, safe_files.LONG_TERM_BYTES)
         except OSError:
@@ -300,7 +299,7 @@ class LongTermStore:
         locks: LockRegistry,
         archive_below: float = 0.2,
         *,
-        monotonic: Monotonic = time.monotonic,
+        monotonic: Monotonic = system_monotonic,
         parse_cache_min_bytes: int | None = parse_cache.MIN_BYTES,
     ) -> None:
         """`monotonic` times the `max_age` of a load (the hot path's stat interval);
@@ -419,7 +418,7 @@ class LongTermStore:
             entries, quarantined, now=now, archive_below=self._archive_below, keys=keys
         )
         _remove_stale_temps(safe_files.inside(self._ws.root, path))
-        written_at = time.time_ns()
+        written_at = epoch_ns()
         data = text.encode("utf-8")
         backup_then_write(path, text, self._ws.backup_path(scope), root=self._ws.root)
         # The entries we rendered are what a re-read would give (the format round-trips),

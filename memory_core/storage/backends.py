@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from memory_core.base.atomic import atomic_write_text
-from memory_core.base.clock import Monotonic
+from memory_core.base.clock import Monotonic, epoch_seconds
 from memory_core.base.errors import ConfigError, install_hint
 from memory_core.base.locks import LockRegistry
 from memory_core.base.sql import Db
@@ -177,7 +176,7 @@ class SqliteBackend:
 def move_aside(path: Path) -> None:
     """A database SQLite cannot read, kept beside with a suffix (and its WAL files)."""
     if path.exists():
-        stamp = int(time.time())
+        stamp = int(epoch_seconds())
         for suffix in ("", "-wal", "-shm"):
             part = path.with_name(path.name + suffix)
             if part.exists():
@@ -202,7 +201,7 @@ def fresh_sqlite_target(workspace: Workspace) -> None:
         for suffix in ("", "-wal", "-shm")
         if (part := workspace.state_dir / (name + suffix)).exists()
     ]
-    stamp = int(time.time())
+    stamp = int(epoch_seconds())
     while any(p.with_name(f"{p.name}{BEFORE_MOVE}{stamp}").exists() for p in parts):
         stamp += 1  # a second move within the same second keeps the first one's files
     for part in parts:

@@ -26,12 +26,11 @@ import logging
 import queue
 import sqlite3
 import threading
-import time
 from collections.abc import Awaitable, Callable, Sequence
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
+from memory_core.base.clock import system_clock, system_monotonic, system_sleep
 from memory_core.base.errors import (
     DatabaseBusy,
     DatabaseConflict,
@@ -41,7 +40,7 @@ from memory_core.base.errors import (
     IndexUnavailable,
     StorageError,
 )
-from memory_core.base.retry import Backoff
+from memory_core.base.retry import Backoff, retrying
 from memory_core.base.sql import Backend, Connection, data_version
 from memory_core.storage.migrations import MIGRATIONS, Migration, Step
 
@@ -264,22 +263,29 @@ class Database:
 async def _retrying(attempt: Callable[[], Awaitable[T]], doing: str) -> T:
     """`attempt()` until it does not meet a lock, waiting from the event loop in between
     (the database thread serves other calls meanwhile); DatabaseBusy after
-    `BUSY_RETRY_SECONDS`. On the real clock, unlike the caches and cool-downs
-    (`clock.Monotonic`): every attempt is a real wait inside SQLite (`BUSY_TIMEOUT_MS`)
-    for a lock another connection holds, which no injected clock could shorten."""
-    deadline = time.monotonic() + BUSY_RETRY_SECONDS
-    for wait in Backoff(BUSY_FIRST_WAIT, BUSY_MAX_WAIT).waits():
-        try:
-            return await attempt()
-        except _Retry as busy:
-            if time.monotonic() + wait > deadline:
-                raise DatabaseBusy(
-                    f"the database stayed locked by another process for"
-                    f" {BUSY_RETRY_SECONDS:.0f} s ({busy.cause}); try again later"
-                ) from busy.cause
-            log.debug("database locked (%s) while %s; trying again in %.2f s", busy, doing, wait)
-        await asyncio.sleep(wait)
-    raise AssertionError("unreachable: the waits never end")
+    `BUSY_RETRY_SECONDS`. On the system clock on purpose, unlike the caches and
+    cool-downs (`clock.Monotonic`): every attempt is a real wait inside SQLite
+    (`BUSY_TIMEOUT_MS`) for a lock another connection holds, which no injected clock
+    could shorten."""
+
+    def said(busy: BaseException, wait: float) -> None:
+        log.debug("database locked (%s) while %s; trying again in %.2f s", busy, doing, wait)
+
+    try:
+        return await retrying(
+            attempt,
+            Backoff(BUSY_FIRST_WAIT, BUSY_MAX_WAIT),
+            sleep=system_sleep,
+            monotonic=system_monotonic,
+            retry_on=(_Retry,),
+            within=BUSY_RETRY_SECONDS,
+            on_retry=said,
+        )
+    except _Retry as busy:
+        raise DatabaseBusy(
+            f"the database stayed locked by another process for"
+            f" {BUSY_RETRY_SECONDS:.0f} s ({busy.cause}); try again later"
+        ) from busy.cause
 
 
 def _in_transaction(conn: SqliteConnection, work: Work[T]) -> T:
@@ -367,7 +373,7 @@ def migrate(conn: SqliteConnection, migrations: Sequence[Migration] = MIGRATIONS
                     conn.execute(statement)
             conn.execute(
                 "INSERT INTO _migrations (name, applied_at) VALUES (?, ?)",
-                (name, datetime.now(UTC).isoformat()),
+                (name, system_clock().isoformat()),
             )
             applied.append(name)
 

@@ -26,7 +26,7 @@ import os
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -34,7 +34,14 @@ from typing import Any
 from filelock import FileLock, Timeout
 
 from memory_core.base import safe_files
-from memory_core.base.clock import format_when, parse_when
+from memory_core.base.clock import (
+    Clock,
+    Sleep,
+    format_when,
+    parse_when,
+    system_clock,
+    system_sleep,
+)
 from memory_core.base.errors import (
     DatabaseBusy,
     DatabaseUnreachable,
@@ -93,7 +100,10 @@ class SpoolingHistory(HistoryStore):
         settings: HistorySettings,
         indexer: MessageIndexer | None,
         spool_dir: Path,
+        *,
+        sleep: Sleep = system_sleep,
     ) -> None:
+        """`sleep` waits between tries to write the spool back."""
         super().__init__(db, settings, indexer)
         self._files = SpoolFiles(spool_dir)
         self._path = self._files.path
@@ -102,7 +112,7 @@ class SpoolingHistory(HistoryStore):
         self._replaying = asyncio.Lock()
         self._writing = asyncio.Lock()
         """Orders appends to this process's file against its rewrite after a replay."""
-        self._retry = Retrier(self.flush_spool, lambda: bool(self._spooled))
+        self._retry = Retrier(self.flush_spool, lambda: bool(self._spooled), sleep)
         self._outage = False
 
     # --- the spool file ---------------------------------------------------------------
@@ -313,10 +323,16 @@ class Retrier:
     """Writes a spool back on a backoff timer while anything of this process waits in
     it: one loop for messages and audit rows alike."""
 
-    def __init__(self, flush: Callable[[], Awaitable[bool]], waiting: Callable[[], bool]) -> None:
+    def __init__(
+        self,
+        flush: Callable[[], Awaitable[bool]],
+        waiting: Callable[[], bool],
+        sleep: Sleep = system_sleep,
+    ) -> None:
         self._flush = flush
         """Writes what it can; True when nothing of this process is left."""
         self._waiting = waiting
+        self._sleep = sleep
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -328,7 +344,7 @@ class Retrier:
         for wait in Backoff(RETRY_FIRST_SECONDS, RETRY_MAX_SECONDS).waits():
             if not self._waiting():
                 return
-            await asyncio.sleep(wait)
+            await self._sleep(wait)
             if await self._flush():
                 return
 
@@ -401,15 +417,25 @@ class SpoolingAudit(AuditLog):
     written in one transaction with a claim of its key, so a replay that dies half-way
     and runs again never writes a row twice."""
 
-    def __init__(self, db: Db, spool_dir: Path) -> None:
+    def __init__(
+        self,
+        db: Db,
+        spool_dir: Path,
+        *,
+        clock: Clock = system_clock,
+        sleep: Sleep = system_sleep,
+    ) -> None:
+        """`clock` dates the claim of a spooled change without rows; `sleep` waits
+        between tries to write the spool back."""
         super().__init__(db)
+        self._clock = clock
         self._files = SpoolFiles(spool_dir)
         self._seq = 0
         self._waiting = 0
         """Changes of this process in its spool, not yet written."""
         self._writing = asyncio.Lock()
         self._replaying = asyncio.Lock()
-        self._retry = Retrier(self.flush_spool, lambda: self._waiting > 0)
+        self._retry = Retrier(self.flush_spool, lambda: self._waiting > 0, sleep)
         self._outage = False
 
     @property
@@ -464,7 +490,7 @@ class SpoolingAudit(AuditLog):
         records, _ = await asyncio.to_thread(read_records, path, audit_record)
         for record in records:
             rows = [tuple(r) for r in record["rows"]]
-            at = parse_when(str(rows[0][0])) if rows else datetime.now(UTC)
+            at = parse_when(str(rows[0][0])) if rows else self._clock()
             claim = claim_step("spool", "audit", f"{path.stem}:{record['seq']}", at)
 
             await self._db.run(partial(_claimed_insert, claim=claim, rows=rows))

@@ -26,6 +26,7 @@ from adapters.mcp_server import serve_http
 from memory_core.base.errors import ChatmemError
 from memory_core.base.scope import MAIN, ScopeKey
 from memory_core.engine import MemoryCore
+from testkit.waiting import until
 from tests.functional.conftest import make_config
 from tests.functional.test_console import chatmem_executable, clean_env
 from tests.postgres import with_storage
@@ -288,9 +289,10 @@ async def test_stdio_server_ends_cleanly_when_the_client_goes_mid_call(workspace
         "    async with Client(params) as client:\n"
         "        asyncio.ensure_future(client.call_tool('memory_save', {'content': "
         "'half a thought', 'target': 'long-term'}))\n"
-        "        await asyncio.sleep(0.01)\n"
+        "        for _ in range(100):  # loop turns: the request goes out meanwhile\n"
+        "            await asyncio.sleep(0)\n"
         "        print('calling', flush=True)\n"
-        "        await asyncio.sleep(60)\n"
+        "        await asyncio.Event().wait()  # until killed\n"
         "asyncio.run(main())\n"
     )
     args = ["mcp", "--workspace", str(workspace), "--scope", ALICE.value, "--create"]
@@ -308,11 +310,7 @@ async def test_stdio_server_ends_cleanly_when_the_client_goes_mid_call(workspace
     process.kill()
     await process.wait()
     # The server notices its stdin closed and exits; nothing of it is left running.
-    for _ in range(200):
-        if not _servers_of(workspace):
-            break
-        await asyncio.sleep(0.1)
-    assert not _servers_of(workspace)
+    await until(lambda: not _servers_of(workspace), within=20, pause=0.1, what="the server's exit")
     async with MemoryCore.open(make_config(workspace)) as core:
         assert await core.memories.validate() == []
         assert [e.content for e in await core.memories.entries(ALICE)] in ([], ["half a thought"])

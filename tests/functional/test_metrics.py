@@ -23,6 +23,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from testkit.bot import llm_env
 from testkit.openai_server import FakeOpenAI
 from testkit.telegram_api import FakeTelegramAPI
+from testkit.waiting import until as wait_until
 from tests.functional.conftest import ALICE
 from tests.functional.test_console import chatmem_executable, clean_env
 from tests.postgres import with_storage
@@ -108,16 +109,19 @@ async def until(
     http: aiohttp.ClientSession, url: str, done: Callable[[int, str], bool], what: str
 ) -> tuple[int, str]:
     """GET `url` again until `done(status, body)` holds (at most `WAIT` seconds)."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + WAIT
-    while True:
+    last: list[tuple[int, str]] = []
+
+    async def answered() -> bool:
         async with http.get(url) as response:
-            status, body = response.status, await response.text()
-        if done(status, body):
-            return status, body
-        if loop.time() > deadline:
-            raise TimeoutError(f"timed out waiting for {what}: last {status} {body[:2000]}")
-        await asyncio.sleep(0.05)
+            last[:] = [(response.status, await response.text())]
+        return done(*last[0])
+
+    try:
+        await wait_until(answered, within=WAIT, pause=0.05, what=what)
+    except AssertionError:
+        status, body = last[0]
+        raise TimeoutError(f"timed out waiting for {what}: last {status} {body[:2000]}") from None
+    return last[0]
 
 
 def turns(body: str) -> float:

@@ -3,7 +3,6 @@ and the journal's rows as another process would read them."""
 
 from __future__ import annotations
 
-import asyncio
 import sqlite3
 import subprocess
 import sys
@@ -19,6 +18,7 @@ from memory_core.config import Config
 from memory_core.engine import MemoryCore
 from memory_core.recall.guard import RETRY_SECONDS
 from memory_core.storage.pg.database import DOWN_SECONDS
+from testkit.waiting import until
 from tests.support import sql
 
 REPO = Path(__file__).resolve().parents[2]
@@ -107,15 +107,22 @@ def with_long_term(config: Config, **settings: object) -> Config:
 async def eventually(check: object, within: float = 30.0) -> None:
     """Wait until `await check()` holds (a state, not a pause): the database may be away
     meanwhile; fails with the last assertion after `within` seconds."""
-    deadline = asyncio.get_running_loop().time() + within
-    while True:
+    failure: list[BaseException] = []
+
+    async def holds() -> bool:
         try:
             assert await check()  # type: ignore[operator]
-            return
-        except (AssertionError, DatabaseUnreachable):
-            if asyncio.get_running_loop().time() > deadline:
-                raise
-        await asyncio.sleep(0.2)
+        except (AssertionError, DatabaseUnreachable) as exc:
+            failure[:] = [exc]
+            return False
+        return True
+
+    try:
+        await until(holds, within=within, pause=0.2, what="the state")
+    except AssertionError:
+        if failure:
+            raise failure[0] from None
+        raise
 
 
 async def past_cool_downs(

@@ -31,6 +31,7 @@ import pytest
 from memory_core.base.scope import ScopeKey
 from memory_core.config import load_config
 from memory_core.engine import MemoryCore
+from testkit.waiting import until_sync
 from tests.postgres import PostgresServer
 from tests.reliability.support import REPO, cli
 
@@ -130,16 +131,17 @@ def writers(workspace: Path, storage: Mapping[str, str], tmp: Path) -> Iterator[
 
 def wait_for_acks(tmp: Path, per_writer: int) -> None:
     """Until every writer has acknowledged `per_writer` captures (a state, not a pause)."""
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        counts = {n: 0 for n in range(WRITERS)}
+    counts: dict[int, int] = {}
+
+    def acknowledged() -> bool:
+        counts.clear()
+        counts.update({n: 0 for n in range(WRITERS)})
         for kind, _, _, text in acked(tmp):
             if kind == "capture":
                 counts[int(text.split()[2][1:])] += 1
-        if min(counts.values()) >= per_writer:
-            return
-        time.sleep(0.05)  # polling a state written by other processes
-    raise AssertionError(f"writers stalled: {counts}")
+        return min(counts.values()) >= per_writer
+
+    until_sync(acknowledged, within=120, what=f"every writer's captures (so far {counts})")
 
 
 async def check_restored(

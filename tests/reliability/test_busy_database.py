@@ -13,7 +13,6 @@ import asyncio
 import logging
 import sqlite3
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -25,6 +24,7 @@ from memory_core.config import Config
 from memory_core.engine import MemoryCore
 from memory_core.recall.guard import RETRY_SECONDS
 from memory_core.storage import db
+from testkit.waiting import WITHIN, until
 from tests.reliability.support import with_long_term
 from tests.support import index_of, sql
 
@@ -34,16 +34,20 @@ pytestmark = pytest.mark.sqlite_only
 DEGRADED = ("search index unusable", "database unavailable")
 
 
-def hold_exclusive(path: Path, seconds: float, held: threading.Event) -> None:
-    """Another process's long write: the database's write lock for `seconds`."""
+def hold_exclusive(path: Path, held: threading.Event, release: threading.Event) -> None:
+    """Another process's long write: the database's write lock until `release`."""
     conn = sqlite3.connect(path, isolation_level=None, timeout=30)
     try:
         conn.execute("BEGIN EXCLUSIVE")
         held.set()
-        time.sleep(seconds)
+        assert release.wait(WITHIN), "the test never let the lock go"
         conn.execute("COMMIT")
     finally:
         conn.close()
+
+
+def busy_retries(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.getMessage().startswith("database locked")]
 
 
 def degradations(caplog: pytest.LogCaptureFixture) -> list[str]:
@@ -58,15 +62,16 @@ async def test_a_transient_lock_causes_no_degradation(
 ) -> None:
     monkeypatch.setattr(db, "BUSY_TIMEOUT_MS", 100)
     caplog.set_level(logging.INFO, logger="memory_core")
+    caplog.set_level(logging.DEBUG, logger="memory_core.storage.db")
     async with MemoryCore.open(
         with_long_term(config, write_delay_seconds=0.0), clock=clock
     ) as core:
         await core.memories.capture(MAIN, "the flat has a gas boiler")
         await core.notes.append(MAIN, "first note of the day")
         await core.memories.flush()
-        held = threading.Event()
+        held, release = threading.Event(), threading.Event()
         holder = asyncio.create_task(
-            asyncio.to_thread(hold_exclusive, core.workspace.db_path, 1.0, held)
+            asyncio.to_thread(hold_exclusive, core.workspace.db_path, held, release)
         )
         await asyncio.to_thread(held.wait)
 
@@ -75,12 +80,16 @@ async def test_a_transient_lock_causes_no_degradation(
             await core.memories.flush()  # its file write, audit rows and index update
             return entry.id
 
-        entry_id, (note_path, _), turn, hits = await asyncio.gather(
+        work = asyncio.gather(
             capture(),
             core.notes.append(MAIN, "called the plumber about the boiler noise"),
             core.conversation.turn(MAIN, "the boiler makes a knocking noise again"),
             core.finder.search(MAIN, "gas boiler"),
         )
+        # The lock stays until the calls met it past SQLite's own wait, again and again.
+        await until(lambda: len(busy_retries(caplog)) >= 4, what="calls retrying the lock")
+        release.set()
+        entry_id, (note_path, _), turn, hits = await work
         await holder
 
         assert degradations(caplog) == []
@@ -107,9 +116,9 @@ async def test_a_lock_held_past_every_retry_is_one_clear_error_not_damage(
     async with MemoryCore.open(config, clock=clock) as core:
         await core.memories.capture(MAIN, "the flat has a gas boiler")
         await core.memories.flush()
-        held = threading.Event()
+        held, release = threading.Event(), threading.Event()
         holder = asyncio.create_task(
-            asyncio.to_thread(hold_exclusive, core.workspace.db_path, 1.5, held)
+            asyncio.to_thread(hold_exclusive, core.workspace.db_path, held, release)
         )
         await asyncio.to_thread(held.wait)
         with pytest.raises(DatabaseBusy) as caught:
@@ -119,6 +128,7 @@ async def test_a_lock_held_past_every_retry_is_one_clear_error_not_damage(
         # A note is the file's: it is saved, and indexed by the next sync.
         path, _ = await core.notes.append(MAIN, "boiler pressure at 1.2 bar")
         assert "boiler pressure at 1.2 bar" in (core.workspace.root / path).read_text("utf-8")
+        release.set()
         await holder
         assert core.degraded_reason is None and core.guard.degradations == 0
         await index_of(core).sync_scope(MAIN)

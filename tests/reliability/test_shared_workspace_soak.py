@@ -47,6 +47,7 @@ from memory_core.config import load_config
 from memory_core.engine import MemoryCore
 from memory_core.base.merge_values import ChangeKind
 from memory_core.base.scope import ScopeKey
+from testkit.waiting import until
 
 DEGRADED = ("search index unusable", "database unavailable", "capture journal unavailable")
 
@@ -69,11 +70,9 @@ async def main():
     async with MemoryCore.open(config) as core:
         # Both start together: each waits, core open, for the other's (a state, not time).
         (here / "ready").touch()
-        give_up = time.monotonic() + {wait!r}
-        while not (there / "ready").exists():
-            if time.monotonic() > give_up:
-                raise SystemExit("the other process never opened its core")
-            await asyncio.sleep(0.02)
+        await until(
+            lambda: (there / "ready").exists(), within={wait!r}, what="the other process's core"
+        )
         started = time.monotonic()
         reached = None
         rng = random.Random("{tag}")

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -27,6 +26,7 @@ from memory_core.engine import MemoryCore
 from memory_core.notes import daily
 from memory_core.recall.index import rebuild, writes
 from memory_core.storage.pg.connection import PgConnection
+from testkit.waiting import until_sync
 from tests.support import sql
 
 WAIT_SECONDS = 30.0
@@ -82,10 +82,11 @@ def append_beside(
             thread = threading.Thread(target=appender)
             thread.start()
             pid = second.info.backend_pid
-            deadline = time.monotonic() + WAIT_SECONDS
-            while not blocked_on_a_lock(watcher, pid) and thread.is_alive():
-                assert time.monotonic() < deadline, "the append never met the holder's lock"
-                time.sleep(0.01)
+            until_sync(
+                lambda: blocked_on_a_lock(watcher, pid) or not thread.is_alive(),
+                within=WAIT_SECONDS,
+                what="the append meeting the holder's lock",
+            )
         thread.join(WAIT_SECONDS)
     assert not failure, failure
     return answer[0]

@@ -9,7 +9,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
@@ -28,6 +27,7 @@ from memory_core.notes.event_log import (
     read_blocking,
 )
 from testkit.openai_server import FakeOpenAI
+from testkit.waiting import until_sync
 from tests.conftest import START
 from tests.unit.test_chat import fake, model_config  # noqa: F401  (the fake model fixture)
 
@@ -152,7 +152,9 @@ def test_a_writer_killed_mid_append_loses_nothing_before_it(tmp_path: Path, roun
         [sys.executable, "-c", CRASHING_WRITER, str(path)], stdout=subprocess.PIPE
     )
     assert child.stdout is not None and child.stdout.readline() == b"writing\n"
-    time.sleep(0.01 * round_)
+    # Each round kills the writer further along: after `round_` more notes of 5 000 bytes.
+    written = path.stat().st_size
+    until_sync(lambda: path.stat().st_size >= written + round_ * 5000, what="more notes")
     os.kill(child.pid, signal.SIGKILL)
     child.wait()
     log = read_blocking(path, root=tmp_path)

@@ -17,6 +17,7 @@ from memory_core.config import Config, load_config
 from memory_core.conversation.prompting import COMPACT_INSTRUCTIONS
 from memory_core.engine import MemoryCore
 from testkit.openai_server import FakeOpenAI
+from testkit.waiting import turns, until
 from tests.conftest import START
 from tests.postgres import with_storage
 from tests.support import sql
@@ -175,11 +176,11 @@ async def test_a_job_held_by_another_process_is_left_to_it(workspace: Path) -> N
 async def test_start_runs_a_tick_and_stop_cancels_it(core: MemoryCore) -> None:
     runtime = core.conversation
     runtime.start()
-    for _ in range(100):
-        if "quiet-consolidation" in await schedule_state(core):
-            break
-        await asyncio.sleep(0.02)
-    assert "quiet-consolidation" in await schedule_state(core)
+
+    async def ticked() -> bool:
+        return "quiet-consolidation" in await schedule_state(core)
+
+    await until(ticked, what="the first tick")
     await runtime.stop()
     assert runtime._ticker is None
     with pytest.raises(RuntimeError, match="shutting down"):
@@ -217,11 +218,7 @@ async def test_stop_waits_for_the_turn_then_flushes(
             await core.conversation.turn(ALICE, f"第 {i} 句话")
         fake.delay(0.5, text="slow answer")
         turn = asyncio.ensure_future(core.conversation.turn(ALICE, "a slow question"))
-        for _ in range(200):
-            if len(fake.chat_requests()) == 5:
-                break
-            await asyncio.sleep(0.01)
-        assert len(fake.chat_requests()) == 5, "the slow turn never reached the model"
+        await until(lambda: len(fake.chat_requests()) == 5, what="the slow turn at the model")
         slow_request = len(fake.requests)
         assert not turn.done()
 
@@ -281,14 +278,22 @@ async def test_stop_waits_for_a_turn_whose_caller_stopped_waiting(core: MemoryCo
         return await real_turn(scope, text, speaker=speaker, speaker_id=speaker_id)
 
     runtime.chat.turn = slow_turn  # type: ignore[method-assign]
+    flushed: list[bool] = []
+    real_flush = runtime._flush_open_sessions
+
+    async def flush() -> None:
+        flushed.append(True)
+        await real_flush()
+
+    runtime._flush_open_sessions = flush  # type: ignore[method-assign]
     waiting = asyncio.ensure_future(runtime.turn(MAIN, "hello there"))
     await entered.wait()
     waiting.cancel()
     with pytest.raises(asyncio.CancelledError):
         await waiting
     stopping = asyncio.ensure_future(runtime.stop())
-    await asyncio.sleep(0.05)
-    assert not stopping.done()  # the turn is still in flight
+    await turns(50)  # a stop that did not wait would be flushing by now
+    assert not stopping.done() and not flushed  # the turn is still in flight
     release.set()
     await stopping
     history = runtime.history

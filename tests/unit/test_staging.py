@@ -25,6 +25,7 @@ from memory_core.config import Config
 from memory_core.engine import MemoryCore
 from memory_core.longterm import store
 from memory_core.longterm.memory_md_parser import parse_memory
+from testkit.waiting import until
 from tests.support import journal_sql
 
 pytestmark = pytest.mark.storage
@@ -95,10 +96,7 @@ async def test_a_burst_of_captures_is_one_write(
 async def test_the_write_follows_on_its_own(config: Config, clock: ManualClock) -> None:
     async with MemoryCore.open(slow_writes(config, 0.01), clock=clock) as core:
         entry, _ = await core.memories.capture(MAIN, "walks the dog at seven")
-        for _ in range(200):
-            if on_disk(core):
-                break
-            await asyncio.sleep(0.01)
+        await until(lambda: on_disk(core), what="the staged write")
         assert on_disk(core) == {entry.id: "walks the dog at seven"}
 
 
@@ -169,10 +167,7 @@ async def test_a_failed_write_keeps_the_captures_and_retries(
     monkeypatch.setattr("memory_core.longterm.staging.RETRY_FIRST_SECONDS", 0.01)
     async with MemoryCore.open(slow_writes(config, 0.0), clock=clock) as core:
         entry, _ = await core.memories.capture(MAIN, "allergic to peanuts")
-        for _ in range(300):
-            if on_disk(core):
-                break
-            await asyncio.sleep(0.01)
+        await until(lambda: on_disk(core), what="the retried write")
         assert failures == []
         assert on_disk(core) == {entry.id: "allergic to peanuts"}
 

@@ -7,7 +7,6 @@ import sqlite3
 import subprocess
 import sys
 import threading
-import time
 import unicodedata
 from collections.abc import Callable, Iterator
 from datetime import date
@@ -28,6 +27,7 @@ from memory_core.base.text import (
     writes_cjk,
 )
 from memory_core.recall.query import build_query
+from testkit.waiting import WITHIN, turns, until, until_sync
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -345,15 +345,20 @@ def test_writes_cjk_weighs_the_scripts() -> None:
 
 
 class _RecordingLoader:
-    def __init__(self, delay: float = 0.0, failures: int = 0) -> None:
+    """Records the threads that load; `gated`: each load waits for `release`, so a test
+    holds the load in progress while it looks at what its callers do."""
+
+    def __init__(self, gated: bool = False, failures: int = 0) -> None:
         self.threads: list[int] = []
-        self.delay = delay
+        self.release = threading.Event()
+        if not gated:
+            self.release.set()
         self.failures = failures
         self.segmenter = text._STATE.segmenter
 
     def __call__(self) -> text._Segmenter:
         self.threads.append(threading.get_ident())
-        time.sleep(self.delay)
+        assert self.release.wait(WITHIN), "the test never let the load end"
         if self.failures:
             self.failures -= 1
             raise RuntimeError("dictionary missing")
@@ -363,8 +368,8 @@ class _RecordingLoader:
 
 @pytest.fixture
 def fresh_loader(monkeypatch: pytest.MonkeyPatch) -> Callable[..., _RecordingLoader]:
-    def install(delay: float = 0.0, failures: int = 0) -> _RecordingLoader:
-        loader = _RecordingLoader(delay, failures)
+    def install(gated: bool = False, failures: int = 0) -> _RecordingLoader:
+        loader = _RecordingLoader(gated, failures)
         monkeypatch.setattr(text, "_STATE", text._LoaderState())
         monkeypatch.setattr(text, "_load_segmenter", loader)
         return loader
@@ -418,44 +423,52 @@ async def test_ensure_loaded_loads_off_the_event_loop_once(
 async def test_concurrent_ensure_loaded_shares_one_load(
     fresh_loader: Callable[..., _RecordingLoader],
 ) -> None:
-    loader = fresh_loader(delay=0.05)
-    await asyncio.gather(*(ensure_loaded() for _ in range(10)))
+    loader = fresh_loader(gated=True)
+    loads = asyncio.gather(*(ensure_loaded() for _ in range(10)))
+    await until(lambda: loader.threads, what="the load under way")
+    await turns()  # every caller has asked meanwhile
+    loader.release.set()
+    await loads
     assert len(loader.threads) == 1
 
 
 async def test_ensure_loaded_keeps_event_loop_responsive(
     fresh_loader: Callable[..., _RecordingLoader],
 ) -> None:
-    fresh_loader(delay=0.2)
+    loader = fresh_loader(gated=True)
     ticks = 0
 
     async def ticker() -> None:
         nonlocal ticks
         while True:
             ticks += 1
-            await asyncio.sleep(0.01)
+            await asyncio.sleep(0)
 
     task = asyncio.create_task(ticker())
-    await ensure_loaded()
+    loading = asyncio.create_task(ensure_loaded())
+    await until(lambda: loader.threads, what="the load under way")
+    seen = ticks
+    await until(lambda: ticks >= seen + 5, what="the loop running during the load")
+    assert not loading.done()  # the loop ran while the load was under way
+    loader.release.set()
+    await loading
     task.cancel()
-    assert ticks >= 5
 
 
 async def test_cancelled_waiter_does_not_break_loading(
     fresh_loader: Callable[..., _RecordingLoader],
 ) -> None:
-    loader = fresh_loader(delay=0.1)
+    loader = fresh_loader(gated=True)
     first = asyncio.create_task(ensure_loaded())
     second = asyncio.create_task(ensure_loaded())
-    for _ in range(10_000):  # until the load runs in its thread
-        if loader.threads:
-            break
-        await asyncio.sleep(0.001)
-    assert loader.threads, "the load never began"
+    await until(lambda: loader.threads, what="the load running in its thread")
     second.cancel()
     first.cancel()
     await asyncio.gather(first, second, return_exceptions=True)
-    await ensure_loaded()
+    third = asyncio.create_task(ensure_loaded())  # while the load is still under way
+    await turns()
+    loader.release.set()
+    await third
     assert len(loader.threads) == 1
 
 
@@ -468,10 +481,18 @@ async def test_failed_load_is_retried(fresh_loader: Callable[..., _RecordingLoad
 
 
 def test_warm_up_is_thread_safe(fresh_loader: Callable[..., _RecordingLoader]) -> None:
-    loader = fresh_loader(delay=0.05)
-    threads = [threading.Thread(target=warm_up) for _ in range(8)]
+    loader = fresh_loader(gated=True)
+    arrived: list[int] = []
+
+    def warm() -> None:
+        arrived.append(threading.get_ident())
+        warm_up()
+
+    threads = [threading.Thread(target=warm) for _ in range(8)]
     for thread in threads:
         thread.start()
+    until_sync(lambda: loader.threads and len(arrived) == 8, what="every thread warming up")
+    loader.release.set()  # the load ends only once all eight have asked for it
     for thread in threads:
         thread.join()
     assert len(loader.threads) == 1

@@ -10,7 +10,6 @@ import logging
 import math
 import sqlite3
 import threading
-import time
 from collections.abc import AsyncIterator, Iterable, Sequence
 from pathlib import Path
 
@@ -29,6 +28,7 @@ from memory_core.storage.vectors import rows as vectors
 from memory_core.storage.vectors import survey as vector_survey
 from memory_core.storage.vectors.index import VectorIndex
 from testkit.openai_server import FakeOpenAI
+from testkit.waiting import turns, until
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -263,20 +263,35 @@ async def test_a_failure_half_way_keeps_the_batches_before_it(
 
 
 async def test_scheduled_backfill_retries_by_itself_after_a_failure(
-    db: Database, fake: FakeOpenAI, index: VectorIndex, monkeypatch: pytest.MonkeyPatch
+    db: Database, fake: FakeOpenAI
 ) -> None:
-    monkeypatch.setattr(vector_backfill, "RETRY_SECONDS", (0.05,))
-    sid, ids = await add(db, "main", ["alpha", "beta"])
-    fake.fail_embeddings(500)
-    index.schedule(sid)
-    await index.drain()
-    assert await stored(db) == {}
-    for _ in range(100):  # the retry timer fires and backfills
-        await asyncio.sleep(0.02)
+    """A failed backfill is tried again once the schedule's first wait has passed on the
+    injected clock, and not before."""
+    clock = ManualMonotonic()
+    index = VectorIndex(db, embedder(fake), batch_size=2, monotonic=clock, sleep=clock.sleep)
+    try:
+        sid, ids = await add(db, "main", ["alpha", "beta"])
+        fake.fail_embeddings(500)
+        index.schedule(sid)
         await index.drain()
-        if len(await stored(db)) == 2:
-            break
-    assert set(await stored(db)) == set(ids)
+        assert await stored(db) == {}
+        await until(lambda: clock.sleeping == 1, what="the retry waiting")
+        first = vector_backfill.RETRY_WAITS.wait(1)
+        clock.advance(first - 1)
+        await turns()
+        await index.drain()
+        assert clock.sleeping == 1 and len(fake.embedding_requests()) == 1
+
+        async def backfilled() -> bool:
+            await index.drain()
+            return len(await stored(db)) == 2
+
+        clock.advance(1)  # the retry is due: it backfills
+        await until(backfilled, what="the retried backfill")
+        assert set(await stored(db)) == set(ids)
+        assert clock.sleeping == 0  # it worked: no further retry waits
+    finally:
+        await index.close()
 
 
 async def test_schedule_coalesces_and_drain_waits(
@@ -285,11 +300,7 @@ async def test_schedule_coalesces_and_drain_waits(
     sid, _ = await add(db, "main", ["alpha", "beta"])
     fake.fail_embeddings(200, delay=0.2)  # the first batch is slow
     index.schedule(sid)
-    for _ in range(2000):  # until the first batch is with the model
-        if fake.embedding_requests():
-            break
-        await asyncio.sleep(0.005)
-    assert fake.embedding_requests(), "the backfill never began"
+    await until(fake.embedding_requests, what="the first batch with the model")
     await add(db, "main", ["gamma"])
     for _ in range(5):
         index.schedule(sid)  # joins the running backfill: one more round, not five
@@ -370,6 +381,33 @@ async def test_big_scopes_are_surveyed_within_the_duty(
         monotonic.advance(1.0 / vector_survey.SURVEY_DUTY)
         await vi.backfill(sid)
         assert ids[0] not in await stored(db)
+    finally:
+        await vi.close()
+
+
+async def test_a_survey_put_off_starts_by_itself_on_the_injected_clock(
+    db: Database, fake: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The wait of a survey put off for the duty is reckoned and slept on one clock: the
+    test's, moved past it, starts the survey without any backfill being asked for."""
+    monkeypatch.setattr(vector_survey, "SMALL_SCOPE", 2)
+    clock = ManualMonotonic()
+    vi = VectorIndex(db, embedder(fake), monotonic=clock, sleep=clock.sleep)
+    try:
+        sid, ids = await add(db, "main", ["alpha", "beta", "gamma", "delta"])
+        await vi.backfill(sid)
+        vi._backfills._surveys._watch[sid].cost = 1.0  # as if the survey had taken a second
+        await delete(db, sid, [ids[0]])
+        await vi.backfill(sid)
+        assert ids[0] in await stored(db)  # wanted, but not before 100 s
+        await until(lambda: clock.sleeping == 1, what="the survey put off")
+        clock.advance(1.0 / vector_survey.SURVEY_DUTY)
+
+        async def surveyed() -> bool:
+            await vi.drain()
+            return ids[0] not in await stored(db)
+
+        await until(surveyed, what="the survey's backfill")
     finally:
         await vi.close()
 
@@ -561,18 +599,19 @@ async def test_search_with_a_query_of_another_size_is_an_embedding_error(
         await index.search(sid, np.ones(8, dtype=np.float32), 1)
 
 
-async def test_close_stops_retries_and_closes_the_embedder(
-    db: Database, fake: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(vector_backfill, "RETRY_SECONDS", (0.05,))
-    vi = VectorIndex(db, embedder(fake))
+async def test_close_stops_retries_and_closes_the_embedder(db: Database, fake: FakeOpenAI) -> None:
+    clock = ManualMonotonic()
+    vi = VectorIndex(db, embedder(fake), monotonic=clock, sleep=clock.sleep)
     sid, _ = await add(db, "main", ["alpha"])
     fake.fail_embeddings(500, times=10)
     vi.schedule(sid)
     await vi.drain()
+    await until(lambda: clock.sleeping == 1, what="the retry waiting")
     await vi.close()
     requests = len(fake.embedding_requests())
-    await asyncio.sleep(0.15)
+    assert clock.sleeping == 0  # the retry no longer waits
+    clock.advance(max(vector_backfill.RETRY_WAITS.steps))  # long past its time
+    await turns()
     vi.schedule(sid)  # ignored once closed
     assert len(fake.embedding_requests()) == requests == 1
 
@@ -937,20 +976,28 @@ async def test_close_stops_a_build_under_way(
     sid, _ = await graph_scope(db, spread)
     monkeypatch.setattr(ann, "BUILD_SLICE", 8)
     slices: list[int] = []
-    first = threading.Event()
-    real = ann.Graph.add
+    first, go, ended = threading.Event(), threading.Event(), threading.Event()
+    real_add, real_build = ann.Graph.add, ann.build
 
-    def slow(self, keys, vecs, **kwargs):  # type: ignore[no-untyped-def]
+    def gated(self, keys, vecs, **kwargs):  # type: ignore[no-untyped-def]
         slices.append(len(keys))
         first.set()
-        time.sleep(0.02)
-        return real(self, keys, vecs, **kwargs)
+        assert go.wait(5)  # each slice waits for the test: the build is under way at close
+        return real_add(self, keys, vecs, **kwargs)
 
-    monkeypatch.setattr(ann.Graph, "add", slow)
+    def build(*args, **kwargs):  # type: ignore[no-untyped-def]
+        try:
+            return real_build(*args, **kwargs)
+        finally:
+            ended.set()
+
+    monkeypatch.setattr(ann.Graph, "add", gated)
+    monkeypatch.setattr(ann, "build", build)
     vi = VectorIndex(db, embedder(spread), ann_min_rows=100)
     await vi.load(sid)
     assert await asyncio.to_thread(first.wait, 5)
     await vi.close()
     done = len(slices)
-    await asyncio.sleep(0.1)
+    go.set()  # the slices may go on now; a build that was not stopped would
+    assert await asyncio.to_thread(ended.wait, 10)
     assert len(slices) == done < GRAPH_ROWS // 8  # stopped within a slice, long before the end

@@ -23,19 +23,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import psycopg
 import psycopg.errors
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from memory_core.base.clock import Monotonic
+from memory_core.base.clock import Monotonic, system_clock, system_monotonic
 from memory_core.base.errors import (
     ConfigError,
     DatabaseBusy,
@@ -112,7 +110,7 @@ class PgDatabase:
         migrations: Sequence[Migration] = PG_MIGRATIONS,
         owner: Owner | None = None,
         *,
-        monotonic: Monotonic = time.monotonic,
+        monotonic: Monotonic = system_monotonic,
     ) -> None:
         """`monotonic` times the `DOWN_SECONDS` after the server was found unreachable."""
         self._pool = pool
@@ -134,7 +132,7 @@ class PgDatabase:
         pool_size: int = 4,
         migrations: Sequence[Migration] = PG_MIGRATIONS,
         owner: Owner | None = None,
-        monotonic: Monotonic = time.monotonic,
+        monotonic: Monotonic = system_monotonic,
         known: bool = True,
     ) -> PgDatabase:
         """Connect and migrate, on a connection of its own first: its failure says why
@@ -393,7 +391,7 @@ def migrate(
                 raw.execute(sql.encode())  # several statements: the simple query protocol
             raw.execute(
                 "INSERT INTO _migrations (name, applied_at) VALUES (%s, %s)",
-                (name, datetime.now(UTC).isoformat()),
+                (name, system_clock().isoformat()),
             )
             applied.append(name)
         if owner is not None:
@@ -421,7 +419,7 @@ def apply_step(conn: Connection, step: tuple[str, str]) -> bool:
     raw.execute(sql.encode())  # several statements: the simple query protocol
     raw.execute(
         "INSERT INTO _migrations (name, applied_at) VALUES (%s, %s)",
-        (name, datetime.now(UTC).isoformat()),
+        (name, system_clock().isoformat()),
     )
     log.info("applied PostgreSQL migration %s", name)
     return True
@@ -455,5 +453,5 @@ def _check_owner(raw: psycopg.Connection[Any], owner: Owner) -> None:
         log.warning("recording this workspace as the owner of the database it has been using")
     raw.execute(
         "INSERT INTO workspace (id, claimed_at) VALUES (%s, %s)",
-        (owner.workspace_id, datetime.now(UTC).isoformat()),
+        (owner.workspace_id, system_clock().isoformat()),
     )

@@ -3,9 +3,10 @@
 Writers never wait for a model: `schedule(scope_id)` (the index calls it after every
 write) starts, or joins, one background backfill per scope, which embeds the chunks that
 have no vector (the vectors already made of the same texts first, the model for the
-misses, in batches, each batch written in one transaction) and drops vectors whose chunk is gone. A failing embedder is logged
-once and tried again later with backoff; the chunks simply wait, and recall works by words
-meanwhile. Which chunks need a vector is survey.py's to find.
+misses, in batches, each batch written in one transaction) and drops vectors whose chunk
+is gone. A failing embedder is logged once and tried again later (`RETRY_WAITS`, waited
+with the injected `sleep`); the chunks simply wait, and recall works by words meanwhile.
+Which chunks need a vector is survey.py's to find.
 
 A batch is written through a `VectorWriter`: `vectors.store` in one transaction here;
 with pgvector, memory_core/storage/pg/vectors.py also writes each row's `embedding` column. The
@@ -21,8 +22,8 @@ from collections.abc import Callable
 from functools import partial
 from typing import Protocol
 
-from memory_core.base.clock import Monotonic
-from memory_core.base.retry import OutageNotice
+from memory_core.base.clock import Monotonic, Sleep, system_sleep
+from memory_core.base.retry import OutageNotice, Steps
 from memory_core.base.scope_names import scope_name
 from memory_core.base.speaker_label import without_label
 from memory_core.base.sql import Db
@@ -34,8 +35,8 @@ from memory_core.storage.vectors.survey import Surveys
 
 log = logging.getLogger(__name__)
 
-RETRY_SECONDS = (30.0, 60.0, 120.0, 300.0, 600.0)
-"""Waits before trying a failed backfill again."""
+RETRY_WAITS = Steps((30.0, 60.0, 120.0, 300.0, 600.0))
+"""Waits before trying a failed backfill again, by failures in a row."""
 CACHE_GROUP = 512
 """Texts looked up among the vectors already made, per database call."""
 BATCH_CHARS = 32_000
@@ -102,19 +103,22 @@ class Backfills:
         *,
         batch_size: int,
         monotonic: Monotonic,
+        sleep: Sleep = system_sleep,
     ) -> None:
-        """`on_stored(scope id, what was written)` runs after every write, on the loop."""
+        """`on_stored(scope id, what was written)` runs after every write, on the loop;
+        `sleep` waits out `RETRY_WAITS`."""
         self._db = db
         self._embedder = embedder
         self._model = embedder.name
         self._writer = writer
         self._on_stored = on_stored
         self._batch_size = max(1, batch_size)
-        self._surveys = Surveys(db, self._model, monotonic, self.schedule)
+        self._surveys = Surveys(db, self._model, monotonic, self.schedule, sleep)
         self._filling: dict[int, asyncio.Lock] = {}
         self._tasks: dict[int, asyncio.Task[None]] = {}
         self._again: set[int] = set()
-        self._retries: dict[int, asyncio.TimerHandle] = {}
+        self._sleep = sleep
+        self._retries: dict[int, asyncio.Task[None]] = {}
         self._failures: dict[int, int] = {}
         self._failing = False
         self._behind: set[int] = set()
@@ -336,9 +340,9 @@ class Backfills:
         return result
 
     def _failed(self, sid: int, exc: EmbeddingError) -> None:
-        attempt = self._failures.get(sid, 0)
-        self._failures[sid] = attempt + 1
-        delay = RETRY_SECONDS[min(attempt, len(RETRY_SECONDS) - 1)]
+        failures = self._failures.get(sid, 0) + 1
+        self._failures[sid] = failures
+        delay = RETRY_WAITS.wait(failures)
         if not self._failing:
             self._failing = True
             log.warning(
@@ -355,12 +359,20 @@ class Backfills:
             loop = asyncio.get_running_loop()
             if (old := self._retries.pop(sid, None)) is not None:
                 old.cancel()
-            self._retries[sid] = loop.call_later(delay, self.schedule, sid)
+            self._retries[sid] = loop.create_task(
+                self._retry_after(sid, delay), name=f"chatmem-vectors-retry-{sid}"
+            )
+
+    async def _retry_after(self, sid: int, delay: float) -> None:
+        await self._sleep(delay)
+        if self._retries.get(sid) is asyncio.current_task():
+            del self._retries[sid]
+        self.schedule(sid)
 
     def _recovered(self, sid: int) -> None:
         self._failures.pop(sid, None)
-        if (handle := self._retries.pop(sid, None)) is not None:
-            handle.cancel()
+        if (retry := self._retries.pop(sid, None)) is not None:
+            retry.cancel()
         if self._failing and not self._failures:
             self._failing = False
             log.info("embedding works again")
@@ -369,13 +381,13 @@ class Backfills:
         """Stop the backfills and retries. A backfill ends after the batch it is
         embedding, which is written (within `STOP_SECONDS`); then the rest is cancelled."""
         self._closed = True
-        self._surveys.close()
-        for handle in self._retries.values():
-            handle.cancel()
+        retries = self._surveys.close() + list(self._retries.values())
         self._retries.clear()
+        for retry in retries:
+            retry.cancel()
         if backfills := list(self._tasks.values()):
             await asyncio.wait(backfills, timeout=STOP_SECONDS)
-        tasks = list(self._tasks.values())
+        tasks = [*self._tasks.values(), *retries]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)

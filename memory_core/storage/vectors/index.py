@@ -26,7 +26,6 @@ import asyncio
 import contextlib
 import enum
 import logging
-import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from functools import partial
@@ -36,7 +35,7 @@ from typing import TYPE_CHECKING, Self
 import numpy as np
 import numpy.typing as npt
 
-from memory_core.base.clock import Monotonic
+from memory_core.base.clock import Monotonic, Sleep, system_monotonic, system_sleep
 from memory_core.base.scope_names import scope_name
 from memory_core.base.sql import Db
 from memory_core.embedding.base import Embedder, EmbeddingError
@@ -110,13 +109,14 @@ class VectorIndex:
         inline_rows: int = INLINE_ROWS,
         ann_min_rows: int | None = ANN_MIN_ROWS,
         max_bytes: int = MAX_BYTES,
-        monotonic: Monotonic = time.monotonic,
+        monotonic: Monotonic = system_monotonic,
+        sleep: Sleep = system_sleep,
         writer: VectorWriter | None = None,
         graph_dir: Path | None = None,
     ) -> None:
         """`ann_min_rows`: scopes this large get a graph (None: never; nor without
         usearch installed). `monotonic` times the surveys (`survey.SURVEY_EVERY`,
-        the duty). `writer` writes each backfilled batch (`vectors.store` by default;
+        the duty); `sleep` waits before a failed backfill is tried again. `writer` writes each backfilled batch (`vectors.store` by default;
         memory_core/storage/pg/vectors.py gives its own). `graph_dir`: where the graphs
         are written and read back (graph_files.py; None: built at every start)."""
         self._db = db
@@ -139,6 +139,7 @@ class VectorIndex:
             self._stored,
             batch_size=batch_size,
             monotonic=monotonic,
+            sleep=sleep,
         )
 
     @property

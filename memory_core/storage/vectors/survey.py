@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 
-from memory_core.base.clock import Monotonic
+from memory_core.base.clock import Monotonic, Sleep, system_sleep
 from memory_core.base.sql import Db
 from memory_core.storage.vectors import rows as vectors
 from memory_core.storage.vectors.rows import ChunkText, VectorMeta
@@ -65,17 +65,24 @@ class Surveys:
     """Each scope's watch, for the vectors of one model.
 
     `schedule` starts a backfill of a scope: a survey put off for the duty's sake is
-    started through it when its time comes."""
+    started through it when its time comes, waited for with `sleep` (the wait is
+    reckoned on `monotonic`, so both are the same clock)."""
 
     def __init__(
-        self, db: Db, model: str, monotonic: Monotonic, schedule: Callable[[int], None]
+        self,
+        db: Db,
+        model: str,
+        monotonic: Monotonic,
+        schedule: Callable[[int], None],
+        sleep: Sleep = system_sleep,
     ) -> None:
         self._db = db
         self._model = model
         self._monotonic = monotonic
         self._schedule = schedule
+        self._sleep = sleep
         self._watch: dict[int, Watch] = {}
-        self._timers: dict[int, asyncio.TimerHandle] = {}
+        self._timers: dict[int, asyncio.Task[None]] = {}
         self._closed = False
 
     def seen(self, sid: int) -> bool:
@@ -167,19 +174,24 @@ class Surveys:
         if self._closed or sid in self._timers:
             return
         with contextlib.suppress(RuntimeError):
+            loop = asyncio.get_running_loop()
 
-            def due() -> None:
+            async def due() -> None:
+                await self._sleep(wait)
                 self._timers.pop(sid, None)
                 self._schedule(sid)
 
-            self._timers[sid] = asyncio.get_running_loop().call_later(wait, due)
+            self._timers[sid] = loop.create_task(due(), name=f"chatmem-survey-{sid}")
 
-    def close(self) -> None:
-        """No survey put off any more starts a backfill."""
+    def close(self) -> list[asyncio.Task[None]]:
+        """No survey put off any more starts a backfill; the waits cancelled (for the
+        caller to await)."""
         self._closed = True
-        for handle in self._timers.values():
-            handle.cancel()
+        timers = list(self._timers.values())
         self._timers.clear()
+        for timer in timers:
+            timer.cancel()
+        return timers
 
 
 def _page_work(
