@@ -163,8 +163,11 @@ def _first_problem(exc: ValidationError) -> str:
     return f"{where}: {error['msg'].removeprefix('Value error, ')}"
 
 
-def parse_payload(payload: object, app_key: str, origins: Origins) -> Callback:
-    """The whole body checked at once, or InboundRejected naming the first bad field."""
+def parse_payload(
+    payload: object, app_key: str, origins: Origins, clock: Clock = system_clock
+) -> Callback:
+    """The whole body checked at once, or InboundRejected naming the first bad field;
+    a message without its own time is stamped with `clock`'s."""
     if not isinstance(payload, dict):
         raise InboundRejected("body is not a JSON object")
     try:
@@ -176,7 +179,7 @@ def parse_payload(payload: object, app_key: str, origins: Origins) -> Callback:
     when = (
         _EPOCH + timedelta(milliseconds=body.create_at)
         if body.create_at is not None
-        else datetime.now(UTC)
+        else clock()
     )
     message = InboundMessage(
         channel="dingtalk",

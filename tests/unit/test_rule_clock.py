@@ -16,8 +16,6 @@ FIXED_ELSEWHERE = {
     # set is emptied once they are merged.
     Path("memory_core/recall/index/search_index.py"),
     Path("memory_core/recall/fallback.py"),
-    # Its retrying send moves to the adapter toolkit (adapters/webhook/) on base/retry.py.
-    Path("adapters/dingtalk_bot.py"),
 }
 WAITING_HELPER = Path("testkit/waiting.py")
 """The one place a test pauses between two looks at a state."""
