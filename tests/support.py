@@ -21,8 +21,7 @@ from adapters.cli import main
 from memory_core.base.chunks import ChunkKind
 from memory_core.base.clock import format_when
 from memory_core.base.entries import MemoryEntry
-from memory_core.base.merge_values import Candidate as MergeCandidate
-from memory_core.base.merge_values import MergeResult
+from memory_core.base.merge_values import MergeResult, Proposal
 from memory_core.base.scope import ScopeKey
 from memory_core.base.sql import Connection, Db
 from memory_core.base.text import tokenize
@@ -260,7 +259,7 @@ def bm25_score(
 
 
 def add_candidates(
-    existing: Sequence[MemoryEntry], candidates: Iterable[MergeCandidate], now: datetime
+    existing: Sequence[MemoryEntry], candidates: Iterable[Proposal], now: datetime
 ) -> MergeResult:
     """`apply_candidates` (a capture's fast path) on a copy of `existing`: what a capture
     would leave, without a store."""

@@ -20,7 +20,7 @@ import pytest
 from memory_core.base.chunks import ChunkKind
 from memory_core.base.clock import ManualClock
 from memory_core.base.entries import Importance
-from memory_core.base.merge_values import Candidate, ChangeKind
+from memory_core.base.merge_values import ChangeKind, Proposal
 from memory_core.base.records import RecordedMessage
 from memory_core.base.scope import MAIN, ScopeKey
 from memory_core.config import Config, load_config
@@ -120,7 +120,7 @@ async def test_prompt_memories_top_twenty_and_no_archived(
     # Decayed below the archive line by the time of the chat (0.8 * 0.99 ** 193 ≈ 0.11).
     await mcore.memories.merge_candidates(
         ALICE,
-        [Candidate("decayed walrus fact", importance=Importance.HIGH)],
+        [Proposal("decayed walrus fact", importance=Importance.HIGH)],
         session_id=None,
         source="test",
         now=START - timedelta(days=200),

@@ -282,11 +282,11 @@ async def seed_scope(core: MemoryCore, clock: ManualClock) -> None:
 
 
 async def write_belief(core: MemoryCore, clock: ManualClock) -> None:
-    from memory_core.base.merge_values import Candidate
+    from memory_core.base.merge_values import Proposal
 
     await core.memories.merge_candidates(
         ALICE,
-        [Candidate("Alice likes jazz music", memory_class=MemoryClass.BELIEF, confidence=0.6)],
+        [Proposal("Alice likes jazz music", memory_class=MemoryClass.BELIEF, confidence=0.6)],
         session_id="b",
         source="test",
     )

@@ -35,12 +35,12 @@ from memory_core.base.entries import (
     sort_entries,
 )
 from memory_core.base.merge_values import (
-    Candidate,
     Change,
     ChangeKind,
     Kept,
     MergeResult,
     Outcome,
+    Proposal,
     build_change,
 )
 from memory_core.base.policy import DEFAULT_POLICY, ScoringPolicy
@@ -115,9 +115,9 @@ def test_initial_scores() -> None:
 
 def test_new_candidates_get_initial_scores() -> None:
     cands = [
-        Candidate("用户偏好用 pytest 而非 unittest", "preference", Importance.MEDIUM),
-        Candidate("用户提到下周三有产品评审会议", "todo", Importance.HIGH),
-        Candidate("the user once tried Vue", "fact", Importance.LOW),
+        Proposal("用户偏好用 pytest 而非 unittest", "preference", Importance.MEDIUM),
+        Proposal("用户提到下周三有产品评审会议", "todo", Importance.HIGH),
+        Proposal("the user once tried Vue", "fact", Importance.LOW),
     ]
     result = merge([], cands, T0, "s1")
     scores = {e.content: e.score for e in result.entries}
@@ -139,7 +139,7 @@ def test_new_candidates_get_initial_scores() -> None:
 
 
 def test_blank_candidate_is_ignored() -> None:
-    result = merge([], [Candidate("   ")], T0, None)
+    result = merge([], [Proposal("   ")], T0, None)
     assert result.entries == []
     assert result.changes == []
 
@@ -155,7 +155,7 @@ def test_reinforcement_sequence_pure() -> None:
 def test_reinforcement_sequence_through_merge() -> None:
     existing = [entry("e1", 0.6)]
     t1 = T0 + days(1)
-    first = merge(existing, [Candidate("memory number e1")], t1, "s1")
+    first = merge(existing, [Proposal("memory number e1")], t1, "s1")
     e1 = only(first.entries)
     assert e1.score == pytest.approx(0.68)
     assert e1.hits == 1
@@ -170,7 +170,7 @@ def test_reinforcement_sequence_through_merge() -> None:
     assert change.new_score == pytest.approx(0.68)
 
     t2 = T0 + days(2)
-    second = merge(first.entries, [Candidate("Memory   number E1!")], t2, "s2")
+    second = merge(first.entries, [Proposal("Memory   number E1!")], t2, "s2")
     e1 = only(second.entries)
     assert e1.score == pytest.approx(0.744)
     assert e1.hits == 2
@@ -180,7 +180,7 @@ def test_reinforcement_sequence_through_merge() -> None:
 
 def test_reinforcement_by_explicit_match_id() -> None:
     existing = [entry("e1", 0.6, content="用户喜欢简洁的代码风格")]
-    result = merge(existing, [Candidate("completely different words", matches="e1")], T0, "s")
+    result = merge(existing, [Proposal("completely different words", matches="e1")], T0, "s")
     assert len(result.entries) == 1
     assert only(result.entries).score == pytest.approx(0.68)
 
@@ -195,7 +195,7 @@ def test_hundred_reinforcements_stay_below_one() -> None:
 
     entries = [entry("e1", 0.6)]
     for n in range(100):
-        entries = merge(entries, [Candidate("memory number e1")], T0, f"s{n}").entries
+        entries = merge(entries, [Proposal("memory number e1")], T0, f"s{n}").entries
     e1 = only(entries)
     assert e1.hits == 100
     assert e1.score < 1.0
@@ -353,8 +353,8 @@ def test_mixed_scenario_in_flat_mode() -> None:
         entry("pin", 0.3, at=T0, pinned=True),  # never decays
     ]
     cands = [
-        Candidate("用户每天早上查看股票行情", "fact"),
-        Candidate("项目决定使用 FastAPI 而非 Flask", "decision", Importance.HIGH),
+        Proposal("用户每天早上查看股票行情", "fact"),
+        Proposal("项目决定使用 FastAPI 而非 Flask", "decision", Importance.HIGH),
     ]
     result = merge(existing, cands, now, "sess-9", FLAT)
     got = {e.id: e for e in result.entries}
@@ -401,19 +401,19 @@ def test_decay_all_is_merge_without_candidates() -> None:
 def test_contradiction_halves() -> None:
     assert contradict(0.8) == 0.4
     existing = [entry("e1", 0.8, content="用户住在北京")]
-    result = merge(existing, [Candidate("用户搬到了上海", contradicts=("e1",))], T0, "s")
+    result = merge(existing, [Proposal("用户搬到了上海", contradicts=("e1",))], T0, "s")
     assert only(result.entries).score == pytest.approx(0.4)
     assert only(result.entries).last_activated == T0
     assert result.count(ChangeKind.CONTRADICTED) == 1
     assert result.count(ChangeKind.ADDED) == 1
     # Contradicting an unknown id is ignored.
-    other = merge(existing, [Candidate("x y z", contradicts=("nope",))], T0, "s")
+    other = merge(existing, [Proposal("x y z", contradicts=("nope",))], T0, "s")
     assert other.count(ChangeKind.CONTRADICTED) == 0
 
 
 def test_contradiction_can_archive() -> None:
     existing = [entry("e1", 0.3)]
-    result = merge(existing, [Candidate("new fact", contradicts=("e1",))], T0, "s")
+    result = merge(existing, [Proposal("new fact", contradicts=("e1",))], T0, "s")
     assert only(result.entries).score == pytest.approx(0.15)
     assert result.count(ChangeKind.ARCHIVED) == 1
 
@@ -483,14 +483,14 @@ def test_expired_todo_is_archived_with_reason() -> None:
 
 
 def test_already_expired_candidate_is_not_added() -> None:
-    result = merge([], [Candidate("past meeting", "todo", expires_at=T0 - days(1))], T0, "s")
+    result = merge([], [Proposal("past meeting", "todo", expires_at=T0 - days(1))], T0, "s")
     assert result.entries == []
     assert result.changes == []
 
 
 def test_reinforcing_an_archived_entry_restores_it() -> None:
     existing = [entry("e1", 0.18, content="用户曾尝试用 Vue 写前端")]
-    result = merge(existing, [Candidate("用户曾尝试用 Vue 写前端")], T0, "s")
+    result = merge(existing, [Proposal("用户曾尝试用 Vue 写前端")], T0, "s")
     e1 = only(result.entries)
     assert e1.score == pytest.approx(0.18 + 0.82 * 0.2)
     assert status_of(e1) is Status.ACTIVE
@@ -499,7 +499,7 @@ def test_reinforcing_an_archived_entry_restores_it() -> None:
 
 def test_reinforcing_a_manually_archived_entry_keeps_it_archived() -> None:
     existing = [entry("e1", 0.7, archived=ArchiveReason.MANUAL)]
-    result = merge(existing, [Candidate("memory number e1")], T0, "s")
+    result = merge(existing, [Proposal("memory number e1")], T0, "s")
     e1 = only(result.entries)
     assert e1.archived is ArchiveReason.MANUAL
     assert e1.hits == 1
@@ -512,7 +512,7 @@ def test_seen_session_is_skipped() -> None:
     existing = [entry("e1", 0.6)]
     result = merge(
         existing,
-        [Candidate("memory number e1"), Candidate("brand new")],
+        [Proposal("memory number e1"), Proposal("brand new")],
         T0 + days(100),
         "s1",
         seen_sessions=frozenset({"s1"}),
@@ -523,24 +523,24 @@ def test_seen_session_is_skipped() -> None:
 
 
 def test_same_session_does_not_reinforce_twice() -> None:
-    cands = [Candidate("用户喜欢用中文交流", "preference")]
+    cands = [Proposal("用户喜欢用中文交流", "preference")]
     first = merge([], cands, T0, "s1")
     second = merge(first.entries, cands, T0 + days(1), "s1")
     assert second.entries == first.entries
     assert second.changes == []
     # A candidate matched to an entry that already lists the session does not count.
     existing = [entry("e1", 0.6, sessions=("s0", "s1"))]
-    again = merge(existing, [Candidate("memory number e1")], T0 + days(1), "s1")
+    again = merge(existing, [Proposal("memory number e1")], T0 + days(1), "s1")
     assert only(again.entries) == existing[0]
     # Another session does.
-    other = merge(existing, [Candidate("memory number e1")], T0 + days(1), "s2")
+    other = merge(existing, [Proposal("memory number e1")], T0 + days(1), "s2")
     assert only(other.entries).hits == 1
 
 
 def test_merge_is_pure() -> None:
     existing = [entry("e1", 0.6)]
     snapshot = list(existing)
-    merge(existing, [Candidate("memory number e1")], T0 + days(30), "s1")
+    merge(existing, [Proposal("memory number e1")], T0 + days(30), "s1")
     assert existing == snapshot
 
 
@@ -667,7 +667,7 @@ def _reference_sort(entries: Iterable[MemoryEntry]) -> list[MemoryEntry]:
 
 def reference_merge(
     existing: Sequence[MemoryEntry],
-    candidates: Sequence[Candidate],
+    candidates: Sequence[Proposal],
     now: datetime,
     session_id: str | None,
     policy: ScoringPolicy,
@@ -827,7 +827,7 @@ def _random_entries(rng: random.Random, naive: bool) -> list[MemoryEntry]:
     return out
 
 
-def _random_candidates(rng: random.Random, existing: list[MemoryEntry]) -> list[Candidate]:
+def _random_candidates(rng: random.Random, existing: list[MemoryEntry]) -> list[Proposal]:
     out = []
     for _ in range(rng.randint(0, 5)):
         if existing and rng.random() < 0.4:
@@ -835,7 +835,7 @@ def _random_candidates(rng: random.Random, existing: list[MemoryEntry]) -> list[
         else:
             content = " ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 4)))
         out.append(
-            Candidate(
+            Proposal(
                 content=content,
                 category=rng.choice(["fact", "todo", "preference"]),
                 importance=rng.choice(list(Importance)),
@@ -942,7 +942,7 @@ def test_a_changed_number_is_an_update_not_a_reinforcement(fast_path: bool) -> N
     old = entry("e1", 0.6, content=GRADE_3)
     now = T0 + days(1)
     run = add_candidates if fast_path else (lambda e, c, n: merge(e, c, n, None))
-    result = run([old], [Candidate(GRADE_4)], now)
+    result = run([old], [Proposal(GRADE_4)], now)
     new = next(e for e in result.entries if e.content == GRADE_4)
     assert only(result.entries).score == pytest.approx(0.3)  # seed 002: contradicted * 0.5
     assert only(result.entries).content == GRADE_3  # kept, readable
@@ -956,7 +956,7 @@ def test_a_changed_number_is_an_update_not_a_reinforcement(fast_path: bool) -> N
 
 def test_another_name_is_a_memory_of_its_own() -> None:
     old = entry("e1", 0.6, content=GRADE_3)
-    result = merge([old], [Candidate(GRADE_3.replace("Leo", "Max"))], T0, None)
+    result = merge([old], [Proposal(GRADE_3.replace("Leo", "Max"))], T0, None)
     assert only(result.entries).score == 0.6  # untouched
     assert len(result.entries) == 2
     assert result.outcome is not None and result.outcome.kept is Kept.SAVED
@@ -964,8 +964,8 @@ def test_another_name_is_a_memory_of_its_own() -> None:
 
 def test_a_restatement_among_updates_is_reinforced() -> None:
     """After an update, the new text said again reinforces the new entry, not the old."""
-    first = merge([entry("e1", 0.6, content=GRADE_3)], [Candidate(GRADE_4)], T0, None)
-    again = merge(first.entries, [Candidate(GRADE_4 + ".")], T0, None)
+    first = merge([entry("e1", 0.6, content=GRADE_3)], [Proposal(GRADE_4)], T0, None)
+    again = merge(first.entries, [Proposal(GRADE_4 + ".")], T0, None)
     assert again.outcome is not None and again.outcome.kept is Kept.REINFORCED
     assert by_content(again.entries)[GRADE_4].hits == 1
     assert by_content(again.entries)[GRADE_3].score == pytest.approx(0.3)
@@ -974,7 +974,7 @@ def test_a_restatement_among_updates_is_reinforced() -> None:
 def test_a_named_match_that_changes_a_number_is_an_update() -> None:
     result = merge(
         [entry("e1", 0.6, content="用户不喜欢喝咖啡")],
-        [Candidate("用户喜欢喝咖啡", matches="e1")],
+        [Proposal("用户喜欢喝咖啡", matches="e1")],
         T0,
         None,
     )
@@ -1003,7 +1003,7 @@ def by_content(entries: Iterable[MemoryEntry]) -> dict[str, MemoryEntry]:
 def test_short_texts_are_compared_by_their_skeleton(old: str, new: str, kept: Kept) -> None:
     """Too short for their bigrams to be alike, yet the same text but for a number or a
     negation."""
-    result = merge([entry("e1", 0.6, content=old)], [Candidate(new)], T0, None)
+    result = merge([entry("e1", 0.6, content=old)], [Proposal(new)], T0, None)
     assert result.outcome is not None
     assert (result.outcome.kept, result.outcome.replaced) == (
         kept,
@@ -1014,9 +1014,9 @@ def test_short_texts_are_compared_by_their_skeleton(old: str, new: str, kept: Ke
 def test_an_update_replaces_the_version_now_believed() -> None:
     """Three grades in a row: each update halves the one before it, not the first again
     (which would halve it away)."""
-    result = merge([entry("e1", 0.6, content=GRADE_3)], [Candidate(GRADE_4)], T0, None)
+    result = merge([entry("e1", 0.6, content=GRADE_3)], [Proposal(GRADE_4)], T0, None)
     grade_5 = GRADE_3.replace("3", "5")
-    again = merge(result.entries, [Candidate(grade_5)], T0, None)
+    again = merge(result.entries, [Proposal(grade_5)], T0, None)
     scores = {e.content: e.score for e in again.entries}
     assert scores == pytest.approx({GRADE_3: 0.3, GRADE_4: 0.3, grade_5: 0.6})
 
@@ -1026,5 +1026,5 @@ def test_long_texts_are_left_to_the_bigrams() -> None:
     filler = " and the rest of a long note about the school run" * 5
     long_old, long_new = GRADE_3 + filler, GRADE_4 + filler
     assert len(normalize_content(long_old)) > SKELETON_MAX
-    result = merge([entry("e1", 0.6, content=long_old)], [Candidate(long_new)], T0, None)
+    result = merge([entry("e1", 0.6, content=long_old)], [Proposal(long_new)], T0, None)
     assert result.outcome is not None and result.outcome.kept is Kept.UPDATED
