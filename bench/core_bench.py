@@ -1,25 +1,25 @@
 """Memory-core benchmark: capture, merge + decay, MEMORY.md load and save.
 
-Run ``python bench/core_bench.py [--quick]``.  Not a test: it prints figures and never
+Run `python bench/core_bench.py [--quick]`.  Not a test: it prints figures and never
 asserts on wall-clock time.  Everything runs in a temporary workspace that is removed at
-the end; entries and texts come from ``bench/corpus.py`` with fixed seeds.
+the end; entries and texts come from `bench/corpus.py` with fixed seeds.
 
 What is measured:
 
-* ``core.memories.capture`` of one entry into a scope holding a small file, and into one
+* `core.memories.capture` of one entry into a scope holding a small file, and into one
   holding 1 000 entries (p50 / p95 over >= 200 captures in full mode), three ways: as a
   caller sees it by default (applied to the in-memory view and committed to the capture
   journal; MEMORY.md, audit and index follow in one background write per burst), with a
-  ``flush`` after each capture (so the figure includes that capture's own file write and
+  `flush` after each capture (so the figure includes that capture's own file write and
   index update), and with the journal turned off; plus where the time goes at each size
   (journal commit, staging, parse, merge, render, atomic writes, re-index);
-* the pure ``memory_core.longterm.merge.merge`` (5 candidates) and ``decay_all`` over 100, 1 000
+* the pure `memory_core.longterm.merge.merge` (5 candidates) and `decay_all` over 100, 1 000
   and 10 000 entries (median of >= 5 runs);
 * the Layer 1 snapshot's build (rank the Active entries, allocate, render) over 100,
   1 000 and 10 000 entries, and one Layer 3 event-log append with its fsync;
 * seed 001's consolidation over 100 and 10 000 entries of four classes: the pure
   decisions (verify beliefs, plan and apply summaries) and a whole run of every phase
-  through ``core.consolidation.run`` (files written), then a second run;
+  through `core.consolidation.run` (files written), then a second run;
 * MEMORY.md load (read + parse) and save (render + atomic write, and the store's
   backup-then-write) at 1 000 and 10 000 entries; parse and render both with their
   per-block memos cleared before each call and warm.

