@@ -865,12 +865,12 @@ def main() -> None:
     print()
     summary = [vocabulary_report("bench/corpus.py", chunks, queries(chunks, 1000))]
 
-    from tokenizer_bench import generate_sentences
+    from testkit.chat_sample import generate_sentences
 
     stress = generate_sentences(count)
     summary.append(
         vocabulary_report(
-            "tokenizer_bench.generate_sentences (tiny vocabulary)", stress, queries(stress, 1000)
+            "chat_sample.generate_sentences (tiny vocabulary)", stress, queries(stress, 1000)
         )
     )
     headers = ["corpus", "distinct tokens", "top-1 DF", "20th DF", "median query-term DF"]

@@ -10,7 +10,7 @@ asserts on wall-clock time.  One temporary workspace (removed at the end) holds:
 * 900 000 more chunks in 900 other scopes, bulk-inserted through
   `SearchIndex.add_prepared(..., stamp=None)` *after* the reindex figure (a
   rebuild drops non-file chunks), so every query runs against a 1.1 M-chunk database;
-* a stress scope of 100 000 chunks from `bench/tokenizer_bench.py`'s template
+* a stress scope of 100 000 chunks from `testkit/chat_sample.py`'s template
   generator, whose tiny vocabulary puts every word in several % of the chunks.
 
 `--quick` scales every size down 10x.  Text and queries come from `bench/corpus.py`
@@ -62,7 +62,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from corpus import machine_load, percentile, query_targets, sentences, table
 from pgbench_server import postgres
-from tokenizer_bench import generate_sentences
 
 from memory_core.base import text as mtext
 from memory_core.base.chunks import Chunk, ChunkKind
@@ -80,6 +79,7 @@ from memory_core.engine import MemoryCore
 from memory_core.recall.index import K1, B, SearchIndex
 from memory_core.recall.index.files import tokenize_chunks
 from memory_core.storage.vectors.index import VectorIndex
+from testkit.chat_sample import generate_sentences
 from testkit.reference_bm25 import ReferenceBM25
 
 SEED = 20260603

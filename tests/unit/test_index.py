@@ -5,13 +5,11 @@ repair, and agreement of the FTS5 index with rank-bm25 over the same tokens."""
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import json
 import logging
 import math
 import os
 import random
-import sys
 import threading
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -35,6 +33,7 @@ from memory_core.recall.index import rebuild as index_rebuild
 from memory_core.recall.index import search_index as sqlite_index
 from memory_core.recall.index import writes as index_writes
 from memory_core.recall.index.rerank import RankSettings, prior_factor
+from testkit.chat_sample import generate_sentences, make_chunks
 from testkit.reference_bm25 import ReferenceBM25
 from tests.conftest import START
 from tests.postgres import with_storage
@@ -932,20 +931,6 @@ def test_bm25_formula() -> None:
     assert bm25_score(["tea"], [], stats) == 0.0
 
 
-def load_bench() -> Any:
-    spec = importlib.util.spec_from_file_location(
-        "tokenizer_bench", ROOT / "bench" / "tokenizer_bench.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    saved = list(sys.path)
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        sys.path[:] = saved
-    return module
-
-
 BM25_ONLY = RankSettings(
     context_weights=(),
     recency_boost=0.0,
@@ -961,8 +946,7 @@ async def test_fts5_candidates_agree_with_rank_bm25(core: MemoryCore) -> None:
     """A few thousand chunks: the index's top 10 are rank-bm25's top 10, same scores, when
     the steps after BM25 are off; with them on (the default), each score is that BM25
     score times its prior."""
-    bench = load_bench()
-    chunks = bench.make_chunks(bench.generate_sentences(6000))
+    chunks = make_chunks(generate_sentences(6000))
     assert len(chunks) > 3000
     per_file = 150
     for start in range(0, len(chunks), per_file):
