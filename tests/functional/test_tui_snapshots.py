@@ -17,7 +17,7 @@ from memory_core.base.clock import ManualClock
 from memory_core.base.scope import ScopeKey
 from memory_core.config import Config
 from memory_core.engine import MemoryCore
-from tests.functional.test_tui import (
+from tests.functional.tui_support import (
     NOW,
     SIZE,
     copy_template,
