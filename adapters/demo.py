@@ -25,7 +25,7 @@ from typing import Any
 from memory_core.base.clock import ManualClock, format_when, system_clock
 from memory_core.base.entries import Importance
 from memory_core.base.errors import ChatmemError, LLMError
-from memory_core.base.merge_values import Candidate, MergeResult
+from memory_core.base.merge_values import MergeResult, Proposal
 from memory_core.base.records import RecordedMessage
 from memory_core.base.scope import MAIN, ScopeKey
 from memory_core.base.workspace import Workspace
@@ -360,7 +360,7 @@ class _Builder:
             None if memory.expires_in is None else self.end + timedelta(days=memory.expires_in)
         )
         if memory.extracted:
-            candidate = Candidate(
+            candidate = Proposal(
                 memory.content, memory.category, Importance(memory.importance), expires_at=expires
             )
             result = await self._extracted(memory, candidate)
@@ -379,10 +379,10 @@ class _Builder:
 
     async def _again(self, memory: Memory) -> None:
         """Said again in a later conversation: the next `/new` reinforces the entry."""
-        candidate = Candidate(memory.content, memory.category, matches=self.ids[memory.content])
+        candidate = Proposal(memory.content, memory.category, matches=self.ids[memory.content])
         await self._extracted(memory, candidate)
 
-    async def _extracted(self, memory: Memory, candidate: Candidate) -> MergeResult:
+    async def _extracted(self, memory: Memory, candidate: Proposal) -> MergeResult:
         """What `/new` does after extraction: merge under the closed session's id."""
         stamp = self.clock().strftime("%Y%m%d%H%M")
         session = f"{memory.scope.value.rsplit(':', 1)[-1]}-{stamp}"

@@ -1,8 +1,8 @@
 """Photos and files as text: what a chat platform's attachment becomes in memory.
 
 Memory stores and indexes text, so an attachment is stored as one user message that says
-what it was, e.g. ``[photo] sunset at Qingdao beach — description: ...`` or
-``[file: report.pdf] Q3 numbers``: "the photo of the sunset I sent you" is then recalled
+what it was, e.g. `[photo] sunset at Qingdao beach — description: ...` or
+`[file: report.pdf] Q3 numbers`: "the photo of the sunset I sent you" is then recalled
 like any other turn, and the model answering the turn reads the same line. The optional
 description comes from an image-capable model on the same OpenAI-compatible server.
 

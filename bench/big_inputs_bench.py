@@ -1,10 +1,10 @@
 """Peak memory and time of the largest inputs chatmem accepts, with the vector extra.
 
-Run ``python bench/big_inputs_bench.py [--cases capture query chat long-chat]``. Each case
+Run `python bench/big_inputs_bench.py [--cases capture query chat long-chat]`. Each case
 runs in a process of its own on a fresh workspace, warmed up first, then fed the largest
 input its entry point accepts (testkit/big_inputs.py, the driver
 tests/reliability/test_big_inputs.py runs too). It prints, per case, the process's peak
-RSS above its idle peak (``ru_maxrss``), the seconds the input took and how much the
+RSS above its idle peak (`ru_maxrss`), the seconds the input took and how much the
 workspace's files grew by it.
 docs/architecture.md states the bound these stay within (≤ 300 MB above idle).
 """

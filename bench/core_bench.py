@@ -1,25 +1,25 @@
 """Memory-core benchmark: capture, merge + decay, MEMORY.md load and save.
 
-Run ``python bench/core_bench.py [--quick]``.  Not a test: it prints figures and never
+Run `python bench/core_bench.py [--quick]`.  Not a test: it prints figures and never
 asserts on wall-clock time.  Everything runs in a temporary workspace that is removed at
-the end; entries and texts come from ``bench/corpus.py`` with fixed seeds.
+the end; entries and texts come from `bench/corpus.py` with fixed seeds.
 
 What is measured:
 
-* ``core.memories.capture`` of one entry into a scope holding a small file, and into one
+* `core.memories.capture` of one entry into a scope holding a small file, and into one
   holding 1 000 entries (p50 / p95 over >= 200 captures in full mode), three ways: as a
   caller sees it by default (applied to the in-memory view and committed to the capture
   journal; MEMORY.md, audit and index follow in one background write per burst), with a
-  ``flush`` after each capture (so the figure includes that capture's own file write and
+  `flush` after each capture (so the figure includes that capture's own file write and
   index update), and with the journal turned off; plus where the time goes at each size
   (journal commit, staging, parse, merge, render, atomic writes, re-index);
-* the pure ``memory_core.longterm.merge.merge`` (5 candidates) and ``decay_all`` over 100, 1 000
+* the pure `memory_core.longterm.merge.merge` (5 candidates) and `decay_all` over 100, 1 000
   and 10 000 entries (median of >= 5 runs);
 * the Layer 1 snapshot's build (rank the Active entries, allocate, render) over 100,
   1 000 and 10 000 entries, and one Layer 3 event-log append with its fsync;
 * seed 001's consolidation over 100 and 10 000 entries of four classes: the pure
   decisions (verify beliefs, plan and apply summaries) and a whole run of every phase
-  through ``core.consolidation.run`` (files written), then a second run;
+  through `core.consolidation.run` (files written), then a second run;
 * MEMORY.md load (read + parse) and save (render + atomic write, and the store's
   backup-then-write) at 1 000 and 10 000 entries; parse and render both with their
   per-block memos cleared before each call and warm.
@@ -55,7 +55,7 @@ from memory_core.base import text as mtext
 from memory_core.base.atomic import atomic_write_text, backup_then_write
 from memory_core.base.clock import ManualClock
 from memory_core.base.entries import CATEGORIES, MemoryClass, MemoryEntry
-from memory_core.base.merge_values import Candidate
+from memory_core.base.merge_values import Proposal
 from memory_core.base.scope import ScopeKey
 from memory_core.config import load_config
 from memory_core.consolidation.phases import (
@@ -141,15 +141,15 @@ def runs(
 # capture
 
 
-def _candidates(entries: Sequence[MemoryEntry], rng: random.Random) -> list[Candidate]:
+def _candidates(entries: Sequence[MemoryEntry], rng: random.Random) -> list[Proposal]:
     """~5 candidates as one extraction proposes: one restates an entry word for word, one
     nearly (case and punctuation changed), three are new."""
     fresh = sentences(3, rng.randrange(1 << 30))
     same, near = rng.sample(list(entries), 2)
     return [
-        Candidate(content=same.content, category=same.category),
-        Candidate(content=near.content.upper().replace("，", ", ") + "!", category=near.category),
-        *(Candidate(content=t, category=rng.choice(CATEGORIES)) for t in fresh),
+        Proposal(content=same.content, category=same.category),
+        Proposal(content=near.content.upper().replace("，", ", ") + "!", category=near.category),
+        *(Proposal(content=t, category=rng.choice(CATEGORIES)) for t in fresh),
     ]
 
 
@@ -209,7 +209,7 @@ async def capture_breakdown(
     now = core.now()
     parsed = read_memory_file(path, policy.archive_below, root=path.parent).parsed
     entries = parsed.entries
-    cand = [Candidate(content=sentences(1, rng.randrange(1 << 30))[0], category="fact")]
+    cand = [Proposal(content=sentences(1, rng.randrange(1 << 30))[0], category="fact")]
     rendered = render_memory(entries, now=now, archive_below=policy.archive_below)
     scratch = path.with_name("scratch.md")
     out: dict[str, list[float]] = {}
@@ -219,7 +219,7 @@ async def capture_breakdown(
     view = EntryView.of(entries)
     fresh = iter(sentences(4 * repeats + 4, rng.randrange(1 << 30)))
     out["stage: apply_candidates on the in-memory view"] = runs(
-        lambda: apply_candidates(view, [Candidate(next(fresh), "fact")], now, policy), repeats
+        lambda: apply_candidates(view, [Proposal(next(fresh), "fact")], now, policy), repeats
     )
     journal = await CaptureJournal.open(path.with_name("bench-journal.sqlite3"), path.parent)
     timings = []

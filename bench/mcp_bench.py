@@ -1,14 +1,14 @@
 """memory_search over MCP: what an agent waits for, stdio protocol included.
 
-Run ``python bench/mcp_bench.py [--quick] [--backend sqlite|postgres] [--dsn DSN]``. Not a
+Run `python bench/mcp_bench.py [--quick] [--backend sqlite|postgres] [--dsn DSN]`. Not a
 test: it prints figures.
 
-One temporary workspace holds ``peer:bench``, 100 000 chunks (``--quick``: 10 000) of
+One temporary workspace holds `peer:bench`, 100 000 chunks (`--quick`: 10 000) of
 bench/corpus.py sentences written as daily-note files and indexed. Then the real command,
-``chatmem mcp --workspace W --scope peer:bench``, runs as a subprocess and the official
-SDK's client (``mcp.Client`` over stdio) calls ``memory_search`` with the queries of
+`chatmem mcp --workspace W --scope peer:bench`, runs as a subprocess and the official
+SDK's client (`mcp.Client` over stdio) calls `memory_search` with the queries of
 recall_bench (each made from one of the scope's sentences), after a warm-up. The same
-queries through ``core.finder.search`` in this process give the figure without the
+queries through `core.finder.search` in this process give the figure without the
 protocol, so the table shows what MCP itself adds (JSON-RPC framing, pipes, schema
 validation, the result's JSON).
 """

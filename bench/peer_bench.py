@@ -1,27 +1,27 @@
 """chatmem's search beside peers' engines: the same chunks and questions through each.
 
-Run ``python bench/peer_bench.py [--chunks N] [--queries N] [--passes N] [--quick]``
-(the ``bench`` extra: jieba, tantivy, bm25s). Not a test: it prints figures. One
+Run `python bench/peer_bench.py [--chunks N] [--queries N] [--passes N] [--quick]`
+(the `bench` extra: jieba, tantivy, bm25s). Not a test: it prints figures. One
 corpus (bench/corpus.py: 100 000 mixed Chinese/English chat-memory chunks, fixed seed)
-and 200 questions made from its sentences (``query_targets``: each knows the sentence it
+and 200 questions made from its sentences (`query_targets`: each knows the sentence it
 was made from, its label) go through
 
-* **chatmem**: the real index on SQLite (``core.finder.search``, limit 10, words alone:
-  ``embedding.provider = "none"``; and ``SearchIndex.search`` of the same index, without
+* **chatmem**: the real index on SQLite (`core.finder.search`, limit 10, words alone:
+  `embedding.provider = "none"`; and `SearchIndex.search` of the same index, without
   the finder's question analysis). The chunks are daily-note files indexed by
-  ``sync_scope`` (tokenized by the product's own tokenizer: rjieba search mode and
+  `sync_scope` (tokenized by the product's own tokenizer: rjieba search mode and
   stemmed latin words); size = the index database (its text, tokens and FTS5 postings).
   Hybrid recall is left out: the vectors of 100 000 chunks take the local model minutes
   of a core (bench/pg_scale_bench.py --hybrid and bench/recall_bench.py time it).
 * **FTS5 unicode61**: an SQLite FTS5 table of the raw text with its default tokenizer,
-  queried with the question's ``\\w+`` runs OR-ed, ranked by ``bm25()``. unicode61 keeps
+  queried with the question's `\\w+` runs OR-ed, ranked by `bm25()`. unicode61 keeps
   a run of Chinese characters as one token, so a Chinese question finds only a chunk
   holding that exact run: what a plain FTS5 setup gives.
 * **FTS5 + jieba**: the same table over text pre-tokenized by jieba
-  (``cut_for_search``, lower-cased, punctuation dropped), questions tokenized alike.
+  (`cut_for_search`, lower-cased, punctuation dropped), questions tokenized alike.
 * **tantivy**: the same jieba tokens (whitespace tokenizer, lower-cased), text stored,
   a should-match term per question token (BM25).
-* **bm25s**: the same jieba tokens as lists (``BM25().index``), size = its saved index
+* **bm25s**: the same jieba tokens as lists (`BM25().index`), size = its saved index
   (no texts).
 
 Per engine: build time (for the three jieba engines it includes jieba's tokenization of

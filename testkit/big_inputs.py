@@ -2,21 +2,21 @@
 the driver tests/reliability/test_big_inputs.py asserts a memory bound on and
 bench/big_inputs_bench.py prints the figures of.
 
-Each case runs in a child (``python -m testkit.big_inputs --child CASE ...``) on a fresh
+Each case runs in a child (`python -m testkit.big_inputs --child CASE ...`) on a fresh
 workspace: it opens a core (vectors on when the local model is installed), does one small
 capture, search and chat turn (the model loaded, every cache warm: the process's idle
 state), then the case's input:
 
-* ``capture``: a capture just under `long_term.max_capture_bytes` (4 MiB), written
+* `capture`: a capture just under `long_term.max_capture_bytes` (4 MiB), written
   through to MEMORY.md and the index, and its vector made;
-* ``query``: a search and an automatic recall with a 10 MB question (what an MCP
+* `query`: a search and an automatic recall with a 10 MB question (what an MCP
   `memory_search` may send);
-* ``chat``: the longest chat line a turn takes (`chat.MAX_MESSAGE_CHARS`) through the
+* `chat`: the longest chat line a turn takes (`chat.MAX_MESSAGE_CHARS`) through the
   router, as `chatmem chat` hands it on, its vector made;
-* ``long-chat``: a 10 MB chat line, which is answered with a refusal.
+* `long-chat`: a 10 MB chat line, which is answered with a refusal.
 
-Its report: the process's peak RSS before (``idle_kib``) and after the input
-(``ru_maxrss``) and the seconds the input took.
+Its report: the process's peak RSS before (`idle_kib`) and after the input
+(`ru_maxrss`) and the seconds the input took.
 """
 
 from __future__ import annotations

@@ -1,18 +1,18 @@
 """Fakes for the DingTalk robot in HTTP-callback mode.
 
 DingTalk POSTs each message the robot receives to our callback URL, signed with the app
-secret, and the payload carries a short-lived ``sessionWebhook`` URL that the reply must be
+secret, and the payload carries a short-lived `sessionWebhook` URL that the reply must be
 POSTed to. Tests therefore need three things, all here:
 
-* :func:`sign` / :func:`signed_headers` - the exact signature DingTalk sends, so the
+* `sign` / `signed_headers` - the exact signature DingTalk sends, so the
   adapter's verification is tested against the real algorithm, not a mirror of itself;
-* :func:`private_message` / :func:`group_message` - realistic callback payloads;
-* :class:`WebhookSink` - a local stand-in for the ``sessionWebhook`` endpoint, one distinct
+* `private_message` / `group_message` - realistic callback payloads;
+* `WebhookSink` - a local stand-in for the `sessionWebhook` endpoint, one distinct
   URL per conversation so a test can prove a reply landed in the right conversation.
-  It is plain HTTP on 127.0.0.1, which the robot's default ``webhook_hosts`` (DingTalk's
-  own hosts, https only) refuses: a test allows it with ``webhook_hosts=[sink.base_url]``.
+  It is plain HTTP on 127.0.0.1, which the robot's default `webhook_hosts` (DingTalk's
+  own hosts, https only) refuses: a test allows it with `webhook_hosts=[sink.base_url]`.
 
-:func:`post_raw` sends exact bytes, for bodies no JSON encoder would write.
+`post_raw` sends exact bytes, for bodies no JSON encoder would write.
 
 Example::
 
@@ -60,8 +60,8 @@ _last_signed_ms = 0
 
 
 def signed_headers(app_secret: str, now_ms: int | None = None) -> dict[str, str]:
-    """The ``timestamp`` and ``sign`` headers DingTalk puts on every callback. Without
-    ``now_ms``, each call's timestamp is later than the last one's (by a millisecond when
+    """The `timestamp` and `sign` headers DingTalk puts on every callback. Without
+    `now_ms`, each call's timestamp is later than the last one's (by a millisecond when
     the clock has not moved): every callback its own signed pair, as the robot accepts
     each pair only once."""
     global _last_signed_ms
@@ -125,9 +125,9 @@ def private_message(
     create_at_ms: int | None = None,
     is_admin: bool = False,
 ) -> JSONDict:
-    """A 1:1 chat message (``conversationType`` "1"). Its ``conversationId`` is stable per
-    (robot, sender) like DingTalk's, and ``isInAtList`` is False: code deciding whether to
-    answer must look at ``conversationType``, not at the @-list."""
+    """A 1:1 chat message (`conversationType` "1"). Its `conversationId` is stable per
+    (robot, sender) like DingTalk's, and `isInAtList` is False: code deciding whether to
+    answer must look at `conversationType`, not at the @-list."""
     if conversation_id is None:
         digest = hashlib.sha256(f"{robot_code}:{sender_staff_id}".encode()).digest()
         conversation_id = "cid" + base64.b64encode(digest[:18]).decode()
@@ -168,12 +168,12 @@ def group_message(
     create_at_ms: int | None = None,
     is_admin: bool = False,
 ) -> JSONDict:
-    """A group message (``conversationType`` "2").
+    """A group message (`conversationType` "2").
 
-    ``text`` is used verbatim as ``text.content``. Real DingTalk removes the "@robot" part
+    `text` is used verbatim as `text.content`. Real DingTalk removes the "@robot" part
     from the content and often leaves the surrounding whitespace, so pass e.g. " 你好" to
-    exercise that. DingTalk only calls back for messages that @ the robot; ``at_bot=False``
-    builds the payload anyway so adapters' filters can be tested. ``at_users`` are extra
+    exercise that. DingTalk only calls back for messages that @ the robot; `at_bot=False`
+    builds the payload anyway so adapters' filters can be tested. `at_users` are extra
     staff ids @-ed in the same message."""
     payload = _base_payload(
         text,
@@ -220,8 +220,8 @@ async def post_callback(
 async def post_raw(
     url: str, body: bytes, headers: dict[str, str] | None = None, *, chunked: bool = False
 ) -> tuple[int, Any]:
-    """POST exact bytes (a body no JSON encoder would write); ``chunked`` sends them with
-    ``Transfer-Encoding: chunked`` and no ``Content-Length``, so a size limit cannot be
+    """POST exact bytes (a body no JSON encoder would write); `chunked` sends them with
+    `Transfer-Encoding: chunked` and no `Content-Length`, so a size limit cannot be
     checked before reading. Returns (status, parsed JSON or raw text)."""
 
     async def pieces() -> AsyncIterator[bytes]:
@@ -242,7 +242,7 @@ async def post_raw(
 
 @dataclass(frozen=True)
 class WebhookPost:
-    """One POST that reached the sink; ``session`` is the name given to ``webhook_url``."""
+    """One POST that reached the sink; `session` is the name given to `webhook_url`."""
 
     session: str
     path: str
@@ -256,7 +256,7 @@ class WebhookPost:
 
     @property
     def content(self) -> str | None:
-        """The visible text: ``text.content`` or ``markdown.text``."""
+        """The visible text: `text.content` or `markdown.text`."""
         if not isinstance(self.body, dict):
             return None
         section = self.body.get(self.msgtype or "") or {}
@@ -273,12 +273,12 @@ class _SinkFailure:
 
 
 class WebhookSink:
-    """A local ``sessionWebhook`` endpoint: accepts POSTs on any path, keys them by the
-    ``session`` query parameter and answers ``{"errcode": 0, "errmsg": "ok"}``.
+    """A local `sessionWebhook` endpoint: accepts POSTs on any path, keys them by the
+    `session` query parameter and answers `{"errcode": 0, "errmsg": "ok"}`.
 
     Like DingTalk it answers HTTP 200 with errcode 40035 when the body is not a JSON
-    message with the fields its ``msgtype`` requires (a markdown without ``title`` is
-    rejected); such posts appear in ``attempts`` but not in ``received``."""
+    message with the fields its `msgtype` requires (a markdown without `title` is
+    rejected); such posts appear in `attempts` but not in `received`."""
 
     def __init__(self) -> None:
         self.received: list[WebhookPost] = []
@@ -313,7 +313,7 @@ class WebhookSink:
         return f"http://127.0.0.1:{self._port}"
 
     def webhook_url(self, name: str) -> str:
-        """A distinct sessionWebhook URL for conversation ``name`` (DingTalk's path shape)."""
+        """A distinct sessionWebhook URL for conversation `name` (DingTalk's path shape)."""
         return f"{self.base_url}/robot/sendBySession?session={quote(name, safe='')}"
 
     def received_for(self, name: str) -> list[WebhookPost]:
@@ -327,12 +327,12 @@ class WebhookSink:
         errmsg: str = "system error",
         times: int = 1,
     ) -> None:
-        """Fail the next ``times`` posts: with HTTP ``status``, or (``status=200`` plus an
-        ``errcode``) the way DingTalk reports e.g. rate limiting (130101) in a 200 body."""
+        """Fail the next `times` posts: with HTTP `status`, or (`status=200` plus an
+        `errcode`) the way DingTalk reports e.g. rate limiting (130101) in a 200 body."""
         self._failures.append(_SinkFailure(status, errcode, errmsg, times))
 
     def redirect_next(self, location: str, status: int = 307) -> None:
-        """Answer the next post with a redirect to ``location`` (307 and 308 keep the POST
+        """Answer the next post with a redirect to `location` (307 and 308 keep the POST
         and its body), as a hostile or misconfigured endpoint could."""
         self._failures.append(_SinkFailure(status, None, "redirect", 1, location))
 
@@ -343,7 +343,7 @@ class WebhookSink:
         *,
         name: str | None = None,
     ) -> list[WebhookPost]:
-        """Wait until ``count`` posts were accepted (for conversation ``name`` if given)."""
+        """Wait until `count` posts were accepted (for conversation `name` if given)."""
 
         def posts() -> list[WebhookPost]:
             return self.received if name is None else self.received_for(name)

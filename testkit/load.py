@@ -97,7 +97,7 @@ async def run_load(
             "allowed_users": [chat_id(i) for i in range(private_chats)],
             "allowed_chats": [chat_id(i) for i in range(private_chats, len(chats))],
             # A local Bot API: the load is on the core, not on Telegram's flood limits
-            # (test_telegram.py checks those are kept by default).
+            # (test_telegram_delivery.py checks those are kept by default).
             "max_requests_per_second": 0,
             "max_messages_per_minute_per_group": 0,
         },

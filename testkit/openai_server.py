@@ -1,7 +1,7 @@
 """A scripted, in-process fake of the OpenAI Chat Completions HTTP API.
 
-Why a real HTTP server instead of mocking ``AsyncOpenAI``: chatmem talks to the model through
-the real ``openai`` client, and most of the bugs we care about (retries, timeouts, malformed
+Why a real HTTP server instead of mocking `AsyncOpenAI`: chatmem talks to the model through
+the real `openai` client, and most of the bugs we care about (retries, timeouts, malformed
 model output, tool-call parsing, concurrency) live on the wire or inside that client. Driving
 the genuine client against this server exercises all of that without the network.
 
@@ -14,9 +14,9 @@ Usage::
             ...  # code under test
         assert fake.last_messages()[-1]["role"] == "tool"
 
-``/v1/embeddings`` answers deterministic vectors (`bag_of_words_vector`: texts sharing words
-point the same way), or whatever ``set_embedding(fn)`` says; ``fail_embeddings`` scripts
-errors, and ``embedding_requests()`` lists what was asked.
+`/v1/embeddings` answers deterministic vectors (`bag_of_words_vector`: texts sharing words
+point the same way), or whatever `set_embedding(fn)` says; `fail_embeddings` scripts
+errors, and `embedding_requests()` lists what was asked.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ from multidict import CIMultiDict, CIMultiDictProxy
 class ToolCall:
     """One function call the fake model asks for.
 
-    ``arguments`` may be a mapping (JSON-encoded for you) or a raw string, so tests can feed
+    `arguments` may be a mapping (JSON-encoded for you) or a raw string, so tests can feed
     the code under test deliberately broken argument JSON.
     """
 
@@ -60,7 +60,7 @@ class Reply:
     """What the fake answers to one request: text and/or tool calls, or an HTTP error.
 
     A plain dataclass (not a dict) so scripted queues and responders are type checked.
-    ``delay`` is applied before answering, whatever the answer is.
+    `delay` is applied before answering, whatever the answer is.
     """
 
     text: str | None = None
@@ -101,7 +101,7 @@ Responder = Callable[[dict[str, Any]], Reply | str | Awaitable[Reply | str | Non
 
 @dataclass(frozen=True)
 class RecordedRequest:
-    """A request as the server saw it; ``headers`` is case-insensitive, ``body`` parsed JSON."""
+    """A request as the server saw it; `headers` is case-insensitive, `body` parsed JSON."""
 
     path: str
     headers: CIMultiDictProxy[str]
@@ -145,8 +145,8 @@ class FakeOpenAI:
     """aiohttp server on 127.0.0.1:<random port> answering from a FIFO script.
 
     Each chat request takes exactly one item off the queue at the moment it is recorded (no
-    ``await`` in between), so concurrent callers get items in arrival order. When the queue is
-    empty the responder (if any) decides, else ``default_text`` is sent.
+    `await` in between), so concurrent callers get items in arrival order. When the queue is
+    empty the responder (if any) decides, else `default_text` is sent.
     """
 
     def __init__(
@@ -159,8 +159,8 @@ class FakeOpenAI:
         record: bool = True,
         embedding_dim: int = EMBEDDING_DIM,
     ) -> None:
-        """``api_key`` set → requests with another bearer get 401. For benchmarks, ``latency``
-        is added to every answer (0 = instant) and ``record=False`` keeps memory flat."""
+        """`api_key` set → requests with another bearer get 401. For benchmarks, `latency`
+        is added to every answer (0 = instant) and `record=False` keeps memory flat."""
         self.model = model
         self.default_text = default_text
         self.api_key = api_key
@@ -214,7 +214,7 @@ class FakeOpenAI:
         return f"http://127.0.0.1:{self._port}/v1"
 
     def client(self, *, api_key: str = "test-key", **kwargs: Any) -> openai.AsyncOpenAI:
-        """A real client pointed here that ignores HTTP(S)_PROXY / .netrc (``trust_env=False``)."""
+        """A real client pointed here that ignores HTTP(S)_PROXY / .netrc (`trust_env=False`)."""
         kwargs.setdefault("http_client", openai.DefaultAsyncHttpxClient(trust_env=False))
         return openai.AsyncOpenAI(base_url=self.base_url, api_key=api_key, **kwargs)
 
@@ -252,7 +252,7 @@ class FakeOpenAI:
         self.push(*[Reply(status=status, retry_after=retry_after, error_message=message)] * times)
 
     def delay(self, seconds: float, *, text: str | None = None) -> None:
-        """Next call sleeps ``seconds`` then answers ``text`` (default_text if None)."""
+        """Next call sleeps `seconds` then answers `text` (default_text if None)."""
         self.push(Reply(text=text, delay=seconds))
 
     def set_responder(self, responder: Responder | None) -> None:
@@ -478,6 +478,6 @@ class FakeOpenAI:
 
 
 async def fake_openai_fixture() -> AsyncIterator[FakeOpenAI]:
-    """Body for a pytest-asyncio fixture: ``fake_openai = pytest_asyncio.fixture(...)``."""
+    """Body for a pytest-asyncio fixture: `fake_openai = pytest_asyncio.fixture(...)`."""
     async with FakeOpenAI() as fake:
         yield fake

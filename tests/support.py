@@ -22,13 +22,13 @@ from adapters.settings import AppConfig
 from memory_core.base.chunks import ChunkKind
 from memory_core.base.clock import format_when
 from memory_core.base.entries import MemoryEntry
-from memory_core.base.merge_values import Candidate as MergeCandidate
-from memory_core.base.merge_values import MergeResult
+from memory_core.base.merge_values import MergeResult, Proposal
 from memory_core.base.scope import ScopeKey
 from memory_core.base.sql import Connection, Db
 from memory_core.base.text import tokenize
 from memory_core.config import env_bindings
 from memory_core.engine import MemoryCore
+from memory_core.longterm import entities, fact_keys, matching
 from memory_core.longterm.matching import EntryView
 from memory_core.longterm.merge import apply_candidates
 from memory_core.recall.index import K1, B, CorpusStats, SearchIndex, idf
@@ -261,10 +261,19 @@ def bm25_score(
 
 
 def add_candidates(
-    existing: Sequence[MemoryEntry], candidates: Iterable[MergeCandidate], now: datetime
+    existing: Sequence[MemoryEntry], candidates: Iterable[Proposal], now: datetime
 ) -> MergeResult:
     """`apply_candidates` (a capture's fast path) on a copy of `existing`: what a capture
     would leave, without a store."""
     view = EntryView.of(existing)
     changes = apply_candidates(view, candidates, now)
     return MergeResult(entries=view.entries(), changes=changes)
+
+
+def forget_what_texts_taught() -> None:
+    """What a new process remembers of texts: nothing. Clears the per-process memos the
+    long-term parse cache seeds (normalized forms, fact skeletons, named entities), so a
+    test sees the cold start; the product never needs to, so it has no such reset."""
+    matching._NORMS.clear()
+    fact_keys._SKELETONS.clear()
+    entities._NAMED.clear()

@@ -4,20 +4,29 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from textual.binding import Binding
 from textual.worker import Worker
 
 from memory_core.longterm.scoring import Status
 from tui.actions import Action, Kind, perform
+from tui.app_rankings import Rankings
+from tui.host import CoreView, Dialogs
 from tui.messages import ActionDone
 from tui.model import RankRow
 from tui.screens.confirm import ConfirmScreen
 from tui.screens.edit import EditScreen
 
-if TYPE_CHECKING:
-    from tui.app import ChatmemApp
+
+class ActionsHost(CoreView, Dialogs, Protocol):
+    """What a write uses of the app: the highlighted row, the what-if offset (a what-if
+    view is read-only) and the forget that `u` undoes."""
+
+    rankings: Rankings
+    last_forgotten: Action | None
+
+    def current_row(self) -> RankRow | None: ...
 
 
 def toggle_pin(row: RankRow) -> Kind:
@@ -33,7 +42,7 @@ def forget(row: RankRow) -> Kind:
     return Kind.FORGET
 
 
-def done(app: ChatmemApp, message: ActionDone) -> None:
+def done(app: ActionsHost, message: ActionDone) -> None:
     """Say what was done; after a forget, remember it (for `u`) and say how to undo it."""
     action = message.action
     if action is not None and action.kind is Kind.FORGET:
@@ -49,7 +58,7 @@ def done(app: ChatmemApp, message: ActionDone) -> None:
         app.notify(message.summary, title="done", markup=False)
 
 
-def run(app: ChatmemApp, action: Action) -> Worker[None]:
+def run(app: ActionsHost, action: Action) -> Worker[None]:
     async def work() -> None:
         app.post_message(ActionDone(await perform(app.core, action), action))
 
@@ -59,7 +68,7 @@ def run(app: ChatmemApp, action: Action) -> Worker[None]:
     return worker
 
 
-def refuses(app: ChatmemApp) -> bool:
+def refuses(app: ActionsHost) -> bool:
     """True (and says why) while the rankings show a what-if instant.
 
     The screen then shows scores, statuses and even which action a key would take
@@ -76,7 +85,7 @@ def refuses(app: ChatmemApp) -> bool:
     return True
 
 
-def confirm(app: ChatmemApp, action: Action) -> None:
+def confirm(app: ActionsHost, action: Action) -> None:
     """Ask first; do it only on yes."""
     if refuses(app):
         return
@@ -90,7 +99,7 @@ def confirm(app: ChatmemApp, action: Action) -> None:
     )
 
 
-def entry_action(app: ChatmemApp, choose: Callable[[RankRow], Kind]) -> None:
+def entry_action(app: ActionsHost, choose: Callable[[RankRow], Kind]) -> None:
     """Confirm, then apply `choose(row)` to the highlighted entry."""
     if refuses(app):
         return
@@ -101,7 +110,7 @@ def entry_action(app: ChatmemApp, choose: Callable[[RankRow], Kind]) -> None:
     confirm(app, Action(choose(row), app.scope, row.entry.id, row.entry.content))
 
 
-def undo_forget(app: ChatmemApp) -> None:
+def undo_forget(app: ActionsHost) -> None:
     """Bring back the entry forgotten last in this session (through `core.memories.restore`, which
     takes it from the scope's kept forgotten entries). No confirmation: it undoes one."""
     forgotten = app.last_forgotten
@@ -112,7 +121,7 @@ def undo_forget(app: ChatmemApp) -> None:
     run(app, Action(Kind.RESTORE, forgotten.scope, forgotten.entry_id, forgotten.content))
 
 
-def edit(app: ChatmemApp) -> None:
+def edit(app: ActionsHost) -> None:
     """The edit modal is the confirmation: Save writes, Escape does nothing."""
     if refuses(app):
         return

@@ -13,7 +13,6 @@ import logging
 from collections.abc import Callable, Coroutine
 from datetime import datetime
 from functools import partial
-from typing import TYPE_CHECKING
 
 from textual.worker import Worker
 
@@ -22,6 +21,7 @@ from memory_core.base.records import AuditRecord
 from memory_core.base.scope import ScopeKey
 from memory_core.longterm.scoring import projection
 from memory_core.recall.index.steps import explaining
+from tui.host import LoadsHost
 from tui.loading import EntriesSnapshot
 from tui.messages import (
     ActivityLoaded,
@@ -39,9 +39,6 @@ from tui.watch import Changes, Stamp, compare, take_stamp
 from tui.widgets.activity import FEED_LIMIT
 from tui.widgets.detail import PROJECTION_DAYS
 
-if TYPE_CHECKING:
-    from tui.app import ChatmemApp
-
 log = logging.getLogger(__name__)
 
 
@@ -50,7 +47,7 @@ class Loads:
     owes: the other panes (after the first rankings) and the whole of a large file (after
     its head)."""
 
-    def __init__(self, app: ChatmemApp) -> None:
+    def __init__(self, app: LoadsHost) -> None:
         self.app = app
         self.others_started = False
         """The panes other than Rankings have been asked to load."""

@@ -12,11 +12,11 @@ import asyncio
 from collections.abc import Callable, Coroutine, Sequence
 from datetime import datetime
 from functools import partial
-from typing import TYPE_CHECKING
 
 from textual.worker import Worker
 
 from memory_core.base.entries import MemoryEntry
+from tui.host import CoreView
 from tui.loading import EntriesSnapshot
 from tui.messages import RankingsReady
 from tui.model import (
@@ -30,14 +30,11 @@ from tui.model import (
     counts_at,
 )
 
-if TYPE_CHECKING:
-    from tui.app import ChatmemApp
-
 
 class Rankings:
     """What the rankings show (sort, filter, what-if offset) and the latest result."""
 
-    def __init__(self, app: ChatmemApp) -> None:
+    def __init__(self, app: CoreView) -> None:
         self.app = app
         self.sort = SortSpec()
         self.row_filter = RowFilter()

@@ -4,20 +4,37 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
-from typing import TYPE_CHECKING, cast
+from typing import ClassVar, Protocol, cast
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
-from memory_core.base.scope import printable_key
-from tui.model import COLUMNS
-
-if TYPE_CHECKING:
-    from tui.app import ChatmemApp
+from memory_core.base.scope import ScopeKey, printable_key
+from tui.model import COLUMNS, ColumnKey
 
 Command = tuple[str, Callable[[], object], str]
 
 
-def app_commands(app: ChatmemApp) -> list[Command]:
+class CommandsHost(Protocol):
+    """What the palette offers of the app: its actions, sorts, tabs and known scopes."""
+
+    TABS: ClassVar[tuple[tuple[str, str], ...]]
+    known_scopes: list[ScopeKey]
+
+    def action_toggle_pin(self) -> None: ...
+    def action_toggle_archive(self) -> None: ...
+    def action_forget(self) -> None: ...
+    def action_undo_forget(self) -> None: ...
+    def action_edit(self) -> None: ...
+    def action_consolidate(self) -> None: ...
+    def action_what_if(self, days: int) -> None: ...
+    def action_what_if_reset(self) -> None: ...
+    def action_refresh(self) -> None: ...
+    def sort_by(self, key: ColumnKey) -> None: ...
+    def show_tab(self, tab: str) -> None: ...
+    def choose_scope(self, scope: ScopeKey) -> None: ...
+
+
+def app_commands(app: CommandsHost) -> list[Command]:
     commands: list[Command] = [
         ("Pin / unpin the highlighted entry", app.action_toggle_pin, "p"),
         ("Archive / restore the highlighted entry", app.action_toggle_archive, "a"),
@@ -45,9 +62,7 @@ def app_commands(app: ChatmemApp) -> list[Command]:
 
 class ChatmemCommands(Provider):
     def _commands(self) -> list[Command]:
-        from tui.app import ChatmemApp
-
-        return app_commands(cast(ChatmemApp, self.app))
+        return app_commands(cast(CommandsHost, self.app))
 
     async def discover(self) -> Hits:
         for title, callback, help_text in self._commands():

@@ -12,7 +12,7 @@ from textual.binding import Binding, BindingType
 
 from tui.screens.confirm import ConfirmScreen
 from tui.screens.edit import EditScreen
-from tui.screens.help import HelpScreen, Section, binding_lines
+from tui.screens.help import HelpScreen, HelpSection, binding_lines
 from tui.widgets.ranktable import RankTable
 
 TABS: tuple[tuple[str, str], ...] = (
@@ -79,7 +79,7 @@ BINDINGS: list[BindingType] = [
 """The app's own keys (the rankings table, the modals and the help screen have theirs)."""
 
 
-def help_sections(display: Callable[[Binding], str]) -> list[Section]:
+def help_sections(display: Callable[[Binding], str]) -> list[HelpSection]:
     """Every key of the app and of its widgets and modals, as `display` (the app's
     `get_key_display`) shows them, grouped by where they work."""
 

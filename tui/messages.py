@@ -15,7 +15,7 @@ from memory_core.snapshot.builder import Snapshot
 from tui.actions import Action
 from tui.loading import EntriesSnapshot
 from tui.model import RankingModel, RankingView, RankRow
-from tui.overview import ArchiveState, ScopeCounts
+from tui.overview import ScopeArchive, ScopeCounts
 from tui.watch import Changes
 
 
@@ -51,7 +51,7 @@ class DetailLoaded(Message):
 
 @dataclass
 class ArchiveLoaded(Message):
-    state: ArchiveState
+    state: ScopeArchive
 
 
 @dataclass

@@ -53,7 +53,7 @@ class ArchivedEntry:
 
 
 @dataclass(frozen=True, slots=True)
-class ArchiveState:
+class ScopeArchive:
     scope: ScopeKey
     when: datetime
     archived: list[ArchivedEntry] = field(default_factory=list)
@@ -137,14 +137,14 @@ def _archived_entries(
 
 async def archive_state(
     core: MemoryCore, loader: EntryLoader, scope: ScopeKey, when: datetime
-) -> ArchiveState:
+) -> ScopeArchive:
     entries = await loader.load(scope)
     quarantined = await loader.quarantined(scope)
     archived = await asyncio.to_thread(_archived_entries, entries, when, core.policy)
     directory = core.workspace.memory_dir(scope)
     summaries = await asyncio.to_thread(list_files, core.workspace.summary_dir(scope))
     files = await asyncio.to_thread(list_files, directory)
-    base = ArchiveState(
+    base = ScopeArchive(
         scope=scope,
         when=when,
         archived=archived[:ARCHIVED_LIMIT],

@@ -3,7 +3,7 @@ became of the last candidate out.
 
 Apart from the merge itself because far more modules speak of these values than run a
 merge: the audit log, the storage interfaces and the spools record `Change`s, front ends
-show `ChangeKind`s and `Outcome`s, extraction builds `Candidate`s.
+show `ChangeKind`s and `Outcome`s, extraction builds `Proposal`s.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ class ChangeKind(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
-class Candidate:
+class Proposal:
     """A memory proposed by extraction; `matches` names an existing entry it restates."""
 
     content: str

@@ -58,15 +58,15 @@ are tokenized again at their next open.
 
 Every term consists only of characters for which ``str.isalnum()`` is true and is
 lowercase, so joining terms with spaces and feeding them to SQLite FTS5's
-``unicode61`` tokenizer yields exactly the same terms.  The 21 letters that
+`unicode61` tokenizer yields exactly the same terms.  The 21 letters that
 Python's newer Unicode tables call alphanumeric but SQLite's tables treat as
 separators (New Tai Lue vowel signs, two Vedic signs) are treated as separators
 here as well (found by checking every code point against SQLite 3.40.1).
 
-The dictionary is loaded lazily (see :func:`warm_up` / :func:`ensure_loaded`),
+The dictionary is loaded lazily (see `warm_up` / `ensure_loaded`),
 never at import time, so importing this module cannot stall an event loop, and only
 for text that has a Han run: Latin, kana and Hangul text is tokenized without it, so a
-command that never meets Chinese never pays its ~0.1-0.15 s (``bench/cli_bench.py``).
+command that never meets Chinese never pays its ~0.1-0.15 s (`bench/cli_bench.py`).
 """
 
 from __future__ import annotations
@@ -197,7 +197,7 @@ def warm_up() -> None:
 
 
 def _warm_up_into(future: concurrent.futures.Future[None]) -> None:
-    """Run in a worker thread; resolves ``future`` even if the awaiting task is cancelled."""
+    """Run in a worker thread; resolves `future` even if the awaiting task is cancelled."""
     try:
         warm_up()
     except BaseException as exc:
@@ -347,7 +347,7 @@ def _cut_pieces(cut: Callable[[str, bool], list[str]], run: str, hmm: bool) -> l
 
 
 def has_cjk(text: str) -> bool:
-    """True if ``text`` contains Han, kana or Hangul characters."""
+    """True if `text` contains Han, kana or Hangul characters."""
     return _HAS_CJK_RE.search(text) is not None
 
 
@@ -413,7 +413,7 @@ def tokenize(text: str) -> list[str]:
 
 
 def _term_spans(normalised: str) -> Iterator[tuple[str, int, int]]:
-    """Like :func:`tokenize` on already-normalised text, with each term's span."""
+    """Like `tokenize` on already-normalised text, with each term's span."""
     config = _SEGMENTATION
     mode = "search" if config.search_mode else "default"
     min_han = 1 if config.keep_single_han else 2
@@ -448,9 +448,9 @@ def _term_spans(normalised: str) -> Iterator[tuple[str, int, int]]:
 
 
 def _normalise_with_origin(text: str) -> tuple[str, list[int] | None, list[int] | None]:
-    """Normalise like :func:`_normalise` and map each output character to its source.
+    """Normalise like `_normalise` and map each output character to its source.
 
-    Returns ``(normalised, starts, ends)``; ``starts``/``ends`` are None when the
+    Returns `(normalised, starts, ends)`; `starts`/`ends` are None when the
     normalisation kept every offset.  Otherwise each character cluster (a base
     character and its combining marks) is normalised on its own so that spans
     can be traced back; this can differ from whole-string NFKC only in exotic
@@ -476,7 +476,7 @@ def _normalise_with_origin(text: str) -> tuple[str, list[int] | None, list[int] 
 
 
 def matched_terms(text: str, query: str) -> list[tuple[int, int]]:
-    """Spans ``(start, end)`` of ``text`` whose terms occur among the query's terms.
+    """Spans `(start, end)` of `text` whose terms occur among the query's terms.
 
     Overlapping spans (search-mode sub-words) are merged, so the result is sorted
     and disjoint and can be highlighted directly.

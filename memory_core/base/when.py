@@ -508,7 +508,7 @@ def time_mentions(text: str, today: date, *, ahead: bool = False) -> list[Mentio
 
 
 def find_time_reference(text: str, today: date) -> TimeReference | None:
-    """The window the text names, the narrowest when it names several (``去年五月``
+    """The window the text names, the narrowest when it names several (`去年五月`
     is May, not the whole year), or None."""
     found = time_mentions(text, today)
     if not found:

@@ -30,7 +30,7 @@ from memory_core.base.clock import format_when, parse_when
 from memory_core.base.entries import Importance, MemoryClass, MemoryEntry
 from memory_core.base.errors import LLMError
 from memory_core.base.locks import LockRegistry
-from memory_core.base.merge_values import Candidate, Change
+from memory_core.base.merge_values import Change, Proposal
 from memory_core.base.meter import Outcome
 from memory_core.base.scope import ScopeKey
 from memory_core.base.text import tokenize
@@ -273,7 +273,7 @@ class Consolidator:
             state.pending = []
             await self._save(scope, state)
         merged = 0
-        sessions: dict[str | None, list[Candidate]] = {}
+        sessions: dict[str | None, list[Proposal]] = {}
         for record in state.candidates:
             sessions.setdefault(record.get("session"), []).append(_candidate_of(record))
         for session, candidates in sessions.items():
@@ -306,7 +306,7 @@ class Consolidator:
 
     async def _candidates(
         self, lines: list[TranscriptLine], entries: list[MemoryEntry], when: datetime
-    ) -> list[Candidate]:
+    ) -> list[Proposal]:
         if self.llm is not None:
             return await extract_with_llm(
                 self.llm, lines, entries, when, self.memory.long_term.policy
@@ -427,7 +427,7 @@ def _messages(prompt: str) -> list[Message]:
     ]
 
 
-def _candidate_record(session: str | None, candidate: Candidate) -> dict[str, Any]:
+def _candidate_record(session: str | None, candidate: Proposal) -> dict[str, Any]:
     return {
         "session": session,
         "content": candidate.content,
@@ -441,10 +441,10 @@ def _candidate_record(session: str | None, candidate: Candidate) -> dict[str, An
     }
 
 
-def _candidate_of(record: dict[str, Any]) -> Candidate:
+def _candidate_of(record: dict[str, Any]) -> Proposal:
     expires = record.get("expires_at")
     kind = record.get("memory_class")
-    return Candidate(
+    return Proposal(
         content=str(record["content"]),
         category=str(record.get("category") or "fact"),
         importance=Importance(record.get("importance") or "medium"),

@@ -174,21 +174,6 @@ def _decode(points: np.ndarray) -> str:
     return bytes(points.data).decode("utf-32-le", "surrogatepass")
 
 
-def partition_width(key: str) -> int:
-    """How many first characters name a key's partition: 3 after the word mark, else 2.
-    A key shorter than that belongs to the core, loaded with the tokenizer."""
-    return 3 if key[0] == WORD_MARK else 2
-
-
-def partition_code(head: str) -> int:
-    """A partition's name as one integer (its 2 or 3 code points; NUL, never in a key,
-    pads a 2-character name), so a text's partitions are found with one searchsorted."""
-    code = 0
-    for i in range(3):
-        code = (code << _SHIFT) | (ord(head[i]) if i < len(head) else 0)
-    return code
-
-
 def _partitioned(prefixes: dict[str, int]) -> dict[str, np.ndarray]:
     """The prefix table as arrays: core keys first, then the partitions by code, each a
     run of NUL-joined keys, their values in the same order (computed on arrays: a loop

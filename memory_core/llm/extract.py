@@ -19,7 +19,7 @@ from typing import Any
 from memory_core.base.clock import parse_when
 from memory_core.base.entries import CATEGORIES, Importance, MemoryClass, MemoryEntry, sort_entries
 from memory_core.base.inputs import is_storable
-from memory_core.base.merge_values import Candidate
+from memory_core.base.merge_values import Proposal
 from memory_core.base.patterns import LazyPattern
 from memory_core.base.policy import DEFAULT_POLICY, ScoringPolicy
 from memory_core.base.text import estimate_tokens
@@ -136,7 +136,7 @@ def _speaker(value: object, speakers: Sequence[str]) -> str | None:
 
 def candidates_from_json(
     data: Any, known_ids: Iterable[str] = (), speakers: Sequence[str] = ()
-) -> list[Candidate]:
+) -> list[Proposal]:
     """Validate the model's array item by item; a bad item is skipped, not fatal. In a
     group (`speakers`), each item's `speaker` must name one of them."""
     if isinstance(data, dict):
@@ -144,7 +144,7 @@ def candidates_from_json(
     if not isinstance(data, list):
         return []
     known = set(known_ids)
-    out: list[Candidate] = []
+    out: list[Proposal] = []
     for item in data:
         if not isinstance(item, dict):
             continue
@@ -169,7 +169,7 @@ def candidates_from_json(
             except ValueError:
                 expires_at = None
         out.append(
-            Candidate(
+            Proposal(
                 content=content.strip(),
                 category=str(category),
                 importance=importance,
@@ -190,7 +190,7 @@ async def extract_with_llm(
     entries: Sequence[MemoryEntry],
     now: datetime,
     policy: ScoringPolicy = DEFAULT_POLICY,
-) -> list[Candidate]:
+) -> list[Proposal]:
     """One model call; raises LLMError when the model cannot be reached (caller retries).
     An empty or very short conversation (the user said almost nothing) costs no call."""
     said = "".join("".join(line.text.split()) for line in lines if line.role == "user")
@@ -297,10 +297,10 @@ _SENTENCE = LazyPattern(r"[^。！？!?\n.;；]+[。！？!?.;；]?")
 _SKIP = LazyPattern(r"[?？吗]\s*$|^(?:你|您|can you|could you|what|how|why|do you)", re.I)
 
 
-def heuristic_candidates(lines: Sequence[TranscriptLine]) -> list[Candidate]:
+def heuristic_candidates(lines: Sequence[TranscriptLine]) -> list[Proposal]:
     """Clear first-person statements of the user, one candidate per matching sentence
     (its speaker's, in a group)."""
-    out: list[Candidate] = []
+    out: list[Proposal] = []
     seen: set[str] = set()
     for line in lines:
         if line.role != "user":
@@ -315,7 +315,7 @@ def heuristic_candidates(lines: Sequence[TranscriptLine]) -> list[Candidate]:
                     if key not in seen:
                         seen.add(key)
                         out.append(
-                            Candidate(
+                            Proposal(
                                 content=sentence,
                                 category=category,
                                 importance=importance,

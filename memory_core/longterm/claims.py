@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from memory_core.base.entries import DEFAULT_CONFIDENCE, MemoryClass, MemoryEntry
-from memory_core.base.merge_values import Candidate
+from memory_core.base.merge_values import Proposal
 from memory_core.base.scope import ScopeKey
 from memory_core.base.speaker_label import labelled
 
@@ -183,7 +183,7 @@ def _disputed(by_id: Mapping[str, MemoryEntry], target_id: str, speaker: str) ->
     return owner.id
 
 
-def as_claim(cand: Candidate, disputed: str) -> Candidate:
+def as_claim(cand: Proposal, disputed: str) -> Proposal:
     """The candidate as its speaker's claim on the self-fact `disputed`: a belief, no
     surer than a belief is by default."""
     belief = DEFAULT_CONFIDENCE[MemoryClass.BELIEF]
@@ -191,7 +191,7 @@ def as_claim(cand: Candidate, disputed: str) -> Candidate:
     return replace(cand, memory_class=MemoryClass.BELIEF, confidence=sure, claim_on=disputed)
 
 
-def claim_contradictions(cand: Candidate, by_id: Mapping[str, MemoryEntry]) -> Candidate:
+def claim_contradictions(cand: Proposal, by_id: Mapping[str, MemoryEntry]) -> Proposal:
     """The candidate without the entries it names as contradicted that are another
     member's self-facts; naming one makes it a claim on the first such, unless the
     candidate is about its own speaker (another subject: it disputes nothing)."""
@@ -215,11 +215,11 @@ def claim_contradictions(cand: Candidate, by_id: Mapping[str, MemoryEntry]) -> C
 
 
 def ruled(
-    cand: Candidate,
+    cand: Proposal,
     restates: str | None,
     updates: str | None,
     by_id: Mapping[str, MemoryEntry],
-) -> tuple[Candidate, str | None, str | None]:
+) -> tuple[Proposal, str | None, str | None]:
     """(candidate, entry it restates, entry it updates) once the rule is applied: an
     update of another member's self-fact (or of a claim on one) is no update but a claim
     on that self-fact, added beside it."""
@@ -232,7 +232,7 @@ def ruled(
     return as_claim(cand, disputed), restates, None
 
 
-def refuted(by_id: Mapping[str, MemoryEntry], restated: str, cand: Candidate) -> list[str]:
+def refuted(by_id: Mapping[str, MemoryEntry], restated: str, cand: Proposal) -> list[str]:
     """The claims the candidate refutes by restating entry `restated`: when it is the
     candidate's speaker's own self-fact, every other member's claim on it."""
     speaker = cand.speaker

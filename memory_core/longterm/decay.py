@@ -56,7 +56,7 @@ def decay_into(
     DECAYED change when the score moved), then `expire` for an expired todo, written out
     in one loop: it runs for every entry at every merge, and the calls, the policy
     look-ups and the frozen dataclasses' constructors were most of a merge's time.
-    `tests/unit/test_scoring_merge.py` checks it against those functions.
+    `tests/unit/test_merge_fast_paths.py` checks it against those functions.
     """
     forget_below = policy.forget_below
     archive_below = policy.archive_below

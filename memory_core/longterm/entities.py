@@ -232,11 +232,6 @@ def remember_named(texts: Sequence[str], named: Iterable[tuple[Named, ...] | Non
     _NAMED.update((t, n) for t, n in zip(texts, named, strict=True) if n is not None)
 
 
-def forget_named() -> None:
-    """Forget every remembered text's entities (for tests and cold-start measurements)."""
-    _NAMED.clear()
-
-
 def named_in(text: str) -> tuple[Named, ...]:
     """What the rules find in one text, in the order they find it (remembered)."""
     named = _NAMED.get(text)

@@ -309,11 +309,6 @@ def remember_skeletons(texts: Sequence[str], skeletons: Iterable[str | None]) ->
     _SKELETONS.update((t, k) for t, k in zip(texts, skeletons, strict=True) if k is not None)
 
 
-def forget_skeletons() -> None:
-    """Forget every remembered skeleton (for tests and cold-start measurements)."""
-    _SKELETONS.clear()
-
-
 def kept_characters(key: str) -> str:
     """Characters every text whose skeleton is `key` holds in its normalized form, rarest
     (highest code point, so Han before Latin) first: those of `key` outside its masks.

@@ -53,7 +53,7 @@ NOTE = (
 
 
 @dataclass(frozen=True, slots=True)
-class Kept:
+class ForgottenContents:
     """What the file holds: entries newest first, and blocks it could not parse."""
 
     entries: list[MemoryEntry]
@@ -74,12 +74,12 @@ class ForgottenFile:
     def expired(self, entry: MemoryEntry, now: datetime) -> bool:
         return entry.scored_at <= now - timedelta(days=self.keep_days)
 
-    def read(self, scope: ScopeKey) -> Kept:
+    def read(self, scope: ScopeKey) -> ForgottenContents:
         path = self.path(scope)
         try:
             text = safe_files.read_text(self._ws.root, path, safe_files.LONG_TERM_BYTES)
         except (FileNotFoundError, NotADirectoryError):
-            return Kept([], [])
+            return ForgottenContents([], [])
         except UnicodeDecodeError as exc:
             raise StoreError(f"{path} is not UTF-8 text: {exc}") from exc
         lines = split_lines(text)
@@ -88,7 +88,7 @@ class ForgottenFile:
         while start < len(lines) and _is_furniture(lines[start]):
             start += 1
         parsed = parse_memory("\n".join(lines[start:]), archive_below=self._archive_below)
-        return Kept(_newest_first(parsed.entries), list(parsed.quarantined))
+        return ForgottenContents(_newest_first(parsed.entries), list(parsed.quarantined))
 
     def live(self, scope: ScopeKey, now: datetime) -> list[MemoryEntry]:
         """The entries that may still be restored at `now`."""

@@ -31,10 +31,10 @@ from memory_core.base.errors import (
 from memory_core.base.inputs import choice, storable
 from memory_core.base.merge_values import (
     UPDATES_DETAIL,
-    Candidate,
     Change,
     ChangeKind,
     MergeResult,
+    Proposal,
 )
 from memory_core.base.meter import NO_METER, CaptureAction, Meter
 from memory_core.base.policy import ScoringPolicy
@@ -166,7 +166,7 @@ class LongTermMemory:
     async def merge_candidates(
         self,
         scope: ScopeKey,
-        candidates: Iterable[Candidate],
+        candidates: Iterable[Proposal],
         *,
         session_id: str | None,
         source: str,
@@ -242,7 +242,7 @@ class LongTermMemory:
         with `speaker_id`, their platform id (what an erasure finds them by)."""
         text = self._checked_content(content)
         storable(source, "the source")
-        cand = Candidate(
+        cand = Proposal(
             content=text,
             category=storable(category, "the category"),
             importance=choice(Importance, importance, "importance"),

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from memory_core.base.entries import ArchiveReason, Importance, MemoryEntry
-from memory_core.base.merge_values import Candidate, Change, ChangeKind, MergeResult
+from memory_core.base.merge_values import Change, ChangeKind, MergeResult, Proposal
 from memory_core.base.policy import ScoringPolicy
 from memory_core.longterm.merge import merge
 from memory_core.longterm.scoring import initial_score, score_at
@@ -30,7 +30,7 @@ Returning the very entry it was given means "nothing to do": no write, no audit 
 def merged(
     entries: Sequence[MemoryEntry],
     activations: Sequence[Activation],
-    batch: Sequence[Candidate],
+    batch: Sequence[Proposal],
     when: datetime,
     session_id: str | None,
     seen: frozenset[str],
@@ -69,15 +69,15 @@ def kept_forgotten(
 
 def _activation_batches(
     entries: Sequence[MemoryEntry], activations: Sequence[Activation]
-) -> list[tuple[str, list[Candidate]]]:
+) -> list[tuple[str, list[Proposal]]]:
     """Recorded uses of entries, as reinforcing candidates grouped by session."""
     by_id = {e.id: e for e in entries}
-    grouped: dict[str, list[Candidate]] = {}
+    grouped: dict[str, list[Proposal]] = {}
     for entry_id, session_id in activations:
         entry = by_id.get(entry_id)
         if entry is not None:
             grouped.setdefault(session_id, []).append(
-                Candidate(content=entry.content, category=entry.category, matches=entry_id)
+                Proposal(content=entry.content, category=entry.category, matches=entry_id)
             )
     return list(grouped.items())
 

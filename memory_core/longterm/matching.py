@@ -19,7 +19,7 @@ from operator import attrgetter
 from typing import NamedTuple
 
 from memory_core.base.entries import MemoryEntry
-from memory_core.base.merge_values import Candidate
+from memory_core.base.merge_values import Proposal
 from memory_core.longterm.claims import as_member, is_self_fact, other_subject, same_speaker
 from memory_core.longterm.fact_keys import (
     Relation,
@@ -64,11 +64,6 @@ def remember_norms(texts: Sequence[str], norms: Iterable[str]) -> None:
     if len(_NORMS) + len(texts) > _NORMS_KEPT:
         _NORMS.clear()  # room for these first: they are what is wanted now
     _NORMS.update(zip(texts, norms, strict=True))
-
-
-def forget_norms() -> None:
-    """Forget every remembered form (for tests and cold-start measurements)."""
-    _NORMS.clear()
 
 
 @functools.lru_cache(maxsize=1 << 16)
@@ -289,7 +284,7 @@ def _believed(by_id: dict[str, MemoryEntry], a: _Match | None, b: _Match | None)
 def _find_match(
     by_id: dict[str, MemoryEntry],
     index: _MatchIndex,
-    cand: Candidate,
+    cand: Proposal,
     norm: str,
     keep: Keep | None = None,
 ) -> _Match:
@@ -351,7 +346,7 @@ def _find_match(
 
 
 def _group_match(
-    by_id: dict[str, MemoryEntry], index: _MatchIndex, cand: Candidate, norm: str
+    by_id: dict[str, MemoryEntry], index: _MatchIndex, cand: Proposal, norm: str
 ) -> _Match:
     """A group member's candidate: matched as usual but never to another member's
     self-fact when it speaks of its own speaker; failing a restatement, a text naming a
@@ -407,7 +402,7 @@ class EntryView:
             self._index.group_skeletons(category, all_known=True)
         return self
 
-    def find(self, cand: Candidate, norm: str) -> _Match:
+    def find(self, cand: Proposal, norm: str) -> _Match:
         if cand.speaker is not None:  # a group scope's: whose fact it is matters
             return _group_match(self.by_id, self._index, cand, norm)
         return _find_match(self.by_id, self._index, cand, norm)

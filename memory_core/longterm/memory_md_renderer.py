@@ -238,7 +238,7 @@ def _meta_json(
     Covers the field types entries normally have (plain str, float or int); for anything
     else (a NaN score, a str subclass, ...) it returns None and `render_entry` uses the
     encoder. Timestamps come from `format_when` and never need escaping.
-    `tests/unit/test_memory_md.py` compares both ways over random entries.
+    `tests/unit/test_memory_md_round_trip.py` compares both ways over random entries.
     """
     score = _json_number(entry.score)
     if score is None:

@@ -24,7 +24,7 @@ from memory_core.base.entries import (
     new_entry_id,
     sort_entries,
 )
-from memory_core.base.merge_values import UPDATES_DETAIL, Candidate, Change, ChangeKind, MergeResult
+from memory_core.base.merge_values import UPDATES_DETAIL, Change, ChangeKind, MergeResult, Proposal
 from memory_core.base.policy import DEFAULT_POLICY, ScoringPolicy
 from memory_core.longterm.claims import claim_contradictions, refuted, ruled
 from memory_core.longterm.decay import decay_into, settle
@@ -41,7 +41,7 @@ from memory_core.longterm.scoring import (
 
 def merge(
     existing: Sequence[MemoryEntry],
-    candidates: Iterable[Candidate],
+    candidates: Iterable[Proposal],
     now: datetime,
     session_id: str | None,
     policy: ScoringPolicy = DEFAULT_POLICY,
@@ -162,7 +162,7 @@ def _added(entry: MemoryEntry, updates: str | None) -> Change:
 
 
 def _new_entry(
-    cand: Candidate,
+    cand: Proposal,
     content: str,
     now: datetime,
     session_id: str | None,
@@ -197,7 +197,7 @@ def _new_entry(
 
 def apply_candidates(
     view: EntryView,
-    candidates: Iterable[Candidate],
+    candidates: Iterable[Proposal],
     now: datetime,
     policy: ScoringPolicy = DEFAULT_POLICY,
 ) -> list[Change]:

@@ -42,7 +42,7 @@ from memory_core.base.clock import (
 )
 from memory_core.base.entries import Importance, MemoryClass, MemoryEntry
 from memory_core.base.errors import ChatmemError
-from memory_core.base.merge_values import Candidate, Change, ChangeKind, MergeResult
+from memory_core.base.merge_values import Change, ChangeKind, MergeResult, Proposal
 from memory_core.base.policy import ScoringPolicy
 from memory_core.base.retry import Backoff
 from memory_core.base.scope import ScopeKey
@@ -79,7 +79,7 @@ WrittenHook = Callable[[ScopeKey, list[Applied], list[Change], datetime], Awaita
 
 @dataclass(slots=True)
 class _Staged:
-    candidate: Candidate
+    candidate: Proposal
     source: str
     when: datetime
     seq: int | None
@@ -148,7 +148,7 @@ class Staging:
         self._closed = False
 
     async def capture(
-        self, scope: ScopeKey, candidate: Candidate, source: str, when: datetime
+        self, scope: ScopeKey, candidate: Proposal, source: str, when: datetime
     ) -> MergeResult:
         """Apply `candidate` to the view and journal it; the file follows shortly."""
         if self._closed:
@@ -403,7 +403,7 @@ def _staged_from(row: JournalRow) -> _Staged | None:
     data = row.payload
     try:
         expires = data.get("expires_at")
-        candidate = Candidate(
+        candidate = Proposal(
             content=str(data["content"]),
             category=str(data["category"]),
             importance=Importance(data["importance"]),

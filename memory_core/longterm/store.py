@@ -60,7 +60,7 @@ close to its mtime may still change without its stamp changing."""
 
 
 @dataclass(frozen=True, slots=True)
-class Snapshot:
+class FileRead:
     """A parsed file and the stat it was parsed at."""
 
     parsed: ParsedMemory
@@ -103,7 +103,7 @@ def read_memory_file(
     *,
     root: Path,
     warn: bool = True,
-) -> Snapshot:
+) -> FileRead:
     """Blocking read + parse; callers run it in a thread. With `cache`, a file of at least
     `cache_min_bytes` is read through its parse cache (`parse_cache.py`); `warn` logs
     each quarantined block. `root` is the workspace's: the file is read through its
@@ -111,7 +111,7 @@ def read_memory_file(
     read_at = epoch_ns()  # before the stat: a write after it makes the read racy
     stamp = _stamp(root, path)
     if stamp is None:
-        return Snapshot(ParsedMemory(), None)
+        return FileRead(ParsedMemory(), None)
     if cache is not None and stamp[1] < cache_min_bytes:
         cache = None
     mark = parse_cache.read_mark(cache) if cache is not None else None
@@ -122,11 +122,11 @@ def read_memory_file(
             # The stamp vouches for the bytes: the file need not even be read.
             if warn:
                 _warn_quarantined(path, cached.parsed)
-            return Snapshot(cached.parsed, stamp, cached.digest, from_cache=True)
+            return FileRead(cached.parsed, stamp, cached.digest, from_cache=True)
     try:
         data = safe_files.read_bytes(root, path, safe_files.LONG_TERM_BYTES)
     except FileNotFoundError:
-        return Snapshot(ParsedMemory(), None)
+        return FileRead(ParsedMemory(), None)
     except OSError as exc:
         raise StoreError(f"cannot read {path}: {exc.strerror or exc}") from exc
     digest = _digest(data)
@@ -138,7 +138,7 @@ def read_memory_file(
             parse_cache.save_mark(cache, Mark(stamp, digest, read_at))
             if warn:
                 _warn_quarantined(path, cached.parsed)
-            return Snapshot(cached.parsed, stamp, digest, racy, from_cache=True)
+            return FileRead(cached.parsed, stamp, digest, racy, from_cache=True)
     known = cached.by_key() if cached is not None else ({} if cache is not None else None)
     parsed, utf8 = _parse_bytes(root, path, data, archive_below, known)
     if cache is not None:
@@ -149,7 +149,7 @@ def read_memory_file(
     if warn:
         _warn_quarantined(path, parsed)
     blocks = len(parsed.entries) + len(parsed.quarantined) - parsed.reused
-    return Snapshot(parsed, stamp, digest, racy, parsed_blocks=blocks, utf8=utf8)
+    return FileRead(parsed, stamp, digest, racy, parsed_blocks=blocks, utf8=utf8)
 
 
 def _warn_quarantined(path: Path, parsed: ParsedMemory) -> None:
@@ -165,11 +165,11 @@ def _warn_quarantined(path: Path, parsed: ParsedMemory) -> None:
 def _refresh(
     root: Path,
     path: Path,
-    cached: Snapshot | None,
+    cached: FileRead | None,
     archive_below: float,
     cache: CacheFiles | None = None,
     cache_min_bytes: int = parse_cache.MIN_BYTES,
-) -> Snapshot:
+) -> FileRead:
     """Blocking: `cached` while the file is still the one it was parsed from (the same
     object, so callers can compare parses by identity), else the file read again."""
     if cached is not None and _stamp(root, path) == cached.stamp:
@@ -309,7 +309,7 @@ class LongTermStore:
         self.locks = locks
         self._archive_below = archive_below
         self._cache_min_bytes = parse_cache_min_bytes
-        self._cache: dict[ScopeKey, Snapshot] = {}
+        self._cache: dict[ScopeKey, FileRead] = {}
         self._checked_at: dict[ScopeKey, float] = {}
         self.last_write: dict[ScopeKey, WriteRecord] = {}
         self.reads = ReadCounts()
@@ -323,7 +323,7 @@ class LongTermStore:
             return None
         return parse_cache.files_for(self._ws, scope)
 
-    def _read(self, scope: ScopeKey, cached: Snapshot | None) -> Snapshot:
+    def _read(self, scope: ScopeKey, cached: FileRead | None) -> FileRead:
         """Blocking: the scope's snapshot, fresh or `cached`, counted."""
         min_bytes = self._cache_min_bytes or 0
         snapshot = _refresh(
@@ -389,7 +389,7 @@ class LongTermStore:
         change: Callable[[ParsedMemory], tuple[list[MemoryEntry], T]],
         now: datetime,
         quarantine: Sequence[QuarantinedBlock] = (),
-    ) -> tuple[Snapshot, Snapshot, T]:
+    ) -> tuple[FileRead, FileRead, T]:
         self._ws.ensure_scope(scope)
         snapshot = self._read(scope, self._cache.get(scope))
         entries, result = change(snapshot.parsed)
@@ -405,7 +405,7 @@ class LongTermStore:
         entries: list[MemoryEntry],
         quarantined: list[QuarantinedBlock],
         now: datetime,
-    ) -> Snapshot:
+    ) -> FileRead:
         path = self.path(scope)
         files = self.cache_files(scope)
         min_bytes = self._cache_min_bytes or 0
@@ -429,7 +429,7 @@ class LongTermStore:
         )
         stamp = _stamp(self._ws.root, path)
         digest = _digest(data)
-        snapshot = Snapshot(parsed, stamp, digest, _racy(stamp, written_at))
+        snapshot = FileRead(parsed, stamp, digest, _racy(stamp, written_at))
         self._cache[scope] = snapshot
         if files is not None and stamp is not None:
             if keys is not None and stamp[1] >= min_bytes:

@@ -18,7 +18,7 @@ EXIT_ALL_OK = 0
 EXIT_PROBLEMS = 1
 
 
-class Status(StrEnum):
+class CheckStatus(StrEnum):
     OK = "ok"
     WARN = "warn"
     FAIL = "fail"
@@ -28,7 +28,7 @@ class Status(StrEnum):
 @dataclass(frozen=True)
 class Check:
     name: str
-    status: Status
+    status: CheckStatus
     detail: str
 
     def line(self) -> str:
@@ -39,23 +39,23 @@ class Check:
 
 
 def ok(name: str, detail: str) -> Check:
-    return Check(name, Status.OK, detail)
+    return Check(name, CheckStatus.OK, detail)
 
 
 def warn(name: str, detail: str) -> Check:
-    return Check(name, Status.WARN, detail)
+    return Check(name, CheckStatus.WARN, detail)
 
 
 def fail(name: str, detail: str) -> Check:
-    return Check(name, Status.FAIL, detail)
+    return Check(name, CheckStatus.FAIL, detail)
 
 
 def skip(name: str, detail: str) -> Check:
-    return Check(name, Status.SKIP, detail)
+    return Check(name, CheckStatus.SKIP, detail)
 
 
 def exit_code(checks: Iterable[Check]) -> int:
-    bad = {Status.WARN, Status.FAIL}
+    bad = {CheckStatus.WARN, CheckStatus.FAIL}
     return EXIT_PROBLEMS if any(c.status in bad for c in checks) else EXIT_ALL_OK
 
 
@@ -73,6 +73,6 @@ def without_secrets(checks: Sequence[Check], secrets: Iterable[str]) -> list[Che
 
 
 def summary(checks: Sequence[Check]) -> str:
-    counts = {s: sum(1 for c in checks if c.status is s) for s in Status}
+    counts = {s: sum(1 for c in checks if c.status is s) for s in CheckStatus}
     shown = ", ".join(f"{n} {s.value}" for s, n in counts.items() if n)
     return f"doctor: {shown}"

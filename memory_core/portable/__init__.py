@@ -40,8 +40,8 @@ from memory_core.portable.foreign import (
 from memory_core.portable.importer import (
     ImportingCore,
     ImportReport,
-    Listed,
-    Source,
+    ImportSource,
+    InMemorySource,
     import_source,
 )
 from memory_core.portable.records import (
@@ -173,7 +173,7 @@ class _ExportFile:
         return await asyncio.to_thread(scope_records_of, self.plan, scope)
 
 
-def _read(source: Path, scopes: Sequence[ScopeKey], now: datetime) -> tuple[Source, str]:
+def _read(source: Path, scopes: Sequence[ScopeKey], now: datetime) -> tuple[ImportSource, str]:
     if not source.exists():
         raise ImportRefused(f"no such file or folder: {source}")
     if len(scopes) > 1 and source.is_dir():
@@ -181,12 +181,12 @@ def _read(source: Path, scopes: Sequence[ScopeKey], now: datetime) -> tuple[Sour
     form = detect(source, [] if source.is_dir() else _head(source))
     if form == "workspace":
         target = scopes[0] if scopes else ScopeKey.parse("main")
-        return Listed(workspace_records(source, target, now)), form
+        return InMemorySource(workspace_records(source, target, now)), form
     if form == "chatmem":
         return _ExportFile(scan(source, scopes)), form
     if len(scopes) > 1:
         raise ImportRefused("a mem0 file of one user goes to one scope: give --scope once")
-    return Listed(mem0_records(read_mem0(source), scopes[0] if scopes else None, now)), form
+    return InMemorySource(mem0_records(read_mem0(source), scopes[0] if scopes else None, now)), form
 
 
 def _head(source: Path) -> list[str]:

@@ -6,7 +6,7 @@ file's keeper (`forgotten.py`), notes through `DailyNotes.append` (indexed as wr
 archive files and summaries through `files.py` (indexed as written), conversations
 through `MemoryCore.record_session` and the history (with each message's metadata and
 compaction mark), audit rows through the audit log. Each record lands in the scope it
-names and nowhere else. A source gives its records a scope at a time (`Source`), so an
+names and nowhere else. A source gives its records a scope at a time (`ImportSource`), so an
 export file is never held whole.
 
 Idempotent: an entry whose text the scope holds already, a note the day's file holds
@@ -80,7 +80,7 @@ class ImportReport:
         }
 
 
-class Source(Protocol):
+class ImportSource(Protocol):
     """What an import reads, checked whole already: its scopes in order, the kinds of
     record it holds, and one scope's records when the import comes to that scope."""
 
@@ -90,7 +90,7 @@ class Source(Protocol):
     async def records(self, scope: ScopeKey) -> list[Record]: ...
 
 
-class Listed:
+class InMemorySource:
     """A source held in memory (a folder's or a mem0 file's records: small)."""
 
     def __init__(self, records: Iterable[Record], only: Collection[ScopeKey] = ()) -> None:
@@ -120,10 +120,10 @@ async def import_records(
     core: ImportingCore, records: Iterable[Record], only: Collection[ScopeKey] = ()
 ) -> ImportReport:
     """Write `records` (checked already) into their scopes; `only`: those scopes alone."""
-    return await import_source(core, Listed(records, only))
+    return await import_source(core, InMemorySource(records, only))
 
 
-async def import_source(core: ImportingCore, source: Source) -> ImportReport:
+async def import_source(core: ImportingCore, source: ImportSource) -> ImportReport:
     """Write a checked source into its scopes, one scope's records at a time."""
     kept = source.kinds & {"session", "message", "audit"}
     if kept and not core.has_database:

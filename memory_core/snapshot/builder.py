@@ -52,7 +52,7 @@ MARK = "<!-- chatmem snapshot"
 
 
 @dataclass(frozen=True, slots=True)
-class Section:
+class SnapshotSection:
     title: str
     text: str
     limit: int
@@ -64,7 +64,7 @@ class Section:
 
 @dataclass(frozen=True, slots=True)
 class Snapshot:
-    sections: tuple[Section, ...]
+    sections: tuple[SnapshotSection, ...]
     built_at: datetime
     budget: int
     from_config: tuple[str, ...] = ()
@@ -77,7 +77,7 @@ class Snapshot:
     def tokens(self) -> int:
         return sum(section.tokens for section in self.sections)
 
-    def section(self, title: str) -> Section:
+    def section(self, title: str) -> SnapshotSection:
         return next(s for s in self.sections if s.title == title)
 
     def render(self) -> str:
@@ -205,7 +205,8 @@ def build_snapshot(
     the config's texts, to mark which fixed sections came from it."""
     budget = _clamp(budget, BUDGET_RANGE)
     sections = [
-        Section(title, fixed.get(title, "").strip(), limit) for title, limit in FIXED_LIMITS.items()
+        SnapshotSection(title, fixed.get(title, "").strip(), limit)
+        for title, limit in FIXED_LIMITS.items()
     ]
     configured = from_config or {}
     taken = tuple(
@@ -216,11 +217,13 @@ def build_snapshot(
     summaries_limit = _clamp(left // 2, SUMMARIES_RANGE)
     index_limit = _clamp(left - summaries_limit, INDEX_RANGE)
     sections.append(
-        Section(TOP_SUMMARIES, summaries_section(summaries, summaries_limit), summaries_limit)
+        SnapshotSection(
+            TOP_SUMMARIES, summaries_section(summaries, summaries_limit), summaries_limit
+        )
     )
     index = index_section(ranked, index_limit, where)
-    sections.append(Section(RANKED_INDEX, index, index_limit))
-    sections.append(Section(RECENT, recent_text, RECENT_LIMIT))
+    sections.append(SnapshotSection(RANKED_INDEX, index, index_limit))
+    sections.append(SnapshotSection(RECENT, recent_text, RECENT_LIMIT))
     return Snapshot(tuple(sections), built_at, budget, taken, source)
 
 

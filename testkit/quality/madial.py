@@ -23,7 +23,7 @@ from typing import Any
 
 from memory_core.base.chunks import ChunkKind
 from memory_core.base.clock import ManualClock
-from memory_core.base.merge_values import Candidate, ChangeKind
+from memory_core.base.merge_values import ChangeKind, Proposal
 from memory_core.base.records import Hit
 from memory_core.engine import MemoryCore
 from testkit.quality.floor import Floor
@@ -212,7 +212,7 @@ async def run_set(
             clock.set(when)
             result = await core.memories.merge_candidates(
                 scope,
-                [Candidate(content=memory.text, category=category_of(memory))],
+                [Proposal(content=memory.text, category=category_of(memory))],
                 session_id=None,
                 source="madial",
                 now=when,

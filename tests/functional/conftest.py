@@ -18,6 +18,7 @@ from adapters.settings import AppConfig
 from memory_core.engine import MemoryCore
 from testkit import bot as testkit_bot
 from testkit.bot import BOT_USERNAME, TOKEN, TelegramBot, isolated_config
+from testkit.dingtalk import WebhookSink
 from testkit.openai_server import FakeOpenAI
 from testkit.telegram_api import FakeTelegramAPI
 from tests.postgres import with_storage
@@ -113,3 +114,9 @@ def turn_prompts(fake: FakeOpenAI) -> list[str]:
         "\n".join(str(m.get("content") or "") for m in body.get("messages", []))
         for body in fake.chat_requests()
     ]
+
+
+@pytest.fixture
+async def sink() -> AsyncIterator[WebhookSink]:
+    async with WebhookSink() as running:
+        yield running

@@ -12,7 +12,7 @@ from typing import Any
 
 from mcp_types import INVALID_PARAMS
 
-from tests.functional.test_mcp import HELLO, made, raw_stdio
+from tests.functional.mcp_support import HELLO, made, raw_stdio
 
 
 def prompt_request(request_id: int, arguments: dict[str, str] | None) -> bytes:

@@ -17,7 +17,7 @@ from memory_core.base.clock import ManualClock
 from memory_core.base.scope import ScopeKey
 from memory_core.config import Config
 from memory_core.engine import MemoryCore
-from tests.functional.test_tui import (
+from tests.functional.tui_support import (
     NOW,
     SIZE,
     copy_template,
@@ -36,7 +36,7 @@ from tui.widgets.ranktable import RankTable
 @pytest.fixture(autouse=True)
 def _both_backends() -> None:
     """Not here: a snapshot renders the demo workspace the TUI opens itself (SQLite);
-    one picture per screen. The TUI on PostgreSQL is tested in test_tui.py."""
+    one picture per screen. The TUI on PostgreSQL is tested in test_tui*.py."""
 
 
 @pytest.fixture
@@ -48,7 +48,7 @@ STILL = 3600.0
 """Seconds between the app's polls for other processes' changes: never, during a snapshot.
 A poll that notices the core's own start-up writes reloads the panes, and under load that
 reload could land between `settle` and the screenshot (the polling has tests of its own in
-test_tui.py)."""
+test_tui_live.py)."""
 
 
 def demo_app(ws: Path, scope: ScopeKey | None = None) -> ChatmemApp:

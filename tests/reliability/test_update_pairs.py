@@ -20,7 +20,7 @@ from typing import NamedTuple
 import pytest
 
 from memory_core.base.entries import MemoryEntry
-from memory_core.base.merge_values import Candidate, ChangeKind, Kept
+from memory_core.base.merge_values import ChangeKind, Kept, Proposal
 from memory_core.base.scope import ScopeKey
 from memory_core.engine import MemoryCore
 from memory_core.longterm.merge import merge
@@ -55,7 +55,7 @@ ISSUE_EXAMPLES = PAIRS[:22]
 def merged(pair: Pair) -> str:
     """What the pure merge makes of NEW arriving at an entry OLD: the label it acts out."""
     old = MemoryEntry("e1", pair.old, "fact", 0.6, T0, T0, T0)
-    result = merge([old], [Candidate(pair.new)], T0, None)
+    result = merge([old], [Proposal(pair.new)], T0, None)
     kinds = Counter(change.kind for change in result.changes)
     if kinds[ChangeKind.REINFORCED]:
         assert len(result.entries) == 1

@@ -10,7 +10,7 @@ import pytest
 
 from adapters.cli.commands import entry_json, entry_line
 from memory_core.base.entries import Importance, MemoryClass, MemoryEntry
-from memory_core.base.merge_values import Candidate, ChangeKind
+from memory_core.base.merge_values import ChangeKind, Proposal
 from memory_core.base.scope import MAIN, ScopeKey
 from memory_core.base.speaker_label import is_claim_text, without_label
 from memory_core.llm.extract import (
@@ -117,7 +117,7 @@ def test_speakers_are_recorded_in_group_scopes_only() -> None:
 
 def test_another_members_update_becomes_a_claim_and_leaves_the_self_fact() -> None:
     alice = entry("a1", GRADE_3, speaker="Alice")
-    result = merge([alice], [Candidate(ALICE_4, speaker="Bob")], NOW, "s1")
+    result = merge([alice], [Proposal(ALICE_4, speaker="Bob")], NOW, "s1")
     kept = by_id(result.entries)
     assert kept["a1"].score == alice.score  # not demoted
     assert result.count(ChangeKind.CONTRADICTED) == 0
@@ -135,7 +135,7 @@ def test_another_members_update_becomes_a_claim_and_leaves_the_self_fact() -> No
 def test_without_speakers_an_update_demotes_as_before() -> None:
     """Outside a group nothing records a speaker: the update rule is today's."""
     old = entry("a1", GRADE_3)
-    result = merge([old], [Candidate(GRADE_4)], NOW, "s1")
+    result = merge([old], [Proposal(GRADE_4)], NOW, "s1")
     assert by_id(result.entries)["a1"].score == pytest.approx(0.4)
     (new,) = [e for e in result.entries if e.id != "a1"]
     assert (new.speaker, new.claim_on, new.memory_class) == (None, None, None)
@@ -145,7 +145,7 @@ def test_without_speakers_an_update_demotes_as_before() -> None:
 def test_a_named_contradiction_of_a_self_fact_is_dropped_for_a_claim() -> None:
     alice = entry("a1", "I am vegetarian", speaker="Alice")
     other = entry("o1", "The team lunch is on Friday", speaker="Alice")
-    cand = Candidate("Alice eats meat now", speaker="Bob", contradicts=("a1", "o1"))
+    cand = Proposal("Alice eats meat now", speaker="Bob", contradicts=("a1", "o1"))
     result = merge([alice, other], [cand], NOW, "s1")
     kept = by_id(result.entries)
     assert kept["a1"].score == alice.score
@@ -156,22 +156,22 @@ def test_a_named_contradiction_of_a_self_fact_is_dropped_for_a_claim() -> None:
 
 def test_own_updates_and_other_facts_follow_the_usual_rule() -> None:
     alice = entry("a1", GRADE_3, speaker="Alice")
-    result = merge([alice], [Candidate(GRADE_4, speaker="Alice")], NOW, "s1")
+    result = merge([alice], [Proposal(GRADE_4, speaker="Alice")], NOW, "s1")
     assert by_id(result.entries)["a1"].score == pytest.approx(0.4)
     lunch = entry("o1", "The team lunch is on Friday", speaker="Alice")
-    result = merge([lunch], [Candidate("The team lunch is on Monday", speaker="Bob")], NOW, "s2")
+    result = merge([lunch], [Proposal("The team lunch is on Monday", speaker="Bob")], NOW, "s2")
     assert by_id(result.entries)["o1"].score == pytest.approx(0.4)
     assert all(e.claim_on is None for e in result.entries)
 
 
 def test_the_members_restatement_wins_again() -> None:
     alice = entry("a1", GRADE_3, speaker="Alice")
-    first = merge([alice], [Candidate(ALICE_4, speaker="Bob")], NOW, "s1")
+    first = merge([alice], [Proposal(ALICE_4, speaker="Bob")], NOW, "s1")
     (claim_id,) = [e.id for e in first.entries if e.id != "a1"]
     # Bob says it again: his claim is reinforced, Alice's fact still untouched.
-    again = merge(first.entries, [Candidate(ALICE_4, speaker="Bob")], NOW, "s2")
+    again = merge(first.entries, [Proposal(ALICE_4, speaker="Bob")], NOW, "s2")
     assert by_id(again.entries)["a1"].score == alice.score
-    restated = merge(again.entries, [Candidate(GRADE_3, speaker="Alice")], NOW, "s3")
+    restated = merge(again.entries, [Proposal(GRADE_3, speaker="Alice")], NOW, "s3")
     kept = by_id(restated.entries)
     assert kept["a1"].score > alice.score
     claim = kept[claim_id]
@@ -182,19 +182,19 @@ def test_the_members_restatement_wins_again() -> None:
     ordered = [e.id for e in restated.entries]
     assert ordered.index("a1") < ordered.index(claim_id)
     # The same session merged onto its own result again refutes nothing twice.
-    twice = merge(restated.entries, [Candidate(GRADE_3, speaker="Alice")], NOW, "s3")
+    twice = merge(restated.entries, [Proposal(GRADE_3, speaker="Alice")], NOW, "s3")
     assert by_id(twice.entries)[claim_id] == claim
 
 
 def test_a_capture_applies_the_same_rule() -> None:
     alice = entry("a1", GRADE_3, speaker="Alice")
     view = EntryView.of([alice])
-    changes = apply_candidates(view, [Candidate(ALICE_4, speaker="Bob")], NOW)
+    changes = apply_candidates(view, [Proposal(ALICE_4, speaker="Bob")], NOW)
     assert [c.kind for c in changes] == [ChangeKind.ADDED]
     assert view.by_id["a1"].score == alice.score
     (claim,) = [e for e in view.by_id.values() if e.id != "a1"]
     assert claim.claim_on == "a1"
-    changes = apply_candidates(view, [Candidate(GRADE_3, speaker="Alice")], NOW)
+    changes = apply_candidates(view, [Proposal(GRADE_3, speaker="Alice")], NOW)
     assert [(c.kind, c.entry_id) for c in changes] == [
         (ChangeKind.REINFORCED, "a1"),
         (ChangeKind.CONTRADICTED, claim.id),
@@ -317,7 +317,7 @@ def test_two_members_first_person_facts_are_different_facts() -> None:
     claim on Ann's first-person fact, even word for word."""
     ann = entry("a1", BEIJING, speaker="Ann")
     for text in ("I live in Shanghai", BEIJING):
-        result = merge([ann], [Candidate(text, speaker="Bob")], NOW, "s1")
+        result = merge([ann], [Proposal(text, speaker="Bob")], NOW, "s1")
         kept = by_id(result.entries)
         assert kept["a1"].score == ann.score and kept["a1"].hits == 0
         (bob,) = [e for e in result.entries if e.id != "a1"]
@@ -326,7 +326,7 @@ def test_two_members_first_person_facts_are_different_facts() -> None:
         )  # fmt: skip
         assert shown(bob) == f"(by Bob) {text}"
     # A model naming Ann's fact as contradicted by Bob's own fact changes nothing either.
-    cand = Candidate("I live in Shanghai", speaker="Bob", contradicts=("a1",))
+    cand = Proposal("I live in Shanghai", speaker="Bob", contradicts=("a1",))
     result = merge([ann], [cand], NOW, "s1")
     assert result.count(ChangeKind.CONTRADICTED) == 0
     assert all(e.claim_on is None for e in result.entries)
@@ -337,13 +337,13 @@ def test_a_text_naming_a_member_is_read_against_their_self_facts() -> None:
     in Beijing", so his claim on it; "Ann lives in Beijing" restates it."""
     ann = entry("a1", BEIJING, speaker="Ann")
     view = EntryView.of([ann])
-    changes = apply_candidates(view, [Candidate("Ann lives in Shanghai", speaker="Bob")], NOW)
+    changes = apply_candidates(view, [Proposal("Ann lives in Shanghai", speaker="Bob")], NOW)
     assert [(c.kind, c.detail) for c in changes] == [(ChangeKind.ADDED, "claim on a1")]
     assert view.by_id["a1"].score == ann.score
-    changes = apply_candidates(view, [Candidate("Ann lives in Beijing", speaker="Bob")], NOW)
+    changes = apply_candidates(view, [Proposal("Ann lives in Beijing", speaker="Bob")], NOW)
     assert [(c.kind, c.entry_id) for c in changes] == [(ChangeKind.REINFORCED, "a1")]
     zh = entry("z1", "我儿子上三年级", speaker="Ann")
-    result = merge([zh], [Candidate("Ann的儿子上四年级", speaker="Bob")], NOW, "s1")
+    result = merge([zh], [Proposal("Ann的儿子上四年级", speaker="Bob")], NOW, "s1")
     (claim,) = [e for e in result.entries if e.id != "z1"]
     assert claim.claim_on == "z1" and by_id(result.entries)["z1"].score == zh.score
 
@@ -351,11 +351,11 @@ def test_a_text_naming_a_member_is_read_against_their_self_facts() -> None:
 def test_restating_refutes_only_the_claims_on_the_fact() -> None:
     ann = entry("a1", BEIJING, speaker="Ann")
     view = EntryView.of([ann])
-    apply_candidates(view, [Candidate("I live in Shanghai", speaker="Bob")], NOW)
-    apply_candidates(view, [Candidate("Ann lives in Shanghai", speaker="Bob")], NOW)
+    apply_candidates(view, [Proposal("I live in Shanghai", speaker="Bob")], NOW)
+    apply_candidates(view, [Proposal("Ann lives in Shanghai", speaker="Bob")], NOW)
     own, claim = (e for e in view.by_id.values() if e.id != "a1")
     assert (own.claim_on, claim.claim_on) == (None, "a1")
-    changes = apply_candidates(view, [Candidate(BEIJING, speaker="Ann")], NOW)
+    changes = apply_candidates(view, [Proposal(BEIJING, speaker="Ann")], NOW)
     assert [(c.kind, c.entry_id) for c in changes] == [
         (ChangeKind.REINFORCED, "a1"),
         (ChangeKind.CONTRADICTED, claim.id),
@@ -366,7 +366,7 @@ def test_restating_refutes_only_the_claims_on_the_fact() -> None:
 def test_without_speakers_nothing_is_read_as_a_member() -> None:
     """Outside group scopes a name is a word like any other: no claim, no reinforcement."""
     old = entry("a1", BEIJING)
-    result = merge([old], [Candidate("Ann lives in Shanghai")], NOW, "s1")
+    result = merge([old], [Proposal("Ann lives in Shanghai")], NOW, "s1")
     kept = by_id(result.entries)["a1"]
     assert (kept.score, kept.hits) == (old.score, old.hits)
     assert all(e.claim_on is None for e in result.entries)

@@ -20,7 +20,7 @@ from memory_core.base.scope import InboundContext, ScopeKey, printable_key, reso
 from memory_core.base.workspace import Workspace
 from memory_core.config import env_bindings, load_config
 from tests.support import run_cli as run
-from tests.unit.test_cli import _clean_env  # noqa: F401  (autouse: no config or env leaks in)
+from tests.unit.cli_support import _clean_env  # noqa: F401  (autouse: no config or env leaks in)
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -37,7 +37,7 @@ from memory_core.longterm.scoring import Status, rank_terms, status_of
 from memory_core.notes.event_log import Event, EventKind, message_events
 from testkit.openai_server import FakeOpenAI
 from tests.postgres import with_storage
-from tests.unit.test_chat import fake, model_config  # noqa: F401
+from tests.unit.chat_support import fake_fixture, model_config  # noqa: F401
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 ALICE = ScopeKey("peer:alice")
@@ -282,11 +282,11 @@ async def seed_scope(core: MemoryCore, clock: ManualClock) -> None:
 
 
 async def write_belief(core: MemoryCore, clock: ManualClock) -> None:
-    from memory_core.base.merge_values import Candidate
+    from memory_core.base.merge_values import Proposal
 
     await core.memories.merge_candidates(
         ALICE,
-        [Candidate("Alice likes jazz music", memory_class=MemoryClass.BELIEF, confidence=0.6)],
+        [Proposal("Alice likes jazz music", memory_class=MemoryClass.BELIEF, confidence=0.6)],
         session_id="b",
         source="test",
     )
@@ -424,7 +424,7 @@ async def test_the_quiet_period_runs_every_phase(workspace: Path, clock: ManualC
 
 
 async def test_with_a_model_each_phase_asks_it_with_its_prompt_file(
-    fake: FakeOpenAI,  # noqa: F811
+    fake: FakeOpenAI,
     workspace: Path,
     clock: ManualClock,
 ) -> None:

@@ -20,7 +20,7 @@ from memory_core.ops import database
 from memory_core.ops.checks import spool_check
 from memory_core.ops.database import Visit, journal_check
 from memory_core.ops.live import llm_check
-from memory_core.ops.report import Status, exit_code, fail, ok, skip, warn
+from memory_core.ops.report import CheckStatus, exit_code, fail, ok, skip, warn
 from testkit.openai_server import FakeOpenAI
 from tests.support import clean_cli_env, run_cli
 
@@ -126,13 +126,13 @@ def test_a_spool_backlog_warns(tmp_path: Path) -> None:
     """Records spooled while PostgreSQL was away and not yet written to it."""
     spool = tmp_path / "spool"
     (spool / "audit").mkdir(parents=True)
-    assert spool_check(tmp_path, "postgres").status is Status.OK
+    assert spool_check(tmp_path, "postgres").status is CheckStatus.OK
     (spool / "one.jsonl").write_text('{"seq": 1}\n{"seq": 2}\n\n', encoding="utf-8")
     (spool / "audit" / "one.jsonl").write_text('{"seq": 1}\n', encoding="utf-8")
     backlog = spool_check(tmp_path, "postgres")
-    assert backlog.status is Status.WARN
+    assert backlog.status is CheckStatus.WARN
     assert backlog.detail.startswith("3 records in ")
-    assert spool_check(tmp_path, "sqlite").status is Status.SKIP
+    assert spool_check(tmp_path, "sqlite").status is CheckStatus.SKIP
 
 
 def test_a_refused_connection_fails_at_once_with_its_cause(
@@ -271,14 +271,14 @@ async def test_the_model_server_is_called_only_online() -> None:
         env = {"CHATMEM_MODEL": "fake-model", "OPENAI_BASE_URL": server.base_url}
         config = load_config(None, env=env)
         offline = await llm_check(config, online=False)
-        assert offline.status is Status.SKIP and "--online" in offline.detail
+        assert offline.status is CheckStatus.SKIP and "--online" in offline.detail
         assert server.chat_requests() == []
         answered = await llm_check(config, online=True)
-        assert answered.status is Status.OK, answered.detail
+        assert answered.status is CheckStatus.OK, answered.detail
         assert len(server.chat_requests()) == 1
         server.fail(500, message="the model is down")
         failed = await llm_check(config, online=True)
-        assert failed.status is Status.FAIL
+        assert failed.status is CheckStatus.FAIL
         assert "HTTP 500" in failed.detail
 
 
@@ -286,9 +286,9 @@ def test_exit_code_and_journal_backlog_rules() -> None:
     assert exit_code([ok("a", ""), skip("b", "")]) == 0
     assert exit_code([ok("a", ""), warn("b", "")]) == 1
     assert exit_code([fail("a", "")]) == 1
-    assert journal_check(Visit(journal_rows=3)).status is Status.OK
+    assert journal_check(Visit(journal_rows=3)).status is CheckStatus.OK
     backlog = journal_check(Visit(journal_rows=database.JOURNAL_WARN_ROWS + 1))
-    assert backlog.status is Status.WARN
+    assert backlog.status is CheckStatus.WARN
     assert journal_check(None).detail.startswith("unknown")
 
 
@@ -300,7 +300,7 @@ def test_a_server_that_refuses_the_dsn_is_named_as_refusing_not_unreachable() ->
         ' FATAL:  database "nosuchdb" does not exist'
     )
     check = database.database_check("postgres", exc)
-    assert check.status == Status.FAIL
+    assert check.status == CheckStatus.FAIL
     assert check.detail == (
         'postgres: the server refused the connection: database "nosuchdb" does not exist'
     )

@@ -12,7 +12,7 @@ import pytest
 from memory_core.base.clock import ManualClock
 from memory_core.base.entries import ArchiveReason, Importance, MemoryEntry
 from memory_core.base.errors import ChatmemError, EntryNotFound, IndexUnavailable
-from memory_core.base.merge_values import Candidate, ChangeKind
+from memory_core.base.merge_values import ChangeKind, Proposal
 from memory_core.base.scope import MAIN, ScopeKey
 from memory_core.base.text import estimate_tokens
 from memory_core.config import Config
@@ -277,8 +277,8 @@ async def test_merge_candidates_is_idempotent_per_session(
     core: MemoryCore, clock: ManualClock
 ) -> None:
     cands = [
-        Candidate(PYTEST_PREF, "preference", Importance.MEDIUM),
-        Candidate("用户提到下周三有产品评审会议", "todo", Importance.HIGH),
+        Proposal(PYTEST_PREF, "preference", Importance.MEDIUM),
+        Proposal("用户提到下周三有产品评审会议", "todo", Importance.HIGH),
     ]
     first = await core.memories.merge_candidates(MAIN, cands, session_id="sess-1", source="extract")
     assert first.stats == {"add": 2}
@@ -526,7 +526,7 @@ async def test_corrupt_index_degrades_but_files_still_work(
         with pytest.raises(IndexUnavailable):
             await core.audit.recent(MAIN)
         entry, _ = await core.memories.capture(MAIN, PYTEST_PREF)
-        await core.memories.merge_candidates(MAIN, [Candidate("x y z")], session_id="s", source="t")
+        await core.memories.merge_candidates(MAIN, [Proposal("x y z")], session_id="s", source="t")
         assert (await file_entries(core))[entry.id].content == PYTEST_PREF
         assert len((await core.memories.status(MAIN)).active) == 2
         await core.memories.forget(MAIN, entry.id)

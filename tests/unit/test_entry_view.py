@@ -13,18 +13,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memory_core.base.entries import CATEGORIES, MemoryEntry
-from memory_core.base.merge_values import Candidate, ChangeKind
+from memory_core.base.merge_values import ChangeKind, Proposal
 from memory_core.longterm.decay import decay_all
 from memory_core.longterm.fact_keys import (
     Relation,
-    forget_skeletons,
     kept_characters,
     relation,
     skeleton,
 )
 from memory_core.longterm.matching import SKELETON_MAX, EntryView, _similar, normalize_content
 from memory_core.longterm.merge import apply_candidates, merge
-from tests.support import FACT_DAY, add_candidates, believed
+from tests.support import FACT_DAY, add_candidates, believed, forget_what_texts_taught
 
 START = datetime(2026, 1, 1, 12, tzinfo=UTC)
 WORDS = [
@@ -83,7 +82,7 @@ def test_find_agrees_with_the_plain_rule(existing: list[MemoryEntry], text: str,
     relations = [(i, relation(contents[i], text)) for i in [*exact, *fuzzy, *skeletons]]
     restated = [i for i, found in relations if found is Relation.RESTATES]
     updated = [i for i, found in relations if found is Relation.UPDATES]
-    found = EntryView.of(existing).find(Candidate(text, cat), norm)
+    found = EntryView.of(existing).find(Proposal(text, cat), norm)
     assert found.restates == (restated or [None])[0]
     scores = {e.id: e.score for e in existing}
     assert found.updates == (None if restated or not updated else believed(updated, scores))
@@ -95,7 +94,7 @@ def test_staged_then_decayed_equals_merged(
     existing: list[MemoryEntry], proposed: list[tuple[str, str]]
 ) -> None:
     now = START + timedelta(days=90)
-    cands = [Candidate(t, c, new_id=f"n{i}") for i, (t, c) in enumerate(proposed)]
+    cands = [Proposal(t, c, new_id=f"n{i}") for i, (t, c) in enumerate(proposed)]
     merged = merge(existing, cands, now, None)
     staged = add_candidates(existing, cands, now)
     written = decay_all(staged.entries, now)
@@ -108,9 +107,9 @@ def test_staged_then_decayed_equals_merged(
 
 def test_the_view_is_updated_in_place() -> None:
     view = EntryView.of([])
-    [added] = apply_candidates(view, [Candidate("likes green tea")], START)
+    [added] = apply_candidates(view, [Proposal("likes green tea")], START)
     assert added.kind is ChangeKind.ADDED
-    [again] = apply_candidates(view, [Candidate("Likes green tea!")], START + timedelta(days=1))
+    [again] = apply_candidates(view, [Proposal("Likes green tea!")], START + timedelta(days=1))
     assert (again.kind, again.entry_id) == (ChangeKind.REINFORCED, added.entry_id)
     assert view.by_id[added.entry_id].hits == 1
     assert view.entries() == [view.by_id[added.entry_id]]
@@ -119,7 +118,7 @@ def test_the_view_is_updated_in_place() -> None:
 def test_a_reinforced_entry_is_decayed_first() -> None:
     old = MemoryEntry("a", "likes green tea", "fact", 0.6, START, START, START)
     later = START + timedelta(days=37)  # 30 days of decay after the 7 days of grace
-    result = add_candidates([old], [Candidate("likes green tea")], later)
+    result = add_candidates([old], [Proposal("likes green tea")], later)
     decayed = 0.6 * FACT_DAY**30
     assert result.entries[0].score == pytest.approx(decayed + (1 - decayed) * 0.2)
     assert [c.kind for c in result.changes] == [ChangeKind.DECAYED, ChangeKind.REINFORCED]
@@ -133,11 +132,11 @@ def test_find_is_the_same_whatever_skeletons_are_remembered(
     """A fresh process remembers no skeleton and tests characters first; one whose parse
     cache holds them all groups the category at once: both find the same entry."""
     norm = normalize_content(text)
-    forget_skeletons()
-    fresh = EntryView.of(existing).find(Candidate(text, cat), norm)
+    forget_what_texts_taught()
+    fresh = EntryView.of(existing).find(Proposal(text, cat), norm)
     for entry in existing:
         skeleton(entry.content)
-    remembered = EntryView.of(existing).find(Candidate(text, cat), norm)
+    remembered = EntryView.of(existing).find(Proposal(text, cat), norm)
     assert fresh == remembered
 
 

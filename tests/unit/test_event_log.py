@@ -29,7 +29,7 @@ from memory_core.notes.event_log import (
 from testkit.openai_server import FakeOpenAI
 from testkit.waiting import until_sync
 from tests.conftest import START
-from tests.unit.test_chat import fake, model_config  # noqa: F401  (the fake model fixture)
+from tests.unit.chat_support import fake_fixture, model_config  # noqa: F401  (the fake model fixture)
 
 ALICE = ScopeKey("peer:alice")
 BOB = ScopeKey("peer:bob")
@@ -173,7 +173,7 @@ def test_a_writer_killed_mid_append_loses_nothing_before_it(tmp_path: Path, roun
 
 
 async def test_a_chat_turn_logs_its_facts_in_its_scope(
-    fake: FakeOpenAI,  # noqa: F811
+    fake: FakeOpenAI,
     workspace: Path,
     clock: ManualClock,
 ) -> None:

@@ -24,7 +24,7 @@ from memory_core.base.scope import MAIN, ScopeKey
 from memory_core.engine import MemoryCore
 from testkit.openai_server import FakeOpenAI
 from testkit.quality import locomo
-from tests.unit.test_chat import model_config
+from tests.unit.chat_support import model_config
 
 pytestmark = pytest.mark.timeout(120)
 

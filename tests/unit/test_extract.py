@@ -14,7 +14,7 @@ import pytest
 
 from memory_core.base.clock import ManualClock
 from memory_core.base.entries import ArchiveReason, Importance, MemoryEntry
-from memory_core.base.merge_values import Candidate, ChangeKind
+from memory_core.base.merge_values import ChangeKind, Proposal
 from memory_core.base.requests import explicit_request
 from memory_core.base.scope import ScopeKey
 from memory_core.config import load_config
@@ -109,8 +109,8 @@ async def test_normal_conversation_gives_candidates(fake: FakeOpenAI, llm: LLMCl
     )
     candidates = await extract_with_llm(llm, CONVERSATION, [], NOW)
     assert candidates == [
-        Candidate("用户偏好用 pytest 而非 unittest", "preference", Importance.MEDIUM),
-        Candidate("用户下周三有产品评审会议", "todo", Importance.HIGH),
+        Proposal("用户偏好用 pytest 而非 unittest", "preference", Importance.MEDIUM),
+        Proposal("用户下周三有产品评审会议", "todo", Importance.HIGH),
     ]
     [body] = fake.chat_requests()
     prompt = prompt_of(body)
@@ -137,9 +137,9 @@ async def test_items_are_validated_one_by_one(fake: FakeOpenAI, llm: LLMClient) 
     )
     candidates = await extract_with_llm(llm, CONVERSATION, [], NOW)
     assert candidates == [
-        Candidate("用户住在杭州", "fact", Importance.HIGH),  # unknown category → fact
-        Candidate("用户喜欢爬山", "preference", Importance.MEDIUM),  # bad importance → medium
-        Candidate("用户在学日语", "fact", Importance.MEDIUM),
+        Proposal("用户住在杭州", "fact", Importance.HIGH),  # unknown category → fact
+        Proposal("用户喜欢爬山", "preference", Importance.MEDIUM),  # bad importance → medium
+        Proposal("用户在学日语", "fact", Importance.MEDIUM),
     ]
 
 
@@ -368,7 +368,7 @@ async def test_restated_memory_reinforces_instead_of_duplicating(
 )
 def test_heuristic_finds_clear_statements(text: str, category: str, importance: Importance) -> None:
     got = heuristic_candidates([TranscriptLine("user", text)])
-    assert got == [Candidate(text.rstrip("。."), category, importance)]
+    assert got == [Proposal(text.rstrip("。."), category, importance)]
 
 
 @pytest.mark.parametrize(

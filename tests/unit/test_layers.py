@@ -15,7 +15,7 @@ import pytest
 from memory_core.base.chunks import ChunkKind
 from memory_core.base.clock import ManualClock
 from memory_core.base.locks import LockRegistry
-from memory_core.base.merge_values import Candidate, ChangeKind
+from memory_core.base.merge_values import ChangeKind, Proposal
 from memory_core.base.scope import MAIN, ScopeKey
 from memory_core.base.workspace import Workspace
 from memory_core.config import Config, load_config
@@ -136,7 +136,7 @@ async def test_staging_on_its_own(workspace: Workspace, config: Config, clock: M
 
     staging = Staging(store, journal, config.scoring.policy(), 30.0, clock, on_written)
     try:
-        result = await staging.capture(MAIN, Candidate("prefers green tea"), "test", NOW)
+        result = await staging.capture(MAIN, Proposal("prefers green tea"), "test", NOW)
         assert [c.kind for c in result.changes] == [ChangeKind.ADDED]
         assert not store.path(MAIN).exists()  # acknowledged, not yet written
         assert len(await journal.adopt_orphans()) == 1  # but journalled

@@ -26,7 +26,7 @@ from memory_core.recall.index.rerank import entries_over_turns
 from memory_core.storage.sessions import ArchiveState, StoredMessage
 from tests.conftest import START
 from tests.support import candidate, recent_messages
-from tests.unit.test_cli import Run, _clean_env, cli, ws  # noqa: F401  (fixtures)
+from tests.unit.cli_support import Run, _clean_env, cli_fixture, ws_fixture  # noqa: F401  (fixtures)
 
 STAGING = "the staging server is at 10.0.0.7"
 HOME = "我住在杭州，在阿里巴巴做数据工程师"
@@ -219,7 +219,7 @@ def seed(workspace: Path, *texts: str) -> None:
     asyncio.run(chat())
 
 
-def test_chatmem_search_staging_shows_the_entry_first(cli: Run, ws: Path) -> None:  # noqa: F811
+def test_chatmem_search_staging_shows_the_entry_first(cli: Run, ws: Path) -> None:
     """It used to show only the request's turn: the entry appeared with --kind long_term."""
     seed(ws, *STAGING_TALK)
     hits = cli.json("search", "staging")
@@ -227,7 +227,7 @@ def test_chatmem_search_staging_shows_the_entry_first(cli: Run, ws: Path) -> Non
     assert not any("Got it" in h["text"] for h in hits)
 
 
-def test_chatmem_search_finds_the_chinese_entry(cli: Run, ws: Path) -> None:  # noqa: F811
+def test_chatmem_search_finds_the_chinese_entry(cli: Run, ws: Path) -> None:
     seed(ws, *HOME_TALK)
     hits = cli.json("search", "杭州")
     assert HOME in [h["text"] for h in hits]

@@ -21,7 +21,7 @@ from memory_core.base.entries import (
     granularity_of,
 )
 from memory_core.base.errors import ConfigError
-from memory_core.base.merge_values import Candidate, ChangeKind
+from memory_core.base.merge_values import ChangeKind, Proposal
 from memory_core.base.policy import DEFAULT_POLICY, ScoringPolicy
 from memory_core.config import load_config
 from memory_core.llm.extract import candidates_from_json
@@ -162,7 +162,7 @@ def test_reinforcement_restarts_the_grace_for_any_class() -> None:
     belief = entry(MemoryClass.BELIEF)
     now = T0 + timedelta(days=12)
     decayed = score_at(belief, now)
-    result = merge([belief], [Candidate(belief.content, matches=belief.id)], now, "s2")
+    result = merge([belief], [Proposal(belief.content, matches=belief.id)], now, "s2")
     again = result.entries[0]
     assert again.score == pytest.approx(reinforce(decayed))
     assert again.last_activated == now
@@ -220,7 +220,7 @@ def test_a_contradicted_belief_loses_confidence_a_fact_does_not() -> None:
     belief = entry(MemoryClass.BELIEF, confidence=0.7, entry_id="b")
     fact = entry(MemoryClass.FACT, entry_id="f")
     result = merge(
-        [belief, fact], [Candidate("the user moved to Shanghai", contradicts=("b", "f"))], T0, "s"
+        [belief, fact], [Proposal("the user moved to Shanghai", contradicts=("b", "f"))], T0, "s"
     )
     got = {e.id: e for e in result.entries}
     assert got["b"].confidence == pytest.approx(0.35)
@@ -359,7 +359,7 @@ def test_a_journalled_capture_keeps_its_class_through_a_replay() -> None:
     from memory_core.storage.journal import JournalRow
 
     staged = _Staged(
-        Candidate("went hiking at Mount Tai", memory_class=MemoryClass.EVENT, new_id="n1"),
+        Proposal("went hiking at Mount Tai", memory_class=MemoryClass.EVENT, new_id="n1"),
         "cli",
         T0,
         None,

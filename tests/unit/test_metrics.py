@@ -18,7 +18,7 @@ from adapters.metrics import MetricsServer, PrometheusMeter, serve_metrics
 from memory_core import health, services
 from memory_core.base.clock import ManualClock
 from memory_core.base.errors import ChatmemError, ConfigError, DatabaseUnreachable, LLMError
-from memory_core.base.merge_values import Candidate
+from memory_core.base.merge_values import Proposal
 from memory_core.base.meter import CaptureAction, Meter, Outcome
 from memory_core.base.scope import MAIN, ScopeKey
 from memory_core.config import Config, load_config
@@ -99,7 +99,7 @@ async def test_each_kept_memory_is_counted_once_whichever_path_keeps_it(
         await core.memories.flush()
         await core.memories.merge_candidates(
             MAIN,
-            [Candidate("I work at the harbour office"), Candidate("My bike is red")],
+            [Proposal("I work at the harbour office"), Proposal("My bike is red")],
             session_id="session-1",
             source="session",
         )

@@ -23,7 +23,7 @@ from memory_core.base.scope import MAIN
 from memory_core.config import Config
 from memory_core.engine import MemoryCore
 from testkit.embedder import ConceptEmbedder
-from tests.unit.test_cli import Run, _clean_env, cli, ws  # noqa: F401  (fixtures)
+from tests.unit.cli_support import Run, _clean_env, cli_fixture, ws_fixture  # noqa: F401  (fixtures)
 
 HOME = "我住在杭州，在阿里巴巴做数据工程师"
 QUESTIONS = ("where do I live", "staging server", "deploy failed again", "杭州", "dinner")
@@ -92,8 +92,8 @@ async def test_search_reads_entity_names_as_recall_does(config: Config, clock: M
 
 
 def test_cli_search_ranks_with_vectors_where_the_scope_has_them(
-    cli: Run,  # noqa: F811
-    ws: Path,  # noqa: F811
+    cli: Run,
+    ws: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """`chatmem capture` makes no vectors (docs/architecture.md, "Start-up"): it leaves

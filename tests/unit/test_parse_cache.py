@@ -23,12 +23,10 @@ from memory_core.base.locks import LockRegistry
 from memory_core.base.scope import MAIN
 from memory_core.base.workspace import Workspace
 from memory_core.longterm import entities, fact_keys, parse_cache, store
-from memory_core.longterm.entities import forget_named
-from memory_core.longterm.fact_keys import forget_skeletons
-from memory_core.longterm.matching import forget_norms
 from memory_core.longterm.memory_md_parser import ParsedMemory, clear_parse_cache, parse_memory
 from memory_core.longterm.memory_md_renderer import clear_render_cache, render_memory
 from memory_core.longterm.store import LongTermStore
+from tests.support import forget_what_texts_taught
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 HOUR_AGO = time.time() - 3600
@@ -55,9 +53,7 @@ def fresh_store(ws: Workspace) -> LongTermStore:
     """What a new process has: a store, and nothing remembered."""
     clear_parse_cache()
     clear_render_cache()
-    forget_norms()
-    forget_skeletons()
-    forget_named()
+    forget_what_texts_taught()
     return LongTermStore(ws, LockRegistry(ws.locks_dir), parse_cache_min_bytes=0)
 
 
@@ -237,7 +233,7 @@ async def test_a_write_leaves_what_matching_and_entities_need_of_each_entry(
         assert fact_keys.known_skeleton(made.content) == fact_keys.skeleton(made.content)
         found = entities.known_named(made.content)
         assert found is not None
-        forget_named()
+        forget_what_texts_taught()
         assert found == entities.named_in(made.content)
         await fresh_store(ws).load(MAIN)
     assert entities.known_named(named[0].content) == (

@@ -34,7 +34,7 @@ from memory_core.snapshot.builder import (
 )
 from testkit.openai_server import FakeOpenAI
 from tests.postgres import with_storage
-from tests.unit.test_chat import fake, model_config, turn_requests  # noqa: F401
+from tests.unit.chat_support import fake_fixture, model_config, turn_requests  # noqa: F401
 
 ALICE = ScopeKey("peer:alice")
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
@@ -182,7 +182,7 @@ async def test_hand_edits_of_fixed_sections_survive_rebuilds(
 
 
 async def test_the_snapshot_replaces_the_top_entries_in_the_prompt(
-    fake: FakeOpenAI,  # noqa: F811
+    fake: FakeOpenAI,
     workspace: Path,
     clock: ManualClock,
 ) -> None:

@@ -13,7 +13,7 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-Section = tuple[str, list[tuple[str, str]]]
+HelpSection = tuple[str, list[tuple[str, str]]]
 """A heading and its (keys, what they do) lines."""
 
 
@@ -31,7 +31,7 @@ def binding_lines(
     return [(" ".join(keys), what) for keys, what in lines.values()]
 
 
-def help_text(sections: list[Section]) -> Text:
+def help_text(sections: list[HelpSection]) -> Text:
     width = max((len(keys) for _, lines in sections for keys, _ in lines), default=0)
     text = Text()
     for number, (title, lines) in enumerate(sections):
@@ -51,7 +51,7 @@ class HelpScreen(ModalScreen[None]):
         Binding("escape,question_mark,f1,q", "close", "Close help"),
     ]
 
-    def __init__(self, sections: list[Section]) -> None:
+    def __init__(self, sections: list[HelpSection]) -> None:
         super().__init__()
         self.sections = sections
 

@@ -13,10 +13,10 @@ from textual.widgets import DataTable, Static
 
 from memory_core.base.wording import counted
 from tui.format import one_line, time_text
-from tui.overview import ARCHIVED_LIMIT, ArchiveState
+from tui.overview import ARCHIVED_LIMIT, ScopeArchive
 
 
-def summary_text(state: ArchiveState, zone: tzinfo, *, compact: bool = False) -> Text:
+def summary_text(state: ScopeArchive, zone: tzinfo, *, compact: bool = False) -> Text:
     """The few lines of the sidebar (compact) or the head of the archive pane."""
     m = state.messages
     text = Text()
@@ -73,7 +73,7 @@ def summary_text(state: ArchiveState, zone: tzinfo, *, compact: bool = False) ->
 class ArchiveSummary(Static):
     """The sidebar box: archive state of the chosen scope at a glance."""
 
-    def show(self, state: ArchiveState, zone: tzinfo) -> None:
+    def show(self, state: ScopeArchive, zone: tzinfo) -> None:
         self.update(summary_text(state, zone, compact=True))
 
 
@@ -106,7 +106,7 @@ class ArchivePane(VerticalScroll):
         yield Static("Forgotten memories (audit log)", classes="section")
         yield _table("archive-forgotten", "at", "id", "category", "last score", "source", "content")
 
-    def show(self, state: ArchiveState) -> None:
+    def show(self, state: ScopeArchive) -> None:
         zone = self.zone
         self.query_one("#archive-head", Static).update(summary_text(state, zone))
         self.query_one("#archive-quarantine", Static).update(quarantine_text(state))
@@ -172,7 +172,7 @@ class ArchivePane(VerticalScroll):
             )
 
 
-def quarantine_text(state: ArchiveState) -> Text:
+def quarantine_text(state: ScopeArchive) -> Text:
     """Every block the parser could not read, verbatim: the file keeps it, and this is
     where a person sees what to fix (then `chatmem validate`)."""
     text = Text("Quarantined blocks  ", style="bold")
