@@ -28,9 +28,9 @@ from tests.unit.chat_support import (
     FORCED,
     distinct,
     everything,
-    fake_fixture,  # noqa: F401  (a fixture)  # noqa: F401  (a fixture)
+    fake_fixture,  # noqa: F401  (a fixture)
     history_of,
-    mcore_fixture,  # noqa: F401  (a fixture)  # noqa: F401  (a fixture)
+    mcore_fixture,  # noqa: F401  (a fixture)
     model_config,
     numbered_replies,
     session_messages,

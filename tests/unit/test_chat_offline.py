@@ -20,9 +20,9 @@ from tests.conftest import START
 from tests.unit.chat_support import (
     ALICE,
     BOB,
-    fake_fixture,  # noqa: F401  (a fixture)  # noqa: F401  (a fixture)
+    fake_fixture,  # noqa: F401  (a fixture)
     history_of,
-    mcore_fixture,  # noqa: F401  (a fixture)  # noqa: F401  (a fixture)
+    mcore_fixture,  # noqa: F401  (a fixture)
     session_messages,
     turn_requests,
 )

@@ -26,9 +26,9 @@ from testkit.openai_server import FakeOpenAI, Reply, ToolCall
 from tests.unit.chat_support import (
     ALICE,
     everything,
-    fake_fixture,  # noqa: F401  (a fixture)  # noqa: F401  (a fixture)
+    fake_fixture,  # noqa: F401  (a fixture)
     history_of,
-    mcore_fixture,  # noqa: F401  (a fixture)  # noqa: F401  (a fixture)
+    mcore_fixture,  # noqa: F401  (a fixture)
     model_config,
     session_messages,
     system_of,

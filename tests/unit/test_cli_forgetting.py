@@ -12,12 +12,12 @@ from tests.support import FACT_DAY
 from tests.unit.cli_support import (
     PYTEST_PREF,
     Run,
-    _clean_env,  # noqa: F401  (a fixture)  # noqa: F401  (a fixture)
-    cli_fixture,  # noqa: F401  (a fixture)  # noqa: F401  (a fixture)
+    _clean_env,  # noqa: F401  (a fixture)
+    cli_fixture,  # noqa: F401  (a fixture)
     days_from_now,
-    no_ws_fixture,  # noqa: F401  (a fixture)  # noqa: F401  (a fixture)
+    no_ws_fixture,  # noqa: F401  (a fixture)
     one_line_error,
-    ws_fixture,  # noqa: F401  (a fixture)  # noqa: F401  (a fixture)
+    ws_fixture,  # noqa: F401  (a fixture)
 )
 
 # --- item 11: consolidate previews; forgetting is reversible, purging is for good -------

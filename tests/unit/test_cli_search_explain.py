@@ -9,7 +9,7 @@ import pytest
 
 from memory_core.recall.index.steps import RANK_STEPS
 from memory_core.recall.index.steps.run import WORDS
-from tests.unit.test_cli import Run, _clean_env, cli, ws  # noqa: F401  (fixtures)
+from tests.unit.cli_support import Run, _clean_env, cli_fixture, ws_fixture  # noqa: F401  (fixtures)
 
 NOTES = (
     "I love green tea in the morning",
@@ -34,7 +34,7 @@ def replay(steps: list[dict[str, Any]]) -> float:
 
 
 @pytest.fixture
-def noted(cli: Run) -> Run:  # noqa: F811
+def noted(cli: Run) -> Run:
     for note in NOTES:
         code, _, err = cli("append", note)
         assert code == 0, err

@@ -18,7 +18,7 @@ from memory_core.recall.index.steps import RANK_STEPS, Measure, RankRun, Step
 from memory_core.recall.index.steps.reach import REACH
 from memory_core.recall.index.steps.weigh import WEIGH
 from tests.support import candidate
-from tests.unit.test_cli import Run, _clean_env, cli, ws  # noqa: F401  (fixtures)
+from tests.unit.cli_support import Run, _clean_env, cli_fixture, ws_fixture  # noqa: F401  (fixtures)
 
 SEEN: list[int] = []
 
@@ -65,7 +65,7 @@ def test_a_new_step_runs_in_its_place_and_is_explained() -> None:
     assert after[0].text == morning.text != before[0].text
 
 
-def test_search_explain_names_the_new_step(cli: Run, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+def test_search_explain_names_the_new_step(cli: Run, monkeypatch: pytest.MonkeyPatch) -> None:
     """The documented hook: `pipeline.rank` reads `steps.RANK_STEPS` at each call."""
     monkeypatch.setattr(steps, "RANK_STEPS", WITH_MORNINGS)
     for note in ("green tea in the morning", "green tea at night"):
