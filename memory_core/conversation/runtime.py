@@ -48,7 +48,10 @@ class Runtime:
         audit: AuditBackend,
         locks: LockRegistry,
         schedules: ScheduleBackend,
+        consolidation: Consolidator,
     ) -> None:
+        """`consolidation` is the workspace's (memory_core/services.py builds both): the
+        quiet-period job runs its phases."""
         self.memory = memory
         self.history = history
         self.llm = llm
@@ -56,6 +59,7 @@ class Runtime:
         self.audit = audit
         self.schedules = schedules
         self.locks = locks
+        self.consolidation = consolidation
         self.chat = ChatEngine(memory, history, llm, config, audit)
         self.archiver = Archiver(memory, history, llm, config.archive, audit, locks)
         self._inflight: set[asyncio.Task[TurnResult]] = set()
@@ -217,12 +221,9 @@ class Runtime:
         """Every consolidation phase over every scope (seed 001 §1.8, §3). One scope's
         trouble (a file it cannot write) is logged and must not stop the others'; the
         phases resume where they stopped at the next quiet period."""
-        consolidator = Consolidator(
-            self.memory, self.history, self.audit, self.llm, self.config, self.locks
-        )
         for scope in await self.memory.long_term.scopes():
             try:
-                await consolidator.run(scope, now=when)
+                await self.consolidation.run(scope, now=when)
             except OSError as exc:
                 log.warning("consolidation of scope %s stopped: %s", scope, exc)
 
