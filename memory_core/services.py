@@ -17,18 +17,26 @@ single command and exits (the CLI's commands: `serving=False`) open the same par
 command skips only the work that pays off over a process's life: the vectors are not
 backfilled, and what is listed below is built at its first use instead of at the open.
 
-Built on first use (a serving process builds each of them at the open):
+Built on first use, and why (the one list; a serving process builds or loads each of
+them at its open, a command only when it needs it):
 
-- the consolidation and the conversation runtime (`LateParts`, built by its methods
-  here): their modules (the phases, the chat engine, the archiver) cost ~12 ms of a
+- the consolidation and the conversation runtime (`LateParts`, whose methods here build
+  them): their modules (the phases, the chat engine, the archiver) cost ~12 ms of a
   command's start, and only `consolidate`, the bots and the archive commands use them;
-- the vector index (`LazyVectors`, made in `_search_index` here; storage/vectors/lazy.py):
-  numpy and the embedding model cost a command ~0.1 s and more before it could embed a
-  thing, so they are loaded only for a search of a scope that has vectors;
+- a command's vector index (`LazyVectors`, made in `_search_index` here;
+  storage/vectors/lazy.py): numpy and the embedding model cost a command ~0.1 s and more
+  before it could embed a thing, so they are loaded only for a search of a scope that
+  has vectors;
 - the tokenizer's dictionary (rjieba's, ~0.15 s): a process-wide table, not a part;
   `open_services` loads it for a serving process (`ensure_loaded`), and a command loads
   it where it first meets Han text (memory_core/base/text.py), so commands over other
   scripts never pay for it.
+
+Inside parts built here at the open, two heavy loads wait for the first call, in every
+process: a local embedding model's weights (embedding/local.py: loaded in a worker
+thread, so no open waits for them) and the openai package of the model clients
+(llm/client.py, embedding/remote.py: most of a second to import, for a process that
+may never call a model).
 """
 
 from __future__ import annotations
