@@ -1,22 +1,42 @@
-"""Every part of an open workspace, built once, in order, and closed in reverse.
+"""Every part of a workspace, built here, in order, and closed in reverse.
 
-`open_services` is the one place that knows how the parts fit: it opens the database
-through the backend object, builds the audit log, history, journal, search index and
-vectors over it, the memory service over those, and the conversation runtime over that.
-Nothing is attached afterwards: what `Services` holds is what the workspace has for its
-whole life (a part the database would give is None
-when the database could not be opened, and the files still answer). An exit stack
-closes each part it opened, in reverse order, however far the opening got.
+This module is the one place that knows how the parts fit. `core_parts` builds what a
+core holds for its whole life (the workspace's paths, its locks, the storage backend,
+the model client); `open_services` opens the database through the backend object and
+builds the audit log, history, journal, search index and vectors over it, the memory
+service over those (`build_memory_service`), and the consolidation and the conversation
+runtime over that. What `Services` holds is what the workspace has until it closes (a
+part the database would give is None when the database could not be opened, and the
+files still answer). An exit stack closes each part it opened, in reverse order,
+however far the opening got. A part is what `Services` holds or what one part is handed
+by another; what a part makes for itself and hands to no other part (the runtime's chat
+engine and archiver, the finder's recall cache) is that part's own.
 
 A process that serves (a bot, the TUI, the MCP server; the default) and one that runs a
-single command and exits (the CLI's commands: `serving=False`) open the same parts; a
-command only skips the work that pays off over a process's life: the tokenizer's
-dictionary is not loaded at the open (the first Han text loads it, where it is met), the
-vectors are not backfilled, and three parts are built on first use: the vector index
-(storage/vectors/lazy.py: numpy and the model only for a search of a scope that has
-vectors), the consolidation and the conversation runtime (`LateParts`: their modules
-cost ~12 ms of a command's start, and only `consolidate`, the bots and the archive
-commands use them).
+single command and exits (the CLI's commands: `serving=False`) open the same parts. A
+command skips only the work that pays off over a process's life: the vectors are not
+backfilled, and what is listed below is built at its first use instead of at the open.
+
+Built on first use, and why (the one list; a serving process builds or loads each of
+them at its open, a command only when it needs it):
+
+- the consolidation and the conversation runtime (`LateParts`, whose methods here build
+  them): their modules (the phases, the chat engine, the archiver) cost ~12 ms of a
+  command's start, and only `consolidate`, the bots and the archive commands use them;
+- a command's vector index (`LazyVectors`, made in `_search_index` here;
+  storage/vectors/lazy.py): numpy and the embedding model cost a command ~0.1 s and more
+  before it could embed a thing, so they are loaded only for a search of a scope that
+  has vectors;
+- the tokenizer's dictionary (rjieba's, ~0.15 s): a process-wide table, not a part;
+  `open_services` loads it for a serving process (`ensure_loaded`), and a command loads
+  it where it first meets Han text (memory_core/base/text.py), so commands over other
+  scripts never pay for it.
+
+Inside parts built here at the open, two heavy loads wait for the first call, in every
+process: a local embedding model's weights (embedding/local.py: loaded in a worker
+thread, so no open waits for them) and the openai package of the model clients
+(llm/client.py, embedding/remote.py: most of a second to import, for a process that
+may never call a model).
 """
 
 from __future__ import annotations
@@ -46,17 +66,27 @@ from memory_core.base.workspace import Workspace
 from memory_core.config import Config
 from memory_core.embedding.factory import build_embedder
 from memory_core.llm.client import LLMClient
+from memory_core.longterm.after_writes import AfterWrites
+from memory_core.longterm.forgotten import ForgottenFile
+from memory_core.longterm.forgotten_keeper import ForgottenKeeper
+from memory_core.longterm.long_term import LongTermMemory
+from memory_core.longterm.long_term_views import HOT_PATH_MAX_AGE
 from memory_core.longterm.staging import Staging
-from memory_core.memory_service import MemoryService, build_memory_service
-from memory_core.recall.finder import rank_settings
+from memory_core.longterm.store import LongTermStore, SettledStore
+from memory_core.memory_service import MemoryService
+from memory_core.notes.daily_notes import DailyNotes
+from memory_core.notes.event_log import EventLog
+from memory_core.recall.finder import Finder, rank_settings
 from memory_core.recall.guard import IndexGuard
 from memory_core.recall.index import SearchIndex
+from memory_core.recall.index.files import prepare_chunk
+from memory_core.snapshot.snapshots import Snapshots
 from memory_core.storage.activations import Activations
 from memory_core.storage.audit import AuditLog
-from memory_core.storage.backends import Backend
+from memory_core.storage.backends import Backend, backend_for
 from memory_core.storage.deliveries import Deliveries
 from memory_core.storage.history import HistoryStore
-from memory_core.storage.interfaces import VectorSearch
+from memory_core.storage.interfaces import ActivationBackend, AuditBackend, VectorSearch
 from memory_core.storage.journal import CaptureJournal
 from memory_core.storage.schedules import ScheduleState
 from memory_core.storage.vectors.lazy import LazyVectors
@@ -71,11 +101,45 @@ Progress = Callable[[int, int], None]
 
 
 @dataclass(frozen=True, slots=True)
+class CoreParts:
+    """What a core holds for its whole life, across the opens and closes of its
+    `Services` (a rebuild beside a damaged database closes and opens them again)."""
+
+    workspace: Workspace
+    """The workspace's paths (nothing is read or made by building it)."""
+    locks: LockRegistry
+    backend: Backend
+    llm: LLMClient
+
+
+def core_parts(
+    config: Config, llm: LLMClient | None, monotonic: Monotonic, meter: Meter | None
+) -> CoreParts:
+    """The parts of a core over `config`: `llm` when the caller brings its own model
+    client (told of `meter` too, when there is one), else one for `config.llm`."""
+    workspace = Workspace.at(config.workspace_path)
+    client = llm or LLMClient(config.llm)
+    if meter is not None:
+        client.meter = meter
+    locks = LockRegistry(workspace.locks_dir)
+    return CoreParts(workspace, locks, storage_backend(config, workspace, locks, monotonic), client)
+
+
+def storage_backend(
+    config: Config, workspace: Workspace, locks: LockRegistry, monotonic: Monotonic
+) -> Backend:
+    """The backend object of `config.storage` (a core's own, or the target of a move to
+    the other backend): what opens the database and builds the parts that differ by
+    backend."""
+    return backend_for(config, workspace, locks, monotonic)
+
+
+@dataclass(frozen=True, slots=True)
 class Services:
     """The parts of one open workspace. `db`, `audit`, `history` and `deliveries` are None
     when the database could not be opened (`guard.reason` says why); `journal` is None
     without `long_term.journal` or when it could not be opened. The consolidation and
-    the conversation runtime are `late`'s."""
+    the conversation runtime are `late`'s (built on first use)."""
 
     memory: MemoryService
     db: Db | None
@@ -94,10 +158,11 @@ class Services:
 class LateParts:
     """The consolidation and the conversation runtime, each built the first time it is
     asked for (a serving process asks at its open) from parts already built, and then
-    the same one for the workspace's life; the runtime is stopped at the close, before
-    what it uses. Their modules (the phases, the chat engine, the archiver) are imported
-    at that first use: a command that uses neither (`status`, `search`, `capture`, most
-    of them) does not pay for them."""
+    the same one for the workspace's life; the runtime runs its quiet-period
+    consolidation with this same consolidation, and is stopped at the close, before what
+    it uses. Their modules (the phases, the chat engine, the archiver) are imported at
+    that first use: a command that uses neither (`status`, `search`, `capture`, most of
+    them) does not pay for them (see the module's list of what is built on first use)."""
 
     def __init__(
         self,
@@ -147,10 +212,85 @@ class LateParts:
                 self._audit,
                 self._locks,
                 ScheduleState(self._db),
+                self.consolidation(),
             )
             self._stack.push_async_callback(runtime.stop)
             self._conversation = runtime
         return self._conversation
+
+
+def build_memory_service(
+    config: Config,
+    workspace: Workspace,
+    locks: LockRegistry,
+    now: Callable[[], datetime],
+    guard: IndexGuard | None = None,
+    *,
+    monotonic: Monotonic = time.monotonic,
+    audit: AuditBackend | None = None,
+    activations: ActivationBackend | None = None,
+    journal: CaptureJournal | None = None,
+    meter: Meter = NO_METER,
+) -> MemoryService:
+    """The memory service over a workspace; without a guard holding an index it searches
+    files (`open_services` builds it; a test may build one over in-memory backends).
+
+    Without the audit log and activations (no database) the service still reads and
+    writes every memory file; without a journal every capture writes MEMORY.md itself
+    (with one, `long_term.staging` must be recovered, and closed, by its owner).
+    `monotonic` times the caches (the long-term file's stat interval, the recall cache's
+    TTL). Built bottom-up, each part from parts already built: the files, what follows
+    their writes, the staging over both, the settled view of the files, the memory.
+    """
+    guard = guard or IndexGuard(monotonic=monotonic)
+    zone = zoneinfo.ZoneInfo(config.timezone)
+    policy = config.scoring.policy()
+    files = LongTermStore(workspace, locks, policy.archive_below, monotonic=monotonic)
+    forgotten = ForgottenFile(workspace, config.long_term.forgotten_keep_days, policy.archive_below)
+    after = AfterWrites(
+        files, ForgottenKeeper(forgotten, workspace, locks, now), guard, workspace, audit
+    )
+    staging = None
+    if journal is not None:
+        staging = Staging(
+            files,
+            journal,
+            policy,
+            config.long_term.write_delay_seconds,
+            now,
+            after.staged,
+            view_max_age=HOT_PATH_MAX_AGE,
+            monotonic=monotonic,
+        )
+    store = SettledStore(files, staging.settle if staging is not None else None)
+    long_term = LongTermMemory(
+        config,
+        workspace,
+        store,
+        after,
+        now,
+        staging=staging,
+        audit=audit,
+        activations=activations,
+        meter=meter,
+    )
+    notes = DailyNotes(
+        workspace, locks, guard, prepare_chunk, zone, now, config.prompt.daily_max_chars
+    )
+    finder = Finder(
+        workspace,
+        guard,
+        config.recall,
+        zone,
+        notes.today,
+        long_term.flush,
+        long_term.entities,
+        monotonic=monotonic,
+        meter=meter,
+    )
+    events = EventLog(workspace, notes.today)
+    snapshots = Snapshots(config, workspace, long_term, events, now, zone)
+    return MemoryService(long_term, notes, finder, guard, now, events, snapshots, meter)
 
 
 @asynccontextmanager

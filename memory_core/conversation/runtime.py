@@ -48,10 +48,13 @@ class Runtime:
         audit: AuditBackend,
         locks: LockRegistry,
         schedules: ScheduleBackend,
+        consolidation: Consolidator,
         *,
         sleep: Sleep = system_sleep,
     ) -> None:
-        """`sleep` waits `TICK_SECONDS` between two runs of the schedules."""
+        """`consolidation` is the workspace's (memory_core/services.py builds both): the
+        quiet-period job runs its phases. `sleep` waits `TICK_SECONDS` between two runs of
+        the schedules."""
         self.memory = memory
         self._sleep = sleep
         self.history = history
@@ -60,6 +63,7 @@ class Runtime:
         self.audit = audit
         self.schedules = schedules
         self.locks = locks
+        self.consolidation = consolidation
         self.chat = ChatEngine(memory, history, llm, config, audit)
         self.archiver = Archiver(memory, history, llm, config.archive, audit, locks)
         self._inflight: set[asyncio.Task[TurnResult]] = set()
@@ -221,12 +225,9 @@ class Runtime:
         """Every consolidation phase over every scope (seed 001 §1.8, §3). One scope's
         trouble (a file it cannot write) is logged and must not stop the others'; the
         phases resume where they stopped at the next quiet period."""
-        consolidator = Consolidator(
-            self.memory, self.history, self.audit, self.llm, self.config, self.locks
-        )
         for scope in await self.memory.long_term.scopes():
             try:
-                await consolidator.run(scope, now=when)
+                await self.consolidation.run(scope, now=when)
             except OSError as exc:
                 log.warning("consolidation of scope %s stopped: %s", scope, exc)
 

@@ -25,8 +25,9 @@ from memory_core.conversation.chat import ChatEngine
 from memory_core.llm.client import ChatReply, LLMClient, Message
 from memory_core.longterm.staging import Applied, Staging
 from memory_core.longterm.store import LongTermStore
-from memory_core.memory_service import MemoryService, build_memory_service
+from memory_core.memory_service import MemoryService
 from memory_core.recall.index import SearchIndex
+from memory_core.services import build_memory_service
 from memory_core.storage.db import Database
 from memory_core.storage.journal import CaptureJournal
 from memory_core.storage.sessions import ArchiveState

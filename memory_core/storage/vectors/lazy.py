@@ -19,8 +19,8 @@ so; a serving process (bot, TUI, MCP server), or `chatmem vectors`, makes them. 
 workspace only ever used from the command line ranks as a bot's would, and a search's
 top hits do not depend on which process ran last.
 
-This is the one part built on first use (services.py builds every other part when the
-workspace opens): building it at the open is what costs the command its start-up.
+It is built on first use, by services.py (whose docstring lists what is, and why):
+building it at the open is what costs the command its start-up.
 """
 
 from __future__ import annotations
