@@ -22,6 +22,7 @@ from memory_core.base.errors import StorageError
 from memory_core.base.records import AuditRecord
 from memory_core.base.scope import ScopeKey
 from memory_core.longterm.scoring import projection
+from memory_core.recall.request import SearchRequest
 from tui.loading import EntriesSnapshot
 from tui.messages import (
     ActivityLoaded,
@@ -199,7 +200,7 @@ class Loads:
 
     async def _recall(self, scope: ScopeKey, query: str) -> None:
         core = self.app.core
-        hits = await core.finder.search(scope, query, limit=10)
+        hits = await core.finder.search(scope, SearchRequest(query, limit=10))
         injection = await core.finder.recall(scope, query, now=self.app.now())
         budget = core.config.recall.token_budget
         self.app.post_message(RecallDone(scope, query, hits, injection, budget))

@@ -17,7 +17,7 @@ from memory_core.memory_service import MemoryService
 from memory_core.notes.event_log import decision_events, message_events
 from memory_core.recall.injection import Injection
 from memory_core.storage.interfaces import HistoryBackend
-from memory_core.storage.sessions import StoredMessage
+from memory_core.storage.sessions import NewMessage, StoredMessage
 
 
 class ChatRecords:
@@ -47,16 +47,18 @@ class ChatRecords:
         then its events in the scope's event log. A message not `indexed` (a command, a
         reply to one, a canned reply: `requests.searchable`) gets no index row."""
         stored = await self.history.add_message(
-            scope,
-            session_id,
-            role,
-            content,
-            now,
-            speaker=speaker,
-            speaker_id=speaker_id,
-            meta=meta,
-            indexed=indexed and role in ("user", "assistant") and self.memory.indexed,
-            used_entry_ids=used.used_entry_ids if used is not None else (),
+            NewMessage(
+                scope,
+                session_id,
+                role,
+                content,
+                now,
+                speaker=speaker,
+                speaker_id=speaker_id,
+                meta=meta,
+                indexed=indexed and role in ("user", "assistant") and self.memory.indexed,
+                used_entry_ids=used.used_entry_ids if used is not None else (),
+            ),
         )
         if self.config.history.event_log:
             events = message_events(

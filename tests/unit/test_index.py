@@ -30,11 +30,12 @@ from memory_core.base.text import tokenize
 from memory_core.config import Config, load_config
 from memory_core.engine import MemoryCore
 from memory_core.recall import fallback
-from memory_core.recall.index import K1, B, CorpusStats, Hit, SearchIndex, idf
+from memory_core.recall.index import K1, B, CorpusStats, Hit, SearchIndex, file_sync, idf
 from memory_core.recall.index import rebuild as index_rebuild
 from memory_core.recall.index import search_index as sqlite_index
 from memory_core.recall.index import writes as index_writes
 from memory_core.recall.index.rerank import RankSettings, prior_factor
+from memory_core.recall.request import SearchRequest
 from testkit.reference_bm25 import ReferenceBM25
 from tests.conftest import START
 from tests.postgres import with_storage
@@ -76,7 +77,9 @@ def texts(hits: list[Hit]) -> list[str]:
 
 
 async def found(core: MemoryCore, query: str, scope: ScopeKey = MAIN, **kw: Any) -> list[str]:
-    return texts(await core.finder.search(scope, query, limit=20, min_score=0.0, **kw))
+    return texts(
+        await core.finder.search(scope, SearchRequest(query, limit=20, min_score=0.0, **kw))
+    )
 
 
 async def chunk_rows(core: MemoryCore, scope: ScopeKey = MAIN) -> list[tuple[Any, ...]]:
@@ -153,13 +156,13 @@ async def test_unchanged_files_are_not_read(
     write(core, "memory/summary/2026-02.md", "# 2026-02\n\nmonth\n")
     await index.sync_scope(MAIN)
     reads: list[Path] = []
-    real = sqlite_index.prepare_file
+    real = file_sync.prepare_file
 
     def counting(workspace: Any, path: Path, *rest: Any) -> Any:
         reads.append(path)
         return real(workspace, path, *rest)
 
-    monkeypatch.setattr(sqlite_index, "prepare_file", counting)
+    monkeypatch.setattr(file_sync, "prepare_file", counting)
     stats = await index.sync_scope(MAIN)
     assert (stats.files_seen, stats.files_indexed) == (3, 0)
     assert reads == []
@@ -222,7 +225,7 @@ async def test_deletes_and_renames(eager: MemoryCore) -> None:
     old.rename(old.with_name("2026-02-11.md"))
     raw = core.workspace.root / "memory/2026-02-01-chat-export.md"
     raw.rename(raw.with_name("2026-02-02-chat-export.md"))
-    hits = await core.finder.search(MAIN, "kayak tax refund", limit=5, min_score=0.0)
+    hits = await core.finder.search(MAIN, SearchRequest("kayak tax refund", limit=5, min_score=0.0))
     assert sorted((h.path, h.kind.value) for h in hits) == [
         ("memory/2026-02-02-chat-export.md", "archive_raw"),
         ("memory/summary/2026-02-11.md", "summary"),
@@ -298,7 +301,7 @@ async def index_state(core: MemoryCore, scopes: list[ScopeKey]) -> dict[str, Any
         counts = await sql(core, "SELECT chunk_count, token_count FROM scopes WHERE id = ?", sid)
         hits = {}
         for query in REBUILD_QUERIES:
-            found_hits = await index.search(scope, query, limit=50)
+            found_hits = await index.search(scope, SearchRequest(query, limit=50))
             hits[query] = sorted(
                 (round(-h.score, 9), h.path, h.line_from, h.text) for h in found_hits
             )
@@ -514,7 +517,9 @@ async def test_line_ranges_point_into_the_files(core: MemoryCore) -> None:
         ("painted kitchen", (8, 9)),
         ("february", (1, 1)),
     ):
-        [hit] = await core.finder.search(MAIN, query, kinds=[ChunkKind.SUMMARY], min_score=0.0)
+        [hit] = await core.finder.search(
+            MAIN, SearchRequest(query, kinds=[ChunkKind.SUMMARY], min_score=0.0)
+        )
         assert (hit.line_from, hit.line_to) == expected, query
     assert await assert_chunks_match_files(core) == 7
 
@@ -534,7 +539,9 @@ async def test_line_ranges_after_hand_written_notes(core: MemoryCore) -> None:
     await index_of(core).sync_scope(MAIN)
     hits = {
         h.text: h
-        for h in await core.finder.search(MAIN, "standup room hand dinner market", min_score=0.0)
+        for h in await core.finder.search(
+            MAIN, SearchRequest("standup room hand dinner market", min_score=0.0)
+        )
     }
     assert {k: (v.line_from, v.line_to) for k, v in hits.items()} == {
         "standup moved to 9:30\ncontinuation about the room": (3, 4),
@@ -602,7 +609,7 @@ async def test_message_chunks_searchable_and_readable_in_their_scope(core: Memor
 
     # A turn is found with the turn next to it: the exchange, not the lone line. The
     # reply, shown inside that hit, is not a hit of its own.
-    [hit] = await core.finder.search(MAIN, "code", kinds=[ChunkKind.MESSAGE])
+    [hit] = await core.finder.search(MAIN, SearchRequest("code", kinds=[ChunkKind.MESSAGE]))
     assert (hit.kind, hit.path, hit.line_from, hit.line_to, hit.ref) == (
         ChunkKind.MESSAGE,
         "sessions/sess-1",
@@ -613,9 +620,9 @@ async def test_message_chunks_searchable_and_readable_in_their_scope(core: Memor
     assert hit.text == EXCHANGE
     assert hit.created_at == when
     assert hit.location == "sessions/sess-1:7"
-    kinds = {h.kind for h in await core.finder.search(MAIN, "gym", min_score=0.0)}
+    kinds = {h.kind for h in await core.finder.search(MAIN, SearchRequest("gym", min_score=0.0))}
     assert kinds == {ChunkKind.MESSAGE, ChunkKind.DAILY}
-    assert await core.finder.search(MAIN, "gym", kinds=[ChunkKind.LONG_TERM]) == []
+    assert await core.finder.search(MAIN, SearchRequest("gym", kinds=[ChunkKind.LONG_TERM])) == []
 
     read = await core.finder.read(MAIN, "sessions/sess-1:7")
     assert (
@@ -638,9 +645,11 @@ async def test_message_chunks_searchable_and_readable_in_their_scope(core: Memor
     # Messages survive a sync and a rebuild (they have no file).
     await index.sync_scope(MAIN, force=True)
     await index.rebuild()
-    assert texts(await core.finder.search(MAIN, "code", kinds=[ChunkKind.MESSAGE])) == [EXCHANGE]
+    assert texts(
+        await core.finder.search(MAIN, SearchRequest("code", kinds=[ChunkKind.MESSAGE]))
+    ) == [EXCHANGE]
     await index.remove_messages(MAIN, [7, 8])
-    assert await core.finder.search(MAIN, "locker", min_score=0.0) == []
+    assert await core.finder.search(MAIN, SearchRequest("locker", min_score=0.0)) == []
 
 
 # --- filters ----------------------------------------------------------------------------
@@ -657,7 +666,9 @@ async def test_kinds_since_until_and_min_score(core: MemoryCore) -> None:
     await index_of(core).sync_scope(MAIN)
 
     async def kinds_of(**kw: Any) -> Counter[str]:
-        hits = await core.finder.search(MAIN, "espresso", limit=20, min_score=0.0, **kw)
+        hits = await core.finder.search(
+            MAIN, SearchRequest("espresso", limit=20, min_score=0.0, **kw)
+        )
         return Counter(h.kind.value for h in hits)
 
     assert await kinds_of() == Counter({"daily": 4, "long_term": 1, "summary": 1, "archive_raw": 1})
@@ -669,7 +680,9 @@ async def test_kinds_since_until_and_min_score(core: MemoryCore) -> None:
     assert await kinds_of(kinds=[]) == Counter()
 
     since = START - timedelta(days=3)
-    dated = await core.finder.search(MAIN, "espresso", limit=20, min_score=0.0, since=since)
+    dated = await core.finder.search(
+        MAIN, SearchRequest("espresso", limit=20, min_score=0.0, since=since)
+    )
     assert all(h.created_at is not None and h.created_at >= since for h in dated)
     assert sorted(h.text for h in dated if h.kind is ChunkKind.DAILY) == [
         "espresso tasting day minus 0",
@@ -678,16 +691,18 @@ async def test_kinds_since_until_and_min_score(core: MemoryCore) -> None:
     ]
     until = START - timedelta(days=1)
     window = await core.finder.search(
-        MAIN, "espresso", limit=20, min_score=0.0, since=since, until=until
+        MAIN, SearchRequest("espresso", limit=20, min_score=0.0, since=since, until=until)
     )
     # until is exclusive: the note of exactly one day ago is out.
     assert sorted(texts(window)) == ["espresso tasting day minus 3", "raw: espresso talk"]
     old = await core.finder.search(
-        MAIN, "espresso", limit=20, min_score=0.0, until=date_start(2026, 2, 25)
+        MAIN, SearchRequest("espresso", limit=20, min_score=0.0, until=date_start(2026, 2, 25))
     )
     assert sorted(texts(old)) == ["espresso habit grew", "espresso tasting day minus 10"]
 
-    everything = await core.finder.search(MAIN, "espresso descaling", limit=20, min_score=0.0)
+    everything = await core.finder.search(
+        MAIN, SearchRequest("espresso descaling", limit=20, min_score=0.0)
+    )
     best = everything[0]
     assert best.text == "espresso machine descaling every month"
     # min_score bounds the BM25 evidence, before the priors lift or cut a hit: the best
@@ -697,14 +712,26 @@ async def test_kinds_since_until_and_min_score(core: MemoryCore) -> None:
     assert lifted > 1.0
     evidence = best.score / lifted
     assert texts(
-        await core.finder.search(MAIN, "espresso descaling", min_score=evidence - 1e-9)
+        await core.finder.search(
+            MAIN, SearchRequest("espresso descaling", min_score=evidence - 1e-9)
+        )
     ) == [best.text]
-    assert await core.finder.search(MAIN, "espresso descaling", min_score=evidence + 1e-9) == []
-    assert await core.finder.search(MAIN, "espresso descaling", min_score=best.score) == []
+    assert (
+        await core.finder.search(
+            MAIN, SearchRequest("espresso descaling", min_score=evidence + 1e-9)
+        )
+        == []
+    )
+    assert (
+        await core.finder.search(MAIN, SearchRequest("espresso descaling", min_score=best.score))
+        == []
+    )
     # Explicit searches show every match; only automatic recall applies recall.min_score.
-    assert await core.finder.search(MAIN, "espresso descaling", limit=20) == everything
-    assert len(await core.finder.search(MAIN, "espresso", limit=2)) <= 2
-    assert await core.finder.search(MAIN, "espresso", limit=0) == []
+    assert (
+        await core.finder.search(MAIN, SearchRequest("espresso descaling", limit=20)) == everything
+    )
+    assert len(await core.finder.search(MAIN, SearchRequest("espresso", limit=2))) <= 2
+    assert await core.finder.search(MAIN, SearchRequest("espresso", limit=0)) == []
 
 
 def date_start(year: int, month: int, day: int) -> datetime:
@@ -719,18 +746,26 @@ async def test_degraded_time_window_sees_past_the_top_hits(core: MemoryCore) -> 
     for days in range(5, 11):
         text = f"postgres postgres vacuum {days}" if days > 6 else f"postgres note {days}"
         await core.notes.append(MAIN, text, now=START - timedelta(days=days))
-    unfiltered = await core.finder.search(MAIN, "postgres", limit=2, min_score=0.0)
+    unfiltered = await core.finder.search(MAIN, SearchRequest("postgres", limit=2, min_score=0.0))
     assert all("vacuum" in h.text for h in unfiltered)  # the older notes score best
     since = START - timedelta(days=6, hours=12)
-    healthy = await core.finder.search(MAIN, "postgres", limit=2, since=since, min_score=0.0)
+    healthy = await core.finder.search(
+        MAIN, SearchRequest("postgres", limit=2, since=since, min_score=0.0)
+    )
     assert sorted(texts(healthy)) == ["postgres note 5", "postgres note 6"]
     until = START - timedelta(days=8, hours=12)
-    healthy_old = await core.finder.search(MAIN, "postgres", limit=1, until=until, min_score=0.0)
+    healthy_old = await core.finder.search(
+        MAIN, SearchRequest("postgres", limit=1, until=until, min_score=0.0)
+    )
     assert texts(healthy_old) == ["postgres postgres vacuum 9"]  # the newer of the two
     core.guard.index = None
-    degraded = await core.finder.search(MAIN, "postgres", limit=2, since=since, min_score=0.0)
+    degraded = await core.finder.search(
+        MAIN, SearchRequest("postgres", limit=2, since=since, min_score=0.0)
+    )
     assert_same_hits(degraded, healthy)
-    old = await core.finder.search(MAIN, "postgres", limit=1, until=until, min_score=0.0)
+    old = await core.finder.search(
+        MAIN, SearchRequest("postgres", limit=1, until=until, min_score=0.0)
+    )
     assert_same_hits(old, healthy_old)
 
 
@@ -752,10 +787,12 @@ async def test_degraded_time_window_applies_before_near_copies_are_dropped(
     for days in (2, 9):
         await core.notes.append(MAIN, "postgres vacuum full", now=START - timedelta(days=days))
     until = START - timedelta(days=5)
-    healthy = await core.finder.search(MAIN, "postgres vacuum", until=until)
+    healthy = await core.finder.search(MAIN, SearchRequest("postgres vacuum", until=until))
     assert [h.created_at for h in healthy] == [START - timedelta(days=9)]
     core.guard.index = None
-    assert_same_hits(await core.finder.search(MAIN, "postgres vacuum", until=until), healthy)
+    assert_same_hits(
+        await core.finder.search(MAIN, SearchRequest("postgres vacuum", until=until)), healthy
+    )
 
 
 async def test_daily_note_time_survives_a_resync_in_another_time_zone(
@@ -767,7 +804,7 @@ async def test_daily_note_time_survives_a_resync_in_another_time_zone(
         window = {"since": START - timedelta(minutes=1), "until": START + timedelta(minutes=1)}
         assert await found(core, "dumplings", **window) == ["lantern festival dumplings"]
         await index_of(core).sync_scope(MAIN, force=True)
-        [hit] = await core.finder.search(MAIN, "dumplings", min_score=0.0)
+        [hit] = await core.finder.search(MAIN, SearchRequest("dumplings", min_score=0.0))
         assert hit.created_at == START
         assert await found(core, "dumplings", **window) == ["lantern festival dumplings"]
 
@@ -803,7 +840,7 @@ async def test_corrupt_index_degrades_to_files_and_reindex_repairs(
 ) -> None:
     async with MemoryCore.open(config, clock=clock) as core:
         await build_small_workspace(core)
-        healthy = {q: await core.finder.search(MAIN, q, limit=3) for q in QUERIES}
+        healthy = {q: await core.finder.search(MAIN, SearchRequest(q, limit=3)) for q in QUERIES}
     assert all(healthy.values())
     db = corrupt(Path(config.workspace))
 
@@ -815,7 +852,7 @@ async def test_corrupt_index_degrades_to_files_and_reindex_repairs(
         assert any("database unavailable" in r.getMessage() for r in warnings)
         caplog.clear()
         for query, expected in healthy.items():
-            hits = await core.finder.search(MAIN, query, limit=3)
+            hits = await core.finder.search(MAIN, SearchRequest(query, limit=3))
             assert hits, query
             assert (hits[0].path, hits[0].line_from, hits[0].text) == (
                 expected[0].path,
@@ -837,7 +874,7 @@ async def test_corrupt_index_degrades_to_files_and_reindex_repairs(
         aside = list(db.parent.glob("index.sqlite3.corrupt-*"))
         assert aside and aside[0].read_bytes() == random.Random(5).randbytes(16384)
         for query, expected in healthy.items():
-            hits = await core.finder.search(MAIN, query, limit=3)
+            hits = await core.finder.search(MAIN, SearchRequest(query, limit=3))
             assert texts(hits)[:1] == texts(expected)[:1]
         assert texts(await core.finder.search(MAIN, "sourdough")) == [
             "note written while degraded: sourdough"
@@ -845,7 +882,7 @@ async def test_corrupt_index_degrades_to_files_and_reindex_repairs(
         assert (await core.guard.index.sync_scope(MAIN)).files_indexed == 0
     async with MemoryCore.open(config, clock=clock) as core:
         assert core.degraded_reason is None
-        assert texts(await core.finder.search(MAIN, "kayak", min_score=0.0)) == [
+        assert texts(await core.finder.search(MAIN, SearchRequest("kayak", min_score=0.0))) == [
             "kayak trip, ramen tour"
         ]
 
@@ -995,7 +1032,7 @@ async def test_fts5_candidates_agree_with_rank_bm25(core: MemoryCore) -> None:
             continue
         compared += 1
         # The terms as they are: a text query would drop question words and time words.
-        hits = await bm25_only.search(MAIN, terms, limit=10, today=today)
+        hits = await bm25_only.search(MAIN, SearchRequest(terms, limit=10, today=today))
         scores = reference.get_scores(terms)
         ranked = sorted(range(len(rows)), key=lambda i: -scores[i])
         top = [i for i in ranked[:10] if scores[i] > 0]
@@ -1011,7 +1048,7 @@ async def test_fts5_candidates_agree_with_rank_bm25(core: MemoryCore) -> None:
             assert hit.score == pytest.approx(
                 scores[by_location[(hit.path, hit.line_from)]], abs=1e-6
             )
-        for hit in await default.search(MAIN, terms, limit=10, today=today):
+        for hit in await default.search(MAIN, SearchRequest(terms, limit=10, today=today)):
             prior = prior_factor(hit.kind, hit.created_at, today, UTC, default.rank_settings)
             assert 1.0 < prior < 1.0 + default.rank_settings.recency_boost
             assert hit.score == pytest.approx(
@@ -1057,11 +1094,14 @@ async def test_index_and_file_fallback_agree_on_a_real_workspace(core: MemoryCor
     for number, query in enumerate(queries):
         for kinds in variants if number % 4 == 0 else variants[:1]:
             # Through the core: long-term hits get their line from the file as it is now.
-            indexed = await core.finder.search(MAIN, query, limit=8, kinds=kinds)
+            indexed = await core.finder.search(MAIN, SearchRequest(query, limit=8, kinds=kinds))
             # Read as every search reads a text (the entities' other names added).
             asked = await core.finder.query(MAIN, query)
             files = fallback.search_files(
-                core.workspace, MAIN, asked, limit=8, kinds=kinds, settings=settings, today=TODAY
+                core.workspace,
+                MAIN,
+                SearchRequest(asked, limit=8, kinds=kinds, today=TODAY),
+                settings=settings,
             )
             same(indexed, files, f"{query} {kinds}")
     # The hidden daily summary is in neither.
@@ -1088,9 +1128,9 @@ async def test_recall_k1_and_b_are_the_ranking_parameters(
         async with MemoryCore.open(base.model_copy(update={"recall": recall}), clock=clock) as core:
             for note in ("tea tea tea and cake", "tea", "coffee and a long walk by the river"):
                 await core.notes.append(MAIN, note)
-            indexed = await core.finder.search(MAIN, "tea", limit=5)
+            indexed = await core.finder.search(MAIN, SearchRequest("tea", limit=5))
             core.guard.failed(RuntimeError("test: search the files"))
-            from_files = await core.finder.search(MAIN, "tea", limit=5)
+            from_files = await core.finder.search(MAIN, SearchRequest("tea", limit=5))
         assert [h.text for h in indexed] == [h.text for h in from_files]
         assert [h.score for h in indexed] == pytest.approx([h.score for h in from_files])
         scores[(k1, b)] = [h.score for h in indexed]
@@ -1144,10 +1184,10 @@ async def test_a_large_scope_is_scanned_for_edits_after_the_search(
 
         monkeypatch.setattr(sqlite_index, "stat_files", held_listing)
         await index.sync_if_stale(MAIN)  # three files: more than two, so in the background
-        assert [h.path for h in await index.search(MAIN, "zebra", today=TODAY)] == []
+        assert [h.path for h in await index.search(MAIN, SearchRequest("zebra", today=TODAY))] == []
         listing.set()
         await index.scanned()
-        [hit] = await index.search(MAIN, "zebra", today=TODAY)
+        [hit] = await index.search(MAIN, SearchRequest("zebra", today=TODAY))
         assert hit.path == "memory/2025-01-02.md"
     finally:
         await index.close()

@@ -42,6 +42,7 @@ from memory_core.recall.index.rerank import (
     time_factor,
 )
 from memory_core.recall.query import BUDGETS, QueryType, build_query, classify_query
+from memory_core.recall.request import SearchRequest
 from memory_core.storage.sessions import ArchiveState, StoredMessage
 from tests.conftest import START
 from tests.support import bm25_score, database, index_message, index_of
@@ -85,8 +86,9 @@ def write(core: MemoryCore, relative: str, text: str) -> None:
 
 def files_search(core: MemoryCore, query: str, **kw: Any) -> list[Hit]:
     """The degraded path's ranking, with the index's settings and the core's day."""
+    request = SearchRequest(query, today=TODAY, **kw)
     return fallback.search_files(
-        core.workspace, MAIN, query, settings=index_of(core).rank_settings, today=TODAY, **kw
+        core.workspace, MAIN, request, settings=index_of(core).rank_settings
     )
 
 
@@ -211,7 +213,7 @@ async def test_answer_found_through_its_question_in_session_history(
     data = TALKS[language]
     await record_talks(core, language)
     assert not set(tokenize(data.answer)) & set(build_query(data.question).terms)
-    hits = await core.finder.search(MAIN, data.question, limit=3)
+    hits = await core.finder.search(MAIN, SearchRequest(data.question, limit=3))
     assert shows(hits, data.answer)
     # The exchange is anchored on the reply, not on the question that shares the words.
     shown = hits[0]
@@ -238,7 +240,7 @@ async def test_without_the_window_the_answer_is_not_found_in_session_history(
 ) -> None:
     data = TALKS[language]
     await record_talks(no_window, language)
-    hits = await no_window.finder.search(MAIN, data.question, limit=20)
+    hits = await no_window.finder.search(MAIN, SearchRequest(data.question, limit=20))
     assert hits and not shows(hits, data.answer)
     assert all(len(h.text.splitlines()) == 1 for h in hits)  # lone turns
 
@@ -252,7 +254,7 @@ async def test_answer_found_through_its_question_in_archived_files(
     await archive_talks(core, language)
     if path == "files":
         core.guard.failed(RuntimeError("test: search the files"))
-    hits = await core.finder.search(MAIN, data.question, limit=3)
+    hits = await core.finder.search(MAIN, SearchRequest(data.question, limit=3))
     assert shows(hits, data.answer)
     shown = hits[0]  # anchored on the reply, not on the question sharing the words
     assert shown.kind is ChunkKind.ARCHIVE_RAW and shown.path.endswith("-cello.md")
@@ -270,7 +272,7 @@ async def test_without_the_window_the_answer_is_not_found_in_archived_files(
     await archive_talks(no_window, language)
     if path == "files":
         no_window.guard.failed(RuntimeError("test: search the files"))
-    hits = await no_window.finder.search(MAIN, data.question, limit=20)
+    hits = await no_window.finder.search(MAIN, SearchRequest(data.question, limit=20))
     assert hits and not shows(hits, data.answer)
 
 
@@ -435,7 +437,7 @@ async def test_informative_terms_win_over_early_ones_in_a_long_message(
     )
     query = build_query(message, today=TODAY)
     assert len(query.terms) > 16 and "biscuit" not in list(query.terms)[:16]
-    hits = await core.finder.search(MAIN, message, limit=5)
+    hits = await core.finder.search(MAIN, SearchRequest(message, limit=5))
     assert texts(hits)[0] == answer
     injection = await core.finder.recall(MAIN, message)
     assert texts(injection.hits)[0] == answer
@@ -479,7 +481,9 @@ async def test_question_template_words_are_dropped(core: MemoryCore) -> None:
         await core.notes.append(MAIN, text)
     sushi = "the sushi place on Fifth Street was great"
     await core.notes.append(MAIN, sushi, now=START - timedelta(days=20))
-    hits = await core.finder.search(MAIN, "when did I say I liked that sushi place?", limit=10)
+    hits = await core.finder.search(
+        MAIN, SearchRequest("when did I say I liked that sushi place?", limit=10)
+    )
     assert texts(hits) == [sushi]
     zh = build_query("我什么时候说过喜欢那家寿司店？", today=TODAY)
     assert not {"说过", "时候", "什么时候"} & set(zh.terms)
@@ -720,7 +724,7 @@ async def test_without_an_embedder_scores_are_plain_bm25(core: MemoryCore) -> No
         doc_freq={t: sum(t in set(d) for d in corpus) for d in corpus for t in d},
     )
     for words in (["tea"], ["mochi", "vet"], ["green", "tea", "sugar"]):
-        hits = await plain.search(MAIN, words, limit=20, today=TODAY)
+        hits = await plain.search(MAIN, SearchRequest(words, limit=20, today=TODAY))
         assert hits
         for hit in hits:
             tokens = " ".join(tokenize(hit.text)).split()
@@ -731,10 +735,10 @@ async def test_without_an_embedder_scores_are_plain_bm25(core: MemoryCore) -> No
 @pytest.mark.parametrize("query", MIXED_QUERIES)
 async def test_files_and_index_rank_alike(core: MemoryCore, query: str) -> None:
     await fill_mixed(core)
-    indexed = await core.finder.search(MAIN, query, limit=8)
+    indexed = await core.finder.search(MAIN, SearchRequest(query, limit=8))
     assert indexed, query
     core.guard.failed(RuntimeError("test: search the files"))
-    degraded = await core.finder.search(MAIN, query, limit=8)
+    degraded = await core.finder.search(MAIN, SearchRequest(query, limit=8))
     assert [(h.path, h.line_from, h.line_to, h.text) for h in degraded] == [
         (h.path, h.line_from, h.line_to, h.text) for h in indexed
     ]
