@@ -27,9 +27,7 @@ QUESTION = "what did I note yesterday?"
 async def write_errands(core: MemoryCore) -> None:
     """One note on each of the four days up to the clock's."""
     for back in range(4):
-        await core.notes.append(
-            MAIN, f"errand {back}", now=START - timedelta(days=back, hours=-1)
-        )
+        await core.notes.append(MAIN, f"errand {back}", now=START - timedelta(days=back, hours=-1))
 
 
 async def test_an_index_search_without_a_day_reads_the_injected_clock(
