@@ -59,18 +59,18 @@ class Searcher:
     async def search(self, sid: int, request: SearchRequest, plan: Query, day: date) -> list[Hit]:
         """`request`'s hits in scope `sid`, best first; `plan` is its query as read on `day`."""
         wanted = max(request.limit * CANDIDATE_FACTOR, MIN_CANDIDATES)
-        reads_ = _Reads.of(self, sid, request, plan, day, wanted)
+        work = _Reads.of(self, sid, request, plan, day, wanted)
         if self.vectors is None:
-            pool, ranking = await self.db.call(reads_.words_and_neighbours)
+            pool, ranking = await self.db.call(work.words_and_neighbours)
         else:
-            pool, ranking = await self._hybrid(reads_, self.vectors, plan)
+            pool, ranking = await self._hybrid(work, self.vectors, plan)
         return rank(pool, ranking, limit=request.limit, min_score=request.min_score)
 
-    async def _hybrid(self, reads_: _Reads, vectors: VectorSearch, plan: Query) -> Pool:
+    async def _hybrid(self, work: _Reads, vectors: VectorSearch, plan: Query) -> Pool:
         """The query's embedding and vector search run while the database thread reads
         the lexical candidates: the two halves of the hybrid cost the slower one."""
         settings = self.settings
-        sid, wanted = reads_.sid, reads_.wanted
+        sid, wanted = work.sid, work.wanted
         dense_task = asyncio.create_task(
             # With feedback the nearest chunks are searched once the BM25 hits are known.
             dense_extra.embed_and_search(
@@ -78,12 +78,12 @@ class Searcher:
                 sid,
                 plan.text,
                 0 if settings.dense_feedback > 0 else wanted,
-                reads_.kind_list,
-                reads_.exclude_paths,
+                work.kind_list,
+                work.exclude_paths,
             )
         )
         try:
-            pool, ranking = await self.db.call(reads_.lexical)
+            pool, ranking = await self.db.call(work.lexical)
         finally:
             query_vector, dense = await dense_task
         if query_vector is not None and settings.dense_feedback > 0:
@@ -97,9 +97,9 @@ class Searcher:
             )
             query_vector = query_vector if moved is None else moved
             dense = await dense_extra.nearest(
-                vectors, sid, query_vector, wanted, reads_.kind_list, reads_.exclude_paths
+                vectors, sid, query_vector, wanted, work.kind_list, work.exclude_paths
             )
-        await self.db.call(lambda conn: reads_.widen(conn, pool, ranking, dense))
+        await self.db.call(lambda conn: work.widen(conn, pool, ranking, dense))
         if query_vector is not None and settings.turn_window_max:
             await dense_extra.compare_all(vectors, sid, query_vector, pool)
         return pool, ranking
