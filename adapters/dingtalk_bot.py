@@ -177,9 +177,7 @@ def parse_payload(
     group = body.conversation_type == "2"
     sender = body.sender_staff_id or body.sender_id or ""
     when = (
-        _EPOCH + timedelta(milliseconds=body.create_at)
-        if body.create_at is not None
-        else clock()
+        _EPOCH + timedelta(milliseconds=body.create_at) if body.create_at is not None else clock()
     )
     message = InboundMessage(
         channel="dingtalk",

@@ -54,6 +54,8 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from memory_core.recall.request import SearchRequest
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 AGE_SECONDS = 3600
@@ -100,7 +102,7 @@ def child(spec: dict[str, Any]) -> dict[str, float]:
                     # A running bot: the open's sync is older than the stale interval.
                     await asyncio.sleep(config.recall.sync_min_interval_seconds + 0.2)
                     mark()
-                await core.finder.search(MAIN, spec["query"], limit=10)
+                await core.finder.search(MAIN, SearchRequest(spec["query"], limit=10))
                 mark("search")
             mark()
         mark("close")

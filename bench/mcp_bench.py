@@ -36,6 +36,7 @@ from memory_core.base.scope import MAIN, ScopeKey
 from memory_core.base.workspace import Workspace
 from memory_core.config import load_config
 from memory_core.engine import MemoryCore
+from memory_core.recall.request import SearchRequest
 
 SEED = 20261124
 SCOPE = ScopeKey("peer:bench")
@@ -93,7 +94,7 @@ async def run(root: Path, size: int, storage: dict[str, str]) -> list[list[str]]
         log(f"{stats.chunks_added:,} chunks indexed; timing MemoryCore.search in process")
 
         async def in_process(text: str) -> object:
-            return await core.finder.search(SCOPE, text, limit=MAX_RESULTS)
+            return await core.finder.search(SCOPE, SearchRequest(text, limit=MAX_RESULTS))
 
         direct = await timings(in_process, texts)
 

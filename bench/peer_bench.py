@@ -60,6 +60,7 @@ from memory_core.base.workspace import Workspace
 from memory_core.config import load_config
 from memory_core.engine import MemoryCore
 from memory_core.recall.index import SearchIndex
+from memory_core.recall.request import SearchRequest
 
 SEED = 20261201
 CHUNKS = 100_000
@@ -145,13 +146,13 @@ async def run_chatmem(
         engine.build_s = time.perf_counter() - start
         key_of = {key: i for i, key in enumerate(corpus.keys)}
         for question in questions[:10]:
-            await core.finder.search(corpus.scope, question, limit=TOP)
+            await core.finder.search(corpus.scope, SearchRequest(question, limit=TOP))
         for number in range(passes):
             gc.collect()
             samples = []
             for question in questions:
                 start = time.perf_counter()
-                hits = await core.finder.search(corpus.scope, question, limit=TOP)
+                hits = await core.finder.search(corpus.scope, SearchRequest(question, limit=TOP))
                 samples.append(time.perf_counter() - start)
                 if number == 0:
                     engine.tops.append(
@@ -161,7 +162,7 @@ async def run_chatmem(
             samples = []
             for question in questions:
                 start = time.perf_counter()
-                hits = await index.search(corpus.scope, question, limit=TOP)
+                hits = await index.search(corpus.scope, SearchRequest(question, limit=TOP))
                 samples.append(time.perf_counter() - start)
                 if number == 0:
                     bare.tops.append(

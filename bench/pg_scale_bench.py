@@ -72,6 +72,7 @@ from memory_core.base.scope import ScopeKey
 from memory_core.config import load_config
 from memory_core.embedding.local import local_model_available
 from memory_core.engine import MemoryCore
+from memory_core.recall.request import SearchRequest
 
 
 def load_others(
@@ -110,11 +111,11 @@ async def measure(config_env: dict[str, str], root: Path, questions: Sequence[st
     async with MemoryCore.open(config) as core:
         scope = ScopeKey("peer:bench")
         for _ in range(5):  # warm-up: plans, caches
-            await core.finder.search(scope, questions[0], limit=5)
+            await core.finder.search(scope, SearchRequest(questions[0], limit=5))
         for _ in range(PASSES):
             for question in questions:
                 start = time.perf_counter()
-                await core.finder.search(scope, question, limit=5)
+                await core.finder.search(scope, SearchRequest(question, limit=5))
                 samples.append(time.perf_counter() - start)
     return samples
 

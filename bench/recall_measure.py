@@ -33,6 +33,7 @@ from memory_core.embedding.local import (
 from memory_core.engine import MemoryCore
 from memory_core.recall.index import K1, B, SearchIndex
 from memory_core.recall.index.files import tokenize_chunks
+from memory_core.recall.request import SearchRequest
 from memory_core.storage.vectors.index import VectorIndex
 from testkit.reference_bm25 import ReferenceBM25
 
@@ -268,20 +269,20 @@ async def measure_queries(
     result.baseline_build_s = time.perf_counter() - start
 
     for query in queries[:10]:  # warm-up: statement cache, page cache, lru caches
-        await core.finder.search(corpus.scope, query, limit=5)
+        await core.finder.search(corpus.scope, SearchRequest(query, limit=5))
         baseline.top(query)
     for _ in range(passes):
         gc.collect()
         samples = []
         for query in queries:
             start = time.perf_counter()
-            await core.finder.search(corpus.scope, query, limit=5)
+            await core.finder.search(corpus.scope, SearchRequest(query, limit=5))
             samples.append(time.perf_counter() - start)
         result.core_search.passes.append(samples)
         samples = []
         for query in queries:
             start = time.perf_counter()
-            await index.search(corpus.scope, query, limit=5)
+            await index.search(corpus.scope, SearchRequest(query, limit=5))
             samples.append(time.perf_counter() - start)
         result.index_search.passes.append(samples)
 
@@ -289,7 +290,7 @@ async def measure_queries(
     key_of = {key: i for i, key in enumerate(corpus.keys)}
     ours_tops = []
     for query in queries:
-        hits = await index.search(corpus.scope, query, limit=5)
+        hits = await index.search(corpus.scope, SearchRequest(query, limit=5))
         ours_tops.append([key_of.get((h.path, h.line_from), -1) for h in hits])
     quality = Quality()
     for number in range(baseline_passes):

@@ -324,7 +324,7 @@ async def open_services(
             activations = Activations(db)
             deliveries = await _deliveries(backend, db, stack)
             index, vector_model = await _search_index(
-                config, workspace, backend, db, monotonic, stack, serving
+                config, workspace, backend, db, monotonic, stack, serving, now
             )
         guard = IndexGuard(index, reason, monotonic=monotonic)
         journal = await _journal(config, backend, db, stack)
@@ -450,6 +450,7 @@ async def _search_index(
     monotonic: Monotonic,
     stack: AsyncExitStack,
     serving: bool,
+    now: Callable[[], datetime],
 ) -> tuple[SearchIndex, str]:
     """The index over the database, with dense recall when an embedder is configured or
     installed (`[embedding]`; the vector index, and numpy, are only imported then; for a
@@ -474,6 +475,7 @@ async def _search_index(
         monotonic=monotonic,
         vectors=vectors,
         archive_below=config.scoring.policy().archive_below,
+        clock=now,
     )
     stack.push_async_callback(index.close)  # its background scans, before the database
     return index, embedder.name if embedder is not None else ""

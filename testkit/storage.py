@@ -27,6 +27,7 @@ from memory_core.storage.sessions import (
     SUMMARY_ROLE,
     ArchiveState,
     CapReport,
+    NewMessage,
     Session,
     StoredMessage,
     TurnContext,
@@ -119,40 +120,13 @@ class MemoryHistory:
     async def open_sessions(self) -> list[Session]:
         return [s for s in self.sessions.values() if s.status == "open"]
 
-    async def add_message(
-        self,
-        scope: ScopeKey,
-        session_id: str,
-        role: str,
-        content: str,
-        now: datetime,
-        *,
-        speaker: str = "",
-        speaker_id: str | None = None,
-        meta: dict[str, Any] | None = None,
-        indexed: bool = False,
-        used_entry_ids: Sequence[str] = (),
-        archived: ArchiveState = ArchiveState.FALSE,
-    ) -> StoredMessage:
-        message = StoredMessage(
-            len(self.messages) + 1,
-            scope.value,
-            session_id,
-            role,
-            speaker,
-            content,
-            now,
-            archived,
-            0,
-            None,
-            False,
-            meta or {},
-        )
-        self.messages.append(message)
-        if indexed:
-            self.indexed.append(message.id)
-        self._set(session_id, last_at=now)
-        return message
+    async def add_message(self, message: NewMessage) -> StoredMessage:
+        stored = message.stored(len(self.messages) + 1)
+        self.messages.append(stored)
+        if message.indexed:
+            self.indexed.append(stored.id)
+        self._set(message.session_id, last_at=message.created_at)
+        return stored
 
     async def session_messages(
         self, session_id: str, *, include_compacted: bool = False

@@ -21,6 +21,7 @@ from memory_core.base.records import AuditRecord
 from memory_core.base.scope import ScopeKey
 from memory_core.longterm.scoring import projection
 from memory_core.recall.index.steps import explaining
+from memory_core.recall.request import SearchRequest
 from tui.host import LoadsHost
 from tui.loading import EntriesSnapshot
 from tui.messages import (
@@ -197,7 +198,7 @@ class Loads:
     async def _recall(self, scope: ScopeKey, query: str) -> None:
         core = self.app.core
         with explaining():  # the pane shows the selected hit's ranking steps
-            hits = await core.finder.search(scope, query, limit=10)
+            hits = await core.finder.search(scope, SearchRequest(query, limit=10))
         injection = await core.finder.recall(scope, query, now=self.app.now())
         budget = core.config.recall.token_budget
         self.app.post_message(RecallDone(scope, query, hits, injection, budget))

@@ -18,6 +18,7 @@ from textual.screen import Screen, ScreenResultCallbackType
 from textual.widget import AwaitMount
 from textual.worker import Worker, WorkType
 
+from memory_core.base.clock import Sleep
 from memory_core.base.records import AuditRecord
 from memory_core.base.scope import ScopeKey
 from memory_core.engine import MemoryCore
@@ -55,11 +56,13 @@ class CoreView(Workers, Protocol):
 
 
 class LoadsHost(CoreView, Protocol):
-    """What the loaders read: the entry loader, the feed so far and the poll interval."""
+    """What the loaders read: the entry loader, the feed so far, the poll interval and
+    the sleep between two polls (injected, so tests drive it)."""
 
     loader: EntryLoader
     activity: list[AuditRecord]
     poll_seconds: float
+    sleep: Sleep
 
     def call_after_refresh(
         self, callback: Callable[..., Any], *args: Any, **kwargs: Any

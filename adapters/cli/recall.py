@@ -16,6 +16,7 @@ from memory_core.base.errors import ChatmemError, PathRefused
 from memory_core.base.records import explained
 from memory_core.base.scope import printable_key
 from memory_core.base.wording import counted
+from memory_core.recall.request import SearchRequest
 
 if TYPE_CHECKING:
     from memory_core.engine import MemoryCore
@@ -70,7 +71,7 @@ class Search:
         await vectors_for_search(core, args)
         with explaining() if args.explain else nullcontext():
             hits = await core.finder.search(
-                args.scope_key, args.query, limit=args.limit, kinds=args.kind
+                args.scope_key, SearchRequest(args.query, limit=args.limit, kinds=args.kind)
             )
         data: list[dict[str, object]] = [
             {

@@ -140,41 +140,26 @@ class MemoryEntry:
     def rescored(self, score: float, when: datetime) -> MemoryEntry:
         """`with_(score=..., scored_at=...)` without `dataclasses.replace`'s introspection:
         decay rescores every entry at every merge, so this is the hot path."""
-        return build_entry(
-            self.id,
-            self.content,
-            self.category,
-            score,
-            self.created_at,
-            self.last_activated,
-            when,
-            self.hits,
-            self.source_session,
-            self.confidence,
-            self.expires_at,
-            self.pinned,
-            self.archived,
-            self.sessions,
-            self.memory_class,
-            self.granularity,
-            self.importance,
-            self.speaker,
-            self.claim_on,
-            self.speaker_id,
-        )
+        fields = EntryFields.of(self)
+        fields.score = score
+        fields.scored_at = when
+        return build_entry(fields)
 
 
-class _EntrySlots:
-    """`MemoryEntry`'s memory layout without its frozen `__setattr__`.
+class EntryFields:
+    """`MemoryEntry`'s fields, settable: filled by plain attribute stores, then turned
+    into the entry itself by `build_entry`. The one place besides `MemoryEntry` that lists
+    them, instead of a 20-parameter constructor written out at every hot call.
 
     A frozen dataclass's `__init__` stores every field through `object.__setattr__`, a
     slow call per field (about 3 us per entry here), and decay builds one entry per
-    decayed entry at every merge. An instance of this class is filled with plain
-    attribute stores and then turned into a real `MemoryEntry` by assigning `__class__`,
-    which CPython allows because both classes have exactly the same slots. The result is
-    indistinguishable from one made by `MemoryEntry(...)`: same type, fields, equality and
-    hash, still frozen. Its slots are MemoryEntry's own, so the layouts cannot drift apart;
-    the annotations below only tell mypy the types.
+    decayed entry at every merge, the parser one per block of MEMORY.md. An instance of
+    this class is filled with plain stores and then made a real `MemoryEntry` by
+    assigning `__class__`, which CPython allows because both classes have exactly the
+    same slots. The result is indistinguishable from one made by `MemoryEntry(...)`: same
+    type, fields, equality and hash, still frozen. Its slots are MemoryEntry's own, so the
+    layouts cannot drift apart; the annotations below only tell mypy the types. Every
+    field must be set before `build_entry`: an unset one is an AttributeError when read.
     """
 
     __slots__ = MemoryEntry.__slots__
@@ -199,61 +184,48 @@ class _EntrySlots:
     claim_on: str | None
     speaker_id: str | None
 
+    @staticmethod
+    def blank() -> EntryFields:
+        """Fields none of which is set yet (the parsers set them all)."""
+        return _new_object(EntryFields)
+
+    @staticmethod
+    def of(entry: MemoryEntry) -> EntryFields:
+        """A copy of `entry`'s fields, to change some and build a new entry (decay)."""
+        fields = _new_object(EntryFields)
+        fields.id = entry.id
+        fields.content = entry.content
+        fields.category = entry.category
+        fields.score = entry.score
+        fields.created_at = entry.created_at
+        fields.last_activated = entry.last_activated
+        fields.scored_at = entry.scored_at
+        fields.hits = entry.hits
+        fields.source_session = entry.source_session
+        fields.confidence = entry.confidence
+        fields.expires_at = entry.expires_at
+        fields.pinned = entry.pinned
+        fields.archived = entry.archived
+        fields.sessions = entry.sessions
+        fields.memory_class = entry.memory_class
+        fields.granularity = entry.granularity
+        fields.importance = entry.importance
+        fields.speaker = entry.speaker
+        fields.claim_on = entry.claim_on
+        fields.speaker_id = entry.speaker_id
+        return fields
+
 
 _new_object = object.__new__
 _set_attribute = object.__setattr__
 
 
-def build_entry(
-    id: str,
-    content: str,
-    category: str,
-    score: float,
-    created_at: datetime,
-    last_activated: datetime,
-    scored_at: datetime,
-    hits: int,
-    source_session: str | None,
-    confidence: float | None,
-    expires_at: datetime | None,
-    pinned: bool,
-    archived: ArchiveReason | None,
-    sessions: tuple[str, ...],
-    memory_class: MemoryClass | None = None,
-    granularity: Granularity | None = None,
-    importance: Importance | None = None,
-    speaker: str | None = None,
-    claim_on: str | None = None,
-    speaker_id: str | None = None,
-) -> MemoryEntry:
-    """`MemoryEntry(...)` with every field given positionally, about three times faster.
-
-    For the hot paths only (decay at every merge, parsing every block of MEMORY.md); see
-    `_EntrySlots` for how, and why the result is an ordinary frozen `MemoryEntry`.
-    """
-    entry = _new_object(_EntrySlots)
-    entry.id = id
-    entry.content = content
-    entry.category = category
-    entry.score = score
-    entry.created_at = created_at
-    entry.last_activated = last_activated
-    entry.scored_at = scored_at
-    entry.hits = hits
-    entry.source_session = source_session
-    entry.confidence = confidence
-    entry.expires_at = expires_at
-    entry.pinned = pinned
-    entry.archived = archived
-    entry.sessions = sessions
-    entry.memory_class = memory_class
-    entry.granularity = granularity
-    entry.importance = importance
-    entry.speaker = speaker
-    entry.claim_on = claim_on
-    entry.speaker_id = speaker_id
-    _set_attribute(entry, "__class__", MemoryEntry)
-    return entry  # type: ignore[return-value]
+def build_entry(fields: EntryFields) -> MemoryEntry:
+    """`fields` made the `MemoryEntry` they describe (the same object, frozen from now
+    on), about three times faster than `MemoryEntry(...)`. For the hot paths only (decay
+    at every merge, parsing every block of MEMORY.md); see `EntryFields`."""
+    _set_attribute(fields, "__class__", MemoryEntry)
+    return fields  # type: ignore[return-value]
 
 
 def new_entry_id(taken: Container[str] = frozenset()) -> str:

@@ -56,7 +56,7 @@ from memory_core.longterm.claims import claim_reply
 from memory_core.memory_service import MemoryService
 from memory_core.recall.injection import has_recall_intent, without_known
 from memory_core.storage.interfaces import AuditBackend, HistoryBackend
-from memory_core.storage.sessions import StoredMessage, sql_length
+from memory_core.storage.sessions import NewMessage, StoredMessage, sql_length
 
 log = logging.getLogger(__name__)
 
@@ -199,12 +199,12 @@ class ChatEngine:
         # its canned confirmation is not (see above).
         said = explicit is not None or not is_command(text)
         await self.records.message(
-            scope, session.id, "user", text, now, speaker, indexed=said, speaker_id=speaker_id
+            NewMessage(scope, session.id, "user", text, now, speaker, speaker_id, indexed=said)
         )
         if explicit is not None:
             reply = await self._remember(scope, explicit[1], chinese, speaker, speaker_id)
             await self.records.message(
-                scope, session.id, "assistant", reply, self.memory.now(), "", indexed=False
+                NewMessage(scope, session.id, "assistant", reply, self.memory.now())
             )
             return TurnResult(reply=reply, session_id=session.id)
 
@@ -253,25 +253,26 @@ class ChatEngine:
             log.warning("turn in scope %s failed at the model: %s", scope, exc)
             reply = MODEL_DOWN_REPLIES[0] if chinese else MODEL_DOWN_REPLIES[1]
             await self.records.message(
+                NewMessage(
+                    scope,
+                    session.id,
+                    "assistant",
+                    reply,
+                    self.memory.now(),
+                    meta={"error": str(exc)},
+                )
+            )
+            return TurnResult(reply=reply, session_id=session.id)
+        await self.records.message(
+            NewMessage(
                 scope,
                 session.id,
                 "assistant",
                 reply,
                 self.memory.now(),
-                "",
-                meta={"error": str(exc)},
-                indexed=False,
+                used_entry_ids=injection.used_entry_ids,
+                indexed=said,
             )
-            return TurnResult(reply=reply, session_id=session.id)
-        await self.records.message(
-            scope,
-            session.id,
-            "assistant",
-            reply,
-            self.memory.now(),
-            "",
-            used=injection,
-            indexed=said,
         )
         await self.compactor.maybe_flush(scope, session, chars + stored + sql_length(reply))
         return TurnResult(
@@ -301,13 +302,15 @@ class ChatEngine:
                 result = await dispatch(ctx, call.name, call.arguments)
                 messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
                 await self.records.message(
-                    ctx.scope,
-                    ctx.session_id or "",
-                    "tool",
-                    result,
-                    self.memory.now(),
-                    call.name,
-                    meta={"arguments": call.arguments},
+                    NewMessage(
+                        ctx.scope,
+                        ctx.session_id or "",
+                        "tool",
+                        result,
+                        self.memory.now(),
+                        call.name,
+                        meta={"arguments": call.arguments},
+                    )
                 )
                 stored += sql_length(result)
         final = await self.llm.chat(messages)

@@ -7,17 +7,15 @@ same way wherever it comes from.
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Any
+from dataclasses import replace
 
 from memory_core.base.merge_values import ChangeKind, MergeResult
 from memory_core.base.scope import ScopeKey
 from memory_core.config import Config
 from memory_core.memory_service import MemoryService
 from memory_core.notes.event_log import decision_events, message_events
-from memory_core.recall.injection import Injection
 from memory_core.storage.interfaces import HistoryBackend
-from memory_core.storage.sessions import StoredMessage
+from memory_core.storage.sessions import NewMessage, StoredMessage
 
 
 class ChatRecords:
@@ -28,41 +26,27 @@ class ChatRecords:
         self.history = history
         self.config = config
 
-    async def message(
-        self,
-        scope: ScopeKey,
-        session_id: str,
-        role: str,
-        content: str,
-        now: datetime,
-        speaker: str,
-        *,
-        meta: dict[str, Any] | None = None,
-        used: Injection | None = None,
-        indexed: bool = True,
-        speaker_id: str | None = None,
-    ) -> StoredMessage:
+    async def message(self, message: NewMessage) -> StoredMessage:
         """Store a message, its index row and (for a reply) the long-term entries its
         prompt used, in one transaction: one commit per message instead of two or three;
         then its events in the scope's event log. A message not `indexed` (a command, a
-        reply to one, a canned reply: `requests.searchable`) gets no index row."""
+        reply to one, a canned reply: `requests.searchable`) gets no index row, nor does
+        one that is not a turn of the conversation (a tool's result, a summary)."""
+        indexed = message.indexed and message.role in ("user", "assistant")
         stored = await self.history.add_message(
-            scope,
-            session_id,
-            role,
-            content,
-            now,
-            speaker=speaker,
-            speaker_id=speaker_id,
-            meta=meta,
-            indexed=indexed and role in ("user", "assistant") and self.memory.indexed,
-            used_entry_ids=used.used_entry_ids if used is not None else (),
+            replace(message, indexed=indexed and self.memory.indexed)
         )
         if self.config.history.event_log:
             events = message_events(
-                role, content, now, session_id or None, speaker, meta, speaker_id
+                message.role,
+                message.content,
+                message.created_at,
+                message.session_id or None,
+                message.speaker,
+                message.meta,
+                message.speaker_id,
             )
-            await self.memory.events.record(scope, *events)
+            await self.memory.events.record(message.scope, *events)
         return stored
 
     async def decided(

@@ -25,7 +25,7 @@ from memory_core.conversation.tools import MEMORY_SAVE, ToolContext, dispatch
 from memory_core.llm.client import LLMClient, Message
 from memory_core.memory_service import MemoryService
 from memory_core.storage.interfaces import HistoryBackend
-from memory_core.storage.sessions import Session, StoredMessage
+from memory_core.storage.sessions import NewMessage, Session, StoredMessage
 
 log = logging.getLogger(__name__)
 
@@ -103,7 +103,9 @@ class SessionCompactor:
             log.warning("flush of session %s failed: %s", session_id, exc)
             return False
         await self.history.add_message(
-            scope, session_id, SUMMARY_ROLE, (summary.content or "").strip(), self.memory.now()
+            NewMessage(
+                scope, session_id, SUMMARY_ROLE, (summary.content or "").strip(), self.memory.now()
+            )
         )
         # Everything up to the last summarised message goes, tool results included: left
         # behind, they would keep the session over the line and flush it on every turn.

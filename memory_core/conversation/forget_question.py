@@ -25,6 +25,7 @@ from memory_core.base.text import tokenize
 from memory_core.base.wording import counted
 from memory_core.longterm.matching import same_memory
 from memory_core.memory_service import MemoryService
+from memory_core.recall.request import SearchRequest
 
 CONFIRM_WORDS = frozenset(
     {
@@ -58,7 +59,10 @@ class ForgetQuestions:
         if not what:
             raise ChatmemError("say what to forget")
         hits = await self.memory.finder.search(
-            scope, what, limit=FORGET_SEARCH_LIMIT, kinds=[ChunkKind.LONG_TERM], min_score=0.0
+            scope,
+            SearchRequest(
+                what, limit=FORGET_SEARCH_LIMIT, kinds=[ChunkKind.LONG_TERM], min_score=0.0
+            ),
         )
         entries = await self.memory.long_term.entries(scope)
         # Comparing every entry with the picked ones is CPU work that grows with the scope.

@@ -20,6 +20,7 @@ from memory_core.base.errors import ChatmemError, refusal
 from memory_core.base.scope import ScopeKey
 from memory_core.memory_service import MemoryService
 from memory_core.recall.reading import DEFAULT_LINES, MAX_LINES
+from memory_core.recall.request import SearchRequest
 
 log = logging.getLogger(__name__)
 
@@ -155,7 +156,7 @@ async def memory_search(ctx: ToolContext, query: str, max_results: int = 5) -> d
     if not isinstance(query, str) or not query.strip():
         raise ChatmemError("query must be a non-empty string")
     limit = max(1, min(int(max_results), MAX_RESULTS))
-    hits = await ctx.memory.finder.search(ctx.scope, query, limit=limit)
+    hits = await ctx.memory.finder.search(ctx.scope, SearchRequest(query, limit=limit))
     return {
         "results": [
             {

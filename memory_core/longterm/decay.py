@@ -13,6 +13,7 @@ from datetime import datetime
 
 from memory_core.base.entries import (
     CATEGORY_CLASSES,
+    EntryFields,
     MemoryClass,
     MemoryEntry,
     build_entry,
@@ -102,28 +103,11 @@ def decay_into(
             new_score = score * rate**days if days > 0 else score
         result = entry
         if new_score != score:
-            result = build_entry(
-                entry.id,
-                entry.content,
-                entry.category,
-                new_score,
-                entry.created_at,
-                entry.last_activated,
-                now,
-                entry.hits,
-                entry.source_session,
-                entry.confidence,
-                entry.expires_at,
-                entry.pinned,
-                archived,
-                entry.sessions,
-                entry.memory_class,
-                entry.granularity,
-                entry.importance,
-                entry.speaker,
-                entry.claim_on,
-                entry.speaker_id,
-            )
+            fields = EntryFields.of(entry)
+            fields.score = new_score
+            fields.scored_at = now
+            fields.archived = archived
+            result = build_entry(fields)
             append(
                 build_change(_DECAYED, entry.id, score, new_score, entry.content, entry.category)
             )

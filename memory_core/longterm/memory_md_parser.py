@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from memory_core.base.clock import EARLIEST, LATEST, parse_when
 from memory_core.base.entries import (
     ArchiveReason,
+    EntryFields,
     Granularity,
     Importance,
     MemoryClass,
@@ -325,28 +326,32 @@ def _parse_block(lines: list[str], section: str | None, archive_below: float) ->
     speaker = meta.get("speaker")
     claim_on = meta.get("claim_on")
     speaker_id = meta.get("speaker_id")
-    return build_entry(
-        entry_id,
-        content,
-        category,
-        score,
-        created_at,
-        last_activated,
-        scored_at,
-        int(hits_text),
-        source if isinstance(source, str) else None,
-        float(confidence) if isinstance(confidence, _NUMBER) else None,
-        _when(meta.get("expires_at")),
-        pinned,
-        archived,
-        tuple(s for s in sessions if isinstance(s, str)) if isinstance(sessions, list) else (),
-        _CLASSES.get(kind) if isinstance(kind, str) else None,
-        _GRANULARITIES.get(granularity) if isinstance(granularity, str) else None,
-        _IMPORTANCES.get(importance) if isinstance(importance, str) else None,
-        speaker if isinstance(speaker, str) and speaker.strip() else None,
-        claim_on if isinstance(claim_on, str) and is_valid_entry_id(claim_on) else None,
-        speaker_id if isinstance(speaker_id, str) and speaker_id.strip() else None,
+    fields = EntryFields.blank()
+    fields.id = entry_id
+    fields.content = content
+    fields.category = category
+    fields.score = score
+    fields.created_at = created_at
+    fields.last_activated = last_activated
+    fields.scored_at = scored_at
+    fields.hits = int(hits_text)
+    fields.source_session = source if isinstance(source, str) else None
+    fields.confidence = float(confidence) if isinstance(confidence, _NUMBER) else None
+    fields.expires_at = _when(meta.get("expires_at"))
+    fields.pinned = pinned
+    fields.archived = archived
+    fields.sessions = (
+        tuple(s for s in sessions if isinstance(s, str)) if isinstance(sessions, list) else ()
     )
+    fields.memory_class = _CLASSES.get(kind) if isinstance(kind, str) else None
+    fields.granularity = _GRANULARITIES.get(granularity) if isinstance(granularity, str) else None
+    fields.importance = _IMPORTANCES.get(importance) if isinstance(importance, str) else None
+    fields.speaker = speaker if isinstance(speaker, str) and speaker.strip() else None
+    fields.claim_on = (
+        claim_on if isinstance(claim_on, str) and is_valid_entry_id(claim_on) else None
+    )
+    fields.speaker_id = speaker_id if isinstance(speaker_id, str) and speaker_id.strip() else None
+    return build_entry(fields)
 
 
 def _when(value: object) -> datetime | None:

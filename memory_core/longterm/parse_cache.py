@@ -42,11 +42,13 @@ import unicodedata
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from memory_core.base import clock, safe_files
 from memory_core.base import entries as entries_module
 from memory_core.base.entries import (
     ArchiveReason,
+    EntryFields,
     Granularity,
     Importance,
     MemoryClass,
@@ -324,7 +326,8 @@ def _named(found: list[tuple[str, str, tuple[str, ...], str]] | None) -> tuple[N
     )
 
 
-def _entry(row: tuple[object, ...]) -> MemoryEntry:
+def _entry(row: tuple[Any, ...]) -> MemoryEntry:
+    """An entry from its cached row: `EntryFields` in their order, times and enums as text."""
     (
         entry_id,
         content,
@@ -347,28 +350,28 @@ def _entry(row: tuple[object, ...]) -> MemoryEntry:
         claim_on,
         speaker_id,
     ) = row
-    return build_entry(
-        entry_id,  # type: ignore[arg-type]
-        content,  # type: ignore[arg-type]
-        category,  # type: ignore[arg-type]
-        score,  # type: ignore[arg-type]
-        _when(created_at),  # type: ignore[arg-type]
-        _when(last_activated),  # type: ignore[arg-type]
-        _when(scored_at),  # type: ignore[arg-type]
-        hits,  # type: ignore[arg-type]
-        source_session,  # type: ignore[arg-type]
-        confidence,  # type: ignore[arg-type]
-        None if expires_at is None else _when(expires_at),  # type: ignore[arg-type]
-        pinned,  # type: ignore[arg-type]
-        None if archived is None else _ARCHIVE_REASONS[archived],  # type: ignore[index]
-        sessions,  # type: ignore[arg-type]
-        None if memory_class is None else _CLASSES[memory_class],  # type: ignore[index]
-        None if granularity is None else _GRANULARITIES[granularity],  # type: ignore[index]
-        None if importance is None else _IMPORTANCES[importance],  # type: ignore[index]
-        speaker,  # type: ignore[arg-type]
-        claim_on,  # type: ignore[arg-type]
-        speaker_id,  # type: ignore[arg-type]
-    )
+    fields = EntryFields.blank()
+    fields.id = entry_id
+    fields.content = content
+    fields.category = category
+    fields.score = score
+    fields.created_at = _when(created_at)
+    fields.last_activated = _when(last_activated)
+    fields.scored_at = _when(scored_at)
+    fields.hits = hits
+    fields.source_session = source_session
+    fields.confidence = confidence
+    fields.expires_at = None if expires_at is None else _when(expires_at)
+    fields.pinned = pinned
+    fields.archived = None if archived is None else _ARCHIVE_REASONS[archived]
+    fields.sessions = sessions
+    fields.memory_class = None if memory_class is None else _CLASSES[memory_class]
+    fields.granularity = None if granularity is None else _GRANULARITIES[granularity]
+    fields.importance = None if importance is None else _IMPORTANCES[importance]
+    fields.speaker = speaker
+    fields.claim_on = claim_on
+    fields.speaker_id = speaker_id
+    return build_entry(fields)
 
 
 def read_mark(files: CacheFiles) -> Mark | None:

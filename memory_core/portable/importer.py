@@ -37,7 +37,7 @@ from memory_core.portable.export import ALL_ROWS, PortableCore
 from memory_core.portable.files import place
 from memory_core.portable.forgotten import import_forgotten
 from memory_core.portable.records import ImportRefused, Record, entry_from
-from memory_core.storage.sessions import ArchiveState
+from memory_core.storage.sessions import ArchiveState, NewMessage
 
 SOURCE = "import"
 """The audit source of what an import writes."""
@@ -326,16 +326,19 @@ async def _history(
                 report.present["message"] += 1
                 continue
             written = await history.add_message(
-                scope,
-                session_id,
-                message.role,
-                message.content,
-                message.at,
-                speaker=message.speaker,
-                speaker_id=message.speaker_id,
-                meta=dict(message.meta or {}) or None,
-                indexed=indexed.get(id(message), False) and message.archived != ArchiveState.TRUE,
-                archived=ArchiveState(message.archived),
+                NewMessage(
+                    scope,
+                    session_id,
+                    message.role,
+                    message.content,
+                    message.at,
+                    speaker=message.speaker,
+                    speaker_id=message.speaker_id,
+                    meta=dict(message.meta or {}) or None,
+                    indexed=indexed.get(id(message), False)
+                    and message.archived != ArchiveState.TRUE,
+                    archived=ArchiveState(message.archived),
+                ),
             )
             if message.compacted:
                 await history.mark_compacted([written.id])

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, date, datetime, tzinfo
 
 from memory_core.base.chunks import ChunkKind
+from memory_core.base.clock import Clock, system_clock
 from memory_core.base.scope import ScopeKey
 from memory_core.base.turn_dates import overlaps
 from memory_core.base.workspace import Workspace
@@ -20,7 +21,8 @@ from memory_core.recall.index import K1, B, Hit, PreparedFile, prepare_file, sco
 from memory_core.recall.index.pipeline import MAX_TERMS, Ranking, rank, speaker_score
 from memory_core.recall.index.ranking import CorpusStats, bm25_scorer, select_terms
 from memory_core.recall.index.rerank import CONVERSATION_KINDS, Candidate, RankSettings
-from memory_core.recall.query import Query, as_query
+from memory_core.recall.query import as_query
+from memory_core.recall.request import QueryInput, SearchRequest
 
 log = logging.getLogger(__name__)
 
@@ -52,25 +54,22 @@ def _hidden_paths(files: Sequence[PreparedFile]) -> set[str]:
 def search_files(
     workspace: Workspace,
     scope: ScopeKey,
-    query: str | Sequence[str] | Query,
+    asked: SearchRequest | QueryInput,
     *,
-    limit: int = 10,
-    kinds: Iterable[ChunkKind] | None = None,
-    min_score: float = 0.0,
     zone: tzinfo = UTC,
     k1: float = K1,
     b: float = B,
     settings: RankSettings | None = None,
-    today: date | None = None,
-    since: datetime | None = None,
-    until: datetime | None = None,
-    exclude_paths: Sequence[str] = (),
+    clock: Clock = system_clock,
 ) -> list[Hit]:
     """The index's ranking over the scope's files (blocking: run in a thread): the
     index's BM25 scorer, then the same `pipeline.rank` steps, neighbours read from each
-    file's own chunk order."""
-    day = today or datetime.now(zone).date()
-    plan = as_query(query, day)
+    file's own chunk order. `zone`, `k1`, `b` and `settings` are the index's; a request
+    without its day is read on `clock`'s day in `zone`."""
+    request = SearchRequest.of(asked)
+    kinds, since, until = request.kinds, request.since, request.until
+    day = request.today or clock().astimezone(zone).date()
+    plan = as_query(request.query, day)
     if not plan.terms and plan.window is None:
         return []
     wanted = {ChunkKind(k) for k in kinds} if kinds is not None else None
@@ -100,7 +99,7 @@ def search_files(
         several=plan.several,
     )
     pool: dict[int, Candidate] = {}
-    excluded = set(exclude_paths)
+    excluded = set(request.exclude_paths)
     for i, (prepared, index) in enumerate(docs):
         if prepared.path in hidden or prepared.path in excluded:
             continue
@@ -133,7 +132,7 @@ def search_files(
                         pool[i].neighbours.append((distance, j))
                     if (distance, i) not in pool[j].neighbours:
                         pool[j].neighbours.append((distance, i))
-    return rank(pool, ranking, limit=limit, min_score=min_score)
+    return rank(pool, ranking, limit=request.limit, min_score=request.min_score)
 
 
 def scope_stats(corpus: Sequence[str], terms: Iterable[str]) -> CorpusStats:

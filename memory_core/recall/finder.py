@@ -11,10 +11,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import replace
 from datetime import date, datetime, tzinfo
 
-from memory_core.base.chunks import ChunkKind
 from memory_core.base.clock import Monotonic
 from memory_core.base.errors import (
     DatabaseBusy,
@@ -37,6 +37,7 @@ from memory_core.recall.index.rank_settings import rank_settings as rank_setting
 from memory_core.recall.injection import Injection, build_injection
 from memory_core.recall.query import Query, build_query
 from memory_core.recall.reading import MemoryRead, read_memory_path
+from memory_core.recall.request import QueryInput, SearchRequest
 from memory_core.storage.interfaces import CatchUp, Progress
 
 log = logging.getLogger(__name__)
@@ -70,19 +71,7 @@ class Finder:
             ttl_seconds=settings.cache_minutes * 60, monotonic=monotonic
         )
 
-    async def search(
-        self,
-        scope: ScopeKey,
-        query: str | Sequence[str] | Query,
-        *,
-        limit: int = 10,
-        kinds: Iterable[ChunkKind] | None = None,
-        since: datetime | None = None,
-        until: datetime | None = None,
-        min_score: float = 0.0,
-        exclude_paths: Sequence[str] = (),
-        now: datetime | None = None,
-    ) -> list[Hit]:
+    async def search(self, scope: ScopeKey, asked: SearchRequest | QueryInput) -> list[Hit]:
         """Ranked hits of the scope; from the files directly when the index is unusable.
 
         The one ranking of every search and recall: `chatmem search`, `/search`, the TUI,
@@ -91,64 +80,34 @@ class Finder:
         the entities it mentions, its time and kind of answer), and ranked by words and
         vectors (when an embedder is configured: the index waits for the scope's vectors
         to catch up first, `SearchIndex.search`) through memory_core/recall/index/pipeline.py.
-        What may differ between callers is only what they ask for: `limit`, `kinds`,
-        `since`/`until`, and for the recall of a chat turn `min_score` (weak matches stay
-        out of the prompt: explicit searches show every match) and
-        `exclude_paths` (the current session, already in the prompt). A degraded search
-        (no usable database) ranks by words alone, for search and recall alike: the
-        vectors live in the database.
+        What may differ between callers is only what they ask for (`SearchRequest`):
+        `limit`, `kinds`, `since`/`until`, and for the recall of a chat turn `min_score`
+        (weak matches stay out of the prompt: explicit searches show every match) and
+        `exclude_paths` (the current session, already in the prompt). A request without
+        its day is read on this finder's clock's day. A degraded search (no usable
+        database) ranks by words alone, for search and recall alike: the vectors live in
+        the database.
         """
         started = self.meter.monotonic()
-        hits = await self._search(
-            scope,
-            query,
-            limit=limit,
-            kinds=kinds,
-            since=since,
-            until=until,
-            min_score=min_score,
-            exclude_paths=exclude_paths,
-            now=now,
-        )
+        hits = await self._search(scope, SearchRequest.of(asked))
         self.meter.search(self.meter.monotonic() - started, len(hits))
         return hits
 
-    async def _search(
-        self,
-        scope: ScopeKey,
-        query: str | Sequence[str] | Query,
-        *,
-        limit: int,
-        kinds: Iterable[ChunkKind] | None,
-        since: datetime | None,
-        until: datetime | None,
-        min_score: float,
-        exclude_paths: Sequence[str],
-        now: datetime | None,
-    ) -> list[Hit]:
+    async def _search(self, scope: ScopeKey, request: SearchRequest) -> list[Hit]:
+        today = request.today or self.today(None)
+        query = request.query
         if isinstance(query, str):
             storable(query, "the query")
-            query = await self.query(scope, query, now=now)
+            query = await self._query(scope, query, (), today)
         elif not isinstance(query, Query):
             all_storable(query, "the query")
-        kind_list = list(kinds) if kinds is not None else None
-        today = self.today(now)
+        request = replace(request, query=query, today=today)
         await self.flush(scope)
         index = await self.guard.revive(scope)
         if index is not None:
             try:
                 await index.sync_if_stale(scope)
-                return await index.search(
-                    scope,
-                    query,
-                    limit=limit,
-                    kinds=kind_list,
-                    since=since,
-                    until=until,
-                    min_score=min_score,
-                    exclude_paths=exclude_paths,
-                    today=today,
-                )
+                return await index.search(scope, request)
             except StorageError as exc:
                 # Damage degrades; a lock that outlasted every retry does not, but this
                 # one search is still answered, from the files.
@@ -158,18 +117,11 @@ class Finder:
             search_files,
             self.workspace,
             scope,
-            query,
-            limit=limit,
-            kinds=kind_list,
-            min_score=min_score,
+            request,
             zone=self.zone,
             k1=self.settings.k1,
             b=self.settings.b,
             settings=rank_settings(self.settings),
-            today=today,
-            since=since,
-            until=until,
-            exclude_paths=exclude_paths,
         )
 
     async def make_vectors(
@@ -201,7 +153,7 @@ class Finder:
         a word ("/search oolong" listing a turn without it)."""
         storable(text, "the query")
         query = await self.query(scope, text)
-        hits = await self.search(scope, query, limit=limit * 2)
+        hits = await self.search(scope, SearchRequest(query, limit=limit * 2))
         shown = await asyncio.to_thread(_holding_terms, hits, query)
         return shown[:limit]
 
@@ -250,14 +202,14 @@ class Finder:
         if cached is not None:
             return cached
         budget = query.budget
-        hits = await self.search(
-            scope,
+        request = SearchRequest(
             query,
             limit=budget.rerank,
             min_score=settings.min_score,
             exclude_paths=[f"sessions/{session_id}"] if session_id else (),
-            now=now,
+            today=self.today(now),
         )
+        hits = await self.search(scope, request)
         injection = build_injection(
             keywords,
             hits,
@@ -280,14 +232,15 @@ class Finder:
         of the entities it mentions ("my cat" also asks for 小橘, and 小橘 for "my cat":
         memory_core.longterm.entities), then the recent messages' words at a lower weight (a
         recall's, a search has none)."""
+        return await self._query(scope, text, recent, self.today(now))
+
+    async def _query(self, scope: ScopeKey, text: str, recent: Sequence[str], today: date) -> Query:
         settings = self.settings
         asked = text
         if settings.entity_expansion and self.entities_of is not None:
             extra = expand_query(text, await self.entities_of(scope))
             asked = " ".join([text, *extra])
-        return build_query(
-            asked, recent, today=self.today(now), context_weight=settings.context_weight
-        )
+        return build_query(asked, recent, today=today, context_weight=settings.context_weight)
 
     async def _mark(self, scope: ScopeKey, session_id: str | None) -> tuple[int, ...] | None:
         """What must be unchanged for a cached recall to stand: this process's writes to

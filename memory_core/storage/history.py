@@ -33,6 +33,7 @@ from memory_core.storage.sessions import (
     AfterInsert,
     ArchiveState,
     CapReport,
+    NewMessage,
     Session,
     StoredMessage,
     TurnContext,
@@ -166,54 +167,45 @@ class HistoryStore:
 
     # --- messages -------------------------------------------------------------------
     async def add_message(
-        self,
-        scope: ScopeKey,
-        session_id: str,
-        role: str,
-        content: str,
-        now: datetime,
-        *,
-        speaker: str = "",
-        speaker_id: str | None = None,
-        meta: dict[str, Any] | None = None,
-        indexed: bool = False,
-        used_entry_ids: Sequence[str] = (),
-        archived: ArchiveState = ArchiveState.FALSE,
-        replay_key: str | None = None,
+        self, message: NewMessage, *, replay_key: str | None = None
     ) -> StoredMessage:
         """Store one message and touch its session, in one transaction and one call on
-        the database thread. `speaker_id` is the sender's platform id in a group (what
-        `chatmem erase --person` finds their lines by), None when not known.
+        the database thread.
 
         `replay_key` names a message written before (a spooled one, `spool.py`): it is
         claimed in the same transaction, and a key claimed already stores nothing (the
         returned message then has id 0), so replaying twice writes once.
 
-        `indexed` adds the message's search chunk and `used_entry_ids` records the
-        long-term entries its prompt used (`activations`) in the same commit: one commit
-        instead of two or three, and a message is never stored without its index row.
+        `message.indexed` adds the message's search chunk and `message.used_entry_ids`
+        records the long-term entries its prompt used (`activations`) in the same commit:
+        one commit instead of two or three, and a message is never stored without its
+        index row.
         """
-        encoded = json.dumps(meta or {}, ensure_ascii=False)
+        scope, session_id, now = message.scope, message.session_id, message.created_at
+        content, speaker = message.content, message.speaker
+        encoded = json.dumps(message.meta or {}, ensure_ascii=False)
         row = (
             scope.value,
             session_id,
-            role,
+            message.role,
             speaker,
-            speaker_id or None,
+            message.speaker_id or None,
             content,
             format_when(now),
             len(content.encode("utf-8")) + len(encoded),
             encoded,
-            archived.value,
+            message.archived.value,
         )
         index_step = (
-            await self._indexer.message_step(scope, session_id, speaker or role, content, now)
-            if indexed and self._indexer is not None
+            await self._indexer.message_step(
+                scope, session_id, speaker or message.role, content, now
+            )
+            if message.indexed and self._indexer is not None
             else None
         )
         used_step = (
-            record_step(scope, used_entry_ids, session_id, format_when(now))
-            if used_entry_ids
+            record_step(scope, message.used_entry_ids, session_id, format_when(now))
+            if message.used_entry_ids
             else None
         )
 
@@ -239,22 +231,7 @@ class HistoryStore:
                 used_step(conn)
             return message_id
 
-        message_id = await self._db.run(write)
-        return StoredMessage(
-            id=message_id,
-            scope=scope.value,
-            session_id=session_id,
-            role=role,
-            speaker=speaker,
-            content=content,
-            created_at=now,
-            archived=archived,
-            archive_attempts=0,
-            archive_next_at=None,
-            compacted=False,
-            meta=meta or {},
-            speaker_id=speaker_id or None,
-        )
+        return message.stored(await self._db.run(write))
 
     async def session_messages(
         self, session_id: str, *, include_compacted: bool = False

@@ -25,8 +25,8 @@ from memory_core.base.records import (
 from memory_core.base.scope import ScopeKey
 from memory_core.storage.activations import Activation
 from memory_core.storage.sessions import (
-    ArchiveState,
     CapReport,
+    NewMessage,
     Session,
     StoredMessage,
     TurnContext,
@@ -48,21 +48,7 @@ class HistoryBackend(Protocol):
     async def mark_flushed(self, session_id: str, now: datetime) -> None: ...
     async def sessions_due(self, now: datetime, idle_before: datetime) -> list[Session]: ...
     async def open_sessions(self) -> list[Session]: ...
-    async def add_message(
-        self,
-        scope: ScopeKey,
-        session_id: str,
-        role: str,
-        content: str,
-        now: datetime,
-        *,
-        speaker: str = "",
-        speaker_id: str | None = None,
-        meta: dict[str, Any] | None = None,
-        indexed: bool = False,
-        used_entry_ids: Sequence[str] = (),
-        archived: ArchiveState = ...,
-    ) -> StoredMessage: ...
+    async def add_message(self, message: NewMessage) -> StoredMessage: ...
     async def session_messages(
         self, session_id: str, *, include_compacted: bool = False
     ) -> list[StoredMessage]: ...

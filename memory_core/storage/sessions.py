@@ -7,12 +7,13 @@ importing an implementation of them.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from memory_core.base.scope import ScopeKey
 from memory_core.base.sql import Connection
 
 
@@ -38,6 +39,46 @@ class StoredMessage:
     meta: dict[str, Any]
     speaker_id: str | None = None
     """The sender's platform id (a group member), when the front end gave one."""
+
+
+@dataclass(frozen=True, slots=True)
+class NewMessage:
+    """A message to store (`HistoryBackend.add_message`): its fields written once here,
+    not copied into the signature of every backend and wrapper."""
+
+    scope: ScopeKey
+    session_id: str
+    role: str
+    content: str
+    created_at: datetime
+    speaker: str = ""
+    speaker_id: str | None = None
+    """The sender's platform id in a group (what `chatmem erase --person` finds their
+    lines by), None when not known."""
+    meta: dict[str, Any] | None = None
+    indexed: bool = False
+    """Store its search chunk in the same commit (a message never lacks its index row)."""
+    used_entry_ids: Sequence[str] = ()
+    """The long-term entries its prompt used (`activations`), recorded in the same commit."""
+    archived: ArchiveState = ArchiveState.FALSE
+
+    def stored(self, message_id: int) -> StoredMessage:
+        """The message as a backend returns it once stored under `message_id`."""
+        return StoredMessage(
+            id=message_id,
+            scope=self.scope.value,
+            session_id=self.session_id,
+            role=self.role,
+            speaker=self.speaker,
+            content=self.content,
+            created_at=self.created_at,
+            archived=self.archived,
+            archive_attempts=0,
+            archive_next_at=None,
+            compacted=False,
+            meta=self.meta or {},
+            speaker_id=self.speaker_id or None,
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,7 +24,7 @@ import json
 import logging
 import os
 import uuid
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
@@ -58,6 +58,7 @@ from memory_core.storage.deliveries import claim_step
 from memory_core.storage.history import HistoryStore, MessageIndexer
 from memory_core.storage.sessions import (
     ArchiveState,
+    NewMessage,
     Session,
     StoredMessage,
     TurnContext,
@@ -160,74 +161,34 @@ class SpoolingHistory(HistoryStore):
         return session
 
     async def add_message(
-        self,
-        scope: ScopeKey,
-        session_id: str,
-        role: str,
-        content: str,
-        now: datetime,
-        *,
-        speaker: str = "",
-        speaker_id: str | None = None,
-        meta: dict[str, Any] | None = None,
-        indexed: bool = False,
-        used_entry_ids: Sequence[str] = (),
-        archived: ArchiveState = ArchiveState.FALSE,
-        replay_key: str | None = None,
+        self, message: NewMessage, *, replay_key: str | None = None
     ) -> StoredMessage:
         if replay_key is None and self._spooled:
             await self.flush_spool()  # the spool first: a session's messages keep their order
         if replay_key is not None or not self._spooled:
             try:
-                return await super().add_message(
-                    scope,
-                    session_id,
-                    role,
-                    content,
-                    now,
-                    speaker=speaker,
-                    speaker_id=speaker_id,
-                    meta=meta,
-                    indexed=indexed,
-                    used_entry_ids=used_entry_ids,
-                    archived=archived,
-                    replay_key=replay_key,
-                )
+                return await super().add_message(message, replay_key=replay_key)
             except DatabaseUnreachable:
                 if replay_key is not None:
                     raise
         record = {
             "kind": "message",
-            "scope": scope.value,
-            "session_id": session_id,
-            "role": role,
-            "content": content,
-            "at": format_when(now),
-            "speaker": speaker,
-            "speaker_id": speaker_id,
-            "meta": meta or {},
-            "indexed": indexed,
-            "used": list(used_entry_ids),
-            "archived": archived.value,
+            "scope": message.scope.value,
+            "session_id": message.session_id,
+            "role": message.role,
+            "content": message.content,
+            "at": format_when(message.created_at),
+            "speaker": message.speaker,
+            "speaker_id": message.speaker_id,
+            "meta": message.meta or {},
+            "indexed": message.indexed,
+            "used": list(message.used_entry_ids),
+            "archived": message.archived.value,
         }
         await self._spool(record)
-        message = StoredMessage(
-            id=-self._seq,  # not a database id: the message has none yet
-            scope=scope.value,
-            session_id=session_id,
-            role=role,
-            speaker=speaker,
-            content=content,
-            created_at=now,
-            archived=archived,
-            archive_attempts=0,
-            archive_next_at=None,
-            compacted=False,
-            meta=meta or {},
-            speaker_id=speaker_id or None,
-        )
-        self._spooled.messages.append(message)
-        return message
+        stored = message.stored(-self._seq)  # not a database id: the message has none yet
+        self._spooled.messages.append(stored)
+        return stored
 
     async def turn_context(self, session_id: str, limit: int) -> TurnContext:
         try:
@@ -278,7 +239,7 @@ class SpoolingHistory(HistoryStore):
                 if own:
                     self._spooled.sessions.pop(str(record["id"]), None)
             elif record["kind"] == "message":
-                await super().add_message(
+                message = NewMessage(
                     ScopeKey(str(record["scope"])),
                     str(record["session_id"]),
                     str(record["role"]),
@@ -290,8 +251,8 @@ class SpoolingHistory(HistoryStore):
                     indexed=bool(record.get("indexed")),
                     used_entry_ids=[str(i) for i in record.get("used") or ()],
                     archived=ArchiveState(str(record.get("archived", "false"))),
-                    replay_key=f"{path.stem}:{record['seq']}",
                 )
+                await super().add_message(message, replay_key=f"{path.stem}:{record['seq']}")
                 if own and self._spooled.messages:
                     self._spooled.messages.pop(0)
         if own:

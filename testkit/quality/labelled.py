@@ -22,6 +22,7 @@ from memory_core.base.clock import ManualClock
 from memory_core.base.records import Hit, RecordedMessage
 from memory_core.base.scope import ScopeKey
 from memory_core.engine import MemoryCore
+from memory_core.recall.request import SearchRequest
 from testkit.quality.floor import Floor
 from testkit.quality.metrics import Scores, found_turns, score
 from testkit.quality.setup import RAW_FOREVER, Overrides, bench_config, peer_scope, zone_of
@@ -275,7 +276,7 @@ async def _ask(
         if plain is not None:
             explicit = automatic = plain.search(question.question)
         else:
-            explicit = await core.finder.search(scope, question.question, limit=10)
+            explicit = await core.finder.search(scope, SearchRequest(question.question, limit=10))
             injection = await core.finder.recall(
                 scope, question.question, [], now=question.asked_at
             )

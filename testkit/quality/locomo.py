@@ -34,6 +34,7 @@ from memory_core.base.records import Hit
 from memory_core.base.scope import DmScope, InboundContext, ScopeKey, resolve_scope
 from memory_core.config import Config
 from memory_core.engine import MemoryCore
+from memory_core.recall.request import SearchRequest
 from testkit.quality.floor import Floor
 from testkit.quality.labelled import Outcome, SetRun
 from testkit.quality.metrics import finds, score
@@ -272,7 +273,9 @@ async def run_conversation(
             if plain is not None:
                 explicit = automatic = plain.search(question.question)
             else:
-                explicit = await core.finder.search(scope, question.question, limit=10)
+                explicit = await core.finder.search(
+                    scope, SearchRequest(question.question, limit=10)
+                )
                 injection = await core.finder.recall(scope, question.question, [], now=asked)
                 automatic = injection.hits
             for path, hits in (("explicit", explicit), ("automatic", automatic)):

@@ -26,6 +26,7 @@ from memory_core.base.clock import ManualClock
 from memory_core.base.merge_values import ChangeKind, Proposal
 from memory_core.base.records import Hit
 from memory_core.engine import MemoryCore
+from memory_core.recall.request import SearchRequest
 from testkit.quality.floor import Floor
 from testkit.quality.metrics import Scores, found_ids, score
 from testkit.quality.setup import Overrides, bench_config, peer_scope
@@ -236,7 +237,7 @@ async def run_set(
                     floors[dialogue.user] = await Floor.of(core, scope)
                 explicit = automatic = floors[dialogue.user].search(pending)
             else:
-                explicit = await core.finder.search(scope, pending, limit=10)
+                explicit = await core.finder.search(scope, SearchRequest(pending, limit=10))
                 injection = await core.finder.recall(scope, pending, recent, now=asked)
                 automatic = injection.hits
             for path, hits in (("explicit", explicit), ("automatic", automatic)):

@@ -44,6 +44,7 @@ from memory_core.base.clock import ManualClock
 from memory_core.base.records import Hit, RecordedMessage
 from memory_core.base.scope import DmScope, InboundContext, ScopeKey, resolve_scope
 from memory_core.engine import MemoryCore
+from memory_core.recall.request import SearchRequest
 from testkit.quality import labelled, madial
 from testkit.quality.floor import Floor
 from testkit.quality.labelled import Outcome, SetRun
@@ -269,7 +270,7 @@ async def _ask(
         if plain is not None:
             explicit = automatic = plain.search(q.question)
         else:
-            explicit = await core.finder.search(scope, q.question, limit=10)
+            explicit = await core.finder.search(scope, SearchRequest(q.question, limit=10))
             injection = await core.finder.recall(scope, q.question, list(q.recent), now=q.asked_at)
             automatic = injection.hits
         for path, hits in (("explicit", explicit), ("automatic", automatic)):

@@ -19,6 +19,7 @@ from memory_core.engine import MemoryCore
 from memory_core.longterm.memory_md_parser import parse_memory
 from memory_core.longterm.memory_md_renderer import render_memory
 from memory_core.longterm.scoring import Status
+from memory_core.recall.request import SearchRequest
 from tests.functional.tui_support import (
     NOW,
     SIZE,
@@ -180,7 +181,10 @@ async def test_the_recall_tab_reruns_for_a_new_scope(demo_ws: Path) -> None:
         await run.settle()
         main_hits = run.column("#recall-hits", "where")
         assert main_hits and all(not w.startswith("memory/scopes/") for w in main_hits)
-        expected = [h.location for h in await run.core.finder.search(LI_LEI, "喜欢", limit=10)]
+        expected = [
+            h.location
+            for h in await run.core.finder.search(LI_LEI, SearchRequest("喜欢", limit=10))
+        ]
         assert expected and all(w.startswith("memory/scopes/") for w in expected)
         await run.choose_scope(LI_LEI)
         await run.until(lambda: run.column("#recall-hits", "where") == expected)

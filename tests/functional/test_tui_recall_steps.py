@@ -10,6 +10,7 @@ from textual.widgets import Input
 from memory_core.base.records import explained
 from memory_core.base.scope import MAIN
 from memory_core.recall.index.steps import explaining
+from memory_core.recall.request import SearchRequest
 from tests.functional.test_tui import demo_template, demo_ws, running  # noqa: F401  (fixtures)
 
 
@@ -21,7 +22,7 @@ async def test_the_recall_tab_shows_the_selected_hits_ranking_steps(demo_ws: Pat
         await run.settle()
         await run.until(lambda: "for 'Hetzner docker'" in run.text("#recall-status"))
         with explaining():
-            hits = await run.core.finder.search(MAIN, "Hetzner docker", limit=10)
+            hits = await run.core.finder.search(MAIN, SearchRequest("Hetzner docker", limit=10))
         assert len(hits) >= 2 and all(h.steps for h in hits)
         first = run.text("#recall-steps")
         assert first == f"ranking of {hits[0].location}: {explained(hits[0].steps)}"

@@ -23,6 +23,7 @@ from memory_core.base.scope import MAIN
 from memory_core.config import Config
 from memory_core.engine import MemoryCore
 from memory_core.recall.guard import RETRY_SECONDS
+from memory_core.recall.request import SearchRequest
 from memory_core.storage import db
 from testkit.waiting import WITHIN, until
 from tests.reliability.support import with_long_term
@@ -98,7 +99,9 @@ async def test_a_transient_lock_causes_no_degradation(
         assert "the flat has a gas boiler" in [h.text for h in hits]
         assert turn.reply  # the turn's messages were stored
         # Everything reached the index and the audit log, nothing was dropped on the way.
-        found = await index_of(core).search(MAIN, "boiler plumber serviced", limit=10)
+        found = await index_of(core).search(
+            MAIN, SearchRequest("boiler plumber serviced", limit=10)
+        )
         assert {h.text for h in found} >= {
             "the boiler was serviced in May",
             "called the plumber about the boiler noise",

@@ -19,6 +19,7 @@ import pytest
 from memory_core.base.scope import MAIN, ScopeKey
 from memory_core.config import Config
 from memory_core.engine import MemoryCore
+from memory_core.recall.request import SearchRequest
 from tests.reliability.support import REPO, assert_counts_exact, storage_env_of
 from tests.support import sql
 
@@ -131,7 +132,7 @@ async def test_reindexes_beside_writers_and_a_kill_double_nothing(config: Config
         assert await sql(core, DOUBLED) == [(0,)]
         await assert_counts_exact(core)
         for scope, token in sorted(notes):
-            hits = await core.finder.search(ScopeKey(scope), token, limit=20)
+            hits = await core.finder.search(ScopeKey(scope), SearchRequest(token, limit=20))
             texts = [h.text for h in hits if token in h.text]
             rows = await sql(core, "SELECT COUNT(*) FROM chunks WHERE text LIKE ?", f"%{token}%")
             df = await sql(core, "SELECT df FROM terms WHERE term = ?", token)

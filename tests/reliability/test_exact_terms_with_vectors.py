@@ -9,6 +9,7 @@ import pytest
 
 from memory_core.base.scope import ScopeKey
 from memory_core.engine import MemoryCore
+from memory_core.recall.request import SearchRequest
 
 pytestmark = pytest.mark.storage
 
@@ -60,7 +61,7 @@ async def test_every_capture_is_found_by_its_unique_term(core: MemoryCore) -> No
     await core.vectors_ready()
     missed = []
     for term in acknowledged:
-        hits = await core.finder.search(SCOPE, f"what is the code {term}", limit=20)
+        hits = await core.finder.search(SCOPE, SearchRequest(f"what is the code {term}", limit=20))
         if not any(term in hit.text for hit in hits):
             missed.append(term)
     assert not missed, f"{len(missed)} of {len(acknowledged)} captures not found: {missed[:5]}"

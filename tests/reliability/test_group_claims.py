@@ -20,6 +20,7 @@ from adapters.router import MessageRouter
 from memory_core.base.entries import MemoryClass, MemoryEntry
 from memory_core.base.scope import ScopeKey
 from memory_core.engine import MemoryCore
+from memory_core.recall.request import SearchRequest
 
 _ids = itertools.count(1)
 
@@ -116,7 +117,7 @@ async def test_another_member_cannot_demote_a_self_fact(core: MemoryCore) -> Non
 
     above = 0
     for fact, query in zip(SELF_FACTS, QUERIES, strict=True):
-        hits = await core.finder.search(scope, query, limit=10)
+        hits = await core.finder.search(scope, SearchRequest(query, limit=10))
         shown = [h.text for h in hits]
         mine = shown.index(f"(by Alice) {fact}")
         # Bob's claims on the fact are shown as claims, and what he said is shown as his
@@ -175,7 +176,7 @@ async def test_a_direct_chat_keeps_no_speaker(core: MemoryCore) -> None:
 
 
 async def search_ranks(core: MemoryCore, scope: ScopeKey, query: str) -> list[str]:
-    return [hit.text for hit in await core.finder.search(scope, query, limit=10)]
+    return [hit.text for hit in await core.finder.search(scope, SearchRequest(query, limit=10))]
 
 
 async def test_each_member_has_their_own_first_person_facts(core: MemoryCore) -> None:

@@ -27,7 +27,8 @@ from memory_core.conversation.archive import (
 from memory_core.conversation.archiver import Due
 from memory_core.engine import MemoryCore
 from memory_core.notes.event_log import decision_events, message_events
-from memory_core.storage.sessions import ArchiveState, StoredMessage
+from memory_core.recall.request import SearchRequest
+from memory_core.storage.sessions import ArchiveState, NewMessage, StoredMessage
 from testkit.openai_server import FakeOpenAI, Reply
 from tests.postgres import with_storage
 from tests.support import sql, sql_write
@@ -98,7 +99,7 @@ async def add(
 ) -> StoredMessage:
     history = core.history
     session = await history.open_session(scope, when)
-    return await history.add_message(scope, session.id, role, text, when)
+    return await history.add_message(NewMessage(scope, session.id, role, text, when))
 
 
 async def message_row(core: MemoryCore, message_id: int) -> dict[str, Any]:
@@ -406,7 +407,7 @@ async def test_monthly_summary_hides_daily_summaries(
     await add(offline, ALICE, at(2025, 12, 15), "zebra migration plan for the zoo")
     await offline.conversation.archive(ALICE)
     daily = rel(offline, ALICE, "summary/2025-12-15.md")
-    hits = await offline.finder.search(ALICE, "zebra migration", min_score=0.0)
+    hits = await offline.finder.search(ALICE, SearchRequest("zebra migration", min_score=0.0))
     assert [h.path for h in hits] == [daily]
 
     jan31.set(datetime(2026, 2, 1, 12, 0, tzinfo=UTC))
@@ -414,24 +415,30 @@ async def test_monthly_summary_hides_daily_summaries(
     report = await offline.conversation.archive(ALICE)
     monthly = rel(offline, ALICE, "summary/2025-12.md")
     assert report.files == [monthly]
-    assert await offline.finder.search(ALICE, "zebra migration", min_score=0.0) == []
-    assert [h.path for h in await offline.finder.search(ALICE, "yak shaving", min_score=0.0)] == [
-        monthly
-    ]
+    assert await offline.finder.search(ALICE, SearchRequest("zebra migration", min_score=0.0)) == []
+    assert [
+        h.path
+        for h in await offline.finder.search(ALICE, SearchRequest("yak shaving", min_score=0.0))
+    ] == [monthly]
     assert (offline.workspace.root / daily).exists()  # hidden from search, not deleted
 
 
 async def test_archived_messages_leave_the_index(offline: MemoryCore, jan31: ManualClock) -> None:
     for i in range(3):
         await offline.conversation.chat.turn(ALICE, f"kangaroo sighting number {i}")
-    message_hits = await offline.finder.search(ALICE, "kangaroo", kinds=[ChunkKind.MESSAGE])
+    message_hits = await offline.finder.search(
+        ALICE, SearchRequest("kangaroo", kinds=[ChunkKind.MESSAGE])
+    )
     # A hit shows its exchange: the three lines may come as one hit or several.
     shown = "\n".join(h.text for h in message_hits)
     assert all(f"kangaroo sighting number {i}" in shown for i in range(3))
     jan31.advance(timedelta(minutes=5))
     report = await offline.conversation.archive(ALICE)
     assert report.moved == 3  # the user's lines (offline notices are not stored)
-    assert await offline.finder.search(ALICE, "kangaroo", kinds=[ChunkKind.MESSAGE]) == []
+    assert (
+        await offline.finder.search(ALICE, SearchRequest("kangaroo", kinds=[ChunkKind.MESSAGE]))
+        == []
+    )
     hits = await offline.finder.search(ALICE, "kangaroo sighting")
     assert hits and {h.kind for h in hits} == {ChunkKind.ARCHIVE_RAW}
     assert hits[0].path == report.files[0]

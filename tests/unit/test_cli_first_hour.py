@@ -295,6 +295,7 @@ def test_reindex_reads_each_hand_added_note_once(
     """Daily notes written by hand were read, chunked and written twice by `reindex`:
     by the open's sync and again by the rebuild (the time it reported was half the
     time it took). Every file the index covers is prepared once."""
+    import memory_core.recall.index.file_sync as file_sync_module
     import memory_core.recall.index.rebuild as rebuild_module
     import memory_core.recall.index.search_index as search_index_module
 
@@ -311,7 +312,7 @@ def test_reindex_reads_each_hand_added_note_once(
 
         return prepare
 
-    for module in (rebuild_module, search_index_module):
+    for module in (rebuild_module, search_index_module, file_sync_module):
         monkeypatch.setattr(module, "prepare_file", counting(module.prepare_file))
     code, out, err = run(capsys, "reindex", "--workspace", str(ws), "--json")
     assert code == 0, err

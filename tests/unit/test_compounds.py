@@ -10,6 +10,7 @@ from memory_core.base.scope import MAIN, ScopeKey
 from memory_core.base.text import matched_terms, tokenize
 from memory_core.engine import MemoryCore
 from memory_core.recall import fallback
+from memory_core.recall.request import SearchRequest
 
 SPELLINGS = [
     ("roadtrip", "road trip", "road-trip", "road trips", "roadtrips"),
@@ -113,7 +114,7 @@ async def test_the_index_finds_every_spelling_both_ways(core: MemoryCore) -> Non
             for asked in spellings:
                 if asked == written:
                     continue
-                hits = await core.finder.search(scope, f"the {asked}", limit=1)
+                hits = await core.finder.search(scope, SearchRequest(f"the {asked}", limit=1))
                 assert hits, (written, asked)
                 assert written in hits[0].text, (written, asked)
     assert await core.finder.search(MAIN, "road trip") == []

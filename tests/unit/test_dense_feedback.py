@@ -23,6 +23,7 @@ from memory_core.recall.index import CorpusStats, SearchIndex
 from memory_core.recall.index.dense import moved_query
 from memory_core.recall.index.feedback import FEEDBACK_WEIGHT, feedback_terms
 from memory_core.recall.index.rerank import RankSettings, window_max
+from memory_core.recall.request import SearchRequest
 from memory_core.storage.vectors.index import VectorIndex
 from testkit.openai_server import FakeOpenAI
 from tests.conftest import START
@@ -185,7 +186,7 @@ async def test_rocchio_finds_what_the_words_hit_means_without_its_words(
             sid = await index.scope_id(MAIN, create=False)
             assert sid is not None
             await vectors.backfill(sid)
-            hits = await index.search(MAIN, "kiln", limit=3, today=START.date())
+            hits = await index.search(MAIN, SearchRequest("kiln", limit=3, today=START.date()))
             assert hits[0].text.endswith("the kiln glaze recipe")
             anchored[feedback] = {h.line_from if h.anchor is None else h.anchor for h in hits}
         finally:

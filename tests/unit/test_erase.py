@@ -27,6 +27,7 @@ from memory_core.erasure.people import (
     group_scopes,
     kept_lines,
 )
+from memory_core.storage.sessions import NewMessage
 from memory_core.storage.vectors.rows import text_hash
 from tests.support import clean_cli_env, run_cli, sql, sql_write
 
@@ -80,7 +81,14 @@ async def plant(core: MemoryCore, clock: ManualClock, alice: Canaries, bob: Cana
     session = await core.history.current_session(GROUP)
     assert session is not None
     await core.history.add_message(
-        GROUP, session.id, "assistant", f"Bob, Alice said {alice('quoted')}", clock(), indexed=True
+        NewMessage(
+            GROUP,
+            session.id,
+            "assistant",
+            f"Bob, Alice said {alice('quoted')}",
+            clock(),
+            indexed=True,
+        )
     )
     await chat.archive(GROUP)  # an archive file of the group's lines
     await core.notes.append(GROUP, f"Alice mentioned {alice('groupnote')} at lunch")

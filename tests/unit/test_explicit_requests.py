@@ -22,6 +22,7 @@ from memory_core.base.merge_values import ChangeKind
 from memory_core.base.requests import explicit_request, searchable
 from memory_core.base.scope import MAIN, ScopeKey
 from memory_core.engine import MemoryCore
+from memory_core.recall.request import SearchRequest
 from testkit.openai_server import FakeOpenAI
 from testkit.quality import locomo
 from tests.unit.chat_support import model_config
@@ -130,7 +131,9 @@ async def test_locomo_turns_saying_remember_are_indexed_and_get_no_confirmation(
         for t in turns
         if not any(
             t in h.text
-            for h in await core.finder.search(scope, t, kinds=[ChunkKind.MESSAGE], limit=10)
+            for h in await core.finder.search(
+                scope, SearchRequest(t, kinds=[ChunkKind.MESSAGE], limit=10)
+            )
         )
     ]
     print(f"LoCoMo turns saying 'remember': {len(turns)} stored, {len(missing)} not found")
@@ -149,7 +152,9 @@ async def test_a_real_request_makes_its_entry_and_stays_findable_as_a_turn(
     hits = await core.finder.search(MAIN, "dentist Friday")
     assert hits[0].kind is ChunkKind.LONG_TERM and hits[0].text == DENTIST  # not hidden
     assert not any("Got it" in h.text for h in hits)
-    turns = await core.finder.search(MAIN, "dentist Friday", kinds=[ChunkKind.MESSAGE])
+    turns = await core.finder.search(
+        MAIN, SearchRequest("dentist Friday", kinds=[ChunkKind.MESSAGE])
+    )
     assert [h.text for h in turns] == [f"user: {said}"]
     # The extractor does not learn the request a second time.
     done = await core.conversation.new_session(MAIN)

@@ -15,7 +15,7 @@ from memory_core.base.scope import ScopeKey
 from memory_core.config import Config
 from memory_core.engine import MemoryCore
 from memory_core.storage.history import HistoryStore
-from memory_core.storage.sessions import ArchiveState, StoredMessage
+from memory_core.storage.sessions import ArchiveState, NewMessage, StoredMessage
 from tests.conftest import START
 from tests.support import sql, sql_write
 
@@ -37,11 +37,13 @@ async def fill(
             text = text.ljust(size, "x")
         out.append(
             await history.add_message(
-                scope,
-                session.id,
-                "user" if i % 2 == 0 else "assistant",
-                text,
-                START + timedelta(seconds=i),
+                NewMessage(
+                    scope,
+                    session.id,
+                    "user" if i % 2 == 0 else "assistant",
+                    text,
+                    START + timedelta(seconds=i),
+                ),
             )
         )
     return out

@@ -17,10 +17,10 @@ from memory_core.base.errors import DatabaseUnwritable
 from memory_core.base.scope import MAIN, ScopeKey
 from memory_core.config import Config
 from memory_core.engine import MemoryCore
-from memory_core.recall.index import SearchIndex
+from memory_core.recall.index import SearchIndex, file_sync
 from memory_core.recall.index import rebuild as index_rebuild
-from memory_core.recall.index import search_index as sqlite_index
 from memory_core.recall.index import writes as index_writes
+from memory_core.recall.request import SearchRequest
 from tests.conftest import START
 from tests.support import (
     another_process_holds,
@@ -94,13 +94,13 @@ async def test_unchanged_files_are_not_read(
     write(core, "memory/summary/2026-02.md", "# 2026-02\n\nmonth\n")
     await index.sync_scope(MAIN)
     reads: list[Path] = []
-    real = sqlite_index.prepare_file
+    real = file_sync.prepare_file
 
     def counting(workspace: Any, path: Path, *rest: Any) -> Any:
         reads.append(path)
         return real(workspace, path, *rest)
 
-    monkeypatch.setattr(sqlite_index, "prepare_file", counting)
+    monkeypatch.setattr(file_sync, "prepare_file", counting)
     stats = await index.sync_scope(MAIN)
     assert (stats.files_seen, stats.files_indexed) == (3, 0)
     assert reads == []
@@ -163,7 +163,7 @@ async def test_deletes_and_renames(eager: MemoryCore) -> None:
     old.rename(old.with_name("2026-02-11.md"))
     raw = core.workspace.root / "memory/2026-02-01-chat-export.md"
     raw.rename(raw.with_name("2026-02-02-chat-export.md"))
-    hits = await core.finder.search(MAIN, "kayak tax refund", limit=5, min_score=0.0)
+    hits = await core.finder.search(MAIN, SearchRequest("kayak tax refund", limit=5, min_score=0.0))
     assert sorted((h.path, h.kind.value) for h in hits) == [
         ("memory/2026-02-02-chat-export.md", "archive_raw"),
         ("memory/summary/2026-02-11.md", "summary"),
@@ -239,7 +239,7 @@ async def index_state(core: MemoryCore, scopes: list[ScopeKey]) -> dict[str, Any
         counts = await sql(core, "SELECT chunk_count, token_count FROM scopes WHERE id = ?", sid)
         hits = {}
         for query in REBUILD_QUERIES:
-            found_hits = await index.search(scope, query, limit=50)
+            found_hits = await index.search(scope, SearchRequest(query, limit=50))
             hits[query] = sorted(
                 (round(-h.score, 9), h.path, h.line_from, h.text) for h in found_hits
             )

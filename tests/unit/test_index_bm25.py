@@ -25,6 +25,7 @@ from memory_core.recall.index import K1, B, CorpusStats, Hit, SearchIndex, idf
 from memory_core.recall.index import search_index as sqlite_index
 from memory_core.recall.index import writes as index_writes
 from memory_core.recall.index.rerank import RankSettings, prior_factor
+from memory_core.recall.request import SearchRequest
 from testkit.chat_sample import generate_sentences, make_chunks
 from testkit.reference_bm25 import ReferenceBM25
 from tests.conftest import START
@@ -121,7 +122,7 @@ async def test_fts5_candidates_agree_with_rank_bm25(core: MemoryCore) -> None:
             continue
         compared += 1
         # The terms as they are: a text query would drop question words and time words.
-        hits = await bm25_only.search(MAIN, terms, limit=10, today=today)
+        hits = await bm25_only.search(MAIN, SearchRequest(terms, limit=10, today=today))
         scores = reference.get_scores(terms)
         ranked = sorted(range(len(rows)), key=lambda i: -scores[i])
         top = [i for i in ranked[:10] if scores[i] > 0]
@@ -137,7 +138,7 @@ async def test_fts5_candidates_agree_with_rank_bm25(core: MemoryCore) -> None:
             assert hit.score == pytest.approx(
                 scores[by_location[(hit.path, hit.line_from)]], abs=1e-6
             )
-        for hit in await default.search(MAIN, terms, limit=10, today=today):
+        for hit in await default.search(MAIN, SearchRequest(terms, limit=10, today=today)):
             prior = prior_factor(hit.kind, hit.created_at, today, UTC, default.rank_settings)
             assert 1.0 < prior < 1.0 + default.rank_settings.recency_boost
             assert hit.score == pytest.approx(
@@ -183,11 +184,14 @@ async def test_index_and_file_fallback_agree_on_a_real_workspace(core: MemoryCor
     for number, query in enumerate(queries):
         for kinds in variants if number % 4 == 0 else variants[:1]:
             # Through the core: long-term hits get their line from the file as it is now.
-            indexed = await core.finder.search(MAIN, query, limit=8, kinds=kinds)
+            indexed = await core.finder.search(MAIN, SearchRequest(query, limit=8, kinds=kinds))
             # Read as every search reads a text (the entities' other names added).
             asked = await core.finder.query(MAIN, query)
             files = fallback.search_files(
-                core.workspace, MAIN, asked, limit=8, kinds=kinds, settings=settings, today=TODAY
+                core.workspace,
+                MAIN,
+                SearchRequest(asked, limit=8, kinds=kinds, today=TODAY),
+                settings=settings,
             )
             same(indexed, files, f"{query} {kinds}")
     # The hidden daily summary is in neither.
@@ -214,9 +218,9 @@ async def test_recall_k1_and_b_are_the_ranking_parameters(
         async with MemoryCore.open(base.model_copy(update={"recall": recall}), clock=clock) as core:
             for note in ("tea tea tea and cake", "tea", "coffee and a long walk by the river"):
                 await core.notes.append(MAIN, note)
-            indexed = await core.finder.search(MAIN, "tea", limit=5)
+            indexed = await core.finder.search(MAIN, SearchRequest("tea", limit=5))
             core.guard.failed(RuntimeError("test: search the files"))
-            from_files = await core.finder.search(MAIN, "tea", limit=5)
+            from_files = await core.finder.search(MAIN, SearchRequest("tea", limit=5))
         assert [h.text for h in indexed] == [h.text for h in from_files]
         assert [h.score for h in indexed] == pytest.approx([h.score for h in from_files])
         scores[(k1, b)] = [h.score for h in indexed]
@@ -270,10 +274,10 @@ async def test_a_large_scope_is_scanned_for_edits_after_the_search(
 
         monkeypatch.setattr(sqlite_index, "stat_files", held_listing)
         await index.sync_if_stale(MAIN)  # three files: more than two, so in the background
-        assert [h.path for h in await index.search(MAIN, "zebra", today=TODAY)] == []
+        assert [h.path for h in await index.search(MAIN, SearchRequest("zebra", today=TODAY))] == []
         listing.set()
         await index.scanned()
-        [hit] = await index.search(MAIN, "zebra", today=TODAY)
+        [hit] = await index.search(MAIN, SearchRequest("zebra", today=TODAY))
         assert hit.path == "memory/2025-01-02.md"
     finally:
         await index.close()

@@ -18,6 +18,7 @@ from memory_core.engine import MemoryCore
 from memory_core.recall import fallback
 from memory_core.recall.index import Hit
 from memory_core.recall.index.rerank import prior_factor
+from memory_core.recall.request import SearchRequest
 from tests.conftest import START
 from tests.support import (
     index_message,
@@ -99,7 +100,9 @@ async def test_line_ranges_point_into_the_files(core: MemoryCore) -> None:
         ("painted kitchen", (8, 9)),
         ("february", (1, 1)),
     ):
-        [hit] = await core.finder.search(MAIN, query, kinds=[ChunkKind.SUMMARY], min_score=0.0)
+        [hit] = await core.finder.search(
+            MAIN, SearchRequest(query, kinds=[ChunkKind.SUMMARY], min_score=0.0)
+        )
         assert (hit.line_from, hit.line_to) == expected, query
     assert await assert_chunks_match_files(core) == 7
 
@@ -119,7 +122,9 @@ async def test_line_ranges_after_hand_written_notes(core: MemoryCore) -> None:
     await index_of(core).sync_scope(MAIN)
     hits = {
         h.text: h
-        for h in await core.finder.search(MAIN, "standup room hand dinner market", min_score=0.0)
+        for h in await core.finder.search(
+            MAIN, SearchRequest("standup room hand dinner market", min_score=0.0)
+        )
     }
     assert {k: (v.line_from, v.line_to) for k, v in hits.items()} == {
         "standup moved to 9:30\ncontinuation about the room": (3, 4),
@@ -187,7 +192,7 @@ async def test_message_chunks_searchable_and_readable_in_their_scope(core: Memor
 
     # A turn is found with the turn next to it: the exchange, not the lone line. The
     # reply, shown inside that hit, is not a hit of its own.
-    [hit] = await core.finder.search(MAIN, "code", kinds=[ChunkKind.MESSAGE])
+    [hit] = await core.finder.search(MAIN, SearchRequest("code", kinds=[ChunkKind.MESSAGE]))
     assert (hit.kind, hit.path, hit.line_from, hit.line_to, hit.ref) == (
         ChunkKind.MESSAGE,
         "sessions/sess-1",
@@ -198,9 +203,9 @@ async def test_message_chunks_searchable_and_readable_in_their_scope(core: Memor
     assert hit.text == EXCHANGE
     assert hit.created_at == when
     assert hit.location == "sessions/sess-1:7"
-    kinds = {h.kind for h in await core.finder.search(MAIN, "gym", min_score=0.0)}
+    kinds = {h.kind for h in await core.finder.search(MAIN, SearchRequest("gym", min_score=0.0))}
     assert kinds == {ChunkKind.MESSAGE, ChunkKind.DAILY}
-    assert await core.finder.search(MAIN, "gym", kinds=[ChunkKind.LONG_TERM]) == []
+    assert await core.finder.search(MAIN, SearchRequest("gym", kinds=[ChunkKind.LONG_TERM])) == []
 
     read = await core.finder.read(MAIN, "sessions/sess-1:7")
     assert (
@@ -223,9 +228,11 @@ async def test_message_chunks_searchable_and_readable_in_their_scope(core: Memor
     # Messages survive a sync and a rebuild (they have no file).
     await index.sync_scope(MAIN, force=True)
     await index.rebuild()
-    assert texts(await core.finder.search(MAIN, "code", kinds=[ChunkKind.MESSAGE])) == [EXCHANGE]
+    assert texts(
+        await core.finder.search(MAIN, SearchRequest("code", kinds=[ChunkKind.MESSAGE]))
+    ) == [EXCHANGE]
     await index.remove_messages(MAIN, [7, 8])
-    assert await core.finder.search(MAIN, "locker", min_score=0.0) == []
+    assert await core.finder.search(MAIN, SearchRequest("locker", min_score=0.0)) == []
 
 
 # --- filters ----------------------------------------------------------------------------
@@ -254,7 +261,9 @@ async def test_kinds_since_until_and_min_score(core: MemoryCore) -> None:
     assert await kinds_of(kinds=[]) == Counter()
 
     since = START - timedelta(days=3)
-    dated = await core.finder.search(MAIN, "espresso", limit=20, min_score=0.0, since=since)
+    dated = await core.finder.search(
+        MAIN, SearchRequest("espresso", limit=20, min_score=0.0, since=since)
+    )
     assert all(h.created_at is not None and h.created_at >= since for h in dated)
     assert sorted(h.text for h in dated if h.kind is ChunkKind.DAILY) == [
         "espresso tasting day minus 0",
@@ -263,16 +272,18 @@ async def test_kinds_since_until_and_min_score(core: MemoryCore) -> None:
     ]
     until = START - timedelta(days=1)
     window = await core.finder.search(
-        MAIN, "espresso", limit=20, min_score=0.0, since=since, until=until
+        MAIN, SearchRequest("espresso", limit=20, min_score=0.0, since=since, until=until)
     )
     # until is exclusive: the note of exactly one day ago is out.
     assert sorted(texts(window)) == ["espresso tasting day minus 3", "raw: espresso talk"]
     old = await core.finder.search(
-        MAIN, "espresso", limit=20, min_score=0.0, until=date_start(2026, 2, 25)
+        MAIN, SearchRequest("espresso", limit=20, min_score=0.0, until=date_start(2026, 2, 25))
     )
     assert sorted(texts(old)) == ["espresso habit grew", "espresso tasting day minus 10"]
 
-    everything = await core.finder.search(MAIN, "espresso descaling", limit=20, min_score=0.0)
+    everything = await core.finder.search(
+        MAIN, SearchRequest("espresso descaling", limit=20, min_score=0.0)
+    )
     best = everything[0]
     assert best.text == "espresso machine descaling every month"
     # min_score bounds the BM25 evidence, before the priors lift or cut a hit: the best
@@ -282,14 +293,26 @@ async def test_kinds_since_until_and_min_score(core: MemoryCore) -> None:
     assert lifted > 1.0
     evidence = best.score / lifted
     assert texts(
-        await core.finder.search(MAIN, "espresso descaling", min_score=evidence - 1e-9)
+        await core.finder.search(
+            MAIN, SearchRequest("espresso descaling", min_score=evidence - 1e-9)
+        )
     ) == [best.text]
-    assert await core.finder.search(MAIN, "espresso descaling", min_score=evidence + 1e-9) == []
-    assert await core.finder.search(MAIN, "espresso descaling", min_score=best.score) == []
+    assert (
+        await core.finder.search(
+            MAIN, SearchRequest("espresso descaling", min_score=evidence + 1e-9)
+        )
+        == []
+    )
+    assert (
+        await core.finder.search(MAIN, SearchRequest("espresso descaling", min_score=best.score))
+        == []
+    )
     # Explicit searches show every match; only automatic recall applies recall.min_score.
-    assert await core.finder.search(MAIN, "espresso descaling", limit=20) == everything
-    assert len(await core.finder.search(MAIN, "espresso", limit=2)) <= 2
-    assert await core.finder.search(MAIN, "espresso", limit=0) == []
+    assert (
+        await core.finder.search(MAIN, SearchRequest("espresso descaling", limit=20)) == everything
+    )
+    assert len(await core.finder.search(MAIN, SearchRequest("espresso", limit=2))) <= 2
+    assert await core.finder.search(MAIN, SearchRequest("espresso", limit=0)) == []
 
 
 def date_start(year: int, month: int, day: int) -> datetime:
@@ -304,18 +327,26 @@ async def test_degraded_time_window_sees_past_the_top_hits(core: MemoryCore) -> 
     for days in range(5, 11):
         text = f"postgres postgres vacuum {days}" if days > 6 else f"postgres note {days}"
         await core.notes.append(MAIN, text, now=START - timedelta(days=days))
-    unfiltered = await core.finder.search(MAIN, "postgres", limit=2, min_score=0.0)
+    unfiltered = await core.finder.search(MAIN, SearchRequest("postgres", limit=2, min_score=0.0))
     assert all("vacuum" in h.text for h in unfiltered)  # the older notes score best
     since = START - timedelta(days=6, hours=12)
-    healthy = await core.finder.search(MAIN, "postgres", limit=2, since=since, min_score=0.0)
+    healthy = await core.finder.search(
+        MAIN, SearchRequest("postgres", limit=2, since=since, min_score=0.0)
+    )
     assert sorted(texts(healthy)) == ["postgres note 5", "postgres note 6"]
     until = START - timedelta(days=8, hours=12)
-    healthy_old = await core.finder.search(MAIN, "postgres", limit=1, until=until, min_score=0.0)
+    healthy_old = await core.finder.search(
+        MAIN, SearchRequest("postgres", limit=1, until=until, min_score=0.0)
+    )
     assert texts(healthy_old) == ["postgres postgres vacuum 9"]  # the newer of the two
     core.guard.index = None
-    degraded = await core.finder.search(MAIN, "postgres", limit=2, since=since, min_score=0.0)
+    degraded = await core.finder.search(
+        MAIN, SearchRequest("postgres", limit=2, since=since, min_score=0.0)
+    )
     assert_same_hits(degraded, healthy)
-    old = await core.finder.search(MAIN, "postgres", limit=1, until=until, min_score=0.0)
+    old = await core.finder.search(
+        MAIN, SearchRequest("postgres", limit=1, until=until, min_score=0.0)
+    )
     assert_same_hits(old, healthy_old)
 
 
@@ -337,10 +368,12 @@ async def test_degraded_time_window_applies_before_near_copies_are_dropped(
     for days in (2, 9):
         await core.notes.append(MAIN, "postgres vacuum full", now=START - timedelta(days=days))
     until = START - timedelta(days=5)
-    healthy = await core.finder.search(MAIN, "postgres vacuum", until=until)
+    healthy = await core.finder.search(MAIN, SearchRequest("postgres vacuum", until=until))
     assert [h.created_at for h in healthy] == [START - timedelta(days=9)]
     core.guard.index = None
-    assert_same_hits(await core.finder.search(MAIN, "postgres vacuum", until=until), healthy)
+    assert_same_hits(
+        await core.finder.search(MAIN, SearchRequest("postgres vacuum", until=until)), healthy
+    )
 
 
 async def test_daily_note_time_survives_a_resync_in_another_time_zone(
@@ -352,6 +385,6 @@ async def test_daily_note_time_survives_a_resync_in_another_time_zone(
         window = {"since": START - timedelta(minutes=1), "until": START + timedelta(minutes=1)}
         assert await found(core, "dumplings", **window) == ["lantern festival dumplings"]
         await index_of(core).sync_scope(MAIN, force=True)
-        [hit] = await core.finder.search(MAIN, "dumplings", min_score=0.0)
+        [hit] = await core.finder.search(MAIN, SearchRequest("dumplings", min_score=0.0))
         assert hit.created_at == START
         assert await found(core, "dumplings", **window) == ["lantern festival dumplings"]

@@ -16,6 +16,7 @@ from memory_core.base.clock import ManualClock
 from memory_core.base.scope import MAIN
 from memory_core.config import Config, load_config
 from memory_core.engine import MemoryCore
+from memory_core.recall.request import SearchRequest
 from tests.conftest import START
 from tests.postgres import with_storage
 from tests.support import (
@@ -63,7 +64,7 @@ async def test_corrupt_index_degrades_to_files_and_reindex_repairs(
 ) -> None:
     async with MemoryCore.open(config, clock=clock) as core:
         await build_small_workspace(core)
-        healthy = {q: await core.finder.search(MAIN, q, limit=3) for q in QUERIES}
+        healthy = {q: await core.finder.search(MAIN, SearchRequest(q, limit=3)) for q in QUERIES}
     assert all(healthy.values())
     db = corrupt(Path(config.workspace))
 
@@ -75,7 +76,7 @@ async def test_corrupt_index_degrades_to_files_and_reindex_repairs(
         assert any("database unavailable" in r.getMessage() for r in warnings)
         caplog.clear()
         for query, expected in healthy.items():
-            hits = await core.finder.search(MAIN, query, limit=3)
+            hits = await core.finder.search(MAIN, SearchRequest(query, limit=3))
             assert hits, query
             assert (hits[0].path, hits[0].line_from, hits[0].text) == (
                 expected[0].path,
@@ -97,7 +98,7 @@ async def test_corrupt_index_degrades_to_files_and_reindex_repairs(
         aside = list(db.parent.glob("index.sqlite3.corrupt-*"))
         assert aside and aside[0].read_bytes() == random.Random(5).randbytes(16384)
         for query, expected in healthy.items():
-            hits = await core.finder.search(MAIN, query, limit=3)
+            hits = await core.finder.search(MAIN, SearchRequest(query, limit=3))
             assert texts(hits)[:1] == texts(expected)[:1]
         assert texts(await core.finder.search(MAIN, "sourdough")) == [
             "note written while degraded: sourdough"
@@ -105,7 +106,7 @@ async def test_corrupt_index_degrades_to_files_and_reindex_repairs(
         assert (await core.guard.index.sync_scope(MAIN)).files_indexed == 0
     async with MemoryCore.open(config, clock=clock) as core:
         assert core.degraded_reason is None
-        assert texts(await core.finder.search(MAIN, "kayak", min_score=0.0)) == [
+        assert texts(await core.finder.search(MAIN, SearchRequest("kayak", min_score=0.0))) == [
             "kayak trip, ramen tour"
         ]
 

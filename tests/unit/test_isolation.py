@@ -21,6 +21,7 @@ from memory_core.config import Config, load_config
 from memory_core.conversation.tools import dispatch
 from memory_core.engine import MemoryCore
 from memory_core.recall.index import Hit
+from memory_core.recall.request import SearchRequest
 from tests.conftest import START
 from tests.support import chunk_counts, database, index_message, sql
 
@@ -153,7 +154,9 @@ async def test_every_scope_finds_its_own_marker(populated: MemoryCore) -> None:
     core = populated
     for scope in SCOPES:
         # The marker is in every chunk of the scope, so its idf is small: no floor.
-        hits = await core.finder.search(scope, marker(scope), limit=20, min_score=0.0)
+        hits = await core.finder.search(
+            scope, SearchRequest(marker(scope), limit=20, min_score=0.0)
+        )
         assert {h.kind.value for h in hits} == {
             "long_term",
             "daily",
@@ -192,7 +195,7 @@ async def test_no_scope_sees_another_scopes_marker(populated: MemoryCore) -> Non
     for reader, owner in itertools.permutations(SCOPES, 2):
         word = marker(owner)
         for query in (word, f"{word} {marker(reader)}", [word], f'"{word}"', f"{word}*"):
-            hits = await core.finder.search(reader, query, limit=50, min_score=0.0)
+            hits = await core.finder.search(reader, SearchRequest(query, limit=50, min_score=0.0))
             assert_own(core, reader, hits, query)
         injection = await core.finder.recall(
             reader, f"do you remember {word}?", [f"还记得 {word} 吗"]
@@ -220,28 +223,44 @@ async def test_fts_syntax_queries_never_raise_or_leak(populated: MemoryCore) -> 
             [],
         ]
         for query in probes:
-            hits = await core.finder.search(scope, query, limit=20, min_score=0.0)
+            hits = await core.finder.search(scope, SearchRequest(query, limit=20, min_score=0.0))
             assert_own(core, scope, hits, query)
             injection = await core.finder.recall(scope, query if isinstance(query, str) else "")
             for hit in injection.hits:
                 assert owned(core, scope, hit)
     # Nothing was dropped or altered by any of it.
     for scope in SCOPES:
-        assert len(await core.finder.search(scope, marker(scope), limit=20, min_score=0.0)) == 5
+        assert (
+            len(
+                await core.finder.search(
+                    scope, SearchRequest(marker(scope), limit=20, min_score=0.0)
+                )
+            )
+            == 5
+        )
 
 
 async def test_degraded_search_is_isolated_too(populated: MemoryCore) -> None:
     core = populated
     core.guard.index = None  # as after an index failure: answers come from files
     for reader, owner in itertools.permutations(SCOPES[:6], 2):
-        hits = await core.finder.search(reader, marker(owner), limit=50, min_score=0.0)
+        hits = await core.finder.search(
+            reader, SearchRequest(marker(owner), limit=50, min_score=0.0)
+        )
         assert hits == []
     for scope in SCOPES:
-        hits = await core.finder.search(scope, marker(scope), limit=20, min_score=0.0)
+        hits = await core.finder.search(
+            scope, SearchRequest(marker(scope), limit=20, min_score=0.0)
+        )
         assert len(hits) == 4  # files only: messages live in the database
         assert_own(core, scope, hits, marker(scope))
         for query in HOSTILE_QUERIES:
-            assert_own(core, scope, await core.finder.search(scope, query, min_score=0.0), query)
+            assert_own(
+                core,
+                scope,
+                await core.finder.search(scope, SearchRequest(query, min_score=0.0)),
+                query,
+            )
 
 
 # --- memory_get -------------------------------------------------------------------------
@@ -349,7 +368,9 @@ async def test_memory_get_refuses_symlinks_out_of_the_scope(populated: MemoryCor
     assert marker(peer1) in read.text
     # Symlinked files are not indexed either.
     for scope in (peer1, MAIN):
-        hits = await core.finder.search(scope, "mk02zq mk01zq mk00zq root", min_score=0.0)
+        hits = await core.finder.search(
+            scope, SearchRequest("mk02zq mk01zq mk00zq root", min_score=0.0)
+        )
         assert_own(core, scope, hits, "links")
 
 
@@ -460,7 +481,9 @@ async def test_concurrent_chats_only_see_their_own_notes(
             tag = "alicetok" if scope == alice else "bobtok"
             await core.notes.append(scope, f"{tag} note n{number}x")
             await asyncio.sleep(0)
-            hits = await core.finder.search(scope, f"{tag} n{number}x", limit=100, min_score=0.0)
+            hits = await core.finder.search(
+                scope, SearchRequest(f"{tag} n{number}x", limit=100, min_score=0.0)
+            )
             assert any(f"n{number}x" in h.text for h in hits), (scope, number)
             for hit in hits:
                 assert tag in hit.text, (scope, hit)
@@ -471,7 +494,7 @@ async def test_concurrent_chats_only_see_their_own_notes(
 
         for scope, tag in ((alice, "alicetok"), (bob, "bobtok")):
             assert all(tag in text for text in seen[scope])
-            hits = await core.finder.search(scope, tag, limit=200, min_score=0.0)
+            hits = await core.finder.search(scope, SearchRequest(tag, limit=200, min_score=0.0))
             # Every note indexed exactly once: no note lost, none doubled by a sync racing
             # the append.
             assert sorted(h.text for h in hits) == sorted(f"{tag} note n{n}x" for n in range(50))
@@ -504,7 +527,7 @@ async def test_vectors_never_cross_scopes(core: MemoryCore) -> None:
     for number, scope in enumerate(scopes):
         own = f"[{scope_slug(scope)}-{number}]"
         for query in ("kid's swim class", "what dog did we get", "出差去哪", "weekend plans"):
-            for hit in await core.finder.search(scope, query, limit=20):
+            for hit in await core.finder.search(scope, SearchRequest(query, limit=20)):
                 assert own in hit.text and owned(core, scope, hit), (scope, query, hit)
             injection = await core.finder.recall(scope, query)
             for hit in injection.hits:
@@ -512,7 +535,9 @@ async def test_vectors_never_cross_scopes(core: MemoryCore) -> None:
     # Chunks of one scope rewritten (new ids, new texts): the others still see only theirs.
     await core.notes.append(scopes[0], "Pepper the greyhound loves the beach")
     await core.vectors_ready()
-    for hit in await core.finder.search(scopes[1], "greyhound at the beach", limit=20):
+    for hit in await core.finder.search(
+        scopes[1], SearchRequest("greyhound at the beach", limit=20)
+    ):
         assert "[" + scope_slug(scopes[1]) in hit.text
 
 
@@ -524,7 +549,7 @@ async def test_dense_recall_finds_a_paraphrase_words_miss(core: MemoryCore) -> N
     await core.notes.append(MAIN, "the boiler was serviced on Monday")
     await core.vectors_ready()
     query = "what breed is my kitty"
-    hits = await core.finder.search(MAIN, query, limit=3)
+    hits = await core.finder.search(MAIN, SearchRequest(query, limit=3))
     assert hits and "ragdoll" in hits[0].text
     index = core.guard.index
     assert index is not None

@@ -30,7 +30,7 @@ from memory_core.recall.index import SearchIndex
 from memory_core.services import build_memory_service
 from memory_core.storage.db import Database
 from memory_core.storage.journal import CaptureJournal
-from memory_core.storage.sessions import ArchiveState
+from memory_core.storage.sessions import ArchiveState, NewMessage
 from testkit.storage import MemoryAudit, MemoryHistory
 from tests.postgres import with_storage
 
@@ -182,7 +182,9 @@ async def test_archiver_on_its_own(
     history, audit = MemoryHistory(), MemoryAudit()
     session = await history.open_session(MAIN, NOW - timedelta(days=1))
     for text in ("we picked the blue tent", "blue tent it is"):
-        await history.add_message(MAIN, session.id, "user", text, NOW - timedelta(days=1))
+        await history.add_message(
+            NewMessage(MAIN, session.id, "user", text, NOW - timedelta(days=1))
+        )
     await history.close_session(session.id, NOW - timedelta(hours=20))
     archiver = Archiver(
         memory,

@@ -23,6 +23,7 @@ from memory_core.config import Config
 from memory_core.engine import MemoryCore
 from memory_core.recall.index import search as reads
 from memory_core.recall.index.topk import Scoring
+from memory_core.recall.request import SearchRequest
 from tests.conftest import START
 from tests.support import database, index_of, sql
 
@@ -181,6 +182,6 @@ async def test_common_words_a_question_needs_are_kept(core: MemoryCore) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(f"# {day}\n\n" + "".join(f"- 09:00:00 {line}\n" for line in lines), "utf-8")
     await index_of(core).sync_scope(MAIN, force=True)
-    hits = await index_of(core).search(MAIN, "喜欢 认为 女儿", limit=3)
+    hits = await index_of(core).search(MAIN, SearchRequest("喜欢 认为 女儿", limit=3))
     assert sorted(h.text.split()[-1] for h in hits) == ["c0", "c1", "c2"]
     assert (await sql(core, "SELECT COUNT(*) FROM chunks"))[0][0] >= len(lines)

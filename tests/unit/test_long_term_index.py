@@ -14,6 +14,7 @@ from memory_core.base.sql import Connection
 from memory_core.engine import MemoryCore
 from memory_core.recall.index import SyncStats
 from memory_core.recall.index.files import prepare_file
+from memory_core.recall.request import SearchRequest
 from tests.support import sql
 
 pytestmark = pytest.mark.storage
@@ -38,7 +39,7 @@ async def test_captures_index_only_what_changed_and_lines_follow_the_file(
     entries = {e.id: e.content for e in await core.memories.entries(MAIN)}
     assert dict(await long_term_chunks(core)) == entries
     # The low-importance entry moved down as better ones arrived; its hit says where it is now.
-    [hit] = await core.finder.search(MAIN, "oolong", kinds=[ChunkKind.LONG_TERM])
+    [hit] = await core.finder.search(MAIN, SearchRequest("oolong", kinds=[ChunkKind.LONG_TERM]))
     assert hit.ref == first.id
     assert hit.line_from == header_line(core, first.id)
     await core.memories.edit(MAIN, second.id, "works on the payments service")
@@ -100,9 +101,9 @@ async def test_a_hand_edited_file_is_indexed_again_entry_by_entry(core: MemoryCo
     }
     assert await core.finder.search(MAIN, "billing") == []
     assert await core.finder.search(MAIN, "杭州") == []
-    [hit] = await core.finder.search(MAIN, "cello", kinds=[ChunkKind.LONG_TERM])
+    [hit] = await core.finder.search(MAIN, SearchRequest("cello", kinds=[ChunkKind.LONG_TERM]))
     assert (hit.ref, hit.line_from) == ("byhand1", header_line(core, "byhand1"))
-    [hit] = await core.finder.search(MAIN, "oolong", kinds=[ChunkKind.LONG_TERM])
+    [hit] = await core.finder.search(MAIN, SearchRequest("oolong", kinds=[ChunkKind.LONG_TERM]))
     assert hit.line_from == header_line(core, kept.id)
     # Unchanged since: nothing is read again.
     again = await index.sync_scope(MAIN)

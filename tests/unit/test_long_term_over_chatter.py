@@ -23,6 +23,7 @@ from memory_core.conversation.archive import render_raw
 from memory_core.engine import MemoryCore
 from memory_core.recall.chunking import chunk_file
 from memory_core.recall.index.rerank import entries_over_turns
+from memory_core.recall.request import SearchRequest
 from memory_core.storage.sessions import ArchiveState, StoredMessage
 from tests.conftest import START
 from tests.support import candidate, recent_messages
@@ -135,7 +136,7 @@ async def test_search_and_recall_show_the_entry_then_the_request(core: MemoryCor
     assert not any(confirmation(h) for h in hits)
     # The request is the entry's near-copy, so it takes no slot of its own beside the
     # entry; it is a turn all the same (it used to have no index row at all).
-    turns = await core.finder.search(MAIN, "staging", kinds=[ChunkKind.MESSAGE])
+    turns = await core.finder.search(MAIN, SearchRequest("staging", kinds=[ChunkKind.MESSAGE]))
     assert await anchored(core, turns, f"remember that {STAGING}") == [0]
     recalled = (await core.finder.recall(MAIN, "where is the staging server")).hits
     assert recalled[0].text == STAGING

@@ -14,6 +14,7 @@ import pytest
 
 from memory_core.base.entries import (
     ArchiveReason,
+    EntryFields,
     Importance,
     MemoryClass,
     MemoryEntry,
@@ -330,7 +331,10 @@ def test_fuzzy_similarity_matches_the_set_formula() -> None:
 
 def test_build_entry_is_an_ordinary_frozen_entry() -> None:
     plain = entry("e1", 0.6, sessions=("s1",), expires_at=T0 + days(3))
-    fast = build_entry(*(getattr(plain, name) for name in MemoryEntry.__slots__))
+    fields = EntryFields.blank()
+    for name in MemoryEntry.__slots__:
+        setattr(fields, name, getattr(plain, name))
+    fast = build_entry(fields)
     assert type(fast) is MemoryEntry
     assert fast == plain
     assert hash(fast) == hash(plain)

@@ -22,6 +22,7 @@ from memory_core.base.clock import ManualClock
 from memory_core.base.scope import MAIN
 from memory_core.config import Config
 from memory_core.engine import MemoryCore
+from memory_core.recall.request import SearchRequest
 from testkit.embedder import ConceptEmbedder
 from tests.unit.cli_support import Run, _clean_env, cli_fixture, ws_fixture  # noqa: F401  (fixtures)
 
@@ -64,7 +65,9 @@ async def test_search_tool_mcp_and_recall_rank_alike(dense_core: MemoryCore) -> 
     core = dense_core
     await seeded(core)
     for question in QUESTIONS:
-        searched = [h.location for h in await core.finder.search(MAIN, question, limit=10)]
+        searched = [
+            h.location for h in await core.finder.search(MAIN, SearchRequest(question, limit=10))
+        ]
         tool = await core.memory_tool(MAIN, "memory_search", {"query": question, "max_results": 10})
         recalled = [h.location for h in (await core.finder.recall(MAIN, question)).hits]
         assert searched, question
@@ -73,7 +76,7 @@ async def test_search_tool_mcp_and_recall_rank_alike(dense_core: MemoryCore) -> 
         # Recall injects fewer (and leaves weak matches out): the first of the same list.
         assert recalled and recalled == searched[: len(recalled)], question
     # "where do I live" shares no word with any memory: vectors took part on every path.
-    where = await core.finder.search(MAIN, "where do I live", limit=10)
+    where = await core.finder.search(MAIN, SearchRequest("where do I live", limit=10))
     assert HOME in [h.text for h in where]
 
 

@@ -16,6 +16,7 @@ from memory_core.base.clock import ManualClock
 from memory_core.base.scope import MAIN, ScopeKey
 from memory_core.config import Config, load_config
 from memory_core.engine import MemoryCore
+from memory_core.recall.request import SearchRequest
 from memory_core.storage.pg.vectors import PgVectorIndex
 from memory_core.storage.vectors.index import VectorIndex
 from tests.conftest import START
@@ -111,7 +112,7 @@ async def test_the_database_finds_what_the_process_finds_in_the_scope_only(
             expected = await in_process.search(sid, vector, 3)
             assert [i for i, _ in found] == [i for i, _ in expected], (scope, query)
             assert [c for _, c in found] == pytest.approx([c for _, c in expected], abs=1e-5)
-            for hit in await pg_core.finder.search(scope, query, limit=10):
+            for hit in await pg_core.finder.search(scope, SearchRequest(query, limit=10)):
                 assert hit.text.endswith(f"({scope.value})"), (scope, query, hit)
     assert bool(searched) == graph
 
@@ -132,7 +133,10 @@ async def test_a_small_scope_ranks_on_postgres_as_on_sqlite(
                 await core.notes.append(MAIN, note)
             await core.vectors_ready()
             results[name] = [
-                [(hit.text, hit.score) for hit in await core.finder.search(MAIN, q, limit=4)]
+                [
+                    (hit.text, hit.score)
+                    for hit in await core.finder.search(MAIN, SearchRequest(q, limit=4))
+                ]
                 for q in questions
             ]
     assert [[t for t, _ in hits] for hits in results["postgres"]] == [
@@ -270,7 +274,7 @@ async def test_without_pgvector_the_process_searches_and_says_so(
         assert isinstance(vectors, VectorIndex) and not isinstance(vectors, PgVectorIndex)
         await core.notes.append(MAIN, NOTES[0])
         await core.vectors_ready()
-        hits = await core.finder.search(MAIN, "what breed is my kitty", limit=3)
+        hits = await core.finder.search(MAIN, SearchRequest("what breed is my kitty", limit=3))
         assert hits and "ragdoll" in hits[0].text
     assert any("pgvector is not installed" in r.getMessage() for r in caplog.records)
 

@@ -22,6 +22,8 @@ from memory_core.base.scope import ScopeKey
 from memory_core.config import Config, load_config
 from memory_core.engine import MemoryCore
 from memory_core.portable.records import ImportRefused
+from memory_core.recall.request import SearchRequest
+from memory_core.storage.sessions import NewMessage
 
 pytestmark = pytest.mark.storage
 
@@ -94,14 +96,22 @@ async def fill_the_rest(core: MemoryCore, clock: ManualClock) -> str:
     await core.memories.forget(MAIN, gone.id)
     history = core.history
     aside = await history.add_message(
-        BOB, "s-bob-1", "user", "Rex chewed a shoe", clock(), meta={"via": "voice"}, indexed=True
+        NewMessage(
+            BOB,
+            "s-bob-1",
+            "user",
+            "Rex chewed a shoe",
+            clock(),
+            meta={"via": "voice"},
+            indexed=True,
+        )
     )
     await history.mark_compacted([aside.id])
     for days, text in ((2, "We planned the cafe quiz night"), (20, "Quiz prizes were books"),
                        (60, "The group was founded in winter")):  # fmt: skip
         when = clock() - timedelta(days=days)
         session = await history.open_session(GROUP, when)
-        await history.add_message(GROUP, session.id, "user", text, when, indexed=True)
+        await history.add_message(NewMessage(GROUP, session.id, "user", text, when, indexed=True))
     report = await core.conversation.archive(GROUP)
     assert report.moved == 1 and report.summarized == 2
     return gone.id
@@ -133,7 +143,7 @@ async def results(core: MemoryCore) -> list[Any]:
     found = []
     for scope in (MAIN, BOB, GROUP):
         for query in QUERIES:
-            hits = await core.finder.search(scope, query, limit=8)
+            hits = await core.finder.search(scope, SearchRequest(query, limit=8))
             # A message hit's line is its row id, which each database numbers itself.
             found.append([(h.path, h.line_from if h.kind != "message" else 0, h.kind, h.text,
                            round(h.score, 9)) for h in hits])  # fmt: skip

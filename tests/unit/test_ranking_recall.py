@@ -19,6 +19,7 @@ from memory_core.engine import MemoryCore
 from memory_core.recall.cache import RecallCache
 from memory_core.recall.index import CorpusStats, Hit, SearchIndex
 from memory_core.recall.query import BUDGETS, QueryType, build_query, classify_query
+from memory_core.recall.request import SearchRequest
 from tests.conftest import START
 from tests.support import bm25_score, database, index_message, index_of
 from tests.unit.ranking_support import (
@@ -85,7 +86,7 @@ async def test_without_an_embedder_scores_are_plain_bm25(core: MemoryCore) -> No
         doc_freq={t: sum(t in set(d) for d in corpus) for d in corpus for t in d},
     )
     for words in (["tea"], ["mochi", "vet"], ["green", "tea", "sugar"]):
-        hits = await plain.search(MAIN, words, limit=20, today=TODAY)
+        hits = await plain.search(MAIN, SearchRequest(words, limit=20, today=TODAY))
         assert hits
         for hit in hits:
             tokens = " ".join(tokenize(hit.text)).split()
@@ -96,10 +97,10 @@ async def test_without_an_embedder_scores_are_plain_bm25(core: MemoryCore) -> No
 @pytest.mark.parametrize("query", MIXED_QUERIES)
 async def test_files_and_index_rank_alike(core: MemoryCore, query: str) -> None:
     await fill_mixed(core)
-    indexed = await core.finder.search(MAIN, query, limit=8)
+    indexed = await core.finder.search(MAIN, SearchRequest(query, limit=8))
     assert indexed, query
     core.guard.failed(RuntimeError("test: search the files"))
-    degraded = await core.finder.search(MAIN, query, limit=8)
+    degraded = await core.finder.search(MAIN, SearchRequest(query, limit=8))
     assert [(h.path, h.line_from, h.line_to, h.text) for h in degraded] == [
         (h.path, h.line_from, h.line_to, h.text) for h in indexed
     ]

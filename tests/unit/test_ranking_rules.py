@@ -27,6 +27,7 @@ from memory_core.recall.index import CorpusStats, Hit
 from memory_core.recall.index.ranking import select_terms
 from memory_core.recall.index.rerank import RankSettings, spread_context, time_factor
 from memory_core.recall.query import build_query
+from memory_core.recall.request import SearchRequest
 from tests.conftest import START
 from tests.support import candidate as make
 from tests.support import index_of
@@ -57,8 +58,9 @@ async def no_window(config: Config, clock: ManualClock) -> AsyncIterator[MemoryC
 
 def files_search(core: MemoryCore, query: str, **kw: Any) -> list[Hit]:
     """The degraded path's ranking, with the index's settings and the core's day."""
+    request = SearchRequest(query, today=TODAY, **kw)
     return fallback.search_files(
-        core.workspace, MAIN, query, settings=index_of(core).rank_settings, today=TODAY, **kw
+        core.workspace, MAIN, request, settings=index_of(core).rank_settings
     )
 
 
@@ -103,7 +105,7 @@ async def test_answer_found_through_its_question_in_session_history(
     data = TALKS[language]
     await record_talks(core, language)
     assert not set(tokenize(data.answer)) & set(build_query(data.question).terms)
-    hits = await core.finder.search(MAIN, data.question, limit=3)
+    hits = await core.finder.search(MAIN, SearchRequest(data.question, limit=3))
     assert shows(hits, data.answer)
     # The exchange is anchored on the reply, not on the question that shares the words.
     shown = hits[0]
@@ -130,7 +132,7 @@ async def test_without_the_window_the_answer_is_not_found_in_session_history(
 ) -> None:
     data = TALKS[language]
     await record_talks(no_window, language)
-    hits = await no_window.finder.search(MAIN, data.question, limit=20)
+    hits = await no_window.finder.search(MAIN, SearchRequest(data.question, limit=20))
     assert hits and not shows(hits, data.answer)
     assert all(len(h.text.splitlines()) == 1 for h in hits)  # lone turns
 
@@ -144,7 +146,7 @@ async def test_answer_found_through_its_question_in_archived_files(
     await archive_talks(core, language)
     if path == "files":
         core.guard.failed(RuntimeError("test: search the files"))
-    hits = await core.finder.search(MAIN, data.question, limit=3)
+    hits = await core.finder.search(MAIN, SearchRequest(data.question, limit=3))
     assert shows(hits, data.answer)
     shown = hits[0]  # anchored on the reply, not on the question sharing the words
     assert shown.kind is ChunkKind.ARCHIVE_RAW and shown.path.endswith("-cello.md")
@@ -162,7 +164,7 @@ async def test_without_the_window_the_answer_is_not_found_in_archived_files(
     await archive_talks(no_window, language)
     if path == "files":
         no_window.guard.failed(RuntimeError("test: search the files"))
-    hits = await no_window.finder.search(MAIN, data.question, limit=20)
+    hits = await no_window.finder.search(MAIN, SearchRequest(data.question, limit=20))
     assert hits and not shows(hits, data.answer)
 
 
@@ -304,7 +306,7 @@ async def test_informative_terms_win_over_early_ones_in_a_long_message(
     )
     query = build_query(message, today=TODAY)
     assert len(query.terms) > 16 and "biscuit" not in list(query.terms)[:16]
-    hits = await core.finder.search(MAIN, message, limit=5)
+    hits = await core.finder.search(MAIN, SearchRequest(message, limit=5))
     assert texts(hits)[0] == answer
     injection = await core.finder.recall(MAIN, message)
     assert texts(injection.hits)[0] == answer
@@ -348,7 +350,9 @@ async def test_question_template_words_are_dropped(core: MemoryCore) -> None:
         await core.notes.append(MAIN, text)
     sushi = "the sushi place on Fifth Street was great"
     await core.notes.append(MAIN, sushi, now=START - timedelta(days=20))
-    hits = await core.finder.search(MAIN, "when did I say I liked that sushi place?", limit=10)
+    hits = await core.finder.search(
+        MAIN, SearchRequest("when did I say I liked that sushi place?", limit=10)
+    )
     assert texts(hits) == [sushi]
     zh = build_query("我什么时候说过喜欢那家寿司店？", today=TODAY)
     assert not {"说过", "时候", "什么时候"} & set(zh.terms)

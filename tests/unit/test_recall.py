@@ -29,6 +29,7 @@ from memory_core.recall.injection import (
     has_recall_intent,
     hit_line,
 )
+from memory_core.recall.request import SearchRequest
 from tests.conftest import START
 from tests.support import chunk_counts, index_of, note_used
 
@@ -119,11 +120,13 @@ async def test_bilingual_recall_at_5(
         assert sum(counts.values()) == len(data["memories"])
         results: dict[str, list[Hit]] = {}
         for query in data["queries"]:
-            results[query["q"]] = await core.finder.search(MAIN, query["q"], limit=5)
+            results[query["q"]] = await core.finder.search(MAIN, SearchRequest(query["q"], limit=5))
         floor = config.recall.min_score
 
         def degraded(q: str) -> list[Hit]:
-            return fallback.search_files(core.workspace, MAIN, q, limit=5, min_score=floor)
+            return fallback.search_files(
+                core.workspace, MAIN, SearchRequest(q, limit=5, min_score=floor)
+            )
 
         fts, fts_misses = recall_at_5(data["queries"], results.__getitem__, ids_by_text)
         files, file_misses = recall_at_5(data["queries"], degraded, ids_by_text)
@@ -381,7 +384,7 @@ async def test_a_much_better_older_hit_beats_a_weak_recent_one(core: MemoryCore)
     )
     await core.notes.append(MAIN, "walked past a ramen shop")
     await core.memories.capture(MAIN, "likes ramen")
-    hits = await core.finder.search(MAIN, "tonkotsu ramen broth pork bones", limit=5)
+    hits = await core.finder.search(MAIN, SearchRequest("tonkotsu ramen broth pork bones", limit=5))
     assert hits[0].text.startswith("tonkotsu ramen broth")
     assert hits[0].created_at == START - timedelta(days=60)
     # Through recall too (the block keeps the ranking's order).
@@ -399,7 +402,7 @@ async def test_long_term_lifts_ties_and_recency_breaks_them(core: MemoryCore) ->
     await core.memories.capture(MAIN, "kayak alpha")
     write(core, "memory/summary/2026-02.md", "kayak echo\n")
     await index_of(core).sync_scope(MAIN)
-    hits = await core.finder.search(MAIN, "kayak", limit=10)
+    hits = await core.finder.search(MAIN, SearchRequest("kayak", limit=10))
     assert [h.text for h in hits] == ["kayak alpha", "kayak bravo", "kayak delta", "kayak echo"]
     settings = index_of(core).rank_settings
     by_text = {h.text: h.score for h in hits}

@@ -16,6 +16,7 @@ from memory_core.base.text import TOKENIZER_VERSION, tokenize
 from memory_core.config import Config
 from memory_core.engine import MemoryCore
 from memory_core.recall.index.retokenize import index_text
+from memory_core.recall.request import SearchRequest
 from tests.conftest import START
 from tests.support import database, index_message, index_of, sql, sql_write
 
@@ -45,7 +46,10 @@ async def state(core: MemoryCore) -> dict[str, Any]:
 
 
 async def found(core: MemoryCore, scope: ScopeKey, query: str) -> list[str]:
-    return [h.text for h in await core.finder.search(scope, query, limit=20, min_score=0.0)]
+    return [
+        h.text
+        for h in await core.finder.search(scope, SearchRequest(query, limit=20, min_score=0.0))
+    ]
 
 
 async def test_an_older_tokenizers_index_is_tokenized_again_at_open(

@@ -20,6 +20,7 @@ from memory_core.base.scope import MAIN
 from memory_core.base.sql import Connection
 from memory_core.config import Config, load_config
 from memory_core.engine import MemoryCore
+from memory_core.recall.request import SearchRequest
 from memory_core.storage.pg.database import PgDatabase, apply_step
 from memory_core.storage.pg.migrations import PGVECTOR
 from tests.conftest import START
@@ -134,7 +135,7 @@ async def test_a_database_given_pgvector_columns_unrecorded_keeps_its_vectors(
             ("m011_pgvector",),
             (f"m012_hnsw_{dims}",),
         ]
-        hits = await core.finder.search(MAIN, "what breed is my kitty", limit=1)
+        hits = await core.finder.search(MAIN, SearchRequest("what breed is my kitty", limit=1))
         assert hits and "ragdoll" in hits[0].text
 
 

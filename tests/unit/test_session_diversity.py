@@ -19,6 +19,7 @@ from memory_core.recall.index import CorpusStats
 from memory_core.recall.index.pipeline import Ranking, rank
 from memory_core.recall.index.rerank import Candidate, RankSettings, diversify, session_of
 from memory_core.recall.query import asks_for_several, build_query
+from memory_core.recall.request import SearchRequest
 from tests.conftest import START
 from tests.support import candidate, index_message
 
@@ -156,7 +157,11 @@ async def test_a_list_question_gathers_answers_from_another_session(
         for i, (session, text) in enumerate(talk, start=1):
             speaker, said = text.split(": ", 1)
             await index_message(core, MAIN, session, i, speaker, said, START + timedelta(minutes=i))
-        listed = await core.finder.search(MAIN, "What desserts has Mia made?", limit=2)
-        one = await core.finder.search(MAIN, "What dessert did Mia make at the party?", limit=2)
+        listed = await core.finder.search(
+            MAIN, SearchRequest("What desserts has Mia made?", limit=2)
+        )
+        one = await core.finder.search(
+            MAIN, SearchRequest("What dessert did Mia make at the party?", limit=2)
+        )
     assert [h.path for h in listed] == ["sessions/party", "sessions/later"]
     assert [h.path for h in one] == ["sessions/party", "sessions/party"]

@@ -23,7 +23,7 @@ from memory_core.base.merge_values import Change, ChangeKind
 from memory_core.base.scope import ScopeKey
 from memory_core.engine import MemoryCore
 from memory_core.storage.interfaces import AuditBackend, HistoryBackend
-from memory_core.storage.sessions import SUMMARY_ROLE, ArchiveState, StoredMessage
+from memory_core.storage.sessions import SUMMARY_ROLE, ArchiveState, NewMessage, StoredMessage
 from testkit.storage import MemoryAudit, MemoryHistory
 from tests.conftest import START
 
@@ -67,7 +67,9 @@ async def talk(
 ) -> list[StoredMessage]:
     """One user message per text, a second apart from `at`."""
     return [
-        await history.add_message(scope, session_id, "user", text, at + timedelta(seconds=i))
+        await history.add_message(
+            NewMessage(scope, session_id, "user", text, at + timedelta(seconds=i))
+        )
         for i, text in enumerate(texts)
     ]
 
@@ -225,9 +227,13 @@ async def test_messages_are_stored_in_order(history: HistoryBackend) -> None:
     session = await history.open_session(ALICE, T0)
     other = await history.open_session(BOB, T0)
     first = await history.add_message(
-        ALICE, session.id, "user", "the tent is blue", T0, speaker="alice", meta={"lang": "en"}
+        NewMessage(
+            ALICE, session.id, "user", "the tent is blue", T0, speaker="alice", meta={"lang": "en"}
+        )
     )
-    second = await history.add_message(ALICE, session.id, "assistant", "noted", T0 + MINUTE)
+    second = await history.add_message(
+        NewMessage(ALICE, session.id, "assistant", "noted", T0 + MINUTE)
+    )
     await talk(history, BOB, other.id, "unrelated")
     assert second.id > first.id
     assert (first.scope, first.session_id, first.role, first.speaker, first.content) == (
@@ -291,7 +297,7 @@ async def test_a_turn_reads_the_summary_in_front(history: HistoryBackend) -> Non
     session = await history.open_session(ALICE, T0)
     old = await talk(history, ALICE, session.id, "one", "two", "three")
     summary = await history.add_message(
-        ALICE, session.id, SUMMARY_ROLE, "they counted", T0 + MINUTE
+        NewMessage(ALICE, session.id, SUMMARY_ROLE, "they counted", T0 + MINUTE)
     )
     await history.mark_compacted([m.id for m in old])
     await talk(history, ALICE, session.id, "four", "five", "six", at=T0 + 2 * MINUTE)
@@ -310,8 +316,12 @@ async def test_counts_by_archive_state(history: HistoryBackend) -> None:
     session = await history.open_session(ALICE, T0)
     other = await history.open_session(BOB, T0)
     await talk(history, ALICE, session.id, "a", "b")
-    await history.add_message(ALICE, session.id, "user", "c", T0, archived=ArchiveState.TRUE)
-    await history.add_message(ALICE, session.id, "user", "d", T0, archived=ArchiveState.PENDING)
+    await history.add_message(
+        NewMessage(ALICE, session.id, "user", "c", T0, archived=ArchiveState.TRUE)
+    )
+    await history.add_message(
+        NewMessage(ALICE, session.id, "user", "d", T0, archived=ArchiveState.PENDING)
+    )
     await talk(history, BOB, other.id, "e")
     assert await history.counts(ALICE) == {"false": 2, "pending": 1, "true": 1}
     assert await history.counts(CAROL) == {"false": 0, "pending": 0, "true": 0}
@@ -327,7 +337,7 @@ async def test_unarchived_messages_by_scope(history: HistoryBackend) -> None:
     alice = await history.open_session(ALICE, T0)
     bob = await history.open_session(BOB, T0)
     await talk(history, ALICE, alice.id, "a", at=T0 + HOUR)
-    await history.add_message(BOB, bob.id, "user", "b", T0, archived=ArchiveState.TRUE)
+    await history.add_message(NewMessage(BOB, bob.id, "user", "b", T0, archived=ArchiveState.TRUE))
     assert set(await history.scopes_with_unarchived()) == {ALICE}
     assert await history.oldest_unarchived(ALICE) == T0 + HOUR
     assert await history.oldest_unarchived(BOB) is None

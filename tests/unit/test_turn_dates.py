@@ -26,6 +26,7 @@ from memory_core.config import Config
 from memory_core.engine import MemoryCore
 from memory_core.recall import fallback
 from memory_core.recall.index.rerank import RankSettings, time_factor
+from memory_core.recall.request import SearchRequest
 from tests.support import sql, sql_write
 
 pytestmark = pytest.mark.storage
@@ -173,12 +174,18 @@ async def test_archived_and_reindexed_turns_keep_their_days(tuesday: MemoryCore)
     assert (await tuesday.conversation.archive(MAIN)).moved == 1
     for _ in ("archived", "reindexed"):
         assert await dates_of(tuesday, SAID) == ["2026-03-09..2026-03-09"]
-        hits = await tuesday.finder.search(MAIN, RAMEN, kinds=[ChunkKind.ARCHIVE_RAW])
+        hits = await tuesday.finder.search(
+            MAIN, SearchRequest(RAMEN, kinds=[ChunkKind.ARCHIVE_RAW])
+        )
         assert [h.text.split(": ", 1)[1] for h in hits] == [SAID, TWIN]
         await tuesday.reindex()
     # The file-only fallback reads the same days from the files.
     hits = await asyncio.to_thread(
-        fallback.search_files, tuesday.workspace, MAIN, RAMEN, zone=tuesday.tz, today=TUESDAY.date()
+        fallback.search_files,
+        tuesday.workspace,
+        MAIN,
+        SearchRequest(RAMEN, today=TUESDAY.date()),
+        zone=tuesday.tz,
     )
     assert [h.text.split(": ", 1)[1] for h in hits] == [SAID, TWIN]
 

@@ -30,8 +30,9 @@ from memory_core.longterm.prompt import (
 )
 from memory_core.recall.index import CorpusStats, bm25_scorer
 from memory_core.recall.index import writes as index_writes
+from memory_core.recall.request import SearchRequest
 from memory_core.storage.history import HistoryStore
-from memory_core.storage.sessions import SUMMARY_ROLE, sql_length
+from memory_core.storage.sessions import SUMMARY_ROLE, NewMessage, sql_length
 from tests.conftest import START
 from tests.support import bm25_score, index_of, posting_ids, sql
 
@@ -58,7 +59,7 @@ async def test_turn_context_is_the_three_queries_it_replaces(
     for number in range(50):
         role = SUMMARY_ROLE if number == summary_at else ("user", "assistant", "tool")[number % 3]
         text = f"message {number} " + "x\x00y" * (number % 4) + "字" * number
-        message = await history.add_message(MAIN, session.id, role, text, START)
+        message = await history.add_message(NewMessage(MAIN, session.id, role, text, START))
         ids.append(message.id)
     await history.mark_compacted(ids[:10])
 
@@ -124,7 +125,7 @@ async def test_chat_turn_index_rows_match_a_full_recount(core: MemoryCore) -> No
     )
     for row in rows:
         assert row[0] in await posting_ids(core, sid, str(row[5]).split()[0])
-    hits = await core.guard.index.search(scope, "locker 4512", limit=3)
+    hits = await core.guard.index.search(scope, SearchRequest("locker 4512", limit=3))
     assert hits and "4512" in hits[0].text
 
 
@@ -141,10 +142,10 @@ async def test_a_failing_statement_rolls_the_whole_message_back(
 
     monkeypatch.setattr(index_writes, "insert_chunks", failing)
     with pytest.raises(DatabaseFailure):  # no such table, on either backend
-        await history.add_message(MAIN, session.id, "user", "lost", START, indexed=True)
+        await history.add_message(NewMessage(MAIN, session.id, "user", "lost", START, indexed=True))
     monkeypatch.undo()
     assert await history.session_messages(session.id) == []
-    kept = await history.add_message(MAIN, session.id, "user", "kept", START)
+    kept = await history.add_message(NewMessage(MAIN, session.id, "user", "kept", START))
     assert [m.id for m in await history.session_messages(session.id)] == [kept.id]
 
 

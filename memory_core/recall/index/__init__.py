@@ -1,8 +1,9 @@
 """The search index: chunks of every memory file and message, BM25 per scope.
 
 `SearchIndex` (search_index.py) is the SQLite implementation; its jobs are split by
-module: schema and writes (writes.py), search reads (search.py) and BM25 scoring
-(ranking.py), the full rebuild (rebuild.py), reading files into chunks (files.py).
+module: schema and writes (writes.py), one search's order of reads (searching.py), search
+reads (search.py) and BM25 scoring (ranking.py), a sync of files (file_sync.py), the full
+rebuild (rebuild.py), reading files into chunks (files.py).
 """
 
 from memory_core.base.chunks import Appended

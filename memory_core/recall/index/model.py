@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import date, datetime
+from datetime import datetime
 from typing import Protocol
 
 from memory_core.base.chunks import Appended, Chunk, ChunkKind
 from memory_core.base.records import Hit as Hit
 from memory_core.base.scope import ScopeKey
 from memory_core.longterm.store import WriteRecord
-from memory_core.recall.query import Query
+from memory_core.recall.request import QueryInput, SearchRequest
 from memory_core.storage.interfaces import VectorSearch
 from memory_core.storage.sessions import AfterInsert
 
@@ -89,19 +89,7 @@ class IndexBackend(Protocol):
         self, scope: ScopeKey, session_id: str, speaker: str, text: str, created_at: datetime
     ) -> AfterInsert: ...
     async def remove_messages(self, scope: ScopeKey, message_ids: Sequence[int]) -> None: ...
-    async def search(
-        self,
-        scope: ScopeKey,
-        query: str | Sequence[str] | Query,
-        *,
-        limit: int = 10,
-        kinds: Iterable[ChunkKind] | None = None,
-        since: datetime | None = None,
-        until: datetime | None = None,
-        min_score: float = 0.0,
-        exclude_paths: Sequence[str] = (),
-        today: date | None = None,
-    ) -> list[Hit]: ...
+    async def search(self, scope: ScopeKey, asked: SearchRequest | QueryInput) -> list[Hit]: ...
 
     vectors: VectorSearch | None
 

@@ -6,9 +6,10 @@ scope's postings. The `chunks` table is the FTS tables' external content and the
 chunk text lives. Files are the source of truth: `sync_scope` brings the index in line with
 them at one stat per unchanged file, and `rebuild` recreates everything from files.
 
-This class orders the work (per-scope locks, worker threads for files and tokens); the SQL
-lives in `writes.py`, `search.py` and `rebuild.py`, each function one call on the database
-thread.
+This class orders the work (per-scope locks, what each write makes stale, worker threads
+for files and tokens); a sync's work is `file_sync.py`'s, a search's `searching.py`'s, and
+the SQL lives in `writes.py`, `search.py` and `rebuild.py`, each function one call on the
+database thread.
 """
 
 from __future__ import annotations
@@ -17,63 +18,38 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Iterable, Sequence
-from datetime import UTC, date, datetime, tzinfo
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime, tzinfo
 from functools import partial
-from typing import Any
 
-import memory_core.recall.index.dense as dense_extra
-import memory_core.recall.index.feedback as feedback
 import memory_core.recall.index.rebuild as rebuilding
 import memory_core.recall.index.retokenize as retokenize
 import memory_core.recall.index.search as reads
 import memory_core.recall.index.writes as writes
 from memory_core.base.chunks import Appended, Chunk, ChunkKind
-from memory_core.base.clock import Monotonic, format_when
-from memory_core.base.errors import ChatmemError, DatabaseConflict, StoreError
+from memory_core.base.clock import Clock, Monotonic, system_clock
+from memory_core.base.errors import ChatmemError, DatabaseConflict
 from memory_core.base.scope import ScopeKey
 from memory_core.base.scope_names import remember_scope
 from memory_core.base.sql import Connection, Db
 from memory_core.base.text import TOKENIZER_VERSION, tokenize
 from memory_core.base.turn_dates import mentioned_days
-from memory_core.base.when import day_bounds
 from memory_core.base.workspace import Workspace
 from memory_core.longterm import parse_cache
 from memory_core.longterm.claims import shown
-from memory_core.longterm.store import WriteRecord, read_memory_file
+from memory_core.longterm.store import WriteRecord
 from memory_core.recall.chunking import summary_period
-from memory_core.recall.index.files import (
-    prepare_chunk,
-    prepare_file,
-    stat_files,
-    tokenize_chunks,
-)
-from memory_core.recall.index.model import Hit, PreparedFile, Progress, SyncStats
-from memory_core.recall.index.pipeline import (
-    EMPTY_STATS,
-    MAX_TERMS,
-    Ranking,
-    add_neighbours,
-    anchors,
-    collect,
-    rank,
-)
-from memory_core.recall.index.postings import Memo
-from memory_core.recall.index.ranking import (
-    CANDIDATE_FACTOR,
-    K1,
-    MIN_CANDIDATES,
-    B,
-    select_terms,
-)
-from memory_core.recall.index.rerank import Candidate, RankSettings
-from memory_core.recall.index.topk import Scoring
-from memory_core.recall.query import Query, as_query
+from memory_core.recall.index.file_sync import FileSync
+from memory_core.recall.index.files import prepare_file, stat_files, tokenize_chunks
+from memory_core.recall.index.model import Hit, Progress, SyncStats
+from memory_core.recall.index.ranking import K1, B
+from memory_core.recall.index.rerank import RankSettings
+from memory_core.recall.index.searching import Searcher
+from memory_core.recall.query import as_query
+from memory_core.recall.request import QueryInput, SearchRequest
 from memory_core.storage.interfaces import VectorSearch
 
 AfterInsert = Callable[[Connection, int], None]
-SYNC_GROUP = 64
-"""Changed files a sync reads and writes at a time (one transaction each group)."""
 BACKGROUND_SCAN_FILES = 2000
 """Above this many files a scope's stale sync runs in the background (`sync_if_stale`):
 stat'ing them would cost a search more than its own query (2 000 files: a few ms)."""
@@ -96,6 +72,7 @@ class SearchIndex:
         archive_below: float = 0.2,
         parse_cache_min_bytes: int | None = parse_cache.MIN_BYTES,
         background_scan_files: int = BACKGROUND_SCAN_FILES,
+        clock: Clock = system_clock,
     ) -> None:
         """`monotonic` times `sync_min_interval`, the least time between two syncs of a
         scope before a search (`sync_if_stale`); `vectors` is dense recall, when an
@@ -103,7 +80,8 @@ class SearchIndex:
         its store reads it (`archive_below`, and through the parse cache of files of at
         least `parse_cache_min_bytes`; None: without it). A scope of more than
         `background_scan_files` files is scanned for hand edits in the background, not
-        before each search (`sync_if_stale`)."""
+        before each search (`sync_if_stale`). `clock` gives the day of a search that names
+        none (`SearchRequest.today`)."""
         self.rank_settings = rank_settings or RankSettings()
         self.vectors = vectors
         self._zone = zone
@@ -118,8 +96,8 @@ class SearchIndex:
         self._last_sync: dict[str, float] = {}
         self._sync_min_interval = sync_min_interval
         self._monotonic = monotonic
-        self._archive_below = archive_below
-        self._cache_min_bytes = parse_cache_min_bytes
+        self._clock = clock
+        self._files = FileSync(db, workspace, zone, archive_below, parse_cache_min_bytes)
         self._background_scan_files = background_scan_files
         self._files_seen: dict[str, int] = {}
         self._scans: dict[str, asyncio.Task[None]] = {}
@@ -204,7 +182,7 @@ class SearchIndex:
         after its stat only looks changed, and is read again."""
         current = await asyncio.to_thread(stat_files, self._ws, scope)
         async with self._lock(scope):
-            stats = await self._sync_scope_locked(scope, force, current)
+            stats = await self._files.sync_scope(scope, await self._sid(scope), force, current)
             self._last_sync[scope.value] = self._monotonic()
         self._files_seen[scope.value] = stats.files_seen
         if stats.files_indexed or stats.files_removed or stats.chunks_removed:
@@ -252,146 +230,6 @@ class SearchIndex:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
 
-    async def _sync_scope_locked(
-        self, scope: ScopeKey, force: bool, current: dict[str, tuple[int, int]]
-    ) -> SyncStats:
-        sid = await self._sid(scope)
-        stats = SyncStats()
-        known = await self._db.call(lambda conn: reads.file_stamps(conn, sid))
-        stats.files_seen = len(current)
-        changed = [
-            rel
-            for rel, stamp in current.items()
-            if force or known.get(rel, (None, None, None))[:2] != stamp
-        ]
-        if not force:
-            # A long-term file is compared entry by entry: one edited entry of 100 000 is
-            # one entry read, tokenized and written again.
-            long_term = self._ws.relative(self._ws.long_term_path(scope))
-            if long_term in changed:
-                changed.remove(long_term)
-                known_hash = known.get(long_term, (0, 0, ""))[2]
-                await self._sync_long_term(scope, sid, long_term, stats, known_hash)
-        root = self._ws.root
-
-        def prepare(group: list[str]) -> list[PreparedFile]:
-            found = (prepare_file(self._ws, root / rel, self._zone) for rel in group)
-            return [p for p in found if p is not None]
-
-        for start in range(0, len(changed), SYNC_GROUP):
-            # Read and written a group at a time: one transaction per group, not per
-            # file, and never every changed file in memory at once.
-            prepared = await asyncio.to_thread(prepare, changed[start : start + SYNC_GROUP])
-            fresh: list[PreparedFile] = []
-            same: list[PreparedFile] = []
-            for item in prepared:
-                unchanged = not force and known.get(item.path, (0, 0, ""))[2] == item.hash
-                (same if unchanged else fresh).append(item)
-            await self._db.run(
-                partial(writes.replace_files, sid=sid, items=fresh, restamped=same, stats=stats)
-            )
-        for gone in sorted(set(known) - set(current)):
-            stats.chunks_removed += await self._db.run(
-                partial(writes.remove_file, sid=sid, path=gone)
-            )
-            stats.files_removed += 1
-        if changed or stats.files_removed:
-            await self._db.run(partial(writes.update_hidden, sid=sid))
-        return stats
-
-    async def _sync_long_term(
-        self, scope: ScopeKey, sid: int, relative_path: str, stats: SyncStats, known_hash: str
-    ) -> None:
-        """Bring a long-term file's chunks in line with it by difference: the file is
-        read as its store reads it (through the parse cache: only its changed blocks are
-        parsed), its entries compared with the chunks the index holds (text, time, id),
-        and only added and edited entries tokenized; the others move to their new lines.
-        An index whose chunks of the file are not one per entry (none should be) gets
-        the whole file again."""
-        path = self._ws.root / relative_path
-        files = (
-            parse_cache.files_for(self._ws, scope) if self._cache_min_bytes is not None else None
-        )
-        try:
-            snapshot = await asyncio.to_thread(
-                read_memory_file,
-                path,
-                self._archive_below,
-                files,
-                self._cache_min_bytes or 0,
-                root=self._ws.root,
-                warn=False,  # the store says what it quarantined
-            )
-        except StoreError:
-            snapshot = None  # a file it may not read, bytes it cannot keep a copy of
-        if snapshot is None or not snapshot.utf8:
-            # Read as any file, as a rebuild reads it (bytes not UTF-8 replaced).
-            await self._reread(sid, relative_path)
-            stats.files_indexed += 1
-            return
-        stamp, digest = snapshot.stamp, (snapshot.digest or b"").hex()
-        if stamp is None:
-            stats.chunks_removed += await self._db.run(
-                partial(writes.remove_file, sid=sid, path=relative_path)
-            )
-            stats.files_removed += 1
-            return
-        if digest == known_hash:
-            await self._db.call(
-                partial(
-                    writes.restamp_file,
-                    path=relative_path,
-                    mtime_ns=stamp[0],
-                    size=stamp[1],
-                    digest=digest,
-                )
-            )
-            return
-        held = await self._db.call(lambda conn: reads.held_chunks(conn, sid, relative_path))
-        if held is None:
-            await self._reread(sid, relative_path)
-            stats.files_indexed += 1
-            return
-        parsed = snapshot.parsed
-        now = {e.id: (shown(e), format_when(e.created_at)) for e in parsed.entries}
-        stale = [ref for ref, was in held.items() if now.get(ref) != was]
-        changed = set(stale)
-        fresh = [e for e in parsed.entries if e.id not in held or e.id in changed]
-        lines = parsed.lines
-        prepared = await asyncio.to_thread(
-            lambda: [
-                prepare_chunk(
-                    Chunk(*lines.get(e.id, (0, 0)), shown(e), e.created_at, ref=e.id),
-                    ChunkKind.LONG_TERM,
-                    self._zone,
-                )
-                for e in fresh
-            ]
-        )
-        try:
-            await self._db.run(
-                lambda conn: writes.apply_long_term(
-                    conn,
-                    sid,
-                    relative_path,
-                    stale,
-                    prepared,
-                    lines,
-                    (stamp[0], stamp[1]),
-                    digest,
-                    held=held,
-                )
-            )
-        except writes.StaleDifference:
-            # Another process indexed the file since `held` was read: the whole file,
-            # replaced in one transaction, is right whatever it wrote.
-            await self._reread(sid, relative_path)
-            stats.files_indexed += 1
-            return
-        stats.files_indexed += 1
-        stats.chunks_added += len(prepared)
-        stats.chunks_removed += len(stale)
-
     async def sync_file(self, scope: ScopeKey, relative_path: str) -> None:
         """Re-index one file the core just wrote (no directory scan)."""
         async with self._lock(scope):
@@ -402,7 +240,7 @@ class SearchIndex:
             if item is None:
                 await self._db.run(partial(writes.remove_file, sid=sid, path=relative_path))
             else:
-                await self._write_file(sid, item, SyncStats())
+                await self._files.write_file(sid, item, SyncStats())
             if summary_period(relative_path):
                 await self._db.run(partial(writes.update_hidden, sid=sid))
         self._changed(scope)
@@ -437,7 +275,7 @@ class SearchIndex:
                 )
             )
             if reread:
-                await self._reread(sid, relative_path)
+                await self._files.reread(sid, relative_path)
         self._changed(scope)
 
     async def add_appended(
@@ -469,15 +307,9 @@ class SearchIndex:
 
             done, reread = await self._db.run(work)
             if reread:
-                await self._reread(sid, relative_path)
+                await self._files.reread(sid, relative_path)
         self._changed(scope)
         return done
-
-    async def _reread(self, sid: int, relative_path: str) -> None:
-        path = self._ws.root / relative_path
-        item = await asyncio.to_thread(prepare_file, self._ws, path, self._zone)
-        if item is not None:
-            await self._write_file(sid, item, SyncStats())
 
     async def update_long_term(
         self, scope: ScopeKey, relative_path: str, record: WriteRecord
@@ -506,7 +338,7 @@ class SearchIndex:
             in_step = record.before_stamp is not None and known == record.before_stamp[:2]
             stamp = record.after_stamp
             if not in_step or stamp is None:
-                await self._sync_long_term(scope, sid, relative_path, SyncStats(), "")
+                await self._files.sync_long_term(scope, sid, relative_path, SyncStats(), "")
             else:
                 try:
                     await self._db.run(
@@ -524,7 +356,7 @@ class SearchIndex:
                 except (writes.StaleDifference, DatabaseConflict):
                     # Another process indexed the file since `known` was read: the index
                     # no longer holds the version this write replaced. The file decides.
-                    await self._sync_long_term(scope, sid, relative_path, SyncStats(), "")
+                    await self._files.sync_long_term(scope, sid, relative_path, SyncStats(), "")
         self._changed(scope)
 
     async def message_step(
@@ -562,9 +394,6 @@ class SearchIndex:
             await self._db.run(lambda conn: writes.remove_messages(conn, sid, message_ids))
         self._changed(scope)
 
-    async def _write_file(self, sid: int, item: PreparedFile, stats: SyncStats) -> None:
-        await self._db.run(lambda conn: writes.replace_file(conn, sid, item, stats))
-
     # --- whole workspace ------------------------------------------------------------
     async def sync_all(self, progress: Progress | None = None) -> SyncStats:
         """Every scope's files, and the days of message chunks the resolver has not read
@@ -597,175 +426,24 @@ class SearchIndex:
         return total
 
     # --- search ---------------------------------------------------------------------
-    async def search(
-        self,
-        scope: ScopeKey,
-        query: str | Sequence[str] | Query,
-        *,
-        limit: int = 10,
-        kinds: Iterable[ChunkKind] | None = None,
-        since: datetime | None = None,
-        until: datetime | None = None,
-        min_score: float = 0.0,
-        exclude_paths: Sequence[str] = (),
-        today: date | None = None,
-    ) -> list[Hit]:
-        """Hits of one scope, best first; `query` is text, pre-made terms or a `Query`.
-
-        The exact BM25 top N over every query term are the lexical candidates (pruned by
-        MaxScore: `topk.py`), the vector index adds its nearest chunks, a time
-        the question names adds that time's chunks; all are scored by `pipeline.rank`
-        with the best turns' neighbours. `since`/`until` are hard filters,
-        `exclude_paths` leaves out whole files or sessions (the prompt's own session).
-        """
-        day = today or datetime.now(self._zone).date()
-        plan = as_query(query, day)
-        if (not plan.terms and plan.window is None) or limit <= 0:
+    async def search(self, scope: ScopeKey, asked: SearchRequest | QueryInput) -> list[Hit]:
+        """Hits of one scope, best first (`searching.Searcher`); `asked` is a request, or
+        a plain query with the default options. A request without its day is read on
+        the day of the injected clock, in the index's zone."""
+        request = SearchRequest.of(asked)
+        day = request.today or self._clock().astimezone(self._zone).date()
+        plan = as_query(request.query, day)
+        if (not plan.terms and plan.window is None) or request.limit <= 0:
             return []
-        if kinds is not None and not (kinds := list(kinds)):
+        if request.kinds is not None and not request.kinds:
             return []  # no kind wanted: nothing can match (and `IN ()` is not SQL)
         sid = await self.scope_id(scope, create=False)
         if sid is None:
             return []
-        kind_list = [ChunkKind(k).value for k in kinds] if kinds is not None else None
-        filters: list[str] = []
-        params: list[object] = []
-        if kind_list is not None:
-            filters.append(f"c.kind IN ({','.join('?' * len(kind_list))})")
-            params.extend(kind_list)
-        if since is not None:
-            filters.append("c.created_at >= ?")
-            params.append(format_when(since))
-        if until is not None:
-            filters.append("c.created_at < ?")
-            params.append(format_when(until))
-        if exclude_paths:
-            filters.append(f"c.path NOT IN ({','.join('?' * len(exclude_paths))})")
-            params.extend(exclude_paths)
-        wanted = max(limit * CANDIDATE_FACTOR, MIN_CANDIDATES)
-        # The query's embedding and vector search run while the database thread reads
-        # the lexical candidates: the two halves of the hybrid cost the slower one.
-        dense_task = (
-            asyncio.create_task(
-                # With feedback the nearest chunks are searched once the BM25 hits are known.
-                dense_extra.embed_and_search(
-                    self.vectors,
-                    sid,
-                    plan.text,
-                    0 if self.rank_settings.dense_feedback > 0 else wanted,
-                    kind_list,
-                    exclude_paths,
-                )
-            )
-            if self.vectors is not None
-            else None
+        searcher = Searcher(
+            self._db, self._zone, self._k1, self._b, self.rank_settings, self.vectors
         )
-        window: reads.Window | None = None
-        if plan.window is not None:
-            since_at, until_at = day_bounds(*plan.window, self._zone)
-            window = reads.Window(format_when(since_at), format_when(until_at), *plan.window)
-        settings = self.rank_settings
-        reach = len(settings.context_weights)
-
-        def lexical(conn: Connection) -> tuple[dict[int, Candidate], Ranking]:
-            stats = reads.corpus_stats(conn, sid, set(plan.terms)) if plan.terms else EMPTY_STATS
-            terms = select_terms(plan.terms, stats, MAX_TERMS)
-            ranking = Ranking(
-                terms,
-                stats,
-                plan.window,
-                day,
-                self._zone,
-                settings,
-                self._k1,
-                self._b,
-                answer=plan.answer,
-                several=plan.several,
-            )
-            rows: list[Any] = []
-            if terms:
-                scoring = Scoring.of(terms, stats, self._k1, self._b)
-                memo: Memo = {}  # the read within the time reuses the first's postings
-                rows += reads.candidates(conn, sid, scoring, filters, params, wanted, memo)
-                if window is not None:
-                    named, bounds = window.filter()
-                    within = [*filters, named]
-                    rows += reads.candidates(
-                        conn, sid, scoring, within, [*params, *bounds], wanted, memo
-                    )
-            elif window is not None and not terms:
-                rows += reads.dated(conn, sid, filters, params, window, wanted)
-            pool = collect(rows, {}, ranking)
-            if settings.lexical_feedback > 0 and terms:
-                return feedback.expand(
-                    conn,
-                    sid,
-                    rows,
-                    pool,
-                    ranking,
-                    settings.lexical_feedback,
-                    lambda words, stats: reads.candidates(
-                        conn,
-                        sid,
-                        Scoring.of(dict.fromkeys(words, 1.0), stats, self._k1, self._b),
-                        filters,
-                        params,
-                        wanted,
-                    ),
-                )
-            return pool, ranking
-
-        def widen(
-            conn: Connection,
-            pool: dict[int, Candidate],
-            ranking: Ranking,
-            dense: dict[int, float],
-        ) -> None:
-            """Vector hits read back through the scope, then the best turns' neighbours."""
-            for chunk_id, similarity in dense.items():
-                if chunk_id in pool:
-                    pool[chunk_id].dense = similarity
-            missing = [i for i in dense if i not in pool]
-            for chunk_id, c in collect(
-                reads.by_ids(conn, sid, missing, filters, params), dense, ranking
-            ).items():
-                pool[chunk_id] = c
-            if reach:
-                found = reads.neighbours(conn, sid, anchors(pool), reach)
-                add_neighbours(pool, found, dense, ranking)
-
-        if dense_task is None:
-
-            def fetch(conn: Connection) -> tuple[dict[int, Candidate], Ranking]:
-                """Words alone: every read of the query in one call."""
-                pool, ranking = lexical(conn)
-                widen(conn, pool, ranking, {})
-                return pool, ranking
-
-            pool, ranking = await self._db.call(fetch)
-        else:
-            try:
-                pool, ranking = await self._db.call(lexical)
-            finally:
-                query_vector, dense = await dense_task
-            vectors = self.vectors
-            if vectors is not None and query_vector is not None and settings.dense_feedback > 0:
-                moved = await dense_extra.moved_query(
-                    vectors,
-                    sid,
-                    query_vector,
-                    pool,
-                    settings.dense_feedback,
-                    settings.dense_feedback_weight,
-                )
-                query_vector = query_vector if moved is None else moved
-                dense = await dense_extra.nearest(
-                    vectors, sid, query_vector, wanted, kind_list, exclude_paths
-                )
-            await self._db.call(lambda conn: widen(conn, pool, ranking, dense))
-            if vectors is not None and query_vector is not None and settings.turn_window_max:
-                await dense_extra.compare_all(vectors, sid, query_vector, pool)
-        return rank(pool, ranking, limit=limit, min_score=min_score)
+        return await searcher.search(sid, request, plan, day)
 
     async def session_messages(
         self, scope: ScopeKey, session_id: str, first_id: int, count: int
