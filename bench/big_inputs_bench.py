@@ -36,4 +36,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from results import recorded_main
+
+    with recorded_main("big_inputs_bench"):
+        main()

@@ -919,4 +919,7 @@ def exact_search(model: str, rows: int, runs: int, quick: bool) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from results import recorded_main
+
+    with recorded_main("embedder_bench"):
+        main()

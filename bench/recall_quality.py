@@ -540,4 +540,7 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from results import recorded_main
+
+    with recorded_main("recall_quality"):
+        main()
