@@ -1,6 +1,6 @@
-"""Scoring rules and the pure merge (seed 002 §3.4, test table §7.3), with exact numbers.
+"""Scoring rules and the pure merge (docs/decisions/0006), with exact numbers.
 
-| seed §7.3 scenario        | tests here                                                      |
+| scenario                  | tests here                                                      |
 |---------------------------|-----------------------------------------------------------------|
 | initial scores            | test_initial_scores, test_new_candidates_get_initial_scores     |
 | reinforcement             | test_reinforcement_sequence_*                                   |
@@ -69,7 +69,7 @@ from tests.support import add_candidates, believed
 
 T0 = datetime(2026, 1, 1, 9, 0, tzinfo=UTC)
 FLAT = ScoringPolicy(decay="flat")
-"""Seed 002's single 0.99 a day, which these lifecycle tests were written against."""
+"""The flat 0.99 a day, which these lifecycle tests were written against."""
 
 
 def days(n: float) -> timedelta:
@@ -944,7 +944,7 @@ def test_a_changed_number_is_an_update_not_a_reinforcement(fast_path: bool) -> N
     run = add_candidates if fast_path else (lambda e, c, n: merge(e, c, n, None))
     result = run([old], [Candidate(GRADE_4)], now)
     new = next(e for e in result.entries if e.content == GRADE_4)
-    assert only(result.entries).score == pytest.approx(0.3)  # seed 002: contradicted * 0.5
+    assert only(result.entries).score == pytest.approx(0.3)  # contradicted * 0.5
     assert only(result.entries).content == GRADE_3  # kept, readable
     assert new.score == 0.6 and new.hits == 0
     assert result.count(ChangeKind.REINFORCED) == 0

@@ -435,7 +435,7 @@ def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:
 
 def confidence(score: float, ideal: float) -> float:
     """How sure a hit is, 0..1, from its score against what a turn holding every query
-    term once would score (`ideal`): seed 001 §2.3 injects by this."""
+    term once would score (`ideal`): the injection's tiers read it."""
     if ideal <= 0 or score <= 0:
         return 0.0
     return 1.0 - math.exp(-1.6 * score / ideal)
