@@ -105,7 +105,7 @@ class PromptSettings(Section):
 
 class RecallSettings(Section):
     """Recall over the scope's memories: BM25 with context, time and fields, fused with
-    vectors when an embedder is available (docs/architecture.md, "Ranking")."""
+    vectors when an embedder is available (docs/recall.md, "Ranking")."""
 
     k1: float = setting(1.2, "BM25 term-frequency saturation.")
     b: float = setting(0.75, "BM25 length normalisation.")

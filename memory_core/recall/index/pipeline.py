@@ -222,8 +222,8 @@ def rank(
 ) -> list[Hit]:
     """Names asked about as speakers, turns with their exchange, fuse, spread over the
     context window, hand questions' ranks to their replies, weigh time and priors, put
-    entries before the turns that say what they say, diversify (docs/architecture.md,
-    "Ranking", has each step's figures)."""
+    entries before the turns that say what they say, diversify (docs/recall.md,
+    "Ranking"; docs/decisions/0007-ranking-steps.md has each step's figures)."""
     settings = ranking.settings
     if not pool:
         return []

@@ -1,7 +1,7 @@
 """Pure: from scored candidates to the ranked hits of one query.
 
-Each step is here because a measured loss showed it was needed (docs/architecture.md has
-the figures of each ablation):
+Each step is here because a measured loss showed it was needed (docs/decisions/0007-
+ranking-steps.md has the figures of each ablation):
 
 * **Fusion** of BM25 and vector similarity, reciprocal-rank or weighted, so a turn that
   shares no word with the question can still be found by meaning.
