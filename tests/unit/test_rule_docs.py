@@ -143,3 +143,39 @@ def test_readme_leads_to_contributing_and_decisions() -> None:
         text = record.read_text(encoding="utf-8")
         for part in ("Date: ", "## Context", "## Decision", "## Figures"):
             assert part in text, f"{record.name} lacks {part!r}"
+
+
+LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
+
+
+def broken_links(page: Path) -> list[str]:
+    """The relative Markdown links of `page` that lead to no file or folder."""
+    text = FENCE.sub("", page.read_text(encoding="utf-8"))
+    return [
+        target
+        for target in LINK.findall(text)
+        if "://" not in target
+        and not target.startswith("mailto:")
+        and not (page.parent / target).exists()
+    ]
+
+
+def test_links_between_the_docs_lead_somewhere() -> None:
+    pages = [
+        *sorted((REPO / "docs").rglob("*.md")),
+        REPO / "README.md",
+        REPO / "CONTRIBUTING.md",
+        REPO / "bench" / "RESULTS.md",
+    ]
+    broken = {str(p.relative_to(REPO)): links for p in pages if (links := broken_links(p))}
+    assert not broken, f"links to nothing: {broken}"
+
+
+def test_broken_links_finds_a_link_to_nothing(tmp_path: Path) -> None:
+    (tmp_path / "there.md").write_text("x\n", encoding="utf-8")
+    page = tmp_path / "page.md"
+    page.write_text(
+        "[a](there.md) [b](gone.md#part) [c](https://example.org/x)\n```\n[d](no.md)\n```\n",
+        encoding="utf-8",
+    )
+    assert broken_links(page) == ["gone.md"]
