@@ -6,7 +6,7 @@ input its entry point accepts (testkit/big_inputs.py, the driver
 tests/reliability/test_big_inputs.py runs too). It prints, per case, the process's peak
 RSS above its idle peak (`ru_maxrss`), the seconds the input took and how much the
 workspace's files grew by it.
-docs/architecture.md states the bound these stay within (≤ 300 MB above idle).
+docs/recall.md ("Big inputs") states the bound these stay within (≤ 300 MB above idle).
 """
 
 from __future__ import annotations
@@ -36,4 +36,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from results import recorded_main
+
+    with recorded_main("big_inputs_bench"):
+        main()

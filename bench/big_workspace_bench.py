@@ -431,4 +431,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from results import recorded_main
+
+    with recorded_main("big_workspace_bench"):
+        main()

@@ -272,4 +272,7 @@ def report(trees: list[Tree], names: list[str], runs: int, wall: float, cpu: flo
 
 
 if __name__ == "__main__":
-    main()
+    from results import recorded_main
+
+    with recorded_main("cli_bench"):
+        main()

@@ -17,7 +17,7 @@ What is measured:
   and 10 000 entries (median of >= 5 runs);
 * the Layer 1 snapshot's build (rank the Active entries, allocate, render) over 100,
   1 000 and 10 000 entries, and one Layer 3 event-log append with its fsync;
-* seed 001's consolidation over 100 and 10 000 entries of four classes: the pure
+* the consolidation over 100 and 10 000 entries of four classes: the pure
   decisions (verify beliefs, plan and apply summaries) and a whole run of every phase
   through `core.consolidation.run` (files written), then a second run;
 * MEMORY.md load (read + parse) and save (render + atomic write, and the store's
@@ -317,7 +317,7 @@ def bench_merge(quick: bool) -> list[Row]:
 
 def bench_layers(root: Path, quick: bool) -> list[Row]:
     """Layer 1: ranking the entries and building the snapshot (pure, what a rebuild
-    computes; the seed's snapshot is ~690 tokens); Layer 3: one event-log append."""
+    computes); Layer 3: one event-log append."""
     rows: list[Row] = []
     repeats = 3 if quick else 9
     now = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
@@ -386,7 +386,7 @@ def consolidation_decisions(entries: list[MemoryEntry], now: datetime) -> int:
 
 
 async def bench_consolidation(root: Path, quick: bool) -> list[Row]:
-    """Seed 001's consolidation: the pure decisions, then a whole run of every phase
+    """The consolidation: the pure decisions, then a whole run of every phase
     through MemoryCore (decay, filter and extract over 20 logged inputs, verify,
     summarize, snapshot; files written), on a fresh scope each round, and a second run
     over its result (nothing left to do)."""
@@ -530,7 +530,7 @@ async def main_async(quick: bool) -> None:
     print_rows("merge + decay (pure functions, entries decayed 30 days ahead)", merge_rows)
     print_rows("MEMORY.md load and save", file_rows)
     print_rows("Layer 1 snapshot and Layer 3 event log", layer_rows)
-    print_rows("consolidation (seed 001's phases; entries of four classes)", consolidation_rows)
+    print_rows("consolidation (every phase; entries of four classes)", consolidation_rows)
 
 
 def main() -> None:
@@ -541,4 +541,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from results import recorded_main
+
+    with recorded_main("core_bench"):
+        main()

@@ -3,7 +3,7 @@
 Run `python bench/embedder_bench.py [--quick] [--rows N] [--part load --tree DIR]`. Not a
 test: it prints figures and never asserts on wall-clock time. Nothing is downloaded: the
 models' weights ship in their packages, and MADial-Bench is read from
-`../shared/datasets/madial-bench`.
+its folder beside the repository (`MADIAL`).
 
 Part 0 (`--part load`), what a command or a restart waits for: the cold load of each local
 model, each run in a fresh process (`.pyc` files written by a warm-up run, as a user's
@@ -521,4 +521,7 @@ def exact_search(model: str, rows: int, runs: int, quick: bool) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from results import recorded_main
+
+    with recorded_main("embedder_bench"):
+        main()

@@ -268,4 +268,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from results import recorded_main
+
+    with recorded_main("pg_scale_bench"):
+        main()

@@ -276,4 +276,7 @@ def _sqlite() -> str:
 
 
 if __name__ == "__main__":
-    main()
+    from results import recorded_main
+
+    with recorded_main("recall_bench"):
+        main()

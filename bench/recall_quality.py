@@ -21,13 +21,13 @@ the local model (15 s with `--set embedding.provider=none`).
   anchored on an evidence turn when it ranks that turn; it shows one when the turn's text
   is inside the hit (speaker and time prefixes stripped) or a line of the hit of 20+
   characters is inside the turn.
-* LoCoMo's public development split (`--locomo DIR`, default
-  ../shared/datasets/locomo-dev; read from there, never copied): five long conversations
+* LoCoMo's public development split (`--locomo DIR`, by default
+  a folder beside the repository; read from there, never copied): five long conversations
   between two people, stored by the protocol of its README (`testkit/quality/locomo.py`:
   a group scope, every turn through `core.conversation.turn`, the bot's scheduler on a
   simulated clock, default configuration), asked one day after the last session; by
   category (single, multi, temporal, open). The yardstick that counts.
-* MADial-Bench (`--madial DIR`, default ../shared/datasets/madial-bench): memories as
+* MADial-Bench (`--madial DIR`, by default a folder beside the repository): memories as
   dated long-term entries, one scope per user, scored on `relevant-id`; beside it the
   published embedding baselines (`bench/data/madial_published.json`), scored the same way.
 * `pooled-zh` (`testkit/quality/pooled.py`): many people's short Chinese messages in ONE
@@ -540,4 +540,7 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from results import recorded_main
+
+    with recorded_main("recall_quality"):
+        main()

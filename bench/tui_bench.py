@@ -168,4 +168,8 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from results import recorded_main
+
+    with recorded_main("tui_bench"):
+        status = main()
+    raise SystemExit(status)

@@ -228,7 +228,7 @@ class Lifecycle:
 
     @property
     def consolidation(self) -> Consolidator:
-        """Seed 001's consolidation phases (decay, filter, extract, verify, summarize,
+        """The consolidation phases (decay, filter, extract, verify, summarize,
         snapshot), resumable and idempotent; built at its first use (services.LateParts)."""
         return self._open.late.consolidation()
 

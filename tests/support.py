@@ -224,7 +224,7 @@ def candidate(
 
 
 FACT_DAY = math.exp(-0.008)
-"""What a day past the grace period multiplies a fact's score by (seed 001's lambda 0.008)."""
+"""What a day past the grace period multiplies a fact's score by (a fact's lambda, 0.008)."""
 
 
 def believed(ids: list[str], scores: dict[str, float]) -> str:

@@ -21,7 +21,7 @@ over the labelled Chinese sets and MADial-zh (666 question/evidence pairs) finds
 question word whose characters the evidence holds in a row but not as a term. The one
 recurring mismatch, reduplication (舅舅 / 我舅, 画画 / 画), was tried as a rule (妈妈 also
 gives 妈) and cost BM25 0.3-0.4 points on both Chinese sets for no gain (docs/
-architecture.md, "Variants tried").
+decisions/0003-tokenizer.md).
 """
 
 from __future__ import annotations

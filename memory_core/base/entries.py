@@ -26,11 +26,11 @@ CATEGORIES: tuple[str, ...] = (
     "skill_usage",
     "todo",
 )
-"""The seed's categories; files may carry others (a person may invent one), which are kept."""
+"""The built-in categories; files may carry others (a person may invent one), which are kept."""
 
 
 class MemoryClass(StrEnum):
-    """How a memory ages (seed 001 §1.4, §1.7): each class has its own decay rate."""
+    """How a memory ages : each class has its own decay rate."""
 
     FACT = "fact"
     """Stable knowledge about the user or the world; fades slowest (~87-day half-life)."""
@@ -50,7 +50,7 @@ class Granularity(StrEnum):
 
 
 CATEGORY_CLASSES: dict[str, MemoryClass] = {category: MemoryClass.FACT for category in CATEGORIES}
-"""The class an entry has when nothing gave it one. Every seed 002 category is durable
+"""The class an entry has when nothing gave it one. Every built-in category is durable
 knowledge about the user (an "experience" is 经验/处理流程, a procedure learned, not a
 thing that happened; a todo is archived by its expiry, not by fading), so each is a fact,
 and so is a category a person invented: the slow rate loses nothing by surprise. Beliefs
@@ -229,7 +229,7 @@ def build_entry(fields: EntryFields) -> MemoryEntry:
 
 
 def new_entry_id(taken: Container[str] = frozenset()) -> str:
-    """Short random hex id like the seed's `a1b2c3`, widened to 8 digits, never reused.
+    """Short random hex id like `a1b2c3`, widened to 8 digits, never reused.
 
     `taken` only needs `in`: merge passes its dict's keys rather than copying them."""
     while True:

@@ -1,4 +1,5 @@
-"""The scoring policy: the numbers of a memory's lifecycle (seed 002 §3.4; seed 001 §1.7).
+"""The scoring policy: the numbers of a memory's lifecycle
+(docs/decisions/0006-scoring-and-decay.md).
 
 Settings, not rules: the `[scoring]` section takes its defaults from `DEFAULT_POLICY`,
 and the pure rules (`longterm/scoring.py`) take a policy. Kept apart from those rules so
@@ -19,19 +20,19 @@ CLASS_DECAY: dict[str, float] = {
     MemoryClass.SUMMARY: 0.025,
     MemoryClass.EVENT: 0.15,
 }
-"""Seed 001 §1.7's daily decay constants: a day multiplies the score by exp(-lambda)."""
+"""The per-class daily decay constants: a day multiplies the score by exp(-lambda)."""
 
 
 class DecayMode(StrEnum):
     CLASS = "class"
-    """Each memory class at its own rate (seed 001)."""
+    """Each memory class at its own rate."""
     FLAT = "flat"
-    """Every entry at `daily_decay` (seed 002)."""
+    """Every entry at `daily_decay`."""
 
 
 @dataclass(frozen=True, slots=True)
 class ScoringPolicy:
-    """The numbers of the lifecycle; the defaults are the seeds', written only here: the
+    """The numbers of the lifecycle; the defaults are written only here: the
     `[scoring]` section (config/memory.py) takes its defaults from these."""
 
     reinforce_rate: float = 0.2
@@ -46,7 +47,7 @@ class ScoringPolicy:
     class_decay: dict[str, float] = field(default_factory=lambda: dict(CLASS_DECAY))
     """Per-class lambda (`exp(-lambda)` a day) in the "class" mode."""
     belief_contradict_factor: float = 0.5
-    """A contradicted belief's confidence is multiplied by this (seed 001 Phase 4b)."""
+    """A contradicted belief's confidence is multiplied by this."""
     _factors: dict[str, float] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:

@@ -44,7 +44,7 @@ class Hit:
     created_at: datetime | None
     ref: str | None = None
     confidence: float = 0.0
-    """0..1: how sure the ranking is that this hit answers the query (seed 001 §2.3)."""
+    """0..1: how sure the ranking is that this hit answers the query (the injection's tiers read it)."""
     anchor: int | None = None
     """The first line of the chunk the ranking scored (the turn a hit stands for; the
     lines around it are context). None when the hit is that chunk alone."""

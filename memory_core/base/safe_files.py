@@ -1,5 +1,5 @@
 """The workspace is a boundary: the only ways the product opens, lists, makes and replaces
-files and folders under a workspace root (docs/architecture.md §Files).
+files and folders under a workspace root (docs/formats.md, "Files").
 
 A path is refused when it resolves outside the root (a symlink anywhere along it that
 leads out, a hard-to-see one in a parent folder included); a link inside that points

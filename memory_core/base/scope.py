@@ -211,7 +211,7 @@ class InboundContext:
 def resolve_scope(
     ctx: InboundContext, dm_scope: DmScope | str = DmScope.MAIN, *, topic_scope: bool = False
 ) -> ScopeKey:
-    """Map an inbound message to its scope (the table in docs/architecture.md §Scopes).
+    """Map an inbound message to its scope (the table in docs/formats.md, "Scopes").
     Every id the key is made of is normalised (`normalise_id`) first; one with a
     control, text-direction or invisible format character is refused (`ScopeError`)."""
     mode = DmScope(dm_scope)

@@ -1,72 +1,24 @@
 """Text analysis shared by the BM25 index, the query side and the UI.
 
-One function, :func:`tokenize`, produces the terms for both documents and queries,
-so every rule here is symmetric by construction.  The choices below were made by
-measurement with ``bench/tokenizer_bench.py`` (figures from one core, Python 3.11):
+One function, `tokenize`, makes the terms of documents and queries alike, so every
+rule here is symmetric by construction and a query word meets the same word stored.
+Han runs are cut by rjieba in search mode with the HMM off: search mode gives a long
+word's dictionary sub-words too, so a short query word finds the long document word,
+and the HMM's guesses depend on the surrounding text, which would break that symmetry.
+Single Han characters are whole words in chat and are kept (less stopwords); numbers
+are kept as written and split at separators; Latin words are NFKC-folded, lowercased,
+stripped of diacritics and Snowball-stemmed; kana runs of two or more are kept;
+Hangul words are kept whole; closed compounds add their joined form
+(`memory_core.base.compounds`). Every term is lowercase `str.isalnum()` text that
+SQLite FTS5's `unicode61` splits back into exactly itself (the 21 letters its tables
+call separators are separators here too). rjieba was chosen over jieba for the same
+segmentation at several times the speed; the figures behind each choice are in
+docs/decisions/0003-tokenizer.md and bench/RESULTS.md ("tokenizer_bench").
 
-* **Segmenter: rjieba, not jieba.**  Both ship the same dictionary and HMM; on
-  the bench sample (6 000 seeded bilingual chat sentences) they segment 100 % of
-  the Han runs identically in precise, HMM and search mode.  The only difference
-  we found is outside the sample: with the HMM on, rjieba glues unknown CJK
-  Extension A/B ideographs together (``𠀀㐀``) where jieba splits them; we run
-  with the HMM off, where they agree.  rjieba builds its dictionary in ~0.15 s
-  versus ~1.4 s for jieba (and writes no ``/tmp/jieba.cache``), segments ~5 M
-  chars/s versus ~0.3-0.6 M, and the whole :func:`tokenize` pipeline runs at
-  ~1.4-1.8 M chars/s with rjieba (~25-30 k 60-character chunks/s) versus ~0.2 M
-  with jieba, which would miss the index's 15 k chunks/s.  jieba is therefore
-  not imported at run time (only the bench uses it), so none of its logging
-  or import-time warnings can surface.
-* **Search mode (``cut_for_search``) on both sides.**  It emits the precise-mode
-  word *and* the dictionary sub-words of long words (``数据库`` -> ``数据``,
-  ``据库``, ``数据库``; ``北京大学`` -> ``北京``, ``大学``, ``北京大学``).  Because
-  the query goes through the same function, a short query word is among the
-  sub-words of the longer document word, while a long query word expands into
-  sub-words that all occur in a document containing it, so BM25 still ranks
-  the exact compound first.  On the bench's labelled retrieval set (26
-  memories among ~1 900 distractors, rank_bm25) search mode reaches MRR 0.88 /
-  hit@5 1.00 against 0.63 / 0.69 for precise mode.
-* **HMM off.**  jieba's HMM glues unknown character pairs into "new words"
-  (``我养了一只猫`` -> ``我养``), which depends on the surrounding context and
-  so breaks query/document symmetry; with it on, MRR drops to 0.83.  Off is
-  also faster.
-* **Single Han characters are kept** unless they are stopwords: ``猫``, ``茶``,
-  ``车`` are whole words in chat, and a one-character query would otherwise
-  produce no term at all (dropping them left 2 of 26 bench queries empty and
-  hit@5 fell from 1.00 to 0.92).  Stopwords (的 了 是 我 ...) are dropped.
-* **Numbers** are kept as written; separators split them, so ``3.11`` gives
-  ``3`` and ``11`` (FTS5's unicode61 tokenizer would split it the same way, and
-  ``311`` would collide with the number 311).  Digits glued to letters stay one
-  token (``python3``, ``h264``).
-* **Latin words** are NFKC-normalised, lowercased, stripped of Latin diacritics
-  (``café`` -> ``cafe``; what FTS5's default ``remove_diacritics`` does, so the
-  terms are fixed points of every unicode61 setting) and stemmed with Snowball
-  English (Porter2) when they are pure ASCII letters.  Other scripts are only
-  lowercased; Hangul words are kept whole (Korean separates words with spaces).
-* **Kana**: katakana and hiragana runs are split from each other and from Han,
-  kept whole when at least two characters long (``データベース``); lone kana are
-  almost always particles (は が を に) and are dropped.
-* **Compounds** (:mod:`memory_core.base.compounds`): "road trip", "road-trip" and
-  "roadtrip" all hold the term ``roadtrip`` (two adjacent words spelling a listed closed
-  compound, or a hyphenated chain of letters, add the joined word). Only that term is
-  added: the parts of a closed word are not. The cost: tokenizing LoCoMo's English turns takes
-  ~25 % longer (a set lookup a word, ~70 000 turns/s on one core), the labelled
-  Chinese turns ~10 % (~86 000/s); the word list loads in ~3-10 ms, at the first Latin
-  text.
-
-A change to what this module returns moves :data:`TOKENIZER_VERSION`: stored indexes
-are tokenized again at their next open.
-
-Every term consists only of characters for which ``str.isalnum()`` is true and is
-lowercase, so joining terms with spaces and feeding them to SQLite FTS5's
-`unicode61` tokenizer yields exactly the same terms.  The 21 letters that
-Python's newer Unicode tables call alphanumeric but SQLite's tables treat as
-separators (New Tai Lue vowel signs, two Vedic signs) are treated as separators
-here as well (found by checking every code point against SQLite 3.40.1).
-
-The dictionary is loaded lazily (see `warm_up` / `ensure_loaded`),
-never at import time, so importing this module cannot stall an event loop, and only
-for text that has a Han run: Latin, kana and Hangul text is tokenized without it, so a
-command that never meets Chinese never pays its ~0.1-0.15 s (`bench/cli_bench.py`).
+A change to what this module returns moves `TOKENIZER_VERSION`: stored indexes are
+tokenized again at their next open. The dictionary is loaded lazily (`warm_up`,
+`ensure_loaded`), never at import, and only for text with a Han run, so importing this
+module cannot stall an event loop and a command that never meets Chinese never loads it.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Where a scope's files live, and the one place that decides what a scope may read.
 
-Layout (docs/architecture.md §Files): the main scope keeps `MEMORY.md` and `memory/` at the
+Layout (docs/formats.md, "Files"): the main scope keeps `MEMORY.md` and `memory/` at the
 workspace root; every other scope keeps the same roles under `memory/scopes/<slug>/`, with
 `LONG_TERM.md` in place of `MEMORY.md`.
 

@@ -105,7 +105,7 @@ class PromptSettings(Section):
 
 class RecallSettings(Section):
     """Recall over the scope's memories: BM25 with context, time and fields, fused with
-    vectors when an embedder is available (docs/architecture.md, "Ranking")."""
+    vectors when an embedder is available (docs/recall.md, "Ranking")."""
 
     k1: float = setting(1.2, "BM25 term-frequency saturation.")
     b: float = setting(0.75, "BM25 length normalisation.")
@@ -117,7 +117,7 @@ class RecallSettings(Section):
     max_hits: int = setting(
         0,
         "At most this many hits are injected; 0 lets the kind of question decide "
-        "(precise 8, topic 13, broad 18; seed 001) within the token budget.",
+        "(precise 8, topic 13, broad 18) within the token budget.",
     )
     token_budget: int = setting(2048, "Token budget of the injected block.")
     hit_chars: int = setting(300, "Each injected hit is cut at this length.")
@@ -298,7 +298,7 @@ def parse_hours(text: str) -> tuple[time, time] | None:
 
 def within_hours(hours: str, now: time) -> bool:
     """Whether local `now` falls in `hours` (`HH:MM-HH:MM`, wrapping past midnight when the
-    end comes first); never for empty or unreadable hours. Seed 001 §1.8: the quiet period
+    end comes first); never for empty or unreadable hours. The quiet period
     is time without messages outside the active hours."""
     parsed = parse_hours(hours) if hours else None
     if parsed is None:

@@ -1,2 +1,2 @@
-"""Seed 001's consolidation phases: the pure decisions (`phases.py`) and the resumable
+"""The consolidation phases: the pure decisions (`phases.py`) and the resumable
 run with its per-scope state (`consolidator.py`)."""

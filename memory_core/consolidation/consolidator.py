@@ -1,4 +1,4 @@
-"""Runs seed 001's consolidation phases over a scope, resumably.
+"""Runs the consolidation phases over a scope, resumably.
 
 Each phase decides with the pure functions of `memory_core.consolidation.phases` and writes with
 one locked, atomic rewrite of the long-term file; what a phase hands to the next (event

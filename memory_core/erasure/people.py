@@ -1,8 +1,8 @@
 """Whose data an erasure takes: pure rules, no I/O.
 
 A person is `CHANNEL:ID` as the platform names them (`telegram:42`). Their direct
-chats are the scopes keyed by that id under every `dm_scope` (docs/architecture.md
-§Scopes): `peer:ID` (per-peer: the id alone, whichever channel), `CHANNEL:peer:ID`
+chats are the scopes keyed by that id under every `dm_scope` (docs/formats.md,
+"Scopes"): `peer:ID` (per-peer: the id alone, whichever channel), `CHANNEL:peer:ID`
 and `CHANNEL:ACCOUNT:peer:ID`. In a group scope (`group:CHANNEL:…`) a message keeps
 its sender's platform id beside the name the platform showed (`messages.speaker_id`,
 and `speaker_id` in an event-log input), and their lines are found by that id,

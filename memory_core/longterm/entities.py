@@ -1,5 +1,5 @@
-"""Entities named in a scope's memories: people, pets, places, workplaces, projects (seed
-001 §1.4 `entities/`), found offline by rules in English and Chinese, in the first person
+"""Entities named in a scope's memories: people, pets, places, workplaces, projects,
+found offline by rules in English and Chinese, in the first person
 ("my dog Rex", "我的猫叫小橘") and in the third person extraction writes memories in ("the
 user's dog Rex", "用户的猫叫小橘"), with the aliases a person uses for them, the memories
 that mention them and how they relate to the user.

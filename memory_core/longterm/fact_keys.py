@@ -14,7 +14,7 @@ the values' one writing (`values.canonical`: "at 7" = "at 07:00", 三 = 3 = thre
 * otherwise different numbers, dates (month, weekday and day words), a different count of
   negations or another value of a single-valued attribute (`values.slots`: where one
   lives or works) make the new text an UPDATE of the old one: it is added and the old one
-  is contradicted (seed 002's rule);
+  is contradicted (score × 0.5);
 * otherwise it RESTATES the old one, which is reinforced.
 
 Texts too short for their bigrams to be alike ("我儿子上三年级" / "四年级") are paired by

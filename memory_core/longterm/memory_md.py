@@ -1,7 +1,7 @@
-"""The MEMORY.md format (seed 002 §2.3, §8.2): what its parser and renderer agree on.
+"""The MEMORY.md format (docs/formats.md): what its parser and renderer agree on.
 
-The header line stays exactly the seed's `### [id] category | score | last_activated | hits`;
-what the seed has no room for rides in one `<!-- chatmem: {json} -->` line under it. The
+The header line stays exactly `### [id] category | score | last_activated | hits`;
+what it has no room for rides in one `<!-- chatmem: {json} -->` line under it. The
 parser is tolerant: a block it cannot read is returned verbatim as quarantined, never lost,
 and rendered back in a `## Quarantined Blocks` section until a person fixes it.
 

@@ -42,7 +42,7 @@ def _exact_text(content: str) -> str | None:
 
 
 def _labels(entry: MemoryEntry) -> list[tuple[str, str]]:
-    """The seed 001 labels an entry carries explicitly, then who said it in a group
+    """The labels (class, granularity, confidence, ...) an entry carries explicitly, then who said it in a group
     (`speaker`, and `claim_on` for another member's claim), in the order they are
     written; an entry without them (every file older than them) renders exactly as
     before."""

@@ -1,4 +1,4 @@
-"""Pure merge of extracted candidates into the long-term store (seed 002 §3.3–3.4).
+"""Pure merge of extracted candidates into the long-term store (docs/lifecycle.md).
 
 `merge` takes what is on disk, what the model (or the heuristic extractor) proposed and the
 time, and returns the new entries plus every change made, so callers can persist, audit

@@ -1,16 +1,16 @@
-"""Pure scoring rules (seed 002 §3.4, §8.4; seed 001 §1.6–1.7). No I/O, no clock.
+"""Pure scoring rules (docs/decisions/0006-scoring-and-decay.md). No I/O, no clock.
 
-One formula reconciles the two seeds. An entry's lifecycle score `s` starts at its
-importance's value and follows seed 002: reinforcement `s + (1 - s) * 0.2` (and the grace
+One formula holds the class rates and the flat rate. An entry's lifecycle score `s` starts at its
+importance's value: reinforcement `s + (1 - s) * 0.2` (and the grace
 period restarts), contradiction `s * 0.5`, Archived below 0.2, forgotten below 0.05. Between
 activations it decays as
 
     s(t) = s(t0) * f ** (d(t) - d(t0)),   d(t) = max(0, whole days since activation - grace)
 
-where the daily factor `f` is seed 001's per class, `exp(-lambda)` with lambda fact 0.008,
-belief 0.07, summary 0.025, event 0.15 (half-lives of about 87, 10, 28 and 5 days), or seed
-002's single 0.99 when `scoring.decay = "flat"`. A `scoring.category_decay` factor overrides
-either for the entries whose class comes from their category. Ranking (seed 001 §1.6) is a
+where the daily factor `f` is per class, `exp(-lambda)` with lambda fact 0.008,
+belief 0.07, summary 0.025, event 0.15 (half-lives of about 87, 10, 28 and 5 days), or a
+single 0.99 when `scoring.decay = "flat"`. A `scoring.category_decay` factor overrides
+either for the entries whose class comes from their category. Ranking is a
 separate figure built on `s`: see `rank_terms`.
 """
 
@@ -58,7 +58,7 @@ def contradict(score: float, policy: ScoringPolicy = DEFAULT_POLICY) -> float:
 
 
 def effective_days(last_activated: datetime, when: datetime, grace_days: int) -> int:
-    """Whole days of decay accrued by `when` (the seed's `max(0, days - 7)`)."""
+    """Whole days of decay accrued by `when` (`max(0, days - 7)` with the default grace)."""
     return max(0, (when - last_activated).days - grace_days)
 
 
@@ -73,7 +73,7 @@ def decayed_score(
     """Score at `when` given the score at `scored_at`.
 
     Decay counts only the days accrued between the two instants, so repeated merges do not
-    compound the seed's formula: decaying to t1 then to t2 equals decaying straight to t2.
+    compound: decaying to t1 then to t2 equals decaying straight to t2.
     """
     days = effective_days(last_activated, when, grace_days) - effective_days(
         last_activated, scored_at, grace_days
@@ -142,7 +142,7 @@ def projection(
 
 
 def expire(entry: MemoryEntry, policy: ScoringPolicy = DEFAULT_POLICY) -> MemoryEntry:
-    """An expired todo is pushed below the archive line and flagged (seed 002 Phase 1.5)."""
+    """An expired todo is pushed below the archive line and flagged."""
     lowered = min(entry.score, max(policy.forget_below, policy.archive_below - 0.01))
     return entry.with_(score=lowered, archived=ArchiveReason.EXPIRED)
 
@@ -160,7 +160,7 @@ IMPORTANCE_BONUS: dict[Importance, float] = {
 
 @dataclass(frozen=True, slots=True)
 class RankTerms:
-    """Seed 001 §1.6's ranking score, term by term, so a view can show why an entry ranks
+    """The ranking score, term by term, so a view can show why an entry ranks
     where it does: `base * decay + access + importance`."""
 
     base: float
@@ -205,7 +205,7 @@ def terms_at(entry: MemoryEntry, current: float) -> RankTerms:
 
 
 def contradict_belief(entry: MemoryEntry, policy: ScoringPolicy = DEFAULT_POLICY) -> MemoryEntry:
-    """A belief a later fact contradicts loses confidence; its score follows seed 002."""
+    """A belief a later fact contradicts loses confidence; its score follows the lifecycle."""
     lowered = confidence_of(entry) * policy.belief_contradict_factor
     return entry.with_(confidence=round(lowered, 4))
 

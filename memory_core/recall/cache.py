@@ -1,4 +1,4 @@
-"""Seed 001 §2.4's session-level recall cache (TTL 30 minutes).
+"""The session-level recall cache (TTL 30 minutes).
 
 A chat turn, the TUI's refresh and a tool call may ask the same recall again within
 moments; the answer only changes when the scope is written to, so an entry stands while

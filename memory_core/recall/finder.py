@@ -170,7 +170,7 @@ class Finder:
         words weighing less), over every kind of memory, the messages of earlier sessions
         included and the current session's (already in the prompt) left out, with
         `recall.min_score`; as many hits as the query's kind
-        allows and the token budget holds (seed 001 §2.2). So its hits are the first of
+        allows and the token budget holds. So its hits are the first of
         the same search's, less the weak ones. A repeat of the same recall in the session
         within `recall.cache_minutes`, with nothing written since, is answered from cache.
         """

@@ -48,7 +48,7 @@ class Injection:
 
 HIGH_CONFIDENCE = 0.8
 LOW_CONFIDENCE = 0.5
-"""Seed 001 §2.3: above 0.8 a hit is injected plain, from 0.5 with its source tag, below
+"""The confidence tiers: above 0.8 a hit is injected plain, from 0.5 with its source tag, below
 0.5 only as a pointer the model can open with memory_get."""
 
 

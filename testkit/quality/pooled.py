@@ -6,7 +6,7 @@ hundreds to thousands of messages in one scope, texts that nearly repeat across
 people), built at run time from public material already in the project and never
 copied into it:
 
-* MADial-Bench zh (`../shared/datasets/madial-bench/zh`): every memory of its users
+* MADial-Bench zh (its `zh` folder, outside the repository): every memory of its users
   (Bart, Lisa) becomes a message that user sent on the memory's day (one session per
   user and day, from 12:00 for Bart and 13:00 for Lisa, a minute apart); each dialogue
   becomes a question: its pending line (`Dialogue.query`), wanting the memories the

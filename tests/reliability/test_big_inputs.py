@@ -17,7 +17,7 @@ from testkit.big_inputs import measure, sizes
 
 BOUND_MIB = 300
 """Peak RSS above the process's idle peak for the largest accepted input
-(docs/architecture.md, "Big inputs")."""
+(docs/recall.md, "Big inputs")."""
 
 pytestmark = [pytest.mark.storage, pytest.mark.dense, pytest.mark.timeout(900)]
 

@@ -1,4 +1,4 @@
-"""Archive runs (seed 000 §触发与归档) with a ManualClock: pending before any work, age
+"""Archive runs with a ManualClock: pending before any work, age
 buckets and the month-boundary example, slug rules, backoff and the backlog event,
 trigger rules, monthly summaries hiding daily ones, offline summaries, and the index."""
 

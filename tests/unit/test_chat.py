@@ -1,4 +1,4 @@
-"""The chat engine end to end through the fake OpenAI server (seed 002 §3, §5, §7.4, §7.5):
+"""The chat engine end to end through the fake OpenAI server:
 what the model sees in a turn, recall intent, the tool loop, failures, offline mode,
 explicit remember/forget, `/new` extraction and its retries, accumulation over sessions,
 the full lifecycle, and flush before compaction."""

@@ -1,4 +1,4 @@
-"""Seed 001's consolidation phases: the pure decisions, then the resumable, idempotent run
+"""The consolidation phases: the pure decisions, then the resumable, idempotent run
 over a real workspace (both storage backends), offline and with a model."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""MemoryCore, the async facade, driven with a ManualClock (seed 002 §7.4 where it applies)."""
+"""MemoryCore, the async facade, driven with a ManualClock."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Extraction (seed 002 §3.2, §7.2): the model call, its tolerant parsing, the 50-line
+"""Extraction: the model call, its tolerant parsing, the 50-line
 summary of existing memories, the offline heuristic and explicit remember/forget."""
 
 from __future__ import annotations

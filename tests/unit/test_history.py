@@ -1,4 +1,4 @@
-"""Session history caps (seed 000 §history.json): the soft cap drops the oldest archived
+"""Session history caps: the soft cap drops the oldest archived
 messages first and never an unarchived or pending one; past the hard cap (messages or
 bytes) the overflow is reported, recorded as a `history_overflow` event and an archive is
 forced."""

@@ -1,5 +1,5 @@
-"""Memory classes (seed 001 §1.4, §1.7): each decays at its own rate under seed 002's rules,
-and the ranking score (§1.6) is built from visible terms."""
+"""Memory classes: each decays at its own rate under the lifecycle's rules,
+and the ranking score is built from visible terms."""
 
 from __future__ import annotations
 
@@ -96,7 +96,7 @@ def test_confidence_defaults_by_class() -> None:
     assert confidence_of(entry(MemoryClass.BELIEF, confidence=0.9)) == 0.9
 
 
-# --- decay per class: the seed's 30/90/180-day simulations --------------------------------
+# --- decay per class: 30/90/180-day simulations -------------------------------------------
 
 
 @pytest.mark.parametrize("memory_class", list(MemoryClass))
@@ -232,7 +232,7 @@ def test_a_contradicted_belief_loses_confidence_a_fact_does_not() -> None:
     assert rank_terms(got["b"], T0).total < rank_terms(got["f"], T0).total
 
 
-# --- ranking score (seed 001 §1.6) -------------------------------------------------------
+# --- ranking score ------------------------------------------------------------------------
 
 
 def test_rank_is_base_times_decay_plus_bonuses() -> None:
@@ -274,7 +274,7 @@ def test_labels_ride_in_the_metadata_comment_and_round_trip() -> None:
     )
     text = render_memory([e], now=T0)
     header = next(line for line in text.splitlines() if line.startswith("### "))
-    assert header == "### [e1] fact | 0.60 | 2026-03-01 | 0"  # seed 002's header, unchanged
+    assert header == "### [e1] fact | 0.60 | 2026-03-01 | 0"  # the header line, unchanged
     assert '"memory_class": "belief"' in text
     assert '"granularity": "atomic"' in text
     assert '"importance": "low"' in text

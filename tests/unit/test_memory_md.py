@@ -1,10 +1,10 @@
-"""MEMORY.md parse/render (seed 002 §2.3, test table §7.1).
+"""MEMORY.md parse/render (docs/formats.md, "MEMORY.md").
 
-| seed §7.1 scenario          | tests here                                                   |
+| scenario                    | tests here                                                   |
 |-----------------------------|--------------------------------------------------------------|
 | parse the normal format     | test_parse_seed_example_fields                               |
 | empty / missing file        | test_empty_text_*, test_missing_file_*                       |
-| one broken block            | test_broken_block_is_quarantined_verbatim (seed: skip+warn;  |
+| one broken block            | test_broken_block_is_quarantined_verbatim (not skipped:      |
 |                             | we keep it verbatim instead)                                 |
 | save -> load round trip     | test_round_trip_* (hypothesis)                               |
 | .bak before write           | tests/unit/test_store_io.py                                  |
@@ -59,7 +59,7 @@ def section_of(text: str, entry_id: str) -> str:
     raise AssertionError(f"{entry_id} not rendered")
 
 
-# --- parsing the seed's format -----------------------------------------------------------
+# --- parsing the format -----------------------------------------------------------------
 
 
 def test_parse_seed_example_fields() -> None:

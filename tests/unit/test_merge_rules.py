@@ -59,7 +59,7 @@ def test_a_changed_number_is_an_update_not_a_reinforcement(fast_path: bool) -> N
     run = add_candidates if fast_path else (lambda e, c, n: merge(e, c, n, None))
     result = run([old], [Proposal(GRADE_4)], now)
     new = next(e for e in result.entries if e.content == GRADE_4)
-    assert only(result.entries).score == pytest.approx(0.3)  # seed 002: contradicted * 0.5
+    assert only(result.entries).score == pytest.approx(0.3)  # contradicted: × 0.5
     assert only(result.entries).content == GRADE_3  # kept, readable
     assert new.score == 0.6 and new.hits == 0
     assert result.count(ChangeKind.REINFORCED) == 0

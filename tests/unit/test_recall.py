@@ -233,7 +233,7 @@ def test_block_keeps_the_ranking_order_whatever_the_kind() -> None:
 
 
 def test_confidence_decides_the_form_of_each_line() -> None:
-    """Seed 001 §2.3: above 0.8 plain, 0.5 to 0.8 with its source, below 0.5 a pointer."""
+    """The injection tiers: above 0.8 plain, 0.5 to 0.8 with its source, below 0.5 a pointer."""
     hits = [
         hit("user's cat is called Mochi", ChunkKind.LONG_TERM, 3.0, confidence=0.9),
         hit("vet visit for Mochi on Friday", ChunkKind.DAILY, 2.0, line=7, confidence=0.6),

@@ -305,7 +305,7 @@ async def test_stop_waits_for_a_turn_whose_caller_stopped_waiting(core: MemoryCo
 async def test_quiet_consolidation_waits_for_the_active_hours_to_end(
     workspace: Path, clock: ManualClock
 ) -> None:
-    """Seed 001 §1.8: the quiet period is 20 minutes without messages *and* outside the
+    """The quiet period is 20 minutes without messages *and* outside the
     active hours (here 08:00-23:00 UTC; START is 12:00)."""
     config = offline_config(workspace)
     config = config.model_copy(

@@ -1,5 +1,5 @@
 """`base/safe_files.py`: the workspace boundary's rules, and the source rule that every
-module opens workspace files through it (docs/architecture.md §Files)."""
+module opens workspace files through it (docs/formats.md, "Files")."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""Scoring rules and the pure merge (seed 002 §3.4, test table §7.3), with exact numbers.
+"""Scoring rules and the pure merge (docs/decisions/0006), with exact numbers.
 
-| seed §7.3 scenario        | tests here                                                      |
+| scenario                  | tests here                                                      |
 |---------------------------|-----------------------------------------------------------------|
 | initial scores            | test_initial_scores, test_new_candidates_get_initial_scores     |
 | reinforcement             | test_reinforcement_sequence_*                                   |
@@ -48,7 +48,7 @@ from tests.unit.scoring_support import (
     only,
 )
 
-"""Seed 002's single 0.99 a day, which these lifecycle tests were written against."""
+"""The flat 0.99 a day, which these lifecycle tests were written against."""
 
 
 # --- new memories ------------------------------------------------------------------------

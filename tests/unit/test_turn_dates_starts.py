@@ -99,7 +99,7 @@ def test_a_question_counting_years_or_half_back_names_that_time(question: str, w
         ("你什么时候开始学钢琴的？", AnswerKind.DATE),
         # A length of time is a number ("3 years", "两年"): a kind of its own for it,
         # lengths in words ("an hour") and resolved starts, cost LoCoMo dev 0.1 and the
-        # labelled en set 0.3 (docs/architecture.md, "Variants tried").
+        # labelled en set 0.3 (docs/decisions/0008).
         ("How long did it take Jon to open his studio?", AnswerKind.NUMBER),
         ("你弹吉他多久了？", AnswerKind.NUMBER),
     ],

@@ -57,7 +57,7 @@ def metadata_text(row: RankRow, zone: tzinfo, when: datetime, policy: ScoringPol
 
 
 def rank_text(terms: RankTerms) -> Text:
-    """Seed 001 §1.6's ranking score, every term shown: why the entry ranks where it does."""
+    """The ranking score, every term shown: why the entry ranks where it does."""
     text = Text()
     text.append(f"{terms.total:.3f}", style="bold")
     text.append(

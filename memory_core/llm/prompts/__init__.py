@@ -1,5 +1,5 @@
-"""The model prompts of extraction and consolidation, as Markdown files in the package
-(seed 001 §2.1's prompts/): a person can read and tune them without reading code."""
+"""The model prompts of extraction and consolidation, as Markdown files in the package:
+a person can read and tune them without reading code."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@ the query at a small weight, so a turn saying the answer in the hits' words ("ar
 "photography") is found though it shares none of the question's.
 
 An earlier RM3-like variant (the hits' most frequent words) drifted to the talk around an
-answer (docs/architecture.md, "Variants tried"); this one takes only words rare in the
+answer (docs/decisions/0008-ranking-variants-tried.md); this one takes only words rare in the
 scope (high idf) that at least two documents hold, so a word of one hit alone, which can
 only lift that hit, never joins.
 """

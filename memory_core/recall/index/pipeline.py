@@ -121,7 +121,7 @@ def rank(
     """The best `limit` hits of the pool: `steps` (default `steps.RANK_STEPS`, read at
     each call) run in order, each hit with its confidence. With `explain` (default: when
     the caller is inside `steps.explaining`), each hit carries what each step
-    contributed to it (`Hit.steps`); docs/architecture.md, "Ranking", has the steps."""
+    contributed to it (`Hit.steps`); docs/recall.md, "Ranking", has the steps."""
     if not pool:
         return []
     run = RankRun(pool, ranking, limit, min_score, candidates=list(pool.values()))

@@ -1,8 +1,8 @@
 """Pure: the ranking's candidates and the rules its named steps call
 (recall/index/steps/ holds the steps and their order, `RANK_STEPS`).
 
-Each rule is here because a measured loss showed it was needed (docs/architecture.md has
-the figures of each ablation):
+Each step is here because a measured loss showed it was needed (docs/decisions/0007-
+ranking-steps.md has the figures of each ablation):
 
 * **Fusion** of BM25 and vector similarity, reciprocal-rank or weighted, so a turn that
   shares no word with the question can still be found by meaning.
@@ -375,7 +375,7 @@ def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:
 
 def confidence(score: float, ideal: float) -> float:
     """How sure a hit is, 0..1, from its score against what a turn holding every query
-    term once would score (`ideal`): seed 001 §2.3 injects by this."""
+    term once would score (`ideal`): the injection's tiers read it."""
     if ideal <= 0 or score <= 0:
         return 0.0
     return 1.0 - math.exp(-1.6 * score / ideal)

@@ -19,12 +19,10 @@ column, and `PgVectorIndex` searches
   scope's chunk ids and text hashes against the matrix's, then the new vectors), so the
   matrix is not loaded again nor its graph rebuilt.
 
-*Why in the process* (bench/pg_scale_bench.py --hybrid, 2 cores): pgvector searched a
-small scope by an exact scan of its rows joined to `chunks`, in a transaction of four
-statements: 3.5 ms for 1 000 vectors and 26 ms for 10 000, where a matrix answers in
-1.4 and 4.9 ms with reading its hits back in one call; at 100 000 vectors its HNSW
-index took 13-24 ms a search against 6-9 ms for the process's graph (measured side by
-side), and found 0.79 of the exact top 20 against 0.95. The cost is memory in every
+*Why in the process*: pgvector searched a small scope by an exact scan of its rows
+joined to `chunks`, several times slower than a matrix in the process, and its HNSW
+index was slower than the process's graph and found less of the exact top 20
+(bench/pg_scale_bench.py --hybrid; docs/decisions/0002-sqlite-and-postgresql.md). The cost is memory in every
 process that searches the scope (its matrix, 2 KB a 512-d vector, and a large scope's
 graph; `MAX_BYTES` for all of them) and a graph built in each process.
 

