@@ -21,6 +21,7 @@ PUBLIC_API = frozenset(
         "memory_core.base.entries",
         "memory_core.base.chunks",
         "memory_core.recall.chunking",
+        "memory_core.recall.request",  # a search's options (SearchRequest)
         "memory_core.base.clock",
         "memory_core.base.workspace",
         "memory_core.notes.event_log",
@@ -39,6 +40,7 @@ PUBLIC_API = frozenset(
         "memory_core.longterm.claims",
         "memory_core.base.merge_values",
         "memory_core.recall.injection",
+        "memory_core.recall.index.steps",  # the ranking's steps, named by --explain and the TUI
         "memory_core.base.text",
         "memory_core.base.wording",
         # what an operator asks (`chatmem --version`, `chatmem doctor`)

@@ -16,7 +16,6 @@ from memory_core.base.errors import ChatmemError, PathRefused
 from memory_core.base.records import explained
 from memory_core.base.scope import printable_key
 from memory_core.base.wording import counted
-from memory_core.recall.request import SearchRequest
 
 if TYPE_CHECKING:
     from memory_core.engine import MemoryCore
@@ -67,6 +66,7 @@ class Search:
             raise ChatmemError("search needs some words to look for")
         from adapters.cli.vectors import vectors_for_search  # the parser never needs it
         from memory_core.recall.index.steps import explaining
+        from memory_core.recall.request import SearchRequest
 
         await vectors_for_search(core, args)
         with explaining() if args.explain else nullcontext():

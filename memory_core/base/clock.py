@@ -12,10 +12,13 @@ This module is the only one that reads the system's time or sleeps on it
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, date, datetime, timedelta
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # asyncio is imported where a sleep runs: `--version` loads no loop
+    import asyncio
 
 Clock = Callable[[], datetime]
 Monotonic = Callable[[], float]
@@ -36,6 +39,8 @@ def system_clock() -> datetime:
 
 async def system_sleep(seconds: float) -> None:
     """Wait `seconds` from the event loop (0 or less: let the other tasks run once)."""
+    import asyncio
+
     await asyncio.sleep(max(seconds, 0.0))
 
 
@@ -105,6 +110,8 @@ class ManualMonotonic:
 
     async def sleep(self, seconds: float) -> None:
         """Wait until the clock reaches now + `seconds` (0 or less: one turn of the loop)."""
+        import asyncio
+
         if seconds <= 0:
             await asyncio.sleep(0)
             return

@@ -11,10 +11,14 @@ from memory_core.base.records import explained
 from memory_core.base.scope import MAIN
 from memory_core.recall.index.steps import explaining
 from memory_core.recall.request import SearchRequest
-from tests.functional.test_tui import demo_template, demo_ws, running  # noqa: F401  (fixtures)
+from tests.functional.tui_support import (  # noqa: F401  (fixtures)
+    demo_template_fixture,
+    demo_ws_fixture,
+    running,
+)
 
 
-async def test_the_recall_tab_shows_the_selected_hits_ranking_steps(demo_ws: Path) -> None:  # noqa: F811
+async def test_the_recall_tab_shows_the_selected_hits_ranking_steps(demo_ws: Path) -> None:
     async with running(demo_ws) as run:
         await run.pilot.press("4")
         run.app.query_one("#recall-query", Input).focus()

@@ -15,6 +15,7 @@ from memory_core.base.scope import MAIN, ScopeKey
 from memory_core.config import Config
 from memory_core.engine import MemoryCore
 from memory_core.recall.index import Hit
+from memory_core.recall.request import SearchRequest
 from tests.conftest import START
 from tests.support import (
     index_of,
@@ -52,7 +53,9 @@ def texts(hits: list[Hit]) -> list[str]:
 
 
 async def found(core: MemoryCore, query: str, scope: ScopeKey = MAIN, **kw: Any) -> list[str]:
-    return texts(await core.finder.search(scope, query, limit=20, min_score=0.0, **kw))
+    return texts(
+        await core.finder.search(scope, SearchRequest(query, limit=20, min_score=0.0, **kw))
+    )
 
 
 async def chunk_rows(core: MemoryCore, scope: ScopeKey = MAIN) -> list[tuple[Any, ...]]:

@@ -249,7 +249,9 @@ async def test_kinds_since_until_and_min_score(core: MemoryCore) -> None:
     await index_of(core).sync_scope(MAIN)
 
     async def kinds_of(**kw: Any) -> Counter[str]:
-        hits = await core.finder.search(MAIN, "espresso", limit=20, min_score=0.0, **kw)
+        hits = await core.finder.search(
+            MAIN, SearchRequest("espresso", limit=20, min_score=0.0, **kw)
+        )
         return Counter(h.kind.value for h in hits)
 
     assert await kinds_of() == Counter({"daily": 4, "long_term": 1, "summary": 1, "archive_raw": 1})

@@ -19,12 +19,17 @@ from memory_core.storage.vectors.index import VectorIndex
 from testkit.openai_server import FakeOpenAI
 from tests.unit.vector_support import (
     DAILY,
+    GRAPH_DIM,
+    GRAPH_ROWS,
     add,
     db_fixture,  # noqa: F401  (a fixture)
     delete,
     embedder,
     fake_fixture,  # noqa: F401  (a fixture)
+    graph_scope,
     index_fixture,  # noqa: F401  (a fixture)
+    probes,
+    seeded,
 )
 
 pytestmark = pytest.mark.timeout(60)
@@ -32,37 +37,12 @@ pytestmark = pytest.mark.timeout(60)
 
 # --- the graph of a large scope (memory_core/storage/vectors/ann.py) --------------------------------
 
-GRAPH_DIM = 32
-GRAPH_ROWS = 600
-
-
-def seeded(text: str, dim: int) -> list[float]:
-    """ "s17" → a fixed random vector of its own; "q…" texts too (the queries)."""
-    seed = int(text[1:]) + (1_000_000 if text[0] == "q" else 0)
-    return list(np.random.default_rng(seed).standard_normal(dim))
-
 
 @pytest.fixture
 async def spread(tmp_path: Path) -> AsyncIterator[FakeOpenAI]:
     async with FakeOpenAI(embedding_dim=GRAPH_DIM) as server:
         server.set_embedding(seeded)
         yield server
-
-
-def probes(count: int = 20) -> list[np.ndarray]:
-    return [np.array(seeded(f"q{i}", GRAPH_DIM), dtype=np.float32) for i in range(count)]
-
-
-async def graph_scope(
-    db: Database, fake: FakeOpenAI, *, scope: str = "main", rows: int = GRAPH_ROWS
-) -> tuple[int, list[int]]:
-    sid, ids = await add(db, scope, [f"s{i}" for i in range(rows)])
-    vi = VectorIndex(db, embedder(fake), ann_min_rows=None)
-    try:
-        assert await vi.backfill(sid) == rows
-    finally:
-        await vi.close()
-    return sid, ids
 
 
 async def test_a_large_scope_is_searched_through_its_graph_with_exact_scores(

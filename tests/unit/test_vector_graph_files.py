@@ -23,7 +23,7 @@ from memory_core.storage.vectors import rows as vectors
 from memory_core.storage.vectors.index import VectorIndex
 from memory_core.storage.vectors.lazy import LazyVectors
 from testkit.openai_server import FakeOpenAI
-from tests.unit.test_vector_index import (
+from tests.unit.vector_support import (
     GRAPH_DIM,
     GRAPH_ROWS,
     add,

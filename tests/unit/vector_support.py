@@ -117,3 +117,32 @@ async def stored(db: Database) -> dict[int, tuple[int, str]]:
 
 def query(vector: Sequence[float] = AXIS) -> np.ndarray:
     return np.array(vector, dtype=np.float32)
+
+
+# --- a large scope, searched through its graph (test_vector_graph*.py) ---------------
+
+
+GRAPH_DIM = 32
+GRAPH_ROWS = 600
+
+
+def seeded(text: str, dim: int) -> list[float]:
+    """ "s17" → a fixed random vector of its own; "q…" texts too (the queries)."""
+    seed = int(text[1:]) + (1_000_000 if text[0] == "q" else 0)
+    return list(np.random.default_rng(seed).standard_normal(dim))
+
+
+def probes(count: int = 20) -> list[np.ndarray]:
+    return [np.array(seeded(f"q{i}", GRAPH_DIM), dtype=np.float32) for i in range(count)]
+
+
+async def graph_scope(
+    db: Database, fake: FakeOpenAI, *, scope: str = "main", rows: int = GRAPH_ROWS
+) -> tuple[int, list[int]]:
+    sid, ids = await add(db, scope, [f"s{i}" for i in range(rows)])
+    vi = VectorIndex(db, embedder(fake), ann_min_rows=None)
+    try:
+        assert await vi.backfill(sid) == rows
+    finally:
+        await vi.close()
+    return sid, ids

@@ -12,11 +12,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import memory_core.recall.index.steps as rank_steps
 from memory_core.base.chunks import ChunkKind
 from memory_core.base.clock import parse_when
 from memory_core.base.records import Hit
 from memory_core.base.turn_dates import decode_days
-from memory_core.recall.index import steps as rank_steps
 from memory_core.recall.index.ranking import CorpusStats, bm25_scorer, ideal_score
 from memory_core.recall.index.rerank import CONVERSATION_KINDS, Candidate, confidence
 from memory_core.recall.index.steps.answer import HEADING_FACTOR as HEADING_FACTOR
