@@ -1,4 +1,5 @@
-"""Subcommands that talk: chat (console), telegram, dingtalk."""
+"""Subcommands that talk: chat (console), telegram, dingtalk. Each opens one serving
+core and hands it to its front end, which runs until stopped."""
 
 from __future__ import annotations
 

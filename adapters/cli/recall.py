@@ -1,4 +1,6 @@
-"""Subcommands over recall: search, get, reindex, append."""
+"""Subcommands over recall: search (with `--explain`, each ranking step's part), get,
+reindex, append. They read through the core's one search, so what they show is what a
+bot recalls."""
 
 from __future__ import annotations
 

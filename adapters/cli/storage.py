@@ -1,4 +1,5 @@
-"""Subcommands over the storage backend: migrate."""
+"""Subcommands over the storage backend: migrate, which copies a workspace's history,
+audit and journal to the other backend (SQLite ↔ PostgreSQL) with a progress line."""
 
 from __future__ import annotations
 

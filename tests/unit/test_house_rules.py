@@ -165,3 +165,15 @@ def test_the_tui_app_is_imported_by_no_other_tui_module() -> None:
         )
     ]
     assert importing == []
+
+
+def test_every_module_says_what_it_owns() -> None:
+    """A newcomer opens a module and reads, first, what it owns and why it exists: every
+    module of the product and the test kit starts with a docstring of a sentence or more."""
+    bare = [
+        name
+        for folder in ("memory_core", "adapters", "tui", "testkit")
+        for name, path in python_files(folder)
+        if len((ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or "").split()) < 8
+    ]
+    assert bare == [], f"a module docstring of a sentence or more is missing: {bare}"

@@ -1,4 +1,5 @@
-"""Yes/no before anything is written."""
+"""Yes/no before anything is written: a write from the TUI names what it will change
+and waits for the answer here."""
 
 from __future__ import annotations
 
