@@ -44,6 +44,7 @@ from mcp_types import (
 from pydantic import BaseModel, ConfigDict, Field
 
 from adapters.mcp_envelope import CheckedLines, check
+from adapters.settings import AppConfig
 from memory_core import __version__
 from memory_core.base.clock import system_sleep
 from memory_core.base.entries import CATEGORIES, Importance, MemoryEntry
@@ -469,7 +470,7 @@ async def serve_http(
     none, only loopback is served and every client gets `own`."""
     import uvicorn
 
-    settings = core.config.mcp
+    settings = AppConfig.of(core.config).mcp
     scopes = token_scopes(settings.token, settings.clients, own)
     if not scopes and not is_loopback(host):
         raise ChatmemError(

@@ -1,5 +1,6 @@
-"""The front ends' own sections of chatmem.toml (`[telegram]`, `[dingtalk]`) and
-`AppConfig`, the whole file: the core's `Config` plus these sections. The core knows no
+"""The front ends' own sections of chatmem.toml (`[mcp]`, `[telegram]`, `[dingtalk]`,
+`[metrics]`) and `AppConfig`, the whole file: the core's `Config` plus these sections,
+with their checks (`AppConfig.rules`). The core knows no
 front end; what loads the config for a front end (the CLI, the test kits) loads it as an
 `AppConfig` (`load_app_config`), so the file keeps one format, its keys are checked,
 bound to their environment variables, kept out of logs when secret and written into
@@ -15,9 +16,58 @@ from pathlib import Path
 from typing import Literal, Self
 
 from adapters.webhook.origins import Origin, bad_origin_entry, webhook_origin
-from memory_core.base.errors import ConfigError
-from memory_core.config import Config, load_config
+from memory_core.base.errors import ConfigError, ScopeError
+from memory_core.base.scope import ScopeKey
+from memory_core.config import Config, Where, load_config
 from memory_core.config.fields import Section, part, setting
+
+MIN_TOKEN_CHARS = 16
+"""The shortest MCP bearer token accepted: a shorter one is guessable."""
+
+
+class McpSettings(Section):
+    """`chatmem mcp`: the memory tools for agents over the Model Context Protocol."""
+
+    token: str = setting(
+        "",
+        "Bearer token an HTTP client must send; it binds the client to the server's --scope. "
+        "Without any token the HTTP server listens on loopback only.",
+        env="CHATMEM_MCP_TOKEN",
+        secret=True,
+    )
+    clients: dict[str, str] = setting(
+        {},
+        "More HTTP clients, each bound to its own scope: bearer token = scope key, e.g. "
+        '{ "a-long-random-token" = "telegram:peer:42" }. A client never names a scope itself.',
+        secret=True,
+    )
+    path: str = setting("/mcp", "URL path of the streamable HTTP endpoint.")
+
+    def problem(self, where: Where) -> str | None:
+        """The first thing wrong as one error line, None when nothing is: a short token is
+        guessable and a bad scope key would only fail at the first call. The line names
+        where a bad token came from (`mcp.token`'s environment variable or the file),
+        never the token itself."""
+        token_from = where.of("mcp.token")
+        tokens = [(self.token, token_from)] if self.token else []
+        for token, scope in self.clients.items():
+            try:
+                ScopeKey.parse(scope)
+            except ScopeError as exc:
+                return f"{where.source}: 'mcp.clients': {exc}"
+            tokens.append((token, f"{where.source}: 'mcp.clients'"))
+        for token, origin in tokens:
+            if len(token) < MIN_TOKEN_CHARS:
+                return (
+                    f"{origin}: an MCP bearer token must be at least {MIN_TOKEN_CHARS} characters"
+                )
+            if not (token.isascii() and token.isprintable() and " " not in token):
+                return f"{origin}: an MCP bearer token must be printable ASCII without spaces"
+        if self.token and self.token in self.clients:
+            return f"{token_from}: the MCP token is also a key of mcp.clients: one token, one scope"
+        if not self.path.startswith("/"):
+            return f"{where.source}: 'mcp.path' must start with '/'"
+        return None
 
 
 class TelegramSettings(Section):
@@ -114,21 +164,66 @@ class DingTalkSettings(Section):
             raise ConfigError(f"dingtalk.webhook_hosts: {exc}") from None
 
 
-class AppConfig(Config, before="metrics"):
+class MetricsSettings(Section):
+    """Health and Prometheus metrics of a serving process (telegram, dingtalk, mcp --http,
+    chat): /healthz, /readyz and /metrics over HTTP."""
+
+    listen: str = setting(
+        "",
+        "HOST:PORT to serve them on, e.g. 127.0.0.1:9464 (port 0: any free port, logged); "
+        "empty = off. Metrics carry no scope key and no text; keep the address private "
+        "all the same.",
+        env="CHATMEM_METRICS_LISTEN",
+    )
+
+    def address(self) -> tuple[str, int] | None:
+        """(host, port) to listen on, None when off; a bad value is a ConfigError."""
+        if not self.listen:
+            return None
+        host, sep, port = self.listen.rpartition(":")
+        if not sep or not port.isdigit() or not 0 <= int(port) < 65536:
+            raise ConfigError(f"must be HOST:PORT (e.g. 127.0.0.1:9464), not {self.listen!r}")
+        return host.strip("[]") or "127.0.0.1", int(port)
+
+    def problem(self, where: Where) -> str | None:
+        """`address`'s error as one line naming where the value came from, None if good."""
+        try:
+            self.address()
+        except ConfigError as exc:
+            return f"{where.of('metrics.listen')}: {exc}"
+        return None
+
+
+class _WithMcp(Config, before="logging"):
+    """The core's sections and `[mcp]`, whose table has always sat before `[logging]`
+    (a class of its own: `before=` places one run of fields, and the others go last)."""
+
+    mcp: McpSettings = part(McpSettings)
+
+
+class AppConfig(_WithMcp):
     """The whole chatmem.toml: the core's sections and the front ends'. Their tables
-    sit where they always have in the file (before `[metrics]`)."""
+    sit where they always have in the file (`[mcp]` before `[logging]`, the others
+    last)."""
 
     telegram: TelegramSettings = part(TelegramSettings)
     dingtalk: DingTalkSettings = part(DingTalkSettings)
+    metrics: MetricsSettings = part(MetricsSettings)
 
-    def rules(self) -> list[tuple[bool, str]]:
+    def rules(self, where: Where) -> list[tuple[bool, str]]:
+        metrics, mcp = self.metrics.problem(where), self.mcp.problem(where)
         return [
-            *super().rules(),
-            (self.telegram.max_photo_bytes >= 1, "telegram.max_photo_bytes must be >= 1"),
+            *super().rules(where),
+            (
+                self.telegram.max_photo_bytes >= 1,
+                f"{where.source}: telegram.max_photo_bytes must be >= 1",
+            ),
             (
                 self.telegram.describe_timeout_seconds > 0,
-                "telegram.describe_timeout_seconds must be > 0",
+                f"{where.source}: telegram.describe_timeout_seconds must be > 0",
             ),
+            (metrics is None, metrics or ""),
+            (mcp is None, mcp or ""),
         ]
 
     @classmethod

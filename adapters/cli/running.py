@@ -31,7 +31,7 @@ from adapters.cli import (
     Handler,
 )
 from adapters.cli.logs import notice, setup_logging
-from adapters.settings import load_app_config
+from adapters.settings import AppConfig, load_app_config
 from memory_core.base.errors import ChatmemError
 from memory_core.base.scope import ScopeKey, printable_key
 from memory_core.base.workspace import Workspace
@@ -128,7 +128,7 @@ async def _metrics_server(
 ) -> MetricsServer | None:
     """With `metrics.listen` set, a serving command's health and metrics server, started
     before its core opens (`/healthz` answers at once, `/readyz` once the core is open)."""
-    address = config.metrics.address() if metered(args) else None
+    address = AppConfig.of(config).metrics.address() if metered(args) else None
     if address is None:
         return None
     try:

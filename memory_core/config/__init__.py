@@ -6,10 +6,11 @@ The sections live in config/memory.py and config/services.py, their field conven
 in config/fields.py, and `config.example.toml` is generated from them (config/example.py;
 a test keeps them equal), so the example can never fall behind the code. The core knows
 no front end: a caller adds its own sections by subclassing `Config` and passing the
-subclass as `load_config`'s `schema` (the front ends' `AppConfig`, adapters/settings.py). Validation is
-strict and unknown keys are forbidden (config/checks.py): a typo or a quoted number must
-not silently fall back to a default or be coerced. Errors are one line naming the key and
-the file (or the environment variable).
+subclass as `load_config`'s `schema` (the front ends' `AppConfig`, adapters/settings.py),
+and their checks as its `rules` (an error line names the value's origin: `Where`).
+Validation is strict and unknown keys are forbidden (config/checks.py): a typo or a
+quoted number must not silently fall back to a default or be coerced. Errors are one
+line naming the key and the file (or the environment variable).
 
 The sources are ours: the TOML file (tomllib) under the environment variables
 `env_bindings` lists, merged key by key and checked once. Neither pydantic-settings
@@ -25,8 +26,8 @@ from pathlib import Path
 from typing import Any, Literal, Self, TypeVar
 
 from memory_core.base.entries import MemoryClass
-from memory_core.base.errors import ConfigError, ScopeError
-from memory_core.base.scope import DmScope, ScopeKey
+from memory_core.base.errors import ConfigError
+from memory_core.base.scope import DmScope
 from memory_core.config.checks import Invalid, build
 from memory_core.config.fields import Field, Section, fields, part, setting
 from memory_core.config.memory import (
@@ -44,8 +45,6 @@ from memory_core.config.services import (
     EmbeddingSettings,
     LLMSettings,
     LoggingSettings,
-    McpSettings,
-    MetricsSettings,
     StorageSettings,
 )
 
@@ -90,9 +89,7 @@ class Config(Section):
     llm: LLMSettings = part(LLMSettings)
     embedding: EmbeddingSettings = part(EmbeddingSettings)
     storage: StorageSettings = part(StorageSettings)
-    mcp: McpSettings = part(McpSettings)
     logging: LoggingSettings = part(LoggingSettings)
-    metrics: MetricsSettings = part(MetricsSettings)
 
     @property
     def workspace_path(self) -> Path:
@@ -111,11 +108,35 @@ class Config(Section):
     def with_workspace(self, path: Path | str) -> Self:
         return self.model_copy(update={"workspace": str(path)})
 
-    def rules(self) -> list[tuple[bool, str]]:
+    def rules(self, where: Where) -> list[tuple[bool, str]]:
         """Checks of a loaded config that a subclass adds for its own sections (the front
-        ends' config in adapters/): each is whether it holds and the line that says why
-        not. The core's own checks are `_validate`'s."""
+        ends' config in adapters/): each is whether it holds and the error line that says
+        why not, naming where the value came from (`where`). The core's own checks are
+        `_validate`'s."""
         return []
+
+
+class Where:
+    """Where a loaded config's values came from, as its error lines name them: `source`
+    is the file (or "defaults" without one); `of(key)` is the environment variable that
+    set a key, else the file and the key."""
+
+    __slots__ = ("overrides", "schema", "source")
+
+    def __init__(self, source: str, overrides: Mapping[str, Any], schema: type[Config]) -> None:
+        self.source = source
+        self.overrides = overrides
+        self.schema = schema
+
+    def of(self, dotted: str) -> str:
+        section, _, key = dotted.rpartition(".")
+        if key in (self.overrides.get(section, {}) if section else self.overrides):
+            return next(
+                f"environment variable {name}"
+                for name, bound in env_bindings(self.schema)
+                if bound == dotted
+            )
+        return f"{self.source}: '{dotted}'"
 
 
 DEFAULT_CONFIG_NAME = "chatmem.toml"
@@ -198,8 +219,8 @@ SHORTEST_SECRET = 6
 
 
 def secret_values(config: Config) -> list[str]:
-    """Every secret the config holds (bot tokens, app secrets, API keys, the database DSN,
-    the MCP clients' tokens): what no log line or message may show."""
+    """Every secret the config holds (API keys, the database DSN, and a front end's own:
+    bot tokens, app secrets, MCP clients' tokens): what no log line or message may show."""
     found: list[str] = []
     for dotted, info in _leaves(type(config)):
         if not info.secret:
@@ -268,8 +289,7 @@ def _config_error(
     """The first value that does not fit as one line: the key, and the file or the
     variable."""
     loc = list(error.loc)
-    if loc[:2] == ["mcp", "clients"] and len(loc) > 2:
-        loc = loc[:2]  # the next part would be a token: a secret, never printed
+    loc = _up_to_secret(schema, loc)
     key = "".join("[]" if isinstance(p, int) else f".{p}" for p in loc).lstrip(".")
     for name, dotted in env_bindings(schema):
         if env.get(name) and key.partition("[")[0] == dotted:
@@ -282,6 +302,20 @@ def _config_error(
     if error.message:
         return ConfigError(f"{source}: '{key}': {error.message}")
     return ConfigError(f"{source}: '{key}' must be {error.expected}, not {error.value!r}")
+
+
+def _up_to_secret(schema: type[Section], loc: list[Any]) -> list[Any]:
+    """`loc` cut after a secret table's name: the next part would be one of its keys
+    (e.g. a bearer token), a secret never printed."""
+    section: type[Section] | None = schema
+    for at, name in enumerate(loc):
+        info = next((f for f in fields(section) if f.name == name), None) if section else None
+        if info is None:
+            break
+        if info.secret:
+            return loc[: at + 1]
+        section = info.section
+    return loc
 
 
 def _validate(config: Config, source: str, overrides: Mapping[str, Any]) -> None:
@@ -322,7 +356,6 @@ def _validate(config: Config, source: str, overrides: Mapping[str, Any]) -> None
             2000 <= config.snapshot.budget_tokens <= 4000,
             "snapshot.budget_tokens must be in [2000, 4000]",
         ),
-        *config.rules(),
     ]
     for ok, message in checks:
         if not ok:
@@ -335,55 +368,11 @@ def _validate(config: Config, source: str, overrides: Mapping[str, Any]) -> None
         raise ConfigError(
             f"{source}: 'timezone' {config.timezone!r} is not a known time zone"
         ) from None
-    try:
-        config.metrics.address()
-    except ConfigError as exc:
-        raise ConfigError(f"{_origin('metrics.listen', source, overrides)}: {exc}") from None
-    _validate_mcp(config.mcp, source, token_from=_origin("mcp.token", source, overrides))
+    for ok, line in config.rules(Where(source, overrides, type(config))):
+        if not ok:
+            raise ConfigError(line)
     if config.schedule.active_hours and parse_hours(config.schedule.active_hours) is None:
         raise ConfigError(f"{source}: 'schedule.active_hours' must be HH:MM-HH:MM or empty")
     hh, _, mm = config.schedule.daily_archive_at.partition(":")
     if not (hh.isdigit() and mm.isdigit() and int(hh) < 24 and int(mm) < 60):
         raise ConfigError(f"{source}: 'schedule.daily_archive_at' must be HH:MM")
-
-
-MIN_TOKEN_CHARS = 16
-
-
-def _origin(dotted: str, source: str, overrides: Mapping[str, Any]) -> str:
-    """Where a key's value came from, as an error names it: the environment variable
-    that set it, else the file (or "defaults" without one) and the key."""
-    section, _, key = dotted.rpartition(".")
-    if key in (overrides.get(section, {}) if section else overrides):
-        return next(
-            f"environment variable {name}" for name, bound in env_bindings() if bound == dotted
-        )
-    return f"{source}: '{dotted}'"
-
-
-def _validate_mcp(mcp: McpSettings, source: str, token_from: str) -> None:
-    """A short token is guessable and a bad scope key would only fail at the first call.
-    An error names where the bad token came from (`token_from` for `mcp.token`: its
-    environment variable or the file), never the token itself."""
-    tokens = [(mcp.token, token_from)] if mcp.token else []
-    for token, scope in mcp.clients.items():
-        try:
-            ScopeKey.parse(scope)
-        except ScopeError as exc:
-            raise ConfigError(f"{source}: 'mcp.clients': {exc}") from None
-        tokens.append((token, f"{source}: 'mcp.clients'"))
-    for token, origin in tokens:
-        if len(token) < MIN_TOKEN_CHARS:
-            raise ConfigError(
-                f"{origin}: an MCP bearer token must be at least {MIN_TOKEN_CHARS} characters"
-            )
-        if not (token.isascii() and token.isprintable() and " " not in token):
-            raise ConfigError(
-                f"{origin}: an MCP bearer token must be printable ASCII without spaces"
-            )
-    if mcp.token and mcp.token in mcp.clients:
-        raise ConfigError(
-            f"{token_from}: the MCP token is also a key of mcp.clients: one token, one scope"
-        )
-    if not mcp.path.startswith("/"):
-        raise ConfigError(f"{source}: 'mcp.path' must start with '/'")

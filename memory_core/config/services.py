@@ -1,5 +1,6 @@
 """The sections of what chatmem talks to: the model server, the embedder, the storage
-backend and the MCP server (the front ends' own sections are theirs: adapters/settings.py).
+backend, and how it logs (the front ends' own sections, the MCP server's and the metrics
+listener's among them, are theirs: adapters/settings.py).
 
 Apart from the loader (config/__init__.py) and from the memory's own sections (config/memory.py):
 a front end, the model client or the embedder imports the one section it runs on, and
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from memory_core.base.errors import ConfigError, install_hint
+from memory_core.base.errors import install_hint
 from memory_core.config.fields import Section, above, at_least, setting
 
 
@@ -113,25 +114,6 @@ class StorageSettings(Section):
     postgres_pool_size: int = setting(4, "Connections (and worker threads) of one process.")
 
 
-class McpSettings(Section):
-    """`chatmem mcp`: the memory tools for agents over the Model Context Protocol."""
-
-    token: str = setting(
-        "",
-        "Bearer token an HTTP client must send; it binds the client to the server's --scope. "
-        "Without any token the HTTP server listens on loopback only.",
-        env="CHATMEM_MCP_TOKEN",
-        secret=True,
-    )
-    clients: dict[str, str] = setting(
-        {},
-        "More HTTP clients, each bound to its own scope: bearer token = scope key, e.g. "
-        '{ "a-long-random-token" = "telegram:peer:42" }. A client never names a scope itself.',
-        secret=True,
-    )
-    path: str = setting("/mcp", "URL path of the streamable HTTP endpoint.")
-
-
 class LoggingSettings(Section):
     """How every command writes its log lines to stderr (adapters/cli/logs.py): the
     level is `log_level` at the top of the file."""
@@ -142,25 +124,3 @@ class LoggingSettings(Section):
         "object per line with the same fields, for a log collector.",
         env="CHATMEM_LOG_FORMAT",
     )
-
-
-class MetricsSettings(Section):
-    """Health and Prometheus metrics of a serving process (telegram, dingtalk, mcp --http,
-    chat): /healthz, /readyz and /metrics over HTTP."""
-
-    listen: str = setting(
-        "",
-        "HOST:PORT to serve them on, e.g. 127.0.0.1:9464 (port 0: any free port, logged); "
-        "empty = off. Metrics carry no scope key and no text; keep the address private "
-        "all the same.",
-        env="CHATMEM_METRICS_LISTEN",
-    )
-
-    def address(self) -> tuple[str, int] | None:
-        """(host, port) to listen on, None when off; a bad value is a ConfigError."""
-        if not self.listen:
-            return None
-        host, sep, port = self.listen.rpartition(":")
-        if not sep or not port.isdigit() or not 0 <= int(port) < 65536:
-            raise ConfigError(f"must be HOST:PORT (e.g. 127.0.0.1:9464), not {self.listen!r}")
-        return host.strip("[]") or "127.0.0.1", int(port)

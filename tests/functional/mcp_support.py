@@ -17,6 +17,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CallToolResult
 
 from adapters.mcp_server import serve_http
+from adapters.settings import AppConfig
 from memory_core.base.scope import MAIN, ScopeKey
 from memory_core.engine import MemoryCore
 from tests.functional.conftest import make_config
@@ -72,7 +73,7 @@ async def http_server(
     if serving in done:
         serving.result()
     try:
-        yield f"http://127.0.0.1:{port.result()}{core.config.mcp.path}"
+        yield f"http://127.0.0.1:{port.result()}{AppConfig.of(core.config).mcp.path}"
     finally:
         stop.set()
         await serving

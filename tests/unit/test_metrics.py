@@ -15,13 +15,14 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from adapters.cli import main
 from adapters.metrics import MetricsServer, PrometheusMeter, serve_metrics
+from adapters.settings import load_app_config
 from memory_core import health, services
 from memory_core.base.clock import ManualClock
 from memory_core.base.errors import ChatmemError, ConfigError, DatabaseUnreachable, LLMError
 from memory_core.base.merge_values import Proposal
 from memory_core.base.meter import CaptureAction, Meter, Outcome
 from memory_core.base.scope import MAIN, ScopeKey
-from memory_core.config import Config, load_config
+from memory_core.config import Config
 from memory_core.config.services import LLMSettings
 from memory_core.engine import MemoryCore
 from memory_core.llm.client import LLMClient
@@ -238,7 +239,7 @@ async def test_each_core_counts_in_its_own_registry() -> None:
 
 def test_a_bad_listen_address_is_one_line_naming_the_key() -> None:
     with pytest.raises(ConfigError) as raised:
-        load_config(env={"CHATMEM_METRICS_LISTEN": "localhost"})
+        load_app_config(env={"CHATMEM_METRICS_LISTEN": "localhost"})
     assert str(raised.value) == (
         "environment variable CHATMEM_METRICS_LISTEN: must be HOST:PORT "
         "(e.g. 127.0.0.1:9464), not 'localhost'"

@@ -120,3 +120,37 @@ SLACK = 3  # an ordinary word
             "13: 'FEISHU_KEY'",
         ]
     )
+
+
+CORE_SECTIONS = (
+    "scoring",
+    "long_term",
+    "prompt",
+    "snapshot",
+    "recall",
+    "history",
+    "archive",
+    "schedule",
+    "llm",
+    "embedding",
+    "storage",
+    "logging",
+)
+"""The core's own tables of chatmem.toml: the memory's (config/memory.py) and those of
+what it talks to (config/services.py). A front end's table (`[mcp]`, `[metrics]`, a bot's)
+is `AppConfig`'s (adapters/settings.py), never one of these."""
+
+
+def test_the_core_config_holds_no_front_ends_section() -> None:
+    """The core's `Config` is its own keys and sections, exactly: a section added to it
+    for a front end fails here, and goes to adapters/settings.py's `AppConfig` instead."""
+    from adapters.settings import AppConfig
+    from memory_core.config import Config
+    from memory_core.config.fields import fields
+
+    sections = tuple(info.name for info in fields(Config) if info.section is not None)
+    assert sections == CORE_SECTIONS
+    keys = {info.name for info in fields(Config) if info.section is None}
+    assert keys == {"workspace", "dm_scope", "topic_scope", "timezone", "log_level"}
+    front_ends = {info.name for info in fields(AppConfig)} - {info.name for info in fields(Config)}
+    assert front_ends == {"mcp", "telegram", "dingtalk", "metrics"}
