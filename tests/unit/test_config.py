@@ -14,10 +14,10 @@ from platformdirs import user_data_dir
 from adapters.settings import AppConfig, load_app_config
 from memory_core.base.errors import ConfigError
 from memory_core.base.scope import DmScope
-from memory_core.config import env_bindings
+from memory_core.config import Config, env_bindings, load_config
 from memory_core.config.checks import build
 from memory_core.config.example import render_example
-from memory_core.config.fields import Section, as_dict, fields
+from memory_core.config.fields import Section, as_dict, fields, part, setting
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "config.example.toml"
@@ -280,8 +280,8 @@ ENV_CASES: list[tuple[str, str, Any]] = [
 
 def get(config: AppConfig, dotted: str) -> Any:
     value: Any = config
-    for part in dotted.split("."):
-        value = getattr(value, part)
+    for name in dotted.split("."):
+        value = getattr(value, name)
     return value
 
 
@@ -473,6 +473,25 @@ def test_a_bad_mcp_client_entry_never_prints_its_token(tmp_path: Path) -> None:
         load_app_config(path, env={})
     assert "mcp.clients" in str(err.value)
     assert "a-secret-token-0123456789" not in str(err.value)
+
+
+class _KeyedSettings(Section):
+    """A made-up front end's table keyed by secrets."""
+
+    peers: dict[str, int] = setting({}, "Token = peer id.", secret=True)
+
+
+class _KeyedConfig(Config):
+    keyed: _KeyedSettings = part(_KeyedSettings)
+
+
+def test_any_secret_tables_keys_stay_out_of_an_error(tmp_path: Path) -> None:
+    """Not only `[mcp] clients`: a bad entry of any secret table is named by the table,
+    never by its key (a token), in whichever section a caller's schema adds it."""
+    path = write(tmp_path, '[keyed]\npeers = { "a-secret-token-0123456789" = "x" }\n')
+    with pytest.raises(ConfigError) as err:
+        load_config(path, env={}, schema=_KeyedConfig)
+    assert str(err.value) == f"{path}: 'keyed.peers' must be a whole number, not 'x'"
 
 
 @pytest.mark.parametrize("hours", ["8-23", "08:00", "25:00-26:00", "morning"])
