@@ -357,7 +357,7 @@ async def test_rebuild_equals_the_incremental_index(
     assert await index_state(core, scopes) == incremental
     for scope in scopes:
         sid = await index.scope_id(scope)
-        if database(core).backend == "sqlite":
+        if database(core).dialect.name == "sqlite":
             # FTS5's own consistency check of its index (not against the content table,
             # which every scope's FTS table shares).
             await sql(core, f"INSERT INTO fts_{sid} (fts_{sid}) VALUES ('integrity-check')")
@@ -854,7 +854,7 @@ async def test_index_failure_at_search_time_falls_back(core: MemoryCore) -> None
     await build_small_workspace(core)
     expected = await core.finder.search(MAIN, "postgres billing")
     sid = await index_of(core).scope_id(MAIN)
-    if database(core).backend == "sqlite":
+    if database(core).dialect.name == "sqlite":
         await sql_write(core, (f"DROP TABLE fts_{sid}", ()))
     else:
         await sql_write(core, ("DROP FUNCTION chatmem_postings CASCADE", ()))

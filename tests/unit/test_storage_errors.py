@@ -205,7 +205,7 @@ def insert(k: str, v: str | None) -> Any:
 def read_only_insert(conn: Connection) -> None:
     """A write the database refuses as read-only (SQLite's SQLITE_READONLY, PostgreSQL's
     read_only_sql_transaction): what a read-only file or replica answers."""
-    if conn.backend == "sqlite":
+    if conn.dialect.name == "sqlite":
         conn.execute("PRAGMA query_only = ON")
         try:
             conn.execute("INSERT INTO t (k, v) VALUES ('r', 'o')")
@@ -237,7 +237,7 @@ async def test_each_backend_raises_the_family_for_the_same_failures(core: Memory
 def write_lock_held(core: MemoryCore) -> Iterator[None]:
     """Another process holds a write lock on `t` (SQLite: the database's; PostgreSQL: the
     table's) until the block ends."""
-    if database(core).backend == "sqlite":
+    if database(core).dialect.name == "sqlite":
         conn = sqlite3.connect(core.workspace.db_path, isolation_level=None)
         conn.execute("BEGIN IMMEDIATE")
         try:
@@ -257,11 +257,11 @@ async def test_a_lock_held_past_waiting_is_busy_on_each_backend(
     store = database(core)
     await store.run(table)
     monkeypatch.setattr(db, "BUSY_RETRY_SECONDS", 0.2)
-    if store.backend == "sqlite":
+    if store.dialect.name == "sqlite":
         await store.call(lambda conn: conn.execute("PRAGMA busy_timeout = 50"))
 
     def write(conn: Connection) -> None:
-        if conn.backend == "postgres":
+        if conn.dialect.name == "postgres":
             conn.execute("SET LOCAL lock_timeout = '50ms'")
         conn.execute("INSERT INTO t (k, v) VALUES ('b', 'y')")
 
