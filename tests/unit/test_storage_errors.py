@@ -29,6 +29,7 @@ from memory_core.base.errors import (
     DatabaseForeign,
     DatabaseUnreachable,
     DatabaseUnwritable,
+    IndexUnavailable,
     StorageError,
 )
 from memory_core.base.scope import MAIN
@@ -96,6 +97,7 @@ def test_the_family_stands_under_the_root_error_on_no_driver() -> None:
         DatabaseForeign,
         DatabaseCorrupt,
         DatabaseFailure,
+        IndexUnavailable,
     )
     assert issubclass(StorageError, ChatmemError)
     for kind in kinds:
@@ -303,6 +305,22 @@ async def test_a_file_damaged_under_a_core_is_corrupt_degrades_and_is_moved_asid
         assert core.degraded_reason is None and core.guard.index is not None
         hits = await core.guard.index.search(MAIN, "kayak")
         assert [h.text for h in hits] == ["the kayak is red"]
+
+
+@pytest.mark.sqlite_only
+async def test_a_database_that_is_not_open_is_a_storage_error(
+    config: Config, clock: ManualClock
+) -> None:
+    """A core whose database could not be opened runs on its files; what needs the
+    database fails in the family every caller catches, saying why."""
+    path = config.workspace_path / ".chatmem" / "index.sqlite3"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"no database at all \x00\xff" * 200)
+    async with MemoryCore.open(config, clock=clock) as core:
+        with pytest.raises(StorageError) as raised:
+            await core.audit.recent(MAIN)
+    assert isinstance(raised.value, IndexUnavailable)
+    assert "index.sqlite3" in str(raised.value)
 
 
 @pytest.mark.sqlite_only

@@ -30,7 +30,7 @@ import memory_core.recall.index.search as reads
 import memory_core.recall.index.writes as writes
 from memory_core.base.chunks import Appended, Chunk, ChunkKind
 from memory_core.base.clock import Monotonic, format_when
-from memory_core.base.errors import ChatmemError, DatabaseConflict, StoreError
+from memory_core.base.errors import ChatmemError, DatabaseConflict, MemoryFileError
 from memory_core.base.scope import ScopeKey
 from memory_core.base.scope_names import remember_scope
 from memory_core.base.sql import Connection, Db
@@ -322,7 +322,7 @@ class SearchIndex:
                 root=self._ws.root,
                 warn=False,  # the store says what it quarantined
             )
-        except StoreError:
+        except MemoryFileError:
             snapshot = None  # a file it may not read, bytes it cannot keep a copy of
         if snapshot is None or not snapshot.utf8:
             # Read as any file, as a rebuild reads it (bytes not UTF-8 replaced).
