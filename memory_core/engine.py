@@ -185,7 +185,7 @@ class MemoryCore(Lifecycle):
             await asyncio.to_thread(remove_graph_files, graph_directory(self.workspace.state_dir))
         emptied = await self.audit.vacuum(tables)
         journal = self.journal_db
-        if journal is not None and journal is not db and journal.backend == "sqlite":
+        if journal is not None and journal is not db and not journal.dialect.is_server:
             emptied = await AuditLog(journal).vacuum() and emptied
         return emptied
 

@@ -100,8 +100,8 @@ async def copy_table(
             progress(table, done, total)
     report.copied.setdefault(table, 0)
     report.read.setdefault(table, 0)
-    if table in IDENTITY and target.backend == "postgres":
-        await target.call(lambda conn: _advance_sequence(conn, table, "id"))
+    if table in IDENTITY:
+        await target.call(lambda conn: conn.dialect.follow_identity(conn, table, "id"))
 
 
 def _page(
@@ -130,19 +130,11 @@ def _insert(conn: Connection, sql: str, rows: list[tuple[Any, ...]]) -> int:
     return added
 
 
-def _advance_sequence(conn: Connection, table: str, column: str) -> None:
-    conn.execute(
-        f"SELECT setval(pg_get_serial_sequence('{table}', '{column}'),"
-        f" GREATEST((SELECT COALESCE(MAX({column}), 0) FROM {table}), 1))"
-    )
-
-
 async def copy_captures(source: Db, target: Db, report: MoveReport) -> None:
     """The capture journal's rows not yet written to MEMORY.md (none when every process
     of the workspace stopped cleanly), with their sequence numbers."""
     await copy_table(source, target, "captures", ("seq",), report)
-    if target.backend == "postgres":
-        await target.call(lambda conn: _advance_sequence(conn, "captures", "seq"))
+    await target.call(lambda conn: conn.dialect.follow_identity(conn, "captures", "seq"))
 
 
 async def copy_message_chunks(

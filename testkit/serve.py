@@ -144,8 +144,12 @@ async def serve(mode: str, keep: Path | None) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    peers = {"openai": serve_openai, "telegram": serve_telegram}
-    peer = serve_postgres(keep) if mode == "postgres" else peers[mode]()
+    peers = {
+        "openai": serve_openai,
+        "telegram": serve_telegram,
+        "postgres": lambda: serve_postgres(keep),
+    }
+    peer = peers[mode]()
     async with peer as variables:
         print(exports(variables) + READY, flush=True)
         if mode == "telegram":

@@ -120,7 +120,7 @@ async def another_process_holds(core: MemoryCore, name: str) -> AsyncIterator[No
 async def posting_ids(core: MemoryCore, sid: int, term: str) -> set[int]:
     """Ids of the scope's chunks whose postings hold `term`, asked of the backend's own
     term index (FTS5's table, or PostgreSQL's GIN expression)."""
-    if database(core).backend == "sqlite":
+    if database(core).dialect.name == "sqlite":
         query = f"SELECT rowid FROM fts_{sid} WHERE fts_{sid} MATCH ?"
         rows = await sql(core, query, '"' + term.replace('"', '""') + '"')
     else:

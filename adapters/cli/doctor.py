@@ -94,6 +94,7 @@ async def storage_checks(config: Config, args: argparse.Namespace) -> list[Check
     from memory_core.engine import MemoryCore
     from memory_core.ops import checks as files
     from memory_core.ops import database, live
+    from memory_core.storage.dialects import dialect_for
 
     workspace = Workspace.at(config.workspace_path)
     exists = await asyncio.to_thread(MemoryCore.workspace_exists, workspace.root)
@@ -102,7 +103,7 @@ async def storage_checks(config: Config, args: argparse.Namespace) -> list[Check
         await asyncio.to_thread(files.workspace_check, workspace.root, exists),
         await asyncio.to_thread(files.disk_check, workspace.root),
     ]
-    if backend == "postgres":
+    if dialect_for(backend).is_server:
         dsn = config.storage.postgres_dsn
         visit: Any = lambda: database.visit_postgres(dsn)  # noqa: E731
     elif exists:

@@ -37,6 +37,7 @@ from memory_core.base.scope import ScopeKey, printable_key
 from memory_core.base.workspace import Workspace
 from memory_core.config import Config
 from memory_core.engine import MemoryCore
+from memory_core.storage.dialects import dialect_for
 
 if TYPE_CHECKING:
     from adapters.metrics import MetricsServer
@@ -77,7 +78,8 @@ async def run_core(config: Config, handler: Handler, args: argparse.Namespace) -
             "change it: nothing was done (commands that only read, such as status and "
             "search, still work)"
         )
-    if args.command in NEEDS_DATABASE and config.storage.backend == "postgres":
+    served = dialect_for(config.storage.backend).is_server
+    if args.command in NEEDS_DATABASE and served:
         await asyncio.to_thread(require_database, config, args.command)
     async with contextlib.AsyncExitStack() as stack:
         metrics = await _metrics_server(config, args, stack)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from adapters.cli import Output, command
 from memory_core.base.errors import ChatmemError
 from memory_core.base.wording import counted
+from memory_core.storage.dialects import dialect_for
 
 if TYPE_CHECKING:
     from memory_core.engine import MemoryCore
@@ -39,7 +40,8 @@ class Migrate:
     @staticmethod
     async def run(core: MemoryCore, args: argparse.Namespace) -> int:
         dsn = args.dsn or os.environ.get("CHATMEM_POSTGRES_DSN", "")
-        if args.to == "postgres" and not dsn:
+        served = dialect_for(args.to).is_server
+        if served and not dsn:
             raise ChatmemError("--to postgres needs --dsn or CHATMEM_POSTGRES_DSN")
         started = time.perf_counter()
         show = not args.json and sys.stderr.isatty()
@@ -56,7 +58,7 @@ class Migrate:
             bar = "#" * filled + "-" * (width - filled)
             print(f"\r{what:<16} [{bar}] {done}/{total}", end="", file=sys.stderr, flush=True)
 
-        report = await core.move_storage(args.to, dsn if args.to == "postgres" else "", progress)
+        report = await core.move_storage(args.to, dsn if served else "", progress)
         if show and shown[0]:
             print(file=sys.stderr)
         elapsed = time.perf_counter() - started
@@ -71,7 +73,7 @@ class Migrate:
         }
         switch = (
             "set storage.backend = 'postgres' (and CHATMEM_POSTGRES_DSN)"
-            if args.to == "postgres"
+            if served
             else "set storage.backend = 'sqlite'"
         )
         Output(args.json).emit(

@@ -55,6 +55,7 @@ def workspace_schemas(args: argparse.Namespace) -> dict[str, Any] | None:
     from memory_core.base.errors import ChatmemError
     from memory_core.base.workspace import Workspace
     from memory_core.ops import versions
+    from memory_core.storage.dialects import dialect_for
 
     try:
         config = load_app_config(args.config, workspace=args.workspace)
@@ -66,7 +67,7 @@ def workspace_schemas(args: argparse.Namespace) -> dict[str, Any] | None:
     backend = config.storage.backend
     found: dict[str, Any] = {"path": str(workspace.root), "backend": backend, "schemas": []}
     try:
-        if backend == "postgres":
+        if dialect_for(backend).is_server:
             states = [
                 versions.postgres_state(config.storage.postgres_dsn, PG_VERSION_TIMEOUT_SECONDS)
             ]

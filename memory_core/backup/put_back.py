@@ -26,6 +26,7 @@ from memory_core.backup.manifest import (
 from memory_core.base.atomic import describe
 from memory_core.base.clock import epoch_seconds
 from memory_core.base.workspace import Workspace
+from memory_core.storage.dialects import dialect_for
 from memory_core.storage.journal import FileOwners
 
 
@@ -56,7 +57,8 @@ def restore_blocking(
     _refuse_running(workspace)
     occupied = root.exists() and any(root.iterdir())
     database = None
-    if backend == "postgres":
+    served = dialect_for(backend).is_server
+    if served:
         from memory_core.storage.pg import dump
 
         database = dump.used(postgres_dsn)
@@ -70,7 +72,7 @@ def restore_blocking(
     if refused:
         raise BackupRefused(f"{refused} (nothing was done)")
     restored = Restored(manifest)
-    if backend == "postgres":  # first: one transaction, so a refusal changes nothing
+    if served:  # first: one transaction, so a refusal changes nothing
         from memory_core.storage.pg import dump
 
         tables = {t.name: t.columns for t in manifest.tables}

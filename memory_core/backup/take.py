@@ -33,6 +33,7 @@ from memory_core.backup.manifest import (
 from memory_core.base.atomic import describe, fsync_dir
 from memory_core.base.workspace import STATE_DIR, Workspace
 from memory_core.storage.db import copy_database
+from memory_core.storage.dialects import dialect_for
 
 
 class Locks(Protocol):
@@ -101,7 +102,7 @@ async def _take(source: Source, locks: Locks, dest: Path) -> Manifest:
         ),
     )
     files = dest / FILES_DIR
-    if source.backend == "sqlite":
+    if not dialect_for(source.backend).is_server:
         for name in ("journal.sqlite3", "index.sqlite3"):  # the journal first
             relative = f"{STATE_DIR}/{name}"
             if await asyncio.to_thread(copy_database, workspace.state_dir / name, files / relative):

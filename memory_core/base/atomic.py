@@ -1,7 +1,7 @@
 """Crash-safe file replacement: a reader sees the old file or the new one, never a mix.
 
 A write the disk refuses (full, over the file size limit, read-only, no permission) leaves
-the old file and is raised as one `StoreError` line saying what, where and why, instead
+the old file and is raised as one `MemoryFileError` line saying what, where and why, instead
 of an `OSError` traceback: a person can act on "disk full", not on errno 28.
 """
 
@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 
 from memory_core.base import safe_files
-from memory_core.base.errors import StoreError
+from memory_core.base.errors import MemoryFileError
 
 log = logging.getLogger(__name__)
 
@@ -39,9 +39,9 @@ def describe(exc: OSError) -> str:
     return f"{reason} ({name})" if name else reason
 
 
-def write_error(what: str, path: Path | str, exc: OSError) -> StoreError:
+def write_error(what: str, path: Path | str, exc: OSError) -> MemoryFileError:
     """One line for a write that failed: `what` happened (to the data), `path`, and why."""
-    return StoreError(f"{what}: cannot write {path}: {describe(exc)}")
+    return MemoryFileError(f"{what}: cannot write {path}: {describe(exc)}")
 
 
 def fsync_dir(directory: Path) -> None:
@@ -63,7 +63,7 @@ def atomic_write_text(path: Path, text: str, *, root: Path) -> None:
 
 
 def atomic_write_bytes(path: Path, data: bytes, *, root: Path, kept: Path | None = None) -> None:
-    """`atomic_write_text` for bytes; StoreError when the disk refuses, saying that the
+    """`atomic_write_text` for bytes; MemoryFileError when the disk refuses, saying that the
     old `kept` (default `path`) is left as it was. A link inside the workspace is
     written through (it stays a link); one leading out is refused."""
     what = f"{(kept or path).name} left as it was"

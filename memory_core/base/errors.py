@@ -25,11 +25,14 @@ class ScopeError(ChatmemError):
     """A scope key or inbound context cannot be turned into a scope."""
 
 
-class StoreError(ChatmemError):
-    """A memory file cannot be read or written."""
+class MemoryFileError(ChatmemError):
+    """A memory file (MEMORY.md, a daily note, a file of the workspace) cannot be read or
+    written, or a capture was not saved: the memory itself failed, and no fallback
+    covers it. Not the database's `StorageError`, which callers outside the backends
+    catch to go on from the files."""
 
 
-class FileRefused(StoreError):
+class FileRefused(MemoryFileError):
     """A workspace path the product will not open (`base/safe_files.py`): a link that
     leads outside the workspace, a FIFO, device or socket, or a file over its size bound."""
 
@@ -47,10 +50,6 @@ class PathRefused(ChatmemError):
     """A path asked for lies outside what the caller's scope may read."""
 
 
-class IndexUnavailable(ChatmemError):
-    """The SQLite index cannot be opened or is corrupt; callers fall back to files."""
-
-
 class StorageError(ChatmemError):
     """The database under the memory failed (either backend): the family every caller
     outside the backends catches, so none of them names a driver's exceptions.
@@ -61,6 +60,11 @@ class StorageError(ChatmemError):
     write (the file is the memory) catches `StorageError`; the subclasses say what kind of
     failure, for the callers that act on it. One line, never a connection string.
     """
+
+
+class IndexUnavailable(StorageError):
+    """The database cannot be opened, or is not open (the core runs on its files alone:
+    `MemoryCore.degraded_reason` says why); callers fall back to the files."""
 
 
 class DatabaseBusy(StorageError):

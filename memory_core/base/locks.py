@@ -290,7 +290,7 @@ def unlock_file(fd: int) -> None:
 
 def _take(lock: FileLock) -> None:
     """`lock.acquire`; a lock file that cannot be made or opened (a read-only or full
-    workspace) is a StoreError line: every write takes its lock first, so this is where
+    workspace) is a MemoryFileError line: every write takes its lock first, so this is where
     such a workspace shows, before any data is touched."""
     try:
         lock.acquire()

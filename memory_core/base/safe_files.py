@@ -9,7 +9,7 @@ every read is bounded, so `/dev/zero` or a huge file is one clear line, not a ha
 `MemoryError`. The checks run again on the opened descriptor, so a link swapped in
 between the check and the open is refused too.
 
-Every refusal is a `FileRefused` (a `StoreError`): front ends print one line, the index
+Every refusal is a `FileRefused` (a `MemoryFileError`): front ends print one line, the index
 scan skips the file with one warning, and other scopes go on being served.
 """
 

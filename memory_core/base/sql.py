@@ -8,8 +8,9 @@ database thread (`Database.run` / `Database.call` for SQLite, `PgDatabase.run` /
 `PgDatabase.call` for PostgreSQL). *Why one set of statements and not one module per
 backend:* the two backends then cannot drift apart in what they store or how they rank,
 which the parametrised test suite checks; what truly differs (FTS5 against a GIN index,
-`PRAGMA data_version`, id allocation, `VACUUM`) is asked of `conn.backend` in the few
-places that need it.
+`PRAGMA data_version`, id allocation, `VACUUM`, a list of ids as one array) is asked of
+the connection's `Dialect` (`conn.dialect`, one per kind in memory_core/storage/dialects.py),
+never of the backend's name.
 """
 
 from __future__ import annotations
@@ -17,7 +18,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Literal, Protocol, TypeVar
 
-Backend = Literal["sqlite", "postgres"]
+BackendName = Literal["sqlite", "postgres"]
+"""The `storage.backend` setting: which kind of database a workspace keeps."""
+
+FullText = Literal["fts5", "gin"]
+"""How the schema indexes a chunk's terms: SQLite's FTS5 table, or PostgreSQL's GIN index
+over an array of postings (memory_core/recall/index/postings.py)."""
 
 
 class Cursor(Protocol):
@@ -31,24 +37,65 @@ class Cursor(Protocol):
 
 
 class Connection(Protocol):
-    """A connection inside one database function: `execute`, `executemany`, and which
-    backend it is. Rows are plain tuples on both."""
+    """A connection inside one database function: `execute`, `executemany`, and the
+    dialect it speaks. Rows are plain tuples on both."""
 
-    backend: Backend
+    @property
+    def dialect(self) -> Dialect: ...
 
     def execute(self, sql: str, parameters: Sequence[Any] = ..., /) -> Cursor: ...
     def executemany(self, sql: str, seq_of_parameters: Iterable[Sequence[Any]], /) -> Cursor: ...
 
 
+class Dialect(Protocol):
+    """What differs between the two databases, as methods and attributes: the code asks
+    these and never compares a backend's name, so a third backend is one more dialect
+    (memory_core/storage/dialects.py, which holds one per kind)."""
+
+    @property
+    def name(self) -> BackendName:
+        """The `storage.backend` value that chooses this dialect."""
+        ...
+
+    @property
+    def is_server(self) -> bool:
+        """A server shared by every process of the workspace, reached by a DSN (it may be
+        unreachable for a while: writes are spooled; pgvector may serve vectors), rather
+        than files of the workspace."""
+        ...
+
+    @property
+    def full_text(self) -> FullText:
+        """How the schema indexes a chunk's terms."""
+        ...
+
+    @property
+    def begin_read_snapshot(self) -> str:
+        """The statement that opens a read transaction seeing one state of the database."""
+        ...
+
+    def data_version(self, conn: Connection) -> int:
+        """A number that moves when another process commits a change."""
+        ...
+
+    def any_of(self, column: str, values: Sequence[object]) -> tuple[str, list[object]]:
+        """A condition "`column` is one of `values`" and its parameters."""
+        ...
+
+    def vacuum(self, conn: Connection, tables: Sequence[str]) -> bool:
+        """Drop the old versions of deleted rows of `tables` (on SQLite, of the whole
+        file, then its WAL emptied); False when another reader kept some of them."""
+        ...
+
+    def follow_identity(self, conn: Connection, table: str, column: str) -> None:
+        """After rows were copied in with their ids: the next id `table` makes comes
+        after them."""
+        ...
+
+
 def data_version(conn: Connection) -> int:
-    """A number that moves when another process commits a change: SQLite's `PRAGMA
-    data_version`; on PostgreSQL the sum of the other processes' write transactions
-    (`writers`, see memory_core/storage/pg/migrations.py)."""
-    if conn.backend == "sqlite":
-        return int(conn.execute("PRAGMA data_version").fetchone()[0])
-    writer = getattr(conn, "writer", "")
-    row = conn.execute("SELECT COALESCE(SUM(commits), 0) FROM writers WHERE id <> ?", (writer,))
-    return int(row.fetchone()[0])
+    """A number that moves when another process commits a change (see `Dialect`)."""
+    return conn.dialect.data_version(conn)
 
 
 T = TypeVar("T")
@@ -58,7 +105,8 @@ class Db(Protocol):
     """A database the table owners run their functions on: the SQLite `Database`
     (memory_core/storage/db.py) or the PostgreSQL `PgDatabase` (memory_core/storage/pg/database.py)."""
 
-    backend: Backend
+    @property
+    def dialect(self) -> Dialect: ...
 
     async def run(self, work: Callable[[Connection], T]) -> T:
         """`work` in one transaction."""

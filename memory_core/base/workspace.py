@@ -87,7 +87,7 @@ class Workspace:
         with contextlib.suppress(FileNotFoundError):
             return _read_identity(self.root, path)
         draft = path.with_name(f".{IDENTITY_FILE}.{uuid.uuid4().hex}")
-        atomic_write_text(draft, uuid.uuid4().hex + "\n", root=self.root)  # a StoreError line
+        atomic_write_text(draft, uuid.uuid4().hex + "\n", root=self.root)  # a MemoryFileError line
         try:
             os.link(safe_files.inside(self.root, draft), safe_files.inside(self.root, path))
         except FileExistsError:

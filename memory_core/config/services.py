@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Literal
 
 from memory_core.base.errors import install_hint
+from memory_core.base.sql import BackendName
 from memory_core.config.fields import Section, above, at_least, setting
 
 
@@ -97,7 +98,7 @@ class StorageSettings(Section):
     """Where the index, history, audit log and capture journal live (MEMORY.md and the
     daily notes are always files in the workspace)."""
 
-    backend: Literal["sqlite", "postgres"] = setting(
+    backend: BackendName = setting(
         "sqlite",
         "'sqlite': .chatmem/index.sqlite3 in the workspace, nothing to run; 'postgres': one "
         "PostgreSQL database that several bot processes share (the postgres extra: "

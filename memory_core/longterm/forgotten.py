@@ -31,7 +31,7 @@ from pathlib import Path
 from memory_core.base import safe_files
 from memory_core.base.atomic import atomic_write_text
 from memory_core.base.entries import MemoryEntry
-from memory_core.base.errors import StoreError
+from memory_core.base.errors import MemoryFileError
 from memory_core.base.scope import ScopeKey, scope_slug
 from memory_core.base.workspace import Workspace
 from memory_core.longterm.memory_md import (
@@ -81,7 +81,7 @@ class ForgottenFile:
         except (FileNotFoundError, NotADirectoryError):
             return ForgottenContents([], [])
         except UnicodeDecodeError as exc:
-            raise StoreError(f"{path} is not UTF-8 text: {exc}") from exc
+            raise MemoryFileError(f"{path} is not UTF-8 text: {exc}") from exc
         lines = split_lines(text)
         start = 0
         # The title and note are the file's own; everything after them is blocks.

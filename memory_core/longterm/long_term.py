@@ -62,8 +62,7 @@ from memory_core.longterm.memory_md import QuarantinedBlock
 from memory_core.longterm.memory_md_parser import ParsedMemory
 from memory_core.longterm.staging import Staging
 from memory_core.longterm.store import SettledStore
-from memory_core.storage.activations import Activation
-from memory_core.storage.interfaces import ActivationBackend, AuditBackend
+from memory_core.storage.interfaces import Activation, ActivationBackend, AuditBackend
 
 log = logging.getLogger(__name__)
 

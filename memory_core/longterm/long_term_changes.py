@@ -18,7 +18,7 @@ from memory_core.base.merge_values import Change, ChangeKind, MergeResult, Propo
 from memory_core.base.policy import ScoringPolicy
 from memory_core.longterm.merge import merge
 from memory_core.longterm.scoring import initial_score, score_at
-from memory_core.storage.activations import Activation
+from memory_core.storage.interfaces import Activation
 
 RewriteFn = Callable[[list[MemoryEntry], datetime], tuple[list[MemoryEntry], list[Change]]]
 EditFn = Callable[[MemoryEntry, datetime], tuple[MemoryEntry | None, ChangeKind, str]]

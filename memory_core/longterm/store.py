@@ -39,7 +39,7 @@ from memory_core.base import safe_files
 from memory_core.base.atomic import atomic_write_bytes, backup_then_write
 from memory_core.base.clock import Monotonic, epoch_ns, system_monotonic
 from memory_core.base.entries import MemoryEntry
-from memory_core.base.errors import StoreError
+from memory_core.base.errors import MemoryFileError
 from memory_core.base.locks import LockRegistry
 from memory_core.base.scope import ScopeKey
 from memory_core.base.workspace import Workspace
@@ -128,7 +128,7 @@ def read_memory_file(
     except FileNotFoundError:
         return FileRead(ParsedMemory(), None)
     except OSError as exc:
-        raise StoreError(f"cannot read {path}: {exc.strerror or exc}") from exc
+        raise MemoryFileError(f"cannot read {path}: {exc.strerror or exc}") from exc
     digest = _digest(data)
     racy = _racy(stamp, read_at)
     if cache is not None:
@@ -219,7 +219,7 @@ def _parse_undecodable(root: Path, path: Path, data: bytes, archive_below: float
             atomic_write_bytes(copy, data, root=root)
         except OSError as exc:
             # Without the copy, the next write would lose the bytes: refuse instead.
-            raise StoreError(
+            raise MemoryFileError(
                 f"{path} is not all UTF-8 and its bytes cannot be kept in {copy.name}:"
                 f" {exc.strerror or exc}"
             ) from exc

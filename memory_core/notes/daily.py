@@ -18,7 +18,7 @@ from pathlib import Path
 
 from memory_core.base import safe_files
 from memory_core.base.atomic import describe, write_error
-from memory_core.base.errors import FileRefused, StoreError
+from memory_core.base.errors import FileRefused, MemoryFileError
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +65,7 @@ def append_note_blocking(
     false the caller fsyncs (`fsync_path`) itself, e.g. while the index write runs.
 
     A note is written whole or not at all: a write the disk cannot take (full, over the
-    file size limit, read-only) is cut back to the old length and raised as StoreError,
+    file size limit, read-only) is cut back to the old length and raised as MemoryFileError,
     so no caller is told a torn note was saved. `root` is the workspace's: a note file
     or folder that leads outside it, or is no regular file, is refused (`safe_files`).
     """
@@ -114,7 +114,7 @@ def append_note_blocking(
 
 
 def _write_whole(fd: int, data: bytes, old_size: int, path: Path) -> None:
-    """All of `data`, or the file cut back to `old_size` and StoreError.
+    """All of `data`, or the file cut back to `old_size` and MemoryFileError.
 
     `os.write` may write less than asked (a disk that fills, a file size limit) and only
     the next call fails; the bytes already written would be a torn note.
@@ -130,7 +130,7 @@ def _write_whole(fd: int, data: bytes, old_size: int, path: Path) -> None:
         try:
             os.ftruncate(fd, old_size)
         except OSError as undo:
-            raise StoreError(
+            raise MemoryFileError(
                 f"note not saved: cannot write {path}: {describe(exc)}; cutting the partial"
                 f" note off failed too ({describe(undo)}), so its last line may be torn"
             ) from exc

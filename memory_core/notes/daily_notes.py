@@ -95,7 +95,7 @@ class DailyNotes:
         thread instead. The file is always written first: if the index write fails, the
         note stays in the file and the next sync indexes it; if the database fails before
         the note was written, the slow path writes it (the file is the memory, the index
-        only finds it). What the disk refuses is one StoreError line, and the file is
+        only finds it). What the disk refuses is one MemoryFileError line, and the file is
         left as it was: no caller is told a torn note was saved.
         """
         if not storable(text, "the note").strip():

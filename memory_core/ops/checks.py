@@ -15,6 +15,7 @@ from typing import Any
 
 from memory_core.base.wording import counted
 from memory_core.ops.report import Check, fail, ok, skip, warn
+from memory_core.storage.dialects import dialect_for
 
 DISK_FAIL_BYTES = 100 * 1024**2
 """Below this much free disk the workspace's next writes (a rebuild, a day's notes) may
@@ -103,7 +104,7 @@ def spool_check(state_dir: Path, backend: str) -> Check:
     """Messages and audit rows kept in the local spool while PostgreSQL was unreachable,
     not yet written to it (storage/spool.py)."""
     name = "spool"
-    if backend != "postgres":
+    if not dialect_for(backend).is_server:
         return skip(name, "only the PostgreSQL backend spools")
     spool = state_dir / "spool"
     waiting = 0

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from memory_core.ops.report import Check, fail, ok, skip, warn
 from memory_core.ops.versions import SchemaState, schema_state
+from memory_core.storage.dialects import dialect_for
 
 TIMEOUT_SECONDS = 5.0
 """The longest the doctor waits for the database (the issue's bound for a bad DSN)."""
@@ -105,7 +106,7 @@ def database_check(backend: str, outcome: Visit | BaseException | None) -> Check
 
 def pgvector_check(backend: str, outcome: Visit | BaseException | None) -> Check:
     name = "pgvector"
-    if backend != "postgres":
+    if not dialect_for(backend).is_server:
         return skip(name, "not used with SQLite")
     if not isinstance(outcome, Visit) or outcome.pgvector is None:
         return skip(name, "unknown: the database was not read")

@@ -10,9 +10,7 @@ from collections.abc import Callable, Iterable
 
 from memory_core.base.scope import ScopeKey
 from memory_core.base.sql import Connection, Db
-
-Activation = tuple[str, str]
-"""(entry id, session id)."""
+from memory_core.storage.interfaces import Activation
 
 
 def record_step(

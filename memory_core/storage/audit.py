@@ -116,14 +116,8 @@ class AuditLog:
         overwritten by later writes). On PostgreSQL, `VACUUM FULL` of the tables a purge
         writes, and `tables` (an erasure's): their old row versions go, and with them the
         erased text."""
-        if self._db.backend == "postgres":
-            await self._db.call(lambda conn: _vacuum_purged_tables(conn, tables))
-            return True
-        await self._db.call(lambda conn: conn.execute("VACUUM"))
-        row = await self._db.call(
-            lambda conn: conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
-        )
-        return not row[0]
+        purged = (*PURGED_TABLES, *tables)
+        return await self._db.call(lambda conn: conn.dialect.vacuum(conn, purged))
 
     async def last_id(self) -> int:
         return int(await self._scalar("SELECT COALESCE(MAX(id), 0) FROM audit"))
@@ -211,8 +205,3 @@ class AuditLog:
 
 
 PURGED_TABLES = ("audit", "chunks", "messages")
-
-
-def _vacuum_purged_tables(conn: Connection, tables: Sequence[str] = ()) -> None:
-    for table in dict.fromkeys((*PURGED_TABLES, *tables)):
-        conn.execute(f"VACUUM FULL {table}")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -18,13 +19,14 @@ from memory_core.base.atomic import atomic_write_text
 from memory_core.base.clock import Monotonic, epoch_seconds
 from memory_core.base.errors import ConfigError, install_hint
 from memory_core.base.locks import LockRegistry
-from memory_core.base.sql import Db
+from memory_core.base.sql import Db, Dialect
 from memory_core.base.workspace import Workspace
 from memory_core.config import Config
 from memory_core.config.memory import HistorySettings
 from memory_core.config.services import StorageSettings
 from memory_core.storage.audit import AuditLog
 from memory_core.storage.db import Database
+from memory_core.storage.dialects import POSTGRES, SQLITE, dialect_for
 from memory_core.storage.history import HistoryStore, MessageIndexer
 from memory_core.storage.journal import CaptureJournal, FileOwners, Owners
 
@@ -94,16 +96,28 @@ class Backend(Protocol):
 def same_storage(a: StorageSettings, b: StorageSettings) -> bool:
     """Whether two storage settings name the same database: the workspace's SQLite file,
     or one PostgreSQL database (`chatmem migrate` refuses to move into where it is)."""
-    return a.backend == b.backend and (a.backend == "sqlite" or a.postgres_dsn == b.postgres_dsn)
+    served = dialect_for(a.backend).is_server
+    return a.backend == b.backend and (not served or a.postgres_dsn == b.postgres_dsn)
 
 
 def backend_for(
     config: Config, workspace: Workspace, locks: LockRegistry, monotonic: Monotonic
 ) -> Backend:
-    """The configured backend; PostgreSQL's driver is only imported when it is chosen."""
+    """The configured backend: its dialect's maker (`MAKERS`)."""
     storage = config.storage
-    if storage.backend == "sqlite":
-        return SqliteBackend(workspace, monotonic)
+    return MAKERS[dialect_for(storage.backend)](storage, workspace, locks, monotonic)
+
+
+def _sqlite_backend(
+    storage: StorageSettings, workspace: Workspace, locks: LockRegistry, monotonic: Monotonic
+) -> Backend:
+    return SqliteBackend(workspace, monotonic)
+
+
+def _postgres_backend(
+    storage: StorageSettings, workspace: Workspace, locks: LockRegistry, monotonic: Monotonic
+) -> Backend:
+    """PostgreSQL's driver is only imported when it is chosen."""
     if not storage.postgres_dsn.strip():
         raise ConfigError(
             "storage.backend = 'postgres' needs storage.postgres_dsn (or CHATMEM_POSTGRES_DSN)"
@@ -115,6 +129,11 @@ def backend_for(
             f"storage.backend = 'postgres' needs psycopg: {install_hint('postgres')}"
         ) from exc
     return PostgresBackend(storage, workspace, locks, monotonic)
+
+
+BackendMaker = Callable[[StorageSettings, Workspace, LockRegistry, Monotonic], Backend]
+MAKERS: dict[Dialect, BackendMaker] = {SQLITE: _sqlite_backend, POSTGRES: _postgres_backend}
+"""The backend of each dialect (`storage.dialects.DIALECTS`): one entry per kind."""
 
 
 class SqliteBackend:

@@ -41,7 +41,8 @@ from memory_core.base.errors import (
     StorageError,
 )
 from memory_core.base.retry import Backoff, retrying
-from memory_core.base.sql import Backend, Connection, data_version
+from memory_core.base.sql import Connection, Dialect, data_version
+from memory_core.storage.dialects import SQLITE
 from memory_core.storage.migrations import MIGRATIONS, Migration, Step
 
 log = logging.getLogger(__name__)
@@ -75,9 +76,9 @@ Work = Callable[[Connection], T]
 
 class SqliteConnection(sqlite3.Connection):
     """`sqlite3.connect(..., factory=SqliteConnection)`: a plain sqlite3 connection that
-    says which backend it is."""
+    says which dialect it speaks."""
 
-    backend: Backend = "sqlite"
+    dialect: Dialect = SQLITE
 
 
 def is_busy(exc: BaseException) -> bool:
@@ -182,7 +183,7 @@ class Database:
     lock of their own.
     """
 
-    backend: Backend = "sqlite"
+    dialect: Dialect = SQLITE
 
     def __init__(self, conn: SqliteConnection, thread: _Thread) -> None:
         self._connection = conn

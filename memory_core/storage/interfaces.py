@@ -23,7 +23,6 @@ from memory_core.base.records import (
     SessionArchive,
 )
 from memory_core.base.scope import ScopeKey
-from memory_core.storage.activations import Activation
 from memory_core.storage.sessions import (
     CapReport,
     NewMessage,
@@ -103,6 +102,10 @@ class AuditBackend(Protocol):
     async def events(
         self, scope: ScopeKey | None = None, kind: str | None = None, limit: int = 100
     ) -> list[ScopeEvent]: ...
+
+
+Activation = tuple[str, str]
+"""An entry a reply used, waiting for the next merge: (entry id, session id)."""
 
 
 class ActivationBackend(Protocol):

@@ -33,8 +33,8 @@ from memory_core.base.errors import (
     DatabaseUnreachable,
     DatabaseUnwritable,
     IndexUnavailable,
+    MemoryFileError,
     StorageError,
-    StoreError,
 )
 from memory_core.base.locks import Health, ProcessLocks
 from memory_core.base.sql import Connection, Db
@@ -174,7 +174,7 @@ class CaptureJournal:
             if isinstance(exc, (DatabaseBusy, DatabaseUnwritable)):
                 raise  # already one clear line
             # The caller's capture is not acknowledged: it must hear so in one line.
-            raise StoreError(f"capture not saved: the capture journal failed: {exc}") from exc
+            raise MemoryFileError(f"capture not saved: the capture journal failed: {exc}") from exc
         return int(seq)
 
     async def remove(self, seqs: list[int]) -> None:

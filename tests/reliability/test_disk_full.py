@@ -1,5 +1,5 @@
 """Writes the disk refuses (issue 11, items 3 and 8): a full disk, a file size limit, a
-read-only workspace. Nothing acknowledged may be torn, every refusal is one `StoreError`
+read-only workspace. Nothing acknowledged may be torn, every refusal is one `MemoryFileError`
 line (exit 2 from the CLI), and the old files stay as they were.
 
 The disk is real where the machine allows it: a small tmpfs needs CAP_SYS_ADMIN (root in
@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from memory_core.base.errors import ChatmemError, StoreError
+from memory_core.base.errors import ChatmemError, MemoryFileError
 from memory_core.base.records import RecordedMessage
 from memory_core.base.scope import ScopeKey
 from memory_core.config import env_bindings, load_config
@@ -111,7 +111,7 @@ class Tally:
     stray_index_rows: int = 0
     degraded: int = 0
     unclear: int = 0
-    """Refusals that were not one StoreError line."""
+    """Refusals that were not one MemoryFileError line."""
     problems: list[str] = field(default_factory=list)
 
     def line(self, label: str) -> str:
@@ -127,7 +127,7 @@ class Tally:
 
 def _clear_refusal(exc: BaseException | str) -> bool:
     text = exc if isinstance(exc, str) else f"{type(exc).__name__}: {exc}"
-    return text.startswith("StoreError: note not saved: ") and "\n" not in text
+    return text.startswith("MemoryFileError: note not saved: ") and "\n" not in text
 
 
 def _check_file(tally: Tally, trial: int, path: Path, day: date, acked: list[str]) -> list[str]:
@@ -278,10 +278,10 @@ async def test_a_full_disk_keeps_memory_md_and_history(tmpfs: Path | None) -> No
 
         _fill_inodes(tmpfs)
         with pytest.raises(
-            StoreError, match=r"^MEMORY\.md left as it was: .*disk full \(ENOSPC\)$"
+            MemoryFileError, match=r"^MEMORY\.md left as it was: .*disk full \(ENOSPC\)$"
         ):
             await core.memories.capture(MAIN, "likes coffee")
-        with pytest.raises(StoreError, match=r"\.md left as it was: .*disk full \(ENOSPC\)$"):
+        with pytest.raises(MemoryFileError, match=r"\.md left as it was: .*disk full \(ENOSPC\)$"):
             await core.conversation.archive(MAIN)
         assert memory_md.read_bytes() == before
         assert _files(workspace) == _files(workspace, before_archive=True)
@@ -342,7 +342,7 @@ from pathlib import Path
 
 from memory_core.config import load_config
 from memory_core.engine import MemoryCore
-from memory_core.base.errors import ChatmemError, StoreError
+from memory_core.base.errors import ChatmemError, MemoryFileError
 from memory_core.base.scope import ScopeKey
 
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # EFBIG instead of death, as Python does

@@ -47,7 +47,7 @@ async def _search_while_the_index_fails(core: MemoryCore) -> None:
     queries = ["postgres", "kayak lake", "数据库 连接池", "billing"]
     healthy = [sorted(h.text for h in await core.finder.search(MAIN, q)) for q in queries]
     sid = await index_of(core).scope_id(MAIN)
-    if database(core).backend == "sqlite":
+    if database(core).dialect.name == "sqlite":
         await sql_write(core, (f"DROP TABLE fts_{sid}", ()))
     else:
         await sql_write(core, ("DROP FUNCTION chatmem_postings CASCADE", ()))
@@ -122,4 +122,4 @@ async def test_a_tool_answers_a_disk_failure_with_one_json_line(
 
 
 def postgres(core: MemoryCore) -> bool:
-    return database(core).backend == "postgres"
+    return database(core).dialect.name == "postgres"

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from memory_core.base.chunks import ChunkKind
-from memory_core.base.errors import ChatmemError, StoreError
+from memory_core.base.errors import ChatmemError, MemoryFileError
 from memory_core.base.scope import ScopeKey
 from memory_core.engine import MemoryCore
 from memory_core.notes import daily
@@ -103,7 +103,7 @@ async def test_a_full_disk_mid_note_rolls_back_and_says_so(
     await core.notes.append(MAIN, "first note")
     before = _daily_bytes(core)
     disk(10, 25)  # 25 bytes fit, then the disk is full
-    with pytest.raises(StoreError) as caught:
+    with pytest.raises(MemoryFileError) as caught:
         await core.notes.append(MAIN, "a long second note that does not fit on the disk")
     message = str(caught.value)
     assert "\n" not in message
@@ -125,7 +125,7 @@ async def test_the_waiting_path_rolls_back_too(
     before = _daily_bytes(core)
     monkeypatch.setattr(notes_module, "try_lock_file", lambda path: None)  # "held elsewhere"
     disk(10, 25)
-    with pytest.raises(StoreError, match=r"note not saved: .*disk full \(ENOSPC\)"):
+    with pytest.raises(MemoryFileError, match=r"note not saved: .*disk full \(ENOSPC\)"):
         await core.notes.append(MAIN, "a long second note that does not fit on the disk")
     assert _daily_bytes(core) == before
     assert await _daily_chunks(core) == ["first note"]
@@ -148,7 +148,7 @@ async def test_a_file_size_limit_is_one_clear_line(
         return real_write(fd, data)
 
     monkeypatch.setattr(os, "write", over_the_limit)
-    with pytest.raises(StoreError, match=r"^note not saved: cannot write .*: file size limit"):
+    with pytest.raises(MemoryFileError, match=r"^note not saved: cannot write .*: file size limit"):
         await core.notes.append(MAIN, "second")
     assert _daily_bytes(core) == before
 

@@ -298,7 +298,7 @@ async def test_rebuild_equals_the_incremental_index(
     assert await index_state(core, scopes) == incremental
     for scope in scopes:
         sid = await index.scope_id(scope)
-        if database(core).backend == "sqlite":
+        if database(core).dialect.name == "sqlite":
             # FTS5's own consistency check of its index (not against the content table,
             # which every scope's FTS table shares).
             await sql(core, f"INSERT INTO fts_{sid} (fts_{sid}) VALUES ('integrity-check')")

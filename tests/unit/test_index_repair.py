@@ -115,7 +115,7 @@ async def test_index_failure_at_search_time_falls_back(core: MemoryCore) -> None
     await build_small_workspace(core)
     expected = await core.finder.search(MAIN, "postgres billing")
     sid = await index_of(core).scope_id(MAIN)
-    if database(core).backend == "sqlite":
+    if database(core).dialect.name == "sqlite":
         await sql_write(core, (f"DROP TABLE fts_{sid}", ()))
     else:
         await sql_write(core, ("DROP FUNCTION chatmem_postings CASCADE", ()))

@@ -167,7 +167,7 @@ async def test_every_scope_finds_its_own_marker(populated: MemoryCore) -> None:
         assert_own(core, scope, hits, marker(scope))
     rows = {r[1]: r[0] for r in await sql(core, "SELECT id, key FROM scopes")}
     assert {s.value for s in SCOPES} <= set(rows)
-    if database(core).backend == "sqlite":
+    if database(core).dialect.name == "sqlite":
         # One FTS table per scope: the index is partitioned, not filtered.
         tables = {
             r[0]

@@ -9,7 +9,7 @@ from itertools import islice
 import pytest
 
 from memory_core.base.clock import ManualMonotonic
-from memory_core.base.errors import DatabaseUnreachable, StoreError
+from memory_core.base.errors import DatabaseUnreachable, MemoryFileError
 from memory_core.base.retry import Backoff, CoolDown, OutageNotice, Steps, retrying, unreachable
 from testkit.waiting import turns, until
 
@@ -58,7 +58,7 @@ def test_only_the_database_being_away_is_an_outage() -> None:
     assert not notice.failed(ValueError("a bug"))
     assert not notice.down
     away = DatabaseUnreachable("gone")
-    wrapped = StoreError("not saved")
+    wrapped = MemoryFileError("not saved")
     wrapped.__cause__ = away
     assert unreachable(wrapped) is away
     assert notice.failed(wrapped)

@@ -12,7 +12,7 @@ import pytest
 
 from memory_core.base import safe_files
 from memory_core.base.atomic import atomic_write_text, backup_then_write
-from memory_core.base.errors import FileRefused, StoreError
+from memory_core.base.errors import FileRefused, MemoryFileError
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -39,7 +39,7 @@ def test_a_link_out_is_refused_for_reading_and_writing(ws: Path, outside: Path) 
     with pytest.raises(FileRefused):
         atomic_write_text(ws / "memory" / "note.md", "new", root=ws)
     assert (outside / "secret.md").read_text(encoding="utf-8") == "outside text\n"
-    assert isinstance(FileRefused("x"), StoreError)  # one line and exit 2 on the CLI
+    assert isinstance(FileRefused("x"), MemoryFileError)  # one line and exit 2 on the CLI
 
 
 def test_a_link_in_a_parent_folder_is_refused(ws: Path, outside: Path) -> None:

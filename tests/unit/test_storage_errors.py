@@ -29,6 +29,7 @@ from memory_core.base.errors import (
     DatabaseForeign,
     DatabaseUnreachable,
     DatabaseUnwritable,
+    IndexUnavailable,
     StorageError,
 )
 from memory_core.base.scope import MAIN
@@ -96,6 +97,7 @@ def test_the_family_stands_under_the_root_error_on_no_driver() -> None:
         DatabaseForeign,
         DatabaseCorrupt,
         DatabaseFailure,
+        IndexUnavailable,
     )
     assert issubclass(StorageError, ChatmemError)
     for kind in kinds:
@@ -205,7 +207,7 @@ def insert(k: str, v: str | None) -> Any:
 def read_only_insert(conn: Connection) -> None:
     """A write the database refuses as read-only (SQLite's SQLITE_READONLY, PostgreSQL's
     read_only_sql_transaction): what a read-only file or replica answers."""
-    if conn.backend == "sqlite":
+    if conn.dialect.name == "sqlite":
         conn.execute("PRAGMA query_only = ON")
         try:
             conn.execute("INSERT INTO t (k, v) VALUES ('r', 'o')")
@@ -237,7 +239,7 @@ async def test_each_backend_raises_the_family_for_the_same_failures(core: Memory
 def write_lock_held(core: MemoryCore) -> Iterator[None]:
     """Another process holds a write lock on `t` (SQLite: the database's; PostgreSQL: the
     table's) until the block ends."""
-    if database(core).backend == "sqlite":
+    if database(core).dialect.name == "sqlite":
         conn = sqlite3.connect(core.workspace.db_path, isolation_level=None)
         conn.execute("BEGIN IMMEDIATE")
         try:
@@ -257,11 +259,11 @@ async def test_a_lock_held_past_waiting_is_busy_on_each_backend(
     store = database(core)
     await store.run(table)
     monkeypatch.setattr(db, "BUSY_RETRY_SECONDS", 0.2)
-    if store.backend == "sqlite":
+    if store.dialect.name == "sqlite":
         await store.call(lambda conn: conn.execute("PRAGMA busy_timeout = 50"))
 
     def write(conn: Connection) -> None:
-        if conn.backend == "postgres":
+        if conn.dialect.name == "postgres":
             conn.execute("SET LOCAL lock_timeout = '50ms'")
         conn.execute("INSERT INTO t (k, v) VALUES ('b', 'y')")
 
@@ -303,6 +305,22 @@ async def test_a_file_damaged_under_a_core_is_corrupt_degrades_and_is_moved_asid
         assert core.degraded_reason is None and core.guard.index is not None
         hits = await core.guard.index.search(MAIN, "kayak")
         assert [h.text for h in hits] == ["the kayak is red"]
+
+
+@pytest.mark.sqlite_only
+async def test_a_database_that_is_not_open_is_a_storage_error(
+    config: Config, clock: ManualClock
+) -> None:
+    """A core whose database could not be opened runs on its files; what needs the
+    database fails in the family every caller catches, saying why."""
+    path = config.workspace_path / ".chatmem" / "index.sqlite3"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"no database at all \x00\xff" * 200)
+    async with MemoryCore.open(config, clock=clock) as core:
+        with pytest.raises(StorageError) as raised:
+            await core.audit.recent(MAIN)
+    assert isinstance(raised.value, IndexUnavailable)
+    assert "index.sqlite3" in str(raised.value)
 
 
 @pytest.mark.sqlite_only

@@ -90,7 +90,7 @@ def old_rows(conn: Connection) -> None:
 
 
 def tables(conn: Connection) -> set[str]:
-    if conn.backend == "sqlite":
+    if conn.dialect.name == "sqlite":
         found = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
     else:
         found = conn.execute(
@@ -100,7 +100,7 @@ def tables(conn: Connection) -> set[str]:
 
 
 def columns(conn: Connection, table: str) -> list[str]:
-    if conn.backend == "sqlite":
+    if conn.dialect.name == "sqlite":
         return [str(r[1]) for r in conn.execute(f"PRAGMA table_info({table})").fetchall()]
     return [
         str(r[0])

@@ -21,7 +21,7 @@ import json
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from memory_core.base.sql import Connection
+from memory_core.base.sql import Connection, FullText
 from memory_core.recall.index.postings_cache import Arrays, cache_of, known_cache
 from memory_core.recall.index.topk import Scoring, exact_top
 
@@ -337,9 +337,9 @@ class GinPostings:
         )
 
 
-_BY_BACKEND: dict[str, Postings] = {"sqlite": Fts5Postings(), "postgres": GinPostings()}
+_BY_FULL_TEXT: dict[FullText, Postings] = {"fts5": Fts5Postings(), "gin": GinPostings()}
 
 
 def postings(conn: Connection) -> Postings:
-    """The postings of `conn`'s backend."""
-    return _BY_BACKEND[conn.backend]
+    """The postings of the full-text index `conn`'s schema holds."""
+    return _BY_FULL_TEXT[conn.dialect.full_text]

@@ -8,13 +8,14 @@ from typing import Any
 
 import psycopg
 
-from memory_core.base.sql import Backend
+from memory_core.base.sql import Dialect
+from memory_core.storage.dialects import POSTGRES
 
 
 class PgConnection:
     """Wraps one pooled psycopg connection for the length of one database function."""
 
-    backend: Backend = "postgres"
+    dialect: Dialect = POSTGRES
 
     def __init__(self, raw: psycopg.Connection[Any], writer: str) -> None:
         self.raw = raw

@@ -46,7 +46,8 @@ from memory_core.base.errors import (
     StorageError,
 )
 from memory_core.base.retry import CoolDown
-from memory_core.base.sql import Backend, Connection, data_version
+from memory_core.base.sql import Connection, Dialect, data_version
+from memory_core.storage.dialects import POSTGRES
 from memory_core.storage.migrations import Migration
 from memory_core.storage.pg import in_use
 from memory_core.storage.pg.connection import PgConnection
@@ -101,7 +102,7 @@ class Owner:
 class PgDatabase:
     """Open with `await PgDatabase.open(dsn)`; `close()` when done."""
 
-    backend: Backend = "postgres"
+    dialect: Dialect = POSTGRES
 
     def __init__(
         self,

@@ -25,7 +25,7 @@ from psycopg.conninfo import conninfo_to_dict
 
 from memory_core.base import safe_files
 from memory_core.base.atomic import atomic_write_text
-from memory_core.base.errors import FileRefused, StoreError
+from memory_core.base.errors import FileRefused, MemoryFileError
 
 RECORD_FILE = "postgres-reached"
 SPOOL_DIR = "spool"
@@ -84,6 +84,6 @@ class ReachedServers:
         marks = self._recorded() or set()
         if mark in marks:
             return
-        with contextlib.suppress(OSError, StoreError):
+        with contextlib.suppress(OSError, MemoryFileError):
             text = "".join(f"{m}\n" for m in sorted(marks | {mark}))
             atomic_write_text(self.path, text, root=self._state_dir)

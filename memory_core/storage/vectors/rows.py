@@ -111,9 +111,7 @@ class Stored:
 def snapshot(conn: Connection, read: Callable[[Connection], T]) -> T:
     """`read` inside one read transaction: its statements see one state of the database,
     even while another process commits. For `Database.call`, which opens none."""
-    conn.execute(
-        "BEGIN" if conn.backend == "sqlite" else "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
-    )
+    conn.execute(conn.dialect.begin_read_snapshot)
     try:
         return read(conn)
     finally:
@@ -395,16 +393,15 @@ def recheck(
         params += exclude_paths
     where = " AND ".join(filters)
     texts: dict[int, str] = {}
-    if conn.backend == "postgres":
+    if conn.dialect.is_server:
         # One statement, the version a row of its own (id -1: a statement sees one
-        # snapshot), the ids as one array: each round trip to the server costs a
-        # search its wait for the server's process, and 160 ids as as many parameters
-        # took twice as long to parse and plan (1.2 ms against 0.6 at 100 000 chunks).
+        # snapshot): each round trip to a server costs a search its wait for it.
+        among, id_params = conn.dialect.any_of("c.id", chunk_ids)
         rows = conn.execute(
             "SELECT -1, COALESCE((SELECT version::text FROM vector_scopes WHERE scope_id = ?),"
             f" '0') UNION ALL (SELECT c.id, {EMBED_TEXT} FROM chunks AS c WHERE {where}"
-            " AND c.id = ANY(?))",
-            (sid, *params, list(chunk_ids)),
+            f" AND {among})",
+            (sid, *params, *id_params),
         ).fetchall()
         found = 0
         for chunk_id, text in rows:
