@@ -100,7 +100,7 @@ async def add(
         writes.insert_chunks(conn, sid, path, kind, rows)
         return sid, list(range(first, first + len(texts)))
 
-    return await db.run(work)
+    return await db.write(work)
 
 
 async def delete(db: Database, sid: int, chunk_ids: Sequence[int]) -> None:
@@ -111,12 +111,12 @@ async def delete(db: Database, sid: int, chunk_ids: Sequence[int]) -> None:
         ).fetchall()
         writes.delete_rows(conn, sid, rows)
 
-    await db.run(work)
+    await db.write(work)
 
 
 async def stored(db: Database) -> dict[int, tuple[int, str]]:
     """chunk id → (scope id, text hash) of every stored vector."""
-    rows = await db.call(
+    rows = await db.read(
         lambda conn: conn.execute(
             "SELECT chunk_id, scope_id, text_hash FROM chunk_vectors"
         ).fetchall()
@@ -172,7 +172,7 @@ async def test_each_vector_is_stored_once_as_float16_by_model_and_text_hash(
     other, other_ids = await add(db, "peer:other", ["beta"])  # the same text elsewhere
     await index.backfill(sid)
     await index.backfill(other)
-    rows = await db.call(
+    rows = await db.read(
         lambda conn: conn.execute(
             "SELECT chunk_id, scope_id, model, text_hash FROM chunk_vectors ORDER BY chunk_id"
         ).fetchall()
@@ -183,18 +183,18 @@ async def test_each_vector_is_stored_once_as_float16_by_model_and_text_hash(
         (other_ids[0], other, "openai:emb", digest),
     ]
     # One vector for both chunks: float16 bytes, keyed by the model and the text's hash.
-    stored_vectors = await db.call(
+    stored_vectors = await db.read(
         lambda conn: conn.execute("SELECT model, text_hash, vec FROM embeddings").fetchall()
     )
     assert [(m, h) for m, h, _ in stored_vectors] == [("openai:emb", digest)]
     half = bytes(stored_vectors[0][2])
     assert len(half) == 4 * 2
     assert np.frombuffer(half, dtype="<f2") == pytest.approx([0.8, 0.6, 0.0, 0.0], abs=1e-3)
-    cached = await db.call(lambda conn: vectors.cached(conn, "openai:emb", [digest]))
+    cached = await db.read(lambda conn: vectors.cached(conn, "openai:emb", [digest]))
     assert np.frombuffer(cached[digest], dtype=np.float32) == pytest.approx(
         [0.8, 0.6, 0, 0], abs=1e-3
     )
-    assert await db.call(lambda conn: vectors.cached(conn, "openai:other", [digest])) == {}
+    assert await db.read(lambda conn: vectors.cached(conn, "openai:other", [digest])) == {}
 
 
 async def test_cache_spares_the_model_a_second_time_and_in_another_scope(
@@ -396,7 +396,7 @@ async def test_switching_model_replaces_every_vector(
     vi = VectorIndex(db, other)
     try:
         assert await vi.backfill(sid) == 2
-        models = await db.call(
+        models = await db.read(
             lambda conn: conn.execute("SELECT DISTINCT model FROM chunk_vectors").fetchall()
         )
         assert models == [("openai:other",)]
@@ -420,7 +420,7 @@ async def test_kinds_paths_and_hidden_filter_the_hits(db: Database, index: Vecto
     assert await index.search(sid, query(), 3, kinds=[]) == []
     rest = await index.search(sid, query(), 3, exclude_paths=["sessions/s1", "nowhere.md"])
     assert [i for i, _ in rest] == [daily, long_term]
-    await db.run(lambda conn: conn.execute("UPDATE chunks SET hidden = 1 WHERE id = ?", (daily,)))
+    await db.write(lambda conn: conn.execute("UPDATE chunks SET hidden = 1 WHERE id = ?", (daily,)))
     assert [i for i, _ in await index.search(sid, query(), 3)] == [long_term, message]
     # k hits even when the best rows are hidden: the search goes deeper.
     assert [i for i, _ in await index.search(sid, query(), 1)] == [long_term]
@@ -435,7 +435,7 @@ async def test_scopes_never_see_each_others_chunks(db: Database, index: VectorIn
     assert {i for i, _ in await index.search(a, query(), 10)} == set(a_ids)
     assert {i for i, _ in await index.search(b, query(), 10)} == set(b_ids)
     # A forged row: Bob's best chunk filed under Alice, in the table and in memory.
-    forged = await db.call(
+    forged = await db.read(
         lambda conn: conn.execute(
             "SELECT text_hash FROM chunk_vectors WHERE chunk_id = ?", (b_ids[0],)
         ).fetchone()
@@ -454,10 +454,10 @@ async def test_scopes_never_see_each_others_chunks(db: Database, index: VectorIn
         )
         vectors.bump(conn, a)
 
-    await db.run(forge)
+    await db.write(forge)
     assert b_ids[0] not in {i for i, _ in await index.search(a, query(), 10)}
     # A chunk moved to another scope under a loaded matrix is not served from the old one.
-    await db.run(
+    await db.write(
         lambda conn: conn.execute("UPDATE chunks SET scope_id = ? WHERE id = ?", (b, a_ids[1]))
     )
     assert a_ids[1] not in {i for i, _ in await index.search(a, query(), 10)}
@@ -778,7 +778,7 @@ async def test_removed_chunks_never_come_from_the_graph(db: Database, spread: Fa
         await vi.wait_graph(sid)
         assert len(graph) == GRAPH_ROWS - 5
         # Hidden chunks are skipped too, the graph's candidates going deeper.
-        await db.run(
+        await db.write(
             lambda conn: conn.execute(
                 f"UPDATE chunks SET hidden = 1 WHERE id IN ({','.join('?' * 5)})", best[5:]
             )

@@ -133,11 +133,11 @@ class SearchIndex:
         cached = self._scope_ids.get(scope.value)
         if cached is not None:
             return cached
-        sid = await self._db.call(lambda conn: reads.find_scope(conn, scope.value))
+        sid = await self._db.read(lambda conn: reads.find_scope(conn, scope.value))
         if sid is None:
             if not create:
                 return None
-            sid = await self._db.run(lambda conn: writes.ensure_scope(conn, scope.value))
+            sid = await self._db.write(lambda conn: writes.ensure_scope(conn, scope.value))
         self._scope_ids[scope.value] = sid
         remember_scope(sid, scope.value)
         return sid
@@ -149,9 +149,9 @@ class SearchIndex:
         async with self._tokens_lock:
             if self._tokens_current:
                 return
-            if await self._db.call(retokenize.stored_version) != TOKENIZER_VERSION:
+            if await self._db.read(retokenize.stored_version) != TOKENIZER_VERSION:
                 started = self._monotonic()
-                changed = await self._db.run(retokenize.retokenize)
+                changed = await self._db.write(retokenize.retokenize)
                 if changed:
                     log.info(
                         "index tokenized again for tokenizer %d: %d chunks in %.1f s",
@@ -257,7 +257,7 @@ class SearchIndex:
     ) -> SyncStats:
         sid = await self._sid(scope)
         stats = SyncStats()
-        known = await self._db.call(lambda conn: reads.file_stamps(conn, sid))
+        known = await self._db.read(lambda conn: reads.file_stamps(conn, sid))
         stats.files_seen = len(current)
         changed = [
             rel
@@ -287,16 +287,16 @@ class SearchIndex:
             for item in prepared:
                 unchanged = not force and known.get(item.path, (0, 0, ""))[2] == item.hash
                 (same if unchanged else fresh).append(item)
-            await self._db.run(
+            await self._db.write(
                 partial(writes.replace_files, sid=sid, items=fresh, restamped=same, stats=stats)
             )
         for gone in sorted(set(known) - set(current)):
-            stats.chunks_removed += await self._db.run(
+            stats.chunks_removed += await self._db.write(
                 partial(writes.remove_file, sid=sid, path=gone)
             )
             stats.files_removed += 1
         if changed or stats.files_removed:
-            await self._db.run(partial(writes.update_hidden, sid=sid))
+            await self._db.write(partial(writes.update_hidden, sid=sid))
         return stats
 
     async def _sync_long_term(
@@ -331,13 +331,13 @@ class SearchIndex:
             return
         stamp, digest = snapshot.stamp, (snapshot.digest or b"").hex()
         if stamp is None:
-            stats.chunks_removed += await self._db.run(
+            stats.chunks_removed += await self._db.write(
                 partial(writes.remove_file, sid=sid, path=relative_path)
             )
             stats.files_removed += 1
             return
         if digest == known_hash:
-            await self._db.call(
+            await self._db.autocommit(
                 partial(
                     writes.restamp_file,
                     path=relative_path,
@@ -347,7 +347,7 @@ class SearchIndex:
                 )
             )
             return
-        held = await self._db.call(lambda conn: reads.held_chunks(conn, sid, relative_path))
+        held = await self._db.read(lambda conn: reads.held_chunks(conn, sid, relative_path))
         if held is None:
             await self._reread(sid, relative_path)
             stats.files_indexed += 1
@@ -369,7 +369,7 @@ class SearchIndex:
             ]
         )
         try:
-            await self._db.run(
+            await self._db.write(
                 lambda conn: writes.apply_long_term(
                     conn,
                     sid,
@@ -400,11 +400,11 @@ class SearchIndex:
                 prepare_file, self._ws, self._ws.root / relative_path, self._zone
             )
             if item is None:
-                await self._db.run(partial(writes.remove_file, sid=sid, path=relative_path))
+                await self._db.write(partial(writes.remove_file, sid=sid, path=relative_path))
             else:
                 await self._write_file(sid, item, SyncStats())
             if summary_period(relative_path):
-                await self._db.run(partial(writes.update_hidden, sid=sid))
+                await self._db.write(partial(writes.update_hidden, sid=sid))
         self._changed(scope)
 
     async def add_prepared(
@@ -431,7 +431,7 @@ class SearchIndex:
         """
         async with self._lock(scope):
             sid = await self._sid(scope)
-            reread = await self._db.run(
+            reread = await self._db.write(
                 lambda conn: writes.add_appended_rows(
                     conn, sid, relative_path, kind, prepared, stamp, previous
                 )
@@ -467,7 +467,7 @@ class SearchIndex:
                 )
                 return done, reread
 
-            done, reread = await self._db.run(work)
+            done, reread = await self._db.write(work)
             if reread:
                 await self._reread(sid, relative_path)
         self._changed(scope)
@@ -502,14 +502,14 @@ class SearchIndex:
         )
         async with self._lock(scope):
             sid = await self._sid(scope)
-            known = await self._db.call(lambda conn: reads.file_stamp(conn, relative_path))
+            known = await self._db.read(lambda conn: reads.file_stamp(conn, relative_path))
             in_step = record.before_stamp is not None and known == record.before_stamp[:2]
             stamp = record.after_stamp
             if not in_step or stamp is None:
                 await self._sync_long_term(scope, sid, relative_path, SyncStats(), "")
             else:
                 try:
-                    await self._db.run(
+                    await self._db.write(
                         lambda conn: writes.apply_long_term(
                             conn,
                             sid,
@@ -559,18 +559,18 @@ class SearchIndex:
         if sid is None or not message_ids:
             return
         async with self._lock(scope):
-            await self._db.run(lambda conn: writes.remove_messages(conn, sid, message_ids))
+            await self._db.write(lambda conn: writes.remove_messages(conn, sid, message_ids))
         self._changed(scope)
 
     async def _write_file(self, sid: int, item: PreparedFile, stats: SyncStats) -> None:
-        await self._db.run(lambda conn: writes.replace_file(conn, sid, item, stats))
+        await self._db.write(lambda conn: writes.replace_file(conn, sid, item, stats))
 
     # --- whole workspace ------------------------------------------------------------
     async def sync_all(self, progress: Progress | None = None) -> SyncStats:
         """Every scope's files, and the days of message chunks the resolver has not read
         yet (after an upgrade of `base/turn_dates.py`: ~20 µs a turn, once)."""
-        if await self._db.call(rebuilding.has_unresolved_dates):
-            await self._db.run(partial(rebuilding.fill_message_dates, zone=self._zone))
+        if await self._db.read(rebuilding.has_unresolved_dates):
+            await self._db.write(partial(rebuilding.fill_message_dates, zone=self._zone))
         total = SyncStats()
         scopes = await asyncio.to_thread(self._ws.scopes)
         for number, scope in enumerate(scopes, start=1):
@@ -742,10 +742,10 @@ class SearchIndex:
                 widen(conn, pool, ranking, {})
                 return pool, ranking
 
-            pool, ranking = await self._db.call(fetch)
+            pool, ranking = await self._db.read(fetch)
         else:
             try:
-                pool, ranking = await self._db.call(lexical)
+                pool, ranking = await self._db.read(lexical)
             finally:
                 query_vector, dense = await dense_task
             vectors = self.vectors
@@ -762,7 +762,7 @@ class SearchIndex:
                 dense = await dense_extra.nearest(
                     vectors, sid, query_vector, wanted, kind_list, exclude_paths
                 )
-            await self._db.call(lambda conn: widen(conn, pool, ranking, dense))
+            await self._db.read(lambda conn: widen(conn, pool, ranking, dense))
             if vectors is not None and query_vector is not None and settings.turn_window_max:
                 await dense_extra.compare_all(vectors, sid, query_vector, pool)
         return rank(pool, ranking, limit=limit, min_score=min_score)
@@ -774,7 +774,7 @@ class SearchIndex:
         sid = await self.scope_id(scope, create=False)
         if sid is None:
             return []
-        return await self._db.call(
+        return await self._db.read(
             lambda conn: reads.session_messages(conn, sid, session_id, first_id, count)
         )
 
@@ -785,6 +785,6 @@ class SearchIndex:
         sid = await self.scope_id(scope, create=False)
         if sid is None:
             return []
-        return await self._db.call(
+        return await self._db.read(
             lambda conn: reads.message_context(conn, sid, session_id, message_id, before, after)
         )
