@@ -112,7 +112,7 @@ async def fill_scope(db: Database, vecs: np.ndarray, model: str) -> int:
         vectors.bump(conn, sid)
         return sid
 
-    return await db.run(work)
+    return await db.write(work)
 
 
 async def timed(fn: Callable[[], Awaitable[object]], runs: int) -> list[float]:
@@ -235,15 +235,15 @@ async def search_figures(
         for name, check in checks.items():
 
             async def call(check: Callable[[sqlite3.Connection], object] = check) -> None:
-                await db.call(check)
+                await db.read(check)
 
             await timed(call, 5)
             out.append([f"check: {name}", f"{rows}", *p50_p95(await timed(call, runs))])
 
-        top = await db.call(lambda c: c.execute("SELECT max(id) FROM chunks").fetchone()[0])
+        top = await db.read(lambda c: c.execute("SELECT max(id) FROM chunks").fetchone()[0])
 
         async def quick() -> None:
-            await db.call(lambda c: vectors.newer(c, sid, top - 10))
+            await db.read(lambda c: vectors.newer(c, sid, top - 10))
 
         out.append(
             ["backfill plan: quick look (10 new)", f"{rows}", *p50_p95(await timed(quick, runs))]
@@ -412,12 +412,12 @@ async def backfill_figures(model: str, count: int, workdir: Path) -> list[list[o
 
         index = VectorIndex(db, embedder)
         await embedder.load()
-        first = await db.run(add("peer:first"))
+        first = await db.write(add("peer:first"))
         t = time.perf_counter()
         done = await index.backfill(first)
         elapsed = time.perf_counter() - t
         out.append(["backfill, model", done, f"{elapsed:.2f}", f"{done / elapsed:.0f}"])
-        second = await db.run(add("peer:second"))
+        second = await db.write(add("peer:second"))
         t = time.perf_counter()
         done = await index.backfill(second)
         elapsed = time.perf_counter() - t

@@ -123,10 +123,10 @@ async def child_fill(root: Path, cache: Path) -> dict[str, Any]:
     db = await Database.open(ws.db_path)
     started = time.perf_counter()
     try:
-        sid = await db.call(
+        sid = await db.read(
             lambda c: c.execute("SELECT id FROM scopes WHERE key = ?", (SCOPE,)).fetchone()[0]
         )
-        chunks = await db.call(
+        chunks = await db.read(
             lambda c: c.execute(
                 f"SELECT c.id, {rows.EMBED_TEXT} FROM chunks AS c WHERE c.scope_id = ?"
                 " ORDER BY c.id",
@@ -144,8 +144,8 @@ async def child_fill(root: Path, cache: Path) -> dict[str, Any]:
             def write(conn: Any, items: Any = items, cache_rows: Any = cache_rows) -> Any:
                 return rows.store(conn, sid, model, items, cache_rows, [])
 
-            await db.run(write)
-        count = await db.call(
+            await db.write(write)
+        count = await db.read(
             lambda c: c.execute("SELECT count(*) FROM chunk_vectors").fetchone()[0]
         )
     finally:
@@ -164,7 +164,7 @@ async def child_migrate(root: Path) -> dict[str, Any]:
     db = await Database.open(ws.db_path)
     seconds = time.perf_counter() - started
     try:
-        counts = await db.call(
+        counts = await db.read(
             lambda c: (
                 c.execute("SELECT count(*) FROM chunk_vectors").fetchone()[0],
                 c.execute("SELECT count(*) FROM embeddings").fetchone()[0],

@@ -181,7 +181,7 @@ class MemoryCore(Lifecycle):
             from memory_core.storage.vectors.graph_files import directory as graph_directory
             from memory_core.storage.vectors.graph_files import remove_all as remove_graph_files
 
-            await db.run(forget_vectors)
+            await db.write(forget_vectors)
             await asyncio.to_thread(remove_graph_files, graph_directory(self.workspace.state_dir))
         emptied = await self.audit.vacuum(tables)
         journal = self.journal_db
@@ -346,7 +346,7 @@ class MemoryCore(Lifecycle):
         for scope in await self.known_scopes():
             sid = await index.scope_id(scope, create=False)
             if sid is not None:
-                count, have = await db.call(partial(coverage, sid=sid, model=model))
+                count, have = await db.read(partial(coverage, sid=sid, model=model))
                 chunks, vectors = chunks + count, vectors + min(have, count)
         return chunks, vectors
 

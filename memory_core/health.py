@@ -70,7 +70,7 @@ async def backlogs(services: Services) -> Backlogs:
 
 async def _probe(db: Db, work: Callable[[Connection], object]) -> str:
     try:
-        await asyncio.wait_for(db.call(work), PROBE_SECONDS)
+        await asyncio.wait_for(db.read(work), PROBE_SECONDS)
     except TimeoutError:
         return f"no answer within {PROBE_SECONDS:g}s"
     except ChatmemError as exc:  # unreachable, closed, refused: one line, never a crash
@@ -80,7 +80,7 @@ async def _probe(db: Db, work: Callable[[Connection], object]) -> str:
 
 async def _count(db: Db, work: Callable[[Connection], int]) -> int | None:
     try:
-        return await asyncio.wait_for(db.call(work), PROBE_SECONDS)
+        return await asyncio.wait_for(db.read(work), PROBE_SECONDS)
     except (TimeoutError, ChatmemError):
         return None
 

@@ -11,7 +11,7 @@ rebuild), and the chunks of messages not yet archived, which no file holds, are 
 with their tokens; their vectors are found again in `embeddings` by the backfill.
 
 This module knows every table, as the migrations do; it writes them only through the
-two databases' `run`/`call`, on the target inside one transaction per batch.
+two databases' `read`/`write`, on the target inside one transaction per batch.
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ class MoveReport:
 
 
 async def count(db: Db, table: str) -> int:
-    rows = await db.call(lambda conn: conn.execute(f"SELECT COUNT(*) FROM {table}").fetchall())
+    rows = await db.read(lambda conn: conn.execute(f"SELECT COUNT(*) FROM {table}").fetchall())
     return int(rows[0][0])
 
 
@@ -83,7 +83,7 @@ async def copy_table(
     after: tuple[Any, ...] | None = None
     columns: list[str] = []
     while True:
-        page, columns = await source.call(
+        page, columns = await source.read(
             partial(_page, table=table, key=key, order=order, after=after)
         )
         if not page:
@@ -91,7 +91,7 @@ async def copy_table(
         names = ", ".join(columns)
         marks = ", ".join("?" * len(columns))
         sql = f"INSERT INTO {table} ({names}) VALUES ({marks}) ON CONFLICT DO NOTHING"
-        added = await target.run(partial(_insert, sql=sql, rows=page))
+        added = await target.write(partial(_insert, sql=sql, rows=page))
         report.copied[table] = report.copied.get(table, 0) + added
         done += len(page)
         report.read[table] = done
@@ -101,7 +101,7 @@ async def copy_table(
     report.copied.setdefault(table, 0)
     report.read.setdefault(table, 0)
     if table in IDENTITY:
-        await target.call(lambda conn: conn.dialect.follow_identity(conn, table, "id"))
+        await target.autocommit(lambda conn: conn.dialect.follow_identity(conn, table, "id"))
 
 
 def _page(
@@ -134,7 +134,7 @@ async def copy_captures(source: Db, target: Db, report: MoveReport) -> None:
     """The capture journal's rows not yet written to MEMORY.md (none when every process
     of the workspace stopped cleanly), with their sequence numbers."""
     await copy_table(source, target, "captures", ("seq",), report)
-    await target.call(lambda conn: conn.dialect.follow_identity(conn, "captures", "seq"))
+    await target.autocommit(lambda conn: conn.dialect.follow_identity(conn, "captures", "seq"))
 
 
 async def copy_message_chunks(
@@ -142,7 +142,7 @@ async def copy_message_chunks(
 ) -> None:
     """Index chunks of messages (a file holds none of them until they are archived),
     under the target's scope ids; a chunk the target holds already is left alone."""
-    rows = await source.call(
+    rows = await source.read(
         lambda conn: conn.execute(
             "SELECT s.key, c.path, c.line_from, c.line_to, c.created_at, c.ref, c.text,"
             " c.tokens FROM chunks AS c JOIN scopes AS s ON s.id = c.scope_id"
@@ -154,7 +154,7 @@ async def copy_message_chunks(
         by_scope.setdefault(str(row[0]), []).append(tuple(row[1:]))
     done = 0
     for key, chunks in by_scope.items():
-        report.message_chunks += await target.run(
+        report.message_chunks += await target.write(
             partial(_add_message_chunks, key=key, chunks=chunks)
         )
         done += len(chunks)

@@ -78,7 +78,7 @@ def index_of(core: MemoryCore) -> SearchIndex:
 
 async def sql(core: MemoryCore, query: str, *params: Any) -> list[Any]:
     """Rows of one statement on the core's own connection (outside any transaction)."""
-    return await database(core).call(lambda conn: conn.execute(query, params).fetchall())
+    return await database(core).read(lambda conn: conn.execute(query, params).fetchall())
 
 
 async def journal_sql(core: MemoryCore, query: str, *params: Any) -> list[tuple[Any, ...]]:
@@ -92,7 +92,7 @@ async def journal_sql(core: MemoryCore, query: str, *params: Any) -> list[tuple[
         cursor = conn.execute(query, params)
         return cursor.fetchall() if getattr(cursor, "description", None) else []
 
-    return [tuple(r) for r in await db.call(run)]
+    return [tuple(r) for r in await db.read(run)]
 
 
 @contextlib.asynccontextmanager
@@ -139,7 +139,7 @@ async def sql_write(core: MemoryCore, *statements: tuple[str, Sequence[Any]]) ->
         for statement, params in statements:
             conn.execute(statement, params)
 
-    await database(core).run(write)
+    await database(core).write(write)
 
 
 async def index_message(
@@ -153,7 +153,7 @@ async def index_message(
 ) -> None:
     """A `message` chunk of `sessions/<session_id>` without a history row."""
     step = await index_of(core).message_step(scope, session_id, speaker, text, created_at)
-    await database(core).run(lambda conn: step(conn, message_id))
+    await database(core).write(lambda conn: step(conn, message_id))
 
 
 async def chunk_counts(core: MemoryCore, scope: ScopeKey) -> dict[str, int]:

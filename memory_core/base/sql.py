@@ -4,8 +4,8 @@ share.
 The table owners (history, audit, activations, schedules, the index, the journal) write
 their statements once, in the SQL that SQLite 3.35+ and PostgreSQL 15+ both speak (`?`
 placeholders, `ON CONFLICT`, `RETURNING`), and run them as whole functions on a
-database thread (`Database.run` / `Database.call` for SQLite, `PgDatabase.run` /
-`PgDatabase.call` for PostgreSQL). *Why one set of statements and not one module per
+database thread (`Db.write` for a transaction, `Db.read` for reads, `Db.autocommit` for
+a write of one statement; `Database` for SQLite, `PgDatabase` for PostgreSQL). *Why one set of statements and not one module per
 backend:* the two backends then cannot drift apart in what they store or how they rank,
 which the parametrised test suite checks; what truly differs (FTS5 against a GIN index,
 `PRAGMA data_version`, id allocation, `VACUUM`, a list of ids as one array) is asked of
@@ -108,12 +108,18 @@ class Db(Protocol):
     @property
     def dialect(self) -> Dialect: ...
 
-    async def run(self, work: Callable[[Connection], T]) -> T:
-        """`work` in one transaction."""
+    async def write(self, work: Callable[[Connection], T]) -> T:
+        """`work` in one write transaction."""
         ...
 
-    async def call(self, work: Callable[[Connection], T]) -> T:
-        """`work` outside a transaction: reads, or one statement."""
+    async def read(self, work: Callable[[Connection], T]) -> T:
+        """`work`'s reads, outside a transaction."""
+        ...
+
+    async def autocommit(self, work: Callable[[Connection], T]) -> T:
+        """`work`'s writes outside a transaction, each statement committed by itself: a
+        write of one statement (no transaction to pay for), or one that cannot run in a
+        transaction (`VACUUM`)."""
         ...
 
     async def data_version(self) -> int:

@@ -170,11 +170,11 @@ async def erase(
         wholes = [scope]
     if person is not None:
         wholes += [k for k in direct_scopes(person, known) if k not in wholes]
-        spoken = await db.call(partial(_speakers, scopes=[k.value for k in wholes]))
+        spoken = await db.read(partial(_speakers, scopes=[k.value for k in wholes]))
         report.names = sorted({n.strip() for n in (*names, *spoken) if n.strip()})
         prefix = f"group:{person.channel}:"
         by_id = set(
-            await db.call(partial(rows.scopes_spoken_in, speaker_id=person.id, prefix=prefix))
+            await db.read(partial(rows.scopes_spoken_in, speaker_id=person.id, prefix=prefix))
         )
         groups = [
             k for k in group_scopes(person.channel, known) if report.names or k.value in by_id
@@ -194,7 +194,7 @@ async def erase(
             report.scopes.append(found)
     report.shared_names = sorted(shared)
     if person is not None and not dry_run:
-        await db.run(partial(_deliveries, person=person))
+        await db.write(partial(_deliveries, person=person))
     if not dry_run:
         report.wal_kept = not await core.forget_erased_text(VACUUMED)
     return report
@@ -214,7 +214,7 @@ async def _whole(
     parsed = await memories.load(scope)
     kept = await asyncio.to_thread(memories.kept.file.read, scope)
     listed = await asyncio.to_thread(files.scope_files, workspace, scope)
-    table_counts = await db.call(partial(rows.scope_counts, scope=scope.value))
+    table_counts = await db.read(partial(rows.scope_counts, scope=scope.value))
     journal = core.journal_db
     erasure = ScopeErasure(
         scope,
@@ -234,11 +234,11 @@ async def _whole(
     if dry_run:
         return erasure
     if journal is not None:
-        erasure.counts["journal_rows"] = await journal.run(
+        erasure.counts["journal_rows"] = await journal.write(
             partial(rows.drop_captures, scope=scope.value)
         )
     kinds = {k: v for k, v in erasure.counts.items() if k != "audit_rows"}
-    await db.run(partial(_erase_scope_rows, scope=scope.value, at=at, by=by, kinds=kinds))
+    await db.write(partial(_erase_scope_rows, scope=scope.value, at=at, by=by, kinds=kinds))
     async with _holding(core, scope, ("archive", "memory", "daily", "forgotten")):
         removed = await asyncio.to_thread(files.remove_scope_files, workspace, scope)
     erasure.files = removed.files
@@ -269,7 +269,7 @@ async def _lines(
 ) -> ScopeErasure:
     memories = core.memories
     workspace = core.workspace
-    messages = await db.call(partial(rows.group_messages, scope=scope.value))
+    messages = await db.read(partial(rows.group_messages, scope=scope.value))
     parsed = await memories.load(scope)
     kept = await asyncio.to_thread(memories.kept.file.read, scope)
     every = (*parsed.entries, *kept.entries)
@@ -341,7 +341,7 @@ async def _lines(
         await memories.kept.take(scope, {e.id for e in kept.entries if theirs(e)})
     journal = core.journal_db
     if journal is not None:
-        erasure.counts["journal_rows"] = await journal.run(
+        erasure.counts["journal_rows"] = await journal.write(
             partial(_drop_their_captures, scope=scope.value, traces=traces)
         )
     kinds = {
@@ -352,7 +352,7 @@ async def _lines(
         rows.erase_lines(conn, scope.value, ids, sorted(gone))
         rows.record(conn, scope.value, at, by, kinds)
 
-    await db.run(step)
+    await db.write(step)
     erasure.counts["spooled"] = await asyncio.to_thread(
         partial(
             files.scrub_spools, workspace.state_dir / "spool", scope, traces, root=workspace.root

@@ -1,4 +1,4 @@
-"""An erasure's database work, each function one step inside `Db.run`/`Db.call`: the
+"""An erasure's database work, each function one step inside `Db.write`/`Db.read`: the
 rows a scope (or a person's lines in a group) owns counted, then deleted, the audit
 rows' text emptied and one content-free `erase` row per kind written.
 

@@ -224,7 +224,7 @@ async def merge_scopes(core: MergingCore, source: ScopeKey, target: ScopeKey) ->
         await kept.keep(target, moved)
         report.forgotten = len(moved)
     report.renamed = renamed
-    report.rows, report.message_chunks = await db.run(
+    report.rows, report.message_chunks = await db.write(
         lambda conn: move_rows(conn, source.value, target.value, renamed)
     )
     workspace = core.workspace

@@ -39,10 +39,10 @@ class Activations:
     async def record(
         self, scope: ScopeKey, entry_ids: Iterable[str], session_id: str, at: str
     ) -> None:
-        await self._db.run(record_step(scope, entry_ids, session_id, at))
+        await self._db.write(record_step(scope, entry_ids, session_id, at))
 
     async def pending(self, scope: ScopeKey) -> list[Activation]:
-        rows = await self._db.call(
+        rows = await self._db.read(
             lambda conn: conn.execute(
                 "SELECT entry_id, session_id FROM activations WHERE scope = ? ORDER BY at",
                 (scope.value,),
@@ -52,7 +52,7 @@ class Activations:
 
     async def clear(self, scope: ScopeKey, pairs: list[Activation]) -> None:
         if pairs:
-            await self._db.run(
+            await self._db.write(
                 lambda conn: conn.executemany(
                     "DELETE FROM activations WHERE scope = ? AND entry_id = ? AND session_id = ?",
                     [(scope.value, e, s) for e, s in pairs],

@@ -61,7 +61,7 @@ class AuditLog:
     ) -> int:
         rows = audit_rows(scope, changes, source, at)
         if rows:
-            await self._db.run(lambda conn: insert_rows(conn, rows))
+            await self._db.write(lambda conn: insert_rows(conn, rows))
         return len(rows)
 
     async def history(self, scope: ScopeKey, entry_id: str) -> list[AuditRecord]:
@@ -106,7 +106,7 @@ class AuditLog:
             )
 
         if ids:
-            await self._db.run(erase)
+            await self._db.write(erase)
 
     async def vacuum(self, tables: Sequence[str] = ()) -> bool:
         """Rewrite the database file without free space, then empty its WAL: the last step
@@ -117,7 +117,7 @@ class AuditLog:
         writes, and `tables` (an erasure's): their old row versions go, and with them the
         erased text."""
         purged = (*PURGED_TABLES, *tables)
-        return await self._db.call(lambda conn: conn.dialect.vacuum(conn, purged))
+        return await self._db.autocommit(lambda conn: conn.dialect.vacuum(conn, purged))
 
     async def last_id(self) -> int:
         return int(await self._scalar("SELECT COALESCE(MAX(id), 0) FROM audit"))
@@ -128,7 +128,7 @@ class AuditLog:
         return {str(r[0]): int(r[1]) for r in rows}
 
     async def _fetch(self, sql: str, *params: object) -> list[Any]:
-        return await self._db.call(lambda conn: conn.execute(sql, params).fetchall())
+        return await self._db.read(lambda conn: conn.execute(sql, params).fetchall())
 
     async def _scalar(self, sql: str, *params: object) -> Any:
         rows = await self._fetch(sql, *params)
@@ -164,7 +164,7 @@ class AuditLog:
     async def mark_session(
         self, scope: ScopeKey, session_id: str, at: datetime, stats: dict[str, int]
     ) -> None:
-        await self._db.call(
+        await self._db.autocommit(
             lambda conn: conn.execute(
                 "INSERT INTO extractions (scope, session_id, at, stats) VALUES (?, ?, ?, ?)"
                 " ON CONFLICT DO NOTHING",
@@ -175,7 +175,7 @@ class AuditLog:
     async def add_event(
         self, scope: ScopeKey, kind: str, at: datetime, detail: dict[str, object] | None = None
     ) -> None:
-        await self._db.call(
+        await self._db.autocommit(
             lambda conn: conn.execute(
                 "INSERT INTO events (at, scope, kind, detail) VALUES (?, ?, ?, ?)",
                 (format_when(at), scope.value, kind, json.dumps(detail or {}, ensure_ascii=False)),

@@ -1,7 +1,7 @@
 """A SQLite database owned by one worker thread, reached by whole functions.
 
-Every call hands the thread a function that runs to its end there: a read (`call`) or a
-write transaction (`run`). Nothing stays open between two calls, so no statement of one
+Every call hands the thread a function that runs to its end there: reads (`read`), a
+write transaction (`write`), or statements that each commit by themselves (`autocommit`). Nothing stays open between two calls, so no statement of one
 task can hold a read snapshot while another task's `BEGIN IMMEDIATE` waits for it, and
 one call costs one hop from the event loop however many statements it runs. Only the
 standard library's public `sqlite3` API is used.
@@ -211,7 +211,7 @@ class Database:
             raise
         return cls(conn, thread)
 
-    async def run(self, work: Work[T]) -> T:
+    async def write(self, work: Work[T]) -> T:
         """`work` inside one IMMEDIATE transaction on the database thread; any exception
         rolls it back and is raised here.
 
@@ -222,17 +222,23 @@ class Database:
         """
         return await self._submit(_in_transaction, work)
 
-    async def call(self, work: Work[T]) -> T:
-        """`work` on the database thread outside any explicit transaction: reads (each
-        statement sees a snapshot of its own; WAL readers never block writers), or one
-        statement that commits by itself. Fetch everything inside `work`: a cursor must
-        not leave it. A locked database is waited out and `work` run again, which is
-        safe for a read or a single statement (a locked statement changed nothing)."""
+    async def read(self, work: Work[T]) -> T:
+        """`work`'s reads on the database thread, outside any explicit transaction: each
+        statement sees a snapshot of its own (WAL readers never block writers). Fetch
+        everything inside `work`: a cursor must not leave it. A locked database is waited
+        out and `work` run again."""
+        return await self._submit(_call, work)
+
+    async def autocommit(self, work: Work[T]) -> T:
+        """`work` on the database thread outside any explicit transaction, each statement
+        committed by itself: a write of one statement, or `VACUUM`. A locked database is
+        waited out and `work` run again, which is safe for a single statement (a locked
+        statement changed nothing)."""
         return await self._submit(_call, work)
 
     async def data_version(self) -> int:
         """SQLite's `PRAGMA data_version`: it moves when another connection commits."""
-        return await self.call(data_version)
+        return await self.read(data_version)
 
     async def _submit(self, runner: Callable[[SqliteConnection, Work[T]], T], work: Work[T]) -> T:
         def attempt() -> asyncio.Future[T]:

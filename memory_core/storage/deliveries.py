@@ -56,7 +56,7 @@ class Deliveries:
         """True when this process should answer the message: its first delivery to any
         process, or a delivery of a message whose taker died before answering it."""
         key = (channel, chat_id, message_id)
-        first = await self._db.call(
+        first = await self._db.autocommit(
             lambda conn: conn.execute(
                 "INSERT INTO deliveries (channel, chat_id, message_id, at, owner, done)"
                 " VALUES (?, ?, ?, ?, ?, 0) ON CONFLICT DO NOTHING RETURNING 1",
@@ -68,7 +68,7 @@ class Deliveries:
             await self.prune(at - KEEP)
         if first:
             return True
-        rows = await self._db.call(
+        rows = await self._db.read(
             lambda conn: conn.execute(
                 "SELECT owner, done FROM deliveries WHERE channel = ? AND chat_id = ?"
                 " AND message_id = ?",
@@ -80,7 +80,7 @@ class Deliveries:
         owner, done = str(rows[0][0]), int(rows[0][1])
         if done or owner == self._owner or not owner or not await self._is_gone(owner):
             return False
-        taken = await self._db.call(
+        taken = await self._db.autocommit(
             lambda conn: (
                 conn.execute(
                     "UPDATE deliveries SET owner = ? WHERE channel = ? AND chat_id = ?"
@@ -93,7 +93,7 @@ class Deliveries:
 
     async def answered(self, channel: str, chat_id: str, message_id: str) -> None:
         """The message's reply is made: no later delivery takes it over."""
-        await self._db.call(
+        await self._db.autocommit(
             lambda conn: conn.execute(
                 "UPDATE deliveries SET done = 1 WHERE channel = ? AND chat_id = ?"
                 " AND message_id = ?",
@@ -103,7 +103,7 @@ class Deliveries:
 
     async def prune(self, before: datetime) -> int:
         """Forget deliveries taken before `before`; how many."""
-        cursor = await self._db.call(
+        cursor = await self._db.autocommit(
             lambda conn: (
                 conn.execute("DELETE FROM deliveries WHERE at < ?", (format_when(before),)).rowcount
             )

@@ -59,8 +59,8 @@ Rows = list[Any]
 class HistoryStore:
     """Sessions, messages and archive runs: the only module that touches those tables.
 
-    Every method is one call on the database thread (`Database.call` for reads and
-    single statements, `Database.run` for a transaction of several).
+    Every method is one call on the database thread (`Database.read` for reads,
+    `Database.autocommit` for a single statement, `Database.write` for a transaction).
     """
 
     def __init__(
@@ -74,15 +74,15 @@ class HistoryStore:
         self._indexer = indexer
 
     async def _fetch(self, sql: str, *params: object) -> Rows:
-        return await self._db.call(lambda conn: conn.execute(sql, params).fetchall())
+        return await self._db.read(lambda conn: conn.execute(sql, params).fetchall())
 
     async def _write_one(self, sql: str, *params: object) -> None:
-        await self._db.call(lambda conn: conn.execute(sql, params))
+        await self._db.autocommit(lambda conn: conn.execute(sql, params))
 
     async def _execute_many(self, sql: str, rows: Iterable[Sequence[object]]) -> None:
         batch = list(rows)
         if batch:
-            await self._db.run(lambda conn: conn.executemany(sql, batch))
+            await self._db.write(lambda conn: conn.executemany(sql, batch))
 
     # --- sessions -------------------------------------------------------------------
     async def open_session(self, scope: ScopeKey, now: datetime) -> Session:
@@ -231,7 +231,7 @@ class HistoryStore:
                 used_step(conn)
             return message_id
 
-        return message.stored(await self._db.run(write))
+        return message.stored(await self._db.write(write))
 
     async def session_messages(
         self, session_id: str, *, include_compacted: bool = False
@@ -257,7 +257,7 @@ class HistoryStore:
                 ).fetchall()
             return rows
 
-        rows = await self._db.call(fetch) if ids else []
+        rows = await self._db.read(fetch) if ids else []
         return sorted((message_from_row(r) for r in rows), key=lambda m: m.id)
 
     async def turn_context(self, session_id: str, limit: int) -> TurnContext:
@@ -378,7 +378,7 @@ class HistoryStore:
             )
             return run_id, ids
 
-        return await self._db.run(begin)
+        return await self._db.write(begin)
 
     async def finish_archive_run(
         self, run_id: int, now: datetime, moved: int, summarized: int, failed: int
@@ -485,7 +485,7 @@ class HistoryStore:
                 overflow=count > s.hard_cap or size > s.hard_cap_bytes,
             )
 
-        return await self._db.run(enforce)
+        return await self._db.write(enforce)
 
 
 def _empty_counts() -> dict[str, int]:

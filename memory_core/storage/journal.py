@@ -162,7 +162,7 @@ class CaptureJournal:
         """Commit one capture; its sequence number once on disk."""
         data = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
         try:
-            seq = await self.db.call(
+            seq = await self.db.autocommit(
                 lambda conn: conn.execute(
                     "INSERT INTO captures (owner, scope, payload) VALUES (?, ?, ?) RETURNING seq",
                     (self.owner, scope, data),
@@ -180,7 +180,7 @@ class CaptureJournal:
     async def remove(self, seqs: list[int]) -> None:
         """Forget rows whose captures are in MEMORY.md now."""
         if seqs:
-            await self.db.run(
+            await self.db.write(
                 lambda conn: conn.executemany(
                     "DELETE FROM captures WHERE seq = ?", [(s,) for s in seqs]
                 )
@@ -188,7 +188,7 @@ class CaptureJournal:
 
     async def adopt_orphans(self) -> list[JournalRow]:
         """Rows left by owners that are gone (their lock is free), now owned by us."""
-        owners = await self.db.call(
+        owners = await self.db.read(
             lambda conn: conn.execute(
                 "SELECT DISTINCT owner FROM captures WHERE owner != ?", (self.owner,)
             ).fetchall()
@@ -206,7 +206,7 @@ class CaptureJournal:
                 (self.owner,),
             ).fetchall()
 
-        found = await self.db.run(adopt)
+        found = await self.db.write(adopt)
         adopted: list[JournalRow] = []
         for seq, scope, payload in found:
             try:

@@ -12,7 +12,7 @@ class ScheduleState:
         self._db = db
 
     async def last(self, name: str) -> str | None:
-        rows = await self._db.call(
+        rows = await self._db.read(
             lambda conn: conn.execute(
                 "SELECT last_run FROM schedule_state WHERE name = ?", (name,)
             ).fetchall()
@@ -20,7 +20,7 @@ class ScheduleState:
         return str(rows[0][0]) if rows else None
 
     async def mark(self, name: str, value: str) -> None:
-        await self._db.call(
+        await self._db.autocommit(
             lambda conn: conn.execute(
                 "INSERT INTO schedule_state (name, last_run) VALUES (?, ?) ON CONFLICT (name)"
                 " DO UPDATE SET last_run = excluded.last_run",

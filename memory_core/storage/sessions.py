@@ -111,7 +111,7 @@ class TurnContext:
 
 AfterInsert = Callable[[Connection, int], None]
 """A step of a message's insert transaction, given the new message id; it runs on the
-database thread (`Database.run`), so it must not touch the event loop."""
+database thread (`Database.write`), so it must not touch the event loop."""
 
 
 SUMMARY_ROLE = "summary"

@@ -414,7 +414,7 @@ class SpoolingAudit(AuditLog):
             await self.flush_spool()
         if not self._waiting:
             try:
-                await self._db.run(lambda conn: insert_rows(conn, rows))
+                await self._db.write(lambda conn: insert_rows(conn, rows))
                 return len(rows)
             except OUTAGE as exc:
                 if not self._outage:
@@ -454,7 +454,7 @@ class SpoolingAudit(AuditLog):
             at = parse_when(str(rows[0][0])) if rows else self._clock()
             claim = claim_step("spool", "audit", f"{path.stem}:{record['seq']}", at)
 
-            await self._db.run(partial(_claimed_insert, claim=claim, rows=rows))
+            await self._db.write(partial(_claimed_insert, claim=claim, rows=rows))
             if own:
                 self._waiting -= 1
         if own:

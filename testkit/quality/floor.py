@@ -120,7 +120,7 @@ async def stored_chunks(core: MemoryCore, scope: ScopeKey) -> list[StoredChunk]:
     def read(conn: Any) -> list[tuple[Any, ...]]:
         return list(conn.execute(_ROWS, (scope.value,)).fetchall())
 
-    rows = await core.database.call(read)
+    rows = await core.database.read(read)
     return [
         StoredChunk(
             path=str(path),

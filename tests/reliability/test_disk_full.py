@@ -208,7 +208,9 @@ async def test_daily_notes_on_a_full_disk(
                 for n in range(12):
                     acked.append(f"warm-up note {n}" + " 长期记忆" * 200)
                     await core.notes.append(MAIN, acked[-1])
-                await database(core).call(lambda c: c.execute("PRAGMA wal_checkpoint(PASSIVE)"))
+                await database(core).autocommit(
+                    lambda c: c.execute("PRAGMA wal_checkpoint(PASSIVE)")
+                )
                 _fill(base, rng.randrange(0, 12_000))
             else:
                 _INJECTED.update(room=rng.randrange(0, 12_000), per_call=rng.randrange(1, 4096))

@@ -327,7 +327,7 @@ async def fill(core: MemoryCore, scope: ScopeKey, word: str, clock: ManualClock)
 
 
 async def rows(core: MemoryCore, sql: str, *params: object) -> list[Any]:
-    return await core.database.call(lambda conn: conn.execute(sql, params).fetchall())
+    return await core.database.read(lambda conn: conn.execute(sql, params).fetchall())
 
 
 @pytest.mark.storage
@@ -346,7 +346,7 @@ async def test_merge_folds_a_lookalike_scope_without_loss(
             " WHERE s.key = ? AND c.kind = 'message'",
             old.value,
         )
-        await core.database.run(  # the vector a serving process made of the message
+        await core.database.write(  # the vector a serving process made of the message
             lambda conn: conn.execute(
                 "INSERT INTO chunk_vectors (chunk_id, scope_id, model, text_hash)"
                 " VALUES (?, ?, 'test-model', 'h1')",
@@ -404,7 +404,7 @@ async def test_an_id_both_scopes_use_is_given_anew_with_its_history(
         path = core.workspace.long_term_path(old)  # a file copied by hand once: one id, two texts
         text = path.read_text(encoding="utf-8").replace(f"[{theirs.id}]", f"[{mine.id}]")
         path.write_text(text, encoding="utf-8")
-        await core.database.run(
+        await core.database.write(
             lambda conn: conn.execute(
                 "UPDATE audit SET entry_id = ? WHERE scope = ? AND entry_id = ?",
                 (mine.id, old.value, theirs.id),

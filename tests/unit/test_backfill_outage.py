@@ -18,10 +18,10 @@ class Away:
 
     backend = "postgres"
 
-    async def call(self, work: Any) -> Any:
+    async def read(self, work: Any) -> Any:
         raise DatabaseUnreachable("the database is unreachable: connection refused")
 
-    async def run(self, work: Any) -> Any:
+    async def write(self, work: Any) -> Any:
         raise DatabaseUnreachable("the database is unreachable: connection refused")
 
 

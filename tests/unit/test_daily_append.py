@@ -189,11 +189,11 @@ async def test_a_database_error_before_the_write_still_saves_the_note(core: Memo
     """`BEGIN IMMEDIATE` fails (a read-only database) before the note is written: the
     note goes to the file (the memory), never a raw sqlite3 error to the caller."""
     await core.notes.append(MAIN, "first note")
-    await database(core).call(lambda conn: conn.execute("PRAGMA query_only = ON"))
+    await database(core).autocommit(lambda conn: conn.execute("PRAGMA query_only = ON"))
     try:
         path, line = await core.notes.append(MAIN, "written although the index refused")
     finally:
-        await database(core).call(lambda conn: conn.execute("PRAGMA query_only = OFF"))
+        await database(core).autocommit(lambda conn: conn.execute("PRAGMA query_only = OFF"))
     assert (path, line) == (DAILY, 4)
     lines = _daily_bytes(core).decode("utf-8").splitlines()
     assert lines[3] == "- 12:00:00 written although the index refused"

@@ -146,7 +146,7 @@ async def test_the_vector_index_compares_chosen_chunks_and_moves_a_query(
 
 async def vectors_of(core: MemoryCore) -> list[tuple[str, int]]:
     """(first distinctive word, chunk id) of every note line."""
-    rows = await database(core).call(
+    rows = await database(core).read(
         lambda conn: conn.execute("SELECT id, text FROM chunks WHERE kind = 'daily'").fetchall()
     )
     out = []

@@ -106,7 +106,7 @@ async def plant(core: MemoryCore, clock: ManualClock, alice: Canaries, bob: Cana
     # Another process's capture, not yet in the files (its owner still runs).
     journal = core.journal_db
     assert journal is not None
-    await journal.call(
+    await journal.autocommit(
         lambda conn: conn.execute(
             "INSERT INTO captures (owner, scope, payload) VALUES (?, ?, ?)",
             ("ghost", ALICE_DM.value, json.dumps({"content": alice("journal")})),

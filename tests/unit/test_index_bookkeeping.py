@@ -93,8 +93,8 @@ async def test_a_chunk_deleted_twice_is_counted_off_once(core: MemoryCore) -> No
     pairs = [(r[0], r[1]) for r in rows]
     db = core.database
     assert db is not None
-    await db.run(lambda conn: writes.delete_rows(conn, sid, pairs))
-    await db.run(lambda conn: writes.delete_rows(conn, sid, pairs))  # as a second writer would
+    await db.write(lambda conn: writes.delete_rows(conn, sid, pairs))
+    await db.write(lambda conn: writes.delete_rows(conn, sid, pairs))  # as a second writer would
     for key, stored, real in await sql(core, COUNTS):
         assert int(stored) == int(real) == 0, key
 

@@ -96,7 +96,7 @@ async def test_search_index_on_its_own(workspace: Workspace, database: Database)
     assert (hit.path, hit.kind) == (workspace.relative(day), ChunkKind.DAILY)
 
     step = await index.message_step(PEER, "s1", "alice", "my locker code is 4512", NOW)
-    await database.run(lambda conn: step(conn, 7))
+    await database.write(lambda conn: step(conn, 7))
     [message] = await index.search(PEER, "locker 4512")
     assert (message.path, message.line_from, message.text) == (
         "sessions/s1",
@@ -109,15 +109,15 @@ async def test_search_index_on_its_own(workspace: Workspace, database: Database)
 
 
 async def test_database_runs_a_transaction_whole_or_not_at_all(database: Database) -> None:
-    await database.run(lambda conn: conn.execute("CREATE TABLE t (x INTEGER)"))
+    await database.write(lambda conn: conn.execute("CREATE TABLE t (x INTEGER)"))
 
     def half(conn: Any) -> None:
         conn.execute("INSERT INTO t VALUES (1)")
         raise RuntimeError("stop")
 
     with pytest.raises(RuntimeError):
-        await database.run(half)
-    assert await database.call(lambda conn: conn.execute("SELECT COUNT(*) FROM t").fetchall()) == [
+        await database.write(half)
+    assert await database.read(lambda conn: conn.execute("SELECT COUNT(*) FROM t").fetchall()) == [
         (0,)
     ]
 

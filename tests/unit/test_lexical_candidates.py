@@ -106,7 +106,7 @@ async def test_a_cut_keeps_the_best_by_bm25_with_filters(config: Config, questio
             filtered = top_n(conn, sid, terms, ["c.id <> ?", "c.path <> ?"], [first, "x.md"], 3)
             return [best, filtered, first]
 
-        (found, expected, _), (kept, expected_kept, _), first = await database(core).call(read)
+        (found, expected, _), (kept, expected_kept, _), first = await database(core).read(read)
     assert len(expected) == 3  # the cut leaves some out
     same(found, expected)
     same(kept, expected_kept)
@@ -158,7 +158,7 @@ def test_the_top_n_is_the_brute_force_one_in_any_scope(
             sid = await index_of(core).scope_id(scope)
             assert sid is not None
             for terms in questions:
-                found, expected, own = await database(core).call(
+                found, expected, own = await database(core).read(
                     lambda conn, terms=terms: top_n(conn, sid, terms, [], [], wanted)
                 )
                 same(found, expected)

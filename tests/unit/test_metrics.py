@@ -162,7 +162,7 @@ class Away:
     def __init__(self, hangs: bool) -> None:
         self.hangs = hangs
 
-    async def call(self, work: Any) -> Any:
+    async def read(self, work: Any) -> Any:
         if self.hangs:
             await asyncio.Event().wait()
         raise DatabaseUnreachable("the database is unreachable: connection refused")

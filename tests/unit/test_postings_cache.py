@@ -59,7 +59,7 @@ async def search_all(core: MemoryCore, wanted: int = 3) -> list[set[int]]:
     assert sid is not None
     found_ids = []
     for terms in QUESTIONS:
-        found, expected, own = await database(core).call(
+        found, expected, own = await database(core).read(
             partial(search_one, sid=sid, terms=terms, wanted=wanted)
         )
         same(found, expected)
@@ -75,7 +75,7 @@ def daily_file(core: MemoryCore, lines: list[str]) -> None:
 
 
 async def ids_of(core: MemoryCore, text: str) -> set[int]:
-    rows = await database(core).call(
+    rows = await database(core).read(
         lambda conn: conn.execute("SELECT id FROM chunks WHERE text = ?", (text,)).fetchall()
     )
     return {int(r[0]) for r in rows}
@@ -124,7 +124,7 @@ async def test_a_write_rolled_back_leaves_the_top_n_exact(config: Config) -> Non
             raise RuntimeError("the write fails after its insert")
 
         with pytest.raises(RuntimeError):
-            await database(core).run(failing)
+            await database(core).write(failing)
         assert not await ids_of(core, text)
         await search_all(core)
         await core.notes.append(MAIN, "kayak kayak")  # may take the id rolled back
@@ -220,7 +220,7 @@ async def search_all_words(core: MemoryCore, wanted: int) -> None:
     sid = await index_of(core).scope_id(MAIN)
     assert sid is not None
     for terms in ({"tea": 1.0, "green": 1.0}, {"喜欢": 1.0, "女儿": 0.5, "oak": 2.0}):
-        found, expected, _ = await database(core).call(
+        found, expected, _ = await database(core).read(
             partial(search_one, sid=sid, terms=terms, wanted=wanted)
         )
         same(found, expected)

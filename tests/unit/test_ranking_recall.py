@@ -76,7 +76,7 @@ async def test_without_an_embedder_scores_are_plain_bm25(core: MemoryCore) -> No
     index = index_of(core)
     assert index.vectors is None
     plain = SearchIndex(database(core), core.workspace, rank_settings=NEUTRAL)
-    rows = await database(core).call(
+    rows = await database(core).read(
         lambda conn: conn.execute("SELECT tokens FROM chunks WHERE hidden = 0").fetchall()
     )
     corpus = [str(r[0]).split() for r in rows]

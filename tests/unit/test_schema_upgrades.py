@@ -145,9 +145,11 @@ async def test_two_processes_apply_a_run_time_step_once(pg_config: Config) -> No
     dbs = await asyncio.gather(first, second)
     try:
         step = ("m099_probe", "CREATE TABLE probe (x INTEGER)")
-        applied = await asyncio.gather(*(db.run(lambda conn: apply_step(conn, step)) for db in dbs))
+        applied = await asyncio.gather(
+            *(db.write(lambda conn: apply_step(conn, step)) for db in dbs)
+        )
         assert sorted(applied) == [False, True]
-        assert await dbs[0].call(
+        assert await dbs[0].read(
             lambda conn: conn.execute(
                 "SELECT name FROM _migrations WHERE name = 'm099_probe'"
             ).fetchall()

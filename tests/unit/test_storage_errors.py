@@ -220,18 +220,18 @@ def read_only_insert(conn: Connection) -> None:
 
 async def test_each_backend_raises_the_family_for_the_same_failures(core: MemoryCore) -> None:
     store = database(core)
-    await store.run(table)
+    await store.write(table)
     with pytest.raises(DatabaseConflict):
-        await store.run(insert("a", "y"))
+        await store.write(insert("a", "y"))
     with pytest.raises(DatabaseFailure, match="database error"):
-        await store.run(insert("b", None))
+        await store.write(insert("b", None))
     with pytest.raises(DatabaseFailure, match="no_such_table"):
-        await store.call(lambda conn: conn.execute("SELECT * FROM no_such_table").fetchall())
+        await store.read(lambda conn: conn.execute("SELECT * FROM no_such_table").fetchall())
     with pytest.raises(DatabaseUnwritable):
-        await store.run(read_only_insert)
+        await store.write(read_only_insert)
     # Nothing of the failed writes stayed, and the database goes on as before.
-    await store.run(insert("b", "y"))
-    rows = await store.call(lambda conn: conn.execute("SELECT k, v FROM t ORDER BY k").fetchall())
+    await store.write(insert("b", "y"))
+    rows = await store.read(lambda conn: conn.execute("SELECT k, v FROM t ORDER BY k").fetchall())
     assert [tuple(r) for r in rows] == [("a", "x"), ("b", "y")]
 
 
@@ -257,10 +257,10 @@ async def test_a_lock_held_past_waiting_is_busy_on_each_backend(
     core: MemoryCore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store = database(core)
-    await store.run(table)
+    await store.write(table)
     monkeypatch.setattr(db, "BUSY_RETRY_SECONDS", 0.2)
     if store.dialect.name == "sqlite":
-        await store.call(lambda conn: conn.execute("PRAGMA busy_timeout = 50"))
+        await store.autocommit(lambda conn: conn.execute("PRAGMA busy_timeout = 50"))
 
     def write(conn: Connection) -> None:
         if conn.dialect.name == "postgres":
@@ -268,9 +268,9 @@ async def test_a_lock_held_past_waiting_is_busy_on_each_backend(
         conn.execute("INSERT INTO t (k, v) VALUES ('b', 'y')")
 
     with write_lock_held(core), pytest.raises(DatabaseBusy) as caught:
-        await store.run(write)
+        await store.write(write)
     assert "\n" not in str(caught.value)
-    await store.run(write)  # the lock is gone: the same write goes through
+    await store.write(write)  # the lock is gone: the same write goes through
 
 
 def damage_the_chunks_table(path: Path) -> None:
@@ -355,7 +355,7 @@ async def test_a_server_that_cannot_be_reached_is_unreachable_in_one_line(
     store = await pg_database.PgDatabase.open(dsn)
     try:
         with pytest.raises(DatabaseUnreachable) as caught:
-            await store.call(lambda conn: conn.execute("SELECT 1").fetchall())
+            await store.read(lambda conn: conn.execute("SELECT 1").fetchall())
     finally:
         await asyncio.wait_for(store.close(), 10)
     assert isinstance(caught.value, StorageError)

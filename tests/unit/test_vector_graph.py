@@ -120,7 +120,7 @@ async def test_removed_chunks_never_come_from_the_graph(db: Database, spread: Fa
         await vi.wait_graph(sid)
         assert len(graph) == GRAPH_ROWS - 5
         # Hidden chunks are skipped too, the graph's candidates going deeper.
-        await db.run(
+        await db.write(
             lambda conn: conn.execute(
                 f"UPDATE chunks SET hidden = 1 WHERE id IN ({','.join('?' * 5)})", best[5:]
             )

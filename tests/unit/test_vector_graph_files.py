@@ -299,7 +299,7 @@ async def test_forget_drops_unvouched_vectors_and_every_graph_file(
         assert set(ids[:5]) <= set(await stored(db))
         await vi.forget()
         assert set(await stored(db)) == set(ids[5:])
-        kept = await db.call(
+        kept = await db.read(
             lambda conn: conn.execute("SELECT count(*) FROM embeddings").fetchone()[0]
         )
         assert kept == GRAPH_ROWS - 5  # the deleted chunks' vectors are gone too
@@ -320,11 +320,11 @@ async def test_forget_keeps_nothing_of_a_chunk_whose_text_changed(db: Database) 
     def write(conn: object) -> None:
         vectors.store(conn, sid, "m", [(vectors.ChunkText(chunk, "alpha"), half)], [], [])  # type: ignore[arg-type]
 
-    await db.run(write)
-    await db.run(
+    await db.write(write)
+    await db.write(
         lambda conn: conn.execute("UPDATE chunks SET text = 'omega' WHERE id = ?", (chunk,))
     )
-    assert await db.run(vectors.forget) == 1
+    assert await db.write(vectors.forget) == 1
     assert await stored(db) == {}
 
 

@@ -80,7 +80,7 @@ async def test_each_vector_is_stored_once_as_float16_by_model_and_text_hash(
     other, other_ids = await add(db, "peer:other", ["beta"])  # the same text elsewhere
     await index.backfill(sid)
     await index.backfill(other)
-    rows = await db.call(
+    rows = await db.read(
         lambda conn: conn.execute(
             "SELECT chunk_id, scope_id, model, text_hash FROM chunk_vectors ORDER BY chunk_id"
         ).fetchall()
@@ -91,18 +91,18 @@ async def test_each_vector_is_stored_once_as_float16_by_model_and_text_hash(
         (other_ids[0], other, "openai:emb", digest),
     ]
     # One vector for both chunks: float16 bytes, keyed by the model and the text's hash.
-    stored_vectors = await db.call(
+    stored_vectors = await db.read(
         lambda conn: conn.execute("SELECT model, text_hash, vec FROM embeddings").fetchall()
     )
     assert [(m, h) for m, h, _ in stored_vectors] == [("openai:emb", digest)]
     half = bytes(stored_vectors[0][2])
     assert len(half) == 4 * 2
     assert np.frombuffer(half, dtype="<f2") == pytest.approx([0.8, 0.6, 0.0, 0.0], abs=1e-3)
-    cached = await db.call(lambda conn: vectors.cached(conn, "openai:emb", [digest]))
+    cached = await db.read(lambda conn: vectors.cached(conn, "openai:emb", [digest]))
     assert np.frombuffer(cached[digest], dtype=np.float32) == pytest.approx(
         [0.8, 0.6, 0, 0], abs=1e-3
     )
-    assert await db.call(lambda conn: vectors.cached(conn, "openai:other", [digest])) == {}
+    assert await db.read(lambda conn: vectors.cached(conn, "openai:other", [digest])) == {}
 
 
 async def test_cache_spares_the_model_a_second_time_and_in_another_scope(
@@ -342,7 +342,7 @@ async def test_switching_model_replaces_every_vector(
     vi = VectorIndex(db, other)
     try:
         assert await vi.backfill(sid) == 2
-        models = await db.call(
+        models = await db.read(
             lambda conn: conn.execute("SELECT DISTINCT model FROM chunk_vectors").fetchall()
         )
         assert models == [("openai:other",)]

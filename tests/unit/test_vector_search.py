@@ -52,7 +52,7 @@ async def test_kinds_paths_and_hidden_filter_the_hits(db: Database, index: Vecto
     assert await index.search(sid, query(), 3, kinds=[]) == []
     rest = await index.search(sid, query(), 3, exclude_paths=["sessions/s1", "nowhere.md"])
     assert [i for i, _ in rest] == [daily, long_term]
-    await db.run(lambda conn: conn.execute("UPDATE chunks SET hidden = 1 WHERE id = ?", (daily,)))
+    await db.write(lambda conn: conn.execute("UPDATE chunks SET hidden = 1 WHERE id = ?", (daily,)))
     assert [i for i, _ in await index.search(sid, query(), 3)] == [long_term, message]
     # k hits even when the best rows are hidden: the search goes deeper.
     assert [i for i, _ in await index.search(sid, query(), 1)] == [long_term]
@@ -67,7 +67,7 @@ async def test_scopes_never_see_each_others_chunks(db: Database, index: VectorIn
     assert {i for i, _ in await index.search(a, query(), 10)} == set(a_ids)
     assert {i for i, _ in await index.search(b, query(), 10)} == set(b_ids)
     # A forged row: Bob's best chunk filed under Alice, in the table and in memory.
-    forged = await db.call(
+    forged = await db.read(
         lambda conn: conn.execute(
             "SELECT text_hash FROM chunk_vectors WHERE chunk_id = ?", (b_ids[0],)
         ).fetchone()
@@ -86,10 +86,10 @@ async def test_scopes_never_see_each_others_chunks(db: Database, index: VectorIn
         )
         vectors.bump(conn, a)
 
-    await db.run(forge)
+    await db.write(forge)
     assert b_ids[0] not in {i for i, _ in await index.search(a, query(), 10)}
     # A chunk moved to another scope under a loaded matrix is not served from the old one.
-    await db.run(
+    await db.write(
         lambda conn: conn.execute("UPDATE chunks SET scope_id = ? WHERE id = ?", (b, a_ids[1]))
     )
     assert a_ids[1] not in {i for i, _ in await index.search(a, query(), 10)}

@@ -128,7 +128,7 @@ async def check_migrated(db: Db, name: str) -> None:
             vectors.cached(conn, "m", [A, B]),
         )
 
-    found, cols, chunk_rows, stored, versions, recorded, cached = await db.call(read)
+    found, cols, chunk_rows, stored, versions, recorded, cached = await db.read(read)
     assert "embedding_cache" not in found and "embeddings" in found  # type: ignore[operator]
     assert cols == ["chunk_id", "scope_id", "model", "text_hash"]
     # Every chunk's vector kept, the broken one's chunk vector dropped (embedded again).
@@ -151,7 +151,7 @@ async def test_old_vectors_are_stored_once_as_float16_and_only_once_migrated(
 ) -> None:
     old, new, name = lists(storage_env)
     async with opened(storage_env, tmp_path, old) as db:
-        await db.run(old_rows)
+        await db.write(old_rows)
 
     async with opened(storage_env, tmp_path, new) as db:
         await check_migrated(db, name)
@@ -170,7 +170,7 @@ async def test_a_migration_that_fails_half_way_leaves_the_old_vectors_and_runs_a
 ) -> None:
     old, new, name = lists(storage_env)
     async with opened(storage_env, tmp_path, old) as db:
-        await db.run(old_rows)
+        await db.write(old_rows)
 
     calls = []
     real = codec.to_stored
@@ -184,11 +184,11 @@ async def test_a_migration_that_fails_half_way_leaves_the_old_vectors_and_runs_a
     monkeypatch.setattr(codec, "to_stored", failing)
     with pytest.raises(RuntimeError, match="died"):
         db = await open_db(storage_env, tmp_path, new)
-        await db.call(lambda conn: None)  # PostgreSQL migrates at open, or at the first call
+        await db.read(lambda conn: None)  # PostgreSQL migrates at open, or at the first call
     monkeypatch.undo()
 
     async with opened(storage_env, tmp_path, old) as db:
-        untouched = await db.call(
+        untouched = await db.read(
             lambda conn: (
                 tables(conn),
                 columns(conn, "chunk_vectors"),

@@ -91,7 +91,7 @@ async def add(
         writes.insert_chunks(conn, sid, path, kind, rows)
         return sid, list(range(first, first + len(texts)))
 
-    return await db.run(work)
+    return await db.write(work)
 
 
 async def delete(db: Database, sid: int, chunk_ids: Sequence[int]) -> None:
@@ -102,12 +102,12 @@ async def delete(db: Database, sid: int, chunk_ids: Sequence[int]) -> None:
         ).fetchall()
         writes.delete_rows(conn, sid, rows)
 
-    await db.run(work)
+    await db.write(work)
 
 
 async def stored(db: Database) -> dict[int, tuple[int, str]]:
     """chunk id → (scope id, text hash) of every stored vector."""
-    rows = await db.call(
+    rows = await db.read(
         lambda conn: conn.execute(
             "SELECT chunk_id, scope_id, text_hash FROM chunk_vectors"
         ).fetchall()

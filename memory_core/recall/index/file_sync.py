@@ -17,7 +17,7 @@ import memory_core.recall.index.search as reads
 import memory_core.recall.index.writes as writes
 from memory_core.base.chunks import Chunk, ChunkKind
 from memory_core.base.clock import format_when
-from memory_core.base.errors import StoreError
+from memory_core.base.errors import MemoryFileError
 from memory_core.base.scope import ScopeKey
 from memory_core.base.sql import Db
 from memory_core.base.workspace import Workspace
@@ -48,7 +48,7 @@ class FileSync:
         """Bring scope `sid`'s chunks in line with its files as `current` stamps them
         (path → (mtime_ns, size)); the caller holds the scope's lock."""
         stats = SyncStats()
-        known = await self.db.call(lambda conn: reads.file_stamps(conn, sid))
+        known = await self.db.read(lambda conn: reads.file_stamps(conn, sid))
         stats.files_seen = len(current)
         changed = [
             rel
@@ -78,16 +78,16 @@ class FileSync:
             for item in prepared:
                 unchanged = not force and known.get(item.path, (0, 0, ""))[2] == item.hash
                 (same if unchanged else fresh).append(item)
-            await self.db.run(
+            await self.db.write(
                 partial(writes.replace_files, sid=sid, items=fresh, restamped=same, stats=stats)
             )
         for gone in sorted(set(known) - set(current)):
-            stats.chunks_removed += await self.db.run(
+            stats.chunks_removed += await self.db.write(
                 partial(writes.remove_file, sid=sid, path=gone)
             )
             stats.files_removed += 1
         if changed or stats.files_removed:
-            await self.db.run(partial(writes.update_hidden, sid=sid))
+            await self.db.write(partial(writes.update_hidden, sid=sid))
         return stats
 
     async def sync_long_term(
@@ -111,7 +111,7 @@ class FileSync:
                 root=self.ws.root,
                 warn=False,  # the store says what it quarantined
             )
-        except StoreError:
+        except MemoryFileError:
             snapshot = None  # a file it may not read, bytes it cannot keep a copy of
         if snapshot is None or not snapshot.utf8:
             # Read as any file, as a rebuild reads it (bytes not UTF-8 replaced).
@@ -120,13 +120,13 @@ class FileSync:
             return
         stamp, digest = snapshot.stamp, (snapshot.digest or b"").hex()
         if stamp is None:
-            stats.chunks_removed += await self.db.run(
+            stats.chunks_removed += await self.db.write(
                 partial(writes.remove_file, sid=sid, path=relative_path)
             )
             stats.files_removed += 1
             return
         if digest == known_hash:
-            await self.db.call(
+            await self.db.autocommit(
                 partial(
                     writes.restamp_file,
                     path=relative_path,
@@ -136,7 +136,7 @@ class FileSync:
                 )
             )
             return
-        held = await self.db.call(lambda conn: reads.held_chunks(conn, sid, relative_path))
+        held = await self.db.read(lambda conn: reads.held_chunks(conn, sid, relative_path))
         if held is None:
             await self.reread(sid, relative_path)
             stats.files_indexed += 1
@@ -158,7 +158,7 @@ class FileSync:
             ]
         )
         try:
-            await self.db.run(
+            await self.db.write(
                 lambda conn: writes.apply_long_term(
                     conn,
                     sid,
@@ -189,4 +189,4 @@ class FileSync:
             await self.write_file(sid, item, SyncStats())
 
     async def write_file(self, sid: int, item: PreparedFile, stats: SyncStats) -> None:
-        await self.db.run(lambda conn: writes.replace_file(conn, sid, item, stats))
+        await self.db.write(lambda conn: writes.replace_file(conn, sid, item, stats))

@@ -255,18 +255,18 @@ async def rebuild(
         for index in range(ahead):
             submit(index)
         # The workers read and tokenize the first groups meanwhile.
-        kept = await db.run(reset)
-        await db.run(partial(fill_message_dates, zone=zone))
+        kept = await db.write(reset)
+        await db.write(partial(fill_message_dates, zone=zone))
         for number, group in enumerate(groups):
             rows = await pending.pop(0)
             submit(number + ahead)
-            await db.run(partial(write_rows, rows=rows))
+            await db.write(partial(write_rows, rows=rows))
             total.files_indexed += len(rows[0])
             total.chunks_added += len(rows[1])
             for sid in {sid for sid, _ in group}:
                 groups_left[sid] -= 1
                 if not groups_left[sid]:
-                    await db.run(partial(finish_scope, sid=sid))
+                    await db.write(partial(finish_scope, sid=sid))
                     finished.add(sid)
             done += len(group)
             if progress:
@@ -277,5 +277,5 @@ async def rebuild(
         if pool is not None:
             pool.shutdown(wait=False, cancel_futures=True)
     for sid in sorted((sids | set(kept)) - finished):
-        await db.run(partial(finish_scope, sid=sid))
+        await db.write(partial(finish_scope, sid=sid))
     return total

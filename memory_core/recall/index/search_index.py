@@ -111,11 +111,11 @@ class SearchIndex:
         cached = self._scope_ids.get(scope.value)
         if cached is not None:
             return cached
-        sid = await self._db.call(lambda conn: reads.find_scope(conn, scope.value))
+        sid = await self._db.read(lambda conn: reads.find_scope(conn, scope.value))
         if sid is None:
             if not create:
                 return None
-            sid = await self._db.run(lambda conn: writes.ensure_scope(conn, scope.value))
+            sid = await self._db.write(lambda conn: writes.ensure_scope(conn, scope.value))
         self._scope_ids[scope.value] = sid
         remember_scope(sid, scope.value)
         return sid
@@ -127,9 +127,9 @@ class SearchIndex:
         async with self._tokens_lock:
             if self._tokens_current:
                 return
-            if await self._db.call(retokenize.stored_version) != TOKENIZER_VERSION:
+            if await self._db.read(retokenize.stored_version) != TOKENIZER_VERSION:
                 started = self._monotonic()
-                changed = await self._db.run(retokenize.retokenize)
+                changed = await self._db.write(retokenize.retokenize)
                 if changed:
                     log.info(
                         "index tokenized again for tokenizer %d: %d chunks in %.1f s",
@@ -238,11 +238,11 @@ class SearchIndex:
                 prepare_file, self._ws, self._ws.root / relative_path, self._zone
             )
             if item is None:
-                await self._db.run(partial(writes.remove_file, sid=sid, path=relative_path))
+                await self._db.write(partial(writes.remove_file, sid=sid, path=relative_path))
             else:
                 await self._files.write_file(sid, item, SyncStats())
             if summary_period(relative_path):
-                await self._db.run(partial(writes.update_hidden, sid=sid))
+                await self._db.write(partial(writes.update_hidden, sid=sid))
         self._changed(scope)
 
     async def add_prepared(
@@ -269,7 +269,7 @@ class SearchIndex:
         """
         async with self._lock(scope):
             sid = await self._sid(scope)
-            reread = await self._db.run(
+            reread = await self._db.write(
                 lambda conn: writes.add_appended_rows(
                     conn, sid, relative_path, kind, prepared, stamp, previous
                 )
@@ -305,7 +305,7 @@ class SearchIndex:
                 )
                 return done, reread
 
-            done, reread = await self._db.run(work)
+            done, reread = await self._db.write(work)
             if reread:
                 await self._files.reread(sid, relative_path)
         self._changed(scope)
@@ -334,14 +334,14 @@ class SearchIndex:
         )
         async with self._lock(scope):
             sid = await self._sid(scope)
-            known = await self._db.call(lambda conn: reads.file_stamp(conn, relative_path))
+            known = await self._db.read(lambda conn: reads.file_stamp(conn, relative_path))
             in_step = record.before_stamp is not None and known == record.before_stamp[:2]
             stamp = record.after_stamp
             if not in_step or stamp is None:
                 await self._files.sync_long_term(scope, sid, relative_path, SyncStats(), "")
             else:
                 try:
-                    await self._db.run(
+                    await self._db.write(
                         lambda conn: writes.apply_long_term(
                             conn,
                             sid,
@@ -391,15 +391,15 @@ class SearchIndex:
         if sid is None or not message_ids:
             return
         async with self._lock(scope):
-            await self._db.run(lambda conn: writes.remove_messages(conn, sid, message_ids))
+            await self._db.write(lambda conn: writes.remove_messages(conn, sid, message_ids))
         self._changed(scope)
 
     # --- whole workspace ------------------------------------------------------------
     async def sync_all(self, progress: Progress | None = None) -> SyncStats:
         """Every scope's files, and the days of message chunks the resolver has not read
         yet (after an upgrade of `base/turn_dates.py`: ~20 µs a turn, once)."""
-        if await self._db.call(rebuilding.has_unresolved_dates):
-            await self._db.run(partial(rebuilding.fill_message_dates, zone=self._zone))
+        if await self._db.read(rebuilding.has_unresolved_dates):
+            await self._db.write(partial(rebuilding.fill_message_dates, zone=self._zone))
         total = SyncStats()
         scopes = await asyncio.to_thread(self._ws.scopes)
         for number, scope in enumerate(scopes, start=1):
@@ -452,7 +452,7 @@ class SearchIndex:
         sid = await self.scope_id(scope, create=False)
         if sid is None:
             return []
-        return await self._db.call(
+        return await self._db.read(
             lambda conn: reads.session_messages(conn, sid, session_id, first_id, count)
         )
 
@@ -463,6 +463,6 @@ class SearchIndex:
         sid = await self.scope_id(scope, create=False)
         if sid is None:
             return []
-        return await self._db.call(
+        return await self._db.read(
             lambda conn: reads.message_context(conn, sid, session_id, message_id, before, after)
         )

@@ -61,7 +61,7 @@ class Searcher:
         wanted = max(request.limit * CANDIDATE_FACTOR, MIN_CANDIDATES)
         work = _Reads.of(self, sid, request, plan, day, wanted)
         if self.vectors is None:
-            pool, ranking = await self.db.call(work.words_and_neighbours)
+            pool, ranking = await self.db.read(work.words_and_neighbours)
         else:
             pool, ranking = await self._hybrid(work, self.vectors, plan)
         return rank(pool, ranking, limit=request.limit, min_score=request.min_score)
@@ -83,7 +83,7 @@ class Searcher:
             )
         )
         try:
-            pool, ranking = await self.db.call(work.lexical)
+            pool, ranking = await self.db.read(work.lexical)
         finally:
             query_vector, dense = await dense_task
         if query_vector is not None and settings.dense_feedback > 0:
@@ -99,7 +99,7 @@ class Searcher:
             dense = await dense_extra.nearest(
                 vectors, sid, query_vector, wanted, work.kind_list, work.exclude_paths
             )
-        await self.db.call(lambda conn: work.widen(conn, pool, ranking, dense))
+        await self.db.read(lambda conn: work.widen(conn, pool, ranking, dense))
         if query_vector is not None and settings.turn_window_max:
             await dense_extra.compare_all(vectors, sid, query_vector, pool)
         return pool, ranking

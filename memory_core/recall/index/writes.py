@@ -1,6 +1,6 @@
 """The index's schema and writes, as functions run on the database thread.
 
-Each takes the sqlite3 connection inside the caller's transaction (`Database.run`), so a
+Each takes the sqlite3 connection inside the caller's transaction (`Database.write`), so a
 write of several statements costs one round trip from the event loop, not one each.
 """
 

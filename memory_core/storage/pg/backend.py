@@ -164,7 +164,7 @@ class PostgresBackend:
         dsn = self.storage.postgres_dsn
         target = await PgDatabase.open(dsn, pool_size=1, owner=owner)
         try:
-            await target.call(lambda conn: None)  # migrates, and checks the owner, now
+            await target.read(lambda conn: None)  # migrates, and checks the owner, now
         finally:
             await target.close()
         await asyncio.to_thread(ReachedServers(self.workspace.state_dir).record, dsn)

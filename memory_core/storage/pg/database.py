@@ -1,8 +1,8 @@
 """A PostgreSQL database reached by whole functions, like the SQLite `Database`.
 
 Every call hands a function to a worker thread that borrows a pooled psycopg connection
-for it: a read or one statement (`call`, autocommit), or a transaction (`run`, committed
-when the function returns, rolled back on any exception). The table owners' functions
+for it: reads (`read`), statements that each commit by themselves (`autocommit`), or a
+transaction (`write`, committed when the function returns, rolled back on any exception). The table owners' functions
 are the very ones the SQLite backend runs (`memory_core/base/sql.py`).
 
 *Why psycopg's synchronous API on threads, not its asyncio API:* a chat turn's write is
@@ -217,15 +217,22 @@ class PgDatabase:
         if applied:
             log.info("applied PostgreSQL migrations: %s", ", ".join(applied))
 
-    async def run(self, work: Work[T]) -> T:
+    async def write(self, work: Work[T]) -> T:
         """`work` inside one transaction; any exception rolls it back and is raised here."""
         if not self._migrated:
             await self._migrate()
         return await self._submit(self._in_transaction, work)
 
-    async def call(self, work: Work[T]) -> T:
-        """`work` outside an explicit transaction: reads, or one statement that commits
-        by itself. Fetch everything inside `work`: a cursor must not leave it."""
+    async def read(self, work: Work[T]) -> T:
+        """`work`'s reads outside an explicit transaction. Fetch everything inside
+        `work`: a cursor must not leave it."""
+        if not self._migrated:
+            await self._migrate()
+        return await self._submit(self._with_connection, work)
+
+    async def autocommit(self, work: Work[T]) -> T:
+        """`work` outside an explicit transaction, each statement committed by itself: a
+        write of one statement, or `VACUUM`."""
         if not self._migrated:
             await self._migrate()
         return await self._submit(self._with_connection, work)
@@ -241,7 +248,7 @@ class PgDatabase:
     async def data_version(self) -> int:
         """The other processes' write transactions, counted: it moves when another
         process commits, never for this one's own writes (like SQLite's)."""
-        return await self.call(data_version)
+        return await self.read(data_version)
 
     def _with_connection(self, work: Work[T]) -> T:
         with self._pool.connection() as raw:
@@ -403,7 +410,7 @@ def migrate(
 def apply_step(conn: Connection, step: tuple[str, str]) -> bool:
     """A numbered step decided at run time (`storage/pg/migrations.py`: pgvector's column and its
     HNSW indexes), applied once and recorded in `_migrations` as every migration is,
-    inside the caller's transaction (`PgDatabase.run`); whether it was applied now.
+    inside the caller's transaction (`PgDatabase.write`); whether it was applied now.
 
     Two processes applying the same step at once are ordered by an advisory lock of that
     step's own, not `MIGRATION_LOCK`: building an HNSW index over many rows can take a

@@ -97,7 +97,7 @@ async def ensure_pgvector(db: Db) -> str | None:
         return version
 
     try:
-        return await db.run(prepare)
+        return await db.write(prepare)
     except (DatabaseFailure, DatabaseConflict) as exc:  # no extension, a race to create it
         log.warning("pgvector cannot be used here (%s)", exc)
         return None
@@ -137,9 +137,9 @@ class PgVectorWriter:
         if dim and dim not in self._hnsw:
             async with self._making_hnsw:  # several scopes' backfills start at once
                 if dim not in self._hnsw:
-                    await self._db.run(partial(_ensure_hnsw, dim=dim))
+                    await self._db.write(partial(_ensure_hnsw, dim=dim))
                     self._hnsw.add(dim)
-        return await self._db.run(
+        return await self._db.write(
             partial(
                 _store,
                 sid=sid,
@@ -178,7 +178,7 @@ class PgVectorIndex(VectorIndex):
         rows = (
             matrix.live
             if matrix is not None
-            else await self._db.call(partial(vectors.count, sid=scope_id, model=self.model))
+            else await self._db.read(partial(vectors.count, sid=scope_id, model=self.model))
         )
         if rows < HNSW_FROM_ROWS:
             return False
@@ -211,7 +211,7 @@ class PgVectorIndex(VectorIndex):
             if found is not None:
                 return found
         self._warm(scope_id)
-        return await self._db.run(
+        return await self._db.write(
             partial(
                 _nearest,
                 sid=scope_id,
@@ -304,7 +304,7 @@ class PgVectorIndex(VectorIndex):
         snapshot from the covering index, against the matrix's; then the vectors of new
         or changed chunks, a page at a time. A scope of 100 000 vectors reads 100 000
         short index entries, where a load reads 200 MB and a graph takes minutes."""
-        version, listing = await self._db.call(partial(_listing, sid=sid, model=self.model))
+        version, listing = await self._db.read(partial(_listing, sid=sid, model=self.model))
         where, hashes = matrix.where, matrix.hashes
         wanted = [
             chunk_id
@@ -314,7 +314,7 @@ class PgVectorIndex(VectorIndex):
         gone = [chunk_id for chunk_id in where if chunk_id not in listing]
         rows: list[VectorRow] = []
         for start in range(0, len(wanted), vectors.PAGE):
-            rows += await self._db.call(
+            rows += await self._db.read(
                 partial(
                     _rows_of,
                     sid=sid,
@@ -365,7 +365,7 @@ class PgVectorIndex(VectorIndex):
         if not await self._is_large(scope_id):
             return await super().load(scope_id)
         self._warm(scope_id)
-        return int(await self._db.call(partial(vectors.count, sid=scope_id, model=self.model)))
+        return int(await self._db.read(partial(vectors.count, sid=scope_id, model=self.model)))
 
     async def wait_graph(self, scope_id: int) -> bool:
         """Wait for a large scope's matrix and graph to be ready (benches, tests);
@@ -421,7 +421,7 @@ def _rows_of(conn: Connection, sid: int, model: str, chunk_ids: Sequence[int]) -
 def _ensure_hnsw(conn: Connection, dim: int) -> None:
     """The HNSW index of one vector size, a recorded step (`hnsw_step`): `CREATE INDEX IF
     NOT EXISTS` is not safe against another process making the same index at the same
-    moment, and the step's advisory lock orders them (inside `run`)."""
+    moment, and the step's advisory lock orders them (inside `write`)."""
     apply_step(conn, hnsw_step(dim))
 
 

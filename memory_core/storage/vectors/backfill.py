@@ -78,7 +78,7 @@ class SqlVectorWriter:
         cache_rows: list[tuple[str, bytes]],
         stale: list[int],
     ) -> Stored:
-        return await self._db.run(
+        return await self._db.write(
             partial(
                 vectors.store,
                 sid=sid,
@@ -269,7 +269,7 @@ class Backfills:
         needed = 0
         for start in range(0, len(work), CACHE_GROUP):
             keys = [vectors.text_hash(chunk.text) for chunk in work[start : start + CACHE_GROUP]]
-            hits = await self._db.call(partial(vectors.cached, model=self._model, hashes=keys))
+            hits = await self._db.read(partial(vectors.cached, model=self._model, hashes=keys))
             needed += sum(1 for key in keys if key not in hits)
         return needed
 
@@ -303,7 +303,7 @@ class Backfills:
         write per batch; counts the vectors stored in `progress[0]` as it goes (and
         tells `report` the count after each batch)."""
         keys = [vectors.text_hash(chunk.text) for chunk in group]
-        hits = await self._db.call(partial(vectors.cached, model=self._model, hashes=keys))
+        hits = await self._db.read(partial(vectors.cached, model=self._model, hashes=keys))
         for batch in _batches(list(zip(group, keys, strict=True)), self._batch_size):
             if self._closed:
                 return  # closing: the batch embedded is written, no other begins

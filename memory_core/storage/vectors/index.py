@@ -244,7 +244,7 @@ class VectorIndex:
         self.invalidate()
         self._queries.clear()
         await self._graphs.forget()
-        await self._db.run(vectors.forget)
+        await self._db.write(vectors.forget)
 
     @property
     def graph_counts(self) -> GraphCounts:
@@ -374,7 +374,7 @@ class VectorIndex:
     ) -> tuple[int, dict[int, str]]:
         """The scope's version and the texts the chunks table vouches for, of the rows
         `VectorMatrix.pick` chose (`rows.recheck`, one round trip)."""
-        return await self._db.call(
+        return await self._db.read(
             partial(
                 vectors.recheck,
                 sid=sid,
@@ -447,12 +447,12 @@ class VectorIndex:
     async def _load(self, sid: int) -> VectorMatrix | None:
         """The scope's vectors, a page per database call; the matrix carries the version
         of the first page (a write during the load makes the next search load again)."""
-        size = await self._db.call(partial(vectors.count, sid=sid, model=self.model))
+        size = await self._db.read(partial(vectors.count, sid=sid, model=self.model))
         matrix: VectorMatrix | None = None
         after: int | None = 0
         page_size = vectors.PAGE
         while after is not None:
-            version, rows, after = await self._db.call(
+            version, rows, after = await self._db.read(
                 partial(
                     vectors.load_page,
                     sid=sid,

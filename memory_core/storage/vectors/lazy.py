@@ -66,7 +66,7 @@ class LazyVectors:
         known = self._has_vectors.get(scope_id)
         if known is None:
             check = partial(rows.has_any, sid=scope_id, model=self._embedder.name)
-            known = self._has_vectors[scope_id] = await self._db.call(check)
+            known = self._has_vectors[scope_id] = await self._db.read(check)
         return known
 
     async def _real(self) -> VectorSearch:
@@ -107,7 +107,7 @@ class LazyVectors:
         docstring); a scope whose count shows none missing costs one indexed count and
         loads nothing."""
         check = partial(rows.coverage, sid=scope_id, model=self._embedder.name)
-        chunks, vectors = await self._db.call(check)
+        chunks, vectors = await self._db.read(check)
         if vectors >= chunks:  # a drift the count cannot see is the search's `settle`'s
             return CatchUp(missing=0, made=0, done=True)
         try:

@@ -110,7 +110,7 @@ class Stored:
 
 def snapshot(conn: Connection, read: Callable[[Connection], T]) -> T:
     """`read` inside one read transaction: its statements see one state of the database,
-    even while another process commits. For `Database.call`, which opens none."""
+    even while another process commits. For `Database.read`, which opens none."""
     conn.execute(conn.dialect.begin_read_snapshot)
     try:
         return read(conn)
@@ -239,7 +239,7 @@ def store(
     cache_rows: Sequence[tuple[str, bytes]],
     stale: Sequence[int],
 ) -> Stored:
-    """One write (inside `Database.run`): the vectors of `items` (float32 bytes) whose
+    """One write (inside `Database.write`): the vectors of `items` (float32 bytes) whose
     chunk still belongs to the scope with the same text (a chunk changed while it was
     being embedded gets its vector at the next backfill), `cache_rows` (text hash,
     float32 bytes: what the model just made, kept even for a chunk that changed), and
@@ -423,7 +423,7 @@ def recheck(
 
 
 def forget(conn: Connection) -> int:
-    """Drop every vector that no current chunk vouches for (inside `Database.run`, for a
+    """Drop every vector that no current chunk vouches for (inside `Database.write`, for a
     purge: a vector can hint at the text it came from): the chunk vectors whose chunk is
     gone, moved or holds another text now, then every vector no chunk vector names (what
     the model made for texts no chunk holds any more). Bumps the version of each scope

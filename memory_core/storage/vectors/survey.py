@@ -109,7 +109,7 @@ class Surveys:
         watch = self._watch.get(sid)
         if watch is None or watch.forced:
             return await self._survey(sid, now)
-        chunks, known, seen = await self._db.call(
+        chunks, known, seen = await self._db.read(
             partial(vectors.newer, sid=sid, after=max(0, watch.watermark - RECENT_IDS))
         )
         fresh = sum(1 for chunk in chunks if chunk.id > watch.watermark)
@@ -132,12 +132,12 @@ class Surveys:
         """Every chunk's text hashed against its vector, a page per database call."""
         started = time.perf_counter()
         # The counters first: a chunk written during the survey is above the watermark.
-        seen = await self._db.call(partial(vectors.counters, sid=sid))
+        seen = await self._db.read(partial(vectors.counters, sid=sid))
         ids: list[int] = []
         after = ("", 0)
         page_size = vectors.PAGE
         while True:
-            listed = await self._db.call(
+            listed = await self._db.read(
                 partial(vectors.scope_ids, sid=sid, after=after, limit=page_size * 5)
             )
             ids += [chunk_id for _, chunk_id in listed]
@@ -145,13 +145,13 @@ class Surveys:
                 break
             after = listed[-1]
         ids.sort()
-        stale = await self._db.call(partial(vectors.other_models, sid=sid, model=self._model))
+        stale = await self._db.read(partial(vectors.other_models, sid=sid, model=self._model))
         work: list[ChunkText] = []
         above = 0
         for start in range(0, max(len(ids), 1), page_size):
             page = ids[start : start + page_size]
             upto = page[-1] if start + page_size < len(ids) else 1 << 62
-            texts, hashes = await self._db.call(
+            texts, hashes = await self._db.read(
                 partial(
                     vectors.survey_page,
                     sid=sid,
