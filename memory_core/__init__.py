@@ -49,6 +49,7 @@ PUBLIC_API = frozenset(
         "memory_core.ops.report",
         "memory_core.ops.checks",
         "memory_core.ops.database",
+        "memory_core.storage.dialects",  # whether a configured backend is a server
         "memory_core.ops.live",
     }
 )

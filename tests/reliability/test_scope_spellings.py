@@ -27,6 +27,7 @@ from adapters.cli import bots, build_parser, commands, main  # noqa: F401  (regi
 from adapters.console import console_message
 from adapters.inbound import InboundMessage
 from adapters.mcp_server import token_scopes
+from adapters.settings import load_app_config as load_config
 from memory_core.base.clock import ManualClock
 from memory_core.base.entries import MemoryEntry
 from memory_core.base.errors import ConfigError, ScopeError
@@ -39,7 +40,7 @@ from memory_core.base.scope import (
     resolve_scope,
 )
 from memory_core.base.workspace import Workspace
-from memory_core.config import Config, env_bindings, load_config
+from memory_core.config import Config, env_bindings
 from memory_core.engine import MemoryCore
 from memory_core.scope_merge import merged_entries
 from tests.support import clean_cli_env

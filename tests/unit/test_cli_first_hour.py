@@ -15,10 +15,11 @@ from typing import Any
 
 import pytest
 
+from adapters.settings import load_app_config as load_config
 from memory_core.base.errors import ConfigError, ScopeError
 from memory_core.base.scope import InboundContext, ScopeKey, printable_key, resolve_scope
 from memory_core.base.workspace import Workspace
-from memory_core.config import env_bindings, load_config
+from memory_core.config import env_bindings
 from tests.support import run_cli as run
 from tests.unit.cli_support import _clean_env  # noqa: F401  (autouse: no config or env leaks in)
 
