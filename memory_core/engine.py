@@ -49,7 +49,7 @@ from memory_core.services import storage_backend
 from memory_core.storage.audit import AuditLog
 from memory_core.storage.backends import same_storage
 from memory_core.storage.interfaces import CatchUp as CatchUp
-from memory_core.storage.sessions import ArchiveState, NewMessage
+from memory_core.storage.sessions import NewMessage
 from memory_core.storage.vectors.rows import forget as forget_vectors
 
 if TYPE_CHECKING:
@@ -302,20 +302,10 @@ class MemoryCore(Lifecycle):
         compacted: list[int] = []
         for message in messages:
             indexed = message.role in ("user", "assistant") and next(said)
-            indexed = indexed and message.archived != ArchiveState.TRUE  # in its file
             stored = await history.add_message(
-                NewMessage(
-                    scope,
-                    session_id,
-                    message.role,
-                    message.content,
-                    message.at,
-                    speaker=message.speaker,
-                    speaker_id=message.speaker_id,
-                    meta=dict(message.meta or {}) or None,
-                    indexed=indexed and self._open.memory.indexed,
-                    archived=ArchiveState(message.archived),
-                ),
+                NewMessage.recorded(
+                    scope, session_id, message, indexed=indexed and self._open.memory.indexed
+                )
             )
             compacted += [stored.id] if message.compacted else []
         if compacted:

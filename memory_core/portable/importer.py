@@ -326,19 +326,9 @@ async def _history(
                 report.present["message"] += 1
                 continue
             written = await history.add_message(
-                NewMessage(
-                    scope,
-                    session_id,
-                    message.role,
-                    message.content,
-                    message.at,
-                    speaker=message.speaker,
-                    speaker_id=message.speaker_id,
-                    meta=dict(message.meta or {}) or None,
-                    indexed=indexed.get(id(message), False)
-                    and message.archived != ArchiveState.TRUE,
-                    archived=ArchiveState(message.archived),
-                ),
+                NewMessage.recorded(
+                    scope, session_id, message, indexed=indexed.get(id(message), False)
+                )
             )
             if message.compacted:
                 await history.mark_compacted([written.id])

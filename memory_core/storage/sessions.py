@@ -13,6 +13,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from memory_core.base.records import RecordedMessage
 from memory_core.base.scope import ScopeKey
 from memory_core.base.sql import Connection
 
@@ -61,6 +62,26 @@ class NewMessage:
     used_entry_ids: Sequence[str] = ()
     """The long-term entries its prompt used (`activations`), recorded in the same commit."""
     archived: ArchiveState = ArchiveState.FALSE
+
+    @classmethod
+    def recorded(
+        cls, scope: ScopeKey, session_id: str, message: RecordedMessage, *, indexed: bool
+    ) -> NewMessage:
+        """A message of a conversation held elsewhere (an import, a migration, a demo),
+        stored with its own time, speaker, metadata and archive state; one in its archive
+        file already is never indexed twice."""
+        return cls(
+            scope,
+            session_id,
+            message.role,
+            message.content,
+            message.at,
+            speaker=message.speaker,
+            speaker_id=message.speaker_id,
+            meta=dict(message.meta or {}) or None,
+            indexed=indexed and message.archived != ArchiveState.TRUE,
+            archived=ArchiveState(message.archived),
+        )
 
     def stored(self, message_id: int) -> StoredMessage:
         """The message as a backend returns it once stored under `message_id`."""
