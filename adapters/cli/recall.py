@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING
 from adapters.cli import ERROR_PREFIX, EXIT_PROBLEMS, Output, command, positive_int
 from memory_core.base.chunks import ChunkKind
 from memory_core.base.errors import ChatmemError, PathRefused
-from memory_core.base.records import explained
 from memory_core.base.scope import printable_key
 from memory_core.base.wording import counted
 
@@ -67,6 +66,7 @@ class Search:
         if not args.query.strip():
             raise ChatmemError("search needs some words to look for")
         from adapters.cli.vectors import vectors_for_search  # the parser never needs it
+        from memory_core.base.records import explained
         from memory_core.recall.index.steps import explaining
         from memory_core.recall.request import SearchRequest
 

@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING
 from adapters.cli import Output, command
 from memory_core.base.errors import ChatmemError
 from memory_core.base.wording import counted
-from memory_core.storage.dialects import dialect_for
 
 if TYPE_CHECKING:
     from memory_core.engine import MemoryCore
@@ -40,6 +39,8 @@ class Migrate:
     @staticmethod
     async def run(core: MemoryCore, args: argparse.Namespace) -> int:
         dsn = args.dsn or os.environ.get("CHATMEM_POSTGRES_DSN", "")
+        from memory_core.storage.dialects import dialect_for
+
         served = dialect_for(args.to).is_server
         if served and not dsn:
             raise ChatmemError("--to postgres needs --dsn or CHATMEM_POSTGRES_DSN")
