@@ -25,7 +25,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.corpus import memory_entries, sentences
+from corpus import memory_entries, sentences
+
 from memory_core.base.atomic import atomic_write_text
 from memory_core.base.scope import ScopeKey
 from memory_core.config import load_config
