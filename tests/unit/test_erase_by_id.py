@@ -42,6 +42,13 @@ def said(sender: str, name: str, text: str) -> InboundMessage:
     )
 
 
+async def in_the_group(core: MemoryCore, *lines: tuple[str, str, str]) -> None:
+    """Each (sender id, name, text) said in the group, through the router as a bot gets it."""
+    router = MessageRouter(core, bot_username="chatmem_bot")
+    for sender, name, text in lines:
+        await router.handle(said(sender, name, text))
+
+
 async def erase(
     config: Config,
     storage_env: Mapping[str, str],
@@ -82,15 +89,14 @@ async def test_two_members_with_one_name_erasing_one_keeps_the_other(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     async with MemoryCore.open(config, clock=clock) as core:
-        router = MessageRouter(core, bot_username="chatmem_bot")
-        for sender, name, text in (
+        await in_the_group(
+            core,
             ("42", "Alice", "my locker code is zqaliceaturn today"),
             ("44", "Alice", "my bike lock is zqalicebturn now"),
             ("43", "Bob", "hello everyone zqbobturn here"),
             ("42", "Alice", "/remember I keep bees named zqaliceabees"),
             ("44", "Alice", "/remember I keep goats named zqalicebgoats"),
-        ):
-            await router.handle(said(sender, name, text))
+        )
         entries = await core.memories.entries(GROUP)
         assert {(e.speaker, e.speaker_id) for e in entries} == {("Alice", "42"), ("Alice", "44")}
         # As a session's extraction keeps it: the name alone, which both members use.
@@ -100,7 +106,6 @@ async def test_two_members_with_one_name_erasing_one_keeps_the_other(
         clock.advance(timedelta(days=40))
         await core.conversation.archive(GROUP)  # archive lines say "Alice: …" for both
     listing = await erase(config, storage_env, tmp_path, monkeypatch, capsys, "telegram:42")
-    print(listing)
     assert "group messages matched by sender id: 1, by name: 0" in listing
     assert "names another member also speaks under" in listing and "Alice" in listing
     assert "1 kept unsure shared name" in listing  # whose it is cannot be told: it stays
@@ -128,13 +133,12 @@ async def test_a_member_renamed_between_two_messages_loses_both(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     async with MemoryCore.open(config, clock=clock) as core:
-        router = MessageRouter(core, bot_username="chatmem_bot")
-        for sender, name, text in (
+        await in_the_group(
+            core,
             ("42", "Alice", "my locker code is zqrenamedfirst today"),
             ("43", "Bob", "hello everyone zqrenamedbob here"),
             ("42", "Alicia W", "my new locker is zqrenamedsecond now"),
-        ):
-            await router.handle(said(sender, name, text))
+        )
     listing = await erase(config, storage_env, tmp_path, monkeypatch, capsys, "telegram:42")
     assert "group messages matched by sender id: 2, by name: 0" in listing
     assert left(config, storage_env, ["zqrenamedfirst", "zqrenamedsecond"]) == {
@@ -160,9 +164,11 @@ async def test_old_rows_without_an_id_still_go_by_name(
         await chat.turn(ScopeKey("telegram:peer:45"), "hi there zqcaroldm", speaker="Carol")
         await chat.turn(GROUP, "my old locker was zqcarololdline", speaker="Carol")
         await chat.turn(GROUP, "my old locker was zqdaveoldline", speaker="Dave")
-        router = MessageRouter(core, bot_username="chatmem_bot")
-        await router.handle(said("45", "Carol", "my new locker is zqcarolnewline"))
-        await router.handle(said("46", "Dave", "my new locker is zqdavenewline"))
+        await in_the_group(
+            core,
+            ("45", "Carol", "my new locker is zqcarolnewline"),
+            ("46", "Dave", "my new locker is zqdavenewline"),
+        )
     listing = await erase(config, storage_env, tmp_path, monkeypatch, capsys, "telegram:45")
     assert "group messages matched by sender id: 1, by name: 1" in listing
     assert "group lines found by name: Carol" in listing
@@ -195,9 +201,11 @@ async def test_an_export_and_import_keep_the_sender_ids(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     async with MemoryCore.open(config, clock=clock) as core:
-        router = MessageRouter(core, bot_username="chatmem_bot")
-        await router.handle(said("42", "Alice", "my locker code is zqexportturn today"))
-        await router.handle(said("42", "Alice", "/remember I keep bees named zqexportbees"))
+        await in_the_group(
+            core,
+            ("42", "Alice", "my locker code is zqexportturn today"),
+            ("42", "Alice", "/remember I keep bees named zqexportbees"),
+        )
     clean_cli_env(tmp_path, monkeypatch)
     source, target = str(config.workspace_path), str(tmp_path / "target")
     code, out, err = await cli(capsys, "export", "--scope", GROUP.value, "--workspace", source)
