@@ -198,12 +198,6 @@ def written_keys(scopes: Sequence[ScopeKey]) -> dict[ScopeKey, str]:
     return written
 
 
-async def export_records(core: PortableCore, scopes: Sequence[ScopeKey]) -> AsyncIterator[Record]:
-    for scope in scopes:
-        async for record in scope_records(core, scope):
-            yield record
-
-
 def markdown_files(records: Sequence[Record], out: Path) -> dict[Path, str]:
     """Pure: the Markdown tree of an export, laid out as a workspace (`Workspace` paths):
     each scope's long-term file rendered as the core renders it is not known here, so

@@ -24,14 +24,14 @@ from memory_core.base.workspace import Workspace
 from memory_core.portable.records import ARCHIVE_NAME, SUMMARY_NAME, Record
 
 
-def _listed(workspace: Workspace, folder: Path, kind: str) -> list[Record]:
+def _listed(workspace: Workspace, scope: ScopeKey, folder: Path, kind: str) -> list[Record]:
     pattern = ARCHIVE_NAME if kind == "archive" else SUMMARY_NAME
     found: list[tuple[str, Path]] = []
     for item in safe_files.entries(workspace.root, folder):
         if pattern.match(item.name) and item.is_file(follow_symlinks=False):
             found.append((item.name, Path(item.path)))
     return [
-        Record(kind, ScopeKey("main"), {"name": name, "text": _read(workspace, path)})
+        Record(kind, scope, {"name": name, "text": _read(workspace, path)})
         for name, path in sorted(found)
     ]
 
@@ -42,11 +42,10 @@ def _read(workspace: Workspace, path: Path) -> str:
 
 def file_records(workspace: Workspace, scope: ScopeKey) -> list[Record]:
     """The scope's archive files, then its summaries, oldest first."""
-    listed = [
-        *_listed(workspace, workspace.memory_dir(scope), "archive"),
-        *_listed(workspace, workspace.summary_dir(scope), "summary"),
+    return [
+        *_listed(workspace, scope, workspace.memory_dir(scope), "archive"),
+        *_listed(workspace, scope, workspace.summary_dir(scope), "summary"),
     ]
-    return [Record(r.kind, scope, r.data) for r in listed]
 
 
 def path_of(workspace: Workspace, scope: ScopeKey, kind: str, name: str) -> Path:

@@ -11,11 +11,10 @@ for another text gets an id made from both, as a live entry would.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from memory_core.base.entries import MemoryEntry
 from memory_core.base.scope import ScopeKey
 from memory_core.portable.foreign import Placement, place
 from memory_core.portable.records import Record, entry_data, entry_from
@@ -29,16 +28,6 @@ async def forgotten_records(memories: LongTermMemory, scope: ScopeKey) -> list[R
     return [Record("forgotten", scope, {"entry": entry_data(e)}) for e in reversed(kept)]
 
 
-def placed_forgotten(
-    kept: Sequence[MemoryEntry],
-    live: Sequence[MemoryEntry],
-    incoming: Iterable[MemoryEntry],
-    expired: Callable[[MemoryEntry], bool],
-) -> Placement:
-    """Pure: which incoming forgotten entries the scope lacks, under which ids."""
-    return place((*kept, *live), incoming, expired)
-
-
 async def import_forgotten(
     memories: LongTermMemory, scope: ScopeKey, records: Sequence[Record], now: datetime
 ) -> Placement:
@@ -49,7 +38,8 @@ async def import_forgotten(
     kept = await memories.kept.live(scope, now)
     live = (await memories.load(scope)).entries
     file = memories.kept.file
-    placement = placed_forgotten(kept, live, incoming, lambda e: file.expired(e, now))
+    # Under an id neither a kept nor a live entry holds.
+    placement = place((*kept, *live), incoming, lambda e: file.expired(e, now))
     if placement.added:
         await memories.kept.keep(scope, placement.added)
     return placement

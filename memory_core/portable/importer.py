@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter, defaultdict
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime, time
 from typing import Any, Protocol
@@ -35,6 +35,7 @@ from memory_core.longterm.memory_md import QuarantinedBlock
 from memory_core.notes.daily import parse_notes
 from memory_core.portable.export import ALL_ROWS, PortableCore
 from memory_core.portable.files import place
+from memory_core.portable.foreign import place as place_entries
 from memory_core.portable.forgotten import import_forgotten
 from memory_core.portable.records import ImportRefused, Record, entry_from
 from memory_core.storage.sessions import ArchiveState, NewMessage
@@ -93,34 +94,15 @@ class ImportSource(Protocol):
 class InMemorySource:
     """A source held in memory (a folder's or a mem0 file's records: small)."""
 
-    def __init__(self, records: Iterable[Record], only: Collection[ScopeKey] = ()) -> None:
+    def __init__(self, records: Iterable[Record]) -> None:
         self._by_scope: dict[ScopeKey, list[Record]] = defaultdict(list)
         for record in records:
-            if not only or record.scope in only:
-                self._by_scope[record.scope].append(record)
+            self._by_scope[record.scope].append(record)
         self.scopes = list(self._by_scope)
         self.kinds = frozenset(r.kind for rs in self._by_scope.values() for r in rs)
 
     async def records(self, scope: ScopeKey) -> list[Record]:
         return self._by_scope.get(scope, [])
-
-
-def placed_entries(
-    held: Sequence[MemoryEntry], incoming: Iterable[MemoryEntry]
-) -> tuple[list[MemoryEntry], int]:
-    """Pure: the entries of `incoming` the scope lacks, and how many were present
-    (`foreign.place`)."""
-    from memory_core.portable.foreign import place  # pure, same layer
-
-    placement = place(held, incoming)
-    return placement.added, placement.present
-
-
-async def import_records(
-    core: ImportingCore, records: Iterable[Record], only: Collection[ScopeKey] = ()
-) -> ImportReport:
-    """Write `records` (checked already) into their scopes; `only`: those scopes alone."""
-    return await import_source(core, InMemorySource(records, only))
 
 
 async def import_source(core: ImportingCore, source: ImportSource) -> ImportReport:
@@ -194,8 +176,9 @@ async def _entries(
     counted: list[int] = []
 
     def plan(current: list[MemoryEntry], when: datetime) -> tuple[list[MemoryEntry], list[Change]]:
-        added, present = placed_entries(current, incoming)
-        counted[:] = [len(added), present]
+        placement = place_entries(current, incoming)
+        added = placement.added
+        counted[:] = [len(added), placement.present]
         changes = [
             Change(ChangeKind.ADDED, e.id, None, e.score, e.content, e.category, "imported")
             for e in added

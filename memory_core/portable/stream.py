@@ -90,7 +90,6 @@ class Plan:
     """Per scope, in file order: (first line number, start byte, end byte) of each run
     of its lines."""
     kinds: set[str] = field(default_factory=set)
-    last: ScopeKey | None = None
 
 
 def _signature(st: os.stat_result) -> tuple[int, ...]:
@@ -120,18 +119,19 @@ def scan(source: Path, only: Collection[ScopeKey]) -> Plan:
             raise ImportRefused(f"{source}: {st.st_size} bytes, over the 16 GiB an import reads")
         plan = Plan(source, _signature(st))
         at = [0, 0, 0]
+        last: ScopeKey | None = None
         for record in read_lines(_lines(iter(handle), at)):
             if only and record.scope not in only:
-                plan.last = None
+                last = None
                 continue
             plan.kinds.add(record.kind)
             runs = plan.runs.setdefault(record.scope, [])
             start, end, number = at
-            if plan.last == record.scope and runs:
+            if last == record.scope and runs:
                 runs[-1] = (runs[-1][0], runs[-1][1], end)
             else:
                 runs.append((number, start, end))
-            plan.last = record.scope
+            last = record.scope
     return plan
 
 
