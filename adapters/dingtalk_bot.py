@@ -43,9 +43,9 @@ from adapters.inbound import InboundMessage
 from adapters.router import MessageRouter
 from adapters.settings import DingTalkSettings
 from adapters.webhook.origins import Origins
-from adapters.webhook.server import Sleep, WebhookServer, start_listening
+from adapters.webhook.server import WebhookServer, start_listening
 from adapters.webhook.signing import ReplayWindow, SignedPair, hmac_sha256_b64, same_sign
-from memory_core.base.clock import Clock, system_clock
+from memory_core.base.clock import Clock, Sleep, system_clock, system_sleep
 from memory_core.base.errors import ChatmemError, ConfigError, InboundRejected, install_hint
 from memory_core.engine import MemoryCore
 
@@ -277,7 +277,7 @@ class DingTalkCallbackServer(WebhookServer[Callback]):
         core: MemoryCore,
         settings: DingTalkSettings,
         clock: Clock = system_clock,
-        sleep: Sleep = asyncio.sleep,
+        sleep: Sleep = system_sleep,
     ) -> None:
         if not settings.app_secret:
             raise ConfigError("dingtalk.app_secret is not set (use DINGTALK_APP_SECRET)")
@@ -290,12 +290,6 @@ class DingTalkCallbackServer(WebhookServer[Callback]):
             max_body_bytes=settings.max_body_bytes,
             sleep=sleep,
         )
-        self.settings = settings
-
-    @property
-    def signed(self) -> ReplayWindow:
-        """The (timestamp, sign) pairs accepted and still held."""
-        return self.window
 
 
 async def run_dingtalk_callback(

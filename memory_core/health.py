@@ -50,7 +50,7 @@ async def readiness(services: Services, reason: str | None) -> Readiness:
         checks["database"] = f"not open: {reason or 'unknown'}"
     else:
         checks["database"] = await _probe(db, _select_one)
-    if services.journal is not None or services.memory.long_term.staging is not None:
+    if services.journal is not None:  # the staging exists exactly when a journal does
         checks["journal"] = "ok" if services.replayed else "not replayed: the server was away"
     checks["index"] = "ok" if services.memory.guard.index is not None else f"unusable: {reason}"
     return Readiness(checks)

@@ -19,7 +19,7 @@ import asyncio
 import json
 import logging
 import weakref
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, Generic, Protocol, TypeVar
 
 import aiohttp
@@ -29,6 +29,7 @@ from yarl import URL
 from adapters.inbound import InboundMessage
 from adapters.router import MessageRouter
 from adapters.webhook.signing import ReplayWindow, SignedPair
+from memory_core.base.clock import Sleep, system_sleep
 from memory_core.base.errors import InboundRejected
 from memory_core.base.retry import Backoff
 from memory_core.engine import MemoryCore
@@ -42,8 +43,6 @@ SEND_ATTEMPTS = 3
 SEND_WAITS = Backoff(first=0.5, most=4.0)
 """Between a reply's attempts: 0.5 s, then 1 s."""
 SEND_TIMEOUT_SECONDS = 15.0
-
-Sleep = Callable[[float], Awaitable[None]]
 
 
 class Inbound(Protocol):
@@ -112,7 +111,7 @@ class WebhookServer(Generic[R]):
         *,
         path: str,
         max_body_bytes: int,
-        sleep: Sleep = asyncio.sleep,
+        sleep: Sleep = system_sleep,
     ) -> None:
         self.core = core
         self.platform = platform

@@ -20,9 +20,9 @@ from yarl import URL
 
 from adapters.inbound import InboundMessage
 from adapters.settings import AppConfig
-from adapters.webhook.server import Sleep, WebhookServer
+from adapters.webhook.server import WebhookServer
 from adapters.webhook.signing import ReplayWindow, SignedPair, hmac_sha256_b64, same_sign
-from memory_core.base.clock import Clock
+from memory_core.base.clock import Clock, Sleep
 from memory_core.base.errors import InboundRejected
 from memory_core.config.fields import Section, at_least, part, setting
 from memory_core.engine import MemoryCore

@@ -120,11 +120,11 @@ async def test_the_signature_window_is_configured_and_its_pairs_are_forgotten(
         kept = at(59)
         assert await bot.post(dm("/scope", sink, msg_id="msgW1=="), kept) == (200, {})
         assert await bot.post(dm("/scope", sink, msg_id="msgW2=="), kept) == (403, BAD_SIGNATURE)
-        assert len(bot.server.signed) == 1
+        assert len(bot.server.window) == 1
         clock.advance(timedelta(seconds=2))
         assert await bot.post(dm("/scope", sink, msg_id="msgW3=="), kept) == (403, BAD_SIGNATURE)
         assert await bot.post(dm("/scope", sink, msg_id="msgW4=="), at(0)) == (200, {})
-        assert len(bot.server.signed) == 1  # the expired pair is no longer held
+        assert len(bot.server.window) == 1  # the expired pair is no longer held
         await sink.wait_for(2, name="D1")
 
 
