@@ -233,8 +233,8 @@ class Database:
         """`work` on the database thread outside any explicit transaction, each statement
         committed by itself: a write of one statement, or `VACUUM`. A locked database is
         waited out and `work` run again, which is safe for a single statement (a locked
-        statement changed nothing)."""
-        return await self._submit(_call, work)
+        statement changed nothing). It runs as `read` does: only the name differs."""
+        return await self.read(work)
 
     async def data_version(self) -> int:
         """SQLite's `PRAGMA data_version`: it moves when another connection commits."""

@@ -232,10 +232,8 @@ class PgDatabase:
 
     async def autocommit(self, work: Work[T]) -> T:
         """`work` outside an explicit transaction, each statement committed by itself: a
-        write of one statement, or `VACUUM`."""
-        if not self._migrated:
-            await self._migrate()
-        return await self._submit(self._with_connection, work)
+        write of one statement, or `VACUUM`. It runs as `read` does: only the name differs."""
+        return await self.read(work)
 
     def is_down(self) -> bool:
         """Whether a call found the server unreachable in the last `DOWN_SECONDS`."""

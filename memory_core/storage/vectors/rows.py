@@ -411,12 +411,12 @@ def recheck(
                 texts[int(chunk_id)] = str(text)
         return found, texts
     for part in _parts(chunk_ids):
+        among, part_params = conn.dialect.any_of("c.id", part)
         texts.update(
             (int(r[0]), str(r[1]))
             for r in conn.execute(
-                f"SELECT c.id, {EMBED_TEXT} FROM chunks AS c"
-                f" WHERE {where} AND c.id IN ({_marks(part)})",
-                (*params, *part),
+                f"SELECT c.id, {EMBED_TEXT} FROM chunks AS c WHERE {where} AND {among}",
+                (*params, *part_params),
             )
         )
     return version(conn, sid), texts
