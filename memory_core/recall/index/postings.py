@@ -25,8 +25,6 @@ from memory_core.base.sql import Connection, FullText
 from memory_core.recall.index.postings_cache import Arrays, cache_of, known_cache
 from memory_core.recall.index.topk import Scoring, exact_top
 
-Memo = dict[str, Arrays]
-"""A term's postings as one search read them (chunk ids, term frequencies, lengths)."""
 CANDIDATE_COLUMNS = (
     "c.id, c.path, c.line_from, c.line_to, c.tokens, c.text, c.kind, c.created_at, c.ref, c.dates"
 )
@@ -55,11 +53,9 @@ class Postings(Protocol):
         filters: list[str],
         params: list[object],
         wanted: int,
-        memo: Memo | None = None,
     ) -> list[Any]:
         """The scope's visible chunks (and `filters`') holding any of the query's terms:
-        the exact best `wanted` by `scoring` (ties: lower id first), best first. `memo`
-        keeps what one search read for its next read (the same terms within a time)."""
+        the exact best `wanted` by `scoring` (ties: lower id first), best first."""
         ...
 
     def reset(self, conn: Connection) -> None:
@@ -123,7 +119,6 @@ class Fts5Postings:
         filters: list[str],
         params: list[object],
         wanted: int,
-        memo: Memo | None = None,
     ) -> list[Any]:
         """Postings from FTS5's index, pruned by MaxScore (`topk.exact_top`); the rows
         read back by id through the scope (`c.scope_id` again), so no other scope's
@@ -144,7 +139,6 @@ class Fts5Postings:
             f" JOIN {table}_docsize AS d ON d.id = v.doc WHERE v.term = ?"
         )
 
-        del memo  # the connection's cache keeps every term read (`postings_cache.py`)
         cache = cache_of(conn)
 
         import numpy as np
@@ -255,13 +249,11 @@ class GinPostings:
         filters: list[str],
         params: list[object],
         wanted: int,
-        memo: Memo | None = None,
     ) -> list[Any]:
         """The GIN index finds the scope's chunks holding any term (keys hashed with the
         scope id, and `c.scope_id` again in the filter); every one is scored by
         `Scoring.part`'s expression, operation for operation, so the top N is exact and
         the one SQLite's pruned search finds."""
-        del memo  # one SQL statement: nothing read twice
         unique = [t for t in scoring.weights if t]
         if not unique:
             return []

@@ -8,7 +8,7 @@ from typing import Any
 
 from memory_core.base.sql import Connection
 from memory_core.base.turn_dates import decode_days, overlaps
-from memory_core.recall.index.postings import CANDIDATE_COLUMNS, Memo, postings
+from memory_core.recall.index.postings import CANDIDATE_COLUMNS, postings
 from memory_core.recall.index.ranking import CorpusStats
 from memory_core.recall.index.topk import Scoring
 
@@ -43,11 +43,10 @@ def candidates(
     filters: list[str],
     params: list[object],
     wanted: int,
-    memo: Memo | None = None,
 ) -> list[Any]:
     """The scope's visible chunks holding any of the query's terms: the exact best
     `wanted` by its BM25, every term counted (`postings.py`, `topk.py`)."""
-    return postings(conn).candidates(conn, sid, scoring, filters, params, wanted, memo)
+    return postings(conn).candidates(conn, sid, scoring, filters, params, wanted)
 
 
 MENTIONS_WINDOW = (

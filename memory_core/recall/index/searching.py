@@ -33,7 +33,6 @@ from memory_core.recall.index.pipeline import (
     collect,
     rank,
 )
-from memory_core.recall.index.postings import Memo
 from memory_core.recall.index.ranking import CANDIDATE_FACTOR, MIN_CANDIDATES, select_terms
 from memory_core.recall.index.rerank import Candidate, RankSettings
 from memory_core.recall.index.topk import Scoring
@@ -186,14 +185,13 @@ class _Reads:
         rows: list[Any] = []
         if terms:
             scoring = Scoring.of(terms, stats, k1, b)
-            memo: Memo = {}  # the read within the time reuses the first's postings
-            rows += reads.candidates(conn, sid, scoring, filters, params, wanted, memo)
+            # The read within the time finds the first's postings in the connection's
+            # cache (`postings_cache.py`).
+            rows += reads.candidates(conn, sid, scoring, filters, params, wanted)
             if window is not None:
                 named, bounds = window.filter()
                 within = [*filters, named]
-                rows += reads.candidates(
-                    conn, sid, scoring, within, [*params, *bounds], wanted, memo
-                )
+                rows += reads.candidates(conn, sid, scoring, within, [*params, *bounds], wanted)
         elif window is not None and not terms:
             rows += reads.dated(conn, sid, filters, params, window, wanted)
         pool = collect(rows, {}, ranking)
