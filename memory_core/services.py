@@ -76,10 +76,11 @@ from memory_core.longterm.store import LongTermStore, SettledStore
 from memory_core.memory_service import MemoryService
 from memory_core.notes.daily_notes import DailyNotes
 from memory_core.notes.event_log import EventLog
-from memory_core.recall.finder import Finder, rank_settings
+from memory_core.recall.finder import Finder
 from memory_core.recall.guard import IndexGuard
 from memory_core.recall.index import SearchIndex
 from memory_core.recall.index.files import prepare_chunk
+from memory_core.recall.index.rank_settings import rank_settings
 from memory_core.snapshot.snapshots import Snapshots
 from memory_core.storage.activations import Activations
 from memory_core.storage.audit import AuditLog

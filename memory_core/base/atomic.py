@@ -74,7 +74,7 @@ def atomic_write_bytes(path: Path, data: bytes, *, root: Path, kept: Path | None
         raise write_error(what, path, exc) from exc
     tmp = Path(tmp_name)
     try:
-        os.fchmod(fd, _mode_for(path))
+        os.fchmod(fd, mode_for(path))
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
@@ -94,7 +94,7 @@ def atomic_write_bytes(path: Path, data: bytes, *, root: Path, kept: Path | None
         log.warning("%s replaced, but its directory could not be flushed: %s", path, describe(exc))
 
 
-def _mode_for(path: Path) -> int:
+def mode_for(path: Path) -> int:
     """Keep a replaced file's permissions; new files get the usual rw-r--r--."""
     try:
         return os.stat(path).st_mode & 0o777

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from memory_core.base import safe_files
-from memory_core.base.atomic import fsync_dir, write_error
+from memory_core.base.atomic import fsync_dir, mode_for, write_error
 from memory_core.base.scope import ScopeKey
 from memory_core.portable.records import ImportRefused, Record, checked, read_lines
 
@@ -58,7 +58,7 @@ class StagedFile:
             self._handle.flush()
             os.fsync(self._handle.fileno())
             self._handle.close()
-            os.chmod(self._tmp, _mode_for(self.path))
+            os.chmod(self._tmp, mode_for(self.path))
             os.replace(self._tmp, self.path)
         except OSError as exc:
             self.abort()
@@ -71,13 +71,6 @@ class StagedFile:
             self._handle.close()
         with contextlib.suppress(OSError):
             self._tmp.unlink()
-
-
-def _mode_for(path: Path) -> int:
-    try:
-        return os.stat(path).st_mode & 0o777
-    except FileNotFoundError:
-        return 0o644
 
 
 @dataclass

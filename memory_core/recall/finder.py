@@ -33,7 +33,7 @@ from memory_core.recall.cache import RecallCache
 from memory_core.recall.fallback import search_files
 from memory_core.recall.guard import IndexGuard
 from memory_core.recall.index import Hit
-from memory_core.recall.index.rank_settings import rank_settings as rank_settings
+from memory_core.recall.index.rank_settings import rank_settings
 from memory_core.recall.injection import Injection, build_injection
 from memory_core.recall.query import Query, build_query
 from memory_core.recall.reading import MemoryRead, read_memory_path
