@@ -40,10 +40,11 @@ from pydantic import (
 from yarl import URL
 
 from adapters.inbound import InboundMessage
+from adapters.listening import start_listening
 from adapters.router import MessageRouter
 from adapters.settings import DingTalkSettings
 from adapters.webhook.origins import Origins
-from adapters.webhook.server import WebhookServer, start_listening
+from adapters.webhook.server import WebhookServer
 from adapters.webhook.signing import ReplayWindow, SignedPair, hmac_sha256_b64, same_sign
 from memory_core.base.clock import Clock, Sleep, system_clock, system_sleep
 from memory_core.base.errors import ChatmemError, ConfigError, InboundRejected, install_hint

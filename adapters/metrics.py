@@ -22,6 +22,7 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
+from adapters.listening import start_listening
 from memory_core.base.errors import ChatmemError
 from memory_core.base.meter import CAPTURE_ACTIONS, CaptureAction, Meter, Outcome
 
@@ -156,14 +157,7 @@ class MetricsServer:
         app.router.add_get("/healthz", self._healthz)
         app.router.add_get("/readyz", self._readyz)
         app.router.add_get("/metrics", self._metrics)
-        runner = web.AppRunner(app, access_log=None)
-        await runner.setup()
-        site = web.TCPSite(runner, host, port)
-        try:
-            await site.start()
-        except BaseException:
-            await runner.cleanup()
-            raise
+        runner = await start_listening(app, host, port, access_log=False)
         self._runner = runner
         bound = runner.addresses[0]
         return int(bound[1])

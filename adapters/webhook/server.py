@@ -249,17 +249,3 @@ def _json_or_none(raw: bytes) -> object:
         return json.loads(raw.decode("utf-8")) if raw else None
     except (ValueError, RecursionError):
         return None
-
-
-async def start_listening(app: web.Application, host: str, port: int) -> web.AppRunner:
-    """The app listening on host:port; OSError when the address is taken (the caller
-    names its settings)."""
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, host, port)
-    try:
-        await site.start()
-    except OSError:
-        await runner.cleanup()
-        raise
-    return runner
