@@ -35,6 +35,7 @@ from memory_core.recall.index import K1, B, CorpusStats, SearchIndex, idf
 from memory_core.recall.index.rerank import Candidate
 from memory_core.storage.history_rows import MESSAGE_COLUMNS, message_from_row
 from memory_core.storage.sessions import StoredMessage
+from memory_core.storage.shared_fts import scoped
 
 
 def clean_cli_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -121,8 +122,8 @@ async def posting_ids(core: MemoryCore, sid: int, term: str) -> set[int]:
     """Ids of the scope's chunks whose postings hold `term`, asked of the backend's own
     term index (FTS5's table, or PostgreSQL's GIN expression)."""
     if database(core).dialect.name == "sqlite":
-        query = f"SELECT rowid FROM fts_{sid} WHERE fts_{sid} MATCH ?"
-        rows = await sql(core, query, '"' + term.replace('"', '""') + '"')
+        query = "SELECT rowid FROM fts_scoped WHERE fts_scoped MATCH ?"
+        rows = await sql(core, query, '"' + scoped(sid, term).replace('"', '""') + '"')
     else:
         query = (
             "SELECT id FROM chunks WHERE scope_id = ?"

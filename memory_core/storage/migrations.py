@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import TypeAlias
 
 from memory_core.base.sql import Connection
+from memory_core.storage.shared_fts import one_table
 
 Step: TypeAlias = str | Callable[[Connection], None]
 """What a migration runs: SQL statements, or a function given the connection."""
@@ -415,6 +416,13 @@ messages no person sent), which an erasure finds by name as before. The same on 
 backends."""
 
 migration("m013_message_speaker_ids", SPEAKER_IDS)
+
+migration(
+    "m014_one_fts_table",
+    # Every scope's postings in one FTS5 table (memory_core/storage/shared_fts.py): the
+    # schema no longer grows with the scopes, nor a reindex with their square.
+    one_table,
+)
 
 
 JOURNAL_MIGRATIONS: list[Migration] = [

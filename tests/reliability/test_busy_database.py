@@ -154,9 +154,8 @@ async def test_a_broken_index_degrades_then_comes_back_after_repair(
         await core.memories.capture(MAIN, "we picked postgres for the billing service")
         await core.notes.append(MAIN, "postgres upgrade planned for friday")
         healthy = sorted(h.text for h in await core.finder.search(MAIN, "postgres"))
-        sid = await index_of(core).scope_id(MAIN)
         with sqlite3.connect(core.workspace.db_path) as damage:
-            damage.execute(f"DROP TABLE fts_{sid}")
+            damage.execute("DROP TABLE fts_scoped")
         damage.close()
 
         assert sorted(h.text for h in await core.finder.search(MAIN, "postgres")) == healthy
@@ -184,9 +183,8 @@ async def test_an_index_still_broken_after_the_cool_down_stays_degraded(
 ) -> None:
     async with MemoryCore.open(config, clock=clock) as core:
         await core.notes.append(MAIN, "postgres upgrade planned for friday")
-        sid = await index_of(core).scope_id(MAIN)
         with sqlite3.connect(core.workspace.db_path) as damage:
-            damage.execute(f"DROP TABLE fts_{sid}")
+            damage.execute("DROP TABLE fts_scoped")
         damage.close()
         core.guard.retry_seconds = 0.0
         for _ in range(3):  # each try finds it broken again, and the files answer

@@ -20,7 +20,7 @@ from memory_core.config import Config
 from memory_core.conversation.tools import dispatch
 from memory_core.engine import MemoryCore
 from tests.reliability.support import with_long_term
-from tests.support import database, index_of, journal_sql, sql_write
+from tests.support import database, journal_sql, sql_write
 
 NOTES = [
     "postgres upgrade planned for friday",
@@ -46,9 +46,8 @@ async def _search_while_the_index_fails(core: MemoryCore) -> None:
         await core.notes.append(MAIN, note)
     queries = ["postgres", "kayak lake", "数据库 连接池", "billing"]
     healthy = [sorted(h.text for h in await core.finder.search(MAIN, q)) for q in queries]
-    sid = await index_of(core).scope_id(MAIN)
     if database(core).dialect.name == "sqlite":
-        await sql_write(core, (f"DROP TABLE fts_{sid}", ()))
+        await sql_write(core, ("DROP TABLE fts_scoped", ()))
     else:
         await sql_write(core, ("DROP FUNCTION chatmem_postings CASCADE", ()))
 

@@ -14,6 +14,7 @@ from memory_core.base.scope import MAIN
 from memory_core.config import Config
 from memory_core.engine import MemoryCore
 from memory_core.recall.index import idf
+from memory_core.storage.shared_fts import scoped_sql
 from tests.support import sql, sql_write
 
 pytestmark = pytest.mark.storage
@@ -111,7 +112,6 @@ async def test_an_index_with_doubled_rows_is_repaired_when_opened(config: Config
             tuple(r) for r in await sql(core, "SELECT path, line_from, text FROM chunks")
         )
         sqlite = config.storage.backend == "sqlite"
-        fts = "" if not sqlite else "fts_" + str((await sql(core, "SELECT id FROM scopes"))[0][0])
         statements: list[tuple[str, tuple[object, ...]]] = [
             ("DROP INDEX chunks_one_per_line", ()),
             ("ALTER TABLE chunks DROP COLUMN piece", ()),
@@ -128,7 +128,8 @@ async def test_an_index_with_doubled_rows_is_repaired_when_opened(config: Config
         if sqlite:
             statements.append(
                 (
-                    f"INSERT INTO {fts} (rowid, tokens) SELECT id, tokens FROM chunks WHERE id > 1000",
+                    "INSERT INTO fts_scoped (rowid, tokens) SELECT id,"
+                    f" {scoped_sql('scope_id', 'tokens')} FROM chunks WHERE id > 1000",
                     (),
                 )
             )

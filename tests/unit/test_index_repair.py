@@ -114,9 +114,8 @@ async def test_corrupt_index_degrades_to_files_and_reindex_repairs(
 async def test_index_failure_at_search_time_falls_back(core: MemoryCore) -> None:
     await build_small_workspace(core)
     expected = await core.finder.search(MAIN, "postgres billing")
-    sid = await index_of(core).scope_id(MAIN)
     if database(core).dialect.name == "sqlite":
-        await sql_write(core, (f"DROP TABLE fts_{sid}", ()))
+        await sql_write(core, ("DROP TABLE fts_scoped", ()))
     else:
         await sql_write(core, ("DROP FUNCTION chatmem_postings CASCADE", ()))
     hits = await core.finder.search(MAIN, "postgres billing")

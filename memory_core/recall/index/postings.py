@@ -3,8 +3,10 @@ kept and how they choose the BM25 candidates.
 
 Both return the exact top N of the query's BM25 (`topk.Scoring`: its terms' weights ×
 idf, k1 and b as the ranking uses them; ties by chunk id), every term counted. SQLite
-keeps a per-scope FTS5 table (`fts_<scope id>`) over the pre-tokenized text; each term's
-postings (chunk, term frequency, chunk length) are read from FTS5's own index
+keeps one FTS5 table for every scope (`fts_scoped`) over the pre-tokenized text, each
+term prefixed by its scope's id (`12xtea`), as PostgreSQL keys its postings by (scope,
+term): a scope's postings are its own, and the schema does not grow with the scopes.
+Each term's postings (chunk, term frequency, chunk length) are read from FTS5's own index
 (`fts5vocab` instances and the table's `docsize`), kept for the connection's next
 searches (`postings_cache.py`), and pruned by MaxScore (`topk.py`), so the long postings
 of common words are read only when they can change the top N.
@@ -24,6 +26,7 @@ from typing import Any, Protocol
 from memory_core.base.sql import Connection, FullText
 from memory_core.recall.index.postings_cache import Arrays, cache_of, known_cache
 from memory_core.recall.index.topk import Scoring, exact_top
+from memory_core.storage.shared_fts import FTS_DDL, FTS_TABLE, fill_shared, scope_range, scoped
 
 CANDIDATE_COLUMNS = (
     "c.id, c.path, c.line_from, c.line_to, c.tokens, c.text, c.kind, c.created_at, c.ref, c.dates"
@@ -78,15 +81,14 @@ class Postings(Protocol):
 
 
 class Fts5Postings:
-    """SQLite: an FTS5 table per scope, with `chunks` as its external content."""
+    """SQLite: one contentless FTS5 table (`FTS_TABLE`) for every scope, its terms
+    prefixed by their scope (`scoped`), so the schema holds a fixed number of objects
+    whatever the number of scopes."""
 
     def scope_created(self, conn: Connection, sid: int) -> None:
+        del sid
         if (cache := known_cache(conn)) is not None:
             cache.clear()  # rare: a scope's id is never read before it exists
-        conn.execute(
-            f"CREATE VIRTUAL TABLE IF NOT EXISTS fts_{int(sid)} USING fts5(tokens,"
-            " content='chunks', content_rowid='id', tokenize='unicode61 remove_diacritics 0')"
-        )
 
     def new_ids(self, conn: Connection, count: int) -> list[int]:
         # The write transaction holds SQLite's only write lock: nobody else allocates.
@@ -94,21 +96,23 @@ class Fts5Postings:
         return list(range(first, first + count))
 
     def added(self, conn: Connection, rows: Sequence[tuple[int, int, str]]) -> None:
-        by_scope: dict[int, list[tuple[int, str]]] = {}
-        for chunk_id, sid, tokens in rows:
-            by_scope.setdefault(sid, []).append((chunk_id, tokens))
-        cache = known_cache(conn)
-        for sid, fts_rows in by_scope.items():
-            conn.executemany(f"INSERT INTO fts_{int(sid)} (rowid, tokens) VALUES (?, ?)", fts_rows)
-            if cache is not None:
+        conn.executemany(
+            f"INSERT INTO {FTS_TABLE} (rowid, tokens) VALUES (?, ?)",
+            [(chunk_id, scoped(sid, tokens)) for chunk_id, sid, tokens in rows],
+        )
+        if (cache := known_cache(conn)) is not None:
+            by_scope: dict[int, list[tuple[int, str]]] = {}
+            for chunk_id, sid, tokens in rows:
+                by_scope.setdefault(sid, []).append((chunk_id, tokens))
+            for sid, fts_rows in by_scope.items():
                 cache.added(sid, fts_rows)
 
     def removed(self, conn: Connection, sid: int, rows: Sequence[tuple[int, str]]) -> None:
-        table = f"fts_{int(sid)}"
         if (cache := known_cache(conn)) is not None:
             cache.removed(sid, (tokens for _, tokens in rows))
         conn.executemany(
-            f"INSERT INTO {table} ({table}, rowid, tokens) VALUES ('delete', ?, ?)", rows
+            f"INSERT INTO {FTS_TABLE} ({FTS_TABLE}, rowid, tokens) VALUES ('delete', ?, ?)",
+            [(chunk_id, scoped(sid, tokens)) for chunk_id, tokens in rows],
         )
 
     def candidates(
@@ -120,14 +124,14 @@ class Fts5Postings:
         params: list[object],
         wanted: int,
     ) -> list[Any]:
-        """Postings from FTS5's index, pruned by MaxScore (`topk.exact_top`); the rows
-        read back by id through the scope (`c.scope_id` again), so no other scope's
-        chunk can be a candidate."""
-        table = f"fts_{int(sid)}"
-        vocab = f"temp.chatmem_instances_{int(sid)}"
-        # One per connection and scope; FTS5 looks its table up at each query.
+        """Postings from FTS5's index, pruned by MaxScore (`topk.exact_top`): only the
+        scope's own scoped terms are read, and the rows read back by id through the
+        scope (`c.scope_id` again), so no other scope's chunk can be a candidate."""
+        vocab = "temp.chatmem_instances"
+        # One per connection; FTS5 looks its table up at each query.
         conn.execute(
-            f"CREATE VIRTUAL TABLE IF NOT EXISTS {vocab} USING fts5vocab(main, {table}, instance)"
+            f"CREATE VIRTUAL TABLE IF NOT EXISTS {vocab} USING fts5vocab(main, {FTS_TABLE},"
+            " instance)"
         )
         # Each occurrence (in chunk order, so a chunk's are adjacent: its term frequency)
         # with the chunk's length from FTS5's own `docsize`, a one-byte varint below 128
@@ -136,15 +140,16 @@ class Fts5Postings:
         read = (
             "SELECT group_concat(v.doc), group_concat(CASE WHEN length(d.sz) = 1"
             f" THEN COALESCE(unicode(d.sz), 0) ELSE 0 END) FROM {vocab} AS v"
-            f" JOIN {table}_docsize AS d ON d.id = v.doc WHERE v.term = ?"
+            f" JOIN {FTS_TABLE}_docsize AS d ON d.id = v.doc WHERE v.term = ?"
         )
+        prefix = f"{int(sid)}x"
 
         cache = cache_of(conn)
 
         import numpy as np
 
         def read_term(term: str) -> Arrays:
-            docs, lengths = conn.execute(read, (term,)).fetchone()
+            docs, lengths = conn.execute(read, (prefix + term,)).fetchone()
             if not docs:
                 empty = np.zeros(0, dtype=np.int64)
                 return (empty, empty, empty)
@@ -177,8 +182,9 @@ class Fts5Postings:
         return exact_top(scoring, wanted, postings, fetch, admit)
 
     def reset(self, conn: Connection) -> None:
-        """Every scope's FTS table is dropped and made again (far faster than deleting its
-        postings one by one), and the kept message chunks go straight back into it."""
+        """The shared table emptied at once (page-level work) and the kept
+        message chunks put straight back: work in the size of what is kept, whatever the
+        number of scopes."""
         # Deleting row by row costs more than emptying the table, which is page-level
         # work (SQLite's truncate optimization): the messages are put aside and back,
         # same ids.
@@ -190,26 +196,26 @@ class Fts5Postings:
         conn.execute("DELETE FROM chunks")
         conn.execute("INSERT INTO chunks SELECT * FROM temp.kept_messages")
         conn.execute("DROP TABLE temp.kept_messages")
-        for (sid,) in conn.execute("SELECT id FROM scopes").fetchall():
-            conn.execute(f"DROP TABLE IF EXISTS fts_{int(sid)}")
-            self.scope_created(conn, int(sid))
-        kept = [int(r[0]) for r in conn.execute("SELECT DISTINCT scope_id FROM chunks")]
-        for sid in kept:
-            conn.execute(
-                f"INSERT INTO fts_{sid} (rowid, tokens) SELECT id, tokens FROM chunks"
-                " WHERE scope_id = ? ORDER BY id",
-                (sid,),
-            )
+        # Dropped and made again rather than `delete-all`: as fast, and a damaged table
+        # is repaired by the reindex.
+        conn.execute(f"DROP TABLE IF EXISTS {FTS_TABLE}")
+        conn.execute(FTS_DDL)
+        fill_shared(conn)
 
     def count_terms(self, conn: Connection, sid: int) -> None:
-        """From FTS5's own vocabulary rather than counted row by row in Python."""
+        """From FTS5's own vocabulary (the scope's range of it) rather than counted row
+        by row in Python."""
         conn.execute("DELETE FROM terms WHERE scope_id = ?", (sid,))
-        conn.execute(f"CREATE VIRTUAL TABLE temp.vocab_{sid} USING fts5vocab(main, fts_{sid}, row)")
         conn.execute(
-            f"INSERT INTO terms (scope_id, term, df) SELECT ?, term, doc FROM temp.vocab_{sid}",
-            (sid,),
+            f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.chatmem_rows USING fts5vocab(main,"
+            f" {FTS_TABLE}, row)"
         )
-        conn.execute(f"DROP TABLE temp.vocab_{sid}")
+        low, high = scope_range(sid)
+        conn.execute(
+            "INSERT INTO terms (scope_id, term, df) SELECT ?, substr(term, ?), doc"
+            " FROM temp.chatmem_rows WHERE term >= ? AND term < ?",
+            (sid, len(low) + 1, low, high),
+        )
 
     def hold_files(self, conn: Connection, paths: Sequence[str]) -> None:
         del conn, paths  # the write transaction holds SQLite's only write lock already
