@@ -360,9 +360,11 @@ async def open_services(
                 # for the dictionary; a command loads it only if it meets Han text.
                 await ensure_loaded()
             if sync_files:
-                await guard.sync_all(progress)
+                # The main scope and the message days: the other scopes are synced as
+                # they are first searched, so an open costs what one scope costs.
+                await guard.sync_opened(progress)
             if serving and guard.index is not None:  # the sync may have found it unusable
-                guard.index.embed_all()
+                await guard.index.embed_every_scope()
             # Built before anyone runs: a history that did not exist yet made a
             # consolidation run beside a bot see no open session and take that session's
             # inputs from under its /new.

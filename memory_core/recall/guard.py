@@ -131,6 +131,10 @@ class IndexGuard:
     async def sync_all(self, progress: Callable[[int, int], None] | None = None) -> None:
         await self._use(lambda index: index.sync_all(progress))
 
+    async def sync_opened(self, progress: Callable[[int, int], None] | None = None) -> None:
+        """An open's sync: work independent of the number of scopes (`SearchIndex`)."""
+        await self._use(lambda index: index.sync_opened(progress))
+
     async def remove_messages(self, scope: ScopeKey, message_ids: Sequence[int]) -> None:
         """Message chunks of history the archive moved to files or the caps trimmed. If
         busy, the chunks stay until a rebuild, findable twice (they are also in the archive

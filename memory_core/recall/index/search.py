@@ -36,6 +36,11 @@ def find_scope(conn: Connection, key: str) -> int | None:
     return int(row[0]) if row else None
 
 
+def scope_ids(conn: Connection) -> list[int]:
+    """Every scope's id in the index."""
+    return [int(r[0]) for r in conn.execute("SELECT id FROM scopes ORDER BY id")]
+
+
 def candidates(
     conn: Connection,
     sid: int,

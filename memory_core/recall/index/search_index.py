@@ -29,7 +29,7 @@ import memory_core.recall.index.writes as writes
 from memory_core.base.chunks import Appended, Chunk, ChunkKind
 from memory_core.base.clock import Clock, Monotonic, system_clock
 from memory_core.base.errors import ChatmemError, DatabaseConflict
-from memory_core.base.scope import ScopeKey
+from memory_core.base.scope import MAIN, ScopeKey
 from memory_core.base.scope_names import remember_scope
 from memory_core.base.sql import Connection, Db
 from memory_core.base.text import TOKENIZER_VERSION, tokenize
@@ -407,6 +407,27 @@ class SearchIndex:
             if progress:
                 progress(number, len(scopes))
         return total
+
+    async def sync_opened(self, progress: Progress | None = None) -> SyncStats:
+        """What an open brings up to date, whatever the number of scopes: the days of
+        message chunks not resolved yet (`sync_all`) and the main scope's files. Every
+        other scope's files are synced when that scope is first searched in the process
+        (`sync_if_stale`), and its writes check the index against the file they replace,
+        so nothing is listed, stat'ed or queried per scope here."""
+        if await self._db.read(rebuilding.has_unresolved_dates):
+            await self._db.write(partial(rebuilding.fill_message_dates, zone=self._zone))
+        stats = await self.sync_scope(MAIN)
+        if progress:
+            progress(1, 1)
+        return stats
+
+    async def embed_every_scope(self) -> None:
+        """A serving process: backfill the vectors of every scope in the index (one
+        query for their ids; each backfill runs in the background)."""
+        if self.vectors is None:
+            return
+        for sid in await self._db.read(reads.scope_ids):
+            self.vectors.schedule(sid)
 
     async def rebuild(self, progress: Progress | None = None) -> SyncStats:
         """Drop every file-derived chunk and index all files again (messages are kept);
