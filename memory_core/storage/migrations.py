@@ -398,8 +398,8 @@ CHUNK_DATES_AGAIN = """
 """The days of every turn resolved again, after a change of what `base/turn_dates.py`
 reads (this one: the starts durations point at, "two years now", "三年前"): message chunks
 forget theirs, and the next open fills them (`rebuild.fill_message_dates`, from
-`SearchIndex.sync_all`; the partial index finds them at once, and none at all once
-filled); daily notes and archive files are read again by that open's sync. A later change
+`SearchIndex.sync_opened`; the partial index finds them at once, and none at all once
+filled); daily notes and archive files are read again by each scope's next sync. A later change
 of the resolver is a further step of this kind, the same on both backends."""
 
 migration(

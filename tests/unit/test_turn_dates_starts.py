@@ -134,7 +134,7 @@ async def test_an_index_of_the_previous_resolver_is_resolved_again_at_open(
     config: Config,
 ) -> None:
     """The previous resolver stored '' for the start; the migration that followed it
-    forgets every message's days and the next open fills them (`sync_all`)."""
+    forgets every message's days and the next open fills them (`sync_opened`)."""
     clock = ManualClock(MONDAY)
     async with MemoryCore.open(config, clock=clock) as core:
         for session, text in (("a", STARTED), ("b", PLAIN)):
