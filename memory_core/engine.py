@@ -324,6 +324,18 @@ class MemoryCore(Lifecycle):
             return scopes  # the history's server is away: the scopes the files know
         return scopes + [ScopeKey(s) for s in sorted(messages) if s not in known]
 
+    async def knows_scope(self, scope: ScopeKey) -> bool:
+        """Whether `known_scopes()` holds `scope`, at the cost of that one scope (its
+        directory, its messages' count), whatever the number of scopes."""
+        if await asyncio.to_thread(self.workspace.has_scope, scope):
+            return True
+        if self._open.db is None:
+            return False
+        try:
+            return bool(await self.history.counts_by_scope(scope))
+        except (DatabaseUnreachable, IndexUnavailable):
+            return False
+
     async def vector_coverage(self, model: str) -> tuple[int, int]:
         """(chunks, chunks with a vector of `model`) over every scope: how far the vectors
         lag behind the index (`chatmem doctor`); (0, 0) without a usable index."""

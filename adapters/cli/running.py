@@ -169,17 +169,15 @@ def _start_quietly() -> Iterator[None]:
 
 async def is_new_scope(core: MemoryCore, scope: ScopeKey) -> bool:
     """Whether a write to `scope` makes it (main always exists): the output says so."""
-    return not scope.is_main and scope not in await core.known_scopes()
+    return not scope.is_main and not await core.knows_scope(scope)
 
 
 async def refuse_unknown_scope(core: MemoryCore, scope: ScopeKey, hint: str = "") -> None:
     """A read of a scope that holds nothing (or serving it over MCP) is most often a typo
     (`--scope mian`): say so, and which scopes there are, instead of an empty scope."""
-    if scope.is_main:
+    if scope.is_main or await core.knows_scope(scope):
         return
     known = await core.known_scopes()
-    if scope in known:
-        return
     shown = ", ".join(printable_key(k) for k in known[:KNOWN_SHOWN])
     more = f" and {len(known) - KNOWN_SHOWN} more" if len(known) > KNOWN_SHOWN else ""
     raise ChatmemError(

@@ -186,6 +186,11 @@ class Workspace:
                 found.append(key)
         return [MAIN, *sorted(found, key=lambda k: k.value)]
 
+    def has_scope(self, scope: ScopeKey) -> bool:
+        """Whether `scopes()` lists `scope`, asked of its one directory: a command on
+        one scope does not list the others."""
+        return scope.is_main or self._scope_of_dir(self.memory_dir(scope)) == scope
+
     def _scope_of_dir(self, directory: Path) -> ScopeKey | None:
         slug = directory.name
         if not directory.is_dir() or directory.is_symlink() or not is_valid_slug(slug):
