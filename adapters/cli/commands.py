@@ -18,6 +18,7 @@ from adapters.cli import (
     parse_time_arg,
     positive_int,
 )
+from adapters.cli.paging import add_paging, page
 from memory_core.base.clock import format_when
 from memory_core.base.entries import CATEGORIES, MemoryClass, MemoryEntry, class_of, confidence_of
 from memory_core.base.errors import ChatmemError
@@ -277,10 +278,14 @@ class ScopeStatusCommand:
 @command("stats", "counts across every scope of the workspace", reads_only=True, scoped=False)
 class Stats:
     @staticmethod
+    def arguments(parser: argparse.ArgumentParser) -> None:
+        add_paging(parser)
+
+    @staticmethod
     async def run(core: MemoryCore, args: argparse.Namespace) -> int:
         rows = []
         human = [f"workspace {core.workspace.root}"]
-        for scope in await core.memories.scopes():
+        for scope in page(await core.memories.scopes(), args):
             status = await core.memories.status(scope)
             categories = Counter(e.category for e in status.active)
             scores = [e.score for e in status.active]

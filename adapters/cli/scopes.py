@@ -8,6 +8,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from adapters.cli import EXIT_PROBLEMS, Output, command
+from adapters.cli.paging import add_paging, page
 from memory_core.base.errors import ChatmemError, ScopeError
 from memory_core.base.scope import ScopeKey, lookalike_groups, printable_key, today_key
 from memory_core.base.wording import counted
@@ -127,6 +128,7 @@ class Scopes:
             "today (then it is made); FROM's directory is kept under .chatmem/merged/. "
             "Stop the bots first",
         )
+        add_paging(parser)
 
     @staticmethod
     async def run(core: MemoryCore, args: argparse.Namespace) -> int:
@@ -134,7 +136,7 @@ class Scopes:
             return await _merge(core, args)
         rows = []
         scopes = await core.memories.scopes()
-        for scope in scopes:
+        for scope in page(scopes, args):
             status = await core.memories.status(scope)
             rows.append(
                 {

@@ -1,0 +1,55 @@
+"""`chatmem scopes` and `chatmem stats` a page at a time (`--limit`, `--offset`): a
+workspace of many per-peer scopes is not read whole to show a few."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import memory_core.longterm.long_term as long_term
+from memory_core.base.scope import ScopeKey
+from memory_core.longterm.long_term_views import ScopeStatus
+from tests.unit.cli_support import (
+    Run,
+    _clean_env,  # noqa: F401  (a fixture)
+    cli_fixture,  # noqa: F401  (a fixture)
+    one_line_error,
+    ws_fixture,  # noqa: F401  (a fixture)
+)
+
+PEERS = [f"peer:{n}" for n in range(1, 6)]
+
+
+def test_scopes_and_stats_page_through_the_listing(
+    cli: Run, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for peer in PEERS:
+        cli.capture(f"{peer} likes tea", "--scope", peer)
+    every = [row["scope"] for row in cli.json("scopes")]
+    assert every == ["main", *PEERS]
+
+    read: list[str] = []
+    real = long_term.LongTermMemory.status
+
+    async def status_spy(
+        self: long_term.LongTermMemory, scope: ScopeKey, **kwargs: Any
+    ) -> ScopeStatus:
+        read.append(scope.value)
+        return await real(self, scope, **kwargs)
+
+    monkeypatch.setattr(long_term.LongTermMemory, "status", status_spy)
+    rows = cli.json("scopes", "--limit", "2", "--offset", "1")
+    assert [row["scope"] for row in rows] == PEERS[:2]
+    assert [row["active"] for row in rows] == [1, 1]
+    assert read == PEERS[:2]  # only the page's files were read
+    stats = cli.json("stats", "--limit", "2", "--offset", "4")
+    assert [row["scope"] for row in stats["scopes"]] == PEERS[3:5]
+    assert cli.json("scopes", "--offset", "6") == []
+    code, out, _ = cli("scopes", "--limit", "1")
+    assert code == 0 and out.split()[0] == "main"
+
+
+def test_a_negative_page_is_refused_in_one_line(cli: Run) -> None:
+    assert "must be 0 or more" in one_line_error(*cli("scopes", "--limit", "-1"))
+    assert "not a whole number" in one_line_error(*cli("stats", "--offset", "x"))
