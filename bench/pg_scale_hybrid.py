@@ -38,6 +38,7 @@ from memory_core.config import load_config
 from memory_core.embedding.local import LocalEmbedder
 from memory_core.engine import MemoryCore
 from memory_core.storage.pg.migrations import PGVECTOR, hnsw_step
+from memory_core.storage.shared_fts import FTS_TABLE, scope_range, scoped_sql
 from memory_core.storage.vectors.rows import text_hash
 
 
@@ -254,10 +255,16 @@ def sqlite_copy(dsn: str, key: str, workspace: Path) -> None:
         f"INSERT INTO chunks (id, scope_id, {', '.join(columns)}) VALUES (?, {sid}, {marks})",
         rows,
     )
-    lite.execute(f"INSERT INTO fts_{sid} (rowid, tokens) SELECT id, tokens FROM chunks ORDER BY id")
-    lite.execute(f"CREATE VIRTUAL TABLE temp.vocab USING fts5vocab(main, fts_{sid}, row)")
     lite.execute(
-        "INSERT INTO terms (scope_id, term, df) SELECT ?, term, doc FROM temp.vocab", (sid,)
+        f"INSERT INTO {FTS_TABLE} (rowid, tokens) SELECT id,"
+        f" {scoped_sql('scope_id', 'tokens')} FROM chunks ORDER BY id"
+    )
+    lite.execute(f"CREATE VIRTUAL TABLE temp.vocab USING fts5vocab(main, {FTS_TABLE}, row)")
+    low, high = scope_range(sid)
+    lite.execute(
+        "INSERT INTO terms (scope_id, term, df) SELECT ?, substr(term, ?), doc FROM temp.vocab"
+        " WHERE term >= ? AND term < ?",
+        (sid, len(low) + 1, low, high),
     )
     lite.execute(
         "UPDATE scopes SET chunk_count = ?, token_count = ? WHERE id = ?",
