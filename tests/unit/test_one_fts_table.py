@@ -123,6 +123,7 @@ async def test_a_term_shaped_like_another_scopes_key_stays_in_its_scope(
             assert {str(t): int(df) for t, df in stored} == dict(counted), sid
 
 
+@pytest.mark.storage
 async def test_opening_and_searching_one_scope_reads_no_other_scope(
     config: Config, monkeypatch: pytest.MonkeyPatch
 ) -> None:
