@@ -127,6 +127,12 @@ def finish_scope(raw: Connection, sid: int) -> None:
     update_hidden(raw, sid)
 
 
+def finish_scopes(raw: Connection, sids: Sequence[int]) -> None:
+    """`finish_scope` for several scopes in one transaction (a group of small scopes)."""
+    for sid in sids:
+        finish_scope(raw, sid)
+
+
 def ignore_interrupts() -> None:
     """In a tokenizing worker: Ctrl-C reaches the whole process group, and the command
     that started the workers answers it (and ends them); a worker's own traceback would
@@ -263,11 +269,14 @@ async def rebuild(
             await db.write(partial(write_rows, rows=rows))
             total.files_indexed += len(rows[0])
             total.chunks_added += len(rows[1])
-            for sid in {sid for sid, _ in group}:
+            done_now = []
+            for sid in sorted({sid for sid, _ in group}):
                 groups_left[sid] -= 1
                 if not groups_left[sid]:
-                    await db.write(partial(finish_scope, sid=sid))
-                    finished.add(sid)
+                    done_now.append(sid)
+            if done_now:  # one transaction for the group's scopes: many small scopes
+                await db.write(partial(finish_scopes, sids=done_now))
+                finished.update(done_now)
             done += len(group)
             if progress:
                 progress(done, len(paths))
@@ -276,6 +285,7 @@ async def rebuild(
             future.cancel()
         if pool is not None:
             pool.shutdown(wait=False, cancel_futures=True)
-    for sid in sorted((sids | set(kept)) - finished):
-        await db.write(partial(finish_scope, sid=sid))
+    left = sorted((sids | set(kept)) - finished)
+    for start in range(0, len(left), REBUILD_GROUP):
+        await db.write(partial(finish_scopes, sids=left[start : start + REBUILD_GROUP]))
     return total
