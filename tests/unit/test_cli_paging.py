@@ -9,6 +9,7 @@ import pytest
 
 import memory_core.longterm.long_term as long_term
 from memory_core.base.scope import ScopeKey
+from memory_core.base.workspace import Workspace
 from memory_core.longterm.long_term_views import ScopeStatus
 from tests.unit.cli_support import (
     Run,
@@ -53,3 +54,23 @@ def test_scopes_and_stats_page_through_the_listing(
 def test_a_negative_page_is_refused_in_one_line(cli: Run) -> None:
     assert "must be 0 or more" in one_line_error(*cli("scopes", "--limit", "-1"))
     assert "not a whole number" in one_line_error(*cli("stats", "--offset", "x"))
+
+
+def test_a_command_on_one_scope_lists_no_other(cli: Run, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`status`, `search` and `capture` on one scope ask about that scope alone; the
+    listing of every scope is made only to name them when the scope is unknown."""
+    for peer in PEERS:
+        cli.capture(f"{peer} likes tea", "--scope", peer)
+
+    def no_listing(self: Workspace) -> list[ScopeKey]:
+        raise AssertionError("the workspace's scopes were listed")
+
+    listing = Workspace.scopes
+    monkeypatch.setattr(Workspace, "scopes", no_listing)
+    assert cli.json("status", "--scope", PEERS[2])["scope"] == PEERS[2]
+    assert cli.json("search", "tea", "--scope", PEERS[2])
+    assert cli.capture("likes green tea", "--scope", PEERS[2])
+    assert "(new scope)" in cli("capture", "a first memory", "--scope", "peer:new")[1]
+    monkeypatch.setattr(Workspace, "scopes", listing)
+    error = one_line_error(*cli("status", "--scope", "peer:nobody"))
+    assert "no memories in scope peer:nobody (known: main, peer:1" in error
