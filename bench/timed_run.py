@@ -1,0 +1,200 @@
+"""One whole process timed as a person's command: wall time, CPU time and peak memory.
+
+The figures the issue asks of a command (`chatmem search` as a process: wall, CPU, peak
+RSS) are the kernel's, read by `os.wait4` for that one child (user + system CPU, its
+largest resident set), so they hold for any tree's `chatmem`, installed anywhere. A run
+past its timeout is killed and says so instead of holding the bench for an hour.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Run:
+    """What one process cost. `timed_out` runs were killed at the timeout."""
+
+    wall: float
+    cpu: float
+    peak_mb: float
+    returncode: int
+    stdout: str
+    stderr: str
+    timed_out: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0 and not self.timed_out
+
+
+def _reap(proc: subprocess.Popen[bytes]) -> tuple[int, float, float]:
+    """Wait for `proc` through wait4: (exit code, CPU seconds, peak MB)."""
+    _, status, usage = os.wait4(proc.pid, 0)
+    code = os.waitstatus_to_exitcode(status)
+    proc.returncode = code  # reaped here: Popen must not wait for it again
+    return code, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024.0
+
+
+def run(
+    argv: Sequence[str],
+    env: Mapping[str, str],
+    *,
+    timeout: float,
+    cwd: Path | None = None,
+    stdin: str | None = None,
+) -> Run:
+    """Run `argv` to its end (or `timeout`, then kill it) and measure it."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        started = time.perf_counter()
+        proc = subprocess.Popen(
+            list(argv),
+            stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+            stdout=out,
+            stderr=err,
+            env=dict(env),
+            cwd=cwd,
+            start_new_session=True,
+        )
+        killed = threading.Event()
+
+        def kill() -> None:
+            killed.set()
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+
+        timer = threading.Timer(timeout, kill)
+        timer.start()
+        try:
+            if stdin is not None and proc.stdin is not None:
+                with contextlib.suppress(BrokenPipeError):
+                    proc.stdin.write(stdin.encode())
+                    proc.stdin.close()
+            code, cpu, peak = _reap(proc)
+        finally:
+            timer.cancel()
+        wall = time.perf_counter() - started
+        out.seek(0)
+        err.seek(0)
+        return Run(
+            wall=wall,
+            cpu=cpu,
+            peak_mb=peak,
+            returncode=code,
+            stdout=out.read().decode(errors="replace"),
+            stderr=err.read().decode(errors="replace"),
+            timed_out=killed.is_set(),
+        )
+
+
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "bench", "version": "1"},
+    },
+}
+
+
+def mcp_answers(url: str, timeout: float = 2.0) -> bool:
+    """Whether an MCP streamable-HTTP server at `url` answers `initialize` (HTTP 200)."""
+    request = urllib.request.Request(
+        url,
+        data=json.dumps(INITIALIZE).encode(),
+        headers={
+            "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream",
+        },
+        method="POST",
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return int(response.status) == 200
+    except (OSError, urllib.error.URLError):
+        return False
+
+
+def serving_start(
+    argv: Sequence[str],
+    env: Mapping[str, str],
+    url: str,
+    *,
+    timeout: float,
+    cwd: Path | None = None,
+    poll_seconds: float = 0.02,
+) -> Run:
+    """Start a server and time it until `url` answers; `wall` is that time, `cpu` and
+    `peak_mb` the whole process's once it is stopped (SIGTERM, as a supervisor stops it)."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        started = time.perf_counter()
+        proc = subprocess.Popen(
+            list(argv),
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=err,
+            env=dict(env),
+            cwd=cwd,
+            start_new_session=True,
+        )
+        answered: float | None = None
+        deadline = started + timeout
+        while time.perf_counter() < deadline and proc.poll() is None:
+            if mcp_answers(url, timeout=max(0.1, min(2.0, deadline - time.perf_counter()))):
+                answered = time.perf_counter() - started
+                break
+            time.sleep(poll_seconds)
+        early_exit = proc.returncode
+        if early_exit is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM if answered is not None else signal.SIGKILL)
+            stopper = threading.Timer(
+                20.0, lambda: _suppress_kill(proc.pid)
+            )  # one that ignores SIGTERM
+            stopper.start()
+            try:
+                _, cpu, peak = _reap(proc)
+            finally:
+                stopper.cancel()
+            code = 0 if answered is not None else 1
+        else:
+            cpu, peak, code = 0.0, 0.0, early_exit
+        out.seek(0)
+        err.seek(0)
+        return Run(
+            wall=answered if answered is not None else time.perf_counter() - started,
+            cpu=cpu,
+            peak_mb=peak,
+            returncode=code,
+            stdout=out.read().decode(errors="replace"),
+            stderr=err.read().decode(errors="replace"),
+            timed_out=answered is None and early_exit is None,
+        )
+
+
+def _suppress_kill(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+def free_port() -> int:
+    """A TCP port free on loopback now (the server binds it a moment later)."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
