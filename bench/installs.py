@@ -65,9 +65,12 @@ class Install:
     def env(self, base: dict[str, str] | None = None) -> dict[str, str]:
         """`base` (os.environ) as a shell with this venv activated would have it.
 
-        No PYTHONPATH (which would put another tree's code first), the venv's bin first on
-        PATH, and bytecode written and read under the install (PYTHONPYCACHEPREFIX), so
-        imports cost what they cost a user whose install has its .pyc files."""
+        No PYTHONPATH (which would put another tree's code first), nor the current
+        directory or a script's own directory on sys.path (PYTHONSAFEPATH: run from a
+        checkout, `python -c` would import the checkout's code instead of the install's),
+        the venv's bin first on PATH, and bytecode written and read under the install
+        (PYTHONPYCACHEPREFIX), so imports cost what they cost a user whose install has its
+        .pyc files. A script run by `python` must therefore import only the install."""
         env = dict(os.environ if base is None else base)
         for name in DROPPED:
             env.pop(name, None)
@@ -76,6 +79,7 @@ class Install:
             os.pathsep
         )
         env["PYTHONPYCACHEPREFIX"] = str(self.root / "pycache")
+        env["PYTHONSAFEPATH"] = "1"
         return env
 
 
