@@ -58,6 +58,8 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
 from big_workspace_child import CAPTURE_TEXT
 from load import add_load_argument, burners, load_now
 from timed_run import Run, run

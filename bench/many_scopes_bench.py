@@ -39,6 +39,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
 import many_scopes_gen as gen
 from load import add_load_argument, burners, load_now
 from timed_run import Run, free_port, run, serving_start
@@ -156,7 +158,13 @@ def measure_one(
 
 
 def measure_size(
-    trees: Sequence[Tree], cache: Path, config: Path, size: int, runs: int, timeout: float
+    trees: Sequence[Tree],
+    cache: Path,
+    config: Path,
+    size: int,
+    runs: int,
+    timeout: float,
+    warmup: bool = True,
 ) -> Sized:
     scope = size // 2
     many_src, one_src = source(cache, size, scope)
@@ -192,7 +200,8 @@ def measure_size(
                 url = f"http://127.0.0.1:{port}/mcp"
                 measure_one(sized, tree, "mcp --http start", timeout, cmd, url)
 
-    one_round(timed=False)
+    if warmup:
+        one_round(timed=False)
     for number in range(runs):
         one_round(timed=True)
         print(f"  run {number + 1}/{runs} done ({load_now()})", flush=True)
@@ -281,6 +290,9 @@ def main(argv_: Sequence[str] | None = None) -> int:
         default=Path(tempfile.gettempdir()) / "chatmem-many-scopes-bench",
         help="where generated workspaces and each tree's copies are kept",
     )
+    parser.add_argument(
+        "--no-warmup", action="store_true", help="skip the untimed first round (smoke tests)"
+    )
     add_tree_arguments(parser)
     add_load_argument(parser)
     args = parser.parse_args(argv_)
@@ -296,7 +308,9 @@ def main(argv_: Sequence[str] | None = None) -> int:
         for tree in trees:
             print(f"  {tree.label}: {' '.join(tree.chatmem)}")
         for size in args.scopes:
-            sized = measure_size(trees, cache, config, size, args.runs, args.timeout)
+            sized = measure_size(
+                trees, cache, config, size, args.runs, args.timeout, not args.no_warmup
+            )
             print("\n".join(table(sized, [t.label for t in trees])), flush=True)
         print(f"\nat the end: {load_now()}")
     return 0
