@@ -59,11 +59,13 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from big_workspace_child import CAPTURE_TEXT
 from load import add_load_argument, burners, load_now
-from timed_run import Run, run
 from trees import Tree, add_tree_arguments, trees_for
+
+from testkit.processes import Run, run
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -385,7 +387,7 @@ def main() -> None:
     config = cache / ("vectors.toml" if args.vectors else "words.toml")
     config.write_text("" if args.vectors else '[embedding]\nprovider = "none"\n')
     trees = trees_for(args, extras=("mcp", "vector") if args.vectors else ("mcp",), cache=cache)
-    with burners(args.load):
+    with burners(args.load, settle_seconds=args.settle):
         print(f"big workspace bench, --load {args.load}; at the start: {load_now()}")
         for tree in trees:
             print(f"  {tree.label}: {tree.python}")

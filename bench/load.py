@@ -40,6 +40,14 @@ def add_load_argument(parser: argparse.ArgumentParser) -> None:
         help="run N CPU-bound processes beside the bench (default 0: none; 2 for the "
         "issue's 'load ~6' on a shared 2-core machine)",
     )
+    parser.add_argument(
+        "--settle",
+        type=float,
+        default=SETTLE_SECONDS,
+        metavar="S",
+        help="with --load, wait at most S seconds for the 1-minute load average to rise "
+        f"(default {SETTLE_SECONDS:.0f})",
+    )
 
 
 def _burn() -> None:  # pragma: no cover - runs in the burner processes, killed by the parent

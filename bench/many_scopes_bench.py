@@ -1,7 +1,7 @@
 """A bot with many users: what one person's command costs when N scopes exist.
 
 Per-peer workspaces of N scopes (one per person: two memories and one daily note each;
-`many_scopes_gen.py` writes them straight to disk, once per size, cached and not timed).
+`testkit/many_scopes.py` writes them straight to disk, once per size, cached and not timed).
 Each tree (the checkout, and each `--compare REV`, by default 2a70d81 and b42d7a9, every
 one installed in its own venv as a user installs it: `installs.py`) is driven ONLY through
 its `chatmem` command, so any revision can be measured:
@@ -40,11 +40,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import many_scopes_gen as gen
 from load import add_load_argument, burners, load_now
-from timed_run import Run, free_port, run, serving_start
 from trees import Tree, add_tree_arguments, trees_for
+
+from testkit import many_scopes as gen
+from testkit.processes import Run, free_port, run, serving_start
 
 SIZES = (1_000, 10_000, 100_000)
 QUICK = 200
@@ -303,7 +305,7 @@ def main(argv_: Sequence[str] | None = None) -> int:
     config = cache / "words.toml"
     config.write_text('[embedding]\nprovider = "none"\n')
     trees = trees_for(args, extras=("mcp",), cache=cache)
-    with burners(args.load):
+    with burners(args.load, settle_seconds=args.settle):
         print(f"many scopes bench, --load {args.load}; at the start: {load_now()}")
         for tree in trees:
             print(f"  {tree.label}: {' '.join(tree.chatmem)}")

@@ -2,7 +2,7 @@
 
 Against the checkout only, run by the test environment's interpreter (`--no-compare
 --checkout-from-env`: no install, which takes a minute; installs.py has its own tests),
-with no warm-up round and one run. Figures are printed, never asserted: the test checks
+with no warm-up round and one run (many_scopes_bench with one load burner beside it). Figures are printed, never asserted: the test checks
 that every row got a figure and no command failed or timed out."""
 
 from __future__ import annotations
@@ -46,10 +46,11 @@ def test_many_scopes_bench_measures_every_command(tmp_path: Path) -> None:
     out = _bench(
         "many_scopes_bench.py",
         *("--scopes", "12", "--runs", "1", "--no-warmup", "--timeout", "120"),
-        *("--no-compare", "--checkout-from-env"),
+        *("--no-compare", "--checkout-from-env", "--load", "1", "--settle", "0"),
         cache=tmp_path,
     )
     assert "note:" not in out, out
+    assert "--load 1" in out  # one CPU-bound process beside it (bench/load.py)
     assert out.count("load average") >= 2  # at the start and at the end
     for row in (
         "first reindex, 12 scopes",

@@ -1,5 +1,9 @@
 """One whole process timed as a person's command: wall time, CPU time and peak memory.
 
+Shared by the benches that drive installed trees through their CLI
+(`bench/many_scopes_bench.py`, `bench/big_workspace_bench.py`) and the tests that check
+what it measures.
+
 The figures the issue asks of a command (`chatmem search` as a process: wall, CPU, peak
 RSS) are the kernel's, read by `os.wait4` for that one child (user + system CPU, its
 largest resident set), so they hold for any tree's `chatmem`, installed anywhere. A run

@@ -10,7 +10,8 @@ note `YYYY-MM-DD.md`. Every file is dated an hour back, past any "racy" window, 
 workspace a bot restarts into. No index: each tree under test builds its own.
 
 Pure standard library: the text is the same for every revision, and the generator needs
-no tree's code.
+no tree's code. `bench/many_scopes_bench.py` measures with it; tests check that what it
+writes is the product's format and reads as a real workspace.
 """
 
 from __future__ import annotations

@@ -1,20 +1,20 @@
-"""The parts the many-scopes and big-workspace benches stand on: the generated files are
-the product's format, the load burners start and stop, a whole process is measured."""
+"""The testkit parts the many-scopes and big-workspace benches stand on: the generated
+files are the product's format and read as a real workspace; a whole process is measured
+(peak memory, CPU) and killed at its timeout."""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
-from bench import many_scopes_gen as gen
-from bench.load import burners, settled
-from bench.timed_run import run
 from memory_core.base.entries import Importance, MemoryEntry
 from memory_core.base.scope import ScopeKey
 from memory_core.base.workspace import Workspace
 from memory_core.config import load_config
 from memory_core.engine import MemoryCore
 from memory_core.longterm.memory_md_renderer import render_memory
+from testkit import many_scopes as gen
+from testkit.processes import run
 
 
 def test_generated_long_term_file_is_what_the_renderer_writes() -> None:
@@ -45,20 +45,6 @@ async def test_generated_workspace_reads_as_a_real_one(tmp_path: Path) -> None:
         assert set(await core.memories.scopes()) >= {ScopeKey.parse(gen.key(n)) for n in range(3)}
         hits = await core.finder.search(scope, gen.memories(1)[0][4])
         assert any(gen.memories(1)[0][4] in hit.text for hit in hits)
-
-
-def test_load_settles_once_the_average_has_risen_enough() -> None:
-    assert settled(1.0, 1.0, 0)
-    assert not settled(1.0, 1.5, 2)
-    assert settled(1.0, 2.3, 2)
-
-
-def test_burners_run_inside_and_are_stopped_after() -> None:
-    with burners(1, settle_seconds=0) as procs:
-        assert len(procs) == 1 and procs[0].is_alive()
-    assert not procs[0].is_alive()
-    with burners(0) as none:
-        assert none == []
 
 
 def test_timed_run_measures_the_process_and_kills_it_at_the_timeout() -> None:
