@@ -235,6 +235,17 @@ def cell_text(cell: Cell | None) -> str:
     return f"{seconds(statistics.median(walls))} / {seconds(p95(walls))}, cpu {seconds(cpu)}"
 
 
+def waits_text(cell: Cell | None) -> str:
+    """Where the wall time beyond the CPU time went: waiting (voluntary switches: I/O,
+    locks) or preempted (involuntary: another process had the CPU), medians."""
+    if cell is None or not cell.runs:
+        return "-"
+    gap = statistics.median(r.wall - r.cpu for r in cell.runs)
+    waited = statistics.median(r.waits for r in cell.runs)
+    preempted = statistics.median(r.preempted for r in cell.runs)
+    return f"{seconds(max(gap, 0.0))}: {waited:.0f} w / {preempted:.0f} p"
+
+
 def ratio_text(many: Cell | None, one: Cell | None) -> str:
     if many is None or one is None or not many.runs or not one.runs:
         return "-"
@@ -268,6 +279,11 @@ def table(sized: Sized, labels: Sequence[str]) -> list[str]:
     rows.append(("mcp --http start until it answers", plain("mcp --http start")))
     rows.append(("scopes", plain("scopes")))
     rows.append(("stats", plain("stats")))
+    waits = [(f"{name}, {n} scopes", f"{name}, {n} scopes") for name in ONE_SCOPE_COMMANDS] + [
+        ("reindex", "reindex"),
+        ("mcp --http start", "mcp --http start"),
+        ("scopes", "scopes"),
+    ]
     width = 34
     out = [
         f"\n{n} scopes (scope {gen.key(sized.scope)} measured); wall median / p95, "
@@ -276,6 +292,17 @@ def table(sized: Sized, labels: Sequence[str]) -> list[str]:
     ]
     for name, figure in rows:
         out.append(f"  {name:<36}" + "".join(f"{figure(label):>{width}}" for label in labels))
+    out.append(
+        "  beyond the CPU time (wall - cpu): switches waiting (w: I/O, locks) / "
+        "preempted (p: the CPU was busy)"
+    )
+    for name, row in waits:
+        out.append(
+            f"  {name:<36}"
+            + "".join(
+                f"{waits_text(sized.cells.get(label, {}).get(row)):>{width}}" for label in labels
+            )
+        )
     out.extend(f"  note: {note}" for note in sized.notes)
     return out
 

@@ -23,7 +23,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 
@@ -38,18 +38,37 @@ class Run:
     stdout: str
     stderr: str
     timed_out: bool = False
+    waits: int = 0
+    """Voluntary context switches: the process waited (I/O, a lock, a sleep)."""
+    preempted: int = 0
+    """Involuntary context switches: the process could run but another had the CPU."""
 
     @property
     def ok(self) -> bool:
         return self.returncode == 0 and not self.timed_out
 
 
-def _reap(proc: subprocess.Popen[bytes]) -> tuple[int, float, float]:
-    """Wait for `proc` through wait4: (exit code, CPU seconds, peak MB)."""
+@dataclass(frozen=True)
+class _Usage:
+    code: int
+    cpu: float
+    peak_mb: float
+    waits: int
+    preempted: int
+
+
+def _reap(proc: subprocess.Popen[bytes]) -> _Usage:
+    """Wait for `proc` through wait4: its exit code and what the kernel counted."""
     _, status, usage = os.wait4(proc.pid, 0)
     code = os.waitstatus_to_exitcode(status)
     proc.returncode = code  # reaped here: Popen must not wait for it again
-    return code, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024.0
+    return _Usage(
+        code=code,
+        cpu=usage.ru_utime + usage.ru_stime,
+        peak_mb=usage.ru_maxrss / 1024.0,
+        waits=usage.ru_nvcsw,
+        preempted=usage.ru_nivcsw,
+    )
 
 
 def run(
@@ -86,7 +105,7 @@ def run(
                 with contextlib.suppress(BrokenPipeError):
                     proc.stdin.write(stdin.encode())
                     proc.stdin.close()
-            code, cpu, peak = _reap(proc)
+            usage = _reap(proc)
         finally:
             timer.cancel()
         wall = time.perf_counter() - started
@@ -94,12 +113,14 @@ def run(
         err.seek(0)
         return Run(
             wall=wall,
-            cpu=cpu,
-            peak_mb=peak,
-            returncode=code,
+            cpu=usage.cpu,
+            peak_mb=usage.peak_mb,
+            returncode=usage.code,
             stdout=out.read().decode(errors="replace"),
             stderr=err.read().decode(errors="replace"),
             timed_out=killed.is_set(),
+            waits=usage.waits,
+            preempted=usage.preempted,
         )
 
 
@@ -166,24 +187,25 @@ def serving_start(
         if early_exit is None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGTERM if answered is not None else signal.SIGKILL)
-            stopper = threading.Timer(
-                20.0, lambda: _suppress_kill(proc.pid)
-            )  # one that ignores SIGTERM
+            # A server that ignores SIGTERM is killed after a while.
+            stopper = threading.Timer(20.0, _suppress_kill, args=(proc.pid,))
             stopper.start()
             try:
-                _, cpu, peak = _reap(proc)
+                usage = _reap(proc)
             finally:
                 stopper.cancel()
-            code = 0 if answered is not None else 1
+            usage = replace(usage, code=0 if answered is not None else 1)
         else:
-            cpu, peak, code = 0.0, 0.0, early_exit
+            usage = _Usage(early_exit, 0.0, 0.0, 0, 0)
         out.seek(0)
         err.seek(0)
         return Run(
             wall=answered if answered is not None else time.perf_counter() - started,
-            cpu=cpu,
-            peak_mb=peak,
-            returncode=code,
+            cpu=usage.cpu,
+            peak_mb=usage.peak_mb,
+            returncode=usage.code,
+            waits=usage.waits,
+            preempted=usage.preempted,
             stdout=out.read().decode(errors="replace"),
             stderr=err.read().decode(errors="replace"),
             timed_out=answered is None and early_exit is None,
