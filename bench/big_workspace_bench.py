@@ -399,6 +399,8 @@ def main() -> None:
 
 if __name__ == "__main__":
     from results import recorded_main
+    from trees import with_default_compare
 
+    sys.argv[1:] = with_default_compare(sys.argv[1:])
     with recorded_main("big_workspace_bench"):
         main()

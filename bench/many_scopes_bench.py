@@ -347,7 +347,9 @@ def main(argv_: Sequence[str] | None = None) -> int:
 
 if __name__ == "__main__":
     from results import recorded_main
+    from trees import with_default_compare
 
+    sys.argv[1:] = with_default_compare(sys.argv[1:])
     with recorded_main("many_scopes_bench"):
         code = main()
     sys.exit(code)

@@ -99,6 +99,15 @@ def add_tree_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def with_default_compare(argv: Sequence[str]) -> list[str]:
+    """`argv` with `--compare` of each DEFAULT_COMPARE added when it names none (and no
+    `--no-compare`): spelled out, so a `--record`ed section names what it compared with."""
+    given = any(a == "--compare" or a.startswith("--compare=") for a in argv)
+    if given or "--no-compare" in argv or "-h" in argv or "--help" in argv:
+        return list(argv)
+    return [*argv, *(part for rev in DEFAULT_COMPARE for part in ("--compare", rev))]
+
+
 def trees_for(
     args: argparse.Namespace, extras: Sequence[str] = (), cache: Path | None = None
 ) -> list[Tree]:
