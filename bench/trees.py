@@ -92,6 +92,11 @@ def add_tree_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"measure the checkout only (default: beside {' and '.join(DEFAULT_COMPARE)})",
     )
     parser.add_argument(
+        "--no-checkout",
+        action="store_true",
+        help="measure only the --compare revisions (e.g. two branches), not this checkout",
+    )
+    parser.add_argument(
         "--checkout-from-env",
         action="store_true",
         help="run the checkout with this interpreter and PYTHONPATH instead of installing "
@@ -112,9 +117,12 @@ def trees_for(
     args: argparse.Namespace, extras: Sequence[str] = (), cache: Path | None = None
 ) -> list[Tree]:
     """The compared revisions (oldest as given first), then the checkout."""
+    if args.no_checkout and not args.compare:
+        raise SystemExit("--no-checkout needs --compare REV: there is nothing to measure")
     compare = [] if args.no_compare else (list(args.compare) or list(DEFAULT_COMPARE))
-    revs = compare + ([] if args.checkout_from_env else ["."])
+    checkout = not args.no_checkout
+    revs = compare + (["."] if checkout and not args.checkout_from_env else [])
     trees = [from_install(i) for i in installs_for(revs, args.install_cache, extras)]
-    if args.checkout_from_env:
+    if checkout and args.checkout_from_env:
         trees.append(from_env(REPO, cache))
     return trees
