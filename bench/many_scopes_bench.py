@@ -89,7 +89,9 @@ def source(cache: Path, size: int, scope: int) -> tuple[Path, Path]:
             made = gen.generate(where / "ws", numbers)
             (where / "done").write_text("")
             took = time.perf_counter() - started
-            print(f"  generated {made} scopes in {took:.1f} s ({name})", flush=True)
+            print(
+                f"  generated {made} scopes in {took:.1f} s ({name})", file=sys.stderr, flush=True
+            )
         pair.append(where / "ws")
     return pair[0], pair[1]
 
@@ -180,7 +182,7 @@ def measure_size(
         for ws, row in ((many, "reindex"), (one, "reindex, one scope")):
             cmd = argv(tree, ws, config, None, "reindex")
             measure_one(sized, tree, row, timeout, cmd)
-        print(f"  {tree.label}: reindexed ({load_now()})", flush=True)
+        print(f"  {tree.label}: reindexed ({load_now()})", file=sys.stderr, flush=True)
 
     def one_round(timed: bool) -> None:
         for tree in trees:
@@ -206,7 +208,7 @@ def measure_size(
         one_round(timed=False)
     for number in range(runs):
         one_round(timed=True)
-        print(f"  run {number + 1}/{runs} done ({load_now()})", flush=True)
+        print(f"  run {number + 1}/{runs} done ({load_now()})", file=sys.stderr, flush=True)
     return sized
 
 
