@@ -281,11 +281,12 @@ def table(sized: Sized, labels: Sequence[str]) -> list[str]:
     rows.append(("mcp --http start until it answers", plain("mcp --http start")))
     rows.append(("scopes", plain("scopes")))
     rows.append(("stats", plain("stats")))
-    waits = [(f"{name}, {n} scopes", f"{name}, {n} scopes") for name in ONE_SCOPE_COMMANDS] + [
-        ("reindex", "reindex"),
-        ("mcp --http start", "mcp --http start"),
-        ("scopes", "scopes"),
+    waits = [
+        (f"{name}, {where}", f"{name}, {where}")
+        for name in ONE_SCOPE_COMMANDS
+        for where in (f"{n} scopes", "1 scope")
     ]
+    waits += [(row, row) for row in ("reindex", "mcp --http start", "scopes")]
     width = 34
     out = [
         f"\n{n} scopes (scope {gen.key(sized.scope)} measured); wall median / p95, "
