@@ -4,7 +4,10 @@ The figures a reader is shown live in one file that the benches write themselves
 number in the docs is never typed by hand and always says which revision printed it. A
 bench run with `--record` prints as usual and, at the end, replaces its own section of
 RESULTS.md (between `<!-- results:NAME -->` and `<!-- /results:NAME -->`) with what it
-printed, the revision (`git describe`) and the date. Other sections are left as they are.
+printed, the revision (`git describe`), the date, the load average when it started and
+when it ended (figures on a busy machine are read differently), and the revisions it
+compared against (its `--compare` arguments, resolved to commits). Other sections are
+left as they are.
 """
 
 from __future__ import annotations
@@ -13,9 +16,11 @@ import argparse
 import contextlib
 import datetime as dt
 import io
+import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
@@ -46,16 +51,72 @@ def revision(root: Path | None = None) -> str:
     return done.stdout.strip() or "unknown"
 
 
-def section(name: str, figures: str, rev: str, when: dt.date) -> str:
+@dataclass(frozen=True)
+class Conditions:
+    """What a reader needs beside the figures: the machine's load average (1 min) when
+    the bench started and ended, its cores, and the revisions compared against."""
+
+    load_start: float
+    load_end: float
+    cores: int
+    compared: tuple[str, ...] = ()
+
+    def line(self) -> str:
+        text = (
+            f" Load average {self.load_start:.2f} at the start, {self.load_end:.2f} at the"
+            f" end ({self.cores} cores)."
+        )
+        if self.compared:
+            text += f" Compared with {', '.join(self.compared)}."
+        return text
+
+
+def section(
+    name: str, figures: str, rev: str, when: dt.date, conditions: Conditions | None = None
+) -> str:
     """The whole marked section for `name`: heading, provenance line, figures verbatim."""
     body = figures.strip("\n")
+    extra = conditions.line() if conditions else ""
     return (
         f"{begin_marker(name)}\n"
         f"## {name}\n\n"
-        f"Recorded by `python bench/{name}.py --record` at {rev}, {when.isoformat()}.\n\n"
+        f"Recorded by `python bench/{name}.py --record` at {rev}, {when.isoformat()}.{extra}\n\n"
         f"```\n{body}\n```\n"
         f"{end_marker(name)}"
     )
+
+
+def compared_revisions(argv: Sequence[str], root: Path | None = None) -> tuple[str, ...]:
+    """The `--compare` arguments of a bench's command line, each as `REV (commit)` when
+    git knows it (a directory or an unknown name is kept as given)."""
+    found: list[str] = []
+    for i, arg in enumerate(argv):
+        if arg == "--compare" and i + 1 < len(argv):
+            found.append(argv[i + 1])
+        elif arg.startswith("--compare="):
+            found.append(arg.split("=", 1)[1])
+    return tuple(_described(rev, root) for rev in dict.fromkeys(found))
+
+
+def _described(rev: str, root: Path | None) -> str:
+    where = root or RESULTS.parent.parent
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(where), "rev-parse", "--short=12", "--verify", f"{rev}^{{commit}}"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return rev
+    short = done.stdout.strip()
+    if done.returncode != 0 or not short:
+        return rev
+    return short if short.startswith(rev) else f"{rev} ({short})"
+
+
+def load_average() -> float:
+    return os.getloadavg()[0]
 
 
 def replace_section(text: str, name: str, new_section: str) -> str:
@@ -73,12 +134,18 @@ def replace_section(text: str, name: str, new_section: str) -> str:
     return text[:start] + new_section + text[stop + len(end) :]
 
 
-def record(name: str, figures: str, path: Path | None = None, rev: str | None = None) -> None:
+def record(
+    name: str,
+    figures: str,
+    path: Path | None = None,
+    rev: str | None = None,
+    conditions: Conditions | None = None,
+) -> None:
     """Write `figures` as bench `name`'s section of `path` (RESULTS.md by default)."""
     path = path or RESULTS
     old = path.read_text(encoding="utf-8") if path.exists() else "# Benchmark results\n"
-    new = replace_section(old, name, section(name, figures, rev or revision(), dt.date.today()))
-    path.write_text(new, encoding="utf-8")
+    made = section(name, figures, rev or revision(), dt.date.today(), conditions)
+    path.write_text(replace_section(old, name, made), encoding="utf-8")
 
 
 def add_record_flag(parser: argparse.ArgumentParser) -> None:
@@ -105,16 +172,21 @@ class _Tee(io.TextIOBase):
 
 
 @contextlib.contextmanager
-def recorded(name: str, enabled: bool) -> Iterator[None]:
-    """Around a bench's run: with `enabled`, what it prints is recorded once it ends well."""
+def recorded(
+    name: str, enabled: bool, compared: Sequence[str] = (), path: Path | None = None
+) -> Iterator[None]:
+    """Around a bench's run: with `enabled`, what it prints is recorded once it ends well,
+    with the load average at its start and end and the revisions it `compared` with."""
     if not enabled:
         yield
         return
+    start = load_average()
     tee = _Tee(sys.stdout)
     with contextlib.redirect_stdout(tee):
         yield
-    record(name, tee.kept.getvalue())
-    print(f"recorded in {RESULTS}", file=sys.stderr)
+    conditions = Conditions(start, load_average(), os.cpu_count() or 1, tuple(compared))
+    record(name, tee.kept.getvalue(), path=path, conditions=conditions)
+    print(f"recorded in {path or RESULTS}", file=sys.stderr)
 
 
 def recorded_main(name: str) -> contextlib.AbstractContextManager[None]:
@@ -124,7 +196,8 @@ def recorded_main(name: str) -> contextlib.AbstractContextManager[None]:
     enabled = "--record" in sys.argv[1:]
     if enabled and not _declares_record():
         sys.argv[1:] = [arg for arg in sys.argv[1:] if arg != "--record"]
-    return recorded(name, enabled)
+    compared = compared_revisions(sys.argv[1:]) if enabled else ()
+    return recorded(name, enabled, compared)
 
 
 def _declares_record() -> bool:
