@@ -74,11 +74,11 @@ from vector_bench_child import (
     others_path,
 )
 
+from testkit.steady import STEADY_FACTOR, steady_point
+
 REPO = HERE.parent
 REAL = 20_000
 """Sentences embedded by the model; the rest are noisy copies of them."""
-STEADY_FACTOR = 1.5
-"""A recall is steady when it takes at most this times the steady p50."""
 QUERY_POOL = 3_000
 PER_SCOPE = 1_000
 """Chunks in each of the other scopes."""
@@ -178,22 +178,6 @@ def make_data(cache: Path, rows: int) -> None:
     (cache / "texts.json").write_text(json.dumps(texts, ensure_ascii=False))
     (cache / "queries.json").write_text(json.dumps(pool, ensure_ascii=False))
     stamp.touch()
-
-
-def steady_point(samples: Sequence[tuple[float, float]], p50: float) -> float | None:
-    """When the first recall was asked from which every later one of `samples` (each
-    `(answered at, took)`, the recalls before the steady ones) took at most
-    `STEADY_FACTOR` times the steady `p50`; None when the last one did not.
-
-    Every recall counts, the first of the run included: a median over a window once
-    called a start steady at 0.33 s whose first recall took 1.18 s."""
-    limit = STEADY_FACTOR * p50
-    point: float | None = None
-    for answered, took in reversed(samples):
-        if took > limit:
-            break
-        point = answered - took  # when that recall was asked
-    return point
 
 
 def pct(values: Sequence[float], q: float) -> float:

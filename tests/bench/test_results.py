@@ -7,7 +7,7 @@ import datetime as dt
 import subprocess
 from pathlib import Path
 
-from bench.results import Conditions, compared_revisions, recorded, section
+from testkit.bench_results import Conditions, compared_revisions, recorded, section
 
 ROOT = Path(__file__).resolve().parents[2]
 

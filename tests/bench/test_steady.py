@@ -1,14 +1,9 @@
-"""bench/vector_bench.py's "steady from": the first recall from which every later one
+"""vector_bench's "steady from" (testkit/steady.py): the first recall from which every later one
 took at most 1.5 times the steady p50, the first recall of a start included."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-
-from vector_bench import steady_point
+from testkit.steady import steady_point
 
 
 def test_a_slow_first_recall_is_not_steady() -> None:
