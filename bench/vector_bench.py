@@ -369,16 +369,14 @@ def main() -> None:
     print(f"== restart to steady state ({args.rows:,} vectors; {args.runs} starts per revision)")
     rows_out = []
     for name in trees:
-        firsts, first_took, readies, steadies, p50s, p95s, early, count = (
-            [],
-            [],
-            [],
-            [],
-            [],
-            [],
-            [],
-            0,
-        )
+        firsts: list[float] = []
+        first_took: list[float] = []
+        readies: list[float] = []
+        steadies: list[float] = []
+        p50s: list[float] = []
+        p95s: list[float] = []
+        early: list[float] = []
+        count = 0
         for out in runs[name]:
             if not out["steady"]:  # the graph was not ready within --limit
                 out["steady"] = [took for _, took in out["samples"][-50:]]
