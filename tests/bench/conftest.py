@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.installs import Install, installed
+from testkit.installs import Install, installed
 
 
 @pytest.fixture(scope="session")
@@ -24,5 +24,6 @@ def install_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def project_install(install_cache: Path) -> Install:
-    """This checkout installed in its own venv, with no extras."""
-    return installed(".", install_cache)
+    """This checkout installed in its own venv with the vector extra (what vector_bench's
+    smoke run needs; one install serves every test)."""
+    return installed(".", install_cache, ["vector"])

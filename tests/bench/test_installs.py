@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.installs import MARKER, WORKTREE, Install, InstallError, installed, tree_files
+from testkit.installs import MARKER, WORKTREE, Install, InstallError, installed, tree_files
 
 pytestmark = pytest.mark.slow
 
