@@ -103,10 +103,11 @@ async def run(memories: int, turns: int, texts: list[str]) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="fewer turns, smaller store")
+    parser.add_argument("--tiny", action="store_true", help="a smoke run: 5 turns, 100 memories")
     args = parser.parse_args()
     os.environ.setdefault("NO_PROXY", "127.0.0.1,localhost")
-    turns = 40 if args.quick else TURNS
-    sizes = [1_000, 10_000] if args.quick else [1_000, 100_000]
+    turns = 5 if args.tiny else 40 if args.quick else TURNS
+    sizes = [100] if args.tiny else [1_000, 10_000] if args.quick else [1_000, 100_000]
     texts = sentences(turns + 20, seed=7)
     rows = [asyncio.run(run(n, turns, texts)) for n in sizes]
     print(f"chat turn overhead excluding the model ({turns} turns, fake server answering at once)")

@@ -7,20 +7,20 @@ used (user + system: steadier than wall time on a shared machine). Then one run 
 with `python -X importtime`: the total time spent importing and the packages whose
 modules took most of it. Not a test: figures vary with the machine and its load.
 
-    python bench/cli_bench.py [--runs N] [--tree DIR] [--compare DIR]
-                              [--python EXE] [--compare-python EXE]
+    python bench/cli_bench.py [--runs N] [--captures N] [--compare REV ...]
+                              [--install-cache DIR] [--python EXE]
 
-`--tree DIR` runs the code of another checkout (e.g. `git archive` of an older commit
-unpacked in DIR) with this environment's packages, instead of this one. `--compare DIR`
-runs DIR ("before") and this checkout (or `--tree`, "after") in the same run, their
-runs interleaved so both see the same load, and prints them side by side.
-`--python EXE` / `--compare-python EXE` run "after" / "before" as a user's install
-instead: the `chatmem` of EXE's environment (a venv with `pip install DIR`, not
-editable), no PYTHONPATH, that environment's packages and `.pth` files.
+Alone, it times this checkout's code with this environment's packages. `--compare REV`
+(repeatable) installs each REV and this checkout as a user installs them (bench/
+installs.py: own venv, `pip install`, not editable, the vector extra) and runs them all
+in the same run, their runs interleaved so each sees the same load, side by side; the
+bench talks to each only through its `chatmem` (and, for the vectors' workspace, its
+python running a few lines of the core API that every revision has). `--python EXE`
+runs "after" as installed for EXE instead (the `chatmem` beside it, no PYTHONPATH).
 
 The children run as a user's install does: with bytecode files (PYTHONDONTWRITEBYTECODE
-is dropped, each command runs once untimed first) kept under the bench's temporary
-directory (PYTHONPYCACHEPREFIX), so no checkout is written to.
+is dropped, each command runs once untimed first) kept under the install (or the bench's
+temporary directory), so no checkout is written to.
 
 Besides the lead's four commands: `search` with a Chinese query (the tokenizer's
 dictionary is loaded for it) and `search` in a scope whose chunks have vectors (a bot's
@@ -41,6 +41,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from installs import Install, add_install_arguments, installs_for
 
 HERE = Path(__file__).resolve().parents[1]
 CAPTURES = 20
@@ -87,7 +89,7 @@ class Tree:
     loaded: dict[str, set[str]] = field(default_factory=dict)
 
 
-def child_env(tree: Path | None, cache: Path) -> dict[str, str]:
+def child_env(tree: Path | None, cache: Path, install: Install | None = None) -> dict[str, str]:
     """The environment of a tree's commands: its code first on the path, or, for an
     install (`tree` None), the install's own code and bytecode, as a user runs it."""
     env = {
@@ -96,6 +98,8 @@ def child_env(tree: Path | None, cache: Path) -> dict[str, str]:
         if not k.startswith(("CHATMEM_", "OPENAI_", "PYTHONPATH", "PYTHONPYCACHEPREFIX"))
         and k != "PYTHONDONTWRITEBYTECODE"
     }
+    if install is not None:
+        return install.env(env)
     if tree is not None:
         # PYTHONPATH comes before the editable install's finder (which may point elsewhere).
         env["PYTHONPATH"] = str(tree)
@@ -129,12 +133,12 @@ def commands(tree: Tree) -> dict[str, Callable[[int], list[str]]]:
     }
 
 
-def prepare(tree: Tree, root: Path) -> None:
+def prepare(tree: Tree, root: Path, captures: int = CAPTURES) -> None:
     """The small workspace (init + captures, by the tree's own commands) and a copy of it
     whose chunks have vectors, as a bot's start makes them."""
     ws, chatmem = str(tree.workspace), chatmem_argv(tree.python)
     run([*chatmem, "init", "--workspace", ws], tree.env, root)
-    for i in range(CAPTURES):
+    for i in range(captures):
         run([*chatmem, "capture", f"bench memory {i}", "--workspace", ws], tree.env, root)
     shutil.copytree(tree.workspace, tree.vector_workspace)
     run([tree.python, "-c", MAKE_VECTORS, str(tree.vector_workspace)], tree.env, root)
@@ -175,34 +179,27 @@ def floor(tree: Tree, root: Path, runs: int) -> tuple[float, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=10, help="timed runs per command")
-    parser.add_argument("--tree", type=Path, help="source tree to run instead of this one")
-    parser.add_argument("--compare", type=Path, help="also run this tree, as 'before'")
+    parser.add_argument("--captures", type=int, default=CAPTURES, help="captures in the workspace")
+    add_install_arguments(parser)
     parser.add_argument("--python", help="run 'after' as installed for this interpreter")
-    parser.add_argument("--compare-python", help="run 'before' as installed for this one")
     args = parser.parse_args()
 
     root = Path(tempfile.mkdtemp(prefix="chatmem-cli-bench-"))
     cache = root / "pycache"
-    before = args.compare is not None or args.compare_python is not None
-    paths: list[tuple[str, Path | None, str | None]] = []
-    if before:
-        paths.append(("before", args.compare and args.compare.resolve(), args.compare_python))
-    after_path = None if args.python else (args.tree or HERE).resolve()
-    paths.append(("after" if before else "this", after_path, args.python))
-    trees = [
-        Tree(
-            label,
-            path or f"installed for {python}",
-            child_env(None if python else path, cache),
-            root / f"ws-{label}",
-            root / f"ws-{label}-vectors",
-            python or sys.executable,
-        )
-        for label, path, python in paths
-    ]
+    trees: list[Tree] = []
+    if args.compare:
+        revs = [*dict.fromkeys(args.compare)]
+        wanted = revs if args.python else [*revs, "."]
+        for install in installs_for(wanted, args.install_cache, ["vector"]):
+            label = "after" if install.rev == "." else install.label
+            trees.append(tree_of(label, str(install.commit), root, cache, install=install))
+    if args.python or not args.compare:
+        label = "after" if args.compare else "this"
+        where = f"installed for {args.python}" if args.python else str(HERE)
+        trees.append(tree_of(label, where, root, cache, python=args.python))
     try:
         for tree in trees:
-            prepare(tree, root)
+            prepare(tree, root, args.captures)
         base_wall, base_cpu = floor(trees[-1], root, args.runs)
         names = list(commands(trees[0]))
         for name in names:
@@ -210,7 +207,7 @@ def main() -> None:
                 chatmem = chatmem_argv(tree.python)
                 run([*chatmem, *commands(tree)[name](-1)], tree.env, root)  # warm-up
             for i in range(args.runs):
-                for tree in trees:  # interleaved: both trees see the same load
+                for tree in trees:  # interleaved: every tree sees the same load
                     chatmem = chatmem_argv(tree.python)
                     wall, cpu, _ = run([*chatmem, *commands(tree)[name](i)], tree.env, root)
                     tree.runs.setdefault(name, []).append((wall, cpu))
@@ -222,6 +219,23 @@ def main() -> None:
         report(trees, names, args.runs, base_wall, base_cpu)
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+def tree_of(
+    label: str,
+    where: str,
+    root: Path,
+    cache: Path,
+    *,
+    install: Install | None = None,
+    python: str | None = None,
+) -> Tree:
+    """A tree to time: an install (its venv's python and `chatmem`), the `chatmem`
+    installed for `python`, or this checkout with this environment's packages."""
+    exe = str(install.python) if install else python or sys.executable
+    env = child_env(None if install or python else HERE, cache, install)
+    slug = label.split()[0].replace("/", "-")
+    return Tree(label, where, env, root / f"ws-{slug}", root / f"ws-{slug}-vectors", exe)
 
 
 def report(trees: list[Tree], names: list[str], runs: int, wall: float, cpu: float) -> None:

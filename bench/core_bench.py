@@ -258,11 +258,21 @@ async def capture_breakdown(
     return out
 
 
+TINY = False
+"""`--tiny` (a smoke run): each part at its smallest size only."""
+
+
+def sizes(*every: int) -> tuple[int, ...]:
+    return every[:1] if TINY else every
+
+
 async def bench_capture(root: Path, quick: bool) -> tuple[list[Row], list[Row]]:
     rows: list[Row] = []
     parts: list[Row] = []
     rounds = 1 if quick else 2
     plan = [(20, 100 if quick else 200), (1000, 30 if quick else 200)]
+    if TINY:
+        plan = [(20, 5)]
     for existing, samples in plan:
         breakdowns: list[dict[str, list[float]]] = []
         size = f"{existing:,} -> {existing + samples:,} entries"
@@ -297,7 +307,7 @@ async def bench_capture(root: Path, quick: bool) -> tuple[list[Row], list[Row]]:
 def bench_merge(quick: bool) -> list[Row]:
     rows: list[Row] = []
     repeats = 3 if quick else 9
-    for size in (100, 1000, 10_000):
+    for size in sizes(100, 1000, 10_000):
         written = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
         entries = memory_entries(size, SEED + size, now=written)
         later = written + timedelta(days=30)
@@ -323,7 +333,7 @@ def bench_layers(root: Path, quick: bool) -> list[Row]:
     now = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
     summaries = [f"2026-04-{d:02d}: " + " ".join(sentences(3, SEED + d)) for d in range(1, 11)]
     recent = [f"- 05-01 11:{m:02d} input: {text}" for m, text in enumerate(sentences(12, SEED))]
-    for size in (100, 1000, 10_000):
+    for size in sizes(100, 1000, 10_000):
         entries = memory_entries(size, SEED + size, now=now)
 
         def build(entries: Sequence[MemoryEntry] = entries) -> Snapshot:
@@ -394,7 +404,7 @@ async def bench_consolidation(root: Path, quick: bool) -> list[Row]:
     repeats = 3 if quick else 7
     clock = ManualClock(datetime(2026, 5, 1, 12, 0, tzinfo=UTC))
     now = clock()
-    for size in (100, 10_000):
+    for size in sizes(100, 10_000):
         label = f"{size:,} entries"
         entries = classed_entries(size, SEED + size, now)
         decided = consolidation_decisions(entries, now)
@@ -451,7 +461,7 @@ def bench_file(root: Path, quick: bool) -> list[Row]:
     rows: list[Row] = []
     repeats = 3 if quick else 7
     now = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
-    for size in (1000, 10_000):
+    for size in sizes(1000, 10_000):
         entries = memory_entries(size, SEED + 7 * size, now=now)
         path = root / f"file-{size}" / "MEMORY.md"
         path.parent.mkdir(parents=True)
@@ -535,9 +545,14 @@ async def main_async(quick: bool) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="smoke run, under a minute")
+    parser.add_argument("--quick", action="store_true", help="fewer samples and rounds")
+    parser.add_argument(
+        "--tiny", action="store_true", help="a smoke run: --quick at each part's smallest size"
+    )
     args = parser.parse_args()
-    asyncio.run(main_async(args.quick))
+    global TINY
+    TINY = args.tiny
+    asyncio.run(main_async(args.quick or args.tiny))
 
 
 if __name__ == "__main__":

@@ -129,8 +129,9 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="10 000 chunks instead of 100 000")
     parser.add_argument("--backend", choices=["sqlite", "postgres"], default="sqlite")
     parser.add_argument("--dsn", default="", help="an empty PostgreSQL database to use")
+    parser.add_argument("--tiny", action="store_true", help="a smoke run: 300 chunks")
     args = parser.parse_args()
-    size = 10_000 if args.quick else 100_000
+    size = 300 if args.tiny else 10_000 if args.quick else 100_000
     with tempfile.TemporaryDirectory(prefix="chatmem-mcp-bench-") as tmp:
         root = Path(tmp)
         with bench_storage(args.backend, args.dsn, root) as (storage, server):

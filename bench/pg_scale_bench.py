@@ -174,14 +174,21 @@ def main() -> None:
         help="keep the server's data, the workspace and the probe's spec here (a new"
         " directory), for bench/pg_hybrid_probe.py to be run again by hand",
     )
+    parser.add_argument(
+        "--tiny", action="store_true", help="a smoke run: a few thousand chunks, no --hybrid"
+    )
     args = parser.parse_args()
     if args.hybrid and not local_model_available():
         raise SystemExit("--hybrid needs the local model (the vector extra)")
+    global BENCH_CHUNKS, FIRST_OTHERS, FIRST_SCOPES, POOL, SMALL_SCOPES
     if args.quick:
-        global BENCH_CHUNKS, FIRST_OTHERS, FIRST_SCOPES, POOL, SMALL_SCOPES
         BENCH_CHUNKS, FIRST_OTHERS, FIRST_SCOPES, POOL = 10_000, 100_000, 100, 20_000
         SMALL_SCOPES = (100, 1_000)
         args.total, args.scopes = args.total // 10, args.scopes // 10
+    if args.tiny:
+        BENCH_CHUNKS, FIRST_OTHERS, FIRST_SCOPES, POOL = 300, 1_000, 5, 500
+        SMALL_SCOPES = (10, 100)
+        args.total, args.scopes, args.hybrid = 3_000, 10, False
     mtext.warm_up()
     started = time.perf_counter()
     rows: list[list[object]] = []

@@ -1,135 +1,44 @@
-"""Benchmark figures recorded in `bench/RESULTS.md`, one section per bench.
-
-The figures a reader is shown live in one file that the benches write themselves, so a
-number in the docs is never typed by hand and always says which revision printed it. A
-bench run with `--record` prints as usual and, at the end, replaces its own section of
-RESULTS.md (between `<!-- results:NAME -->` and `<!-- /results:NAME -->`) with what it
-printed, the revision (`git describe`) and the date. Other sections are left as they are.
+"""Benchmark figures recorded in `bench/RESULTS.md`, one section per bench: what a bench
+run with `--record` prints replaces its section, with the revision, the date, the load
+average at its start and end and the revisions it compared with (testkit/bench_results.py,
+where tests reach it).
 """
 
 from __future__ import annotations
 
-import argparse
-import contextlib
-import datetime as dt
-import io
-import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
-from typing import TextIO
 
-RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
+REPO = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))  # testkit/ is dev-only: found beside bench/, not installed
 
+from testkit.bench_results import (  # noqa: E402
+    RESULTS,
+    Conditions,
+    add_record_flag,
+    begin_marker,
+    compared_revisions,
+    end_marker,
+    record,
+    recorded,
+    recorded_main,
+    replace_section,
+    revision,
+    section,
+)
 
-def begin_marker(name: str) -> str:
-    return f"<!-- results:{name} -->"
-
-
-def end_marker(name: str) -> str:
-    return f"<!-- /results:{name} -->"
-
-
-def revision(root: Path | None = None) -> str:
-    """`git describe --always --dirty` of the tree the bench ran from, or "unknown"."""
-    where = root or RESULTS.parent.parent
-    try:
-        done = subprocess.run(
-            ["git", "-C", str(where), "describe", "--always", "--dirty", "--tags"],
-            capture_output=True,
-            text=True,
-            check=True,
-            timeout=10,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-    return done.stdout.strip() or "unknown"
-
-
-def section(name: str, figures: str, rev: str, when: dt.date) -> str:
-    """The whole marked section for `name`: heading, provenance line, figures verbatim."""
-    body = figures.strip("\n")
-    return (
-        f"{begin_marker(name)}\n"
-        f"## {name}\n\n"
-        f"Recorded by `python bench/{name}.py --record` at {rev}, {when.isoformat()}.\n\n"
-        f"```\n{body}\n```\n"
-        f"{end_marker(name)}"
-    )
-
-
-def replace_section(text: str, name: str, new_section: str) -> str:
-    """`text` with the section of `name` replaced by `new_section` (appended when absent).
-
-    Pure, so the rule is tested without a bench run; a begin marker without its end is
-    refused rather than guessed at, since everything after it would be lost."""
-    begin, end = begin_marker(name), end_marker(name)
-    start = text.find(begin)
-    if start < 0:
-        return text.rstrip("\n") + "\n\n" + new_section + "\n"
-    stop = text.find(end, start)
-    if stop < 0:
-        raise ValueError(f"{RESULTS.name}: {begin} has no {end}")
-    return text[:start] + new_section + text[stop + len(end) :]
-
-
-def record(name: str, figures: str, path: Path | None = None, rev: str | None = None) -> None:
-    """Write `figures` as bench `name`'s section of `path` (RESULTS.md by default)."""
-    path = path or RESULTS
-    old = path.read_text(encoding="utf-8") if path.exists() else "# Benchmark results\n"
-    new = replace_section(old, name, section(name, figures, rev or revision(), dt.date.today()))
-    path.write_text(new, encoding="utf-8")
-
-
-def add_record_flag(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--record",
-        action="store_true",
-        help="also write what is printed into bench/RESULTS.md (this bench's section)",
-    )
-
-
-class _Tee(io.TextIOBase):
-    """Writes to the terminal and keeps a copy; progress goes on showing as it happens."""
-
-    def __init__(self, out: TextIO) -> None:
-        self.out = out
-        self.kept = io.StringIO()
-
-    def write(self, text: str) -> int:
-        self.out.write(text)
-        return self.kept.write(text)
-
-    def flush(self) -> None:
-        self.out.flush()
-
-
-@contextlib.contextmanager
-def recorded(name: str, enabled: bool) -> Iterator[None]:
-    """Around a bench's run: with `enabled`, what it prints is recorded once it ends well."""
-    if not enabled:
-        yield
-        return
-    tee = _Tee(sys.stdout)
-    with contextlib.redirect_stdout(tee):
-        yield
-    record(name, tee.kept.getvalue())
-    print(f"recorded in {RESULTS}", file=sys.stderr)
-
-
-def recorded_main(name: str) -> contextlib.AbstractContextManager[None]:
-    """`recorded` for a bench's `__main__` block: on when its command line has `--record`,
-    which is taken out of `sys.argv` before the bench parses it, so a bench needs no edit
-    of its own parser (one that declares it through `add_record_flag` keeps working)."""
-    enabled = "--record" in sys.argv[1:]
-    if enabled and not _declares_record():
-        sys.argv[1:] = [arg for arg in sys.argv[1:] if arg != "--record"]
-    return recorded(name, enabled)
-
-
-def _declares_record() -> bool:
-    main = sys.modules.get("__main__")
-    source = getattr(main, "__file__", None)
-    if source is None:
-        return False
-    return "add_record_flag(" in Path(source).read_text(encoding="utf-8")
+__all__ = [
+    "RESULTS",
+    "Conditions",
+    "add_record_flag",
+    "begin_marker",
+    "compared_revisions",
+    "end_marker",
+    "record",
+    "recorded",
+    "recorded_main",
+    "replace_section",
+    "revision",
+    "section",
+]

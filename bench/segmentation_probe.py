@@ -84,4 +84,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from results import recorded_main
+
+    with recorded_main("segmentation_probe"):
+        main()

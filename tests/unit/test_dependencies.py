@@ -32,9 +32,13 @@ EXTRAS = {
 """Import name -> (the extra that installs it, the only places that may import it)."""
 
 
-def third_party_imports() -> dict[str, set[str]]:
+def third_party_imports(
+    folder: str = "memory_core", first_party: frozenset[str] = frozenset({"memory_core"})
+) -> dict[str, set[str]]:
+    """Top-level module -> the files under `folder` importing it (stdlib and `first_party`
+    left out; tests/bench/test_bench_dependencies.py scans bench/ and testkit/ with it)."""
     found: dict[str, set[str]] = {}
-    for path in sorted((ROOT / "memory_core").rglob("*.py")):
+    for path in sorted((ROOT / folder).rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Import):
                 names = [alias.name for alias in node.names]
@@ -44,7 +48,7 @@ def third_party_imports() -> dict[str, set[str]]:
                 continue
             for name in names:
                 top = name.split(".")[0]
-                if top not in sys.stdlib_module_names and top != "memory_core":
+                if top not in sys.stdlib_module_names and top not in first_party:
                     found.setdefault(top, set()).add(path.relative_to(ROOT).as_posix())
     return found
 
