@@ -52,5 +52,7 @@ def test_timed_run_measures_the_process_and_kills_it_at_the_timeout() -> None:
     done = run([sys.executable, "-c", grow], {}, timeout=60)
     assert done.ok and done.stdout.strip() == str(80 * 1024 * 1024)
     assert done.peak_mb >= 80 and done.cpu > 0
-    slow = run([sys.executable, "-c", "import time; time.sleep(60)"], {}, timeout=0.5)
+    # A child that never ends by itself: it waits on an event nobody sets.
+    stuck = "import threading; threading.Event().wait()"
+    slow = run([sys.executable, "-c", stuck], {}, timeout=0.5)
     assert slow.timed_out and not slow.ok and slow.wall < 30
