@@ -188,11 +188,13 @@ def main() -> None:
     cache = root / "pycache"
     trees: list[Tree] = []
     if args.compare:
-        revs = [*dict.fromkeys(args.compare)]
+        revs = [rev for rev in dict.fromkeys(args.compare) if rev != "."]  # "." is "after"
         wanted = revs if args.python else [*revs, "."]
         for install in installs_for(wanted, args.install_cache, ["vector"]):
             label = "after" if install.rev == "." else install.label
-            trees.append(tree_of(label, str(install.commit), root, cache, install=install))
+            made = "this checkout" if install.rev == "." else install.commit
+            where = f"{made}, installed in {install.root}"
+            trees.append(tree_of(label, where, root, cache, install=install))
     if args.python or not args.compare:
         label = "after" if args.compare else "this"
         where = f"installed for {args.python}" if args.python else str(HERE)

@@ -129,8 +129,13 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="10 000 chunks instead of 100 000")
     parser.add_argument("--backend", choices=["sqlite", "postgres"], default="sqlite")
     parser.add_argument("--dsn", default="", help="an empty PostgreSQL database to use")
-    parser.add_argument("--tiny", action="store_true", help="a smoke run: 300 chunks")
+    parser.add_argument(
+        "--tiny", action="store_true", help="a smoke run: 300 chunks, 20 queries, one pass"
+    )
     args = parser.parse_args()
+    if args.tiny:
+        global QUERIES, PASSES, WARM_UP
+        QUERIES, PASSES, WARM_UP = 20, 1, 2
     size = 300 if args.tiny else 10_000 if args.quick else 100_000
     with tempfile.TemporaryDirectory(prefix="chatmem-mcp-bench-") as tmp:
         root = Path(tmp)

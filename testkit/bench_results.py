@@ -182,11 +182,12 @@ def recorded(
         yield
         return
     start = load_average()
+    rev = revision()  # the tree as the run began: what it installed and measured
     tee = _Tee(sys.stdout)
     with contextlib.redirect_stdout(tee):
         yield
     conditions = Conditions(start, load_average(), os.cpu_count() or 1, tuple(compared))
-    record(name, tee.kept.getvalue(), path=path, conditions=conditions)
+    record(name, tee.kept.getvalue(), path=path, rev=rev, conditions=conditions)
     print(f"recorded in {path or RESULTS}", file=sys.stderr)
 
 

@@ -3,9 +3,9 @@
 Figures are printed, never asserted (they vary with the machine); the test checks that a
 bench still runs after a change to what it drives. Each bench is its own test, so xdist
 spreads them over the workers. Run by the test environment's interpreter with this
-checkout first on PYTHONPATH, except vector_bench, which runs only installed revisions
-(bench/installs.py): it gets the session's one install of this checkout
-(tests/bench/conftest.py). pg_scale_bench starts a PostgreSQL of its own
+checkout first on PYTHONPATH, except vector_bench and cli_bench --compare, which run
+installed revisions (testkit/installs.py): they get the session's one install of this
+checkout (tests/bench/conftest.py). pg_scale_bench starts a PostgreSQL of its own
 (bench/pgbench_server.py, as it does without --dsn); every other bench runs on SQLite.
 
 Modules of bench/ that are not benches (a bench's child script, shared helpers) are
@@ -40,7 +40,6 @@ class Smoke:
 BENCHES = {
     "big_inputs_bench": Smoke(("--cases", "capture"), "case            bytes"),
     "chat_bench": Smoke(("--tiny",), "chat turn overhead excluding the model"),
-    "cli_bench": Smoke(("--runs", "1", "--captures", "2"), "this median    p95    CPU"),
     "core_bench": Smoke(("--tiny",), "merge + decay (pure functions"),
     "corpus": Smoke(("--quick",), "statistic"),
     "embedder_bench": Smoke(("--quick", "--part", "load", "--load-runs", "1"), "Cold load"),
@@ -51,7 +50,8 @@ BENCHES = {
     "portable_memory": Smoke(("--entries", "10", "--scopes", "2", "--messages", "10"), "export:"),
     "recall_bench": Smoke(("--quick",), "chunks"),
     "recall_quality": Smoke(
-        ("--variant", "bm25", "--sets", "en-a", "--limit", "5", "--jobs", "1"), "variants: bm25"
+        ("--variant", "bm25", "--sets", "en-a", "--limit", "5", "--jobs", "1"),
+        "| dataset | path | mode | variant | n | recall@5",
     ),
     "segmentation_probe": Smoke((), "question/evidence pairs"),
     "tokenizer_bench": Smoke(("--quick",), "dictionary load"),
@@ -59,7 +59,10 @@ BENCHES = {
 }
 """Each bench's tiny run and a header line it prints."""
 
-INSTALLED = {"vector_bench": Smoke(("--tiny", "--compare", "."), "== restart to steady state")}
+INSTALLED = {
+    "cli_bench": Smoke(("--runs", "1", "--captures", "2", "--compare", "."), "after median"),
+    "vector_bench": Smoke(("--tiny", "--compare", "."), "== restart to steady state"),
+}
 """Benches that run installed revisions only: given the session's install cache."""
 
 HELPERS = {
@@ -117,9 +120,13 @@ def test_a_bench_of_installed_revisions_runs_tiny(
 ) -> None:
     smoke = INSTALLED[name]
     argv = [sys.executable, str(BENCH / f"{name}.py"), *smoke.args]
-    out = _run([*argv, "--install-cache", str(install_cache), "--cache", str(tmp_path)], tmp_path)
+    argv += ["--install-cache", str(install_cache)]
+    if name == "vector_bench":
+        argv += ["--cache", str(tmp_path)]
+    out = _run(argv, tmp_path)
     assert smoke.header in out, out[-3000:]
-    assert str(project_install.root) in out  # measured through the install, not PYTHONPATH
+    # Measured through the install, not PYTHONPATH.
+    assert str(project_install.root) in out
 
 
 def test_the_helper_modules_import(tmp_path: Path) -> None:
