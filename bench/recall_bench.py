@@ -154,9 +154,11 @@ async def run(
             results.append(result)
         for _ in range(reindex_repeats):
             gc.collect()
+            cpu = time.process_time()
             start = time.perf_counter()
             stats = await core.reindex()
             figures.reindex.append((time.perf_counter() - start, stats.chunks_added))
+            figures.reindex_cpu.append(time.process_time() - cpu)
             figures.reindex_load.append(os.getloadavg()[0])
             log(f"reindex: {stats.chunks_added:,} chunks in {figures.reindex[-1][0]:.1f} s")
         await checkpoint(core)

@@ -520,6 +520,9 @@ class EmbeddingFigures:
 class WorkspaceFigures:
     reindex: list[tuple[float, int]] = field(default_factory=list)
     reindex_load: list[float] = field(default_factory=list)
+    reindex_cpu: list[float] = field(default_factory=list)
+    """CPU seconds of this process in each reindex (the writer thread and the event loop;
+    the tokenizing workers are processes of their own): the load does not move it."""
     """The load average (1 min) as each reindex ended: it runs on every core."""
     bulk_s: float = 0.0
     bulk_chunks: int = 0

@@ -282,6 +282,12 @@ def report(results: list[SizeResult], figures: WorkspaceFigures, backend: str) -
             f" {', '.join(f'{x:.1f}' for x in figures.reindex_load)} (CPU-bound: every core)",
         ),
         (
+            "  of which this process's CPU (writer thread and event loop)",
+            f"median {statistics.median(figures.reindex_cpu):.2f} s:"
+            f" {reindex_chunks / statistics.median(figures.reindex_cpu):,.0f} chunks per CPU s",
+            "not the tokenizing workers' (processes of their own)",
+        ),
+        (
             f"bulk add_prepared ({figures.bulk_chunks:,} chunks, {figures.bulk_scopes} scopes)",
             f"{figures.bulk_s:.1f} s: {figures.bulk_chunks / figures.bulk_s:,.0f} chunks/s",
             "includes generating the text",
