@@ -15,7 +15,6 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 
-import numpy as np
 from corpus import percentile, query_targets, sentences
 
 from memory_core.base import text as mtext
@@ -31,21 +30,41 @@ from memory_core.embedding.local import (
     local_model_available,
 )
 from memory_core.engine import MemoryCore
-from memory_core.recall.index import K1, B, SearchIndex
+from memory_core.recall.index import SearchIndex
 from memory_core.recall.index.files import tokenize_chunks
 from memory_core.recall.request import SearchRequest
 from memory_core.storage.vectors.index import VectorIndex
-from testkit.reference_bm25 import ReferenceBM25
+from testkit.query_reading import read_otherwise
+from testkit.recall_agreement import Baseline, Quality
 
 SEED = 20260603
 NOTES_PER_FILE = 100
 QUERIES = 200
+"""Queries timed per size and pass."""
+QUALITY_QUERIES = 1_000
+"""Queries whose recall@5 is compared with the baseline's (the first QUERIES of them are
+the timed ones): over 200, the difference of two recalls moves by about 1.5 points from
+one seed to the next (per 100 queries, by 4); over 1 000, by about 0.5
+(docs/decisions/0011-recall-bench-targets.md)."""
+
+
+@dataclass
+class Counts:
+    """How many queries this run times and judges (`--quick` takes fewer)."""
+
+    timed: int = QUERIES
+    quality: int = QUALITY_QUERIES
+
+
+COUNTS = Counts()
 FIRST_DAY = date(2023, 1, 1)
 TARGETS = {
     "query_p50": 5.0,
     "query_p95": 20.0,
     "add_p50": 2.0,
     "reindex_chunks_s": 15_000,
+    "same_words_margin": 0.5,
+    "as_asked_margin": 2.0,
     "recall_p50": 10.0,
     "recall_p95": 30.0,
 }
@@ -186,7 +205,15 @@ class SizeResult:
     append: Latency = field(default_factory=Latency)
     index_note: Latency = field(default_factory=Latency)
     recall_ours: float = 0.0
+    recall_same_words: float = 0.0
+    """Recall@5 of the product searched with the baseline's own words (`SearchRequest`
+    of a word list: every term weight 1, no time window, no kind of answer)."""
     recall_base: float = 0.0
+    read_as_question: int = 0
+    """Queries the product reads otherwise than the baseline (see `read_otherwise`)."""
+    recall_ours_question: float = 0.0
+    recall_base_question: float = 0.0
+    """Recall@5 over those queries alone (ours as asked, the baseline)."""
     overlap: float = 0.0
     equivalent: float = 0.0
     same_top1: float = 0.0
@@ -195,57 +222,6 @@ class SizeResult:
     """`core.finder.recall` with embedding.provider = "none"."""
     recall_hybrid: Latency = field(default_factory=Latency)
     """`core.finder.recall` with the local model's vectors fused in."""
-
-
-class Baseline:
-    """rank-bm25 over the same terms, scoring like the index (`ReferenceBM25`)."""
-
-    def __init__(self, tokens: list[list[str]]) -> None:
-        self.bm25 = ReferenceBM25(tokens, k1=K1, b=B)
-
-    def top(self, query: str, limit: int = 5) -> tuple[list[int], np.ndarray | None]:
-        """Indexes of the best `limit` chunks (score > 0), and every chunk's score."""
-        terms = list(dict.fromkeys(mtext.tokenize(query)))
-        if not terms:
-            return [], None
-        scores = self.bm25.get_scores(terms)
-        if len(scores) > limit:
-            best = np.argpartition(-scores, limit)[:limit]
-        else:
-            best = np.arange(len(scores))
-        ranked = sorted(best.tolist(), key=lambda i: (-scores[i], i))
-        return [i for i in ranked if scores[i] > 0][:limit], scores
-
-
-@dataclass
-class Quality:
-    recall_ours: int = 0
-    recall_base: int = 0
-    overlap: float = 0.0
-    equivalent: float = 0.0
-    top1: float = 0.0
-
-    def add(
-        self, texts: Sequence[str], target: int, ours: list[int], base: list[int], scores: object
-    ) -> None:
-        wanted = texts[target]
-        self.recall_ours += any(texts[i] == wanted for i in ours if i >= 0)
-        self.recall_base += any(texts[i] == wanted for i in base)
-        if not base and not ours:
-            self.overlap += 1.0
-            self.equivalent += 1.0
-            self.top1 += 1.0
-            return
-        self.overlap += len(set(ours) & set(base)) / max(len(base), len(ours))
-        if not isinstance(scores, np.ndarray) or not base:
-            return
-        # Ties make "the same chunks" too strict (a tiny vocabulary has many equal
-        # scores): count our hits that score, by the baseline's own BM25, at least as
-        # high as the baseline's last hit.
-        floor = scores[base[-1]] - 1e-9
-        good = sum(1 for i in ours if i >= 0 and scores[i] >= floor)
-        self.equivalent += min(good, len(base)) / len(base)
-        self.top1 += bool(ours and ours[0] >= 0 and scores[ours[0]] >= scores[base[0]] - 1e-9)
 
 
 async def measure_queries(
@@ -258,7 +234,7 @@ async def measure_queries(
 ) -> None:
     index = core.guard.index
     assert index is not None
-    pairs = query_targets(corpus.texts, QUERIES, seed)
+    pairs = query_targets(corpus.texts, COUNTS.timed, seed)
     queries = [q for _, q in pairs]
 
     start = time.perf_counter()
@@ -286,25 +262,37 @@ async def measure_queries(
             samples.append(time.perf_counter() - start)
         result.index_search.passes.append(samples)
 
-    # Our top 5 of each query (SearchIndex.search, min_score 0), for the quality check.
-    key_of = {key: i for i, key in enumerate(corpus.keys)}
-    ours_tops = []
-    for query in queries:
-        hits = await index.search(corpus.scope, SearchRequest(query, limit=5))
-        ours_tops.append([key_of.get((h.path, h.line_from), -1) for h in hits])
-    quality = Quality()
-    for number in range(baseline_passes):
+    for _ in range(baseline_passes):
         gc.collect()
         samples = []
-        for (target, query), ours in zip(pairs, ours_tops, strict=True):
+        for query in queries:
             start = time.perf_counter()
-            top, scores = baseline.top(query)
+            baseline.top(query)
             samples.append(time.perf_counter() - start)
-            if number == 0:
-                quality.add(corpus.texts, target, ours, top, scores)
         result.baseline.passes.append(samples)
+
+    # Quality over more queries than are timed (the first QUERIES are the timed ones):
+    # our top 5 (SearchIndex.search, min_score 0) as asked, and with the baseline's own
+    # words (a list of words is searched as plain words: `recall.query.as_query`).
+    pairs = query_targets(corpus.texts, COUNTS.quality, seed)
+    key_of = {key: i for i, key in enumerate(corpus.keys)}
+    today = datetime.now(UTC).date()
+    quality = Quality()
+    for target, query in pairs:
+        hits = await index.search(corpus.scope, SearchRequest(query, limit=5))
+        ours = [key_of.get((h.path, h.line_from), -1) for h in hits]
+        hits = await index.search(corpus.scope, SearchRequest([query], limit=5))
+        words = [key_of.get((h.path, h.line_from), -1) for h in hits]
+        top, scores = baseline.top(query)
+        question = read_otherwise(query, today)
+        quality.add(corpus.texts, target, (ours, words, top), scores, question)
     result.recall_ours = quality.recall_ours / len(pairs)
+    result.recall_same_words = quality.recall_same_words / len(pairs)
     result.recall_base = quality.recall_base / len(pairs)
+    result.read_as_question = quality.questions
+    if quality.questions:
+        result.recall_ours_question = quality.question_ours / quality.questions
+        result.recall_base_question = quality.question_base / quality.questions
     result.overlap = quality.overlap / len(pairs)
     result.equivalent = quality.equivalent / len(pairs)
     result.same_top1 = quality.top1 / len(pairs)
@@ -452,7 +440,7 @@ async def measure_hybrid(
             await measure_recall(core, corpus.scope, texts, passes, result.recall_hybrid)
         # Where a hybrid recall's time goes: the query's vector, then the matrix product.
         log("query embedding and dense search alone")
-        texts = recall_queries(corpora[-1].texts, WARM_UP + QUERIES, SEED + 4_000)
+        texts = recall_queries(corpora[-1].texts, WARM_UP + COUNTS.timed, SEED + 4_000)
         sid = await index.scope_id(corpora[-1].scope, create=False)
         assert sid is not None
         embedding.dense_rows = await vectors.load(sid)
@@ -532,6 +520,11 @@ class EmbeddingFigures:
 @dataclass
 class WorkspaceFigures:
     reindex: list[tuple[float, int]] = field(default_factory=list)
+    reindex_load: list[float] = field(default_factory=list)
+    reindex_cpu: list[float] = field(default_factory=list)
+    """CPU seconds of this process in each reindex (the writer thread and the event loop;
+    the tokenizing workers are processes of their own): the load does not move it."""
+    """The load average (1 min) as each reindex ended: it runs on every core."""
     bulk_s: float = 0.0
     bulk_chunks: int = 0
     bulk_scopes: int = 0
