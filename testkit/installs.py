@@ -184,10 +184,25 @@ def _make(rev: str, commit: str, where: Path, extras: list[str], repo: Path) -> 
         _copy_tree(repo, install.source)
     else:
         _unpack(commit, install.source, repo)
-    _run([sys.executable, "-m", "venv", str(install.root)], "make the venv", install)
+    # No pip inside the venv (ensurepip costs seconds a venv): this pip installs into it,
+    # exactly what the venv's own would install.
+    _run(
+        [sys.executable, "-m", "venv", "--without-pip", str(install.root)],
+        "make the venv",
+        install,
+    )
     target = str(install.source) + (f"[{','.join(extras)}]" if extras else "")
     _run(
-        [str(install.python), "-m", "pip", "install", "--quiet", target],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(install.python),
+            "install",
+            "--quiet",
+            target,
+        ],
         f"pip install {target}",
         install,
     )
