@@ -346,9 +346,13 @@ async def open_services(
         if staging is not None:
             stack.push_async_callback(staging.close)
             replayed = await _recover(staging)
-        # The main scope's memories read ahead: what its first capture, recall or status
-        # needs (on a large file, from its parse cache), before anyone asks.
-        await memory.long_term.warm(MAIN)
+        if serving:
+            # The main scope's memories read ahead, in the background (on a large file,
+            # a second from its parse cache): what a bot's first capture matches against.
+            # The open does not wait for it, and a command (one capture, one search)
+            # reads what it needs at its first use instead.
+            memory.long_term.warm_later(MAIN)
+            stack.push_async_callback(memory.long_term.stop_warming)
         history: HistoryStore | None = None
         if audit is not None:
             # The history (when there is one) and the audit log may hold rows not yet

@@ -15,6 +15,7 @@ decided by the pure functions of `long_term_changes.py`; what is read out of the
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable, Collection, Iterable, Sequence
 from datetime import datetime
@@ -113,6 +114,7 @@ class LongTermMemory:
         self._journal_away = False
         self.kept = after.kept
         self.views = LongTermViews(config, workspace, store, self.kept, self.policy)
+        self._warming: asyncio.Task[None] | None = None
 
     async def warm(self, scope: ScopeKey) -> None:
         """Read the scope's file and build what its captures match against now, so that
@@ -127,6 +129,22 @@ class LongTermMemory:
             pass  # the workspace boundary refused it: its first use says so, in one line
         except (ChatmemError, OSError) as exc:
             log.warning("long-term memory of %s not read ahead: %s", scope, exc)
+
+    def warm_later(self, scope: ScopeKey) -> None:
+        """`warm` in the background (a bot's open does not wait for it)."""
+        self._warming = asyncio.create_task(self.warm(scope), name=f"chatmem-warm-{scope}")
+
+    async def warmed(self) -> None:
+        """Wait for the read-ahead `warm_later` started, if any."""
+        if self._warming is not None:
+            await asyncio.shield(self._warming)
+
+    async def stop_warming(self) -> None:
+        """Cancel the read-ahead (at close: it is an optimisation, never waited for)."""
+        if self._warming is not None:
+            self._warming.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._warming
 
     async def flush(self, scope: ScopeKey | None = None) -> None:
         """Write staged captures to MEMORY.md now (of one scope, or of all)."""

@@ -39,15 +39,16 @@ from memory_core.base import safe_files
 from memory_core.base.atomic import atomic_write_bytes, backup_then_write
 from memory_core.base.clock import Monotonic, epoch_ns, system_monotonic
 from memory_core.base.entries import MemoryEntry
-from memory_core.base.errors import MemoryFileError
+from memory_core.base.errors import FileRefused, MemoryFileError
 from memory_core.base.locks import LockRegistry
 from memory_core.base.scope import ScopeKey
 from memory_core.base.workspace import Workspace
-from memory_core.longterm import parse_cache
+from memory_core.longterm import parse_cache, parse_delta
+from memory_core.longterm.entity_keeper import EntityKeeper
 from memory_core.longterm.memory_md import QuarantinedBlock
 from memory_core.longterm.memory_md_parser import ParsedMemory, parse_memory
 from memory_core.longterm.memory_md_renderer import render_memory_lines, split_sections
-from memory_core.longterm.parse_cache import CacheFiles, Mark
+from memory_core.longterm.parse_cache import Base, CacheFiles, Mark
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +77,9 @@ class FileRead:
     """The parse came whole from the parse cache."""
     utf8: bool = True
     """The bytes were all UTF-8 (else the blocks holding others are quarantined)."""
+    base: Base | None = None
+    """The parse cache's data file the next write's delta is made against (None: the
+    next write keeps the whole parse)."""
 
 
 def _stamp(root: Path, path: Path) -> Stamp | None:
@@ -117,12 +121,12 @@ def read_memory_file(
     mark = parse_cache.read_mark(cache) if cache is not None else None
     cached = None
     if cache is not None and mark is not None and mark.stamp == stamp:
-        cached = parse_cache.load(cache, archive_below)
+        cached = parse_delta.load(cache, archive_below, mark.digest)
         if cached is not None and cached.digest == mark.digest and not _racy(stamp, mark.known_ns):
             # The stamp vouches for the bytes: the file need not even be read.
             if warn:
                 _warn_quarantined(path, cached.parsed)
-            return FileRead(cached.parsed, stamp, cached.digest, from_cache=True)
+            return FileRead(cached.parsed, stamp, cached.digest, from_cache=True, base=cached.base)
     try:
         data = safe_files.read_bytes(root, path, safe_files.LONG_TERM_BYTES)
     except FileNotFoundError:
@@ -132,24 +136,25 @@ def read_memory_file(
     digest = _digest(data)
     racy = _racy(stamp, read_at)
     if cache is not None:
-        cached = cached or parse_cache.load(cache, archive_below)
+        cached = cached or parse_delta.load(cache, archive_below, digest)
         if cached is not None and cached.digest == digest:
             # The same bytes under another stamp (a copy, a restore, a racy record).
             parse_cache.save_mark(cache, Mark(stamp, digest, read_at))
             if warn:
                 _warn_quarantined(path, cached.parsed)
-            return FileRead(cached.parsed, stamp, digest, racy, from_cache=True)
+            return FileRead(cached.parsed, stamp, digest, racy, from_cache=True, base=cached.base)
     known = cached.by_key() if cached is not None else ({} if cache is not None else None)
     parsed, utf8 = _parse_bytes(root, path, data, archive_below, known)
+    base = None
     if cache is not None:
-        if utf8:
-            parse_cache.save(cache, parsed, Mark(stamp, digest, read_at), archive_below)
-        else:
+        if utf8 and parse_cache.save(cache, parsed, Mark(stamp, digest, read_at), archive_below):
+            base = parse_delta.base_of(parsed, digest)
+        elif not utf8:
             parse_cache.forget(cache)
     if warn:
         _warn_quarantined(path, parsed)
     blocks = len(parsed.entries) + len(parsed.quarantined) - parsed.reused
-    return FileRead(parsed, stamp, digest, racy, parsed_blocks=blocks, utf8=utf8)
+    return FileRead(parsed, stamp, digest, racy, parsed_blocks=blocks, utf8=utf8, base=base)
 
 
 def _warn_quarantined(path: Path, parsed: ParsedMemory) -> None:
@@ -311,8 +316,11 @@ class LongTermStore:
         self._cache_min_bytes = parse_cache_min_bytes
         self._cache: dict[ScopeKey, FileRead] = {}
         self._checked_at: dict[ScopeKey, float] = {}
+        self._loading: dict[ScopeKey, asyncio.Lock] = {}
         self.last_write: dict[ScopeKey, WriteRecord] = {}
         self.reads = ReadCounts()
+        self.entities = EntityKeeper(archive_below)
+        """Each scope's entities, kept beside its parse cache at every write."""
 
     def path(self, scope: ScopeKey) -> Path:
         return self._ws.long_term_path(scope)
@@ -339,6 +347,36 @@ class LongTermStore:
             self.reads.cache_reads += snapshot.from_cache
         return snapshot
 
+    async def current(self, scope: ScopeKey) -> tuple[bytes | None, ParsedMemory | None]:
+        """The hash of the file's bytes, and its parse when this process holds one: what
+        a reader that keeps something per version (the entities) needs to find it, without
+        loading the parse when the cache's stamp vouches for the file (a new process)."""
+        if scope in self._cache:
+            parsed = await self.load(scope)
+            return self._cache[scope].digest, parsed
+        digest = await asyncio.to_thread(self._vouched_digest, scope)
+        if digest is not None:
+            return digest, None
+        parsed = await self.load(scope)
+        return self._cache[scope].digest, parsed
+
+    def _vouched_digest(self, scope: ScopeKey) -> bytes | None:
+        """Blocking: the digest the parse cache's stamp vouches for, as `read_memory_file`
+        trusts it (the same stamp, recorded outside the racy window); else None."""
+        files = self.cache_files(scope)
+        if files is None:
+            return None
+        try:
+            stamp = _stamp(self._ws.root, self.path(scope))
+        except (OSError, FileRefused):
+            return None
+        if stamp is None or stamp[1] < (self._cache_min_bytes or 0):
+            return None
+        mark = parse_cache.read_mark(files)
+        if mark is None or mark.stamp != stamp or _racy(stamp, mark.known_ns):
+            return None
+        return mark.digest
+
     async def load(self, scope: ScopeKey, *, max_age: float = 0.0) -> ParsedMemory:
         """The scope's entries as on disk (parsed again only when the file changed).
 
@@ -349,7 +387,11 @@ class LongTermStore:
         checked = self._checked_at.get(scope)
         if cached is not None and checked is not None and self._monotonic() - checked < max_age:
             return cached.parsed
-        snapshot = await asyncio.to_thread(self._read, scope, cached)
+        # One read of a scope at a time: a second reader (a capture while the open's
+        # read-ahead runs) waits for the first's parse and finds it fresh with one stat,
+        # instead of decoding the same large file beside it.
+        async with self._loading.setdefault(scope, asyncio.Lock()):
+            snapshot = await asyncio.to_thread(self._read, scope, self._cache.get(scope))
         self._checked_at[scope] = self._monotonic()
         self._cache[scope] = snapshot
         return snapshot.parsed
@@ -396,7 +438,7 @@ class LongTermStore:
         kept = list(snapshot.parsed.quarantined)
         held = {block.text for block in kept}
         kept += [block for block in quarantine if block.text not in held]
-        after = self._write(scope, entries, kept, now)
+        after = self._write(scope, entries, kept, now, snapshot)
         return snapshot, after, result
 
     def _write(
@@ -405,6 +447,7 @@ class LongTermStore:
         entries: list[MemoryEntry],
         quarantined: list[QuarantinedBlock],
         now: datetime,
+        before: FileRead | None = None,
     ) -> FileRead:
         path = self.path(scope)
         files = self.cache_files(scope)
@@ -429,15 +472,28 @@ class LongTermStore:
         )
         stamp = _stamp(self._ws.root, path)
         digest = _digest(data)
-        snapshot = FileRead(parsed, stamp, digest, _racy(stamp, written_at))
-        self._cache[scope] = snapshot
+        base = None
         if files is not None and stamp is not None:
             if keys is not None and stamp[1] >= min_bytes:
-                # And the next process's: the parse cache, keyed as a parse keys blocks.
+                # And the next process's: the parse cache, keyed as a parse keys blocks,
+                # by difference from the data file the old version was read through; and
+                # the new version's entities, by difference from the old version's.
                 mark = Mark(stamp, digest, written_at)
-                parse_cache.save(files, parsed, mark, self._archive_below, complete=True)
+                old_base = before.base if before is not None else None
+                base = parse_delta.save(files, old_base, parsed, mark, self._archive_below)
+                if base is not None and before is not None:
+                    self.entities.written(
+                        scope.value,
+                        files,
+                        before.parsed.entries,
+                        before.digest,
+                        parsed.entries,
+                        digest,
+                    )
             else:
                 parse_cache.forget(files)
+        snapshot = FileRead(parsed, stamp, digest, _racy(stamp, written_at), base=base)
+        self._cache[scope] = snapshot
         return snapshot
 
 
@@ -489,6 +545,12 @@ class SettledStore:
 
     def path(self, scope: ScopeKey) -> Path:
         return self.files.path(scope)
+
+    async def current(self, scope: ScopeKey) -> tuple[bytes | None, ParsedMemory | None]:
+        """`LongTermStore.current` once the scope's staged captures are written."""
+        if self._settle is not None:
+            await self._settle(scope)
+        return await self.files.current(scope)
 
     async def load(self, scope: ScopeKey, *, max_age: float = 0.0) -> ParsedMemory:
         """`LongTermStore.load` once the scope's staged captures are written."""
