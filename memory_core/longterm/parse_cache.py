@@ -191,8 +191,10 @@ class Base:
     keys: list[bytes]
     lines: list[tuple[int, int]]
     complete: bool
-    """Every entry's skeleton and entities are in it (`encode`'s `complete`): only then is
-    a delta written against it (else the whole parse, complete, once)."""
+    """Written by the store's writer (`encode`'s `complete`): every entry's skeleton and
+    entities are in it, and every block of the file it stands for is as the renderer
+    writes its entry. Only then is a delta written against it (else the whole parse,
+    once), and the file's blocks reused by the next write."""
     _positions: dict[bytes, int] | None = None
 
     def positions(self) -> dict[bytes, int]:
@@ -303,6 +305,7 @@ def encode(
         named,
         [parsed.lines.get(e.id, (0, 0)) for e in entries],
         [(q.text, q.line, q.reason) for q in parsed.quarantined],
+        complete,
     )
     return marshal.dumps(body)
 
@@ -323,9 +326,21 @@ def decode(data: bytes) -> CachedParse | None:
 def _decode(data: bytes) -> CachedParse | None:
     try:
         body = marshal.loads(data)
-        if not isinstance(body, tuple) or len(body) != 10 or body[0] != file_format():
+        if not isinstance(body, tuple) or len(body) != 11 or body[0] != file_format():
             return None
-        _, archive_below, digest, keys, rows, norms, skeletons, named, lines, quarantined = body
+        (
+            _,
+            archive_below,
+            digest,
+            keys,
+            rows,
+            norms,
+            skeletons,
+            named,
+            lines,
+            quarantined,
+            complete,
+        ) = body
         entries = [_entry(row) for row in rows]
         counts = {len(keys), len(entries), len(norms), len(skeletons), len(named), len(lines)}
         if len(counts) != 1:
@@ -341,7 +356,7 @@ def _decode(data: bytes) -> CachedParse | None:
             digest,
             archive_below,
             keys,
-            Base(digest, keys, lines, complete=None not in named),
+            Base(digest, keys, lines, complete=complete is True),
         )
     except (EOFError, ValueError, TypeError, KeyError, IndexError) as exc:
         log.info("long-term parse cache unreadable, parsing the file (%s)", exc)

@@ -159,18 +159,19 @@ def _apply(cached: CachedParse, data: bytes) -> CachedParse | None:
         return None
 
 
-def load(files: CacheFiles, archive_below: float, wanted: bytes | None) -> CachedParse | None:
-    """The cached parse (blocking): the base, with the delta applied when there is one
-    for it; None when the base is unusable. `wanted` (the version the stamp vouches for,
-    when known) spares applying a delta to a base that is already it."""
+def load(files: CacheFiles, archive_below: float, *wanted: bytes) -> CachedParse | None:
+    """The cached parse (blocking): the base, with the delta applied when it is a delta
+    of that base to one of the `wanted` versions (the file's, the stamp's: the last
+    write); None when the base is unusable."""
     cached = parse_cache.load(files, archive_below)
-    if cached is None or cached.digest == wanted:
+    if cached is None or cached.digest in wanted:
         return cached
     try:
         data = parse_cache.read_file(files.delta)
     except (OSError, FileRefused):
         return cached
-    return apply(cached, data) or cached
+    applied = apply(cached, data)
+    return applied if applied is not None and applied.digest in wanted else cached
 
 
 def save(

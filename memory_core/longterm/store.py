@@ -136,7 +136,8 @@ def read_memory_file(
     digest = _digest(data)
     racy = _racy(stamp, read_at)
     if cache is not None:
-        cached = cached or parse_delta.load(cache, archive_below, digest)
+        wanted = (digest,) if mark is None else (digest, mark.digest)
+        cached = cached or parse_delta.load(cache, archive_below, *wanted)
         if cached is not None and cached.digest == digest:
             # The same bytes under another stamp (a copy, a restore, a racy record).
             parse_cache.save_mark(cache, Mark(stamp, digest, read_at))
@@ -372,9 +373,23 @@ class LongTermStore:
             return None
         if stamp is None or stamp[1] < (self._cache_min_bytes or 0):
             return None
+        read_at = epoch_ns()
         mark = parse_cache.read_mark(files)
-        if mark is None or mark.stamp != stamp or _racy(stamp, mark.known_ns):
+        if mark is None or mark.stamp != stamp:
             return None
+        if not _racy(stamp, mark.known_ns):
+            return mark.digest
+        # Recorded at the write, within the racy window: the bytes are hashed (a tenth
+        # of the parse's cost) and, when they are those, the stamp vouches from now on.
+        try:
+            data = safe_files.read_bytes(
+                self._ws.root, self.path(scope), safe_files.LONG_TERM_BYTES
+            )
+        except (OSError, FileRefused):
+            return None
+        if _digest(data) != mark.digest or _stamp(self._ws.root, self.path(scope)) != stamp:
+            return None
+        parse_cache.save_mark(files, Mark(stamp, mark.digest, read_at))
         return mark.digest
 
     async def load(self, scope: ScopeKey, *, max_age: float = 0.0) -> ParsedMemory:
@@ -441,6 +456,21 @@ class LongTermStore:
         after = self._write(scope, entries, kept, now, snapshot)
         return snapshot, after, result
 
+    def _rendered_blocks(
+        self, path: Path, before: FileRead | None
+    ) -> Callable[[MemoryEntry], tuple[str, ...] | None] | None:
+        """The blocks of the file as `before` read it, when the store's renderer wrote
+        them (its parse cache says so) and the file still holds those bytes."""
+        if before is None or before.base is None or not before.base.complete:
+            return None
+        try:
+            data = safe_files.read_bytes(self._ws.root, path, safe_files.LONG_TERM_BYTES)
+        except (OSError, FileRefused):
+            return None
+        if _digest(data) != before.digest:
+            return None
+        return _blocks_of(data.decode("utf-8"), before.parsed)
+
     def _write(
         self,
         scope: ScopeKey,
@@ -458,7 +488,12 @@ class LongTermStore:
             {} if files is not None and len(entries) * 128 >= min_bytes else None
         )
         text, lines = render_memory_lines(
-            entries, quarantined, now=now, archive_below=self._archive_below, keys=keys
+            entries,
+            quarantined,
+            now=now,
+            archive_below=self._archive_below,
+            keys=keys,
+            reuse=self._rendered_blocks(path, before),
         )
         _remove_stale_temps(safe_files.inside(self._ws.root, path))
         written_at = epoch_ns()
@@ -495,6 +530,27 @@ class LongTermStore:
         snapshot = FileRead(parsed, stamp, digest, _racy(stamp, written_at), base=base)
         self._cache[scope] = snapshot
         return snapshot
+
+
+def _blocks_of(text: str, parsed: ParsedMemory) -> Callable[[MemoryEntry], tuple[str, ...] | None]:
+    """An entry's block in `text` (which `parsed` was read from), for the very entry
+    objects of `parsed`: what the renderer would write for them, when the renderer wrote
+    `text` (`Base.complete`). A write re-renders only the entries it changed."""
+    lines = text.split("\n")
+    spans = {id(e): parsed.lines.get(e.id) for e in parsed.entries}
+    entries = {id(e): e for e in parsed.entries}
+
+    def block(entry: MemoryEntry) -> tuple[str, ...] | None:
+        span = spans.get(id(entry))
+        if span is None or entries[id(entry)] is not entry:
+            return None
+        first, last = span
+        found = tuple(lines[first - 1 : last + 1])
+        if len(found) < 3 or found[-1] != "" or not found[0].startswith("### ["):
+            return None
+        return found
+
+    return block
 
 
 def _remove_stale_temps(path: Path) -> None:
