@@ -375,22 +375,25 @@ class LongTermStore:
             return None
         read_at = epoch_ns()
         mark = parse_cache.read_mark(files)
-        if mark is None or mark.stamp != stamp:
+        if mark is None:
             return None
-        if not _racy(stamp, mark.known_ns):
+        if mark.stamp == stamp and not _racy(stamp, mark.known_ns):
             return mark.digest
-        # Recorded at the write, within the racy window: the bytes are hashed (a tenth
-        # of the parse's cost) and, when they are those, the stamp vouches from now on.
+        # Another stamp (a copy, a restore) or one recorded within the racy window: the
+        # bytes are hashed (a tenth of the parse's cost) and, when they are the ones
+        # cached, the new stamp vouches from now on (as `read_memory_file` does).
         try:
             data = safe_files.read_bytes(
                 self._ws.root, self.path(scope), safe_files.LONG_TERM_BYTES
             )
         except (OSError, FileRefused):
             return None
-        if _digest(data) != mark.digest or _stamp(self._ws.root, self.path(scope)) != stamp:
+        digest = _digest(data)
+        if _stamp(self._ws.root, self.path(scope)) != stamp:
             return None
-        parse_cache.save_mark(files, Mark(stamp, mark.digest, read_at))
-        return mark.digest
+        if digest == mark.digest:
+            parse_cache.save_mark(files, Mark(stamp, digest, read_at))
+        return digest
 
     async def load(self, scope: ScopeKey, *, max_age: float = 0.0) -> ParsedMemory:
         """The scope's entries as on disk (parsed again only when the file changed).
