@@ -30,7 +30,12 @@ them at its open, a command only when it needs it):
 - the tokenizer's dictionary (rjieba's, ~0.15 s): a process-wide table, not a part;
   `open_services` loads it for a serving process (`ensure_loaded`), and a command loads
   it where it first meets Han text (memory_core/base/text.py), so commands over other
-  scripts never pay for it.
+  scripts never pay for it;
+- the main scope's long-term file and the view captures match against
+  (`LongTermMemory.warm`): a second of decoding at 100 000 entries, and more memory than
+  a search uses. A serving process reads it ahead in the background (its open does not
+  wait), a command when its capture or status first needs it; a search needs only the
+  entities, read from their file beside the parse cache (longterm/entity_keeper.py).
 
 Inside parts built here at the open, two heavy loads wait for the first call, in every
 process: a local embedding model's weights (embedding/local.py: loaded in a worker

@@ -26,7 +26,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import glob
-import hashlib
 import logging
 import re
 from collections.abc import Awaitable, Callable, Sequence
@@ -39,25 +38,25 @@ from memory_core.base import safe_files
 from memory_core.base.atomic import atomic_write_bytes, backup_then_write
 from memory_core.base.clock import Monotonic, epoch_ns, system_monotonic
 from memory_core.base.entries import MemoryEntry
-from memory_core.base.errors import FileRefused, MemoryFileError
+from memory_core.base.errors import MemoryFileError
 from memory_core.base.locks import LockRegistry
 from memory_core.base.scope import ScopeKey
 from memory_core.base.workspace import Workspace
-from memory_core.longterm import parse_cache, parse_delta
+from memory_core.longterm import parse_cache, parse_delta, store_versions
 from memory_core.longterm.entity_keeper import EntityKeeper
 from memory_core.longterm.memory_md import QuarantinedBlock
 from memory_core.longterm.memory_md_parser import ParsedMemory, parse_memory
 from memory_core.longterm.memory_md_renderer import render_memory_lines, split_sections
 from memory_core.longterm.parse_cache import Base, CacheFiles, Mark
+from memory_core.longterm.store_versions import RACY_NS as RACY_NS
+from memory_core.longterm.store_versions import Stamp
+from memory_core.longterm.store_versions import digest_of as _digest
+from memory_core.longterm.store_versions import is_racy as _racy
+from memory_core.longterm.store_versions import stamp_of as _stamp
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-Stamp = tuple[int, int, int]
-
-RACY_NS = 2_000_000_000
-"""The coarsest mtime granularity we allow for (FAT keeps two seconds): a file read this
-close to its mtime may still change without its stamp changing."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,23 +79,6 @@ class FileRead:
     base: Base | None = None
     """The parse cache's data file the next write's delta is made against (None: the
     next write keeps the whole parse)."""
-
-
-def _stamp(root: Path, path: Path) -> Stamp | None:
-    """The file's stamp; FileRefused when it leads outside `root` or is no regular file
-    (so no stamp of an outside file ever vouches for a cached parse)."""
-    st = safe_files.file_stat(root, path)
-    if st is None:
-        return None
-    return (st.st_mtime_ns, st.st_size, st.st_ino)
-
-
-def _digest(data: bytes) -> bytes:
-    return hashlib.blake2b(data, digest_size=16).digest()
-
-
-def _racy(stamp: Stamp | None, read_at_ns: int) -> bool:
-    return stamp is not None and read_at_ns - stamp[0] < RACY_NS
 
 
 def read_memory_file(
@@ -362,38 +344,13 @@ class LongTermStore:
         return self._cache[scope].digest, parsed
 
     def _vouched_digest(self, scope: ScopeKey) -> bytes | None:
-        """Blocking: the digest the parse cache's stamp vouches for, as `read_memory_file`
-        trusts it (the same stamp, recorded outside the racy window); else None."""
+        """Blocking: the version the parse cache vouches the file holds (`vouched`)."""
         files = self.cache_files(scope)
         if files is None:
             return None
-        try:
-            stamp = _stamp(self._ws.root, self.path(scope))
-        except (OSError, FileRefused):
-            return None
-        if stamp is None or stamp[1] < (self._cache_min_bytes or 0):
-            return None
-        read_at = epoch_ns()
-        mark = parse_cache.read_mark(files)
-        if mark is None:
-            return None
-        if mark.stamp == stamp and not _racy(stamp, mark.known_ns):
-            return mark.digest
-        # Another stamp (a copy, a restore) or one recorded within the racy window: the
-        # bytes are hashed (a tenth of the parse's cost) and, when they are the ones
-        # cached, the new stamp vouches from now on (as `read_memory_file` does).
-        try:
-            data = safe_files.read_bytes(
-                self._ws.root, self.path(scope), safe_files.LONG_TERM_BYTES
-            )
-        except (OSError, FileRefused):
-            return None
-        digest = _digest(data)
-        if _stamp(self._ws.root, self.path(scope)) != stamp:
-            return None
-        if digest == mark.digest:
-            parse_cache.save_mark(files, Mark(stamp, digest, read_at))
-        return digest
+        return store_versions.vouched(
+            self._ws.root, self.path(scope), files, self._cache_min_bytes or 0
+        )
 
     async def load(self, scope: ScopeKey, *, max_age: float = 0.0) -> ParsedMemory:
         """The scope's entries as on disk (parsed again only when the file changed).
@@ -466,13 +423,7 @@ class LongTermStore:
         them (its parse cache says so) and the file still holds those bytes."""
         if before is None or before.base is None or not before.base.complete:
             return None
-        try:
-            data = safe_files.read_bytes(self._ws.root, path, safe_files.LONG_TERM_BYTES)
-        except (OSError, FileRefused):
-            return None
-        if _digest(data) != before.digest:
-            return None
-        return _blocks_of(data.decode("utf-8"), before.parsed)
+        return store_versions.rendered_blocks(self._ws.root, path, before.digest, before.parsed)
 
     def _write(
         self,
@@ -533,27 +484,6 @@ class LongTermStore:
         snapshot = FileRead(parsed, stamp, digest, _racy(stamp, written_at), base=base)
         self._cache[scope] = snapshot
         return snapshot
-
-
-def _blocks_of(text: str, parsed: ParsedMemory) -> Callable[[MemoryEntry], tuple[str, ...] | None]:
-    """An entry's block in `text` (which `parsed` was read from), for the very entry
-    objects of `parsed`: what the renderer would write for them, when the renderer wrote
-    `text` (`Base.complete`). A write re-renders only the entries it changed."""
-    lines = text.split("\n")
-    spans = {id(e): parsed.lines.get(e.id) for e in parsed.entries}
-    entries = {id(e): e for e in parsed.entries}
-
-    def block(entry: MemoryEntry) -> tuple[str, ...] | None:
-        span = spans.get(id(entry))
-        if span is None or entries[id(entry)] is not entry:
-            return None
-        first, last = span
-        found = tuple(lines[first - 1 : last + 1])
-        if len(found) < 3 or found[-1] != "" or not found[0].startswith("### ["):
-            return None
-        return found
-
-    return block
 
 
 def _remove_stale_temps(path: Path) -> None:
