@@ -33,9 +33,11 @@ them at its open, a command only when it needs it):
   scripts never pay for it;
 - the main scope's long-term file and the view captures match against
   (`LongTermMemory.warm`): a second of decoding at 100 000 entries, and more memory than
-  a search uses. A serving process reads it ahead in the background (its open does not
-  wait), a command when its capture or status first needs it; a search needs only the
-  entities, read from their file beside the parse cache (longterm/entity_keeper.py).
+  a search uses. A serving process reads it ahead in the background once its first
+  search is answered (neither the open nor that search waits; a bot's capture follows
+  its reply, seconds later), a command when its capture or status first needs it; a
+  search needs only the entities, read from their file beside the parse cache
+  (longterm/entity_keeper.py).
 
 Inside parts built here at the open, two heavy loads wait for the first call, in every
 process: a local embedding model's weights (embedding/local.py: loaded in a worker
@@ -293,6 +295,7 @@ def build_memory_service(
         long_term.entities,
         monotonic=monotonic,
         meter=meter,
+        searched=long_term.searched,
     )
     events = EventLog(workspace, notes.today)
     snapshots = Snapshots(config, workspace, long_term, events, now, zone)
@@ -351,13 +354,12 @@ async def open_services(
         if staging is not None:
             stack.push_async_callback(staging.close)
             replayed = await _recover(staging)
-        if serving:
-            # The main scope's memories read ahead, in the background (on a large file,
-            # a second from its parse cache): what a bot's first capture matches against.
-            # The open does not wait for it, and a command (one capture, one search)
-            # reads what it needs at its first use instead.
-            memory.long_term.warm_later(MAIN)
-            stack.push_async_callback(memory.long_term.stop_warming)
+        # A serving core reads the main scope's memories ahead (on a large file, a second
+        # from its parse cache: what a bot's first capture matches against) in the
+        # background once its first search is answered, so neither the open nor that
+        # search waits for it; a command reads what it needs at its first use instead.
+        memory.long_term.read_ahead = serving
+        stack.push_async_callback(memory.long_term.stop_warming)
         history: HistoryStore | None = None
         if audit is not None:
             # The history (when there is one) and the audit log may hold rows not yet

@@ -39,7 +39,7 @@ from memory_core.base.merge_values import (
 )
 from memory_core.base.meter import NO_METER, CaptureAction, Meter
 from memory_core.base.policy import ScoringPolicy
-from memory_core.base.scope import ScopeKey
+from memory_core.base.scope import MAIN, ScopeKey
 from memory_core.base.workspace import Workspace
 from memory_core.config import Config
 from memory_core.longterm.after_writes import AfterWrites
@@ -115,6 +115,8 @@ class LongTermMemory:
         self.kept = after.kept
         self.views = LongTermViews(config, workspace, store, self.kept, self.policy)
         self._warming: asyncio.Task[None] | None = None
+        self.read_ahead = False
+        """Whether the first search starts `warm_later` (a serving core's)."""
 
     async def warm(self, scope: ScopeKey) -> None:
         """Read the scope's file and build what its captures match against now, so that
@@ -131,8 +133,16 @@ class LongTermMemory:
             log.warning("long-term memory of %s not read ahead: %s", scope, exc)
 
     def warm_later(self, scope: ScopeKey) -> None:
-        """`warm` in the background (a bot's open does not wait for it)."""
+        """`warm` in the background (nothing waits for it)."""
         self._warming = asyncio.create_task(self.warm(scope), name=f"chatmem-warm-{scope}")
+
+    def searched(self, scope: ScopeKey) -> None:
+        """A search was answered: a serving core (`read_ahead`) reads the main scope ahead
+        now, once. Not at the open, nor during that search: the decoding holds the
+        interpreter for most of a second at 100 000 entries, and a search needs only the
+        entities (read from their own file)."""
+        if self.read_ahead and self._warming is None:
+            self.warm_later(MAIN)
 
     async def warmed(self) -> None:
         """Wait for the read-ahead `warm_later` started, if any."""

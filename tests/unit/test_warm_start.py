@@ -1,6 +1,6 @@
-"""A serving core reads the main scope's long-term file ahead as it opens (in the
-background: the open does not wait), so its first capture answers at once; and the view
-read then is not trusted once the file changed under it."""
+"""A serving core reads the main scope's long-term file ahead once its first search is
+answered (in the background: neither the open nor that search waits), so a capture after
+it answers at once; and the view read then is not trusted once the file changed under it."""
 
 from __future__ import annotations
 
@@ -42,6 +42,7 @@ async def test_the_first_capture_reads_nothing_the_open_did_not(
 ) -> None:
     hand_written(config.workspace_path / "MEMORY.md", "likes green tea", "lives in Hangzhou")
     async with MemoryCore.open(config, clock=clock, monotonic=monotonic) as core:
+        await core.finder.search(MAIN, "green tea")
         await core.memories.warmed()
         reads = core.memories.store.files.reads
         read_at_open = reads.parsed_blocks
@@ -57,6 +58,7 @@ async def test_a_hand_edit_after_the_open_is_what_the_first_capture_meets(
     path = config.workspace_path / "MEMORY.md"
     hand_written(path, "lives in Hangzhou")
     async with MemoryCore.open(config, clock=clock, monotonic=monotonic) as core:
+        await core.finder.search(MAIN, "Hangzhou")
         await core.memories.warmed()
         # The bot runs; a person adds a memory by hand, and later the user says it again.
         [_, tea] = hand_written(path, "lives in Hangzhou", "likes green tea")
@@ -97,16 +99,18 @@ async def test_the_view_is_built_off_the_event_loop(
     monkeypatch.setattr(EntryView, "of", classmethod(of))
     monkeypatch.setattr(EntryView, "ready", grouped)
     async with MemoryCore.open(config, clock=clock, monotonic=monotonic) as core:
+        await core.finder.search(MAIN, "green tea")
         await core.memories.warmed()
     assert len(threads) == 2
     assert threading.main_thread().name not in threads
 
 
-async def test_the_open_does_not_wait_for_the_read_ahead(
+async def test_neither_the_open_nor_the_first_search_waits_for_the_read_ahead(
     config: Config, clock: ManualClock, monkeypatch: MonkeyPatch
 ) -> None:
-    """On a large file the read-ahead takes a second: the open returns before it ends,
-    and a command's core (one capture, one search) reads nothing ahead at all."""
+    """On a large file the read-ahead holds the interpreter for a second: it starts once
+    the first search is answered, and a command's core (one capture, one search) reads
+    nothing ahead at all."""
     hand_written(config.workspace_path / "MEMORY.md", "likes green tea")
     release, started, finished = threading.Event(), threading.Event(), threading.Event()
     make = EntryView.of.__func__  # type: ignore[attr-defined]
@@ -119,11 +123,14 @@ async def test_the_open_does_not_wait_for_the_read_ahead(
 
     monkeypatch.setattr(EntryView, "of", classmethod(slow))
     async with MemoryCore.open(config, clock=clock) as core:
-        assert not finished.is_set()  # the open returned while the read-ahead waits
+        assert not started.is_set()  # nothing read ahead by the open
+        await core.finder.search(MAIN, "green tea")
+        assert not finished.is_set()  # the search was answered without it
         release.set()
         await core.memories.warmed()
         assert finished.is_set()
     started.clear()
     async with MemoryCore.open(config, clock=clock, serving=False) as core:
-        assert core.memories.store.files.reads.parsed_blocks == 0
-    assert not started.is_set()
+        await core.finder.search(MAIN, "green tea")
+        await core.memories.warmed()
+    assert not started.is_set()  # no capture view was built
