@@ -30,7 +30,14 @@ them at its open, a command only when it needs it):
 - the tokenizer's dictionary (rjieba's, ~0.15 s): a process-wide table, not a part;
   `open_services` loads it for a serving process (`ensure_loaded`), and a command loads
   it where it first meets Han text (memory_core/base/text.py), so commands over other
-  scripts never pay for it.
+  scripts never pay for it;
+- the main scope's long-term file and the view captures match against
+  (`LongTermMemory.warm`): a second of decoding at 100 000 entries, and more memory than
+  a search uses. A serving process reads it ahead in the background once its first
+  search is answered (neither the open nor that search waits; a bot's capture follows
+  its reply, seconds later), a command when its capture or status first needs it; a
+  search needs only the entities, read from their file beside the parse cache
+  (longterm/entity_keeper.py).
 
 Inside parts built here at the open, two heavy loads wait for the first call, in every
 process: a local embedding model's weights (embedding/local.py: loaded in a worker
@@ -288,6 +295,7 @@ def build_memory_service(
         long_term.entities,
         monotonic=monotonic,
         meter=meter,
+        searched=long_term.searched,
     )
     events = EventLog(workspace, notes.today)
     snapshots = Snapshots(config, workspace, long_term, events, now, zone)
@@ -346,9 +354,12 @@ async def open_services(
         if staging is not None:
             stack.push_async_callback(staging.close)
             replayed = await _recover(staging)
-        # The main scope's memories read ahead: what its first capture, recall or status
-        # needs (on a large file, from its parse cache), before anyone asks.
-        await memory.long_term.warm(MAIN)
+        # A serving core reads the main scope's memories ahead (on a large file, a second
+        # from its parse cache: what a bot's first capture matches against) in the
+        # background once its first search is answered, so neither the open nor that
+        # search waits for it; a command reads what it needs at its first use instead.
+        memory.long_term.read_ahead = serving
+        stack.push_async_callback(memory.long_term.stop_warming)
         history: HistoryStore | None = None
         if audit is not None:
             # The history (when there is one) and the audit log may hold rows not yet

@@ -65,7 +65,7 @@ def scope_files(workspace: Workspace, scope: ScopeKey) -> list[Path]:
         p for p in (state / "forgotten" / f"{slug}.md", state / "scope-keys" / slug) if p.is_file()
     ]
     cache = parse_cache.files_for(workspace, scope)
-    found += [p for p in (cache.data, cache.stamp) if p.is_file()]
+    found += [p for p in cache.all() if p.is_file()]
     for entry in safe_files.entries(root, state / MERGED_DIR):
         if entry.name == slug or entry.name.startswith(f"{slug}."):
             path = Path(entry.path)

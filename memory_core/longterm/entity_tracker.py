@@ -11,7 +11,7 @@ over random edits); a change of most of the file is simply found again.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import NamedTuple
 
 from memory_core.base.entries import MemoryEntry
@@ -69,6 +69,28 @@ class EntityTracker:
         else:
             self._apply(contents, removed, added)
         return self._entities([e.id for e in entries])
+
+    def holders(self) -> dict[str, set[str]]:
+        """Per folded name or alias, the entries whose text holds it: with the entries,
+        all `seed` needs to take this state up again in another process."""
+        return self._holders
+
+    def seed(self, entries: Sequence[MemoryEntry], holders: Mapping[str, Iterable[str]]) -> None:
+        """Take up the state `update(entries)` left, given its `holders` (kept on disk):
+        each entry's names are read again (remembered from the parse cache), but no text
+        is scanned for them. Holders that do not fit the entries leave the tracker empty
+        (its next update finds everything again)."""
+        self._reset()
+        contents = {e.id: e.content for e in entries}
+        if len(contents) != len(entries):
+            return
+        for entry_id, content in contents.items():
+            self._add_entry(entry_id, content)
+        if set(holders) != self._words():
+            self._reset()
+            return
+        self._holders = {word: set(ids) for word, ids in holders.items()}
+        self._contents = contents
 
     # --- state ---------------------------------------------------------------------------
     def _rebuild(self, contents: dict[str, str]) -> None:

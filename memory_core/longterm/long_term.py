@@ -15,6 +15,7 @@ decided by the pure functions of `long_term_changes.py`; what is read out of the
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable, Collection, Iterable, Sequence
 from datetime import datetime
@@ -38,7 +39,7 @@ from memory_core.base.merge_values import (
 )
 from memory_core.base.meter import NO_METER, CaptureAction, Meter
 from memory_core.base.policy import ScoringPolicy
-from memory_core.base.scope import ScopeKey
+from memory_core.base.scope import MAIN, ScopeKey
 from memory_core.base.workspace import Workspace
 from memory_core.config import Config
 from memory_core.longterm.after_writes import AfterWrites
@@ -113,6 +114,9 @@ class LongTermMemory:
         self._journal_away = False
         self.kept = after.kept
         self.views = LongTermViews(config, workspace, store, self.kept, self.policy)
+        self._warming: asyncio.Task[None] | None = None
+        self.read_ahead = False
+        """Whether the first search starts `warm_later` (a serving core's)."""
 
     async def warm(self, scope: ScopeKey) -> None:
         """Read the scope's file and build what its captures match against now, so that
@@ -127,6 +131,30 @@ class LongTermMemory:
             pass  # the workspace boundary refused it: its first use says so, in one line
         except (ChatmemError, OSError) as exc:
             log.warning("long-term memory of %s not read ahead: %s", scope, exc)
+
+    def warm_later(self, scope: ScopeKey) -> None:
+        """`warm` in the background (nothing waits for it)."""
+        self._warming = asyncio.create_task(self.warm(scope), name=f"chatmem-warm-{scope}")
+
+    def searched(self, scope: ScopeKey) -> None:
+        """A search was answered: a serving core (`read_ahead`) reads the main scope ahead
+        now, once. Not at the open, nor during that search: the decoding holds the
+        interpreter for most of a second at 100 000 entries, and a search needs only the
+        entities (read from their own file)."""
+        if self.read_ahead and self._warming is None:
+            self.warm_later(MAIN)
+
+    async def warmed(self) -> None:
+        """Wait for the read-ahead `warm_later` started, if any."""
+        if self._warming is not None:
+            await asyncio.shield(self._warming)
+
+    async def stop_warming(self) -> None:
+        """Cancel the read-ahead (at close: it is an optimisation, never waited for)."""
+        if self._warming is not None:
+            self._warming.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._warming
 
     async def flush(self, scope: ScopeKey | None = None) -> None:
         """Write staged captures to MEMORY.md now (of one scope, or of all)."""

@@ -24,7 +24,6 @@ from memory_core.base.scope import ScopeKey
 from memory_core.base.workspace import Workspace
 from memory_core.config import Config
 from memory_core.longterm.entities import Entity
-from memory_core.longterm.entity_tracker import EntityTracker
 from memory_core.longterm.forgotten_keeper import ForgottenKeeper
 from memory_core.longterm.memory_md import QuarantinedBlock
 from memory_core.longterm.memory_md_parser import ParsedMemory
@@ -70,8 +69,7 @@ class LongTermViews:
         self.kept = kept
         self.policy = policy
         self._ranked_cache: dict[ScopeKey, tuple[ParsedMemory, list[MemoryEntry]]] = {}
-        self._entities: dict[str, tuple[ParsedMemory, list[Entity]]] = {}
-        self._trackers: dict[str, EntityTracker] = {}
+        self._entities: dict[str, tuple[ParsedMemory | bytes | None, list[Entity]]] = {}
         self._entity_locks: dict[str, asyncio.Lock] = {}
         # Per scope: the ranked entries a prompt block was made from, the instants it holds
         # for (from, until) and the block itself.
@@ -81,16 +79,28 @@ class LongTermViews:
         """The entities the scope's Active memories name (best first), found again only
         when the file changed: the store hands out the same parse until then."""
         async with self._entity_locks.setdefault(scope.value, asyncio.Lock()):
-            parsed = await self.store.load(scope)
+            digest, parsed = await self.store.current(scope)
             cached = self._entities.get(scope.value)
-            if cached is not None and cached[0] is parsed:
+            if cached is not None and (
+                cached[0] is parsed if digest is None else cached[0] == digest
+            ):
                 return cached[1]
-            active = [e for e in parsed.entries if e.archived is None]
-            # By difference from the last version's (a write changes a few entries of
-            # what may be 100 000): one tracker per scope, updated one version at a time.
-            tracker = self._trackers.setdefault(scope.value, EntityTracker())
-            found = await asyncio.to_thread(tracker.update, active)
-            self._entities[scope.value] = (parsed, found)
+            keeper = self.store.files.entities
+            files = self.store.files.cache_files(scope)
+            # A version's entities are kept beside its parse cache (`entity_keeper.py`):
+            # a new process reads them, without loading or scanning the entries.
+            found = None
+            if digest is not None:
+                found = await asyncio.to_thread(keeper.read, scope.value, digest, files)
+            if found is None:
+                if parsed is None:
+                    parsed = await self.store.load(scope)
+                # By difference from the last version's (a write changes a few entries
+                # of what may be 100 000): one tracker per scope, one version at a time.
+                found = await asyncio.to_thread(
+                    keeper.find, scope.value, digest, parsed.entries, files
+                )
+            self._entities[scope.value] = (parsed if digest is None else digest, found)
             return found
 
     async def prompt_memories(self, scope: ScopeKey, when: datetime) -> str:

@@ -12,7 +12,7 @@ import contextlib
 import json
 import math
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from json.encoder import encode_basestring as _encode_string
 
@@ -80,9 +80,12 @@ def render_memory_lines(
     now: datetime | None = None,
     archive_below: float = 0.2,
     keys: dict[str, bytes] | None = None,
+    reuse: Callable[[MemoryEntry], tuple[str, ...] | None] | None = None,
 ) -> tuple[str, dict[str, tuple[int, int]]]:
     """`render_memory`, plus where each entry's block landed (first and last line); with
-    `keys`, each entry's block key (`memory_md.block_key`) is put there too."""
+    `keys`, each entry's block key (`memory_md.block_key`) is put there too. `reuse`
+    gives an entry's block when it is known already (what rendering it gives, exactly:
+    the store's writer takes the unchanged entries' blocks from the file it rendered)."""
     positions: dict[str, tuple[int, int]] = {}
     active, archived = split_sections(entries, archive_below)
     stamp = format_when(now or system_clock())
@@ -96,14 +99,14 @@ def render_memory_lines(
         "",
     ]
     for entry in active:
-        block = _entry_block(entry)
+        block = (reuse(entry) if reuse is not None else None) or _entry_block(entry)
         positions[entry.id] = (len(out) + 1, len(out) + len(block) - 1)
         out.extend(block)
         if keys is not None:
             keys[entry.id] = block_key(ACTIVE, block)
     out.extend([f"## {ARCHIVED}", ""])
     for entry in archived:
-        block = _entry_block(entry)
+        block = (reuse(entry) if reuse is not None else None) or _entry_block(entry)
         positions[entry.id] = (len(out) + 1, len(out) + len(block) - 1)
         out.extend(block)
         if keys is not None:

@@ -23,7 +23,7 @@ cached entries looked up by block key, so only the blocks that changed are parse
 The cache is an optimisation and never the truth: a missing, torn, foreign or older-format
 cache is ignored and the file parsed; it is written without fsync, since a torn one
 costs a parse and nothing else. `marshal` holds plain values only (no code runs on load,
-unlike pickle). A cache made by other code (`_format`: a hash of the sources of the
+unlike pickle). A cache made by other code (`file_format`: a hash of the sources of the
 parser, the entry, the matching and the entity rules) is someone else's and ignored.
 """
 
@@ -60,6 +60,7 @@ from memory_core.base.scope import ScopeKey
 from memory_core.base.workspace import Workspace
 from memory_core.longterm import (
     entities,
+    entity_tracker,
     fact_keys,
     matching,
     memory_md,
@@ -74,9 +75,10 @@ from memory_core.longterm.memory_md_parser import ParsedMemory
 
 log = logging.getLogger(__name__)
 
-VERSION = 4
+VERSION = 5
 """2: an entry's row ends with its `speaker` and `claim_on` (group scopes); 3: skeletons
-made of the values' one writing; 4: then its `speaker_id`."""
+made of the values' one writing; 4: then its `speaker_id`; 5: a delta file beside the
+data file (`parse_delta.py`), and the entities file."""
 _PRODUCERS = (
     memory_md,
     memory_md_parser,
@@ -86,13 +88,14 @@ _PRODUCERS = (
     fact_keys,
     values,
     entities,
+    entity_tracker,
 )
 """The modules whose code decides what the cache holds: the parse, the normalised text,
 the skeleton (with the values' one writing) and the entities named."""
 
 
 @functools.cache
-def _format() -> tuple[str, int, int, tuple[int, ...], str, str]:
+def file_format() -> tuple[str, int, int, tuple[int, ...], str, str]:
     """Written first and compared first: another version of this format, of marshal, of
     Python, of its Unicode tables or of the code that made the values (a hash of its
     modules' sources, read at the first use of a cache, not at import) makes the cache
@@ -145,16 +148,29 @@ def _when(moment: Moment) -> datetime:
 
 @dataclass(frozen=True, slots=True)
 class CacheFiles:
-    """Where one scope's cached parse lives (`Workspace.parse_cache_files`)."""
+    """Where one scope's cached parse lives (`Workspace.parse_cache_path`)."""
 
     data: Path
     stamp: Path
+    delta: Path
+    """The versions written since `data`, by difference (`parse_delta.py`)."""
+    entities: Path
+    """The entities of the current version (`entity_keeper.py`)."""
+
+    def all(self) -> tuple[Path, ...]:
+        """Every file, the stamp first (removed first, it vouches for the others)."""
+        return (self.stamp, self.delta, self.entities, self.data)
 
 
 def files_for(workspace: Workspace, scope: ScopeKey) -> CacheFiles:
     """The cache files of a scope's long-term file."""
     base = workspace.parse_cache_path(scope)
-    return CacheFiles(base.with_name(base.name + ".marshal"), base.with_name(base.name + ".stamp"))
+    return CacheFiles(
+        *(
+            base.with_name(base.name + suffix)
+            for suffix in (".marshal", ".stamp", ".delta", ".entities")
+        )
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,6 +180,28 @@ class Mark:
     stamp: Stamp
     digest: bytes
     known_ns: int
+
+
+@dataclass(slots=True)
+class Base:
+    """What a delta is written against (`parse_delta.py`): the data file's version, and
+    each of its entries' block key and lines, in its order."""
+
+    digest: bytes
+    keys: list[bytes]
+    lines: list[tuple[int, int]]
+    complete: bool
+    """Written by the store's writer (`encode`'s `complete`): every entry's skeleton and
+    entities are in it, and every block of the file it stands for is as the renderer
+    writes its entry. Only then is a delta written against it (else the whole parse,
+    once), and the file's blocks reused by the next write."""
+    _positions: dict[bytes, int] | None = None
+
+    def positions(self) -> dict[bytes, int]:
+        """Block key → place in the base (made at the first delta written against it)."""
+        if self._positions is None:
+            self._positions = {key: n for n, key in enumerate(self.keys)}
+        return self._positions
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,6 +214,8 @@ class CachedParse:
     keys: list[bytes]
     """Each entry's block key, in the order of `parsed.entries` (not put in
     `parsed.keys`: only the parse of a changed file asks for them)."""
+    base: Base
+    """The data file this parse was read from (with a delta applied, or not)."""
 
     def by_key(self) -> dict[bytes, MemoryEntry]:
         """Block key → entry, for the parse of a changed file."""
@@ -253,29 +293,19 @@ def encode(
     entries = parsed.entries
     if any(e.id not in keys for e in entries) or not all(map(_plain, entries)):
         return None
-    contents = [e.content for e in entries]
-    norms = [normalize_content(c) for c in contents]
-    named: list[tuple[Named, ...] | None]
-    if complete:
-        known = [
-            skeleton(c) if len(n) <= SKELETON_MAX else None
-            for c, n in zip(contents, norms, strict=True)
-        ]
-        named = [entities.named_in(c) for c in contents]
-    else:
-        known = [known_skeleton(c) for c in contents]
-        named = [entities.known_named(c) for c in contents]
+    norms, known, named = derived(entries, complete)
     body = (
-        _format(),
+        file_format(),
         archive_below,
         digest,
         [keys[e.id] for e in entries],
         [_row(e) for e in entries],
         norms,
         known,
-        [None if n is None else [(a, k.value, al, r) for a, k, al, r in n] for n in named],
+        named,
         [parsed.lines.get(e.id, (0, 0)) for e in entries],
         [(q.text, q.line, q.reason) for q in parsed.quarantined],
+        complete,
     )
     return marshal.dumps(body)
 
@@ -296,9 +326,21 @@ def decode(data: bytes) -> CachedParse | None:
 def _decode(data: bytes) -> CachedParse | None:
     try:
         body = marshal.loads(data)
-        if not isinstance(body, tuple) or len(body) != 10 or body[0] != _format():
+        if not isinstance(body, tuple) or len(body) != 11 or body[0] != file_format():
             return None
-        _, archive_below, digest, keys, rows, norms, skeletons, named, lines, quarantined = body
+        (
+            _,
+            archive_below,
+            digest,
+            keys,
+            rows,
+            norms,
+            skeletons,
+            named,
+            lines,
+            quarantined,
+            complete,
+        ) = body
         entries = [_entry(row) for row in rows]
         counts = {len(keys), len(entries), len(norms), len(skeletons), len(named), len(lines)}
         if len(counts) != 1:
@@ -308,14 +350,65 @@ def _decode(data: bytes) -> CachedParse | None:
             quarantined=[QuarantinedBlock(t, n, r) for t, n, r in quarantined],
             lines={e.id: (int(a), int(b)) for e, (a, b) in zip(entries, lines, strict=True)},
         )
-        contents = [e.content for e in entries]
-        remember_norms(contents, norms)
-        remember_skeletons(contents, skeletons)
-        entities.remember_named(contents, map(_named, named))
-        return CachedParse(parsed, digest, archive_below, keys)
+        remember(entries, norms, skeletons, named)
+        return CachedParse(
+            parsed,
+            digest,
+            archive_below,
+            keys,
+            Base(digest, keys, lines, complete=complete is True),
+        )
     except (EOFError, ValueError, TypeError, KeyError, IndexError) as exc:
         log.info("long-term parse cache unreadable, parsing the file (%s)", exc)
         return None
+
+
+def remember(
+    entries: list[MemoryEntry],
+    norms: list[str],
+    skeletons: list[Any],
+    named: list[list[tuple[str, str, tuple[str, ...], str]] | None],
+) -> None:
+    """What the cache kept of each entry's text, remembered as made by these very rules."""
+    contents = [e.content for e in entries]
+    remember_norms(contents, norms)
+    remember_skeletons(contents, skeletons)
+    entities.remember_named(contents, map(_named, named))
+
+
+def derived(
+    entries: list[MemoryEntry], complete: bool
+) -> tuple[list[str], list[Any], list[list[tuple[str, str, tuple[str, ...], str]] | None]]:
+    """Each entry's normalised text, skeleton and entities named, as the cache keeps them
+    (`encode`'s `complete`)."""
+    contents = [e.content for e in entries]
+    norms = [normalize_content(c) for c in contents]
+    named: list[tuple[Named, ...] | None]
+    if complete:
+        known = [
+            skeleton(c) if len(n) <= SKELETON_MAX else None
+            for c, n in zip(contents, norms, strict=True)
+        ]
+        named = [entities.named_in(c) for c in contents]
+    else:
+        known = [known_skeleton(c) for c in contents]
+        named = [entities.known_named(c) for c in contents]
+    plain = [None if n is None else [(a, k.value, al, r) for a, k, al, r in n] for n in named]
+    return norms, known, plain
+
+
+def row_of(entry: MemoryEntry) -> tuple[object, ...]:
+    """An entry as the cache keeps it (`plain` entries only)."""
+    return _row(entry)
+
+
+def plain(entry: MemoryEntry) -> bool:
+    """Whether the cache gives the entry back exactly."""
+    return _plain(entry)
+
+
+def entry_of(row: tuple[Any, ...]) -> MemoryEntry:
+    return _entry(row)
 
 
 def _named(found: list[tuple[str, str, tuple[str, ...], str]] | None) -> tuple[Named, ...] | None:
@@ -377,8 +470,8 @@ def _entry(row: tuple[Any, ...]) -> MemoryEntry:
 def read_mark(files: CacheFiles) -> Mark | None:
     """The stamp file (blocking), None when there is none usable."""
     try:
-        body = marshal.loads(_read(files.stamp))
-        if not isinstance(body, tuple) or len(body) != 4 or body[0] != _format():
+        body = marshal.loads(read_file(files.stamp))
+        if not isinstance(body, tuple) or len(body) != 4 or body[0] != file_format():
             return None
         _, stamp, digest, known_ns = body
         mtime, size, inode = stamp
@@ -392,13 +485,23 @@ def read_mark(files: CacheFiles) -> Mark | None:
 def load(files: CacheFiles, archive_below: float) -> CachedParse | None:
     """The cached parse (blocking), None when there is none usable."""
     try:
-        data = _read(files.data)
+        data = read_file(files.data)
     except (OSError, FileRefused):
         return None
     cached = decode(data)
     if cached is None or cached.archive_below != archive_below:
         return None
     return cached
+
+
+def save_data(files: CacheFiles, data: bytes, mark: Mark) -> bool:
+    """Write a whole data file (a base): the old delta, made against another base, goes
+    before the stamp vouches for the new version."""
+    if not write_file(files.data, data):
+        return False
+    with contextlib.suppress(OSError):
+        files.delta.unlink()
+    return save_mark(files, mark)
 
 
 def save(
@@ -415,21 +518,23 @@ def save(
     if data is None:
         forget(files)
         return False
-    return _write(files.data, data) and save_mark(files, mark)
+    return save_data(files, data, mark)
 
 
 def save_mark(files: CacheFiles, mark: Mark) -> bool:
     """Write only the stamp file: the cached parse still holds, under a new stamp."""
-    return _write(files.stamp, marshal.dumps((_format(), mark.stamp, mark.digest, mark.known_ns)))
+    return write_file(
+        files.stamp, marshal.dumps((file_format(), mark.stamp, mark.digest, mark.known_ns))
+    )
 
 
-def _read(path: Path) -> bytes:
+def read_file(path: Path) -> bytes:
     """A cache file, through the workspace boundary (its folder, `.chatmem/parsed/`, is
     checked when the workspace opens): no link out, no FIFO, bounded."""
     return safe_files.read_bytes(path.parent, path, 2 * safe_files.LONG_TERM_BYTES)
 
 
-def _write(path: Path, data: bytes) -> bool:
+def write_file(path: Path, data: bytes) -> bool:
     """Temp file and rename, without fsync: a torn cache costs a parse."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -451,6 +556,6 @@ def _write(path: Path, data: bytes) -> bool:
 def forget(files: CacheFiles) -> None:
     """Remove a cache that no longer describes its file (blocking): the stamp first, so a
     data file left alone vouches for nothing."""
-    for path in (files.stamp, files.data):
+    for path in files.all():
         with contextlib.suppress(OSError):
             path.unlink()

@@ -26,7 +26,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import glob
-import hashlib
 import logging
 import re
 from collections.abc import Awaitable, Callable, Sequence
@@ -43,20 +42,21 @@ from memory_core.base.errors import MemoryFileError
 from memory_core.base.locks import LockRegistry
 from memory_core.base.scope import ScopeKey
 from memory_core.base.workspace import Workspace
-from memory_core.longterm import parse_cache
+from memory_core.longterm import parse_cache, parse_delta, store_versions
+from memory_core.longterm.entity_keeper import EntityKeeper
 from memory_core.longterm.memory_md import QuarantinedBlock
 from memory_core.longterm.memory_md_parser import ParsedMemory, parse_memory
 from memory_core.longterm.memory_md_renderer import render_memory_lines, split_sections
-from memory_core.longterm.parse_cache import CacheFiles, Mark
+from memory_core.longterm.parse_cache import Base, CacheFiles, Mark
+from memory_core.longterm.store_versions import RACY_NS as RACY_NS
+from memory_core.longterm.store_versions import Stamp
+from memory_core.longterm.store_versions import digest_of as _digest
+from memory_core.longterm.store_versions import is_racy as _racy
+from memory_core.longterm.store_versions import stamp_of as _stamp
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-Stamp = tuple[int, int, int]
-
-RACY_NS = 2_000_000_000
-"""The coarsest mtime granularity we allow for (FAT keeps two seconds): a file read this
-close to its mtime may still change without its stamp changing."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,23 +76,9 @@ class FileRead:
     """The parse came whole from the parse cache."""
     utf8: bool = True
     """The bytes were all UTF-8 (else the blocks holding others are quarantined)."""
-
-
-def _stamp(root: Path, path: Path) -> Stamp | None:
-    """The file's stamp; FileRefused when it leads outside `root` or is no regular file
-    (so no stamp of an outside file ever vouches for a cached parse)."""
-    st = safe_files.file_stat(root, path)
-    if st is None:
-        return None
-    return (st.st_mtime_ns, st.st_size, st.st_ino)
-
-
-def _digest(data: bytes) -> bytes:
-    return hashlib.blake2b(data, digest_size=16).digest()
-
-
-def _racy(stamp: Stamp | None, read_at_ns: int) -> bool:
-    return stamp is not None and read_at_ns - stamp[0] < RACY_NS
+    base: Base | None = None
+    """The parse cache's data file the next write's delta is made against (None: the
+    next write keeps the whole parse)."""
 
 
 def read_memory_file(
@@ -117,12 +103,12 @@ def read_memory_file(
     mark = parse_cache.read_mark(cache) if cache is not None else None
     cached = None
     if cache is not None and mark is not None and mark.stamp == stamp:
-        cached = parse_cache.load(cache, archive_below)
+        cached = parse_delta.load(cache, archive_below, mark.digest)
         if cached is not None and cached.digest == mark.digest and not _racy(stamp, mark.known_ns):
             # The stamp vouches for the bytes: the file need not even be read.
             if warn:
                 _warn_quarantined(path, cached.parsed)
-            return FileRead(cached.parsed, stamp, cached.digest, from_cache=True)
+            return FileRead(cached.parsed, stamp, cached.digest, from_cache=True, base=cached.base)
     try:
         data = safe_files.read_bytes(root, path, safe_files.LONG_TERM_BYTES)
     except FileNotFoundError:
@@ -132,24 +118,26 @@ def read_memory_file(
     digest = _digest(data)
     racy = _racy(stamp, read_at)
     if cache is not None:
-        cached = cached or parse_cache.load(cache, archive_below)
+        wanted = (digest,) if mark is None else (digest, mark.digest)
+        cached = cached or parse_delta.load(cache, archive_below, *wanted)
         if cached is not None and cached.digest == digest:
             # The same bytes under another stamp (a copy, a restore, a racy record).
             parse_cache.save_mark(cache, Mark(stamp, digest, read_at))
             if warn:
                 _warn_quarantined(path, cached.parsed)
-            return FileRead(cached.parsed, stamp, digest, racy, from_cache=True)
+            return FileRead(cached.parsed, stamp, digest, racy, from_cache=True, base=cached.base)
     known = cached.by_key() if cached is not None else ({} if cache is not None else None)
     parsed, utf8 = _parse_bytes(root, path, data, archive_below, known)
+    base = None
     if cache is not None:
-        if utf8:
-            parse_cache.save(cache, parsed, Mark(stamp, digest, read_at), archive_below)
-        else:
+        if utf8 and parse_cache.save(cache, parsed, Mark(stamp, digest, read_at), archive_below):
+            base = parse_delta.base_of(parsed, digest)
+        elif not utf8:
             parse_cache.forget(cache)
     if warn:
         _warn_quarantined(path, parsed)
     blocks = len(parsed.entries) + len(parsed.quarantined) - parsed.reused
-    return FileRead(parsed, stamp, digest, racy, parsed_blocks=blocks, utf8=utf8)
+    return FileRead(parsed, stamp, digest, racy, parsed_blocks=blocks, utf8=utf8, base=base)
 
 
 def _warn_quarantined(path: Path, parsed: ParsedMemory) -> None:
@@ -311,8 +299,11 @@ class LongTermStore:
         self._cache_min_bytes = parse_cache_min_bytes
         self._cache: dict[ScopeKey, FileRead] = {}
         self._checked_at: dict[ScopeKey, float] = {}
+        self._loading: dict[ScopeKey, asyncio.Lock] = {}
         self.last_write: dict[ScopeKey, WriteRecord] = {}
         self.reads = ReadCounts()
+        self.entities = EntityKeeper(archive_below)
+        """Each scope's entities, kept beside its parse cache at every write."""
 
     def path(self, scope: ScopeKey) -> Path:
         return self._ws.long_term_path(scope)
@@ -339,6 +330,28 @@ class LongTermStore:
             self.reads.cache_reads += snapshot.from_cache
         return snapshot
 
+    async def current(self, scope: ScopeKey) -> tuple[bytes | None, ParsedMemory | None]:
+        """The hash of the file's bytes, and its parse when this process holds one: what
+        a reader that keeps something per version (the entities) needs to find it, without
+        loading the parse when the cache's stamp vouches for the file (a new process)."""
+        if scope in self._cache:
+            parsed = await self.load(scope)
+            return self._cache[scope].digest, parsed
+        digest = await asyncio.to_thread(self._vouched_digest, scope)
+        if digest is not None:
+            return digest, None
+        parsed = await self.load(scope)
+        return self._cache[scope].digest, parsed
+
+    def _vouched_digest(self, scope: ScopeKey) -> bytes | None:
+        """Blocking: the version the parse cache vouches the file holds (`vouched`)."""
+        files = self.cache_files(scope)
+        if files is None:
+            return None
+        return store_versions.vouched(
+            self._ws.root, self.path(scope), files, self._cache_min_bytes or 0
+        )
+
     async def load(self, scope: ScopeKey, *, max_age: float = 0.0) -> ParsedMemory:
         """The scope's entries as on disk (parsed again only when the file changed).
 
@@ -349,7 +362,11 @@ class LongTermStore:
         checked = self._checked_at.get(scope)
         if cached is not None and checked is not None and self._monotonic() - checked < max_age:
             return cached.parsed
-        snapshot = await asyncio.to_thread(self._read, scope, cached)
+        # One read of a scope at a time: a second reader (a capture while the open's
+        # read-ahead runs) waits for the first's parse and finds it fresh with one stat,
+        # instead of decoding the same large file beside it.
+        async with self._loading.setdefault(scope, asyncio.Lock()):
+            snapshot = await asyncio.to_thread(self._read, scope, self._cache.get(scope))
         self._checked_at[scope] = self._monotonic()
         self._cache[scope] = snapshot
         return snapshot.parsed
@@ -396,8 +413,17 @@ class LongTermStore:
         kept = list(snapshot.parsed.quarantined)
         held = {block.text for block in kept}
         kept += [block for block in quarantine if block.text not in held]
-        after = self._write(scope, entries, kept, now)
+        after = self._write(scope, entries, kept, now, snapshot)
         return snapshot, after, result
+
+    def _rendered_blocks(
+        self, path: Path, before: FileRead | None
+    ) -> Callable[[MemoryEntry], tuple[str, ...] | None] | None:
+        """The blocks of the file as `before` read it, when the store's renderer wrote
+        them (its parse cache says so) and the file still holds those bytes."""
+        if before is None or before.base is None or not before.base.complete:
+            return None
+        return store_versions.rendered_blocks(self._ws.root, path, before.digest, before.parsed)
 
     def _write(
         self,
@@ -405,6 +431,7 @@ class LongTermStore:
         entries: list[MemoryEntry],
         quarantined: list[QuarantinedBlock],
         now: datetime,
+        before: FileRead | None = None,
     ) -> FileRead:
         path = self.path(scope)
         files = self.cache_files(scope)
@@ -415,7 +442,12 @@ class LongTermStore:
             {} if files is not None and len(entries) * 128 >= min_bytes else None
         )
         text, lines = render_memory_lines(
-            entries, quarantined, now=now, archive_below=self._archive_below, keys=keys
+            entries,
+            quarantined,
+            now=now,
+            archive_below=self._archive_below,
+            keys=keys,
+            reuse=self._rendered_blocks(path, before),
         )
         _remove_stale_temps(safe_files.inside(self._ws.root, path))
         written_at = epoch_ns()
@@ -429,15 +461,28 @@ class LongTermStore:
         )
         stamp = _stamp(self._ws.root, path)
         digest = _digest(data)
-        snapshot = FileRead(parsed, stamp, digest, _racy(stamp, written_at))
-        self._cache[scope] = snapshot
+        base = None
         if files is not None and stamp is not None:
             if keys is not None and stamp[1] >= min_bytes:
-                # And the next process's: the parse cache, keyed as a parse keys blocks.
+                # And the next process's: the parse cache, keyed as a parse keys blocks,
+                # by difference from the data file the old version was read through; and
+                # the new version's entities, by difference from the old version's.
                 mark = Mark(stamp, digest, written_at)
-                parse_cache.save(files, parsed, mark, self._archive_below, complete=True)
+                old_base = before.base if before is not None else None
+                base = parse_delta.save(files, old_base, parsed, mark, self._archive_below)
+                if base is not None and before is not None:
+                    self.entities.written(
+                        scope.value,
+                        files,
+                        before.parsed.entries,
+                        before.digest,
+                        parsed.entries,
+                        digest,
+                    )
             else:
                 parse_cache.forget(files)
+        snapshot = FileRead(parsed, stamp, digest, _racy(stamp, written_at), base=base)
+        self._cache[scope] = snapshot
         return snapshot
 
 
@@ -489,6 +534,12 @@ class SettledStore:
 
     def path(self, scope: ScopeKey) -> Path:
         return self.files.path(scope)
+
+    async def current(self, scope: ScopeKey) -> tuple[bytes | None, ParsedMemory | None]:
+        """`LongTermStore.current` once the scope's staged captures are written."""
+        if self._settle is not None:
+            await self._settle(scope)
+        return await self.files.current(scope)
 
     async def load(self, scope: ScopeKey, *, max_age: float = 0.0) -> ParsedMemory:
         """`LongTermStore.load` once the scope's staged captures are written."""

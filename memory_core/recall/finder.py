@@ -58,7 +58,11 @@ class Finder:
         *,
         monotonic: Monotonic = time.monotonic,
         meter: Meter = NO_METER,
+        searched: Callable[[ScopeKey], None] | None = None,
     ) -> None:
+        """`searched(scope)` is told after each search is answered (the long-term memory's
+        read-ahead starts then)."""
+        self.searched = searched
         self.workspace = workspace
         self.meter = meter
         self.guard = guard
@@ -91,6 +95,8 @@ class Finder:
         started = self.meter.monotonic()
         hits = await self._search(scope, SearchRequest.of(asked))
         self.meter.search(self.meter.monotonic() - started, len(hits))
+        if self.searched is not None:
+            self.searched(scope)
         return hits
 
     async def _search(self, scope: ScopeKey, request: SearchRequest) -> list[Hit]:

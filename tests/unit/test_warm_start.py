@@ -1,5 +1,6 @@
-"""A core reads the main scope's long-term file as it opens, so its first capture answers
-at once; and the view read then is not trusted once the file changed under it."""
+"""A serving core reads the main scope's long-term file ahead once its first search is
+answered (in the background: neither the open nor that search waits), so a capture after
+it answers at once; and the view read then is not trusted once the file changed under it."""
 
 from __future__ import annotations
 
@@ -41,6 +42,8 @@ async def test_the_first_capture_reads_nothing_the_open_did_not(
 ) -> None:
     hand_written(config.workspace_path / "MEMORY.md", "likes green tea", "lives in Hangzhou")
     async with MemoryCore.open(config, clock=clock, monotonic=monotonic) as core:
+        await core.finder.search(MAIN, "green tea")
+        await core.memories.warmed()
         reads = core.memories.store.files.reads
         read_at_open = reads.parsed_blocks
         assert read_at_open == 2
@@ -55,6 +58,8 @@ async def test_a_hand_edit_after_the_open_is_what_the_first_capture_meets(
     path = config.workspace_path / "MEMORY.md"
     hand_written(path, "lives in Hangzhou")
     async with MemoryCore.open(config, clock=clock, monotonic=monotonic) as core:
+        await core.finder.search(MAIN, "Hangzhou")
+        await core.memories.warmed()
         # The bot runs; a person adds a memory by hand, and later the user says it again.
         [_, tea] = hand_written(path, "lives in Hangzhou", "likes green tea")
         monotonic.advance(5)
@@ -69,6 +74,7 @@ async def test_a_file_that_cannot_be_read_does_not_stop_the_open(
     path.parent.mkdir(parents=True, exist_ok=True)
     path.mkdir()  # a directory where the file should be: its first use says so
     async with MemoryCore.open(config, clock=clock) as core:
+        await core.memories.warmed()
         assert core.memories.path(MAIN).is_dir()
 
 
@@ -92,7 +98,39 @@ async def test_the_view_is_built_off_the_event_loop(
 
     monkeypatch.setattr(EntryView, "of", classmethod(of))
     monkeypatch.setattr(EntryView, "ready", grouped)
-    async with MemoryCore.open(config, clock=clock, monotonic=monotonic):
-        pass
+    async with MemoryCore.open(config, clock=clock, monotonic=monotonic) as core:
+        await core.finder.search(MAIN, "green tea")
+        await core.memories.warmed()
     assert len(threads) == 2
     assert threading.main_thread().name not in threads
+
+
+async def test_neither_the_open_nor_the_first_search_waits_for_the_read_ahead(
+    config: Config, clock: ManualClock, monkeypatch: MonkeyPatch
+) -> None:
+    """On a large file the read-ahead holds the interpreter for a second: it starts once
+    the first search is answered, and a command's core (one capture, one search) reads
+    nothing ahead at all."""
+    hand_written(config.workspace_path / "MEMORY.md", "likes green tea")
+    release, started, finished = threading.Event(), threading.Event(), threading.Event()
+    make = EntryView.of.__func__  # type: ignore[attr-defined]
+
+    def slow(cls: type[EntryView], entries: Iterable[MemoryEntry]) -> EntryView:
+        started.set()
+        release.wait(10)
+        finished.set()
+        return make(cls, entries)  # type: ignore[no-any-return]
+
+    monkeypatch.setattr(EntryView, "of", classmethod(slow))
+    async with MemoryCore.open(config, clock=clock) as core:
+        assert not started.is_set()  # nothing read ahead by the open
+        await core.finder.search(MAIN, "green tea")
+        assert not finished.is_set()  # the search was answered without it
+        release.set()
+        await core.memories.warmed()
+        assert finished.is_set()
+    started.clear()
+    async with MemoryCore.open(config, clock=clock, serving=False) as core:
+        await core.finder.search(MAIN, "green tea")
+        await core.memories.warmed()
+    assert not started.is_set()  # no capture view was built

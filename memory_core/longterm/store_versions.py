@@ -1,0 +1,102 @@
+"""Which version of a long-term file is on disk, and what of it a write can reuse: the
+stamp and hash rules of `store.py` (see its docstring for the racy window), the version
+the parse cache vouches for without loading the parse (what a search needs to find the
+entities kept for it), and the blocks of a file the store's renderer wrote.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from pathlib import Path
+
+from memory_core.base import safe_files
+from memory_core.base.clock import epoch_ns
+from memory_core.base.entries import MemoryEntry
+from memory_core.base.errors import FileRefused
+from memory_core.longterm import parse_cache
+from memory_core.longterm.memory_md_parser import ParsedMemory
+from memory_core.longterm.parse_cache import CacheFiles, Mark
+
+Stamp = tuple[int, int, int]
+
+RACY_NS = 2_000_000_000
+"""The coarsest mtime granularity we allow for (FAT keeps two seconds): a file read this
+close to its mtime may still change without its stamp changing."""
+
+
+def stamp_of(root: Path, path: Path) -> Stamp | None:
+    """The file's stamp; FileRefused when it leads outside `root` or is no regular file
+    (so no stamp of an outside file ever vouches for a cached parse)."""
+    st = safe_files.file_stat(root, path)
+    if st is None:
+        return None
+    return (st.st_mtime_ns, st.st_size, st.st_ino)
+
+
+def digest_of(data: bytes) -> bytes:
+    return hashlib.blake2b(data, digest_size=16).digest()
+
+
+def is_racy(stamp: Stamp | None, read_at_ns: int) -> bool:
+    return stamp is not None and read_at_ns - stamp[0] < RACY_NS
+
+
+def vouched(root: Path, path: Path, files: CacheFiles, min_bytes: int) -> bytes | None:
+    """Blocking: the hash of the bytes the file holds, as the parse cache's stamp vouches
+    for it (the same stamp, recorded outside the racy window: one stat and the small
+    stamp file) or, for another stamp (a copy, a restore) or a racy one, as hashing the
+    file gives it (a tenth of the parse's cost; when it is the cached version, the new
+    stamp vouches from now on, as `store.read_memory_file` does). None without a usable
+    stamp file or for a file the cache does not keep."""
+    try:
+        stamp = stamp_of(root, path)
+    except (OSError, FileRefused):
+        return None
+    if stamp is None or stamp[1] < min_bytes:
+        return None
+    read_at = epoch_ns()
+    mark = parse_cache.read_mark(files)
+    if mark is None:
+        return None
+    if mark.stamp == stamp and not is_racy(stamp, mark.known_ns):
+        return mark.digest
+    try:
+        data = safe_files.read_bytes(root, path, safe_files.LONG_TERM_BYTES)
+    except (OSError, FileRefused):
+        return None
+    digest = digest_of(data)
+    if stamp_of(root, path) != stamp:
+        return None
+    if digest == mark.digest:
+        parse_cache.save_mark(files, Mark(stamp, digest, read_at))
+    return digest
+
+
+def rendered_blocks(
+    root: Path, path: Path, digest: bytes | None, parsed: ParsedMemory
+) -> Callable[[MemoryEntry], tuple[str, ...] | None] | None:
+    """Each entry's block in the file `parsed` was read from, for the very entry objects
+    of `parsed`, when the file still holds those bytes (`digest`): the caller knows the
+    store's renderer wrote them (`parse_cache.Base.complete`), so they are what rendering
+    those entries gives. A write then renders only the entries it changed."""
+    try:
+        data = safe_files.read_bytes(root, path, safe_files.LONG_TERM_BYTES)
+    except (OSError, FileRefused):
+        return None
+    if digest is None or digest_of(data) != digest:
+        return None
+    lines = data.decode("utf-8").split("\n")
+    spans = {id(e): (e, parsed.lines.get(e.id)) for e in parsed.entries}
+
+    def block(entry: MemoryEntry) -> tuple[str, ...] | None:
+        known = spans.get(id(entry))
+        if known is None or known[0] is not entry or known[1] is None:
+            return None
+        first, last = known[1]
+        found = tuple(lines[first - 1 : last + 1])
+        if len(found) < 3 or found[-1] != "" or not found[0].startswith("### ["):
+            return None
+        return found
+
+    return block

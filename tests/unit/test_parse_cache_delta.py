@@ -1,0 +1,174 @@
+"""The parse cache written by difference (`longterm/parse_delta.py`) and the unchanged
+blocks a write takes from the file it rendered: a write of a few entries writes a delta
+of about their size, leaves the base data file untouched and renders only them; a torn
+or foreign delta is ignored (it costs the parse of the changed blocks, nothing else).
+
+Each "new process" is a fresh `LongTermStore` with nothing remembered; what a read or a
+write cost is asserted through counters and the bytes on disk, never through time.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from memory_core.base.entries import MemoryEntry
+from memory_core.base.scope import MAIN
+from memory_core.base.workspace import Workspace
+from memory_core.longterm import memory_md_renderer, parse_cache, parse_delta
+from memory_core.longterm.memory_md_parser import parse_memory
+from memory_core.longterm.memory_md_renderer import render_memory
+from tests.unit.test_parse_cache import (
+    ENTRIES,
+    HOUR_AGO,
+    NOW,
+    entry,
+    fresh_store,
+    replace_with,
+    write_by_hand,
+)
+
+MANY = [entry(n) for n in range(400)]
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Workspace:
+    workspace = Workspace.at(tmp_path)
+    write_by_hand(workspace.long_term_path(MAIN), render_memory(MANY, now=NOW))
+    return workspace
+
+
+def age(ws: Workspace) -> None:
+    """The file as a later process finds it: past the racy window."""
+    os.utime(ws.long_term_path(MAIN), (HOUR_AGO, HOUR_AGO))
+
+
+async def written_twice(ws: Workspace, *changes: list[MemoryEntry]) -> None:
+    """A process that reads the file, writes the whole parse once (its base), then each
+    of `changes` (by difference)."""
+    store = fresh_store(ws)
+    await store.update(MAIN, replace_with(MANY), NOW)  # the first write: a whole base
+    for entries in changes:
+        await store.update(MAIN, replace_with(entries), NOW)
+
+
+def one_more(entries: list[MemoryEntry], number: int) -> list[MemoryEntry]:
+    return [*entries, entry(number, f"captured line number {number}")]
+
+
+async def test_a_small_write_leaves_a_small_delta_and_the_base_untouched(ws: Workspace) -> None:
+    await written_twice(ws)
+    files = parse_cache.files_for(ws, MAIN)
+    base = files.data.read_bytes()
+    base_stamp = files.data.stat().st_mtime_ns
+    changed = one_more(MANY, 900)
+    changed[7] = changed[7].with_(hits=9, last_activated=NOW + timedelta(hours=1))
+
+    # A later process captures one line and reinforces one memory.
+    age(ws)
+    await fresh_store(ws).update(MAIN, replace_with(changed), NOW)
+
+    assert files.data.read_bytes() == base and files.data.stat().st_mtime_ns == base_stamp
+    assert files.delta.stat().st_size * 20 < len(base)  # two entries' worth, not 400
+    age(ws)
+    reader = fresh_store(ws)
+    parsed = await reader.load(MAIN)
+    assert (reader.reads.parsed_blocks, reader.reads.cache_reads) == (0, 1)
+    assert parsed == parse_memory(ws.long_term_path(MAIN).read_text())
+
+
+async def test_each_delta_is_made_against_the_base_not_the_last_delta(ws: Workspace) -> None:
+    versions = [one_more(MANY, 900), one_more(one_more(MANY, 900), 901)]
+    await written_twice(ws, *versions)
+    age(ws)
+    reader = fresh_store(ws)
+    parsed = await reader.load(MAIN)
+    assert reader.reads.parsed_blocks == 0
+    assert parsed == parse_memory(ws.long_term_path(MAIN).read_text())
+    assert [e.id for e in parsed.entries] == [
+        e.id for e in parse_memory(render_memory(versions[-1], now=NOW)).entries
+    ]
+
+
+async def test_a_change_of_much_of_the_file_writes_a_new_base(ws: Workspace) -> None:
+    await written_twice(ws)
+    files = parse_cache.files_for(ws, MAIN)
+    base = files.data.read_bytes()
+    share = int(len(MANY) * parse_delta.COMPACT_SHARE) + 1
+    rescored = [e.with_(score=0.9) if n < share else e for n, e in enumerate(MANY)]
+    age(ws)
+    await fresh_store(ws).update(MAIN, replace_with(rescored), NOW)
+    assert files.data.read_bytes() != base
+    assert not files.delta.exists()
+    age(ws)
+    reader = fresh_store(ws)
+    assert await reader.load(MAIN) == parse_memory(ws.long_term_path(MAIN).read_text())
+    assert reader.reads.parsed_blocks == 0
+
+
+@pytest.mark.parametrize("damage", ["torn", "foreign"])
+async def test_a_torn_or_foreign_delta_costs_the_changed_blocks_parse(
+    ws: Workspace, tmp_path: Path, damage: str
+) -> None:
+    await written_twice(ws, one_more(MANY, 900))
+    files = parse_cache.files_for(ws, MAIN)
+    if damage == "torn":
+        data = files.delta.read_bytes()
+        files.delta.write_bytes(data[: len(data) // 2])
+    else:
+        # Another process's delta: of the same base bytes, to a version this file is not.
+        (tmp_path / "other").mkdir()
+        other = Workspace.at(tmp_path / "other")
+        write_by_hand(other.long_term_path(MAIN), render_memory(ENTRIES, now=NOW))
+        await written_twice(other, one_more(ENTRIES, 901))
+        shutil.copyfile(parse_cache.files_for(other, MAIN).delta, files.delta)
+    age(ws)
+    reader = fresh_store(ws)
+    parsed = await reader.load(MAIN)
+    assert parsed == parse_memory(ws.long_term_path(MAIN).read_text())
+    assert reader.reads.parsed_blocks == 1  # the one new block; the base gave the rest
+
+
+async def test_a_write_renders_only_the_entries_it_changed(
+    ws: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await written_twice(ws)
+    age(ws)
+    store = fresh_store(ws)  # nothing rendered in this process
+    await store.load(MAIN)
+    rendered: list[str] = []
+    render_entry = memory_md_renderer.render_entry
+
+    def counted(made: MemoryEntry) -> list[str]:
+        rendered.append(made.id)
+        return render_entry(made)
+
+    monkeypatch.setattr(memory_md_renderer, "render_entry", counted)
+    changed = one_more(list((await store.load(MAIN)).entries), 900)
+    await store.update(MAIN, replace_with(changed), NOW)
+    assert rendered == ["e0900"]
+    monkeypatch.setattr(memory_md_renderer, "render_entry", render_entry)
+    memory_md_renderer.clear_render_cache()
+    assert ws.long_term_path(MAIN).read_text() == render_memory(changed, now=NOW)
+
+
+async def test_a_file_a_person_wrote_is_rendered_whole_at_the_next_write(
+    ws: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its blocks may not be as the renderer writes them: none is reused."""
+    age(ws)
+    store = fresh_store(ws)
+    rendered: list[str] = []
+    render_entry = memory_md_renderer.render_entry
+
+    def counted(made: MemoryEntry) -> list[str]:
+        rendered.append(made.id)
+        return render_entry(made)
+
+    monkeypatch.setattr(memory_md_renderer, "render_entry", counted)
+    await store.update(MAIN, lambda parsed: (one_more(list(parsed.entries), 900), None), NOW)
+    assert len(rendered) == len(MANY) + 1
