@@ -29,6 +29,7 @@ from memory_core.storage.migrations import (
     Step,
     vectors_once,
 )
+from memory_core.storage.scope_summaries import SCOPE_SUMMARIES
 
 PG_MIGRATIONS: list[Migration] = []
 
@@ -325,6 +326,13 @@ migration(
     # bench/pg_scale_bench.py). 256 kB keeps a search's share near 0.1 ms; writes still
     # go in batches, merged by the writer that fills the list (smaller merges, more often).
     "ALTER INDEX chunks_postings SET (gin_pending_list_limit = 256)",
+)
+
+
+migration(
+    "m015_scope_summaries",
+    # As SQLite's m015 (memory_core/storage/scope_summaries.py).
+    SCOPE_SUMMARIES,
 )
 
 
