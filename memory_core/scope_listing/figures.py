@@ -12,14 +12,32 @@ import json
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 
-from memory_core.base.entries import ArchiveReason, MemoryClass, MemoryEntry
+from memory_core.base.entries import (
+    ArchiveReason,
+    EntryFields,
+    MemoryClass,
+    MemoryEntry,
+    build_entry,
+)
 from memory_core.base.policy import ScoringPolicy
 from memory_core.longterm.scoring import Status, score_at, status_of
 
 SUMMARY_VERSION = 1
 """Bumped when the payload's layout changes: an older summary is then made again."""
+
+_EPOCH = datetime.fromtimestamp(0, UTC)
+_TEMPLATE = MemoryEntry(
+    id="",
+    content="",
+    category="",
+    score=0.0,
+    created_at=_EPOCH,
+    last_activated=_EPOCH,
+    scored_at=_EPOCH,
+)
+"""What a decoded entry holds besides its scoring fields (no text, no id)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,21 +95,17 @@ def decode(payload: str) -> tuple[list[MemoryEntry], int, int]:
     data = json.loads(payload)
     entries = []
     for category, memory_class, score, scored_at, last_activated, pinned, archived in data["e"]:
-        scored = datetime.fromisoformat(scored_at)
-        entries.append(
-            MemoryEntry(
-                id="",
-                content="",
-                category=category,
-                score=score,
-                created_at=scored,
-                last_activated=datetime.fromisoformat(last_activated),
-                scored_at=scored,
-                pinned=pinned,
-                archived=ArchiveReason(archived) if archived is not None else None,
-                memory_class=MemoryClass(memory_class) if memory_class is not None else None,
-            )
-        )
+        # Built as the parser builds entries (`EntryFields`): a frozen dataclass's own
+        # constructor costs ~3 us an entry, and a listing of 10 000 scopes makes 20 000.
+        fields = EntryFields.of(_TEMPLATE)
+        fields.category = category
+        fields.score = score
+        fields.scored_at = fields.created_at = datetime.fromisoformat(scored_at)
+        fields.last_activated = datetime.fromisoformat(last_activated)
+        fields.pinned = pinned
+        fields.archived = ArchiveReason(archived) if archived is not None else None
+        fields.memory_class = MemoryClass(memory_class) if memory_class is not None else None
+        entries.append(build_entry(fields))
     return entries, int(data["q"]), int(data["d"])
 
 
