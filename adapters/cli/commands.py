@@ -285,7 +285,8 @@ class Stats:
         rows = []
         human = [f"workspace {core.workspace.root}"]
         listing = await core.scope_listing(args.offset, args.limit)
-        for scope, figures in listing.page:
+        for row in listing.page:
+            scope, figures = row.scope, row.figures
             mean = figures.mean_active_score
             rows.append(
                 {

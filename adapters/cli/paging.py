@@ -33,4 +33,3 @@ def add_paging(parser: argparse.ArgumentParser) -> None:
         metavar="M",
         help="skip the first M scopes (with --limit: the next page)",
     )
-

@@ -138,12 +138,12 @@ class Scopes:
         scopes = listing.scopes
         rows = [
             {
-                "scope": scope.value,
-                "active": figures.active,
-                "archived": figures.archived,
-                "path": core.workspace.relative(core.workspace.long_term_path(scope)),
+                "scope": row.scope.value,
+                "active": row.figures.active,
+                "archived": row.figures.archived,
+                "path": row.path,
             }
-            for scope, figures in listing.page
+            for row in listing.page
         ]
         human = "\n".join(
             f"{printable_key(str(r['scope'])):<40} {r['active']:>5} active "

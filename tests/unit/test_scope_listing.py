@@ -158,7 +158,10 @@ async def test_a_listing_without_an_index_reads_the_files(
         found = await listing.scope_figures(core.memories, None, core.memories.now())
         expected = await old_stats(core)
     assert [s.value for s in found.scopes] == [r["scope"] for r in expected["scopes"]]
-    assert [(f.active, f.archived, f.mean_active_score, f.categories) for _, f in found.page] == [
+    assert [
+        (r.figures.active, r.figures.archived, r.figures.mean_active_score, r.figures.categories)
+        for r in found.page
+    ] == [
         (r["active"], r["archived"], r["mean_active_score"], r["categories"])
         for r in expected["scopes"]
     ]
