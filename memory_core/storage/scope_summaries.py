@@ -9,7 +9,7 @@ from memory_core.base.sql import Connection
 
 SCOPE_SUMMARIES = """
     CREATE TABLE scope_summaries (
-        scope_id BIGINT PRIMARY KEY,
+        scope_id INTEGER PRIMARY KEY,
         key TEXT NOT NULL,
         stamp TEXT NOT NULL,
         payload TEXT NOT NULL
@@ -17,7 +17,8 @@ SCOPE_SUMMARIES = """
 """
 """`key` beside `scope_id`: a row is used only while the id still names that key (an id
 SQLite hands out again after a reset names another scope). `payload` is
-`scope_figures.encode`'s JSON."""
+`scope_listing.figures.encode`'s JSON. PostgreSQL's `scope_id` is a BIGINT, as
+its `scopes.id`."""
 
 
 def read_all(conn: Connection) -> dict[str, tuple[int, str, str]]:

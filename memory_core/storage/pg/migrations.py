@@ -330,13 +330,6 @@ migration(
 
 
 migration(
-    "m015_scope_summaries",
-    # As SQLite's m015 (memory_core/storage/scope_summaries.py).
-    SCOPE_SUMMARIES,
-)
-
-
-migration(
     "m015_index_meta",
     # As SQLite's m011 (memory_core/storage/migrations.py): the tokenizer version of the terms.
     INDEX_META,
@@ -354,6 +347,12 @@ migration(
     "m017_message_speaker_ids",
     # As SQLite's m013 (memory_core/storage/migrations.py): the sender's id of a message.
     SPEAKER_IDS,
+)
+
+migration(
+    "m018_scope_summaries",
+    # As SQLite's m015 (memory_core/storage/scope_summaries.py).
+    SCOPE_SUMMARIES.replace("INTEGER", "BIGINT"),
 )
 
 
