@@ -3,8 +3,6 @@ workspace of many per-peer scopes is not read whole to show a few."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 import memory_core.longterm.long_term as long_term
