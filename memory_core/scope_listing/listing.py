@@ -21,15 +21,20 @@ from pathlib import Path
 
 import memory_core.recall.index.writes as index_writes
 from memory_core.base import safe_files
+from memory_core.base.clock import epoch_ns
 from memory_core.base.errors import ChatmemError, FileRefused
 from memory_core.base.scope import MAIN, ScopeKey, scope_slug
 from memory_core.base.sql import Connection, Db
 from memory_core.base.workspace import SCOPED_LONG_TERM, Workspace
 from memory_core.longterm.long_term import LongTermMemory
+from memory_core.longterm.store import RACY_NS
 from memory_core.scope_listing.figures import ScopeFigures, encode, figures, readable
 from memory_core.storage import scope_summaries
 
 log = logging.getLogger(__name__)
+
+RACY = "racy"
+"""The stamp of a summary read from files written just before: equal to no real stamp."""
 
 WRITE_GROUP = 256
 """Summaries written per transaction when many are made at once (a first listing)."""
@@ -71,17 +76,22 @@ async def scope_figures(
     keys = await asyncio.to_thread(_listed, ws, stored)
     chosen = keys[offset:] if limit is None else keys[offset : offset + limit]
     files = [_files(ws, key) for key in chosen]
+    read_at = epoch_ns()  # before the stats: a write after them makes a stamp racy
     stamps = await asyncio.to_thread(lambda: [_stamp(*pair) for pair in files])
     payloads: list[str] = []
     fresh: list[tuple[str, str, str]] = []
     for key, stamp in zip(chosen, stamps, strict=True):
         held = stored.get(key.value)
-        if held is not None and held[1] == stamp and readable(held[2]):
+        if held is not None and held[1] == stamp[0] and readable(held[2]):
             payloads.append(held[2])
             continue
         payload = await _summary(memories, key)
         payloads.append(payload)
-        fresh.append((key.value, stamp, payload))
+        # A file written within RACY_NS of the read may be written again under the same
+        # stamp (the kernel's clock ticks coarsely): kept as one no stamp equals, so the
+        # next listing reads it again, until it has settled (as the store's rule).
+        settled = read_at - stamp[1] >= RACY_NS
+        fresh.append((key.value, stamp[0] if settled else RACY, payload))
     if db is not None and fresh:
         await _store(db, fresh)
     policy = memories.policy
@@ -119,10 +129,12 @@ def _files(ws: Workspace, scope: ScopeKey) -> tuple[str, str]:
     return f"{folder}/{SCOPED_LONG_TERM}", folder
 
 
-def _stamp(long_term: str, folder: str) -> str:
+def _stamp(long_term: str, folder: str) -> tuple[str, int]:
     """The long-term file's (mtime_ns, size) and the scope folder's mtime_ns (a daily
-    note added or removed moves it): what the summary was read from."""
+    note added or removed moves it): what the summary was read from; and the newer
+    mtime of the two."""
     parts = []
+    newest = 0
     for path in (long_term, folder):
         try:
             st = os.stat(path, follow_symlinks=False)
@@ -130,7 +142,8 @@ def _stamp(long_term: str, folder: str) -> str:
             parts.append("-")
         else:
             parts.append(f"{st.st_mtime_ns}:{st.st_size}")
-    return "/".join(parts)
+            newest = max(newest, st.st_mtime_ns)
+    return "/".join(parts), newest
 
 
 async def _summary(memories: LongTermMemory, scope: ScopeKey) -> str:

@@ -3,6 +3,8 @@ workspace of many per-peer scopes is not read whole to show a few."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 import memory_core.longterm.long_term as long_term
@@ -16,15 +18,17 @@ from tests.unit.cli_support import (
     one_line_error,
     ws_fixture,  # noqa: F401  (a fixture)
 )
+from tests.unit.test_scope_listing import settle
 
 PEERS = [f"peer:{n}" for n in range(1, 6)]
 
 
 def test_scopes_and_stats_page_through_the_listing(
-    cli: Run, monkeypatch: pytest.MonkeyPatch
+    cli: Run, ws: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     for peer in PEERS:
         cli.capture(f"{peer} likes tea", "--scope", peer)
+    settle(ws / "MEMORY.md", ws / "memory")  # past the racy window
     every = [row["scope"] for row in cli.json("scopes")]
     assert every == ["main", *PEERS]
 

@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
+import time
 from collections import Counter
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -92,6 +95,16 @@ async def run_json(
     return json.loads(capsys.readouterr().out)
 
 
+def settle(*paths: Path) -> None:
+    """Files dated an hour back, past the racy window, as a workspace a bot restarts
+    into: every file and folder under each of `paths`."""
+    stamp = time.time() - 3600
+    for path in paths:
+        if path.exists():
+            for each in [path, *(path.rglob("*") if path.is_dir() else [])]:
+                os.utime(each, (stamp, stamp))
+
+
 def spy_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     read: list[str] = []
     real = listing._summary
@@ -113,6 +126,7 @@ async def test_the_listing_is_the_files_listing(
     read = spy_reads(monkeypatch)
     async with MemoryCore.open(config, clock=clock) as core:
         await fill(core)
+        settle(core.workspace.long_term_path(MAIN), core.workspace.memory_dir(MAIN))
         assert await run_json(core, Stats, capsys) == await old_stats(core)
         assert read == [s.value for s in [MAIN, *PEERS]]  # the first listing reads all
         read.clear()
@@ -131,6 +145,7 @@ async def test_the_listing_is_the_files_listing(
     text = re.sub(r"(### \[\w+\] \w+ \| )\d\.\d+", r"\g<1>0.15", text, count=1)
     path.write_text(text + "\n### [bad1] fact | lots | 2026-01-01 | 1\nby hand\n", "utf-8")
     (ws.memory_dir(PEERS[3]) / "2026-01-02.md").write_text("# a day\n- by hand\n", "utf-8")
+    settle(path, ws.memory_dir(PEERS[3]))
     clock.advance(timedelta(days=3))
     read.clear()
     async with MemoryCore.open(config, clock=clock) as core:
@@ -165,3 +180,25 @@ async def test_a_listing_without_an_index_reads_the_files(
         (r["active"], r["archived"], r["mean_active_score"], r["categories"])
         for r in expected["scopes"]
     ]
+
+
+async def test_a_summary_of_files_just_written_is_made_again(
+    config: Config, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file written within the racy window may be written again under the same stamp
+    (size and mtime tick): its summary is trusted only once the files have settled."""
+    read = spy_reads(monkeypatch)
+    async with MemoryCore.open(config) as core:
+        await core.memories.capture(PEERS[0], "likes tea")
+        await core.memories.flush()
+        main_folder = core.workspace.memory_dir(MAIN)  # settled, not its scopes' folders
+        os.utime(main_folder, (time.time() - 3600,) * 2)
+        settle(core.workspace.long_term_path(MAIN))
+        for _ in range(2):
+            await core.scope_listing()
+        assert read == [MAIN.value, PEERS[0].value, PEERS[0].value]
+        settle(core.workspace.memory_dir(PEERS[0]))
+        read.clear()
+        for _ in range(2):
+            await core.scope_listing()
+        assert read == [PEERS[0].value]
