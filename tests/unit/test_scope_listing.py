@@ -202,3 +202,20 @@ async def test_a_summary_of_files_just_written_is_made_again(
         for _ in range(2):
             await core.scope_listing()
         assert read == [PEERS[0].value]
+
+
+async def test_an_erased_scope_leaves_no_summary(config: Config) -> None:
+    """Its entries' categories, scores and dates go with the scope (`chatmem erase`)."""
+    async with MemoryCore.open(config) as core:
+        await core.memories.capture(PEERS[0], "likes tea", category="preference")
+        await core.memories.flush()
+        await core.scope_listing()
+        db = core._open.db
+        assert db is not None
+
+        def keys(conn: Any) -> list[str]:
+            return [str(r[0]) for r in conn.execute("SELECT key FROM scope_summaries")]
+
+        assert PEERS[0].value in await db.read(keys)
+        await core.erase(scope=PEERS[0], by="test")
+        assert PEERS[0].value not in await db.read(keys)
