@@ -18,7 +18,7 @@ from tests.unit.cli_support import (
     one_line_error,
     ws_fixture,  # noqa: F401  (a fixture)
 )
-from tests.unit.test_scope_listing import settle
+from tests.unit.test_scopes_from_summaries import settle
 
 PEERS = [f"peer:{n}" for n in range(1, 6)]
 
