@@ -58,6 +58,7 @@ if TYPE_CHECKING:
     from memory_core.backup.put_back import Restored
     from memory_core.portable import ImportReport
     from memory_core.recall.index.model import IndexBackend
+    from memory_core.scope_listing.listing import Listing
     from memory_core.scope_merge import MergeReport
 
 __all__ = ["MemoryCore", "ScopeStatus", "ValidationProblem"]
@@ -323,6 +324,14 @@ class MemoryCore(Lifecycle):
         except (DatabaseUnreachable, IndexUnavailable):
             return scopes  # the history's server is away: the scopes the files know
         return scopes + [ScopeKey(s) for s in sorted(messages) if s not in known]
+
+    async def scope_listing(self, offset: int = 0, limit: int | None = None) -> Listing:
+        """Every scope with a directory and the figures of a page of them (`chatmem
+        scopes`/`stats`), from the index's summaries: only the scopes whose files changed
+        since are read (memory_core/scope_listing/)."""
+        from memory_core.scope_listing import scope_figures
+
+        return await scope_figures(self.memories, self._open.db, self.memories.now(), offset, limit)
 
     async def knows_scope(self, scope: ScopeKey) -> bool:
         """Whether `known_scopes()` holds `scope`, at the cost of that one scope (its

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections import Counter
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
@@ -18,7 +17,7 @@ from adapters.cli import (
     parse_time_arg,
     positive_int,
 )
-from adapters.cli.paging import add_paging, page
+from adapters.cli.paging import add_paging
 from memory_core.base.clock import format_when
 from memory_core.base.entries import CATEGORIES, MemoryClass, MemoryEntry, class_of, confidence_of
 from memory_core.base.errors import ChatmemError
@@ -285,25 +284,24 @@ class Stats:
     async def run(core: MemoryCore, args: argparse.Namespace) -> int:
         rows = []
         human = [f"workspace {core.workspace.root}"]
-        for scope in page(await core.memories.scopes(), args):
-            status = await core.memories.status(scope)
-            categories = Counter(e.category for e in status.active)
-            scores = [e.score for e in status.active]
-            mean = round(sum(scores) / len(scores), 3) if scores else None
+        listing = await core.scope_listing(args.offset, args.limit)
+        for row in listing.page:
+            scope, figures = row.scope, row.figures
+            mean = figures.mean_active_score
             rows.append(
                 {
                     "scope": scope.value,
-                    "active": len(status.active),
-                    "archived": len(status.archived),
-                    "quarantined": len(status.quarantined),
-                    "daily_files": status.daily_files,
+                    "active": figures.active,
+                    "archived": figures.archived,
+                    "quarantined": figures.quarantined,
+                    "daily_files": figures.daily_files,
                     "mean_active_score": mean,
-                    "categories": dict(categories),
+                    "categories": figures.categories,
                 }
             )
             human.append(
-                f"  {printable_key(scope)}: {len(status.active)} active, "
-                f"{len(status.archived)} archived, {counted(status.daily_files, 'daily file')}"
+                f"  {printable_key(scope)}: {figures.active} active, "
+                f"{figures.archived} archived, {counted(figures.daily_files, 'daily file')}"
                 + (f", mean score {mean}" if mean is not None else "")
             )
         actions = await core.audit.action_counts()

@@ -1,14 +1,10 @@
-"""`--limit` / `--offset` for the commands that walk every scope (`scopes`, `stats`):
-each listed scope's memory file is read, so a workspace of 10 000 per-peer scopes is
-shown a page at a time. Without them every scope is shown, as before."""
+"""`--limit` / `--offset` for the commands that walk every scope (`scopes`, `stats`): a
+workspace of 10 000 per-peer scopes shown a page at a time (their figures come from the
+index's summaries, memory_core/scope_listing/). Without them every scope is shown."""
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
-from typing import TypeVar
-
-T = TypeVar("T")
 
 
 def non_negative(text: str) -> int:
@@ -37,9 +33,3 @@ def add_paging(parser: argparse.ArgumentParser) -> None:
         metavar="M",
         help="skip the first M scopes (with --limit: the next page)",
     )
-
-
-def page(items: Sequence[T], args: argparse.Namespace) -> list[T]:
-    """The part of `items` that `--offset` and `--limit` ask for (all by default)."""
-    start = args.offset
-    return list(items[start:] if args.limit is None else items[start : start + args.limit])

@@ -8,7 +8,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from adapters.cli import EXIT_PROBLEMS, Output, command
-from adapters.cli.paging import add_paging, page
+from adapters.cli.paging import add_paging
 from memory_core.base.errors import ChatmemError, ScopeError
 from memory_core.base.scope import ScopeKey, lookalike_groups, printable_key, today_key
 from memory_core.base.wording import counted
@@ -134,18 +134,17 @@ class Scopes:
     async def run(core: MemoryCore, args: argparse.Namespace) -> int:
         if args.merge is not None:
             return await _merge(core, args)
-        rows = []
-        scopes = await core.memories.scopes()
-        for scope in page(scopes, args):
-            status = await core.memories.status(scope)
-            rows.append(
-                {
-                    "scope": scope.value,
-                    "active": len(status.active),
-                    "archived": len(status.archived),
-                    "path": status.path,
-                }
-            )
+        listing = await core.scope_listing(args.offset, args.limit)
+        scopes = listing.scopes
+        rows = [
+            {
+                "scope": row.scope.value,
+                "active": row.figures.active,
+                "archived": row.figures.archived,
+                "path": row.path,
+            }
+            for row in listing.page
+        ]
         human = "\n".join(
             f"{printable_key(str(r['scope'])):<40} {r['active']:>5} active "
             f"{r['archived']:>5} archived  {r['path']}"

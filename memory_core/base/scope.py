@@ -159,7 +159,9 @@ def lookalike_form(key: ScopeKey | str) -> str:
     older scopes by. Invisible characters, which are refused now, are dropped here, so
     `An\u200bn` and `Ann` fall together."""
     text = key.value if isinstance(key, ScopeKey) else key
-    visible = "".join(ch for ch in text if not is_odd_character(ch))
+    visible = (
+        text if _plainly_visible(text) else "".join(ch for ch in text if not is_odd_character(ch))
+    )
     return ":".join(part.strip() for part in _spelling(visible).split(":"))
 
 
@@ -178,7 +180,15 @@ def printable_key(key: ScopeKey | str) -> str:
     """A key as it can be shown on one line: invisible and reordering characters (which a
     key from an older workspace may still hold) written as `\\x1b`, `\\u202e`."""
     text = key.value if isinstance(key, ScopeKey) else key
+    if _plainly_visible(text):
+        return text
     return "".join(_escaped(ch) if is_odd_character(ch) else ch for ch in text)
+
+
+def _plainly_visible(text: str) -> bool:
+    """Printable ASCII holds no odd character (they are controls or beyond ASCII): the
+    quick answer for the keys of a listing of 10 000 scopes."""
+    return text.isascii() and text.isprintable()
 
 
 def _escaped(ch: str) -> str:
@@ -251,11 +261,14 @@ def _resolved(ctx: InboundContext, mode: DmScope, topic_scope: bool) -> ScopeKey
 SLUG_MAX = 120
 _HASHED_PREFIX = 64
 _PLAIN = re.compile(r"[a-z0-9-]")
+_PLAIN_KEY = re.compile(r"[a-z0-9:-]*")
 _SLUG_SHAPE = re.compile(rf"^[a-z0-9_~-]{{1,{SLUG_MAX}}}$")
 
 
 def scope_slug(key: ScopeKey) -> str:
     """Directory name of a scope under `memory/scopes/`."""
+    if _PLAIN_KEY.fullmatch(key.value) and len(key.value) <= SLUG_MAX:
+        return key.value.replace(":", "_")  # what the loop below makes of such a key
     parts: list[str] = []
     for ch in key.value:
         if _PLAIN.fullmatch(ch):

@@ -191,6 +191,10 @@ class Workspace:
         one scope does not list the others."""
         return scope.is_main or self._scope_of_dir(self.memory_dir(scope)) == scope
 
+    def scope_of_dir(self, directory: Path) -> ScopeKey | None:
+        """The scope `directory` (a child of `scopes_dir`) holds, as `scopes()` decides."""
+        return self._scope_of_dir(directory)
+
     def _scope_of_dir(self, directory: Path) -> ScopeKey | None:
         slug = directory.name
         if not directory.is_dir() or directory.is_symlink() or not is_valid_slug(slug):

@@ -48,7 +48,7 @@ def erase_scope(conn: Connection, scope: str) -> None:
     if sid is not None:
         rows = conn.execute("SELECT id, tokens FROM chunks WHERE scope_id = ?", (sid,)).fetchall()
         writes.delete_rows(conn, sid, rows)
-        for table in ("files", "terms", "chunk_vectors"):
+        for table in ("files", "terms", "chunk_vectors", "scope_summaries"):
             conn.execute(f"DELETE FROM {table} WHERE scope_id = ?", (sid,))
         conn.execute("UPDATE scopes SET chunk_count = 0, token_count = 0 WHERE id = ?", (sid,))
     for table in OWNED:

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import TypeAlias
 
 from memory_core.base.sql import Connection
+from memory_core.storage.scope_summaries import SCOPE_SUMMARIES
 from memory_core.storage.shared_fts import one_table
 
 Step: TypeAlias = str | Callable[[Connection], None]
@@ -422,6 +423,13 @@ migration(
     # Every scope's postings in one FTS5 table (memory_core/storage/shared_fts.py): the
     # schema no longer grows with the scopes, nor a reindex with their square.
     one_table,
+)
+
+migration(
+    "m015_scope_summaries",
+    # What `chatmem scopes` and `stats` show of each scope, kept with its files' stamp:
+    # a listing of 10 000 scopes reads only the files that changed.
+    SCOPE_SUMMARIES,
 )
 
 

@@ -3,14 +3,14 @@ workspace of many per-peer scopes is not read whole to show a few."""
 
 from __future__ import annotations
 
-from typing import Any
+from pathlib import Path
 
 import pytest
 
 import memory_core.longterm.long_term as long_term
+import memory_core.scope_listing.listing as listing
 from memory_core.base.scope import ScopeKey
 from memory_core.base.workspace import Workspace
-from memory_core.longterm.long_term_views import ScopeStatus
 from tests.unit.cli_support import (
     Run,
     _clean_env,  # noqa: F401  (a fixture)
@@ -18,32 +18,34 @@ from tests.unit.cli_support import (
     one_line_error,
     ws_fixture,  # noqa: F401  (a fixture)
 )
+from tests.unit.test_scopes_from_summaries import settle
 
 PEERS = [f"peer:{n}" for n in range(1, 6)]
 
 
 def test_scopes_and_stats_page_through_the_listing(
-    cli: Run, monkeypatch: pytest.MonkeyPatch
+    cli: Run, ws: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     for peer in PEERS:
         cli.capture(f"{peer} likes tea", "--scope", peer)
+    settle(ws / "MEMORY.md", ws / "memory")  # past the racy window
     every = [row["scope"] for row in cli.json("scopes")]
     assert every == ["main", *PEERS]
 
     read: list[str] = []
-    real = long_term.LongTermMemory.status
+    real = listing._summary
 
-    async def status_spy(
-        self: long_term.LongTermMemory, scope: ScopeKey, **kwargs: Any
-    ) -> ScopeStatus:
+    async def summary_spy(memories: long_term.LongTermMemory, scope: ScopeKey) -> str:
         read.append(scope.value)
-        return await real(self, scope, **kwargs)
+        return await real(memories, scope)
 
-    monkeypatch.setattr(long_term.LongTermMemory, "status", status_spy)
+    monkeypatch.setattr(listing, "_summary", summary_spy)
+    cli.capture("likes green tea too", "--scope", PEERS[1])
     rows = cli.json("scopes", "--limit", "2", "--offset", "1")
     assert [row["scope"] for row in rows] == PEERS[:2]
-    assert [row["active"] for row in rows] == [1, 1]
-    assert read == PEERS[:2]  # only the page's files were read
+    assert [row["active"] for row in rows] == [1, 2]
+    # Only the page's scope whose file changed since the full listing was read again.
+    assert read == PEERS[1:2]
     stats = cli.json("stats", "--limit", "2", "--offset", "4")
     assert [row["scope"] for row in stats["scopes"]] == PEERS[3:5]
     assert cli.json("scopes", "--offset", "6") == []

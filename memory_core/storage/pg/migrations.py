@@ -29,6 +29,7 @@ from memory_core.storage.migrations import (
     Step,
     vectors_once,
 )
+from memory_core.storage.scope_summaries import SCOPE_SUMMARIES
 
 PG_MIGRATIONS: list[Migration] = []
 
@@ -346,6 +347,12 @@ migration(
     "m017_message_speaker_ids",
     # As SQLite's m013 (memory_core/storage/migrations.py): the sender's id of a message.
     SPEAKER_IDS,
+)
+
+migration(
+    "m018_scope_summaries",
+    # As SQLite's m015 (memory_core/storage/scope_summaries.py).
+    SCOPE_SUMMARIES.replace("INTEGER", "BIGINT"),
 )
 
 
