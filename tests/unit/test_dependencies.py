@@ -8,6 +8,7 @@ import ast
 import re
 import sys
 import tomllib
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,9 +38,15 @@ def third_party_imports(
 ) -> dict[str, set[str]]:
     """Top-level module -> the files under `folder` importing it (stdlib and `first_party`
     left out; tests/bench/test_bench_dependencies.py scans bench/ and testkit/ with it)."""
+    # Parsed in a thread of their own: CPython 3.11's AST checker compares its recursion
+    # count with the thread's, which a test before this one in the same worker can leave
+    # off ("AST constructor recursion depth mismatch"); a new thread starts at zero.
+    paths = sorted((ROOT / folder).rglob("*.py"))
+    with ThreadPoolExecutor(max_workers=1) as fresh:
+        trees = list(fresh.map(lambda path: ast.parse(path.read_text(encoding="utf-8")), paths))
     found: dict[str, set[str]] = {}
-    for path in sorted((ROOT / folder).rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for path, tree in zip(paths, trees, strict=True):
+        for node in ast.walk(tree):
             if isinstance(node, ast.Import):
                 names = [alias.name for alias in node.names]
             elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
