@@ -14,6 +14,7 @@ from memory_core.base.chunks import Chunk, ChunkKind
 from memory_core.base.clock import format_when
 from memory_core.base.sql import Connection
 from memory_core.base.turn_dates import encode_days
+from memory_core.recall.index.line_moves import ordered_moves
 from memory_core.recall.index.model import PreparedFile, SyncStats
 from memory_core.recall.index.postings import postings
 from memory_core.recall.index.search import held_chunks
@@ -385,33 +386,6 @@ def remove_messages(conn: Connection, sid: int, message_ids: Sequence[int]) -> N
     delete_rows(conn, sid, rows)
 
 
-Run = tuple[int, int, int, int]
-"""(first line_from, last line_from, line_from shift, line_to shift) of chunks that move alike."""
-
-
-def move_runs(
-    placed: Iterable[tuple[object, int, int]], lines: Mapping[str, tuple[int, int]]
-) -> list[Run]:
-    """The moves that bring the chunks `placed` ((ref, line_from, line_to), every chunk of
-    one file) to their entries' `lines`, as runs of neighbours (in line order) shifted
-    alike: an entry inserted above 100 000 others is one run, not 100 000 moves. A chunk
-    whose ref `lines` lacks, or that stays, ends a run and is not moved."""
-    runs: list[list[int]] = []
-    current: list[int] | None = None
-    for ref, line_from, line_to in sorted(placed, key=lambda row: (int(row[1]), int(row[2]))):
-        target = lines.get(str(ref))
-        shift = None if target is None else (target[0] - line_from, target[1] - line_to)
-        if shift is None or shift == (0, 0):
-            current = None
-            continue
-        if current is not None and (current[2], current[3]) == shift:
-            current[1] = line_from
-            continue
-        current = [line_from, line_from, *shift]
-        runs.append(current)
-    return [(lo, hi, by_from, by_to) for lo, hi, by_from, by_to in runs]
-
-
 class StaleDifference(Exception):
     """The chunks of a file changed between the read a difference was computed from and
     the transaction that would apply it (another process indexed the file meanwhile):
@@ -457,25 +431,16 @@ def apply_long_term(
         ).fetchall()
         delete_rows(conn, sid, old, tally)
     placed = conn.execute(
-        "SELECT ref, line_from, line_to FROM chunks WHERE scope_id = ? AND path = ?",
+        "SELECT id, ref, line_from, line_to, piece FROM chunks WHERE scope_id = ? AND path = ?",
         (sid, path),
     ).fetchall()
-    runs = move_runs(placed, lines)
-    # One chunk per line holds at every row: the moving chunks are parked on lines no
-    # file has (-1 - their new line) while the new ones take their lines. A run of
-    # chunks that shift alike (everything below an inserted entry) is one statement.
-    for lo, hi, by_from, _ in runs:
-        conn.execute(
-            "UPDATE chunks SET line_from = -1 - (line_from + ?) WHERE scope_id = ?"
-            " AND path = ? AND line_from BETWEEN ? AND ?",
-            (by_from, sid, path, lo, hi),
-        )
+    # One chunk per line holds at every row: each chunk moves once, into a line already
+    # free (`line_moves`), and the new chunks then take the lines left for them.
+    moves = ordered_moves(
+        ((int(r[0]), r[1], int(r[2]), int(r[3]), int(r[4])) for r in placed), lines
+    )
+    if moves:
+        conn.executemany("UPDATE chunks SET line_from = ?, line_to = ? WHERE id = ?", moves)
     insert_chunks(conn, sid, path, ChunkKind.LONG_TERM, fresh, tally)
-    for lo, hi, by_from, by_to in runs:
-        conn.execute(
-            "UPDATE chunks SET line_from = -1 - line_from, line_to = line_to + ?"
-            " WHERE scope_id = ? AND path = ? AND line_from BETWEEN ? AND ?",
-            (by_to, sid, path, -1 - (hi + by_from), -1 - (lo + by_from)),
-        )
     tally.apply(conn)
     conn.execute(UPSERT_FILE, (path, sid, *stamp, digest, ChunkKind.LONG_TERM.value))
