@@ -85,7 +85,7 @@ from memory_core.notes.daily_notes import DailyNotes
 from memory_core.notes.event_log import EventLog
 from memory_core.recall.finder import Finder
 from memory_core.recall.guard import IndexGuard
-from memory_core.recall.index import SearchIndex
+from memory_core.recall.index import SearchIndex, topk
 from memory_core.recall.index.files import prepare_chunk
 from memory_core.recall.index.rank_settings import rank_settings
 from memory_core.snapshot.snapshots import Snapshots
@@ -385,6 +385,11 @@ async def open_services(
         if serving:
             late.conversation()
             late.consolidation()
+            if guard.index is not None:
+                # What the first search would import (the ranking's numpy), off the loop
+                # and after the open's own work: neither the open nor that search waits.
+                ranking_ready = asyncio.create_task(asyncio.to_thread(topk.warm_up))
+                stack.push_async_callback(lambda: ranking_ready)
         yield Services(
             memory, db, audit, history, deliveries, journal, late, replayed, vector_model
         )

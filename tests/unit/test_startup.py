@@ -77,3 +77,21 @@ async def test_a_running_bot_embeds_what_a_command_wrote_at_its_next_write(
         assert HOME in embedder.embedded
         hits = await bot.finder.search(MAIN, "where do I live")
         assert [h.text for h in hits] == [HOME]  # by its vector alone
+
+
+async def test_only_a_serving_core_imports_the_ranking_ahead_of_its_first_search(
+    config: Config, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The ranking's numpy, which a first search would import (a tenth of a second), is
+    imported in the background by a serving core's open; a command's core leaves it to
+    the search that needs it."""
+    from memory_core.recall.index import topk
+
+    warmed: list[str] = []
+    monkeypatch.setattr(topk, "warm_up", lambda: warmed.append("numpy"))
+    async with MemoryCore.open(config, clock=clock, serving=False):
+        pass
+    assert warmed == []
+    async with MemoryCore.open(config, clock=clock):
+        pass  # its close waits for the import it started
+    assert warmed == ["numpy"]
