@@ -386,13 +386,24 @@ async def open_services(
             late.conversation()
             late.consolidation()
             if guard.index is not None:
-                # What the first search would import (the ranking's numpy), off the loop
-                # and after the open's own work: neither the open nor that search waits.
-                ranking_ready = asyncio.create_task(asyncio.to_thread(topk.warm_up))
-                stack.push_async_callback(lambda: ranking_ready)
+                # What the first search would do once per process, after the open's own
+                # work and off the loop: neither the open nor that search waits for it.
+                ahead = asyncio.create_task(_search_ahead(memory.long_term, config))
+                stack.push_async_callback(lambda: ahead)
         yield Services(
             memory, db, audit, history, deliveries, journal, late, replayed, vector_model
         )
+
+
+async def _search_ahead(long_term: LongTermMemory, config: Config) -> None:
+    """A serving core's first search, made ready: the ranking's numpy imported, and the
+    main scope's entities for query expansion read (from beside its parse cache)."""
+    await asyncio.to_thread(topk.warm_up)
+    if config.recall.entity_expansion:
+        try:
+            await long_term.entities(MAIN)
+        except Exception as exc:  # a warm-up: the first search meets any error itself
+            log.debug("entities not read ahead: %s", exc)
 
 
 RECOVER_WAITS = Backoff(0.5, 4.0)
