@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import random
 from datetime import UTC
 
 import pytest
 
-import memory_core.recall.index.line_moves as line_moves
 import memory_core.recall.index.search as search
 import memory_core.recall.index.writes as writes
 from memory_core.base.chunks import ChunkKind
@@ -165,52 +163,6 @@ async def test_a_sync_overtaken_by_another_writer_indexes_the_file_as_it_now_is(
         ref: header_line(core, ref) for ref in (first.id, second.id, "other1")
     }
     assert core.degraded_reason is None
-
-
-def apply_moves(
-    held: dict[tuple[int, int], int], moves: list[tuple[int, int, int]]
-) -> dict[int, int]:
-    """The moves applied one by one as the schema does: a line held twice fails."""
-    where = {chunk: line for (line, _), chunk in held.items()}
-    taken = {line for line, _ in held}
-    for line_from, _, chunk in moves:
-        taken.discard(where[chunk])
-        assert line_from not in taken, f"line {line_from} still held when {chunk} moves in"
-        taken.add(line_from)
-        where[chunk] = line_from
-    return where
-
-
-@pytest.mark.parametrize("seed", range(6))
-def test_each_chunk_moves_once_into_a_free_line(seed: int) -> None:
-    """Entries re-sorted (some up, some down, some swapping places in cycles), some kept
-    in place: every chunk reaches its line, no update meets a held line, and only a
-    chunk in a cycle is updated twice (parked, then placed)."""
-    rng = random.Random(seed)
-    count = 300
-    old_lines = list(range(3, 3 + 4 * count, 4))
-    order = list(range(count))
-    rng.shuffle(order)
-    for n in rng.sample(range(count), count // 3):  # a third keep their place
-        order[order.index(n)], order[n] = order[n], order[order.index(n)]
-    placed = [(n + 1, f"e{n}", old_lines[n], old_lines[n] + 1, 0) for n in range(count)]
-    lines = {f"e{n}": (old_lines[order[n]], old_lines[order[n]] + 1) for n in range(count)}
-    moves = line_moves.ordered_moves(placed, lines)
-    final = apply_moves({(old_lines[n], 0): n + 1 for n in range(count)}, moves)
-    assert final == {n + 1: lines[f"e{n}"][0] for n in range(count)}
-    moved = {n + 1 for n in range(count) if order[n] != n}
-    assert {chunk for _, _, chunk in moves} == moved
-    assert len(moves) < 2 * len(moved)
-
-
-def test_an_entry_inserted_above_moves_every_chunk_once() -> None:
-    placed = [(n + 1, f"e{n}", 3 + 4 * n, 4 + 4 * n, 0) for n in range(50)]
-    lines = {f"e{n}": (7 + 4 * n, 8 + 4 * n) for n in range(50)}
-    moves = line_moves.ordered_moves(placed, lines)
-    assert [chunk for _, _, chunk in moves] == list(range(50, 0, -1))
-    assert (
-        line_moves.ordered_moves(placed, {f"e{n}": (3 + 4 * n, 4 + 4 * n) for n in range(50)}) == []
-    )
 
 
 async def test_lines_after_captures_edits_and_forgets_equal_a_full_reindex(

@@ -14,7 +14,6 @@ from memory_core.base.chunks import Chunk, ChunkKind
 from memory_core.base.clock import format_when
 from memory_core.base.sql import Connection
 from memory_core.base.turn_dates import encode_days
-from memory_core.recall.index.line_moves import ordered_moves
 from memory_core.recall.index.model import PreparedFile, SyncStats
 from memory_core.recall.index.postings import postings
 from memory_core.recall.index.search import held_chunks
@@ -431,16 +430,20 @@ def apply_long_term(
         ).fetchall()
         delete_rows(conn, sid, old, tally)
     placed = conn.execute(
-        "SELECT id, ref, line_from, line_to, piece FROM chunks WHERE scope_id = ? AND path = ?",
+        "SELECT id, ref, line_from, line_to FROM chunks WHERE scope_id = ? AND path = ?",
         (sid, path),
     ).fetchall()
-    # One chunk per line holds at every row: each chunk moves once, into a line already
-    # free (`line_moves`), and the new chunks then take the lines left for them.
-    moves = ordered_moves(
-        ((int(r[0]), r[1], int(r[2]), int(r[3]), int(r[4])) for r in placed), lines
-    )
+    moves = [
+        (*lines[str(ref)], chunk_id)
+        for chunk_id, ref, line_from, line_to in placed
+        if str(ref) in lines and lines[str(ref)] != (line_from, line_to)
+    ]
+    # One chunk per line holds at every row: the moving chunks are parked on lines no
+    # file has (their negated ids) while the new ones take their lines.
+    if moves:
+        conn.executemany("UPDATE chunks SET line_from = -id WHERE id = ?", [(m[2],) for m in moves])
+    insert_chunks(conn, sid, path, ChunkKind.LONG_TERM, fresh, tally)
     if moves:
         conn.executemany("UPDATE chunks SET line_from = ?, line_to = ? WHERE id = ?", moves)
-    insert_chunks(conn, sid, path, ChunkKind.LONG_TERM, fresh, tally)
     tally.apply(conn)
     conn.execute(UPSERT_FILE, (path, sid, *stamp, digest, ChunkKind.LONG_TERM.value))
