@@ -85,7 +85,7 @@ from memory_core.notes.daily_notes import DailyNotes
 from memory_core.notes.event_log import EventLog
 from memory_core.recall.finder import Finder
 from memory_core.recall.guard import IndexGuard
-from memory_core.recall.index import SearchIndex
+from memory_core.recall.index import SearchIndex, topk
 from memory_core.recall.index.files import prepare_chunk
 from memory_core.recall.index.rank_settings import rank_settings
 from memory_core.snapshot.snapshots import Snapshots
@@ -385,9 +385,25 @@ async def open_services(
         if serving:
             late.conversation()
             late.consolidation()
+            if guard.index is not None:
+                # What the first search would do once per process, after the open's own
+                # work and off the loop: neither the open nor that search waits for it.
+                ahead = asyncio.create_task(_search_ahead(memory.long_term, config))
+                stack.push_async_callback(lambda: ahead)
         yield Services(
             memory, db, audit, history, deliveries, journal, late, replayed, vector_model
         )
+
+
+async def _search_ahead(long_term: LongTermMemory, config: Config) -> None:
+    """A serving core's first search, made ready: the ranking's numpy imported, and the
+    main scope's entities for query expansion read (from beside its parse cache)."""
+    await asyncio.to_thread(topk.warm_up)
+    if config.recall.entity_expansion:
+        try:
+            await long_term.entities(MAIN)
+        except Exception as exc:  # a warm-up: the first search meets any error itself
+            log.debug("entities not read ahead: %s", exc)
 
 
 RECOVER_WAITS = Backoff(0.5, 4.0)

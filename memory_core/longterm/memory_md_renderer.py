@@ -81,11 +81,13 @@ def render_memory_lines(
     archive_below: float = 0.2,
     keys: dict[str, bytes] | None = None,
     reuse: Callable[[MemoryEntry], tuple[str, ...] | None] | None = None,
+    reuse_key: Callable[[MemoryEntry, str], bytes | None] | None = None,
 ) -> tuple[str, dict[str, tuple[int, int]]]:
     """`render_memory`, plus where each entry's block landed (first and last line); with
     `keys`, each entry's block key (`memory_md.block_key`) is put there too. `reuse`
     gives an entry's block when it is known already (what rendering it gives, exactly:
-    the store's writer takes the unchanged entries' blocks from the file it rendered)."""
+    the store's writer takes the unchanged entries' blocks from the file it rendered), and
+    `reuse_key` the key of such a block in a section, when known (else it is hashed)."""
     positions: dict[str, tuple[int, int]] = {}
     active, archived = split_sections(entries, archive_below)
     stamp = format_when(now or system_clock())
@@ -99,18 +101,22 @@ def render_memory_lines(
         "",
     ]
     for entry in active:
-        block = (reuse(entry) if reuse is not None else None) or _entry_block(entry)
+        reused = reuse(entry) if reuse is not None else None
+        block = reused or _entry_block(entry)
         positions[entry.id] = (len(out) + 1, len(out) + len(block) - 1)
         out.extend(block)
         if keys is not None:
-            keys[entry.id] = block_key(ACTIVE, block)
+            known = reuse_key(entry, ACTIVE) if reused and reuse_key is not None else None
+            keys[entry.id] = known or block_key(ACTIVE, block)
     out.extend([f"## {ARCHIVED}", ""])
     for entry in archived:
-        block = (reuse(entry) if reuse is not None else None) or _entry_block(entry)
+        reused = reuse(entry) if reuse is not None else None
+        block = reused or _entry_block(entry)
         positions[entry.id] = (len(out) + 1, len(out) + len(block) - 1)
         out.extend(block)
         if keys is not None:
-            keys[entry.id] = block_key(ARCHIVED, block)
+            known = reuse_key(entry, ARCHIVED) if reused and reuse_key is not None else None
+            keys[entry.id] = known or block_key(ARCHIVED, block)
     if quarantined:
         out.extend([f"## {QUARANTINED}", "", QUARANTINE_NOTE, ""])
         for kept in quarantined:

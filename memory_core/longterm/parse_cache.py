@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import gc
 import hashlib
 import logging
 import marshal
@@ -56,6 +55,7 @@ from memory_core.base.entries import (
     build_entry,
 )
 from memory_core.base.errors import FileRefused
+from memory_core.base.gc_pause import gc_paused
 from memory_core.base.scope import ScopeKey
 from memory_core.base.workspace import Workspace
 from memory_core.longterm import (
@@ -314,13 +314,8 @@ def decode(data: bytes) -> CachedParse | None:
     """The parse a data file's bytes hold; None for bytes of another format or torn ones."""
     # Hundreds of thousands of new objects, none in a cycle: the collector's passes over
     # the growing heap would cost as much as making them.
-    paused = gc.isenabled()
-    gc.disable()
-    try:
+    with gc_paused():
         return _decode(data)
-    finally:
-        if paused:
-            gc.enable()
 
 
 def _decode(data: bytes) -> CachedParse | None:

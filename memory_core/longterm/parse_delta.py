@@ -20,13 +20,13 @@ that parse and nothing else.
 
 from __future__ import annotations
 
-import gc
 import logging
 import marshal
 from typing import Any
 
 from memory_core.base.entries import MemoryEntry
 from memory_core.base.errors import FileRefused
+from memory_core.base.gc_pause import gc_paused
 from memory_core.longterm import parse_cache
 from memory_core.longterm.memory_md import QuarantinedBlock
 from memory_core.longterm.memory_md_parser import ParsedMemory
@@ -95,13 +95,8 @@ def encode(base: Base, parsed: ParsedMemory, digest: bytes, archive_below: float
 def apply(cached: CachedParse, data: bytes) -> CachedParse | None:
     """The version the delta's bytes describe against `cached` (a base as read from its
     data file); None when they are not a delta of that base in this format."""
-    paused = gc.isenabled()
-    gc.disable()
-    try:
+    with gc_paused():
         return _apply(cached, data)
-    finally:
-        if paused:
-            gc.enable()
 
 
 def _apply(cached: CachedParse, data: bytes) -> CachedParse | None:

@@ -39,6 +39,7 @@ from memory_core.base.atomic import atomic_write_bytes, backup_then_write
 from memory_core.base.clock import Monotonic, epoch_ns, system_monotonic
 from memory_core.base.entries import MemoryEntry
 from memory_core.base.errors import MemoryFileError
+from memory_core.base.gc_pause import gc_paused
 from memory_core.base.locks import LockRegistry
 from memory_core.base.scope import ScopeKey
 from memory_core.base.workspace import Workspace
@@ -79,6 +80,9 @@ class FileRead:
     base: Base | None = None
     """The parse cache's data file the next write's delta is made against (None: the
     next write keeps the whole parse)."""
+    keys: list[bytes] | None = None
+    """Each entry's block key in the order of `parsed.entries`, when the parse cache gave
+    them (a write reusing a block need not hash it again)."""
 
 
 def read_memory_file(
@@ -108,7 +112,14 @@ def read_memory_file(
             # The stamp vouches for the bytes: the file need not even be read.
             if warn:
                 _warn_quarantined(path, cached.parsed)
-            return FileRead(cached.parsed, stamp, cached.digest, from_cache=True, base=cached.base)
+            return FileRead(
+                cached.parsed,
+                stamp,
+                cached.digest,
+                from_cache=True,
+                base=cached.base,
+                keys=cached.keys,
+            )
     try:
         data = safe_files.read_bytes(root, path, safe_files.LONG_TERM_BYTES)
     except FileNotFoundError:
@@ -125,7 +136,15 @@ def read_memory_file(
             parse_cache.save_mark(cache, Mark(stamp, digest, read_at))
             if warn:
                 _warn_quarantined(path, cached.parsed)
-            return FileRead(cached.parsed, stamp, digest, racy, from_cache=True, base=cached.base)
+            return FileRead(
+                cached.parsed,
+                stamp,
+                digest,
+                racy,
+                from_cache=True,
+                base=cached.base,
+                keys=cached.keys,
+            )
     known = cached.by_key() if cached is not None else ({} if cache is not None else None)
     parsed, utf8 = _parse_bytes(root, path, data, archive_below, known)
     base = None
@@ -408,22 +427,32 @@ class LongTermStore:
         quarantine: Sequence[QuarantinedBlock] = (),
     ) -> tuple[FileRead, FileRead, T]:
         self._ws.ensure_scope(scope)
-        snapshot = self._read(scope, self._cache.get(scope))
-        entries, result = change(snapshot.parsed)
-        kept = list(snapshot.parsed.quarantined)
-        held = {block.text for block in kept}
-        kept += [block for block in quarantine if block.text not in held]
-        after = self._write(scope, entries, kept, now, snapshot)
+        # A big file's read, change and write make millions of objects and no garbage
+        # cycles worth a collector's pass over them all (a tenth of a close's CPU).
+        with gc_paused():
+            snapshot = self._read(scope, self._cache.get(scope))
+            entries, result = change(snapshot.parsed)
+            kept = list(snapshot.parsed.quarantined)
+            held = {block.text for block in kept}
+            kept += [block for block in quarantine if block.text not in held]
+            after = self._write(scope, entries, kept, now, snapshot)
         return snapshot, after, result
 
     def _rendered_blocks(
         self, path: Path, before: FileRead | None
-    ) -> Callable[[MemoryEntry], tuple[str, ...] | None] | None:
+    ) -> store_versions.RenderedBlocks | None:
         """The blocks of the file as `before` read it, when the store's renderer wrote
         them (its parse cache says so) and the file still holds those bytes."""
         if before is None or before.base is None or not before.base.complete:
             return None
-        return store_versions.rendered_blocks(self._ws.root, path, before.digest, before.parsed)
+        keys = before.keys
+        if keys is None and before.parsed.keys:
+            known = before.parsed.keys
+            keys = [known.get(e.id, b"") for e in before.parsed.entries]
+            keys = None if b"" in keys else keys
+        return store_versions.rendered_blocks(
+            self._ws.root, path, before.digest, before.parsed, keys
+        )
 
     def _write(
         self,
@@ -441,13 +470,15 @@ class LongTermStore:
         keys: dict[str, bytes] | None = (
             {} if files is not None and len(entries) * 128 >= min_bytes else None
         )
+        reused = self._rendered_blocks(path, before)
         text, lines = render_memory_lines(
             entries,
             quarantined,
             now=now,
             archive_below=self._archive_below,
             keys=keys,
-            reuse=self._rendered_blocks(path, before),
+            reuse=reused,
+            reuse_key=reused.key if reused is not None else None,
         )
         _remove_stale_temps(safe_files.inside(self._ws.root, path))
         written_at = epoch_ns()

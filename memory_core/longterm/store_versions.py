@@ -7,7 +7,8 @@ entities kept for it), and the blocks of a file the store's renderer wrote.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from memory_core.base import safe_files
@@ -15,6 +16,7 @@ from memory_core.base.clock import epoch_ns
 from memory_core.base.entries import MemoryEntry
 from memory_core.base.errors import FileRefused
 from memory_core.longterm import parse_cache
+from memory_core.longterm.memory_md import ACTIVE, ARCHIVED
 from memory_core.longterm.memory_md_parser import ParsedMemory
 from memory_core.longterm.parse_cache import CacheFiles, Mark
 
@@ -73,13 +75,52 @@ def vouched(root: Path, path: Path, files: CacheFiles, min_bytes: int) -> bytes 
     return digest
 
 
+@dataclass(frozen=True, slots=True)
+class RenderedBlocks:
+    """The blocks of a file the store's renderer wrote, for the very entry objects of
+    the parse read from it: what rendering those entries gives, and their block keys
+    (known from the parse cache: a write need not hash the blocks it reuses)."""
+
+    lines: list[str]
+    spans: dict[int, tuple[MemoryEntry, tuple[int, int] | None, int]]
+    """id(entry) → (entry, its lines, its place in the parse)."""
+    archived_at: int
+    """The line of the archived section's heading (past the end when none)."""
+    keys: Sequence[bytes] | None
+    """Each entry's block key in the order of the parse, when known."""
+
+    def __call__(self, entry: MemoryEntry) -> tuple[str, ...] | None:
+        known = self.spans.get(id(entry))
+        if known is None or known[0] is not entry or known[1] is None:
+            return None
+        first, last = known[1]
+        found = tuple(self.lines[first - 1 : last + 1])
+        if len(found) < 3 or found[-1] != "" or not found[0].startswith("### ["):
+            return None
+        return found
+
+    def key(self, entry: MemoryEntry, section: str) -> bytes | None:
+        """The key of the entry's block (given by `__call__`) in `section`: the one the
+        parse cache holds when the block stays in the section it was in."""
+        known = self.spans.get(id(entry))
+        if self.keys is None or known is None or known[0] is not entry or known[1] is None:
+            return None
+        was = ARCHIVED if known[1][0] > self.archived_at else ACTIVE
+        return self.keys[known[2]] if was == section else None
+
+
 def rendered_blocks(
-    root: Path, path: Path, digest: bytes | None, parsed: ParsedMemory
-) -> Callable[[MemoryEntry], tuple[str, ...] | None] | None:
+    root: Path,
+    path: Path,
+    digest: bytes | None,
+    parsed: ParsedMemory,
+    keys: Sequence[bytes] | None = None,
+) -> RenderedBlocks | None:
     """Each entry's block in the file `parsed` was read from, for the very entry objects
     of `parsed`, when the file still holds those bytes (`digest`): the caller knows the
     store's renderer wrote them (`parse_cache.Base.complete`), so they are what rendering
-    those entries gives. A write then renders only the entries it changed."""
+    those entries gives. A write then renders only the entries it changed, and with
+    `keys` (each entry's block key, in the order of `parsed.entries`) hashes only those."""
     try:
         data = safe_files.read_bytes(root, path, safe_files.LONG_TERM_BYTES)
     except (OSError, FileRefused):
@@ -87,16 +128,11 @@ def rendered_blocks(
     if digest is None or digest_of(data) != digest:
         return None
     lines = data.decode("utf-8").split("\n")
-    spans = {id(e): (e, parsed.lines.get(e.id)) for e in parsed.entries}
-
-    def block(entry: MemoryEntry) -> tuple[str, ...] | None:
-        known = spans.get(id(entry))
-        if known is None or known[0] is not entry or known[1] is None:
-            return None
-        first, last = known[1]
-        found = tuple(lines[first - 1 : last + 1])
-        if len(found) < 3 or found[-1] != "" or not found[0].startswith("### ["):
-            return None
-        return found
-
-    return block
+    spans = {id(e): (e, parsed.lines.get(e.id), n) for n, e in enumerate(parsed.entries)}
+    try:
+        archived_at = lines.index(f"## {ARCHIVED}") + 1
+    except ValueError:
+        archived_at = len(lines) + 1
+    if keys is not None and len(keys) != len(parsed.entries):
+        keys = None
+    return RenderedBlocks(lines, spans, archived_at, keys)

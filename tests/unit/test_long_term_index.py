@@ -163,3 +163,33 @@ async def test_a_sync_overtaken_by_another_writer_indexes_the_file_as_it_now_is(
         ref: header_line(core, ref) for ref in (first.id, second.id, "other1")
     }
     assert core.degraded_reason is None
+
+
+async def test_lines_after_captures_edits_and_forgets_equal_a_full_reindex(
+    core: MemoryCore,
+) -> None:
+    """Entries arriving above, between and below the others, edited and forgotten: every
+    chunk of the file sits where a full reindex of the file puts it."""
+    made = []
+    for n, importance in enumerate(["low", "high", "medium", "low", "high", "medium", "low"]):
+        entry, _ = await core.memories.capture(
+            MAIN, f"fact number {n} of many", importance=importance
+        )
+        made.append(entry)
+    await core.memories.edit(MAIN, made[2].id, "fact number two, now much longer than before")
+    await core.memories.forget(MAIN, made[4].id)
+    await core.memories.capture(MAIN, "a late and important fact", importance="high")
+    await core.memories.flush()
+    rows = await sql(
+        core,
+        "SELECT ref, line_from, line_to, piece, text FROM chunks WHERE kind = 'long_term'"
+        " ORDER BY line_from",
+    )
+    item = prepare_file(core.workspace, core.workspace.long_term_path(MAIN), UTC)
+    assert item is not None
+    whole = [(c.ref, c.line_from, c.line_to, c.text) for c, _ in item.chunks]
+    assert [(str(r[0]), int(r[1]), int(r[2]), str(r[4])) for r in rows] == whole
+    assert {int(r[3]) for r in rows} == {0}
+    for entry in made:
+        if entry.id != made[4].id:
+            assert (entry.id, header_line(core, entry.id)) in {(str(r[0]), int(r[1])) for r in rows}

@@ -9,8 +9,10 @@ write cost is asserted through counters and the bytes on disk, never through tim
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
+from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
 
@@ -20,6 +22,7 @@ from memory_core.base.entries import MemoryEntry
 from memory_core.base.scope import MAIN
 from memory_core.base.workspace import Workspace
 from memory_core.longterm import memory_md_renderer, parse_cache, parse_delta
+from memory_core.longterm.memory_md import ACTIVE
 from memory_core.longterm.memory_md_parser import parse_memory
 from memory_core.longterm.memory_md_renderer import render_memory
 from tests.unit.test_parse_cache import (
@@ -172,3 +175,38 @@ async def test_a_file_a_person_wrote_is_rendered_whole_at_the_next_write(
     monkeypatch.setattr(memory_md_renderer, "render_entry", counted)
     await store.update(MAIN, lambda parsed: (one_more(list(parsed.entries), 900), None), NOW)
     assert len(rendered) == len(MANY) + 1
+
+
+async def test_a_write_hashes_only_the_blocks_it_changed(
+    ws: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The block keys of the blocks a write takes from the file come from the parse
+    cache; only the changed blocks are hashed, and the keys cached for the next process
+    are the ones a parse of the written file gives (active and archived alike)."""
+    mixed = [*MANY[:300], *(e.with_(score=0.1) for e in MANY[300:])]
+    await written_twice(ws, mixed)
+    age(ws)
+    store = fresh_store(ws)  # nothing rendered in this process
+    hashed: list[str | None] = []
+    key_of = memory_md_renderer.block_key
+
+    def counted(section: str | None, lines: Sequence[str]) -> bytes:
+        hashed.append(section)
+        return key_of(section, lines)
+
+    monkeypatch.setattr(memory_md_renderer, "block_key", counted)
+    changed = one_more(list((await store.load(MAIN)).entries), 900)
+    await store.update(MAIN, replace_with(changed), NOW)
+    assert hashed == [ACTIVE]
+    monkeypatch.undo()
+
+    age(ws)
+    later = fresh_store(ws)
+    snapshot = await asyncio.to_thread(later._read, MAIN, None)
+    assert snapshot.from_cache and snapshot.keys is not None
+    text = ws.long_term_path(MAIN).read_text(encoding="utf-8")
+    parsed = parse_memory(text, known={})
+    assert dict(zip((e.id for e in snapshot.parsed.entries), snapshot.keys, strict=True)) == (
+        parsed.keys
+    )
+    assert {e.id for e in parsed.entries if e.score < 0.2} == {e.id for e in MANY[300:]}

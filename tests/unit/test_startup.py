@@ -9,9 +9,10 @@ import pytest
 from memory_core import services
 from memory_core.base import text
 from memory_core.base.clock import ManualClock
-from memory_core.base.scope import MAIN
+from memory_core.base.scope import MAIN, ScopeKey
 from memory_core.config import Config
 from memory_core.engine import MemoryCore
+from memory_core.longterm.entities import Entity
 from testkit.embedder import ConceptEmbedder
 
 HOME = "我住在杭州，在阿里巴巴做数据工程师"
@@ -77,3 +78,29 @@ async def test_a_running_bot_embeds_what_a_command_wrote_at_its_next_write(
         assert HOME in embedder.embedded
         hits = await bot.finder.search(MAIN, "where do I live")
         assert [h.text for h in hits] == [HOME]  # by its vector alone
+
+
+async def test_only_a_serving_core_imports_the_ranking_ahead_of_its_first_search(
+    config: Config, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The ranking's numpy, which a first search would import (a tenth of a second), and
+    the main scope's entities for query expansion are made ready in the background by a
+    serving core's open; a command's core leaves them to the search that needs them."""
+    from memory_core.longterm.long_term import LongTermMemory
+    from memory_core.recall.index import topk
+
+    warmed: list[str] = []
+    monkeypatch.setattr(topk, "warm_up", lambda: warmed.append("numpy"))
+    entities = LongTermMemory.entities
+
+    async def read(self: LongTermMemory, scope: ScopeKey) -> list[Entity]:
+        warmed.append(f"entities of {scope.value}")
+        return await entities(self, scope)
+
+    monkeypatch.setattr(LongTermMemory, "entities", read)
+    async with MemoryCore.open(config, clock=clock, serving=False):
+        pass
+    assert warmed == []
+    async with MemoryCore.open(config, clock=clock):
+        pass  # its close waits for what it started
+    assert warmed == ["numpy", f"entities of {MAIN.value}"]
