@@ -40,8 +40,13 @@ def digest_of(data: bytes) -> bytes:
     return hashlib.blake2b(data, digest_size=16).digest()
 
 
+def is_racy_mtime(mtime_ns: int, read_at_ns: int) -> bool:
+    """Read within `RACY_NS` of `mtime_ns`: the file may still change under the same stamp."""
+    return read_at_ns - mtime_ns < RACY_NS
+
+
 def is_racy(stamp: Stamp | None, read_at_ns: int) -> bool:
-    return stamp is not None and read_at_ns - stamp[0] < RACY_NS
+    return stamp is not None and is_racy_mtime(stamp[0], read_at_ns)
 
 
 def vouched(root: Path, path: Path, files: CacheFiles, min_bytes: int) -> bytes | None:

@@ -27,7 +27,7 @@ from memory_core.base.scope import MAIN, ScopeKey, scope_slug
 from memory_core.base.sql import Connection, Db
 from memory_core.base.workspace import SCOPED_LONG_TERM, Workspace
 from memory_core.longterm.long_term import LongTermMemory
-from memory_core.longterm.store import RACY_NS
+from memory_core.longterm.store_versions import is_racy_mtime
 from memory_core.scope_listing.figures import ScopeFigures, encode, figures, readable
 from memory_core.storage import scope_summaries
 
@@ -90,8 +90,8 @@ async def scope_figures(
         # A file written within RACY_NS of the read may be written again under the same
         # stamp (the kernel's clock ticks coarsely): kept as one no stamp equals, so the
         # next listing reads it again, until it has settled (as the store's rule).
-        settled = read_at - stamp[1] >= RACY_NS
-        fresh.append((key.value, stamp[0] if settled else RACY, payload))
+        racy = is_racy_mtime(stamp[1], read_at)
+        fresh.append((key.value, RACY if racy else stamp[0], payload))
     if db is not None and fresh:
         await _store(db, fresh)
     policy = memories.policy
