@@ -63,6 +63,19 @@ def one_more(entries: list[MemoryEntry], number: int) -> list[MemoryEntry]:
     return [*entries, entry(number, f"captured line number {number}")]
 
 
+def count_renders(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The ids of the entries the renderer renders from now on, in order."""
+    rendered: list[str] = []
+    render_entry = memory_md_renderer.render_entry
+
+    def counted(made: MemoryEntry) -> list[str]:
+        rendered.append(made.id)
+        return render_entry(made)
+
+    monkeypatch.setattr(memory_md_renderer, "render_entry", counted)
+    return rendered
+
+
 async def test_a_small_write_leaves_a_small_delta_and_the_base_untouched(ws: Workspace) -> None:
     await written_twice(ws)
     files = parse_cache.files_for(ws, MAIN)
@@ -143,18 +156,11 @@ async def test_a_write_renders_only_the_entries_it_changed(
     age(ws)
     store = fresh_store(ws)  # nothing rendered in this process
     await store.load(MAIN)
-    rendered: list[str] = []
-    render_entry = memory_md_renderer.render_entry
-
-    def counted(made: MemoryEntry) -> list[str]:
-        rendered.append(made.id)
-        return render_entry(made)
-
-    monkeypatch.setattr(memory_md_renderer, "render_entry", counted)
+    rendered = count_renders(monkeypatch)
     changed = one_more(list((await store.load(MAIN)).entries), 900)
     await store.update(MAIN, replace_with(changed), NOW)
     assert rendered == ["e0900"]
-    monkeypatch.setattr(memory_md_renderer, "render_entry", render_entry)
+    monkeypatch.undo()
     memory_md_renderer.clear_render_cache()
     assert ws.long_term_path(MAIN).read_text() == render_memory(changed, now=NOW)
 
@@ -165,14 +171,7 @@ async def test_a_file_a_person_wrote_is_rendered_whole_at_the_next_write(
     """Its blocks may not be as the renderer writes them: none is reused."""
     age(ws)
     store = fresh_store(ws)
-    rendered: list[str] = []
-    render_entry = memory_md_renderer.render_entry
-
-    def counted(made: MemoryEntry) -> list[str]:
-        rendered.append(made.id)
-        return render_entry(made)
-
-    monkeypatch.setattr(memory_md_renderer, "render_entry", counted)
+    rendered = count_renders(monkeypatch)
     await store.update(MAIN, lambda parsed: (one_more(list(parsed.entries), 900), None), NOW)
     assert len(rendered) == len(MANY) + 1
 
