@@ -319,6 +319,9 @@ class LongTermStore:
         self._cache: dict[ScopeKey, FileRead] = {}
         self._checked_at: dict[ScopeKey, float] = {}
         self._loading: dict[ScopeKey, asyncio.Lock] = {}
+        self._writes: dict[ScopeKey, int] = {}
+        """Each scope's writes by this process: a load that a write overtook keeps the
+        write's snapshot, never the older one it read beside it."""
         self.last_write: dict[ScopeKey, WriteRecord] = {}
         self.reads = ReadCounts()
         self.entities = EntityKeeper(archive_below)
@@ -385,8 +388,13 @@ class LongTermStore:
         # read-ahead runs) waits for the first's parse and finds it fresh with one stat,
         # instead of decoding the same large file beside it.
         async with self._loading.setdefault(scope, asyncio.Lock()):
+            writes = self._writes.get(scope, 0)
             snapshot = await asyncio.to_thread(self._read, scope, self._cache.get(scope))
         self._checked_at[scope] = self._monotonic()
+        if self._writes.get(scope, 0) != writes:
+            # A write landed while this read ran: what it cached is at least as new as
+            # what the read saw (which may be the file before it).
+            return self._cache[scope].parsed
         self._cache[scope] = snapshot
         return snapshot.parsed
 
@@ -514,6 +522,7 @@ class LongTermStore:
                 parse_cache.forget(files)
         snapshot = FileRead(parsed, stamp, digest, _racy(stamp, written_at), base=base)
         self._cache[scope] = snapshot
+        self._writes[scope] = self._writes.get(scope, 0) + 1
         return snapshot
 
 

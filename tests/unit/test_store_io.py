@@ -123,6 +123,37 @@ async def test_cache_sees_changes_made_by_others(tmp_path: Path) -> None:
     assert [e.content for e in (await mine.load(MAIN)).entries] == ["theirs"]
 
 
+async def test_a_load_overtaken_by_a_write_keeps_the_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A background read (a serving core's read-ahead) that saw the file before a write
+    of this process must not put its older snapshot back over the write's."""
+    ws = Workspace.at(tmp_path)
+    store = LongTermStore(ws, LockRegistry(ws.locks_dir))
+    await store.update(MAIN, replace_all([entry("a", "before")]), NOW)
+    fresh = LongTermStore(ws, LockRegistry(ws.locks_dir))
+    read_done, go_on = threading.Event(), threading.Event()
+    plain_read = fresh._read
+    held: list[object] = []
+
+    def slow_first_read(scope: ScopeKey, cached: object) -> object:
+        snapshot = plain_read(scope, cached)  # type: ignore[arg-type]
+        if not held:
+            held.append(snapshot)
+            read_done.set()
+            go_on.wait()
+        return snapshot
+
+    monkeypatch.setattr(fresh, "_read", slow_first_read)
+    reading = asyncio.create_task(fresh.load(MAIN))
+    await asyncio.to_thread(read_done.wait)
+    await fresh.update(MAIN, replace_all([entry("b", "after")]), NOW)
+    go_on.set()
+    assert [e.content for e in (await reading).entries] == ["after"]
+    # The hot path reuses the last check: it must be the write's.
+    assert [e.content for e in (await fresh.load(MAIN, max_age=3600)).entries] == ["after"]
+
+
 # --- locks -------------------------------------------------------------------------------
 
 
