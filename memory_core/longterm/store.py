@@ -319,9 +319,8 @@ class LongTermStore:
         self._cache: dict[ScopeKey, FileRead] = {}
         self._checked_at: dict[ScopeKey, float] = {}
         self._loading: dict[ScopeKey, asyncio.Lock] = {}
+        # Writes by this process, per scope: a load that one overtook keeps its snapshot.
         self._writes: dict[ScopeKey, int] = {}
-        """Each scope's writes by this process: a load that a write overtook keeps the
-        write's snapshot, never the older one it read beside it."""
         self.last_write: dict[ScopeKey, WriteRecord] = {}
         self.reads = ReadCounts()
         self.entities = EntityKeeper(archive_below)
