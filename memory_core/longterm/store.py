@@ -366,12 +366,10 @@ class LongTermStore:
 
     def _vouched_digest(self, scope: ScopeKey) -> bytes | None:
         """Blocking: the version the parse cache vouches the file holds (`vouched`)."""
-        files = self.cache_files(scope)
+        files, root = self.cache_files(scope), self._ws.root
         if files is None:
             return None
-        return store_versions.vouched(
-            self._ws.root, self.path(scope), files, self._cache_min_bytes or 0
-        )
+        return store_versions.vouched(root, self.path(scope), files, self._cache_min_bytes or 0)
 
     async def load(self, scope: ScopeKey, *, max_age: float = 0.0) -> ParsedMemory:
         """The scope's entries as on disk (parsed again only when the file changed).
@@ -490,7 +488,8 @@ class LongTermStore:
         _remove_stale_temps(safe_files.inside(self._ws.root, path))
         written_at = epoch_ns()
         data = text.encode("utf-8")
-        backup_then_write(path, text, self._ws.backup_path(scope), root=self._ws.root)
+        del text  # a 40 MB file's text is not held beside its bytes and the parse cache's
+        backup_then_write(path, data, self._ws.backup_path(scope), root=self._ws.root)
         # The entries we rendered are what a re-read would give (the format round-trips),
         # so cache them against the new stat and spare the next load a parse.
         active, archived = split_sections(entries, self._archive_below)
