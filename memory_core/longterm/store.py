@@ -488,8 +488,10 @@ class LongTermStore:
         _remove_stale_temps(safe_files.inside(self._ws.root, path))
         written_at = epoch_ns()
         data = text.encode("utf-8")
-        del text  # a 40 MB file's text is not held beside its bytes and the parse cache's
+        del text  # a 40 MB file's text and bytes are not held beside the parse cache's work
+        digest = _digest(data)
         backup_then_write(path, data, self._ws.backup_path(scope), root=self._ws.root)
+        del data
         # The entries we rendered are what a re-read would give (the format round-trips),
         # so cache them against the new stat and spare the next load a parse.
         active, archived = split_sections(entries, self._archive_below)
@@ -497,7 +499,6 @@ class LongTermStore:
             entries=active + archived, quarantined=list(quarantined), lines=lines, keys=keys or {}
         )
         stamp = _stamp(self._ws.root, path)
-        digest = _digest(data)
         base = None
         if files is not None and stamp is not None:
             if keys is not None and stamp[1] >= min_bytes:
