@@ -46,7 +46,19 @@ BENCHES = {
     "mcp_bench": Smoke(("--tiny",), "median ms  p50 ms  p95 ms  max ms"),
     "peer_bench": Smoke(("--quick", "--chunks", "500", "--queries", "10"), "recall@10"),
     "pg_scale_bench": Smoke(("--tiny",), "chunks in all  scopes  p50 ms"),
-    "portable_memory": Smoke(("--entries", "10", "--scopes", "2", "--messages", "10"), "export:"),
+    "portable_memory": Smoke(
+        (
+            "--entries",
+            "10",
+            "--scopes",
+            "2",
+            "--messages",
+            "10",
+            "--no-compare",
+            "--checkout-from-env",
+        ),
+        "raised MiB",
+    ),
     "recall_bench": Smoke(("--quick",), "chunks"),
     "recall_quality": Smoke(
         ("--variant", "bm25", "--sets", "en-a", "--limit", "5", "--jobs", "1"),
@@ -79,6 +91,7 @@ HELPERS = {
     "pg_scale_hybrid",
     "pg_scale_rows",
     "pgbench_server",
+    "portable_memory_child",
     "recall_measure",
     "recall_report",
     "results",
