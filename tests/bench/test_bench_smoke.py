@@ -45,7 +45,11 @@ BENCHES = {
     "load_bench": Smoke(("--private", "2", "--groups", "1", "--messages", "2"), "load: "),
     "mcp_bench": Smoke(("--tiny",), "median ms  p50 ms  p95 ms  max ms"),
     "peer_bench": Smoke(("--quick", "--chunks", "500", "--queries", "10"), "recall@10"),
-    "pg_scale_bench": Smoke(("--tiny",), "chunks in all  scopes  p50 ms"),
+    # Hybrid recall of the checkout run from this environment, through the probe.
+    "pg_scale_bench": Smoke(
+        ("--tiny", "--hybrid", "--rounds", "1", "--no-compare", "--checkout-from-env"),
+        "recall median of rounds ms",
+    ),
     "portable_memory": Smoke(
         (
             "--entries",
