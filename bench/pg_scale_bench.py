@@ -181,9 +181,7 @@ def main() -> None:
         help="keep the server's data, the workspace and the probe's spec here (a new"
         " directory), for bench/pg_hybrid_probe.py to be run again by hand",
     )
-    parser.add_argument(
-        "--tiny", action="store_true", help="a smoke run: a few thousand chunks"
-    )
+    parser.add_argument("--tiny", action="store_true", help="a smoke run: a few thousand chunks")
     args = parser.parse_args()
     if args.hybrid and not local_model_available():
         raise SystemExit("--hybrid needs the local model (the vector extra)")
