@@ -22,7 +22,9 @@ it prints figures. Without `--dsn` it starts a PostgreSQL of its own
   each installed in its own venv with the postgres and vector extras: bench/trees.py;
   `--checkout-from-env` runs the checkout with this interpreter) is timed in a process
   of its own (its python running bench/pg_hybrid_probe.py), alternating, `--rounds`
-  times, against the same database: from the core's open to the scope's steady state,
+  times, each on its own copy of the same database and workspace (`CREATE DATABASE ...
+  TEMPLATE`: what one revision's open writes never meets another), from the core's
+  open to the scope's steady state,
   then each recall with a query text of its own, then the dense search alone. A
   revision the probe cannot drive gets one "not measurable" line. Only the bench scopes have
   vectors (the other scopes' chunks none), which spares an HNSW index shared by every

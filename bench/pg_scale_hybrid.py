@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import shutil
 import sqlite3
 import statistics
 import subprocess
@@ -29,6 +30,7 @@ from pg_scale_rows import (
     new_scope,
     tokens_of,
 )
+from psycopg import conninfo, sql
 from trees import Tree
 
 from memory_core.base.scope import ScopeKey
@@ -143,6 +145,35 @@ def load_hybrid(
         record_step(conn, hnsw_step(vecs[0].shape[1]))
         conn.execute("ANALYZE chunk_vectors")
     return time.perf_counter() - started
+
+
+def clone_database(dsn: str, name: str) -> str:
+    """A copy of `dsn`'s database named `name` (CREATE DATABASE ... TEMPLATE, made from a
+    connection to template1: the source must have none); the copy's DSN. Each tree times
+    its recall on a copy of its own, so what one revision's open writes (its migrations,
+    its vectors in its own form) is never what another revision then reads."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        source = str(conn.execute("SELECT current_database()").fetchone()[0])  # type: ignore[index]
+    try:
+        with psycopg.connect(
+            conninfo.make_conninfo(dsn, dbname="template1"), autocommit=True
+        ) as conn:
+            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(name)))
+            conn.execute(
+                sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
+                    sql.Identifier(name), sql.Identifier(source)
+                )
+            )
+    except psycopg.Error as error:
+        raise SystemExit(
+            f"--hybrid gives each tree its own copy of the database, which needs CREATEDB: {error}"
+        ) from None
+    return conninfo.make_conninfo(dsn, dbname=name)
+
+
+def drop_database(dsn: str, name: str) -> None:
+    with psycopg.connect(conninfo.make_conninfo(dsn, dbname="template1"), autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(name)))
 
 
 class Unmeasurable(Exception):
@@ -334,9 +365,22 @@ def measure_hybrid(
         "warm_up": HYBRID_WARM_UP,
         "dense_k": DENSE_K,
     }
-    spec_path = tmp / "hybrid-spec.json"
-    spec_path.write_text(json.dumps(spec), encoding="utf-8")
-    probes = [(tree.label, tree, spec_path, tree.label.startswith(".")) for tree in trees]
+    probes: list[tuple[str, Tree, Path, bool]] = []
+    copies: list[str] = []
+    for number, tree in enumerate(trees):
+        # Its own database and workspace (graph files), copied before any tree opens them.
+        name = f"hybrid_tree_{number}"
+        log(f"a copy of the database and workspace for {tree.label}")
+        own = clone_database(dsn, name)
+        copies.append(name)
+        workspace = tmp / f"ws-{number}"
+        shutil.copytree(root, workspace)
+        env = {**spec["env"], "CHATMEM_POSTGRES_DSN": own}  # type: ignore[dict-item]
+        spec_path = tmp / f"hybrid-spec-{number}.json"
+        spec_path.write_text(
+            json.dumps({**spec, "env": env, "workspace": str(workspace)}), encoding="utf-8"
+        )
+        probes.append((tree.label, tree, spec_path, tree.label.startswith(".")))
     if sqlite:
         log("copying peer:bench into a SQLite workspace")
         sqlite_copy(dsn, "peer:bench", tmp / "sqlite-ws")
@@ -349,15 +393,19 @@ def measure_hybrid(
         probes.append(("sqlite", trees[-1], sqlite_spec, True))
     runs: dict[str, list[dict[str, object]]] = {label: [] for label, _, _, _ in probes}
     notes: dict[str, str] = {}
-    for number in range(rounds):
-        for label, tree, path, strict in probes if number % 2 == 0 else list(reversed(probes)):
-            if label in notes:
-                continue
-            log(f"hybrid recall, round {number + 1} of {rounds}: {label} ({tree.python})")
-            try:
-                runs[label].append(run_probe(tree, path, strict=strict))
-            except Unmeasurable as why:
-                notes[label] = f"not measurable at {label}: {why}"
+    try:
+        for number in range(rounds):
+            for label, tree, path, strict in probes if number % 2 == 0 else probes[::-1]:
+                if label in notes:
+                    continue
+                log(f"hybrid recall, round {number + 1} of {rounds}: {label} ({tree.python})")
+                try:
+                    runs[label].append(run_probe(tree, path, strict=strict))
+                except Unmeasurable as why:
+                    notes[label] = f"not measurable at {label}: {why}"
+    finally:
+        for name in copies:
+            drop_database(dsn, name)
     labels = [tree.label for tree in trees if tree.label not in notes]
     report = hybrid_report(labels, runs, list(queries))
     if sqlite:
