@@ -24,11 +24,10 @@ it prints figures. Without `--dsn` it starts a PostgreSQL of its own
   of its own (its python running bench/pg_hybrid_probe.py), alternating, `--rounds`
   times, each on its own copy of the same database and workspace (`CREATE DATABASE ...
   TEMPLATE`: what one revision's open writes never meets another), from the core's
-  open to the scope's steady state,
-  then each recall with a query text of its own, then the dense search alone. A
-  revision the probe cannot drive gets one "not measurable" line. Only the bench scopes have
-  vectors (the other scopes' chunks none), which spares an HNSW index shared by every
-  scope the filtering a real database would put on it.
+  open to the scope's steady state, then each recall with a query text of its own, then
+  the dense search alone. A revision the probe cannot drive gets one "not measurable"
+  line. Only the bench scopes have vectors (the other scopes' chunks none), which spares
+  an HNSW index shared by every scope the filtering a real database would put on it.
 
 Chunks are loaded in bulk: `COPY` into `chunks` with the term index dropped, then
 document frequencies and counters computed by SQL and the GIN index built once, as a
