@@ -365,6 +365,8 @@ def measure_hybrid(
         "warm_up": HYBRID_WARM_UP,
         "dense_k": DENSE_K,
     }
+    # The spec on the database itself, for the probe run again by hand (--workdir).
+    (tmp / "hybrid-spec.json").write_text(json.dumps(spec), encoding="utf-8")
     probes: list[tuple[str, Tree, Path, bool]] = []
     copies: list[str] = []
     for number, tree in enumerate(trees):
