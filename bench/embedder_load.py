@@ -147,7 +147,7 @@ def cold_loads(models: Sequence[str], trees: Sequence[Tree], runs: int) -> None:
         for case, runs_of in zip(cases, taken, strict=True):
 
             def med(field: str, runs_of: list[LoadRun] = runs_of) -> float:
-                return statistics.median(getattr(r, field) for r in runs_of)
+                return float(statistics.median(getattr(r, field) for r in runs_of))
 
             rows.append(
                 [

