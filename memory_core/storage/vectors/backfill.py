@@ -30,6 +30,7 @@ from memory_core.base.sql import Db
 from memory_core.embedding.base import Embedder, EmbeddingError
 from memory_core.storage.interfaces import CatchUp, Progress
 from memory_core.storage.vectors import rows as vectors
+from memory_core.storage.vectors.precedence import Precedence
 from memory_core.storage.vectors.rows import ChunkText, Stored
 from memory_core.storage.vectors.survey import Surveys
 
@@ -123,6 +124,7 @@ class Backfills:
         self._failing = False
         self._behind: set[int] = set()
         """Scopes a search went on without all their vectors (warned once)."""
+        self._precedence = Precedence()
         self._closed = False
         self._outage = OutageNotice(log, "vector backfill")
 
@@ -162,6 +164,7 @@ class Backfills:
         finally:
             self._tasks.pop(scope_id, None)
             self._behind.discard(scope_id)  # caught up: a later lag is waited for again
+            self._precedence.done(scope_id)
 
     def survey(self, scope_id: int) -> None:
         """Backfill the scope with a full survey (when the duty allows): a hit's text
@@ -196,6 +199,7 @@ class Backfills:
             # Waited once already for this backfill (a long one, or an embedder that
             # fails and backs off): every later search would pay the same wait again.
             return False
+        self._precedence.waited_on(scope_id)  # its batches before other scopes'
         done, _ = await asyncio.wait({task}, timeout=within)
         if done:
             self._behind.discard(scope_id)
@@ -314,6 +318,7 @@ class Backfills:
             misses = [(chunk, key) for chunk, key in batch if key not in found]
             fresh: dict[str, bytes] = {}
             if misses:
+                await self._precedence.turn(sid)
                 rows = await self._embedder.embed(
                     [without_label(chunk.text) for chunk, _ in misses]
                 )
@@ -381,6 +386,7 @@ class Backfills:
         """Stop the backfills and retries. A backfill ends after the batch it is
         embedding, which is written (within `STOP_SECONDS`); then the rest is cancelled."""
         self._closed = True
+        self._precedence.release()
         retries = self._surveys.close() + list(self._retries.values())
         self._retries.clear()
         for retry in retries:
