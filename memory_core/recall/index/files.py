@@ -12,13 +12,23 @@ from pathlib import Path
 
 from memory_core.base import safe_files
 from memory_core.base.chunks import Chunk, ChunkKind
+from memory_core.base.clock import epoch_ns
 from memory_core.base.errors import FileRefused
 from memory_core.base.scope import ScopeKey
 from memory_core.base.text import tokenize
 from memory_core.base.turn_dates import mentioned_days
 from memory_core.base.workspace import Workspace
-from memory_core.recall.chunking import chunk_file, classify, classify_name, search_text
+from memory_core.longterm.memory_md_parser import parse_memory
+from memory_core.recall.chunking import (
+    chunk_file,
+    chunk_long_term,
+    classify,
+    classify_name,
+    search_text,
+)
 from memory_core.recall.index.model import PreparedFile
+from memory_core.recall.index.summaries import FolderSeen, LongTermSeen
+from memory_core.storage.summary_format import stamp_part
 
 DATED_KINDS = frozenset({ChunkKind.MESSAGE, ChunkKind.ARCHIVE_RAW, ChunkKind.DAILY})
 """Chunks written on the day they speak from (a turn, a day's note): their "yesterday" is
@@ -29,6 +39,26 @@ summary's the start of its period; neither is the day its words are relative to.
 def scope_files(workspace: Workspace, scope: ScopeKey) -> list[Path]:
     """Every file of the scope that the index covers (blocking: directory listing). A
     file or folder the workspace boundary refuses is left out, with one warning."""
+    return _scope_files(workspace, scope, None)
+
+
+def scope_files_seen(workspace: Workspace, scope: ScopeKey) -> tuple[list[Path], FolderSeen]:
+    """`scope_files`, and the scope folder as its summary sees it (stamped before it is
+    listed, its daily files counted in the same listing)."""
+    read_at = epoch_ns()
+    part, mtime = stamp_part(str(workspace.memory_dir(scope)))
+    names: list[str] = []
+    files = _scope_files(workspace, scope, names)
+    return files, FolderSeen.of(part, mtime, read_at, names)
+
+
+def scope_folder_seen(workspace: Workspace, scope: ScopeKey) -> FolderSeen:
+    """The scope folder as its summary sees it (blocking: a stat and a listing)."""
+    return scope_files_seen(workspace, scope)[1]
+
+
+def _scope_files(workspace: Workspace, scope: ScopeKey, names: list[str] | None) -> list[Path]:
+    """`scope_files`; the names of the scope folder's entries added to `names`."""
     out: list[Path] = []
     long_term = workspace.long_term_path(scope)
     if _regular(workspace, long_term):
@@ -36,6 +66,8 @@ def scope_files(workspace: Workspace, scope: ScopeKey) -> list[Path]:
     directory = workspace.memory_dir(scope)
     for sub in (directory, directory / "summary"):
         entries = safe_files.entries(workspace.root, sub)
+        if names is not None and sub is directory:
+            names.extend(entry.name for entry in entries)
         for entry in entries:
             if entry.is_file(follow_symlinks=False) and entry.name.endswith(".md"):
                 path = Path(entry.path)
@@ -46,12 +78,20 @@ def scope_files(workspace: Workspace, scope: ScopeKey) -> list[Path]:
     return out
 
 
-def prepare_file(workspace: Workspace, path: Path, zone: tzinfo = UTC) -> PreparedFile | None:
-    """Read + chunk + tokenize one file (blocking, CPU): run it in a worker thread."""
+def prepare_file(
+    workspace: Workspace, path: Path, zone: tzinfo = UTC, archive_below: float | None = None
+) -> PreparedFile | None:
+    """Read + chunk + tokenize one file (blocking, CPU): run it in a worker thread. With
+    `archive_below` (the long-term store's), a long-term file read as its store reads it
+    (all UTF-8) also gives what its scope's summary needs (`PreparedFile.summary`)."""
     relative = workspace.relative(path)
     classified = classify(relative)
     if classified is None:
         return None
+    summarized = archive_below is not None and classified[0] is ChunkKind.LONG_TERM
+    if summarized:
+        read_at = epoch_ns()  # before the stamp's stat, which comes before the read
+        part, mtime = stamp_part(str(path))
     try:
         st = safe_files.file_stat(workspace.root, path)
         if st is None:
@@ -62,8 +102,20 @@ def prepare_file(workspace: Workspace, path: Path, zone: tzinfo = UTC) -> Prepar
     except FileRefused as exc:
         safe_files.warn_once(exc)
         return None  # as if it were not there: nothing of it is indexed
-    text = data.decode("utf-8", errors="replace")
-    chunks = chunk_file(relative, text, zone)
+    summary = None
+    if summarized and archive_below is not None:
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:  # the store quarantines such blocks: its listing reads it
+            text = data.decode("utf-8", errors="replace")
+            chunks = chunk_file(relative, text, zone)
+        else:
+            parsed = parse_memory(text, archive_below=archive_below)
+            chunks = chunk_long_term(text, parsed)
+            summary = LongTermSeen.of(part, mtime, read_at, parsed)
+    else:
+        text = data.decode("utf-8", errors="replace")
+        chunks = chunk_file(relative, text, zone)
     return PreparedFile(
         path=relative,
         mtime_ns=st.st_mtime_ns,
@@ -73,6 +125,7 @@ def prepare_file(workspace: Workspace, path: Path, zone: tzinfo = UTC) -> Prepar
         hash=hashlib.blake2b(data, digest_size=16).hexdigest(),
         kind=classified[0],
         chunks=[prepare_chunk(c, classified[0], zone) for c in chunks],
+        summary=summary,
     )
 
 

@@ -1,0 +1,93 @@
+"""A scope summary as `scope_summaries` stores it: its stamp and its payload.
+
+Pure rules, shared by whoever reads a scope's files and keeps what `chatmem scopes` and
+`stats` need of them: the listing (`scope_listing/`), a reindex and a scope's sync
+(`recall/index/summaries.py`). One copy of the rules, so a summary is the same bytes
+whoever made it. (`stamp_part` is the one stat the stamp is made of.)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Sequence
+from fnmatch import fnmatch
+
+from memory_core.base.entries import MemoryEntry
+
+SUMMARY_VERSION = 1
+"""Bumped when the payload's layout changes: an older summary is then made again."""
+
+RACY = "racy"
+"""The stamp of a summary read from files written just before: equal to no real stamp."""
+
+DAILY_NAME = "????-??-??.md"
+"""A daily file as `LongTermViews.status` counts them (any entry of the scope folder)."""
+
+EntryRow = list[object]
+"""An entry's scoring fields as the payload keeps them (no text, no id)."""
+
+
+def entry_rows(entries: Sequence[MemoryEntry]) -> list[EntryRow]:
+    """The payload's rows of a scope's parsed entries, in file order."""
+    return [
+        [
+            e.category,
+            e.memory_class.value if e.memory_class is not None else None,
+            e.score,
+            e.scored_at.isoformat(),
+            e.last_activated.isoformat(),
+            e.pinned,
+            e.archived.value if e.archived is not None else None,
+        ]
+        for e in entries
+    ]
+
+
+def encode_rows(rows: Sequence[EntryRow], quarantined: int, daily_files: int) -> str:
+    """The payload of `entry_rows`, the quarantined blocks and the daily files counted."""
+    return json.dumps(
+        {"v": SUMMARY_VERSION, "q": quarantined, "d": daily_files, "e": list(rows)},
+        separators=(",", ":"),
+    )
+
+
+def encode(entries: Sequence[MemoryEntry], quarantined: int, daily_files: int) -> str:
+    """The summary of a scope's parsed entries (in file order) as stored."""
+    return encode_rows(entry_rows(entries), quarantined, daily_files)
+
+
+def readable(payload: str) -> bool:
+    """Whether `payload` is a summary of this layout (else it is made again)."""
+    try:
+        return bool(json.loads(payload).get("v") == SUMMARY_VERSION)
+    except (ValueError, AttributeError):
+        return False
+
+
+def daily_count(names: Iterable[str]) -> int:
+    """How many of a scope folder's entry names are daily files."""
+    return sum(1 for name in names if fnmatch(name, DAILY_NAME))
+
+
+def stamp_part(path: str) -> tuple[str, int]:
+    """Blocking: one file's part of a stamp ("mtime_ns:size" of the path itself, a link
+    not followed; "-" when missing) and its mtime_ns (0 when missing). Taken before the
+    file is read: a write after it leaves a stamp no later stat matches."""
+    try:
+        st = os.stat(path, follow_symlinks=False)
+    except OSError:
+        return "-", 0
+    return f"{st.st_mtime_ns}:{st.st_size}", st.st_mtime_ns
+
+
+def joined(parts: Sequence[str]) -> str:
+    """The stamp of the long-term file's and the scope folder's parts (in that order)."""
+    return "/".join(parts)
+
+
+def kept_stamp(stamp: str, racy: bool) -> str:
+    """What is stored as the summary's stamp: `RACY` (no stamp equals it, so the next
+    listing reads the files again) when a part was read within the racy window of its
+    mtime (`store_versions.is_racy_mtime`): the file may change under the same stamp."""
+    return RACY if racy else stamp
