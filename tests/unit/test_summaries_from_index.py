@@ -46,6 +46,11 @@ async def fill_more(core: MemoryCore) -> None:
     (ws.memory_dir(PEERS[0]) / "2026-02-30.md").write_text("# not a day\n", "utf-8")
 
 
+def not_utf8(path: Path) -> None:
+    """A block holding a byte that is no UTF-8 added to the file."""
+    path.write_bytes(path.read_bytes() + b"\n### [x1] fact | 0.5 | 2026-01-01 | 1\n\xff\n")
+
+
 def settle_all(core: MemoryCore) -> None:
     ws = core.workspace
     settle(ws.long_term_path(MAIN), ws.memory_dir(MAIN))
@@ -185,8 +190,7 @@ async def test_files_just_written_or_not_utf8_are_left_to_the_listing(
     async with MemoryCore.open(config, clock=clock) as core:
         await fill_more(core)
         ws = core.workspace
-        path: Path = ws.long_term_path(PEERS[3])
-        path.write_bytes(path.read_bytes() + b"\n### [x1] fact | 0.5 | 2026-01-01 | 1\n\xff\n")
+        not_utf8(ws.long_term_path(PEERS[3]))
         settle_all(core)
         await core.reindex()
         await core.scope_listing()
