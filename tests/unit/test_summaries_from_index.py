@@ -97,9 +97,7 @@ async def listing_made(core: MemoryCore) -> dict[str, tuple[str, str]]:
     return await summaries(core)
 
 
-async def read_nothing(
-    core: MemoryCore, read: list[str], listed: Callable[[], Awaitable[T]]
-) -> T:
+async def read_nothing(core: MemoryCore, read: list[str], listed: Callable[[], Awaitable[T]]) -> T:
     """`listed()`, asserting that it read no scope's file (its loader, and the store's
     read counters)."""
     counts = core.memories.store.files.reads
