@@ -6,6 +6,10 @@ is that scope (no key file read), any other is resolved as `Workspace.scopes` re
 it. A page's summaries are read in one query; a scope whose files' stamp differs from
 its summary's (a capture, an edit by another program while nothing ran, a daily note
 added) or that has none is read from its files again, and its summary replaced.
+
+A reindex and a sync that reads a long-term file make the same summaries from their own
+reads (`recall/index/summaries.py`, by `storage/summary_format.py`'s rules, as here), so
+the first listing after a reindex reads no file; this fallback stays for the rest.
 """
 
 from __future__ import annotations
