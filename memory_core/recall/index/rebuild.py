@@ -19,7 +19,7 @@ from memory_core.base.scope import ScopeKey
 from memory_core.base.sql import Connection, Db
 from memory_core.base.turn_dates import encode_days, mentioned_days
 from memory_core.base.workspace import Workspace
-from memory_core.recall.index.files import prepare_file, scope_files, scope_files_seen
+from memory_core.recall.index.files import prepare_file, scope_files_seen
 from memory_core.recall.index.model import ChunkRow, FileRow, PreparedRows, Progress, SyncStats
 from memory_core.recall.index.postings import postings
 from memory_core.recall.index.rerank import turn_body
@@ -163,20 +163,15 @@ def worker_start() -> BaseContext:
     return multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
 
 
-def list_workspace(workspace: Workspace) -> tuple[list[ScopeKey], list[tuple[ScopeKey, Path]]]:
-    """Every scope and every file the index covers (blocking: directory listings)."""
-    scopes = workspace.scopes()
-    return scopes, [(scope, path) for scope in scopes for path in scope_files(workspace, scope)]
-
-
 Listed = tuple[list[ScopeKey], list[tuple[ScopeKey, Path]], dict[ScopeKey, tuple[FolderSeen, bool]]]
 """Every scope, every file, and each scope's folder as its summary sees it and whether
 it has a long-term file."""
 
 
-def list_workspace_seen(workspace: Workspace) -> Listed:
-    """`list_workspace`, and what each scope's summary needs of the listing (one
-    listing: the folder's stat before it, its daily files counted in it)."""
+def list_workspace(workspace: Workspace) -> Listed:
+    """Every scope and every file the index covers (blocking: directory listings), and
+    what each scope's summary needs of that listing (the folder's stat before it, its
+    daily files counted in it)."""
     scopes = workspace.scopes()
     listed: list[tuple[ScopeKey, Path]] = []
     seen: dict[ScopeKey, tuple[FolderSeen, bool]] = {}

@@ -433,7 +433,7 @@ class SearchIndex:
     async def rebuild(self, progress: Progress | None = None) -> SyncStats:
         """Drop every file-derived chunk and index all files again (messages are kept);
         see `rebuild.rebuild`."""
-        scopes, listed, seen = await asyncio.to_thread(rebuilding.list_workspace_seen, self._ws)
+        scopes, listed, seen = await asyncio.to_thread(rebuilding.list_workspace, self._ws)
         sids = {scope.value: await self._sid(scope) for scope in scopes}
         paths = [(sids[scope.value], path) for scope, path in listed]
         # Each scope's summary made from the very reads that index it: the first
