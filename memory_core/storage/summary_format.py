@@ -24,13 +24,12 @@ RACY = "racy"
 DAILY_NAME = "????-??-??.md"
 """A daily file as `LongTermViews.status` counts them (any entry of the scope folder)."""
 
-EntryRow = list[object]
-"""An entry's scoring fields as the payload keeps them (no text, no id)."""
 
-
-def entry_rows(entries: Sequence[MemoryEntry]) -> list[EntryRow]:
-    """The payload's rows of a scope's parsed entries, in file order."""
-    return [
+def entries_text(entries: Sequence[MemoryEntry]) -> str:
+    """The payload's part of a scope's parsed entries (in file order): each entry's
+    scoring fields (no text, no id), as JSON. Made apart from the rest of the payload,
+    so a reindex's worker makes it beside the file's chunks."""
+    rows = [
         [
             e.category,
             e.memory_class.value if e.memory_class is not None else None,
@@ -42,19 +41,18 @@ def entry_rows(entries: Sequence[MemoryEntry]) -> list[EntryRow]:
         ]
         for e in entries
     ]
+    return json.dumps(rows, separators=(",", ":"))
 
 
-def encode_rows(rows: Sequence[EntryRow], quarantined: int, daily_files: int) -> str:
-    """The payload of `entry_rows`, the quarantined blocks and the daily files counted."""
-    return json.dumps(
-        {"v": SUMMARY_VERSION, "q": quarantined, "d": daily_files, "e": list(rows)},
-        separators=(",", ":"),
-    )
+def payload(entries: str, quarantined: int, daily_files: int) -> str:
+    """The payload of `entries_text`, the quarantined blocks and the daily files counted:
+    `{"v":…,"q":…,"d":…,"e":[…]}`, the bytes `json.dumps` makes of that object."""
+    return f'{{"v":{SUMMARY_VERSION},"q":{quarantined},"d":{daily_files},"e":{entries}}}'
 
 
 def encode(entries: Sequence[MemoryEntry], quarantined: int, daily_files: int) -> str:
     """The summary of a scope's parsed entries (in file order) as stored."""
-    return encode_rows(entry_rows(entries), quarantined, daily_files)
+    return payload(entries_text(entries), quarantined, daily_files)
 
 
 def readable(payload: str) -> bool:

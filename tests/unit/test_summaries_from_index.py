@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Awaitable, Callable
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -19,10 +19,12 @@ import memory_core.scope_listing.listing as listing
 from adapters.cli.commands import Stats
 from adapters.cli.scopes import Scopes
 from memory_core.base.clock import ManualClock
+from memory_core.base.entries import ArchiveReason, MemoryClass, MemoryEntry
 from memory_core.base.scope import MAIN, ScopeKey
 from memory_core.config import Config
 from memory_core.engine import MemoryCore
 from memory_core.longterm.long_term import LongTermMemory
+from memory_core.storage import summary_format
 from tests.unit.test_scopes_from_summaries import PEERS, fill, old_scopes, old_stats, settle
 
 pytestmark = pytest.mark.storage
@@ -200,3 +202,29 @@ async def test_files_just_written_or_not_utf8_are_left_to_the_listing(
         read.clear()
         await core.scope_listing()
         assert read == [PEERS[0].value, PEERS[3].value]
+
+
+def test_a_payload_is_the_json_of_its_fields() -> None:
+    """The payload is put together from the entries' JSON (made by a reindex's worker)
+    and the counts: the very bytes `json.dumps` makes of the whole object, so summaries
+    stored before read the same."""
+    when = datetime(2026, 3, 1, tzinfo=UTC)
+    entries = [
+        MemoryEntry("a1", "x", "fact", 0.5, when, when, when),
+        MemoryEntry(
+            "a2",
+            "y",
+            "preference",
+            0.1,
+            when,
+            when,
+            when,
+            pinned=True,
+            archived=ArchiveReason.MANUAL,
+            memory_class=MemoryClass.EVENT,
+        ),
+    ]
+    rows = json.loads(summary_format.entries_text(entries))
+    whole = {"v": summary_format.SUMMARY_VERSION, "q": 3, "d": 12, "e": rows}
+    assert summary_format.encode(entries, 3, 12) == json.dumps(whole, separators=(",", ":"))
+    assert summary_format.readable(summary_format.encode([], 0, 0))

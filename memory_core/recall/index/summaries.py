@@ -15,12 +15,11 @@ from memory_core.longterm.memory_md_parser import ParsedMemory
 from memory_core.longterm.store_versions import is_racy_mtime
 from memory_core.storage import scope_summaries
 from memory_core.storage.summary_format import (
-    EntryRow,
     daily_count,
-    encode_rows,
-    entry_rows,
+    entries_text,
     joined,
     kept_stamp,
+    payload,
 )
 
 SummaryRow = tuple[int, str, str, str]
@@ -49,7 +48,8 @@ class LongTermSeen:
 
     part: str
     racy: bool
-    rows: list[EntryRow]
+    entries: str
+    """`summary_format.entries_text` of the parse."""
     quarantined: int
 
     @staticmethod
@@ -57,19 +57,19 @@ class LongTermSeen:
         return LongTermSeen(
             part,
             is_racy_mtime(mtime_ns, read_at_ns),
-            entry_rows(parsed.entries),
+            entries_text(parsed.entries),
             len(parsed.quarantined),
         )
 
 
-NO_LONG_TERM = LongTermSeen("-", False, [], 0)
+NO_LONG_TERM = LongTermSeen("-", False, entries_text([]), 0)
 """A scope without a long-term file: the listing reads it as no entry."""
 
 
 def summary(folder: FolderSeen, long_term: LongTermSeen) -> tuple[str, str]:
     """(stamp, payload) as stored, of what was seen of a scope's files."""
     stamp = kept_stamp(joined((long_term.part, folder.part)), folder.racy or long_term.racy)
-    return stamp, encode_rows(long_term.rows, long_term.quarantined, folder.daily)
+    return stamp, payload(long_term.entries, long_term.quarantined, folder.daily)
 
 
 @dataclass(slots=True)
