@@ -39,17 +39,17 @@ summary's the start of its period; neither is the day its words are relative to.
 def scope_files(workspace: Workspace, scope: ScopeKey) -> list[Path]:
     """Every file of the scope that the index covers (blocking: directory listing). A
     file or folder the workspace boundary refuses is left out, with one warning."""
-    return _scope_files(workspace, scope, None)
+    return _scope_files(workspace, scope, None)[0]
 
 
-def scope_files_seen(workspace: Workspace, scope: ScopeKey) -> tuple[list[Path], FolderSeen]:
-    """`scope_files`, and the scope folder as its summary sees it (stamped before it is
-    listed, its daily files counted in the same listing)."""
+def scope_files_seen(workspace: Workspace, scope: ScopeKey) -> tuple[list[Path], FolderSeen, bool]:
+    """`scope_files`, the scope folder as its summary sees it (stamped before it is
+    listed, its daily files counted in the same listing), and whether the scope has a
+    long-term file."""
     read_at = epoch_ns()
-    part, mtime = stamp_part(str(workspace.memory_dir(scope)))
     names: list[str] = []
-    files = _scope_files(workspace, scope, names)
-    return files, FolderSeen.of(part, mtime, read_at, names)
+    files, (part, mtime), long_term = _scope_files(workspace, scope, names)
+    return files, FolderSeen.of(part, mtime, read_at, names), long_term
 
 
 def scope_folder_seen(workspace: Workspace, scope: ScopeKey) -> FolderSeen:
@@ -57,13 +57,19 @@ def scope_folder_seen(workspace: Workspace, scope: ScopeKey) -> FolderSeen:
     return scope_files_seen(workspace, scope)[1]
 
 
-def _scope_files(workspace: Workspace, scope: ScopeKey, names: list[str] | None) -> list[Path]:
-    """`scope_files`; the names of the scope folder's entries added to `names`."""
+def _scope_files(
+    workspace: Workspace, scope: ScopeKey, names: list[str] | None
+) -> tuple[list[Path], tuple[str, int], bool]:
+    """`scope_files`, the scope folder's `stamp_part` and whether the long-term file is
+    listed; with `names`, the folder is stat'ed before it is listed and its entries'
+    names added to `names` (else its stamp is left untaken: ("-", 0))."""
     out: list[Path] = []
     long_term = workspace.long_term_path(scope)
-    if _regular(workspace, long_term):
+    has_long_term = _regular(workspace, long_term)
+    if has_long_term:
         out.append(long_term)
     directory = workspace.memory_dir(scope)
+    stamp = stamp_part(str(directory)) if names is not None else ("-", 0)
     for sub in (directory, directory / "summary"):
         entries = safe_files.entries(workspace.root, sub)
         if names is not None and sub is directory:
@@ -75,7 +81,7 @@ def _scope_files(workspace: Workspace, scope: ScopeKey, names: list[str] | None)
                 # the index does not hold (SNAPSHOT.md) is no file of the index at all.
                 if path != long_term and classify(workspace.relative(path)) is not None:
                     out.append(path)
-    return out
+    return out, stamp, has_long_term
 
 
 def prepare_file(

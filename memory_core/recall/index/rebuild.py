@@ -176,9 +176,8 @@ def list_workspace(workspace: Workspace) -> Listed:
     listed: list[tuple[ScopeKey, Path]] = []
     seen: dict[ScopeKey, tuple[FolderSeen, bool]] = {}
     for scope in scopes:
-        files, folder = scope_files_seen(workspace, scope)
-        # `scope_files` lists the long-term file first, when it has one.
-        seen[scope] = folder, bool(files) and files[0] == workspace.long_term_path(scope)
+        files, folder, has_long_term = scope_files_seen(workspace, scope)
+        seen[scope] = folder, has_long_term
         listed.extend((scope, path) for path in files)
     return scopes, listed, seen
 
