@@ -8,10 +8,10 @@ whoever made it. (`stamp_part` is the one stat the stamp is made of.)
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import os
 from collections.abc import Iterable, Sequence
-from fnmatch import fnmatch
 
 from memory_core.base.entries import MemoryEntry
 
@@ -65,7 +65,7 @@ def readable(payload: str) -> bool:
 
 def daily_count(names: Iterable[str]) -> int:
     """How many of a scope folder's entry names are daily files."""
-    return sum(1 for name in names if fnmatch(name, DAILY_NAME))
+    return len(fnmatch.filter(names, DAILY_NAME))  # `fnmatch`'s rule, one compile
 
 
 def stamp_part(path: str) -> tuple[str, int]:

@@ -53,8 +53,13 @@ def scope_files_seen(workspace: Workspace, scope: ScopeKey) -> tuple[list[Path],
 
 
 def scope_folder_seen(workspace: Workspace, scope: ScopeKey) -> FolderSeen:
-    """The scope folder as its summary sees it (blocking: a stat and a listing)."""
-    return scope_files_seen(workspace, scope)[1]
+    """The scope folder as its summary sees it (blocking: a stat, then a listing of
+    names alone)."""
+    read_at = epoch_ns()
+    folder = workspace.memory_dir(scope)
+    part, mtime = stamp_part(str(folder))
+    names = [entry.name for entry in safe_files.entries(workspace.root, folder)]
+    return FolderSeen.of(part, mtime, read_at, names)
 
 
 def _scope_files(
