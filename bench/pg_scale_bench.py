@@ -18,13 +18,16 @@ it prints figures. Without `--dsn` it starts a PostgreSQL of its own
   the local model (`embedding.provider = "local"`), made once and kept in
   `--vectors-cache` (minutes of one core otherwise), written by `COPY` as the
   backfill would (the row's bytes, pgvector's column, the HNSW index built after).
-  Each tree (this one, and `--before DIR`: another checkout, e.g. the previous
-  revision unpacked, run with this environment's packages) is timed in a process of its
-  own (bench/pg_hybrid_probe.py), alternating, `--rounds` times, against the same
-  database: from the core's open to the scope's steady state, then each recall with a
-  query text of its own, then the dense search alone. Only the bench scopes have
-  vectors (the other scopes' chunks none), which spares an HNSW index shared by every
-  scope the filtering a real database would put on it.
+  Each tree (this checkout and each `--compare REV`, by default 2a70d81 and b42d7a9,
+  each installed in its own venv with the postgres and vector extras: bench/trees.py;
+  `--checkout-from-env` runs the checkout with this interpreter) is timed in a process
+  of its own (its python running bench/pg_hybrid_probe.py), alternating, `--rounds`
+  times, each on its own copy of the same database and workspace (`CREATE DATABASE ...
+  TEMPLATE`: what one revision's open writes never meets another), from the core's
+  open to the scope's steady state, then each recall with a query text of its own, then
+  the dense search alone. A revision the probe cannot drive gets one "not measurable"
+  line. Only the bench scopes have vectors (the other scopes' chunks none), which spares
+  an HNSW index shared by every scope the filtering a real database would put on it.
 
 Chunks are loaded in bulk: `COPY` into `chunks` with the term index dropped, then
 document frequencies and counters computed by SQL and the GIN index built once, as a
@@ -52,13 +55,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import psycopg
 from corpus import machine_load, percentile, query_targets, sentences, table
+from installs import InstallError
 from pg_scale_hybrid import measure_hybrid
 from pg_scale_rows import (
+    BENCH_CHUNKS,
     COPY_BATCH,
     DENSE_K,
+    FIRST_OTHERS,
+    FIRST_SCOPES,
     PASSES,
+    POOL,
     QUERIES,
     SEED,
+    SMALL_SCOPES,
     copy_rows,
     finish,
     log,
@@ -66,6 +75,7 @@ from pg_scale_rows import (
     tokens_of,
 )
 from pgbench_server import postgres
+from trees import add_tree_arguments, trees_for, with_default_compare
 
 from memory_core.base import text as mtext
 from memory_core.base.scope import ScopeKey
@@ -153,9 +163,7 @@ def main() -> None:
     parser.add_argument(
         "--hybrid", action="store_true", help="also time hybrid recall at the 1.1 M point"
     )
-    parser.add_argument(
-        "--before", type=Path, help="with --hybrid: another source tree, timed beside this one"
-    )
+    add_tree_arguments(parser)  # with --hybrid: the trees timed
     parser.add_argument("--rounds", type=int, default=3, help="with --hybrid: rounds per tree")
     parser.add_argument(
         "--sqlite",
@@ -174,21 +182,26 @@ def main() -> None:
         help="keep the server's data, the workspace and the probe's spec here (a new"
         " directory), for bench/pg_hybrid_probe.py to be run again by hand",
     )
-    parser.add_argument(
-        "--tiny", action="store_true", help="a smoke run: a few thousand chunks, no --hybrid"
-    )
+    parser.add_argument("--tiny", action="store_true", help="a smoke run: a few thousand chunks")
     args = parser.parse_args()
     if args.hybrid and not local_model_available():
         raise SystemExit("--hybrid needs the local model (the vector extra)")
-    global BENCH_CHUNKS, FIRST_OTHERS, FIRST_SCOPES, POOL, SMALL_SCOPES
+    bench_chunks, first_others, first_scopes = BENCH_CHUNKS, FIRST_OTHERS, FIRST_SCOPES
+    pool_size, small_scopes = POOL, SMALL_SCOPES
     if args.quick:
-        BENCH_CHUNKS, FIRST_OTHERS, FIRST_SCOPES, POOL = 10_000, 100_000, 100, 20_000
-        SMALL_SCOPES = (100, 1_000)
+        bench_chunks, first_others, first_scopes, pool_size = 10_000, 100_000, 100, 20_000
+        small_scopes = (100, 1_000)
         args.total, args.scopes = args.total // 10, args.scopes // 10
     if args.tiny:
-        BENCH_CHUNKS, FIRST_OTHERS, FIRST_SCOPES, POOL = 300, 1_000, 5, 500
-        SMALL_SCOPES = (10, 100)
-        args.total, args.scopes, args.hybrid = 3_000, 10, False
+        bench_chunks, first_others, first_scopes, pool_size = 300, 1_000, 5, 500
+        small_scopes = (10, 100)
+        args.total, args.scopes = 3_000, 10
+    trees = []
+    if args.hybrid:  # installed first: a failed install should not cost the load
+        try:
+            trees = trees_for(args, extras=("postgres", "vector"))
+        except InstallError as error:
+            raise SystemExit(f"error: {error}") from None
     mtext.warm_up()
     started = time.perf_counter()
     rows: list[list[object]] = []
@@ -202,39 +215,47 @@ def main() -> None:
             env = {"CHATMEM_STORAGE_BACKEND": "postgres", "CHATMEM_POSTGRES_DSN": dsn}
             root = tmp / "ws"
             asyncio.run(measure(env, root, ["warm"]))  # migrations; an empty workspace
-            log(f"generating {BENCH_CHUNKS:,} bench sentences and a pool of {POOL:,}")
-            bench = sentences(BENCH_CHUNKS, SEED)
-            pool = sentences(POOL, SEED + 1)
+            log(f"generating {bench_chunks:,} bench sentences and a pool of {pool_size:,}")
+            bench = sentences(bench_chunks, SEED)
+            pool = sentences(pool_size, SEED + 1)
             bench_tokens, pool_tokens = tokens_of(bench), tokens_of(pool)
             questions = [q for _, q in query_targets(bench, QUERIES, SEED + 2)]
             with psycopg.connect(dsn, autocommit=True) as conn, bulk(conn) as took:
                 sid = new_scope(conn, "peer:bench")
                 next_id = copy_rows(conn, sid, 1, bench, bench_tokens, "memory/scopes/b/d.md")
                 finish(conn, [sid])
-                per_scope = FIRST_OTHERS // FIRST_SCOPES
-                next_id = load_others(conn, pool, pool_tokens, 0, FIRST_SCOPES, per_scope, next_id)
+                per_scope = first_others // first_scopes
+                next_id = load_others(conn, pool, pool_tokens, 0, first_scopes, per_scope, next_id)
             first_total = next_id - 1
             log(f"{first_total:,} chunks loaded in {took[0]:.0f} s")
-            points = [(first_total, FIRST_SCOPES + 1, took[0], size_of(dsn))]
+            points = [(first_total, first_scopes + 1, took[0], size_of(dsn))]
             samples = [asyncio.run(measure(env, root, questions))]
             hybrid = ""
             if args.hybrid:
-                trees = [("after", Path(__file__).resolve().parent.parent)]
-                if args.before is not None:
-                    trees.insert(0, ("before", args.before))
                 hybrid = measure_hybrid(
-                    dsn, root, tmp, bench, trees, args.rounds, args.vectors_cache, args.sqlite
+                    dsn,
+                    root,
+                    tmp,
+                    bench,
+                    trees,
+                    args.rounds,
+                    args.vectors_cache,
+                    small_scopes,
+                    args.sqlite,
                 )
+                with psycopg.connect(dsn) as conn:  # past the small scopes it added
+                    found = conn.execute("SELECT COALESCE(MAX(id), 0) + 1 FROM chunks")
+                    next_id = int(found.fetchone()[0])  # type: ignore[index]
             remaining = max(args.total - first_total, 0)
-            more_scopes = max(args.scopes - FIRST_SCOPES - 1, 1)
+            more_scopes = max(args.scopes - first_scopes - 1, 1)
             if remaining:
                 with psycopg.connect(dsn, autocommit=True) as conn, bulk(conn) as took:
                     per_scope = remaining // more_scopes
                     next_id = load_others(
-                        conn, pool, pool_tokens, FIRST_SCOPES, more_scopes, per_scope, next_id
+                        conn, pool, pool_tokens, first_scopes, more_scopes, per_scope, next_id
                     )
                 log(f"{next_id - 1:,} chunks in all after {took[0]:.0f} s more")
-                scopes = FIRST_SCOPES + 1 + more_scopes
+                scopes = first_scopes + 1 + more_scopes
                 points.append((next_id - 1, scopes, took[0], size_of(dsn)))
                 samples.append(asyncio.run(measure(env, root, questions)))
     base_p50 = statistics.median(samples[0])
@@ -254,7 +275,7 @@ def main() -> None:
     print()
     print(
         f"PostgreSQL scale bench, {time.perf_counter() - started:.0f} s; peer:bench holds"
-        f" {BENCH_CHUNKS:,} chunks; {QUERIES} queries x {PASSES} passes by words alone"
+        f" {bench_chunks:,} chunks; {QUERIES} queries x {PASSES} passes by words alone"
         f" (MemoryCore.search, limit 5); machine {machine_load()}"
     )
     print(
@@ -277,5 +298,7 @@ def main() -> None:
 if __name__ == "__main__":
     from results import recorded_main
 
+    if "--hybrid" in sys.argv[1:]:  # only hybrid recall compares trees
+        sys.argv[1:] = with_default_compare(sys.argv[1:])
     with recorded_main("pg_scale_bench"):
         main()

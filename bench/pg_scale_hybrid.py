@@ -7,11 +7,10 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import os
+import shutil
 import sqlite3
 import statistics
 import subprocess
-import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -25,13 +24,14 @@ from pg_scale_rows import (
     PROBE,
     QUERIES,
     SEED,
-    SMALL_SCOPES,
     copy_rows,
     finish,
     log,
     new_scope,
     tokens_of,
 )
+from psycopg import conninfo, sql
+from trees import Tree
 
 from memory_core.base.scope import ScopeKey
 from memory_core.config import load_config
@@ -147,32 +147,71 @@ def load_hybrid(
     return time.perf_counter() - started
 
 
-def run_probe(tree: Path, spec_path: Path) -> dict[str, object]:
-    """bench/pg_hybrid_probe.py with `tree`'s code (PYTHONPATH first, before the
-    editable install's finder)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("CHATMEM_", "OPENAI_"))}
-    env["PYTHONPATH"] = str(tree.resolve())
+def clone_database(dsn: str, name: str) -> str:
+    """A copy of `dsn`'s database named `name` (CREATE DATABASE ... TEMPLATE, made from a
+    connection to template1: the source must have none); the copy's DSN. Each tree times
+    its recall on a copy of its own, so what one revision's open writes (its migrations,
+    its vectors in its own form) is never what another revision then reads."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        source = str(conn.execute("SELECT current_database()").fetchone()[0])  # type: ignore[index]
+    try:
+        with psycopg.connect(
+            conninfo.make_conninfo(dsn, dbname="template1"), autocommit=True
+        ) as conn:
+            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(name)))
+            conn.execute(
+                sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
+                    sql.Identifier(name), sql.Identifier(source)
+                )
+            )
+    except psycopg.Error as error:
+        raise SystemExit(
+            f"--hybrid gives each tree its own copy of the database, which needs CREATEDB: {error}"
+        ) from None
+    return conninfo.make_conninfo(dsn, dbname=name)
+
+
+def drop_database(dsn: str, name: str) -> None:
+    with psycopg.connect(conninfo.make_conninfo(dsn, dbname="template1"), autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(name)))
+
+
+class Unmeasurable(Exception):
+    """A tree the probe cannot time (the message says why)."""
+
+
+def run_probe(tree: Tree, spec_path: Path, *, strict: bool) -> dict[str, object]:
+    """bench/pg_hybrid_probe.py run by `tree`'s python (its own venv and code). A tree
+    that lacks what the probe calls, or fails in it (unless `strict`: the checkout, whose
+    failure is the bench's), is Unmeasurable, with the reason in one line."""
     done = subprocess.run(
-        [sys.executable, str(PROBE), str(spec_path)],
+        [str(tree.python), str(PROBE), str(spec_path)],
         capture_output=True,
-        env=env,
-        cwd=tree,
+        env=tree.env,
+        cwd=spec_path.parent,
         check=False,
         text=True,
     )
     if done.returncode != 0:
-        raise SystemExit(f"the probe of {tree} failed ({done.returncode}):\n{done.stderr}")
+        if strict:
+            raise SystemExit(
+                f"the probe of {tree.label} failed ({done.returncode}):\n{done.stderr}"
+            )
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise Unmeasurable(f"the probe failed: {last}")
     result: dict[str, object] = json.loads(done.stdout.strip().splitlines()[-1])
+    if "unmeasurable" in result:
+        raise Unmeasurable(str(result["unmeasurable"]))
     return result
 
 
 def hybrid_report(
-    trees: Sequence[tuple[str, Path]],
+    labels: Sequence[str],
     runs: dict[str, list[dict[str, object]]],
     sizes: Sequence[str],
 ) -> str:
     rows: list[list[object]] = []
-    for label, _ in trees:
+    for label in labels:
         for key in sizes:
             recall: list[float] = []
             dense: list[float] = []
@@ -288,18 +327,19 @@ def measure_hybrid(
     root: Path,
     tmp: Path,
     bench: Sequence[str],
-    trees: Sequence[tuple[str, Path]],
+    trees: Sequence[Tree],
     rounds: int,
     cache_dir: Path,
+    small_scopes: Sequence[int],
     sqlite: bool = False,
 ) -> str:
     """Vectors for the bench scope and the small scopes, then each tree's hybrid recall,
-    alternating (with `sqlite`, this tree's on a SQLite copy of the bench scope too);
-    the report's tables."""
+    alternating (with `sqlite`, the last tree's, the checkout's, on a SQLite copy of the
+    bench scope too); the report's tables, and a line for each tree not measurable."""
     extra: list[tuple[str, int, list[str]]] = []
     with psycopg.connect(dsn, autocommit=True) as conn:
         next_id = int(conn.execute("SELECT COALESCE(MAX(id), 0) + 1 FROM chunks").fetchone()[0])  # type: ignore[index]
-        for size in SMALL_SCOPES:
+        for size in small_scopes:
             key = f"peer:bench-{size}"
             texts = sentences(size, SEED + size)
             sid = new_scope(conn, key)
@@ -325,9 +365,24 @@ def measure_hybrid(
         "warm_up": HYBRID_WARM_UP,
         "dense_k": DENSE_K,
     }
-    spec_path = tmp / "hybrid-spec.json"
-    spec_path.write_text(json.dumps(spec), encoding="utf-8")
-    probes = [(label, tree, spec_path) for label, tree in trees]
+    # The spec on the database itself, for the probe run again by hand (--workdir).
+    (tmp / "hybrid-spec.json").write_text(json.dumps(spec), encoding="utf-8")
+    probes: list[tuple[str, Tree, Path, bool]] = []
+    copies: list[str] = []
+    for number, tree in enumerate(trees):
+        # Its own database and workspace (graph files), copied before any tree opens them.
+        name = f"hybrid_tree_{number}"
+        log(f"a copy of the database and workspace for {tree.label}")
+        own = clone_database(dsn, name)
+        copies.append(name)
+        workspace = tmp / f"ws-{number}"
+        shutil.copytree(root, workspace)
+        env = {**spec["env"], "CHATMEM_POSTGRES_DSN": own}  # type: ignore[dict-item]
+        spec_path = tmp / f"hybrid-spec-{number}.json"
+        spec_path.write_text(
+            json.dumps({**spec, "env": env, "workspace": str(workspace)}), encoding="utf-8"
+        )
+        probes.append((tree.label, tree, spec_path, tree.label.startswith(".")))
     if sqlite:
         log("copying peer:bench into a SQLite workspace")
         sqlite_copy(dsn, "peer:bench", tmp / "sqlite-ws")
@@ -337,17 +392,24 @@ def measure_hybrid(
             json.dumps({**spec, "env": {}, "workspace": str(tmp / "sqlite-ws"), "scopes": only}),
             encoding="utf-8",
         )
-        probes.append(("sqlite", trees[-1][1], sqlite_spec))
-    runs: dict[str, list[dict[str, object]]] = {label: [] for label, _, _ in probes}
-    for number in range(rounds):
-        for label, tree, path in probes if number % 2 == 0 else list(reversed(probes)):
-            log(f"hybrid recall, round {number + 1} of {rounds}: {label} ({tree})")
-            runs[label].append(run_probe(tree, path))
+        probes.append(("sqlite", trees[-1], sqlite_spec, True))
+    runs: dict[str, list[dict[str, object]]] = {label: [] for label, _, _, _ in probes}
+    notes: dict[str, str] = {}
+    try:
+        for number in range(rounds):
+            for label, tree, path, strict in probes if number % 2 == 0 else probes[::-1]:
+                if label in notes:
+                    continue
+                log(f"hybrid recall, round {number + 1} of {rounds}: {label} ({tree.python})")
+                try:
+                    runs[label].append(run_probe(tree, path, strict=strict))
+                except Unmeasurable as why:
+                    notes[label] = f"not measurable at {label}: {why}"
+    finally:
+        for name in copies:
+            drop_database(dsn, name)
+    labels = [tree.label for tree in trees if tree.label not in notes]
+    report = hybrid_report(labels, runs, list(queries))
     if sqlite:
-        sqlite_tree = [("sqlite", trees[-1][1])]
-        return (
-            hybrid_report(trees, runs, list(queries))
-            + "\n"
-            + hybrid_report(sqlite_tree, runs, ["peer:bench"])
-        )
-    return hybrid_report(trees, runs, list(queries))
+        report += "\n" + hybrid_report(["sqlite"], runs, ["peer:bench"])
+    return "\n".join([report, *notes.values()])

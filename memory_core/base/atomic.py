@@ -102,8 +102,9 @@ def mode_for(path: Path) -> int:
         return 0o644
 
 
-def backup_then_write(path: Path, text: str, backup: Path, *, root: Path) -> None:
-    """Keep the previous version as `backup`, then write.
+def backup_then_write(path: Path, data: bytes, backup: Path, *, root: Path) -> None:
+    """Keep the previous version as `backup`, then write `data` (bytes: a 40 MB file's
+    caller has encoded it once already, for its hash).
 
     The backup is a hard link to the old file, swapped in by rename: no copy, no second
     fsync, and `backup` is always a whole file. Where links are not possible it falls back
@@ -126,4 +127,4 @@ def backup_then_write(path: Path, text: str, backup: Path, *, root: Path) -> Non
             except OSError as exc:
                 raise write_error(f"{path.name} left as it was", backup, exc) from exc
             atomic_write_bytes(backup, old, root=root, kept=path)
-    atomic_write_text(path, text, root=root)
+    atomic_write_bytes(path, data, root=root)

@@ -122,7 +122,13 @@ def render_memory_lines(
         for kept in quarantined:
             reason = " ".join(kept.reason.replace("--", "- -").split()) or "unreadable"
             out.extend([f"<!-- quarantined: {reason} -->", kept.text, ""])
-    return "\n".join(out).rstrip("\n") + "\n", positions
+    # One newline at the end, as `.rstrip("\n") + "\n"` of the joined text gives, without
+    # two more copies of a text that may be 40 MB.
+    while len(out) > 1 and not out[-1].rstrip("\n"):
+        out.pop()
+    out[-1] = out[-1].rstrip("\n")
+    out.append("")
+    return "\n".join(out), positions
 
 
 def split_sections(

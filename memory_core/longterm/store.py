@@ -319,9 +319,8 @@ class LongTermStore:
         self._cache: dict[ScopeKey, FileRead] = {}
         self._checked_at: dict[ScopeKey, float] = {}
         self._loading: dict[ScopeKey, asyncio.Lock] = {}
+        # Writes by this process, per scope: a load that one overtook keeps its snapshot.
         self._writes: dict[ScopeKey, int] = {}
-        """Each scope's writes by this process: a load that a write overtook keeps the
-        write's snapshot, never the older one it read beside it."""
         self.last_write: dict[ScopeKey, WriteRecord] = {}
         self.reads = ReadCounts()
         self.entities = EntityKeeper(archive_below)
@@ -367,12 +366,10 @@ class LongTermStore:
 
     def _vouched_digest(self, scope: ScopeKey) -> bytes | None:
         """Blocking: the version the parse cache vouches the file holds (`vouched`)."""
-        files = self.cache_files(scope)
+        files, root = self.cache_files(scope), self._ws.root
         if files is None:
             return None
-        return store_versions.vouched(
-            self._ws.root, self.path(scope), files, self._cache_min_bytes or 0
-        )
+        return store_versions.vouched(root, self.path(scope), files, self._cache_min_bytes or 0)
 
     async def load(self, scope: ScopeKey, *, max_age: float = 0.0) -> ParsedMemory:
         """The scope's entries as on disk (parsed again only when the file changed).
@@ -491,7 +488,10 @@ class LongTermStore:
         _remove_stale_temps(safe_files.inside(self._ws.root, path))
         written_at = epoch_ns()
         data = text.encode("utf-8")
-        backup_then_write(path, text, self._ws.backup_path(scope), root=self._ws.root)
+        del text  # a 40 MB file's text and bytes are not held beside the parse cache's work
+        digest = _digest(data)
+        backup_then_write(path, data, self._ws.backup_path(scope), root=self._ws.root)
+        del data
         # The entries we rendered are what a re-read would give (the format round-trips),
         # so cache them against the new stat and spare the next load a parse.
         active, archived = split_sections(entries, self._archive_below)
@@ -499,7 +499,6 @@ class LongTermStore:
             entries=active + archived, quarantined=list(quarantined), lines=lines, keys=keys or {}
         )
         stamp = _stamp(self._ws.root, path)
-        digest = _digest(data)
         base = None
         if files is not None and stamp is not None:
             if keys is not None and stamp[1] >= min_bytes:

@@ -432,6 +432,18 @@ migration(
     SCOPE_SUMMARIES,
 )
 
+FEWER_CHUNK_INDEXES = "DROP INDEX IF EXISTS chunks_scope_path_line;"
+"""A prefix of `chunks_one_per_line` (scope, path, line, piece), which answers every
+lookup it did: one more b-tree to change at every insert, delete and line move (a write
+of a 100 000-entry file moves tens of thousands of chunks). `chunks_scope_path` stays:
+its rows are in (path, id) order, which a vector pass pages by."""
+
+migration(
+    "m016_fewer_chunk_indexes",
+    # An index the unique one already covers, no longer kept up at every line move.
+    FEWER_CHUNK_INDEXES,
+)
+
 
 JOURNAL_MIGRATIONS: list[Migration] = [
     (

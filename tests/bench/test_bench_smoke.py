@@ -3,9 +3,9 @@
 Figures are printed, never asserted (they vary with the machine); the test checks that a
 bench still runs after a change to what it drives. Each bench is its own test, so xdist
 spreads them over the workers. Run by the test environment's interpreter with this
-checkout first on PYTHONPATH, except vector_bench and cli_bench --compare, which run
-installed revisions (testkit/installs.py): they get the session's one install of this
-checkout (tests/bench/conftest.py). pg_scale_bench starts a PostgreSQL of its own
+checkout first on PYTHONPATH, except vector_bench, cli_bench --compare and embedder_bench
+--compare, which run installed revisions (testkit/installs.py): they get the session's one
+install of this checkout (tests/bench/conftest.py). pg_scale_bench starts a PostgreSQL of its own
 (bench/pgbench_server.py, as it does without --dsn); every other bench runs on SQLite.
 
 Modules of bench/ that are not benches (a bench's child script, shared helpers) are
@@ -42,12 +42,27 @@ BENCHES = {
     "chat_bench": Smoke(("--tiny",), "chat turn overhead excluding the model"),
     "core_bench": Smoke(("--tiny",), "merge + decay (pure functions"),
     "corpus": Smoke(("--quick",), "statistic"),
-    "embedder_bench": Smoke(("--quick", "--part", "load", "--load-runs", "1"), "Cold load"),
     "load_bench": Smoke(("--private", "2", "--groups", "1", "--messages", "2"), "load: "),
     "mcp_bench": Smoke(("--tiny",), "median ms  p50 ms  p95 ms  max ms"),
     "peer_bench": Smoke(("--quick", "--chunks", "500", "--queries", "10"), "recall@10"),
-    "pg_scale_bench": Smoke(("--tiny",), "chunks in all  scopes  p50 ms"),
-    "portable_memory": Smoke(("--entries", "10", "--scopes", "2", "--messages", "10"), "export:"),
+    # Hybrid recall of the checkout run from this environment, through the probe.
+    "pg_scale_bench": Smoke(
+        ("--tiny", "--hybrid", "--rounds", "1", "--no-compare", "--checkout-from-env"),
+        "recall median of rounds ms",
+    ),
+    "portable_memory": Smoke(
+        (
+            "--entries",
+            "10",
+            "--scopes",
+            "2",
+            "--messages",
+            "10",
+            "--no-compare",
+            "--checkout-from-env",
+        ),
+        "raised MiB",
+    ),
     "recall_bench": Smoke(("--quick",), "chunks"),
     "recall_quality": Smoke(
         ("--variant", "bm25", "--sets", "en-a", "--limit", "5", "--jobs", "1"),
@@ -61,18 +76,26 @@ BENCHES = {
 
 INSTALLED = {
     "cli_bench": Smoke(("--runs", "1", "--captures", "2", "--compare", "."), "after median"),
+    # "." installed as a compared revision, beside the checkout run from this environment.
+    "embedder_bench": Smoke(
+        ("--quick", "--part", "load", "--load-runs", "1", "--compare", ".", "--checkout-from-env"),
+        "Cold load",
+    ),
     "vector_bench": Smoke(("--tiny", "--compare", "."), "== restart to steady state"),
 }
 """Benches that run installed revisions only: given the session's install cache."""
 
 HELPERS = {
     "corpus_words",
+    "embedder_load",
+    "embedder_load_child",
     "embedder_search",
     "installs",
     "pg_hybrid_probe",
     "pg_scale_hybrid",
     "pg_scale_rows",
     "pgbench_server",
+    "portable_memory_child",
     "recall_measure",
     "recall_report",
     "results",

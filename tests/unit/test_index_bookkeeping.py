@@ -64,6 +64,19 @@ async def test_the_schema_holds_one_chunk_per_line(core: MemoryCore) -> None:
     assert await sql(core, DOUBLED) == [(0,)]
 
 
+async def test_a_line_move_changes_one_index(core: MemoryCore) -> None:
+    """A write of a large long-term file moves tens of thousands of chunks to new lines:
+    one index of `chunks` holds the line, never a second that the first covers."""
+    await core.notes.append(MAIN, "the kayak is red")
+    if core.config.storage.backend == "sqlite":
+        query = "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'chunks'"
+        query += " AND sql LIKE '%line_from%'"
+    else:
+        query = "SELECT indexname FROM pg_indexes WHERE tablename = 'chunks'"
+        query += " AND schemaname = current_schema() AND indexdef LIKE '%line_from%'"
+    assert len(await sql(core, query)) == 1
+
+
 async def test_reindexes_at_once_beside_a_writer_double_nothing(core: MemoryCore) -> None:
     """Three reindexes and a writer interleaved on one database: each chunk once, every
     scope's count equal to its rows."""

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from memory_core.base.entries import ArchiveReason, MemoryEntry
-from memory_core.longterm.memory_md import ARCHIVED, QUARANTINED
+from memory_core.longterm.memory_md import ARCHIVED, QUARANTINED, QuarantinedBlock
 from memory_core.longterm.memory_md_parser import ParsedMemory, parse_memory
 from memory_core.longterm.memory_md_renderer import render_memory
 from memory_core.longterm.store import read_memory_file
@@ -406,3 +406,16 @@ def test_stray_text_after_another_quarantined_block_is_stable() -> None:
         "## Archived Memories\n", "## Archived Memories\n\nstray paragraph\n"
     )
     assert_stable(text)
+
+
+@pytest.mark.parametrize("kept", ["", "### broken", "### broken\n\n\n", "\n\n"])
+@pytest.mark.parametrize("count", [0, 1, 3])
+def test_the_file_ends_in_one_newline(kept: str, count: int) -> None:
+    """Whatever the last block (an entry, an empty section, a quarantined text that ends
+    in newlines or is nothing but them), the file ends in exactly one newline."""
+    entries = [
+        MemoryEntry(f"e{n}", f"fact {n}", "fact", 0.9 - n / 10, NOW, NOW, NOW) for n in range(count)
+    ]
+    blocks = [QuarantinedBlock(kept, 1, "bad")] if kept or count else []
+    text = render_memory(entries, blocks, now=NOW)
+    assert text.endswith("\n") and not text.endswith("\n\n")

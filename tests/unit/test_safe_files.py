@@ -63,7 +63,7 @@ def test_a_link_inside_to_inside_is_read_and_written_through(ws: Path) -> None:
     (ws / "kept" / "MEMORY.md").write_text("old\n", encoding="utf-8")
     (ws / "MEMORY.md").symlink_to(Path("kept") / "MEMORY.md")
     assert safe_files.read_text(ws, ws / "MEMORY.md", 1000) == "old\n"
-    backup_then_write(ws / "MEMORY.md", "new\n", ws / "MEMORY.md.bak", root=ws)
+    backup_then_write(ws / "MEMORY.md", b"new\n", ws / "MEMORY.md.bak", root=ws)
     assert (ws / "MEMORY.md").is_symlink()
     assert (ws / "kept" / "MEMORY.md").read_text(encoding="utf-8") == "new\n"
     assert (ws / "MEMORY.md.bak").read_text(encoding="utf-8") == "old\n"

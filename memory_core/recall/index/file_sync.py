@@ -13,19 +13,19 @@ from dataclasses import dataclass
 from datetime import tzinfo
 from functools import partial
 
+import memory_core.recall.index.long_term_difference as difference
 import memory_core.recall.index.search as reads
 import memory_core.recall.index.summaries as summaries
 import memory_core.recall.index.writes as writes
-from memory_core.base.chunks import Chunk, ChunkKind
-from memory_core.base.clock import epoch_ns, format_when
+from memory_core.base.chunks import Chunk
+from memory_core.base.clock import epoch_ns
 from memory_core.base.errors import MemoryFileError
 from memory_core.base.scope import ScopeKey
 from memory_core.base.sql import Db
 from memory_core.base.workspace import Workspace
 from memory_core.longterm import parse_cache
-from memory_core.longterm.claims import shown
 from memory_core.longterm.store import FileRead, read_memory_file
-from memory_core.recall.index.files import prepare_chunk, prepare_file, scope_folder_seen
+from memory_core.recall.index.files import prepare_file, scope_folder_seen
 from memory_core.recall.index.model import PreparedFile, SyncStats
 from memory_core.recall.index.summaries import LongTermSeen, summary
 from memory_core.storage.summary_format import stamp_part
@@ -172,21 +172,13 @@ class FileSync:
             stats.files_indexed += 1
             return
         parsed = snapshot.parsed
-        now = {e.id: (shown(e), format_when(e.created_at)) for e in parsed.entries}
-        stale = [ref for ref, was in held.items() if now.get(ref) != was]
-        changed = set(stale)
-        fresh = [e for e in parsed.entries if e.id not in held or e.id in changed]
         lines = parsed.lines
-        prepared = await asyncio.to_thread(
-            lambda: [
-                prepare_chunk(
-                    Chunk(*lines.get(e.id, (0, 0)), shown(e), e.created_at, ref=e.id),
-                    ChunkKind.LONG_TERM,
-                    self.zone,
-                )
-                for e in fresh
-            ]
-        )
+
+        def compare() -> tuple[list[str], list[tuple[Chunk, str]]]:
+            stale, fresh = difference.against_chunks(held, parsed.entries)
+            return stale, difference.prepared(fresh, lines)
+
+        stale, prepared = await asyncio.to_thread(compare)
         try:
             await self.db.write(
                 lambda conn: writes.apply_long_term(

@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, tzinfo
 from functools import partial
 
+import memory_core.recall.index.long_term_difference as difference
 import memory_core.recall.index.rebuild as rebuilding
 import memory_core.recall.index.retokenize as retokenize
 import memory_core.recall.index.search as reads
@@ -36,11 +37,10 @@ from memory_core.base.text import TOKENIZER_VERSION, tokenize
 from memory_core.base.turn_dates import mentioned_days
 from memory_core.base.workspace import Workspace
 from memory_core.longterm import parse_cache
-from memory_core.longterm.claims import shown
 from memory_core.longterm.store import WriteRecord
 from memory_core.recall.chunking import summary_period
 from memory_core.recall.index.file_sync import FileSync
-from memory_core.recall.index.files import prepare_file, stat_files, tokenize_chunks
+from memory_core.recall.index.files import prepare_file, stat_files
 from memory_core.recall.index.model import Hit, Progress, SyncStats
 from memory_core.recall.index.ranking import K1, B
 from memory_core.recall.index.rerank import RankSettings
@@ -322,17 +322,13 @@ class SearchIndex:
         edit not yet synced, a first write) the file is compared with the index entry by
         entry (`_sync_long_term`).
         """
-        before = {e.id: e for e in record.before}
-        after = {e.id: e for e in record.after.entries}
-        stale = [i for i, e in before.items() if i not in after or shown(after[i]) != shown(e)]
-        fresh = [e for i, e in after.items() if i not in before or shown(before[i]) != shown(e)]
-        prepared = await asyncio.to_thread(
-            tokenize_chunks,
-            [
-                Chunk(*record.after.lines.get(e.id, (0, 0)), shown(e), e.created_at, ref=e.id)
-                for e in fresh
-            ],
-        )
+        after = record.after
+
+        def compare() -> tuple[list[str], list[tuple[Chunk, str]]]:
+            stale, fresh = difference.between_versions(record.before, after.entries)
+            return stale, difference.prepared(fresh, after.lines)
+
+        stale, prepared = await asyncio.to_thread(compare)
         async with self._lock(scope):
             sid = await self._sid(scope)
             known = await self._db.read(lambda conn: reads.file_stamp(conn, relative_path))

@@ -21,6 +21,7 @@ from memory_core.storage.migrations import (
     CHUNK_DATES_AGAIN,
     DELIVERIES,
     DELIVERY_OWNERS,
+    FEWER_CHUNK_INDEXES,
     INDEX_META,
     PIECES,
     SPEAKER_IDS,
@@ -353,6 +354,12 @@ migration(
     "m018_scope_summaries",
     # As SQLite's m015 (memory_core/storage/scope_summaries.py).
     SCOPE_SUMMARIES.replace("INTEGER", "BIGINT"),
+)
+
+migration(
+    "m019_fewer_chunk_indexes",
+    # As SQLite's m016 (memory_core/storage/migrations.py): one index of a chunk's line.
+    FEWER_CHUNK_INDEXES,
 )
 
 
