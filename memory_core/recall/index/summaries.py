@@ -43,7 +43,8 @@ class FolderSeen:
 @dataclass(frozen=True, slots=True)
 class LongTermSeen:
     """A long-term file as a summary sees it: its stamp part (taken before it was read),
-    whether that part is racy, and its parse's scoring rows and quarantined blocks.
+    whether that part is racy, its entries' scoring fields (JSON) and its quarantined
+    blocks counted.
     Plain values: a reindex's worker sends it back with its rows."""
 
     part: str
