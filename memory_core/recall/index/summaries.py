@@ -44,8 +44,7 @@ class FolderSeen:
 class LongTermSeen:
     """A long-term file as a summary sees it: its stamp part (taken before it was read),
     whether that part is racy, its entries' scoring fields (JSON) and its quarantined
-    blocks counted.
-    Plain values: a reindex's worker sends it back with its rows."""
+    blocks counted. Plain values: a reindex's worker sends it back with its rows."""
 
     part: str
     racy: bool
