@@ -17,7 +17,7 @@ from memory_core.base.clock import parse_day
 from memory_core.base.requests import searchable
 from memory_core.base.workspace import MAIN_LONG_TERM, SCOPED_LONG_TERM
 from memory_core.longterm.claims import shown
-from memory_core.longterm.memory_md_parser import parse_memory
+from memory_core.longterm.memory_md_parser import ParsedMemory, parse_memory
 from memory_core.notes.daily import parse_notes
 
 _TURN = re.compile(r"^(\d{2}):(\d{2}):(\d{2}) ([^:\n]{1,64}): ")
@@ -141,8 +141,10 @@ def _at(day: date, clock: str, zone: tzinfo = UTC) -> datetime:
     return datetime.combine(day, moment, tzinfo=zone).astimezone(UTC)
 
 
-def chunk_long_term(text: str) -> list[Chunk]:
-    """One chunk per parsed entry (active or archived), located by its header line."""
+def chunk_long_term(text: str, parsed: ParsedMemory | None = None) -> list[Chunk]:
+    """One chunk per parsed entry (active or archived), located by its header line;
+    `parsed` is `text`'s parse when the caller made it (with any `archive_below`: the
+    chunks do not depend on it)."""
     lines = text.splitlines()
     starts: dict[str, int] = {}
     boundaries: list[int] = []
@@ -153,7 +155,7 @@ def chunk_long_term(text: str) -> list[Chunk]:
                 starts.setdefault(m.group(1).strip(), number)
     boundaries.append(len(lines) + 1)
     chunks: list[Chunk] = []
-    for entry in parse_memory(text).entries:
+    for entry in (parsed or parse_memory(text)).entries:
         start = starts.get(entry.id, 1)
         following = bisect.bisect_right(boundaries, start)
         end = boundaries[following] - 1 if following < len(boundaries) else len(lines)

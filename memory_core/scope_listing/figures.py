@@ -1,4 +1,5 @@
-"""A scope's summary and the figures made from it: pure, no I/O.
+"""A scope's summary and the figures made from it: pure, no I/O. Its stored form (stamp,
+payload) is `storage/summary_format.py`'s, shared with the index that also makes them.
 
 The summary keeps each entry's scoring fields (not its text), in file order, so the
 figures are computed as of any instant exactly as `LongTermViews.status` computes them
@@ -23,9 +24,9 @@ from memory_core.base.entries import (
 )
 from memory_core.base.policy import ScoringPolicy
 from memory_core.longterm.scoring import Status, score_at, status_of
-
-SUMMARY_VERSION = 1
-"""Bumped when the payload's layout changes: an older summary is then made again."""
+from memory_core.storage.summary_format import SUMMARY_VERSION as SUMMARY_VERSION
+from memory_core.storage.summary_format import encode as encode
+from memory_core.storage.summary_format import readable as readable
 
 _EPOCH = datetime.fromtimestamp(0, UTC)
 _TEMPLATE = MemoryEntry(
@@ -60,34 +61,6 @@ class ScopeFigures:
     def mean_active_score(self) -> float | None:
         scores = self.active_scores
         return round(sum(scores) / len(scores), 3) if scores else None
-
-
-def encode(entries: Sequence[MemoryEntry], quarantined: int, daily_files: int) -> str:
-    """The summary of a scope's parsed entries (in file order) as stored."""
-    rows = [
-        [
-            e.category,
-            e.memory_class.value if e.memory_class is not None else None,
-            e.score,
-            e.scored_at.isoformat(),
-            e.last_activated.isoformat(),
-            e.pinned,
-            e.archived.value if e.archived is not None else None,
-        ]
-        for e in entries
-    ]
-    return json.dumps(
-        {"v": SUMMARY_VERSION, "q": quarantined, "d": daily_files, "e": rows},
-        separators=(",", ":"),
-    )
-
-
-def readable(payload: str) -> bool:
-    """Whether `payload` is a summary of this layout (else it is made again)."""
-    try:
-        return bool(json.loads(payload).get("v") == SUMMARY_VERSION)
-    except (ValueError, AttributeError):
-        return False
 
 
 def decode(payload: str) -> tuple[list[MemoryEntry], int, int]:

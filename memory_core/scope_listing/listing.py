@@ -6,16 +6,18 @@ is that scope (no key file read), any other is resolved as `Workspace.scopes` re
 it. A page's summaries are read in one query; a scope whose files' stamp differs from
 its summary's (a capture, an edit by another program while nothing ran, a daily note
 added) or that has none is read from its files again, and its summary replaced.
+
+A reindex and a sync that reads a long-term file make the same summaries from their own
+reads (`recall/index/summaries.py`, by `storage/summary_format.py`'s rules, as here), so
+the first listing after a reindex reads no file; this fallback stays for the rest.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import os
 from dataclasses import dataclass
 from datetime import datetime
-from fnmatch import fnmatch
 from functools import partial
 from pathlib import Path
 
@@ -28,13 +30,18 @@ from memory_core.base.sql import Connection, Db
 from memory_core.base.workspace import SCOPED_LONG_TERM, Workspace
 from memory_core.longterm.long_term import LongTermMemory
 from memory_core.longterm.store_versions import is_racy_mtime
-from memory_core.scope_listing.figures import ScopeFigures, encode, figures, readable
+from memory_core.scope_listing.figures import ScopeFigures, figures
 from memory_core.storage import scope_summaries
+from memory_core.storage.summary_format import (
+    daily_count,
+    encode,
+    joined,
+    kept_stamp,
+    readable,
+    stamp_part,
+)
 
 log = logging.getLogger(__name__)
-
-RACY = "racy"
-"""The stamp of a summary read from files written just before: equal to no real stamp."""
 
 WRITE_GROUP = 256
 """Summaries written per transaction when many are made at once (a first listing)."""
@@ -91,7 +98,7 @@ async def scope_figures(
         # stamp (the kernel's clock ticks coarsely): kept as one no stamp equals, so the
         # next listing reads it again, until it has settled (as the store's rule).
         racy = is_racy_mtime(stamp[1], read_at)
-        fresh.append((key.value, RACY if racy else stamp[0], payload))
+        fresh.append((key.value, kept_stamp(stamp[0], racy), payload))
     if db is not None and fresh:
         await _store(db, fresh)
     policy = memories.policy
@@ -132,18 +139,9 @@ def _files(ws: Workspace, scope: ScopeKey) -> tuple[str, str]:
 def _stamp(long_term: str, folder: str) -> tuple[str, int]:
     """The long-term file's (mtime_ns, size) and the scope folder's mtime_ns (a daily
     note added or removed moves it): what the summary was read from; and the newer
-    mtime of the two."""
-    parts = []
-    newest = 0
-    for path in (long_term, folder):
-        try:
-            st = os.stat(path, follow_symlinks=False)
-        except OSError:
-            parts.append("-")
-        else:
-            parts.append(f"{st.st_mtime_ns}:{st.st_size}")
-            newest = max(newest, st.st_mtime_ns)
-    return "/".join(parts), newest
+    mtime of the two (`summary_format.stamp_part`, as the index stamps its own)."""
+    (lt_part, lt_mtime), (dir_part, dir_mtime) = stamp_part(long_term), stamp_part(folder)
+    return joined((lt_part, dir_part)), max(lt_mtime, dir_mtime)
 
 
 async def _summary(memories: LongTermMemory, scope: ScopeKey) -> str:
@@ -159,7 +157,7 @@ def _count_daily(root: Path, directory: Path) -> int:
     (the rule of `LongTermViews.status`)."""
     try:
         with safe_files.scan_dir(root, directory) as listing:
-            return sum(1 for e in listing if fnmatch(e.name, "????-??-??.md"))
+            return daily_count(e.name for e in listing)
     except (OSError, FileRefused):
         return 0
 

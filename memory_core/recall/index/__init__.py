@@ -3,7 +3,8 @@
 `SearchIndex` (search_index.py) is the SQLite implementation; its jobs are split by
 module: schema and writes (writes.py), one search's order of reads (searching.py), search
 reads (search.py) and BM25 scoring (ranking.py), a sync of files (file_sync.py), the full
-rebuild (rebuild.py), reading files into chunks (files.py).
+rebuild (rebuild.py), reading files into chunks (files.py), the scope summaries of
+`chatmem scopes` made from a rebuild's or a sync's reads (summaries.py).
 """
 
 from memory_core.base.chunks import Appended

@@ -15,16 +15,20 @@ from functools import partial
 
 import memory_core.recall.index.long_term_difference as difference
 import memory_core.recall.index.search as reads
+import memory_core.recall.index.summaries as summaries
 import memory_core.recall.index.writes as writes
 from memory_core.base.chunks import Chunk
+from memory_core.base.clock import epoch_ns
 from memory_core.base.errors import MemoryFileError
 from memory_core.base.scope import ScopeKey
 from memory_core.base.sql import Db
 from memory_core.base.workspace import Workspace
 from memory_core.longterm import parse_cache
-from memory_core.longterm.store import read_memory_file
-from memory_core.recall.index.files import prepare_file
+from memory_core.longterm.store import FileRead, read_memory_file
+from memory_core.recall.index.files import prepare_file, scope_folder_seen
 from memory_core.recall.index.model import PreparedFile, SyncStats
+from memory_core.recall.index.summaries import LongTermSeen, summary
+from memory_core.storage.summary_format import stamp_part
 
 SYNC_GROUP = 64
 """Changed files a sync reads and writes at a time (one transaction each group)."""
@@ -65,7 +69,9 @@ class FileSync:
         root = self.ws.root
 
         def prepare(group: list[str]) -> list[PreparedFile]:
-            found = (prepare_file(self.ws, root / rel, self.zone) for rel in group)
+            found = (
+                prepare_file(self.ws, root / rel, self.zone, self.archive_below) for rel in group
+            )
             return [p for p in found if p is not None]
 
         for start in range(0, len(changed), SYNC_GROUP):
@@ -80,6 +86,9 @@ class FileSync:
             await self.db.write(
                 partial(writes.replace_files, sid=sid, items=fresh, restamped=same, stats=stats)
             )
+            for item in prepared:
+                if item.summary is not None:  # the long-term file, read whole (`force`)
+                    await self.write_summary(scope, sid, item.summary)
         for gone in sorted(set(known) - set(current)):
             stats.chunks_removed += await self.db.write(
                 partial(writes.remove_file, sid=sid, path=gone)
@@ -100,9 +109,11 @@ class FileSync:
         the whole file again."""
         path = self.ws.root / relative_path
         files = parse_cache.files_for(self.ws, scope) if self.cache_min_bytes is not None else None
-        try:
-            snapshot = await asyncio.to_thread(
-                read_memory_file,
+
+        def read() -> tuple[FileRead, LongTermSeen | None]:
+            read_at = epoch_ns()  # before the summary's stat, which comes before the read
+            part, mtime = stamp_part(str(path))
+            got = read_memory_file(
                 path,
                 self.archive_below,
                 files,
@@ -110,8 +121,28 @@ class FileSync:
                 root=self.ws.root,
                 warn=False,  # the store says what it quarantined
             )
+            usable = got.utf8 and got.stamp is not None
+            return got, LongTermSeen.of(part, mtime, read_at, got.parsed) if usable else None
+
+        try:
+            snapshot, seen = await asyncio.to_thread(read)
         except MemoryFileError:
-            snapshot = None  # a file it may not read, bytes it cannot keep a copy of
+            snapshot, seen = None, None  # a file it may not read, bytes it cannot keep
+        await self.index_long_term(sid, relative_path, stats, known_hash, snapshot)
+        if seen is not None:
+            # The file was read as the store reads it: the scope's summary from the same
+            # read, so the next `chatmem scopes` need not read it again.
+            await self.write_summary(scope, sid, seen)
+
+    async def index_long_term(
+        self,
+        sid: int,
+        relative_path: str,
+        stats: SyncStats,
+        known_hash: str,
+        snapshot: FileRead | None,
+    ) -> None:
+        """`sync_long_term`'s chunks of the file as `snapshot` read it."""
         if snapshot is None or not snapshot.utf8:
             # Read as any file, as a rebuild reads it (bytes not UTF-8 replaced).
             await self.reread(sid, relative_path)
@@ -171,6 +202,13 @@ class FileSync:
         stats.files_indexed += 1
         stats.chunks_added += len(prepared)
         stats.chunks_removed += len(stale)
+
+    async def write_summary(self, scope: ScopeKey, sid: int, long_term: LongTermSeen) -> None:
+        """The scope's summary of its long-term file as read and of its folder as listed
+        now (stat before listing), made as the listing makes it."""
+        folder = await asyncio.to_thread(scope_folder_seen, self.ws, scope)
+        stamp, payload = summary(folder, long_term)
+        await self.db.write(partial(summaries.write, rows=[(sid, scope.value, stamp, payload)]))
 
     async def reread(self, sid: int, relative_path: str) -> None:
         """The whole file read, chunked and written again (or its chunks dropped)."""

@@ -11,6 +11,7 @@ from memory_core.base.chunks import Appended, Chunk, ChunkKind
 from memory_core.base.records import Hit as Hit
 from memory_core.base.scope import ScopeKey
 from memory_core.longterm.store import WriteRecord
+from memory_core.recall.index.summaries import LongTermSeen
 from memory_core.recall.request import QueryInput, SearchRequest
 from memory_core.storage.interfaces import VectorSearch
 from memory_core.storage.sessions import AfterInsert
@@ -44,6 +45,8 @@ class PreparedFile:
     hash: str
     kind: ChunkKind
     chunks: list[tuple[Chunk, str]]
+    summary: LongTermSeen | None = None
+    """A long-term file read as its store reads it: its part of the scope's summary."""
 
 
 FileRow = tuple[str, int, int, int, str, str]

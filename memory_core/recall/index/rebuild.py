@@ -12,16 +12,23 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import memory_core.recall.index.summaries as summaries_of_scopes
 from memory_core.base.chunks import ChunkKind
 from memory_core.base.clock import format_when, parse_when
 from memory_core.base.scope import ScopeKey
 from memory_core.base.sql import Connection, Db
 from memory_core.base.turn_dates import encode_days, mentioned_days
 from memory_core.base.workspace import Workspace
-from memory_core.recall.index.files import prepare_file, scope_files
+from memory_core.recall.index.files import prepare_file, scope_files_seen
 from memory_core.recall.index.model import ChunkRow, FileRow, PreparedRows, Progress, SyncStats
 from memory_core.recall.index.postings import postings
 from memory_core.recall.index.rerank import turn_body
+from memory_core.recall.index.summaries import (
+    FolderSeen,
+    LongTermSeen,
+    ReindexSummaries,
+    SummaryRow,
+)
 from memory_core.recall.index.writes import (
     INSERT_CHUNK,
     UPSERT_FILE,
@@ -127,10 +134,14 @@ def finish_scope(raw: Connection, sid: int) -> None:
     update_hidden(raw, sid)
 
 
-def finish_scopes(raw: Connection, sids: Sequence[int]) -> None:
-    """`finish_scope` for several scopes in one transaction (a group of small scopes)."""
+def finish_scopes(
+    raw: Connection, sids: Sequence[int], summaries: list[SummaryRow] | None = None
+) -> None:
+    """`finish_scope` for several scopes in one transaction (a group of small scopes),
+    and their scope summaries."""
     for sid in sids:
         finish_scope(raw, sid)
+    summaries_of_scopes.write(raw, summaries or [])
 
 
 def ignore_interrupts() -> None:
@@ -152,10 +163,23 @@ def worker_start() -> BaseContext:
     return multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
 
 
-def list_workspace(workspace: Workspace) -> tuple[list[ScopeKey], list[tuple[ScopeKey, Path]]]:
-    """Every scope and every file the index covers (blocking: directory listings)."""
+Listed = tuple[list[ScopeKey], list[tuple[ScopeKey, Path]], dict[ScopeKey, tuple[FolderSeen, bool]]]
+"""Every scope, every file, and each scope's folder as its summary sees it and whether
+it has a long-term file."""
+
+
+def list_workspace(workspace: Workspace) -> Listed:
+    """Every scope and every file the index covers (blocking: directory listings), and
+    what each scope's summary needs of that listing (the folder's stat before it, its
+    daily files counted in it)."""
     scopes = workspace.scopes()
-    return scopes, [(scope, path) for scope in scopes for path in scope_files(workspace, scope)]
+    listed: list[tuple[ScopeKey, Path]] = []
+    seen: dict[ScopeKey, tuple[FolderSeen, bool]] = {}
+    for scope in scopes:
+        files, folder, has_long_term = scope_files_seen(workspace, scope)
+        seen[scope] = folder, has_long_term
+        listed.extend((scope, path) for path in files)
+    return scopes, listed, seen
 
 
 def when_text(when: datetime) -> str:
@@ -177,15 +201,30 @@ def when_text(when: datetime) -> str:
 def prepare_rows(
     workspace: Workspace, group: Sequence[tuple[int, Path]], zone: tzinfo
 ) -> PreparedRows:
+    """`prepare_group`'s rows alone."""
+    return prepare_group(workspace, group, zone)[0]
+
+
+def prepare_group(
+    workspace: Workspace,
+    group: Sequence[tuple[int, Path]],
+    zone: tzinfo,
+    archive_below: float | None = None,
+) -> tuple[PreparedRows, list[tuple[int, LongTermSeen]]]:
     """Worker-process entry point of a rebuild (module level, so it pickles): files read,
     chunked and tokenized into the very tuples the database takes, so the writing process
-    only unpickles plain tuples and hands them to `executemany`."""
+    only unpickles plain tuples and hands them to `executemany`. With `archive_below`,
+    each long-term file read as its store reads it also gives its scope's summary part
+    (scope id, what was seen), parsed once for both."""
     files: list[FileRow] = []
     chunks: list[ChunkRow] = []
+    seen: list[tuple[int, LongTermSeen]] = []
     for sid, path in group:
-        item = prepare_file(workspace, path, zone)
+        item = prepare_file(workspace, path, zone, archive_below)
         if item is None:
             continue
+        if item.summary is not None:
+            seen.append((sid, item.summary))
         kind = item.kind.value
         files.append((item.path, sid, item.mtime_ns, item.size, item.hash, kind))
         numbers = pieces(chunk.line_from for chunk, _ in item.chunks)
@@ -205,7 +244,7 @@ def prepare_rows(
             )
             for piece, (chunk, tokens) in zip(numbers, item.chunks, strict=True)
         )
-    return files, chunks
+    return (files, chunks), seen
 
 
 async def rebuild(
@@ -215,8 +254,12 @@ async def rebuild(
     paths: Sequence[tuple[int, Path]],
     sids: set[int],
     progress: Progress | None = None,
+    summaries: ReindexSummaries | None = None,
 ) -> SyncStats:
-    """Drop every file-derived chunk and index `paths` (scope id, file) again.
+    """Drop every file-derived chunk and index `paths` (scope id, file) again; with
+    `summaries`, each listed scope's summary is written as its last group is (the
+    workers send each long-term file's part back with its rows: they hold no database
+    connection, and a scope's part is a few hundred bytes).
 
     Files are read, chunked and tokenized in worker processes (tokenizing holds the
     GIL), in groups of `REBUILD_GROUP`, into the plain row tuples the database takes.
@@ -241,17 +284,20 @@ async def rebuild(
         else None
     )
     ahead = max(workers, 1) + 1
-    pending: list[asyncio.Future[PreparedRows]] = []
+    pending: list[asyncio.Future[tuple[PreparedRows, list[tuple[int, LongTermSeen]]]]] = []
+    below = summaries.archive_below if summaries is not None else None
 
     def submit(index: int) -> None:
         if index >= len(groups):
             return
         if pool is not None:
-            pending.append(loop.run_in_executor(pool, prepare_rows, workspace, groups[index], zone))
+            pending.append(
+                loop.run_in_executor(pool, prepare_group, workspace, groups[index], zone, below)
+            )
         else:
             pending.append(
                 asyncio.ensure_future(
-                    asyncio.to_thread(prepare_rows, workspace, groups[index], zone)
+                    asyncio.to_thread(prepare_group, workspace, groups[index], zone, below)
                 )
             )
 
@@ -264,8 +310,10 @@ async def rebuild(
         kept = await db.write(reset)
         await db.write(partial(fill_message_dates, zone=zone))
         for number, group in enumerate(groups):
-            rows = await pending.pop(0)
+            rows, seen = await pending.pop(0)
             submit(number + ahead)
+            if summaries is not None:
+                summaries.read.update(seen)
             await db.write(partial(write_rows, rows=rows))
             total.files_indexed += len(rows[0])
             total.chunks_added += len(rows[1])
@@ -275,7 +323,8 @@ async def rebuild(
                 if not groups_left[sid]:
                     done_now.append(sid)
             if done_now:  # one transaction for the group's scopes: many small scopes
-                await db.write(partial(finish_scopes, sids=done_now))
+                made = summaries.rows(done_now) if summaries is not None else None
+                await db.write(partial(finish_scopes, sids=done_now, summaries=made))
                 finished.update(done_now)
             done += len(group)
             if progress:
@@ -287,5 +336,7 @@ async def rebuild(
             pool.shutdown(wait=False, cancel_futures=True)
     left = sorted((sids | set(kept)) - finished)
     for start in range(0, len(left), REBUILD_GROUP):
-        await db.write(partial(finish_scopes, sids=left[start : start + REBUILD_GROUP]))
+        some = left[start : start + REBUILD_GROUP]
+        made = summaries.rows(some) if summaries is not None else None
+        await db.write(partial(finish_scopes, sids=some, summaries=made))
     return total

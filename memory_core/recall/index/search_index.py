@@ -45,6 +45,7 @@ from memory_core.recall.index.model import Hit, Progress, SyncStats
 from memory_core.recall.index.ranking import K1, B
 from memory_core.recall.index.rerank import RankSettings
 from memory_core.recall.index.searching import Searcher
+from memory_core.recall.index.summaries import ReindexSummaries
 from memory_core.recall.query import as_query
 from memory_core.recall.request import QueryInput, SearchRequest
 from memory_core.storage.interfaces import VectorSearch
@@ -428,11 +429,17 @@ class SearchIndex:
     async def rebuild(self, progress: Progress | None = None) -> SyncStats:
         """Drop every file-derived chunk and index all files again (messages are kept);
         see `rebuild.rebuild`."""
-        scopes, listed = await asyncio.to_thread(rebuilding.list_workspace, self._ws)
+        scopes, listed, seen = await asyncio.to_thread(rebuilding.list_workspace, self._ws)
         sids = {scope.value: await self._sid(scope) for scope in scopes}
         paths = [(sids[scope.value], path) for scope, path in listed]
+        # Each scope's summary made from the very reads that index it: the first
+        # `chatmem scopes` after a reindex reads no file (`summaries.py`).
+        summaries = ReindexSummaries(
+            self._files.archive_below,
+            {sids[scope.value]: (scope.value, *seen[scope]) for scope in scopes},
+        )
         total = await rebuilding.rebuild(
-            self._db, self._ws, self._zone, paths, set(sids.values()), progress
+            self._db, self._ws, self._zone, paths, set(sids.values()), progress, summaries
         )
         now = self._monotonic()
         if self.vectors is not None:
