@@ -235,7 +235,7 @@ async def capture_breakdown(
     )
     out["backup_then_write (2 atomic writes)"] = runs(
         lambda: backup_then_write(
-            scratch, rendered, scratch.with_name("scratch.md.bak"), root=scratch.parent
+            scratch, rendered.encode(), scratch.with_name("scratch.md.bak"), root=scratch.parent
         ),
         repeats,
     )
@@ -451,7 +451,7 @@ def _save(path: Path, entries: Sequence[MemoryEntry], now: datetime) -> None:
 def _save_like_store(path: Path, entries: Sequence[MemoryEntry], now: datetime) -> None:
     backup_then_write(
         path,
-        render_memory(entries, now=now),
+        render_memory(entries, now=now).encode(),
         path.with_name(path.name + ".bak"),
         root=path.parent,
     )

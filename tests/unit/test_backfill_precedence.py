@@ -16,6 +16,7 @@ from memory_core.config import Config
 from memory_core.engine import MemoryCore
 from memory_core.storage.vectors.precedence import Precedence
 from testkit.embedder import ConceptEmbedder
+from testkit.waiting import until
 from tests.support import sql
 
 pytestmark = pytest.mark.storage
@@ -40,15 +41,6 @@ class GatedEmbedder(ConceptEmbedder):
         return await super().embed(texts, query=query)
 
 
-async def until(state: object) -> None:
-    """Let the loop run until `state()` holds (a state, never a fixed pause)."""
-    for _ in range(10_000):
-        if state():  # type: ignore[operator]
-            return
-        await asyncio.sleep(0.001)
-    raise AssertionError("the state was never reached")
-
-
 def owner(text: str) -> str:
     return text.split()[0]
 
@@ -70,7 +62,7 @@ async def test_the_scope_a_search_waits_on_is_embedded_first(
     )
     async with MemoryCore.open(two_a_call) as core:
         # Every scope's backfill started at the open; each has its first batch at the gate.
-        await until(lambda: embedder.calls >= len(OTHERS) + 1)
+        await until(lambda: embedder.calls >= len(OTHERS) + 1, what="first batches at the gate")
         [(sid,)] = await sql(core, "SELECT id FROM scopes WHERE key = ?", WANTED.value)
         index = core.guard.index
         assert index is not None and index.vectors is not None
