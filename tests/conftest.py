@@ -72,6 +72,14 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ["PYTEST_DEBUG_TEMPROOT"] = str(root)
 
 
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """`-n auto`: one worker more than the cores. Many tests spend a share of their time
+    waiting on a child process, a server or a file lock, and the extra worker fills those
+    waits: the suite took 9 min 16 s with two workers on a 2-core machine, 8 min 22 s
+    with three."""
+    return (os.cpu_count() or 1) + 1
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Tests marked `slow` run first, each file's order kept otherwise. xdist's
     work-stealing schedule hands each worker a block of the list and lets an idle one

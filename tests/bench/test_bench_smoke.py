@@ -78,7 +78,7 @@ INSTALLED = {
     "cli_bench": Smoke(("--runs", "1", "--captures", "2", "--compare", "."), "after median"),
     # "." installed as a compared revision, beside the checkout run from this environment.
     "embedder_bench": Smoke(
-        ("--quick", "--part", "load", "--load-runs", "1", "--compare", ".", "--checkout-from-env"),
+        ("--quick", "--part", "load", "--load-runs", "1", "--compare", ".", "--no-checkout"),
         "Cold load",
     ),
     "vector_bench": Smoke(("--tiny", "--compare", "."), "== restart to steady state"),
