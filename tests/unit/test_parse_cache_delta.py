@@ -21,7 +21,7 @@ import pytest
 from memory_core.base.entries import MemoryEntry
 from memory_core.base.scope import MAIN
 from memory_core.base.workspace import Workspace
-from memory_core.longterm import memory_md_renderer, parse_cache, parse_delta
+from memory_core.longterm import memory_md_bytes, memory_md_renderer, parse_cache, parse_delta
 from memory_core.longterm.memory_md import ACTIVE
 from memory_core.longterm.memory_md_parser import parse_memory
 from memory_core.longterm.memory_md_renderer import render_memory
@@ -194,6 +194,7 @@ async def test_a_write_hashes_only_the_blocks_it_changed(
         return key_of(section, lines)
 
     monkeypatch.setattr(memory_md_renderer, "block_key", counted)
+    monkeypatch.setattr(memory_md_bytes, "block_key", counted)
     changed = one_more(list((await store.load(MAIN)).entries), 900)
     await store.update(MAIN, replace_with(changed), NOW)
     assert hashed == [ACTIVE]
