@@ -11,9 +11,10 @@ for byte, with the same positions and keys; where a block is not where the parse
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from datetime import datetime
-from typing import NamedTuple
+from itertools import accumulate, repeat
 
 from memory_core.base.entries import MemoryEntry
 from memory_core.longterm.memory_md import ACTIVE, ARCHIVED, QuarantinedBlock, block_key
@@ -27,87 +28,45 @@ from memory_core.longterm.memory_md_renderer import (
 )
 from memory_core.longterm.store_versions import RenderedBlocks
 
-_HEADER = b"\n### ["
+_HEADER = re.compile(rb"\n### \[")
 
 
 def header_lines(data: bytes) -> dict[int, int]:
     """Line (0-based) → byte offset of each line of `data` that starts with `### [`:
     every entry's first line (content lines starting with `#` are escaped), found with
-    one scan for the marker and one count of the newlines between them."""
-    found: dict[int, int] = {}
-    if data.startswith(_HEADER[1:]):
-        found[0] = 0
-    find, count = data.find, data.count
-    line, start = 0, 0
-    at = find(_HEADER)
-    while at >= 0:
-        line += count(b"\n", start, at + 1)
-        start = at + 1
-        found[line] = start
-        at = find(_HEADER, start)
-    return found
-
-
-class _Blocks:
-    """Where each reused entry's block lies in the old file, as `RenderedBlocks.__call__`
-    takes it by lines: lines `first - 1` to `last` (0-based), a header first and an empty
-    line last."""
-
-    __slots__ = ("_data", "_headers", "_old")
-
-    def __init__(self, old: RenderedBlocks) -> None:
-        self._old = old
-        self._data = old.data
-        self._headers = header_lines(old.data)
-
-    def find(self, entry: MemoryEntry) -> tuple[int, int, int] | None:
-        """(start, end, lines): the block is `data[start:end]` and then one newline (the
-        end of its empty last line), `lines` lines long; None for an entry the old file
-        has no block for. Raises _Unproven when the parse's lines are not such a block."""
-        span = self._old.span(entry)
-        if span is None:
-            return None
-        first, last = span
-        start = self._headers.get(first - 1)
-        if start is None or last - first < 1:
-            raise _Unproven
-        after = self._headers.get(last + 1)
-        if after is None:
-            return start, self._step(start, last - first + 1), last - first + 2
-        if self._data[after - 2] != 10:  # the block's last line is not empty
-            raise _Unproven
-        return start, after - 1, last - first + 2
-
-    def _step(self, start: int, lines: int) -> int:
-        """The start of the line `lines` lines below the one at `start`, which must be
-        empty (the file's end counts as an empty last line)."""
-        data, at = self._data, start
-        for _ in range(lines):
-            at = data.find(b"\n", at) + 1
-            if at == 0:
-                raise _Unproven
-        if at < len(data) and data[at] != 10:
-            raise _Unproven
-        return at
-
-    def lines(self, start: int, end: int) -> list[str]:
-        """The block's lines, decoded (its empty last line included)."""
-        return self._data[start:end].decode("utf-8").split("\n")
+    one scan for the marker and a count of the newlines between them."""
+    offsets = [found.start() + 1 for found in _HEADER.finditer(data)]
+    if data.startswith(b"### ["):
+        offsets.insert(0, 0)
+    lines = accumulate(map(data.count, repeat(b"\n"), [0, *offsets[:-1]], offsets))
+    return dict(zip(lines, offsets, strict=True))
 
 
 class _Unproven(Exception):
     """The old file does not hold a block where its parse says."""
 
 
-class _Pieces:
-    """The new file's bytes, in order: the old file's ranges, runs of adjacent ones
-    joined, and encoded text."""
+class _Writer:
+    """The new file's bytes, in order: runs of the old file's adjacent blocks (slices of
+    it) and encoded text; each entry's lines and key on the way."""
 
-    __slots__ = ("_size", "_view", "end", "pieces", "start")
-
-    def __init__(self, data: bytes) -> None:
-        self._view = memoryview(data)
-        self._size = len(data)
+    def __init__(self, old: RenderedBlocks, keys: dict[str, bytes] | None, line: int) -> None:
+        self.old = old
+        self.data = old.data
+        self.view = memoryview(old.data)
+        headers = header_lines(old.data).get
+        # Per place in the parse: the offset of the block's first line (-1: the parse
+        # has no lines for it, -2: they are no block), and of the line after its empty
+        # last line when that is a header too (-1: found by stepping, for the few blocks
+        # before a heading or at the end).
+        self.starts = [
+            -1 if span is None else headers(span[0] - 1, -2) if span[1] > span[0] else -2
+            for span in old.spans
+        ]
+        self.nexts = [-1 if span is None else headers(span[1] + 1, -1) for span in old.spans]
+        self.keys = keys
+        self.line = line
+        self.positions: dict[str, tuple[int, int]] = {}
         self.pieces: list[bytes | memoryview] = []
         self.start = self.end = 0  # the run of old bytes not yet in `pieces`
 
@@ -116,21 +75,95 @@ class _Pieces:
         self.flush()
         self.pieces.append(("\n".join(lines) + "\n").encode("utf-8"))
 
-    def copy(self, start: int, end: int) -> None:
-        """`data[start:end]` and a newline: the bytes of a block of the old file."""
-        if end == self._size:  # the old file's last block: its empty line ends the file
-            self.flush()
-            self.pieces += (self._view[start:end], b"\n")
-        elif start == self.end and self.end > self.start:
-            self.end = end + 1
-        else:
-            self.flush()
-            self.start, self.end = start, end + 1
-
     def flush(self) -> None:
         if self.end > self.start:
-            self.pieces.append(self._view[self.start : self.end])
+            self.pieces.append(self.view[self.start : self.end])
         self.start = self.end = 0
+
+    def entries(self, members: Sequence[MemoryEntry], section: str) -> None:
+        """Put out each entry's block: the old file's bytes for a block the parse places
+        there (what `RenderedBlocks.__call__` gives by lines), else rendered."""
+        old, data, size = self.old, self.data, len(self.data)
+        place_of, olds, spans = old.places.get, old.entries, old.spans
+        starts, nexts = self.starts, self.nexts
+        old_keys, keys, positions = old.keys, self.keys, self.positions
+        archived = section == ARCHIVED
+        archived_at = old.archived_at if keys is not None and old_keys is not None else 0
+        pieces, view = self.pieces, self.view
+        line, start, end = self.line, self.start, self.end
+        for entry in members:
+            n = place_of(id(entry), -1)
+            at = starts[n] if n >= 0 and olds[n] is entry else -1
+            if at < 0:
+                if at != -1:
+                    raise _Unproven
+                block = entry_block(entry)
+                positions[entry.id] = (line + 1, line + len(block) - 1)
+                line += len(block)
+                if keys is not None:
+                    keys[entry.id] = block_key(section, block)
+                if end > start:
+                    pieces.append(view[start:end])
+                start = end = 0
+                pieces.append(("\n".join(block) + "\n").encode("utf-8"))
+                continue
+            first, last = spans[n]  # type: ignore[misc]
+            after = nexts[n]
+            if after < 0:
+                stop = self._step(at, last - first + 1)
+            elif data[after - 2] == 10:  # the block's last line is empty
+                stop = after - 1
+            else:
+                raise _Unproven
+            positions[entry.id] = (line + 1, line + last - first + 1)
+            line += last - first + 2
+            if keys is not None:
+                key = None
+                if old_keys is not None and (first > archived_at) == archived:
+                    key = old_keys[n]
+                keys[entry.id] = key or block_key(section, self.lines(at, stop))
+            # The block is data[at:stop] and a newline (the end of its empty last line).
+            if stop == size:  # the old file's last block: its empty line ended the file
+                if end > start:
+                    pieces.append(view[start:end])
+                pieces += (view[at:stop], b"\n")
+                start = end = 0
+            elif at == end and end > start:
+                end = stop + 1
+            else:
+                if end > start:
+                    pieces.append(view[start:end])
+                start, end = at, stop + 1
+        self.line, self.start, self.end = line, start, end
+
+    def _step(self, start: int, lines: int) -> int:
+        """The start of the line `lines` lines below the one at `start`, which must be
+        empty (the file's end counts as an empty last line)."""
+        data, at = self.data, start
+        for _ in range(lines):
+            at = data.find(b"\n", at) + 1
+            if at == 0:
+                raise _Unproven
+        if at < len(data) and data[at] != 10:
+            raise _Unproven
+        return at
+
+    def lines(self, start: int, stop: int) -> list[str]:
+        """A block of the old file's lines, decoded (its empty last line included)."""
+        return self.data[start:stop].decode("utf-8").split("\n")
+
+    def last(self, entry: MemoryEntry, section: str) -> list[str]:
+        """The last entry's block, as lines (put out with the text's end)."""
+        self.flush()
+        self.entries((entry,), section)
+        if self.end > self.start:  # it was the old file's: take it back as lines
+            lines = self.lines(self.start, self.end - 1)
+            self.start = self.end = 0
+            return lines
+        last = self.pieces.pop()
+        if last == b"\n":  # the old file's last block, put out with its newline
+            return bytes(self.pieces.pop()).decode("utf-8").split("\n")
+        return list(entry_block(entry))
 
 
 def render_memory_bytes(
@@ -144,13 +177,43 @@ def render_memory_bytes(
 ) -> tuple[bytes, dict[str, tuple[int, int]]] | None:
     """`render_memory_lines(entries, quarantined, reuse=old, reuse_key=old.key, ...)`,
     its text encoded in UTF-8; None when the old file does not hold the blocks its parse
-    places (render by lines then)."""
+    places (render by lines then; `keys` is emptied)."""
     try:
         return _render(entries, quarantined, old, now, archive_below, keys)
     except _Unproven:
         if keys is not None:
             keys.clear()
         return None
+
+
+def _render(
+    entries: Sequence[MemoryEntry],
+    quarantined: Sequence[QuarantinedBlock],
+    old: RenderedBlocks,
+    now: datetime | None,
+    archive_below: float,
+    keys: dict[str, bytes] | None,
+) -> tuple[bytes, dict[str, tuple[int, int]]]:
+    active, archived = split_sections(entries, archive_below)
+    head = head_lines(len(entries), now)
+    out = _Writer(old, keys, len(head))
+    out.text(head)
+    out.entries(active, ACTIVE)
+    # The last block, or the archived heading when it is last, is rendered as lines with
+    # what follows it, so that the text ends as the renderer ends it (`end_lines`).
+    heading = [f"## {ARCHIVED}", ""]
+    out.line += 2
+    if archived:
+        out.text(heading)
+        out.entries(archived[:-1], ARCHIVED)
+        tail = out.last(archived[-1], ARCHIVED)
+    else:
+        tail = heading
+    out.flush()
+    tail.extend(quarantine_lines(quarantined))
+    end_lines(tail)
+    out.pieces.append("\n".join(tail).encode("utf-8"))
+    return b"".join(out.pieces), out.positions
 
 
 def render_encoded(
@@ -180,70 +243,3 @@ def render_encoded(
         reuse_key=reuse.key if reuse is not None else None,
     )
     return text.encode("utf-8"), positions
-
-
-class _Range(NamedTuple):
-    """A block of the old file: `data[start:end]` and a newline (see `_Pieces.copy`)."""
-
-    start: int
-    end: int
-
-
-_Item = _Range | Sequence[str]
-"""A block of the old file or lines of text."""
-
-
-def _render(
-    entries: Sequence[MemoryEntry],
-    quarantined: Sequence[QuarantinedBlock],
-    old: RenderedBlocks,
-    now: datetime | None,
-    archive_below: float,
-    keys: dict[str, bytes] | None,
-) -> tuple[bytes, dict[str, tuple[int, int]]]:
-    blocks = _Blocks(old)
-    out = _Pieces(old.data)
-    positions: dict[str, tuple[int, int]] = {}
-    active, archived = split_sections(entries, archive_below)
-    # Each item is put out when the next one comes: the last one before the quarantined
-    # section (the last block, or the archived heading) is rendered as lines with that
-    # section, so the text ends as the renderer ends it (`end_lines`).
-    pending: _Item = head_lines(len(entries), now)
-    line = len(pending)
-    for section, members in ((ACTIVE, active), (ARCHIVED, archived)):
-        if section == ARCHIVED:
-            _put(out, pending)
-            pending = (f"## {ARCHIVED}", "")
-            line += 2
-        for entry in members:
-            found = blocks.find(entry)
-            item: _Item
-            if found is None:
-                item = entry_block(entry)
-                count = len(item)
-            else:
-                item = _Range(found[0], found[1])
-                count = found[2]
-            positions[entry.id] = (line + 1, line + count - 1)
-            line += count
-            if keys is not None:
-                known = old.key(entry, section) if found is not None else None
-                keys[entry.id] = known or block_key(section, _lines(blocks, item))
-            _put(out, pending)
-            pending = item
-    out.flush()
-    tail = [*_lines(blocks, pending), *quarantine_lines(quarantined)]
-    end_lines(tail)
-    out.pieces.append("\n".join(tail).encode("utf-8"))
-    return b"".join(out.pieces), positions
-
-
-def _put(out: _Pieces, item: _Item) -> None:
-    if isinstance(item, _Range):
-        out.copy(item.start, item.end)
-    else:
-        out.text(item)
-
-
-def _lines(blocks: _Blocks, item: _Item) -> Sequence[str]:
-    return blocks.lines(item.start, item.end) if isinstance(item, _Range) else item

@@ -86,19 +86,24 @@ class RenderedBlocks:
     file's bytes: a write copies their unchanged ranges (`memory_md_bytes`); the lines
     are decoded only for the render by lines, its fallback."""
 
-    __slots__ = ("_archived_at", "_lines", "data", "keys", "spans")
+    __slots__ = ("_archived_at", "_lines", "data", "entries", "keys", "places", "spans")
 
     def __init__(
         self,
         data: bytes,
-        spans: dict[int, tuple[MemoryEntry, tuple[int, int] | None, int]],
+        entries: Sequence[MemoryEntry],
+        spans: Sequence[tuple[int, int] | None],
         keys: Sequence[bytes] | None,
     ) -> None:
         self.data = data
+        self.entries = entries
+        """The parse's entries, in its order."""
         self.spans = spans
-        """id(entry) → (entry, its lines, its place in the parse)."""
+        """Each entry's lines (first and last, 1-based), in the order of the parse."""
         self.keys = keys
         """Each entry's block key in the order of the parse, when known."""
+        self.places = dict(zip(map(id, entries), range(len(entries)), strict=True))
+        """id(entry) → its place in the parse (check the entry is the very object)."""
         self._lines: list[str] | None = None
         self._archived_at: int | None = None
 
@@ -116,15 +121,14 @@ class RenderedBlocks:
             self._archived_at = found + 1 if found is not None else self.data.count(b"\n") + 2
         return self._archived_at
 
-    def span(self, entry: MemoryEntry) -> tuple[int, int] | None:
-        """The entry's lines in the file, for the very entry object of the parse."""
-        known = self.spans.get(id(entry))
-        if known is None or known[0] is not entry:
-            return None
-        return known[1]
+    def place(self, entry: MemoryEntry) -> int | None:
+        """The entry's place in the parse, for the very entry object of the parse."""
+        place = self.places.get(id(entry))
+        return place if place is not None and self.entries[place] is entry else None
 
     def __call__(self, entry: MemoryEntry) -> tuple[str, ...] | None:
-        span = self.span(entry)
+        place = self.place(entry)
+        span = self.spans[place] if place is not None else None
         if span is None:
             return None
         first, last = span
@@ -136,11 +140,14 @@ class RenderedBlocks:
     def key(self, entry: MemoryEntry, section: str) -> bytes | None:
         """The key of the entry's block (given by `__call__`) in `section`: the one the
         parse cache holds when the block stays in the section it was in."""
-        known = self.spans.get(id(entry))
-        if self.keys is None or known is None or known[0] is not entry or known[1] is None:
+        place = self.place(entry)
+        if self.keys is None or place is None:
             return None
-        was = ARCHIVED if known[1][0] > self.archived_at else ACTIVE
-        return self.keys[known[2]] if was == section else None
+        span = self.spans[place]
+        if span is None:
+            return None
+        was = ARCHIVED if span[0] > self.archived_at else ACTIVE
+        return self.keys[place] if was == section else None
 
 
 def line_index(data: bytes, line: bytes) -> int | None:
@@ -174,7 +181,15 @@ def rendered_blocks(
         return None
     if digest is None or digest_of(data) != digest:
         return None
-    spans = {id(e): (e, parsed.lines.get(e.id), n) for n, e in enumerate(parsed.entries)}
+    return blocks_of(data, parsed, keys)
+
+
+def blocks_of(
+    data: bytes, parsed: ParsedMemory, keys: Sequence[bytes] | None = None
+) -> RenderedBlocks:
+    """`rendered_blocks` of bytes known to be the file `parsed` was read from."""
+    known = parsed.lines.get
+    spans = [known(e.id) for e in parsed.entries]
     if keys is not None and len(keys) != len(parsed.entries):
         keys = None
-    return RenderedBlocks(data, spans, keys)
+    return RenderedBlocks(data, parsed.entries, spans, keys)
