@@ -15,6 +15,7 @@ import re
 from collections.abc import Sequence
 from datetime import datetime
 from itertools import accumulate, repeat
+from operator import add
 
 from memory_core.base.entries import MemoryEntry
 from memory_core.longterm.memory_md import ACTIVE, ARCHIVED, QuarantinedBlock, block_key
@@ -64,6 +65,15 @@ class _Writer:
             for span in old.spans
         ]
         self.nexts = [-1 if span is None else headers(span[1] + 1, -1) for span in old.spans]
+        self.firsts = [0 if span is None else span[0] for span in old.spans]
+        self.lasts = [0 if span is None else span[1] for span in old.spans]
+        data, starts = old.data, self.starts
+        # joined[n]: the blocks at places n and n + 1 are adjacent in the file, the first
+        # ending in its empty line (so one range holds both).
+        self.joined = [
+            start >= 0 and after >= 0 and after == later and data[after - 2] == 10
+            for start, after, later in zip(starts, self.nexts, starts[1:], strict=False)
+        ]
         self.keys = keys
         self.line = line
         self.positions: dict[str, tuple[int, int]] = {}
@@ -82,59 +92,104 @@ class _Writer:
 
     def entries(self, members: Sequence[MemoryEntry], section: str) -> None:
         """Put out each entry's block: the old file's bytes for a block the parse places
-        there (what `RenderedBlocks.__call__` gives by lines), else rendered."""
-        old, data, size = self.old, self.data, len(self.data)
-        place_of, olds, spans = old.places.get, old.entries, old.spans
-        starts, nexts = self.starts, self.nexts
-        old_keys, keys, positions = old.keys, self.keys, self.positions
-        archived = section == ARCHIVED
-        archived_at = old.archived_at if keys is not None and old_keys is not None else 0
-        pieces, view = self.pieces, self.view
-        line, start, end = self.line, self.start, self.end
-        for entry in members:
-            n = place_of(id(entry), -1)
-            at = starts[n] if n >= 0 and olds[n] is entry else -1
-            if at < 0:
-                if at != -1:
-                    raise _Unproven
-                block = entry_block(entry)
-                positions[entry.id] = (line + 1, line + len(block) - 1)
-                line += len(block)
-                if keys is not None:
-                    keys[entry.id] = block_key(section, block)
-                if end > start:
-                    pieces.append(view[start:end])
-                start = end = 0
-                pieces.append(("\n".join(block) + "\n").encode("utf-8"))
+        there (what `RenderedBlocks.__call__` gives by lines), else rendered. Entries that
+        were adjacent in the old file and still are go as one run: their lines and keys
+        by slices of the parse's, their bytes as one range."""
+        old = self.old
+        places = list(map(old.places.get, map(id, members), repeat(-1)))
+        olds = old.entries
+        same = [
+            place >= 0 and olds[place] is entry
+            for place, entry in zip(places, members, strict=True)
+        ]
+        joined = self.joined
+        # chained[k]: members k and k + 1 were adjacent blocks of the old file, in order.
+        chained = [
+            later == place + 1 and was and joined[place]
+            for place, later, was in zip(places, places[1:], same[1:], strict=False)
+        ]
+        chained.append(False)
+        k, count = 0, len(members)
+        while k < count:
+            place = places[k]
+            at = self.starts[place] if same[k] else -1
+            if at == -1:
+                self._fresh(members[k], section)
+                k += 1
                 continue
-            first, last = spans[n]  # type: ignore[misc]
-            after = nexts[n]
-            if after < 0:
-                stop = self._step(at, last - first + 1)
-            elif data[after - 2] == 10:  # the block's last line is empty
-                stop = after - 1
-            else:
+            if at < 0:
                 raise _Unproven
-            positions[entry.id] = (line + 1, line + last - first + 1)
-            line += last - first + 2
-            if keys is not None:
-                key = None
-                if old_keys is not None and (first > archived_at) == archived:
-                    key = old_keys[n]
-                keys[entry.id] = key or block_key(section, self.lines(at, stop))
-            # The block is data[at:stop] and a newline (the end of its empty last line).
-            if stop == size:  # the old file's last block: its empty line ended the file
-                if end > start:
-                    pieces.append(view[start:end])
-                pieces += (view[at:stop], b"\n")
-                start = end = 0
-            elif at == end and end > start:
-                end = stop + 1
-            else:
-                if end > start:
-                    pieces.append(view[start:end])
-                start, end = at, stop + 1
-        self.line, self.start, self.end = line, start, end
+            last = chained.index(False, k)
+            self._run(members[k : last + 1], place, section)
+            k = last + 1
+
+    def _fresh(self, entry: MemoryEntry, section: str) -> None:
+        block = entry_block(entry)
+        self.positions[entry.id] = (self.line + 1, self.line + len(block) - 1)
+        self.line += len(block)
+        if self.keys is not None:
+            self.keys[entry.id] = block_key(section, block)
+        self.text(block)
+
+    def _run(self, run: Sequence[MemoryEntry], place: int, section: str) -> None:
+        """Entries at places `place`, `place + 1`, ... of the parse, adjacent blocks."""
+        end_place = place + len(run)
+        firsts, lasts = self.firsts, self.lasts
+        shift = self.line + 1 - firsts[place]
+        ids = [entry.id for entry in run]
+        self.positions.update(
+            zip(
+                ids,
+                zip(
+                    map(add, firsts[place:end_place], repeat(shift)),
+                    map(add, lasts[place:end_place], repeat(shift)),
+                    strict=True,
+                ),
+                strict=True,
+            )
+        )
+        at, first, last = self.starts[place], firsts[end_place - 1], lasts[end_place - 1]
+        after = self.nexts[end_place - 1]
+        if after < 0:
+            stop = self._step(self.starts[end_place - 1], last - first + 1)
+        elif self.data[after - 2] == 10:  # the last block's last line is empty
+            stop = after - 1
+        else:
+            raise _Unproven
+        self.line += last + 2 - firsts[place]
+        if self.keys is not None:
+            self._keys(ids, place, section)
+        # The run is data[at:stop] and a newline (the end of its last empty line).
+        if stop == len(self.data):  # the old file's last block: its empty line ended it
+            self.flush()
+            self.pieces += (self.view[at:stop], b"\n")
+        elif at == self.end and self.end > self.start:
+            self.end = stop + 1
+        else:
+            self.flush()
+            self.start, self.end = at, stop + 1
+
+    def _keys(self, ids: list[str], place: int, section: str) -> None:
+        """The keys of a run's blocks: the parse's when they stay in their section."""
+        assert self.keys is not None
+        old_keys, end_place = self.old.keys, place + len(ids)
+        was = ARCHIVED if self.firsts[place] > self.old.archived_at else ACTIVE
+        if old_keys is not None and was == section:
+            known = old_keys[place:end_place]
+            if all(known):
+                self.keys.update(zip(ids, known, strict=True))
+                return
+        for n, entry_id in enumerate(ids, place):
+            key = old_keys[n] if old_keys is not None and was == section else None
+            stop = self.starts[n + 1] - 1 if n + 1 < end_place else self._stop(n)
+            self.keys[entry_id] = key or block_key(section, self.lines(self.starts[n], stop))
+
+    def _stop(self, n: int) -> int:
+        """The start of the empty last line of the block at place `n` of the parse."""
+        after = self.nexts[n]
+        if after >= 0:
+            return after - 1
+        return self._step(self.starts[n], self.lasts[n] - self.firsts[n] + 1)
 
     def _step(self, start: int, lines: int) -> int:
         """The start of the line `lines` lines below the one at `start`, which must be
