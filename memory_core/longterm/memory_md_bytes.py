@@ -29,6 +29,9 @@ from memory_core.longterm.memory_md_renderer import (
 )
 from memory_core.longterm.store_versions import RenderedBlocks
 
+Rendered = tuple[bytes, dict[str, tuple[int, int]], list[MemoryEntry]]
+"""The file's bytes, each entry's first and last line, the entries in the file's order."""
+
 _HEADER = re.compile(rb"\n### \[")
 
 
@@ -74,6 +77,7 @@ class _Writer:
             start >= 0 and after >= 0 and after == later and data[after - 2] == 10
             for start, after, later in zip(starts, self.nexts, starts[1:], strict=False)
         ]
+        self.joined.append(False)
         self.keys = keys
         self.line = line
         self.positions: dict[str, tuple[int, int]] = {}
@@ -105,7 +109,7 @@ class _Writer:
         joined = self.joined
         # chained[k]: members k and k + 1 were adjacent blocks of the old file, in order.
         chained = [
-            later == place + 1 and was and joined[place]
+            place >= 0 and later == place + 1 and was and joined[place]
             for place, later, was in zip(places, places[1:], same[1:], strict=False)
         ]
         chained.append(False)
@@ -229,9 +233,9 @@ def render_memory_bytes(
     now: datetime | None = None,
     archive_below: float = 0.2,
     keys: dict[str, bytes] | None = None,
-) -> tuple[bytes, dict[str, tuple[int, int]]] | None:
+) -> Rendered | None:
     """`render_memory_lines(entries, quarantined, reuse=old, reuse_key=old.key, ...)`,
-    its text encoded in UTF-8; None when the old file does not hold the blocks its parse
+    its text encoded in UTF-8, and the entries in the file's order; None when the old file does not hold the blocks its parse
     places (render by lines then; `keys` is emptied)."""
     try:
         return _render(entries, quarantined, old, now, archive_below, keys)
@@ -248,7 +252,7 @@ def _render(
     now: datetime | None,
     archive_below: float,
     keys: dict[str, bytes] | None,
-) -> tuple[bytes, dict[str, tuple[int, int]]]:
+) -> Rendered:
     active, archived = split_sections(entries, archive_below)
     head = head_lines(len(entries), now)
     out = _Writer(old, keys, len(head))
@@ -268,7 +272,7 @@ def _render(
     tail.extend(quarantine_lines(quarantined))
     end_lines(tail)
     out.pieces.append("\n".join(tail).encode("utf-8"))
-    return b"".join(out.pieces), out.positions
+    return b"".join(out.pieces), out.positions, active + archived
 
 
 def render_encoded(
@@ -279,9 +283,10 @@ def render_encoded(
     now: datetime | None = None,
     archive_below: float = 0.2,
     keys: dict[str, bytes] | None = None,
-) -> tuple[bytes, dict[str, tuple[int, int]]]:
-    """The file's bytes and each entry's lines (`render_memory_lines`, encoded): by
-    copying the unchanged blocks of the old file when `reuse` has it, else by lines."""
+) -> Rendered:
+    """The file's bytes, each entry's lines (`render_memory_lines`, encoded) and the
+    entries in the file's order: by copying the unchanged blocks of the old file when
+    `reuse` has it, else by lines."""
     if reuse is not None:
         done = render_memory_bytes(
             entries, quarantined, old=reuse, now=now, archive_below=archive_below, keys=keys
@@ -297,4 +302,7 @@ def render_encoded(
         reuse=reuse,
         reuse_key=reuse.key if reuse is not None else None,
     )
-    return text.encode("utf-8"), positions
+    data = text.encode("utf-8")
+    del text  # a 40 MB file's text and bytes are not held beside the parse cache's work
+    active, archived = split_sections(entries, archive_below)
+    return data, positions, active + archived

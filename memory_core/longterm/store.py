@@ -48,7 +48,6 @@ from memory_core.longterm.entity_keeper import EntityKeeper
 from memory_core.longterm.memory_md import QuarantinedBlock
 from memory_core.longterm.memory_md_bytes import render_encoded
 from memory_core.longterm.memory_md_parser import ParsedMemory, parse_memory
-from memory_core.longterm.memory_md_renderer import split_sections
 from memory_core.longterm.parse_cache import Base, CacheFiles, Mark
 from memory_core.longterm.store_versions import RACY_NS as RACY_NS
 from memory_core.longterm.store_versions import Stamp
@@ -477,7 +476,7 @@ class LongTermStore:
             {} if files is not None and len(entries) * 128 >= min_bytes else None
         )
         # The unchanged blocks' bytes are copied from the old file (`memory_md_bytes`).
-        data, lines = render_encoded(
+        data, lines, ordered = render_encoded(
             entries,
             quarantined,
             reuse=self._rendered_blocks(path, before),
@@ -492,9 +491,8 @@ class LongTermStore:
         del data
         # The entries we rendered are what a re-read would give (the format round-trips),
         # so cache them against the new stat and spare the next load a parse.
-        active, archived = split_sections(entries, self._archive_below)
         parsed = ParsedMemory(
-            entries=active + archived, quarantined=list(quarantined), lines=lines, keys=keys or {}
+            entries=ordered, quarantined=list(quarantined), lines=lines, keys=keys or {}
         )
         stamp = _stamp(self._ws.root, path)
         base = None

@@ -17,7 +17,11 @@ from memory_core.base.entries import ArchiveReason, MemoryEntry
 from memory_core.longterm.memory_md import QuarantinedBlock
 from memory_core.longterm.memory_md_bytes import header_lines, render_memory_bytes
 from memory_core.longterm.memory_md_parser import parse_memory
-from memory_core.longterm.memory_md_renderer import render_memory, render_memory_lines
+from memory_core.longterm.memory_md_renderer import (
+    render_memory,
+    render_memory_lines,
+    split_sections,
+)
 from memory_core.longterm.store_versions import blocks_of, line_index
 from tests.unit.memory_md_support import LATER, NOW
 from tests.unit.test_memory_md_round_trip import contents, entries, unit
@@ -132,10 +136,9 @@ def changed(parsed: list[MemoryEntry], write: Write) -> list[MemoryEntry]:
     return out
 
 
-def both_ways(
-    data: bytes, write: Write
-) -> tuple[tuple[bytes, dict[str, tuple[int, int]], dict[str, bytes]] | None, tuple[object, ...]]:
-    """(the byte render or None, the render by lines), each with lines and keys."""
+def both_ways(data: bytes, write: Write) -> tuple[tuple[object, ...] | None, tuple[object, ...]]:
+    """(the byte render or None, the render by lines), each with the entries' lines, the
+    entries in the file's order and their keys."""
     parsed = parse_memory(data.decode("utf-8"), known={})
     keys = [parsed.keys[e.id] for e in parsed.entries] if write.with_keys else None
     new = changed(parsed.entries, write)
@@ -148,7 +151,8 @@ def both_ways(
     text, lines = render_memory_lines(
         new, parsed.quarantined, now=LATER, keys=slow_keys, reuse=old, reuse_key=old.key
     )
-    slow = (text.encode("utf-8"), lines, slow_keys)
+    active, archived = split_sections(new)
+    slow = (text.encode("utf-8"), lines, active + archived, slow_keys)
     return (None if fast is None else (*fast, fast_keys)), slow
 
 
