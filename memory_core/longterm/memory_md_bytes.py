@@ -99,7 +99,7 @@ class _Writer:
         there (what `RenderedBlocks.__call__` gives by lines), else rendered. Entries that
         were adjacent in the old file and still are go as one run: their lines and keys
         by slices of the parse's, their bytes as one range."""
-        old = self.old
+        old, archived = self.old, section == ARCHIVED
         places = list(map(old.places.get, map(id, members), repeat(-1)))
         olds = old.entries
         same = [
@@ -113,10 +113,14 @@ class _Writer:
             for place, later, was in zip(places, places[1:], same[1:], strict=False)
         ]
         chained.append(False)
+        starts, nexts, firsts, lasts = self.starts, self.nexts, self.firsts, self.lasts
+        positions, keys, old_keys = self.positions, self.keys, old.keys
+        archived_at = old.archived_at if keys is not None else 0
+        data, size = self.data, len(self.data)
         k, count = 0, len(members)
         while k < count:
             place = places[k]
-            at = self.starts[place] if same[k] else -1
+            at = starts[place] if same[k] else -1
             if at == -1:
                 self._fresh(members[k], section)
                 k += 1
@@ -124,7 +128,45 @@ class _Writer:
             if at < 0:
                 raise _Unproven
             last = chained.index(False, k)
-            self._run(members[k : last + 1], place, section)
+            end_place = place + last - k + 1
+            shift = self.line + 1 - firsts[place]
+            if last == k:  # most runs of a write that rescored a few entries in many
+                ids = [members[k].id]
+                positions[ids[0]] = (firsts[place] + shift, lasts[place] + shift)
+            else:
+                ids = [entry.id for entry in members[k : last + 1]]
+                moved = zip(
+                    map(add, firsts[place:end_place], repeat(shift)),
+                    map(add, lasts[place:end_place], repeat(shift)),
+                    strict=True,
+                )
+                positions.update(zip(ids, moved, strict=True))
+            first, final = firsts[end_place - 1], lasts[end_place - 1]
+            after = nexts[end_place - 1]
+            if after < 0:
+                stop = self._step(starts[end_place - 1], final - first + 1)
+            elif data[after - 2] == 10:  # the last block's last line is empty
+                stop = after - 1
+            else:
+                raise _Unproven
+            self.line += final + 2 - firsts[place]
+            if keys is not None:
+                known = None
+                if old_keys is not None and (firsts[place] > archived_at) == archived:
+                    known = old_keys[place:end_place]
+                if known is not None and all(known):
+                    keys.update(zip(ids, known, strict=True))
+                else:
+                    self._keys(ids, place, section)
+            # The run is data[at:stop] and a newline (the end of its last empty line).
+            if stop == size:  # the old file's last block: its empty line ended it
+                self.flush()
+                self.pieces += (self.view[at:stop], b"\n")
+            elif at == self.end and self.end > self.start:
+                self.end = stop + 1
+            else:
+                self.flush()
+                self.start, self.end = at, stop + 1
             k = last + 1
 
     def _fresh(self, entry: MemoryEntry, section: str) -> None:
@@ -134,44 +176,6 @@ class _Writer:
         if self.keys is not None:
             self.keys[entry.id] = block_key(section, block)
         self.text(block)
-
-    def _run(self, run: Sequence[MemoryEntry], place: int, section: str) -> None:
-        """Entries at places `place`, `place + 1`, ... of the parse, adjacent blocks."""
-        end_place = place + len(run)
-        firsts, lasts = self.firsts, self.lasts
-        shift = self.line + 1 - firsts[place]
-        ids = [entry.id for entry in run]
-        self.positions.update(
-            zip(
-                ids,
-                zip(
-                    map(add, firsts[place:end_place], repeat(shift)),
-                    map(add, lasts[place:end_place], repeat(shift)),
-                    strict=True,
-                ),
-                strict=True,
-            )
-        )
-        at, first, last = self.starts[place], firsts[end_place - 1], lasts[end_place - 1]
-        after = self.nexts[end_place - 1]
-        if after < 0:
-            stop = self._step(self.starts[end_place - 1], last - first + 1)
-        elif self.data[after - 2] == 10:  # the last block's last line is empty
-            stop = after - 1
-        else:
-            raise _Unproven
-        self.line += last + 2 - firsts[place]
-        if self.keys is not None:
-            self._keys(ids, place, section)
-        # The run is data[at:stop] and a newline (the end of its last empty line).
-        if stop == len(self.data):  # the old file's last block: its empty line ended it
-            self.flush()
-            self.pieces += (self.view[at:stop], b"\n")
-        elif at == self.end and self.end > self.start:
-            self.end = stop + 1
-        else:
-            self.flush()
-            self.start, self.end = at, stop + 1
 
     def _keys(self, ids: list[str], place: int, section: str) -> None:
         """The keys of a run's blocks: the parse's when they stay in their section."""
