@@ -14,6 +14,7 @@ from memory_core.base.chunks import Chunk, ChunkKind
 from memory_core.base.clock import format_when
 from memory_core.base.sql import Connection
 from memory_core.base.turn_dates import encode_days
+from memory_core.recall.index.line_moves import shift_runs
 from memory_core.recall.index.model import PreparedFile, SyncStats
 from memory_core.recall.index.postings import postings
 from memory_core.recall.index.search import held_chunks
@@ -403,6 +404,7 @@ def apply_long_term(
     *,
     held: Mapping[str, tuple[str, str]] | None = None,
     held_stamp: tuple[int, int] | None = None,
+    kept: Sequence[tuple[str, int, int]] | None = None,
 ) -> None:
     """One long-term write by difference: chunks of removed and edited entries out, of
     added and edited ones in, every other entry moved to its new lines, the file row
@@ -412,7 +414,9 @@ def apply_long_term(
     The difference was computed from a read made before this transaction: `held` (ref →
     (text, created_at) of the file's chunks) or `held_stamp` (the file row's stamp) is
     what that read saw, checked again once the file is held; if another writer changed
-    it meanwhile, `StaleDifference` (nothing written)."""
+    it meanwhile, `StaleDifference` (nothing written). `kept` is (ref, line_from, line_to)
+    of the chunks that stay, when the caller knows them (the version a write replaced);
+    otherwise they are read."""
     postings(conn).hold_files(conn, [path])
     if held is not None and held_chunks(conn, sid, path) != held:
         raise StaleDifference(path)
@@ -429,21 +433,29 @@ def apply_long_term(
             (sid, path, *part),
         ).fetchall()
         delete_rows(conn, sid, old, tally)
-    placed = conn.execute(
-        "SELECT id, ref, line_from, line_to FROM chunks WHERE scope_id = ? AND path = ?",
-        (sid, path),
-    ).fetchall()
-    moves = [
-        (*lines[str(ref)], chunk_id)
-        for chunk_id, ref, line_from, line_to in placed
-        if str(ref) in lines and lines[str(ref)] != (line_from, line_to)
-    ]
-    # One chunk per line holds at every row: the moving chunks are parked on lines no
-    # file has (their negated ids) while the new ones take their lines.
-    if moves:
-        conn.executemany("UPDATE chunks SET line_from = -id WHERE id = ?", [(m[2],) for m in moves])
+    if kept is None:
+        kept = [
+            (str(ref), int(line_from), int(line_to))
+            for ref, line_from, line_to in conn.execute(
+                "SELECT ref, line_from, line_to FROM chunks WHERE scope_id = ? AND path = ?",
+                (sid, path),
+            )
+        ]
+    runs = shift_runs(kept, lines)
+    # One chunk per line holds at every row, on both backends: each run is parked on
+    # lines no file has (`-1 - line`, distinct for distinct lines) while the new chunks
+    # take their lines, then placed. A run is one range, whatever its length.
+    where = " WHERE scope_id = ? AND path = ? AND line_from BETWEEN ? AND ?"
+    if runs:
+        conn.executemany(
+            "UPDATE chunks SET line_from = -1 - line_from" + where,
+            [(sid, path, run.first, run.last) for run in runs],
+        )
     insert_chunks(conn, sid, path, ChunkKind.LONG_TERM, fresh, tally)
-    if moves:
-        conn.executemany("UPDATE chunks SET line_from = ?, line_to = ? WHERE id = ?", moves)
+    if runs:
+        conn.executemany(
+            "UPDATE chunks SET line_from = ? - 1 - line_from, line_to = line_to + ?" + where,
+            [(r.by_from, r.by_to, sid, path, -1 - r.last, -1 - r.first) for r in runs],
+        )
     tally.apply(conn)
     conn.execute(UPSERT_FILE, (path, sid, *stamp, digest, ChunkKind.LONG_TERM.value))
