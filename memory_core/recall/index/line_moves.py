@@ -56,6 +56,19 @@ def shift_runs(placed: Iterable[tuple[str, int, int]], lines: Lines) -> list[Run
     return runs
 
 
+def few(runs: Sequence[Run], chunks: int) -> bool:
+    """Whether moving by ranges pays: one statement per run finds its rows through the
+    line index it changes, which costs several times a row found by its id; ranges win
+    when runs are long (an entry added or removed above the rest), not when a re-sort
+    by score leaves thousands of short ones (measured at 100 000 entries: 9 606 runs
+    by range 0.9 s, the same 97 425 rows by id 0.73 s)."""
+    return len(runs) <= max(RANGED_RUNS, chunks // 64)
+
+
+RANGED_RUNS = 64
+"""Up to this many runs are always moved by range."""
+
+
 def kept_lines(
     before: Sequence[MemoryEntry], before_lines: Lines, stale: Sequence[str]
 ) -> Kept | None:

@@ -14,7 +14,7 @@ from memory_core.base.chunks import Chunk, ChunkKind
 from memory_core.base.clock import format_when
 from memory_core.base.sql import Connection
 from memory_core.base.turn_dates import encode_days
-from memory_core.recall.index.line_moves import shift_runs
+from memory_core.recall.index.line_moves import few, shift_runs
 from memory_core.recall.index.model import PreparedFile, SyncStats
 from memory_core.recall.index.postings import postings
 from memory_core.recall.index.search import held_chunks
@@ -433,29 +433,38 @@ def apply_long_term(
             (sid, path, *part),
         ).fetchall()
         delete_rows(conn, sid, old, tally)
-    if kept is None:
-        kept = [
-            (str(ref), int(line_from), int(line_to))
-            for ref, line_from, line_to in conn.execute(
-                "SELECT ref, line_from, line_to FROM chunks WHERE scope_id = ? AND path = ?",
+    runs = None if kept is None else shift_runs(kept, lines)
+    moves: list[tuple[int, int, int]] = []
+    if runs is None or not few(runs, len(kept or ())):
+        # Many short runs (a re-sort by score): a row found by its id costs less than
+        # one found through the line index the statement changes.
+        runs = []
+        moves = [
+            (*lines[str(ref)], int(chunk_id))
+            for chunk_id, ref, line_from, line_to in conn.execute(
+                "SELECT id, ref, line_from, line_to FROM chunks WHERE scope_id = ? AND path = ?",
                 (sid, path),
             )
+            if str(ref) in lines and lines[str(ref)] != (int(line_from), int(line_to))
         ]
-    runs = shift_runs(kept, lines)
-    # One chunk per line holds at every row, on both backends: each run is parked on
-    # lines no file has (`-1 - line`, distinct for distinct lines) while the new chunks
-    # take their lines, then placed. A run is one range, whatever its length.
+    # One chunk per line holds at every row, on both backends: the moving chunks are
+    # parked on lines no file has (a run's `-1 - line`, distinct for distinct lines; a
+    # row's `-id`) while the new chunks take their lines, then placed.
     where = " WHERE scope_id = ? AND path = ? AND line_from BETWEEN ? AND ?"
     if runs:
         conn.executemany(
             "UPDATE chunks SET line_from = -1 - line_from" + where,
             [(sid, path, run.first, run.last) for run in runs],
         )
+    if moves:
+        conn.executemany("UPDATE chunks SET line_from = -id WHERE id = ?", [(m[2],) for m in moves])
     insert_chunks(conn, sid, path, ChunkKind.LONG_TERM, fresh, tally)
     if runs:
         conn.executemany(
             "UPDATE chunks SET line_from = ? - 1 - line_from, line_to = line_to + ?" + where,
             [(r.by_from, r.by_to, sid, path, -1 - r.last, -1 - r.first) for r in runs],
         )
+    if moves:
+        conn.executemany("UPDATE chunks SET line_from = ?, line_to = ? WHERE id = ?", moves)
     tally.apply(conn)
     conn.execute(UPSERT_FILE, (path, sid, *stamp, digest, ChunkKind.LONG_TERM.value))
