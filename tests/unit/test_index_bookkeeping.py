@@ -127,8 +127,10 @@ async def test_an_index_with_doubled_rows_is_repaired_when_opened(config: Config
         sqlite = config.storage.backend == "sqlite"
         statements: list[tuple[str, tuple[object, ...]]] = [
             ("DROP INDEX chunks_one_per_line", ()),
+            ("DROP INDEX chunks_one_per_entry", ()),
             ("ALTER TABLE chunks DROP COLUMN piece", ()),
             ("DELETE FROM _migrations WHERE name LIKE '%one_chunk_per_line'", ()),
+            ("DELETE FROM _migrations WHERE name LIKE '%long_term_by_entry'", ()),
             (
                 "INSERT INTO chunks (id, scope_id, path, line_from, line_to, kind, created_at,"
                 " ref, hidden, text, tokens) SELECT id + 1000, scope_id, path, line_from,"

@@ -1,7 +1,7 @@
 """Which chunks of a long-term file move to new lines after a write, as runs: chunks next
 to each other in the old file that all shift by the same amounts. One entry added near
-the top shifts every entry below it alike; a run is then moved by one statement's range
-instead of a statement per chunk (`writes.apply_long_term`). Pure."""
+the top shifts every entry below it alike: one statement then moves them all instead of
+one per chunk (`writes.move_kept`). Pure."""
 
 from __future__ import annotations
 
@@ -56,17 +56,15 @@ def shift_runs(placed: Iterable[tuple[str, int, int]], lines: Lines) -> list[Run
     return runs
 
 
-def few(runs: Sequence[Run], chunks: int) -> bool:
-    """Whether moving by ranges pays: one statement per run finds its rows through the
-    line index it changes, which costs several times a row found by its id; ranges win
-    when runs are long (an entry added or removed above the rest), not when a re-sort
-    by score leaves thousands of short ones (measured at 100 000 entries: 9 606 runs
-    by range 0.9 s, the same 97 425 rows by id 0.73 s)."""
-    return len(runs) <= max(RANGED_RUNS, chunks // 64)
+def few(runs: Sequence[Run]) -> bool:
+    """Whether the runs move in one statement (each row tests every run's range, so only
+    a few: an entry added or removed above the rest makes one or two), rather than row
+    by row (a re-sort by score: at 100 000 entries, 97 425 chunks in 9 606 runs)."""
+    return len(runs) <= RANGED_RUNS
 
 
-RANGED_RUNS = 64
-"""Up to this many runs are always moved by range."""
+RANGED_RUNS = 16
+"""Up to this many runs are moved in one statement."""
 
 
 def kept_lines(

@@ -17,7 +17,7 @@ from memory_core.base.turn_dates import encode_days
 from memory_core.recall.index.line_moves import few, shift_runs
 from memory_core.recall.index.model import PreparedFile, SyncStats
 from memory_core.recall.index.postings import postings
-from memory_core.recall.index.search import held_chunks
+from memory_core.recall.index.search import BY_LINE, held_chunks
 
 UPSERT_FILE = (
     "INSERT INTO files (path, scope_id, mtime_ns, size, hash, kind) VALUES (?, ?, ?, ?, ?, ?)"
@@ -90,10 +90,11 @@ class Tally:
 INSERT_CHUNK = (
     "INSERT INTO chunks (id, scope_id, path, line_from, line_to, piece, kind, created_at, ref,"
     " text, tokens, dates) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-    " ON CONFLICT (scope_id, path, line_from, piece) DO NOTHING"
+    " ON CONFLICT DO NOTHING"
 )
-"""One chunk per (scope, path, line, piece), enforced by the schema (`chunks_one_per_line`):
-a chunk another writer stored first (two reindexes at once) is left as it is, not doubled."""
+"""One chunk per (scope, path, line, piece), and of a long-term file one per (entry, piece),
+enforced by the schema (`chunks_one_per_line`, `chunks_one_per_entry`): a chunk another
+writer stored first (two reindexes at once) is left as it is, not doubled."""
 
 
 def pieces(line_froms: Iterable[int]) -> list[int]:
@@ -380,7 +381,7 @@ def remove_messages(conn: Connection, sid: int, message_ids: Sequence[int]) -> N
         part = list(message_ids[start : start + 500])
         rows += conn.execute(
             f"SELECT id, tokens FROM chunks WHERE scope_id = ? AND kind = 'message'"
-            f" AND line_from IN ({','.join('?' * len(part))})",
+            f" AND {BY_LINE} AND line_from IN ({','.join('?' * len(part))})",
             (sid, *part),
         ).fetchall()
     delete_rows(conn, sid, rows)
@@ -433,12 +434,25 @@ def apply_long_term(
             (sid, path, *part),
         ).fetchall()
         delete_rows(conn, sid, old, tally)
-    runs = None if kept is None else shift_runs(kept, lines)
-    moves: list[tuple[int, int, int]] = []
-    if runs is None or not few(runs, len(kept or ())):
-        # Many short runs (a re-sort by score): a row found by its id costs less than
-        # one found through the line index the statement changes.
-        runs = []
+    move_kept(conn, sid, path, kept, lines)
+    insert_chunks(conn, sid, path, ChunkKind.LONG_TERM, fresh, tally)
+    tally.apply(conn)
+    conn.execute(UPSERT_FILE, (path, sid, *stamp, digest, ChunkKind.LONG_TERM.value))
+
+
+def move_kept(
+    conn: Connection,
+    sid: int,
+    path: str,
+    kept: Sequence[tuple[str, int, int]] | None,
+    lines: Mapping[str, tuple[int, int]],
+) -> None:
+    """The long-term chunks a write keeps, moved to their new `lines` before any new
+    chunk is stored (each row moves once, from its old lines). A long-term chunk is
+    keyed by its entry, not its line (`chunks_one_per_entry`), so a move is one row
+    write and no index change: few long runs (an entry added above the rest) in one
+    statement, many short ones (a re-sort by score) row by row."""
+    if kept is None:
         moves = [
             (*lines[str(ref)], int(chunk_id))
             for chunk_id, ref, line_from, line_to in conn.execute(
@@ -447,24 +461,34 @@ def apply_long_term(
             )
             if str(ref) in lines and lines[str(ref)] != (int(line_from), int(line_to))
         ]
-    # One chunk per line holds at every row, on both backends: the moving chunks are
-    # parked on lines no file has (a run's `-1 - line`, distinct for distinct lines; a
-    # row's `-id`) while the new chunks take their lines, then placed.
-    where = " WHERE scope_id = ? AND path = ? AND line_from BETWEEN ? AND ?"
-    if runs:
-        conn.executemany(
-            "UPDATE chunks SET line_from = -1 - line_from" + where,
-            [(sid, path, run.first, run.last) for run in runs],
+        if moves:
+            conn.executemany("UPDATE chunks SET line_from = ?, line_to = ? WHERE id = ?", moves)
+        return
+    runs = shift_runs(kept, lines)
+    if not runs:
+        return
+    if few(runs):
+        cases = " ".join(["WHEN line_from BETWEEN ? AND ? THEN ?"] * len(runs))
+        within = " OR ".join(["line_from BETWEEN ? AND ?"] * len(runs))
+        conn.execute(
+            f"UPDATE chunks SET line_from = line_from + CASE {cases} END,"
+            f" line_to = line_to + CASE {cases} END"
+            f" WHERE scope_id = ? AND path = ? AND kind = 'long_term' AND ({within})",
+            [
+                *(v for r in runs for v in (r.first, r.last, r.by_from)),
+                *(v for r in runs for v in (r.first, r.last, r.by_to)),
+                sid,
+                path,
+                *(v for r in runs for v in (r.first, r.last)),
+            ],
         )
-    if moves:
-        conn.executemany("UPDATE chunks SET line_from = -id WHERE id = ?", [(m[2],) for m in moves])
-    insert_chunks(conn, sid, path, ChunkKind.LONG_TERM, fresh, tally)
-    if runs:
-        conn.executemany(
-            "UPDATE chunks SET line_from = ? - 1 - line_from, line_to = line_to + ?" + where,
-            [(r.by_from, r.by_to, sid, path, -1 - r.last, -1 - r.first) for r in runs],
-        )
-    if moves:
-        conn.executemany("UPDATE chunks SET line_from = ?, line_to = ? WHERE id = ?", moves)
-    tally.apply(conn)
-    conn.execute(UPSERT_FILE, (path, sid, *stamp, digest, ChunkKind.LONG_TERM.value))
+        return
+    conn.executemany(
+        "UPDATE chunks SET line_from = ?, line_to = ?"
+        " WHERE scope_id = ? AND path = ? AND kind = 'long_term' AND ref = ?",
+        [
+            (*lines[ref], sid, path, ref)
+            for ref, line_from, line_to in kept
+            if ref in lines and lines[ref] != (line_from, line_to)
+        ],
+    )
