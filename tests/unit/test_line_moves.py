@@ -17,7 +17,7 @@ from memory_core.base.entries import MemoryEntry
 from memory_core.base.scope import MAIN
 from memory_core.base.sql import Connection
 from memory_core.engine import MemoryCore
-from memory_core.recall.index.line_moves import Run, few, kept_lines, shift_runs
+from memory_core.recall.index.line_moves import RANGED_RUNS, Run, kept_lines, shift_runs
 from tests.support import sql
 
 NOW = datetime(2026, 3, 1, 12, tzinfo=UTC)
@@ -85,6 +85,10 @@ def test_runs_move_every_kept_chunk_to_its_new_lines(seed: int, size: int) -> No
     kept = kept_lines(before, old, stale)
     assert kept is not None
     runs = shift_runs(kept, new)
+    assert runs is not None
+    # Asked for at most `most` runs: all of them, or None when there are more.
+    for most in (0, 1, 2, RANGED_RUNS):
+        assert shift_runs(kept, new, most) == (runs if len(runs) <= most else None)
     # Each run covers only chunks that move, and all of them alike.
     for run in runs:
         inside = [(ref, f, t) for ref, f, t in kept if run.first <= f <= run.last]
@@ -128,7 +132,9 @@ async def test_random_writes_equal_the_new_layout_on_the_database(core: MemoryCo
         # The last cases re-sort hundreds of entries: too many runs to move by range.
         big = case >= 40
         old, new, stale, fresh = a_write(rng, 600 if big else rng.randint(0, 30), 300 * big)
-        assert not big or not few(shift_runs([(r, *old[r]) for r in old if r in new], new))
+        assert (
+            not big or shift_runs([(r, *old[r]) for r in old if r in new], new, RANGED_RUNS) is None
+        )
         path = f"memory/case{case}.md"
         known = case % 2 == 0
 

@@ -5,7 +5,8 @@ one per chunk (`writes.move_kept`). Pure."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from operator import itemgetter
 from typing import NamedTuple
 
 from memory_core.base.entries import MemoryEntry
@@ -25,16 +26,18 @@ class Run(NamedTuple):
     by_to: int
 
 
-def shift_runs(placed: Iterable[tuple[str, int, int]], lines: Lines) -> list[Run]:
+def shift_runs(
+    placed: Sequence[tuple[str, int, int]], lines: Lines, most: int | None = None
+) -> list[Run] | None:
     """The runs that move the chunks `placed` ((ref, line_from, line_to) of every chunk
-    the file keeps, one ref per first line) to `lines` (ref → new lines). A chunk that
-    stays, or whose ref has no new lines (left where it is), ends a run: no run's range
-    covers a chunk it must not move."""
+    the file keeps, one ref per first line) to `lines` (ref → new lines); None as soon
+    as there are more than `most`. A chunk that stays, or whose ref has no new lines
+    (left where it is), ends a run: no run's range covers a chunk it must not move."""
     runs: list[Run] = []
     first = last = 0
     shift: tuple[int, int] | None = None
     seen: tuple[int, str] | None = None
-    for line_from, line_to, ref in sorted((f, t, r) for r, f, t in placed):
+    for ref, line_from, line_to in sorted(placed, key=itemgetter(1)):
         if seen is not None and seen[0] == line_from:
             if seen[1] != ref:
                 raise ValueError(f"two entries' chunks start on line {line_from}")
@@ -49,22 +52,19 @@ def shift_runs(placed: Iterable[tuple[str, int, int]], lines: Lines) -> list[Run
             continue
         if shift is not None:
             runs.append(Run(first, last, *shift))
+            if most is not None and len(runs) > most:
+                return None
         first = last = line_from
         shift = now
     if shift is not None:
         runs.append(Run(first, last, *shift))
-    return runs
-
-
-def few(runs: Sequence[Run]) -> bool:
-    """Whether the runs move in one statement (each row tests every run's range, so only
-    a few: an entry added or removed above the rest makes one or two), rather than row
-    by row (a re-sort by score: at 100 000 entries, 97 425 chunks in 9 606 runs)."""
-    return len(runs) <= RANGED_RUNS
+    return None if most is not None and len(runs) > most else runs
 
 
 RANGED_RUNS = 16
-"""Up to this many runs are moved in one statement."""
+"""Up to this many runs move in one statement (each row tests every run's range, so only
+a few: an entry added or removed above the rest makes one or two); more (a re-sort by
+score: at 100 000 entries, 97 425 chunks in 9 606 runs) move row by row."""
 
 
 def kept_lines(

@@ -14,7 +14,7 @@ from memory_core.base.chunks import Chunk, ChunkKind
 from memory_core.base.clock import format_when
 from memory_core.base.sql import Connection
 from memory_core.base.turn_dates import encode_days
-from memory_core.recall.index.line_moves import few, shift_runs
+from memory_core.recall.index.line_moves import RANGED_RUNS, shift_runs
 from memory_core.recall.index.model import PreparedFile, SyncStats
 from memory_core.recall.index.postings import postings
 from memory_core.recall.index.search import BY_LINE, held_chunks
@@ -464,10 +464,10 @@ def move_kept(
         if moves:
             conn.executemany("UPDATE chunks SET line_from = ?, line_to = ? WHERE id = ?", moves)
         return
-    runs = shift_runs(kept, lines)
-    if not runs:
+    runs = shift_runs(kept, lines, most=RANGED_RUNS)
+    if runs == []:
         return
-    if few(runs):
+    if runs is not None:
         cases = " ".join(["WHEN line_from BETWEEN ? AND ? THEN ?"] * len(runs))
         within = " OR ".join(["line_from BETWEEN ? AND ?"] * len(runs))
         conn.execute(
