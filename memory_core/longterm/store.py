@@ -417,7 +417,7 @@ class LongTermStore:
                 self._apply, scope, change, now, quarantine
             )
             self.last_write[scope] = WriteRecord(
-                before=before.parsed,
+                before=ParsedMemory(before.parsed.entries, lines=before.parsed.lines),
                 after=after.parsed,
                 before_stamp=before.stamp,
                 after_stamp=after.stamp,
