@@ -1,5 +1,5 @@
 """The index's bookkeeping holds under any interleaving of writers: one chunk row per
-(path, line, piece), enforced by the schema; the scopes' counters follow the rows really
+(path, line, piece), of a long-term file per (path, entry, piece), enforced by the schema; the scopes' counters follow the rows really
 written; ranking is defined for any statistics."""
 
 from __future__ import annotations
