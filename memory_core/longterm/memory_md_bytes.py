@@ -15,10 +15,16 @@ import re
 from collections.abc import Sequence
 from datetime import datetime
 from itertools import accumulate, repeat
-from operator import add
+from operator import add, eq, gt, sub
 
 from memory_core.base.entries import MemoryEntry
-from memory_core.longterm.memory_md import ACTIVE, ARCHIVED, QuarantinedBlock, block_key
+from memory_core.longterm.memory_md import (
+    ACTIVE,
+    ARCHIVED,
+    QUARANTINED,
+    QuarantinedBlock,
+    block_key,
+)
 from memory_core.longterm.memory_md_renderer import (
     end_lines,
     entry_block,
@@ -27,7 +33,7 @@ from memory_core.longterm.memory_md_renderer import (
     render_memory_lines,
     split_sections,
 )
-from memory_core.longterm.store_versions import RenderedBlocks
+from memory_core.longterm.store_versions import RenderedBlocks, line_index
 
 Rendered = tuple[bytes, dict[str, tuple[int, int]], list[MemoryEntry]]
 """The file's bytes, each entry's first and last line, the entries in the file's order."""
@@ -50,33 +56,53 @@ class _Unproven(Exception):
     """The old file does not hold a block where its parse says."""
 
 
+def _prove(data: bytes, headers: dict[int, int], firsts: list[int], lasts: list[int]) -> None:
+    """That each entry's lines hold a block as `RenderedBlocks.__call__` takes one: a
+    header first, three lines at least, an empty line last. Shown in C for all at once:
+    every first line is a header, and every header before the quarantined section (where
+    every block is) follows an empty line, which ends the block before it. Raises
+    _Unproven otherwise (a file the renderer did not write: render it by lines)."""
+    if not firsts:
+        return
+    heading = f"## {QUARANTINED}".encode()
+    quarantined = line_index(data, heading)
+    end = len(data) if quarantined is None else _offset_of(data, heading)
+    if (
+        data.startswith((b"### [", b"\n### ["))
+        or not all(map(gt, lasts, firsts))
+        or not headers.keys() >= set(map(sub, firsts, repeat(1)))
+        or (quarantined is not None and max(lasts) >= quarantined)
+        or data.count(b"\n### [", 0, end) != data.count(b"\n\n### [", 0, end)
+    ):
+        raise _Unproven
+
+
+def _offset_of(data: bytes, line: bytes) -> int:
+    """Where the first line of `data` equal to `line` starts (`line_index` found it)."""
+    if data.startswith(line + b"\n") or data == line:
+        return 0
+    at = data.find(b"\n" + line + b"\n")
+    return at + 1 if at >= 0 else len(data) - len(line)  # else it is the last line
+
+
 class _Writer:
     """The new file's bytes, in order: runs of the old file's adjacent blocks (slices of
     it) and encoded text; each entry's lines and key on the way."""
 
     def __init__(self, old: RenderedBlocks, keys: dict[str, bytes] | None, line: int) -> None:
         self.old = old
-        self.data = old.data
-        self.view = memoryview(old.data)
-        headers = header_lines(old.data).get
-        # Per place in the parse: the offset of the block's first line (-1: the parse
-        # has no lines for it, -2: they are no block), and of the line after its empty
-        # last line when that is a header too (-1: found by stepping, for the few blocks
-        # before a heading or at the end).
-        self.starts = [
-            -1 if span is None else headers(span[0] - 1, -2) if span[1] > span[0] else -2
-            for span in old.spans
-        ]
-        self.nexts = [-1 if span is None else headers(span[1] + 1, -1) for span in old.spans]
-        self.firsts = [0 if span is None else span[0] for span in old.spans]
-        self.lasts = [0 if span is None else span[1] for span in old.spans]
-        data, starts = old.data, self.starts
-        # joined[n]: the blocks at places n and n + 1 are adjacent in the file, the first
-        # ending in its empty line (so one range holds both).
-        self.joined = [
-            start >= 0 and after >= 0 and after == later and data[after - 2] == 10
-            for start, after, later in zip(starts, self.nexts, starts[1:], strict=False)
-        ]
+        self.data = data = old.data
+        self.view = memoryview(data)
+        self.headers = headers = header_lines(data)
+        spans = old.spans
+        if None in spans:
+            raise _Unproven  # an entry the parse has no lines for: render by lines
+        self.firsts = firsts = [span[0] for span in spans]  # type: ignore[index]
+        self.lasts = lasts = [span[1] for span in spans]  # type: ignore[index]
+        _prove(data, headers, firsts, lasts)
+        # joined[n]: the blocks at places n and n + 1 are adjacent in the file (so one
+        # range holds both: `_prove` showed each ends in its empty line).
+        self.joined = list(map(eq, map(add, lasts, repeat(2)), firsts[1:]))
         self.joined.append(False)
         self.keys = keys
         self.line = line
@@ -113,20 +139,18 @@ class _Writer:
             for place, later, was in zip(places, places[1:], same[1:], strict=False)
         ]
         chained.append(False)
-        starts, nexts, firsts, lasts = self.starts, self.nexts, self.firsts, self.lasts
+        headers, firsts, lasts = self.headers, self.firsts, self.lasts
         positions, keys, old_keys = self.positions, self.keys, old.keys
         archived_at = old.archived_at if keys is not None else 0
-        data, size = self.data, len(self.data)
+        size = len(self.data)
         k, count = 0, len(members)
         while k < count:
             place = places[k]
-            at = starts[place] if same[k] else -1
-            if at == -1:
+            if not same[k]:
                 self._fresh(members[k], section)
                 k += 1
                 continue
-            if at < 0:
-                raise _Unproven
+            at = headers[firsts[place] - 1]
             last = chained.index(False, k)
             end_place = place + last - k + 1
             shift = self.line + 1 - firsts[place]
@@ -141,14 +165,8 @@ class _Writer:
                     strict=True,
                 )
                 positions.update(zip(ids, moved, strict=True))
-            first, final = firsts[end_place - 1], lasts[end_place - 1]
-            after = nexts[end_place - 1]
-            if after < 0:
-                stop = self._step(starts[end_place - 1], final - first + 1)
-            elif data[after - 2] == 10:  # the last block's last line is empty
-                stop = after - 1
-            else:
-                raise _Unproven
+            stop = self._stop(end_place - 1)
+            final = lasts[end_place - 1]
             self.line += final + 2 - firsts[place]
             if keys is not None:
                 known = None
@@ -189,15 +207,16 @@ class _Writer:
                 return
         for n, entry_id in enumerate(ids, place):
             key = old_keys[n] if old_keys is not None and was == section else None
-            stop = self.starts[n + 1] - 1 if n + 1 < end_place else self._stop(n)
-            self.keys[entry_id] = key or block_key(section, self.lines(self.starts[n], stop))
+            start = self.headers[self.firsts[n] - 1]
+            self.keys[entry_id] = key or block_key(section, self.lines(start, self._stop(n)))
 
     def _stop(self, n: int) -> int:
         """The start of the empty last line of the block at place `n` of the parse."""
-        after = self.nexts[n]
-        if after >= 0:
+        after = self.headers.get(self.lasts[n] + 1)
+        if after is not None:  # the next block's header: `_prove` showed the empty line
             return after - 1
-        return self._step(self.starts[n], self.lasts[n] - self.firsts[n] + 1)
+        start = self.headers[self.firsts[n] - 1]
+        return self._step(start, self.lasts[n] - self.firsts[n] + 1)
 
     def _step(self, start: int, lines: int) -> int:
         """The start of the line `lines` lines below the one at `start`, which must be
