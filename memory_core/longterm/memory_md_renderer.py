@@ -90,16 +90,7 @@ def render_memory_lines(
     `reuse_key` the key of such a block in a section, when known (else it is hashed)."""
     positions: dict[str, tuple[int, int]] = {}
     active, archived = split_sections(entries, archive_below)
-    stamp = format_when(now or system_clock())
-    out = [
-        TITLE,
-        "",
-        f"<!-- Last updated: {stamp} -->",
-        f"<!-- Total entries: {len(entries)} -->",
-        "",
-        f"## {ACTIVE}",
-        "",
-    ]
+    out = head_lines(len(entries), now)
     for entry in active:
         reused = reuse(entry) if reuse is not None else None
         block = reused or _entry_block(entry)
@@ -117,18 +108,44 @@ def render_memory_lines(
         if keys is not None:
             known = reuse_key(entry, ARCHIVED) if reused and reuse_key is not None else None
             keys[entry.id] = known or block_key(ARCHIVED, block)
-    if quarantined:
-        out.extend([f"## {QUARANTINED}", "", QUARANTINE_NOTE, ""])
-        for kept in quarantined:
-            reason = " ".join(kept.reason.replace("--", "- -").split()) or "unreadable"
-            out.extend([f"<!-- quarantined: {reason} -->", kept.text, ""])
-    # One newline at the end, as `.rstrip("\n") + "\n"` of the joined text gives, without
-    # two more copies of a text that may be 40 MB.
+    out.extend(quarantine_lines(quarantined))
+    end_lines(out)
+    return "\n".join(out), positions
+
+
+def head_lines(count: int, now: datetime | None) -> list[str]:
+    """The lines above the first entry: the title, the stamp and count, the heading."""
+    stamp = format_when(now or system_clock())
+    return [
+        TITLE,
+        "",
+        f"<!-- Last updated: {stamp} -->",
+        f"<!-- Total entries: {count} -->",
+        "",
+        f"## {ACTIVE}",
+        "",
+    ]
+
+
+def quarantine_lines(quarantined: Sequence[QuarantinedBlock]) -> list[str]:
+    """The quarantined section's lines (none without quarantined blocks)."""
+    if not quarantined:
+        return []
+    out = [f"## {QUARANTINED}", "", QUARANTINE_NOTE, ""]
+    for kept in quarantined:
+        reason = " ".join(kept.reason.replace("--", "- -").split()) or "unreadable"
+        out.extend([f"<!-- quarantined: {reason} -->", kept.text, ""])
+    return out
+
+
+def end_lines(out: list[str]) -> None:
+    """One newline at the end of the text `"\\n".join(out)` gives, as
+    `.rstrip("\\n") + "\\n"` of it would, without two more copies of a text that may
+    be 40 MB (in place)."""
     while len(out) > 1 and not out[-1].rstrip("\n"):
         out.pop()
     out[-1] = out[-1].rstrip("\n")
     out.append("")
-    return "\n".join(out), positions
 
 
 def split_sections(
@@ -174,6 +191,10 @@ def _entry_block(entry: MemoryEntry) -> tuple[str, ...]:
             _BLOCKS.popitem(last=False)
     _BLOCKS[key] = (entry, block)
     return block
+
+
+entry_block = _entry_block
+"""For the byte renderer (`memory_md_bytes`), which renders the changed blocks alike."""
 
 
 def clear_render_cache() -> None:

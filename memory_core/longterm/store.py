@@ -46,8 +46,8 @@ from memory_core.base.workspace import Workspace
 from memory_core.longterm import parse_cache, parse_delta, store_versions
 from memory_core.longterm.entity_keeper import EntityKeeper
 from memory_core.longterm.memory_md import QuarantinedBlock
+from memory_core.longterm.memory_md_bytes import render_encoded
 from memory_core.longterm.memory_md_parser import ParsedMemory, parse_memory
-from memory_core.longterm.memory_md_renderer import render_memory_lines, split_sections
 from memory_core.longterm.parse_cache import Base, CacheFiles, Mark
 from memory_core.longterm.store_versions import RACY_NS as RACY_NS
 from memory_core.longterm.store_versions import Stamp
@@ -475,28 +475,24 @@ class LongTermStore:
         keys: dict[str, bytes] | None = (
             {} if files is not None and len(entries) * 128 >= min_bytes else None
         )
-        reused = self._rendered_blocks(path, before)
-        text, lines = render_memory_lines(
+        # The unchanged blocks' bytes are copied from the old file (`memory_md_bytes`).
+        data, lines, ordered = render_encoded(
             entries,
             quarantined,
+            reuse=self._rendered_blocks(path, before),
             now=now,
             archive_below=self._archive_below,
             keys=keys,
-            reuse=reused,
-            reuse_key=reused.key if reused is not None else None,
         )
         _remove_stale_temps(safe_files.inside(self._ws.root, path))
         written_at = epoch_ns()
-        data = text.encode("utf-8")
-        del text  # a 40 MB file's text and bytes are not held beside the parse cache's work
         digest = _digest(data)
         backup_then_write(path, data, self._ws.backup_path(scope), root=self._ws.root)
         del data
         # The entries we rendered are what a re-read would give (the format round-trips),
         # so cache them against the new stat and spare the next load a parse.
-        active, archived = split_sections(entries, self._archive_below)
         parsed = ParsedMemory(
-            entries=active + archived, quarantined=list(quarantined), lines=lines, keys=keys or {}
+            entries=ordered, quarantined=list(quarantined), lines=lines, keys=keys or {}
         )
         stamp = _stamp(self._ws.root, path)
         base = None

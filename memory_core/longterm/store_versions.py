@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from memory_core.base import safe_files
@@ -80,25 +79,59 @@ def vouched(root: Path, path: Path, files: CacheFiles, min_bytes: int) -> bytes 
     return digest
 
 
-@dataclass(frozen=True, slots=True)
 class RenderedBlocks:
     """The blocks of a file the store's renderer wrote, for the very entry objects of
     the parse read from it: what rendering those entries gives, and their block keys
-    (known from the parse cache: a write need not hash the blocks it reuses)."""
+    (known from the parse cache: a write need not hash the blocks it reuses). Holds the
+    file's bytes: a write copies their unchanged ranges (`memory_md_bytes`); the lines
+    are decoded only for the render by lines, its fallback."""
 
-    lines: list[str]
-    spans: dict[int, tuple[MemoryEntry, tuple[int, int] | None, int]]
-    """id(entry) → (entry, its lines, its place in the parse)."""
-    archived_at: int
-    """The line of the archived section's heading (past the end when none)."""
-    keys: Sequence[bytes] | None
-    """Each entry's block key in the order of the parse, when known."""
+    __slots__ = ("_archived_at", "_lines", "data", "entries", "keys", "places", "spans")
+
+    def __init__(
+        self,
+        data: bytes,
+        entries: Sequence[MemoryEntry],
+        spans: Sequence[tuple[int, int] | None],
+        keys: Sequence[bytes] | None,
+    ) -> None:
+        self.data = data
+        self.entries = entries
+        """The parse's entries, in its order."""
+        self.spans = spans
+        """Each entry's lines (first and last, 1-based), in the order of the parse."""
+        self.keys = keys
+        """Each entry's block key in the order of the parse, when known."""
+        self.places = dict(zip(map(id, entries), range(len(entries)), strict=True))
+        """id(entry) → its place in the parse (check the entry is the very object)."""
+        self._lines: list[str] | None = None
+        self._archived_at: int | None = None
+
+    @property
+    def lines(self) -> list[str]:
+        if self._lines is None:
+            self._lines = self.data.decode("utf-8").split("\n")
+        return self._lines
+
+    @property
+    def archived_at(self) -> int:
+        """The line of the archived section's heading (past the end when none)."""
+        if self._archived_at is None:
+            found = line_index(self.data, f"## {ARCHIVED}".encode())
+            self._archived_at = found + 1 if found is not None else self.data.count(b"\n") + 2
+        return self._archived_at
+
+    def place(self, entry: MemoryEntry) -> int | None:
+        """The entry's place in the parse, for the very entry object of the parse."""
+        place = self.places.get(id(entry))
+        return place if place is not None and self.entries[place] is entry else None
 
     def __call__(self, entry: MemoryEntry) -> tuple[str, ...] | None:
-        known = self.spans.get(id(entry))
-        if known is None or known[0] is not entry or known[1] is None:
+        place = self.place(entry)
+        span = self.spans[place] if place is not None else None
+        if span is None:
             return None
-        first, last = known[1]
+        first, last = span
         found = tuple(self.lines[first - 1 : last + 1])
         if len(found) < 3 or found[-1] != "" or not found[0].startswith("### ["):
             return None
@@ -107,11 +140,27 @@ class RenderedBlocks:
     def key(self, entry: MemoryEntry, section: str) -> bytes | None:
         """The key of the entry's block (given by `__call__`) in `section`: the one the
         parse cache holds when the block stays in the section it was in."""
-        known = self.spans.get(id(entry))
-        if self.keys is None or known is None or known[0] is not entry or known[1] is None:
+        place = self.place(entry)
+        if self.keys is None or place is None:
             return None
-        was = ARCHIVED if known[1][0] > self.archived_at else ACTIVE
-        return self.keys[known[2]] if was == section else None
+        span = self.spans[place]
+        if span is None:
+            return None
+        was = ARCHIVED if span[0] > self.archived_at else ACTIVE
+        return self.keys[place] if was == section else None
+
+
+def line_index(data: bytes, line: bytes) -> int | None:
+    """The index of the first line of `data` (split at "\\n") equal to `line`, as
+    `data.split(b"\\n").index(line)` gives it, without splitting."""
+    if data.startswith(line + b"\n") or data == line:
+        return 0
+    at = data.find(b"\n" + line + b"\n")
+    if at < 0:
+        at = len(data) - len(line) - 1
+        if at < 0 or not data.endswith(b"\n" + line):
+            return None
+    return data.count(b"\n", 0, at + 1)
 
 
 def rendered_blocks(
@@ -132,12 +181,15 @@ def rendered_blocks(
         return None
     if digest is None or digest_of(data) != digest:
         return None
-    lines = data.decode("utf-8").split("\n")
-    spans = {id(e): (e, parsed.lines.get(e.id), n) for n, e in enumerate(parsed.entries)}
-    try:
-        archived_at = lines.index(f"## {ARCHIVED}") + 1
-    except ValueError:
-        archived_at = len(lines) + 1
+    return blocks_of(data, parsed, keys)
+
+
+def blocks_of(
+    data: bytes, parsed: ParsedMemory, keys: Sequence[bytes] | None = None
+) -> RenderedBlocks:
+    """`rendered_blocks` of bytes known to be the file `parsed` was read from."""
+    known = parsed.lines.get
+    spans = [known(e.id) for e in parsed.entries]
     if keys is not None and len(keys) != len(parsed.entries):
         keys = None
-    return RenderedBlocks(lines, spans, archived_at, keys)
+    return RenderedBlocks(data, parsed.entries, spans, keys)

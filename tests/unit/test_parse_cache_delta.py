@@ -21,7 +21,13 @@ import pytest
 from memory_core.base.entries import MemoryEntry
 from memory_core.base.scope import MAIN
 from memory_core.base.workspace import Workspace
-from memory_core.longterm import memory_md_renderer, parse_cache, parse_delta
+from memory_core.longterm import (
+    memory_md_bytes,
+    memory_md_renderer,
+    parse_cache,
+    parse_delta,
+    store_versions,
+)
 from memory_core.longterm.memory_md import ACTIVE
 from memory_core.longterm.memory_md_parser import parse_memory
 from memory_core.longterm.memory_md_renderer import render_memory
@@ -165,6 +171,28 @@ async def test_a_write_renders_only_the_entries_it_changed(
     assert ws.long_term_path(MAIN).read_text() == render_memory(changed, now=NOW)
 
 
+async def test_a_write_copies_the_unchanged_blocks_without_decoding_the_file(
+    ws: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The old file's unchanged blocks are copied as bytes (`memory_md_bytes`): its
+    lines are never decoded, and the file is what rendering it whole gives."""
+    await written_twice(ws)
+    age(ws)
+    store = fresh_store(ws)
+    changed = one_more(list((await store.load(MAIN)).entries), 900)
+    changed[10] = changed[10].with_(content="edited in place")
+    del changed[20]
+
+    def refused(_: object) -> list[str]:
+        raise AssertionError("the old file was decoded into lines")
+
+    monkeypatch.setattr(store_versions.RenderedBlocks, "lines", property(refused))
+    await store.update(MAIN, replace_with(changed), NOW)
+    monkeypatch.undo()
+    memory_md_renderer.clear_render_cache()
+    assert ws.long_term_path(MAIN).read_text() == render_memory(changed, now=NOW)
+
+
 async def test_a_file_a_person_wrote_is_rendered_whole_at_the_next_write(
     ws: Workspace, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -194,6 +222,7 @@ async def test_a_write_hashes_only_the_blocks_it_changed(
         return key_of(section, lines)
 
     monkeypatch.setattr(memory_md_renderer, "block_key", counted)
+    monkeypatch.setattr(memory_md_bytes, "block_key", counted)
     changed = one_more(list((await store.load(MAIN)).entries), 900)
     await store.update(MAIN, replace_with(changed), NOW)
     assert hashed == [ACTIVE]

@@ -1,0 +1,331 @@
+"""`render_memory_lines`, encoded, for a write that keeps most blocks of the file it
+replaces: the unchanged blocks' bytes are copied from the old file in runs, never decoded
+and joined again (on a 40 MB file, decoding it into lines and joining them cost a close
+more than half a second).
+
+Exact or nothing: the bytes are `render_memory_lines(..., reuse=old)[0].encode()` byte
+for byte, with the same positions and keys; where a block is not where the parse says
+(the file is not the one its parse was read from after all), the caller renders by lines.
+`tests/unit/test_memory_md_bytes.py` compares both ways over random writes.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from datetime import datetime
+from itertools import accumulate, repeat
+from operator import add, eq, gt, sub
+
+from memory_core.base.entries import MemoryEntry
+from memory_core.longterm.memory_md import (
+    ACTIVE,
+    ARCHIVED,
+    QUARANTINED,
+    QuarantinedBlock,
+    block_key,
+)
+from memory_core.longterm.memory_md_renderer import (
+    end_lines,
+    entry_block,
+    head_lines,
+    quarantine_lines,
+    render_memory_lines,
+    split_sections,
+)
+from memory_core.longterm.store_versions import RenderedBlocks, line_index
+
+Rendered = tuple[bytes, dict[str, tuple[int, int]], list[MemoryEntry]]
+"""The file's bytes, each entry's first and last line, the entries in the file's order."""
+
+_HEADER = re.compile(rb"\n### \[")
+
+
+def header_lines(data: bytes) -> dict[int, int]:
+    """Line (0-based) → byte offset of each line of `data` that starts with `### [`:
+    every entry's first line (content lines starting with `#` are escaped), found with
+    one scan for the marker and a count of the newlines between them."""
+    offsets = [found.start() + 1 for found in _HEADER.finditer(data)]
+    if data.startswith(b"### ["):
+        offsets.insert(0, 0)
+    lines = accumulate(map(data.count, repeat(b"\n"), [0, *offsets[:-1]], offsets))
+    return dict(zip(lines, offsets, strict=True))
+
+
+class _Unproven(Exception):
+    """The old file does not hold a block where its parse says."""
+
+
+def _prove(data: bytes, headers: dict[int, int], firsts: list[int], lasts: list[int]) -> None:
+    """That each entry's lines hold a block as `RenderedBlocks.__call__` takes one: a
+    header first, three lines at least, an empty line last. Shown in C for all at once:
+    every first line is a header, and every header before the quarantined section (where
+    every block is) follows an empty line, which ends the block before it. Raises
+    _Unproven otherwise (a file the renderer did not write: render it by lines)."""
+    if not firsts:
+        return
+    heading = f"## {QUARANTINED}".encode()
+    quarantined = line_index(data, heading)
+    end = len(data) if quarantined is None else _offset_of(data, heading)
+    if (
+        data.startswith((b"### [", b"\n### ["))
+        or not all(map(gt, lasts, firsts))
+        or not headers.keys() >= set(map(sub, firsts, repeat(1)))
+        or (quarantined is not None and max(lasts) >= quarantined)
+        or data.count(b"\n### [", 0, end) != data.count(b"\n\n### [", 0, end)
+    ):
+        raise _Unproven
+
+
+def _offset_of(data: bytes, line: bytes) -> int:
+    """Where the first line of `data` equal to `line` starts (`line_index` found it)."""
+    if data.startswith(line + b"\n") or data == line:
+        return 0
+    at = data.find(b"\n" + line + b"\n")
+    return at + 1 if at >= 0 else len(data) - len(line)  # else it is the last line
+
+
+class _Writer:
+    """The new file's bytes, in order: runs of the old file's adjacent blocks (slices of
+    it) and encoded text; each entry's lines and key on the way."""
+
+    def __init__(self, old: RenderedBlocks, keys: dict[str, bytes] | None, line: int) -> None:
+        self.old = old
+        self.data = data = old.data
+        self.view = memoryview(data)
+        self.headers = headers = header_lines(data)
+        spans = old.spans
+        if None in spans:
+            raise _Unproven  # an entry the parse has no lines for: render by lines
+        self.firsts = firsts = [span[0] for span in spans]  # type: ignore[index]
+        self.lasts = lasts = [span[1] for span in spans]  # type: ignore[index]
+        _prove(data, headers, firsts, lasts)
+        # joined[n]: the blocks at places n and n + 1 are adjacent in the file (so one
+        # range holds both: `_prove` showed each ends in its empty line).
+        self.joined = list(map(eq, map(add, lasts, repeat(2)), firsts[1:]))
+        self.joined.append(False)
+        self.keys = keys
+        self.line = line
+        self.positions: dict[str, tuple[int, int]] = {}
+        self.pieces: list[bytes | memoryview] = []
+        self.start = self.end = 0  # the run of old bytes not yet in `pieces`
+
+    def text(self, lines: Sequence[str]) -> None:
+        """Lines with more lines after them: each ends in a newline."""
+        self.flush()
+        self.pieces.append(("\n".join(lines) + "\n").encode("utf-8"))
+
+    def flush(self) -> None:
+        if self.end > self.start:
+            self.pieces.append(self.view[self.start : self.end])
+        self.start = self.end = 0
+
+    def entries(self, members: Sequence[MemoryEntry], section: str) -> None:
+        """Put out each entry's block: the old file's bytes for a block the parse places
+        there (what `RenderedBlocks.__call__` gives by lines), else rendered. Entries that
+        were adjacent in the old file and still are go as one run: their lines and keys
+        by slices of the parse's, their bytes as one range."""
+        old, archived = self.old, section == ARCHIVED
+        places = list(map(old.places.get, map(id, members), repeat(-1)))
+        olds = old.entries
+        same = [
+            place >= 0 and olds[place] is entry
+            for place, entry in zip(places, members, strict=True)
+        ]
+        joined = self.joined
+        # chained[k]: members k and k + 1 were adjacent blocks of the old file, in order.
+        chained = [
+            place >= 0 and later == place + 1 and was and joined[place]
+            for place, later, was in zip(places, places[1:], same[1:], strict=False)
+        ]
+        chained.append(False)
+        headers, firsts, lasts = self.headers, self.firsts, self.lasts
+        positions, keys, old_keys = self.positions, self.keys, old.keys
+        archived_at = old.archived_at if keys is not None else 0
+        size = len(self.data)
+        k, count = 0, len(members)
+        while k < count:
+            place = places[k]
+            if not same[k]:
+                self._fresh(members[k], section)
+                k += 1
+                continue
+            at = headers[firsts[place] - 1]
+            last = chained.index(False, k)
+            end_place = place + last - k + 1
+            shift = self.line + 1 - firsts[place]
+            if last == k:  # most runs of a write that rescored a few entries in many
+                ids = [members[k].id]
+                positions[ids[0]] = (firsts[place] + shift, lasts[place] + shift)
+            else:
+                ids = [entry.id for entry in members[k : last + 1]]
+                moved = zip(
+                    map(add, firsts[place:end_place], repeat(shift)),
+                    map(add, lasts[place:end_place], repeat(shift)),
+                    strict=True,
+                )
+                positions.update(zip(ids, moved, strict=True))
+            stop = self._stop(end_place - 1)
+            final = lasts[end_place - 1]
+            self.line += final + 2 - firsts[place]
+            if keys is not None:
+                known = None
+                if old_keys is not None and (firsts[place] > archived_at) == archived:
+                    known = old_keys[place:end_place]
+                if known is not None and all(known):
+                    keys.update(zip(ids, known, strict=True))
+                else:
+                    self._keys(ids, place, section)
+            # The run is data[at:stop] and a newline (the end of its last empty line).
+            if stop == size:  # the old file's last block: its empty line ended it
+                self.flush()
+                self.pieces += (self.view[at:stop], b"\n")
+            elif at == self.end and self.end > self.start:
+                self.end = stop + 1
+            else:
+                self.flush()
+                self.start, self.end = at, stop + 1
+            k = last + 1
+
+    def _fresh(self, entry: MemoryEntry, section: str) -> None:
+        block = entry_block(entry)
+        self.positions[entry.id] = (self.line + 1, self.line + len(block) - 1)
+        self.line += len(block)
+        if self.keys is not None:
+            self.keys[entry.id] = block_key(section, block)
+        self.text(block)
+
+    def _keys(self, ids: list[str], place: int, section: str) -> None:
+        """The keys of a run's blocks: the parse's when they stay in their section."""
+        assert self.keys is not None
+        old_keys, end_place = self.old.keys, place + len(ids)
+        was = ARCHIVED if self.firsts[place] > self.old.archived_at else ACTIVE
+        if old_keys is not None and was == section:
+            known = old_keys[place:end_place]
+            if all(known):
+                self.keys.update(zip(ids, known, strict=True))
+                return
+        for n, entry_id in enumerate(ids, place):
+            key = old_keys[n] if old_keys is not None and was == section else None
+            start = self.headers[self.firsts[n] - 1]
+            self.keys[entry_id] = key or block_key(section, self.lines(start, self._stop(n)))
+
+    def _stop(self, n: int) -> int:
+        """The start of the empty last line of the block at place `n` of the parse."""
+        after = self.headers.get(self.lasts[n] + 1)
+        if after is not None:  # the next block's header: `_prove` showed the empty line
+            return after - 1
+        start = self.headers[self.firsts[n] - 1]
+        return self._step(start, self.lasts[n] - self.firsts[n] + 1)
+
+    def _step(self, start: int, lines: int) -> int:
+        """The start of the line `lines` lines below the one at `start`, which must be
+        empty (the file's end counts as an empty last line)."""
+        data, at = self.data, start
+        for _ in range(lines):
+            at = data.find(b"\n", at) + 1
+            if at == 0:
+                raise _Unproven
+        if at < len(data) and data[at] != 10:
+            raise _Unproven
+        return at
+
+    def lines(self, start: int, stop: int) -> list[str]:
+        """A block of the old file's lines, decoded (its empty last line included)."""
+        return self.data[start:stop].decode("utf-8").split("\n")
+
+    def last(self, entry: MemoryEntry, section: str) -> list[str]:
+        """The last entry's block, as lines (put out with the text's end)."""
+        self.flush()
+        self.entries((entry,), section)
+        if self.end > self.start:  # it was the old file's: take it back as lines
+            lines = self.lines(self.start, self.end - 1)
+            self.start = self.end = 0
+            return lines
+        last = self.pieces.pop()
+        if last == b"\n":  # the old file's last block, put out with its newline
+            return bytes(self.pieces.pop()).decode("utf-8").split("\n")
+        return list(entry_block(entry))
+
+
+def render_memory_bytes(
+    entries: Sequence[MemoryEntry],
+    quarantined: Sequence[QuarantinedBlock],
+    *,
+    old: RenderedBlocks,
+    now: datetime | None = None,
+    archive_below: float = 0.2,
+    keys: dict[str, bytes] | None = None,
+) -> Rendered | None:
+    """`render_memory_lines(entries, quarantined, reuse=old, reuse_key=old.key, ...)`,
+    its text encoded in UTF-8, and the entries in the file's order; None when the old file does not hold the blocks its parse
+    places (render by lines then; `keys` is emptied)."""
+    try:
+        return _render(entries, quarantined, old, now, archive_below, keys)
+    except _Unproven:
+        if keys is not None:
+            keys.clear()
+        return None
+
+
+def _render(
+    entries: Sequence[MemoryEntry],
+    quarantined: Sequence[QuarantinedBlock],
+    old: RenderedBlocks,
+    now: datetime | None,
+    archive_below: float,
+    keys: dict[str, bytes] | None,
+) -> Rendered:
+    active, archived = split_sections(entries, archive_below)
+    head = head_lines(len(entries), now)
+    out = _Writer(old, keys, len(head))
+    out.text(head)
+    out.entries(active, ACTIVE)
+    # The last block, or the archived heading when it is last, is rendered as lines with
+    # what follows it, so that the text ends as the renderer ends it (`end_lines`).
+    heading = [f"## {ARCHIVED}", ""]
+    out.line += 2
+    if archived:
+        out.text(heading)
+        out.entries(archived[:-1], ARCHIVED)
+        tail = out.last(archived[-1], ARCHIVED)
+    else:
+        tail = heading
+    out.flush()
+    tail.extend(quarantine_lines(quarantined))
+    end_lines(tail)
+    out.pieces.append("\n".join(tail).encode("utf-8"))
+    return b"".join(out.pieces), out.positions, active + archived
+
+
+def render_encoded(
+    entries: Sequence[MemoryEntry],
+    quarantined: Sequence[QuarantinedBlock],
+    *,
+    reuse: RenderedBlocks | None,
+    now: datetime | None = None,
+    archive_below: float = 0.2,
+    keys: dict[str, bytes] | None = None,
+) -> Rendered:
+    """The file's bytes, each entry's lines (`render_memory_lines`, encoded) and the
+    entries in the file's order: by copying the unchanged blocks of the old file when
+    `reuse` has it, else by lines."""
+    if reuse is not None:
+        done = render_memory_bytes(
+            entries, quarantined, old=reuse, now=now, archive_below=archive_below, keys=keys
+        )
+        if done is not None:
+            return done
+    text, positions = render_memory_lines(
+        entries,
+        quarantined,
+        now=now,
+        archive_below=archive_below,
+        keys=keys,
+        reuse=reuse,
+        reuse_key=reuse.key if reuse is not None else None,
+    )
+    data = text.encode("utf-8")
+    del text  # a 40 MB file's text and bytes are not held beside the parse cache's work
+    active, archived = split_sections(entries, archive_below)
+    return data, positions, active + archived
