@@ -195,13 +195,23 @@ class Base:
     entities are in it, and every block of the file it stands for is as the renderer
     writes its entry. Only then is a delta written against it (else the whole parse,
     once), and the file's blocks reused by the next write."""
+    entries: list[MemoryEntry] | None = None
+    """The base's entries (the very list its parse holds, not a copy), for `contents`."""
     _positions: dict[bytes, int] | None = None
+    _contents: frozenset[str] | None = None
 
     def positions(self) -> dict[bytes, int]:
         """Block key → place in the base (made at the first delta written against it)."""
         if self._positions is None:
             self._positions = {key: n for n, key in enumerate(self.keys)}
         return self._positions
+
+    def contents(self) -> frozenset[str]:
+        """The texts of the base's entries: an entry of one of them needs none of its
+        derived values in a delta (a reader has them from the base, by text)."""
+        if self._contents is None:
+            self._contents = frozenset(e.content for e in self.entries or ())
+        return self._contents
 
 
 @dataclass(frozen=True, slots=True)
@@ -351,7 +361,7 @@ def _decode(data: bytes) -> CachedParse | None:
             digest,
             archive_below,
             keys,
-            Base(digest, keys, lines, complete=complete is True),
+            Base(digest, keys, lines, complete=complete is True, entries=entries),
         )
     except (EOFError, ValueError, TypeError, KeyError, IndexError) as exc:
         log.info("long-term parse cache unreadable, parsing the file (%s)", exc)

@@ -6,14 +6,16 @@ write whose file still stands on the data file it was read through (the *base*) 
 beside it `<slug>.delta`: the new version described against the base, as
 
 * pieces in the new order: a run of the base's entries (`start`, `count`, and how many
-  lines they moved), or one new entry (its row, normalised text, skeleton, entities,
-  block key and lines, as the data file keeps them);
+  lines they moved), one new entry (its row, normalised text, skeleton, entities, block
+  key and lines, as the data file keeps them), or one entry whose text the base holds
+  (a rescore, a reinforcement: its row, block key and lines; what is derived from its
+  text a reader has from the base);
 * the quarantined blocks (few, kept whole), the base's hash and the new version's hash.
 
 Each write replaces the delta with one against the same base, so a delta is never applied
-to another delta. When its new entries pass `COMPACT_SHARE` of the base (a day's decay
-rescored most of the file, or many captures piled up), the whole parse is written as the
-new base instead, and the delta removed. A delta whose base, format or hash does not fit
+to another delta. When its new entries pass `COMPACT_SHARE` of the base (many captures
+piled up), or its entries of known texts `RESCORED_SHARE` (a day's decay rescored most of
+the file), the whole parse is written as the new base instead, and the delta removed. A delta whose base, format or hash does not fit
 is ignored (the base still serves the parse of the changed blocks): a torn write costs
 that parse and nothing else.
 """
@@ -34,14 +36,25 @@ from memory_core.longterm.parse_cache import Base, CachedParse, CacheFiles, Mark
 
 log = logging.getLogger(__name__)
 
-_TAG = "chatmem-parse-delta"
+_TAG = "chatmem-parse-delta-2"
+"""2: entries of a known text (`KNOWN_TEXT`) kept by their row alone."""
 COMPACT_SHARE = 0.05
 """A delta holding new entries for more than this share of its base's is not written: the
 whole parse is (loading a delta costs its new entries' decoding on top of the base's)."""
+RESCORED_SHARE = 0.5
+"""The same for entries of a text the base holds: each costs a reader one row's decoding,
+a tenth of a new entry's (decay rescores a few percent of a large file every hour)."""
+NEW_ENTRY = -1
+KNOWN_TEXT = -2
 
-Piece = tuple[int, int, int] | tuple[int, Any, str, Any, Any, bytes, tuple[int, int]]
+Piece = (
+    tuple[int, int, int]
+    | tuple[int, Any, str, Any, Any, bytes, tuple[int, int]]
+    | tuple[int, Any, bytes, tuple[int, int]]
+)
 """`(start, count, shift)`: base entries start..start+count, their lines moved by shift;
-or `(-1, row, norm, skeleton, named, key, lines)`: a new entry."""
+`(NEW_ENTRY, row, norm, skeleton, named, key, lines)`: a new entry; or `(KNOWN_TEXT, row,
+key, lines)`: an entry whose text the base holds."""
 
 
 def encode(base: Base, parsed: ParsedMemory, digest: bytes, archive_below: float) -> bytes | None:
@@ -52,10 +65,13 @@ def encode(base: Base, parsed: ParsedMemory, digest: bytes, archive_below: float
     if any(e.id not in keys for e in entries):
         return None
     positions = base.positions()
+    contents = base.contents()
     pieces: list[list[Any]] = []
     fresh: list[MemoryEntry] = []
     fresh_pieces: list[list[Any]] = []
     most = COMPACT_SHARE * len(base.keys)
+    most_known = RESCORED_SHARE * len(base.keys)
+    known = 0
     for entry in entries:
         key = keys[entry.id]
         first, last = parsed.lines.get(entry.id, (0, 0))
@@ -71,10 +87,18 @@ def encode(base: Base, parsed: ParsedMemory, digest: bytes, archive_below: float
                         continue
                 pieces.append([place, 1, shift])
                 continue
-        if len(fresh) >= most or not parse_cache.plain(entry):
+        if not parse_cache.plain(entry):
+            return None
+        if entry.content in contents:
+            known += 1
+            if known > most_known:
+                return None
+            pieces.append([KNOWN_TEXT, parse_cache.row_of(entry), key, (first, last)])
+            continue
+        if len(fresh) >= most:
             return None
         fresh.append(entry)
-        piece: list[Any] = [-1, parse_cache.row_of(entry), key, (first, last)]
+        piece: list[Any] = [NEW_ENTRY, parse_cache.row_of(entry), key, (first, last)]
         fresh_pieces.append(piece)
         pieces.append(piece)
     norms, skeletons, named = parse_cache.derived(fresh, complete=True)
@@ -114,6 +138,7 @@ def _apply(cached: CachedParse, data: bytes) -> CachedParse | None:
         ):
             return None
         base_entries = cached.parsed.entries
+        contents = base.contents()
         entries: list[MemoryEntry] = []
         keys: list[bytes] = []
         lines: dict[str, tuple[int, int]] = {}
@@ -132,6 +157,15 @@ def _apply(cached: CachedParse, data: bytes) -> CachedParse | None:
                     entries.append(entry)
                     keys.append(base.keys[place])
                     lines[entry.id] = (first + shift, last + shift)
+                continue
+            if piece[0] == KNOWN_TEXT:
+                _, row, key, (first, last) = piece
+                entry = parse_cache.entry_of(row)
+                if entry.content not in contents:
+                    return None
+                entries.append(entry)
+                keys.append(bytes(key))
+                lines[entry.id] = (int(first), int(last))
                 continue
             _, row, norm, known, names, key, (first, last) = piece
             entry = parse_cache.entry_of(row)
@@ -201,4 +235,5 @@ def base_of(parsed: ParsedMemory, digest: bytes, *, complete: bool = False) -> B
         [keys[e.id] for e in entries],
         [parsed.lines.get(e.id, (0, 0)) for e in entries],
         complete,
+        entries,
     )

@@ -116,20 +116,57 @@ async def test_each_delta_is_made_against_the_base_not_the_last_delta(ws: Worksp
     ]
 
 
-async def test_a_change_of_much_of_the_file_writes_a_new_base(ws: Workspace) -> None:
+@pytest.mark.parametrize("change", ["new texts", "rescores"])
+async def test_a_change_of_much_of_the_file_writes_a_new_base(ws: Workspace, change: str) -> None:
     await written_twice(ws)
     files = parse_cache.files_for(ws, MAIN)
     base = files.data.read_bytes()
-    share = int(len(MANY) * parse_delta.COMPACT_SHARE) + 1
-    rescored = [e.with_(score=0.9) if n < share else e for n, e in enumerate(MANY)]
+    if change == "new texts":
+        share = int(len(MANY) * parse_delta.COMPACT_SHARE) + 1
+        changed = [e.with_(content=f"an edit {n}") if n < share else e for n, e in enumerate(MANY)]
+    else:
+        share = int(len(MANY) * parse_delta.RESCORED_SHARE) + 1
+        changed = [e.with_(score=0.9) if n < share else e for n, e in enumerate(MANY)]
     age(ws)
-    await fresh_store(ws).update(MAIN, replace_with(rescored), NOW)
+    await fresh_store(ws).update(MAIN, replace_with(changed), NOW)
     assert files.data.read_bytes() != base
     assert not files.delta.exists()
     age(ws)
     reader = fresh_store(ws)
     assert await reader.load(MAIN) == parse_memory(ws.long_term_path(MAIN).read_text())
     assert reader.reads.parsed_blocks == 0
+
+
+async def test_rescores_of_a_fifth_of_the_file_are_a_delta_of_rows(
+    ws: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Decay rescores a few percent of a large file every hour: those entries keep their
+    texts, so a delta holds their rows alone (nothing derived from a text is made again)
+    and a reader takes the rest from the base, by text."""
+    await written_twice(ws)
+    files = parse_cache.files_for(ws, MAIN)
+    base = files.data.read_bytes()
+    rescored = [e.with_(score=0.95) if n % 5 == 0 else e for n, e in enumerate(MANY)]
+    derived_for: list[int] = []
+    derived = parse_cache.derived
+
+    def counted(entries: list[MemoryEntry], complete: bool) -> object:
+        derived_for.append(len(entries))
+        return derived(entries, complete)
+
+    monkeypatch.setattr(parse_cache, "derived", counted)
+    age(ws)
+    await fresh_store(ws).update(MAIN, replace_with(one_more(rescored, 900)), NOW)
+
+    assert files.data.read_bytes() == base
+    assert derived_for == [1]  # the one new entry's, none for the 80 rescored
+    assert files.delta.stat().st_size * 4 < len(base)
+    age(ws)
+    reader = fresh_store(ws)
+    parsed = await reader.load(MAIN)
+    assert (reader.reads.parsed_blocks, reader.reads.cache_reads) == (0, 1)
+    assert parsed == parse_memory(ws.long_term_path(MAIN).read_text())
+    assert sum(e.score == 0.95 for e in parsed.entries) == 80
 
 
 @pytest.mark.parametrize("damage", ["torn", "foreign"])
