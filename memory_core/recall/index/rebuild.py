@@ -32,7 +32,9 @@ from memory_core.recall.index.summaries import (
 from memory_core.recall.index.writes import (
     INSERT_CHUNK,
     UPSERT_FILE,
+    Counted,
     Tally,
+    counted,
     dates_text,
     delete_path,
     pieces,
@@ -99,31 +101,55 @@ def fill_message_dates(raw: Connection, zone: tzinfo) -> int:
     return len(filled)
 
 
-def write_rows(raw: Connection, rows: PreparedRows) -> None:
+def write_rows(
+    raw: Connection, rows: PreparedRows, counts: dict[int, Counted] | None = None
+) -> None:
     """Store a group of prepared files (rebuild only): ids are assigned here, inside the
     write transaction, and the chunk rows (and FTS rows) are bound by `executemany`.
     Whatever chunks a file has by now (another process's reindex, a writer's sync since
     the reset) are replaced, and a chunk another writer stores at once is not doubled
     (`INSERT_CHUNK`); counters, document frequencies too, follow the rows really
     written, so they stay exact beside another reindex (whose reset and term counts may
-    come before or after this group). `finish_scope` counts the terms again."""
+    come before or after this group). `finish_scope` counts the terms again.
+
+    `counts` (each scope's, made by the worker with the rows: `group_counts`) stand for
+    the rows when every one of them was inserted and none replaced, as after a reset
+    nearly always; otherwise the rows really written are read back and counted here."""
     files, chunks = rows
     kept = postings(raw)
     kept.hold_files(raw, [path for path, *_ in files])
     tally = Tally()
+    deleted = 0
     for path, sid, *_stamp in files:
-        delete_path(raw, sid, path, tally)
+        deleted += delete_path(raw, sid, path, tally)
     ids = kept.new_ids(raw, len(chunks))
-    raw.executemany(
+    inserted = raw.executemany(
         INSERT_CHUNK, [(chunk_id, *chunk) for chunk_id, chunk in zip(ids, chunks, strict=True)]
-    )
-    scope_of = {chunk_id: chunk[0] for chunk_id, chunk in zip(ids, chunks, strict=True)}
-    added = stored(raw, ids)
-    kept.added(raw, [(chunk_id, scope_of[chunk_id], tokens) for chunk_id, tokens in added])
-    for chunk_id, tokens in added:
-        tally.added(scope_of[chunk_id], (tokens,))
+    ).rowcount
+    if counts is not None and not deleted and inserted == len(chunks):
+        kept.added(
+            raw,
+            [(chunk_id, chunk[0], chunk[9]) for chunk_id, chunk in zip(ids, chunks, strict=True)],
+        )
+        for sid, scope_counts in counts.items():
+            tally.counted(sid, scope_counts)
+    else:
+        scope_of = {chunk_id: chunk[0] for chunk_id, chunk in zip(ids, chunks, strict=True)}
+        added = stored(raw, ids)
+        kept.added(raw, [(chunk_id, scope_of[chunk_id], tokens) for chunk_id, tokens in added])
+        for chunk_id, tokens in added:
+            tally.added(scope_of[chunk_id], (tokens,))
     tally.apply(raw)
     raw.executemany(UPSERT_FILE, files)
+
+
+def group_counts(chunks: Sequence[ChunkRow]) -> dict[int, Counted]:
+    """Each scope's counts of a group's chunk rows (`writes.counted`), made in the
+    worker that made the rows."""
+    by_scope: dict[int, list[str]] = {}
+    for chunk in chunks:
+        by_scope.setdefault(chunk[0], []).append(chunk[9])
+    return {sid: counted(tokens) for sid, tokens in by_scope.items()}
 
 
 def finish_scope(raw: Connection, sid: int) -> None:
@@ -198,6 +224,11 @@ def when_text(when: datetime) -> str:
     return format_when(when)
 
 
+Prepared = tuple[PreparedRows, dict[int, Counted], list[tuple[int, LongTermSeen]]]
+"""What a worker sends back for a group: its rows, each scope's counts of them, and the
+long-term files' summary parts."""
+
+
 def prepare_rows(
     workspace: Workspace, group: Sequence[tuple[int, Path]], zone: tzinfo
 ) -> PreparedRows:
@@ -210,12 +241,13 @@ def prepare_group(
     group: Sequence[tuple[int, Path]],
     zone: tzinfo,
     archive_below: float | None = None,
-) -> tuple[PreparedRows, list[tuple[int, LongTermSeen]]]:
+) -> Prepared:
     """Worker-process entry point of a rebuild (module level, so it pickles): files read,
     chunked and tokenized into the very tuples the database takes, so the writing process
-    only unpickles plain tuples and hands them to `executemany`. With `archive_below`,
-    each long-term file read as its store reads it also gives its scope's summary part
-    (scope id, what was seen), parsed once for both."""
+    only unpickles plain tuples and hands them to `executemany`, with each scope's counts
+    of them (`group_counts`). With `archive_below`, each long-term file read as its store
+    reads it also gives its scope's summary part (scope id, what was seen), parsed once
+    for both."""
     files: list[FileRow] = []
     chunks: list[ChunkRow] = []
     seen: list[tuple[int, LongTermSeen]] = []
@@ -244,7 +276,7 @@ def prepare_group(
             )
             for piece, (chunk, tokens) in zip(numbers, item.chunks, strict=True)
         )
-    return (files, chunks), seen
+    return (files, chunks), group_counts(chunks), seen
 
 
 async def rebuild(
@@ -284,7 +316,7 @@ async def rebuild(
         else None
     )
     ahead = max(workers, 1) + 1
-    pending: list[asyncio.Future[tuple[PreparedRows, list[tuple[int, LongTermSeen]]]]] = []
+    pending: list[asyncio.Future[Prepared]] = []
     below = summaries.archive_below if summaries is not None else None
 
     def submit(index: int) -> None:
@@ -310,11 +342,11 @@ async def rebuild(
         kept = await db.write(reset)
         await db.write(partial(fill_message_dates, zone=zone))
         for number, group in enumerate(groups):
-            rows, seen = await pending.pop(0)
+            rows, counts, seen = await pending.pop(0)
             submit(number + ahead)
             if summaries is not None:
                 summaries.read.update(seen)
-            await db.write(partial(write_rows, rows=rows))
+            await db.write(partial(write_rows, rows=rows, counts=counts))
             total.files_indexed += len(rows[0])
             total.chunks_added += len(rows[1])
             done_now = []
