@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import calendar
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta, tzinfo
 
@@ -494,6 +495,23 @@ class Mention:
     span: tuple[int, int]
 
 
+_ORDER = tuple(_PATTERNS)
+_AHEAD_ORDER = (*_AHEAD_PATTERNS, *_PATTERNS)
+
+
+def _opened(order: Sequence[tuple[str, LazyPattern]]) -> dict[str, tuple[int, ...]]:
+    """Gate key -> the places in `order` of the patterns it opens (`_GATES`)."""
+    opens: dict[str, list[int]] = {}
+    for place, (kind, _) in enumerate(order):
+        for key in _GATES[kind]:
+            opens.setdefault(key, []).append(place)
+    return {key: tuple(places) for key, places in opens.items()}
+
+
+_OPENS = _opened(_ORDER)
+_OPENS_AHEAD = _opened(_AHEAD_ORDER)
+
+
 def time_mentions(text: str, today: date, *, ahead: bool = False) -> list[Mention]:
     """Every time expression of the text, resolved against `today`, in the order the
     patterns read them (a span read once is not read again by a later pattern).
@@ -502,13 +520,15 @@ def time_mentions(text: str, today: date, *, ahead: bool = False) -> list[Mentio
     speaks of plans as often as of the past, while a question asks about the past."""
     found: list[Mention] = []
     taken: list[tuple[int, int]] = []
-    patterns = [*_AHEAD_PATTERNS, *_PATTERNS] if ahead else _PATTERNS
     present = _gate_keys(text)
     if not present:
         return found
-    for kind, pattern in patterns:
-        if present.isdisjoint(_GATES[kind]):
-            continue
+    opens = _OPENS_AHEAD if ahead else _OPENS
+    # The patterns some present key opens, in the patterns' order.
+    places = {place for key in present for place in opens.get(key, ())}
+    patterns = _AHEAD_ORDER if ahead else _ORDER
+    for place in sorted(places):
+        kind, pattern = patterns[place]
         for m in pattern.finditer(text):
             span = m.span()
             if any(span[0] < end and start < span[1] for start, end in taken):

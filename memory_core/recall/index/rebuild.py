@@ -180,13 +180,24 @@ def ignore_interrupts() -> None:
 def worker_start() -> BaseContext:
     """How the tokenizing workers start: from a fork server (or a fresh interpreter),
     never by forking this process, whose other threads may hold locks a fork copies
-    held (a vector backfill's BLAS threads: the fork would wait for them forever)."""
+    held (a vector backfill's BLAS threads: the fork would wait for them forever). The
+    fork server is single-threaded and holds the workers' code and dictionary already
+    (`PRELOAD`)."""
     # Imported here, with the pool below: only a rebuild of many files starts workers,
     # and multiprocessing's modules cost every command's start ~4 ms.
     import multiprocessing
 
-    methods = multiprocessing.get_all_start_methods()
-    return multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context("forkserver")
+    # Read when the process's one fork server starts (its first rebuild): it loads the
+    # workers' code and dictionary once, and every worker of every rebuild forks ready.
+    context.set_forkserver_preload(["__main__", PRELOAD])
+    return context
+
+
+PRELOAD = "memory_core.recall.index.rebuild_preload"
+"""The module the fork server imports before it forks a worker (see its docstring)."""
 
 
 Listed = tuple[list[ScopeKey], list[tuple[ScopeKey, Path]], dict[ScopeKey, tuple[FolderSeen, bool]]]
