@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import os
 import signal
 from collections import Counter
@@ -344,14 +345,29 @@ async def rebuild(
                 )
             )
 
+    def start_pool() -> list[concurrent.futures.Future[Prepared]]:
+        assert pool is not None
+        return [
+            pool.submit(prepare_group, workspace, groups[index], zone, below)
+            for index in range(min(ahead, len(groups)))
+        ]
+
     finished: set[int] = set()
     done = 0
+    starting: asyncio.Future[list[concurrent.futures.Future[Prepared]]] | None = None
     try:
-        for index in range(ahead):
-            submit(index)
+        if pool is not None:
+            # The first groups, submitted from a thread: the submit that starts the
+            # process's fork server waits for its preload (~0.4 s), beside the reset.
+            starting = asyncio.ensure_future(asyncio.to_thread(start_pool))
+        else:
+            for index in range(ahead):
+                submit(index)
         # The workers read and tokenize the first groups meanwhile.
         kept = await db.write(reset)
         await db.write(partial(fill_message_dates, zone=zone))
+        if starting is not None:
+            pending.extend(asyncio.wrap_future(future) for future in await starting)
         for number, group in enumerate(groups):
             rows, counts, seen = await pending.pop(0)
             submit(number + ahead)
@@ -373,6 +389,10 @@ async def rebuild(
             if progress:
                 progress(done, len(paths))
     finally:
+        if starting is not None and not starting.done():
+            starting.cancel()  # its futures, once made, are the pool's: cancelled below
+        elif starting is not None and not starting.cancelled():
+            starting.exception()  # retrieved: a failure before it was awaited is raised
         for future in pending:
             future.cancel()
         if pool is not None:
