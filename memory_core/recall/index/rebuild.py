@@ -191,14 +191,41 @@ def worker_start() -> BaseContext:
     if "forkserver" not in multiprocessing.get_all_start_methods():
         return multiprocessing.get_context("spawn")
     context = multiprocessing.get_context("forkserver")
-    # Read when the process's one fork server starts (its first rebuild): it loads the
-    # workers' code and dictionary once, and every worker of every rebuild forks ready.
-    context.set_forkserver_preload(["__main__", PRELOAD])
+    if preload_is_this_code():
+        # Read when the process's one fork server starts (its first rebuild): it loads
+        # the workers' code and dictionary once, and every worker of every rebuild forks
+        # ready.
+        context.set_forkserver_preload(["__main__", PRELOAD])
     return context
 
 
 PRELOAD = "memory_core.recall.index.rebuild_preload"
 """The module the fork server imports before it forks a worker (see its docstring)."""
+
+
+def preload_is_this_code() -> bool:
+    """Whether the fork server would preload this very code. Python 3.11's fork server
+    imports its preloads with an interpreter's own path (the working directory,
+    PYTHONPATH, site-packages), not this process's `sys.path`: a process that put
+    another checkout first (a bench, a script) would give its workers that other
+    `memory_core`. A worker that imports its code itself gets this process's path
+    first, so where the two could differ (found only by an import hook, such as an
+    editable install's; an interpreter run isolated) nothing is preloaded."""
+    import importlib.machinery
+    import site
+    import sys
+
+    if sys.flags.isolated or sys.flags.ignore_environment or sys.flags.safe_path:
+        return False
+    path = [os.getcwd(), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    path += site.getsitepackages()
+    if site.ENABLE_USER_SITE and not sys.flags.no_user_site:
+        path.append(site.getusersitepackages())
+    found = importlib.machinery.PathFinder.find_spec("memory_core", path)
+    if found is None or found.origin is None:
+        return False
+    here = Path(__file__).resolve().parents[2]  # memory_core/recall/index/rebuild.py
+    return Path(found.origin).resolve().parent == here
 
 
 Listed = tuple[list[ScopeKey], list[tuple[ScopeKey, Path]], dict[ScopeKey, tuple[FolderSeen, bool]]]
