@@ -1,7 +1,8 @@
-"""A rebuild's counters made in its workers (`rebuild.group_counts`, `writes.counted`):
-what the database thread writes from them is what counting the rows really written
-gives, whether every row of the group was new (the counts stand for the rows) or some
-replaced chunks already there (the rows are read back and counted, as before)."""
+"""A rebuild's counters made from a group's rows in hand (`rebuild.group_counts`,
+`writes.counted`): what the database thread writes from them is what counting the rows
+really written gives, whether every row of the group was new (the counts stand for the
+rows) or some replaced or met chunks already there (the rows are read back and counted,
+as before)."""
 
 from __future__ import annotations
 
@@ -47,12 +48,13 @@ async def recounted(core: MemoryCore, sid: int) -> tuple[list[tuple[str, int]], 
 
 async def test_a_new_groups_counts_are_its_rows_counts(core: MemoryCore) -> None:
     sid, paths = await main_files(core)
-    rows, counts, _ = rebuild.prepare_group(core.workspace, [(sid, p) for p in paths], UTC)
+    rows = rebuild.prepare_rows(core.workspace, [(sid, p) for p in paths], UTC)
+    counts = rebuild.group_counts(rows[1])
     assert set(counts) == {sid} and counts[sid][0] == len(rows[1]) > 0
 
     def write(conn: Connection) -> None:
         rebuild.reset(conn)
-        rebuild.write_rows(conn, rows, counts)
+        rebuild.write_rows(conn, rows)
 
     await database(core).write(write)
     written = await counters(core, sid)
@@ -66,16 +68,16 @@ async def test_a_group_over_chunks_already_there_is_counted_from_its_rows(
 ) -> None:
     """Written twice: the second write replaces the file's chunks ("replaced": deleted,
     then inserted again), or meets them (no file rows, "kept": as a chunk another writer
-    stored at once, every insert is a conflict), so the workers' counts do not stand
-    for what it changed."""
+    stored at once, every insert is a conflict), so the rows' counts do not stand for
+    what it changed."""
     sid, paths = await main_files(core)
-    rows, counts, _ = rebuild.prepare_group(core.workspace, [(sid, p) for p in paths], UTC)
+    rows = rebuild.prepare_rows(core.workspace, [(sid, p) for p in paths], UTC)
     again = rows if files == "replaced" else ([], rows[1])
 
     def write(conn: Connection) -> None:
         rebuild.reset(conn)
-        rebuild.write_rows(conn, rows, counts)
-        rebuild.write_rows(conn, again, counts)
+        rebuild.write_rows(conn, rows)
+        rebuild.write_rows(conn, again)
 
     await database(core).write(write)
     written = await counters(core, sid)

@@ -102,9 +102,7 @@ def fill_message_dates(raw: Connection, zone: tzinfo) -> int:
     return len(filled)
 
 
-def write_rows(
-    raw: Connection, rows: PreparedRows, counts: dict[int, Counted] | None = None
-) -> None:
+def write_rows(raw: Connection, rows: PreparedRows) -> None:
     """Store a group of prepared files (rebuild only): ids are assigned here, inside the
     write transaction, and the chunk rows (and FTS rows) are bound by `executemany`.
     Whatever chunks a file has by now (another process's reindex, a writer's sync since
@@ -113,9 +111,10 @@ def write_rows(
     written, so they stay exact beside another reindex (whose reset and term counts may
     come before or after this group). `finish_scope` counts the terms again.
 
-    `counts` (each scope's, made by the worker with the rows: `group_counts`) stand for
-    the rows when every one of them was inserted and none replaced, as after a reset
-    nearly always; otherwise the rows really written are read back and counted here."""
+    When every row was inserted and none replaced, as after a reset nearly always, the
+    counts are made from the rows in hand (`group_counts`); otherwise the rows really
+    written are read back and counted. (Made here rather than in the workers: they are
+    the busier side of a rebuild, and this thread waits for them.)"""
     files, chunks = rows
     kept = postings(raw)
     kept.hold_files(raw, [path for path, *_ in files])
@@ -127,12 +126,12 @@ def write_rows(
     inserted = raw.executemany(
         INSERT_CHUNK, [(chunk_id, *chunk) for chunk_id, chunk in zip(ids, chunks, strict=True)]
     ).rowcount
-    if counts is not None and not deleted and inserted == len(chunks):
+    if not deleted and inserted == len(chunks):
         kept.added(
             raw,
             [(chunk_id, chunk[0], chunk[9]) for chunk_id, chunk in zip(ids, chunks, strict=True)],
         )
-        for sid, scope_counts in counts.items():
+        for sid, scope_counts in group_counts(chunks).items():
             tally.counted(sid, scope_counts)
     else:
         scope_of = {chunk_id: chunk[0] for chunk_id, chunk in zip(ids, chunks, strict=True)}
@@ -145,8 +144,7 @@ def write_rows(
 
 
 def group_counts(chunks: Sequence[ChunkRow]) -> dict[int, Counted]:
-    """Each scope's counts of a group's chunk rows (`writes.counted`), made in the
-    worker that made the rows."""
+    """Each scope's counts of a group's chunk rows (`writes.counted`)."""
     by_scope: dict[int, list[str]] = {}
     for chunk in chunks:
         by_scope.setdefault(chunk[0], []).append(chunk[9])
@@ -263,9 +261,9 @@ def when_text(when: datetime) -> str:
     return format_when(when)
 
 
-Prepared = tuple[PreparedRows, dict[int, Counted], list[tuple[int, LongTermSeen]]]
-"""What a worker sends back for a group: its rows, each scope's counts of them, and the
-long-term files' summary parts."""
+Prepared = tuple[PreparedRows, list[tuple[int, LongTermSeen]]]
+"""What a worker sends back for a group: its rows and the long-term files' summary
+parts."""
 
 
 def prepare_rows(
@@ -283,10 +281,9 @@ def prepare_group(
 ) -> Prepared:
     """Worker-process entry point of a rebuild (module level, so it pickles): files read,
     chunked and tokenized into the very tuples the database takes, so the writing process
-    only unpickles plain tuples and hands them to `executemany`, with each scope's counts
-    of them (`group_counts`). With `archive_below`, each long-term file read as its store
-    reads it also gives its scope's summary part (scope id, what was seen), parsed once
-    for both."""
+    only unpickles plain tuples and hands them to `executemany`. With `archive_below`,
+    each long-term file read as its store reads it also gives its scope's summary part
+    (scope id, what was seen), parsed once for both."""
     files: list[FileRow] = []
     chunks: list[ChunkRow] = []
     seen: list[tuple[int, LongTermSeen]] = []
@@ -315,7 +312,7 @@ def prepare_group(
             )
             for piece, (chunk, tokens) in zip(numbers, item.chunks, strict=True)
         )
-    return (files, chunks), group_counts(chunks), seen
+    return (files, chunks), seen
 
 
 async def rebuild(
@@ -396,11 +393,11 @@ async def rebuild(
         if starting is not None:
             pending.extend(asyncio.wrap_future(future) for future in await starting)
         for number, group in enumerate(groups):
-            rows, counts, seen = await pending.pop(0)
+            rows, seen = await pending.pop(0)
             submit(number + ahead)
             if summaries is not None:
                 summaries.read.update(seen)
-            await db.write(partial(write_rows, rows=rows, counts=counts))
+            await db.write(partial(write_rows, rows=rows))
             total.files_indexed += len(rows[0])
             total.chunks_added += len(rows[1])
             done_now = []
