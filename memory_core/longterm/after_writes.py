@@ -56,7 +56,7 @@ class AfterWrites:
         # Read before any await: the next write of the scope replaces the record.
         written = self.files.last_write.get(scope)
         if written is not None:
-            await self.kept.keep(scope, kept_forgotten(written.before, decayed, when))
+            await self.kept.keep(scope, kept_forgotten(written.before.entries, decayed, when))
         for capture in applied:
             await self.record(scope, capture.changes, capture.source, capture.when)
         await self.record(scope, decayed, applied[-1].source if applied else "capture", when)

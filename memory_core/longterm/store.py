@@ -283,7 +283,7 @@ class WriteRecord:
     """What the last write of a scope replaced and produced: enough for the index to update
     only the entries that changed, and to know whether it was in step with the old file."""
 
-    before: list[MemoryEntry]
+    before: ParsedMemory
     after: ParsedMemory
     before_stamp: Stamp | None
     after_stamp: Stamp | None
@@ -417,7 +417,7 @@ class LongTermStore:
                 self._apply, scope, change, now, quarantine
             )
             self.last_write[scope] = WriteRecord(
-                before=before.parsed.entries,
+                before=ParsedMemory(before.parsed.entries, lines=before.parsed.lines),
                 after=after.parsed,
                 before_stamp=before.stamp,
                 after_stamp=after.stamp,

@@ -35,6 +35,7 @@ __all__ = [
     "asks_for_several",
     "build_query",
     "classify_query",
+    "warm_up",
 ]
 
 TIME_WORD_WEIGHT = 0.3
@@ -231,3 +232,19 @@ def as_query(query: str | Sequence[str] | Query, today: date) -> Query:
         return build_query(query, today=today)
     text = bounded(" ".join(query))
     return Query(text=text, terms=dict.fromkeys(tokenize(text), 1.0))
+
+
+WARM_QUESTIONS = (
+    "上周五我们说了哪些关于公路旅行的事？",
+    "What did Anna say about the road trip last week, and who came?",
+)
+"""One question of each script, read by `warm_up`: time words, templates, answer kinds,
+several answers and compounds all compile or load on their first question."""
+
+
+def warm_up() -> None:
+    """Read a question of each script now (blocking: a worker thread's), so a serving
+    process's first question does not compile the rules of reading one (~20 ms of
+    patterns) nor load the compound list."""
+    for question in WARM_QUESTIONS:
+        build_query(question, today=date(2000, 1, 1))

@@ -445,6 +445,37 @@ migration(
 )
 
 
+LONG_TERM_BY_ENTRY = """
+    DROP INDEX chunks_one_per_line;
+    UPDATE chunks SET piece = (
+        SELECT COUNT(*) FROM chunks AS d WHERE d.scope_id = chunks.scope_id
+        AND d.path = chunks.path AND d.ref = chunks.ref AND d.kind = 'long_term'
+        AND d.id < chunks.id
+    ) WHERE kind = 'long_term' AND (scope_id, path, ref) IN (
+        SELECT scope_id, path, ref FROM chunks WHERE kind = 'long_term'
+        GROUP BY scope_id, path, ref HAVING COUNT(*) > 1
+    );
+    UPDATE files SET mtime_ns = 0, size = -1, hash = ''
+        WHERE path IN (SELECT path FROM chunks WHERE kind = 'long_term' AND piece > 0);
+    CREATE UNIQUE INDEX chunks_one_per_line ON chunks (scope_id, path, line_from, piece)
+        WHERE kind <> 'long_term';
+    CREATE UNIQUE INDEX chunks_one_per_entry ON chunks (scope_id, path, ref, piece)
+        WHERE kind = 'long_term';
+"""
+"""A long-term chunk is one per entry (its ref), not one per line: a write of a 100 000-entry
+file moves tens of thousands of chunks to new lines, and a line in a unique index made
+each move two row writes and four index changes (parked off the line, then placed); now
+it is one row write, no index. Chunks of other files stay one per (line, piece). Doubled
+entries (none should be) are numbered apart and their files read again at the next sync,
+which replaces their chunks."""
+
+migration(
+    "m017_long_term_by_entry",
+    # Long-term chunks keyed by their entry; their lines move without touching an index.
+    LONG_TERM_BY_ENTRY,
+)
+
+
 JOURNAL_MIGRATIONS: list[Migration] = [
     (
         "m001_captures",

@@ -1,5 +1,5 @@
 """The index's bookkeeping holds under any interleaving of writers: one chunk row per
-(path, line, piece), enforced by the schema; the scopes' counters follow the rows really
+(path, line, piece), of a long-term file per (path, entry, piece), enforced by the schema; the scopes' counters follow the rows really
 written; ranking is defined for any statistics."""
 
 from __future__ import annotations
@@ -127,8 +127,10 @@ async def test_an_index_with_doubled_rows_is_repaired_when_opened(config: Config
         sqlite = config.storage.backend == "sqlite"
         statements: list[tuple[str, tuple[object, ...]]] = [
             ("DROP INDEX chunks_one_per_line", ()),
+            ("DROP INDEX chunks_one_per_entry", ()),
             ("ALTER TABLE chunks DROP COLUMN piece", ()),
             ("DELETE FROM _migrations WHERE name LIKE '%one_chunk_per_line'", ()),
+            ("DELETE FROM _migrations WHERE name LIKE '%long_term_by_entry'", ()),
             (
                 "INSERT INTO chunks (id, scope_id, path, line_from, line_to, kind, created_at,"
                 " ref, hidden, text, tokens) SELECT id + 1000, scope_id, path, line_from,"

@@ -80,27 +80,34 @@ async def test_a_running_bot_embeds_what_a_command_wrote_at_its_next_write(
         assert [h.text for h in hits] == [HOME]  # by its vector alone
 
 
-async def test_only_a_serving_core_imports_the_ranking_ahead_of_its_first_search(
+async def test_a_serving_open_makes_the_first_search_ready_before_it_returns(
     config: Config, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The ranking's numpy, which a first search would import (a tenth of a second), and
-    the main scope's entities for query expansion are made ready in the background by a
-    serving core's open; a command's core leaves them to the search that needs them."""
+    """The ranking's numpy and the rules of reading a question, which a first search would
+    load (a tenth of a second and ~20 ms), and the main scope's entities for query
+    expansion are ready when a serving core's open returns, so its first search costs
+    what a later one does; a command's core leaves them to the search that needs them."""
     from memory_core.longterm.long_term import LongTermMemory
+    from memory_core.recall import query
     from memory_core.recall.index import topk
 
     warmed: list[str] = []
     monkeypatch.setattr(topk, "warm_up", lambda: warmed.append("numpy"))
     entities = LongTermMemory.entities
+    build_query = query.build_query
+
+    def read_question(question: str, **kwargs: object) -> object:
+        warmed.append(f"question {query.WARM_QUESTIONS.index(question)}")
+        return build_query(question, **kwargs)
 
     async def read(self: LongTermMemory, scope: ScopeKey) -> list[Entity]:
         warmed.append(f"entities of {scope.value}")
         return await entities(self, scope)
 
     monkeypatch.setattr(LongTermMemory, "entities", read)
+    monkeypatch.setattr(query, "build_query", read_question)
     async with MemoryCore.open(config, clock=clock, serving=False):
         pass
     assert warmed == []
     async with MemoryCore.open(config, clock=clock):
-        pass  # its close waits for what it started
-    assert warmed == ["numpy", f"entities of {MAIN.value}"]
+        assert warmed == ["numpy", "question 0", "question 1", f"entities of {MAIN.value}"]

@@ -128,6 +128,12 @@ def by_ids(
     ).fetchall()
 
 
+BY_LINE = "kind <> 'long_term'"
+"""The condition of the index of chunks by line (`chunks_one_per_line`): a lookup by line
+names it, or SQLite cannot use that index. Neutral in results: a path holds one kind,
+and these paths (conversations) hold no long-term chunks, which are keyed by entry."""
+
+
 def neighbours(
     conn: Connection, sid: int, anchors: list[tuple[int, str, int]], reach: int
 ) -> list[tuple[int, int, Any]]:
@@ -136,11 +142,11 @@ def neighbours(
     out: list[tuple[int, int, Any]] = []
     before = (
         f"SELECT {CANDIDATE_COLUMNS} FROM chunks AS c WHERE c.scope_id = ? AND c.path = ?"
-        " AND c.line_from < ? AND c.hidden = 0 ORDER BY c.line_from DESC LIMIT ?"
+        f" AND {BY_LINE} AND c.line_from < ? AND c.hidden = 0 ORDER BY c.line_from DESC LIMIT ?"
     )
     after = (
         f"SELECT {CANDIDATE_COLUMNS} FROM chunks AS c WHERE c.scope_id = ? AND c.path = ?"
-        " AND c.line_from > ? AND c.hidden = 0 ORDER BY c.line_from LIMIT ?"
+        f" AND {BY_LINE} AND c.line_from > ? AND c.hidden = 0 ORDER BY c.line_from LIMIT ?"
     )
     for anchor, path, line in anchors:
         for sql in (before, after):
@@ -154,7 +160,7 @@ def session_messages(
 ) -> list[tuple[int, str]]:
     rows = conn.execute(
         "SELECT line_from, text FROM chunks WHERE scope_id = ? AND path = ? AND kind = 'message'"
-        " AND line_from >= ? ORDER BY line_from LIMIT ?",
+        f" AND {BY_LINE} AND line_from >= ? ORDER BY line_from LIMIT ?",
         (sid, f"sessions/{session_id}", first_id, count),
     ).fetchall()
     return [(int(r[0]), str(r[1])) for r in rows]
@@ -166,9 +172,10 @@ def message_context(
     path = f"sessions/{session_id}"
     rows = conn.execute(
         "SELECT line_from, text FROM (SELECT line_from, text FROM chunks WHERE scope_id = ?"
-        " AND path = ? AND kind = 'message' AND line_from < ? ORDER BY line_from DESC"
-        " LIMIT ?) AS earlier UNION ALL SELECT line_from, text FROM (SELECT line_from, text"
-        " FROM chunks WHERE scope_id = ? AND path = ? AND kind = 'message' AND line_from >= ?"
+        f" AND path = ? AND kind = 'message' AND {BY_LINE} AND line_from < ?"
+        " ORDER BY line_from DESC LIMIT ?) AS earlier UNION ALL SELECT line_from, text FROM"
+        " (SELECT line_from, text FROM chunks WHERE scope_id = ? AND path = ?"
+        f" AND kind = 'message' AND {BY_LINE} AND line_from >= ?"
         " ORDER BY line_from LIMIT ?) AS later ORDER BY line_from",
         (sid, path, message_id, before, sid, path, message_id, after + 1),
     ).fetchall()

@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, tzinfo
 from functools import partial
 
+import memory_core.recall.index.line_moves as line_moves
 import memory_core.recall.index.long_term_difference as difference
 import memory_core.recall.index.rebuild as rebuilding
 import memory_core.recall.index.retokenize as retokenize
@@ -324,11 +325,13 @@ class SearchIndex:
         """
         after = record.after
 
-        def compare() -> tuple[list[str], list[tuple[Chunk, str]]]:
-            stale, fresh = difference.between_versions(record.before, after.entries)
-            return stale, difference.prepared(fresh, after.lines)
+        def compare() -> tuple[list[str], list[tuple[Chunk, str]], line_moves.Kept | None]:
+            before = record.before
+            stale, fresh = difference.between_versions(before.entries, after.entries)
+            kept = line_moves.kept_lines(before.entries, before.lines, stale)
+            return stale, difference.prepared(fresh, after.lines), kept
 
-        stale, prepared = await asyncio.to_thread(compare)
+        stale, prepared, kept = await asyncio.to_thread(compare)
         async with self._lock(scope):
             sid = await self._sid(scope)
             known = await self._db.read(lambda conn: reads.file_stamp(conn, relative_path))
@@ -348,6 +351,7 @@ class SearchIndex:
                             record.after.lines,
                             stamp[:2],
                             held_stamp=known,
+                            kept=kept,
                         )
                     )
                 except (writes.StaleDifference, DatabaseConflict):

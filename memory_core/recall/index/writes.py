@@ -15,9 +15,10 @@ from memory_core.base.chunks import Chunk, ChunkKind
 from memory_core.base.clock import format_when
 from memory_core.base.sql import Connection
 from memory_core.base.turn_dates import encode_days
+from memory_core.recall.index.line_moves import RANGED_RUNS, shift_runs
 from memory_core.recall.index.model import PreparedFile, SyncStats
 from memory_core.recall.index.postings import postings
-from memory_core.recall.index.search import held_chunks
+from memory_core.recall.index.search import BY_LINE, held_chunks
 
 UPSERT_FILE = (
     "INSERT INTO files (path, scope_id, mtime_ns, size, hash, kind) VALUES (?, ?, ?, ?, ?, ?)"
@@ -125,10 +126,11 @@ class Tally:
 INSERT_CHUNK = (
     "INSERT INTO chunks (id, scope_id, path, line_from, line_to, piece, kind, created_at, ref,"
     " text, tokens, dates) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-    " ON CONFLICT (scope_id, path, line_from, piece) DO NOTHING"
+    " ON CONFLICT DO NOTHING"
 )
-"""One chunk per (scope, path, line, piece), enforced by the schema (`chunks_one_per_line`):
-a chunk another writer stored first (two reindexes at once) is left as it is, not doubled."""
+"""One chunk per (scope, path, line, piece), and of a long-term file one per (entry, piece),
+enforced by the schema (`chunks_one_per_line`, `chunks_one_per_entry`): a chunk another
+writer stored first (two reindexes at once) is left as it is, not doubled."""
 
 
 def pieces(line_froms: Iterable[int]) -> list[int]:
@@ -415,7 +417,7 @@ def remove_messages(conn: Connection, sid: int, message_ids: Sequence[int]) -> N
         part = list(message_ids[start : start + 500])
         rows += conn.execute(
             f"SELECT id, tokens FROM chunks WHERE scope_id = ? AND kind = 'message'"
-            f" AND line_from IN ({','.join('?' * len(part))})",
+            f" AND {BY_LINE} AND line_from IN ({','.join('?' * len(part))})",
             (sid, *part),
         ).fetchall()
     delete_rows(conn, sid, rows)
@@ -439,6 +441,7 @@ def apply_long_term(
     *,
     held: Mapping[str, tuple[str, str]] | None = None,
     held_stamp: tuple[int, int] | None = None,
+    kept: Sequence[tuple[str, int, int]] | None = None,
 ) -> None:
     """One long-term write by difference: chunks of removed and edited entries out, of
     added and edited ones in, every other entry moved to its new lines, the file row
@@ -448,7 +451,9 @@ def apply_long_term(
     The difference was computed from a read made before this transaction: `held` (ref →
     (text, created_at) of the file's chunks) or `held_stamp` (the file row's stamp) is
     what that read saw, checked again once the file is held; if another writer changed
-    it meanwhile, `StaleDifference` (nothing written)."""
+    it meanwhile, `StaleDifference` (nothing written). `kept` is (ref, line_from, line_to)
+    of the chunks that stay, when the caller knows them (the version a write replaced);
+    otherwise they are read."""
     postings(conn).hold_files(conn, [path])
     if held is not None and held_chunks(conn, sid, path) != held:
         raise StaleDifference(path)
@@ -465,21 +470,61 @@ def apply_long_term(
             (sid, path, *part),
         ).fetchall()
         delete_rows(conn, sid, old, tally)
-    placed = conn.execute(
-        "SELECT id, ref, line_from, line_to FROM chunks WHERE scope_id = ? AND path = ?",
-        (sid, path),
-    ).fetchall()
-    moves = [
-        (*lines[str(ref)], chunk_id)
-        for chunk_id, ref, line_from, line_to in placed
-        if str(ref) in lines and lines[str(ref)] != (line_from, line_to)
-    ]
-    # One chunk per line holds at every row: the moving chunks are parked on lines no
-    # file has (their negated ids) while the new ones take their lines.
-    if moves:
-        conn.executemany("UPDATE chunks SET line_from = -id WHERE id = ?", [(m[2],) for m in moves])
+    move_kept(conn, sid, path, kept, lines)
     insert_chunks(conn, sid, path, ChunkKind.LONG_TERM, fresh, tally)
-    if moves:
-        conn.executemany("UPDATE chunks SET line_from = ?, line_to = ? WHERE id = ?", moves)
     tally.apply(conn)
     conn.execute(UPSERT_FILE, (path, sid, *stamp, digest, ChunkKind.LONG_TERM.value))
+
+
+def move_kept(
+    conn: Connection,
+    sid: int,
+    path: str,
+    kept: Sequence[tuple[str, int, int]] | None,
+    lines: Mapping[str, tuple[int, int]],
+) -> None:
+    """The long-term chunks a write keeps, moved to their new `lines` before any new
+    chunk is stored (each row moves once, from its old lines). A long-term chunk is
+    keyed by its entry, not its line (`chunks_one_per_entry`), so a move is one row
+    write and no index change: few long runs (an entry added above the rest) in one
+    statement, many short ones (a re-sort by score) row by row."""
+    if kept is None:
+        moves = [
+            (*lines[str(ref)], int(chunk_id))
+            for chunk_id, ref, line_from, line_to in conn.execute(
+                "SELECT id, ref, line_from, line_to FROM chunks WHERE scope_id = ? AND path = ?",
+                (sid, path),
+            )
+            if str(ref) in lines and lines[str(ref)] != (int(line_from), int(line_to))
+        ]
+        if moves:
+            conn.executemany("UPDATE chunks SET line_from = ?, line_to = ? WHERE id = ?", moves)
+        return
+    runs = shift_runs(kept, lines, most=RANGED_RUNS)
+    if runs == []:
+        return
+    if runs is not None:
+        cases = " ".join(["WHEN line_from BETWEEN ? AND ? THEN ?"] * len(runs))
+        within = " OR ".join(["line_from BETWEEN ? AND ?"] * len(runs))
+        conn.execute(
+            f"UPDATE chunks SET line_from = line_from + CASE {cases} END,"
+            f" line_to = line_to + CASE {cases} END"
+            f" WHERE scope_id = ? AND path = ? AND kind = 'long_term' AND ({within})",
+            [
+                *(v for r in runs for v in (r.first, r.last, r.by_from)),
+                *(v for r in runs for v in (r.first, r.last, r.by_to)),
+                sid,
+                path,
+                *(v for r in runs for v in (r.first, r.last)),
+            ],
+        )
+        return
+    conn.executemany(
+        "UPDATE chunks SET line_from = ?, line_to = ?"
+        " WHERE scope_id = ? AND path = ? AND kind = 'long_term' AND ref = ?",
+        [
+            (*lines[ref], sid, path, ref)
+            for ref, line_from, line_to in kept
+            if ref in lines and lines[ref] != (line_from, line_to)
+        ],
+    )

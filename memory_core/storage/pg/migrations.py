@@ -23,6 +23,7 @@ from memory_core.storage.migrations import (
     DELIVERY_OWNERS,
     FEWER_CHUNK_INDEXES,
     INDEX_META,
+    LONG_TERM_BY_ENTRY,
     PIECES,
     SPEAKER_IDS,
     VECTOR_SCOPES_MOVED,
@@ -360,6 +361,14 @@ migration(
     "m019_fewer_chunk_indexes",
     # As SQLite's m016 (memory_core/storage/migrations.py): one index of a chunk's line.
     FEWER_CHUNK_INDEXES,
+)
+
+migration(
+    "m020_long_term_by_entry",
+    # As SQLite's m017 (memory_core/storage/migrations.py): a long-term chunk is one per
+    # entry; its lines move by one row write (no HOT update here: the line is still a
+    # column of the other kinds' unique index, so every index gains an entry).
+    LONG_TERM_BY_ENTRY,
 )
 
 

@@ -47,7 +47,7 @@ past the cut are still found by BM25. Cut in SQL, so surveys never read the rest
 EMBED_TEXT = (
     "CASE WHEN c.kind IN ('message', 'archive_raw') THEN COALESCE((SELECT"
     f" substr(p.text, 1, {EMBED_CHARS}) || '\n' FROM chunks AS p"
-    " WHERE p.scope_id = c.scope_id AND p.path = c.path"
+    " WHERE p.scope_id = c.scope_id AND p.path = c.path AND p.kind <> 'long_term'"
     " AND p.line_from < c.line_from ORDER BY p.line_from DESC LIMIT 1), '')"
     f" || substr(c.text, 1, {EMBED_CHARS}) ELSE substr(c.text, 1, {EMBED_CHARS}) END"
 )
