@@ -215,8 +215,12 @@ def preload_is_this_code() -> bool:
 
     if sys.flags.isolated or sys.flags.ignore_environment or sys.flags.safe_path:
         return False
-    path = [os.getcwd(), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
-    path += site.getsitepackages()
+    try:
+        cwd = os.getcwd()
+    except OSError:  # the working directory is gone: the fork server would find none
+        return False
+    path = [cwd, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    path += getattr(site, "getsitepackages", list)()
     if site.ENABLE_USER_SITE and not sys.flags.no_user_site:
         path.append(site.getusersitepackages())
     found = importlib.machinery.PathFinder.find_spec("memory_core", path)
