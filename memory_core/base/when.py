@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import calendar
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta, tzinfo
 
@@ -377,8 +378,8 @@ _DAY_WORDS = (
 _GATES: dict[str, frozenset[str]] = {
     kind: frozenset(words)
     for kind, words in {
-        "iso": ("0",),
-        "iso_month": ("0",),
+        "iso": ("0-",),
+        "iso_month": ("0-",),
         "zh_ymd": ("月",),
         "zh_md": ("月",),
         "zh_month": ("月",),
@@ -390,9 +391,9 @@ _GATES: dict[str, frozenset[str]] = {
         "zh_month_rel": ("月",),
         "zh_span": ("天", "周", "期", "拜", "月"),
         "zh_day": ("天", "才", "近", "阵", "段", "晚", "夜", "早"),
-        "en_day_month": ("0",),
+        "en_day_month": ("0m",),
         "en_month": tuple(_MONTHS_EN),
-        "en_year": ("0",),
+        "en_year": ("019",),
         "en_ago": ("ago",),
         "en_span": ("last", "past"),
         "en_weekday": tuple(_WEEKDAYS_EN),
@@ -409,18 +410,32 @@ _GATES: dict[str, frozenset[str]] = {
     }.items()
 }
 """What a text must hold for a pattern to be worth running: a Han character, a whole
-latin word (casefolded), or "0" for any digit. Most texts name no time, and thirty
-regular expressions cost 80 µs where these tests cost a few."""
+latin word (casefolded), or a digit with what its pattern needs beside it ("0-": a "-",
+"019": "19" or "20", "0m": a month's name). Most texts name no time, and thirty regular
+expressions cost 80 µs where these tests cost a few; half of a chat's texts hold a digit
+(a time, an amount), and the four patterns of numbered dates ran on each of them."""
 _GATE_HAN = frozenset(w for gate in _GATES.values() for w in gate if not w.isascii())
 _GATE_LATIN = frozenset(w for gate in _GATES.values() for w in gate if w.isalpha() and w.isascii())
+_FOLDS_TO_LATIN = "\u0130\u0131\u017f\u212a"
+"""The letters an IGNORECASE pattern matches to a latin one that casefolding does not
+make one ("İ", "ı", "ſ", "K"): a month's name holding one ("APRİL") is not found among
+the casefolded words, so a text holding one may name a month."""
 
 
 def _gate_keys(text: str) -> set[str]:
     """The gate words `text` holds (see `_GATES`)."""
     present = {ch for ch in _GATE_HAN if ch in text}
-    present.update(_GATE_LATIN.intersection(_LATIN_WORD.findall(text.casefold())))
+    latin = _GATE_LATIN.intersection(_LATIN_WORD.findall(text.casefold()))
+    present.update(latin)
     if _DIGIT.search(text) is not None:
-        present.add("0")
+        # Each a literal its pattern cannot match without: `iso`'s "-", `en_year`'s
+        # "19"/"20", `en_day_month`'s month.
+        if "-" in text:
+            present.add("0-")
+        if "19" in text or "20" in text:
+            present.add("019")
+        if not latin.isdisjoint(_MONTHS_EN) or any(ch in text for ch in _FOLDS_TO_LATIN):
+            present.add("0m")
     return present
 
 
@@ -480,6 +495,23 @@ class Mention:
     span: tuple[int, int]
 
 
+_ORDER = tuple(_PATTERNS)
+_AHEAD_ORDER = (*_AHEAD_PATTERNS, *_PATTERNS)
+
+
+def _opened(order: Sequence[tuple[str, LazyPattern]]) -> dict[str, tuple[int, ...]]:
+    """Gate key -> the places in `order` of the patterns it opens (`_GATES`)."""
+    opens: dict[str, list[int]] = {}
+    for place, (kind, _) in enumerate(order):
+        for key in _GATES[kind]:
+            opens.setdefault(key, []).append(place)
+    return {key: tuple(places) for key, places in opens.items()}
+
+
+_OPENS = _opened(_ORDER)
+_OPENS_AHEAD = _opened(_AHEAD_ORDER)
+
+
 def time_mentions(text: str, today: date, *, ahead: bool = False) -> list[Mention]:
     """Every time expression of the text, resolved against `today`, in the order the
     patterns read them (a span read once is not read again by a later pattern).
@@ -488,13 +520,15 @@ def time_mentions(text: str, today: date, *, ahead: bool = False) -> list[Mentio
     speaks of plans as often as of the past, while a question asks about the past."""
     found: list[Mention] = []
     taken: list[tuple[int, int]] = []
-    patterns = [*_AHEAD_PATTERNS, *_PATTERNS] if ahead else _PATTERNS
     present = _gate_keys(text)
     if not present:
         return found
-    for kind, pattern in patterns:
-        if present.isdisjoint(_GATES[kind]):
-            continue
+    opens = _OPENS_AHEAD if ahead else _OPENS
+    # The patterns some present key opens, in the patterns' order.
+    places = {place for key in present for place in opens.get(key, ())}
+    patterns = _AHEAD_ORDER if ahead else _ORDER
+    for place in sorted(places):
+        kind, pattern = patterns[place]
         for m in pattern.finditer(text):
             span = m.span()
             if any(span[0] < end and start < span[1] for start, end in taken):

@@ -159,3 +159,11 @@ def test_the_helper_modules_import(tmp_path: Path) -> None:
     names = ", ".join(sorted(HELPERS))
     code = f"import sys; sys.path.insert(0, {str(BENCH)!r}); import {names}"
     _run([sys.executable, "-c", code], tmp_path)
+
+
+def test_recall_bench_times_the_reindex_alone(tmp_path: Path) -> None:
+    """`--only reindex`: the reindex rows, and no other part of the bench (no queries)."""
+    argv = [sys.executable, str(BENCH / "recall_bench.py"), "--quick", "--only", "reindex"]
+    out = _run(argv, tmp_path)
+    assert "full reindex (MemoryCore.reindex" in out, out[-3000:]
+    assert "queries on" not in out and "bulk-inserting" not in out, out[-3000:]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import os
 import signal
 from collections import Counter
@@ -32,7 +33,9 @@ from memory_core.recall.index.summaries import (
 from memory_core.recall.index.writes import (
     INSERT_CHUNK,
     UPSERT_FILE,
+    Counted,
     Tally,
+    counted,
     dates_text,
     delete_path,
     pieces,
@@ -106,24 +109,46 @@ def write_rows(raw: Connection, rows: PreparedRows) -> None:
     the reset) are replaced, and a chunk another writer stores at once is not doubled
     (`INSERT_CHUNK`); counters, document frequencies too, follow the rows really
     written, so they stay exact beside another reindex (whose reset and term counts may
-    come before or after this group). `finish_scope` counts the terms again."""
+    come before or after this group). `finish_scope` counts the terms again.
+
+    When every row was inserted and none replaced, as after a reset nearly always, the
+    counts are made from the rows in hand (`group_counts`); otherwise the rows really
+    written are read back and counted. (Made here rather than in the workers: they are
+    the busier side of a rebuild, and this thread waits for them.)"""
     files, chunks = rows
     kept = postings(raw)
     kept.hold_files(raw, [path for path, *_ in files])
     tally = Tally()
+    deleted = 0
     for path, sid, *_stamp in files:
-        delete_path(raw, sid, path, tally)
+        deleted += delete_path(raw, sid, path, tally)
     ids = kept.new_ids(raw, len(chunks))
-    raw.executemany(
+    inserted = raw.executemany(
         INSERT_CHUNK, [(chunk_id, *chunk) for chunk_id, chunk in zip(ids, chunks, strict=True)]
-    )
-    scope_of = {chunk_id: chunk[0] for chunk_id, chunk in zip(ids, chunks, strict=True)}
-    added = stored(raw, ids)
-    kept.added(raw, [(chunk_id, scope_of[chunk_id], tokens) for chunk_id, tokens in added])
-    for chunk_id, tokens in added:
-        tally.added(scope_of[chunk_id], (tokens,))
+    ).rowcount
+    if not deleted and inserted == len(chunks):
+        kept.added(
+            raw,
+            [(chunk_id, chunk[0], chunk[9]) for chunk_id, chunk in zip(ids, chunks, strict=True)],
+        )
+        for sid, scope_counts in group_counts(chunks).items():
+            tally.counted(sid, scope_counts)
+    else:
+        scope_of = {chunk_id: chunk[0] for chunk_id, chunk in zip(ids, chunks, strict=True)}
+        added = stored(raw, ids)
+        kept.added(raw, [(chunk_id, scope_of[chunk_id], tokens) for chunk_id, tokens in added])
+        for chunk_id, tokens in added:
+            tally.added(scope_of[chunk_id], (tokens,))
     tally.apply(raw)
     raw.executemany(UPSERT_FILE, files)
+
+
+def group_counts(chunks: Sequence[ChunkRow]) -> dict[int, Counted]:
+    """Each scope's counts of a group's chunk rows (`writes.counted`)."""
+    by_scope: dict[int, list[str]] = {}
+    for chunk in chunks:
+        by_scope.setdefault(chunk[0], []).append(chunk[9])
+    return {sid: counted(tokens) for sid, tokens in by_scope.items()}
 
 
 def finish_scope(raw: Connection, sid: int) -> None:
@@ -154,13 +179,55 @@ def ignore_interrupts() -> None:
 def worker_start() -> BaseContext:
     """How the tokenizing workers start: from a fork server (or a fresh interpreter),
     never by forking this process, whose other threads may hold locks a fork copies
-    held (a vector backfill's BLAS threads: the fork would wait for them forever)."""
+    held (a vector backfill's BLAS threads: the fork would wait for them forever). The
+    fork server is single-threaded and holds the workers' code and dictionary already
+    (`PRELOAD`)."""
     # Imported here, with the pool below: only a rebuild of many files starts workers,
     # and multiprocessing's modules cost every command's start ~4 ms.
     import multiprocessing
 
-    methods = multiprocessing.get_all_start_methods()
-    return multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context("forkserver")
+    if preload_is_this_code():
+        # Read when the process's one fork server starts (its first rebuild): it loads
+        # the workers' code and dictionary once, and every worker of every rebuild forks
+        # ready.
+        context.set_forkserver_preload(["__main__", PRELOAD])
+    return context
+
+
+PRELOAD = "memory_core.recall.index.rebuild_preload"
+"""The module the fork server imports before it forks a worker (see its docstring)."""
+
+
+def preload_is_this_code() -> bool:
+    """Whether the fork server would preload this very code. Python 3.11's fork server
+    imports its preloads with an interpreter's own path (the working directory,
+    PYTHONPATH, site-packages), not this process's `sys.path`: a process that put
+    another checkout first (a bench, a script) would give its workers that other
+    `memory_core`. A worker that imports its code itself gets this process's path
+    first, so where the two could differ (found only by an import hook, such as an
+    editable install's; an interpreter run isolated) nothing is preloaded."""
+    import importlib.machinery
+    import site
+    import sys
+
+    if sys.flags.isolated or sys.flags.ignore_environment or sys.flags.safe_path:
+        return False
+    try:
+        cwd = os.getcwd()
+    except OSError:  # the working directory is gone: the fork server would find none
+        return False
+    path = [cwd, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    path += getattr(site, "getsitepackages", list)()
+    if site.ENABLE_USER_SITE and not sys.flags.no_user_site:
+        path.append(site.getusersitepackages())
+    found = importlib.machinery.PathFinder.find_spec("memory_core", path)
+    if found is None or found.origin is None:
+        return False
+    here = Path(__file__).resolve().parents[2]  # memory_core/recall/index/rebuild.py
+    return Path(found.origin).resolve().parent == here
 
 
 Listed = tuple[list[ScopeKey], list[tuple[ScopeKey, Path]], dict[ScopeKey, tuple[FolderSeen, bool]]]
@@ -198,6 +265,11 @@ def when_text(when: datetime) -> str:
     return format_when(when)
 
 
+Prepared = tuple[PreparedRows, list[tuple[int, LongTermSeen]]]
+"""What a worker sends back for a group: its rows and the long-term files' summary
+parts."""
+
+
 def prepare_rows(
     workspace: Workspace, group: Sequence[tuple[int, Path]], zone: tzinfo
 ) -> PreparedRows:
@@ -210,7 +282,7 @@ def prepare_group(
     group: Sequence[tuple[int, Path]],
     zone: tzinfo,
     archive_below: float | None = None,
-) -> tuple[PreparedRows, list[tuple[int, LongTermSeen]]]:
+) -> Prepared:
     """Worker-process entry point of a rebuild (module level, so it pickles): files read,
     chunked and tokenized into the very tuples the database takes, so the writing process
     only unpickles plain tuples and hands them to `executemany`. With `archive_below`,
@@ -284,7 +356,7 @@ async def rebuild(
         else None
     )
     ahead = max(workers, 1) + 1
-    pending: list[asyncio.Future[tuple[PreparedRows, list[tuple[int, LongTermSeen]]]]] = []
+    pending: list[asyncio.Future[Prepared]] = []
     below = summaries.archive_below if summaries is not None else None
 
     def submit(index: int) -> None:
@@ -301,14 +373,29 @@ async def rebuild(
                 )
             )
 
+    def start_pool() -> list[concurrent.futures.Future[Prepared]]:
+        assert pool is not None
+        return [
+            pool.submit(prepare_group, workspace, groups[index], zone, below)
+            for index in range(min(ahead, len(groups)))
+        ]
+
     finished: set[int] = set()
     done = 0
+    starting: asyncio.Future[list[concurrent.futures.Future[Prepared]]] | None = None
     try:
-        for index in range(ahead):
-            submit(index)
+        if pool is not None:
+            # The first groups, submitted from a thread: the submit that starts the
+            # process's fork server waits for its preload (~0.4 s), beside the reset.
+            starting = asyncio.ensure_future(asyncio.to_thread(start_pool))
+        else:
+            for index in range(ahead):
+                submit(index)
         # The workers read and tokenize the first groups meanwhile.
         kept = await db.write(reset)
         await db.write(partial(fill_message_dates, zone=zone))
+        if starting is not None:
+            pending.extend(asyncio.wrap_future(future) for future in await starting)
         for number, group in enumerate(groups):
             rows, seen = await pending.pop(0)
             submit(number + ahead)
@@ -330,6 +417,10 @@ async def rebuild(
             if progress:
                 progress(done, len(paths))
     finally:
+        if starting is not None and not starting.done():
+            starting.cancel()  # its futures, once made, are the pool's: cancelled below
+        elif starting is not None and not starting.cancelled():
+            starting.exception()  # retrieved: a failure before it was awaited is raised
         for future in pending:
             future.cancel()
         if pool is not None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
+from itertools import chain
 
 from memory_core.base.chunks import Chunk, ChunkKind
 from memory_core.base.clock import format_when
@@ -26,18 +27,39 @@ UPSERT_FILE = (
 )
 
 
+Counted = tuple[int, int, list[tuple[str, int]]]
+"""What rows added to one scope count: (rows, words, (term, documents) sorted by term,
+each term of them once), as `counted` makes it from their tokens."""
+
+
+def counted(token_texts: Iterable[str]) -> Counted:
+    """The counts `Tally.apply` makes of rows added, made from their tokens wherever the
+    rows are made (a rebuild's worker processes), so the database thread only writes
+    them."""
+    texts = list(token_texts)
+    words = sum(token_count(tokens) for tokens in texts)
+    # Each text's distinct terms, counted in C (no Python step per term).
+    df = Counter(chain.from_iterable(map(set, map(str.split, texts))))
+    return len(texts), words, sorted(df.items())
+
+
+def _upsert_df(raw: Connection, rows: Sequence[tuple[int, str, int]]) -> None:
+    """(scope id, term, documents gained or lost) added to the scope's counts; in one
+    order: two writers of a shared PostgreSQL lock the rows they upsert, and the same
+    order for both means neither waits for the other in a circle."""
+    raw.executemany(
+        "INSERT INTO terms (scope_id, term, df) VALUES (?, ?, ?)"
+        " ON CONFLICT (scope_id, term) DO UPDATE SET df = terms.df + excluded.df",
+        rows,
+    )
+
+
 def _apply_df(raw: Connection, sid: int, deltas: Counter[str]) -> None:
     """Per-scope document frequencies moved by `deltas` (term -> documents gained or lost)."""
     changed = sorted(term for term, delta in deltas.items() if delta)
     if not changed:
         return
-    # In one order: two writers of a shared PostgreSQL lock the rows they upsert, and
-    # the same order for both means neither waits for the other in a circle.
-    raw.executemany(
-        "INSERT INTO terms (scope_id, term, df) VALUES (?, ?, ?)"
-        " ON CONFLICT (scope_id, term) DO UPDATE SET df = terms.df + excluded.df",
-        [(sid, term, deltas[term]) for term in changed],
-    )
+    _upsert_df(raw, [(sid, term, deltas[term]) for term in changed])
     if any(deltas[term] < 0 for term in changed):
         raw.execute("DELETE FROM terms WHERE scope_id = ? AND df <= 0", (sid,))
 
@@ -54,6 +76,7 @@ class Tally:
     def __init__(self) -> None:
         self._added: dict[int, list[str]] = {}
         self._removed: dict[int, list[str]] = {}
+        self._counted: dict[int, Counted] = {}
 
     def added(self, sid: int, tokens: Iterable[str]) -> None:
         self._added.setdefault(sid, []).extend(tokens)
@@ -61,10 +84,19 @@ class Tally:
     def removed(self, sid: int, tokens: Iterable[str]) -> None:
         self._removed.setdefault(sid, []).extend(tokens)
 
+    def counted(self, sid: int, counts: Counted) -> None:
+        """Rows added whose counts were made already, off the database thread (a
+        rebuild's workers: `counted`); one call per scope."""
+        self._counted[sid] = counts
+
     def apply(self, raw: Connection) -> None:
-        sids = sorted(set(self._added) | set(self._removed))
+        sids = sorted(set(self._added) | set(self._removed) | set(self._counted))
         for sid in sids:
-            deltas: Counter[str] = Counter()
+            counts = self._counted.get(sid)
+            if counts is not None and sid not in self._added and sid not in self._removed:
+                _upsert_df(raw, [(sid, term, df) for term, df in counts[2]])
+                continue
+            deltas: Counter[str] = Counter(dict(counts[2]) if counts is not None else {})
             for tokens in self._added.get(sid, ()):
                 deltas.update(set(tokens.split()))
             for tokens in self._removed.get(sid, ()):
@@ -73,8 +105,11 @@ class Tally:
         changes = []
         for sid in sids:
             plus, minus = self._added.get(sid, []), self._removed.get(sid, [])
-            rows = len(plus) - len(minus)
-            words = sum(token_count(t) for t in plus) - sum(token_count(t) for t in minus)
+            counts = self._counted.get(sid, (0, 0, []))
+            rows = counts[0] + len(plus) - len(minus)
+            words = (
+                counts[1] + sum(token_count(t) for t in plus) - sum(token_count(t) for t in minus)
+            )
             if rows or words:
                 changes.append((rows, words, sid))
         if changes:
@@ -85,6 +120,7 @@ class Tally:
             )
         self._added.clear()
         self._removed.clear()
+        self._counted.clear()
 
 
 INSERT_CHUNK = (
