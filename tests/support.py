@@ -9,7 +9,7 @@ import contextlib
 import math
 import os
 from collections.abc import AsyncIterator, Iterable, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,7 @@ from memory_core.base.chunks import ChunkKind
 from memory_core.base.clock import format_when
 from memory_core.base.entries import MemoryEntry
 from memory_core.base.merge_values import MergeResult, Proposal
-from memory_core.base.scope import ScopeKey
+from memory_core.base.scope import MAIN, ScopeKey
 from memory_core.base.sql import Connection, Db
 from memory_core.base.text import tokenize
 from memory_core.config import env_bindings
@@ -32,6 +32,7 @@ from memory_core.longterm import entities, fact_keys, matching
 from memory_core.longterm.matching import EntryView
 from memory_core.longterm.merge import apply_candidates
 from memory_core.recall.index import K1, B, CorpusStats, SearchIndex, idf
+from memory_core.recall.index.files import prepare_file
 from memory_core.recall.index.rerank import Candidate
 from memory_core.storage.history_rows import MESSAGE_COLUMNS, message_from_row
 from memory_core.storage.sessions import StoredMessage
@@ -80,6 +81,22 @@ def index_of(core: MemoryCore) -> SearchIndex:
 async def sql(core: MemoryCore, query: str, *params: Any) -> list[Any]:
     """Rows of one statement on the core's own connection (outside any transaction)."""
     return await database(core).read(lambda conn: conn.execute(query, params).fetchall())
+
+
+async def long_term_chunks_and_file(
+    core: MemoryCore,
+) -> tuple[list[tuple[str, int, int, int, str]], list[tuple[str, int, int, str]]]:
+    """The main scope's long-term chunks as the index holds them (ref, lines, piece, text),
+    in line order, and what chunking the file afresh gives (ref, lines, text)."""
+    rows = await sql(
+        core,
+        "SELECT ref, line_from, line_to, piece, text FROM chunks WHERE kind = 'long_term'"
+        " ORDER BY line_from",
+    )
+    item = prepare_file(core.workspace, core.workspace.long_term_path(MAIN), UTC)
+    assert item is not None
+    held = [(str(r[0]), int(r[1]), int(r[2]), int(r[3]), str(r[4])) for r in rows]
+    return held, [(str(c.ref), c.line_from, c.line_to, c.text) for c, _ in item.chunks]
 
 
 async def journal_sql(core: MemoryCore, query: str, *params: Any) -> list[tuple[Any, ...]]:

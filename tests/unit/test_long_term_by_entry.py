@@ -5,7 +5,6 @@ and lookups by line still use the line index."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import UTC
 from typing import Any, cast
 
 import pytest
@@ -16,10 +15,9 @@ from memory_core.base.sql import Connection
 from memory_core.config import Config
 from memory_core.engine import MemoryCore
 from memory_core.recall.index import search
-from memory_core.recall.index.files import prepare_file
 from memory_core.storage.shared_fts import scoped_sql
 from memory_core.storage.vectors.rows import EMBED_TEXT
-from tests.support import sql, sql_write
+from tests.support import long_term_chunks_and_file, sql, sql_write
 
 pytestmark = pytest.mark.storage
 
@@ -106,15 +104,8 @@ async def test_an_index_from_before_is_keyed_by_entry_when_opened(config: Config
         index = core.guard.index
         assert index is not None, core.degraded_reason
         await index.sync_scope(MAIN)
-        rows = await sql(
-            core,
-            "SELECT ref, line_from, line_to, piece, text FROM chunks WHERE kind = 'long_term'"
-            " ORDER BY line_from",
-        )
-        item = prepare_file(core.workspace, core.workspace.long_term_path(MAIN), UTC)
-        assert item is not None
-        whole = [(c.ref, c.line_from, c.line_to, 0, c.text) for c, _ in item.chunks]
-        assert [(str(r[0]), int(r[1]), int(r[2]), int(r[3]), str(r[4])) for r in rows] == whole
+        held, whole = await long_term_chunks_and_file(core)
+        assert held == [(ref, first, last, 0, text) for ref, first, last, text in whole]
         counts = await sql(
             core, "SELECT s.chunk_count, (SELECT COUNT(*) FROM chunks) FROM scopes AS s"
         )

@@ -15,7 +15,7 @@ from memory_core.engine import MemoryCore
 from memory_core.recall.index import SyncStats
 from memory_core.recall.index.files import prepare_file
 from memory_core.recall.request import SearchRequest
-from tests.support import sql
+from tests.support import long_term_chunks_and_file, sql
 
 pytestmark = pytest.mark.storage
 
@@ -180,16 +180,11 @@ async def test_lines_after_captures_edits_and_forgets_equal_a_full_reindex(
     await core.memories.forget(MAIN, made[4].id)
     await core.memories.capture(MAIN, "a late and important fact", importance="high")
     await core.memories.flush()
-    rows = await sql(
-        core,
-        "SELECT ref, line_from, line_to, piece, text FROM chunks WHERE kind = 'long_term'"
-        " ORDER BY line_from",
-    )
-    item = prepare_file(core.workspace, core.workspace.long_term_path(MAIN), UTC)
-    assert item is not None
-    whole = [(c.ref, c.line_from, c.line_to, c.text) for c, _ in item.chunks]
-    assert [(str(r[0]), int(r[1]), int(r[2]), str(r[4])) for r in rows] == whole
-    assert {int(r[3]) for r in rows} == {0}
+    held, whole = await long_term_chunks_and_file(core)
+    assert [(ref, first, last, text) for ref, first, last, _, text in held] == whole
+    assert {piece for _, _, _, piece, _ in held} == {0}
     for entry in made:
         if entry.id != made[4].id:
-            assert (entry.id, header_line(core, entry.id)) in {(str(r[0]), int(r[1])) for r in rows}
+            assert (entry.id, header_line(core, entry.id)) in {
+                (ref, first) for ref, first, *_ in held
+            }
