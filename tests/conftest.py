@@ -155,8 +155,8 @@ def storage_backend(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture(scope="session")
-def postgres_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PostgresServer]:
-    server = PostgresServer(tmp_path_factory.mktemp("postgres"))
+def postgres_server() -> Iterator[PostgresServer]:
+    server = PostgresServer()
     try:
         yield server
     finally:

