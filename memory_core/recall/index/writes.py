@@ -33,9 +33,9 @@ each term of them once), as `counted` makes it from their tokens."""
 
 
 def counted(token_texts: Iterable[str]) -> Counted:
-    """The counts `Tally.apply` makes of rows added, made from their tokens wherever the
-    rows are made (a rebuild's worker processes), so the database thread only writes
-    them."""
+    """The counts `Tally.apply` makes of rows added, made from their tokens in hand (a
+    rebuild's group whose rows were all inserted: `rebuild.write_rows`), without reading
+    the rows back."""
     texts = list(token_texts)
     words = sum(token_count(tokens) for tokens in texts)
     # Each text's distinct terms, counted in C (no Python step per term).
@@ -85,8 +85,8 @@ class Tally:
         self._removed.setdefault(sid, []).extend(tokens)
 
     def counted(self, sid: int, counts: Counted) -> None:
-        """Rows added whose counts were made already, off the database thread (a
-        rebuild's workers: `counted`); one call per scope."""
+        """Rows added whose counts were made already from their tokens (`counted`); one
+        call per scope."""
         self._counted[sid] = counts
 
     def apply(self, raw: Connection) -> None:
