@@ -65,7 +65,6 @@ def encode(base: Base, parsed: ParsedMemory, digest: bytes, archive_below: float
     if any(e.id not in keys for e in entries):
         return None
     positions = base.positions()
-    contents = base.contents()
     pieces: list[list[Any]] = []
     fresh: list[MemoryEntry] = []
     fresh_pieces: list[list[Any]] = []
@@ -89,7 +88,7 @@ def encode(base: Base, parsed: ParsedMemory, digest: bytes, archive_below: float
                 continue
         if not parse_cache.plain(entry):
             return None
-        if entry.content in contents:
+        if entry.content in base.contents():  # made once per base, at its first need
             known += 1
             if known > most_known:
                 return None
@@ -138,7 +137,6 @@ def _apply(cached: CachedParse, data: bytes) -> CachedParse | None:
         ):
             return None
         base_entries = cached.parsed.entries
-        contents = base.contents()
         entries: list[MemoryEntry] = []
         keys: list[bytes] = []
         lines: dict[str, tuple[int, int]] = {}
@@ -161,7 +159,7 @@ def _apply(cached: CachedParse, data: bytes) -> CachedParse | None:
             if piece[0] == KNOWN_TEXT:
                 _, row, key, (first, last) = piece
                 entry = parse_cache.entry_of(row)
-                if entry.content not in contents:
+                if entry.content not in base.contents():
                     return None
                 entries.append(entry)
                 keys.append(bytes(key))
