@@ -8,6 +8,9 @@ The figures the issue asks of a command (`chatmem search` as a process: wall, CP
 RSS) are the kernel's, read by `os.wait4` for that one child (user + system CPU, its
 largest resident set), so they hold for any tree's `chatmem`, installed anywhere. A run
 past its timeout is killed and says so instead of holding the bench for an hour.
+
+The peak counts the resident set the child had before its exec, a copy of the caller's:
+a bench that measures peaks keeps its own process small (it generates data in a child).
 """
 
 from __future__ import annotations
