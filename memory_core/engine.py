@@ -42,8 +42,8 @@ from memory_core.config import Config
 from memory_core.conversation import tools
 from memory_core.embedding.factory import why_no_embedder as why_no_embedder
 from memory_core.lifecycle import Lifecycle
+from memory_core.longterm.file_head import read_head
 from memory_core.longterm.long_term_views import ScopeStatus, ValidationProblem
-from memory_core.longterm.store import read_head
 from memory_core.recall.index import SyncStats
 from memory_core.services import storage_backend
 from memory_core.storage.audit import AuditLog

@@ -353,6 +353,9 @@ async def open_services(
             journal=journal,
             meter=meter,
         )
+        # Closed after the staging (last pushed, first run): its last write's parse and
+        # entities are kept in the background (`cache_keeping`) until this returns.
+        stack.push_async_callback(memory.long_term.store.files.kept)
         staging = memory.long_term.staging
         replayed = True
         if staging is not None:

@@ -27,7 +27,6 @@ import asyncio
 import contextlib
 import glob
 import logging
-import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -44,6 +43,7 @@ from memory_core.base.locks import LockRegistry
 from memory_core.base.scope import ScopeKey
 from memory_core.base.workspace import Workspace
 from memory_core.longterm import parse_cache, parse_delta, store_versions
+from memory_core.longterm.cache_keeping import Keeping, PendingKeeps
 from memory_core.longterm.entity_keeper import EntityKeeper
 from memory_core.longterm.memory_md import QuarantinedBlock
 from memory_core.longterm.memory_md_bytes import render_encoded
@@ -325,6 +325,7 @@ class LongTermStore:
         self.reads = ReadCounts()
         self.entities = EntityKeeper(archive_below)
         """Each scope's entities, kept beside its parse cache at every write."""
+        self._keeps = PendingKeeps()
 
     def path(self, scope: ScopeKey) -> Path:
         return self._ws.long_term_path(scope)
@@ -355,6 +356,7 @@ class LongTermStore:
         """The hash of the file's bytes, and its parse when this process holds one: what
         a reader that keeps something per version (the entities) needs to find it, without
         loading the parse when the cache's stamp vouches for the file (a new process)."""
+        await self._keeps.done(scope)
         if scope in self._cache:
             parsed = await self.load(scope)
             return self._cache[scope].digest, parsed
@@ -377,6 +379,7 @@ class LongTermStore:
         `max_age` lets a hot path (a chat turn) reuse a check made less than that many
         seconds ago instead of a stat per call; writes by this process are always seen.
         """
+        await self._keeps.done(scope)
         cached = self._cache.get(scope)
         checked = self._checked_at.get(scope)
         if cached is not None and checked is not None and self._monotonic() - checked < max_age:
@@ -411,9 +414,10 @@ class LongTermStore:
         text the file does not quarantine already.
         """
         async with self.locks.hold(self._ws.lock_name(scope, "memory")):
+            await self._keeps.done(scope)
             # One worker call for the whole read-change-write: `change` is pure, and every
             # hop to a thread costs more than the small file's own I/O.
-            before, after, result = await asyncio.to_thread(
+            before, after, result, keeping = await asyncio.to_thread(
                 self._apply, scope, change, now, quarantine
             )
             self.last_write[scope] = WriteRecord(
@@ -422,7 +426,20 @@ class LongTermStore:
                 before_stamp=before.stamp,
                 after_stamp=after.stamp,
             )
+            if keeping is not None:
+                self._keeps.start(scope, lambda: self._keep(scope, after, keeping))
             return result
+
+    async def _keep(self, scope: ScopeKey, written: FileRead, keeping: Keeping) -> None:
+        """The written version's parse and entities kept (`cache_keeping`); the next
+        write's delta is made against the base they stand on."""
+        base = await asyncio.to_thread(keeping, scope.value, self.entities)
+        if base is not None and self._cache.get(scope) is written:
+            self._cache[scope] = replace(written, base=base)
+
+    async def kept(self) -> None:
+        """Every write's parse and entities kept: a close waits for this."""
+        await self._keeps.all_done()
 
     def _apply(
         self,
@@ -430,7 +447,7 @@ class LongTermStore:
         change: Callable[[ParsedMemory], tuple[list[MemoryEntry], T]],
         now: datetime,
         quarantine: Sequence[QuarantinedBlock] = (),
-    ) -> tuple[FileRead, FileRead, T]:
+    ) -> tuple[FileRead, FileRead, T, Keeping | None]:
         self._ws.ensure_scope(scope)
         # A big file's read, change and write make millions of objects and no garbage
         # cycles worth a collector's pass over them all (a tenth of a close's CPU).
@@ -440,8 +457,8 @@ class LongTermStore:
             kept = list(snapshot.parsed.quarantined)
             held = {block.text for block in kept}
             kept += [block for block in quarantine if block.text not in held]
-            after = self._write(scope, entries, kept, now, snapshot)
-        return snapshot, after, result
+            after, keeping = self._write(scope, entries, kept, now, snapshot)
+        return snapshot, after, result, keeping
 
     def _rendered_blocks(
         self, path: Path, before: FileRead | None
@@ -466,7 +483,7 @@ class LongTermStore:
         quarantined: list[QuarantinedBlock],
         now: datetime,
         before: FileRead | None = None,
-    ) -> FileRead:
+    ) -> tuple[FileRead, Keeping | None]:
         path = self.path(scope)
         files = self.cache_files(scope)
         min_bytes = self._cache_min_bytes or 0
@@ -495,30 +512,28 @@ class LongTermStore:
             entries=ordered, quarantined=list(quarantined), lines=lines, keys=keys or {}
         )
         stamp = _stamp(self._ws.root, path)
-        base = None
+        keeping = None
         if files is not None and stamp is not None:
             if keys is not None and stamp[1] >= min_bytes:
                 # And the next process's: the parse cache, keyed as a parse keys blocks,
                 # by difference from the data file the old version was read through; and
-                # the new version's entities, by difference from the old version's.
-                mark = Mark(stamp, digest, written_at)
-                old_base = before.base if before is not None else None
-                base = parse_delta.save(files, old_base, parsed, mark, self._archive_below)
-                if base is not None and before is not None:
-                    self.entities.written(
-                        scope.value,
-                        files,
-                        before.parsed.entries,
-                        before.digest,
-                        parsed.entries,
-                        digest,
-                    )
+                # the new version's entities, by difference from the old version's. Kept
+                # once the write returns (`cache_keeping`).
+                keeping = Keeping(
+                    files,
+                    before.base if before is not None else None,
+                    parsed,
+                    Mark(stamp, digest, written_at),
+                    self._archive_below,
+                    before.parsed.entries if before is not None else None,
+                    before.digest if before is not None else None,
+                )
             else:
                 parse_cache.forget(files)
-        snapshot = FileRead(parsed, stamp, digest, _racy(stamp, written_at), base=base)
+        snapshot = FileRead(parsed, stamp, digest, _racy(stamp, written_at))
         self._cache[scope] = snapshot
         self._writes[scope] = self._writes.get(scope, 0) + 1
-        return snapshot
+        return snapshot, keeping
 
 
 def _remove_stale_temps(path: Path) -> None:
@@ -527,28 +542,6 @@ def _remove_stale_temps(path: Path) -> None:
     for stale in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):
         with contextlib.suppress(OSError):
             stale.unlink()
-
-
-_TOTAL = re.compile(rb"<!-- Total entries: (\d+) -->")
-_BLOCK = b"\n### "
-
-
-def read_head(
-    root: Path, path: Path, archive_below: float, max_bytes: int
-) -> tuple[list[MemoryEntry], int | None] | None:
-    """The first whole blocks of a large file; None when the file is small (read it all)."""
-    try:
-        data, size = safe_files.read_head(root, path, max_bytes)
-    except FileNotFoundError:
-        return None
-    if size <= max_bytes:
-        return None
-    cut = data.rfind(_BLOCK)
-    if cut <= 0:
-        return None
-    total = _TOTAL.search(data)
-    parsed = parse_memory(data[: cut + 1].decode("utf-8", "replace"), archive_below=archive_below)
-    return list(parsed.entries), int(total.group(1)) if total else None
 
 
 Settle = Callable[[ScopeKey], Awaitable[None]]

@@ -57,6 +57,16 @@ def fresh_store(ws: Workspace) -> LongTermStore:
     return LongTermStore(ws, LockRegistry(ws.locks_dir), parse_cache_min_bytes=0)
 
 
+async def write_and_keep(
+    store: LongTermStore,
+    change: Callable[[ParsedMemory], tuple[list[MemoryEntry], object]],
+    now: datetime = NOW,
+) -> None:
+    """A write as a process that then closes leaves it: its parse and entities kept."""
+    await store.update(MAIN, change, now)
+    await store.kept()
+
+
 def write_by_hand(path: Path, text: str, *, mtime: float | None = HOUR_AGO) -> None:
     """A person's (or another program's) write; dated an hour back unless `mtime` is None,
     as the files a process finds at its start are."""
@@ -139,7 +149,7 @@ async def test_a_same_size_edit_within_the_clock_tick_is_seen(ws: Workspace) -> 
     bytes' hash, as the in-memory cache finds it."""
     path = ws.long_term_path(MAIN)
     writer = fresh_store(ws)
-    await writer.update(MAIN, replace_with(ENTRIES), NOW)  # the mark is racy: just written
+    await write_and_keep(writer, replace_with(ENTRIES))  # the mark is racy: just written
     before = path.stat()
     text = path.read_text()
     edited = text.replace("about tea and 第3个", "about TEA and 第3个")
@@ -212,7 +222,7 @@ async def test_a_torn_or_foreign_cache_is_ignored(ws: Workspace, garbage: bytes)
 async def test_a_write_leaves_the_cache_of_what_it_wrote(ws: Workspace) -> None:
     writer = fresh_store(ws)
     changed = [*ENTRIES[:10], entry(99, "a new memory, written by the store")]
-    await writer.update(MAIN, replace_with(changed), NOW)
+    await write_and_keep(writer, replace_with(changed))
     os.utime(ws.long_term_path(MAIN), (HOUR_AGO, HOUR_AGO))  # no stamp vouches: the hash will
 
     reader = fresh_store(ws)
@@ -226,7 +236,7 @@ async def test_a_write_leaves_what_matching_and_entities_need_of_each_entry(
     ws: Workspace,
 ) -> None:
     named = [entry(50, "my cat is called Max and I live in Berlin"), *ENTRIES[:5]]
-    await fresh_store(ws).update(MAIN, replace_with(named), NOW)
+    await write_and_keep(fresh_store(ws), replace_with(named))
     reader = fresh_store(ws)  # nothing remembered...
     await reader.load(MAIN)
     for made in named:  # ...but what the cache brought
@@ -245,7 +255,7 @@ async def test_a_write_leaves_what_matching_and_entities_need_of_each_entry(
 async def test_a_small_file_keeps_no_cache(ws: Workspace) -> None:
     small = LongTermStore(ws, LockRegistry(ws.locks_dir))  # the default threshold: 1 MiB
     await small.load(MAIN)
-    await small.update(MAIN, replace_with(ENTRIES[:3]), NOW)
+    await write_and_keep(small, replace_with(ENTRIES[:3]))
     assert not (ws.state_dir / "parsed").exists() or not any((ws.state_dir / "parsed").iterdir())
 
 

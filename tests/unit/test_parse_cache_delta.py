@@ -38,6 +38,7 @@ from tests.unit.test_parse_cache import (
     entry,
     fresh_store,
     replace_with,
+    write_and_keep,
     write_by_hand,
 )
 
@@ -60,9 +61,9 @@ async def written_twice(ws: Workspace, *changes: list[MemoryEntry]) -> None:
     """A process that reads the file, writes the whole parse once (its base), then each
     of `changes` (by difference)."""
     store = fresh_store(ws)
-    await store.update(MAIN, replace_with(MANY), NOW)  # the first write: a whole base
+    await write_and_keep(store, replace_with(MANY))  # the first write: a whole base
     for entries in changes:
-        await store.update(MAIN, replace_with(entries), NOW)
+        await write_and_keep(store, replace_with(entries))
 
 
 def one_more(entries: list[MemoryEntry], number: int) -> list[MemoryEntry]:
@@ -92,7 +93,7 @@ async def test_a_small_write_leaves_a_small_delta_and_the_base_untouched(ws: Wor
 
     # A later process captures one line and reinforces one memory.
     age(ws)
-    await fresh_store(ws).update(MAIN, replace_with(changed), NOW)
+    await write_and_keep(fresh_store(ws), replace_with(changed))
 
     assert files.data.read_bytes() == base and files.data.stat().st_mtime_ns == base_stamp
     assert files.delta.stat().st_size * 20 < len(base)  # two entries' worth, not 400
@@ -128,7 +129,7 @@ async def test_a_change_of_much_of_the_file_writes_a_new_base(ws: Workspace, cha
         share = int(len(MANY) * parse_delta.RESCORED_SHARE) + 1
         changed = [e.with_(score=0.9) if n < share else e for n, e in enumerate(MANY)]
     age(ws)
-    await fresh_store(ws).update(MAIN, replace_with(changed), NOW)
+    await write_and_keep(fresh_store(ws), replace_with(changed))
     assert files.data.read_bytes() != base
     assert not files.delta.exists()
     age(ws)
@@ -156,7 +157,7 @@ async def test_rescores_of_a_fifth_of_the_file_are_a_delta_of_rows(
 
     monkeypatch.setattr(parse_cache, "derived", counted)
     age(ws)
-    await fresh_store(ws).update(MAIN, replace_with(one_more(rescored, 900)), NOW)
+    await write_and_keep(fresh_store(ws), replace_with(one_more(rescored, 900)))
 
     assert files.data.read_bytes() == base
     assert derived_for == [1]  # the one new entry's, none for the 80 rescored
@@ -201,7 +202,7 @@ async def test_a_write_renders_only_the_entries_it_changed(
     await store.load(MAIN)
     rendered = count_renders(monkeypatch)
     changed = one_more(list((await store.load(MAIN)).entries), 900)
-    await store.update(MAIN, replace_with(changed), NOW)
+    await write_and_keep(store, replace_with(changed))
     assert rendered == ["e0900"]
     monkeypatch.undo()
     memory_md_renderer.clear_render_cache()
@@ -224,7 +225,7 @@ async def test_a_write_copies_the_unchanged_blocks_without_decoding_the_file(
         raise AssertionError("the old file was decoded into lines")
 
     monkeypatch.setattr(store_versions.RenderedBlocks, "lines", property(refused))
-    await store.update(MAIN, replace_with(changed), NOW)
+    await write_and_keep(store, replace_with(changed))
     monkeypatch.undo()
     memory_md_renderer.clear_render_cache()
     assert ws.long_term_path(MAIN).read_text() == render_memory(changed, now=NOW)
@@ -237,7 +238,7 @@ async def test_a_file_a_person_wrote_is_rendered_whole_at_the_next_write(
     age(ws)
     store = fresh_store(ws)
     rendered = count_renders(monkeypatch)
-    await store.update(MAIN, lambda parsed: (one_more(list(parsed.entries), 900), None), NOW)
+    await write_and_keep(store, lambda parsed: (one_more(list(parsed.entries), 900), None))
     assert len(rendered) == len(MANY) + 1
 
 
@@ -261,7 +262,7 @@ async def test_a_write_hashes_only_the_blocks_it_changed(
     monkeypatch.setattr(memory_md_renderer, "block_key", counted)
     monkeypatch.setattr(memory_md_bytes, "block_key", counted)
     changed = one_more(list((await store.load(MAIN)).entries), 900)
-    await store.update(MAIN, replace_with(changed), NOW)
+    await write_and_keep(store, replace_with(changed))
     assert hashed == [ACTIVE]
     monkeypatch.undo()
 
