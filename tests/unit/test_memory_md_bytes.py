@@ -8,6 +8,7 @@ either still matches or declines, and the store renders by lines."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from random import Random
 
 from hypothesis import HealthCheck, given, settings
@@ -22,7 +23,13 @@ from memory_core.longterm.memory_md_renderer import (
     render_memory_lines,
     split_sections,
 )
-from memory_core.longterm.store_versions import blocks_of, line_index
+from memory_core.longterm.store_versions import (
+    blocks_of,
+    digest_of,
+    line_index,
+    rendered_blocks,
+    stamp_of,
+)
 from tests.unit.memory_md_support import LATER, NOW
 from tests.unit.test_memory_md_round_trip import contents, entries, unit
 from tests.unit.test_parse_cache import entry
@@ -217,3 +224,25 @@ def test_lines_and_offsets_are_what_splitting_finds() -> None:
         want = split.index(line) if line in split else None
         assert line_index(data, line) == want
         assert _offset_of(data, line) == (None if want is None else starts[want])
+
+
+def test_the_blocks_are_read_when_the_stamp_or_the_hash_vouches(tmp_path: Path) -> None:
+    """`rendered_blocks`: the file's bytes are taken when they hash to the parse's digest,
+    or without hashing when the file still shows the stamp the digest was read under;
+    a file changed since (another stamp, other bytes) gives nothing."""
+    items = [entry(n, f"line {n}") for n in range(3)]
+    data = render_memory(items, now=NOW).encode("utf-8")
+    path = tmp_path / "MEMORY.md"
+    path.write_bytes(data)
+    parsed = parse_memory(data.decode("utf-8"), known={})
+    stamp = stamp_of(tmp_path, path)
+    digest = digest_of(data)
+    for known in (None, stamp):
+        found = rendered_blocks(tmp_path, path, digest, parsed, stamp=known)
+        assert found is not None and found.data == data
+    assert rendered_blocks(tmp_path, path, b"another version", parsed) is None
+    assert rendered_blocks(tmp_path, path, None, parsed, stamp=stamp) is None
+    path.write_bytes(data.replace(b"line 1", b"line 19"))
+    assert stamp is not None and stamp_of(tmp_path, path) != stamp  # another size
+    assert rendered_blocks(tmp_path, path, digest, parsed, stamp=stamp) is None
+    assert rendered_blocks(tmp_path, path, digest, parsed) is None
