@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from itertools import compress, repeat
+from operator import is_, is_not, or_
 
 from memory_core.base.entries import (
     CATEGORY_CLASSES,
@@ -33,7 +35,23 @@ def decay_all(
     before_status: dict[str, Status] = {}
     by_id: dict[str, MemoryEntry] = {}
     decay_into(entries, now, policy, before_status, by_id, changes)
-    settle(by_id, before_status, policy, changes)
+    if len(by_id) != len(entries):  # an id twice: every entry is settled
+        settle(by_id, before_status, policy, changes)
+        return MergeResult(entries=sort_entries(by_id.values()), changes=changes)
+    # Without candidates only an entry decay or expiry replaced, or one already below the
+    # forget line, can be forgotten, archived or restored (an unchanged entry keeps the
+    # status it was noted with): only those are settled, found in C, in the same order.
+    moved = map(
+        or_,
+        map(is_not, by_id.values(), entries),
+        map(is_, before_status.values(), repeat(_FORGOTTEN)),
+    )
+    some = dict(compress(by_id.items(), moved))
+    ids = list(some)
+    settle(some, before_status, policy, changes)
+    for entry_id in ids:
+        if entry_id not in some:  # forgotten
+            del by_id[entry_id]
     return MergeResult(entries=sort_entries(by_id.values()), changes=changes)
 
 

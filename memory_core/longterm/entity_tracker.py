@@ -12,6 +12,8 @@ over random edits); a change of most of the file is simply found again.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from itertools import compress
+from operator import ne
 from typing import NamedTuple
 
 from memory_core.base.entries import MemoryEntry
@@ -19,6 +21,7 @@ from memory_core.longterm.entities import (
     Entity,
     EntityKind,
     Holders,
+    Named,
     extract_entities,
     named_in,
 )
@@ -41,6 +44,17 @@ class _Naming(NamedTuple):
     order: int
 
 
+def _contents(entries: Sequence[MemoryEntry]) -> dict[str, str]:
+    """Each entry's text by id."""
+    return {e.id: e.content for e in entries}
+
+
+def _changed(mine: dict[str, str], other: dict[str, str]) -> list[str]:
+    """The ids of `mine`, in its order, whose text `other` does not hold for the id
+    (compared in C: this runs over every entry of a version)."""
+    return list(compress(mine, map(ne, map(other.get, mine), mine.values())))
+
+
 class EntityTracker:
     """The entities of the last entries given, and what finding them again needs: per
     entry its text and its namings, per entity key the entries naming it, and per
@@ -57,18 +71,18 @@ class EntityTracker:
 
     def update(self, entries: Sequence[MemoryEntry]) -> list[Entity]:
         """The entities of `entries` (best first, as `extract_entities` takes them)."""
-        contents = {e.id: e.content for e in entries}
+        contents = _contents(entries)
         if len(contents) != len(entries):  # ids twice: the plain way decides
             self._reset()
             return extract_entities(entries)
         old = self._contents
-        removed = [i for i, text in old.items() if contents.get(i) != text]
-        added = [i for i, text in contents.items() if old.get(i) != text]
+        removed = _changed(old, contents)
+        added = _changed(contents, old)
         if not old or len(removed) + len(added) > REBUILD_SHARE * max(len(contents), 1):
             self._rebuild(contents)
         else:
             self._apply(contents, removed, added)
-        return self._entities([e.id for e in entries])
+        return self._entities(list(contents))
 
     def holders(self) -> dict[str, set[str]]:
         """Per folded name or alias, the entries whose text holds it: with the entries,
@@ -81,11 +95,10 @@ class EntityTracker:
         is scanned for them. Holders that do not fit the entries leave the tracker empty
         (its next update finds everything again)."""
         self._reset()
-        contents = {e.id: e.content for e in entries}
+        contents = _contents(entries)
         if len(contents) != len(entries):
             return
-        for entry_id, content in contents.items():
-            self._add_entry(entry_id, content)
+        self._add_entries(contents)
         if set(holders) != self._words():
             self._reset()
             return
@@ -95,8 +108,7 @@ class EntityTracker:
     # --- state ---------------------------------------------------------------------------
     def _rebuild(self, contents: dict[str, str]) -> None:
         self._reset()
-        for entry_id, content in contents.items():
-            self._add_entry(entry_id, content)
+        self._add_entries(contents)
         self._contents = dict(contents)
         self._find_words(self._words())
 
@@ -118,10 +130,19 @@ class EntityTracker:
             del self._holders[gone]
         self._find_words(words - known)
 
+    def _add_entries(self, contents: dict[str, str]) -> None:
+        """`_add_entry` of each, the names read for all at once (most memories name
+        nothing: only those that name something take a call)."""
+        named = list(map(named_in, contents.values()))
+        for entry_id, found in zip(compress(contents, named), filter(None, named), strict=True):
+            self._add_named(entry_id, found)
+
     def _add_entry(self, entry_id: str, content: str) -> None:
         named = named_in(content)
-        if not named:  # most memories name nothing
-            return
+        if named:  # most memories name nothing
+            self._add_named(entry_id, named)
+
+    def _add_named(self, entry_id: str, named: Sequence[Named]) -> None:
         namings = [
             _Naming(name.casefold(), name, kind, aliases, relation, order)
             for order, (name, kind, aliases, relation) in enumerate(named)
@@ -160,7 +181,7 @@ class EntityTracker:
 
     # --- the result ------------------------------------------------------------------------
     def _entities(self, order: list[str]) -> list[Entity]:
-        place = {entry_id: n for n, entry_id in enumerate(order)}
+        place = dict(zip(order, range(len(order)), strict=True))
         entities = []
         for key, by_entry in self._named_by.items():
             namings = [n for entry_id in by_entry for n in by_entry[entry_id]]

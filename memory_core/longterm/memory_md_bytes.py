@@ -12,6 +12,7 @@ for byte, with the same positions and keys; where a block is not where the parse
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from collections.abc import Sequence
 from datetime import datetime
 from itertools import accumulate, repeat
@@ -21,7 +22,6 @@ from memory_core.base.entries import MemoryEntry
 from memory_core.longterm.memory_md import (
     ACTIVE,
     ARCHIVED,
-    QUARANTINED,
     QuarantinedBlock,
     block_key,
 )
@@ -33,56 +33,57 @@ from memory_core.longterm.memory_md_renderer import (
     render_memory_lines,
     split_sections,
 )
-from memory_core.longterm.store_versions import RenderedBlocks, line_index
+from memory_core.longterm.store_versions import RenderedBlocks
 
 Rendered = tuple[bytes, dict[str, tuple[int, int]], list[MemoryEntry]]
 """The file's bytes, each entry's first and last line, the entries in the file's order."""
-
-_HEADER = re.compile(rb"\n### \[")
-
-
-def header_lines(data: bytes) -> dict[int, int]:
-    """Line (0-based) → byte offset of each line of `data` that starts with `### [`:
-    every entry's first line (content lines starting with `#` are escaped), found with
-    one scan for the marker and a count of the newlines between them."""
-    offsets = [found.start() + 1 for found in _HEADER.finditer(data)]
-    if data.startswith(b"### ["):
-        offsets.insert(0, 0)
-    lines = accumulate(map(data.count, repeat(b"\n"), [0, *offsets[:-1]], offsets))
-    return dict(zip(lines, offsets, strict=True))
 
 
 class _Unproven(Exception):
     """The old file does not hold a block where its parse says."""
 
 
-def _prove(data: bytes, headers: dict[int, int], firsts: list[int], lasts: list[int]) -> None:
-    """That each entry's lines hold a block as `RenderedBlocks.__call__` takes one: a
-    header first, three lines at least, an empty line last. Shown in C for all at once:
-    every first line is a header, and every header before the quarantined section (where
-    every block is) follows an empty line, which ends the block before it. Raises
-    _Unproven otherwise (a file the renderer did not write: render it by lines)."""
-    if not firsts:
-        return
-    heading = f"## {QUARANTINED}".encode()
-    quarantined = line_index(data, heading)
-    end = len(data) if quarantined is None else _offset_of(data, heading)
-    if (
-        data.startswith((b"### [", b"\n### ["))
-        or not all(map(gt, lasts, firsts))
-        or not headers.keys() >= set(map(sub, firsts, repeat(1)))
-        or (quarantined is not None and max(lasts) >= quarantined)
-        or data.count(b"\n### [", 0, end) != data.count(b"\n\n### [", 0, end)
-    ):
+_BLANK_HEADER = re.compile(rb"\n\n### \[")
+
+
+def _blank_headers(data: bytes, firsts: list[int]) -> list[int]:
+    """Per place of the parse, where the empty line before its entry's header starts:
+    shown in C for all at once, by one scan for the header lines that follow an empty
+    line and a count of the newlines between them, to be the lines the parse says, in
+    its order (a file the renderer wrote has no other such line before its quarantined
+    section). Raises _Unproven otherwise (render it by lines)."""
+    found = [at.start() + 1 for at in _BLANK_HEADER.finditer(data)]
+    count = len(firsts)
+    if len(found) < count:
         raise _Unproven
+    del found[count:]
+    # lines[n]: the newlines before the n-th empty line, its line (0-based), which is
+    # the entry's first line (1-based) less two.
+    lines = accumulate(map(data.count, repeat(b"\n"), [0, *found[:-1]], found))
+    if not all(map(eq, lines, map(sub, firsts, repeat(2)))):
+        raise _Unproven
+    return found
 
 
-def _offset_of(data: bytes, line: bytes) -> int:
-    """Where the first line of `data` equal to `line` starts (`line_index` found it)."""
+def _line_at(data: bytes, blanks: list[int], firsts: list[int], offset: int) -> int:
+    """The line (0-based) holding byte `offset`: counted from the nearest empty line
+    before it whose line `_blank_headers` knows."""
+    n = bisect_left(blanks, offset)
+    if n == 0:
+        return data.count(b"\n", 0, offset)
+    return firsts[n - 1] - 2 + data.count(b"\n", blanks[n - 1], offset)
+
+
+def _offset_of(data: bytes, line: bytes) -> int | None:
+    """Where the first line of `data` equal to `line` starts (`line_index`'s line)."""
     if data.startswith(line + b"\n") or data == line:
         return 0
     at = data.find(b"\n" + line + b"\n")
-    return at + 1 if at >= 0 else len(data) - len(line)  # else it is the last line
+    if at >= 0:
+        return at + 1
+    if len(data) > len(line) and data.endswith(b"\n" + line):
+        return len(data) - len(line)
+    return None
 
 
 class _Writer:
@@ -93,15 +94,16 @@ class _Writer:
         self.old = old
         self.data = data = old.data
         self.view = memoryview(data)
-        self.headers = headers = header_lines(data)
         spans = old.spans
         if None in spans:
             raise _Unproven  # an entry the parse has no lines for: render by lines
-        self.firsts = firsts = [span[0] for span in spans]  # type: ignore[index]
-        self.lasts = lasts = [span[1] for span in spans]  # type: ignore[index]
-        _prove(data, headers, firsts, lasts)
+        firsts, lasts = (list(side) for side in zip(*spans, strict=True)) if spans else ([], [])
+        self.firsts, self.lasts = firsts, lasts
+        if not all(map(gt, lasts, firsts)):  # three lines at least
+            raise _Unproven
+        self.blanks = _blank_headers(data, firsts)
         # joined[n]: the blocks at places n and n + 1 are adjacent in the file (so one
-        # range holds both: `_prove` showed each ends in its empty line).
+        # range holds both, the first ending in the empty line before the second's header).
         self.joined = list(map(eq, map(add, lasts, repeat(2)), firsts[1:]))
         self.joined.append(False)
         self.keys = keys
@@ -109,6 +111,19 @@ class _Writer:
         self.positions: dict[str, tuple[int, int]] = {}
         self.pieces: list[bytes | memoryview] = []
         self.start = self.end = 0  # the run of old bytes not yet in `pieces`
+        self._archived_at: int | None = None
+
+    @property
+    def archived_at(self) -> int:
+        """`RenderedBlocks.archived_at`, the heading's line counted from a block near it."""
+        if self._archived_at is None:
+            data = self.data
+            at = _offset_of(data, f"## {ARCHIVED}".encode())
+            if at is None:
+                self._archived_at = _line_at(data, self.blanks, self.firsts, len(data)) + 2
+            else:
+                self._archived_at = _line_at(data, self.blanks, self.firsts, at) + 1
+        return self._archived_at
 
     def text(self, lines: Sequence[str]) -> None:
         """Lines with more lines after them: each ends in a newline."""
@@ -139,9 +154,9 @@ class _Writer:
             for place, later, was in zip(places, places[1:], same[1:], strict=False)
         ]
         chained.append(False)
-        headers, firsts, lasts = self.headers, self.firsts, self.lasts
+        blanks, firsts, lasts = self.blanks, self.firsts, self.lasts
         positions, keys, old_keys = self.positions, self.keys, old.keys
-        archived_at = old.archived_at if keys is not None else 0
+        archived_at = self.archived_at if keys is not None else 0
         size = len(self.data)
         k, count = 0, len(members)
         while k < count:
@@ -150,7 +165,7 @@ class _Writer:
                 self._fresh(members[k], section)
                 k += 1
                 continue
-            at = headers[firsts[place] - 1]
+            at = blanks[place] + 1
             last = chained.index(False, k)
             end_place = place + last - k + 1
             shift = self.line + 1 - firsts[place]
@@ -199,7 +214,7 @@ class _Writer:
         """The keys of a run's blocks: the parse's when they stay in their section."""
         assert self.keys is not None
         old_keys, end_place = self.old.keys, place + len(ids)
-        was = ARCHIVED if self.firsts[place] > self.old.archived_at else ACTIVE
+        was = ARCHIVED if self.firsts[place] > self.archived_at else ACTIVE
         if old_keys is not None and was == section:
             known = old_keys[place:end_place]
             if all(known):
@@ -207,16 +222,14 @@ class _Writer:
                 return
         for n, entry_id in enumerate(ids, place):
             key = old_keys[n] if old_keys is not None and was == section else None
-            start = self.headers[self.firsts[n] - 1]
+            start = self.blanks[n] + 1
             self.keys[entry_id] = key or block_key(section, self.lines(start, self._stop(n)))
 
     def _stop(self, n: int) -> int:
         """The start of the empty last line of the block at place `n` of the parse."""
-        after = self.headers.get(self.lasts[n] + 1)
-        if after is not None:  # the next block's header: `_prove` showed the empty line
-            return after - 1
-        start = self.headers[self.firsts[n] - 1]
-        return self._step(start, self.lasts[n] - self.firsts[n] + 1)
+        if self.joined[n]:  # the empty line before the next block's header
+            return self.blanks[n + 1]
+        return self._step(self.blanks[n] + 1, self.lasts[n] - self.firsts[n] + 1)
 
     def _step(self, start: int, lines: int) -> int:
         """The start of the line `lines` lines below the one at `start`, which must be

@@ -96,3 +96,28 @@ def test_an_unchanged_version_reads_no_text_again(monkeypatch: pytest.MonkeyPatc
     found = tracker.update(edited)
     assert calls == ["My dog is called Biscuit"]
     assert found == extract_entities(edited) != first
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_seeded_tracker_goes_on_as_the_one_that_found_them(seed: int) -> None:
+    """`seed` with the holders another process kept takes up the state `update` left:
+    the next versions give what finding them again gives."""
+    rng = random.Random(seed)
+    entries = [entry(n, rng.choice(TEXTS)) for n in range(30)]
+    found = EntityTracker()
+    found.update(entries)
+    kept = {word: sorted(ids) for word, ids in found.holders().items()}
+    tracker = EntityTracker()
+    tracker.seed(entries, kept)
+    assert tracker.holders() == found.holders()
+    for serial in range(100, 110):
+        at = rng.randrange(len(entries))
+        if rng.random() < 0.5:
+            entries[at] = entries[at].with_(content=rng.choice(TEXTS))
+        else:
+            entries.insert(at, entry(serial, rng.choice(TEXTS)))
+        assert tracker.update(entries) == extract_entities(entries)
+    stale = EntityTracker()
+    stale.seed(entries, {**kept, "nobody": ["e0000"]})  # holders that do not fit
+    assert stale.holders() == {}
+    assert stale.update(entries) == extract_entities(entries)

@@ -8,6 +8,7 @@ either still matches or declines, and the store renders by lines."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from random import Random
 
 from hypothesis import HealthCheck, given, settings
@@ -15,14 +16,20 @@ from hypothesis import strategies as st
 
 from memory_core.base.entries import ArchiveReason, MemoryEntry
 from memory_core.longterm.memory_md import QuarantinedBlock
-from memory_core.longterm.memory_md_bytes import header_lines, render_memory_bytes
+from memory_core.longterm.memory_md_bytes import _line_at, _offset_of, render_memory_bytes
 from memory_core.longterm.memory_md_parser import parse_memory
 from memory_core.longterm.memory_md_renderer import (
     render_memory,
     render_memory_lines,
     split_sections,
 )
-from memory_core.longterm.store_versions import blocks_of, line_index
+from memory_core.longterm.store_versions import (
+    blocks_of,
+    digest_of,
+    line_index,
+    rendered_blocks,
+    stamp_of,
+)
 from tests.unit.memory_md_support import LATER, NOW
 from tests.unit.test_memory_md_round_trip import contents, entries, unit
 from tests.unit.test_parse_cache import entry
@@ -136,10 +143,13 @@ def changed(parsed: list[MemoryEntry], write: Write) -> list[MemoryEntry]:
     return out
 
 
-def both_ways(data: bytes, write: Write) -> tuple[tuple[object, ...] | None, tuple[object, ...]]:
+def both_ways(
+    data: bytes, write: Write, parsed_from: bytes | None = None
+) -> tuple[tuple[object, ...] | None, tuple[object, ...]]:
     """(the byte render or None, the render by lines), each with the entries' lines, the
-    entries in the file's order and their keys."""
-    parsed = parse_memory(data.decode("utf-8"), known={})
+    entries in the file's order and their keys; the parse read from `parsed_from` when
+    given (another file than the one whose blocks are reused)."""
+    parsed = parse_memory((parsed_from or data).decode("utf-8"), known={})
     keys = [parsed.keys[e.id] for e in parsed.entries] if write.with_keys else None
     new = changed(parsed.entries, write)
     fast_keys: dict[str, bytes] = {}
@@ -179,6 +189,17 @@ def test_a_file_not_as_the_renderer_wrote_it_still_matches_or_is_declined(
     assert fast is None or fast == slow
 
 
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(writes(damages=DAMAGES), st.integers(0, 1000))
+def test_a_parse_of_another_file_still_matches_or_is_declined(write: Write, seed: int) -> None:
+    """The parse read from the file as the renderer wrote it, the blocks taken from the
+    file as a person then left it: every block the parse places elsewhere is caught."""
+    data = rendered(write)
+    left = damaged(data.decode("utf-8"), write.damage, seed).encode("utf-8")
+    fast, slow = both_ways(left, write, parsed_from=data)
+    assert fast is None or fast == slow
+
+
 def test_a_block_the_parse_misplaces_is_declined() -> None:
     """The parse's lines for a block that is not there (a parse of another file)."""
     items = [entry(n, f"line {n}\nand more") for n in range(3)]
@@ -191,14 +212,37 @@ def test_a_block_the_parse_misplaces_is_declined() -> None:
     assert keys == {}  # the caller renders by lines into the same dict
 
 
-def test_header_lines_and_line_index_find_what_splitting_finds() -> None:
-    data = b"### [a] x\n\\### [b]\n### [c] y\n\n## Archived Memories\n### [d]"
+def test_lines_and_offsets_are_what_splitting_finds() -> None:
+    data = b"# x\n\n### [a] x\n\\### [b]\n\n### [c] y\n\n## Archived Memories\n### [d]"
     split = data.split(b"\n")
-    assert header_lines(data) == {
-        n: sum(len(line) + 1 for line in split[:n])
-        for n, line in enumerate(split)
-        if line.startswith(b"### [")
-    }
-    for line in [b"## Archived Memories", b"### [d]", b"### [a] x", b"nowhere", b"\\### [b]"]:
+    starts = [sum(len(line) + 1 for line in split[:n]) for n in range(len(split))]
+    blanks = [starts[1], starts[4]]  # the empty lines before the headers of a and c
+    firsts = [3, 6]  # the headers' lines, 1-based
+    for offset in range(len(data) + 1):
+        assert _line_at(data, blanks, firsts, offset) == data.count(b"\n", 0, offset)
+    for line in [b"## Archived Memories", b"### [d]", b"# x", b"nowhere", b"\\### [b]", b""]:
         want = split.index(line) if line in split else None
         assert line_index(data, line) == want
+        assert _offset_of(data, line) == (None if want is None else starts[want])
+
+
+def test_the_blocks_are_read_when_the_stamp_or_the_hash_vouches(tmp_path: Path) -> None:
+    """`rendered_blocks`: the file's bytes are taken when they hash to the parse's digest,
+    or without hashing when the file still shows the stamp the digest was read under;
+    a file changed since (another stamp, other bytes) gives nothing."""
+    items = [entry(n, f"line {n}") for n in range(3)]
+    data = render_memory(items, now=NOW).encode("utf-8")
+    path = tmp_path / "MEMORY.md"
+    path.write_bytes(data)
+    parsed = parse_memory(data.decode("utf-8"), known={})
+    stamp = stamp_of(tmp_path, path)
+    digest = digest_of(data)
+    for known in (None, stamp):
+        found = rendered_blocks(tmp_path, path, digest, parsed, stamp=known)
+        assert found is not None and found.data == data
+    assert rendered_blocks(tmp_path, path, b"another version", parsed) is None
+    assert rendered_blocks(tmp_path, path, None, parsed, stamp=stamp) is None
+    path.write_bytes(data.replace(b"line 1", b"line 19"))
+    assert stamp is not None and stamp_of(tmp_path, path) != stamp  # another size
+    assert rendered_blocks(tmp_path, path, digest, parsed, stamp=stamp) is None
+    assert rendered_blocks(tmp_path, path, digest, parsed) is None

@@ -31,6 +31,7 @@ from memory_core.base.merge_values import (
 from memory_core.base.policy import DEFAULT_POLICY, ScoringPolicy
 from memory_core.longterm import matching
 from memory_core.longterm import merge as merge_module
+from memory_core.longterm.decay import decay_all, decay_into, settle
 from memory_core.longterm.fact_keys import Relation, relation, skeleton
 from memory_core.longterm.matching import SKELETON_MAX, normalize_content
 from memory_core.longterm.merge import merge
@@ -356,3 +357,30 @@ def test_build_change_is_an_ordinary_frozen_change() -> None:
     with pytest.raises(FrozenInstanceError):
         fast.detail = "x"  # type: ignore[misc]
     assert build_change(*args[:6]) == Change(*args[:6])
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_decay_all_settles_what_settling_every_entry_settles(seed: int) -> None:
+    """`decay_all` settles only the entries decay replaced or found below the forget
+    line: the same entries and changes, in the same order, as settling every entry."""
+    rng = random.Random(seed)
+    policies = [
+        DEFAULT_POLICY,
+        ScoringPolicy(category_decay={"todo": 0.9}, grace_days=0),
+        ScoringPolicy(decay="flat", category_decay={"preference": 0.95}),
+    ]
+    for round_ in range(15):
+        naive = round_ % 10 == 9
+        existing = _random_entries(rng, naive)
+        now = _moment(rng, None if naive else rng.choice(ZONES)) + timedelta(
+            days=rng.uniform(-5, 300)
+        )
+        policy = rng.choice(policies)
+        changes: list[Change] = []
+        before: dict[str, Status] = {}
+        by_id: dict[str, MemoryEntry] = {}
+        decay_into(existing, now, policy, before, by_id, changes)
+        settle(by_id, before, policy, changes)
+        fast = decay_all(existing, now, policy)
+        assert _fields(fast.entries) == _fields(sort_entries(by_id.values()))
+        assert _fields(fast.changes) == _fields(changes)
