@@ -473,7 +473,12 @@ class LongTermStore:
             keys = [known.get(e.id, b"") for e in before.parsed.entries]
             keys = None if b"" in keys else keys
         return store_versions.rendered_blocks(
-            self._ws.root, path, before.digest, before.parsed, keys
+            self._ws.root,
+            path,
+            before.digest,
+            before.parsed,
+            keys,
+            stamp=None if before.racy else before.stamp,
         )
 
     def _write(
