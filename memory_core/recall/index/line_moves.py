@@ -6,7 +6,8 @@ one per chunk (`writes.move_kept`). Pure."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from operator import itemgetter
+from itertools import chain, compress, filterfalse, islice, pairwise, repeat
+from operator import attrgetter, eq, itemgetter, ne, or_, sub
 from typing import NamedTuple
 
 from memory_core.base.entries import MemoryEntry
@@ -30,35 +31,61 @@ def shift_runs(
     placed: Sequence[tuple[str, int, int]], lines: Lines, most: int | None = None
 ) -> list[Run] | None:
     """The runs that move the chunks `placed` ((ref, line_from, line_to) of every chunk
-    the file keeps, one ref per first line) to `lines` (ref → new lines); None as soon
-    as there are more than `most`. A chunk that stays, or whose ref has no new lines
-    (left where it is), ends a run: no run's range covers a chunk it must not move."""
-    runs: list[Run] = []
-    first = last = 0
-    shift: tuple[int, int] | None = None
-    seen: tuple[int, str] | None = None
-    for ref, line_from, line_to in sorted(placed, key=itemgetter(1)):
-        if seen is not None and seen[0] == line_from:
-            if seen[1] != ref:
-                raise ValueError(f"two entries' chunks start on line {line_from}")
-            continue  # another piece of the same chunk, moved by its line's range
-        seen = (line_from, ref)
-        new = lines.get(ref)
-        now = None if new is None else (new[0] - line_from, new[1] - line_to)
-        if now == (0, 0):
-            now = None
-        if now is not None and now == shift:
-            last = line_from
-            continue
-        if shift is not None:
-            runs.append(Run(first, last, *shift))
-            if most is not None and len(runs) > most:
-                return None
-        first = last = line_from
-        shift = now
-    if shift is not None:
-        runs.append(Run(first, last, *shift))
-    return None if most is not None and len(runs) > most else runs
+    the file keeps, one ref per first line) to `lines` (ref → new lines); None when there
+    are more than `most`. A chunk that stays, or whose ref has no new lines (left where
+    it is), ends a run: no run's range covers a chunk it must not move.
+
+    Each chunk's shift is found by C-level passes over whole lists; Python code runs only
+    where the shift changes (a capture makes one or two runs, a re-sort thousands)."""
+    ordered = sorted(placed, key=itemgetter(1))
+    starts = list(map(itemgetter(1), ordered))
+    repeats = list(compress(range(1, len(ordered)), map(eq, islice(starts, 1, None), starts)))
+    refused: tuple[int, int] | None = None
+    if repeats:  # more pieces of one chunk, each moved by its line's range
+        ordered, refused = _one_per_line(ordered, repeats)
+        starts = list(map(itemgetter(1), ordered))
+    refs = list(map(itemgetter(0), ordered))
+    # A ref with no new lines is given its own: it stays, as one whose lines are the same.
+    new = list(map(lines.get, refs, map(itemgetter(1, 2), ordered)))
+    by_from = list(map(sub, map(itemgetter(0), new), starts))
+    by_to = list(map(sub, map(itemgetter(1), new), map(itemgetter(2), ordered)))
+    changes = compress(
+        range(1, len(ordered)),
+        map(
+            or_, map(ne, islice(by_from, 1, None), by_from), map(ne, islice(by_to, 1, None), by_to)
+        ),
+    )
+    bounds = [0, *changes, len(ordered)] if ordered else []
+    moving = [(first, stop) for first, stop in pairwise(bounds) if by_from[first] or by_to[first]]
+    if refused is not None:
+        # The chunks are gone through in line order: the runs that ended before the
+        # refused line may already have been too many.
+        cut, line = refused
+        if most is not None and sum(stop < cut for _, stop in moving) > most:
+            return None
+        raise ValueError(f"two entries' chunks start on line {line}")
+    if most is not None and len(moving) > most:
+        return None
+    return [Run(starts[f], starts[s - 1], by_from[f], by_to[f]) for f, s in moving]
+
+
+def _one_per_line(
+    ordered: list[tuple[str, int, int]], repeats: list[int]
+) -> tuple[list[tuple[str, int, int]], tuple[int, int] | None]:
+    """The chunks in line order without the places `repeats` (another chunk of the
+    same line before each), and, when one of them has another ref than the first of
+    its line, (how many chunks of distinct lines precede it, its line)."""
+    refused = None
+    first = 0
+    for dropped, place in enumerate(repeats):
+        if dropped == 0 or repeats[dropped - 1] != place - 1:
+            first = place - 1
+        if ordered[place][0] != ordered[first][0]:
+            refused = (place - dropped, ordered[place][1])
+            break
+    bounds = [-1, *repeats, len(ordered)]
+    parts = (ordered[a + 1 : b] for a, b in pairwise(bounds))
+    return list(chain.from_iterable(parts)), refused
 
 
 RANGED_RUNS = 16
@@ -73,14 +100,36 @@ def kept_lines(
     """The chunks a write keeps, at their lines in the version it replaced
     (whose chunks the index holds when it is in step with it): every entry of `before`
     not in `stale`. None when that version's lines do not cover them all (the index's
-    own rows are read instead)."""
-    gone = set(stale)
-    kept: Kept = []
-    for entry in before:
-        if entry.id in gone:
-            continue
-        at = before_lines.get(entry.id)
-        if at is None:
-            return None
-        kept.append((entry.id, at[0], at[1]))
-    return kept
+    own rows are read instead). Whole-list passes: a large file keeps 100 000 chunks."""
+    refs = list(map(attrgetter("id"), before))
+    if stale:
+        refs = list(filterfalse(set(stale).__contains__, refs))
+    try:
+        at = list(map(before_lines.__getitem__, refs))
+    except KeyError:
+        return None
+    return list(zip(refs, map(itemgetter(0), at), map(itemgetter(1), at), strict=True))
+
+
+def moved_rows(
+    kept: Sequence[tuple[str, int, int]],
+    lines: Mapping[str, tuple[int, int]],
+    sid: int,
+    path: str,
+) -> list[tuple[int, int, int, str, str]]:
+    """(line_from, line_to, sid, path, ref) of each kept chunk whose entry has other
+    lines now, in `kept`'s order: whole-list passes (a re-sort moves most of 100 000)."""
+    refs = list(map(itemgetter(0), kept))
+    was = list(map(itemgetter(1, 2), kept))
+    now = list(map(lines.get, refs, was))  # no new lines: left where it is
+    moved = list(map(ne, now, was))
+    placed = list(compress(now, moved))
+    return list(
+        zip(
+            map(itemgetter(0), placed),
+            map(itemgetter(1), placed),
+            repeat(sid),
+            repeat(path),
+            compress(refs, moved),
+        )
+    )

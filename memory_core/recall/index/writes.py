@@ -15,7 +15,7 @@ from memory_core.base.chunks import Chunk, ChunkKind
 from memory_core.base.clock import format_when
 from memory_core.base.sql import Connection
 from memory_core.base.turn_dates import encode_days
-from memory_core.recall.index.line_moves import RANGED_RUNS, shift_runs
+from memory_core.recall.index.line_moves import RANGED_RUNS, moved_rows, shift_runs
 from memory_core.recall.index.model import PreparedFile, SyncStats
 from memory_core.recall.index.postings import postings
 from memory_core.recall.index.search import BY_LINE, held_chunks
@@ -522,9 +522,5 @@ def move_kept(
     conn.executemany(
         "UPDATE chunks SET line_from = ?, line_to = ?"
         " WHERE scope_id = ? AND path = ? AND kind = 'long_term' AND ref = ?",
-        [
-            (*lines[ref], sid, path, ref)
-            for ref, line_from, line_to in kept
-            if ref in lines and lines[ref] != (line_from, line_to)
-        ],
+        moved_rows(kept, lines, sid, path),
     )
