@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import memory_core.recall.index.line_moves as line_moves
 import memory_core.recall.index.long_term_difference as difference
 from memory_core.base.entries import MemoryEntry
 from memory_core.longterm.claims import shown
@@ -208,10 +209,15 @@ def test_a_long_file_re_sorted_gives_the_same_runs() -> None:
             same_runs(kept, new, most)
 
 
-def test_a_shared_line_past_too_many_runs_gives_what_the_loop_gives() -> None:
+@pytest.mark.parametrize("window", [1, 2, 3, 1024])
+def test_a_shared_line_past_too_many_runs_gives_what_the_loop_gives(
+    window: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The loop refuses two refs on one line only when it gets there before it has seen
-    more than `most` runs: which one it does depends on where the shared line is."""
-    rng = random.Random(11)
+    more than `most` runs: which one it does depends on where the shared line is. Runs
+    and shared lines that straddle the windows `shift_runs` goes by give the same."""
+    monkeypatch.setattr(line_moves, "_FIRST_WINDOW", window)
+    rng = random.Random(11 + window)
     for _ in range(3000):
         size = rng.randint(1, 14)
         placed = [(f"r{n}", n + 1, n + 1 + rng.randint(0, 1)) for n in range(size)]

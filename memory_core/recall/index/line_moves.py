@@ -31,60 +31,91 @@ def shift_runs(
     placed: Sequence[tuple[str, int, int]], lines: Lines, most: int | None = None
 ) -> list[Run] | None:
     """The runs that move the chunks `placed` ((ref, line_from, line_to) of every chunk
-    the file keeps, one ref per first line) to `lines` (ref → new lines); None when there
-    are more than `most`. A chunk that stays, or whose ref has no new lines (left where
-    it is), ends a run: no run's range covers a chunk it must not move.
+    the file keeps, one ref per first line) to `lines` (ref → new lines); None as soon
+    as there are more than `most`. A chunk that stays, or whose ref has no new lines
+    (left where it is), ends a run: no run's range covers a chunk it must not move.
 
-    Each chunk's shift is found by C-level passes over whole lists; Python code runs only
-    where the shift changes (a capture makes one or two runs, a re-sort thousands)."""
+    The chunks are gone through in line order, by windows of growing size (a re-sort
+    passes `most` within its first thousand chunks), each by C-level passes over whole
+    lists; Python code runs only where the shift changes."""
     ordered = sorted(placed, key=itemgetter(1))
-    starts = list(map(itemgetter(1), ordered))
-    repeats = list(compress(range(1, len(ordered)), map(eq, islice(starts, 1, None), starts)))
-    refused: tuple[int, int] | None = None
-    if repeats:  # more pieces of one chunk, each moved by its line's range
-        ordered, refused = _one_per_line(ordered, repeats)
-        starts = list(map(itemgetter(1), ordered))
-    refs = list(map(itemgetter(0), ordered))
+    runs: list[Run] = []
+    going: list[int] | None = None  # first, last, by_from, by_to of the run going on
+    head: tuple[str, int, int] | None = None  # the first chunk of the last line seen
+    low, size = 0, len(ordered) if most is None else _FIRST_WINDOW
+    while low < len(ordered):
+        window = ordered[low : low + size]
+        low, size = low + size, size * 4
+        segments, refused = _segments(window, head, lines)
+        head = window[-1] if head is None or window[-1][1] != head[1] else head
+        for first, last, by_from, by_to in segments:
+            if going is not None and (by_from, by_to) == (going[2], going[3]):
+                going[1] = last
+                continue
+            if going is not None:
+                runs.append(Run(*going))
+                if most is not None and len(runs) > most:
+                    return None
+            going = [first, last, by_from, by_to] if by_from or by_to else None
+        if refused is not None:
+            raise ValueError(f"two entries' chunks start on line {refused}")
+    if going is not None:
+        runs.append(Run(*going))
+    return None if most is not None and len(runs) > most else runs
+
+
+_FIRST_WINDOW = 1024
+
+
+def _segments(
+    window: list[tuple[str, int, int]], head: tuple[str, int, int] | None, lines: Lines
+) -> tuple[list[tuple[int, int, int, int]], int | None]:
+    """(first line, last line, by_from, by_to) of each stretch of `window`'s chunks
+    (in line order, after the chunk `head`) that move alike, up to a line shared by two
+    refs (its number, or None when there is none). Another chunk of the line before it
+    is left out: a piece of the same chunk, moved by its line's range."""
+    starts = list(map(itemgetter(1), window))
+    repeats = list(
+        compress(range(len(window)), map(eq, starts, [None if head is None else head[1], *starts]))
+    )
+    refused = None
+    if repeats:
+        window, refused = _one_per_line(window, repeats, head)
+        starts = list(map(itemgetter(1), window))
     # A ref with no new lines is given its own: it stays, as one whose lines are the same.
-    new = list(map(lines.get, refs, map(itemgetter(1, 2), ordered)))
+    new = list(map(lines.get, map(itemgetter(0), window), map(itemgetter(1, 2), window)))
     by_from = list(map(sub, map(itemgetter(0), new), starts))
-    by_to = list(map(sub, map(itemgetter(1), new), map(itemgetter(2), ordered)))
+    by_to = list(map(sub, map(itemgetter(1), new), map(itemgetter(2), window)))
     changes = compress(
-        range(1, len(ordered)),
+        range(1, len(window)),
         map(
             or_, map(ne, islice(by_from, 1, None), by_from), map(ne, islice(by_to, 1, None), by_to)
         ),
     )
-    bounds = [0, *changes, len(ordered)] if ordered else []
-    moving = [(first, stop) for first, stop in pairwise(bounds) if by_from[first] or by_to[first]]
-    if refused is not None:
-        # The chunks are gone through in line order: the runs that ended before the
-        # refused line may already have been too many.
-        cut, line = refused
-        if most is not None and sum(stop < cut for _, stop in moving) > most:
-            return None
-        raise ValueError(f"two entries' chunks start on line {line}")
-    if most is not None and len(moving) > most:
-        return None
-    return [Run(starts[f], starts[s - 1], by_from[f], by_to[f]) for f, s in moving]
+    bounds = [0, *changes, len(window)] if window else []
+    return [
+        (starts[first], starts[stop - 1], by_from[first], by_to[first])
+        for first, stop in pairwise(bounds)
+    ], refused
 
 
 def _one_per_line(
-    ordered: list[tuple[str, int, int]], repeats: list[int]
-) -> tuple[list[tuple[str, int, int]], tuple[int, int] | None]:
-    """The chunks in line order without the places `repeats` (another chunk of the
-    same line before each), and, when one of them has another ref than the first of
-    its line, (how many chunks of distinct lines precede it, its line)."""
+    window: list[tuple[str, int, int]], repeats: list[int], head: tuple[str, int, int] | None
+) -> tuple[list[tuple[str, int, int]], int | None]:
+    """The chunks of `window` without the places `repeats` (each on the line of the
+    chunk before it, `head` before the first), up to the first chunk with another ref
+    than the first of its line; and that chunk's line, or None."""
     refused = None
-    first = 0
+    end = len(window)
+    first = head
     for dropped, place in enumerate(repeats):
-        if dropped == 0 or repeats[dropped - 1] != place - 1:
-            first = place - 1
-        if ordered[place][0] != ordered[first][0]:
-            refused = (place - dropped, ordered[place][1])
+        if place > 0 and (dropped == 0 or repeats[dropped - 1] != place - 1):
+            first = window[place - 1]
+        if first is None or window[place][0] != first[0]:
+            refused, end = window[place][1], place
             break
-    bounds = [-1, *repeats, len(ordered)]
-    parts = (ordered[a + 1 : b] for a, b in pairwise(bounds))
+    bounds = [-1, *(r for r in repeats if r < end), end]
+    parts = (window[a + 1 : b] for a, b in pairwise(bounds))
     return list(chain.from_iterable(parts)), refused
 
 
