@@ -464,9 +464,11 @@ def apply_long_term(
     tally = Tally()
     for start in range(0, len(stale), 500):
         part = list(stale[start : start + 500])
+        # The file's chunks are all long-term ones: said so, the rows are found through
+        # `chunks_one_per_entry` by ref, not by a pass over the file's 100 000.
         old = conn.execute(
             f"SELECT id, tokens FROM chunks WHERE scope_id = ? AND path = ?"
-            f" AND ref IN ({','.join('?' * len(part))})",
+            f" AND kind = 'long_term' AND ref IN ({','.join('?' * len(part))})",
             (sid, path, *part),
         ).fetchall()
         delete_rows(conn, sid, old, tally)
