@@ -71,19 +71,18 @@ def encode(base: Base, parsed: ParsedMemory, digest: bytes, archive_below: float
     keys = parsed.keys
     entries = parsed.entries
     ids = list(map(attrgetter("id"), entries))
-    try:
-        entry_keys = list(map(keys.__getitem__, ids))
-    except KeyError:
-        return None
     positions = base.positions()
     size = len(base.keys)
-    # An entry the base lacks gets the place `size`, whose sentinel lines it never uses.
-    places = list(map(positions.get, entry_keys, repeat(size)))
+    try:
+        # An entry the base lacks gets the place `size`, whose sentinel lines it never uses.
+        places = list(map(positions.get, map(keys.__getitem__, ids), repeat(size)))
+    except KeyError:
+        return None
     base_lines = [*base.lines[:size], (0, 0)]
     olds = list(map(base_lines.__getitem__, places))
     news = list(map(parsed.lines.get, ids, repeat((0, 0))))
     shifts = list(map(sub, map(itemgetter(0), news), map(itemgetter(0), olds)))
-    last_shifts = list(map(sub, map(itemgetter(1), news), map(itemgetter(1), olds)))
+    last_shifts = map(sub, map(itemgetter(1), news), map(itemgetter(1), olds))
     count = len(entries)
     odd = sorted(
         {
@@ -105,7 +104,7 @@ def encode(base: Base, parsed: ParsedMemory, digest: bytes, archive_below: float
         parsed,
         digest,
         archive_below,
-        _Columns(entries, entry_keys, places, news, shifts),
+        _Columns(entries, places, news, shifts),
         starts,
         set(odd),
     )
@@ -113,10 +112,9 @@ def encode(base: Base, parsed: ParsedMemory, digest: bytes, archive_below: float
 
 @dataclass(frozen=True, slots=True)
 class _Columns:
-    """Each entry of the new version, its block key, place in the base, lines and shift."""
+    """Each entry of the new version, its place in the base, lines and shift."""
 
     entries: list[MemoryEntry]
-    keys: list[bytes]
     places: list[int]
     news: list[tuple[int, int]]
     shifts: list[int]
@@ -145,7 +143,7 @@ def _pieces(
             pieces.append([columns.places[start], stop - start, columns.shifts[start]])
             continue
         entry = columns.entries[start]
-        key = columns.keys[start]
+        key = parsed.keys[entry.id]
         first, last = columns.news[start]
         if not parse_cache.plain(entry):
             return None
