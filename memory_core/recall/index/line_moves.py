@@ -65,6 +65,8 @@ def shift_runs(
 
 
 _FIRST_WINDOW = 1024
+"""Chunks in the first window when at most `most` runs are wanted (each next window is
+four times larger): a re-sort is refused after a few, a capture goes through all."""
 
 
 def _segments(
