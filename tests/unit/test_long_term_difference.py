@@ -3,12 +3,15 @@ it is computed in a worker thread, never on the event loop."""
 
 from __future__ import annotations
 
+import gc
 import threading
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 
 import memory_core.recall.index.long_term_difference as difference
+import memory_core.recall.index.writes as writes
 from memory_core.base.clock import format_when
 from memory_core.base.entries import MemoryEntry
 from memory_core.base.scope import MAIN
@@ -68,3 +71,31 @@ async def test_a_write_is_compared_off_the_event_loop(
     await core.memories.capture(MAIN, "works on the billing service")
     await core.memories.flush()
     assert threads == [False]
+
+
+@pytest.mark.storage
+async def test_a_write_is_indexed_with_the_collector_paused(
+    core: MemoryCore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The comparison's objects live until the index is written: no collection runs
+    over them meanwhile, and the collector runs again once the write is indexed."""
+    await core.memories.capture(MAIN, "drinks oolong tea")
+    await core.memories.flush()
+    collecting: list[bool] = []
+    real_compare, real_write = difference.between_versions, writes.apply_long_term
+
+    def compare(*args: list[MemoryEntry]) -> tuple[list[str], list[MemoryEntry]]:
+        collecting.append(gc.isenabled())
+        return real_compare(*args)
+
+    def write(*args: Any, **kwargs: Any) -> None:
+        collecting.append(gc.isenabled())
+        real_write(*args, **kwargs)
+
+    monkeypatch.setattr(difference, "between_versions", compare)
+    monkeypatch.setattr(writes, "apply_long_term", write)
+    assert gc.isenabled()
+    await core.memories.capture(MAIN, "works on the billing service")
+    await core.memories.flush()
+    assert collecting == [False, False]
+    assert gc.isenabled()

@@ -15,7 +15,7 @@ from memory_core.base.chunks import Chunk, ChunkKind
 from memory_core.base.clock import format_when
 from memory_core.base.sql import Connection
 from memory_core.base.turn_dates import encode_days
-from memory_core.recall.index.line_moves import RANGED_RUNS, shift_runs
+from memory_core.recall.index.line_moves import RANGED_RUNS, moved_rows, shift_runs
 from memory_core.recall.index.model import PreparedFile, SyncStats
 from memory_core.recall.index.postings import postings
 from memory_core.recall.index.search import BY_LINE, held_chunks
@@ -464,9 +464,11 @@ def apply_long_term(
     tally = Tally()
     for start in range(0, len(stale), 500):
         part = list(stale[start : start + 500])
+        # The file's chunks are all long-term ones: said so, the rows are found through
+        # `chunks_one_per_entry` by ref, not by a pass over the file's 100 000.
         old = conn.execute(
             f"SELECT id, tokens FROM chunks WHERE scope_id = ? AND path = ?"
-            f" AND ref IN ({','.join('?' * len(part))})",
+            f" AND kind = 'long_term' AND ref IN ({','.join('?' * len(part))})",
             (sid, path, *part),
         ).fetchall()
         delete_rows(conn, sid, old, tally)
@@ -522,9 +524,5 @@ def move_kept(
     conn.executemany(
         "UPDATE chunks SET line_from = ?, line_to = ?"
         " WHERE scope_id = ? AND path = ? AND kind = 'long_term' AND ref = ?",
-        [
-            (*lines[ref], sid, path, ref)
-            for ref, line_from, line_to in kept
-            if ref in lines and lines[ref] != (line_from, line_to)
-        ],
+        moved_rows(kept, lines, sid, path),
     )
