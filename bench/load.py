@@ -2,9 +2,9 @@
 
 The issue asks for every target at load <= 3 (nothing added: `--load 0`) and at load ~6
 (two CPU-bound processes beside the bench on a shared machine: `--load 2`). `Burners` starts
-the processes (plain Python loops, one core each), waits until the 1-minute load average
-has risen by most of what they add (or a settle time passes: the average is slow, about a
-minute to follow), and stops them on exit, whatever happens inside. Benches print
+the processes (plain Python loops, one core each, each in its own session), waits until
+the 1-minute load average has risen by most of what they add (or a settle time passes: the
+average is slow, about a minute to follow), and stops them on exit, whatever happens inside. Benches print
 `load_now()` at their start and end, so every figure is read beside the load it had.
 """
 
@@ -51,7 +51,12 @@ def add_load_argument(parser: argparse.ArgumentParser) -> None:
 
 
 def _burn() -> None:  # pragma: no cover - runs in the burner processes, killed by the parent
-    """One core's worth of pure-Python work, forever (the parent terminates it)."""
+    """One core's worth of pure-Python work, forever (the parent terminates it), in a
+    session of its own: with the kernel's autogroup scheduling a session shares the CPU as
+    one, so burners left in the bench's session would weigh as one program against each
+    command measured (which runs in its own session), not as the other programs of a
+    busy machine do."""
+    os.setsid()
     n = 0
     while True:
         n = (n * 1_103_515_245 + 12_345) % 2_147_483_648
