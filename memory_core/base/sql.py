@@ -15,7 +15,7 @@ never of the backend's name.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Literal, Protocol, TypeVar
 
 BackendName = Literal["sqlite", "postgres"]
@@ -80,6 +80,14 @@ class Dialect(Protocol):
 
     def any_of(self, column: str, values: Sequence[object]) -> tuple[str, list[object]]:
         """A condition "`column` is one of `values`" and its parameters."""
+        ...
+
+    def rows_as(
+        self, name: str, columns: Mapping[str, str], rows: Sequence[Sequence[object]]
+    ) -> tuple[str, list[object]]:
+        """A `WITH` clause naming `rows` the table `name` of `columns` (name → SQL type:
+        TEXT, BIGINT), and its parameters: a statement over many rows as one parameter or one per column, not a
+        statement per row (which holds the interpreter's lock while each row is bound)."""
         ...
 
     def vacuum(self, conn: Connection, tables: Sequence[str]) -> bool:

@@ -11,7 +11,8 @@ asks them before any database is opened.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Mapping, Sequence
 
 from memory_core.base.errors import ConfigError
 from memory_core.base.sql import BackendName, Connection, Dialect, FullText
@@ -30,6 +31,18 @@ class SqliteDialect:
 
     def any_of(self, column: str, values: Sequence[object]) -> tuple[str, list[object]]:
         return f"{column} IN ({','.join('?' * len(values))})", list(values)
+
+    def rows_as(
+        self, name: str, columns: Mapping[str, str], rows: Sequence[Sequence[object]]
+    ) -> tuple[str, list[object]]:
+        # One JSON text, read once (MATERIALIZED: flattened into the statement, it was
+        # read again for each row of the table it is joined to).
+        picked = ", ".join(f"json_extract(value, '$[{n}]')" for n in range(len(columns)))
+        return (
+            f"WITH {name}({', '.join(columns)}) AS MATERIALIZED"
+            f" (SELECT {picked} FROM json_each(?))",
+            [json.dumps([list(row) for row in rows], ensure_ascii=False)],
+        )
 
     def vacuum(self, conn: Connection, tables: Sequence[str]) -> bool:
         # SQLite keeps deleted text in free parts of its pages and old pages in the WAL:
@@ -60,6 +73,16 @@ class PostgresDialect:
     def any_of(self, column: str, values: Sequence[object]) -> tuple[str, list[object]]:
         # One array parameter: as many parameters as values slowed parsing and planning.
         return f"{column} = ANY(?)", [list(values)]
+
+    def rows_as(
+        self, name: str, columns: Mapping[str, str], rows: Sequence[Sequence[object]]
+    ) -> tuple[str, list[object]]:
+        # One array per column, side by side, typed (an untyped array matches no unnest).
+        marks = ", ".join(f"?::{kind}[]" for kind in columns.values())
+        return (
+            f"WITH {name}({', '.join(columns)}) AS (SELECT * FROM unnest({marks}))",
+            [list(column) for column in zip(*rows, strict=True)] or [[]] * len(columns),
+        )
 
     def vacuum(self, conn: Connection, tables: Sequence[str]) -> bool:
         for table in dict.fromkeys(tables):

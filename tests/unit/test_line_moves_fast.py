@@ -78,11 +78,9 @@ def reference_kept_lines(
     return kept
 
 
-def reference_moved_rows(
-    kept: Kept, lines: Lines, sid: int, path: str
-) -> list[tuple[int, int, int, str, str]]:
+def reference_moved_rows(kept: Kept, lines: Lines) -> list[tuple[str, int, int]]:
     return [
-        (*lines[ref], sid, path, ref)
+        (ref, *lines[ref])
         for ref, line_from, line_to in kept
         if ref in lines and lines[ref] != (line_from, line_to)
     ]
@@ -171,7 +169,7 @@ def test_the_passes_give_what_the_loops_give(rng: random.Random, size: int, chan
         return
     if new and rng.random() < 0.3:
         del new[rng.choice(list(new))]  # left where it is
-    assert moved_rows(kept, new, 3, "MEMORY.md") == reference_moved_rows(kept, new, 3, "MEMORY.md")
+    assert moved_rows(kept, new) == reference_moved_rows(kept, new)
     for most in (None, 0, 1, 2, RANGED_RUNS):
         same_runs(kept, new, most)
 
@@ -204,7 +202,7 @@ def test_a_long_file_re_sorted_gives_the_same_runs() -> None:
         )
         kept = kept_lines(before, old, stale)
         assert kept is not None and kept == reference_kept_lines(before, old, stale)
-        assert moved_rows(kept, new, 1, "m") == reference_moved_rows(kept, new, 1, "m")
+        assert moved_rows(kept, new) == reference_moved_rows(kept, new)
         for most in (None, RANGED_RUNS):
             same_runs(kept, new, most)
 

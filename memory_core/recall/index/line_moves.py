@@ -6,7 +6,7 @@ one per chunk (`writes.move_kept`). Pure."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from itertools import chain, compress, filterfalse, islice, pairwise, repeat
+from itertools import chain, compress, filterfalse, islice, pairwise
 from operator import attrgetter, eq, itemgetter, ne, or_, sub
 from typing import NamedTuple
 
@@ -145,13 +145,10 @@ def kept_lines(
 
 
 def moved_rows(
-    kept: Sequence[tuple[str, int, int]],
-    lines: Mapping[str, tuple[int, int]],
-    sid: int,
-    path: str,
-) -> list[tuple[int, int, int, str, str]]:
-    """(line_from, line_to, sid, path, ref) of each kept chunk whose entry has other
-    lines now, in `kept`'s order: whole-list passes (a re-sort moves most of 100 000)."""
+    kept: Sequence[tuple[str, int, int]], lines: Mapping[str, tuple[int, int]]
+) -> list[tuple[str, int, int]]:
+    """(ref, line_from, line_to) of each kept chunk whose entry has other lines now, in
+    `kept`'s order: whole-list passes (a re-sort moves most of 100 000)."""
     refs = list(map(itemgetter(0), kept))
     was = list(map(itemgetter(1, 2), kept))
     now = list(map(lines.get, refs, was))  # no new lines: left where it is
@@ -159,10 +156,9 @@ def moved_rows(
     placed = list(compress(now, moved))
     return list(
         zip(
+            compress(refs, moved),
             map(itemgetter(0), placed),
             map(itemgetter(1), placed),
-            repeat(sid),
-            repeat(path),
-            compress(refs, moved),
+            strict=True,
         )
     )

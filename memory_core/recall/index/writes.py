@@ -478,6 +478,10 @@ def apply_long_term(
     conn.execute(UPSERT_FILE, (path, sid, *stamp, digest, ChunkKind.LONG_TERM.value))
 
 
+_LINES_BY_ID = {"id": "BIGINT", "line_from": "BIGINT", "line_to": "BIGINT"}
+_LINES_BY_REF = {"ref": "TEXT", "line_from": "BIGINT", "line_to": "BIGINT"}
+
+
 def move_kept(
     conn: Connection,
     sid: int,
@@ -488,11 +492,13 @@ def move_kept(
     """The long-term chunks a write keeps, moved to their new `lines` before any new
     chunk is stored (each row moves once, from its old lines). A long-term chunk is
     keyed by its entry, not its line (`chunks_one_per_entry`), so a move is one row
-    write and no index change: few long runs (an entry added above the rest) in one
-    statement, many short ones (a re-sort by score) row by row."""
+    write and no index change: few long runs (an entry added above the rest) by their
+    ranges, many short ones (a re-sort by score) by their rows; one statement either way,
+    which the database runs without holding the interpreter (a write's other work goes on
+    in another thread meanwhile)."""
     if kept is None:
         moves = [
-            (*lines[str(ref)], int(chunk_id))
+            (int(chunk_id), *lines[str(ref)])
             for chunk_id, ref, line_from, line_to in conn.execute(
                 "SELECT id, ref, line_from, line_to FROM chunks WHERE scope_id = ? AND path = ?",
                 (sid, path),
@@ -500,7 +506,12 @@ def move_kept(
             if str(ref) in lines and lines[str(ref)] != (int(line_from), int(line_to))
         ]
         if moves:
-            conn.executemany("UPDATE chunks SET line_from = ?, line_to = ? WHERE id = ?", moves)
+            moved, params = conn.dialect.rows_as("moved", _LINES_BY_ID, moves)
+            conn.execute(
+                f"{moved} UPDATE chunks SET line_from = moved.line_from,"
+                " line_to = moved.line_to FROM moved WHERE chunks.id = moved.id",
+                params,
+            )
         return
     runs = shift_runs(kept, lines, most=RANGED_RUNS)
     if runs == []:
@@ -521,8 +532,13 @@ def move_kept(
             ],
         )
         return
-    conn.executemany(
-        "UPDATE chunks SET line_from = ?, line_to = ?"
-        " WHERE scope_id = ? AND path = ? AND kind = 'long_term' AND ref = ?",
-        moved_rows(kept, lines, sid, path),
+    rows = moved_rows(kept, lines)
+    if not rows:
+        return
+    moved, params = conn.dialect.rows_as("moved", _LINES_BY_REF, rows)
+    conn.execute(
+        f"{moved} UPDATE chunks SET line_from = moved.line_from, line_to = moved.line_to"
+        " FROM moved WHERE chunks.scope_id = ? AND chunks.path = ?"
+        " AND chunks.kind = 'long_term' AND chunks.ref = moved.ref",
+        [*params, sid, path],
     )
