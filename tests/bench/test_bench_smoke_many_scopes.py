@@ -85,3 +85,16 @@ def test_big_workspace_bench_measures_every_figure(tmp_path: Path) -> None:
         "chatmem capture: peak memory",
     ):
         assert FIGURE.search(_row(out, row)), _row(out, row)
+
+
+def test_a_cached_state_is_written_again_before_the_runs(tmp_path: Path) -> None:
+    """The second bench on a cache writes each state once more (`refresh`): its runs see
+    the decay of the minutes since, not of however long the cache sat."""
+    args = ("--entries", "30", "--only", "memory", "--runs", "1", "--no-warmup")
+    args += ("--no-compare", "--checkout-from-env")
+    _bench("big_workspace_bench.py", *args, cache=tmp_path)
+    [state] = tmp_path.glob("memory-30-*/ws/MEMORY.md")
+    entries = state.read_text().count("\n### [")
+    out = _bench("big_workspace_bench.py", *args, cache=tmp_path)
+    assert FIGURE.search(_row(out, "capture: close after it (file written)"))
+    assert state.read_text().count("\n### [") == entries + 1
