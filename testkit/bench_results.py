@@ -73,15 +73,22 @@ class Conditions:
 
 
 def section(
-    name: str, figures: str, rev: str, when: dt.date, conditions: Conditions | None = None
+    name: str,
+    figures: str,
+    rev: str,
+    when: dt.date,
+    conditions: Conditions | None = None,
+    command: str | None = None,
 ) -> str:
-    """The whole marked section for `name`: heading, provenance line, figures verbatim."""
+    """The whole marked section for `name`: heading, provenance line (`command`, by
+    default the bench's own with `--record`), figures verbatim."""
     body = figures.strip("\n")
     extra = conditions.line() if conditions else ""
+    command = command or f"python bench/{name}.py --record"
     return (
         f"{begin_marker(name)}\n"
         f"## {name}\n\n"
-        f"Recorded by `python bench/{name}.py --record` at {rev}, {when.isoformat()}.{extra}\n\n"
+        f"Recorded by `{command}` at {rev}, {when.isoformat()}.{extra}\n\n"
         f"```\n{body}\n```\n"
         f"{end_marker(name)}"
     )
@@ -141,11 +148,12 @@ def record(
     path: Path | None = None,
     rev: str | None = None,
     conditions: Conditions | None = None,
+    command: str | None = None,
 ) -> None:
     """Write `figures` as bench `name`'s section of `path` (RESULTS.md by default)."""
     path = path or RESULTS
     old = path.read_text(encoding="utf-8") if path.exists() else "# Benchmark results\n"
-    made = section(name, figures, rev or revision(), dt.date.today(), conditions)
+    made = section(name, figures, rev or revision(), dt.date.today(), conditions, command)
     path.write_text(replace_section(old, name, made), encoding="utf-8")
 
 
@@ -174,7 +182,11 @@ class _Tee(io.TextIOBase):
 
 @contextlib.contextmanager
 def recorded(
-    name: str, enabled: bool, compared: Sequence[str] = (), path: Path | None = None
+    name: str,
+    enabled: bool,
+    compared: Sequence[str] = (),
+    path: Path | None = None,
+    command: str | None = None,
 ) -> Iterator[None]:
     """Around a bench's run: with `enabled`, what it prints is recorded once it ends well,
     with the load average at its start and end and the revisions it `compared` with."""
@@ -187,7 +199,7 @@ def recorded(
     with contextlib.redirect_stdout(tee):
         yield
     conditions = Conditions(start, load_average(), os.cpu_count() or 1, tuple(compared))
-    record(name, tee.kept.getvalue(), path=path, rev=rev, conditions=conditions)
+    record(name, tee.kept.getvalue(), path=path, rev=rev, conditions=conditions, command=command)
     print(f"recorded in {path or RESULTS}", file=sys.stderr)
 
 
@@ -199,7 +211,23 @@ def recorded_main(name: str) -> contextlib.AbstractContextManager[None]:
     if enabled and not _declares_record():
         sys.argv[1:] = [arg for arg in sys.argv[1:] if arg != "--record"]
     compared = compared_revisions(sys.argv[1:]) if enabled else ()
-    return recorded(name, enabled, compared)
+    load = load_option(sys.argv[1:])
+    if not load:
+        return recorded(name, enabled, compared)
+    # Figures under added load are a section of their own: the quiet ones stay.
+    command = f"python bench/{name}.py --load {load} --record"
+    return recorded(f"{name}-load{load}", enabled, compared, command=command)
+
+
+def load_option(argv: Sequence[str]) -> int:
+    """The `--load N` of a bench's command line (`bench/load.py`), 0 without one."""
+    for i, arg in enumerate(argv):
+        value = argv[i + 1] if arg == "--load" and i + 1 < len(argv) else None
+        if arg.startswith("--load="):
+            value = arg.split("=", 1)[1]
+        if value is not None and value.isdigit():
+            return int(value)
+    return 0
 
 
 def _declares_record() -> bool:

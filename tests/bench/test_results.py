@@ -5,9 +5,20 @@ from __future__ import annotations
 
 import datetime as dt
 import subprocess
+import sys
 from pathlib import Path
 
-from testkit.bench_results import Conditions, compared_revisions, recorded, section
+import pytest
+
+from testkit import bench_results
+from testkit.bench_results import (
+    Conditions,
+    compared_revisions,
+    load_option,
+    recorded,
+    recorded_main,
+    section,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -55,3 +66,22 @@ def test_a_recorded_run_writes_its_section_with_the_conditions(tmp_path: Path) -
     assert "<!-- results:other -->\nkept\n<!-- /results:other -->" in text
     assert "Load average " in text and "Compared with b42d7a9." in text
     assert "```\nfigure 1\n```" in text
+
+
+def test_a_run_under_added_load_is_recorded_beside_the_quiet_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--load N` figures go to a section of their own (`NAME-loadN`, with the command
+    that made them): recording them keeps the quiet figures the issue asks for too."""
+    results = tmp_path / "RESULTS.md"
+    results.write_text("# Benchmark results\n")
+    monkeypatch.setattr(bench_results, "RESULTS", results)
+    for argv, figure in ((["--runs", "2"], "quiet"), (["--load", "5", "--runs", "2"], "loaded")):
+        monkeypatch.setattr(sys, "argv", ["tiny_bench.py", *argv, "--record"])
+        with recorded_main("tiny_bench"):
+            print(figure)
+    text = results.read_text()
+    assert "<!-- results:tiny_bench -->" in text and "```\nquiet\n```" in text
+    assert "<!-- results:tiny_bench-load5 -->" in text and "```\nloaded\n```" in text
+    assert "Recorded by `python bench/tiny_bench.py --load 5 --record`" in text
+    assert load_option(["--load=3"]) == 3 and load_option(["--load", "0"]) == 0
