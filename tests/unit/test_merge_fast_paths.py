@@ -283,21 +283,25 @@ def fixed_ids(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(merge_module, "new_entry_id", lambda taken: f"n{next(counter)}")
 
 
+POLICIES = [
+    DEFAULT_POLICY,
+    ScoringPolicy(category_decay={"todo": 0.9}, grace_days=0),
+    ScoringPolicy(decay="flat", category_decay={"preference": 0.95}),
+]
+"""The policies the random merges and decays draw from: the default, per-category rates
+without grace days, flat decay."""
+
+
 @pytest.mark.parametrize("seed", range(40))
 def test_merge_matches_the_plain_rules(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
     rng = random.Random(seed)
-    policies = [
-        DEFAULT_POLICY,
-        ScoringPolicy(category_decay={"todo": 0.9}, grace_days=0),
-        ScoringPolicy(decay="flat", category_decay={"preference": 0.95}),
-    ]
     for round_ in range(15):
         naive = round_ % 10 == 9
         existing = _random_entries(rng, naive)
         candidates = _random_candidates(rng, existing)
         zone = None if naive else rng.choice(ZONES)
         now = _moment(rng, zone) + timedelta(days=rng.uniform(-5, 300))
-        policy = rng.choice(policies)
+        policy = rng.choice(POLICIES)
         session = rng.choice([None, "s1", "s9"])
         fixed_ids(monkeypatch)
         fast = merge(existing, candidates, now, session, policy)
@@ -364,18 +368,13 @@ def test_decay_all_settles_what_settling_every_entry_settles(seed: int) -> None:
     """`decay_all` settles only the entries decay replaced or found below the forget
     line: the same entries and changes, in the same order, as settling every entry."""
     rng = random.Random(seed)
-    policies = [
-        DEFAULT_POLICY,
-        ScoringPolicy(category_decay={"todo": 0.9}, grace_days=0),
-        ScoringPolicy(decay="flat", category_decay={"preference": 0.95}),
-    ]
     for round_ in range(15):
         naive = round_ % 10 == 9
         existing = _random_entries(rng, naive)
         now = _moment(rng, None if naive else rng.choice(ZONES)) + timedelta(
             days=rng.uniform(-5, 300)
         )
-        policy = rng.choice(policies)
+        policy = rng.choice(POLICIES)
         changes: list[Change] = []
         before: dict[str, Status] = {}
         by_id: dict[str, MemoryEntry] = {}
