@@ -1,28 +1,25 @@
 """Load beside a bench: N CPU-bound processes, so figures can be given at a stated load.
 
 The issue asks for every target at load <= 3 (nothing added: `--load 0`) and at load ~6
-(two CPU-bound processes beside the bench on a shared machine: `--load 2`). `Burners` starts
-the processes (plain Python loops, one core each, each in its own session), waits until
-the 1-minute load average has risen by most of what they add (or a settle time passes: the
-average is slow, about a minute to follow), and stops them on exit, whatever happens inside. Benches print
-`load_now()` at their start and end, so every figure is read beside the load it had.
+(`--load 2` on a machine already at ~4; `--load 5` on a quiet 2-core one). The processes
+are `testkit/burners.py`'s (each in a session of its own; tests reach them there). Benches
+print `load_now()` at their start and end, so every figure is read beside the load it had.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import multiprocessing
 import os
-import time
-from collections.abc import Callable, Iterator
-from multiprocessing.process import BaseProcess
+import sys
+from pathlib import Path
 
-SETTLE_SECONDS = 75.0
-"""Longest wait for the 1-minute average to follow the burners (it moves by about 63 %
-of a change per minute)."""
-RISE_SHARE = 0.6
-"""The average has followed once it rose by this share of the burners' count."""
+REPO = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))  # testkit/ is dev-only: found beside bench/, not installed
+
+from testkit.burners import SETTLE_SECONDS, burners, settled  # noqa: E402
+
+__all__ = ["SETTLE_SECONDS", "add_load_argument", "burners", "load_now", "settled"]
 
 
 def load_now() -> str:
@@ -37,8 +34,8 @@ def add_load_argument(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=0,
         metavar="N",
-        help="run N CPU-bound processes beside the bench (default 0: none; 2 for the "
-        "issue's 'load ~6' on a shared 2-core machine)",
+        help="run N CPU-bound processes beside the bench (default 0: none; 5 for the "
+        "issue's 'load ~6' on a quiet 2-core machine)",
     )
     parser.add_argument(
         "--settle",
@@ -48,61 +45,3 @@ def add_load_argument(parser: argparse.ArgumentParser) -> None:
         help="with --load, wait at most S seconds for the 1-minute load average to rise "
         f"(default {SETTLE_SECONDS:.0f})",
     )
-
-
-def _burn() -> None:  # pragma: no cover - runs in the burner processes, killed by the parent
-    """One core's worth of pure-Python work, forever (the parent terminates it), in a
-    session of its own: with the kernel's autogroup scheduling a session shares the CPU as
-    one, so burners left in the bench's session would weigh as one program against each
-    command measured (which runs in its own session), not as the other programs of a
-    busy machine do."""
-    os.setsid()
-    n = 0
-    while True:
-        n = (n * 1_103_515_245 + 12_345) % 2_147_483_648
-
-
-def settled(start: float, now: float, count: int) -> bool:
-    """Whether the 1-minute average (`now`, from `start` before the burners) has risen by
-    enough of `count`. Pure, so the rule is tested without waiting a minute."""
-    return count <= 0 or now - start >= RISE_SHARE * count
-
-
-@contextlib.contextmanager
-def burners(
-    count: int,
-    *,
-    settle_seconds: float = SETTLE_SECONDS,
-    loadavg: Callable[[], tuple[float, float, float]] = os.getloadavg,
-    monotonic: Callable[[], float] = time.monotonic,
-    poll_seconds: float = 1.0,
-) -> Iterator[list[BaseProcess]]:
-    """`count` CPU-bound processes running for the body's duration (none for 0).
-
-    Before the body runs, waits until the 1-minute load average rose (`settled`) or
-    `settle_seconds` passed. The processes are daemons and are terminated, then joined,
-    on exit, so a failing bench leaves none behind."""
-    if count <= 0:
-        yield []
-        return
-    context = multiprocessing.get_context("spawn")
-    procs: list[BaseProcess] = [
-        context.Process(target=_burn, name=f"bench-load-{i}", daemon=True) for i in range(count)
-    ]
-    start = loadavg()[0]
-    try:
-        for proc in procs:
-            proc.start()
-        deadline = monotonic() + settle_seconds
-        while monotonic() < deadline and not settled(start, loadavg()[0], count):
-            time.sleep(poll_seconds)
-        yield procs
-    finally:
-        for proc in procs:
-            if proc.is_alive():
-                proc.terminate()
-        for proc in procs:
-            proc.join(timeout=10)
-            if proc.is_alive():
-                proc.kill()
-                proc.join(timeout=10)

@@ -1,13 +1,12 @@
-"""bench/load.py: the burners benches run beside themselves for figures "at load ~6"."""
+"""testkit/burners.py: the processes a bench runs beside itself for figures "at load ~6"
+(`bench/load.py`)."""
 
 from __future__ import annotations
 
 import os
-import time
 
-from bench.load import burners, settled
-
-DEADLINE_SECONDS = 30.0
+from testkit.burners import burners, settled
+from testkit.waiting import until_sync
 
 
 def test_the_load_has_followed_once_it_rose_by_most_of_the_burners() -> None:
@@ -22,9 +21,9 @@ def test_each_burner_runs_in_a_session_of_its_own_and_stops_with_the_bench() -> 
     with burners(2, settle_seconds=0) as procs:
         pids = [proc.pid for proc in procs]
         assert all(pid is not None for pid in pids)
-        deadline = time.monotonic() + DEADLINE_SECONDS
-        while not all(os.getsid(pid) == pid for pid in pids if pid is not None):
-            assert time.monotonic() < deadline, "a burner never left the bench's session"
-            time.sleep(0.05)
+        until_sync(
+            lambda: all(os.getsid(pid) == pid for pid in pids if pid is not None),
+            what="each burner in a session of its own",
+        )
         assert os.getsid(0) not in pids
     assert not any(proc.is_alive() for proc in procs)
