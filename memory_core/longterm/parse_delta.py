@@ -15,18 +15,15 @@ beside it `<slug>.delta`: the new version described against the base, as
 Each write replaces the delta with one against the same base, so a delta is never applied
 to another delta. When its new entries pass `COMPACT_SHARE` of the base (many captures
 piled up), or its entries of known texts `RESCORED_SHARE` (a day's decay rescored most of
-the file), the whole parse is written as the new base instead, and the delta removed. A delta whose base, format or hash does not fit
-is ignored (the base still serves the parse of the changed blocks): a torn write costs
-that parse and nothing else.
+the file), the whole parse is written as the new base instead, and the delta removed. A
+delta whose base, format or hash does not fit is ignored (the base still serves the parse
+of the changed blocks): a torn write costs that parse and nothing else.
 """
 
 from __future__ import annotations
 
 import logging
 import marshal
-from dataclasses import dataclass
-from itertools import compress, islice, pairwise, repeat
-from operator import add, attrgetter, eq, itemgetter, ne, sub
 from typing import Any
 
 from memory_core.base.entries import MemoryEntry
@@ -62,89 +59,33 @@ key, lines)`: an entry whose text the base holds."""
 
 def encode(base: Base, parsed: ParsedMemory, digest: bytes, archive_below: float) -> bytes | None:
     """The delta file's bytes for `parsed` (which carries every entry's block key) against
-    `base`; None when the whole parse should be written instead.
-
-    Every entry's place in the base and line shift is found by C-level passes over whole
-    lists; Python code runs only where a run of kept entries breaks (a capture makes one
-    or two breaks, a day's decay a few hundred). The bytes are those an entry-by-entry
-    loop writes, down to which objects marshal sees shared (`_pieces`)."""
+    `base`; None when the whole parse should be written instead."""
     keys = parsed.keys
     entries = parsed.entries
-    ids = list(map(attrgetter("id"), entries))
-    positions = base.positions()
-    size = len(base.keys)
-    try:
-        # An entry the base lacks gets the place `size`, whose sentinel lines it never uses.
-        places = list(map(positions.get, map(keys.__getitem__, ids), repeat(size)))
-    except KeyError:
+    if any(e.id not in keys for e in entries):
         return None
-    base_lines = [*base.lines[:size], (0, 0)]
-    olds = list(map(base_lines.__getitem__, places))
-    news = list(map(parsed.lines.get, ids, repeat((0, 0))))
-    shifts = list(map(sub, map(itemgetter(0), news), map(itemgetter(0), olds)))
-    last_shifts = map(sub, map(itemgetter(1), news), map(itemgetter(1), olds))
-    count = len(entries)
-    odd = sorted(
-        {
-            *compress(range(count), map(ne, shifts, last_shifts)),
-            *compress(range(count), map(eq, places, repeat(size))),
-        }
-    )
-    offsets = list(map(sub, places, range(count)))  # the same along a run of adjacent entries
-    breaks = {
-        0,
-        *odd,
-        *map(add, odd, repeat(1)),
-        *compress(range(1, count), map(ne, islice(offsets, 1, None), offsets)),
-        *compress(range(1, count), map(ne, islice(shifts, 1, None), shifts)),
-    }
-    starts = sorted(b for b in breaks if b < count)
-    return _pieces(
-        base,
-        parsed,
-        digest,
-        archive_below,
-        _Columns(entries, places, news, shifts),
-        starts,
-        set(odd),
-    )
-
-
-@dataclass(frozen=True, slots=True)
-class _Columns:
-    """Each entry of the new version, its place in the base, lines and shift."""
-
-    entries: list[MemoryEntry]
-    places: list[int]
-    news: list[tuple[int, int]]
-    shifts: list[int]
-
-
-def _pieces(
-    base: Base,
-    parsed: ParsedMemory,
-    digest: bytes,
-    archive_below: float,
-    columns: _Columns,
-    starts: list[int],
-    odd: set[int],
-) -> bytes | None:
-    """The bytes from where runs start and which entries the base does not hold as they
-    are. Pieces are lists made into tuples at the end, as the loop made them: marshal
-    marks an object referenced twice, so each must be referenced alike."""
+    positions = base.positions()
     pieces: list[list[Any]] = []
     fresh: list[MemoryEntry] = []
     fresh_pieces: list[list[Any]] = []
     most = COMPACT_SHARE * len(base.keys)
     most_known = RESCORED_SHARE * len(base.keys)
     known = 0
-    for start, stop in pairwise([*starts, len(columns.entries)]):
-        if start not in odd:
-            pieces.append([columns.places[start], stop - start, columns.shifts[start]])
-            continue
-        entry = columns.entries[start]
-        key = parsed.keys[entry.id]
-        first, last = columns.news[start]
+    for entry in entries:
+        key = keys[entry.id]
+        first, last = parsed.lines.get(entry.id, (0, 0))
+        place = positions.get(key)
+        if place is not None:
+            base_first, base_last = base.lines[place]
+            shift = first - base_first
+            if last - base_last == shift:
+                if pieces:
+                    prev = pieces[-1]
+                    if prev[0] >= 0 and prev[0] + prev[1] == place and prev[2] == shift:
+                        prev[1] += 1
+                        continue
+                pieces.append([place, 1, shift])
+                continue
         if not parse_cache.plain(entry):
             return None
         if entry.content in base.contents():  # made once per base, at its first need
@@ -160,8 +101,8 @@ def _pieces(
         fresh_pieces.append(piece)
         pieces.append(piece)
     norms, skeletons, named = parse_cache.derived(fresh, complete=True)
-    for piece, norm, skeleton, names in zip(fresh_pieces, norms, skeletons, named, strict=True):
-        piece[1:2] = [piece[1], norm, skeleton, names]
+    for piece, norm, known, names in zip(fresh_pieces, norms, skeletons, named, strict=True):
+        piece[1:2] = [piece[1], norm, known, names]
     body = (
         parse_cache.file_format(),
         _TAG,

@@ -6,8 +6,7 @@ one per chunk (`writes.move_kept`). Pure."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from itertools import chain, compress, filterfalse, islice, pairwise
-from operator import attrgetter, eq, itemgetter, ne, or_, sub
+from operator import itemgetter
 from typing import NamedTuple
 
 from memory_core.base.entries import MemoryEntry
@@ -33,92 +32,33 @@ def shift_runs(
     """The runs that move the chunks `placed` ((ref, line_from, line_to) of every chunk
     the file keeps, one ref per first line) to `lines` (ref → new lines); None as soon
     as there are more than `most`. A chunk that stays, or whose ref has no new lines
-    (left where it is), ends a run: no run's range covers a chunk it must not move.
-
-    The chunks are gone through in line order, by windows of growing size (a re-sort
-    passes `most` within its first thousand chunks), each by C-level passes over whole
-    lists; Python code runs only where the shift changes."""
-    ordered = sorted(placed, key=itemgetter(1))
+    (left where it is), ends a run: no run's range covers a chunk it must not move."""
     runs: list[Run] = []
-    going: list[int] | None = None  # first, last, by_from, by_to of the run going on
-    head: tuple[str, int, int] | None = None  # the first chunk of the last line seen
-    low, size = 0, len(ordered) if most is None else _FIRST_WINDOW
-    while low < len(ordered):
-        window = ordered[low : low + size]
-        low, size = low + size, size * 4
-        segments, refused = _segments(window, head, lines)
-        head = window[-1] if head is None or window[-1][1] != head[1] else head
-        for first, last, by_from, by_to in segments:
-            if going is not None and (by_from, by_to) == (going[2], going[3]):
-                going[1] = last
-                continue
-            if going is not None:
-                runs.append(Run(*going))
-                if most is not None and len(runs) > most:
-                    return None
-            going = [first, last, by_from, by_to] if by_from or by_to else None
-        if refused is not None:
-            raise ValueError(f"two entries' chunks start on line {refused}")
-    if going is not None:
-        runs.append(Run(*going))
+    first = last = 0
+    shift: tuple[int, int] | None = None
+    seen: tuple[int, str] | None = None
+    for ref, line_from, line_to in sorted(placed, key=itemgetter(1)):
+        if seen is not None and seen[0] == line_from:
+            if seen[1] != ref:
+                raise ValueError(f"two entries' chunks start on line {line_from}")
+            continue  # another piece of the same chunk, moved by its line's range
+        seen = (line_from, ref)
+        new = lines.get(ref)
+        now = None if new is None else (new[0] - line_from, new[1] - line_to)
+        if now == (0, 0):
+            now = None
+        if now is not None and now == shift:
+            last = line_from
+            continue
+        if shift is not None:
+            runs.append(Run(first, last, *shift))
+            if most is not None and len(runs) > most:
+                return None
+        first = last = line_from
+        shift = now
+    if shift is not None:
+        runs.append(Run(first, last, *shift))
     return None if most is not None and len(runs) > most else runs
-
-
-_FIRST_WINDOW = 1024
-"""Chunks in the first window when at most `most` runs are wanted (each next window is
-four times larger): a re-sort is refused after a few, a capture goes through all."""
-
-
-def _segments(
-    window: list[tuple[str, int, int]], head: tuple[str, int, int] | None, lines: Lines
-) -> tuple[list[tuple[int, int, int, int]], int | None]:
-    """(first line, last line, by_from, by_to) of each stretch of `window`'s chunks
-    (in line order, after the chunk `head`) that move alike, up to a line shared by two
-    refs (its number, or None when there is none). Another chunk of the line before it
-    is left out: a piece of the same chunk, moved by its line's range."""
-    starts = list(map(itemgetter(1), window))
-    repeats = list(
-        compress(range(len(window)), map(eq, starts, [None if head is None else head[1], *starts]))
-    )
-    refused = None
-    if repeats:
-        window, refused = _one_per_line(window, repeats, head)
-        starts = list(map(itemgetter(1), window))
-    # A ref with no new lines is given its own: it stays, as one whose lines are the same.
-    new = list(map(lines.get, map(itemgetter(0), window), map(itemgetter(1, 2), window)))
-    by_from = list(map(sub, map(itemgetter(0), new), starts))
-    by_to = list(map(sub, map(itemgetter(1), new), map(itemgetter(2), window)))
-    changes = compress(
-        range(1, len(window)),
-        map(
-            or_, map(ne, islice(by_from, 1, None), by_from), map(ne, islice(by_to, 1, None), by_to)
-        ),
-    )
-    bounds = [0, *changes, len(window)] if window else []
-    return [
-        (starts[first], starts[stop - 1], by_from[first], by_to[first])
-        for first, stop in pairwise(bounds)
-    ], refused
-
-
-def _one_per_line(
-    window: list[tuple[str, int, int]], repeats: list[int], head: tuple[str, int, int] | None
-) -> tuple[list[tuple[str, int, int]], int | None]:
-    """The chunks of `window` without the places `repeats` (each on the line of the
-    chunk before it, `head` before the first), up to the first chunk with another ref
-    than the first of its line; and that chunk's line, or None."""
-    refused = None
-    end = len(window)
-    first = head
-    for dropped, place in enumerate(repeats):
-        if place > 0 and (dropped == 0 or repeats[dropped - 1] != place - 1):
-            first = window[place - 1]
-        if first is None or window[place][0] != first[0]:
-            refused, end = window[place][1], place
-            break
-    bounds = [-1, *(r for r in repeats if r < end), end]
-    parts = (window[a + 1 : b] for a, b in pairwise(bounds))
-    return list(chain.from_iterable(parts)), refused
 
 
 RANGED_RUNS = 16
@@ -133,32 +73,24 @@ def kept_lines(
     """The chunks a write keeps, at their lines in the version it replaced
     (whose chunks the index holds when it is in step with it): every entry of `before`
     not in `stale`. None when that version's lines do not cover them all (the index's
-    own rows are read instead). Whole-list passes: a large file keeps 100 000 chunks."""
-    refs = list(map(attrgetter("id"), before))
-    if stale:
-        refs = list(filterfalse(set(stale).__contains__, refs))
-    try:
-        at = list(map(before_lines.__getitem__, refs))
-    except KeyError:
-        return None
-    return list(zip(refs, map(itemgetter(0), at), map(itemgetter(1), at), strict=True))
+    own rows are read instead)."""
+    gone = set(stale)
+    kept: Kept = []
+    for entry in before:
+        if entry.id in gone:
+            continue
+        at = before_lines.get(entry.id)
+        if at is None:
+            return None
+        kept.append((entry.id, at[0], at[1]))
+    return kept
 
 
-def moved_rows(
-    kept: Sequence[tuple[str, int, int]], lines: Mapping[str, tuple[int, int]]
-) -> list[tuple[str, int, int]]:
+def moved_rows(kept: Sequence[tuple[str, int, int]], lines: Lines) -> Kept:
     """(ref, line_from, line_to) of each kept chunk whose entry has other lines now, in
-    `kept`'s order: whole-list passes (a re-sort moves most of 100 000)."""
-    refs = list(map(itemgetter(0), kept))
-    was = list(map(itemgetter(1, 2), kept))
-    now = list(map(lines.get, refs, was))  # no new lines: left where it is
-    moved = list(map(ne, now, was))
-    placed = list(compress(now, moved))
-    return list(
-        zip(
-            compress(refs, moved),
-            map(itemgetter(0), placed),
-            map(itemgetter(1), placed),
-            strict=True,
-        )
-    )
+    `kept`'s order (one with no new lines is left where it is)."""
+    return [
+        (ref, *lines[ref])
+        for ref, line_from, line_to in kept
+        if ref in lines and lines[ref] != (line_from, line_to)
+    ]

@@ -4,9 +4,7 @@ alone is most of a second of CPU, which a bot's event loop must not wait through
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
-from itertools import compress
-from operator import attrgetter, is_not
+from collections.abc import Mapping, Sequence
 
 from memory_core.base.chunks import Chunk
 from memory_core.base.clock import format_when
@@ -22,20 +20,12 @@ def between_versions(
 ) -> tuple[list[str], list[MemoryEntry]]:
     """(ids whose chunks go: entries removed or shown differently, in `before`'s order;
     entries to tokenize: added or shown differently, in `after`'s order). An entry a
-    write kept as the same object is unchanged without comparing its text: whole-list
-    passes find the others (a write keeps most of 100 000), which alone are compared."""
-    old = dict(zip(map(attrgetter("id"), before), before, strict=True))
-    new = dict(zip(map(attrgetter("id"), after), after, strict=True))
-    stale = [i for i, e in _unlike(old, new) if _changed(e, new.get(i))]
-    fresh = [e for i, e in _unlike(new, old) if _changed(e, old.get(i))]
+    write kept as the same object is unchanged without comparing its text."""
+    old = {e.id: e for e in before}
+    new = {e.id: e for e in after}
+    stale = [i for i, e in old.items() if _changed(e, new.get(i))]
+    fresh = [e for i, e in new.items() if _changed(e, old.get(i))]
     return stale, fresh
-
-
-def _unlike(
-    these: dict[str, MemoryEntry], others: dict[str, MemoryEntry]
-) -> Iterator[tuple[str, MemoryEntry]]:
-    """(id, entry) of `these`, in order, but those `others` holds as the same object."""
-    return compress(these.items(), map(is_not, map(others.get, these), these.values()))
 
 
 def against_chunks(
