@@ -33,7 +33,7 @@ from memory_core.longterm.memory_md_renderer import (
     render_memory_lines,
     split_sections,
 )
-from memory_core.longterm.store_versions import RenderedBlocks
+from memory_core.longterm.store_versions import RenderedBlocks, line_offset
 
 Rendered = tuple[bytes, dict[str, tuple[int, int]], list[MemoryEntry]]
 """The file's bytes, each entry's first and last line, the entries in the file's order."""
@@ -74,18 +74,6 @@ def _line_at(data: bytes, blanks: list[int], firsts: list[int], offset: int) -> 
     return firsts[n - 1] - 2 + data.count(b"\n", blanks[n - 1], offset)
 
 
-def _offset_of(data: bytes, line: bytes) -> int | None:
-    """Where the first line of `data` equal to `line` starts (`line_index`'s line)."""
-    if data.startswith(line + b"\n") or data == line:
-        return 0
-    at = data.find(b"\n" + line + b"\n")
-    if at >= 0:
-        return at + 1
-    if len(data) > len(line) and data.endswith(b"\n" + line):
-        return len(data) - len(line)
-    return None
-
-
 class _Writer:
     """The new file's bytes, in order: runs of the old file's adjacent blocks (slices of
     it) and encoded text; each entry's lines and key on the way."""
@@ -118,7 +106,7 @@ class _Writer:
         """`RenderedBlocks.archived_at`, the heading's line counted from a block near it."""
         if self._archived_at is None:
             data = self.data
-            at = _offset_of(data, f"## {ARCHIVED}".encode())
+            at = line_offset(data, f"## {ARCHIVED}".encode())
             if at is None:
                 self._archived_at = _line_at(data, self.blanks, self.firsts, len(data)) + 2
             else:
@@ -271,8 +259,9 @@ def render_memory_bytes(
     keys: dict[str, bytes] | None = None,
 ) -> Rendered | None:
     """`render_memory_lines(entries, quarantined, reuse=old, reuse_key=old.key, ...)`,
-    its text encoded in UTF-8, and the entries in the file's order; None when the old file does not hold the blocks its parse
-    places (render by lines then; `keys` is emptied)."""
+    its text encoded in UTF-8, and the entries in the file's order; None when the old
+    file does not hold the blocks its parse places (render by lines then; `keys` is
+    emptied)."""
     try:
         return _render(entries, quarantined, old, now, archive_below, keys)
     except _Unproven:

@@ -205,7 +205,7 @@ def _parse_block_remembered(
     the index re-reads it, the TUI polls it, another process's write invalidates the
     store's cache. `_parse_block` is a pure function of its arguments and entries are
     frozen, so an unchanged block can be given the very entry it gave before (which also
-    lets the renderer's `_entry_block` find its rendering). Blocks that fail are not
+    lets the renderer's `entry_block` find its rendering). Blocks that fail are not
     kept: they raise again, with the same message.
     """
     key = (section, archive_below, *lines)

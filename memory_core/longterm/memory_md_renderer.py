@@ -93,7 +93,7 @@ def render_memory_lines(
     out = head_lines(len(entries), now)
     for entry in active:
         reused = reuse(entry) if reuse is not None else None
-        block = reused or _entry_block(entry)
+        block = reused or entry_block(entry)
         positions[entry.id] = (len(out) + 1, len(out) + len(block) - 1)
         out.extend(block)
         if keys is not None:
@@ -102,7 +102,7 @@ def render_memory_lines(
     out.extend([f"## {ARCHIVED}", ""])
     for entry in archived:
         reused = reuse(entry) if reuse is not None else None
-        block = reused or _entry_block(entry)
+        block = reused or entry_block(entry)
         positions[entry.id] = (len(out) + 1, len(out) + len(block) - 1)
         out.extend(block)
         if keys is not None:
@@ -166,13 +166,13 @@ def _is_active(entry: MemoryEntry, archive_below: float) -> bool:
 
 
 _BLOCKS: OrderedDict[int, tuple[MemoryEntry, tuple[str, ...]]] = OrderedDict()
-"""id(entry) -> (entry, its rendered block): see `_entry_block`."""
+"""id(entry) -> (entry, its rendered block): see `entry_block`."""
 _BLOCKS_KEPT = 1 << 14
 """More than the entries of the largest file we expect, or a save would evict its own
 blocks before the next save could use them (first in, first out)."""
 
 
-def _entry_block(entry: MemoryEntry) -> tuple[str, ...]:
+def entry_block(entry: MemoryEntry) -> tuple[str, ...]:
     """`render_entry(entry)`, remembered for this very entry object.
 
     A save re-renders the whole file although a merge returns the unchanged entries as the
@@ -191,10 +191,6 @@ def _entry_block(entry: MemoryEntry) -> tuple[str, ...]:
             _BLOCKS.popitem(last=False)
     _BLOCKS[key] = (entry, block)
     return block
-
-
-entry_block = _entry_block
-"""For the byte renderer (`memory_md_bytes`), which renders the changed blocks alike."""
 
 
 def clear_render_cache() -> None:

@@ -150,17 +150,23 @@ class RenderedBlocks:
         return self.keys[place] if was == section else None
 
 
-def line_index(data: bytes, line: bytes) -> int | None:
-    """The index of the first line of `data` (split at "\\n") equal to `line`, as
-    `data.split(b"\\n").index(line)` gives it, without splitting."""
+def line_offset(data: bytes, line: bytes) -> int | None:
+    """Where the first line of `data` (split at "\\n") equal to `line` starts, found
+    without splitting; None when no line is."""
     if data.startswith(line + b"\n") or data == line:
         return 0
     at = data.find(b"\n" + line + b"\n")
-    if at < 0:
-        at = len(data) - len(line) - 1
-        if at < 0 or not data.endswith(b"\n" + line):
-            return None
-    return data.count(b"\n", 0, at + 1)
+    if at >= 0:
+        return at + 1
+    if len(data) > len(line) and data.endswith(b"\n" + line):
+        return len(data) - len(line)
+    return None
+
+
+def line_index(data: bytes, line: bytes) -> int | None:
+    """The index of that line, as `data.split(b"\\n").index(line)` gives it."""
+    at = line_offset(data, line)
+    return None if at is None else data.count(b"\n", 0, at)
 
 
 def rendered_blocks(
@@ -181,11 +187,11 @@ def rendered_blocks(
     `stamp`: the file's stamp when `digest` was read, outside the racy window (None
     when racy or unknown). The file still showing it after the read vouches for the
     bytes as it does for a read (`store.py`), and spares hashing 40 MB."""
+    if digest is None:
+        return None
     try:
         data = safe_files.read_bytes(root, path, safe_files.LONG_TERM_BYTES)
     except (OSError, FileRefused):
-        return None
-    if digest is None:
         return None
     vouched = stamp is not None and _stamp_after(root, path) == stamp
     if not vouched and digest_of(data) != digest:

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from memory_core.base.entries import ArchiveReason, MemoryEntry
 from memory_core.longterm.memory_md import QuarantinedBlock
-from memory_core.longterm.memory_md_bytes import _line_at, _offset_of, render_memory_bytes
+from memory_core.longterm.memory_md_bytes import _line_at, render_memory_bytes
 from memory_core.longterm.memory_md_parser import parse_memory
 from memory_core.longterm.memory_md_renderer import (
     render_memory,
@@ -27,6 +27,7 @@ from memory_core.longterm.store_versions import (
     blocks_of,
     digest_of,
     line_index,
+    line_offset,
     rendered_blocks,
     stamp_of,
 )
@@ -223,7 +224,7 @@ def test_lines_and_offsets_are_what_splitting_finds() -> None:
     for line in [b"## Archived Memories", b"### [d]", b"# x", b"nowhere", b"\\### [b]", b""]:
         want = split.index(line) if line in split else None
         assert line_index(data, line) == want
-        assert _offset_of(data, line) == (None if want is None else starts[want])
+        assert line_offset(data, line) == (None if want is None else starts[want])
 
 
 def test_the_blocks_are_read_when_the_stamp_or_the_hash_vouches(tmp_path: Path) -> None:
