@@ -30,8 +30,9 @@ command would:
 
 The indexed state each run starts from is a workspace that has been used: opened once
 (every file indexed) and written once (a capture, and the close that writes it), as a
-bot leaves it; a cached state is written once more at each bench's start (`refresh`). That first open and write are timed once and printed (the cost of an
-upgrade, or of a file made elsewhere).
+bot leaves it; a cached state is written once more at each bench's start (`refresh`).
+That first open and write are timed once and printed (the cost of an upgrade, or of a
+file made elsewhere).
 
 The children run with their install's bytecode files after a warm-up run, as a user's
 install has .pyc files. Embeddings are off unless `--vectors` (the vector index is

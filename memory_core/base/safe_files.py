@@ -340,15 +340,13 @@ def read_bytes(root: Path, path: Path | str, limit: int) -> bytes:
         # read in pieces and joined was copied twice.
         first = os.read(fd, size + 1)
         chunks, got = [first], len(first)
-        while first:
+        while first and got <= limit:
             chunk = os.read(fd, min(1 << 20, limit + 1 - got))
             if not chunk:
                 break
             chunks.append(chunk)
             got += len(chunk)
-            if got > limit:  # it grew while being read
-                raise _too_big(root, path, got, limit)
-        if got > limit:
+        if got > limit:  # it grew while being read
             raise _too_big(root, path, got, limit)
         return first if len(chunks) == 1 else b"".join(chunks)
     finally:

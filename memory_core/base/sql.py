@@ -86,8 +86,9 @@ class Dialect(Protocol):
         self, name: str, columns: Mapping[str, str], rows: Sequence[Sequence[object]]
     ) -> tuple[str, list[object]]:
         """A `WITH` clause naming `rows` the table `name` of `columns` (name → SQL type:
-        TEXT, BIGINT), and its parameters: a statement over many rows as one parameter or one per column, not a
-        statement per row (which holds the interpreter's lock while each row is bound)."""
+        TEXT, BIGINT), and its parameters: one statement over many rows, given as one
+        parameter or one per column, not a statement per row (which holds the
+        interpreter's lock while each row is bound)."""
         ...
 
     def vacuum(self, conn: Connection, tables: Sequence[str]) -> bool:

@@ -41,7 +41,7 @@ class SqliteDialect:
         return (
             f"WITH {name}({', '.join(columns)}) AS MATERIALIZED"
             f" (SELECT {picked} FROM json_each(?))",
-            [json.dumps([list(row) for row in rows], ensure_ascii=False)],
+            [json.dumps(list(rows), ensure_ascii=False)],
         )
 
     def vacuum(self, conn: Connection, tables: Sequence[str]) -> bool:
@@ -81,7 +81,7 @@ class PostgresDialect:
         marks = ", ".join(f"?::{kind}[]" for kind in columns.values())
         return (
             f"WITH {name}({', '.join(columns)}) AS (SELECT * FROM unnest({marks}))",
-            [list(column) for column in zip(*rows, strict=True)] or [[]] * len(columns),
+            [list(column) for column in zip(*rows, strict=True)] or [[] for _ in columns],
         )
 
     def vacuum(self, conn: Connection, tables: Sequence[str]) -> bool:
