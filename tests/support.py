@@ -33,6 +33,7 @@ from memory_core.longterm.matching import EntryView
 from memory_core.longterm.merge import apply_candidates
 from memory_core.recall.index import K1, B, CorpusStats, SearchIndex, idf
 from memory_core.recall.index.files import prepare_file
+from memory_core.recall.index.long_term_lines import LINE_FROM, LINE_TO
 from memory_core.recall.index.rerank import Candidate
 from memory_core.storage.history_rows import MESSAGE_COLUMNS, message_from_row
 from memory_core.storage.sessions import StoredMessage
@@ -90,13 +91,38 @@ async def long_term_chunks_and_file(
     in line order, and what chunking the file afresh gives (ref, lines, text)."""
     rows = await sql(
         core,
-        "SELECT ref, line_from, line_to, piece, text FROM chunks WHERE kind = 'long_term'"
-        " ORDER BY line_from",
+        f"SELECT c.ref, {LINE_FROM} AS line, {LINE_TO}, c.piece, c.text FROM chunks AS c"
+        " WHERE c.kind = 'long_term' ORDER BY line",
     )
     item = prepare_file(core.workspace, core.workspace.long_term_path(MAIN), UTC)
     assert item is not None
     held = [(str(r[0]), int(r[1]), int(r[2]), int(r[3]), str(r[4])) for r in rows]
     return held, [(str(c.ref), c.line_from, c.line_to, c.text) for c, _ in item.chunks]
+
+
+DOUBLED = (
+    "SELECT COUNT(*) FROM (SELECT scope_id, path, CASE WHEN kind = 'long_term' THEN ref"
+    " ELSE CAST(line_from AS TEXT) END AS spot, piece FROM chunks"
+    " GROUP BY scope_id, path, spot, piece HAVING COUNT(*) > 1) AS d"
+)
+"""Chunks stored twice: two rows of one key (a long-term chunk's entry, another's line,
+and the piece)."""
+
+LINES_ASTRAY = (
+    "SELECT (SELECT COUNT(*) FROM chunks AS c LEFT JOIN long_term_lines AS l"
+    " ON l.chunk_id = c.id WHERE (c.kind = 'long_term') <> (l.chunk_id IS NOT NULL)"
+    " OR l.scope_id <> c.scope_id OR l.path <> c.path"
+    " OR (c.kind = 'long_term' AND (c.line_from <> 0 OR c.line_to <> 0))),"
+    " (SELECT COUNT(*) FROM long_term_lines AS l LEFT JOIN chunks AS c ON c.id = l.chunk_id"
+    " WHERE c.id IS NULL OR c.kind <> 'long_term')"
+)
+"""Chunks whose line row is missing, doubled in meaning or not their file's, and line rows
+of no long-term chunk (`memory_core/recall/index/long_term_lines.py`)."""
+
+
+async def assert_lines_placed(core: MemoryCore) -> None:
+    """Every long-term chunk has its line row and no other chunk has one."""
+    assert [tuple(int(n) for n in row) for row in await sql(core, LINES_ASTRAY)] == [(0, 0)]
 
 
 async def journal_sql(core: MemoryCore, query: str, *params: Any) -> list[tuple[Any, ...]]:

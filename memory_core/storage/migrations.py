@@ -476,6 +476,31 @@ migration(
 )
 
 
+LONG_TERM_LINES = """
+    CREATE TABLE long_term_lines (
+        chunk_id INTEGER PRIMARY KEY,
+        scope_id INTEGER NOT NULL,
+        path TEXT NOT NULL,
+        line_from INTEGER NOT NULL,
+        line_to INTEGER NOT NULL
+    );
+    CREATE INDEX long_term_lines_file ON long_term_lines (scope_id, path);
+    INSERT INTO long_term_lines (chunk_id, scope_id, path, line_from, line_to)
+        SELECT id, scope_id, path, line_from, line_to FROM chunks WHERE kind = 'long_term';
+    UPDATE chunks SET line_from = 0, line_to = 0 WHERE kind = 'long_term';
+"""
+"""A long-term chunk's lines in a narrow table of their own
+(memory_core/recall/index/long_term_lines.py): a re-sort of a 100 000-entry file moves
+nearly every entry, and each move rewrote a whole chunk row (text and tokens) through the
+write-ahead log; now it rewrites five small values. The chunk's own columns are 0."""
+
+migration(
+    "m018_long_term_lines",
+    # Long-term chunks' lines apart from their text: a move writes a narrow row.
+    LONG_TERM_LINES,
+)
+
+
 JOURNAL_MIGRATIONS: list[Migration] = [
     (
         "m001_captures",

@@ -19,7 +19,7 @@ from memory_core.engine import MemoryCore
 from memory_core.recall.guard import RETRY_SECONDS
 from memory_core.storage.pg.database import DOWN_SECONDS
 from testkit.waiting import until
-from tests.support import sql
+from tests.support import assert_lines_placed, sql
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -150,6 +150,8 @@ COUNTS = (
 
 
 async def assert_counts_exact(core: MemoryCore) -> None:
-    """The index's bookkeeping equals what its rows hold, in every scope."""
+    """The index's bookkeeping equals what its rows hold, in every scope, and every
+    long-term chunk has its line row."""
     for key, chunks, tokens, real_chunks, real_tokens in await sql(core, COUNTS):
         assert (int(chunks), int(tokens)) == (int(real_chunks), int(real_tokens)), key
+    await assert_lines_placed(core)

@@ -21,7 +21,7 @@ from memory_core.config import Config
 from memory_core.engine import MemoryCore
 from memory_core.recall.request import SearchRequest
 from tests.reliability.support import REPO, assert_counts_exact, storage_env_of
-from tests.support import sql
+from tests.support import DOUBLED, sql
 
 pytestmark = [pytest.mark.storage, pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -66,11 +66,6 @@ async def main() -> None:
 
 asyncio.run(main())
 """
-
-DOUBLED = (
-    "SELECT COUNT(*) FROM (SELECT scope_id, path, line_from FROM chunks"
-    " GROUP BY scope_id, path, line_from HAVING COUNT(*) > 1) AS d"
-)
 
 
 def start(script: str) -> subprocess.Popen[str]:

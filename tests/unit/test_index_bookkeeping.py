@@ -15,14 +15,11 @@ from memory_core.config import Config
 from memory_core.engine import MemoryCore
 from memory_core.recall.index import idf
 from memory_core.storage.shared_fts import scoped_sql
-from tests.support import sql, sql_write
+from tests.support import DOUBLED, sql, sql_write
+from tests.unit.test_long_term_by_entry import LINES_BACK_IN_CHUNKS
 
 pytestmark = pytest.mark.storage
 
-DOUBLED = (
-    "SELECT COUNT(*) FROM (SELECT scope_id, path, line_from, piece FROM chunks"
-    " GROUP BY scope_id, path, line_from, piece HAVING COUNT(*) > 1) AS d"
-)
 COUNTS = (
     "SELECT s.key, s.chunk_count, (SELECT COUNT(*) FROM chunks AS c WHERE c.scope_id = s.id)"
     " FROM scopes AS s"
@@ -126,6 +123,7 @@ async def test_an_index_with_doubled_rows_is_repaired_when_opened(config: Config
         )
         sqlite = config.storage.backend == "sqlite"
         statements: list[tuple[str, tuple[object, ...]]] = [
+            *LINES_BACK_IN_CHUNKS,
             ("DROP INDEX chunks_one_per_line", ()),
             ("DROP INDEX chunks_one_per_entry", ()),
             ("ALTER TABLE chunks DROP COLUMN piece", ()),

@@ -18,6 +18,7 @@ from memory_core.base.scope import MAIN
 from memory_core.base.sql import Connection
 from memory_core.engine import MemoryCore
 from memory_core.recall.index.line_moves import RANGED_RUNS, Run, kept_lines, shift_runs
+from memory_core.recall.index.long_term_lines import LINE_FROM, LINE_TO
 from tests.support import sql
 
 NOW = datetime(2026, 3, 1, 12, tzinfo=UTC)
@@ -166,7 +167,9 @@ async def test_random_writes_equal_the_new_layout_on_the_database(core: MemoryCo
         await db.write(write)
         await db.write(apply)
         stored = await sql(
-            core, "SELECT ref, line_from, line_to FROM chunks WHERE path = ? ORDER BY ref", path
+            core,
+            f"SELECT c.ref, {LINE_FROM}, {LINE_TO} FROM chunks AS c WHERE c.path = ?",
+            path,
         )
         assert {str(r[0]): (int(r[1]), int(r[2])) for r in stored} == new, case
 
@@ -188,7 +191,9 @@ async def test_a_write_moves_chunks_from_the_lines_it_replaced(
     for n, importance in enumerate(["low", "high", "medium", "low"]):
         await core.memories.capture(MAIN, f"fact number {n} of a few", importance=importance)
     await core.memories.flush()
-    held = await sql(core, "SELECT ref, line_from, line_to FROM chunks WHERE kind = 'long_term'")
+    held = await sql(
+        core, f"SELECT c.ref, {LINE_FROM}, {LINE_TO} FROM chunks AS c WHERE c.kind = 'long_term'"
+    )
     seen: list[list[tuple[str, int, int]] | None] = []
     real = writes.apply_long_term
 

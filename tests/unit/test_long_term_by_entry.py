@@ -27,6 +27,18 @@ COPY_CHUNKS = (
     " tokens FROM chunks WHERE kind = '{kind}'"
 )
 
+LINES_BACK_IN_CHUNKS: list[tuple[str, tuple[object, ...]]] = [
+    (
+        "UPDATE chunks SET line_from = (SELECT line_from FROM long_term_lines"
+        " WHERE chunk_id = chunks.id), line_to = (SELECT line_to FROM long_term_lines"
+        " WHERE chunk_id = chunks.id) WHERE kind = 'long_term'",
+        (),
+    ),
+    ("DROP TABLE long_term_lines", ()),
+    ("DELETE FROM _migrations WHERE name LIKE '%long_term_lines'", ()),
+]
+"""An index from before long-term lines had a table of their own (m018)."""
+
 
 async def test_a_long_term_chunk_is_one_per_entry_and_free_to_move(core: MemoryCore) -> None:
     await core.notes.append(MAIN, "the kayak is red")
@@ -77,6 +89,7 @@ async def test_an_index_from_before_is_keyed_by_entry_when_opened(config: Config
         await core.memories.flush()
         await core.notes.append(MAIN, "a note about the boat")
         statements: list[tuple[str, tuple[object, ...]]] = [
+            *LINES_BACK_IN_CHUNKS,
             ("DROP INDEX chunks_one_per_line", ()),
             ("DROP INDEX chunks_one_per_entry", ()),
             (

@@ -14,6 +14,7 @@ from memory_core.base.sql import Connection
 from memory_core.engine import MemoryCore
 from memory_core.recall.index import SyncStats
 from memory_core.recall.index.files import prepare_file
+from memory_core.recall.index.long_term_lines import LINE_FROM
 from memory_core.recall.request import SearchRequest
 from tests.support import long_term_chunks_and_file, sql
 
@@ -157,7 +158,9 @@ async def test_a_sync_overtaken_by_another_writer_indexes_the_file_as_it_now_is(
         "other1": "plays the cello",
     }
     rows = await sql(
-        core, "SELECT ref, line_from FROM chunks WHERE kind = 'long_term' AND path = ?", relative
+        core,
+        f"SELECT c.ref, {LINE_FROM} FROM chunks AS c WHERE c.kind = 'long_term' AND c.path = ?",
+        relative,
     )
     assert {str(ref): int(line) for ref, line in rows} == {
         ref: header_line(core, ref) for ref in (first.id, second.id, "other1")

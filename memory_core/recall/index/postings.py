@@ -24,12 +24,13 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from memory_core.base.sql import Connection, FullText
+from memory_core.recall.index.long_term_lines import LINE_FROM, LINE_TO
 from memory_core.recall.index.postings_cache import Arrays, cache_of, known_cache
 from memory_core.recall.index.topk import Scoring, exact_top
 from memory_core.storage.shared_fts import FTS_DDL, FTS_TABLE, fill_shared, scope_range, scoped
 
 CANDIDATE_COLUMNS = (
-    "c.id, c.path, c.line_from, c.line_to, c.tokens, c.text, c.kind, c.created_at, c.ref, c.dates"
+    f"c.id, c.path, {LINE_FROM}, {LINE_TO}, c.tokens, c.text, c.kind, c.created_at, c.ref, c.dates"
 )
 """What a candidate query returns of each chunk, in this order."""
 

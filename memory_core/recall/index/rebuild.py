@@ -13,6 +13,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import memory_core.recall.index.long_term_lines as long_term_lines
 import memory_core.recall.index.summaries as summaries_of_scopes
 from memory_core.base.chunks import ChunkKind
 from memory_core.base.clock import format_when, parse_when
@@ -48,6 +49,7 @@ if TYPE_CHECKING:
 
 REBUILD_GROUP = 64
 """Files read, tokenized and written together during a rebuild."""
+LONG_TERM = ChunkKind.LONG_TERM.value
 
 
 def reset(raw: Connection) -> list[int]:
@@ -57,6 +59,7 @@ def reset(raw: Connection) -> list[int]:
     kept_postings = postings(raw)
     kept_postings.exclude_writers(raw)
     kept_postings.reset(raw)
+    long_term_lines.forget_all(raw)
     raw.execute("DELETE FROM files")
     raw.execute("DELETE FROM terms")
     raw.execute("UPDATE scopes SET chunk_count = 0, token_count = 0")
@@ -123,10 +126,23 @@ def write_rows(raw: Connection, rows: PreparedRows) -> None:
     for path, sid, *_stamp in files:
         deleted += delete_path(raw, sid, path, tally)
     ids = kept.new_ids(raw, len(chunks))
+    # A long-term chunk's lines go to `long_term_lines`, its own are 0.
+    placed = [
+        (chunk_id, *chunk[:4])
+        for chunk_id, chunk in zip(ids, chunks, strict=True)
+        if chunk[5] == LONG_TERM
+    ]
     inserted = raw.executemany(
-        INSERT_CHUNK, [(chunk_id, *chunk) for chunk_id, chunk in zip(ids, chunks, strict=True)]
+        INSERT_CHUNK,
+        [
+            (chunk_id, chunk[0], chunk[1], 0, 0, *chunk[4:])
+            if chunk[5] == LONG_TERM
+            else (chunk_id, *chunk)
+            for chunk_id, chunk in zip(ids, chunks, strict=True)
+        ],
     ).rowcount
     if not deleted and inserted == len(chunks):
+        long_term_lines.place(raw, placed)
         kept.added(
             raw,
             [(chunk_id, chunk[0], chunk[9]) for chunk_id, chunk in zip(ids, chunks, strict=True)],
@@ -136,6 +152,8 @@ def write_rows(raw: Connection, rows: PreparedRows) -> None:
     else:
         scope_of = {chunk_id: chunk[0] for chunk_id, chunk in zip(ids, chunks, strict=True)}
         added = stored(raw, ids)
+        really = {chunk_id for chunk_id, _ in added}
+        long_term_lines.place(raw, [row for row in placed if row[0] in really])
         kept.added(raw, [(chunk_id, scope_of[chunk_id], tokens) for chunk_id, tokens in added])
         for chunk_id, tokens in added:
             tally.added(scope_of[chunk_id], (tokens,))

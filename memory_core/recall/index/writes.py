@@ -11,11 +11,11 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from itertools import chain
 
+import memory_core.recall.index.long_term_lines as long_term_lines
 from memory_core.base.chunks import Chunk, ChunkKind
 from memory_core.base.clock import format_when
 from memory_core.base.sql import Connection
 from memory_core.base.turn_dates import encode_days
-from memory_core.recall.index.line_moves import RANGED_RUNS, moved_rows, shift_runs
 from memory_core.recall.index.model import PreparedFile, SyncStats
 from memory_core.recall.index.postings import postings
 from memory_core.recall.index.search import BY_LINE, held_chunks
@@ -161,13 +161,15 @@ def insert_chunks(
     kept = postings(raw)
     ids = kept.new_ids(raw, len(chunks))
     numbers = pieces(chunk.line_from for chunk, _ in chunks)
+    # A long-term chunk's lines live in `long_term_lines` (its own 0 here).
+    placed = kind is ChunkKind.LONG_TERM
     rows = [
         (
             chunk_id,
             sid,
             path,
-            chunk.line_from,
-            chunk.line_to,
+            0 if placed else chunk.line_from,
+            0 if placed else chunk.line_to,
             piece,
             kind.value,
             format_when(chunk.created_at) if chunk.created_at else None,
@@ -180,6 +182,9 @@ def insert_chunks(
     ]
     raw.executemany(INSERT_CHUNK, rows)
     added = stored(raw, ids)
+    if placed:
+        at = {i: (c.line_from, c.line_to) for i, (c, _) in zip(ids, chunks, strict=True)}
+        long_term_lines.place(raw, [(i, sid, path, *at[i]) for i, _ in added])
     kept.added(raw, [(chunk_id, sid, tokens) for chunk_id, tokens in added])
     own = tally or Tally()
     own.added(sid, (tokens for _, tokens in added))
@@ -237,6 +242,7 @@ def delete_rows(
         ]
     if not gone:
         return 0
+    long_term_lines.forget(raw, [chunk_id for chunk_id, _ in gone])
     postings(raw).removed(raw, sid, gone)
     own = tally or Tally()
     own.removed(sid, (t for _, t in gone))
@@ -472,73 +478,7 @@ def apply_long_term(
             (sid, path, *part),
         ).fetchall()
         delete_rows(conn, sid, old, tally)
-    move_kept(conn, sid, path, kept, lines)
+    long_term_lines.move_kept(conn, sid, path, kept, lines)
     insert_chunks(conn, sid, path, ChunkKind.LONG_TERM, fresh, tally)
     tally.apply(conn)
     conn.execute(UPSERT_FILE, (path, sid, *stamp, digest, ChunkKind.LONG_TERM.value))
-
-
-_LINES_BY_ID = {"id": "BIGINT", "line_from": "BIGINT", "line_to": "BIGINT"}
-_LINES_BY_REF = {"ref": "TEXT", "line_from": "BIGINT", "line_to": "BIGINT"}
-
-
-def move_kept(
-    conn: Connection,
-    sid: int,
-    path: str,
-    kept: Sequence[tuple[str, int, int]] | None,
-    lines: Mapping[str, tuple[int, int]],
-) -> None:
-    """The long-term chunks a write keeps, moved to their new `lines` before any new
-    chunk is stored (each row moves once, from its old lines). A long-term chunk is
-    keyed by its entry, not its line (`chunks_one_per_entry`), so a move is one row
-    write and no index change: few long runs (an entry added above the rest) by their
-    ranges, many short ones (a re-sort by score) by their rows; one statement either way,
-    which the database runs without holding the interpreter (a write's other work goes on
-    in another thread meanwhile)."""
-    if kept is None:
-        moves = [
-            (int(chunk_id), *lines[str(ref)])
-            for chunk_id, ref, line_from, line_to in conn.execute(
-                "SELECT id, ref, line_from, line_to FROM chunks WHERE scope_id = ? AND path = ?",
-                (sid, path),
-            )
-            if str(ref) in lines and lines[str(ref)] != (int(line_from), int(line_to))
-        ]
-        if moves:
-            moved, params = conn.dialect.rows_as("moved", _LINES_BY_ID, moves)
-            conn.execute(
-                f"{moved} UPDATE chunks SET line_from = moved.line_from,"
-                " line_to = moved.line_to FROM moved WHERE chunks.id = moved.id",
-                params,
-            )
-        return
-    runs = shift_runs(kept, lines, most=RANGED_RUNS)
-    if runs == []:
-        return
-    if runs is not None:
-        cases = " ".join(["WHEN line_from BETWEEN ? AND ? THEN ?"] * len(runs))
-        within = " OR ".join(["line_from BETWEEN ? AND ?"] * len(runs))
-        conn.execute(
-            f"UPDATE chunks SET line_from = line_from + CASE {cases} END,"
-            f" line_to = line_to + CASE {cases} END"
-            f" WHERE scope_id = ? AND path = ? AND kind = 'long_term' AND ({within})",
-            [
-                *(v for r in runs for v in (r.first, r.last, r.by_from)),
-                *(v for r in runs for v in (r.first, r.last, r.by_to)),
-                sid,
-                path,
-                *(v for r in runs for v in (r.first, r.last)),
-            ],
-        )
-        return
-    rows = moved_rows(kept, lines)
-    if not rows:
-        return
-    moved, params = conn.dialect.rows_as("moved", _LINES_BY_REF, rows)
-    conn.execute(
-        f"{moved} UPDATE chunks SET line_from = moved.line_from, line_to = moved.line_to"
-        " FROM moved WHERE chunks.scope_id = ? AND chunks.path = ?"
-        " AND chunks.kind = 'long_term' AND chunks.ref = moved.ref",
-        [*params, sid, path],
-    )

@@ -24,6 +24,7 @@ from memory_core.storage.migrations import (
     FEWER_CHUNK_INDEXES,
     INDEX_META,
     LONG_TERM_BY_ENTRY,
+    LONG_TERM_LINES,
     PIECES,
     SPEAKER_IDS,
     VECTOR_SCOPES_MOVED,
@@ -369,6 +370,13 @@ migration(
     # entry; its lines move by one row write (no HOT update here: the line is still a
     # column of the other kinds' unique index, so every index gains an entry).
     LONG_TERM_BY_ENTRY,
+)
+
+migration(
+    "m021_long_term_lines",
+    # As SQLite's m018 (memory_core/storage/migrations.py): a long-term chunk's lines in a
+    # narrow table, in no index, so a move is a HOT update of a small row.
+    LONG_TERM_LINES.replace("INTEGER", "BIGINT"),
 )
 
 
