@@ -9,6 +9,7 @@ and neither writer repeats the other's rules.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from datetime import datetime
 from typing import Protocol
@@ -52,15 +53,25 @@ class AfterWrites:
         self, scope: ScopeKey, applied: list[Applied], decayed: list[Change], when: datetime
     ) -> None:
         """After the background write of staged captures: forgotten entries kept, audit
-        rows and index."""
+        rows and index. The index is told at once, beside the rest: its comparison of
+        the two versions runs in a thread while the forgotten entries and audit rows are
+        written (a large file's index update is the longest of the three)."""
         # Read before any await: the next write of the scope replaces the record.
         written = self.files.last_write.get(scope)
-        if written is not None:
-            await self.kept.keep(scope, kept_forgotten(written.before.entries, decayed, when))
-        for capture in applied:
-            await self.record(scope, capture.changes, capture.source, capture.when)
-        await self.record(scope, decayed, applied[-1].source if applied else "capture", when)
-        await self.indexed(scope)
+
+        async def kept_and_recorded() -> None:
+            if written is not None:
+                await self.kept.keep(scope, kept_forgotten(written.before.entries, decayed, when))
+            for capture in applied:
+                await self.record(scope, capture.changes, capture.source, capture.when)
+            await self.record(scope, decayed, applied[-1].source if applied else "capture", when)
+
+        outcomes = await asyncio.gather(
+            self._indexed(scope, written), kept_and_recorded(), return_exceptions=True
+        )
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException):
+                raise outcome
 
     async def record(
         self, scope: ScopeKey, changes: list[Change], source: str, when: datetime
@@ -75,7 +86,9 @@ class AfterWrites:
 
     async def indexed(self, scope: ScopeKey) -> None:
         """Tell the index what the scope's last write replaced and produced."""
-        record = self.files.last_write.get(scope)
+        await self._indexed(scope, self.files.last_write.get(scope))
+
+    async def _indexed(self, scope: ScopeKey, record: WriteRecord | None) -> None:
         if record is not None:
             relative = self.workspace.relative(self.files.path(scope))
             await self.guard.long_term_written(scope, relative, record)

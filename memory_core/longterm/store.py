@@ -30,6 +30,7 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import TypeVar
 
@@ -508,8 +509,10 @@ class LongTermStore:
         )
         _remove_stale_temps(safe_files.inside(self._ws.root, path))
         written_at = epoch_ns()
-        digest = _digest(data)
-        backup_then_write(path, data, self._ws.backup_path(scope), root=self._ws.root)
+        digest = store_versions.hashed_while(
+            data,
+            partial(backup_then_write, path, data, self._ws.backup_path(scope), root=self._ws.root),
+        )
         del data
         # The entries we rendered are what a re-read would give (the format round-trips),
         # so cache them against the new stat and spare the next load a parse.

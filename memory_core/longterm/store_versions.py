@@ -7,7 +7,8 @@ entities kept for it), and the blocks of a file the store's renderer wrote.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from memory_core.base import safe_files
@@ -37,6 +38,24 @@ def stamp_of(root: Path, path: Path) -> Stamp | None:
 
 def digest_of(data: bytes) -> bytes:
     return hashlib.blake2b(data, digest_size=16).digest()
+
+
+PARALLEL_HASH_BYTES = 1 << 20
+"""From this size on, `hashed_while` hashes in a thread of its own."""
+
+
+def hashed_while(data: bytes, write: Callable[[], None]) -> bytes:
+    """`digest_of(data)`, made while `write` runs: hashing and writing both let go of the
+    interpreter, and on a 40 MB file each takes a twentieth of a second or more. A small
+    file is hashed first (a thread would cost more than the hash)."""
+    if len(data) < PARALLEL_HASH_BYTES:
+        digest = digest_of(data)
+        write()
+        return digest
+    with ThreadPoolExecutor(1, thread_name_prefix="chatmem-hash") as pool:
+        hashing = pool.submit(digest_of, data)
+        write()
+        return hashing.result()
 
 
 def is_racy_mtime(mtime_ns: int, read_at_ns: int) -> bool:
