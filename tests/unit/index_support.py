@@ -15,6 +15,7 @@ from memory_core.base.scope import MAIN, ScopeKey
 from memory_core.config import Config
 from memory_core.engine import MemoryCore
 from memory_core.recall.index import Hit
+from memory_core.recall.index.long_term_lines import LINE_FROM, LINE_TO
 from memory_core.recall.request import SearchRequest
 from tests.conftest import START
 from tests.support import (
@@ -62,8 +63,8 @@ async def chunk_rows(core: MemoryCore, scope: ScopeKey = MAIN) -> list[tuple[Any
     sid = await index_of(core).scope_id(scope)
     rows = await sql(
         core,
-        "SELECT path, line_from, line_to, kind, text, tokens, hidden FROM chunks"
-        " WHERE scope_id = ? ORDER BY path, line_from, text",
+        f"SELECT c.path, {LINE_FROM} AS line, {LINE_TO}, c.kind, c.text, c.tokens, c.hidden"
+        " FROM chunks AS c WHERE c.scope_id = ? ORDER BY c.path, line, c.text",
         sid,
     )
     return [tuple(r) for r in rows]
