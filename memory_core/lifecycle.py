@@ -28,6 +28,7 @@ from memory_core.base.meter import NO_METER, Meter
 from memory_core.base.policy import ScoringPolicy
 from memory_core.base.scope import MAIN, ScopeKey
 from memory_core.base.sql import Db
+from memory_core.base.switch_interval import quick_switches
 from memory_core.base.workspace import Workspace
 from memory_core.config import Config
 from memory_core.conversation import tools
@@ -158,7 +159,8 @@ class Lifecycle:
         # No cyclic collection while closing: the last write of a large file leaves a
         # version's worth of new objects, and a full pass over the heap then (a tenth of
         # a second at 100 000 entries, none of it garbage) would only delay the close.
-        with gc_paused():
+        # Quick thread switches: its short steps wait less behind busy worker threads.
+        with gc_paused(), quick_switches():
             await self._close_services()
             await self.llm.close()
 
