@@ -23,12 +23,11 @@ from typing import TYPE_CHECKING, Self, TypeVar
 from memory_core import health
 from memory_core.base.clock import Clock, Monotonic, ensure_aware, system_clock
 from memory_core.base.errors import ChatmemError, IndexUnavailable, WorkspaceMissing
-from memory_core.base.gc_pause import gc_paused
 from memory_core.base.meter import NO_METER, Meter
 from memory_core.base.policy import ScoringPolicy
+from memory_core.base.process_knobs import gc_paused, quick_switches
 from memory_core.base.scope import MAIN, ScopeKey
 from memory_core.base.sql import Db
-from memory_core.base.switch_interval import quick_switches
 from memory_core.base.workspace import Workspace
 from memory_core.config import Config
 from memory_core.conversation import tools

@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from memory_core.base.entries import MemoryEntry
-from memory_core.base.gc_pause import gc_paused
+from memory_core.base.process_knobs import gc_paused
 from memory_core.base.scope import ScopeKey
 from memory_core.longterm import parse_delta
 from memory_core.longterm.entity_keeper import EntityKeeper

@@ -55,7 +55,7 @@ from memory_core.base.entries import (
     build_entry,
 )
 from memory_core.base.errors import FileRefused
-from memory_core.base.gc_pause import gc_paused
+from memory_core.base.process_knobs import gc_paused
 from memory_core.base.scope import ScopeKey
 from memory_core.base.workspace import Workspace
 from memory_core.longterm import (

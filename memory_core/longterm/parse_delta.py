@@ -28,7 +28,7 @@ from typing import Any
 
 from memory_core.base.entries import MemoryEntry
 from memory_core.base.errors import FileRefused
-from memory_core.base.gc_pause import gc_paused
+from memory_core.base.process_knobs import gc_paused
 from memory_core.longterm import parse_cache
 from memory_core.longterm.memory_md import QuarantinedBlock
 from memory_core.longterm.memory_md_parser import ParsedMemory

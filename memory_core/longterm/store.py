@@ -39,8 +39,8 @@ from memory_core.base.atomic import atomic_write_bytes, backup_then_write
 from memory_core.base.clock import Monotonic, epoch_ns, system_monotonic
 from memory_core.base.entries import MemoryEntry
 from memory_core.base.errors import MemoryFileError
-from memory_core.base.gc_pause import gc_paused
 from memory_core.base.locks import LockRegistry
+from memory_core.base.process_knobs import gc_paused
 from memory_core.base.scope import ScopeKey
 from memory_core.base.workspace import Workspace
 from memory_core.longterm import parse_cache, parse_delta, store_versions

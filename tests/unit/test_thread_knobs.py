@@ -9,8 +9,7 @@ import threading
 
 import pytest
 
-from memory_core.base.gc_pause import gc_paused
-from memory_core.base.switch_interval import QUICK_SECONDS, quick_switches
+from memory_core.base.process_knobs import QUICK_SECONDS, gc_paused, quick_switches
 
 
 def test_nested_and_overlapping_uses_put_the_knobs_back_at_the_last_end() -> None:

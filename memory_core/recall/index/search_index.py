@@ -31,7 +31,7 @@ import memory_core.recall.index.writes as writes
 from memory_core.base.chunks import Appended, Chunk, ChunkKind
 from memory_core.base.clock import Clock, Monotonic, system_clock
 from memory_core.base.errors import ChatmemError, DatabaseConflict
-from memory_core.base.gc_pause import gc_paused
+from memory_core.base.process_knobs import gc_paused
 from memory_core.base.scope import MAIN, ScopeKey
 from memory_core.base.scope_names import remember_scope
 from memory_core.base.sql import Connection, Db
