@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass
 from datetime import date, timedelta
 
-from memory_core.base.patterns import LazyPattern
+from memory_core.base.patterns import LazyPattern, ascii_key
 
 __all__ = ["Start", "starts"]
 
@@ -134,8 +134,8 @@ def _resolve(kind: str, m: re.Match[str], today: date) -> tuple[date, date] | No
         return None
     number, unit_text = parts
     if kind != "zh":
-        count = float(number) if number.isdigit() else float(_EN_COUNT[number.lower()])
-        unit = unit_text.lower()
+        count = float(number) if number.isdigit() else float(_EN_COUNT[ascii_key(number)])
+        unit = ascii_key(unit_text)
     else:
         parsed = _zh_count(number)
         if parsed is None:

@@ -62,3 +62,14 @@ class LazyPattern:
 
     def __repr__(self) -> str:
         return f"LazyPattern({self.pattern!r}, {self.flags!r})"
+
+
+LATIN_LOOK_ALIKES = str.maketrans({"\u0130": "i", "\u0131": "i", "\u017f": "s", "\u212a": "k"})
+"""The letters a case-insensitive pattern matches to an ASCII letter that lower-casing or
+casefolding does not make one: "İ" ("APRİL" lowers to "apri̇l"), "ı", "ſ", the Kelvin sign."""
+
+
+def ascii_key(matched: str) -> str:
+    """The lower-case word a case-insensitive match of an ASCII pattern stands for, to look
+    it up by (`LATIN_LOOK_ALIKES` made the letters they match)."""
+    return matched.translate(LATIN_LOOK_ALIKES).lower()

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta, tzinfo
 
-from memory_core.base.patterns import LazyPattern
+from memory_core.base.patterns import LATIN_LOOK_ALIKES, LazyPattern, ascii_key
 
 __all__ = ["Mention", "TimeReference", "day_bounds", "find_time_reference", "time_mentions"]
 
@@ -220,7 +220,7 @@ def _ago(count: int, unit: str, today: date) -> tuple[date, date]:
 
 def _en_count(word: str) -> int:
     """'3', 'two', 'a couple of' → a count (2 when the word is vague)."""
-    return int(word) if word.isdigit() else _EN_NUMBERS.get(word.lower(), 2)
+    return int(word) if word.isdigit() else _EN_NUMBERS.get(ascii_key(word), 2)
 
 
 def _span(count: int, unit: str, today: date) -> tuple[date, date]:
@@ -311,34 +311,34 @@ def _resolve(kind: str, m: re.Match[str], today: date) -> tuple[date, date] | No
             return today - timedelta(days=21), today
         return today - timedelta(days=14 if word == "最近" else 6), today
     if kind == "en_month":
-        month = _MONTHS_EN[g[1].lower()]
-        if g[1].lower() in _VERBS and not (g[0] or g[2] or g[3]) and not _month_context(m):
+        month = _MONTHS_EN[ascii_key(g[1])]
+        if ascii_key(g[1]) in _VERBS and not (g[0] or g[2] or g[3]) and not _month_context(m):
             return None  # "may" the verb, "the march of time"
         if g[2]:
             day = int(g[2])
             year = int(g[3]) if g[3] else _latest_year(month, today, day)
             return _day(year, month, day)
         year = int(g[3]) if g[3] else _latest_year(month, today)
-        part = (g[0] or "").lower().rstrip("-") or None
+        part = ascii_key(g[0] or "").rstrip("-") or None
         return _month_window(year, month, part)
     if kind == "en_day_month":
-        month = _MONTHS_EN[g[1].lower()]
+        month = _MONTHS_EN[ascii_key(g[1])]
         year = int(g[2]) if g[2] else _latest_year(month, today, int(g[0]))
         return _day(year, month, int(g[0]))
     if kind == "en_year":
         return date(int(g[0]), 1, 1), date(int(g[0]), 12, 31)
     if kind == "en_ago":
         count = _en_count(g[0])
-        return _ago(count, g[1].lower(), today)
+        return _ago(count, ascii_key(g[1]), today)
     if kind == "en_span":
         count = _en_count(g[0])
-        return _span(count, g[1].lower(), today)
+        return _span(count, ascii_key(g[1]), today)
     if kind == "en_weekday":
-        weekday = _WEEKDAYS_EN[g[1].lower()]
-        moment = _previous_weekday(today, weekday, this_week=g[0].lower() == "this")
+        weekday = _WEEKDAYS_EN[ascii_key(g[1])]
+        moment = _previous_weekday(today, weekday, this_week=ascii_key(g[0]) == "this")
         return moment, moment
     if kind == "en_rel":
-        which, unit = g[0].lower(), g[1].lower()
+        which, unit = ascii_key(g[0]), ascii_key(g[1])
         back = 0 if which == "this" else 1
         if unit == "week":
             return _week_of(today, back)
@@ -349,7 +349,7 @@ def _resolve(kind: str, m: re.Match[str], today: date) -> tuple[date, date] | No
             return _month_back(today, back)
         return date(today.year - back, 1, 1), date(today.year - back, 12, 31)
     if kind == "en_day":
-        word = m.group(0).lower()
+        word = ascii_key(m.group(0))
         if word == "the day before yesterday":
             moment = today - timedelta(days=2)
         elif word in ("yesterday", "last night"):
@@ -416,16 +416,14 @@ expressions cost 80 µs where these tests cost a few; half of a chat's texts hol
 (a time, an amount), and the four patterns of numbered dates ran on each of them."""
 _GATE_HAN = frozenset(w for gate in _GATES.values() for w in gate if not w.isascii())
 _GATE_LATIN = frozenset(w for gate in _GATES.values() for w in gate if w.isalpha() and w.isascii())
-_FOLDS_TO_LATIN = "\u0130\u0131\u017f\u212a"
-"""The letters an IGNORECASE pattern matches to a latin one that casefolding does not
-make one ("İ", "ı", "ſ", "K"): a month's name holding one ("APRİL") is not found among
-the casefolded words, so a text holding one may name a month."""
 
 
 def _gate_keys(text: str) -> set[str]:
     """The gate words `text` holds (see `_GATES`)."""
     present = {ch for ch in _GATE_HAN if ch in text}
-    latin = _GATE_LATIN.intersection(_LATIN_WORD.findall(text.casefold()))
+    latin = _GATE_LATIN.intersection(
+        _LATIN_WORD.findall(text.translate(LATIN_LOOK_ALIKES).casefold())
+    )
     present.update(latin)
     if _DIGIT.search(text) is not None:
         # Each a literal its pattern cannot match without: `iso`'s "-", `en_year`'s
@@ -434,7 +432,7 @@ def _gate_keys(text: str) -> set[str]:
             present.add("0-")
         if "19" in text or "20" in text:
             present.add("019")
-        if not latin.isdisjoint(_MONTHS_EN) or any(ch in text for ch in _FOLDS_TO_LATIN):
+        if not latin.isdisjoint(_MONTHS_EN):
             present.add("0m")
     return present
 
@@ -457,13 +455,13 @@ def _resolve_ahead(kind: str, m: re.Match[str], today: date) -> tuple[date, date
         return moment, moment
     if kind == "en_next_weekday":
         # The coming one, as "last Friday" is the latest past one.
-        moment = today + timedelta(days=(_WEEKDAYS_EN[g[0].lower()] - today.weekday()) % 7 or 7)
+        moment = today + timedelta(days=(_WEEKDAYS_EN[ascii_key(g[0])] - today.weekday()) % 7 or 7)
         return moment, moment
     if kind == "en_next_month":
-        month = _MONTHS_EN[g[0].lower()]
+        month = _MONTHS_EN[ascii_key(g[0])]
         return _month_window(today.year + (month <= today.month), month)
     if kind == "en_next":
-        unit = g[0].lower()
+        unit = ascii_key(g[0])
         if unit == "month":
             return _month_back(today, -1)
         monday = _week_of(today, -1)[0]
@@ -473,15 +471,17 @@ def _resolve_ahead(kind: str, m: re.Match[str], today: date) -> tuple[date, date
             else (monday, monday + timedelta(days=6))
         )
     if kind == "en_tomorrow":
-        moment = today + timedelta(days=2 if m.group(0).lower().startswith("the") else 1)
+        moment = today + timedelta(days=2 if ascii_key(m.group(0)).startswith("the") else 1)
         return moment, moment
     return None
 
 
 def _month_context(m: re.Match[str]) -> bool:
     """'in May', 'May 3' are the month; 'I may go' is not."""
-    before = m.string[: m.start(2)].lower()
-    return bool(re.search(r"\b(?:in|since|until|during|of|last|this|next)\s+$", before))
+    before = m.string[: m.start(2)]
+    return bool(
+        re.search(r"\b(?:in|since|until|during|of|last|this|next)\s+$", before, re.IGNORECASE)
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -223,3 +223,13 @@ async def test_a_daily_note_keeps_its_days_through_a_reindex(tuesday: MemoryCore
     for _ in ("appended", "reindexed"):
         assert await dates_of(tuesday, "the plumber came yesterday") == ["2026-03-09..2026-03-09"]
         await tuesday.reindex()
+
+
+async def test_a_turn_with_look_alike_letters_is_stored_with_its_day(tuesday: MemoryCore) -> None:
+    """'APRİL' (a dotted capital I) is April to a case-insensitive match, but lowers to
+    'apri̇l': the turn is stored, with the day it names, not refused over a missed lookup."""
+    said = "we signed the lease on 12 APR\u0130L and moved on the \u017fixth"
+    await record(tuesday, "odd", said, TUESDAY)
+    assert await dates_of(tuesday, said) == ["2025-04-12..2025-04-12"]
+    [hit] = await tuesday.finder.search(MAIN, "lease")
+    assert hit.text.endswith(said)

@@ -108,3 +108,35 @@ def test_day_bounds_are_local_midnights() -> None:
     start, end = day_bounds(D("2026-02-18"), D("2026-02-18"), zone)
     assert start.astimezone(UTC) == datetime(2026, 2, 17, 16, tzinfo=UTC)
     assert end - start == timedelta(days=1)
+
+
+LOOK_ALIKES = [
+    str.maketrans({"i": "\u0130", "s": "\u017f", "k": "\u212a"}),
+    str.maketrans({"i": "\u0131"}),
+]
+"""Letters a case-insensitive match takes for 'i', 's' and 'k' whose lower case is no
+ASCII letter (the Turkish dotted capital I and dotless i, the long s, the Kelvin sign)."""
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "we met on 12 April 2025",
+        "on August 3",
+        "last Sunday",
+        "six weeks ago",
+        "this week",
+        "the day before yesterday",
+        "in early April",
+        "the last six days",
+        "it was back in mid-August, I think",
+    ],
+)
+def test_look_alike_letters_name_the_same_time(text: str) -> None:
+    """A time written with look-alike letters (text from anywhere: a chat, a pasted page)
+    names the time its plain letters name; it neither fails nor is read as another."""
+    plain = find_time_reference(text, TODAY)
+    assert plain is not None, text
+    for look_alikes in LOOK_ALIKES:
+        odd = find_time_reference(text.translate(look_alikes), TODAY)
+        assert odd is not None and (odd.first, odd.last) == (plain.first, plain.last), text

@@ -96,8 +96,8 @@ def test_numbered_dates_are_read_through_their_gates(text: str) -> None:
 
 @pytest.mark.parametrize("text", ["12 APR\u0130L 2023", "3rd of \u017fept"])
 def test_a_month_in_letters_folding_to_latin_passes_the_gate(text: str) -> None:
-    """ "İ" matches "i" when ignoring case, and casefolded it is "i̇": the month gate lets
-    such a text through (`_FOLDS_TO_LATIN`), as the digit gate did."""
+    """ "İ" matches "i" when ignoring case, and casefolded it is "i̇": the gate reads the
+    text's words with such letters made latin (`patterns.LATIN_LOOK_ALIKES`)."""
     today = date(2026, 3, 1)
     assert "0m" in when._gate_keys(text)
     assert reading(text, today, True) == reading(text, today, True, gated=False)
