@@ -120,6 +120,19 @@ LINES_ASTRAY = (
 of no long-term chunk (`memory_core/recall/index/long_term_lines.py`)."""
 
 
+LINES_BACK_IN_CHUNKS: list[tuple[str, tuple[object, ...]]] = [
+    (
+        "UPDATE chunks SET line_from = (SELECT line_from FROM long_term_lines"
+        " WHERE chunk_id = chunks.id), line_to = (SELECT line_to FROM long_term_lines"
+        " WHERE chunk_id = chunks.id) WHERE kind = 'long_term'",
+        (),
+    ),
+    ("DROP TABLE long_term_lines", ()),
+    ("DELETE FROM _migrations WHERE name LIKE '%long_term_lines'", ()),
+]
+"""An index from before long-term lines had a table of their own (m018)."""
+
+
 async def assert_lines_placed(core: MemoryCore) -> None:
     """Every long-term chunk has its line row and no other chunk has one."""
     assert [tuple(int(n) for n in row) for row in await sql(core, LINES_ASTRAY)] == [(0, 0)]

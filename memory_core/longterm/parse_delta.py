@@ -101,8 +101,8 @@ def encode(base: Base, parsed: ParsedMemory, digest: bytes, archive_below: float
         fresh_pieces.append(piece)
         pieces.append(piece)
     norms, skeletons, named = parse_cache.derived(fresh, complete=True)
-    for piece, norm, known, names in zip(fresh_pieces, norms, skeletons, named, strict=True):
-        piece[1:2] = [piece[1], norm, known, names]
+    for piece, norm, skeleton, names in zip(fresh_pieces, norms, skeletons, named, strict=True):
+        piece[1:2] = [piece[1], norm, skeleton, names]
     body = (
         parse_cache.file_format(),
         _TAG,

@@ -15,8 +15,7 @@ from memory_core.config import Config
 from memory_core.engine import MemoryCore
 from memory_core.recall.index import idf
 from memory_core.storage.shared_fts import scoped_sql
-from tests.support import DOUBLED, sql, sql_write
-from tests.unit.test_long_term_by_entry import LINES_BACK_IN_CHUNKS
+from tests.support import DOUBLED, LINES_BACK_IN_CHUNKS, sql, sql_write
 
 pytestmark = pytest.mark.storage
 

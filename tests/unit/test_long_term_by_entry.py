@@ -17,7 +17,7 @@ from memory_core.engine import MemoryCore
 from memory_core.recall.index import search
 from memory_core.storage.shared_fts import scoped_sql
 from memory_core.storage.vectors.rows import EMBED_TEXT
-from tests.support import long_term_chunks_and_file, sql, sql_write
+from tests.support import LINES_BACK_IN_CHUNKS, long_term_chunks_and_file, sql, sql_write
 
 pytestmark = pytest.mark.storage
 
@@ -26,18 +26,6 @@ COPY_CHUNKS = (
     " SELECT scope_id, path, line_from + {shift}, line_to + {shift}, piece, kind, ref, text,"
     " tokens FROM chunks WHERE kind = '{kind}'"
 )
-
-LINES_BACK_IN_CHUNKS: list[tuple[str, tuple[object, ...]]] = [
-    (
-        "UPDATE chunks SET line_from = (SELECT line_from FROM long_term_lines"
-        " WHERE chunk_id = chunks.id), line_to = (SELECT line_to FROM long_term_lines"
-        " WHERE chunk_id = chunks.id) WHERE kind = 'long_term'",
-        (),
-    ),
-    ("DROP TABLE long_term_lines", ()),
-    ("DELETE FROM _migrations WHERE name LIKE '%long_term_lines'", ()),
-]
-"""An index from before long-term lines had a table of their own (m018)."""
 
 
 async def test_a_long_term_chunk_is_one_per_entry_and_free_to_move(core: MemoryCore) -> None:

@@ -10,8 +10,13 @@ from memory_core.base.scope import MAIN, ScopeKey
 from memory_core.config import Config
 from memory_core.engine import MemoryCore
 from memory_core.recall.request import SearchRequest
-from tests.support import assert_lines_placed, long_term_chunks_and_file, sql, sql_write
-from tests.unit.test_long_term_by_entry import LINES_BACK_IN_CHUNKS
+from tests.support import (
+    LINES_BACK_IN_CHUNKS,
+    assert_lines_placed,
+    long_term_chunks_and_file,
+    sql,
+    sql_write,
+)
 
 pytestmark = pytest.mark.storage
 

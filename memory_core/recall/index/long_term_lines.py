@@ -97,9 +97,9 @@ def move_kept(
     line_to) of each, or None to read them here). The rows move by runs of alike shifts
     (`line_moves.shift_runs`): a few (an entry added above the rest) by their ranges in
     the statement itself; many (a re-sort by score: 97 277 rows in 7 518 runs) through a
-    table of the runs, where each row finds its run by one seek. One statement either
-    way, which the database runs without holding the interpreter (a write's other work
-    goes on in another thread meanwhile)."""
+    table of the runs, where each row finds its run by one seek. Either way the rows move
+    in one statement, which the database runs without holding the interpreter (a write's
+    other work goes on in another thread meanwhile); no row is built in Python."""
     if kept is None:
         moves = [
             (chunk_id, *lines[ref])
