@@ -81,8 +81,9 @@ from memory_core.longterm.forgotten import ForgottenFile
 from memory_core.longterm.forgotten_keeper import ForgottenKeeper
 from memory_core.longterm.long_term import LongTermMemory
 from memory_core.longterm.long_term_views import HOT_PATH_MAX_AGE
+from memory_core.longterm.settled_store import SettledStore
 from memory_core.longterm.staging import Staging
-from memory_core.longterm.store import LongTermStore, SettledStore
+from memory_core.longterm.store import LongTermStore
 from memory_core.memory_service import MemoryService
 from memory_core.notes.daily_notes import DailyNotes
 from memory_core.notes.event_log import EventLog

@@ -39,12 +39,15 @@ class Keeping:
     """The version the write replaced (its entries and hash), whose entities the new
     version's are found from by difference; None for a write with nothing before it."""
     before_digest: bytes | None
+    made: parse_delta.Made | None = None
+    """How the write made the version from the one it replaced, when it copied its blocks."""
 
-    def __call__(self, scope: str, entities: EntityKeeper) -> Base | None:
-        """Blocking: the base the parse cache now stands on (None: nothing was kept)."""
+    def __call__(self, scope: str, entities: EntityKeeper) -> parse_delta.Kept | None:
+        """Blocking: the base the parse cache now stands on, and the version's pieces
+        against it (None: nothing was kept)."""
         with gc_paused():
             base = parse_delta.save(
-                self.files, self.old_base, self.parsed, self.mark, self.archive_below
+                self.files, self.old_base, self.parsed, self.mark, self.archive_below, self.made
             )
             if base is not None and self.before_entries is not None:
                 entities.written(

@@ -61,8 +61,8 @@ from memory_core.longterm.long_term_changes import (
 from memory_core.longterm.long_term_views import LongTermViews, ScopeStatus, ValidationProblem
 from memory_core.longterm.memory_md import QuarantinedBlock
 from memory_core.longterm.memory_md_parser import ParsedMemory
+from memory_core.longterm.settled_store import SettledStore
 from memory_core.longterm.staging import Staging
-from memory_core.longterm.store import SettledStore
 from memory_core.storage.interfaces import Activation, ActivationBackend, AuditBackend
 
 log = logging.getLogger(__name__)

@@ -29,7 +29,7 @@ from memory_core.longterm.memory_md import QuarantinedBlock
 from memory_core.longterm.memory_md_parser import ParsedMemory
 from memory_core.longterm.prompt import render_prompt_memories, select_prompt_entries_until
 from memory_core.longterm.scoring import Status, score_at, status_of
-from memory_core.longterm.store import SettledStore
+from memory_core.longterm.settled_store import SettledStore
 
 HOT_PATH_MAX_AGE = 1.0
 """Seconds a chat turn may reuse the last check that MEMORY.md is unchanged on disk."""

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from itertools import accumulate, repeat
 from operator import add, eq, gt, sub
+from typing import NamedTuple
 
 from memory_core.base.entries import MemoryEntry
 from memory_core.longterm.memory_md import (
@@ -35,8 +36,22 @@ from memory_core.longterm.memory_md_renderer import (
 )
 from memory_core.longterm.store_versions import RenderedBlocks, line_offset
 
-Rendered = tuple[bytes, dict[str, tuple[int, int]], list[MemoryEntry]]
-"""The file's bytes, each entry's first and last line, the entries in the file's order."""
+Segment = tuple[int, int, int] | MemoryEntry
+"""A part of a written file, in its order: `(start, stop, shift)`, the old file's blocks at
+places start..stop-1 of its parse, copied in the same section (their block keys kept) with
+their lines moved by `shift`; or one entry whose block was made anew or changed section."""
+
+
+class Rendered(NamedTuple):
+    data: bytes
+    lines: dict[str, tuple[int, int]]
+    """Each entry's first and last line."""
+    ordered: list[MemoryEntry]
+    """The entries in the file's order."""
+    segments: list[Segment] | None = None
+    """What the file is made of (`Segment`), when it was written by copying the old file's
+    blocks and the block keys were asked for: what a delta of the parse cache is made
+    from without comparing every entry (`parse_delta.compose`)."""
 
 
 class _Unproven(Exception):
@@ -98,6 +113,7 @@ class _Writer:
         self.line = line
         self.positions: dict[str, tuple[int, int]] = {}
         self.pieces: list[bytes | memoryview] = []
+        self.segments: list[Segment] | None = [] if keys is not None else None
         self.start = self.end = 0  # the run of old bytes not yet in `pieces`
         self._archived_at: int | None = None
 
@@ -172,8 +188,14 @@ class _Writer:
             final = lasts[end_place - 1]
             self.line += final + 2 - firsts[place]
             if keys is not None:
+                assert self.segments is not None
                 known = None
-                if old_keys is not None and (firsts[place] > archived_at) == archived:
+                kept_section = (firsts[place] > archived_at) == archived
+                if kept_section:
+                    self.segments.append((place, end_place, shift))
+                else:  # the same bytes under another section's key
+                    self.segments += members[k : last + 1]
+                if old_keys is not None and kept_section:
                     known = old_keys[place:end_place]
                 if known is not None and all(known):
                     keys.update(zip(ids, known, strict=True))
@@ -196,6 +218,8 @@ class _Writer:
         self.line += len(block)
         if self.keys is not None:
             self.keys[entry.id] = block_key(section, block)
+        if self.segments is not None:
+            self.segments.append(entry)
         self.text(block)
 
     def _keys(self, ids: list[str], place: int, section: str) -> None:
@@ -297,7 +321,7 @@ def _render(
     tail.extend(quarantine_lines(quarantined))
     end_lines(tail)
     out.pieces.append("\n".join(tail).encode("utf-8"))
-    return b"".join(out.pieces), out.positions, active + archived
+    return Rendered(b"".join(out.pieces), out.positions, active + archived, out.segments)
 
 
 def render_encoded(
@@ -330,4 +354,4 @@ def render_encoded(
     data = text.encode("utf-8")
     del text  # a 40 MB file's text and bytes are not held beside the parse cache's work
     active, archived = split_sections(entries, archive_below)
-    return data, positions, active + archived
+    return Rendered(data, positions, active + archived)

@@ -38,6 +38,7 @@ import os
 import sys
 import tempfile
 import unicodedata
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -226,6 +227,9 @@ class CachedParse:
     `parsed.keys`: only the parse of a changed file asks for them)."""
     base: Base
     """The data file this parse was read from (with a delta applied, or not)."""
+    pieces: Sequence[Any] | None = None
+    """The delta's pieces that made this parse from `base` (`parse_delta`); None when it
+    is the base's own parse."""
 
     def by_key(self) -> dict[bytes, MemoryEntry]:
         """Block key → entry, for the parse of a changed file."""

@@ -24,6 +24,10 @@ from __future__ import annotations
 
 import logging
 import marshal
+from bisect import bisect_right
+from collections.abc import Sequence
+from dataclasses import dataclass
+from itertools import accumulate
 from typing import Any
 
 from memory_core.base.entries import MemoryEntry
@@ -31,6 +35,7 @@ from memory_core.base.errors import FileRefused
 from memory_core.base.process_knobs import gc_paused
 from memory_core.longterm import parse_cache
 from memory_core.longterm.memory_md import QuarantinedBlock
+from memory_core.longterm.memory_md_bytes import Segment
 from memory_core.longterm.memory_md_parser import ParsedMemory
 from memory_core.longterm.parse_cache import Base, CachedParse, CacheFiles, Mark
 
@@ -60,17 +65,35 @@ key, lines)`: an entry whose text the base holds."""
 def encode(base: Base, parsed: ParsedMemory, digest: bytes, archive_below: float) -> bytes | None:
     """The delta file's bytes for `parsed` (which carries every entry's block key) against
     `base`; None when the whole parse should be written instead."""
+    pieces = describe(base, parsed)
+    return None if pieces is None else body_of(base, parsed, digest, archive_below, pieces)
+
+
+def body_of(
+    base: Base, parsed: ParsedMemory, digest: bytes, archive_below: float, pieces: list[Any]
+) -> bytes:
+    """The delta file's bytes for `parsed`, described against `base` by `pieces`."""
+    body = (
+        parse_cache.file_format(),
+        _TAG,
+        archive_below,
+        base.digest,
+        digest,
+        pieces,
+        [(q.text, q.line, q.reason) for q in parsed.quarantined],
+    )
+    return marshal.dumps(body)
+
+
+def describe(base: Base, parsed: ParsedMemory) -> list[Any] | None:
+    """`parsed` as pieces against `base`, every entry looked up there by its block key;
+    None when the whole parse should be written instead."""
     keys = parsed.keys
     entries = parsed.entries
     if any(e.id not in keys for e in entries):
         return None
     positions = base.positions()
-    pieces: list[list[Any]] = []
-    fresh: list[MemoryEntry] = []
-    fresh_pieces: list[list[Any]] = []
-    most = COMPACT_SHARE * len(base.keys)
-    most_known = RESCORED_SHARE * len(base.keys)
-    known = 0
+    out = _Pieces(base)
     for entry in entries:
         key = keys[entry.id]
         first, last = parsed.lines.get(entry.id, (0, 0))
@@ -79,40 +102,121 @@ def encode(base: Base, parsed: ParsedMemory, digest: bytes, archive_below: float
             base_first, base_last = base.lines[place]
             shift = first - base_first
             if last - base_last == shift:
-                if pieces:
-                    prev = pieces[-1]
-                    if prev[0] >= 0 and prev[0] + prev[1] == place and prev[2] == shift:
-                        prev[1] += 1
-                        continue
-                pieces.append([place, 1, shift])
+                out.run(place, 1, shift)
                 continue
-        if not parse_cache.plain(entry):
+        if not out.entry(entry, key, (first, last)):
             return None
-        if entry.content in base.contents():  # made once per base, at its first need
-            known += 1
-            if known > most_known:
+    return out.done()
+
+
+def compose(
+    base: Base,
+    old: Sequence[Any] | None,
+    segments: Sequence[Segment],
+    parsed: ParsedMemory,
+) -> list[Any] | None:
+    """`describe(base, parsed)` by what the write did instead of by every entry: `parsed`
+    is made of `segments` of the old version, which `old` (its pieces, None when it is
+    the base itself) describes against `base`. A copied range takes its pieces, moved;
+    an entry rendered anew becomes a piece of its own (even one whose block the base
+    holds after all: a piece of a known text, which reads back the same). None when the
+    whole parse should be written instead."""
+    keys, lines = parsed.keys, parsed.lines
+    out = _Pieces(base)
+    ends = list(accumulate(1 if p[0] < 0 else p[1] for p in old)) if old is not None else []
+    for segment in segments:
+        if not isinstance(segment, tuple):
+            key = keys.get(segment.id)
+            if key is None or not out.entry(segment, key, lines.get(segment.id, (0, 0))):
                 return None
-            pieces.append([KNOWN_TEXT, parse_cache.row_of(entry), key, (first, last)])
             continue
-        if len(fresh) >= most:
-            return None
-        fresh.append(entry)
-        piece: list[Any] = [NEW_ENTRY, parse_cache.row_of(entry), key, (first, last)]
-        fresh_pieces.append(piece)
-        pieces.append(piece)
-    norms, skeletons, named = parse_cache.derived(fresh, complete=True)
-    for piece, norm, skeleton, names in zip(fresh_pieces, norms, skeletons, named, strict=True):
-        piece[1:2] = [piece[1], norm, skeleton, names]
-    body = (
-        parse_cache.file_format(),
-        _TAG,
-        archive_below,
-        base.digest,
-        digest,
-        [tuple(p) for p in pieces],
-        [(q.text, q.line, q.reason) for q in parsed.quarantined],
-    )
-    return marshal.dumps(body)
+        start, stop, shift = segment
+        if old is None:
+            out.run(start, stop - start, shift)
+            continue
+        at = bisect_right(ends, start)
+        while start < stop:
+            piece = old[at]
+            if piece[0] >= 0:  # a run of the base's entries: the part copied
+                offset = start - (ends[at] - piece[1])
+                count = min(stop, ends[at]) - start
+                out.run(piece[0] + offset, count, piece[2] + shift)
+                start += count
+            elif not out.moved(piece, shift):
+                return None
+            else:
+                start += 1
+            at += 1
+    return out.done()
+
+
+class _Pieces:
+    """Pieces against a base, in the new order, and the limits past which the whole parse
+    is written instead (`COMPACT_SHARE`, `RESCORED_SHARE`)."""
+
+    def __init__(self, base: Base) -> None:
+        self.base = base
+        self.pieces: list[list[Any]] = []
+        self.fresh: list[MemoryEntry] = []
+        self.fresh_pieces: list[list[Any]] = []
+        self.new = 0
+        self.known = 0
+        self.most = COMPACT_SHARE * len(base.keys)
+        self.most_known = RESCORED_SHARE * len(base.keys)
+
+    def run(self, place: int, count: int, shift: int) -> None:
+        """Base entries place..place+count, their lines moved by `shift`: one piece with
+        the run before when it goes on from it."""
+        pieces = self.pieces
+        if pieces:
+            prev = pieces[-1]
+            if prev[0] >= 0 and prev[0] + prev[1] == place and prev[2] == shift:
+                prev[1] += count
+                return
+        pieces.append([place, count, shift])
+
+    def entry(self, entry: MemoryEntry, key: bytes, lines: tuple[int, int]) -> bool:
+        """One entry the base does not hold as it is now; False past a limit."""
+        if not parse_cache.plain(entry):
+            return False
+        if entry.content in self.base.contents():  # made once per base, at its first need
+            self.known += 1
+            if self.known > self.most_known:
+                return False
+            self.pieces.append([KNOWN_TEXT, parse_cache.row_of(entry), key, lines])
+            return True
+        if self.new >= self.most:
+            return False
+        self.new += 1
+        self.fresh.append(entry)
+        piece: list[Any] = [NEW_ENTRY, parse_cache.row_of(entry), key, lines]
+        self.fresh_pieces.append(piece)
+        self.pieces.append(piece)
+        return True
+
+    def moved(self, piece: Sequence[Any], shift: int) -> bool:
+        """An entry piece of the old version, its lines moved by `shift`; False past a
+        limit."""
+        if piece[0] == KNOWN_TEXT:
+            self.known += 1
+            if self.known > self.most_known:
+                return False
+        else:
+            if self.new >= self.most:
+                return False
+            self.new += 1
+        first, last = piece[-1]
+        self.pieces.append([*piece[:-1], (first + shift, last + shift)])
+        return True
+
+    def done(self) -> list[Any]:
+        """The pieces as the delta file holds them (the new entries' derived values in)."""
+        norms, skeletons, named = parse_cache.derived(self.fresh, complete=True)
+        for piece, norm, skeleton, names in zip(
+            self.fresh_pieces, norms, skeletons, named, strict=True
+        ):
+            piece[1:2] = [piece[1], norm, skeleton, names]
+        return [tuple(p) for p in self.pieces]
 
 
 def apply(cached: CachedParse, data: bytes) -> CachedParse | None:
@@ -180,7 +284,7 @@ def _apply(cached: CachedParse, data: bytes) -> CachedParse | None:
             quarantined=[QuarantinedBlock(t, n, r) for t, n, r in quarantined],
             lines=lines,
         )
-        return CachedParse(parsed, bytes(digest), cached.archive_below, keys, base)
+        return CachedParse(parsed, bytes(digest), cached.archive_below, keys, base, pieces)
     except (EOFError, ValueError, TypeError, KeyError, IndexError) as exc:
         log.info("long-term parse cache delta unreadable, parsing the changes (%s)", exc)
         return None
@@ -201,25 +305,59 @@ def load(files: CacheFiles, archive_below: float, *wanted: bytes) -> CachedParse
     return applied if applied is not None and applied.digest in wanted else cached
 
 
+@dataclass(frozen=True, slots=True)
+class Made:
+    """How a write made its version from the one it replaced: what `compose` needs."""
+
+    segments: Sequence[Segment]
+    old: Sequence[Any] | None
+    """The replaced version's pieces against the base; None when it was the base."""
+    old_count: int
+    """The replaced version's number of entries."""
+
+
+Kept = tuple[Base, Sequence[Any] | None]
+"""The base the parse cache stands on, and the pieces of the kept version against it
+(None: it is the base)."""
+
+
 def save(
     files: CacheFiles,
     base: Base | None,
     parsed: ParsedMemory,
     mark: Mark,
     archive_below: float,
-) -> Base | None:
+    made: Made | None = None,
+) -> Kept | None:
     """A written version's parse kept: as a delta against `base` when it is small enough,
-    else whole as a new base. The base the cache now stands on; None when nothing could
-    be written (the next process parses)."""
+    else whole as a new base; None when nothing could be written (the next process
+    parses). With `made`, the delta is composed from it (`compose`), not from every entry."""
     if base is not None and base.complete:
-        data = encode(base, parsed, mark.digest, archive_below)
-        if data is not None:
+        pieces = _composed(base, parsed, made) if made is not None else None
+        if pieces is None:
+            pieces = describe(base, parsed)
+        if pieces is not None:
+            data = body_of(base, parsed, mark.digest, archive_below, pieces)
             if parse_cache.write_file(files.delta, data) and parse_cache.save_mark(files, mark):
-                return base
+                return base, pieces
             return None
     if not parse_cache.save(files, parsed, mark, archive_below, complete=True):
         return None
-    return base_of(parsed, mark.digest, complete=True)
+    made_base = base_of(parsed, mark.digest, complete=True)
+    return None if made_base is None else (made_base, None)
+
+
+def _composed(base: Base, parsed: ParsedMemory, made: Made) -> list[Any] | None:
+    """`compose`, where it applies: each entry has its own id (one line each) and the old
+    version's pieces cover its entries. None: `describe` decides (also past a limit, as
+    it would)."""
+    if len(parsed.lines) != len(parsed.entries):
+        return None
+    old = made.old
+    covered = len(base.keys) if old is None else sum(1 if p[0] < 0 else p[1] for p in old)
+    if covered != made.old_count:
+        return None
+    return compose(base, old, made.segments, parsed)
 
 
 def base_of(parsed: ParsedMemory, digest: bytes, *, complete: bool = False) -> Base | None:

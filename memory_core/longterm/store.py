@@ -27,12 +27,12 @@ import asyncio
 import contextlib
 import glob
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import partial
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from memory_core.base import safe_files
 from memory_core.base.atomic import atomic_write_bytes, backup_then_write
@@ -47,7 +47,7 @@ from memory_core.longterm import parse_cache, parse_delta, store_versions
 from memory_core.longterm.cache_keeping import Keeping, PendingKeeps
 from memory_core.longterm.entity_keeper import EntityKeeper
 from memory_core.longterm.memory_md import QuarantinedBlock
-from memory_core.longterm.memory_md_bytes import render_encoded
+from memory_core.longterm.memory_md_bytes import Segment, render_encoded
 from memory_core.longterm.memory_md_parser import ParsedMemory, parse_memory
 from memory_core.longterm.parse_cache import Base, CacheFiles, Mark
 from memory_core.longterm.store_versions import RACY_NS as RACY_NS
@@ -84,6 +84,9 @@ class FileRead:
     keys: list[bytes] | None = None
     """Each entry's block key in the order of `parsed.entries`, when the parse cache gave
     them (a write reusing a block need not hash it again)."""
+    pieces: Sequence[Any] | None = None
+    """The parse as pieces of a delta against `base` (`parse_delta`); None when it is the
+    base's own parse, or not known."""
 
 
 def read_memory_file(
@@ -120,6 +123,7 @@ def read_memory_file(
                 from_cache=True,
                 base=cached.base,
                 keys=cached.keys,
+                pieces=cached.pieces,
             )
     try:
         data = safe_files.read_bytes(root, path, safe_files.LONG_TERM_BYTES)
@@ -145,6 +149,7 @@ def read_memory_file(
                 from_cache=True,
                 base=cached.base,
                 keys=cached.keys,
+                pieces=cached.pieces,
             )
     known = cached.by_key() if cached is not None else ({} if cache is not None else None)
     parsed, utf8 = _parse_bytes(root, path, data, archive_below, known)
@@ -288,6 +293,8 @@ class WriteRecord:
     after: ParsedMemory
     before_stamp: Stamp | None
     after_stamp: Stamp | None
+    segments: list[Segment] | None = None
+    """How the write made `after` from `before`, when it copied its blocks."""
 
 
 @dataclass(slots=True)
@@ -418,7 +425,7 @@ class LongTermStore:
             await self._keeps.done(scope)
             # One worker call for the whole read-change-write: `change` is pure, and every
             # hop to a thread costs more than the small file's own I/O.
-            before, after, result, keeping = await asyncio.to_thread(
+            before, after, result, keeping, segments = await asyncio.to_thread(
                 self._apply, scope, change, now, quarantine
             )
             self.last_write[scope] = WriteRecord(
@@ -426,6 +433,7 @@ class LongTermStore:
                 after=after.parsed,
                 before_stamp=before.stamp,
                 after_stamp=after.stamp,
+                segments=segments,
             )
             if keeping is not None:
                 self._keeps.start(scope, lambda: self._keep(scope, after, keeping))
@@ -434,9 +442,9 @@ class LongTermStore:
     async def _keep(self, scope: ScopeKey, written: FileRead, keeping: Keeping) -> None:
         """The written version's parse and entities kept (`cache_keeping`); the next
         write's delta is made against the base they stand on."""
-        base = await asyncio.to_thread(keeping, scope.value, self.entities)
-        if base is not None and self._cache.get(scope) is written:
-            self._cache[scope] = replace(written, base=base)
+        kept = await asyncio.to_thread(keeping, scope.value, self.entities)
+        if kept is not None and self._cache.get(scope) is written:
+            self._cache[scope] = replace(written, base=kept[0], pieces=kept[1])
 
     async def kept(self) -> None:
         """Every write's parse and entities kept: a close waits for this."""
@@ -448,7 +456,7 @@ class LongTermStore:
         change: Callable[[ParsedMemory], tuple[list[MemoryEntry], T]],
         now: datetime,
         quarantine: Sequence[QuarantinedBlock] = (),
-    ) -> tuple[FileRead, FileRead, T, Keeping | None]:
+    ) -> tuple[FileRead, FileRead, T, Keeping | None, list[Segment] | None]:
         self._ws.ensure_scope(scope)
         # A big file's read, change and write make millions of objects and no garbage
         # cycles worth a collector's pass over them all (a tenth of a close's CPU).
@@ -458,8 +466,8 @@ class LongTermStore:
             kept = list(snapshot.parsed.quarantined)
             held = {block.text for block in kept}
             kept += [block for block in quarantine if block.text not in held]
-            after, keeping = self._write(scope, entries, kept, now, snapshot)
-        return snapshot, after, result, keeping
+            after, keeping, segments = self._write(scope, entries, kept, now, snapshot)
+        return snapshot, after, result, keeping, segments
 
     def _rendered_blocks(
         self, path: Path, before: FileRead | None
@@ -489,7 +497,7 @@ class LongTermStore:
         quarantined: list[QuarantinedBlock],
         now: datetime,
         before: FileRead | None = None,
-    ) -> tuple[FileRead, Keeping | None]:
+    ) -> tuple[FileRead, Keeping | None, list[Segment] | None]:
         path = self.path(scope)
         files = self.cache_files(scope)
         min_bytes = self._cache_min_bytes or 0
@@ -499,7 +507,7 @@ class LongTermStore:
             {} if files is not None and len(entries) * 128 >= min_bytes else None
         )
         # The unchanged blocks' bytes are copied from the old file (`memory_md_bytes`).
-        data, lines, ordered = render_encoded(
+        data, lines, ordered, segments = render_encoded(
             entries,
             quarantined,
             reuse=self._rendered_blocks(path, before),
@@ -535,13 +543,24 @@ class LongTermStore:
                     self._archive_below,
                     before.parsed.entries if before is not None else None,
                     before.digest if before is not None else None,
+                    _made(before, segments),
                 )
             else:
                 parse_cache.forget(files)
         snapshot = FileRead(parsed, stamp, digest, _racy(stamp, written_at))
         self._cache[scope] = snapshot
         self._writes[scope] = self._writes.get(scope, 0) + 1
-        return snapshot, keeping
+        return snapshot, keeping, segments
+
+
+def _made(before: FileRead | None, segments: list[Segment] | None) -> parse_delta.Made | None:
+    """How a write that copied `before`'s blocks made its version, when the pieces of
+    `before` against its base are known (or it is the base)."""
+    if before is None or before.base is None or segments is None:
+        return None
+    if before.pieces is None and before.parsed.entries is not before.base.entries:
+        return None
+    return parse_delta.Made(segments, before.pieces, len(before.parsed.entries))
 
 
 def _remove_stale_temps(path: Path) -> None:
@@ -550,48 +569,3 @@ def _remove_stale_temps(path: Path) -> None:
     for stale in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):
         with contextlib.suppress(OSError):
             stale.unlink()
-
-
-Settle = Callable[[ScopeKey], Awaitable[None]]
-
-
-class SettledStore:
-    """The long-term files as every reader and writer but the staging sees them: the
-    scope's staged captures (`staging.py`) are written first, so reads see them and
-    writes stay in order. Without a journal (`settle` None) it reads and writes the files
-    as they are. Built after the staging, over the same `LongTermStore` the staging
-    writes through, so neither has to be told of the other afterwards."""
-
-    def __init__(self, files: LongTermStore, settle: Settle | None) -> None:
-        self.files = files
-        self.locks = files.locks
-        self.last_write = files.last_write
-        self._settle = settle
-
-    def path(self, scope: ScopeKey) -> Path:
-        return self.files.path(scope)
-
-    async def current(self, scope: ScopeKey) -> tuple[bytes | None, ParsedMemory | None]:
-        """`LongTermStore.current` once the scope's staged captures are written."""
-        if self._settle is not None:
-            await self._settle(scope)
-        return await self.files.current(scope)
-
-    async def load(self, scope: ScopeKey, *, max_age: float = 0.0) -> ParsedMemory:
-        """`LongTermStore.load` once the scope's staged captures are written."""
-        if self._settle is not None:
-            await self._settle(scope)
-        return await self.files.load(scope, max_age=max_age)
-
-    async def update(
-        self,
-        scope: ScopeKey,
-        change: Callable[[ParsedMemory], tuple[list[MemoryEntry], T]],
-        now: datetime,
-        *,
-        quarantine: Sequence[QuarantinedBlock] = (),
-    ) -> T:
-        """`LongTermStore.update` once the scope's staged captures are written."""
-        if self._settle is not None:
-            await self._settle(scope)
-        return await self.files.update(scope, change, now, quarantine=quarantine)

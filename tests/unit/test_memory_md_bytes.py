@@ -164,7 +164,7 @@ def both_ways(
     )
     active, archived = split_sections(new)
     slow = (text.encode("utf-8"), lines, active + archived, slow_keys)
-    return (None if fast is None else (*fast, fast_keys)), slow
+    return (None if fast is None else (*fast[:3], fast_keys)), slow
 
 
 def rendered(write: Write) -> bytes:

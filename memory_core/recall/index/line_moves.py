@@ -11,6 +11,7 @@ from operator import itemgetter
 from typing import NamedTuple
 
 from memory_core.base.entries import MemoryEntry
+from memory_core.longterm.memory_md_bytes import Segment
 
 Lines = Mapping[str, tuple[int, int]]
 Kept = list[tuple[str, int, int]]
@@ -82,3 +83,43 @@ def kept_lines(
             return None
         kept.append((entry.id, at[0], at[1]))
     return kept
+
+
+def segment_runs(
+    before: Sequence[MemoryEntry],
+    before_lines: Lines,
+    after_lines: Lines,
+    segments: Sequence[Segment],
+    stale: Sequence[str],
+) -> list[Run] | None:
+    """What `shift_runs(kept_lines(before, before_lines, stale), after_lines)` moves, told
+    by how the write made the new version (`memory_md_bytes.Segment`) instead of by every
+    entry: each range of `before` copied to new lines is one run (adjacent blocks: no other
+    chunk starts inside it), and each entry made anew whose chunk stays (its text
+    unchanged: a rescore) a run of its own. None when a line is not known (the entries'
+    own lines decide then)."""
+    gone = set(stale)
+    runs: list[Run] = []
+    for segment in segments:
+        if isinstance(segment, tuple):
+            start, stop, shift = segment
+            if shift == 0:
+                continue
+            first = before_lines.get(before[start].id)
+            last = before_lines.get(before[stop - 1].id)
+            if first is None or last is None:
+                return None
+            runs.append(Run(first[0], last[0], shift, shift))
+            continue
+        if segment.id in gone:
+            continue
+        old = before_lines.get(segment.id)
+        if old is None:  # added: its chunk is stored anew
+            continue
+        new = after_lines.get(segment.id)
+        if new is None:
+            return None
+        if new != old:
+            runs.append(Run(old[0], old[0], new[0] - old[0], new[1] - old[1]))
+    runs.sort()
+    return runs

@@ -338,13 +338,21 @@ class SearchIndex:
     ) -> None:
         after = record.after
 
-        def compare() -> tuple[list[str], list[tuple[Chunk, str]], line_moves.Kept | None]:
+        def compare() -> tuple[
+            list[str], list[tuple[Chunk, str]], line_moves.Kept | None, list[line_moves.Run] | None
+        ]:
             before = record.before
             stale, fresh = difference.between_versions(before.entries, after.entries)
-            kept = line_moves.kept_lines(before.entries, before.lines, stale)
-            return stale, difference.prepared(fresh, after.lines), kept
+            runs = kept = None
+            if record.segments is not None and len(after.lines) == len(after.entries):
+                runs = line_moves.segment_runs(
+                    before.entries, before.lines, after.lines, record.segments, stale
+                )
+            if runs is None:
+                kept = line_moves.kept_lines(before.entries, before.lines, stale)
+            return stale, difference.prepared(fresh, after.lines), kept, runs
 
-        stale, prepared, kept = await asyncio.to_thread(compare)
+        stale, prepared, kept, runs = await asyncio.to_thread(compare)
         async with self._lock(scope):
             sid = await self._sid(scope)
             known = await self._db.read(lambda conn: reads.file_stamp(conn, relative_path))
@@ -365,6 +373,7 @@ class SearchIndex:
                             stamp[:2],
                             held_stamp=known,
                             kept=kept,
+                            runs=runs,
                         )
                     )
                 except (writes.StaleDifference, DatabaseConflict):

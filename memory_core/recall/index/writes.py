@@ -16,6 +16,7 @@ from memory_core.base.chunks import Chunk, ChunkKind
 from memory_core.base.clock import format_when
 from memory_core.base.sql import Connection
 from memory_core.base.turn_dates import encode_days
+from memory_core.recall.index.line_moves import Run
 from memory_core.recall.index.model import PreparedFile, SyncStats
 from memory_core.recall.index.postings import postings
 from memory_core.recall.index.search import BY_LINE, held_chunks
@@ -448,6 +449,7 @@ def apply_long_term(
     held: Mapping[str, tuple[str, str]] | None = None,
     held_stamp: tuple[int, int] | None = None,
     kept: Sequence[tuple[str, int, int]] | None = None,
+    runs: Sequence[Run] | None = None,
 ) -> None:
     """One long-term write by difference: chunks of removed and edited entries out, of
     added and edited ones in, every other entry moved to its new lines, the file row
@@ -458,8 +460,8 @@ def apply_long_term(
     (text, created_at) of the file's chunks) or `held_stamp` (the file row's stamp) is
     what that read saw, checked again once the file is held; if another writer changed
     it meanwhile, `StaleDifference` (nothing written). `kept` is (ref, line_from, line_to)
-    of the chunks that stay, when the caller knows them (the version a write replaced);
-    otherwise they are read."""
+    of the chunks that stay, when the caller knows them (the version a write replaced),
+    or `runs` of them (`line_moves.segment_runs`); otherwise they are read."""
     postings(conn).hold_files(conn, [path])
     if held is not None and held_chunks(conn, sid, path) != held:
         raise StaleDifference(path)
@@ -478,7 +480,7 @@ def apply_long_term(
             (sid, path, *part),
         ).fetchall()
         delete_rows(conn, sid, old, tally)
-    long_term_lines.move_kept(conn, sid, path, kept, lines)
+    long_term_lines.move_kept(conn, sid, path, kept, lines, runs)
     insert_chunks(conn, sid, path, ChunkKind.LONG_TERM, fresh, tally)
     tally.apply(conn)
     conn.execute(UPSERT_FILE, (path, sid, *stamp, digest, ChunkKind.LONG_TERM.value))
