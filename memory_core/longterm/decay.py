@@ -31,6 +31,69 @@ def decay_all(
 ) -> MergeResult:
     """Decay, expire, archive and forget as of `now`: consolidation with no candidates
     (what `merge.merge` gives for no candidates and no session)."""
+    try:
+        few = _decay_few(entries, now, policy)
+    except (ArithmeticError, TypeError, ValueError):
+        few = None  # the plain pass raises it as it always did
+    if few is None:
+        return _decay_every(entries, now, policy)
+    by_id, changes = few
+    return MergeResult(entries=sort_entries(by_id.values()), changes=changes)
+
+
+def _decay_few(
+    entries: Sequence[MemoryEntry], now: datetime, policy: ScoringPolicy
+) -> tuple[dict[str, MemoryEntry], list[Change]] | None:
+    """`decay_all` but its sort, looking closely only at the entries it may change; None
+    when an id is there twice (every entry is then settled: `_decay_every`).
+
+    At a close nearly every entry is left as it is: decay only changes an entry whose
+    score is below the forget line (or NaN), that has an expiry, or whose days since
+    its activation, past the grace days, outnumber those its score already paid for
+    (`decayed_score`'s days > 0 is exactly that); pinned entries never decay. The others
+    cost a look at a few fields. The rest goes through `decay_into` and `settle` in
+    the entries' order, so the changes come in the same order.
+    """
+    forget_below = policy.forget_below
+    grace_days = policy.grace_days
+    by_id: dict[str, MemoryEntry] = {}
+    some: list[MemoryEntry] = []
+    keep = some.append
+    for entry in entries:
+        by_id[entry.id] = entry
+        if not entry.score >= forget_below or entry.expires_at is not None:
+            keep(entry)
+        elif not entry.pinned:
+            last_activated = entry.last_activated
+            accrued = (now - last_activated).days
+            if accrued > grace_days and accrued > (entry.scored_at - last_activated).days:
+                keep(entry)
+    if len(by_id) != len(entries):
+        return None
+    changes: list[Change] = []
+    before_status: dict[str, Status] = {}
+    decayed: dict[str, MemoryEntry] = {}
+    decay_into(some, now, policy, before_status, decayed, changes)
+    # As in `_decay_every`: only an entry decay or expiry replaced, or one already below
+    # the forget line, can be forgotten, archived or restored.
+    moved = {
+        entry_id: entry
+        for entry_id, entry in decayed.items()
+        if entry is not by_id[entry_id] or before_status[entry_id] is _FORGOTTEN
+    }
+    by_id.update(decayed)
+    ids = list(moved)
+    settle(moved, before_status, policy, changes)
+    for entry_id in ids:
+        if entry_id not in moved:  # forgotten
+            del by_id[entry_id]
+    return by_id, changes
+
+
+def _decay_every(
+    entries: Sequence[MemoryEntry], now: datetime, policy: ScoringPolicy
+) -> MergeResult:
+    """`decay_all` entry by entry."""
     changes: list[Change] = []
     before_status: dict[str, Status] = {}
     by_id: dict[str, MemoryEntry] = {}

@@ -383,3 +383,83 @@ def test_decay_all_settles_what_settling_every_entry_settles(seed: int) -> None:
         fast = decay_all(existing, now, policy)
         assert _fields(fast.entries) == _fields(sort_entries(by_id.values()))
         assert _fields(fast.changes) == _fields(changes)
+
+
+def _plain_decay_all(
+    existing: Sequence[MemoryEntry], now: datetime, policy: ScoringPolicy
+) -> MergeResult:
+    """Decay every entry, then settle every entry: what `decay_all` stands for."""
+    changes: list[Change] = []
+    before: dict[str, Status] = {}
+    by_id: dict[str, MemoryEntry] = {}
+    decay_into(existing, now, policy, before, by_id, changes)
+    settle(by_id, before, policy, changes)
+    return MergeResult(entries=sort_entries(by_id.values()), changes=changes)
+
+
+def _near_a_close(rng: random.Random, items: list[MemoryEntry], now: datetime) -> list[MemoryEntry]:
+    """`items` as a file read at a close looks: most scored at an earlier close a few hours
+    or days ago (some days roll over by `now`, most not), some scored after `now`, some
+    activated within the grace days, a few odd scores."""
+    out = []
+    for item in items:
+        scored = now - timedelta(hours=rng.uniform(-30, 80))
+        last = scored - timedelta(
+            days=rng.choice([0, 1, 3, 6, 7, 8, 20, 200]), hours=rng.uniform(0, 24)
+        )
+        if item.scored_at.tzinfo is None:
+            scored, last = scored.replace(tzinfo=None), last.replace(tzinfo=None)
+        elif rng.random() < 0.3:
+            last = last.astimezone(rng.choice(ZONES))
+        changed = item.with_(scored_at=scored, last_activated=last)
+        if rng.random() < 0.1:
+            changed = changed.with_(
+                score=rng.choice([float("nan"), 0.05, 0.0499, -0.0, 0.2, float("inf")])
+            )
+        if rng.random() < 0.1:
+            changed = changed.with_(
+                category="todo", expires_at=now + timedelta(hours=rng.uniform(-50, 50))
+            )
+        out.append(changed if rng.random() < 0.8 else item)
+    return out
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_decay_all_skips_only_what_it_would_leave(seed: int) -> None:
+    """`decay_all` looks closely only at the entries it may change: the same entries,
+    changes and order as decaying and settling every entry, for entries near a close
+    (days rolling over or not, within grace, scored after `now`), pinned, archived,
+    expired todos, forgotten ones, NaN scores and ids twice."""
+    rng = random.Random(seed)
+    for round_ in range(30):
+        naive = round_ % 10 == 9
+        now = _moment(rng, None if naive else rng.choice(ZONES)) + timedelta(
+            days=rng.uniform(-5, 300)
+        )
+        existing = _near_a_close(rng, _random_entries(rng, naive), now)
+        policy = rng.choice(POLICIES)
+        plain = _plain_decay_all(existing, now, policy)
+        fast = decay_all(existing, now, policy)
+        assert _fields(fast.entries) == _fields(plain.entries)
+        assert _fields(fast.changes) == _fields(plain.changes)
+
+
+def test_decay_all_fails_as_the_plain_pass_does() -> None:
+    """Naive and aware times mixed: `decay_all` raises what decaying every entry raises,
+    or gives what it gives (a pinned entry's times are never compared)."""
+    aware = entry("a", 0.6)
+    naive = entry("n", 0.6).with_(
+        last_activated=T0.replace(tzinfo=None), scored_at=T0.replace(tzinfo=None)
+    )
+    for group in ([aware, naive], [naive.with_(pinned=True), aware]):
+        try:
+            plain: MergeResult | Exception = _plain_decay_all(group, T0 + days(30), DEFAULT_POLICY)
+        except TypeError as error:
+            plain = error
+        if isinstance(plain, Exception):
+            with pytest.raises(TypeError, match=str(plain)):
+                decay_all(group, T0 + days(30))
+        else:
+            fast = decay_all(group, T0 + days(30))
+            assert _fields(fast.entries) == _fields(plain.entries)
+            assert _fields(fast.changes) == _fields(plain.changes)
