@@ -48,10 +48,12 @@ def between_versions(
         return [], []
     ids = {e.id for e in gone}
     ids.update(e.id for e in added)
-    return _between(
-        list(compress(ahead, map(ids.__contains__, map(_id_of, ahead)))),
-        list(compress(behind, map(ids.__contains__, map(_id_of, behind)))),
-    )
+    carried = list(compress(ahead, map(ids.__contains__, map(_id_of, ahead))))
+    if len(carried) == len(gone):
+        # No kept entry carries one of those ids in `before`, nor then in `after`: a
+        # kept entry is the same object at its place in both.
+        return _between(gone, added)
+    return _between(carried, list(compress(behind, map(ids.__contains__, map(_id_of, behind)))))
 
 
 def _between(
