@@ -463,3 +463,48 @@ def test_decay_all_fails_as_the_plain_pass_does() -> None:
             fast = decay_all(group, T0 + days(30))
             assert _fields(fast.entries) == _fields(plain.entries)
             assert _fields(fast.changes) == _fields(plain.changes)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_sort_entries_in_utc_matches_the_full_key(seed: int) -> None:
+    """Runs of equal scores already in order are left as they are only when that is the
+    full key's order: UTC times (equal ones, a microsecond apart, far from 1970), runs in
+    and out of order, input sorted or not, and a zone or a naive time among them."""
+    rng = random.Random(seed)
+    base = datetime(2026, 3, 1, tzinfo=UTC)
+    far = [datetime(1600, 1, 1, tzinfo=UTC), datetime(2300, 1, 1, tzinfo=UTC)]
+    for _ in range(30):
+        items = []
+        for number in range(rng.randint(0, 40)):
+            last = base + timedelta(
+                seconds=rng.choice([0, 1, 86400 * rng.randint(0, 30)]),
+                microseconds=rng.choice([0, 1, 2]),
+            )
+            if rng.random() < 0.03:
+                last = rng.choice(far) + timedelta(microseconds=rng.randint(0, 2))
+            items.append(
+                entry(
+                    f"e{rng.randint(0, 9) if rng.random() < 0.2 else number}",
+                    rng.choice([0.5, 0.25, 0.19, round(rng.random(), 2)]),
+                    at=last,
+                )
+            )
+        if items and rng.random() < 0.1:  # one time in another zone
+            at = rng.randrange(len(items))
+            moved = items[at].last_activated.astimezone(ZoneInfo("Europe/Berlin"))
+            items[at] = items[at].with_(last_activated=moved)
+        if rng.random() < 0.05:  # all naive
+            items = [e.with_(last_activated=e.last_activated.replace(tzinfo=None)) for e in items]
+        for group in (items, _reference_sort(items), list(reversed(_reference_sort(items)))):
+            assert _fields(sort_entries(group)) == _fields(_reference_sort(group))
+
+
+def test_sort_entries_far_from_1970_ties_by_id() -> None:
+    """In 2300 two times a microsecond apart are the same float: the full key then ties
+    them by id, though the datetimes differ."""
+    later = datetime(2300, 1, 1, tzinfo=UTC) + timedelta(microseconds=2)
+    earlier = later - timedelta(microseconds=1)
+    assert later.timestamp() == earlier.timestamp()
+    group = [entry("b", 0.5, at=later), entry("a", 0.5, at=earlier)]
+    assert [e.id for e in sort_entries(group)] == ["a", "b"]
+    assert _fields(sort_entries(group)) == _fields(_reference_sort(group))
