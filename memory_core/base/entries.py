@@ -6,9 +6,10 @@ from __future__ import annotations
 import secrets
 from collections.abc import Container, Iterable
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
-from operator import attrgetter
+from itertools import compress, count, islice, repeat
+from operator import add, attrgetter, eq, gt, is_
 
 
 class Importance(StrEnum):
@@ -253,6 +254,8 @@ SESSION_MEMORY = 8
 
 
 _by_score = attrgetter("score")
+_last_activated = attrgetter("last_activated")
+_tzinfo = attrgetter("tzinfo")
 
 
 def _sort_key(entry: MemoryEntry) -> tuple[float, float, str]:
@@ -268,24 +271,59 @@ def sort_entries(entries: Iterable[MemoryEntry]) -> list[MemoryEntry]:
 
     The order of `sorted(entries, key=_sort_key)`, computed faster: most scores differ, so
     one sort on the score alone (a C-level key) places nearly everything, and only runs of
-    equal scores need the full key, whose `timestamp()` call dominated the old cost.
+    equal scores need the full key, whose `timestamp()` call dominated the old cost. The
+    runs (thousands in a big file: scores are rounded) are found in C, and most are
+    already in order (the file was written sorted): only the others are sorted.
     """
     items = list(entries)
     ordered = sorted(items, key=_by_score, reverse=True)
-    scores = [entry.score for entry in ordered]
+    scores = list(map(_by_score, ordered))
     total = sum(scores)
     if total != total:
         # A NaN score (or +inf and -inf together) has no consistent place in the score-only
         # order; the full key gives the order this function always gave.
         return sorted(items, key=_sort_key)
-    start = 0
-    previous = scores[0] if scores else 0.0
-    for index, score in enumerate(scores):
-        if score != previous:
-            if index - start > 1:
-                ordered[start:index] = sorted(ordered[start:index], key=_tie_key)
+    # k where the score at k equals the next one: k and k + 1 are in a run.
+    tied = list(compress(count(), map(eq, scores, islice(scores, 1, None))))
+    if not tied:
+        return ordered
+    start = end = -2
+    in_order = True
+    for index, fine in zip(tied, _in_order(ordered, tied), strict=True):
+        if index != end - 1:  # a new run
+            if not in_order:
+                ordered[start:end] = sorted(ordered[start:end], key=_tie_key)
             start = index
-            previous = score
-    if len(ordered) - start > 1:
-        ordered[start:] = sorted(ordered[start:], key=_tie_key)
+            in_order = True
+        end = index + 2
+        in_order = in_order and fine
+    if not in_order:
+        ordered[start:end] = sorted(ordered[start:end], key=_tie_key)
     return ordered
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_EARLIEST = _EPOCH - timedelta(seconds=2**33 - 1)
+_LATEST = _EPOCH + timedelta(seconds=2**33 - 1)
+
+
+def _in_order(ordered: list[MemoryEntry], tied: list[int]) -> Iterable[bool]:
+    """For each k of `tied`: whether `_tie_key` surely puts `ordered[k]` before
+    `ordered[k + 1]` (False when it cannot tell), compared in C.
+
+    When every time is in UTC, `timestamp()` is the microseconds since 1970 divided by
+    10**6, correctly rounded, and within 2**33 seconds of 1970 a later time is a greater
+    float: a strictly later `last_activated` is a strictly smaller key, whatever the id.
+    """
+    earlier = list(map(_last_activated, map(ordered.__getitem__, tied)))
+    later = list(map(_last_activated, map(ordered.__getitem__, map(add, tied, repeat(1)))))
+    if (
+        all(map(is_, map(_tzinfo, earlier), repeat(UTC)))
+        and all(map(is_, map(_tzinfo, later), repeat(UTC)))
+        and min(earlier) >= _EARLIEST
+        and max(earlier) <= _LATEST
+        and min(later) >= _EARLIEST
+        and max(later) <= _LATEST
+    ):
+        return map(gt, earlier, later)
+    return repeat(False, len(tied))

@@ -4,6 +4,7 @@ it is computed in a worker thread, never on the event loop."""
 from __future__ import annotations
 
 import gc
+import random
 import threading
 from datetime import UTC, datetime
 from typing import Any
@@ -16,6 +17,7 @@ from memory_core.base.clock import format_when
 from memory_core.base.entries import MemoryEntry
 from memory_core.base.scope import MAIN
 from memory_core.engine import MemoryCore
+from memory_core.longterm.claims import shown
 
 NOW = datetime(2026, 3, 1, 12, tzinfo=UTC)
 
@@ -99,3 +101,82 @@ async def test_a_write_is_indexed_with_the_collector_paused(
     await core.memories.flush()
     assert collecting == [False, False]
     assert gc.isenabled()
+
+
+def _plain_between(
+    before: list[MemoryEntry], after: list[MemoryEntry]
+) -> tuple[list[str], list[MemoryEntry]]:
+    """The comparison as first written: every entry by id."""
+    old = {e.id: e for e in before}
+    new = {e.id: e for e in after}
+
+    def changed(a: MemoryEntry, b: MemoryEntry | None) -> bool:
+        return b is None or (b is not a and shown(b) != shown(a))
+
+    stale = [i for i, e in old.items() if changed(e, new.get(i))]
+    fresh = [e for i, e in new.items() if changed(e, old.get(i))]
+    return stale, fresh
+
+
+def _edited(rng: random.Random, before: list[MemoryEntry]) -> list[MemoryEntry]:
+    """`before` as a write could leave it: most entries the same objects, some rescored,
+    edited, removed, added, moved, repeated, or given another entry's id."""
+    after = list(before)
+    for _ in range(rng.randint(0, 8)):
+        kind = rng.randrange(8)
+        at = rng.randrange(len(after) + 1)
+        if kind == 0 and after:
+            del after[min(at, len(after) - 1)]
+        elif kind == 1:
+            after.insert(at, entry(f"n{rng.randrange(6)}", rng.choice(["tea", "milk"])))
+        elif kind == 2 and after:
+            old = after[min(at, len(after) - 1)]
+            after[min(at, len(after) - 1)] = old.with_(score=rng.random())
+        elif kind == 3 and after:
+            old = after[min(at, len(after) - 1)]
+            after[min(at, len(after) - 1)] = old.with_(
+                content=rng.choice(["tea", "juice", old.content + "!"]),
+                speaker=rng.choice([None, "Ann"]),
+            )
+        elif kind == 4 and after:
+            moved = after.pop(min(at, len(after) - 1))
+            after.insert(rng.randrange(len(after) + 1), moved)
+        elif kind == 5 and after:
+            after.insert(at, rng.choice(after))  # the same object twice
+        elif kind == 6 and after:
+            other = rng.choice(after)
+            after.insert(at, entry(other.id, rng.choice([other.content, "water"])))
+        elif kind == 7 and len(after) > 1:
+            start = rng.randrange(len(after))
+            part = after[start : start + rng.randint(2, 6)]
+            rng.shuffle(part)
+            after[start : start + len(part)] = part
+    return after
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_between_versions_matches_the_plain_comparison(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The walk by identity gives exactly what comparing every entry by id gives, order
+    included: ids twice, objects twice, moves, and the fallback when the walk gives up."""
+    rng = random.Random(seed)
+    for round_ in range(40):
+        monkeypatch.setattr(difference, "_FEWEST_GAPS", rng.choice([64, 2, 0]))
+        monkeypatch.setattr(difference, "_WINDOW", rng.choice([48, 3, 1]))
+        before = [
+            entry(f"e{rng.randrange(40) if rng.random() < 0.1 else n}", rng.choice(["tea", "x"]))
+            for n in range(rng.randint(0, 40))
+        ]
+        if before and rng.random() < 0.2:
+            before.insert(rng.randrange(len(before)), rng.choice(before))
+        after = _edited(rng, before)
+        if round_ % 10 == 9:
+            before, after = after, before
+        stale, fresh = difference.between_versions(before, after)
+        plain_stale, plain_fresh = _plain_between(before, after)
+        assert stale == plain_stale
+        assert [id(e) for e in fresh] == [id(e) for e in plain_fresh]
+        as_tuples = difference.between_versions(tuple(before), tuple(after))
+        assert as_tuples[0] == plain_stale
+        assert [id(e) for e in as_tuples[1]] == [id(e) for e in plain_fresh]

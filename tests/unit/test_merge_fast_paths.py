@@ -383,3 +383,128 @@ def test_decay_all_settles_what_settling_every_entry_settles(seed: int) -> None:
         fast = decay_all(existing, now, policy)
         assert _fields(fast.entries) == _fields(sort_entries(by_id.values()))
         assert _fields(fast.changes) == _fields(changes)
+
+
+def _plain_decay_all(
+    existing: Sequence[MemoryEntry], now: datetime, policy: ScoringPolicy
+) -> MergeResult:
+    """Decay every entry, then settle every entry: what `decay_all` stands for."""
+    changes: list[Change] = []
+    before: dict[str, Status] = {}
+    by_id: dict[str, MemoryEntry] = {}
+    decay_into(existing, now, policy, before, by_id, changes)
+    settle(by_id, before, policy, changes)
+    return MergeResult(entries=sort_entries(by_id.values()), changes=changes)
+
+
+def _near_a_close(rng: random.Random, items: list[MemoryEntry], now: datetime) -> list[MemoryEntry]:
+    """`items` as a file read at a close looks: most scored at an earlier close a few hours
+    or days ago (some days roll over by `now`, most not), some scored after `now`, some
+    activated within the grace days, a few odd scores."""
+    out = []
+    for item in items:
+        scored = now - timedelta(hours=rng.uniform(-30, 80))
+        last = scored - timedelta(
+            days=rng.choice([0, 1, 3, 6, 7, 8, 20, 200]), hours=rng.uniform(0, 24)
+        )
+        if item.scored_at.tzinfo is None:
+            scored, last = scored.replace(tzinfo=None), last.replace(tzinfo=None)
+        elif rng.random() < 0.3:
+            last = last.astimezone(rng.choice(ZONES))
+        changed = item.with_(scored_at=scored, last_activated=last)
+        if rng.random() < 0.1:
+            changed = changed.with_(
+                score=rng.choice([float("nan"), 0.05, 0.0499, -0.0, 0.2, float("inf")])
+            )
+        if rng.random() < 0.1:
+            changed = changed.with_(
+                category="todo", expires_at=now + timedelta(hours=rng.uniform(-50, 50))
+            )
+        out.append(changed if rng.random() < 0.8 else item)
+    return out
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_decay_all_skips_only_what_it_would_leave(seed: int) -> None:
+    """`decay_all` looks closely only at the entries it may change: the same entries,
+    changes and order as decaying and settling every entry, for entries near a close
+    (days rolling over or not, within grace, scored after `now`), pinned, archived,
+    expired todos, forgotten ones, NaN scores and ids twice."""
+    rng = random.Random(seed)
+    for round_ in range(30):
+        naive = round_ % 10 == 9
+        now = _moment(rng, None if naive else rng.choice(ZONES)) + timedelta(
+            days=rng.uniform(-5, 300)
+        )
+        existing = _near_a_close(rng, _random_entries(rng, naive), now)
+        policy = rng.choice(POLICIES)
+        plain = _plain_decay_all(existing, now, policy)
+        fast = decay_all(existing, now, policy)
+        assert _fields(fast.entries) == _fields(plain.entries)
+        assert _fields(fast.changes) == _fields(plain.changes)
+
+
+def test_decay_all_fails_as_the_plain_pass_does() -> None:
+    """Naive and aware times mixed: `decay_all` raises what decaying every entry raises,
+    or gives what it gives (a pinned entry's times are never compared)."""
+    aware = entry("a", 0.6)
+    naive = entry("n", 0.6).with_(
+        last_activated=T0.replace(tzinfo=None), scored_at=T0.replace(tzinfo=None)
+    )
+    for group in ([aware, naive], [naive.with_(pinned=True), aware]):
+        try:
+            plain: MergeResult | Exception = _plain_decay_all(group, T0 + days(30), DEFAULT_POLICY)
+        except TypeError as error:
+            plain = error
+        if isinstance(plain, Exception):
+            with pytest.raises(TypeError, match=str(plain)):
+                decay_all(group, T0 + days(30))
+        else:
+            fast = decay_all(group, T0 + days(30))
+            assert _fields(fast.entries) == _fields(plain.entries)
+            assert _fields(fast.changes) == _fields(plain.changes)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_sort_entries_in_utc_matches_the_full_key(seed: int) -> None:
+    """Runs of equal scores already in order are left as they are only when that is the
+    full key's order: UTC times (equal ones, a microsecond apart, far from 1970), runs in
+    and out of order, input sorted or not, and a zone or a naive time among them."""
+    rng = random.Random(seed)
+    base = datetime(2026, 3, 1, tzinfo=UTC)
+    far = [datetime(1600, 1, 1, tzinfo=UTC), datetime(2300, 1, 1, tzinfo=UTC)]
+    for _ in range(30):
+        items = []
+        for number in range(rng.randint(0, 40)):
+            last = base + timedelta(
+                seconds=rng.choice([0, 1, 86400 * rng.randint(0, 30)]),
+                microseconds=rng.choice([0, 1, 2]),
+            )
+            if rng.random() < 0.03:
+                last = rng.choice(far) + timedelta(microseconds=rng.randint(0, 2))
+            items.append(
+                entry(
+                    f"e{rng.randint(0, 9) if rng.random() < 0.2 else number}",
+                    rng.choice([0.5, 0.25, 0.19, round(rng.random(), 2)]),
+                    at=last,
+                )
+            )
+        if items and rng.random() < 0.1:  # one time in another zone
+            at = rng.randrange(len(items))
+            moved = items[at].last_activated.astimezone(ZoneInfo("Europe/Berlin"))
+            items[at] = items[at].with_(last_activated=moved)
+        if rng.random() < 0.05:  # all naive
+            items = [e.with_(last_activated=e.last_activated.replace(tzinfo=None)) for e in items]
+        for group in (items, _reference_sort(items), list(reversed(_reference_sort(items)))):
+            assert _fields(sort_entries(group)) == _fields(_reference_sort(group))
+
+
+def test_sort_entries_far_from_1970_ties_by_id() -> None:
+    """In 2300 two times a microsecond apart are the same float: the full key then ties
+    them by id, though the datetimes differ."""
+    later = datetime(2300, 1, 1, tzinfo=UTC) + timedelta(microseconds=2)
+    earlier = later - timedelta(microseconds=1)
+    assert later.timestamp() == earlier.timestamp()
+    group = [entry("b", 0.5, at=later), entry("a", 0.5, at=earlier)]
+    assert [e.id for e in sort_entries(group)] == ["a", "b"]
+    assert _fields(sort_entries(group)) == _fields(_reference_sort(group))
