@@ -14,7 +14,7 @@ edits); a change of most of the file is simply found again.
 from __future__ import annotations
 
 from bisect import insort
-from collections.abc import Container, Iterable, Mapping, Sequence
+from collections.abc import Collection, Container, Iterable, Mapping, Sequence
 from itertools import compress, filterfalse
 from operator import attrgetter, indexOf, is_, not_
 from typing import NamedTuple
@@ -179,7 +179,9 @@ class EntityTracker:
         self._order: list[str] = []
         self._namings: dict[str, list[_Naming]] = {}
         self._named_by: dict[str, dict[str, list[_Naming]]] = {}
-        self._holders: dict[str, set[str]] = {}
+        self._holders: dict[str, Collection[str]] = {}
+        """A set once changed; as kept on disk (a tuple) until then: most words' holders
+        a write does not change, and 100 000 ids made into sets again cost a seed."""
         self._found: dict[str, Entity] = {}
         self._result: list[Entity] = []
 
@@ -203,7 +205,7 @@ class EntityTracker:
 
     def holders(self) -> dict[str, set[str]]:
         """Per folded name or alias, the entries whose text holds it."""
-        return self._holders
+        return {word: set(held) for word, held in self._holders.items()}
 
     def kept(self) -> Kept:
         """What `seed` takes this state up again from in another process."""
@@ -235,7 +237,7 @@ class EntityTracker:
             if set(kept.holders) != self._words() or found.keys() != self._named_by.keys():
                 self._reset()
                 return
-            self._holders = {word: set(held) for word, held in kept.holders.items()}
+            self._holders = {word: tuple(held) for word, held in kept.holders.items()}
         except (KeyError, TypeError, ValueError):
             self._reset()
             return
@@ -263,9 +265,8 @@ class EntityTracker:
             self._remove_entry(entry_id)
         if removed:
             for word, held in self._holders.items():
-                size = len(held)
-                held.difference_update(removed)
-                if len(held) != size:
+                if not removed.keys().isdisjoint(held):
+                    self._changing(word).difference_update(removed)
                     changed_words.add(word)
         known = set(self._holders)
         for entry_id, content in added.items():
@@ -273,7 +274,7 @@ class EntityTracker:
             text = content.casefold()
             for word in known:
                 if word in text:
-                    self._holders[word].add(entry_id)
+                    self._changing(word).add(entry_id)
                     changed_words.add(word)
         words = self._words()
         for gone in known - words:
@@ -281,7 +282,7 @@ class EntityTracker:
         self._find_words(words - known)
         if remade:
             changed_words.update(
-                word for word, held in self._holders.items() if not held.isdisjoint(remade)
+                word for word, held in self._holders.items() if not remade.isdisjoint(held)
             )
             for entry_id in remade:
                 touched.update(n.key for n in self._namings.get(entry_id, ()))
@@ -295,6 +296,13 @@ class EntityTracker:
                 ):
                     touched.add(key)
         return touched
+
+    def _changing(self, word: str) -> set[str]:
+        """The holders of `word`, as a set to change."""
+        held = self._holders[word]
+        if not isinstance(held, set):
+            held = self._holders[word] = set(held)
+        return held
 
     def _add_entries(self, entries: list[MemoryEntry]) -> None:
         """`_add_entry` of each, the names read for all at once (most memories name
@@ -385,7 +393,7 @@ class EntityTracker:
         holders: set[str] = set()
         for word in (key, *(alias.casefold() for alias in aliases)):
             if word:
-                holders |= self._holders.get(word, set())
+                holders.update(self._holders.get(word, ()))
         facts = _in_place(holders, place, before.facts if before is not None else None, shifted)
         return Entity(
             first.name, first.kind, tuple(sorted(aliases)), tuple(sorted(relations)), facts
