@@ -7,10 +7,10 @@ a large file written or first found leaves its entities in `.chatmem/parsed/<slu
 keyed by the hash of the file's bytes, and a new process READS them (a few milliseconds)
 instead of loading the parse and finding them again.
 
-The file also holds the tracker's state (`EntityTracker.holders`: which memories hold each
-name or alias), so that the writer of the next version, which has the old version's
-entries in hand, updates them by difference (`EntityTracker.seed` then `update`) instead of
-from scratch. It is a cache and never the truth: a missing, torn, foreign (another format:
+The file also holds the tracker's state (`EntityTracker.kept`: which memories hold each
+name or alias, and what each memory names), so that the writer of the next version, which
+has the old version's entries in hand, updates them by difference (`EntityTracker.seed`,
+which reads no text, then `update`) instead of from scratch. It is a cache and never the truth: a missing, torn, foreign (another format:
 the parse cache's `_format`, which hashes the entity rules' source) or older file is
 ignored and the entities found again. Written without fsync, as the parse cache is.
 """

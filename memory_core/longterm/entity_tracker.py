@@ -167,7 +167,7 @@ def _difference(
 
 class EntityTracker:
     """The entities of the last entries given, and what finding them again needs: the
-    entries (in order, and by id), per entry its namings, per entity key the entries
+    entries and their ids in order, per entry its namings, per entity key the entries
     naming it, per word (a name or an alias, folded) the entries whose text holds it, and
     per key its entity."""
 
