@@ -276,23 +276,21 @@ class EntityTracker:
                 if word in text:
                     self._changing(word).add(entry_id)
                     changed_words.add(word)
-        words = self._words()
-        for gone in known - words:
-            del self._holders[gone]
-        self._find_words(words - known)
+        if touched:  # namings changed: words may have gone or come
+            words = self._words()
+            for gone in known - words:
+                del self._holders[gone]
+            self._find_words(words - known)
         if remade:
             changed_words.update(
                 word for word, held in self._holders.items() if not remade.isdisjoint(held)
             )
             for entry_id in remade:
                 touched.update(n.key for n in self._namings.get(entry_id, ()))
-        if changed_words:
-            for key, by_entry in self._named_by.items():
+        if changed_words:  # an entity's aliases are its namings' (new keys are touched)
+            for key, entity in self._found.items():
                 if key in changed_words or any(
-                    alias.casefold() in changed_words
-                    for namings in by_entry.values()
-                    for n in namings
-                    for alias in n.aliases
+                    alias.casefold() in changed_words for alias in entity.aliases
                 ):
                     touched.add(key)
         return touched
