@@ -198,10 +198,11 @@ class EntityTracker:
         if len(diff.removed) + len(diff.added) > REBUILD_SHARE * max(len(new), 1):
             return self._rebuild(new, order)
         self._entries, self._order = new, order
-        touched = self._apply(diff.removed, diff.added, diff.remade)
+        touched, renamed = self._apply(diff.removed, diff.added, diff.remade)
         if not diff.same_order:
-            return self._entities(None, set())
-        return self._entities(touched, diff.remade | diff.removed.keys() | diff.added.keys())
+            return self._entities(None, set(), renamed)
+        shifted = diff.remade | diff.removed.keys() | diff.added.keys()
+        return self._entities(touched, shifted, renamed)
 
     def holders(self) -> dict[str, set[str]]:
         """Per folded name or alias, the entries whose text holds it."""
@@ -252,12 +253,15 @@ class EntityTracker:
         self._add_entries(new)
         self._entries, self._order = new, order
         self._find_words(self._words())
-        return self._entities(None, set())
+        return self._entities(None, set(), set())
 
-    def _apply(self, removed: dict[str, str], added: dict[str, str], remade: set[str]) -> set[str]:
+    def _apply(
+        self, removed: dict[str, str], added: dict[str, str], remade: set[str]
+    ) -> tuple[set[str], set[str]]:
         """The namings and holders of the changed entries taken out and put in; the keys
-        whose entity may differ: named by them, or one of whose words they (or the
-        entries made again, which may have moved) hold."""
+        whose entity may differ (named by them, or one of whose words they, or the
+        entries made again, which may have moved, hold), and of those the keys whose
+        namings changed."""
         touched: set[str] = set()
         changed_words: set[str] = set()
         for entry_id in removed:
@@ -276,6 +280,7 @@ class EntityTracker:
                 if word in text:
                     self._changing(word).add(entry_id)
                     changed_words.add(word)
+        renamed = set(touched)
         if touched:  # namings changed: words may have gone or come
             words = self._words()
             for gone in known - words:
@@ -293,7 +298,7 @@ class EntityTracker:
                     alias.casefold() in changed_words for alias in entity.aliases
                 ):
                     touched.add(key)
-        return touched
+        return touched, renamed
 
     def _changing(self, word: str) -> set[str]:
         """The holders of `word`, as a set to change."""
@@ -354,11 +359,14 @@ class EntityTracker:
             self._holders[word] = {ids[index] for index in holding.texts_with(word)}
 
     # --- the result ------------------------------------------------------------------------
-    def _entities(self, touched: set[str] | None, shifted: set[str]) -> list[Entity]:
+    def _entities(
+        self, touched: set[str] | None, shifted: set[str], renamed: set[str]
+    ) -> list[Entity]:
         """The entities, those of `touched` keys built again (all of them when None: the
         entries kept as they were changed order, or nothing was built before); the others
         are as they were (same namings, holders, and holders' order). `shifted`: the
-        entries whose place among the others may have changed."""
+        entries whose place among the others may have changed; `renamed`: the keys whose
+        namings changed."""
         order = self._order
         place = dict(zip(order, range(len(order)), strict=True))
         if touched is None:
@@ -370,29 +378,43 @@ class EntityTracker:
             keys = [key for key in touched if key in self._named_by]
         for key in keys:
             before = self._found.get(key) if touched is not None else None
-            self._found[key] = self._entity(key, place, before, shifted)
+            self._found[key] = self._entity(key, place, before, shifted, key not in renamed)
         self._result = sorted(
             self._found.values(), key=lambda e: (-len(e.facts), e.name.casefold())
         )
         return self._result
 
     def _entity(
-        self, key: str, place: dict[str, int], before: Entity | None, shifted: set[str]
+        self,
+        key: str,
+        place: dict[str, int],
+        before: Entity | None,
+        shifted: set[str],
+        same_words: bool,
     ) -> Entity:
         """One entity built again; its facts, when it was built before, are its former
         facts less the `shifted` entries, with the holders not among them put in place
-        (the others kept their order)."""
+        (the others kept their order). With `same_words` (its namings did not change)
+        only the shifted entries can have become or ceased to be holders."""
         by_entry = self._named_by[key]
         namings = [n for entry_id in by_entry for n in by_entry[entry_id]]
         first_entry = min(by_entry, key=place.__getitem__)
         first = min(by_entry[first_entry], key=lambda n: n.order)
         aliases = {alias for n in namings for alias in n.aliases}
         relations = {n.relation for n in namings if n.relation}
-        holders: set[str] = set()
-        for word in (key, *(alias.casefold() for alias in aliases)):
-            if word:
+        words = [word for word in (key, *(alias.casefold() for alias in aliases)) if word]
+        if before is not None and same_words:
+            extra: set[str] = set()
+            for word in words:
+                extra.update(shifted.intersection(self._holders.get(word, ())))
+            kept = list(filterfalse(shifted.__contains__, before.facts))
+            facts = _merged(kept, extra, place)
+        else:
+            holders: set[str] = set()
+            for word in words:
                 holders.update(self._holders.get(word, ()))
-        facts = _in_place(holders, place, before.facts if before is not None else None, shifted)
+            former = before.facts if before is not None else None
+            facts = _in_place(holders, place, former, shifted)
         return Entity(
             first.name, first.kind, tuple(sorted(aliases)), tuple(sorted(relations)), facts
         )
@@ -408,12 +430,17 @@ def _in_place(
 ) -> tuple[str, ...]:
     """`holders` in the order `place` gives. `before`: the former holders in order, whose
     entries not `shifted` are in the same order still (the same as sorting, cheaper)."""
-    if before is not None:
-        kept = list(filter(holders.__contains__, filterfalse(shifted.__contains__, before)))
-        extra = holders.difference(kept)
-        if len(extra) <= _FEW:
-            key = place.__getitem__
-            for entry_id in extra:
-                insort(kept, entry_id, key=key)
-            return tuple(kept)
-    return tuple(sorted(holders, key=place.__getitem__))
+    if before is None:
+        return tuple(sorted(holders, key=place.__getitem__))
+    kept = list(filter(holders.__contains__, filterfalse(shifted.__contains__, before)))
+    return _merged(kept, holders.difference(kept), place)
+
+
+def _merged(kept: list[str], extra: set[str], place: dict[str, int]) -> tuple[str, ...]:
+    """`kept` (in the order `place` gives) with `extra` put in place."""
+    key = place.__getitem__
+    if len(extra) > _FEW:
+        return tuple(sorted([*kept, *extra], key=key))
+    for entry_id in extra:
+        insort(kept, entry_id, key=key)
+    return tuple(kept)

@@ -41,6 +41,8 @@ TEXTS = [
     "The user works for Bank of China in Shanghai",
     "the cat sleeps all day",
     "nothing to see here",
+    "My sister is called Anna",
+    "my sister likes cake",
 ]
 
 
@@ -194,3 +196,22 @@ def test_the_walk_pairs_kept_objects_and_gives_up_on_a_large_move() -> None:
     shuffled = list(old)
     random.Random(1).shuffle(shuffled)
     assert entity_tracker._walk(old, shuffled) is None  # type: ignore[arg-type]
+
+
+def test_an_alias_gained_or_lost_changes_which_kept_entries_hold_the_entity() -> None:
+    """A name's new alias is held by entries the write did not touch; and they hold it
+    no more once the alias goes."""
+    entries = [
+        entry(0, "User's wife is called Anna"),
+        entry(1, "my sister likes cake"),
+        entry(2, "my wife likes tea"),
+        *(entry(n, "nothing to see here") for n in range(3, 20)),
+    ]
+    tracker = EntityTracker()
+    tracker.update(entries)
+    for version in (
+        [*entries, entry(50, "My sister is called Anna")],
+        [remade(entries[2]), *entries[:2], *entries[3:], entry(50, "My sister is called Anna")],
+        entries,
+    ):
+        assert tracker.update(version) == extract_entities(version)
