@@ -7,10 +7,10 @@ a large file written or first found leaves its entities in `.chatmem/parsed/<slu
 keyed by the hash of the file's bytes, and a new process READS them (a few milliseconds)
 instead of loading the parse and finding them again.
 
-The file also holds the tracker's state (`EntityTracker.holders`: which memories hold each
-name or alias), so that the writer of the next version, which has the old version's
-entries in hand, updates them by difference (`EntityTracker.seed` then `update`) instead of
-from scratch. It is a cache and never the truth: a missing, torn, foreign (another format:
+The file also holds the tracker's state (`EntityTracker.kept`: which memories hold each
+name or alias, and what each memory names), so that the writer of the next version, which
+has the old version's entries in hand, updates them by difference (`EntityTracker.seed`,
+which reads no text, then `update`) instead of from scratch. It is a cache and never the truth: a missing, torn, foreign (another format:
 the parse cache's `_format`, which hashes the entity rules' source) or older file is
 ignored and the entities found again. Written without fsync, as the parse cache is.
 """
@@ -27,12 +27,13 @@ from memory_core.base.entries import MemoryEntry
 from memory_core.base.errors import FileRefused
 from memory_core.longterm import parse_cache
 from memory_core.longterm.entities import Entity, EntityKind
-from memory_core.longterm.entity_tracker import EntityTracker
+from memory_core.longterm.entity_tracker import EntityTracker, Kept
 from memory_core.longterm.parse_cache import CacheFiles
 
 log = logging.getLogger(__name__)
 
-_TAG = "chatmem-entities"
+_TAG = "chatmem-entities-2"
+"""2: the namings of each entry kept too, so that a seed reads no text."""
 
 Rows = list[tuple[str, str, tuple[str, ...], tuple[str, ...], tuple[str, ...]]]
 
@@ -43,15 +44,19 @@ class KeptEntities:
 
     digest: bytes
     entities: list[Entity]
-    holders: dict[str, tuple[str, ...]]
+    tracked: Kept
+    """What a tracker takes up this version's state from (`EntityTracker.seed`)."""
 
 
-def encode(
-    digest: bytes, archive_below: float, found: Sequence[Entity], holders: dict[str, set[str]]
-) -> bytes:
+def encode(digest: bytes, archive_below: float, found: Sequence[Entity], kept: Kept) -> bytes:
+    """`found` with the tracker's state `kept` (whose own entities are `found`, or none
+    when the tracker left the version to `extract_entities`: then `seed` refuses it)."""
     rows: Rows = [(e.name, e.kind.value, e.aliases, e.relations, e.facts) for e in found]
-    held = {word: tuple(ids) for word, ids in holders.items()}
-    return marshal.dumps((parse_cache.file_format(), _TAG, digest, archive_below, rows, held))
+    held = {word: tuple(ids) for word, ids in kept.holders.items()}
+    named = dict(kept.named)
+    return marshal.dumps(
+        (parse_cache.file_format(), _TAG, digest, archive_below, rows, held, named)
+    )
 
 
 def decode(data: bytes, digest: bytes, archive_below: float) -> KeptEntities | None:
@@ -59,9 +64,9 @@ def decode(data: bytes, digest: bytes, archive_below: float) -> KeptEntities | N
     version, another format, or torn bytes."""
     try:
         body = marshal.loads(data)
-        if not isinstance(body, tuple) or len(body) != 6:
+        if not isinstance(body, tuple) or len(body) != 7:
             return None
-        form, tag, kept_digest, kept_below, rows, held = body
+        form, tag, kept_digest, kept_below, rows, held, named = body
         if (form, tag, kept_digest, kept_below) != (
             parse_cache.file_format(),
             _TAG,
@@ -73,9 +78,9 @@ def decode(data: bytes, digest: bytes, archive_below: float) -> KeptEntities | N
             Entity(name, EntityKind(kind), tuple(aliases), tuple(relations), tuple(facts))
             for name, kind, aliases, relations, facts in rows
         ]
-        if not isinstance(held, dict):
+        if not isinstance(held, dict) or not isinstance(named, dict):
             return None
-        return KeptEntities(digest, found, held)
+        return KeptEntities(digest, found, Kept(held, named, found))
     except (EOFError, ValueError, TypeError) as exc:
         log.info("entity cache unreadable, finding the entities again (%s)", exc)
         return None
@@ -138,9 +143,9 @@ class EntityKeeper:
             self._trackers[scope] = (digest, tracker)
             if digest is not None:
                 self._found[scope] = (digest, found)
-            holders = tracker.holders()
+            kept = tracker.kept()
         if files is not None and digest is not None and _cached_version(files) == digest:
-            _save(files, encode(digest, self._archive_below, found, holders))
+            _save(files, encode(digest, self._archive_below, found, kept))
         return found
 
     def written(
@@ -165,7 +170,7 @@ class EntityKeeper:
                     else None
                 )
                 if kept is not None:
-                    tracker.seed(active(before), kept.holders)
+                    tracker.seed(active(before), kept.tracked)
                 self._trackers[scope] = (before_digest, tracker)
         self.find(scope, after_digest, after, files)
 

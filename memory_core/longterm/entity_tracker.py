@@ -3,17 +3,20 @@
 Every write of a long-term file is a new version, and recall's query expansion wants the
 entities of the new one. Found from scratch they cost about two seconds at 100 000
 memories (which memories hold each name is a pass over every text), after each capture
-of a bot's large file. A write changes a few entries: only those are read for names and
-tested against every known name, and only a name no entry used before is looked for in
-every text. The result is `extract_entities(entries)` exactly (tests compare the two
-over random edits); a change of most of the file is simply found again.
+of a bot's large file. A write changes a few entries and keeps the rest as the very same
+objects: the versions are compared by object identity (in C), only the changed entries
+are read for names and tested against every known name, only a name no entry used before
+is looked for in every text, and only the entities those entries touch are built again.
+The result is `extract_entities(entries)` exactly (tests compare the two over random
+edits); a change of most of the file is simply found again.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from itertools import compress
-from operator import ne
+from bisect import insort
+from collections.abc import Collection, Container, Iterable, Mapping, Sequence
+from itertools import compress, filterfalse
+from operator import attrgetter, indexOf, is_, not_
 from typing import NamedTuple
 
 from memory_core.base.entries import MemoryEntry
@@ -31,6 +34,12 @@ REBUILD_SHARE = 0.2
 scratch: one pass over every text then costs less than each new text tested against
 every name."""
 
+_ID = attrgetter("id")
+_KINDS = {kind.value: kind for kind in EntityKind}
+
+NamedRows = dict[str, list[tuple[str, str, tuple[str, ...], str]]]
+"""Per entry that names something, what `named_in` gave (kinds by value): kept on disk."""
+
 
 class _Naming(NamedTuple):
     """One naming of an entity in one entry: what `named_in` gave, in its place there (a
@@ -44,105 +53,274 @@ class _Naming(NamedTuple):
     order: int
 
 
-def _contents(entries: Sequence[MemoryEntry]) -> dict[str, str]:
-    """Each entry's text by id."""
-    return {e.id: e.content for e in entries}
+class Kept(NamedTuple):
+    """A tracker's state as another process keeps it: with the entries, all `seed` needs."""
+
+    holders: Mapping[str, Iterable[str]]
+    named: Mapping[str, Sequence[tuple[str, str, tuple[str, ...], str]]]
+    found: Sequence[Entity]
 
 
-def _changed(mine: dict[str, str], other: dict[str, str]) -> list[str]:
-    """The ids of `mine`, in its order, whose text `other` does not hold for the id
-    (compared in C: this runs over every entry of a version)."""
-    return list(compress(mine, map(ne, map(other.get, mine), mine.values())))
+class _Difference(NamedTuple):
+    """Two versions compared. By id: the entries whose text left (old text) or came (new
+    text), and the entries made again with the same text (they may have moved); whether
+    the entries kept as the very same objects keep their order."""
+
+    removed: dict[str, str]
+    added: dict[str, str]
+    remade: set[str]
+    same_order: bool
+
+
+_LOOK = 8
+"""How far the walk looks ahead on either side for the entry it stopped at."""
+BLIND_BASE, BLIND_SHARE = 64, 32
+"""The walk gives up past BLIND_BASE + 1/BLIND_SHARE of the entries stops that found
+neither entry on the other side (the versions are not aligned: comparing by id is then
+cheaper)."""
+_END_OLD = object()
+_END_NEW = object()
+
+
+def _walk(old: list[object], new: list[object]) -> tuple[list[int], list[int]] | None:
+    """The places of the entries of `old` and of `new` not paired with the same object
+    in the other, walking both by object identity: runs of the same objects are passed in
+    C, and at each stop an entry was removed or put in (the other side's entry is found a
+    few places on), or else both entries are taken as replaced. Paired entries keep their
+    order by construction; an entry kept as the same object but moved is unpaired on both
+    sides (the caller sees the same id and text: made again). None when too many stops
+    find nothing (a large move): the caller compares by id."""
+    gone: list[int] = []
+    came: list[int] = []
+    olds = [*old, _END_OLD]
+    news = [*new, _END_NEW]
+    it_old, it_new = iter(olds), iter(news)
+    same = map(is_, it_old, it_new)
+    i = j = blind = 0
+    limit = BLIND_BASE + len(new) // BLIND_SHARE
+    while True:
+        step = indexOf(same, False)  # olds[i + step] and news[j + step] differ (taken)
+        i += step
+        j += step
+        x, y = olds[i], news[j]
+        if x is _END_OLD or y is _END_NEW:
+            gone.extend(range(i, len(old)))
+            came.extend(range(j, len(new)))
+            return gone, came
+        for ahead in range(1, _LOOK + 1):
+            if i + ahead < len(olds) and olds[i + ahead] is y:
+                gone.extend(range(i, i + ahead))
+                for _ in range(ahead):
+                    next(it_old)
+                i, j = i + ahead + 1, j + 1
+                break
+            if j + ahead < len(news) and news[j + ahead] is x:
+                came.extend(range(j, j + ahead))
+                for _ in range(ahead):
+                    next(it_new)
+                i, j = i + 1, j + ahead + 1
+                break
+        else:  # both replaced (or moved)
+            gone.append(i)
+            came.append(j)
+            i, j = i + 1, j + 1
+            blind += 1
+            if blind > limit:
+                return None
+
+
+def _difference(
+    old: list[MemoryEntry], old_order: list[str], new: list[MemoryEntry], new_order: list[str]
+) -> _Difference | None:
+    """`new` against `old` (whose ids are unique); None when `new` holds an id twice.
+    Entries kept as the same object are not looked at; of the others, an id with the same
+    text on both sides is no change of names or holders."""
+    walked = _walk(old, new)  # type: ignore[arg-type]
+    if walked is not None:
+        gone = [old[p] for p in walked[0]]
+        came = [new[p] for p in walked[1]]
+        same_order = True
+    else:
+        old_by_id = dict(zip(old_order, old, strict=True))
+        new_by_id = dict(zip(new_order, new, strict=True))
+        if len(new_by_id) != len(new_order):
+            return None
+        kept_old = list(map(is_, map(new_by_id.get, old_order), old))
+        kept_new = list(map(is_, map(old_by_id.get, new_order), new))
+        gone = list(compress(old, map(not_, kept_old)))
+        came = list(compress(new, map(not_, kept_new)))
+        same_order = list(compress(old_order, kept_old)) == list(compress(new_order, kept_new))
+    gone_text = {e.id: e.content for e in gone}
+    came_text = {e.id: e.content for e in came}
+    if len(came_text) != len(came):
+        return None
+    fresh = came_text.keys() - gone_text.keys()
+    if fresh:  # a new id must not be one an entry kept holds
+        known: Container[str] = set(old_order) if len(fresh) > _LOOK else old_order
+        if any(entry_id in known for entry_id in fresh):
+            return None
+    removed = {i: t for i, t in gone_text.items() if came_text.get(i) != t}
+    added = {i: t for i, t in came_text.items() if gone_text.get(i) != t}
+    remade = came_text.keys() - added.keys()
+    return _Difference(removed, added, remade, same_order)
 
 
 class EntityTracker:
-    """The entities of the last entries given, and what finding them again needs: per
-    entry its text and its namings, per entity key the entries naming it, and per
-    word (a name or an alias, folded) the entries whose text holds it."""
+    """The entities of the last entries given, and what finding them again needs: the
+    entries and their ids in order, per entry its namings, per entity key the entries
+    naming it, per word (a name or an alias, folded) the entries whose text holds it, and
+    per key its entity."""
 
     def __init__(self) -> None:
         self._reset()
 
     def _reset(self) -> None:
+        self._entries: list[MemoryEntry] = []
+        self._order: list[str] = []
         self._namings: dict[str, list[_Naming]] = {}
         self._named_by: dict[str, dict[str, list[_Naming]]] = {}
-        self._holders: dict[str, set[str]] = {}
-        self._contents: dict[str, str] = {}
+        self._holders: dict[str, Collection[str]] = {}
+        """A set once changed; as kept on disk (a tuple) until then: most words' holders
+        a write does not change, and 100 000 ids made into sets again cost a seed."""
+        self._found: dict[str, Entity] = {}
+        self._result: list[Entity] = []
 
     def update(self, entries: Sequence[MemoryEntry]) -> list[Entity]:
         """The entities of `entries` (best first, as `extract_entities` takes them)."""
-        contents = _contents(entries)
-        if len(contents) != len(entries):  # ids twice: the plain way decides
+        new = list(entries)
+        order = list(map(_ID, new))
+        if not self._entries:
+            return self._rebuild(new, order)
+        diff = _difference(self._entries, self._order, new, order)
+        if diff is None:  # ids twice: the plain way decides
             self._reset()
-            return extract_entities(entries)
-        old = self._contents
-        removed = _changed(old, contents)
-        added = _changed(contents, old)
-        if not old or len(removed) + len(added) > REBUILD_SHARE * max(len(contents), 1):
-            self._rebuild(contents)
-        else:
-            self._apply(contents, removed, added)
-        return self._entities(list(contents))
+            return extract_entities(new)
+        if len(diff.removed) + len(diff.added) > REBUILD_SHARE * max(len(new), 1):
+            return self._rebuild(new, order)
+        self._entries, self._order = new, order
+        touched, renamed = self._apply(diff.removed, diff.added, diff.remade)
+        if not diff.same_order:
+            return self._entities(None, set(), renamed)
+        shifted = diff.remade | diff.removed.keys() | diff.added.keys()
+        return self._entities(touched, shifted, renamed)
 
     def holders(self) -> dict[str, set[str]]:
-        """Per folded name or alias, the entries whose text holds it: with the entries,
-        all `seed` needs to take this state up again in another process."""
-        return self._holders
+        """Per folded name or alias, the entries whose text holds it."""
+        return {word: set(held) for word, held in self._holders.items()}
 
-    def seed(self, entries: Sequence[MemoryEntry], holders: Mapping[str, Iterable[str]]) -> None:
-        """Take up the state `update(entries)` left, given its `holders` (kept on disk):
-        each entry's names are read again (remembered from the parse cache), but no text
-        is scanned for them. Holders that do not fit the entries leave the tracker empty
-        (its next update finds everything again)."""
+    def kept(self) -> Kept:
+        """What `seed` takes this state up again from in another process."""
+        named: NamedRows = {
+            entry_id: [(n.name, n.kind.value, n.aliases, n.relation) for n in namings]
+            for entry_id, namings in self._namings.items()
+        }
+        return Kept(self._holders, named, self._result)
+
+    def found(self) -> list[Entity]:
+        """The entities of the last entries given (best first)."""
+        return self._result
+
+    def seed(self, entries: Sequence[MemoryEntry], kept: Kept) -> None:
+        """Take up the state `update(entries)` left, given what `kept()` gave then (kept
+        on disk, for the very version `entries` are): no text is read. A state that does
+        not fit the entries leaves the tracker empty (its next update finds everything
+        again)."""
         self._reset()
-        contents = _contents(entries)
-        if len(contents) != len(entries):
-            return
-        self._add_entries(contents)
-        if set(holders) != self._words():
+        new = list(entries)
+        order = list(map(_ID, new))
+        ids = set(order)
+        try:
+            if len(ids) != len(order) or not kept.named.keys() <= ids:
+                return
+            for entry_id, rows in kept.named.items():
+                self._add_named(entry_id, [(n, _KINDS[k], tuple(a), r) for n, k, a, r in rows])
+            found = {e.name.casefold(): e for e in kept.found}
+            if set(kept.holders) != self._words() or found.keys() != self._named_by.keys():
+                self._reset()
+                return
+            self._holders = {word: tuple(held) for word, held in kept.holders.items()}
+        except (KeyError, TypeError, ValueError):
             self._reset()
             return
-        self._holders = {word: set(ids) for word, ids in holders.items()}
-        self._contents = contents
+        self._entries, self._order, self._found = new, order, found
+        self._result = list(kept.found)
 
     # --- state ---------------------------------------------------------------------------
-    def _rebuild(self, contents: dict[str, str]) -> None:
+    def _rebuild(self, new: list[MemoryEntry], order: list[str]) -> list[Entity]:
         self._reset()
-        self._add_entries(contents)
-        self._contents = dict(contents)
+        if len(set(order)) != len(order):  # ids twice: the plain way decides
+            return extract_entities(new)
+        self._add_entries(new)
+        self._entries, self._order = new, order
         self._find_words(self._words())
+        return self._entities(None, set(), set())
 
-    def _apply(self, contents: dict[str, str], removed: list[str], added: list[str]) -> None:
+    def _apply(
+        self, removed: dict[str, str], added: dict[str, str], remade: set[str]
+    ) -> tuple[set[str], set[str]]:
+        """The namings and holders of the changed entries taken out and put in; the keys
+        whose entity may differ (named by them, or one of whose words they, or the
+        entries made again, which may have moved, hold), and of those the keys whose
+        namings changed."""
+        touched: set[str] = set()
+        changed_words: set[str] = set()
         for entry_id in removed:
+            touched.update(n.key for n in self._namings.get(entry_id, ()))
             self._remove_entry(entry_id)
-        for held in self._holders.values():
-            held.difference_update(removed)
+        if removed:
+            for word, held in self._holders.items():
+                if not removed.keys().isdisjoint(held):
+                    self._changing(word).difference_update(removed)
+                    changed_words.add(word)
         known = set(self._holders)
-        for entry_id in added:
-            self._add_entry(entry_id, contents[entry_id])
-            text = contents[entry_id].casefold()
+        for entry_id, content in added.items():
+            touched.update(n.key for n in self._add_entry(entry_id, content))
+            text = content.casefold()
             for word in known:
                 if word in text:
-                    self._holders[word].add(entry_id)
-        self._contents = dict(contents)
-        words = self._words()
-        for gone in known - words:
-            del self._holders[gone]
-        self._find_words(words - known)
+                    self._changing(word).add(entry_id)
+                    changed_words.add(word)
+        renamed = set(touched)
+        if touched:  # namings changed: words may have gone or come
+            words = self._words()
+            for gone in known - words:
+                del self._holders[gone]
+            self._find_words(words - known)
+        if remade:
+            changed_words.update(
+                word for word, held in self._holders.items() if not remade.isdisjoint(held)
+            )
+            for entry_id in remade:
+                touched.update(n.key for n in self._namings.get(entry_id, ()))
+        if changed_words:  # an entity's aliases are its namings' (new keys are touched)
+            for key, entity in self._found.items():
+                if key in changed_words or any(
+                    alias.casefold() in changed_words for alias in entity.aliases
+                ):
+                    touched.add(key)
+        return touched, renamed
 
-    def _add_entries(self, contents: dict[str, str]) -> None:
+    def _changing(self, word: str) -> set[str]:
+        """The holders of `word`, as a set to change."""
+        held = self._holders[word]
+        if not isinstance(held, set):
+            held = self._holders[word] = set(held)
+        return held
+
+    def _add_entries(self, entries: list[MemoryEntry]) -> None:
         """`_add_entry` of each, the names read for all at once (most memories name
         nothing: only those that name something take a call)."""
-        named = list(map(named_in, contents.values()))
-        for entry_id, found in zip(compress(contents, named), filter(None, named), strict=True):
-            self._add_named(entry_id, found)
+        named = list(map(named_in, map(attrgetter("content"), entries)))
+        for entry, found in zip(compress(entries, named), filter(None, named), strict=True):
+            self._add_named(entry.id, found)
 
-    def _add_entry(self, entry_id: str, content: str) -> None:
+    def _add_entry(self, entry_id: str, content: str) -> list[_Naming]:
         named = named_in(content)
         if named:  # most memories name nothing
-            self._add_named(entry_id, named)
+            return self._add_named(entry_id, named)
+        return []
 
-    def _add_named(self, entry_id: str, named: Sequence[Named]) -> None:
+    def _add_named(self, entry_id: str, named: Sequence[Named]) -> list[_Naming]:
         namings = [
             _Naming(name.casefold(), name, kind, aliases, relation, order)
             for order, (name, kind, aliases, relation) in enumerate(named)
@@ -150,6 +328,7 @@ class EntityTracker:
         self._namings[entry_id] = namings
         for naming in namings:
             self._named_by.setdefault(naming.key, {}).setdefault(entry_id, []).append(naming)
+        return namings
 
     def _remove_entry(self, entry_id: str) -> None:
         for naming in self._namings.pop(entry_id, ()):
@@ -173,30 +352,95 @@ class EntityTracker:
         texts folded for it, not kept: 100 000 memories' would be tens of megabytes)."""
         if not words:
             return
-        ids = list(self._contents)
-        texts = [self._contents[i].casefold() for i in ids]
+        ids = self._order
+        texts = [e.content.casefold() for e in self._entries]
         holding = Holders(texts, words)
         for word in words:
             self._holders[word] = {ids[index] for index in holding.texts_with(word)}
 
     # --- the result ------------------------------------------------------------------------
-    def _entities(self, order: list[str]) -> list[Entity]:
+    def _entities(
+        self, touched: set[str] | None, shifted: set[str], renamed: set[str]
+    ) -> list[Entity]:
+        """The entities, those of `touched` keys built again (all of them when None: the
+        entries kept as they were changed order, or nothing was built before); the others
+        are as they were (same namings, holders, and holders' order). `shifted`: the
+        entries whose place among the others may have changed; `renamed`: the keys whose
+        namings changed."""
+        order = self._order
         place = dict(zip(order, range(len(order)), strict=True))
-        entities = []
-        for key, by_entry in self._named_by.items():
-            namings = [n for entry_id in by_entry for n in by_entry[entry_id]]
-            first_entry = min(by_entry, key=place.__getitem__)
-            first = min(by_entry[first_entry], key=lambda n: n.order)
-            aliases = {alias for n in namings for alias in n.aliases}
-            relations = {n.relation for n in namings if n.relation}
+        if touched is None:
+            self._found = {}
+            keys: Iterable[str] = list(self._named_by)
+        else:
+            for key in touched - self._named_by.keys():
+                self._found.pop(key, None)
+            keys = [key for key in touched if key in self._named_by]
+        for key in keys:
+            before = self._found.get(key) if touched is not None else None
+            self._found[key] = self._entity(key, place, before, shifted, key not in renamed)
+        self._result = sorted(
+            self._found.values(), key=lambda e: (-len(e.facts), e.name.casefold())
+        )
+        return self._result
+
+    def _entity(
+        self,
+        key: str,
+        place: dict[str, int],
+        before: Entity | None,
+        shifted: set[str],
+        same_words: bool,
+    ) -> Entity:
+        """One entity built again; its facts, when it was built before, are its former
+        facts less the `shifted` entries, with the holders not among them put in place
+        (the others kept their order). With `same_words` (its namings did not change)
+        only the shifted entries can have become or ceased to be holders."""
+        by_entry = self._named_by[key]
+        namings = [n for entry_id in by_entry for n in by_entry[entry_id]]
+        first_entry = min(by_entry, key=place.__getitem__)
+        first = min(by_entry[first_entry], key=lambda n: n.order)
+        aliases = {alias for n in namings for alias in n.aliases}
+        relations = {n.relation for n in namings if n.relation}
+        words = [word for word in (key, *(alias.casefold() for alias in aliases)) if word]
+        if before is not None and same_words:
+            extra: set[str] = set()
+            for word in words:
+                extra.update(shifted.intersection(self._holders.get(word, ())))
+            kept = list(filterfalse(shifted.__contains__, before.facts))
+            facts = _merged(kept, extra, place)
+        else:
             holders: set[str] = set()
-            for word in (key, *(alias.casefold() for alias in aliases)):
-                if word:
-                    holders |= self._holders.get(word, set())
-            facts = tuple(sorted(holders, key=place.__getitem__))
-            entities.append(
-                Entity(
-                    first.name, first.kind, tuple(sorted(aliases)), tuple(sorted(relations)), facts
-                )
-            )
-        return sorted(entities, key=lambda e: (-len(e.facts), e.name.casefold()))
+            for word in words:
+                holders.update(self._holders.get(word, ()))
+            former = before.facts if before is not None else None
+            facts = _in_place(holders, place, former, shifted)
+        return Entity(
+            first.name, first.kind, tuple(sorted(aliases)), tuple(sorted(relations)), facts
+        )
+
+
+_FEW = 64
+"""Holders put in place one by one (a binary search each) up to this many; more are
+sorted with the rest."""
+
+
+def _in_place(
+    holders: set[str], place: dict[str, int], before: tuple[str, ...] | None, shifted: set[str]
+) -> tuple[str, ...]:
+    """`holders` in the order `place` gives. `before`: the former holders in order, whose
+    entries not `shifted` are in the same order still (the same as sorting, cheaper)."""
+    if before is None:
+        return tuple(sorted(holders, key=place.__getitem__))
+    kept = list(filter(holders.__contains__, filterfalse(shifted.__contains__, before)))
+    return _merged(kept, holders.difference(kept), place)
+
+
+def _merged(kept: list[str], extra: set[str], place: dict[str, int]) -> tuple[str, ...]:
+    """`kept` (in the order `place` gives) with `extra` put in place."""
+    key = place.__getitem__
+    if len(extra) > _FEW:
+        return tuple(sorted([*kept, *extra], key=key))
+    for entry_id in extra:
+        insort(kept, entry_id, key=key)
+    return tuple(kept)
