@@ -27,7 +27,7 @@ from memory_core.base.entries import MemoryEntry
 from memory_core.base.errors import FileRefused
 from memory_core.longterm import parse_cache
 from memory_core.longterm.entities import Entity, EntityKind
-from memory_core.longterm.entity_tracker import EntityTracker, Kept
+from memory_core.longterm.entity_tracker import EntityTracker, TrackerState
 from memory_core.longterm.parse_cache import CacheFiles
 
 log = logging.getLogger(__name__)
@@ -44,11 +44,13 @@ class KeptEntities:
 
     digest: bytes
     entities: list[Entity]
-    tracked: Kept
+    tracked: TrackerState
     """What a tracker takes up this version's state from (`EntityTracker.seed`)."""
 
 
-def encode(digest: bytes, archive_below: float, found: Sequence[Entity], kept: Kept) -> bytes:
+def encode(
+    digest: bytes, archive_below: float, found: Sequence[Entity], kept: TrackerState
+) -> bytes:
     """`found` with the tracker's state `kept` (whose own entities are `found`, or none
     when the tracker left the version to `extract_entities`: then `seed` refuses it)."""
     rows: Rows = [(e.name, e.kind.value, e.aliases, e.relations, e.facts) for e in found]
@@ -80,7 +82,7 @@ def decode(data: bytes, digest: bytes, archive_below: float) -> KeptEntities | N
         ]
         if not isinstance(held, dict) or not isinstance(named, dict):
             return None
-        return KeptEntities(digest, found, Kept(held, named, found))
+        return KeptEntities(digest, found, TrackerState(held, named, found))
     except (EOFError, ValueError, TypeError) as exc:
         log.info("entity cache unreadable, finding the entities again (%s)", exc)
         return None

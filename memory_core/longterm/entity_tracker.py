@@ -53,7 +53,7 @@ class _Naming(NamedTuple):
     order: int
 
 
-class Kept(NamedTuple):
+class TrackerState(NamedTuple):
     """A tracker's state as another process keeps it: with the entries, all `seed` needs."""
 
     holders: Mapping[str, Iterable[str]]
@@ -208,19 +208,19 @@ class EntityTracker:
         """Per folded name or alias, the entries whose text holds it."""
         return {word: set(held) for word, held in self._holders.items()}
 
-    def kept(self) -> Kept:
+    def kept(self) -> TrackerState:
         """What `seed` takes this state up again from in another process."""
         named: NamedRows = {
             entry_id: [(n.name, n.kind.value, n.aliases, n.relation) for n in namings]
             for entry_id, namings in self._namings.items()
         }
-        return Kept(self._holders, named, self._result)
+        return TrackerState(self._holders, named, self._result)
 
     def found(self) -> list[Entity]:
         """The entities of the last entries given (best first)."""
         return self._result
 
-    def seed(self, entries: Sequence[MemoryEntry], kept: Kept) -> None:
+    def seed(self, entries: Sequence[MemoryEntry], kept: TrackerState) -> None:
         """Take up the state `update(entries)` left, given what `kept()` gave then (kept
         on disk, for the very version `entries` are): no text is read. A state that does
         not fit the entries leaves the tracker empty (its next update finds everything

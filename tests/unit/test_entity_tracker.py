@@ -11,7 +11,7 @@ import pytest
 from memory_core.base.entries import MemoryEntry
 from memory_core.longterm import entity_tracker
 from memory_core.longterm.entities import extract_entities
-from memory_core.longterm.entity_tracker import EntityTracker, Kept
+from memory_core.longterm.entity_tracker import EntityTracker, TrackerState
 
 NOW = datetime(2026, 3, 1, tzinfo=UTC)
 
@@ -111,7 +111,7 @@ def test_a_seeded_tracker_goes_on_as_the_one_that_found_them(seed: int) -> None:
     state = found.kept()
     kept = {word: sorted(ids) for word, ids in state.holders.items()}
     tracker = EntityTracker()
-    tracker.seed(entries, Kept(kept, state.named, state.found))
+    tracker.seed(entries, TrackerState(kept, state.named, state.found))
     assert tracker.holders() == found.holders()
     for serial in range(100, 110):
         at = rng.randrange(len(entries))
@@ -121,7 +121,7 @@ def test_a_seeded_tracker_goes_on_as_the_one_that_found_them(seed: int) -> None:
             entries.insert(at, entry(serial, rng.choice(TEXTS)))
         assert tracker.update(entries) == extract_entities(entries)
     stale = EntityTracker()
-    stale.seed(entries, Kept({**kept, "nobody": ["e0000"]}, state.named, state.found))
+    stale.seed(entries, TrackerState({**kept, "nobody": ["e0000"]}, state.named, state.found))
     assert stale.holders() == {}
     assert stale.update(entries) == extract_entities(entries)
 
