@@ -31,7 +31,7 @@ from tests.unit.test_memory_md_bytes import Write, changed, rendered, writes
 BELOW = 0.2
 
 SETTINGS = settings(
-    max_examples=200,
+    max_examples=100,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
