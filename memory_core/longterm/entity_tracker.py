@@ -16,10 +16,11 @@ from __future__ import annotations
 from bisect import insort
 from collections.abc import Collection, Container, Iterable, Mapping, Sequence
 from itertools import compress, filterfalse
-from operator import attrgetter, indexOf, is_, not_
+from operator import attrgetter, is_, not_
 from typing import NamedTuple
 
 from memory_core.base.entries import MemoryEntry
+from memory_core.base.identity_walk import unpaired
 from memory_core.longterm.entities import (
     Entity,
     EntityKind,
@@ -75,58 +76,16 @@ class _Difference(NamedTuple):
 _LOOK = 8
 """How far the walk looks ahead on either side for the entry it stopped at."""
 BLIND_BASE, BLIND_SHARE = 64, 32
-"""The walk gives up past BLIND_BASE + 1/BLIND_SHARE of the entries stops that found
-neither entry on the other side (the versions are not aligned: comparing by id is then
-cheaper)."""
-_END_OLD = object()
-_END_NEW = object()
+"""The walk gives up past BLIND_BASE + 1/BLIND_SHARE of the entries stops (the versions
+are not aligned: comparing by id is then cheaper)."""
 
 
 def _walk(old: list[object], new: list[object]) -> tuple[list[int], list[int]] | None:
     """The places of the entries of `old` and of `new` not paired with the same object
-    in the other, walking both by object identity: runs of the same objects are passed in
-    C, and at each stop an entry was removed or put in (the other side's entry is found a
-    few places on), or else both entries are taken as replaced. Paired entries keep their
-    order by construction; an entry kept as the same object but moved is unpaired on both
-    sides (the caller sees the same id and text: made again). None when too many stops
-    find nothing (a large move): the caller compares by id."""
-    gone: list[int] = []
-    came: list[int] = []
-    olds = [*old, _END_OLD]
-    news = [*new, _END_NEW]
-    it_old, it_new = iter(olds), iter(news)
-    same = map(is_, it_old, it_new)
-    i = j = blind = 0
-    limit = BLIND_BASE + len(new) // BLIND_SHARE
-    while True:
-        step = indexOf(same, False)  # olds[i + step] and news[j + step] differ (taken)
-        i += step
-        j += step
-        x, y = olds[i], news[j]
-        if x is _END_OLD or y is _END_NEW:
-            gone.extend(range(i, len(old)))
-            came.extend(range(j, len(new)))
-            return gone, came
-        for ahead in range(1, _LOOK + 1):
-            if i + ahead < len(olds) and olds[i + ahead] is y:
-                gone.extend(range(i, i + ahead))
-                for _ in range(ahead):
-                    next(it_old)
-                i, j = i + ahead + 1, j + 1
-                break
-            if j + ahead < len(news) and news[j + ahead] is x:
-                came.extend(range(j, j + ahead))
-                for _ in range(ahead):
-                    next(it_new)
-                i, j = i + 1, j + ahead + 1
-                break
-        else:  # both replaced (or moved)
-            gone.append(i)
-            came.append(j)
-            i, j = i + 1, j + 1
-            blind += 1
-            if blind > limit:
-                return None
+    in the other (`identity_walk.unpaired`): paired entries keep their order by
+    construction; an entry kept as the same object but moved is unpaired on both sides
+    (the caller sees the same id and text: made again). None when the walk gives up."""
+    return unpaired(old, new, _LOOK, BLIND_BASE + len(new) // BLIND_SHARE)
 
 
 def _difference(

@@ -138,7 +138,7 @@ def test_versions_compared_by_identity_give_what_finding_them_again_gives(
     """Writes keep most entries as the same objects, make some again with the same text
     (and move them), move kept objects, put in runs of entries and take some out: each
     version, by difference (from a seeded tracker every other time), is found exactly;
-    with odd seeds the walk gives up at its first blind stop (compared by id)."""
+    with odd seeds the walk gives up at its first stop (compared by id)."""
     if seed % 2:
         monkeypatch.setattr(entity_tracker, "BLIND_BASE", 0)
         monkeypatch.setattr(entity_tracker, "BLIND_SHARE", 10**9)

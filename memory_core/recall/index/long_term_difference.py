@@ -4,20 +4,21 @@ alone is most of a second of CPU, which a bot's event loop must not wait through
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
-from itertools import compress, islice, repeat
-from operator import attrgetter, indexOf, is_, is_not
+from collections.abc import Mapping, Sequence
+from itertools import compress
+from operator import attrgetter
 
 from memory_core.base.chunks import Chunk
 from memory_core.base.clock import format_when
 from memory_core.base.entries import MemoryEntry
+from memory_core.base.identity_walk import unpaired
 from memory_core.longterm.claims import shown
 from memory_core.recall.index.files import tokenize_chunks
 
 Lines = Mapping[str, tuple[int, int]]
 
 _FEWEST_GAPS = 64
-"""Gaps in the walk by identity before `between_versions` compares entry by entry: one
+"""Stops of the walk by identity before `between_versions` compares entry by entry: one
 costs a few microseconds, a hundredth of the entries is ~10 ms on 100 000."""
 _WINDOW = 48
 """How far ahead a resync looks for the entry it lost (a moved entry's old and new
@@ -32,7 +33,7 @@ def between_versions(
     write kept as the same object is unchanged without comparing its text.
 
     A write keeps nearly every entry as the very same object, in the same order: a walk
-    by identity in C (`_unkept`) finds the few it did not keep. The entries of an id none
+    by identity in C (`identity_walk.unpaired`) finds the few it did not keep. The entries of an id none
     of those carry are the same objects in the same order in both versions, so its last
     entry is the same object in both: unchanged. Only the entries of the other ids are
     compared, as `_between` compares all, which gives the same answer in the same order
@@ -40,10 +41,12 @@ def between_versions(
     """
     ahead = before if isinstance(before, list) else list(before)
     behind = after if isinstance(after, list) else list(after)
-    unkept = _unkept(ahead, behind, max(_FEWEST_GAPS, (len(ahead) + len(behind)) // 100))
-    if unkept is None:  # far apart: the plain comparison is as cheap
+    budget = max(_FEWEST_GAPS, (len(ahead) + len(behind)) // 100)
+    walked = unpaired(ahead, behind, _WINDOW, budget)
+    if walked is None:  # far apart: the plain comparison is as cheap
         return _between(ahead, behind)
-    gone, added = unkept
+    gone = [ahead[place] for place in walked[0]]
+    added = [behind[place] for place in walked[1]]
     if not gone and not added:
         return [], []
     ids = {e.id for e in gone}
@@ -68,58 +71,6 @@ def _between(
 
 
 _id_of = attrgetter("id")
-
-
-def _unkept(
-    before: list[MemoryEntry], after: list[MemoryEntry], budget: int
-) -> tuple[list[MemoryEntry], list[MemoryEntry]] | None:
-    """(entries of `before`, of `after`) outside a common subsequence of the same objects
-    in the same order; None after more than `budget` gaps. Any common subsequence will
-    do for `between_versions`; a longer one leaves fewer entries to compare."""
-    gone: list[MemoryEntry] = []
-    added: list[MemoryEntry] = []
-    i = j = 0
-    while True:
-        try:
-            step = indexOf(map(is_not, _from(before, i), _from(after, j)), True)
-        except ValueError:  # one ran out: the rest of the other is not kept
-            step = min(len(before) - i, len(after) - j)
-            gone += before[i + step :]
-            added += after[j + step :]
-            return gone, added
-        i += step
-        j += step
-        budget -= 1
-        if budget < 0:
-            return None
-        in_before = _find(before, after[j], i + 1)
-        in_after = _find(after, before[i], j + 1)
-        if in_before is not None and (in_after is None or in_before - i <= in_after - j):
-            gone += before[i:in_before]
-            i = in_before
-        elif in_after is not None:
-            added += after[j:in_after]
-            j = in_after
-        else:
-            gone.append(before[i])
-            added.append(after[j])
-            i += 1
-            j += 1
-
-
-def _from(items: list[MemoryEntry], start: int) -> Iterator[MemoryEntry]:
-    """The items from `start` on, without a copy (a list iterator set to `start`)."""
-    it = iter(items)
-    it.__setstate__(start)  # type: ignore[attr-defined]
-    return it
-
-
-def _find(items: list[MemoryEntry], entry: MemoryEntry, start: int) -> int | None:
-    """Where `entry` itself is among the `_WINDOW` items from `start`, if it is."""
-    try:
-        return start + indexOf(map(is_, islice(_from(items, start), _WINDOW), repeat(entry)), True)
-    except ValueError:
-        return None
 
 
 def against_chunks(
