@@ -109,22 +109,24 @@ def describe(base: Base, parsed: ParsedMemory) -> list[Any] | None:
     return out.done()
 
 
-def compose(
-    base: Base,
-    old: Sequence[Any] | None,
-    segments: Sequence[Segment],
-    parsed: ParsedMemory,
-) -> list[Any] | None:
+def compose(base: Base, made: Made, parsed: ParsedMemory) -> list[Any] | None:
     """`describe(base, parsed)` by what the write did instead of by every entry: `parsed`
-    is made of `segments` of the old version, which `old` (its pieces, None when it is
-    the base itself) describes against `base`. A copied range takes its pieces, moved;
-    an entry rendered anew becomes a piece of its own (even one whose block the base
-    holds after all: a piece of a known text, which reads back the same). None when the
-    whole parse should be written instead."""
+    is made of `made.segments` of the old version, which `made.old` (its pieces, None
+    when it is the base itself) describes against `base`. A copied range takes its
+    pieces, moved; an entry rendered anew becomes a piece of its own (even one whose
+    block the base holds after all: a piece of a known text, which reads back the same).
+    None when the whole parse should be written instead, or when composing does not
+    apply (an id twice, or pieces that do not cover the old version): `describe` decides."""
+    if len(parsed.lines) != len(parsed.entries):
+        return None
+    old = made.old
+    ends = list(accumulate(1 if p[0] < 0 else p[1] for p in old)) if old is not None else []
+    covered = ends[-1] if ends else (len(base.keys) if old is None else 0)
+    if covered != made.old_count:
+        return None
     keys, lines = parsed.keys, parsed.lines
     out = _Pieces(base)
-    ends = list(accumulate(1 if p[0] < 0 else p[1] for p in old)) if old is not None else []
-    for segment in segments:
+    for segment in made.segments:
         if not isinstance(segment, tuple):
             key = keys.get(segment.id)
             if key is None or not out.entry(segment, key, lines.get(segment.id, (0, 0))):
@@ -179,15 +181,12 @@ class _Pieces:
         """One entry the base does not hold as it is now; False past a limit."""
         if not parse_cache.plain(entry):
             return False
-        if entry.content in self.base.contents():  # made once per base, at its first need
-            self.known += 1
-            if self.known > self.most_known:
-                return False
+        known = entry.content in self.base.contents()  # made once per base, at its first need
+        if not self._counted(known):
+            return False
+        if known:
             self.pieces.append([KNOWN_TEXT, parse_cache.row_of(entry), key, lines])
             return True
-        if self.new >= self.most:
-            return False
-        self.new += 1
         self.fresh.append(entry)
         piece: list[Any] = [NEW_ENTRY, parse_cache.row_of(entry), key, lines]
         self.fresh_pieces.append(piece)
@@ -197,16 +196,21 @@ class _Pieces:
     def moved(self, piece: Sequence[Any], shift: int) -> bool:
         """An entry piece of the old version, its lines moved by `shift`; False past a
         limit."""
-        if piece[0] == KNOWN_TEXT:
-            self.known += 1
-            if self.known > self.most_known:
-                return False
-        else:
-            if self.new >= self.most:
-                return False
-            self.new += 1
+        if not self._counted(piece[0] == KNOWN_TEXT):
+            return False
         first, last = piece[-1]
         self.pieces.append([*piece[:-1], (first + shift, last + shift)])
+        return True
+
+    def _counted(self, known: bool) -> bool:
+        """One more piece of a known text (`known`) or of a new entry; False past its
+        limit."""
+        if known:
+            self.known += 1
+            return self.known <= self.most_known
+        if self.new >= self.most:
+            return False
+        self.new += 1
         return True
 
     def done(self) -> list[Any]:
@@ -333,7 +337,7 @@ def save(
     else whole as a new base; None when nothing could be written (the next process
     parses). With `made`, the delta is composed from it (`compose`), not from every entry."""
     if base is not None and base.complete:
-        pieces = _composed(base, parsed, made) if made is not None else None
+        pieces = compose(base, made, parsed) if made is not None else None
         if pieces is None:
             pieces = describe(base, parsed)
         if pieces is not None:
@@ -345,19 +349,6 @@ def save(
         return None
     made_base = base_of(parsed, mark.digest, complete=True)
     return None if made_base is None else (made_base, None)
-
-
-def _composed(base: Base, parsed: ParsedMemory, made: Made) -> list[Any] | None:
-    """`compose`, where it applies: each entry has its own id (one line each) and the old
-    version's pieces cover its entries. None: `describe` decides (also past a limit, as
-    it would)."""
-    if len(parsed.lines) != len(parsed.entries):
-        return None
-    old = made.old
-    covered = len(base.keys) if old is None else sum(1 if p[0] < 0 else p[1] for p in old)
-    if covered != made.old_count:
-        return None
-    return compose(base, old, made.segments, parsed)
 
 
 def base_of(parsed: ParsedMemory, digest: bytes, *, complete: bool = False) -> Base | None:

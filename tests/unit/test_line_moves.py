@@ -7,11 +7,13 @@ from __future__ import annotations
 import random
 from datetime import UTC, datetime
 from itertools import pairwise
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import memory_core.recall.index.line_moves as line_moves
 import memory_core.recall.index.writes as writes
 from memory_core.base.chunks import Chunk, ChunkKind
 from memory_core.base.entries import MemoryEntry
@@ -161,7 +163,7 @@ async def test_random_writes_equal_the_new_layout_on_the_database(core: MemoryCo
                 chunks({ref: new[ref] for ref in fresh}, "new"),
                 new,
                 (1, 1),
-                kept=kept,
+                runs=None if kept is None else shift_runs(kept, new),
             )
 
         await db.write(write)
@@ -195,15 +197,23 @@ async def test_a_write_moves_chunks_from_the_lines_it_replaced(
         core, f"SELECT c.ref, {LINE_FROM}, {LINE_TO} FROM chunks AS c WHERE c.kind = 'long_term'"
     )
     seen: list[list[tuple[str, int, int]] | None] = []
+    moved_by_runs: list[bool] = []
+    real_kept = line_moves.kept_lines
     real = writes.apply_long_term
 
+    def known(*args: Any) -> line_moves.Kept | None:
+        kept = real_kept(*args)
+        seen.append(None if kept is None else list(kept))
+        return kept
+
     def spy(*args: object, **kwargs: object) -> None:
-        kept = kwargs.get("kept")
-        seen.append(None if kept is None else list(kept))  # type: ignore[call-overload]
+        moved_by_runs.append(kwargs.get("runs") is not None)
         real(*args, **kwargs)  # type: ignore[arg-type]
 
+    monkeypatch.setattr(line_moves, "kept_lines", known)
     monkeypatch.setattr(writes, "apply_long_term", spy)
     await core.memories.capture(MAIN, "an important fact above the others", importance="high")
     await core.memories.flush()
+    assert moved_by_runs == [True]  # the index's rows were not read for their lines
     assert len(seen) == 1 and seen[0] is not None
     assert sorted(seen[0]) == sorted((str(r), int(f), int(t)) for r, f, t in held)

@@ -86,7 +86,9 @@ def test_a_composed_delta_reads_back_as_the_version_written(
     base = cached.base
     made, after = written(data, parsed, first)
     assert made.segments is not None
-    pieces = parse_delta.compose(base, None, made.segments, after)
+    pieces = parse_delta.compose(
+        base, parse_delta.Made(made.segments, None, len(parsed.entries)), after
+    )
     described = parse_delta.describe(base, after)
     if pieces is None:  # an entry the cache cannot give back: the whole parse is written
         assert not all(map(plain, after.entries))
@@ -97,7 +99,9 @@ def test_a_composed_delta_reads_back_as_the_version_written(
     # The next write, composed on the pieces of the first (the old version is not the base).
     again, later = written(made.data, after, second)
     assert again.segments is not None
-    composed = parse_delta.compose(base, pieces, again.segments, later)
+    composed = parse_delta.compose(
+        base, parse_delta.Made(again.segments, pieces, len(after.entries)), later
+    )
     if composed is None:
         assert not all(map(plain, later.entries))
         return
@@ -134,4 +138,4 @@ def test_a_base_without_entries_to_compose_on_is_left_to_describe(no_limits: Non
     """Pieces that do not cover the old version's entries: `save` describes instead."""
     base = Base(b"d", [b"k"], [(5, 7)], complete=True, entries=[])
     made = parse_delta.Made(segments=[(0, 1, 0)], old=None, old_count=3)
-    assert parse_delta._composed(base, ParsedMemory(), made) is None
+    assert parse_delta.compose(base, made, ParsedMemory()) is None

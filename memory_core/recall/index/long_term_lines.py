@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from memory_core.base.sql import Connection
-from memory_core.recall.index.line_moves import RANGED_RUNS, Run, shift_runs
+from memory_core.recall.index.line_moves import RANGED_RUNS, Run
 
 LINE_FROM = (
     "CASE WHEN c.kind = 'long_term' THEN (SELECT l.line_from FROM long_term_lines AS l"
@@ -89,20 +89,18 @@ def move_kept(
     conn: Connection,
     sid: int,
     path: str,
-    kept: Sequence[tuple[str, int, int]] | None,
+    runs: Sequence[Run] | None,
     lines: Mapping[str, tuple[int, int]],
-    runs: Sequence[Run] | None = None,
 ) -> None:
     """The long-term chunks a write keeps, moved to their new `lines` before any new
-    chunk is stored (each row moves once, from its old lines; `kept` is (ref, line_from,
-    line_to) of each, or None to read them here; or the `runs` themselves, when the
-    writer told them: `line_moves.segment_runs`). The rows move by runs of alike shifts
-    (`line_moves.shift_runs`): a few (an entry added above the rest) by their ranges in
+    chunk is stored (each row moves once, from its old lines), by the `runs` of alike
+    shifts the caller found (`line_moves.segment_runs`, `shift_runs`), or by each row's
+    `lines` when they are None (the rows are read here). A few runs (an entry added above the rest) by their ranges in
     the statement itself; many (a re-sort by score: 97 277 rows in 7 518 runs) through a
     table of the runs, where each row finds its run by one seek. Either way the rows move
     in one statement, which the database runs without holding the interpreter (a write's
     other work goes on in another thread meanwhile); no row is built in Python."""
-    if kept is None and runs is None:
+    if runs is None:
         moves = [
             (chunk_id, *lines[ref])
             for chunk_id, ref, line_from, line_to in file_lines(conn, sid, path)
@@ -116,9 +114,6 @@ def move_kept(
                 params,
             )
         return
-    if runs is None:
-        assert kept is not None
-        runs = shift_runs(kept, lines)
     if not runs:
         return
     if len(runs) <= RANGED_RUNS:

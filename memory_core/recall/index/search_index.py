@@ -338,21 +338,20 @@ class SearchIndex:
     ) -> None:
         after = record.after
 
-        def compare() -> tuple[
-            list[str], list[tuple[Chunk, str]], line_moves.Kept | None, list[line_moves.Run] | None
-        ]:
+        def compare() -> tuple[list[str], list[tuple[Chunk, str]], list[line_moves.Run] | None]:
             before = record.before
             stale, fresh = difference.between_versions(before.entries, after.entries)
-            runs = kept = None
+            runs = None
             if record.segments is not None and len(after.lines) == len(after.entries):
                 runs = line_moves.segment_runs(
                     before.entries, before.lines, after.lines, record.segments, stale
                 )
             if runs is None:
                 kept = line_moves.kept_lines(before.entries, before.lines, stale)
-            return stale, difference.prepared(fresh, after.lines), kept, runs
+                runs = None if kept is None else line_moves.shift_runs(kept, after.lines)
+            return stale, difference.prepared(fresh, after.lines), runs
 
-        stale, prepared, kept, runs = await asyncio.to_thread(compare)
+        stale, prepared, runs = await asyncio.to_thread(compare)
         async with self._lock(scope):
             sid = await self._sid(scope)
             known = await self._db.read(lambda conn: reads.file_stamp(conn, relative_path))
@@ -372,7 +371,6 @@ class SearchIndex:
                             record.after.lines,
                             stamp[:2],
                             held_stamp=known,
-                            kept=kept,
                             runs=runs,
                         )
                     )

@@ -448,7 +448,6 @@ def apply_long_term(
     *,
     held: Mapping[str, tuple[str, str]] | None = None,
     held_stamp: tuple[int, int] | None = None,
-    kept: Sequence[tuple[str, int, int]] | None = None,
     runs: Sequence[Run] | None = None,
 ) -> None:
     """One long-term write by difference: chunks of removed and edited entries out, of
@@ -459,9 +458,9 @@ def apply_long_term(
     The difference was computed from a read made before this transaction: `held` (ref →
     (text, created_at) of the file's chunks) or `held_stamp` (the file row's stamp) is
     what that read saw, checked again once the file is held; if another writer changed
-    it meanwhile, `StaleDifference` (nothing written). `kept` is (ref, line_from, line_to)
-    of the chunks that stay, when the caller knows them (the version a write replaced),
-    or `runs` of them (`line_moves.segment_runs`); otherwise they are read."""
+    it meanwhile, `StaleDifference` (nothing written). `runs` move the chunks
+    that stay, when the caller knows them (from the version a write replaced:
+    `line_moves.segment_runs`, `shift_runs`); otherwise the chunks' lines are read."""
     postings(conn).hold_files(conn, [path])
     if held is not None and held_chunks(conn, sid, path) != held:
         raise StaleDifference(path)
@@ -480,7 +479,7 @@ def apply_long_term(
             (sid, path, *part),
         ).fetchall()
         delete_rows(conn, sid, old, tally)
-    long_term_lines.move_kept(conn, sid, path, kept, lines, runs)
+    long_term_lines.move_kept(conn, sid, path, runs, lines)
     insert_chunks(conn, sid, path, ChunkKind.LONG_TERM, fresh, tally)
     tally.apply(conn)
     conn.execute(UPSERT_FILE, (path, sid, *stamp, digest, ChunkKind.LONG_TERM.value))
