@@ -83,7 +83,8 @@ def search_files(
         return []
     corpus = [prepared.chunks[index][1] for prepared, index in docs]
     stats = scope_stats(corpus, plan.terms)
-    terms = select_terms(plan.terms, stats, MAX_TERMS)
+    terms = select_terms(plan.terms, stats, MAX_TERMS, plan.shaping)
+    finders = terms.keys() - plan.shaping
     score = bm25_scorer(terms, stats, k1, b)
     lexical = [score(tokens) for tokens in corpus]
     ranking = Ranking(
@@ -112,7 +113,8 @@ def search_files(
             _within_days(chunk.created_at, plan.window, zone)
             or overlaps(chunk.dates or (), *plan.window)
         )
-        if lexical[i] <= 0 and not (dated and not terms):
+        found = lexical[i] > 0 and (not plan.shaping or not finders.isdisjoint(corpus[i].split()))
+        if not found and not (dated and not terms):
             continue
         candidate = _candidate(i, prepared, index, lexical[i])
         candidate.lexical += speaker_score(ranking, candidate)

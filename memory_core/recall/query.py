@@ -7,10 +7,12 @@ narrow to inject (`QueryType`, `BUDGETS`), Layer 3 is the semantic match (the de
 the hybrid ranking, when an embedder is installed).
 
 Terms carry weights: the pending message's words count fully, the recent messages' words
-much less (they name the topic, not the question). Words that only shape a question
-("when", "remember", "时候", "来着") and the words that named a time are dropped: they are in
-many turns and in none of the answers. Which terms finally rank is decided by the index,
-by informativeness (idf in the scope) times weight, not by position in the sentence.
+much less (they name the topic, not the question), the words that named a time less still
+(the window does their work). Words that only shape a question ("name", "first",
+"remember", "时候", "来着") count half and never find a chunk alone (`Query.shaping`):
+they are in too many turns to choose one, yet an answer often says them too ("her name
+is…", "the first time…"). Which terms finally rank is decided by the index, by
+informativeness (idf in the scope) times weight, not by position in the sentence.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from memory_core.base.when import find_time_reference
 
 __all__ = [
     "BUDGETS",
+    "SHAPING_WEIGHT",
     "Query",
     "QueryBudget",
     "QueryType",
@@ -41,6 +44,9 @@ __all__ = [
 TIME_WORD_WEIGHT = 0.3
 """Weight of the words that named a time: the window does the work, but a summary
 headed "February" should still match "february"."""
+SHAPING_WEIGHT = 0.5
+"""Weight of a word that only shapes the question (`Query.shaping`): it adds to a chunk
+that holds the question's other words, never finds one alone."""
 CONTEXT_WEIGHT = 0.3
 """Weight of a recent message's terms next to the pending message's (1.0); the newest
 recent message has it, each older one 0.8 times the next."""
@@ -130,6 +136,9 @@ class Query:
     """The shape of answer the question wants (a date, a number, a name, a place)."""
     several: bool = False
     """Whether its answer is gathered from several moments (`asks_for_several`)."""
+    shaping: frozenset[str] = frozenset()
+    """Terms of words that only shape the question (weight `SHAPING_WEIGHT`): they score
+    a chunk, but a chunk holding no other term of the query is no candidate."""
 
     @property
     def budget(self) -> QueryBudget:
@@ -179,6 +188,12 @@ def content_terms(text: str) -> list[str]:
     return [t for t in tokenize(text) if t not in template]
 
 
+def shaping_terms(text: str) -> list[str]:
+    """The text's terms that only shape a question, each once."""
+    template = _template_terms(has_cjk(text))
+    return list(dict.fromkeys(t for t in tokenize(text) if t in template))
+
+
 def bounded(text: str, limit: int = MAX_QUERY_CHARS) -> str:
     """`text`, or its first and last `limit // 2` characters when it is longer: a long
     message's question is as often at its end as at its start."""
@@ -201,9 +216,12 @@ def build_query(
     reference = find_time_reference(pending, today) if today is not None else None
     lexical = _without_spans(pending, reference.spans) if reference else pending
     terms: dict[str, float] = dict.fromkeys(content_terms(lexical), 1.0)
+    shaping = [t for t in shaping_terms(lexical) if t not in terms] if terms else []
     for start, end in reference.spans if reference else ():
         for term in content_terms(pending[start:end]):
             terms.setdefault(term, TIME_WORD_WEIGHT)
+    for term in shaping:
+        terms.setdefault(term, SHAPING_WEIGHT)
     if not terms and reference is None:
         # A question made only of template words ("what did you say?") still searches.
         terms = dict.fromkeys(tokenize(pending), 1.0)
@@ -221,6 +239,7 @@ def build_query(
         kind=classify_query(pending),
         answer=wanted_answer(pending),
         several=asks_for_several(pending),
+        shaping=frozenset(t for t in shaping if terms[t] == SHAPING_WEIGHT),
     )
 
 

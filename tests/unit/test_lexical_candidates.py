@@ -45,8 +45,14 @@ not in this scope's statistics."""
 
 
 def reference(rows: list[tuple[int, str]], scoring: Scoring) -> list[tuple[float, int]]:
-    """(score, chunk id) of every matching row by the brute force, best first (ties: id)."""
-    scored = sorted((-scoring.score(tokens), chunk_id) for chunk_id, tokens in rows)
+    """(score, chunk id) of every row holding a term that finds (not only boosts) by the
+    brute force, best first (ties: id)."""
+    finders = set(scoring.finders)
+    scored = sorted(
+        (-scoring.score(tokens), chunk_id)
+        for chunk_id, tokens in rows
+        if not finders.isdisjoint(tokens.split())
+    )
     return [(-negative, chunk_id) for negative, chunk_id in scored if negative < 0]
 
 
@@ -57,11 +63,12 @@ def top_n(
     filters: list[str],
     params: list[Any],
     wanted: int,
+    boosts: frozenset[str] = frozenset(),
 ) -> tuple[list[tuple[float, int]], list[tuple[float, int]], set[int]]:
     """(what the index found, the brute-force top N, the scope's chunk ids), each as
     (score, id) best first."""
     stats = reads.corpus_stats(conn, sid, set(terms))
-    scoring = Scoring.of(terms, stats, 1.2, 0.75)
+    scoring = Scoring.of(terms, stats, 1.2, 0.75, boosts)
     where = " AND ".join(["c.scope_id = ?", "c.hidden = 0", *filters])
     rows = [
         (int(r[0]), str(r[1]))
@@ -136,6 +143,7 @@ serial = itertools.count()
         max_size=3,
     ),
     wanted=st.integers(1, 6),
+    boosts=st.frozensets(st.sampled_from(WORDS), max_size=2),
 )
 def test_the_top_n_is_the_brute_force_one_in_any_scope(
     config: Config,
@@ -143,9 +151,11 @@ def test_the_top_n_is_the_brute_force_one_in_any_scope(
     others: list[str],
     questions: list[dict[str, float]],
     wanted: int,
+    boosts: frozenset[str],
 ) -> None:
     """Random small scopes beside another holding the same words: the index's top N is
-    the brute force's over the scope's own chunks, and only those."""
+    the brute force's over the scope's own chunks, and only those; a boost (a word that
+    only shapes the question) scores the chunks found and finds none alone."""
 
     async def check() -> None:
         number = next(serial)
@@ -159,7 +169,7 @@ def test_the_top_n_is_the_brute_force_one_in_any_scope(
             assert sid is not None
             for terms in questions:
                 found, expected, own = await database(core).read(
-                    lambda conn, terms=terms: top_n(conn, sid, terms, [], [], wanted)
+                    lambda conn, terms=terms: top_n(conn, sid, terms, [], [], wanted, boosts)
                 )
                 same(found, expected)
                 assert {i for _, i in found} <= own

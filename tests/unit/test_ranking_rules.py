@@ -26,7 +26,7 @@ from memory_core.recall import fallback
 from memory_core.recall.index import CorpusStats, Hit
 from memory_core.recall.index.ranking import select_terms
 from memory_core.recall.index.rerank import RankSettings, spread_context, time_factor
-from memory_core.recall.query import build_query
+from memory_core.recall.query import SHAPING_WEIGHT, build_query
 from memory_core.recall.request import SearchRequest
 from tests.conftest import START
 from tests.support import candidate as make
@@ -326,7 +326,7 @@ def test_select_terms_by_idf_times_weight() -> None:
 async def test_single_han_characters_are_kept(core: MemoryCore) -> None:
     """'画' is one character and the question's only verb: it must stay a term."""
     query = build_query("什么时候画了一幅日出", today=TODAY)
-    assert "画" in query.terms and "时候" not in query.terms
+    assert query.terms["画"] == 1.0 and "时候" in query.shaping
     for number in range(6):
         await core.notes.append(MAIN, f"整理房间 {number}", now=START - timedelta(days=3))
     painted = "周日在阳台画日出"
@@ -336,11 +336,12 @@ async def test_single_han_characters_are_kept(core: MemoryCore) -> None:
     assert texts(await core.finder.search(MAIN, "什么时候画了一幅日出"))[:2] == [painted, watched]
 
 
-async def test_question_template_words_are_dropped(core: MemoryCore) -> None:
+async def test_words_that_shape_a_question_never_find_a_note_alone(core: MemoryCore) -> None:
     """'When did I say…' must not match every note where someone said something."""
-    query = build_query("when did I say I liked that sushi place?", today=TODAY)
-    assert not {"say", "said", "when"} & set(query.terms)
-    assert {"sushi", "place"} <= set(query.terms)
+    question = "when did I say I liked that sushi place?"
+    query = build_query(question, today=TODAY)
+    assert query.shaping == {"say"} and query.terms["say"] == SHAPING_WEIGHT
+    assert {"sushi", "place"} <= {t for t, w in query.terms.items() if w == 1.0}
     for text in (
         "Mom said she would call on Sunday",
         "Tom said the printer is broken again",
@@ -350,9 +351,38 @@ async def test_question_template_words_are_dropped(core: MemoryCore) -> None:
         await core.notes.append(MAIN, text)
     sushi = "the sushi place on Fifth Street was great"
     await core.notes.append(MAIN, sushi, now=START - timedelta(days=20))
-    hits = await core.finder.search(
-        MAIN, SearchRequest("when did I say I liked that sushi place?", limit=10)
-    )
-    assert texts(hits) == [sushi]
+    assert texts(await core.finder.search(MAIN, SearchRequest(question, limit=10))) == [sushi]
+    assert texts(files_search(core, question)) == [sushi]
     zh = build_query("我什么时候说过喜欢那家寿司店？", today=TODAY)
-    assert not {"说过", "时候", "什么时候"} & set(zh.terms)
+    assert {"说", "时候"} <= zh.shaping and zh.terms["寿司"] == 1.0
+    # Only shaping words left in the scope: nothing is found, by the index or the files.
+    absent = "when did I say I liked that ramen bar?"
+    assert await core.finder.search(MAIN, absent) == []
+    assert files_search(core, absent) == []
+
+
+@pytest.mark.parametrize(
+    ("question", "said", "plain"),
+    [
+        (
+            "What is the name of Anna's dog?",
+            "Anna's dog has a name now: Biscuit",
+            "Anna's dog chewed the red sofa",
+        ),
+        ("安娜的狗叫什么名字？", "安娜的狗名字是饼干", "安娜的狗咬坏了沙发"),
+    ],
+)
+async def test_a_shaping_word_said_in_the_answer_lifts_it(
+    core: MemoryCore, question: str, said: str, plain: str
+) -> None:
+    """'name' shapes the question but an answer says it too: of two notes holding the
+    question's words, the one saying it ranks first, older though it is; a note
+    holding only 'name' is not found."""
+    query = build_query(question, today=TODAY)
+    assert query.shaping and all(query.terms[t] == SHAPING_WEIGHT for t in query.shaping)
+    await core.notes.append(MAIN, said, now=START - timedelta(days=5))
+    await core.notes.append(MAIN, plain)
+    lone = "My name is on the list" if said.isascii() else "名单上有我的名字"
+    await core.notes.append(MAIN, lone)
+    assert texts(await core.finder.search(MAIN, question)) == [said, plain]
+    assert texts(files_search(core, question)) == [said, plain]

@@ -429,9 +429,9 @@ async def test_core_recall_end_to_end(core: MemoryCore) -> None:
         MAIN, "old note: tried a latte in January", now=START - timedelta(days=40)
     )
     injection = await core.finder.recall(MAIN, "你还记得我喝咖啡有什么习惯吗？")
-    # The query's terms, heaviest first; "记得" only shapes the question and is dropped.
+    # The query's terms, heaviest first; "记得" only shapes the question: half weight, last.
     assert {"咖啡", "喝咖啡", "习惯"} <= set(injection.keywords)
-    assert "记得" not in injection.keywords
+    assert injection.keywords[-1] == "记得"
     assert injection.block.startswith(BLOCK_HEADER + "\n")
     lines = injection.block.splitlines()[1:]
     assert [h.text for h in injection.hits] == [

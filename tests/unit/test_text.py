@@ -397,13 +397,15 @@ def test_text_without_han_never_loads_the_dictionary(
 def test_an_english_question_loads_no_dictionary(
     fresh_loader: Callable[..., _RecordingLoader],
 ) -> None:
-    """A question's template words ("remember", "记得") are dropped from its terms; the
-    Chinese ones are only cut for a question that has CJK in it."""
+    """A question's template words ("remember", "记得") only shape it (after its own
+    words, at half weight); the Chinese ones are only cut for a question that has CJK in
+    it."""
     loader = fresh_loader()
-    terms = build_query("do you remember the staging server?", today=date(2026, 3, 2)).terms
-    assert list(terms) == ["stage", "server"]
+    query = build_query("do you remember the staging server?", today=date(2026, 3, 2))
+    assert list(query.terms) == ["stage", "server", "rememb"] and query.shaping == {"rememb"}
     assert loader.threads == []
-    assert list(build_query("你还记得杭州吗", today=date(2026, 3, 2)).terms) == ["杭州"]
+    chinese = build_query("你还记得杭州吗", today=date(2026, 3, 2))
+    assert list(chinese.terms) == ["杭州", "记得"] and chinese.shaping == {"记得"}
     assert len(loader.threads) == 1
 
 

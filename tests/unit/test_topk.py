@@ -30,10 +30,12 @@ def index(docs: Sequence[str]) -> tuple[dict[str, list[tuple[int, int, int]]], C
 
 
 def brute(scoring: Scoring, docs: Sequence[str], hidden: set[int], wanted: int) -> list[int]:
+    """Every visible chunk holding a term that finds (not a boost alone), by its score."""
+    finders = set(scoring.finders)
     scored = [
         (-scoring.score(tokens), chunk_id)
         for chunk_id, tokens in enumerate(docs, start=1)
-        if chunk_id not in hidden and scoring.score(tokens) > 0
+        if chunk_id not in hidden and not finders.isdisjoint(tokens.split())
     ]
     return [chunk_id for _, chunk_id in sorted(scored)[:wanted]]
 
@@ -82,6 +84,7 @@ doc = st.lists(st.sampled_from(WORDS), min_size=1, max_size=12).map(" ".join)
     k1=st.sampled_from([0.5, 1.2, 2.0]),
     b=st.sampled_from([0.0, 0.75, 1.0]),
     blind=st.booleans(),
+    boosts=st.sets(st.sampled_from(WORDS), max_size=3),
 )
 def test_the_pruned_top_n_is_the_brute_force_one(
     docs: list[str],
@@ -91,11 +94,26 @@ def test_the_pruned_top_n_is_the_brute_force_one(
     k1: float,
     b: float,
     blind: bool,
+    boosts: set[str],
 ) -> None:
     postings, stats = index(docs)
-    scoring = Scoring.of(query, stats, k1, b)
-    found = run(scoring, docs, postings, hidden, wanted, blind=blind)
+    scoring = Scoring.of(query, stats, k1, b, boosts)
+    read: Counter[str] = Counter()
+    found = run(scoring, docs, postings, hidden, wanted, read, blind=blind)
     assert found == brute(scoring, docs, hidden, wanted)
+    assert not set(read) & boosts, "a boost's postings are never read"
+
+
+def test_a_boost_lifts_the_chunks_found_and_finds_none() -> None:
+    """A word that only shapes the question ("name") orders the chunks holding the
+    question's words and brings in none of its own, however few those are."""
+    docs = ["cat oak"] * 3 + ["cat name"] + ["name bench"] * 5
+    postings, stats = index(docs)
+    scoring = Scoring.of({"cat": 1.0, "name": 0.5}, stats, 1.2, 0.75, {"name"})
+    assert run(scoring, docs, postings, set(), 8) == [4, 1, 2, 3]
+    assert (
+        run(Scoring.of({"name": 0.5}, stats, 1.2, 0.75, {"name"}), docs, postings, set(), 8) == []
+    )
 
 
 def test_a_common_term_that_cannot_matter_is_never_read() -> None:

@@ -58,8 +58,9 @@ class Postings(Protocol):
         params: list[object],
         wanted: int,
     ) -> list[Any]:
-        """The scope's visible chunks (and `filters`') holding any of the query's terms:
-        the exact best `wanted` by `scoring` (ties: lower id first), best first."""
+        """The scope's visible chunks (and `filters`') holding any of the query's terms
+        but its boosts (`Scoring.finders`): the exact best `wanted` by `scoring` (ties:
+        lower id first), best first."""
         ...
 
     def reset(self, conn: Connection) -> None:
@@ -288,7 +289,8 @@ class GinPostings:
         `Scoring.part`'s expression, operation for operation, so the top N is exact and
         the one SQLite's pruned search finds."""
         unique = [t for t in scoring.weights if t]
-        if not unique:
+        finders = [t for t in unique if t not in scoring.boosts]
+        if not finders:
             return []
         # `c.scope_id + 0`: the postings' keys hold the scope already; on `c.scope_id`
         # the planner ANDed them with the scope's index, 100 000 rows read for nothing
@@ -327,7 +329,7 @@ class GinPostings:
             for value in (scoring.weights[t], k1 + 1.0, k1, 1.0 - b, b, scoring.avg_len)
         ]
         return conn.execute(
-            sql, [*unique, sid, " ".join(unique), sid, *params, *per_term, wanted]
+            sql, [*unique, sid, " ".join(finders), sid, *params, *per_term, wanted]
         ).fetchall()
 
     def reset(self, conn: Connection) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 K1 = 1.2
@@ -89,10 +90,15 @@ def ideal_score(
 
 
 def select_terms(
-    query_terms: Mapping[str, float], stats: CorpusStats, limit: int
+    query_terms: Mapping[str, float],
+    stats: CorpusStats,
+    limit: int,
+    shaping: AbstractSet[str] = frozenset(),
 ) -> dict[str, float]:
     """The `limit` most informative present terms (weight × idf), not the first ones:
-    in a long message the question is rarely in its first words."""
+    in a long message the question is rarely in its first words. None when only words
+    that shape the question are left (`Query.shaping`): they find nothing alone."""
     present = [(t, w) for t, w in query_terms.items() if stats.doc_freq.get(t) and w > 0]
     present.sort(key=lambda tw: -tw[1] * idf(stats.docs, stats.doc_freq[tw[0]]))
-    return dict(present[: max(limit, 0)])
+    chosen = dict(present[: max(limit, 0)])
+    return {} if chosen.keys() <= shaping else chosen

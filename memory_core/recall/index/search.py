@@ -49,8 +49,8 @@ def candidates(
     params: list[object],
     wanted: int,
 ) -> list[Any]:
-    """The scope's visible chunks holding any of the query's terms: the exact best
-    `wanted` by its BM25, every term counted (`postings.py`, `topk.py`)."""
+    """The scope's visible chunks holding any of the query's terms but its boosts: the
+    exact best `wanted` by its BM25, every term counted (`postings.py`, `topk.py`)."""
     return postings(conn).candidates(conn, sid, scoring, filters, params, wanted)
 
 

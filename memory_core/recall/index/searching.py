@@ -169,7 +169,7 @@ class _Reads:
         settings, k1, b = searcher.settings, searcher.k1, searcher.b
         filters, params, wanted = self.filters, self.params, self.wanted
         stats = reads.corpus_stats(conn, sid, set(plan.terms)) if plan.terms else EMPTY_STATS
-        terms = select_terms(plan.terms, stats, MAX_TERMS)
+        terms = select_terms(plan.terms, stats, MAX_TERMS, plan.shaping)
         ranking = Ranking(
             terms,
             stats,
@@ -184,7 +184,7 @@ class _Reads:
         )
         rows: list[Any] = []
         if terms:
-            scoring = Scoring.of(terms, stats, k1, b)
+            scoring = Scoring.of(terms, stats, k1, b, plan.shaping)
             # The read within the time finds the first's postings in the connection's
             # cache (`postings_cache.py`).
             rows += reads.candidates(conn, sid, scoring, filters, params, wanted)

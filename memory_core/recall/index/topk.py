@@ -12,13 +12,16 @@ postings (the long lists of common words) are never read. Chunks already seen ar
 scored exactly from their own tokens (every term, read or not), best bound first, until
 the next bound is below the N-th best score. Every chunk of the result is thus scored by
 `Scoring.score`, the one function a brute-force top N would use, and ties are broken by
-chunk id: the result is the brute-force one.
+chunk id: the result is the brute-force one. A boost term (`Scoring.boosts`: a word that
+only shapes the question) is never read: the candidates are the chunks holding another
+term, and every bound left counts the boosts' bounds too.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -61,16 +64,36 @@ class Scoring:
     avg_len: float
     postings: dict[str, int]
     """How many chunks hold each term (the scope's statistics): what reading it costs."""
+    boosts: frozenset[str] = frozenset()
+    """Terms that score a chunk but never make it a candidate alone (`Query.shaping`):
+    the top N is of the chunks holding another term."""
 
     @classmethod
-    def of(cls, terms: Mapping[str, float], stats: CorpusStats, k1: float, b: float) -> Scoring:
+    def of(
+        cls,
+        terms: Mapping[str, float],
+        stats: CorpusStats,
+        k1: float,
+        b: float,
+        boosts: AbstractSet[str] = frozenset(),
+    ) -> Scoring:
         """The query's terms (their weights) over the scope's statistics, as
         `ranking.bm25_scorer` weighs them; terms of weight 0 or less score nothing."""
         weights = {
             t: w * idf(stats.docs, stats.doc_freq.get(t, 1)) for t, w in terms.items() if w > 0
         }
         held = {t: stats.doc_freq.get(t, 0) for t in weights}
-        return cls(weights, k1, b, max(stats.avg_len, 1e-9), held)
+        return cls(
+            weights, k1, b, max(stats.avg_len, 1e-9), held, frozenset(boosts) & weights.keys()
+        )
+
+    @property
+    def finders(self) -> list[str]:
+        """The terms whose holders are candidates, highest weight first."""
+        boosts = self.boosts
+        return sorted(
+            (t for t in self.weights if t not in boosts), key=lambda t: (-self.weights[t], t)
+        )
 
     def part(self, weight: float, tf: int, length: int) -> float:
         """One term's part of a chunk's score (`ranking.bm25_scorer`'s expression)."""
@@ -110,10 +133,11 @@ def exact_top(
     chunk left by id first, so only those that pass are fetched."""
     import numpy as np
 
-    if wanted <= 0 or not scoring.weights:
+    order = scoring.finders
+    if wanted <= 0 or not order:
         return []
-    order = sorted(scoring.weights, key=lambda t: (-scoring.weights[t], t))
-    rest = [0.0] * (len(order) + 1)
+    # A boost is never read: it only adds to the chunks the finders bring, up to its bound.
+    rest = [0.0] * len(order) + [sum(scoring.bound(t) for t in scoring.boosts)]
     for j in range(len(order) - 1, -1, -1):
         rest[j] = rest[j + 1] + scoring.bound(order[j])
     top = _Top(scoring, wanted, fetch)
