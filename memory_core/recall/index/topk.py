@@ -13,8 +13,10 @@ scored exactly from their own tokens (every term, read or not), best bound first
 the next bound is below the N-th best score. Every chunk of the result is thus scored by
 `Scoring.score`, the one function a brute-force top N would use, and ties are broken by
 chunk id: the result is the brute-force one. A boost term (`Scoring.boosts`: a word that
-only shapes the question) is never read: the candidates are the chunks holding another
-term, and every bound left counts the boosts' bounds too.
+only shapes the question) finds nothing: the candidates are the chunks holding another
+term. Boosts are read last, and only when that is cheaper than verifying the chunks they
+could still lift (their postings then add to the chunks already seen); a boost not read
+counts its bound in every bound left.
 """
 
 from __future__ import annotations
@@ -52,6 +54,10 @@ VERIFY_COST = 8
 scored, against one posting of a term's list: measured at 100 000 chunks). A term left
 unread makes every chunk seen that could still reach the bar need verifying; when those
 cost more than the term's postings, the term is read instead."""
+BOOST_VERIFY_COST = 32
+"""The same in a boost's postings: they are only looked up among the chunks seen
+(measured on the peer bench's questions that have one), far cheaper than a term that
+finds chunks, whose postings are merged with the others'."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,11 +139,12 @@ def exact_top(
     chunk left by id first, so only those that pass are fetched."""
     import numpy as np
 
-    order = scoring.finders
-    if wanted <= 0 or not order:
+    finders = scoring.finders
+    if wanted <= 0 or not finders:
         return []
-    # A boost is never read: it only adds to the chunks the finders bring, up to its bound.
-    rest = [0.0] * len(order) + [sum(scoring.bound(t) for t in scoring.boosts)]
+    # The boosts come last: read only to score the chunks the finders brought.
+    order = [*finders, *sorted(scoring.boosts, key=lambda t: (-scoring.weights[t], t))]
+    rest = [0.0] * (len(order) + 1)
     for j in range(len(order) - 1, -1, -1):
         rest[j] = rest[j + 1] + scoring.bound(order[j])
     top = _Top(scoring, wanted, fetch)
@@ -150,22 +157,34 @@ def exact_top(
     read = 0
     for term in order:
         cut = top.cut()
-        if read and rest[read] < cut:
-            # No chunk holding only the terms not read can enter the top N: stop, unless
-            # verifying the chunks seen that still might costs more than this term.
-            needed = int(np.count_nonzero(partial >= cut - rest[read]))
-            if needed * VERIFY_COST <= scoring.postings.get(term, 0):
+        boost = read >= len(finders)
+        if boost or (read and rest[read] < cut):
+            # No chunk holding only the terms not read can enter the top N (a boost brings
+            # none): stop, unless verifying the chunks seen that still might costs more
+            # than this term.
+            needed = (
+                len(ids) if cut == -math.inf else int(np.count_nonzero(partial >= cut - rest[read]))
+            )
+            cost = BOOST_VERIFY_COST if boost else VERIFY_COST
+            if not needed or needed * cost <= scoring.postings.get(term, 0):
                 break
         chunk_ids, tf, length = (np.asarray(a) for a in postings(term))
         # `part`'s value in another order of operations: a bound, exact to SLACK.
         gain = scoring.weights[term] * (k1 + 1.0)
         tf = tf.astype(np.float64)
-        seen.append(chunk_ids.astype(np.int64))
-        parts.append(gain * tf / (tf + flat + per_token * length.astype(np.float64)))
-        ids, where = np.unique(np.concatenate(seen), return_inverse=True)
-        partial = np.bincount(where, weights=np.concatenate(parts), minlength=len(ids)).astype(
-            np.float64
-        )
+        part = gain * tf / (tf + flat + per_token * length.astype(np.float64))
+        if boost:
+            # Only the chunks seen gain: `ids` stays as it is (sorted, unique).
+            at = np.minimum(np.searchsorted(ids, chunk_ids), len(ids) - 1)
+            held = ids[at] == chunk_ids
+            partial[at[held]] += part[held]
+        else:
+            seen.append(chunk_ids.astype(np.int64))
+            parts.append(part)
+            ids, where = np.unique(np.concatenate(seen), return_inverse=True)
+            partial = np.bincount(where, weights=np.concatenate(parts), minlength=len(ids)).astype(
+                np.float64
+            )
         read += 1
         if read < len(order) and len(ids) >= wanted:
             # Could the terms left be skipped? Only the best seen chunks tell (their
