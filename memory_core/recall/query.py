@@ -182,16 +182,23 @@ def _without_spans(text: str, spans: Sequence[tuple[int, int]]) -> str:
     return "".join(out)
 
 
+def _split_terms(text: str) -> tuple[list[str], list[str]]:
+    """The text's terms without the words that only shape a question, then those words'
+    terms (each once): one tokenization for both."""
+    template = _template_terms(has_cjk(text))
+    content: list[str] = []
+    shaping: dict[str, None] = {}
+    for term in tokenize(text):
+        if term in template:
+            shaping[term] = None
+        else:
+            content.append(term)
+    return content, list(shaping)
+
+
 def content_terms(text: str) -> list[str]:
     """The text's terms without the words that only shape a question."""
-    template = _template_terms(has_cjk(text))
-    return [t for t in tokenize(text) if t not in template]
-
-
-def shaping_terms(text: str) -> list[str]:
-    """The text's terms that only shape a question, each once."""
-    template = _template_terms(has_cjk(text))
-    return list(dict.fromkeys(t for t in tokenize(text) if t in template))
+    return _split_terms(text)[0]
 
 
 def bounded(text: str, limit: int = MAX_QUERY_CHARS) -> str:
@@ -215,13 +222,15 @@ def build_query(
     pending = bounded(pending)
     reference = find_time_reference(pending, today) if today is not None else None
     lexical = _without_spans(pending, reference.spans) if reference else pending
-    terms: dict[str, float] = dict.fromkeys(content_terms(lexical), 1.0)
-    shaping = [t for t in shaping_terms(lexical) if t not in terms] if terms else []
+    content, shaping = _split_terms(lexical)
+    terms: dict[str, float] = dict.fromkeys(content, 1.0)
+    if not terms:
+        shaping = []  # shaping words only add to a question's own words
     for start, end in reference.spans if reference else ():
         for term in content_terms(pending[start:end]):
             terms.setdefault(term, TIME_WORD_WEIGHT)
-    for term in shaping:
-        terms.setdefault(term, SHAPING_WEIGHT)
+    # Template terms: none of them is a content or a time word's term.
+    terms.update(dict.fromkeys(shaping, SHAPING_WEIGHT))
     if not terms and reference is None:
         # A question made only of template words ("what did you say?") still searches.
         terms = dict.fromkeys(tokenize(pending), 1.0)
@@ -239,7 +248,7 @@ def build_query(
         kind=classify_query(pending),
         answer=wanted_answer(pending),
         several=asks_for_several(pending),
-        shaping=frozenset(t for t in shaping if terms[t] == SHAPING_WEIGHT),
+        shaping=frozenset(shaping),
     )
 
 

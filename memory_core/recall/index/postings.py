@@ -289,7 +289,7 @@ class GinPostings:
         `Scoring.part`'s expression, operation for operation, so the top N is exact and
         the one SQLite's pruned search finds."""
         unique = [t for t in scoring.weights if t]
-        finders = [t for t in unique if t not in scoring.boosts]
+        finders = scoring.finders
         if not finders:
             return []
         # `c.scope_id + 0`: the postings' keys hold the scope already; on `c.scope_id`

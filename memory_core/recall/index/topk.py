@@ -96,10 +96,12 @@ class Scoring:
     @property
     def finders(self) -> list[str]:
         """The terms whose holders are candidates, highest weight first."""
-        boosts = self.boosts
-        return sorted(
-            (t for t in self.weights if t not in boosts), key=lambda t: (-self.weights[t], t)
-        )
+        return self.heaviest_first(t for t in self.weights if t not in self.boosts)
+
+    def heaviest_first(self, terms: Iterable[str]) -> list[str]:
+        """`terms` by weight, highest first (ties: by the term): the order MaxScore reads."""
+        weights = self.weights
+        return sorted(terms, key=lambda t: (-weights[t], t))
 
     def part(self, weight: float, tf: int, length: int) -> float:
         """One term's part of a chunk's score (`ranking.bm25_scorer`'s expression)."""
@@ -143,7 +145,7 @@ def exact_top(
     if wanted <= 0 or not finders:
         return []
     # The boosts come last: read only to score the chunks the finders brought.
-    order = [*finders, *sorted(scoring.boosts, key=lambda t: (-scoring.weights[t], t))]
+    order = [*finders, *scoring.heaviest_first(scoring.boosts)]
     rest = [0.0] * (len(order) + 1)
     for j in range(len(order) - 1, -1, -1):
         rest[j] = rest[j + 1] + scoring.bound(order[j])
