@@ -34,16 +34,19 @@ class SettledStore:
     def path(self, scope: ScopeKey) -> Path:
         return self.files.path(scope)
 
-    async def current(self, scope: ScopeKey) -> tuple[bytes | None, ParsedMemory | None]:
-        """`LongTermStore.current` once the scope's staged captures are written."""
+    async def _settled(self, scope: ScopeKey) -> None:
+        """The scope's staged captures written, when there is a journal to hold them."""
         if self._settle is not None:
             await self._settle(scope)
+
+    async def current(self, scope: ScopeKey) -> tuple[bytes | None, ParsedMemory | None]:
+        """`LongTermStore.current` once the scope's staged captures are written."""
+        await self._settled(scope)
         return await self.files.current(scope)
 
     async def load(self, scope: ScopeKey, *, max_age: float = 0.0) -> ParsedMemory:
         """`LongTermStore.load` once the scope's staged captures are written."""
-        if self._settle is not None:
-            await self._settle(scope)
+        await self._settled(scope)
         return await self.files.load(scope, max_age=max_age)
 
     async def update(
@@ -55,6 +58,5 @@ class SettledStore:
         quarantine: Sequence[QuarantinedBlock] = (),
     ) -> T:
         """`LongTermStore.update` once the scope's staged captures are written."""
-        if self._settle is not None:
-            await self._settle(scope)
+        await self._settled(scope)
         return await self.files.update(scope, change, now, quarantine=quarantine)
